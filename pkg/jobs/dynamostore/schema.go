@@ -1,0 +1,87 @@
+package dynamostore
+
+import (
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The table's one definition. The local stack, the tests and the CDK app in
+// infra/ all build the table from these names, so they cannot drift.
+const (
+	// AttrID is the partition key: the job id (a string).
+	AttrID = "id"
+	// SweepIndex is the sparse, keys-only index the sweeper queries. Only
+	// jobs that are queued or running carry its key attributes; the final
+	// write removes them, so the index holds exactly the jobs the sweeper may
+	// need and a sweep never reads finished jobs.
+	SweepIndex = "sweep"
+	// AttrSweepShard is the index's partition key (a string "0".."N-1"):
+	// the index is spread over Shards keys so one hot key cannot throttle it.
+	AttrSweepShard = "sweep_shard"
+	// AttrSweepAt is the index's sort key (a number, Unix milliseconds):
+	// when the sweeper should look at the job if it is still not final.
+	AttrSweepAt = "sweep_at"
+	// AttrExpires is the TTL attribute (a number, Unix seconds), set on
+	// final jobs to their finish time plus the retention.
+	AttrExpires = "expires"
+	// Shards is the number of sweep index partitions.
+	Shards = 8
+)
+
+// Other attributes of a job item.
+const (
+	attrKind       = "kind"
+	attrOwner      = "owner"
+	attrStatus     = "status"
+	attrPayload    = "payload"
+	attrResult     = "result"
+	attrErrorCode  = "error_code"
+	attrAttempt    = "attempt"
+	attrToken      = "token"
+	attrLease      = "lease_ms"
+	attrReqHash    = "req_hash"
+	attrDispatches = "dispatches"
+	attrCreated    = "created_ms"
+	attrUpdated    = "updated_ms"
+	attrStarted    = "started_ms"
+	attrFinished   = "finished_ms"
+)
+
+// CreateTableInput returns the table definition for CreateTable: on-demand
+// billing, the id key, and the sweep index. TTL is enabled separately (see
+// TimeToLiveInput) because CreateTable cannot set it.
+func CreateTableInput(table string) *dynamodb.CreateTableInput {
+	return &dynamodb.CreateTableInput{
+		TableName:   aws.String(table),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(AttrID), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(AttrSweepShard), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(AttrSweepAt), AttributeType: types.ScalarAttributeTypeN},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(AttrID), KeyType: types.KeyTypeHash},
+		},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(SweepIndex),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(AttrSweepShard), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(AttrSweepAt), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		}},
+	}
+}
+
+// TimeToLiveInput returns the UpdateTimeToLive call that enables TTL on
+// AttrExpires.
+func TimeToLiveInput(table string) *dynamodb.UpdateTimeToLiveInput {
+	return &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(AttrExpires),
+			Enabled:       aws.Bool(true),
+		},
+	}
+}

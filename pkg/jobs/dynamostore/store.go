@@ -1,0 +1,400 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+// API is the part of the DynamoDB client the store uses.
+type API interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Options configure a Store.
+type Options struct {
+	// Clock decides what "expired" means on reads; the wall clock if nil.
+	Clock jobs.Clock
+	// OnCapacity, when set, asks DynamoDB for the consumed capacity of every
+	// call (ReturnConsumedCapacity INDEXES) and reports it, with the
+	// operation's name. For benchmarks and cost figures.
+	OnCapacity func(op string, cc *types.ConsumedCapacity)
+}
+
+// Store is a jobs.Store on one DynamoDB table built from CreateTableInput.
+type Store struct {
+	api   API
+	table *string
+	opts  Options
+	clock jobs.Clock
+}
+
+var _ jobs.Store = (*Store)(nil)
+
+// New returns a Store on the named table.
+func New(api API, table string, opts Options) *Store {
+	c := opts.Clock
+	if c == nil {
+		c = jobs.WallClock
+	}
+	return &Store{api: api, table: aws.String(table), opts: opts, clock: c}
+}
+
+// item is a job as stored. Times are Unix milliseconds; expires is Unix
+// seconds, as DynamoDB TTL wants.
+type item struct {
+	ID         string  `dynamodbav:"id"`
+	Kind       string  `dynamodbav:"kind"`
+	Owner      string  `dynamodbav:"owner"`
+	Status     string  `dynamodbav:"status"`
+	Payload    string  `dynamodbav:"payload"`
+	Result     *string `dynamodbav:"result,omitempty"`
+	ErrorCode  string  `dynamodbav:"error_code,omitempty"`
+	Attempt    int     `dynamodbav:"attempt"`
+	Token      string  `dynamodbav:"token,omitempty"`
+	Lease      int64   `dynamodbav:"lease_ms,omitempty"`
+	ReqHash    string  `dynamodbav:"req_hash,omitempty"`
+	SweepShard string  `dynamodbav:"sweep_shard,omitempty"`
+	SweepAt    int64   `dynamodbav:"sweep_at,omitempty"`
+	Dispatches int     `dynamodbav:"dispatches,omitempty"`
+	Created    int64   `dynamodbav:"created_ms"`
+	Updated    int64   `dynamodbav:"updated_ms"`
+	Started    int64   `dynamodbav:"started_ms,omitempty"`
+	Finished   int64   `dynamodbav:"finished_ms,omitempty"`
+	Expires    int64   `dynamodbav:"expires,omitempty"`
+}
+
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// ShardOf returns the sweep index shard of a job id.
+func ShardOf(id string) string {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return strconv.Itoa(int(h.Sum32() % Shards))
+}
+
+func toItem(r *jobs.Record) item {
+	it := item{
+		ID: r.ID, Kind: r.Kind, Owner: r.Owner, Status: string(r.Status),
+		Payload: string(r.Payload), ErrorCode: r.ErrorCode, Attempt: r.Attempt,
+		Token: r.ClaimToken, Lease: ms(r.LeaseUntil), ReqHash: r.RequestHash,
+		SweepAt: ms(r.SweepAt), Dispatches: r.Dispatches,
+		Created: ms(r.CreatedAt), Updated: ms(r.UpdatedAt), Started: ms(r.StartedAt), Finished: ms(r.FinishedAt),
+	}
+	if r.Result != nil {
+		s := string(r.Result)
+		it.Result = &s
+	}
+	if !r.SweepAt.IsZero() {
+		it.SweepShard = ShardOf(r.ID)
+	}
+	if !r.ExpiresAt.IsZero() {
+		it.Expires = r.ExpiresAt.Unix()
+	}
+	return it
+}
+
+func fromItem(av map[string]types.AttributeValue) (*jobs.Record, error) {
+	var it item
+	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+		return nil, fmt.Errorf("dynamostore: decode item: %w", err)
+	}
+	r := &jobs.Record{
+		ID: it.ID, Kind: it.Kind, Owner: it.Owner, Status: jobs.Status(it.Status),
+		Payload: []byte(it.Payload), ErrorCode: it.ErrorCode, Attempt: it.Attempt,
+		ClaimToken: it.Token, LeaseUntil: fromMS(it.Lease), RequestHash: it.ReqHash,
+		SweepAt: fromMS(it.SweepAt), Dispatches: it.Dispatches,
+		CreatedAt: fromMS(it.Created), UpdatedAt: fromMS(it.Updated),
+		StartedAt: fromMS(it.Started), FinishedAt: fromMS(it.Finished),
+	}
+	if it.Result != nil {
+		r.Result = []byte(*it.Result)
+	}
+	if it.Expires != 0 {
+		r.ExpiresAt = time.Unix(it.Expires, 0).UTC()
+	}
+	return r, nil
+}
+
+func key(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrID: &types.AttributeValueMemberS{Value: id}}
+}
+
+func (s *Store) capacity() types.ReturnConsumedCapacity {
+	if s.opts.OnCapacity != nil {
+		return types.ReturnConsumedCapacityIndexes
+	}
+	return types.ReturnConsumedCapacityNone
+}
+
+func (s *Store) report(op string, cc *types.ConsumedCapacity) {
+	if s.opts.OnCapacity != nil && cc != nil {
+		s.opts.OnCapacity(op, cc)
+	}
+}
+
+// conditionFailed returns the item DynamoDB returned with a failed
+// condition, and whether the error was a failed condition at all.
+func conditionFailed(err error) (map[string]types.AttributeValue, bool) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ccf.Item, true
+	}
+	return nil, false
+}
+
+func (s *Store) conflict(sentinel error, old map[string]types.AttributeValue) error {
+	if len(old) == 0 {
+		if sentinel == jobs.ErrExists {
+			return &jobs.ConflictError{Err: sentinel}
+		}
+		return jobs.ErrNotFound
+	}
+	cur, err := fromItem(old)
+	if err != nil {
+		return err
+	}
+	if cur.Expired(s.clock.Now()) && sentinel != jobs.ErrExists {
+		return jobs.ErrNotFound
+	}
+	return &jobs.ConflictError{Err: sentinel, Current: cur}
+}
+
+// Create puts rec unless a live job with its id exists.
+func (s *Store) Create(ctx context.Context, rec *jobs.Record) error {
+	if rec.Status != jobs.StatusQueued {
+		return fmt.Errorf("dynamostore: create: status %q, want queued", rec.Status)
+	}
+	av, err := attributevalue.MarshalMap(toItem(rec))
+	if err != nil {
+		return fmt.Errorf("dynamostore: encode item: %w", err)
+	}
+	now := s.clock.Now()
+	cond := expression.AttributeNotExists(expression.Name(AttrID)).
+		Or(expression.Name(AttrExpires).LessThanEqual(expression.Value(now.Unix())))
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return err
+	}
+	out, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           s.table,
+		Item:                                av,
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.capacity(),
+	})
+	if old, ok := conditionFailed(err); ok {
+		return s.conflict(jobs.ErrExists, old)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: create %s: %w", rec.ID, err)
+	}
+	s.report("create", out.ConsumedCapacity)
+	return nil
+}
+
+// Get reads the job with a strongly consistent read.
+func (s *Store) Get(ctx context.Context, id string) (*jobs.Record, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:              s.table,
+		Key:                    key(id),
+		ConsistentRead:         aws.Bool(true),
+		ReturnConsumedCapacity: s.capacity(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: get %s: %w", id, err)
+	}
+	s.report("get", out.ConsumedCapacity)
+	if len(out.Item) == 0 {
+		return nil, jobs.ErrNotFound
+	}
+	rec, err := fromItem(out.Item)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Expired(s.clock.Now()) {
+		return nil, jobs.ErrNotFound
+	}
+	return rec, nil
+}
+
+// update runs one conditional UpdateItem and returns the new item.
+func (s *Store) update(ctx context.Context, op, id string, upd expression.UpdateBuilder, cond expression.ConditionBuilder, sentinel error) (map[string]types.AttributeValue, error) {
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           s.table,
+		Key:                                 key(id),
+		UpdateExpression:                    expr.Update(),
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        returnValues(op),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.capacity(),
+	})
+	if old, ok := conditionFailed(err); ok {
+		return nil, s.conflict(sentinel, old)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: %s %s: %w", op, id, err)
+	}
+	s.report(op, out.ConsumedCapacity)
+	return out.Attributes, nil
+}
+
+func returnValues(op string) types.ReturnValue {
+	if op == "claim" {
+		return types.ReturnValueAllNew
+	}
+	return types.ReturnValueNone
+}
+
+func statusIs(st jobs.Status) expression.ConditionBuilder {
+	return expression.Name(attrStatus).Equal(expression.Value(string(st)))
+}
+
+func runningUnder(token string) expression.ConditionBuilder {
+	return statusIs(jobs.StatusRunning).And(expression.Name(attrToken).Equal(expression.Value(token)))
+}
+
+// Claim moves a queued job to running under c.
+func (s *Store) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.Record, error) {
+	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusRunning))).
+		Set(expression.Name(attrToken), expression.Value(c.Token)).
+		Set(expression.Name(attrLease), expression.Value(ms(c.LeaseUntil))).
+		Set(expression.Name(attrStarted), expression.Value(ms(c.At))).
+		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
+		Add(expression.Name(attrAttempt), expression.Value(1))
+	av, err := s.update(ctx, "claim", id, upd, statusIs(jobs.StatusQueued), jobs.ErrNotQueued)
+	if err != nil {
+		return nil, err
+	}
+	return fromItem(av)
+}
+
+// Publish stores a partial result of the run named by token.
+func (s *Store) Publish(ctx context.Context, id, token string, result []byte, at time.Time) error {
+	upd := expression.Set(expression.Name(attrResult), expression.Value(string(result))).
+		Set(expression.Name(attrUpdated), expression.Value(ms(at)))
+	_, err := s.update(ctx, "publish", id, upd, runningUnder(token), jobs.ErrLostClaim)
+	return err
+}
+
+// Finish records the final outcome of the run named by token.
+func (s *Store) Finish(ctx context.Context, id, token string, o jobs.Outcome) error {
+	if !o.Status.Final() {
+		return fmt.Errorf("dynamostore: finish: status %q is not final", o.Status)
+	}
+	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(o.Status))).
+		Set(expression.Name(attrUpdated), expression.Value(ms(o.At))).
+		Set(expression.Name(attrFinished), expression.Value(ms(o.At))).
+		Remove(expression.Name(attrToken)).
+		Remove(expression.Name(attrLease)).
+		Remove(expression.Name(AttrSweepShard)).
+		Remove(expression.Name(AttrSweepAt))
+	if !o.ExpiresAt.IsZero() {
+		upd = upd.Set(expression.Name(AttrExpires), expression.Value(o.ExpiresAt.Unix()))
+	}
+	if o.Result != nil {
+		upd = upd.Set(expression.Name(attrResult), expression.Value(string(o.Result)))
+	}
+	if o.Code != "" {
+		upd = upd.Set(expression.Name(attrErrorCode), expression.Value(o.Code))
+	}
+	cond := runningUnder(token)
+	if !o.LeaseExpiredBy.IsZero() {
+		cond = cond.And(expression.Name(attrLease).LessThanEqual(expression.Value(ms(o.LeaseExpiredBy))))
+	}
+	_, err := s.update(ctx, "finish", id, upd, cond, jobs.ErrLostClaim)
+	return err
+}
+
+// Reschedule moves the sweep time of a job still as expected.
+func (s *Store) Reschedule(ctx context.Context, id string, expect jobs.Expect, at time.Time) error {
+	upd := expression.Set(expression.Name(AttrSweepAt), expression.Value(ms(at)))
+	var cond expression.ConditionBuilder
+	switch expect.Status {
+	case jobs.StatusQueued:
+		upd = upd.Add(expression.Name(attrDispatches), expression.Value(1))
+		cond = statusIs(jobs.StatusQueued)
+	case jobs.StatusRunning:
+		cond = runningUnder(expect.Token)
+	default:
+		return fmt.Errorf("dynamostore: reschedule: status %q has no sweep", expect.Status)
+	}
+	cond = cond.And(expression.AttributeExists(expression.Name(AttrSweepShard)))
+	_, err := s.update(ctx, "reschedule", id, upd, cond, jobs.ErrLostClaim)
+	return err
+}
+
+// Due queries each shard of the sweep index for jobs due by now. The index
+// holds only queued and running jobs, so the work is proportional to them,
+// never to the table.
+func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	var ids []string
+	for shard := 0; shard < Shards && len(ids) < limit; shard++ {
+		kc := expression.Key(AttrSweepShard).Equal(expression.Value(strconv.Itoa(shard))).
+			And(expression.Key(AttrSweepAt).LessThanEqual(expression.Value(ms(now))))
+		expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+		if err != nil {
+			return nil, err
+		}
+		in := &dynamodb.QueryInput{
+			TableName:                 s.table,
+			IndexName:                 aws.String(SweepIndex),
+			KeyConditionExpression:    expr.KeyCondition(),
+			ExpressionAttributeNames:  expr.Names(),
+			ExpressionAttributeValues: expr.Values(),
+			ReturnConsumedCapacity:    s.capacity(),
+		}
+		for len(ids) < limit {
+			in.Limit = aws.Int32(int32(limit - len(ids)))
+			out, err := s.api.Query(ctx, in)
+			if err != nil {
+				return nil, fmt.Errorf("dynamostore: due (shard %d): %w", shard, err)
+			}
+			s.report("due", out.ConsumedCapacity)
+			for _, av := range out.Items {
+				if v, ok := av[AttrID].(*types.AttributeValueMemberS); ok {
+					ids = append(ids, v.Value)
+				}
+			}
+			if len(out.LastEvaluatedKey) == 0 {
+				break
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	}
+	return ids, nil
+}

@@ -1,0 +1,19 @@
+package dynamostore_test
+
+import (
+	"testing"
+
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestStoreConformance(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	jobstest.RunStoreTests(t, func(t *testing.T, clock jobs.Clock) jobs.Store {
+		return dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{Clock: clock})
+	})
+}

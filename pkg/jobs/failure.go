@@ -1,0 +1,40 @@
+package jobs
+
+import "errors"
+
+// Failure is the error a handler returns to fail its job with a code the
+// kind declared at registration (see [WithFailureCodes]).
+//
+// Only Code is stored and returned by the API. Err is for the handler's own
+// use (errors.Is/As in tests, say); its text is never stored, returned or
+// logged by this package, so it may safely quote URLs, tokens or bodies.
+type Failure struct {
+	Code string
+	Err  error
+}
+
+// Fail returns a *Failure with the given code, wrapping err (which may be nil).
+func Fail(code string, err error) error { return &Failure{Code: code, Err: err} }
+
+// Error returns the failure code only, never Err's text.
+func (f *Failure) Error() string { return "job failed: " + f.Code }
+
+// Unwrap returns the wrapped error.
+func (f *Failure) Unwrap() error { return f.Err }
+
+// Registration and use errors.
+var (
+	// ErrInvalidKind: a kind name is empty or badly formed (see [ValidKind]).
+	ErrInvalidKind = errors.New("jobs: invalid kind name")
+	// ErrDuplicateKind: a kind was registered twice.
+	ErrDuplicateKind = errors.New("jobs: kind already registered")
+	// ErrNilHandler: Register was given a nil handler.
+	ErrNilHandler = errors.New("jobs: nil handler")
+	// ErrInvalidCode: a declared failure code is badly formed or reserved.
+	ErrInvalidCode = errors.New("jobs: invalid failure code")
+	// ErrRegistryFrozen: Register was called after the registry was put to
+	// use by a service, a worker or a lookup.
+	ErrRegistryFrozen = errors.New("jobs: registry is in use; register every kind before using it")
+	// ErrUnknownKind: no kind of that name is registered.
+	ErrUnknownKind = errors.New("jobs: unknown kind")
+)

@@ -1,0 +1,43 @@
+package jobs
+
+import (
+	"crypto/sha256"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// NewID returns a new job id: a UUIDv7, so ids sort by creation time.
+func NewID() string {
+	return uuid.Must(uuid.NewV7()).String()
+}
+
+// DerivedID returns the job id for a name that must always map to the same
+// job, such as an owner's idempotency key or a foreign message's id: a
+// UUIDv8 made from SHA-256 of the namespace and parts. Distinct inputs give
+// distinct ids; the same inputs always give the same id.
+func DerivedID(namespace string, parts ...string) string {
+	h := sha256.New()
+	h.Write([]byte(namespace))
+	for _, p := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	var u uuid.UUID
+	copy(u[:], h.Sum(nil))
+	u[6] = (u[6] & 0x0f) | 0x80 // version 8
+	u[8] = (u[8] & 0x3f) | 0x80 // RFC 9562 variant
+	return u.String()
+}
+
+// ValidID reports whether id has the form of a job id: a UUID in canonical
+// lower-case form.
+func ValidID(id string) bool {
+	if len(id) != 36 || strings.ToLower(id) != id {
+		return false
+	}
+	_, err := uuid.Parse(id)
+	return err == nil
+}
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

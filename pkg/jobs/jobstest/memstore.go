@@ -1,0 +1,232 @@
+package jobstest
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+// MemStore is an in-memory jobs.Store with the same conditional semantics
+// as the DynamoDB store. It passes RunStoreTests.
+type MemStore struct {
+	mu    sync.Mutex
+	jobs  map[string]*jobs.Record
+	clock jobs.Clock
+}
+
+var _ jobs.Store = (*MemStore)(nil)
+
+// NewMemStore returns an empty MemStore; clock may be nil for the wall clock.
+func NewMemStore(clock jobs.Clock) *MemStore {
+	if clock == nil {
+		clock = jobs.WallClock
+	}
+	return &MemStore{jobs: map[string]*jobs.Record{}, clock: clock}
+}
+
+func clone(r *jobs.Record) *jobs.Record {
+	c := *r
+	c.Payload = bytes.Clone(r.Payload)
+	c.Result = bytes.Clone(r.Result)
+	return &c
+}
+
+func (m *MemStore) live(id string) (*jobs.Record, bool) {
+	r, ok := m.jobs[id]
+	if !ok || r.Expired(m.clock.Now()) {
+		return nil, false
+	}
+	return r, true
+}
+
+// Create stores rec unless a live job with its id exists.
+func (m *MemStore) Create(_ context.Context, rec *jobs.Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.live(rec.ID); ok {
+		return &jobs.ConflictError{Err: jobs.ErrExists, Current: clone(cur)}
+	}
+	m.jobs[rec.ID] = clone(rec)
+	return nil
+}
+
+// Get returns a copy of the job.
+func (m *MemStore) Get(_ context.Context, id string) (*jobs.Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.live(id)
+	if !ok {
+		return nil, jobs.ErrNotFound
+	}
+	return clone(r), nil
+}
+
+// Claim moves a queued job to running.
+func (m *MemStore) Claim(_ context.Context, id string, c jobs.Claim) (*jobs.Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.live(id)
+	if !ok {
+		return nil, jobs.ErrNotFound
+	}
+	if r.Status != jobs.StatusQueued {
+		return nil, &jobs.ConflictError{Err: jobs.ErrNotQueued, Current: clone(r)}
+	}
+	r.Status = jobs.StatusRunning
+	r.ClaimToken = c.Token
+	r.LeaseUntil = c.LeaseUntil
+	r.StartedAt = c.At
+	r.UpdatedAt = c.At
+	r.Attempt++
+	return clone(r), nil
+}
+
+func (m *MemStore) runningUnder(id, token string) (*jobs.Record, error) {
+	r, ok := m.live(id)
+	if !ok {
+		return nil, jobs.ErrNotFound
+	}
+	if r.Status != jobs.StatusRunning || r.ClaimToken != token {
+		return nil, &jobs.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+	}
+	return r, nil
+}
+
+// Publish stores a partial result.
+func (m *MemStore) Publish(_ context.Context, id, token string, result []byte, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, err := m.runningUnder(id, token)
+	if err != nil {
+		return err
+	}
+	r.Result = bytes.Clone(result)
+	r.UpdatedAt = at
+	return nil
+}
+
+// Finish records a final outcome.
+func (m *MemStore) Finish(_ context.Context, id, token string, o jobs.Outcome) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, err := m.runningUnder(id, token)
+	if err != nil {
+		return err
+	}
+	if !o.LeaseExpiredBy.IsZero() && r.LeaseUntil.After(o.LeaseExpiredBy) {
+		return &jobs.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+	}
+	r.Status = o.Status
+	r.UpdatedAt = o.At
+	r.FinishedAt = o.At
+	r.ExpiresAt = o.ExpiresAt
+	if o.Result != nil {
+		r.Result = bytes.Clone(o.Result)
+	}
+	if o.Code != "" {
+		r.ErrorCode = o.Code
+	}
+	r.ClaimToken = ""
+	r.LeaseUntil = time.Time{}
+	r.SweepAt = time.Time{}
+	return nil
+}
+
+// Due returns jobs whose sweep time has come, oldest first.
+func (m *MemStore) Due(_ context.Context, now time.Time, limit int) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var due []*jobs.Record
+	for _, r := range m.jobs {
+		if !r.SweepAt.IsZero() && !r.SweepAt.After(now) {
+			due = append(due, r)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool { return due[i].SweepAt.Before(due[j].SweepAt) })
+	ids := make([]string, 0, min(limit, len(due)))
+	for _, r := range due[:min(limit, len(due))] {
+		ids = append(ids, r.ID)
+	}
+	return ids, nil
+}
+
+// Reschedule moves a job's sweep time.
+func (m *MemStore) Reschedule(_ context.Context, id string, expect jobs.Expect, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.live(id)
+	if !ok {
+		return jobs.ErrNotFound
+	}
+	if r.Status != expect.Status || r.SweepAt.IsZero() ||
+		(expect.Status == jobs.StatusRunning && r.ClaimToken != expect.Token) ||
+		!slices.Contains([]jobs.Status{jobs.StatusQueued, jobs.StatusRunning}, expect.Status) {
+		return &jobs.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+	}
+	r.SweepAt = at
+	if expect.Status == jobs.StatusQueued {
+		r.Dispatches++
+	}
+	return nil
+}
+
+// Len returns the number of stored jobs.
+func (m *MemStore) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.jobs)
+}
+
+// All returns copies of every stored job, for assertions.
+func (m *MemStore) All() []*jobs.Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*jobs.Record, 0, len(m.jobs))
+	for _, r := range m.jobs {
+		out = append(out, clone(r))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// MemQueue is an in-memory jobs.Queue that records what was sent.
+type MemQueue struct {
+	mu   sync.Mutex
+	sent []string
+	// Fail, when set, is returned by every send (after nothing is recorded).
+	Fail error
+}
+
+// Send records id.
+func (q *MemQueue) Send(_ context.Context, id string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.Fail != nil {
+		return q.Fail
+	}
+	q.sent = append(q.sent, id)
+	return nil
+}
+
+// SendBatch records ids.
+func (q *MemQueue) SendBatch(_ context.Context, ids []string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.Fail != nil {
+		return q.Fail
+	}
+	q.sent = append(q.sent, ids...)
+	return nil
+}
+
+// Sent returns the ids sent so far, in order.
+func (q *MemQueue) Sent() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.sent)
+}

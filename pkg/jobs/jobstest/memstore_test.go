@@ -1,0 +1,14 @@
+package jobstest_test
+
+import (
+	"testing"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+func TestMemStoreConformance(t *testing.T) {
+	jobstest.RunStoreTests(t, func(t *testing.T, clock jobs.Clock) jobs.Store {
+		return jobstest.NewMemStore(clock)
+	})
+}

@@ -1,0 +1,433 @@
+package jobstest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+// NewStoreFunc returns an empty store for one test, reading time from clock.
+type NewStoreFunc func(t *testing.T, clock jobs.Clock) jobs.Store
+
+// Epoch is the time the conformance suite's clocks start at.
+var Epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// NewRecord returns a queued record as enqueue would write it.
+func NewRecord(id string, now time.Time) *jobs.Record {
+	return &jobs.Record{
+		ID: id, Kind: "test.kind", Owner: "arn:aws:iam::000000000000:user/alice", Status: jobs.StatusQueued,
+		Payload: []byte(`{"n":1}`), RequestHash: "h1",
+		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(2 * time.Minute),
+	}
+}
+
+// RunStoreTests runs the conformance suite against the stores newStore
+// makes. Each subtest gets its own store and fake clock.
+func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
+	ctx := context.Background()
+	setup := func(t *testing.T) (jobs.Store, *Clock) {
+		t.Helper()
+		clock := NewClock(Epoch)
+		return newStore(t, clock), clock
+	}
+	create := func(t *testing.T, s jobs.Store, now time.Time) *jobs.Record {
+		t.Helper()
+		rec := NewRecord(jobs.NewID(), now)
+		if err := s.Create(ctx, rec); err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+		return rec
+	}
+	claim := func(t *testing.T, s jobs.Store, id string, now time.Time) (*jobs.Record, string) {
+		t.Helper()
+		token := jobs.NewID()
+		rec, err := s.Claim(ctx, id, jobs.Claim{Token: token, At: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil {
+			t.Fatalf("Claim: %v", err)
+		}
+		return rec, token
+	}
+	get := func(t *testing.T, s jobs.Store, id string) *jobs.Record {
+		t.Helper()
+		rec, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		return rec
+	}
+	wantConflict := func(t *testing.T, err, sentinel error, wantStatus jobs.Status) {
+		t.Helper()
+		if !errors.Is(err, sentinel) {
+			t.Fatalf("got error %v, want %v", err, sentinel)
+		}
+		var ce *jobs.ConflictError
+		if !errors.As(err, &ce) {
+			t.Fatalf("got %T, want *jobs.ConflictError", err)
+		}
+		if wantStatus != "" && (ce.Current == nil || ce.Current.Status != wantStatus) {
+			t.Fatalf("conflict reports current %+v, want status %s", ce.Current, wantStatus)
+		}
+	}
+
+	t.Run("CreateGetRoundTrip", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := NewRecord(jobs.NewID(), clock.Now())
+		rec.Payload = []byte(`{"text":"héllo","n":[1,2,3]}`)
+		if err := s.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		got := get(t, s, rec.ID)
+		if !reflect.DeepEqual(got, rec) {
+			t.Fatalf("Get returned\n%+v\nwant\n%+v", got, rec)
+		}
+	})
+
+	t.Run("CreateExistingIsConflict", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		again := NewRecord(rec.ID, clock.Now())
+		again.Payload = []byte(`{"n":2}`)
+		err := s.Create(ctx, again)
+		wantConflict(t, err, jobs.ErrExists, jobs.StatusQueued)
+		if got := get(t, s, rec.ID); string(got.Payload) != `{"n":1}` {
+			t.Fatalf("second create overwrote the payload: %s", got.Payload)
+		}
+	})
+
+	t.Run("GetUnknownIsNotFound", func(t *testing.T) {
+		s, _ := setup(t)
+		if _, err := s.Get(ctx, jobs.NewID()); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("got %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("ClaimStampsTokenLeaseAttempt", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		clock.Advance(time.Second)
+		now := clock.Now()
+		got, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "tok-1", At: now, LeaseUntil: now.Add(30 * time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != jobs.StatusRunning || got.ClaimToken != "tok-1" || got.Attempt != 1 ||
+			!got.LeaseUntil.Equal(now.Add(30*time.Second)) || !got.StartedAt.Equal(now) {
+			t.Fatalf("claimed record %+v", got)
+		}
+		if string(got.Payload) != string(rec.Payload) || got.Kind != rec.Kind || got.Owner != rec.Owner {
+			t.Fatalf("claim did not return the job's payload/kind/owner: %+v", got)
+		}
+		if stored := get(t, s, rec.ID); stored.ClaimToken != "tok-1" || stored.Status != jobs.StatusRunning {
+			t.Fatalf("stored after claim: %+v", stored)
+		}
+	})
+
+	t.Run("SecondClaimFails", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		claim(t, s, rec.ID, clock.Now())
+		_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "other", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+		wantConflict(t, err, jobs.ErrNotQueued, jobs.StatusRunning)
+		if got := get(t, s, rec.ID); got.Attempt != 1 || got.ClaimToken == "other" {
+			t.Fatalf("losing claim changed the job: %+v", got)
+		}
+	})
+
+	t.Run("ClaimUnknownIsNotFound", func(t *testing.T) {
+		s, clock := setup(t)
+		_, err := s.Claim(ctx, jobs.NewID(), jobs.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+		if !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("got %v, want ErrNotFound", err)
+		}
+		if _, err := s.Get(ctx, jobs.NewID()); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("a failed claim created a job: %v", err)
+		}
+	})
+
+	t.Run("ConcurrentClaimsOneWinner", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		const n = 16
+		var wg sync.WaitGroup
+		wins := make(chan string, n)
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				token := fmt.Sprintf("tok-%d", i)
+				_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: token, At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+				switch {
+				case err == nil:
+					wins <- token
+				case errors.Is(err, jobs.ErrNotQueued):
+				default:
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(wins)
+		close(errs)
+		for err := range errs {
+			t.Fatalf("unexpected claim error: %v", err)
+		}
+		var winners []string
+		for w := range wins {
+			winners = append(winners, w)
+		}
+		if len(winners) != 1 {
+			t.Fatalf("%d claims won (%v), want exactly 1", len(winners), winners)
+		}
+		if got := get(t, s, rec.ID); got.ClaimToken != winners[0] || got.Attempt != 1 {
+			t.Fatalf("stored token %q attempt %d, want %q and 1", got.ClaimToken, got.Attempt, winners[0])
+		}
+	})
+
+	t.Run("PublishUnderTokenOnly", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		_, token := claim(t, s, rec.ID, clock.Now())
+		if err := s.Publish(ctx, rec.ID, token, []byte(`{"done":1}`), clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Publish(ctx, rec.ID, "stale-token", []byte(`{"done":99}`), clock.Now())
+		wantConflict(t, err, jobs.ErrLostClaim, jobs.StatusRunning)
+		if got := get(t, s, rec.ID); string(got.Result) != `{"done":1}` {
+			t.Fatalf("result %s after stale publish, want {\"done\":1}", got.Result)
+		}
+	})
+
+	t.Run("PublishQueuedIsLostClaim", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		err := s.Publish(ctx, rec.ID, "", []byte(`1`), clock.Now())
+		wantConflict(t, err, jobs.ErrLostClaim, jobs.StatusQueued)
+	})
+
+	t.Run("FinishUnderTokenOnly", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		_, token := claim(t, s, rec.ID, clock.Now())
+		err := s.Finish(ctx, rec.ID, "stale-token", jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`"stale"`), At: clock.Now()})
+		wantConflict(t, err, jobs.ErrLostClaim, jobs.StatusRunning)
+		clock.Advance(time.Second)
+		end := clock.Now()
+		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`"ok"`), At: end, ExpiresAt: end.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		got := get(t, s, rec.ID)
+		if got.Status != jobs.StatusSucceeded || string(got.Result) != `"ok"` || got.ClaimToken != "" ||
+			!got.LeaseUntil.IsZero() || !got.SweepAt.IsZero() || !got.FinishedAt.Equal(end) || !got.ExpiresAt.Equal(end.Add(time.Hour)) {
+			t.Fatalf("finished record %+v", got)
+		}
+	})
+
+	t.Run("FinishedJobIsNotReclaimedRepublishedOrRefinished", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		_, token := claim(t, s, rec.ID, clock.Now())
+		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "again", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+		wantConflict(t, err, jobs.ErrNotQueued, jobs.StatusFailed)
+		wantConflict(t, s.Publish(ctx, rec.ID, token, []byte(`1`), clock.Now()), jobs.ErrLostClaim, jobs.StatusFailed)
+		wantConflict(t, s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, At: clock.Now()}), jobs.ErrLostClaim, jobs.StatusFailed)
+		if got := get(t, s, rec.ID); got.Status != jobs.StatusFailed || got.ErrorCode != "boom" || got.Attempt != 1 {
+			t.Fatalf("finished job changed: %+v", got)
+		}
+	})
+
+	t.Run("NoLostUpdateBetweenPublishAndFinish", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		_, token := claim(t, s, rec.ID, clock.Now())
+		if err := s.Publish(ctx, rec.ID, token, []byte(`{"p":1}`), clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`{"final":true}`), At: clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		// A publish that was in flight when the run finished must not land.
+		wantConflict(t, s.Publish(ctx, rec.ID, token, []byte(`{"p":2}`), clock.Now()), jobs.ErrLostClaim, jobs.StatusSucceeded)
+		if got := get(t, s, rec.ID); string(got.Result) != `{"final":true}` {
+			t.Fatalf("result %s, want the final one", got.Result)
+		}
+	})
+
+	t.Run("ConcurrentPublishAndFinish", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		_, token := claim(t, s, rec.ID, clock.Now())
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = s.Publish(ctx, rec.ID, token, fmt.Appendf(nil, `{"p":%d}`, i), clock.Now())
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`"final"`), At: clock.Now()}); err != nil {
+				t.Errorf("Finish: %v", err)
+			}
+		}()
+		wg.Wait()
+		if got := get(t, s, rec.ID); got.Status != jobs.StatusSucceeded || string(got.Result) != `"final"` {
+			t.Fatalf("got status %s result %s, want succeeded \"final\"", got.Status, got.Result)
+		}
+	})
+
+	t.Run("FailedRunKeepsLastPartial", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		_, token := claim(t, s, rec.ID, clock.Now())
+		if err := s.Publish(ctx, rec.ID, token, []byte(`{"done":3}`), clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeTimedOut, At: clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s, rec.ID); got.ErrorCode != jobs.CodeTimedOut || string(got.Result) != `{"done":3}` {
+			t.Fatalf("got code %q result %s", got.ErrorCode, got.Result)
+		}
+	})
+
+	t.Run("InterruptOnlyAfterLease", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		_, token := claim(t, s, rec.ID, clock.Now()) // lease: now + 1m
+		early := jobs.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeInterrupted, At: clock.Now(), LeaseExpiredBy: clock.Now().Add(30 * time.Second)}
+		wantConflict(t, s.Finish(ctx, rec.ID, token, early), jobs.ErrLostClaim, jobs.StatusRunning)
+		clock.Advance(2 * time.Minute)
+		late := jobs.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeInterrupted, At: clock.Now(), LeaseExpiredBy: clock.Now()}
+		if err := s.Finish(ctx, rec.ID, token, late); err != nil {
+			t.Fatal(err)
+		}
+		// The worker that owned the lease comes back late: it cannot overwrite.
+		wantConflict(t, s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`1`), At: clock.Now()}), jobs.ErrLostClaim, jobs.StatusFailed)
+	})
+
+	t.Run("OverlappingInterruptsOneWinner", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		_, token := claim(t, s, rec.ID, clock.Now())
+		clock.Advance(2 * time.Minute)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := 0
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeInterrupted, At: clock.Now(), LeaseExpiredBy: clock.Now()})
+				if err == nil {
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				} else if !errors.Is(err, jobs.ErrLostClaim) {
+					t.Errorf("Finish: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if wins != 1 {
+			t.Fatalf("%d interrupts won, want 1", wins)
+		}
+	})
+
+	t.Run("DueListsOnlyUnfinishedJobsWhoseTimeCame", func(t *testing.T) {
+		s, clock := setup(t)
+		now := clock.Now()
+		queued := create(t, s, now)           // sweep at now+2m
+		running := create(t, s, now)          // claimed below
+		finished := create(t, s, now)         // finished below
+		later := NewRecord(jobs.NewID(), now) // sweep at now+1h
+		later.SweepAt = now.Add(time.Hour)
+		if err := s.Create(ctx, later); err != nil {
+			t.Fatal(err)
+		}
+		claim(t, s, running.ID, now)
+		_, tok := claim(t, s, finished.ID, now)
+		if err := s.Finish(ctx, finished.ID, tok, jobs.Outcome{Status: jobs.StatusSucceeded, At: now}); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := s.Due(ctx, now.Add(3*time.Minute), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := set(ids), set([]string{queued.ID, running.ID}); !reflect.DeepEqual(got, want) {
+			t.Fatalf("Due = %v, want %v", ids, []string{queued.ID, running.ID})
+		}
+		if ids, _ := s.Due(ctx, now, 100); len(ids) != 0 {
+			t.Fatalf("Due before any sweep time = %v, want none", ids)
+		}
+		if ids, _ := s.Due(ctx, now.Add(2*time.Hour), 1); len(ids) != 1 {
+			t.Fatalf("Due with limit 1 returned %d ids", len(ids))
+		}
+	})
+
+	t.Run("Reschedule", func(t *testing.T) {
+		s, clock := setup(t)
+		now := clock.Now()
+		q := create(t, s, now)
+		if err := s.Reschedule(ctx, q.ID, jobs.Expect{Status: jobs.StatusQueued}, now.Add(10*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s, q.ID); got.Dispatches != 1 || !got.SweepAt.Equal(now.Add(10*time.Minute)) {
+			t.Fatalf("rescheduled queued job: dispatches %d sweep %v", got.Dispatches, got.SweepAt)
+		}
+		r := create(t, s, now)
+		_, token := claim(t, s, r.ID, now)
+		wantConflict(t, s.Reschedule(ctx, r.ID, jobs.Expect{Status: jobs.StatusRunning, Token: "stale"}, now.Add(time.Hour)), jobs.ErrLostClaim, jobs.StatusRunning)
+		wantConflict(t, s.Reschedule(ctx, r.ID, jobs.Expect{Status: jobs.StatusQueued}, now.Add(time.Hour)), jobs.ErrLostClaim, jobs.StatusRunning)
+		if err := s.Reschedule(ctx, r.ID, jobs.Expect{Status: jobs.StatusRunning, Token: token}, now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, r.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, At: now}); err != nil {
+			t.Fatal(err)
+		}
+		// A finished job has no sweep schedule to move: it must not reappear in the index.
+		wantConflict(t, s.Reschedule(ctx, r.ID, jobs.Expect{Status: jobs.StatusRunning, Token: token}, now), jobs.ErrLostClaim, jobs.StatusSucceeded)
+		if ids, _ := s.Due(ctx, now.Add(2*time.Hour), 100); len(ids) != 1 || ids[0] != q.ID {
+			t.Fatalf("Due = %v, want only the queued job", ids)
+		}
+	})
+
+	t.Run("ExpiredJobIsGoneAndItsIDReusable", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		_, token := claim(t, s, rec.ID, clock.Now())
+		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Hour + time.Second)
+		if _, err := s.Get(ctx, rec.ID); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("Get of an expired job: %v, want ErrNotFound", err)
+		}
+		fresh := NewRecord(rec.ID, clock.Now())
+		if err := s.Create(ctx, fresh); err != nil {
+			t.Fatalf("Create over an expired job: %v", err)
+		}
+		if got := get(t, s, rec.ID); got.Status != jobs.StatusQueued || got.Attempt != 0 {
+			t.Fatalf("recreated job %+v", got)
+		}
+	})
+}
+
+func set(ids []string) map[string]bool {
+	m := map[string]bool{}
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}

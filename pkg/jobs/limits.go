@@ -1,0 +1,17 @@
+package jobs
+
+// Limits that keep a job's item well under DynamoDB's 400 KB item limit:
+// payload + result + attributes stay below 260 KB.
+const (
+	// MaxPayloadBytes is the largest payload accepted at enqueue.
+	MaxPayloadBytes = 128 << 10
+	// MaxResultBytes is the largest public JSON of a result, partial or final.
+	MaxResultBytes = 128 << 10
+	// MaxJSONDepth is the deepest nesting of arrays and objects accepted in
+	// a payload.
+	MaxJSONDepth = 32
+	// MaxOwnerBytes is the longest owner name stored with a job.
+	MaxOwnerBytes = 512
+	// MaxIdempotencyKeyBytes is the longest idempotency key accepted.
+	MaxIdempotencyKeyBytes = 255
+)

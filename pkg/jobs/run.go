@@ -1,0 +1,132 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+)
+
+var (
+	errPayload   = errors.New("payload does not decode")
+	errNilResult = errors.New("handler returned a nil result")
+)
+
+// execution is the outcome of running a handler once, before it is written.
+type execution struct {
+	Status Status // succeeded or failed
+	Result []byte // public JSON of the result (succeeded only)
+	Code   string // failure code (failed only)
+	// Cause and ErrTypes say why, for logs. They never carry error text:
+	// Cause is one of a fixed set of words, ErrTypes lists the Go types of
+	// the error chain, Stack the function names of a panic.
+	Cause    string
+	ErrTypes string
+	Stack    string
+}
+
+// execute runs the kind's handler for rec and maps what it returns to an
+// outcome. A panic becomes CodeInternal with the stack's function names
+// (never the panic value).
+func (k *kindDef) execute(ctx context.Context, rec *Record, publish func(context.Context, []byte) error) (ex execution) {
+	defer func() {
+		if p := recover(); p != nil {
+			ex = execution{Status: StatusFailed, Code: CodeInternal, Cause: "panic", Stack: stackFrames(3)}
+		}
+	}()
+	r, err := k.run(ctx, rec, publish)
+	if err != nil {
+		return k.classify(ctx, err)
+	}
+	body, code := publicJSON(r)
+	if code != "" {
+		return execution{Status: StatusFailed, Code: code, Cause: "bad_result"}
+	}
+	return execution{Status: StatusSucceeded, Result: body, Cause: "ok"}
+}
+
+func (k *kindDef) classify(ctx context.Context, err error) execution {
+	switch {
+	case errors.Is(err, errPayload):
+		return execution{Status: StatusFailed, Code: CodeInvalidPayload, Cause: "payload"}
+	case errors.Is(err, errNilResult):
+		return execution{Status: StatusFailed, Code: CodeInternal, Cause: "nil_result"}
+	}
+	var f *Failure
+	if errors.As(err, &f) {
+		if k.codes[f.Code] {
+			return execution{Status: StatusFailed, Code: f.Code, Cause: "declared"}
+		}
+		return execution{Status: StatusFailed, Code: CodeInternal, Cause: "undeclared_code", ErrTypes: errTypes(err)}
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		return execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "deadline"}
+	}
+	return execution{Status: StatusFailed, Code: CodeInternal, Cause: "error", ErrTypes: errTypes(err)}
+}
+
+// publicJSON returns r's public JSON, compacted, or the reserved code that
+// refuses it.
+func publicJSON(r Result) (body []byte, code string) {
+	defer func() {
+		if recover() != nil {
+			body, code = nil, CodeInternal
+		}
+	}()
+	if isNil(r) {
+		return nil, CodeInternal
+	}
+	raw, err := r.PublicJSON()
+	if err != nil {
+		return nil, CodeInternal
+	}
+	if len(raw) > 4*MaxResultBytes {
+		return nil, CodeResultTooLarge
+	}
+	if !json.Valid(raw) {
+		return nil, CodeInternal
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, CodeInternal
+	}
+	if buf.Len() > MaxResultBytes {
+		return nil, CodeResultTooLarge
+	}
+	return buf.Bytes(), ""
+}
+
+// errTypes lists the Go types along err's chain, e.g.
+// "*fmt.wrapError>*url.Error": enough to find the failing call, no text.
+func errTypes(err error) string {
+	var types []string
+	for e := err; e != nil && len(types) < 8; e = errors.Unwrap(e) {
+		types = append(types, fmt.Sprintf("%T", e))
+	}
+	return strings.Join(types, ">")
+}
+
+// stackFrames returns the function names and lines of the current stack,
+// skipping skip frames: a panic's location without its value.
+func stackFrames(skip int) string {
+	pcs := make([]uintptr, 32)
+	n := runtime.Callers(skip, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	var b strings.Builder
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "runtime.") {
+			if b.Len() > 0 {
+				b.WriteString(" < ")
+			}
+			fmt.Fprintf(&b, "%s:%d", f.Function, f.Line)
+		}
+		if !more || b.Len() > 2000 {
+			break
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,111 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store keeps jobs. Every state change is one conditional write, so
+// concurrent workers, duplicate deliveries and overlapping sweepers can race
+// freely: at most one of them wins each transition. The DynamoDB
+// implementation is in package dynamostore; jobstest has a fake for unit
+// tests and the conformance suite every implementation must pass.
+//
+// Errors: ErrNotFound for an absent (or expired) job, *ConflictError (which
+// matches ErrExists, ErrNotQueued or ErrLostClaim) when a condition fails,
+// anything else for a dependency failure.
+type Store interface {
+	// Create stores rec, which must be queued, unless a live job with the
+	// same ID exists; then it returns a *ConflictError matching ErrExists
+	// that carries the existing job.
+	Create(ctx context.Context, rec *Record) error
+
+	// Get returns the job with the given id, or ErrNotFound.
+	Get(ctx context.Context, id string) (*Record, error)
+
+	// Claim moves a queued job to running, stamping c's token and lease and
+	// counting an attempt, and returns the job as claimed. If the job is not
+	// queued it returns a *ConflictError matching ErrNotQueued with the job
+	// as it is; if there is no such job, ErrNotFound.
+	Claim(ctx context.Context, id string, c Claim) (*Record, error)
+
+	// Publish replaces the job's result with a partial result, provided the
+	// job is running under token; otherwise it returns a *ConflictError
+	// matching ErrLostClaim.
+	Publish(ctx context.Context, id, token string, result []byte, at time.Time) error
+
+	// Finish records the outcome of the run named by token: the job must be
+	// running under that token (and, when o.LeaseExpiredBy is set, its lease
+	// must have ended by then), otherwise it returns a *ConflictError
+	// matching ErrLostClaim. It clears the claim and the sweep schedule.
+	Finish(ctx context.Context, id, token string, o Outcome) error
+
+	// Due returns the ids of up to limit jobs whose sweep time is at or
+	// before now: jobs still queued or running that the sweeper must look
+	// at. It reads an index that holds only such jobs, never the table.
+	Due(ctx context.Context, now time.Time, limit int) ([]string, error)
+
+	// Reschedule moves the sweep time of a job that is still as expected
+	// (same status, and same token when running) to at. For a queued job it
+	// also counts a dispatch.
+	Reschedule(ctx context.Context, id string, expect Expect, at time.Time) error
+}
+
+// Claim is what a worker stamps on a job it claims.
+type Claim struct {
+	Token      string
+	At         time.Time
+	LeaseUntil time.Time
+}
+
+// Outcome is the final write of a run.
+type Outcome struct {
+	Status Status // StatusSucceeded or StatusFailed
+	// Result replaces the stored result when non-nil. A failed run keeps its
+	// last partial result.
+	Result []byte
+	// Code is the failure code of a failed run.
+	Code string
+	At   time.Time
+	// ExpiresAt is when the finished job may be deleted.
+	ExpiresAt time.Time
+	// LeaseExpiredBy, when set, makes the write also conditional on the
+	// lease having ended by then (the sweeper's interrupted outcome).
+	LeaseExpiredBy time.Time
+}
+
+// Expect is the state a Reschedule is conditional on.
+type Expect struct {
+	Status Status
+	Token  string
+}
+
+// Store errors.
+var (
+	// ErrNotFound: no such job, or it expired.
+	ErrNotFound = errors.New("jobs: job not found")
+	// ErrExists: Create found a live job with the same id.
+	ErrExists = errors.New("jobs: job already exists")
+	// ErrNotQueued: Claim found the job already claimed or finished.
+	ErrNotQueued = errors.New("jobs: job is not queued")
+	// ErrLostClaim: the job is no longer running under this claim.
+	ErrLostClaim = errors.New("jobs: claim lost")
+)
+
+// ConflictError is returned when a conditional write finds the job in
+// another state. Current is the job as the store found it (nil if the store
+// could not say).
+type ConflictError struct {
+	Err     error // ErrExists, ErrNotQueued or ErrLostClaim
+	Current *Record
+}
+
+func (e *ConflictError) Error() string {
+	if e.Current != nil {
+		return e.Err.Error() + " (status " + string(e.Current.Status) + ")"
+	}
+	return e.Err.Error()
+}
+
+func (e *ConflictError) Unwrap() error { return e.Err }
