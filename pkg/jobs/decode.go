@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"unicode/utf8"
 )
@@ -103,6 +104,9 @@ func CheckJSON(raw []byte, maxBytes int) error {
 		}
 		valueDone()
 	}
+	if len(stack) > 0 {
+		return payloadErr("malformed JSON: unexpected end of JSON")
+	}
 	if values == 0 {
 		return payloadErr("empty")
 	}
@@ -180,4 +184,25 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// topLevelKeys returns up to max top-level keys of a JSON object (each cut
+// to 32 bytes), or false if body is not a JSON object.
+func topLevelKeys(body string, max int) ([]string, bool) {
+	if CheckJSON([]byte(body), 256<<10) != nil {
+		return nil, false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(body), &obj) != nil {
+		return nil, false
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, truncate(k, 32))
+	}
+	sort.Strings(keys)
+	if len(keys) > max {
+		keys = keys[:max]
+	}
+	return keys, true
 }

@@ -198,16 +198,22 @@ func (m *MemStore) All() []*jobs.Record {
 type MemQueue struct {
 	mu   sync.Mutex
 	sent []string
-	// Fail, when set, is returned by every send (after nothing is recorded).
-	Fail error
+	fail error
+}
+
+// SetFail makes every later send return err (nil: succeed again).
+func (q *MemQueue) SetFail(err error) {
+	q.mu.Lock()
+	q.fail = err
+	q.mu.Unlock()
 }
 
 // Send records id.
 func (q *MemQueue) Send(_ context.Context, id string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.Fail != nil {
-		return q.Fail
+	if q.fail != nil {
+		return q.fail
 	}
 	q.sent = append(q.sent, id)
 	return nil
@@ -217,8 +223,8 @@ func (q *MemQueue) Send(_ context.Context, id string) error {
 func (q *MemQueue) SendBatch(_ context.Context, ids []string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.Fail != nil {
-		return q.Fail
+	if q.fail != nil {
+		return q.fail
 	}
 	q.sent = append(q.sent, ids...)
 	return nil

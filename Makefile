@@ -1,0 +1,52 @@
+# lambdajobs: background jobs on AWS serverless parts.
+# `make help` lists the targets.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+GO          ?= go
+FUNCTIONS   := enqueue worker getjob sweeper
+BUILD_DIR   := build
+TOOLS_DIR   := _tools
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME    ?= 10s
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(TOOLS_DIR)/node_modules/.installed: $(TOOLS_DIR)/package.json $(TOOLS_DIR)/package-lock.json
+	npm ci --prefix $(TOOLS_DIR) --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: deps
+deps: $(TOOLS_DIR)/node_modules/.installed ## Install the pinned emulators (DynamoDB Local, fauxqs) from _tools/package-lock.json.
+	$(GO) mod download
+
+.PHONY: build
+build: ## Cross-compile the four Lambda bootstraps (provided.al2023, arm64) into build/<function>/bootstrap.
+	@for f in $(FUNCTIONS); do \
+		mkdir -p $(BUILD_DIR)/$$f; \
+		GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags lambda.norpc \
+			-ldflags='-s -w -buildid=' -o $(BUILD_DIR)/$$f/bootstrap ./functions/$$f || exit 1; \
+		echo "built $(BUILD_DIR)/$$f/bootstrap ($$(du -h $(BUILD_DIR)/$$f/bootstrap | cut -f1))"; \
+	done
+
+.PHONY: test
+test: deps ## Run every test (unit, DynamoDB Local and fauxqs integration) with the race detector.
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodePayload$$' -fuzztime $(FUZZTIME) ./pkg/jobs
+
+.PHONY: clean
+clean: ## Remove build outputs.
+	rm -rf $(BUILD_DIR)

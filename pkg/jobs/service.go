@@ -1,0 +1,200 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+	"unicode"
+)
+
+// Defaults for the service, worker and sweeper.
+const (
+	// DefaultDispatchGrace is how long a job may stay queued before the
+	// sweeper looks at it: it re-sends a job whose message never reached the
+	// queue, and fails a job whose worker died. Keep it above the worker's
+	// Lambda timeout so a job claimed promptly never needs the sweeper.
+	DefaultDispatchGrace = 3 * time.Minute
+	// DefaultRetention is how long a finished job stays readable.
+	DefaultRetention = 7 * 24 * time.Hour
+)
+
+// Service enqueues and reads jobs. The HTTP functions and the Go client both
+// go through it, so validation, limits, owners and idempotency are the same
+// on every path.
+type Service struct {
+	reg   *Registry
+	store Store
+	queue Queue
+	clock Clock
+	log   *slog.Logger
+	grace time.Duration
+}
+
+// ServiceConfig configures a Service. Registry, Store and Queue are required.
+type ServiceConfig struct {
+	Registry *Registry
+	Store    Store
+	Queue    Queue
+	Clock    Clock
+	Logger   *slog.Logger
+	// DispatchGrace: see DefaultDispatchGrace.
+	DispatchGrace time.Duration
+}
+
+// NewService returns a Service; it puts the registry to use.
+func NewService(cfg ServiceConfig) (*Service, error) {
+	if cfg.Registry == nil || cfg.Store == nil || cfg.Queue == nil {
+		return nil, errors.New("jobs: NewService needs a Registry, a Store and a Queue")
+	}
+	cfg.Registry.freeze()
+	grace := cfg.DispatchGrace
+	if grace <= 0 {
+		grace = DefaultDispatchGrace
+	}
+	return &Service{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger), grace: grace}, nil
+}
+
+// EnqueueRequest is one job to enqueue.
+type EnqueueRequest struct {
+	// Owner names the caller (an IAM principal ARN or a JWT subject); only
+	// the owner can read the job.
+	Owner   string
+	Kind    string
+	Payload json.RawMessage
+	// IdempotencyKey, when set, makes a retried request return the first job
+	// instead of enqueuing another: the job id is derived from the owner and
+	// the key. The same key with another kind or payload is refused with
+	// ErrIdempotencyConflict.
+	IdempotencyKey string
+}
+
+// Errors of Enqueue and Get besides ErrUnknownKind and *PayloadError.
+var (
+	// ErrIdempotencyConflict: the idempotency key was used before for a
+	// different request.
+	ErrIdempotencyConflict = errors.New("jobs: idempotency key reused with a different request")
+	// ErrInvalidRequest: the owner or the idempotency key is malformed.
+	ErrInvalidRequest = errors.New("jobs: invalid request")
+	// ErrUnavailable wraps a failure of DynamoDB or SQS: the caller may retry.
+	ErrUnavailable = errors.New("jobs: a dependency is unavailable")
+)
+
+// Enqueue validates req, stores the job as queued and sends its reference to
+// the queue. It returns the job and whether it was created now (false when
+// an idempotent retry returned the first job).
+//
+// Nothing is stored unless the kind is registered and the payload decodes
+// strictly into the kind's payload type. Once the put succeeds the job is
+// accepted: if the send then fails (after the SDK's retries), the job stays
+// queued and the sweeper sends it after the dispatch grace, so an accepted
+// job is never lost. A retry with the same idempotency key re-sends a job
+// that is still queued at once.
+func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*Record, bool, error) {
+	if err := checkOwner(req.Owner); err != nil {
+		return nil, false, err
+	}
+	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
+		return nil, false, err
+	}
+	if err := s.reg.Validate(req.Kind, req.Payload); err != nil {
+		return nil, false, err
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, req.Payload); err != nil {
+		return nil, false, payloadErr("malformed JSON")
+	}
+	now := s.clock.Now().Truncate(time.Millisecond)
+	id := NewID()
+	if req.IdempotencyKey != "" {
+		id = DerivedID("idempotency", req.Owner, req.IdempotencyKey)
+	}
+	rec := &Record{
+		ID: id, Kind: req.Kind, Owner: req.Owner, Status: StatusQueued,
+		Payload: compact.Bytes(), RequestHash: requestHash(req.Kind, compact.Bytes()),
+		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(s.grace),
+	}
+	err := s.store.Create(ctx, rec)
+	var ce *ConflictError
+	switch {
+	case err == nil:
+	case errors.As(err, &ce) && errors.Is(err, ErrExists) && req.IdempotencyKey != "" && ce.Current != nil:
+		cur := ce.Current
+		if cur.Owner != req.Owner || cur.RequestHash != rec.RequestHash {
+			return nil, false, ErrIdempotencyConflict
+		}
+		if cur.Status == StatusQueued {
+			s.dispatch(ctx, cur)
+		}
+		return cur, false, nil
+	default:
+		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	s.dispatch(ctx, rec)
+	return rec, true, nil
+}
+
+// dispatch sends the job's reference. A failure is logged, not returned: the
+// job is stored, and the sweeper re-sends it after the dispatch grace.
+func (s *Service) dispatch(ctx context.Context, rec *Record) {
+	if err := s.queue.Send(ctx, rec.ID); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "job stored but not sent; the sweeper will send it",
+			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
+			slog.Time("sweep_at", rec.SweepAt), slog.String("err_types", errTypes(err)))
+	}
+}
+
+// Get returns the job with the given id if owner owns it. Another owner's
+// job and an unknown or malformed id all give ErrNotFound.
+func (s *Service) Get(ctx context.Context, owner, id string) (*Record, error) {
+	if !ValidID(id) || checkOwner(owner) != nil {
+		return nil, ErrNotFound
+	}
+	rec, err := s.store.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	if rec.Owner != owner {
+		return nil, ErrNotFound
+	}
+	return rec, nil
+}
+
+func requestHash(kind string, payload []byte) string {
+	h := sha256.New()
+	h.Write([]byte(kind))
+	h.Write([]byte{0})
+	h.Write(payload)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func checkOwner(owner string) error {
+	if owner == "" || len(owner) > MaxOwnerBytes || !printableASCII(owner) {
+		return fmt.Errorf("%w: owner must be 1 to %d printable ASCII characters", ErrInvalidRequest, MaxOwnerBytes)
+	}
+	return nil
+}
+
+func checkIdempotencyKey(key string) error {
+	if len(key) > MaxIdempotencyKeyBytes || !printableASCII(key) {
+		return fmt.Errorf("%w: idempotency key must be at most %d printable ASCII characters", ErrInvalidRequest, MaxIdempotencyKeyBytes)
+	}
+	return nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] > unicode.MaxASCII || !unicode.IsPrint(rune(s[i])) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,213 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Sweeper settles jobs nobody else will: it fails as interrupted the
+// running jobs whose lease ended (their worker died, or its final write never
+// landed), and re-sends the queued jobs whose message never reached the
+// queue. It finds them through the store's sweep index (Store.Due), so a
+// sweep costs in proportion to the unfinished jobs past their sweep time,
+// never to the table. Every change it makes is conditional: overlapping
+// sweeps and late workers cannot give a job two outcomes.
+type Sweeper struct {
+	store     Store
+	queue     Queue
+	clock     Clock
+	log       *slog.Logger
+	grace     time.Duration
+	retention time.Duration
+	limit     int
+	reserve   time.Duration
+}
+
+// SweeperConfig configures a Sweeper. Store and Queue are required.
+type SweeperConfig struct {
+	Store  Store
+	Queue  Queue
+	Clock  Clock
+	Logger *slog.Logger
+	// DispatchGrace is the first wait before a queued job is re-sent; each
+	// further re-send waits twice as long, up to 64 times (default
+	// DefaultDispatchGrace). Use the service's value.
+	DispatchGrace time.Duration
+	// Retention of finished jobs (default DefaultRetention).
+	Retention time.Duration
+	// PageSize is how many due jobs are read per index query (default 200).
+	PageSize int
+	// Reserve is how long before its deadline a sweep stops starting work
+	// (default 5s); what is left is picked up by the next sweep.
+	Reserve time.Duration
+}
+
+// NewSweeper returns a Sweeper.
+func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
+	if cfg.Store == nil || cfg.Queue == nil {
+		return nil, errors.New("jobs: NewSweeper needs a Store and a Queue")
+	}
+	s := &Sweeper{store: cfg.Store, queue: cfg.Queue, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger),
+		grace: cfg.DispatchGrace, retention: cfg.Retention, limit: cfg.PageSize, reserve: cfg.Reserve}
+	if s.grace <= 0 {
+		s.grace = DefaultDispatchGrace
+	}
+	if s.retention <= 0 {
+		s.retention = DefaultRetention
+	}
+	if s.limit <= 0 {
+		s.limit = 200
+	}
+	if s.reserve <= 0 {
+		s.reserve = 5 * time.Second
+	}
+	return s, nil
+}
+
+// SweepReport counts what one sweep did.
+type SweepReport struct {
+	Due         int  `json:"due"`         // jobs read from the index
+	Interrupted int  `json:"interrupted"` // running jobs failed as interrupted
+	Resent      int  `json:"resent"`      // queued jobs whose reference was sent again
+	Deferred    int  `json:"deferred"`    // running jobs whose lease had not ended: looked at again after it
+	Skipped     int  `json:"skipped"`     // settled meanwhile by someone else
+	Errors      int  `json:"errors"`      // left for the next sweep
+	Complete    bool `json:"complete"`    // false if it stopped for its deadline
+}
+
+// Sweep runs until no due job is left or its deadline (less the reserve)
+// comes, and reports what it did. It returns an error only if it could not
+// read the index at all.
+func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
+	var rep SweepReport
+	stopAt := time.Now().Add(15 * time.Minute)
+	if dl, ok := ctx.Deadline(); ok {
+		stopAt = dl.Add(-s.reserve)
+	}
+	seen := map[string]bool{}
+	for time.Now().Before(stopAt) {
+		now := s.clock.Now()
+		ids, err := s.store.Due(ctx, now, s.limit)
+		if err != nil {
+			s.log.LogAttrs(ctx, slog.LevelError, "sweep could not read the index", slog.String("err_types", errTypes(err)))
+			return rep, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		var fresh []string
+		for _, id := range ids {
+			if !seen[id] {
+				seen[id] = true
+				fresh = append(fresh, id)
+			}
+		}
+		if len(fresh) == 0 {
+			rep.Complete = true
+			break
+		}
+		rep.Due += len(fresh)
+		s.sweepPage(ctx, now, fresh, &rep)
+		if len(ids) < s.limit {
+			rep.Complete = true
+			break
+		}
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "sweep done",
+		slog.Int("due", rep.Due), slog.Int("interrupted", rep.Interrupted), slog.Int("resent", rep.Resent),
+		slog.Int("deferred", rep.Deferred), slog.Int("skipped", rep.Skipped), slog.Int("errors", rep.Errors),
+		slog.Bool("complete", rep.Complete))
+	return rep, nil
+}
+
+func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, rep *SweepReport) {
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		sem    = make(chan struct{}, 8)
+		resend []*Record
+	)
+	count := func(f func()) { mu.Lock(); f(); mu.Unlock() }
+	for _, id := range ids {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			rec, err := s.store.Get(ctx, id)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				count(func() { rep.Skipped++ })
+				return
+			case err != nil:
+				count(func() { rep.Errors++ })
+				return
+			}
+			switch rec.Status {
+			case StatusQueued:
+				count(func() { resend = append(resend, rec) })
+			case StatusRunning:
+				s.sweepRunning(ctx, now, rec, rep, count)
+			default:
+				count(func() { rep.Skipped++ })
+			}
+		}()
+	}
+	wg.Wait()
+	if len(resend) == 0 {
+		return
+	}
+	ids = ids[:0]
+	for _, r := range resend {
+		ids = append(ids, r.ID)
+	}
+	if err := s.queue.SendBatch(ctx, ids); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelError, "sweep could not re-send queued jobs", slog.Int("jobs", len(ids)), slog.String("err_types", errTypes(err)))
+		rep.Errors += len(ids)
+		return
+	}
+	for _, r := range resend {
+		// Back off: grace, 2x, 4x ... 64x grace after each re-send.
+		next := now.Add(s.grace << min(r.Dispatches+1, 6))
+		if err := s.store.Reschedule(ctx, r.ID, Expect{Status: StatusQueued}, next); err != nil && !isConflict(err) {
+			rep.Errors++
+			continue
+		}
+		rep.Resent++
+		s.log.LogAttrs(ctx, slog.LevelWarn, "queued job re-sent", slog.String("job_id", r.ID), slog.String("kind", r.Kind), slog.Int("dispatches", r.Dispatches+1))
+	}
+}
+
+func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *Record, rep *SweepReport, count func(func())) {
+	if rec.LeaseUntil.After(now) {
+		// Still within its lease: look again just after it ends.
+		err := s.store.Reschedule(ctx, rec.ID, Expect{Status: StatusRunning, Token: rec.ClaimToken}, rec.LeaseUntil.Add(time.Second))
+		switch {
+		case err == nil:
+			count(func() { rep.Deferred++ })
+		case isConflict(err):
+			count(func() { rep.Skipped++ })
+		default:
+			count(func() { rep.Errors++ })
+		}
+		return
+	}
+	err := s.store.Finish(ctx, rec.ID, rec.ClaimToken, Outcome{
+		Status: StatusFailed, Code: CodeInterrupted, At: now, ExpiresAt: now.Add(s.retention), LeaseExpiredBy: now,
+	})
+	switch {
+	case err == nil:
+		count(func() { rep.Interrupted++ })
+		s.log.LogAttrs(ctx, slog.LevelWarn, "job finished", slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
+			slog.Int("attempt", rec.Attempt), slog.String("status", string(StatusFailed)), slog.String("code", CodeInterrupted), slog.String("cause", "lease_expired"))
+	case isConflict(err):
+		count(func() { rep.Skipped++ })
+	default:
+		count(func() { rep.Errors++ })
+	}
+}
+
+func isConflict(err error) bool {
+	return errors.Is(err, ErrLostClaim) || errors.Is(err, ErrNotQueued) || errors.Is(err, ErrNotFound)
+}

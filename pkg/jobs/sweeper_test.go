@@ -1,0 +1,114 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+func TestSweeperInterruptsOnlyAfterLease(t *testing.T) {
+	t.Parallel()
+	clock := jobstest.NewClock(time.Now())
+	store := jobstest.NewMemStore(clock)
+	queue := &jobstest.MemQueue{}
+	sweeper, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock})
+	ctx := context.Background()
+	rec := jobstest.NewRecord(jobs.NewID(), clock.Now())
+	rec.SweepAt = clock.Now().Add(time.Minute)
+	if err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	// Claimed by a worker whose lease lasts 5 minutes, past the sweep time.
+	if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: "w1", At: clock.Now(), LeaseUntil: clock.Now().Add(5 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Minute)
+	rep, _ := sweeper.Sweep(ctx)
+	if rep.Deferred != 1 || rep.Interrupted != 0 {
+		t.Fatalf("sweep within the lease: %+v, want it deferred", rep)
+	}
+	if got, _ := store.Get(ctx, rec.ID); got.Status != jobs.StatusRunning {
+		t.Fatalf("status %s within the lease", got.Status)
+	}
+	clock.Advance(4 * time.Minute)
+	rep, _ = sweeper.Sweep(ctx)
+	if rep.Interrupted != 1 {
+		t.Fatalf("sweep after the lease: %+v", rep)
+	}
+	got, _ := store.Get(ctx, rec.ID)
+	if got.Status != jobs.StatusFailed || got.ErrorCode != jobs.CodeInterrupted {
+		t.Fatalf("got %s %q", got.Status, got.ErrorCode)
+	}
+	if ids, _ := store.Due(ctx, clock.Now().Add(time.Hour), 10); len(ids) != 0 {
+		t.Fatalf("settled job still due: %v", ids)
+	}
+}
+
+// Two sweepers overlap and the job's own worker comes back late: exactly one
+// outcome is recorded.
+func TestOverlappingSweepersAndLateWorker(t *testing.T) {
+	t.Parallel()
+	clock := jobstest.NewClock(time.Now())
+	store := jobstest.NewMemStore(clock)
+	queue := &jobstest.MemQueue{}
+	ctx := context.Background()
+	const n = 50
+	var ids []string
+	for range n {
+		rec := jobstest.NewRecord(jobs.NewID(), clock.Now())
+		if err := store.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: "late", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rec.ID)
+	}
+	clock.Advance(10 * time.Minute)
+	s1, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock, PageSize: 7})
+	s2, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock, PageSize: 11})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var reps []jobs.SweepReport
+	lateWins := 0
+	for _, s := range []*jobs.Sweeper{s1, s2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep, _ := s.Sweep(ctx)
+			mu.Lock()
+			reps = append(reps, rep)
+			mu.Unlock()
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for _, id := range ids {
+			err := store.Finish(ctx, id, "late", jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`1`), At: clock.Now()})
+			if err == nil {
+				mu.Lock()
+				lateWins++
+				mu.Unlock()
+			} else if !errors.Is(err, jobs.ErrLostClaim) {
+				t.Errorf("late finish: %v", err)
+			}
+		}
+	}()
+	wg.Wait()
+	interrupted := reps[0].Interrupted + reps[1].Interrupted
+	if interrupted+lateWins != n {
+		t.Fatalf("interrupted %d + late successes %d = %d outcomes for %d jobs", interrupted, lateWins, interrupted+lateWins, n)
+	}
+	for _, id := range ids {
+		rec, _ := store.Get(ctx, id)
+		if !rec.Status.Final() {
+			t.Fatalf("job %s left %s", id, rec.Status)
+		}
+	}
+}

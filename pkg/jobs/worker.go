@@ -1,0 +1,258 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Worker runs the jobs referenced by an SQS batch. It is the worker Lambda's
+// handler: see HandleSQS.
+type Worker struct {
+	reg         *Registry
+	store       Store
+	clock       Clock
+	log         *slog.Logger
+	concurrency int
+	deadlines   Deadlines
+	retention   time.Duration
+}
+
+// WorkerConfig configures a Worker. Registry and Store are required.
+type WorkerConfig struct {
+	Registry *Registry
+	Store    Store
+	Clock    Clock
+	Logger   *slog.Logger
+	// Concurrency bounds how many records of one batch run at once
+	// (default 8).
+	Concurrency int
+	// Deadlines divide the invocation's time (default DefaultDeadlines).
+	Deadlines Deadlines
+	// Retention is how long a finished job stays readable
+	// (default DefaultRetention).
+	Retention time.Duration
+}
+
+// NewWorker returns a Worker; it puts the registry to use.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	if cfg.Registry == nil || cfg.Store == nil {
+		return nil, errors.New("jobs: NewWorker needs a Registry and a Store")
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 8
+	}
+	if cfg.Deadlines == (Deadlines{}) {
+		cfg.Deadlines = DefaultDeadlines
+	}
+	if cfg.Deadlines.NoDeadline <= 0 {
+		cfg.Deadlines.NoDeadline = DefaultDeadlines.NoDeadline
+	}
+	if err := cfg.Deadlines.Validate(0); err != nil {
+		return nil, err
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	cfg.Registry.freeze()
+	return &Worker{
+		reg: cfg.Registry, store: cfg.Store, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger),
+		concurrency: cfg.Concurrency, deadlines: cfg.Deadlines, retention: cfg.Retention,
+	}, nil
+}
+
+// HandleSQS runs the batch's jobs, up to the configured concurrency at once,
+// and returns the ids of the messages that must come back: those whose job
+// could not be claimed or settled because of a transient error, whose job is
+// not visible yet, or that are not job messages at all (they reach the
+// dead-letter queue after maxReceiveCount). A job recorded as failed is
+// never listed: handler failures are final. It never returns an error, so
+// one record cannot fail the whole batch.
+func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	inv := w.deadlines.plan(ctx, time.Now())
+	var (
+		mu       sync.Mutex
+		failures []events.SQSBatchItemFailure
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, w.concurrency)
+	)
+	for i := range ev.Records {
+		msg := &ev.Records[i]
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if retry := w.handleRecord(ctx, inv, msg); retry {
+				mu.Lock()
+				failures = append(failures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return events.SQSEventResponse{BatchItemFailures: failures}, nil
+}
+
+// handleRecord processes one message and reports whether it must come back.
+func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.SQSMessage) (retry bool) {
+	defer func() {
+		// A bug here must not take the batch down: the message comes back.
+		if p := recover(); p != nil {
+			w.log.LogAttrs(ctx, slog.LevelError, "worker panicked on a record",
+				slog.String("message_id", msg.MessageId), slog.String("stack", stackFrames(3)))
+			retry = true
+		}
+	}()
+	id, err := DecodeMessage(msg.Body)
+	if err != nil {
+		w.log.LogAttrs(ctx, slog.LevelError, "message is not a job reference; it will reach the dead-letter queue",
+			slog.String("message_id", msg.MessageId), slog.String("shape", describeShape(msg.Body)))
+		return true
+	}
+	return w.runJob(ctx, inv, id)
+}
+
+// runJob claims the job, runs its handler and records the outcome.
+func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry bool) {
+	now := w.clock.Now()
+	token := NewID()
+	rec, err := w.store.Claim(ctx, id, Claim{Token: token, At: now, LeaseUntil: inv.lambda})
+	if err != nil {
+		return w.claimFailed(ctx, inv, id, err)
+	}
+	log := w.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.Int("attempt", rec.Attempt))
+
+	var ex execution
+	k, ok := w.reg.lookup(rec.Kind)
+	if !ok {
+		ex = execution{Status: StatusFailed, Code: CodeUnknownKind, Cause: "unknown_kind"}
+	} else {
+		ex = w.execute(ctx, inv, k, rec, token)
+	}
+
+	wctx, cancel := inv.finalWriteContext(ctx)
+	defer cancel()
+	end := w.clock.Now()
+	out := Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: end, ExpiresAt: end.Add(w.retention)}
+	err = w.store.Finish(wctx, rec.ID, token, out)
+	switch {
+	case err == nil:
+		attrs := []slog.Attr{slog.String("status", string(ex.Status)), slog.Int64("duration_ms", end.Sub(now).Milliseconds())}
+		level := slog.LevelInfo
+		if ex.Status == StatusFailed {
+			level = slog.LevelWarn
+			attrs = append(attrs, slog.String("code", ex.Code), slog.String("cause", ex.Cause))
+			if ex.ErrTypes != "" {
+				attrs = append(attrs, slog.String("err_types", ex.ErrTypes))
+			}
+			if ex.Stack != "" {
+				attrs = append(attrs, slog.String("stack", ex.Stack))
+			}
+		}
+		log.LogAttrs(ctx, level, "job finished", attrs...)
+		return false
+	case errors.Is(err, ErrLostClaim):
+		// Someone else settled this run (a sweeper after the lease): the
+		// stored outcome stands.
+		log.LogAttrs(ctx, slog.LevelWarn, "job was settled by someone else before its final write", slog.String("outcome_dropped", string(ex.Status)))
+		return false
+	default:
+		// The final write did not land in time. The job stays running; the
+		// message comes back and the redelivery (or the sweeper) settles it.
+		log.LogAttrs(ctx, slog.LevelError, "final write failed; the message will come back",
+			slog.String("outcome_lost", string(ex.Status)), slog.String("err_types", errTypes(err)))
+		return true
+	}
+}
+
+// execute runs the handler with a context that ends at the invocation's
+// handler deadline, and abandons it there if it does not return.
+func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *Record, token string) execution {
+	hctx, cancel := context.WithDeadline(ctx, inv.handler)
+	defer cancel()
+	publish := func(pctx context.Context, body []byte) error {
+		return w.store.Publish(pctx, rec.ID, token, body, w.clock.Now())
+	}
+	done := make(chan execution, 1)
+	go func() { done <- k.execute(hctx, rec, publish) }()
+	select {
+	case ex := <-done:
+		return ex
+	case <-hctx.Done():
+		select {
+		case ex := <-done: // it returned just as the deadline hit
+			return ex
+		default:
+		}
+		return execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "abandoned"}
+	}
+}
+
+// claimFailed decides what to do with a message whose job could not be
+// claimed, and reports whether the message must come back.
+func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err error) bool {
+	log := w.log.With(slog.String("job_id", id))
+	var ce *ConflictError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		// Not visible yet, or never stored: let SQS retry; after
+		// maxReceiveCount the message goes to the dead-letter queue.
+		log.LogAttrs(ctx, slog.LevelWarn, "job not found; the message will come back")
+		return true
+	case errors.As(err, &ce) && ce.Current != nil:
+		cur := ce.Current
+		now := w.clock.Now()
+		switch {
+		case cur.Status.Final():
+			log.LogAttrs(ctx, slog.LevelInfo, "duplicate delivery of a finished job", slog.String("status", string(cur.Status)))
+			return false
+		case cur.Status == StatusRunning && !cur.LeaseUntil.After(now):
+			// Its worker died or lost its final write: settle it now.
+			return w.interrupt(ctx, inv, cur, now)
+		default:
+			log.LogAttrs(ctx, slog.LevelInfo, "duplicate delivery of a running job")
+			return false
+		}
+	default:
+		log.LogAttrs(ctx, slog.LevelError, "claim failed; the message will come back", slog.String("err_types", errTypes(err)))
+		return true
+	}
+}
+
+// interrupt fails a running job whose lease has ended, conditional on its
+// claim token and lease, so a late worker or a sweeper racing it cannot
+// produce a second outcome.
+func (w *Worker) interrupt(ctx context.Context, inv invocation, cur *Record, now time.Time) bool {
+	wctx, cancel := inv.finalWriteContext(ctx)
+	defer cancel()
+	err := w.store.Finish(wctx, cur.ID, cur.ClaimToken, Outcome{
+		Status: StatusFailed, Code: CodeInterrupted, At: now, ExpiresAt: now.Add(w.retention), LeaseExpiredBy: now,
+	})
+	log := w.log.With(slog.String("job_id", cur.ID), slog.String("kind", cur.Kind), slog.Int("attempt", cur.Attempt))
+	switch {
+	case err == nil:
+		log.LogAttrs(ctx, slog.LevelWarn, "job finished", slog.String("status", string(StatusFailed)), slog.String("code", CodeInterrupted), slog.String("cause", "lease_expired"))
+		return false
+	case errors.Is(err, ErrLostClaim), errors.Is(err, ErrNotFound):
+		return false
+	default:
+		log.LogAttrs(ctx, slog.LevelError, "could not record interruption; the message will come back", slog.String("err_types", errTypes(err)))
+		return true
+	}
+}
+
+// describeShape names the shape of a message body for logs without quoting
+// it: its length and, for a JSON object, its top-level keys (at most 8).
+func describeShape(body string) string {
+	keys, ok := topLevelKeys(body, 8)
+	if !ok {
+		return fmt.Sprintf("non-JSON body of %d bytes", len(body))
+	}
+	return fmt.Sprintf("JSON object of %d bytes with keys %v", len(body), keys)
+}
