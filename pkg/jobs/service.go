@@ -79,8 +79,10 @@ var (
 	// ErrIdempotencyConflict: the idempotency key was used before for a
 	// different request.
 	ErrIdempotencyConflict = errors.New("jobs: idempotency key reused with a different request")
-	// ErrInvalidRequest: the owner or the idempotency key is malformed.
-	ErrInvalidRequest = errors.New("jobs: invalid request")
+	// ErrInvalidOwner: the owner is empty, too long or not printable ASCII.
+	ErrInvalidOwner = errors.New("jobs: invalid owner")
+	// ErrInvalidIdempotencyKey: the key is too long or not printable ASCII.
+	ErrInvalidIdempotencyKey = errors.New("jobs: invalid idempotency key")
 	// ErrUnavailable wraps a failure of DynamoDB or SQS: the caller may retry.
 	ErrUnavailable = errors.New("jobs: a dependency is unavailable")
 )
@@ -145,7 +147,7 @@ func (s *Service) dispatch(ctx context.Context, rec *Record) {
 	if err := s.queue.Send(ctx, rec.ID); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "job stored but not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
-			slog.Time("sweep_at", rec.SweepAt), slog.String("err_types", errTypes(err)))
+			slog.Time("sweep_at", rec.SweepAt), slog.String("err_types", ErrorTypes(err)))
 	}
 }
 
@@ -178,14 +180,14 @@ func requestHash(kind string, payload []byte) string {
 
 func checkOwner(owner string) error {
 	if owner == "" || len(owner) > MaxOwnerBytes || !printableASCII(owner) {
-		return fmt.Errorf("%w: owner must be 1 to %d printable ASCII characters", ErrInvalidRequest, MaxOwnerBytes)
+		return fmt.Errorf("%w: owner must be 1 to %d printable ASCII characters", ErrInvalidOwner, MaxOwnerBytes)
 	}
 	return nil
 }
 
 func checkIdempotencyKey(key string) error {
 	if len(key) > MaxIdempotencyKeyBytes || !printableASCII(key) {
-		return fmt.Errorf("%w: idempotency key must be at most %d printable ASCII characters", ErrInvalidRequest, MaxIdempotencyKeyBytes)
+		return fmt.Errorf("%w: it must be at most %d printable ASCII characters", ErrInvalidIdempotencyKey, MaxIdempotencyKeyBytes)
 	}
 	return nil
 }

@@ -23,9 +23,9 @@ func TestEnqueueRefusesAndStoresNothing(t *testing.T) {
 		{"unknown field", jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{"text":"a","x":1}`)}, jobs.ErrInvalidPayload},
 		{"null payload", jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`null`)}, jobs.ErrInvalidPayload},
 		{"missing payload", jobs.EnqueueRequest{Owner: "alice", Kind: "echo"}, jobs.ErrInvalidPayload},
-		{"no owner", jobs.EnqueueRequest{Kind: "echo", Payload: json.RawMessage(`{}`)}, jobs.ErrInvalidRequest},
-		{"key too long", jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{}`), IdempotencyKey: strings.Repeat("k", 256)}, jobs.ErrInvalidRequest},
-		{"key not printable", jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{}`), IdempotencyKey: "a\nb"}, jobs.ErrInvalidRequest},
+		{"no owner", jobs.EnqueueRequest{Kind: "echo", Payload: json.RawMessage(`{}`)}, jobs.ErrInvalidOwner},
+		{"key too long", jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{}`), IdempotencyKey: strings.Repeat("k", 256)}, jobs.ErrInvalidIdempotencyKey},
+		{"key not printable", jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{}`), IdempotencyKey: "a\nb"}, jobs.ErrInvalidIdempotencyKey},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -93,7 +93,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 		now := s.clock.Now()
 		ids, err := s.store.Due(ctx, now, s.limit)
 		if err != nil {
-			s.log.LogAttrs(ctx, slog.LevelError, "sweep could not read the index", slog.String("err_types", errTypes(err)))
+			s.log.LogAttrs(ctx, slog.LevelError, "sweep could not read the index", slog.String("err_types", ErrorTypes(err)))
 			return rep, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		var fresh []string
@@ -163,7 +163,7 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 		ids = append(ids, r.ID)
 	}
 	if err := s.queue.SendBatch(ctx, ids); err != nil {
-		s.log.LogAttrs(ctx, slog.LevelError, "sweep could not re-send queued jobs", slog.Int("jobs", len(ids)), slog.String("err_types", errTypes(err)))
+		s.log.LogAttrs(ctx, slog.LevelError, "sweep could not re-send queued jobs", slog.Int("jobs", len(ids)), slog.String("err_types", ErrorTypes(err)))
 		rep.Errors += len(ids)
 		return
 	}

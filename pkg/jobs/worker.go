@@ -166,7 +166,7 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 		// The final write did not land in time. The job stays running; the
 		// message comes back and the redelivery (or the sweeper) settles it.
 		log.LogAttrs(ctx, slog.LevelError, "final write failed; the message will come back",
-			slog.String("outcome_lost", string(ex.Status)), slog.String("err_types", errTypes(err)))
+			slog.String("outcome_lost", string(ex.Status)), slog.String("err_types", ErrorTypes(err)))
 		return true
 	}
 }
@@ -220,7 +220,7 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 			return false
 		}
 	default:
-		log.LogAttrs(ctx, slog.LevelError, "claim failed; the message will come back", slog.String("err_types", errTypes(err)))
+		log.LogAttrs(ctx, slog.LevelError, "claim failed; the message will come back", slog.String("err_types", ErrorTypes(err)))
 		return true
 	}
 }
@@ -242,7 +242,7 @@ func (w *Worker) interrupt(ctx context.Context, inv invocation, cur *Record, now
 	case errors.Is(err, ErrLostClaim), errors.Is(err, ErrNotFound):
 		return false
 	default:
-		log.LogAttrs(ctx, slog.LevelError, "could not record interruption; the message will come back", slog.String("err_types", errTypes(err)))
+		log.LogAttrs(ctx, slog.LevelError, "could not record interruption; the message will come back", slog.String("err_types", ErrorTypes(err)))
 		return true
 	}
 }

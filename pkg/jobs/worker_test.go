@@ -282,7 +282,7 @@ func TestWorkerListsOnlyWhatMustComeBack(t *testing.T) {
 	ev := sqsEvent(
 		jobs.EncodeMessage(ok),
 		jobs.EncodeMessage(failed),
-		jobs.EncodeMessage(jobs.NewID()),           // not stored (yet): comes back
+		jobs.EncodeMessage(jobs.NewID()),         // not stored (yet): comes back
 		`{"Records":[{"eventSource":"aws:s3"}]}`, // not a job reference: comes back, reaches the DLQ
 		"not json at all "+secret,
 	)

@@ -1,0 +1,249 @@
+// Package httpapi maps API Gateway HTTP API requests (payload format 2.0) to
+// the jobs service and its answers back to HTTP: the enqueue and getjob
+// Lambda functions are this package's Enqueue and GetJob.
+//
+// It is the one place where errors become HTTP statuses (see problem.go),
+// where the caller's identity becomes a job owner (see Owner), and where
+// request bodies are decoded.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+// MaxBodyBytes is the largest request body accepted: the largest payload
+// plus room for the envelope.
+const MaxBodyBytes = jobs.MaxPayloadBytes + 4<<10
+
+// JobsPath is the collection path; a job is at JobsPath + "/" + id.
+const JobsPath = "/v1/jobs"
+
+// API serves the job endpoints.
+type API struct {
+	svc *jobs.Service
+	log *slog.Logger
+}
+
+// New returns an API over svc. logger may be nil.
+func New(svc *jobs.Service, logger *slog.Logger) *API {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &API{svc: svc, log: logger}
+}
+
+// enqueueBody is the POST /v1/jobs body.
+type enqueueBody struct {
+	Kind    *string         `json:"kind"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// Enqueue serves POST /v1/jobs: 202 with the job and its Location, or a
+// problem. It never returns an error; a panic becomes a 500 problem.
+func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	defer a.recover(ctx, &resp)
+	owner, ok := Owner(req)
+	if !ok {
+		return problem(ctx, a.log, errUnauthenticated), nil
+	}
+	if err := checkContentType(header(req, "content-type")); err != nil {
+		return problem(ctx, a.log, err), nil
+	}
+	body, err := readBody(req)
+	if err != nil {
+		return problem(ctx, a.log, err), nil
+	}
+	if err := jobs.CheckJSON(body, MaxBodyBytes); err != nil {
+		return problem(ctx, a.log, &requestError{code: "malformed_json", detail: reason(err)}), nil
+	}
+	var in enqueueBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body must be {"kind": string, "payload": object or other JSON value}; ` + decodeReason(err)}), nil
+	}
+	if in.Kind == nil || *in.Kind == "" {
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"kind" is required`}), nil
+	}
+	if len(in.Payload) == 0 {
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"payload" is required (use {} for none)`}), nil
+	}
+	rec, created, err := a.svc.Enqueue(ctx, jobs.EnqueueRequest{
+		Owner: owner, Kind: *in.Kind, Payload: in.Payload, IdempotencyKey: header(req, "idempotency-key"),
+	})
+	if err != nil {
+		return problem(ctx, a.log, err), nil
+	}
+	resp = jsonResponse(http.StatusAccepted, rec.View())
+	resp.Headers["Location"] = JobsPath + "/" + rec.ID
+	if !created {
+		resp.Headers["Idempotent-Replayed"] = "true"
+	}
+	return resp, nil
+}
+
+// GetJob serves GET /v1/jobs/{id}: 200 with the job, or 404 for an unknown
+// id, a malformed id and another owner's job alike.
+func (a *API) GetJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	defer a.recover(ctx, &resp)
+	owner, ok := Owner(req)
+	if !ok {
+		return problem(ctx, a.log, errUnauthenticated), nil
+	}
+	id := req.PathParameters["id"]
+	if id == "" {
+		id = strings.TrimPrefix(req.RawPath, JobsPath+"/")
+	}
+	rec, err := a.svc.Get(ctx, owner, id)
+	if err != nil {
+		return problem(ctx, a.log, err), nil
+	}
+	return jsonResponse(http.StatusOK, rec.View()), nil
+}
+
+// Route dispatches a request to Enqueue or GetJob by method and path, for a
+// single function or gateway serving both routes.
+func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	method := req.RequestContext.HTTP.Method
+	path := req.RawPath
+	if path == "" {
+		path = req.RequestContext.HTTP.Path
+	}
+	switch {
+	case path == JobsPath && method == http.MethodPost:
+		return a.Enqueue(ctx, req)
+	case strings.HasPrefix(path, JobsPath+"/") && !strings.Contains(path[len(JobsPath)+1:], "/") && method == http.MethodGet:
+		if req.PathParameters == nil {
+			req.PathParameters = map[string]string{}
+		}
+		req.PathParameters["id"] = path[len(JobsPath)+1:]
+		return a.GetJob(ctx, req)
+	case path == JobsPath || strings.HasPrefix(path, JobsPath+"/"):
+		return problem(ctx, a.log, errMethodNotAllowed), nil
+	}
+	return problem(ctx, a.log, jobs.ErrNotFound), nil
+}
+
+func (a *API) recover(ctx context.Context, resp *events.APIGatewayV2HTTPResponse) {
+	if p := recover(); p != nil {
+		a.log.LogAttrs(ctx, slog.LevelError, "request handler panicked")
+		*resp = problem(ctx, a.log, errInternal)
+	}
+}
+
+// Owner returns the caller's identity from the request context: the IAM
+// principal's ARN (an assumed role's session name dropped, so every session
+// of a role is one owner), or "jwt:" plus the token's issuer and subject.
+func Owner(req events.APIGatewayV2HTTPRequest) (string, bool) {
+	auth := req.RequestContext.Authorizer
+	if auth == nil {
+		return "", false
+	}
+	if auth.IAM != nil && auth.IAM.UserARN != "" {
+		return normalizeARN(auth.IAM.UserARN), true
+	}
+	if auth.JWT != nil {
+		if sub := auth.JWT.Claims["sub"]; sub != "" {
+			if iss := auth.JWT.Claims["iss"]; iss != "" {
+				return "jwt:" + iss + "#" + sub, true
+			}
+			return "jwt:" + sub, true
+		}
+	}
+	return "", false
+}
+
+// normalizeARN drops the session name of an assumed-role ARN:
+// arn:aws:sts::123:assumed-role/Role/session -> arn:aws:sts::123:assumed-role/Role.
+func normalizeARN(arn string) string {
+	const marker = ":assumed-role/"
+	i := strings.Index(arn, marker)
+	if i < 0 {
+		return arn
+	}
+	rest := arn[i+len(marker):]
+	if j := strings.IndexByte(rest, '/'); j >= 0 {
+		return arn[:i+len(marker)+j]
+	}
+	return arn
+}
+
+func header(req events.APIGatewayV2HTTPRequest, name string) string {
+	if v, ok := req.Headers[name]; ok {
+		return v
+	}
+	for k, v := range req.Headers {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+func checkContentType(ct string) error {
+	if ct == "" {
+		return errMediaType
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return errMediaType
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return errMediaType
+	}
+	return nil
+}
+
+func readBody(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
+	if !req.IsBase64Encoded {
+		if len(req.Body) > MaxBodyBytes {
+			return nil, errTooLarge
+		}
+		return []byte(req.Body), nil
+	}
+	if base64.StdEncoding.DecodedLen(len(req.Body)) > MaxBodyBytes+3 {
+		return nil, errTooLarge
+	}
+	b, err := base64.StdEncoding.DecodeString(req.Body)
+	if err != nil {
+		return nil, &requestError{code: "malformed_body", detail: "the body is not valid base64"}
+	}
+	if len(b) > MaxBodyBytes {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+func reason(err error) string {
+	var pe *jobs.PayloadError
+	if errors.As(err, &pe) {
+		return pe.Reason
+	}
+	return "malformed"
+}
+
+func decodeReason(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return "field " + te.Field + " has the wrong type"
+	}
+	if msg, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if len(msg) > 70 {
+			msg = msg[:70]
+		}
+		return "unknown field " + msg
+	}
+	return "it does not decode"
+}

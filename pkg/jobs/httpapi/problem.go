@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+// Problem is an RFC 9457 problem details body, with a stable Code.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Code   string `json:"code"`
+}
+
+// ProblemTypeBase prefixes every problem type URI; the code follows.
+const ProblemTypeBase = "urn:lambdajobs:problem:"
+
+// requestError is a 4xx caused by the request itself; detail describes the
+// caller's own input only.
+type requestError struct {
+	code   string
+	detail string
+}
+
+func (e *requestError) Error() string { return e.code + ": " + e.detail }
+
+var (
+	errUnauthenticated  = &requestError{code: "unauthenticated", detail: "the request carries no caller identity"}
+	errMediaType        = &requestError{code: "unsupported_media_type", detail: "send Content-Type: application/json"}
+	errTooLarge         = &requestError{code: "too_large", detail: "the body is larger than the limit"}
+	errMethodNotAllowed = &requestError{code: "method_not_allowed", detail: "use POST /v1/jobs or GET /v1/jobs/{id}"}
+	errInternal         = errors.New("internal")
+)
+
+// statuses maps each problem code to its status and title: the one table
+// from errors to HTTP.
+var statuses = map[string]struct {
+	status int
+	title  string
+}{
+	"malformed_json":          {http.StatusBadRequest, "Malformed JSON"},
+	"malformed_body":          {http.StatusBadRequest, "Malformed body"},
+	"invalid_request":         {http.StatusBadRequest, "Invalid request"},
+	"invalid_idempotency_key": {http.StatusBadRequest, "Invalid idempotency key"},
+	"unauthenticated":         {http.StatusUnauthorized, "Unauthenticated"},
+	"not_found":               {http.StatusNotFound, "Not found"},
+	"method_not_allowed":      {http.StatusMethodNotAllowed, "Method not allowed"},
+	"idempotency_conflict":    {http.StatusConflict, "Idempotency key reused"},
+	"too_large":               {http.StatusRequestEntityTooLarge, "Request too large"},
+	"unsupported_media_type":  {http.StatusUnsupportedMediaType, "Unsupported media type"},
+	"unknown_kind":            {http.StatusUnprocessableEntity, "Unknown job kind"},
+	"invalid_payload":         {http.StatusUnprocessableEntity, "Invalid payload"},
+	"unavailable":             {http.StatusServiceUnavailable, "Service unavailable"},
+	"internal":                {http.StatusInternalServerError, "Internal error"},
+}
+
+// classify turns an error into a problem code and a detail safe to return.
+func classify(err error) (code, detail string) {
+	var re *requestError
+	var pe *jobs.PayloadError
+	switch {
+	case errors.As(err, &re):
+		return re.code, re.detail
+	case errors.Is(err, jobs.ErrNotFound):
+		return "not_found", "no such job"
+	case errors.Is(err, jobs.ErrUnknownKind):
+		return "unknown_kind", "no job kind of that name is registered"
+	case errors.As(err, &pe):
+		return "invalid_payload", "the payload does not fit the kind: " + pe.Reason
+	case errors.Is(err, jobs.ErrIdempotencyConflict):
+		return "idempotency_conflict", "this Idempotency-Key was used with a different kind or payload"
+	case errors.Is(err, jobs.ErrInvalidIdempotencyKey):
+		return "invalid_idempotency_key", "Idempotency-Key must be at most 255 printable ASCII characters"
+	case errors.Is(err, jobs.ErrInvalidOwner):
+		return "invalid_request", "the caller identity cannot name a job owner"
+	case errors.Is(err, jobs.ErrUnavailable):
+		return "unavailable", "a dependency is unavailable; retry with the same Idempotency-Key"
+	}
+	return "internal", ""
+}
+
+func problem(ctx context.Context, log *slog.Logger, err error) events.APIGatewayV2HTTPResponse {
+	code, detail := classify(err)
+	st := statuses[code]
+	if st.status >= 500 {
+		// Log the failing call's type chain, never the text.
+		log.LogAttrs(ctx, slog.LevelError, "request failed", slog.String("code", code), slog.String("err_types", jobs.ErrorTypes(err)))
+	}
+	resp := jsonResponse(st.status, Problem{Type: ProblemTypeBase + code, Title: st.title, Status: st.status, Detail: detail, Code: code})
+	resp.Headers["Content-Type"] = "application/problem+json"
+	if st.status == http.StatusServiceUnavailable {
+		resp.Headers["Retry-After"] = "1"
+	}
+	return resp
+}
+
+func jsonResponse(status int, v any) events.APIGatewayV2HTTPResponse {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(`{"type":"`+ProblemTypeBase+`internal","title":"Internal error","status":500,"code":"internal"}`)
+	}
+	return events.APIGatewayV2HTTPResponse{
+		StatusCode: status,
+		Headers:    map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store"},
+		Body:       string(body),
+	}
+}
