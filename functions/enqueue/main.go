@@ -1,0 +1,17 @@
+// Command enqueue is the POST /v1/jobs function: it validates a job, stores it queued and sends it to the queue.
+// Configuration comes from the environment; see package lambdafn.
+package main
+
+import (
+	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
+)
+
+func main() {
+	reg := jobs.NewRegistry()
+	if err := examplekinds.Register(reg); err != nil {
+		panic(err)
+	}
+	lambdafn.Main(lambdafn.Enqueue, reg)
+}

@@ -1,0 +1,17 @@
+// Command getjob is the GET /v1/jobs/{id} function: it returns the caller's job.
+// Configuration comes from the environment; see package lambdafn.
+package main
+
+import (
+	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
+)
+
+func main() {
+	reg := jobs.NewRegistry()
+	if err := examplekinds.Register(reg); err != nil {
+		panic(err)
+	}
+	lambdafn.Main(lambdafn.GetJob, reg)
+}

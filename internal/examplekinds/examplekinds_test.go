@@ -1,0 +1,77 @@
+package examplekinds_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+func TestHashText(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		text   string
+		rounds int
+		want   string
+	}{
+		{"hello", 1, "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"},
+		// sha256 of the 32 raw bytes of sha256("hello").
+		{"hello", 2, "9595c9df90075148eb06860365df33584b75bff782a510c6cd4883a419833d50"},
+	}
+	for _, tt := range tests {
+		got, err := examplekinds.HashText(context.Background(), jobs.NewTestJob("id", examplekinds.HashPayload{Text: tt.text, Rounds: tt.rounds}, nil))
+		if err != nil || got.SHA256 != tt.want {
+			t.Fatalf("HashText(%q, %d) = %s, %v; want %s", tt.text, tt.rounds, got.SHA256, err, tt.want)
+		}
+	}
+	var f *jobs.Failure
+	if _, err := examplekinds.HashText(context.Background(), jobs.NewTestJob("id", examplekinds.HashPayload{Text: "x", Rounds: 0}, nil)); !errors.As(err, &f) || f.Code != examplekinds.CodeInvalidRounds {
+		t.Fatalf("rounds 0: %v", err)
+	}
+}
+
+func TestHashPublishesOnLargeRuns(t *testing.T) {
+	t.Parallel()
+	var partials []string
+	job := jobs.NewTestJob("id", examplekinds.HashPayload{Text: "x", Rounds: 250_000}, func(_ context.Context, p []byte) error {
+		partials = append(partials, string(p))
+		return nil
+	})
+	if _, err := examplekinds.HashText(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	if len(partials) != 2 || partials[1] != `{"rounds_done":200000}` {
+		t.Fatalf("partials %v", partials)
+	}
+}
+
+func TestSleepSteps(t *testing.T) {
+	t.Parallel()
+	var partials []string
+	job := jobs.NewTestJob("id", examplekinds.SleepPayload{MS: 30, Steps: 3}, func(_ context.Context, p []byte) error {
+		partials = append(partials, string(p))
+		return nil
+	})
+	got, err := examplekinds.SleepSteps(context.Background(), job)
+	if err != nil || got.Done != 3 || len(partials) != 2 || partials[0] != `{"done":1,"total":3}` {
+		t.Fatalf("got %+v %v partials %v", got, err, partials)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := examplekinds.SleepSteps(ctx, jobs.NewTestJob("id", examplekinds.SleepPayload{MS: 60000, Steps: 2}, nil)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+func TestRegister(t *testing.T) {
+	t.Parallel()
+	reg := jobs.NewRegistry()
+	if err := examplekinds.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if got := reg.Kinds(); len(got) != 3 {
+		t.Fatalf("kinds %v", got)
+	}
+}

@@ -1,0 +1,204 @@
+// Package lambdafn turns the jobs package into the four Lambda functions:
+// it reads the configuration from the environment once, builds the AWS
+// clients once (outside the handler), and starts the Lambda runtime.
+//
+// A team's own functions are a few lines each:
+//
+//	func main() {
+//		reg := jobs.NewRegistry()
+//		myjobs.MustRegister(reg) // the team's kinds
+//		lambdafn.Main(lambdafn.Worker, reg)
+//	}
+//
+// Environment (see README "Configuration"):
+//
+//	JOBS_TABLE                 DynamoDB table (required)
+//	JOBS_QUEUE_URL             SQS queue URL (enqueue, sweeper)
+//	JOBS_DISPATCH_GRACE        wait before the sweeper looks at a job (3m)
+//	JOBS_RETENTION             how long finished jobs stay readable (168h)
+//	JOBS_WORKER_CONCURRENCY    records of a batch run at once (8)
+//	JOBS_HANDLER_RESERVE       handler context ends this long before the Lambda deadline (3s)
+//	JOBS_FINAL_WRITE_TIMEOUT   bound on the final write (2s)
+//	AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS  local emulators (SDK standard)
+package lambdafn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
+)
+
+// Config is the functions' configuration.
+type Config struct {
+	Table         string
+	QueueURL      string
+	DispatchGrace time.Duration
+	Retention     time.Duration
+	Concurrency   int
+	Deadlines     jobs.Deadlines
+}
+
+// ConfigFromEnv reads Config from the environment (see the package doc).
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	c := Config{
+		Table:     getenv("JOBS_TABLE"),
+		QueueURL:  getenv("JOBS_QUEUE_URL"),
+		Deadlines: jobs.DefaultDeadlines,
+	}
+	var errs []error
+	dur := func(name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 90s", name, v))
+			return def
+		}
+		return d
+	}
+	c.DispatchGrace = dur("JOBS_DISPATCH_GRACE", jobs.DefaultDispatchGrace)
+	c.Retention = dur("JOBS_RETENTION", jobs.DefaultRetention)
+	c.Deadlines.Reserve = dur("JOBS_HANDLER_RESERVE", c.Deadlines.Reserve)
+	c.Deadlines.FinalWrite = dur("JOBS_FINAL_WRITE_TIMEOUT", c.Deadlines.FinalWrite)
+	c.Concurrency = 8
+	if v := getenv("JOBS_WORKER_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			errs = append(errs, fmt.Errorf("JOBS_WORKER_CONCURRENCY=%q: want 1..1000", v))
+		} else {
+			c.Concurrency = n
+		}
+	}
+	if c.Table == "" {
+		errs = append(errs, errors.New("JOBS_TABLE is required"))
+	}
+	if err := c.Deadlines.Validate(0); err != nil {
+		errs = append(errs, err)
+	}
+	return c, errors.Join(errs...)
+}
+
+// Deps are the clients and adapters built once per process.
+type Deps struct {
+	Config Config
+	Store  *dynamostore.Store
+	Queue  *sqsqueue.Queue
+	Logger *slog.Logger
+}
+
+// NewDeps loads the AWS configuration (default credential chain, region,
+// AWS_ENDPOINT_URL_* overrides) and builds the store and queue.
+func NewDeps(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS config: %w", err)
+	}
+	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+		// DynamoDB Local does not send response checksums.
+		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
+	})
+	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger}
+	if cfg.QueueURL != "" {
+		d.Queue = sqsqueue.New(sqs.NewFromConfig(awsCfg), cfg.QueueURL)
+	}
+	return d, nil
+}
+
+// Function builds one function's handler from its dependencies.
+type Function func(d *Deps, reg *jobs.Registry) (any, error)
+
+// Enqueue is the POST /v1/jobs function.
+func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
+	if d.Queue == nil {
+		return nil, errors.New("JOBS_QUEUE_URL is required")
+	}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace})
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.New(svc, d.Logger).Enqueue, nil
+}
+
+// GetJob is the GET /v1/jobs/{id} function.
+func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.New(svc, d.Logger).GetJob, nil
+}
+
+// Worker is the SQS-triggered worker function.
+func Worker(d *Deps, reg *jobs.Registry) (any, error) {
+	w, err := jobs.NewWorker(jobs.WorkerConfig{
+		Registry: reg, Store: d.Store, Logger: d.Logger,
+		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Retention: d.Config.Retention,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.HandleSQS, nil
+}
+
+// Sweeper is the scheduled sweeper function.
+func Sweeper(d *Deps, _ *jobs.Registry) (any, error) {
+	if d.Queue == nil {
+		return nil, errors.New("JOBS_QUEUE_URL is required")
+	}
+	s, err := jobs.NewSweeper(jobs.SweeperConfig{Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Retention: d.Config.Retention})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, _ events.CloudWatchEvent) (jobs.SweepReport, error) {
+		return s.Sweep(ctx)
+	}, nil
+}
+
+// Main reads the configuration, builds fn's handler and starts the Lambda
+// runtime; it exits the process with status 1 if the function cannot start.
+func Main(fn Function, reg *jobs.Registry) {
+	logger := lambdacontext.NewLogger()
+	handler, err := Build(context.Background(), fn, reg, os.Getenv, logger)
+	if err != nil {
+		logger.Error("function cannot start", slog.String("error", err.Error()))
+		os.Exit(1)
+	}
+	lambda.Start(handler)
+}
+
+// Build is Main without the runtime: configuration, clients and handler.
+func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, logger *slog.Logger) (any, error) {
+	cfg, err := ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	d, err := NewDeps(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	return fn(d, reg)
+}
+
+// noQueue is the getjob function's queue: it never sends.
+type noQueue struct{}
+
+func (noQueue) Send(context.Context, string) error        { return errors.New("getjob does not send") }
+func (noQueue) SendBatch(context.Context, []string) error { return errors.New("getjob does not send") }
