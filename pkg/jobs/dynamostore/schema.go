@@ -1,3 +1,17 @@
+// Package dynamostore is the jobs.Store on one DynamoDB table, and the
+// table's one definition (CreateTableInput, TimeToLiveInput and the
+// attribute names), which the tests, the local stack and the CDK app share.
+//
+// Every state change is a single conditional PutItem or UpdateItem; claims
+// return the claimed item (ReturnValues ALL_NEW) and failed conditions
+// return the current item (ReturnValuesOnConditionCheckFailure ALL_OLD), so
+// no transition costs an extra read. Expressions are built with the SDK's
+// feature/dynamodb/expression package and items mapped with
+// feature/dynamodb/attributevalue.
+//
+// A job item is about 300 bytes plus its payload and result; up to roughly
+// 700 bytes of payload and result together, each write costs one write unit.
+// docs/CAPACITY.md lists the units per job and what each pays for.
 package dynamostore
 
 import (

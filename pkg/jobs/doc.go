@@ -1,0 +1,57 @@
+// Package jobs is a background-job system for Go teams that runs entirely
+// on AWS serverless parts: API Gateway and Lambda in front, DynamoDB for the
+// jobs, SQS to hand them to workers.
+//
+// # Kinds
+//
+// A kind is a name, a payload type P, a result type R and one handler.
+// Register every kind at start-up, in every function (enqueue validates
+// payloads with it, the worker runs it):
+//
+//	reg := jobs.NewRegistry()
+//	jobs.MustRegister(reg, "email.send", jobs.HandlerFunc[EmailPayload, EmailResult](sendEmail),
+//		jobs.WithFailureCodes("bounced", "rate_limited"))
+//
+// Enqueue refuses an unknown kind and a payload that does not decode into P
+// (unknown fields, duplicate keys, null, too deep or too large are all
+// refused), and stores nothing when it refuses.
+//
+// # Results and failures
+//
+// A result says what of it is public through [Result.PublicJSON]; only those
+// bytes are stored and returned. A handler fails its job with [Fail] and a
+// code it declared; any other error, a panic, an undeclared code or an
+// invalid result becomes the reserved [CodeInternal]. Error text is never
+// stored, returned or logged: logs name the failing error's Go types only.
+// While it runs, a handler may publish partial results with [Job.Publish].
+//
+// # States
+//
+// A job is queued, running, succeeded or failed. Every change is one
+// conditional write in the [Store]: a claim moves queued to running and
+// stamps a claim token; every later write of that run is conditional on
+// status = running and that token, so a stale or duplicate worker can never
+// overwrite a newer outcome. docs/STATE_MACHINE.md draws it.
+//
+// # Delivery and deadlines
+//
+// SQS delivers at least once; the [Worker] claims each job before running
+// it, so a duplicate runs nothing. The handler's context ends a reserve
+// before the Lambda deadline ([Deadlines]); the final write has its own
+// bounded context; a handler that ignores its context is abandoned and its
+// job fails with [CodeTimedOut]. A final write that cannot land in time
+// leaves the job running and returns its message for redelivery.
+//
+// # Nothing lost
+//
+// Enqueue writes the job (with a sweep time) before sending its reference.
+// The [Sweeper] reads a sparse index of unfinished jobs past their sweep
+// time: it re-sends queued jobs whose message never arrived and fails as
+// [CodeInterrupted] running jobs whose lease ended.
+//
+// # Packages
+//
+// dynamostore is the Store on DynamoDB; sqsqueue the Queue on SQS;
+// httpapi maps API Gateway requests; lambdafn builds the Lambda functions;
+// jobstest has the store conformance suite and in-memory fakes.
+package jobs

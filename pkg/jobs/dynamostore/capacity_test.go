@@ -1,0 +1,106 @@
+package dynamostore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+)
+
+// capacityLog sums the consumed capacity DynamoDB reports, per operation.
+type capacityLog struct {
+	mu    sync.Mutex
+	table map[string]float64
+	index map[string]float64
+	order []string
+}
+
+func (c *capacityLog) record(op string, cc *types.ConsumedCapacity) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.table == nil {
+		c.table, c.index = map[string]float64{}, map[string]float64{}
+	}
+	if _, seen := c.table[op]; !seen {
+		c.order = append(c.order, op)
+	}
+	if cc.Table != nil {
+		c.table[op] += aws.ToFloat64(cc.Table.CapacityUnits)
+	} else {
+		c.table[op] += aws.ToFloat64(cc.CapacityUnits)
+	}
+	for _, g := range cc.GlobalSecondaryIndexes {
+		c.index[op] += aws.ToFloat64(g.CapacityUnits)
+	}
+}
+
+// TestWriteUnitsPerJob measures, from DynamoDB's own ReturnConsumedCapacity,
+// the write units one job costs over its life (create, claim, one publish,
+// finish), for a small job and for the largest job whose item still fits in
+// 1 KB. docs/CAPACITY.md records the table this prints; the assertions pin
+// the figures so a change that adds a write or an index update fails here.
+func TestWriteUnitsPerJob(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	cases := []struct {
+		name       string
+		payloadLen int
+		wantTotal  float64
+	}{
+		{"small job (40 B payload)", 40, 6},
+		{"1 KB item (640 B payload)", 640, 6},
+		{"2 KB item (1.6 KB payload)", 1600, 10},
+	}
+	var report strings.Builder
+	fmt.Fprintf(&report, "\n| job | create | claim | publish | finish | total WRU | of which index |\n|---|---|---|---|---|---|---|\n")
+	for _, tc := range cases {
+		log := &capacityLog{}
+		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+		ctx := context.Background()
+		now := time.Now().Truncate(time.Millisecond)
+		rec := &jobs.Record{
+			ID: jobs.NewID(), Kind: "example.hash", Owner: "arn:aws:iam::123456789012:user/alice", Status: jobs.StatusQueued,
+			Payload:     []byte(`{"text":"` + strings.Repeat("a", tc.payloadLen-12) + `"}`),
+			RequestHash: "0123456789abcdef0123456789abcdef",
+			CreatedAt:   now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute),
+		}
+		if err := store.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		token := jobs.NewID()
+		if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: token, At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Publish(ctx, rec.ID, token, []byte(`{"rounds_done":500000}`), now); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`{"sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}`), At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		var total, index float64
+		cell := func(op string) string {
+			total += log.table[op] + log.index[op]
+			index += log.index[op]
+			if log.index[op] > 0 {
+				return fmt.Sprintf("%g + %g index", log.table[op], log.index[op])
+			}
+			return fmt.Sprintf("%g", log.table[op])
+		}
+		fmt.Fprintf(&report, "| %s | %s | %s | %s | %s | **%g** | %g |\n", tc.name, cell("create"), cell("claim"), cell("publish"), cell("finish"), total, index)
+		if total != tc.wantTotal {
+			t.Errorf("%s: %g write units per job, want %g", tc.name, total, tc.wantTotal)
+		}
+		if index != 2 {
+			t.Errorf("%s: %g index write units, want 2 (in at create, out at finish)", tc.name, index)
+		}
+	}
+	t.Log(report.String())
+}

@@ -1,0 +1,71 @@
+package lambdafn_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Parallel()
+	cfg, err := lambdafn.ConfigFromEnv(env(map[string]string{
+		"JOBS_TABLE": "jobs-dev", "JOBS_QUEUE_URL": "https://sqs.example/q",
+		"JOBS_DISPATCH_GRACE": "5m", "JOBS_RETENTION": "24h", "JOBS_WORKER_CONCURRENCY": "16",
+		"JOBS_HANDLER_RESERVE": "4s", "JOBS_FINAL_WRITE_TIMEOUT": "3s",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Table != "jobs-dev" || cfg.DispatchGrace != 5*time.Minute || cfg.Retention != 24*time.Hour ||
+		cfg.Concurrency != 16 || cfg.Deadlines.Reserve != 4*time.Second || cfg.Deadlines.FinalWrite != 3*time.Second {
+		t.Fatalf("config %+v", cfg)
+	}
+	def, err := lambdafn.ConfigFromEnv(env(map[string]string{"JOBS_TABLE": "t"}))
+	if err != nil || def.DispatchGrace != jobs.DefaultDispatchGrace || def.Concurrency != 8 || def.Deadlines != jobs.DefaultDeadlines {
+		t.Fatalf("defaults %+v %v", def, err)
+	}
+}
+
+func TestConfigFromEnvRefuses(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"no table":            {map[string]string{}, "JOBS_TABLE is required"},
+		"bad duration":        {map[string]string{"JOBS_TABLE": "t", "JOBS_RETENTION": "7 days"}, "JOBS_RETENTION"},
+		"negative duration":   {map[string]string{"JOBS_TABLE": "t", "JOBS_DISPATCH_GRACE": "-1m"}, "JOBS_DISPATCH_GRACE"},
+		"bad concurrency":     {map[string]string{"JOBS_TABLE": "t", "JOBS_WORKER_CONCURRENCY": "0"}, "JOBS_WORKER_CONCURRENCY"},
+		"reserve below write": {map[string]string{"JOBS_TABLE": "t", "JOBS_HANDLER_RESERVE": "1s", "JOBS_FINAL_WRITE_TIMEOUT": "2s"}, "reserve"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := lambdafn.ConfigFromEnv(env(tt.env))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestBuildNeedsQueueForEnqueueAndSweeper(t *testing.T) {
+	t.Parallel()
+	getenv := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1"})
+	for name, fn := range map[string]lambdafn.Function{"enqueue": lambdafn.Enqueue, "sweeper": lambdafn.Sweeper} {
+		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, nil); err == nil || !strings.Contains(err.Error(), "JOBS_QUEUE_URL") {
+			t.Fatalf("%s without a queue: %v", name, err)
+		}
+	}
+	for name, fn := range map[string]lambdafn.Function{"getjob": lambdafn.GetJob, "worker": lambdafn.Worker} {
+		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, nil); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
