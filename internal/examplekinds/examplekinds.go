@@ -129,10 +129,11 @@ func SleepSteps(ctx context.Context, job *jobs.Job[SleepPayload]) (SleepProgress
 	return SleepProgress{Done: p.Steps, Total: p.Steps}, nil
 }
 
-// FailPayload is example.fail's payload.
+// FailPayload is example.fail's payload. Secret is sealed at rest (see
+// jobs.Sealer), so it appears in no stored item either.
 type FailPayload struct {
 	Mode   string `json:"mode"`
-	Secret string `json:"secret"`
+	Secret string `json:"secret" jobs:"secret"`
 }
 
 // FailModes runs example.fail. Every mode puts Secret in what it returns or

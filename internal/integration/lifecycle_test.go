@@ -186,7 +186,7 @@ func TestSendFailureAfterPutLosesNoJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadSQS := localaws.SQSClient("http://127.0.0.1:"+itoa(port), func(o *sqs.Options) { o.RetryMaxAttempts = 2 })
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: s.reg, Store: s.store, Queue: sqsqueue.New(deadSQS, s.urls.Queue)})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: s.reg, Store: s.store, Queue: sqsqueue.New(deadSQS, s.urls.Queue), Sealer: s.sealer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,7 @@ type stack struct {
 	api      *httpapi.API
 	worker   *jobs.Worker
 	source   *localstack.EventSource
+	sealer   *jobs.AESSealer
 	runs     sync.Map // job id -> *atomic.Int32, for the "count" kind
 	lambdaTO time.Duration
 }
@@ -83,7 +84,11 @@ func newStack(t *testing.T, o options) *stack {
 		o.extraKinds(s, s.reg)
 	}
 	var err error
-	s.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: s.reg, Store: s.store, Queue: s.queue})
+	s.sealer, err = jobs.NewAESSealer(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: s.reg, Store: s.store, Queue: s.queue, Sealer: s.sealer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +96,7 @@ func newStack(t *testing.T, o options) *stack {
 	if o.deadlines == (jobs.Deadlines{}) {
 		o.deadlines = jobs.Deadlines{Reserve: time.Second, FinalWrite: 600 * time.Millisecond, Safety: 200 * time.Millisecond}
 	}
-	s.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: s.reg, Store: s.store, Deadlines: o.deadlines})
+	s.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: s.reg, Store: s.store, Deadlines: o.deadlines, Sealer: s.sealer})
 	if err != nil {
 		t.Fatal(err)
 	}

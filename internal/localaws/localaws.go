@@ -183,7 +183,7 @@ func start(ctx context.Context, name string, cmd *exec.Cmd, o Options) (*Process
 		out = io.MultiWriter(p.log, o.Output)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = ChildAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("localaws: start %s: %w", name, err)
 	}

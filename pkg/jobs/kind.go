@@ -84,8 +84,9 @@ func WithFailureCodes(codes ...string) KindOption {
 type kindDef struct {
 	name     string
 	codes    map[string]bool
+	secrets  []string // JSON names of payload fields tagged jobs:"secret"
 	validate func(raw []byte) error
-	run      func(ctx context.Context, rec *Record, publish func(context.Context, []byte) error) (Result, error)
+	run      func(ctx context.Context, rec *Record, payload []byte, publish func(context.Context, []byte) error) (Result, error)
 }
 
 // Registry holds the job kinds. Register every kind at start-up, before the
@@ -120,14 +121,15 @@ func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts
 		}
 	}
 	def := &kindDef{
-		name:  kind,
-		codes: cfg.codes,
+		name:    kind,
+		codes:   cfg.codes,
+		secrets: secretFields[P](),
 		validate: func(raw []byte) error {
 			_, err := DecodePayload[P](raw)
 			return err
 		},
-		run: func(ctx context.Context, rec *Record, publish func(context.Context, []byte) error) (Result, error) {
-			p, err := DecodePayload[P](rec.Payload)
+		run: func(ctx context.Context, rec *Record, payload []byte, publish func(context.Context, []byte) error) (Result, error) {
+			p, err := DecodePayload[P](payload)
 			if err != nil {
 				return nil, errPayload
 			}
@@ -210,11 +212,21 @@ func (reg *Registry) lookup(kind string) (*kindDef, bool) {
 	return k, ok
 }
 
-// freeze marks the registry as in use.
-func (reg *Registry) freeze() {
+// freeze marks the registry as in use. It refuses a registry with secret
+// payload fields when there is no sealer.
+func (reg *Registry) freeze(sealer Sealer) error {
 	reg.mu.Lock()
+	defer reg.mu.Unlock()
 	reg.frozen = true
-	reg.mu.Unlock()
+	if sealer != nil {
+		return nil
+	}
+	for _, k := range reg.kinds {
+		if len(k.secrets) > 0 {
+			return fmt.Errorf("%w (kind %q)", ErrNoSealer, k.name)
+		}
+	}
+	return nil
 }
 
 func isNil(v any) bool {

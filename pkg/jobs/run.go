@@ -31,13 +31,17 @@ type execution struct {
 // execute runs the kind's handler for rec and maps what it returns to an
 // outcome. A panic becomes CodeInternal with the stack's function names
 // (never the panic value).
-func (k *kindDef) execute(ctx context.Context, rec *Record, publish func(context.Context, []byte) error) (ex execution) {
+func (k *kindDef) execute(ctx context.Context, rec *Record, sealer Sealer, publish func(context.Context, []byte) error) (ex execution) {
 	defer func() {
 		if p := recover(); p != nil {
 			ex = execution{Status: StatusFailed, Code: CodeInternal, Cause: "panic", Stack: stackFrames(3)}
 		}
 	}()
-	r, err := k.run(ctx, rec, publish)
+	payload, err := openPayload(sealer, rec.ID, k.secrets, rec.Payload)
+	if err != nil {
+		return execution{Status: StatusFailed, Code: CodeInvalidPayload, Cause: "unseal"}
+	}
+	r, err := k.run(ctx, rec, payload, publish)
 	if err != nil {
 		return k.classify(ctx, err)
 	}

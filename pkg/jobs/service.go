@@ -3,6 +3,7 @@ package jobs
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -34,6 +35,9 @@ type Service struct {
 	clock Clock
 	log   *slog.Logger
 	grace time.Duration
+	// sealer seals secret payload fields; hkey keys the request hash.
+	sealer Sealer
+	hkey   []byte
 }
 
 // ServiceConfig configures a Service. Registry, Store and Queue are required.
@@ -45,6 +49,8 @@ type ServiceConfig struct {
 	Logger   *slog.Logger
 	// DispatchGrace: see DefaultDispatchGrace.
 	DispatchGrace time.Duration
+	// Sealer seals secret payload fields; required when a kind has some.
+	Sealer Sealer
 }
 
 // NewService returns a Service; it puts the registry to use.
@@ -52,12 +58,18 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Registry == nil || cfg.Store == nil || cfg.Queue == nil {
 		return nil, errors.New("jobs: NewService needs a Registry, a Store and a Queue")
 	}
-	cfg.Registry.freeze()
+	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
+		return nil, err
+	}
 	grace := cfg.DispatchGrace
 	if grace <= 0 {
 		grace = DefaultDispatchGrace
 	}
-	return &Service{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger), grace: grace}, nil
+	s := &Service{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger), grace: grace, sealer: cfg.Sealer}
+	if hk, ok := cfg.Sealer.(interface{ hashKey() []byte }); ok {
+		s.hkey = hk.hashKey()
+	}
+	return s, nil
 }
 
 // EnqueueRequest is one job to enqueue.
@@ -116,12 +128,17 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*Record, boo
 	if req.IdempotencyKey != "" {
 		id = DerivedID("idempotency", req.Owner, req.IdempotencyKey)
 	}
+	k, _ := s.reg.lookup(req.Kind)
+	stored, err := sealPayload(s.sealer, id, k.secrets, compact.Bytes())
+	if err != nil {
+		return nil, false, fmt.Errorf("jobs: seal payload: %w", err)
+	}
 	rec := &Record{
 		ID: id, Kind: req.Kind, Owner: req.Owner, Status: StatusQueued,
-		Payload: compact.Bytes(), RequestHash: requestHash(req.Kind, compact.Bytes()),
+		Payload: stored, RequestHash: requestHash(s.hkey, req.Kind, compact.Bytes()),
 		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(s.grace),
 	}
-	err := s.store.Create(ctx, rec)
+	err = s.store.Create(ctx, rec)
 	var ce *ConflictError
 	switch {
 	case err == nil:
@@ -170,8 +187,13 @@ func (s *Service) Get(ctx context.Context, owner, id string) (*Record, error) {
 	return rec, nil
 }
 
-func requestHash(kind string, payload []byte) string {
+// requestHash identifies an enqueue request. With a sealer it is an HMAC,
+// so the hash of a payload with secrets does not help guess them.
+func requestHash(key []byte, kind string, payload []byte) string {
 	h := sha256.New()
+	if key != nil {
+		h = hmac.New(sha256.New, key)
+	}
 	h.Write([]byte(kind))
 	h.Write([]byte{0})
 	h.Write(payload)

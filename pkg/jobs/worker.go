@@ -21,6 +21,7 @@ type Worker struct {
 	concurrency int
 	deadlines   Deadlines
 	retention   time.Duration
+	sealer      Sealer
 }
 
 // WorkerConfig configures a Worker. Registry and Store are required.
@@ -37,6 +38,8 @@ type WorkerConfig struct {
 	// Retention is how long a finished job stays readable
 	// (default DefaultRetention).
 	Retention time.Duration
+	// Sealer opens secret payload fields; required when a kind has some.
+	Sealer Sealer
 }
 
 // NewWorker returns a Worker; it puts the registry to use.
@@ -59,10 +62,12 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
 	}
-	cfg.Registry.freeze()
+	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
+		return nil, err
+	}
 	return &Worker{
 		reg: cfg.Registry, store: cfg.Store, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger),
-		concurrency: cfg.Concurrency, deadlines: cfg.Deadlines, retention: cfg.Retention,
+		concurrency: cfg.Concurrency, deadlines: cfg.Deadlines, retention: cfg.Retention, sealer: cfg.Sealer,
 	}, nil
 }
 
@@ -180,7 +185,7 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *R
 		return w.store.Publish(pctx, rec.ID, token, body, w.clock.Now())
 	}
 	done := make(chan execution, 1)
-	go func() { done <- k.execute(hctx, rec, publish) }()
+	go func() { done <- k.execute(hctx, rec, w.sealer, publish) }()
 	select {
 	case ex := <-done:
 		return ex

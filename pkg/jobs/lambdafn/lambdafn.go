@@ -19,6 +19,8 @@
 //	JOBS_WORKER_CONCURRENCY    records of a batch run at once (8)
 //	JOBS_HANDLER_RESERVE       handler context ends this long before the Lambda deadline (3s)
 //	JOBS_FINAL_WRITE_TIMEOUT   bound on the final write (2s)
+//	JOBS_PAYLOAD_KEY           base64 AES-256 key(s), comma-separated, newest first,
+//	                           sealing payload fields tagged jobs:"secret"
 //	AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS  local emulators (SDK standard)
 package lambdafn
 
@@ -52,6 +54,8 @@ type Config struct {
 	Retention     time.Duration
 	Concurrency   int
 	Deadlines     jobs.Deadlines
+	// Sealer seals secret payload fields (nil without JOBS_PAYLOAD_KEY).
+	Sealer jobs.Sealer
 }
 
 // ConfigFromEnv reads Config from the environment (see the package doc).
@@ -85,6 +89,18 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("JOBS_WORKER_CONCURRENCY=%q: want 1..1000", v))
 		} else {
 			c.Concurrency = n
+		}
+	}
+	if v := getenv("JOBS_PAYLOAD_KEY"); v != "" {
+		keys, err := jobs.ParseKeys(v)
+		if err == nil {
+			var s *jobs.AESSealer
+			if s, err = jobs.NewAESSealer(keys...); err == nil {
+				c.Sealer = s
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("JOBS_PAYLOAD_KEY: %w", err))
 		}
 	}
 	if c.Table == "" {
@@ -130,7 +146,7 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Sealer: d.Config.Sealer})
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +155,7 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 
 // GetJob is the GET /v1/jobs/{id} function.
 func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.Config.Sealer})
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +167,7 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	w, err := jobs.NewWorker(jobs.WorkerConfig{
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Retention: d.Config.Retention,
+		Sealer: d.Config.Sealer,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,117 @@
+// Command lambdajobs-local runs the whole system on this machine, made of
+// the same function code that deploys to Lambda: DynamoDB Local, the fauxqs
+// SQS emulator, the four bootstraps under the AWS Lambda Runtime Interface
+// Emulator, a gateway speaking API Gateway's payload format 2.0, an SQS
+// event source and the sweeper's schedule. `make run` builds what it needs
+// and starts it; Ctrl-C stops everything it started.
+//
+// Every address and setting can be overridden by environment variables:
+//
+//	JOBS_LOCAL_API_ADDR        HTTP API address (127.0.0.1:8080)
+//	JOBS_LOCAL_DYNAMODB_PORT   DynamoDB Local port (8000)
+//	JOBS_LOCAL_SQS_PORT        fauxqs port (4566)
+//	JOBS_LOCAL_WORKERS         worker instances = event source concurrency (2)
+//	JOBS_LOCAL_BATCH_SIZE      messages per worker invocation, 1..10 (10)
+//	JOBS_LOCAL_BATCH_WINDOW    how long to gather a batch (0s)
+//	JOBS_LOCAL_WORKER_TIMEOUT  the worker's Lambda timeout (30s)
+//	JOBS_LOCAL_SWEEP_EVERY     sweeper schedule (1m)
+//	JOBS_LOCAL_VERBOSE         set to show the Runtime Interface Emulator's own log lines
+//	JOBS_*                     passed to the functions (JOBS_DISPATCH_GRACE, ...)
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/localstack"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "lambdajobs-local:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	localaws.DieWithParent()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cfg := localstack.DefaultConfig()
+	cfg.Output = os.Stdout
+	if os.Getenv("JOBS_LOCAL_VERBOSE") == "" {
+		cfg.Output = localstack.QuietEmulator(os.Stdout)
+	}
+	cfg.Logger = logger
+	var errs []string
+	str := func(name string, dst *string) {
+		if v := os.Getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	num := func(name string, dst *int) {
+		if v := os.Getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				errs = append(errs, name+"="+v+": want a number")
+				return
+			}
+			*dst = n
+		}
+	}
+	dur := func(name string, dst *time.Duration) {
+		if v := os.Getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				errs = append(errs, name+"="+v+": want a duration such as 30s")
+				return
+			}
+			*dst = d
+		}
+	}
+	str("JOBS_LOCAL_API_ADDR", &cfg.APIAddr)
+	num("JOBS_LOCAL_DYNAMODB_PORT", &cfg.DynamoDBPort)
+	num("JOBS_LOCAL_SQS_PORT", &cfg.SQSPort)
+	num("JOBS_LOCAL_WORKERS", &cfg.WorkerInstances)
+	num("JOBS_LOCAL_BATCH_SIZE", &cfg.BatchSize)
+	dur("JOBS_LOCAL_BATCH_WINDOW", &cfg.BatchWindow)
+	dur("JOBS_LOCAL_WORKER_TIMEOUT", &cfg.WorkerTimeout)
+	dur("JOBS_LOCAL_SWEEP_EVERY", &cfg.SweepEvery)
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "JOBS_") && !strings.HasPrefix(kv, "JOBS_LOCAL_") {
+			cfg.FunctionEnv = append(cfg.FunctionEnv, kv)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	stack, err := localstack.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, `
+lambdajobs is running:
+  HTTP API     %s   (X-Local-Caller: NAME picks the caller)
+  DynamoDB     %s   table %s
+  SQS          %s   queue %s
+Try:
+  curl -s -X POST %s/v1/jobs -H 'content-type: application/json' \
+    -d '{"kind":"example.hash","payload":{"text":"hello","rounds":1}}'
+Ctrl-C stops everything.
+`, stack.APIURL, stack.DynamoDBEndpoint, stack.Table, stack.SQSEndpoint, stack.Queues.Queue, stack.APIURL)
+	<-ctx.Done()
+	fmt.Fprintln(os.Stderr, "stopping...")
+	stack.Stop()
+	fmt.Fprintln(os.Stderr, "stopped")
+	return nil
+}

@@ -1,0 +1,20 @@
+// Command ljob enqueues lambdajobs jobs, shows them, and watches them to
+// the end with a progress bar. It talks to the local stack by default and
+// to a deployed API (SigV4-signed) with -api or LJOB_API. Run `ljob` alone
+// for usage.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+
+	"github.com/lambdajobs/lambdajobs/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}

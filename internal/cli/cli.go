@@ -1,0 +1,380 @@
+// Package cli is the ljob command: enqueue a job, get it, and watch it with
+// a progress bar until it ends, against the local stack or a deployed API.
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/config"
+)
+
+// DefaultAPI is the local stack's address.
+const DefaultAPI = "http://127.0.0.1:8080"
+
+const usage = `ljob: enqueue and watch lambdajobs jobs.
+
+Usage:
+  ljob [flags] enqueue KIND [PAYLOAD]   enqueue a job (PAYLOAD is JSON, "-" or absent: read stdin)
+  ljob [flags] get ID                   show a job
+  ljob [flags] watch ID                 follow a job until it ends, with a progress bar
+
+Flags:
+  -api URL       the API (env LJOB_API; default http://127.0.0.1:8080, the local stack)
+  -caller NAME   local caller, sent as X-Local-Caller (env LJOB_CALLER)
+  -key KEY       Idempotency-Key for enqueue
+  -wait          enqueue, then watch the job until it ends
+  -json          print JSON only (one object per line when watching)
+  -sigv4         sign requests with SigV4 (default credential chain); on by default for *.amazonaws.com
+  -region R      region for SigV4 (default: from the API host or AWS_REGION)
+  -interval D    watch poll interval (default 500ms)
+
+Exit status: 0 success (or job succeeded), 1 usage or request error, 2 job failed.
+`
+
+// Main runs the command with args (without the program name) and returns
+// its exit status.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	fs := flag.NewFlagSet("ljob", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	c := &client{stdout: stdout, stderr: stderr}
+	api := fs.String("api", envOr(getenv, "LJOB_API", DefaultAPI), "")
+	fs.StringVar(&c.caller, "caller", getenv("LJOB_CALLER"), "")
+	key := fs.String("key", "", "")
+	wait := fs.Bool("wait", false, "")
+	fs.BoolVar(&c.jsonOut, "json", false, "")
+	sig := fs.Bool("sigv4", false, "")
+	fs.StringVar(&c.region, "region", getenv("AWS_REGION"), "")
+	fs.DurationVar(&c.interval, "interval", 500*time.Millisecond, "")
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	u, err := url.Parse(strings.TrimRight(*api, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		fmt.Fprintf(stderr, "ljob: -api %q is not an http(s) URL\n", *api)
+		return 1
+	}
+	c.base = u
+	c.http = &http.Client{Timeout: 30 * time.Second}
+	if *sig || strings.HasSuffix(u.Hostname(), ".amazonaws.com") {
+		if err := c.setupSigV4(ctx); err != nil {
+			fmt.Fprintln(stderr, "ljob:", err)
+			return 1
+		}
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fs.Usage()
+		return 1
+	}
+	switch cmd := rest[0]; {
+	case cmd == "enqueue" && (len(rest) == 2 || len(rest) == 3):
+		payload := "-"
+		if len(rest) == 3 {
+			payload = rest[2]
+		}
+		if payload == "-" {
+			b, err := io.ReadAll(io.LimitReader(stdin, 16<<20))
+			if err != nil {
+				fmt.Fprintln(stderr, "ljob: read payload:", err)
+				return 1
+			}
+			payload = string(b)
+		}
+		return c.enqueue(ctx, rest[1], payload, *key, *wait)
+	case cmd == "get" && len(rest) == 2:
+		return c.get(ctx, rest[1])
+	case cmd == "watch" && len(rest) == 2:
+		return c.watch(ctx, rest[1])
+	}
+	fs.Usage()
+	return 1
+}
+
+func envOr(getenv func(string) string, k, def string) string {
+	if v := getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+type client struct {
+	base     *url.URL
+	http     *http.Client
+	caller   string
+	jsonOut  bool
+	interval time.Duration
+	region   string
+	creds    aws.CredentialsProvider
+	signer   *v4.Signer
+	stdout   io.Writer
+	stderr   io.Writer
+}
+
+// Job is the API's job JSON.
+type Job struct {
+	ID         string          `json:"id"`
+	Kind       string          `json:"kind"`
+	Status     string          `json:"status"`
+	Result     json.RawMessage `json:"result"`
+	Error      *string         `json:"error"`
+	Attempt    int             `json:"attempt"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+}
+
+func (j Job) final() bool { return j.Status == "succeeded" || j.Status == "failed" }
+
+type problem struct {
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+	Code   string `json:"code"`
+	Status int    `json:"status"`
+}
+
+func (c *client) setupSigV4(ctx context.Context) error {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("load AWS credentials: %w", err)
+	}
+	if c.region == "" {
+		c.region = cfg.Region
+	}
+	// https://ID.execute-api.REGION.amazonaws.com
+	if parts := strings.Split(c.base.Hostname(), "."); len(parts) >= 5 && parts[1] == "execute-api" {
+		c.region = parts[2]
+	}
+	if c.region == "" {
+		return errors.New("-sigv4 needs a region: pass -region or set AWS_REGION")
+	}
+	c.creds, c.signer = cfg.Credentials, v4.NewSigner()
+	return nil
+}
+
+func (c *client) do(ctx context.Context, method, path string, body []byte, headers map[string]string) (int, []byte, http.Header, error) {
+	u := *c.base
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	if c.caller != "" {
+		req.Header.Set("X-Local-Caller", c.caller)
+	}
+	if c.signer != nil {
+		creds, err := c.creds.Retrieve(ctx)
+		if err != nil {
+			return 0, nil, nil, fmt.Errorf("AWS credentials: %w", err)
+		}
+		sum := sha256.Sum256(body)
+		if err := c.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "execute-api", c.region, time.Now()); err != nil {
+			return 0, nil, nil, err
+		}
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	return resp.StatusCode, b, resp.Header, err
+}
+
+func (c *client) fail(status int, body []byte) int {
+	var p problem
+	if json.Unmarshal(body, &p) == nil && p.Code != "" {
+		if c.jsonOut {
+			fmt.Fprintln(c.stdout, strings.TrimSpace(string(body)))
+		}
+		fmt.Fprintf(c.stderr, "ljob: %d %s (%s): %s\n", status, p.Title, p.Code, p.Detail)
+		return 1
+	}
+	fmt.Fprintf(c.stderr, "ljob: HTTP %d: %s\n", status, strings.TrimSpace(string(body)))
+	return 1
+}
+
+func (c *client) enqueue(ctx context.Context, kind, payload, key string, wait bool) int {
+	if !json.Valid([]byte(payload)) {
+		fmt.Fprintln(c.stderr, "ljob: the payload is not valid JSON")
+		return 1
+	}
+	body, _ := json.Marshal(map[string]any{"kind": kind, "payload": json.RawMessage(payload)})
+	headers := map[string]string{"Content-Type": "application/json"}
+	if key != "" {
+		headers["Idempotency-Key"] = key
+	}
+	status, resp, _, err := c.do(ctx, http.MethodPost, "/v1/jobs", body, headers)
+	if err != nil {
+		fmt.Fprintln(c.stderr, "ljob:", err)
+		return 1
+	}
+	if status != http.StatusAccepted {
+		return c.fail(status, resp)
+	}
+	var j Job
+	if err := json.Unmarshal(resp, &j); err != nil {
+		fmt.Fprintln(c.stderr, "ljob: unexpected answer:", err)
+		return 1
+	}
+	if wait {
+		if !c.jsonOut {
+			fmt.Fprintf(c.stderr, "enqueued %s (%s)\n", j.ID, j.Kind)
+		}
+		return c.watch(ctx, j.ID)
+	}
+	c.print(j, resp)
+	return 0
+}
+
+func (c *client) fetch(ctx context.Context, id string) (Job, []byte, int) {
+	status, resp, _, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil)
+	if err != nil {
+		fmt.Fprintln(c.stderr, "ljob:", err)
+		return Job{}, nil, 1
+	}
+	if status != http.StatusOK {
+		return Job{}, nil, c.fail(status, resp)
+	}
+	var j Job
+	if err := json.Unmarshal(resp, &j); err != nil {
+		fmt.Fprintln(c.stderr, "ljob: unexpected answer:", err)
+		return Job{}, nil, 1
+	}
+	return j, resp, 0
+}
+
+func (c *client) get(ctx context.Context, id string) int {
+	j, raw, code := c.fetch(ctx, id)
+	if code != 0 {
+		return code
+	}
+	c.print(j, raw)
+	return 0
+}
+
+func (c *client) print(j Job, raw []byte) {
+	if c.jsonOut {
+		fmt.Fprintln(c.stdout, strings.TrimSpace(string(raw)))
+		return
+	}
+	fmt.Fprintf(c.stdout, "id:       %s\nkind:     %s\nstatus:   %s\nattempt:  %d\ncreated:  %s\n", j.ID, j.Kind, j.Status, j.Attempt, j.CreatedAt.Format(time.RFC3339Nano))
+	if j.StartedAt != nil {
+		fmt.Fprintf(c.stdout, "started:  %s\n", j.StartedAt.Format(time.RFC3339Nano))
+	}
+	if j.FinishedAt != nil {
+		fmt.Fprintf(c.stdout, "finished: %s (%s)\n", j.FinishedAt.Format(time.RFC3339Nano), j.FinishedAt.Sub(j.CreatedAt).Round(time.Millisecond))
+	}
+	if j.Error != nil {
+		fmt.Fprintf(c.stdout, "error:    %s\n", *j.Error)
+	}
+	fmt.Fprintf(c.stdout, "result:   %s\n", string(j.Result))
+}
+
+// watch polls the job until it is final, drawing progress from its partial
+// results, and returns 0 if it succeeded, 2 if it failed.
+func (c *client) watch(ctx context.Context, id string) int {
+	tty := isTerminal(c.stderr)
+	last := ""
+	for {
+		j, raw, code := c.fetch(ctx, id)
+		if code != 0 {
+			return code
+		}
+		line := string(raw)
+		if line != last {
+			last = line
+			if c.jsonOut {
+				fmt.Fprintln(c.stdout, strings.TrimSpace(line))
+			} else {
+				bar := Progress(j)
+				if tty {
+					fmt.Fprintf(c.stderr, "\r\033[K%s", bar)
+				} else {
+					fmt.Fprintln(c.stderr, bar)
+				}
+			}
+		}
+		if j.final() {
+			if !c.jsonOut {
+				if tty {
+					fmt.Fprintln(c.stderr)
+				}
+				c.print(j, raw)
+			}
+			if j.Status == "failed" {
+				return 2
+			}
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(c.stderr, "\nljob: stopped watching")
+			return 1
+		case <-time.After(c.interval):
+		}
+	}
+}
+
+// Progress renders a job's state as one line: a bar when its partial result
+// has {"done", "total"} or {"percent"}, else the partial result itself.
+func Progress(j Job) string {
+	var p map[string]any
+	_ = json.Unmarshal(j.Result, &p)
+	num := func(k string) (float64, bool) {
+		v, ok := p[k].(float64)
+		return v, ok
+	}
+	frac := -1.0
+	label := ""
+	if done, ok := num("done"); ok {
+		if total, ok := num("total"); ok && total > 0 {
+			frac, label = done/total, fmt.Sprintf("%g/%g", done, total)
+		}
+	} else if pct, ok := num("percent"); ok {
+		frac, label = pct/100, fmt.Sprintf("%g%%", pct)
+	}
+	head := fmt.Sprintf("%-9s %s", j.Status, j.ID)
+	switch {
+	case frac >= 0:
+		frac = min(max(frac, 0), 1)
+		const width = 30
+		n := int(frac * width)
+		return fmt.Sprintf("%s [%s%s] %s", head, strings.Repeat("#", n), strings.Repeat(".", width-n), label)
+	case len(j.Result) > 0 && string(j.Result) != "null" && !j.final():
+		r := string(j.Result)
+		if len(r) > 60 {
+			r = r[:60] + "..."
+		}
+		return head + " " + r
+	}
+	return head
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,425 @@
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
+)
+
+// Config describes a local stack. Zero values take the defaults of
+// DefaultConfig.
+type Config struct {
+	// Root is the repository root (holding _tools); found from the working
+	// directory when empty.
+	Root string
+	// Bootstraps is the folder holding <function>/bootstrap built for this
+	// machine (make build-local).
+	Bootstraps string
+	// RIE is the path of the aws-lambda-rie binary.
+	RIE string
+	// APIAddr is where the HTTP API listens.
+	APIAddr string
+	// DynamoDBPort and SQSPort are the emulators' ports (0: any free port).
+	DynamoDBPort, SQSPort int
+	// DynamoDBEndpoint and SQSEndpoint, when set, use emulators that are
+	// already running instead of starting them.
+	DynamoDBEndpoint, SQSEndpoint string
+	// Table and Queue name the table and the queue (its DLQ is Queue-dlq).
+	Table, Queue string
+	// WorkerTimeout, APITimeout and SweeperTimeout are the functions'
+	// Lambda timeouts, enforced by the emulator.
+	WorkerTimeout, APITimeout, SweeperTimeout time.Duration
+	// WorkerInstances is the event source's maximum concurrency: one
+	// emulator instance (and poller) each.
+	WorkerInstances int
+	// BatchSize (1..10) and BatchWindow configure the event source.
+	BatchSize   int
+	BatchWindow time.Duration
+	// SweepEvery is the sweeper's schedule (0: never; tests call SweepNow).
+	SweepEvery time.Duration
+	// FunctionEnv is added to every function's environment
+	// (JOBS_DISPATCH_GRACE, JOBS_RETENTION, ...).
+	FunctionEnv []string
+	// Output receives the emulators' and the functions' output, each line
+	// prefixed with its source.
+	Output io.Writer
+	Logger *slog.Logger
+}
+
+// DefaultConfig is what `make run` uses.
+func DefaultConfig() Config {
+	return Config{
+		Bootstraps: "build/local", RIE: "bin/aws-lambda-rie",
+		APIAddr: "127.0.0.1:8080", DynamoDBPort: 8000, SQSPort: 4566,
+		Table: "lambdajobs-local", Queue: "lambdajobs-local",
+		WorkerTimeout: 30 * time.Second, APITimeout: 10 * time.Second, SweeperTimeout: 60 * time.Second,
+		WorkerInstances: 2, BatchSize: 10, SweepEvery: time.Minute,
+	}
+}
+
+// Stack is a running local system.
+type Stack struct {
+	APIURL           string
+	DynamoDBEndpoint string
+	SQSEndpoint      string
+	Queues           sqsqueue.URLs
+	Table            string
+
+	cfg       Config
+	procs     []*localaws.Process
+	functions []*Function
+	workers   []*Function
+	sweeper   *Function
+	server    *http.Server
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	stopOnce  sync.Once
+}
+
+// Start brings the whole system up: emulators, table and queues, the four
+// functions under the Runtime Interface Emulator, the gateway, the SQS event
+// source and the sweeper's schedule. Stop undoes it.
+func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
+	def := DefaultConfig()
+	if cfg.Bootstraps == "" {
+		cfg.Bootstraps = def.Bootstraps
+	}
+	if cfg.RIE == "" {
+		cfg.RIE = def.RIE
+	}
+	if cfg.APIAddr == "" {
+		cfg.APIAddr = def.APIAddr
+	}
+	if cfg.Table == "" {
+		cfg.Table = def.Table
+	}
+	if cfg.Queue == "" {
+		cfg.Queue = def.Queue
+	}
+	if cfg.WorkerTimeout == 0 {
+		cfg.WorkerTimeout = def.WorkerTimeout
+	}
+	if cfg.APITimeout == 0 {
+		cfg.APITimeout = def.APITimeout
+	}
+	if cfg.SweeperTimeout == 0 {
+		cfg.SweeperTimeout = def.SweeperTimeout
+	}
+	if cfg.WorkerInstances == 0 {
+		cfg.WorkerInstances = def.WorkerInstances
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = def.BatchSize
+	}
+	if cfg.Output == nil {
+		cfg.Output = io.Discard
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Stack{cfg: cfg, Table: cfg.Table}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+
+	// 1. Emulators.
+	s.DynamoDBEndpoint = cfg.DynamoDBEndpoint
+	if s.DynamoDBEndpoint == "" {
+		p, err := localaws.StartDynamoDB(ctx, localaws.Options{Port: cfg.DynamoDBPort, Root: cfg.Root, Output: prefixed(cfg.Output, "dynamodb")})
+		if err != nil {
+			return nil, err
+		}
+		s.procs = append(s.procs, p)
+		s.DynamoDBEndpoint = p.Endpoint
+	}
+	s.SQSEndpoint = cfg.SQSEndpoint
+	if s.SQSEndpoint == "" {
+		p, err := localaws.StartSQS(ctx, localaws.Options{Port: cfg.SQSPort, Root: cfg.Root, Output: prefixed(cfg.Output, "sqs")})
+		if err != nil {
+			return nil, err
+		}
+		s.procs = append(s.procs, p)
+		s.SQSEndpoint = p.Endpoint
+	}
+	cfg.Logger.Info("emulators up", slog.String("dynamodb", s.DynamoDBEndpoint), slog.String("sqs", s.SQSEndpoint))
+
+	// 2. Table and queues, from the shared definitions.
+	ddb := localaws.DynamoDBClient(s.DynamoDBEndpoint)
+	if err := ensureTable(ctx, ddb, cfg.Table); err != nil {
+		return nil, err
+	}
+	sqsClient := localaws.SQSClient(s.SQSEndpoint)
+	spec := sqsqueue.DefaultSpec(cfg.WorkerTimeout)
+	if s.Queues, err = sqsqueue.Create(ctx, sqsClient, cfg.Queue, spec); err != nil {
+		return nil, err
+	}
+	cfg.Logger.Info("table and queues ready", slog.String("table", cfg.Table), slog.String("queue", s.Queues.Queue), slog.String("dlq", s.Queues.DLQ))
+
+	// 3. The functions under the emulator. Without a configured payload
+	// key, this run seals secret payload fields with a fresh random key.
+	keyEnv := []string{}
+	if !hasEnv(cfg.FunctionEnv, "JOBS_PAYLOAD_KEY") {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		keyEnv = append(keyEnv, "JOBS_PAYLOAD_KEY="+base64.StdEncoding.EncodeToString(key))
+	}
+	env := append([]string{
+		"JOBS_TABLE=" + cfg.Table,
+		"JOBS_QUEUE_URL=" + s.Queues.Queue,
+		"AWS_ENDPOINT_URL_DYNAMODB=" + s.DynamoDBEndpoint,
+		"AWS_ENDPOINT_URL_SQS=" + s.SQSEndpoint,
+		"AWS_REGION=" + localaws.Region,
+		"AWS_ACCESS_KEY_ID=local",
+		"AWS_SECRET_ACCESS_KEY=local",
+		"AWS_SESSION_TOKEN=",
+		"AWS_PROFILE=",
+		"AWS_EC2_METADATA_DISABLED=true",
+	}, append(keyEnv, cfg.FunctionEnv...)...)
+	start := func(name, instance string, timeout time.Duration) (*Function, error) {
+		label := name
+		if instance != "" {
+			label = name + "-" + instance
+		}
+		f, err := StartFunction(ctx, FunctionConfig{
+			Name: name, RIE: cfg.RIE, Bootstrap: filepath.Join(cfg.Bootstraps, name, "bootstrap"),
+			Timeout: timeout, Env: env, Output: prefixed(cfg.Output, label),
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.functions = append(s.functions, f)
+		return f, nil
+	}
+	enqueue, err := start("enqueue", "", cfg.APITimeout)
+	if err != nil {
+		return nil, err
+	}
+	getjob, err := start("getjob", "", cfg.APITimeout)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cfg.WorkerInstances {
+		w, err := start("worker", strconv.Itoa(i+1), cfg.WorkerTimeout)
+		if err != nil {
+			return nil, err
+		}
+		s.workers = append(s.workers, w)
+	}
+	if s.sweeper, err = start("sweeper", "", cfg.SweeperTimeout); err != nil {
+		return nil, err
+	}
+
+	// 4. The gateway.
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.APIAddr, err)
+	}
+	s.APIURL = "http://" + ln.Addr().String()
+	s.server = &http.Server{
+		Handler:           &Gateway{Enqueue: timeoutInvoker{enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{getjob, cfg.APITimeout}, Logger: cfg.Logger},
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); _ = s.server.Serve(ln) }()
+
+	// 5. The event source: one poller per worker instance.
+	for _, w := range s.workers {
+		es := &EventSource{
+			SQS: sqsClient, QueueURL: s.Queues.Queue, QueueARN: s.Queues.QueueARN,
+			Invoke: invokeWorker(w), BatchSize: cfg.BatchSize, Window: cfg.BatchWindow,
+			Concurrency: 1, Timeout: cfg.WorkerTimeout + 5*time.Second, Logger: cfg.Logger,
+		}
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); es.Run(runCtx) }()
+	}
+
+	// 6. The sweeper's schedule.
+	if cfg.SweepEvery > 0 {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			t := time.NewTicker(cfg.SweepEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-t.C:
+					if err := s.SweepNow(runCtx); err != nil && runCtx.Err() == nil {
+						cfg.Logger.Warn("scheduled sweep failed", slog.String("error", err.Error()))
+					}
+				}
+			}
+		}()
+	}
+	cfg.Logger.Info("local stack up", slog.String("api", s.APIURL))
+	return s, nil
+}
+
+// SweepNow invokes the sweeper with a scheduled event, as EventBridge does.
+func (s *Stack) SweepNow(ctx context.Context) error {
+	ev := events.CloudWatchEvent{
+		Version: "0", ID: "local-" + strconv.FormatInt(time.Now().UnixNano(), 36), DetailType: "Scheduled Event",
+		Source: "aws.events", AccountID: LocalAccount, Time: time.Now().UTC(), Region: localaws.Region,
+		Resources: []string{"arn:aws:events:" + localaws.Region + ":" + LocalAccount + ":rule/lambdajobs-local-sweep"},
+		Detail:    json.RawMessage(`{}`),
+	}
+	payload, _ := json.Marshal(ev)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.SweeperTimeout+5*time.Second)
+	defer cancel()
+	_, err := s.sweeper.Invoke(ctx, payload)
+	return err
+}
+
+// Workers returns the worker function instances (tests kill them).
+func (s *Stack) Workers() []*Function { return s.workers }
+
+// Stop stops everything Start started, in reverse order.
+func (s *Stack) Stop() {
+	s.stopOnce.Do(func() {
+		if s.cancel != nil {
+			s.cancel()
+		}
+		if s.server != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = s.server.Shutdown(ctx)
+			cancel()
+		}
+		s.wg.Wait()
+		for _, f := range s.functions {
+			f.Stop()
+		}
+		for i := len(s.procs) - 1; i >= 0; i-- {
+			s.procs[i].Stop()
+		}
+	})
+}
+
+func ensureTable(ctx context.Context, ddb *dynamodb.Client, table string) error {
+	_, err := ddb.CreateTable(ctx, dynamostore.CreateTableInput(table))
+	var inUse *ddbtypes.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", table, err)
+	}
+	ttl, err := ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &table})
+	if err != nil {
+		return fmt.Errorf("describe TTL of %s: %w", table, err)
+	}
+	if d := ttl.TimeToLiveDescription; d != nil && d.TimeToLiveStatus == ddbtypes.TimeToLiveStatusEnabled {
+		return nil
+	}
+	if _, err := ddb.UpdateTimeToLive(ctx, dynamostore.TimeToLiveInput(table)); err != nil {
+		return fmt.Errorf("enable TTL on %s: %w", table, err)
+	}
+	return nil
+}
+
+type timeoutInvoker struct {
+	f       *Function
+	timeout time.Duration
+}
+
+func (t timeoutInvoker) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout+5*time.Second)
+	defer cancel()
+	return t.f.Invoke(ctx, payload)
+}
+
+func invokeWorker(f *Function) SQSHandler {
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		payload, err := json.Marshal(ev)
+		if err != nil {
+			return events.SQSEventResponse{}, err
+		}
+		out, err := f.Invoke(ctx, payload)
+		if err != nil {
+			return events.SQSEventResponse{}, err
+		}
+		var resp events.SQSEventResponse
+		if err := json.Unmarshal(out, &resp); err != nil {
+			return events.SQSEventResponse{}, fmt.Errorf("worker answer: %w", err)
+		}
+		return resp, nil
+	}
+}
+
+// prefixed returns a writer that prefixes each line written to w with
+// "[label] ".
+func prefixed(w io.Writer, label string) io.Writer {
+	return &prefixWriter{w: w, prefix: []byte("[" + label + "] ")}
+}
+
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix []byte
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		line := append(append([]byte{}, p.prefix...), p.buf[:i+1]...)
+		if _, err := p.w.Write(line); err != nil {
+			return len(b), err
+		}
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}
+
+func hasEnv(env []string, name string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// QuietEmulator returns a writer that drops the Runtime Interface
+// Emulator's own "(rapid)" log lines and passes everything else (the
+// functions' JSON logs, START/END/REPORT lines) to w.
+func QuietEmulator(w io.Writer) io.Writer { return &quietWriter{w: w} }
+
+type quietWriter struct{ w io.Writer }
+
+func (q *quietWriter) Write(b []byte) (int, error) {
+	if bytes.Contains(b, []byte("] (rapid) ")) || bytes.Contains(b, []byte(" (rapid) ")) {
+		return len(b), nil
+	}
+	return q.w.Write(b)
+}

@@ -1,0 +1,234 @@
+package jobs
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// Secret payload fields.
+//
+// A payload field tagged `jobs:"secret"` never reaches storage in the
+// clear: enqueue seals its value with the service's [Sealer] (AES-256-GCM,
+// bound to the job id and the field name) and the worker opens it just
+// before decoding the payload for the handler. A DynamoDB export, a console
+// read or a backup then shows {"$sealed": "..."} in its place. The API never
+// returns payloads, and no log line carries one.
+//
+//	type ChargePayload struct {
+//		Customer string `json:"customer"`
+//		CardToken string `json:"card_token" jobs:"secret"`
+//	}
+//
+// Only top-level fields of a struct payload can be secret.
+
+// Sealer encrypts and decrypts secret payload fields. aad binds a sealed
+// value to its job and field.
+type Sealer interface {
+	Seal(plaintext, aad []byte) (string, error)
+	Open(sealed string, aad []byte) ([]byte, error)
+}
+
+// ErrNoSealer: a kind has secret payload fields but no Sealer is configured.
+var ErrNoSealer = errors.New("jobs: a kind has secret payload fields but no Sealer is configured (set JOBS_PAYLOAD_KEY)")
+
+// AESSealer seals with AES-256-GCM. It seals with its first key and opens
+// with any of its keys, so keys can be rotated: put the new key first and
+// keep the old ones until the jobs sealed with them have expired.
+type AESSealer struct {
+	seal keyEntry
+	byID map[string]cipher.AEAD
+	hkey []byte
+}
+
+type keyEntry struct {
+	id   string
+	aead cipher.AEAD
+}
+
+// NewAESSealer returns a sealer over one or more 32-byte keys.
+func NewAESSealer(keys ...[]byte) (*AESSealer, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("jobs: NewAESSealer needs a key")
+	}
+	s := &AESSealer{byID: map[string]cipher.AEAD{}}
+	for i, k := range keys {
+		if len(k) != 32 {
+			return nil, fmt.Errorf("jobs: payload key %d is %d bytes, want 32", i+1, len(k))
+		}
+		block, err := aes.NewCipher(k)
+		if err != nil {
+			return nil, err
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(k)
+		id := hex.EncodeToString(sum[:4])
+		s.byID[id] = aead
+		if i == 0 {
+			s.seal = keyEntry{id: id, aead: aead}
+			mac := hmac.New(sha256.New, k)
+			mac.Write([]byte("lambdajobs request hash"))
+			s.hkey = mac.Sum(nil)
+		}
+	}
+	return s, nil
+}
+
+// ParseKeys reads comma-separated base64 keys, as in JOBS_PAYLOAD_KEY.
+func ParseKeys(s string) ([][]byte, error) {
+	var keys [][]byte
+	for _, part := range strings.Split(s, ",") {
+		k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(part))
+		if err != nil {
+			return nil, errors.New("jobs: payload key is not valid base64")
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// Seal encrypts plaintext: "v1.<key id>.<base64(nonce|ciphertext)>".
+func (s *AESSealer) Seal(plaintext, aad []byte) (string, error) {
+	nonce := make([]byte, s.seal.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	out := s.seal.aead.Seal(nonce, nonce, plaintext, aad)
+	return "v1." + s.seal.id + "." + base64.RawStdEncoding.EncodeToString(out), nil
+}
+
+// ErrUnseal: a sealed value cannot be opened (unknown key, tampered, or
+// moved to another job or field).
+var ErrUnseal = errors.New("jobs: sealed value cannot be opened")
+
+// Open decrypts a value made by Seal.
+func (s *AESSealer) Open(sealed string, aad []byte) ([]byte, error) {
+	parts := strings.SplitN(sealed, ".", 3)
+	if len(parts) != 3 || parts[0] != "v1" {
+		return nil, ErrUnseal
+	}
+	aead, ok := s.byID[parts[1]]
+	if !ok {
+		return nil, ErrUnseal
+	}
+	raw, err := base64.RawStdEncoding.DecodeString(parts[2])
+	if err != nil || len(raw) < aead.NonceSize() {
+		return nil, ErrUnseal
+	}
+	plain, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], aad)
+	if err != nil {
+		return nil, ErrUnseal
+	}
+	return plain, nil
+}
+
+// hashKey keys the request hash, so the stored hash of a payload with
+// secrets cannot be used to guess them.
+func (s *AESSealer) hashKey() []byte { return s.hkey }
+
+// secretFields returns the JSON names of P's top-level fields tagged
+// `jobs:"secret"`.
+func secretFields[P any]() []string {
+	t := reflect.TypeFor[P]()
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Tag.Get("jobs") != "secret" || !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+const sealedKey = "$sealed"
+
+// sealPayload replaces the secret fields of payload (a JSON object) with
+// {"$sealed": ...}. encoding/json matches keys without regard to case, so
+// the fields are matched the same way.
+func sealPayload(s Sealer, id string, fields []string, payload []byte) ([]byte, error) {
+	return rewriteFields(payload, fields, func(key string, v json.RawMessage) (json.RawMessage, error) {
+		sealed, err := s.Seal(v, aad(id, key))
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(map[string]string{sealedKey: sealed})
+	})
+}
+
+// openPayload undoes sealPayload.
+func openPayload(s Sealer, id string, fields []string, payload []byte) ([]byte, error) {
+	return rewriteFields(payload, fields, func(key string, v json.RawMessage) (json.RawMessage, error) {
+		var box map[string]string
+		if json.Unmarshal(v, &box) != nil || len(box) != 1 || box[sealedKey] == "" {
+			return nil, ErrUnseal
+		}
+		if s == nil {
+			return nil, ErrNoSealer
+		}
+		return s.Open(box[sealedKey], aad(id, key))
+	})
+}
+
+func aad(id, key string) []byte {
+	return []byte("lambdajobs/v1\x00" + id + "\x00" + strings.ToLower(key))
+}
+
+func rewriteFields(payload []byte, fields []string, f func(string, json.RawMessage) (json.RawMessage, error)) ([]byte, error) {
+	if len(fields) == 0 {
+		return payload, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &obj); err != nil {
+		return nil, payloadErr("expected an object")
+	}
+	changed := false
+	for key, v := range obj {
+		for _, name := range fields {
+			if strings.EqualFold(key, name) {
+				nv, err := f(key, v)
+				if err != nil {
+					return nil, err
+				}
+				obj[key] = nv
+				changed = true
+			}
+		}
+	}
+	if !changed {
+		return payload, nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(obj); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}

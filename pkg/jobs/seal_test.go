@@ -1,0 +1,129 @@
+package jobs_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+type chargePayload struct {
+	Customer  string `json:"customer"`
+	CardToken string `json:"card_token" jobs:"secret"`
+	PIN       int    `jobs:"secret"`
+}
+
+func newKey(t *testing.T) []byte {
+	t.Helper()
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestSecretFieldsAreSealedAtRestAndOpenedForTheHandler(t *testing.T) {
+	t.Parallel()
+	sealer, err := jobs.NewAESSealer(newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := jobs.NewRegistry()
+	var got chargePayload
+	jobs.MustRegister(reg, "charge", jobs.HandlerFunc[chargePayload, jobs.NoResult](
+		func(_ context.Context, j *jobs.Job[chargePayload]) (jobs.NoResult, error) {
+			got = j.Payload
+			return jobs.NoResult{}, nil
+		}))
+	store := jobstest.NewMemStore(nil)
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Sealer: sealer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Sealer: sealer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// "CARD_TOKEN": encoding/json would decode it into CardToken, so it is sealed too.
+	rec, _, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "charge", Payload: []byte(`{"customer":"c1","CARD_TOKEN":"tok_visa_4242","PIN":1234}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := store.Get(ctx, rec.ID)
+	if bytes.Contains(stored.Payload, []byte("tok_visa_4242")) || bytes.Contains(stored.Payload, []byte("1234")) || !bytes.Contains(stored.Payload, []byte(`"customer":"c1"`)) {
+		t.Fatalf("stored payload %s", stored.Payload)
+	}
+	if !strings.Contains(string(stored.Payload), `"$sealed":"v1.`) {
+		t.Fatalf("stored payload is not sealed: %s", stored.Payload)
+	}
+	if _, err := w.HandleSQS(ctx, sqsEvent(jobs.EncodeMessage(rec.ID))); err != nil {
+		t.Fatal(err)
+	}
+	if got.CardToken != "tok_visa_4242" || got.PIN != 1234 || got.Customer != "c1" {
+		t.Fatalf("handler got %+v", got)
+	}
+}
+
+func TestSealedValuesAreBoundToJobAndField(t *testing.T) {
+	t.Parallel()
+	s, _ := jobs.NewAESSealer(newKey(t))
+	sealed, err := s.Seal([]byte(`"secret"`), []byte("job-1/card"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain, err := s.Open(sealed, []byte("job-1/card")); err != nil || string(plain) != `"secret"` {
+		t.Fatalf("Open = %s, %v", plain, err)
+	}
+	if _, err := s.Open(sealed, []byte("job-2/card")); !errors.Is(err, jobs.ErrUnseal) {
+		t.Fatalf("moved to another job: %v", err)
+	}
+	tampered := sealed[:len(sealed)-2] + "AA"
+	if _, err := s.Open(tampered, []byte("job-1/card")); !errors.Is(err, jobs.ErrUnseal) {
+		t.Fatalf("tampered: %v", err)
+	}
+	other, _ := jobs.NewAESSealer(newKey(t))
+	if _, err := other.Open(sealed, []byte("job-1/card")); !errors.Is(err, jobs.ErrUnseal) {
+		t.Fatalf("another key: %v", err)
+	}
+	// Rotation: the new key first, the old one still opens old values.
+	oldKey, newK := newKey(t), newKey(t)
+	old, _ := jobs.NewAESSealer(oldKey)
+	v, _ := old.Seal([]byte(`1`), nil)
+	rotated, _ := jobs.NewAESSealer(newK, oldKey)
+	if p, err := rotated.Open(v, nil); err != nil || string(p) != "1" {
+		t.Fatalf("rotated keyring cannot open an old value: %v", err)
+	}
+}
+
+func TestSecretFieldsNeedASealer(t *testing.T) {
+	t.Parallel()
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "charge", jobs.HandlerFunc[chargePayload, jobs.NoResult](
+		func(context.Context, *jobs.Job[chargePayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }))
+	if _, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Queue: &jobstest.MemQueue{}}); !errors.Is(err, jobs.ErrNoSealer) {
+		t.Fatalf("NewService: %v", err)
+	}
+	if _, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil)}); !errors.Is(err, jobs.ErrNoSealer) {
+		t.Fatalf("NewWorker: %v", err)
+	}
+}
+
+func TestParseKeys(t *testing.T) {
+	t.Parallel()
+	keys, err := jobs.ParseKeys("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=, AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=")
+	if err != nil || len(keys) != 2 || len(keys[0]) != 32 {
+		t.Fatalf("ParseKeys: %d keys, %v", len(keys), err)
+	}
+	if _, err := jobs.ParseKeys("not base64!"); err == nil {
+		t.Fatal("bad base64 accepted")
+	}
+	if _, err := jobs.NewAESSealer([]byte("short")); err == nil {
+		t.Fatal("short key accepted")
+	}
+}
