@@ -10,10 +10,13 @@ BUILD_DIR   := build
 TOOLS_DIR   := _tools
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
+RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
+RIE         := bin/aws-lambda-rie
+HOST_ARCH   := $(shell $(GO) env GOARCH)
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(TOOLS_DIR)/node_modules/.installed: $(TOOLS_DIR)/package.json $(TOOLS_DIR)/package-lock.json
 	npm ci --prefix $(TOOLS_DIR) --no-audit --no-fund --loglevel=error
@@ -33,7 +36,7 @@ build: ## Cross-compile the four Lambda bootstraps (provided.al2023, arm64) into
 	done
 
 .PHONY: test
-test: deps ## Run every test (unit, DynamoDB Local and fauxqs integration) with the race detector.
+test: deps $(RIE) ## Run every test (unit, integration on DynamoDB Local and fauxqs, end-to-end on the local stack) with -race.
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
 
@@ -46,20 +49,21 @@ lint: ## gofmt, go vet and staticcheck.
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePayload$$' -fuzztime $(FUZZTIME) ./pkg/jobs
+	$(GO) test -run '^$$' -fuzz '^FuzzEnqueue$$' -fuzztime $(FUZZTIME) ./pkg/jobs/httpapi
+
+.PHONY: cli
+cli: ## Build the ljob CLI into bin/ljob.
+	$(GO) build -o bin/ljob ./cmd/ljob
 
 .PHONY: clean
-clean: ## Remove build outputs.
-	rm -rf $(BUILD_DIR)
-
-RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
-RIE         := bin/aws-lambda-rie
-HOST_ARCH   := $(shell $(GO) env GOARCH)
+clean: ## Remove build outputs and installed tools (bin/).
+	rm -rf $(BUILD_DIR) bin
 
 $(RIE):
 	GOBIN=$(CURDIR)/bin $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
 .PHONY: build-local
-build-local: ## Build the four bootstraps for this machine (linux/$(HOST_ARCH)) into build/local, for the local stack.
+build-local: ## Build the four bootstraps for this machine (linux, host arch) into build/local, for the local stack.
 	@for f in $(FUNCTIONS); do \
 		mkdir -p $(BUILD_DIR)/local/$$f; \
 		GOOS=linux GOARCH=$(HOST_ARCH) CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags lambda.norpc \

@@ -1,0 +1,309 @@
+package localstack_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+// The end-to-end test starts the whole local stack (emulators, the four
+// bootstraps under the Runtime Interface Emulator, gateway, event source) on
+// free ports and drives it over HTTP only.
+
+var (
+	stack *localstack.Stack
+	logs  = &syncBuffer{}
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	root, err := localaws.FindRoot()
+	if err != nil {
+		return 0, err
+	}
+	rie := os.Getenv("JOBS_TEST_RIE")
+	if rie == "" {
+		rie = filepath.Join(root, "bin", "aws-lambda-rie")
+	}
+	if _, err := os.Stat(rie); err != nil {
+		return 0, fmt.Errorf("the AWS Lambda Runtime Interface Emulator is required at %s (make test installs it: make bin/aws-lambda-rie): %w", rie, err)
+	}
+	dir, err := os.MkdirTemp("", "lambdajobs-e2e-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	for _, fn := range []string{"enqueue", "getjob", "worker", "sweeper"} {
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", filepath.Join(dir, fn, "bootstrap"), "./functions/"+fn)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("build %s: %v\n%s", fn, err, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	stack, err = localstack.Start(ctx, localstack.Config{
+		Root: root, Bootstraps: dir, RIE: rie,
+		APIAddr: "127.0.0.1:0", DynamoDBPort: 0, SQSPort: 0,
+		Table: "e2e", Queue: "e2e",
+		WorkerTimeout: 8 * time.Second, APITimeout: 10 * time.Second,
+		WorkerInstances: 2, BatchSize: 5,
+		Output: logs,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("start the local stack: %w\n%s", err, logs.String())
+	}
+	defer stack.Stop()
+	return m.Run(), nil
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func call(t *testing.T, method, path, caller, contentType, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, stack.APIURL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caller != "" {
+		req.Header.Set(localstack.CallerHeader, caller)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+func enqueue(t *testing.T, caller, kind, payload string) jobs.View {
+	t.Helper()
+	a := call(t, "POST", "/v1/jobs", caller, "application/json", `{"kind":"`+kind+`","payload":`+payload+`}`)
+	if a.status != 202 {
+		t.Fatalf("POST %s: %d %s", kind, a.status, a.body)
+	}
+	var v jobs.View
+	if err := json.Unmarshal([]byte(a.body), &v); err != nil {
+		t.Fatal(err)
+	}
+	if a.header.Get("Location") != "/v1/jobs/"+v.ID {
+		t.Fatalf("Location %q", a.header.Get("Location"))
+	}
+	return v
+}
+
+func get(t *testing.T, caller, id string) (answer, jobs.View) {
+	t.Helper()
+	a := call(t, "GET", "/v1/jobs/"+id, caller, "", "")
+	var v jobs.View
+	if a.status == 200 {
+		if err := json.Unmarshal([]byte(a.body), &v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, v
+}
+
+// waitFinal polls GET until the job is final; it records every answer.
+func waitFinal(t *testing.T, caller, id string, within time.Duration) (jobs.View, []answer) {
+	t.Helper()
+	var seen []answer
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		a, v := get(t, caller, id)
+		seen = append(seen, a)
+		if v.Status.Final() {
+			return v, seen
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s not final after %v: %s", id, within, a.body)
+		}
+	}
+	panic("unreachable")
+}
+
+func TestHashJobSucceeds(t *testing.T) {
+	t.Parallel()
+	v := enqueue(t, "alice", "example.hash", `{"text":"hello","rounds":1}`)
+	got, _ := waitFinal(t, "alice", v.ID, 20*time.Second)
+	if got.Status != jobs.StatusSucceeded || string(got.Result) != `{"sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}` {
+		t.Fatalf("got %+v %s", got, got.Result)
+	}
+}
+
+func TestPartialResultsAreVisibleWhileRunning(t *testing.T) {
+	t.Parallel()
+	v := enqueue(t, "alice", "example.sleep", `{"ms":1500,"steps":3}`)
+	got, seen := waitFinal(t, "alice", v.ID, 20*time.Second)
+	if string(got.Result) != `{"done":3,"total":3}` {
+		t.Fatalf("final result %s", got.Result)
+	}
+	partial := false
+	for _, a := range seen {
+		if strings.Contains(a.body, `"status":"running"`) && strings.Contains(a.body, `"result":{"done":`) {
+			partial = true
+		}
+	}
+	if !partial {
+		t.Fatalf("no partial result seen while running in %d polls", len(seen))
+	}
+}
+
+func TestFailuresAreCodesAndSecretsLeakNowhere(t *testing.T) {
+	t.Parallel()
+	modes := map[string]string{
+		"declared":        "example_failed",
+		"internal":        jobs.CodeInternal,
+		"panic":           jobs.CodeInternal,
+		"ignore_deadline": jobs.CodeTimedOut,
+	}
+	secrets := map[string]string{}
+	var answers []string
+	for mode := range modes {
+		secret := "e2e-secret-" + mode + "-" + jobs.NewID()[:8]
+		secrets[mode] = secret
+		v := enqueue(t, "carol", "example.fail", `{"mode":"`+mode+`","secret":"`+secret+`"}`)
+		got, seen := waitFinal(t, "carol", v.ID, 30*time.Second)
+		if got.Status != jobs.StatusFailed || got.Error == nil || *got.Error != modes[mode] {
+			t.Fatalf("mode %s: %+v", mode, got)
+		}
+		for _, a := range seen {
+			answers = append(answers, a.body)
+		}
+	}
+	items := scanTable(t)
+	for mode, secret := range secrets {
+		for what, text := range map[string]string{"API answers": strings.Join(answers, "\n"), "logs": logs.String(), "DynamoDB items": items} {
+			if strings.Contains(text, secret) {
+				t.Errorf("mode %s: the secret appears in the %s", mode, what)
+			}
+		}
+	}
+	if !strings.Contains(items, `"$sealed"`) {
+		t.Fatal("the scan found no sealed payload: did it read the table?")
+	}
+}
+
+func TestOwnerIsolation(t *testing.T) {
+	t.Parallel()
+	v := enqueue(t, "alice", "example.hash", `{"text":"mine","rounds":1}`)
+	theirs, _ := get(t, "bob", v.ID)
+	unknown, _ := get(t, "bob", jobs.NewID())
+	if theirs.status != 404 || unknown.status != 404 || theirs.body != unknown.body {
+		t.Fatalf("another owner's job: %d %s; unknown: %d %s", theirs.status, theirs.body, unknown.status, unknown.body)
+	}
+	if mine, _ := get(t, "alice", v.ID); mine.status != 200 {
+		t.Fatalf("owner: %d", mine.status)
+	}
+}
+
+func TestMalformedRequests(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, contentType, body string
+		status                  int
+		code                    string
+	}{
+		{"not JSON", "application/json", `{"kind":`, 400, "malformed_json"},
+		{"wrong media type", "text/plain", `{"kind":"example.hash","payload":{}}`, 415, "unsupported_media_type"},
+		{"unknown kind", "application/json", `{"kind":"nope","payload":{}}`, 422, "unknown_kind"},
+		{"unknown payload field", "application/json", `{"kind":"example.hash","payload":{"text":"a","rounds":1,"x":1}}`, 422, "invalid_payload"},
+	}
+	for _, tt := range tests {
+		a := call(t, "POST", "/v1/jobs", "dave", tt.contentType, tt.body)
+		if a.status != tt.status || a.header.Get("Content-Type") != "application/problem+json" || !strings.Contains(a.body, `"code":"`+tt.code+`"`) {
+			t.Errorf("%s: %d %s %s", tt.name, a.status, a.header.Get("Content-Type"), a.body)
+		}
+	}
+	if a := call(t, "GET", "/v1/nothing", "dave", "", ""); a.status != 404 {
+		t.Errorf("unknown route: %d", a.status)
+	}
+}
+
+// scanTable returns every item of the table as text (a test may Scan).
+func scanTable(t *testing.T) string {
+	t.Helper()
+	client := localaws.DynamoDBClient(stack.DynamoDBEndpoint)
+	out, err := client.Scan(context.Background(), &dynamodb.ScanInput{TableName: &stack.Table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	var walk func(types.AttributeValue)
+	walk = func(av types.AttributeValue) {
+		switch v := av.(type) {
+		case *types.AttributeValueMemberS:
+			b.WriteString(v.Value + "\n")
+		case *types.AttributeValueMemberN:
+			b.WriteString(v.Value + "\n")
+		case *types.AttributeValueMemberB:
+			b.Write(v.Value)
+		case *types.AttributeValueMemberM:
+			for k, e := range v.Value {
+				b.WriteString(k + "\n")
+				walk(e)
+			}
+		case *types.AttributeValueMemberL:
+			for _, e := range v.Value {
+				walk(e)
+			}
+		}
+	}
+	for _, it := range out.Items {
+		walk(&types.AttributeValueMemberM{Value: it})
+	}
+	return b.String()
+}
