@@ -1,0 +1,140 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/lambdajobs/lambdajobs/internal/cli"
+	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+type stepsPayload struct {
+	Steps int `json:"steps"`
+}
+
+// server runs the API in-process behind the local gateway, with a worker
+// that runs every queued job each time the CLI reads one, so a watch sees
+// the job move.
+func server(t *testing.T) string {
+	t.Helper()
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "steps", jobs.HandlerFunc[stepsPayload, jobs.JSON[map[string]int]](
+		func(ctx context.Context, j *jobs.Job[stepsPayload]) (jobs.JSON[map[string]int], error) {
+			for i := 1; i < j.Payload.Steps; i++ {
+				_ = j.Publish(ctx, jobs.JSON[map[string]int]{V: map[string]int{"done": i, "total": j.Payload.Steps}})
+			}
+			if j.Payload.Steps == 0 {
+				return jobs.JSON[map[string]int]{}, jobs.Fail("no_steps", nil)
+			}
+			return jobs.JSON[map[string]int]{V: map[string]int{"done": j.Payload.Steps, "total": j.Payload.Steps}}, nil
+		}), jobs.WithFailureCodes("no_steps"))
+	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+	worker, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store})
+	api := httpapi.New(svc, nil)
+	ran := map[string]bool{}
+	get := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		for _, id := range queue.Sent() {
+			if !ran[id] {
+				ran[id] = true
+				_, _ = worker.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: id, Body: jobs.EncodeMessage(id)}}})
+				break // one job per read
+			}
+		}
+		return api.GetJob(ctx, req)
+	}
+	gw := &localstack.Gateway{
+		Enqueue: localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](api.Enqueue),
+		GetJob:  localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](get),
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func runCLI(t *testing.T, url string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := func(k string) string {
+		if k == "LJOB_API" {
+			return url
+		}
+		return ""
+	}
+	code := cli.Main(context.Background(), append([]string{"-interval", "1ms"}, args...), strings.NewReader(`{"steps":2}`), &out, &errOut, env)
+	return code, out.String(), errOut.String()
+}
+
+func TestEnqueueWaitSucceeds(t *testing.T) {
+	url := server(t)
+	code, out, errOut := runCLI(t, url, "-wait", "enqueue", "steps", `{"steps":3}`)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	if !strings.Contains(out, "status:   succeeded") || !strings.Contains(out, `result:   {"done":3,"total":3}`) {
+		t.Fatalf("stdout:\n%s", out)
+	}
+	if !strings.Contains(errOut, "[##############################] 3/3") {
+		t.Fatalf("no progress bar on stderr:\n%s", errOut)
+	}
+}
+
+func TestEnqueueFromStdinAndJSONOutput(t *testing.T) {
+	url := server(t)
+	code, out, _ := runCLI(t, url, "-json", "enqueue", "steps")
+	if code != 0 || !strings.HasPrefix(out, `{"id":"`) || !strings.Contains(out, `"status":"queued"`) {
+		t.Fatalf("exit %d stdout %s", code, out)
+	}
+}
+
+func TestFailedJobExitsTwo(t *testing.T) {
+	url := server(t)
+	code, out, _ := runCLI(t, url, "-wait", "enqueue", "steps", `{"steps":0}`)
+	if code != 2 || !strings.Contains(out, "error:    no_steps") {
+		t.Fatalf("exit %d stdout %s", code, out)
+	}
+}
+
+func TestProblemsAndUsage(t *testing.T) {
+	url := server(t)
+	if code, _, errOut := runCLI(t, url, "enqueue", "nope", `{}`); code != 1 || !strings.Contains(errOut, "422") || !strings.Contains(errOut, "unknown_kind") {
+		t.Fatalf("unknown kind: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, url, "get", jobs.NewID()); code != 1 || !strings.Contains(errOut, "404") {
+		t.Fatalf("unknown id: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, url, "enqueue", "steps", `{not json`); code != 1 || !strings.Contains(errOut, "not valid JSON") {
+		t.Fatalf("bad payload: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, url, "frobnicate"); code != 1 || !strings.Contains(errOut, "Usage:") {
+		t.Fatalf("usage: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "ftp://x", "get", "x"); code != 1 || !strings.Contains(errOut, "not an http(s) URL") {
+		t.Fatalf("bad api: exit %d %s", code, errOut)
+	}
+}
+
+func TestProgress(t *testing.T) {
+	tests := []struct {
+		result, status, want string
+	}{
+		{`{"done":1,"total":4}`, "running", "[#######.......................] 1/4"},
+		{`{"percent":50}`, "running", "[###############...............] 50%"},
+		{`{"rounds_done":200000}`, "running", `{"rounds_done":200000}`},
+		{`null`, "queued", "queued    id"},
+	}
+	for _, tt := range tests {
+		got := cli.Progress(cli.Job{ID: "id", Status: tt.status, Result: []byte(tt.result)})
+		if !strings.Contains(got, tt.want) {
+			t.Errorf("Progress(%s) = %q, want it to contain %q", tt.result, got, tt.want)
+		}
+	}
+}
