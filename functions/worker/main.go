@@ -3,6 +3,8 @@
 package main
 
 import (
+	"os"
+
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
@@ -13,5 +15,8 @@ func main() {
 	if err := examplekinds.Register(reg); err != nil {
 		panic(err)
 	}
-	lambdafn.Main(lambdafn.Worker, reg)
+	// S3 notifications, EventBridge events and plain envelopes dropped on
+	// the queue become example jobs owned by JOBS_EXAMPLE_ROUTE_OWNER.
+	routes := examplekinds.Routes(os.Getenv("JOBS_EXAMPLE_ROUTE_OWNER"))
+	lambdafn.Main(lambdafn.Worker, reg, lambdafn.WithRoutes(routes))
 }

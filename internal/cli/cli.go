@@ -32,6 +32,9 @@ Usage:
   ljob [flags] enqueue KIND [PAYLOAD]   enqueue a job (PAYLOAD is JSON, "-" or absent: read stdin)
   ljob [flags] get ID                   show a job
   ljob [flags] watch ID                 follow a job until it ends, with a progress bar
+  ljob [flags] drop [FILE]              send a raw message (an S3 notification, an EventBridge
+                                        event, an envelope...) to the queue, as another AWS service
+                                        would, and print the ids of the jobs it becomes
 
 Flags:
   -api URL       the API (env LJOB_API; default http://127.0.0.1:8080, the local stack)
@@ -42,6 +45,9 @@ Flags:
   -sigv4         sign requests with SigV4 (default credential chain); on by default for *.amazonaws.com
   -region R      region for SigV4 (default: from the API host or AWS_REGION)
   -interval D    watch poll interval (default 500ms)
+  -queue Q       drop: the queue's URL, or its name on -sqs-endpoint (env LJOB_QUEUE; default lambdajobs-local)
+  -sqs-endpoint  drop: SQS endpoint for a queue name (env LJOB_SQS_ENDPOINT; default http://127.0.0.1:4566)
+  -owner ARN     drop: the envelope route's owner, to derive keyed envelope ids (default the local caller)
 
 Exit status: 0 success (or job succeeded), 1 usage or request error, 2 job failed.
 `
@@ -61,6 +67,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	sig := fs.Bool("sigv4", false, "")
 	fs.StringVar(&c.region, "region", getenv("AWS_REGION"), "")
 	fs.DurationVar(&c.interval, "interval", 500*time.Millisecond, "")
+	queue := fs.String("queue", envOr(getenv, "LJOB_QUEUE", "lambdajobs-local"), "")
+	sqsEndpoint := fs.String("sqs-endpoint", envOr(getenv, "LJOB_SQS_ENDPOINT", "http://127.0.0.1:4566"), "")
+	owner := fs.String("owner", "arn:aws:iam::000000000000:user/local", "")
 	if err := fs.Parse(args); err != nil {
 		return 1
 	}
@@ -101,6 +110,18 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return c.get(ctx, rest[1])
 	case cmd == "watch" && len(rest) == 2:
 		return c.watch(ctx, rest[1])
+	case cmd == "drop" && len(rest) <= 2:
+		var body []byte
+		if len(rest) == 2 && rest[1] != "-" {
+			body, err = os.ReadFile(rest[1])
+		} else {
+			body, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "ljob:", err)
+			return 1
+		}
+		return c.drop(ctx, *queue, *sqsEndpoint, *owner, body, *wait)
 	}
 	fs.Usage()
 	return 1

@@ -7,7 +7,9 @@
 //     context;
 //   - example.fail: fails in the ways a handler can (declared code, error
 //     text with a secret, panic, ignoring its deadline), to show that none
-//     of it leaks.
+//     of it leaks;
+//   - example.s3_object and example.event: fed by S3 notifications and
+//     EventBridge events dropped on the queue (see Routes).
 package examplekinds
 
 import (
@@ -17,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
@@ -169,5 +173,7 @@ func Register(reg *jobs.Registry) error {
 		jobs.Register(reg, Hash, jobs.HandlerFunc[HashPayload, HashResult](HashText), jobs.WithFailureCodes(CodeInvalidRounds)),
 		jobs.Register(reg, Sleep, jobs.HandlerFunc[SleepPayload, SleepProgress](SleepSteps), jobs.WithFailureCodes(CodeInvalidSleep)),
 		jobs.Register(reg, Fail, jobs.HandlerFunc[FailPayload, jobs.NoResult](FailModes), jobs.WithFailureCodes(CodeExampleFailed, CodeInvalidMode)),
+		jobs.Register(reg, S3Object, jobs.HandlerFunc[events.S3EventRecord, S3ObjectResult](DescribeObject)),
+		jobs.Register(reg, Event, jobs.HandlerFunc[events.EventBridgeEvent, EventResult](DescribeEvent)),
 	)
 }

@@ -96,7 +96,8 @@ func newStack(t *testing.T, o options) *stack {
 	if o.deadlines == (jobs.Deadlines{}) {
 		o.deadlines = jobs.Deadlines{Reserve: time.Second, FinalWrite: 600 * time.Millisecond, Safety: 200 * time.Millisecond}
 	}
-	s.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: s.reg, Store: s.store, Deadlines: o.deadlines, Sealer: s.sealer})
+	s.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: s.reg, Store: s.store, Deadlines: o.deadlines, Sealer: s.sealer,
+		Routes: examplekinds.Routes(alice)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +117,10 @@ func (s *stack) runs1(id string) int {
 	return int(v.(*atomic.Int32).Load())
 }
 
+const alice = "arn:aws:iam::000000000000:user/alice"
+
 var iamAuth = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-	IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/alice"},
+	IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: alice},
 }
 
 func (s *stack) post(kind, payload string) jobs.View {

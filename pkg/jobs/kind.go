@@ -82,11 +82,13 @@ func WithFailureCodes(codes ...string) KindOption {
 
 // kindDef is a registered kind with its types erased.
 type kindDef struct {
-	name     string
-	codes    map[string]bool
-	secrets  []string // JSON names of payload fields tagged jobs:"secret"
-	validate func(raw []byte) error
-	run      func(ctx context.Context, rec *Record, payload []byte, publish func(context.Context, []byte) error) (Result, error)
+	name    string
+	codes   map[string]bool
+	secrets []string // JSON names of payload fields tagged jobs:"secret"
+	// payloadType is P, so routes can check what they deliver.
+	payloadType reflect.Type
+	validate    func(raw []byte) error
+	run         func(ctx context.Context, rec *Record, payload []byte, publish func(context.Context, []byte) error) (Result, error)
 }
 
 // Registry holds the job kinds. Register every kind at start-up, before the
@@ -121,9 +123,10 @@ func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts
 		}
 	}
 	def := &kindDef{
-		name:    kind,
-		codes:   cfg.codes,
-		secrets: secretFields[P](),
+		name:        kind,
+		codes:       cfg.codes,
+		secrets:     secretFields[P](),
+		payloadType: reflect.TypeFor[P](),
 		validate: func(raw []byte) error {
 			_, err := DecodePayload[P](raw)
 			return err

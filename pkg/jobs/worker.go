@@ -22,6 +22,9 @@ type Worker struct {
 	deadlines   Deadlines
 	retention   time.Duration
 	sealer      Sealer
+	hkey        []byte
+	routes      *Routes
+	grace       time.Duration
 }
 
 // WorkerConfig configures a Worker. Registry and Store are required.
@@ -40,6 +43,11 @@ type WorkerConfig struct {
 	Retention time.Duration
 	// Sealer opens secret payload fields; required when a kind has some.
 	Sealer Sealer
+	// Routes turn messages from other AWS services into jobs (see Routes).
+	Routes *Routes
+	// DispatchGrace is the sweep delay of jobs made from foreign messages
+	// (default DefaultDispatchGrace); use the service's value.
+	DispatchGrace time.Duration
 }
 
 // NewWorker returns a Worker; it puts the registry to use.
@@ -62,13 +70,24 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
 	}
+	if cfg.DispatchGrace <= 0 {
+		cfg.DispatchGrace = DefaultDispatchGrace
+	}
 	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
 		return nil, err
 	}
-	return &Worker{
+	if err := cfg.Routes.check(cfg.Registry); err != nil {
+		return nil, err
+	}
+	w := &Worker{
 		reg: cfg.Registry, store: cfg.Store, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger),
 		concurrency: cfg.Concurrency, deadlines: cfg.Deadlines, retention: cfg.Retention, sealer: cfg.Sealer,
-	}, nil
+		routes: cfg.Routes, grace: cfg.DispatchGrace,
+	}
+	if hk, ok := cfg.Sealer.(interface{ hashKey() []byte }); ok {
+		w.hkey = hk.hashKey()
+	}
+	return w, nil
 }
 
 // HandleSQS runs the batch's jobs, up to the configured concurrency at once,
@@ -114,13 +133,58 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 			retry = true
 		}
 	}()
-	id, err := DecodeMessage(msg.Body)
-	if err != nil {
-		w.log.LogAttrs(ctx, slog.LevelError, "message is not a job reference; it will reach the dead-letter queue",
-			slog.String("message_id", msg.MessageId), slog.String("shape", describeShape(msg.Body)))
+	if id, err := DecodeMessage(msg.Body); err == nil {
+		return w.runJob(ctx, inv, id)
+	}
+	res := w.routes.route(msg.Body, msg.MessageId)
+	switch {
+	case res.ack != "":
+		w.log.LogAttrs(ctx, slog.LevelInfo, "message acknowledged without a job", slog.String("message_id", msg.MessageId), slog.String("event", res.ack))
+		return false
+	case res.shape != "":
+		w.log.LogAttrs(ctx, slog.LevelError, "no route accepts this message; it will reach the dead-letter queue",
+			slog.String("message_id", msg.MessageId), slog.String("shape", res.shape))
 		return true
 	}
-	return w.runJob(ctx, inv, id)
+	for _, j := range res.jobs {
+		if w.runRouted(ctx, inv, msg.MessageId, j) {
+			retry = true
+		}
+	}
+	return retry
+}
+
+// runRouted creates the job a foreign message describes (once: its id is
+// derived from the message) and runs it like any other.
+func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string, j routedJob) (retry bool) {
+	now := w.clock.Now().Truncate(time.Millisecond)
+	payload := j.Payload
+	if len(payload) > MaxPayloadBytes || CheckJSON(payload, MaxPayloadBytes) != nil {
+		payload = []byte("null") // fails invalid_payload when run
+	}
+	k, _ := w.reg.lookup(j.Kind)
+	stored, err := sealPayload(w.sealer, j.ID, k.secrets, payload)
+	if err != nil {
+		stored = []byte("null")
+	}
+	rec := &Record{
+		ID: j.ID, Kind: j.Kind, Owner: j.Owner, Status: StatusQueued, Payload: stored,
+		RequestHash: requestHash(w.hkey, j.Kind, payload), CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(w.grace),
+	}
+	err = w.store.Create(ctx, rec)
+	switch {
+	case err == nil:
+		w.log.LogAttrs(ctx, slog.LevelInfo, "job created from a message", slog.String("job_id", j.ID), slog.String("kind", j.Kind),
+			slog.String("source", j.Source), slog.String("message_id", messageID))
+	case errors.Is(err, ErrExists):
+		// Delivered before: the claim below tells a finished job from one
+		// still to run.
+	default:
+		w.log.LogAttrs(ctx, slog.LevelError, "could not create a job from a message; it will come back",
+			slog.String("job_id", j.ID), slog.String("source", j.Source), slog.String("err_types", ErrorTypes(err)))
+		return true
+	}
+	return w.runJob(ctx, inv, j.ID)
 }
 
 // runJob claims the job, runs its handler and records the outcome.

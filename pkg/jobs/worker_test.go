@@ -60,6 +60,7 @@ type harness struct {
 	svc     *jobs.Service
 	queue   *jobstest.MemQueue
 	logs    *syncBuffer
+	logger  *slog.Logger
 	runs    sync.Map // job id -> *atomic.Int32
 	release chan struct{}
 }
@@ -69,6 +70,7 @@ func newHarness(t *testing.T, deadlines jobs.Deadlines) *harness {
 	h := &harness{store: jobstest.NewMemStore(nil), queue: &jobstest.MemQueue{}, logs: &syncBuffer{}, release: make(chan struct{})}
 	t.Cleanup(func() { close(h.release) })
 	logger := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h.logger = logger
 	reg := jobs.NewRegistry()
 	count := func(id string) {
 		v, _ := h.runs.LoadOrStore(id, new(atomic.Int32))

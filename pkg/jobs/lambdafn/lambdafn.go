@@ -118,7 +118,16 @@ type Deps struct {
 	Store  *dynamostore.Store
 	Queue  *sqsqueue.Queue
 	Logger *slog.Logger
+	// Routes turn foreign messages into jobs (worker only; see WithRoutes).
+	Routes *jobs.Routes
 }
+
+// Option adjusts what Main and Build build.
+type Option func(*Deps)
+
+// WithRoutes gives the worker routes for messages that other AWS services
+// drop on the queue (see jobs.Routes).
+func WithRoutes(r *jobs.Routes) Option { return func(d *Deps) { d.Routes = r } }
 
 // NewDeps loads the AWS configuration (default credential chain, region,
 // AWS_ENDPOINT_URL_* overrides) and builds the store and queue.
@@ -167,7 +176,7 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	w, err := jobs.NewWorker(jobs.WorkerConfig{
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Retention: d.Config.Retention,
-		Sealer: d.Config.Sealer,
+		Sealer: d.Config.Sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace,
 	})
 	if err != nil {
 		return nil, err
@@ -191,9 +200,9 @@ func Sweeper(d *Deps, _ *jobs.Registry) (any, error) {
 
 // Main reads the configuration, builds fn's handler and starts the Lambda
 // runtime; it exits the process with status 1 if the function cannot start.
-func Main(fn Function, reg *jobs.Registry) {
+func Main(fn Function, reg *jobs.Registry, opts ...Option) {
 	logger := lambdacontext.NewLogger()
-	handler, err := Build(context.Background(), fn, reg, os.Getenv, logger)
+	handler, err := Build(context.Background(), fn, reg, os.Getenv, logger, opts...)
 	if err != nil {
 		logger.Error("function cannot start", slog.String("error", err.Error()))
 		os.Exit(1)
@@ -202,7 +211,7 @@ func Main(fn Function, reg *jobs.Registry) {
 }
 
 // Build is Main without the runtime: configuration, clients and handler.
-func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, logger *slog.Logger) (any, error) {
+func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, logger *slog.Logger, opts ...Option) (any, error) {
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
@@ -210,6 +219,9 @@ func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(str
 	d, err := NewDeps(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
+	}
+	for _, o := range opts {
+		o(d)
 	}
 	return fn(d, reg)
 }
