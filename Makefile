@@ -55,9 +55,32 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
 cli: ## Build the ljob CLI into bin/ljob.
 	$(GO) build -o bin/ljob ./cmd/ljob
 
+# The CDK app (infra/, its own Go module). Offline: no notices, telemetry or
+# version checks. Node 20 is past its end of life for jsii; it works.
+ENV      ?= dev
+CDK_ENV  := CDK_DISABLE_VERSION_CHECK=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
+CDK      := $(CDK_ENV) $(CURDIR)/infra/_tools/node_modules/.bin/cdk
+
+infra/_tools/node_modules/.installed: infra/_tools/package.json infra/_tools/package-lock.json
+	npm ci --prefix infra/_tools --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: infra-test
+infra-test: ## Test the CDK app: template assertions and cdk-nag AwsSolutions for dev, prod and option sets.
+	cd infra && $(GO) vet ./... && $(CDK_ENV) $(GO) test -count=1 ./...
+
+.PHONY: synth
+synth: build infra/_tools/node_modules/.installed ## Synthesize the stack of ENV (default dev) into infra/cdk.out, offline, cdk-nag enforced.
+	cd infra && $(CDK) synth -c env=$(ENV) --quiet
+	@echo "synthesized lambdajobs-$(ENV) into infra/cdk.out"
+
+.PHONY: deploy
+deploy: build infra/_tools/node_modules/.installed ## Deploy the stack of ENV to the AWS account of your credentials (see README "Deploy").
+	cd infra && $(CDK) deploy -c env=$(ENV) --require-approval broadening
+
 .PHONY: clean
 clean: ## Remove build outputs and installed tools (bin/).
-	rm -rf $(BUILD_DIR) bin
+	rm -rf $(BUILD_DIR) bin infra/cdk.out
 
 $(RIE):
 	GOBIN=$(CURDIR)/bin $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)

@@ -21,11 +21,14 @@
 //	JOBS_FINAL_WRITE_TIMEOUT   bound on the final write (2s)
 //	JOBS_PAYLOAD_KEY           base64 AES-256 key(s), comma-separated, newest first,
 //	                           sealing payload fields tagged jobs:"secret"
+//	JOBS_PAYLOAD_SECRET        or: a random string of 32+ characters the key is derived
+//	                           from (SHA-256), as the CDK app passes from Secrets Manager
 //	AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS  local emulators (SDK standard)
 package lambdafn
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -91,8 +94,21 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			c.Concurrency = n
 		}
 	}
+	var keys [][]byte
+	var keyErr error
 	if v := getenv("JOBS_PAYLOAD_KEY"); v != "" {
-		keys, err := jobs.ParseKeys(v)
+		keys, keyErr = jobs.ParseKeys(v)
+	}
+	if v := getenv("JOBS_PAYLOAD_SECRET"); v != "" {
+		if len(v) < 32 {
+			errs = append(errs, errors.New("JOBS_PAYLOAD_SECRET: want at least 32 characters"))
+		} else {
+			sum := sha256.Sum256([]byte("lambdajobs payload key v1\x00" + v))
+			keys = append(keys, sum[:])
+		}
+	}
+	if len(keys) > 0 || keyErr != nil {
+		err := keyErr
 		if err == nil {
 			var s *jobs.AESSealer
 			if s, err = jobs.NewAESSealer(keys...); err == nil {

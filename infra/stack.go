@@ -1,0 +1,371 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3notifications"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
+)
+
+// StackProps configure a JobsStack.
+type StackProps struct {
+	awscdk.StackProps
+	Config Config
+	// Bootstraps is the folder holding <function>/bootstrap (make build).
+	Bootstraps string
+}
+
+// JobsStack is one environment of the system.
+type JobsStack struct {
+	awscdk.Stack
+	Table      awsdynamodb.Table
+	Queue      awssqs.Queue
+	DLQ        awssqs.Queue
+	Functions  map[string]awslambda.Function
+	API        awsapigatewayv2.HttpApi
+	AlarmTopic awssns.ITopic
+}
+
+func dur(d time.Duration) awscdk.Duration { return awscdk.Duration_Seconds(jsii.Number(d.Seconds())) }
+
+// NewJobsStack builds the stack.
+func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *JobsStack {
+	cfg := props.Config
+	stack := awscdk.NewStack(scope, &id, &props.StackProps)
+	s := &JobsStack{Stack: stack, Functions: map[string]awslambda.Function{}}
+	removal := awscdk.RemovalPolicy_DESTROY
+	if cfg.Retain {
+		removal = awscdk.RemovalPolicy_RETAIN
+	}
+
+	// The table, from dynamostore's one definition.
+	s.Table = awsdynamodb.NewTable(stack, jsii.String("Jobs"), &awsdynamodb.TableProps{
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrID), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		TimeToLiveAttribute: jsii.String(dynamostore.AttrExpires),
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(cfg.Retain),
+		},
+		DeletionProtection: jsii.Bool(cfg.Retain),
+		Encryption:         awsdynamodb.TableEncryption_AWS_MANAGED,
+		RemovalPolicy:      removal,
+	})
+	if !cfg.Retain {
+		cdknag.NagSuppressions_AddResourceSuppressions(s.Table, &[]*cdknag.NagPackSuppression{{
+			Id:     jsii.String("AwsSolutions-DDB3"),
+			Reason: jsii.String("A non-retained environment's table is disposable (it is deleted with the stack); retained environments such as prod enable point-in-time recovery."),
+		}}, jsii.Bool(true))
+	}
+	s.Table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(dynamostore.SweepIndex),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrSweepShard), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrSweepAt), Type: awsdynamodb.AttributeType_NUMBER},
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+	})
+
+	// The queue pair, from sqsqueue's one definition.
+	spec := sqsqueue.DefaultSpec(cfg.WorkerTimeout)
+	s.DLQ = awssqs.NewQueue(stack, jsii.String("DeadLetters"), &awssqs.QueueProps{
+		RetentionPeriod: dur(spec.DLQRetention),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+	})
+	s.Queue = awssqs.NewQueue(stack, jsii.String("Jobs"+"Queue"), &awssqs.QueueProps{
+		VisibilityTimeout: dur(spec.VisibilityTimeout),
+		RetentionPeriod:   dur(spec.Retention),
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: s.DLQ, MaxReceiveCount: jsii.Number(float64(spec.MaxReceiveCount))},
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+	})
+
+	// The key that seals secret payload fields, generated once per stack.
+	payloadSecret := awssecretsmanager.NewSecret(stack, jsii.String("PayloadSecret"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("lambdajobs " + cfg.Name + ": seals payload fields tagged jobs:\"secret\""),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength: jsii.Number(64), ExcludePunctuation: jsii.Bool(true),
+		},
+		RemovalPolicy: removal,
+	})
+	cdknag.NagSuppressions_AddResourceSuppressions(payloadSecret, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-SMG4"),
+		Reason: jsii.String("The payload sealing key cannot rotate on a schedule: values sealed with the old key must stay " +
+			"readable until their jobs expire, so a new key is added ahead of the old one (JOBS_PAYLOAD_KEY is a key ring) " +
+			"and the old one removed after the retention; see docs/OPERATIONS.md."),
+	}}, jsii.Bool(true))
+
+	env := map[string]*string{
+		"JOBS_TABLE":               s.Table.TableName(),
+		"JOBS_QUEUE_URL":           s.Queue.QueueUrl(),
+		"JOBS_DISPATCH_GRACE":      jsii.String(cfg.DispatchGrace.String()),
+		"JOBS_RETENTION":           jsii.String(cfg.Retention.String()),
+		"JOBS_WORKER_CONCURRENCY":  jsii.String(strconv.Itoa(cfg.WorkerConcurrency)),
+		"JOBS_HANDLER_RESERVE":     jsii.String(cfg.HandlerReserve.String()),
+		"JOBS_FINAL_WRITE_TIMEOUT": jsii.String(cfg.FinalWriteTimeout.String()),
+		// Resolved by CloudFormation at deploy time; never in the template.
+		"JOBS_PAYLOAD_SECRET": payloadSecret.SecretValue().UnsafeUnwrap(),
+	}
+	fn := func(name string, memory int, timeout time.Duration) awslambda.Function {
+		logs := awslogs.NewLogGroup(stack, jsii.String(name+"Logs"), &awslogs.LogGroupProps{
+			Retention:     retention(cfg.LogRetentionDays),
+			RemovalPolicy: removal,
+		})
+		role := awsiam.NewRole(stack, jsii.String(name+"Role"), &awsiam.RoleProps{
+			AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+			Description: jsii.String("lambdajobs " + cfg.Name + " " + name + " function"),
+		})
+		// Logging without the managed AWSLambdaBasicExecutionRole: only its
+		// own log group.
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
+			Resources: jsii.Strings(*logs.LogGroupArn() + ":*"),
+		}))
+		cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+			Id: jsii.String("AwsSolutions-IAM5"),
+			Reason: jsii.String("Lambda names its log streams at run time; the wildcard covers only the streams of this " +
+				"function's own log group, in place of the managed AWSLambdaBasicExecutionRole."),
+			AppliesTo: &[]interface{}{jsii.String("Resource::<" + *stack.GetLogicalId(logs.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>:*")},
+		}}, jsii.Bool(true))
+		f := awslambda.NewFunction(stack, jsii.String(name), &awslambda.FunctionProps{
+			Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
+			Architecture:  awslambda.Architecture_ARM_64(),
+			Handler:       jsii.String("bootstrap"),
+			Code:          awslambda.Code_FromAsset(jsii.String(filepath.Join(props.Bootstraps, name)), nil),
+			MemorySize:    jsii.Number(float64(memory)),
+			Timeout:       dur(timeout),
+			Environment:   &env,
+			LoggingFormat: awslambda.LoggingFormat_JSON,
+			LogGroup:      logs,
+			Role:          role,
+			Description:   jsii.String("lambdajobs " + cfg.Name + " " + name),
+		})
+		s.Functions[name] = f
+		return f
+	}
+	enqueue := fn("enqueue", cfg.APIMemoryMB, cfg.APITimeout)
+	getjob := fn("getjob", cfg.APIMemoryMB, cfg.APITimeout)
+	worker := fn("worker", cfg.WorkerMemoryMB, cfg.WorkerTimeout)
+	sweeper := fn("sweeper", cfg.APIMemoryMB, cfg.SweeperTimeout)
+
+	// Least privilege, per function.
+	allow := func(f awslambda.Function, actions []string, resources ...*string) {
+		f.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions: jsii.Strings(actions...), Resources: &resources,
+		}))
+	}
+	table, index := s.Table.TableArn(), jsii.String(*s.Table.TableArn()+"/index/"+dynamostore.SweepIndex)
+	allow(enqueue, []string{"dynamodb:PutItem"}, table)
+	allow(enqueue, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
+	allow(getjob, []string{"dynamodb:GetItem"}, table)
+	// The worker claims, publishes and finishes (UpdateItem), reads a job
+	// it may interrupt, and creates jobs from foreign messages (PutItem).
+	allow(worker, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, table)
+	allow(sweeper, []string{"dynamodb:Query"}, index)
+	allow(sweeper, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
+	allow(sweeper, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
+
+	// The worker's event source.
+	worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(s.Queue, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(float64(cfg.BatchSize)),
+		MaxBatchingWindow:       batchWindow(cfg.BatchWindow),
+		MaxConcurrency:          jsii.Number(float64(cfg.MaxConcurrency)),
+		ReportBatchItemFailures: jsii.Bool(true),
+	}))
+
+	// The sweeper, every minute, never retried (the next minute is the retry).
+	sweeper.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{RetryAttempts: jsii.Number(0)})
+	awsevents.NewRule(stack, jsii.String("SweepEveryMinute"), &awsevents.RuleProps{
+		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(sweeper, &awseventstargets.LambdaFunctionProps{
+			RetryAttempts: jsii.Number(0),
+		})},
+	})
+
+	// The HTTP API: IAM (or JWT) on both routes, access logs, throttling.
+	var authorizer awsapigatewayv2.IHttpRouteAuthorizer = awsapigatewayv2authorizers.NewHttpIamAuthorizer()
+	if cfg.JWT != nil {
+		authorizer = awsapigatewayv2authorizers.NewHttpJwtAuthorizer(jsii.String("Jwt"), jsii.String(cfg.JWT.Issuer),
+			&awsapigatewayv2authorizers.HttpJwtAuthorizerProps{JwtAudience: jsii.Strings(cfg.JWT.Audience...)})
+	}
+	s.API = awsapigatewayv2.NewHttpApi(stack, jsii.String("Api"), &awsapigatewayv2.HttpApiProps{
+		ApiName:            jsii.String("lambdajobs-" + cfg.Name),
+		CreateDefaultStage: jsii.Bool(false),
+	})
+	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/v1/jobs"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("Enqueue"), enqueue, nil),
+		Authorizer:  authorizer,
+	})
+	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/v1/jobs/{id}"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("GetJob"), getjob, nil),
+		Authorizer:  authorizer,
+	})
+	accessLogs := awslogs.NewLogGroup(stack, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
+		Retention: retention(cfg.LogRetentionDays), RemovalPolicy: removal,
+	})
+	stage := awsapigatewayv2.NewHttpStage(stack, jsii.String("DefaultStage"), &awsapigatewayv2.HttpStageProps{
+		HttpApi:    s.API,
+		StageName:  jsii.String("$default"),
+		AutoDeploy: jsii.Bool(true),
+		Throttle:   &awsapigatewayv2.ThrottleSettings{RateLimit: jsii.Number(cfg.ThrottleRate), BurstLimit: jsii.Number(float64(cfg.ThrottleBurst))},
+	})
+	stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+		DestinationArn: accessLogs.LogGroupArn(),
+		Format: jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","caller":"$context.identity.caller",` +
+			`"user":"$context.identity.userArn","requestTime":"$context.requestTime","routeKey":"$context.routeKey",` +
+			`"status":"$context.status","responseLength":"$context.responseLength","latency":"$context.responseLatency",` +
+			`"integrationError":"$context.integrationErrorMessage"}`),
+	})
+
+	// Foreign sources (docs/SOURCES.md): each allowed to send only from
+	// its own ARN.
+	for i, src := range cfg.S3Sources {
+		bucket := awss3.Bucket_FromBucketName(stack, jsii.String(fmt.Sprintf("Source%dBucket", i)), jsii.String(src.BucketName))
+		filter := &awss3.NotificationKeyFilter{}
+		if src.Prefix != "" {
+			filter.Prefix = jsii.String(src.Prefix)
+		}
+		if src.Suffix != "" {
+			filter.Suffix = jsii.String(src.Suffix)
+		}
+		bucket.AddEventNotification(awss3.EventType_OBJECT_CREATED, awss3notifications.NewSqsDestination(s.Queue), filter)
+	}
+	if len(cfg.S3Sources) > 0 {
+		// CDK configures notifications on existing buckets with its own
+		// singleton custom resource.
+		cdknag.NagSuppressions_AddResourceSuppressionsByPath(stack,
+			jsii.String("/"+*stack.StackName()+"/BucketNotificationsHandler050a0587b7544547bf325f094a3db834/Role"),
+			&[]*cdknag.NagPackSuppression{
+				{Id: jsii.String("AwsSolutions-IAM4"), Reason: jsii.String("CDK's own handler that puts notification configurations on existing buckets; it runs only during deployments.")},
+				{Id: jsii.String("AwsSolutions-IAM5"), Reason: jsii.String("CDK's bucket notifications handler needs s3:PutBucketNotification on the buckets it configures; it runs only during deployments.")},
+			}, jsii.Bool(true))
+	}
+	for i, src := range cfg.EventBridgeSource {
+		pattern := &awsevents.EventPattern{Source: jsii.Strings(src.Sources...)}
+		if len(src.DetailTypes) > 0 {
+			pattern.DetailType = jsii.Strings(src.DetailTypes...)
+		}
+		props := &awsevents.RuleProps{
+			EventPattern: pattern,
+			Targets:      &[]awsevents.IRuleTarget{awseventstargets.NewSqsQueue(s.Queue, nil)},
+		}
+		if src.Bus != "" {
+			props.EventBus = awsevents.EventBus_FromEventBusName(stack, jsii.String(fmt.Sprintf("Source%dBus", i)), jsii.String(src.Bus))
+		}
+		awsevents.NewRule(stack, jsii.String(fmt.Sprintf("Source%dRule", i)), props)
+	}
+
+	s.alarms(cfg, worker, sweeper)
+
+	awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: s.API.ApiEndpoint(), Description: jsii.String("the HTTP API (ljob -api)")})
+	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: s.Table.TableName()})
+	awscdk.NewCfnOutput(stack, jsii.String("QueueUrl"), &awscdk.CfnOutputProps{Value: s.Queue.QueueUrl(), Description: jsii.String("ljob drop -queue")})
+	awscdk.NewCfnOutput(stack, jsii.String("DeadLetterQueueUrl"), &awscdk.CfnOutputProps{Value: s.DLQ.QueueUrl()})
+	return s
+}
+
+// alarms sends to one topic: the DLQ has messages, the oldest message is
+// old, the worker errs or is throttled, jobs fail interrupted or timed out.
+func (s *JobsStack) alarms(cfg Config, worker, sweeper awslambda.Function) {
+	stack := s.Stack
+	if cfg.AlarmTopicARN != "" {
+		s.AlarmTopic = awssns.Topic_FromTopicArn(stack, jsii.String("Alarms"), jsii.String(cfg.AlarmTopicARN))
+	} else {
+		topic := awssns.NewTopic(stack, jsii.String("Alarms"), &awssns.TopicProps{EnforceSSL: jsii.Bool(true)})
+		if cfg.AlarmEmail != "" {
+			topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(cfg.AlarmEmail), nil))
+		}
+		s.AlarmTopic = topic
+	}
+	action := awscloudwatchactions.NewSnsAction(s.AlarmTopic)
+	alarm := func(id, description string, metric awscloudwatch.IMetric, threshold float64) {
+		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
+			AlarmDescription:   jsii.String(description),
+			Metric:             metric,
+			Threshold:          jsii.Number(threshold),
+			EvaluationPeriods:  jsii.Number(1),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+		a.AddAlarmAction(action)
+	}
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	alarm("DeadLettersAlarm", "Messages reached the dead-letter queue: unroutable messages or jobs that could not be settled.",
+		s.DLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}), 1)
+	alarm("OldestMessageAlarm", fmt.Sprintf("The oldest queued message is older than %v: workers are not keeping up.", cfg.OldestMessageAlarm),
+		s.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}), cfg.OldestMessageAlarm.Seconds())
+	alarm("WorkerErrorsAlarm", "The worker function failed (not a job: the invocation).",
+		worker.MetricErrors(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}), 1)
+	alarm("WorkerThrottlesAlarm", "The worker function was throttled.",
+		worker.MetricThrottles(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}), 1)
+	// Jobs failed as interrupted or timed out, from the JSON log lines the
+	// worker and the sweeper write for every finished job.
+	namespace := "lambdajobs/" + cfg.Name
+	for name, f := range map[string]awslambda.Function{"Worker": worker, "Sweeper": sweeper} {
+		awslogs.NewMetricFilter(stack, jsii.String(name+"AbandonedJobs"), &awslogs.MetricFilterProps{
+			LogGroup:        f.LogGroup(),
+			FilterPattern:   awslogs.FilterPattern_Literal(jsii.String(`{ $.message = "job finished" && ($.code = "interrupted" || $.code = "timed_out") }`)),
+			MetricNamespace: jsii.String(namespace),
+			MetricName:      jsii.String("JobsInterruptedOrTimedOut"),
+			MetricValue:     jsii.String("1"),
+		})
+	}
+	alarm("AbandonedJobsAlarm", "Jobs failed as interrupted (their worker died) or timed out (their handler overran).",
+		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(namespace), MetricName: jsii.String("JobsInterruptedOrTimedOut"),
+			Period: minute, Statistic: jsii.String("Sum"),
+		}), 1)
+}
+
+func batchWindow(d time.Duration) awscdk.Duration {
+	if d <= 0 {
+		return nil
+	}
+	return dur(d)
+}
+
+func retention(days int) awslogs.RetentionDays {
+	switch {
+	case days <= 1:
+		return awslogs.RetentionDays_ONE_DAY
+	case days <= 7:
+		return awslogs.RetentionDays_ONE_WEEK
+	case days <= 14:
+		return awslogs.RetentionDays_TWO_WEEKS
+	case days <= 30:
+		return awslogs.RetentionDays_ONE_MONTH
+	case days <= 90:
+		return awslogs.RetentionDays_THREE_MONTHS
+	case days <= 180:
+		return awslogs.RetentionDays_SIX_MONTHS
+	case days <= 365:
+		return awslogs.RetentionDays_ONE_YEAR
+	}
+	return awslogs.RetentionDays_TWO_YEARS
+}

@@ -1,0 +1,505 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// synthesized is one environment's stack, synthesized once for all tests.
+type synthesized struct {
+	cfg       Config
+	template  map[string]any
+	nagErrors []string
+	nagWarns  []string
+}
+
+var envs = map[string]*synthesized{}
+
+func TestMain(m *testing.M) {
+	code, err := setup(m)
+	jsii.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func setup(m *testing.M) (int, error) {
+	dir, err := os.MkdirTemp("", "lambdajobs-infra-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	for _, f := range []string{"enqueue", "getjob", "worker", "sweeper"} {
+		if err := os.MkdirAll(filepath.Join(dir, f), 0o755); err != nil {
+			return 0, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f, "bootstrap"), []byte("test "+f), 0o755); err != nil {
+			return 0, err
+		}
+	}
+	withSources := Dev
+	withSources.Name = "sources"
+	withSources.S3Sources = []S3Source{{BucketName: "uploads-example", Prefix: "incoming/"}}
+	withSources.EventBridgeSource = []EventBridgeSource{{Sources: []string{"shop.orders"}, DetailTypes: []string{"OrderPlaced"}}}
+	withJWT := Dev
+	withJWT.Name = "jwt"
+	withJWT.JWT = &JWTConfig{Issuer: "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE", Audience: []string{"client"}}
+	for _, cfg := range []Config{Dev, Prod, withSources, withJWT} {
+		s, err := synth(cfg, dir, filepath.Join(dir, "cdk.out."+cfg.Name))
+		if err != nil {
+			return 0, fmt.Errorf("synth %s: %w", cfg.Name, err)
+		}
+		envs[cfg.Name] = s
+	}
+	return m.Run(), nil
+}
+
+func synth(cfg Config, bootstraps, outdir string) (s *synthesized, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	app := awscdk.NewApp(&awscdk.AppProps{Context: cdkContext(), Outdir: jsii.String(outdir)})
+	applyChecks(app)
+	stack := NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{Config: cfg, Bootstraps: bootstraps})
+	tmpl := assertions.Template_FromStack(stack.Stack, nil)
+	s = &synthesized{cfg: cfg, template: *tmpl.ToJSON()}
+	ann := assertions.Annotations_FromStack(stack.Stack)
+	for _, msg := range *ann.FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
+		s.nagErrors = append(s.nagErrors, fmt.Sprintf("%s: %v", *msg.Id, msg.Entry.Data))
+	}
+	for _, msg := range *ann.FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
+		s.nagWarns = append(s.nagWarns, fmt.Sprintf("%s: %v", *msg.Id, msg.Entry.Data))
+	}
+	return s, nil
+}
+
+// cdkContext loads the feature flags from cdk.json (NewApp does not).
+func cdkContext() *map[string]any {
+	raw, err := os.ReadFile("cdk.json")
+	if err != nil {
+		panic(err)
+	}
+	var c struct {
+		Context map[string]any `json:"context"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		panic(err)
+	}
+	return &c.Context
+}
+
+// resources returns the template's resources of a type, by logical id.
+func (s *synthesized) resources(typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range s.template["Resources"].(map[string]any) {
+		res := r.(map[string]any)
+		if res["Type"] == typ {
+			out[id] = res
+		}
+	}
+	return out
+}
+
+func props(r map[string]any) map[string]any {
+	p, _ := r["Properties"].(map[string]any)
+	return p
+}
+
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestNagAwsSolutionsHasNoUnsuppressedErrors(t *testing.T) {
+	for name, s := range envs {
+		if len(s.nagErrors) > 0 {
+			t.Errorf("%s: %d cdk-nag errors:\n%s", name, len(s.nagErrors), strings.Join(s.nagErrors, "\n"))
+		}
+		for _, w := range s.nagWarns {
+			t.Logf("%s: warning %s", name, w)
+		}
+	}
+}
+
+func TestBothRoutesRequireAuthorization(t *testing.T) {
+	for name, want := range map[string]string{"dev": "AWS_IAM", "prod": "AWS_IAM", "jwt": "JWT"} {
+		routes := envs[name].resources("AWS::ApiGatewayV2::Route")
+		got := map[string]string{}
+		for _, r := range routes {
+			p := props(r)
+			got[p["RouteKey"].(string)], _ = p["AuthorizationType"].(string)
+		}
+		for _, key := range []string{"POST /v1/jobs", "GET /v1/jobs/{id}"} {
+			if got[key] != want {
+				t.Errorf("%s: route %q authorization %q, want %s (routes %v)", name, key, got[key], want, got)
+			}
+		}
+		if len(got) != 2 {
+			t.Errorf("%s: %d routes, want exactly 2: %v", name, len(got), got)
+		}
+	}
+}
+
+func TestApiHasAccessLogsAndThrottling(t *testing.T) {
+	for name, s := range envs {
+		stages := s.resources("AWS::ApiGatewayV2::Stage")
+		if len(stages) != 1 {
+			t.Fatalf("%s: %d stages", name, len(stages))
+		}
+		for _, st := range stages {
+			p := props(st)
+			logs, _ := p["AccessLogSettings"].(map[string]any)
+			if logs == nil || logs["DestinationArn"] == nil || !strings.Contains(jsonOf(logs["Format"]), "$context.requestId") {
+				t.Errorf("%s: access logs %v", name, logs)
+			}
+			route, _ := p["DefaultRouteSettings"].(map[string]any)
+			if route == nil || route["ThrottlingRateLimit"] != s.cfg.ThrottleRate || route["ThrottlingBurstLimit"] != float64(s.cfg.ThrottleBurst) {
+				t.Errorf("%s: throttling %v", name, route)
+			}
+		}
+	}
+}
+
+// function finds a function's resource by its description.
+func (s *synthesized) function(t *testing.T, name string) map[string]any {
+	t.Helper()
+	for _, f := range s.resources("AWS::Lambda::Function") {
+		if props(f)["Description"] == "lambdajobs "+s.cfg.Name+" "+name {
+			return props(f)
+		}
+	}
+	t.Fatalf("%s: no %s function", s.cfg.Name, name)
+	return nil
+}
+
+func TestFunctionsRunTheBootstrapsOnArm(t *testing.T) {
+	for name, s := range envs {
+		for _, fn := range []string{"enqueue", "getjob", "worker", "sweeper"} {
+			p := s.function(t, fn)
+			if p["Runtime"] != "provided.al2023" || jsonOf(p["Architectures"]) != `["arm64"]` || p["Handler"] != "bootstrap" {
+				t.Errorf("%s %s: runtime %v arch %v handler %v", name, fn, p["Runtime"], p["Architectures"], p["Handler"])
+			}
+			if lc, _ := p["LoggingConfig"].(map[string]any); lc == nil || lc["LogFormat"] != "JSON" {
+				t.Errorf("%s %s: logging %v", name, fn, p["LoggingConfig"])
+			}
+			vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+			if secret := jsonOf(vars["JOBS_PAYLOAD_SECRET"]); !strings.Contains(secret, "resolve:secretsmanager") {
+				t.Errorf("%s %s: the payload secret is not a deploy-time reference: %s", name, fn, secret)
+			}
+		}
+	}
+}
+
+func TestWorkerTimeoutReserveAndDeadlinesAgree(t *testing.T) {
+	for name, s := range envs {
+		w := s.function(t, "worker")
+		timeout := w["Timeout"].(float64)
+		vars := w["Environment"].(map[string]any)["Variables"].(map[string]any)
+		reserve := parseDur(t, vars["JOBS_HANDLER_RESERVE"].(string))
+		write := parseDur(t, vars["JOBS_FINAL_WRITE_TIMEOUT"].(string))
+		grace := parseDur(t, vars["JOBS_DISPATCH_GRACE"].(string))
+		switch {
+		case reserve < write+0.5:
+			t.Errorf("%s: reserve %gs does not cover the final write %gs plus 0.5s", name, reserve, write)
+		case timeout <= 2*reserve:
+			t.Errorf("%s: worker timeout %gs leaves handlers less than half after the reserve %gs", name, timeout, reserve)
+		case grace <= timeout:
+			t.Errorf("%s: dispatch grace %gs does not exceed the worker timeout %gs", name, grace, timeout)
+		}
+		if timeout != s.cfg.WorkerTimeout.Seconds() {
+			t.Errorf("%s: worker timeout %g, config %v", name, timeout, s.cfg.WorkerTimeout)
+		}
+	}
+}
+
+func parseDur(t *testing.T, s string) float64 {
+	t.Helper()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Seconds()
+}
+
+func TestQueuePair(t *testing.T) {
+	for name, s := range envs {
+		worker := s.function(t, "worker")["Timeout"].(float64)
+		queues := s.resources("AWS::SQS::Queue")
+		if len(queues) != 2 {
+			t.Fatalf("%s: %d queues", name, len(queues))
+		}
+		var main, dlq map[string]any
+		for _, q := range queues {
+			if props(q)["RedrivePolicy"] != nil {
+				main = props(q)
+			} else {
+				dlq = props(q)
+			}
+		}
+		if v := main["VisibilityTimeout"].(float64); v < 6*worker {
+			t.Errorf("%s: visibility %gs < 6 x worker timeout %gs", name, v, worker)
+		}
+		if n := main["RedrivePolicy"].(map[string]any)["maxReceiveCount"].(float64); n < 5 {
+			t.Errorf("%s: maxReceiveCount %g", name, n)
+		}
+		if dlq["MessageRetentionPeriod"] != float64(14*24*3600) {
+			t.Errorf("%s: DLQ retention %v, want 14 days", name, dlq["MessageRetentionPeriod"])
+		}
+		for which, q := range map[string]map[string]any{"queue": main, "DLQ": dlq} {
+			if q["SqsManagedSseEnabled"] != true {
+				t.Errorf("%s: %s without SSE", name, which)
+			}
+		}
+		// Enforced TLS: a Deny on aws:SecureTransport false for both queues.
+		tls := 0
+		for _, p := range s.resources("AWS::SQS::QueuePolicy") {
+			doc := jsonOf(props(p)["PolicyDocument"])
+			if strings.Contains(doc, `"aws:SecureTransport":"false"`) && strings.Contains(doc, `"Effect":"Deny"`) {
+				tls += len(props(p)["Queues"].([]any))
+			}
+		}
+		if tls != 2 {
+			t.Errorf("%s: TLS enforced on %d queues, want 2", name, tls)
+		}
+	}
+}
+
+func TestEventSourceReportsBatchItemFailures(t *testing.T) {
+	for name, s := range envs {
+		maps := s.resources("AWS::Lambda::EventSourceMapping")
+		if len(maps) != 1 {
+			t.Fatalf("%s: %d event source mappings", name, len(maps))
+		}
+		for _, m := range maps {
+			p := props(m)
+			if jsonOf(p["FunctionResponseTypes"]) != `["ReportBatchItemFailures"]` {
+				t.Errorf("%s: response types %v", name, p["FunctionResponseTypes"])
+			}
+			if p["BatchSize"] != float64(s.cfg.BatchSize) || p["ScalingConfig"].(map[string]any)["MaximumConcurrency"] != float64(s.cfg.MaxConcurrency) {
+				t.Errorf("%s: batch size %v scaling %v", name, p["BatchSize"], p["ScalingConfig"])
+			}
+		}
+	}
+}
+
+func TestTablePerEnvironment(t *testing.T) {
+	for name, s := range envs {
+		tables := s.resources("AWS::DynamoDB::Table")
+		if len(tables) != 1 {
+			t.Fatalf("%s: %d tables", name, len(tables))
+		}
+		for _, tbl := range tables {
+			p := props(tbl)
+			if p["BillingMode"] != "PAY_PER_REQUEST" || jsonOf(p["TimeToLiveSpecification"]) != `{"AttributeName":"expires","Enabled":true}` {
+				t.Errorf("%s: billing %v TTL %v", name, p["BillingMode"], p["TimeToLiveSpecification"])
+			}
+			gsi := jsonOf(p["GlobalSecondaryIndexes"])
+			if !strings.Contains(gsi, `"IndexName":"sweep"`) || !strings.Contains(gsi, `"ProjectionType":"KEYS_ONLY"`) {
+				t.Errorf("%s: index %s", name, gsi)
+			}
+			pitr := p["PointInTimeRecoverySpecification"].(map[string]any)["PointInTimeRecoveryEnabled"]
+			retained := tbl["DeletionPolicy"] == "Retain" && tbl["UpdateReplacePolicy"] == "Retain"
+			if name == "prod" {
+				if !retained || pitr != true || p["DeletionProtectionEnabled"] != true {
+					t.Errorf("prod: retained %v, PITR %v, deletion protection %v", retained, pitr, p["DeletionProtectionEnabled"])
+				}
+			} else if tbl["DeletionPolicy"] != "Delete" || pitr == true {
+				t.Errorf("%s: deletion policy %v, PITR %v", name, tbl["DeletionPolicy"], pitr)
+			}
+		}
+	}
+}
+
+func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
+	for name, s := range envs {
+		perRole := map[string][]string{}
+		for id, pol := range s.resources("AWS::IAM::Policy") {
+			doc := props(pol)["PolicyDocument"].(map[string]any)
+			for _, st := range doc["Statement"].([]any) {
+				stmt := st.(map[string]any)
+				actions := stmt["Action"]
+				list, ok := actions.([]any)
+				if !ok {
+					list = []any{actions}
+				}
+				for _, a := range list {
+					if strings.Contains(a.(string), "*") {
+						t.Errorf("%s: policy %s allows %q", name, id, a)
+					}
+					for _, role := range props(pol)["Roles"].([]any) {
+						ref := role.(map[string]any)["Ref"].(string)
+						perRole[ref] = append(perRole[ref], a.(string))
+					}
+				}
+			}
+		}
+		want := map[string]string{
+			"enqueue": "dynamodb:PutItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
+			"getjob":  "dynamodb:GetItem logs:CreateLogStream logs:PutLogEvents",
+			"sweeper": "dynamodb:GetItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
+			"worker": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
+				"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueUrl sqs:ReceiveMessage",
+		}
+		for fn, actions := range want {
+			role := s.function(t, fn)["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+			got := dedupe(perRole[role])
+			if got != actions {
+				t.Errorf("%s %s: actions\n  %s\nwant\n  %s", name, fn, got, actions)
+			}
+		}
+		for id, role := range s.resources("AWS::IAM::Role") {
+			if managed := props(role)["ManagedPolicyArns"]; managed != nil && !strings.Contains(id, "BucketNotificationsHandler") {
+				t.Errorf("%s: role %s has managed policies %v", name, id, managed)
+			}
+		}
+	}
+}
+
+func dedupe(actions []string) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range actions {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+func TestSweeperScheduleWithoutRetries(t *testing.T) {
+	for name, s := range envs {
+		found := false
+		for _, r := range s.resources("AWS::Events::Rule") {
+			p := props(r)
+			if p["ScheduleExpression"] == "rate(1 minute)" {
+				found = true
+				if !strings.Contains(jsonOf(p["Targets"]), `"MaximumRetryAttempts":0`) {
+					t.Errorf("%s: schedule target retries: %s", name, jsonOf(p["Targets"]))
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no one-minute schedule", name)
+		}
+		for _, c := range s.resources("AWS::Lambda::EventInvokeConfig") {
+			if props(c)["MaximumRetryAttempts"] != float64(0) {
+				t.Errorf("%s: async retries %v", name, props(c)["MaximumRetryAttempts"])
+			}
+		}
+	}
+}
+
+func TestEveryAlarm(t *testing.T) {
+	for name, s := range envs {
+		alarms := s.resources("AWS::CloudWatch::Alarm")
+		got := map[string]bool{}
+		for _, a := range alarms {
+			p := props(a)
+			if !strings.Contains(jsonOf(p["AlarmActions"]), "Alarms") {
+				t.Errorf("%s: alarm %v does not notify the topic", name, p["MetricName"])
+			}
+			got[p["MetricName"].(string)] = true
+		}
+		for _, m := range []string{"ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage", "Errors", "Throttles", "JobsInterruptedOrTimedOut"} {
+			if !got[m] {
+				t.Errorf("%s: no alarm on %s (have %v)", name, m, got)
+			}
+		}
+		filters := s.resources("AWS::Logs::MetricFilter")
+		if len(filters) != 2 || !strings.Contains(jsonOf(filters), `interrupted`) {
+			t.Errorf("%s: metric filters %s", name, jsonOf(filters))
+		}
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	for name, s := range envs {
+		outputs := s.template["Outputs"].(map[string]any)
+		for _, o := range []string{"ApiUrl", "TableName", "QueueUrl", "DeadLetterQueueUrl"} {
+			if outputs[o] == nil {
+				t.Errorf("%s: no output %s", name, o)
+			}
+		}
+	}
+}
+
+func TestForeignSourcesAreScopedToTheirARN(t *testing.T) {
+	s := envs["sources"]
+	var allows []string
+	for _, p := range s.resources("AWS::SQS::QueuePolicy") {
+		for _, st := range props(p)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			stmt := st.(map[string]any)
+			if stmt["Effect"] == "Allow" {
+				allows = append(allows, jsonOf(stmt))
+			}
+		}
+	}
+	var s3, events bool
+	for _, a := range allows {
+		switch {
+		case strings.Contains(a, "s3.amazonaws.com"):
+			s3 = strings.Contains(a, "aws:SourceArn") && strings.Contains(a, "uploads-example")
+		case strings.Contains(a, "events.amazonaws.com"):
+			events = strings.Contains(a, "aws:SourceArn") && strings.Contains(a, "Source0Rule")
+		default:
+			t.Errorf("an Allow for someone else: %s", a)
+		}
+	}
+	if !s3 || !events {
+		t.Errorf("queue policy allows (s3 scoped %v, events scoped %v):\n%s", s3, events, strings.Join(allows, "\n"))
+	}
+	rules := jsonOf(s.resources("AWS::Events::Rule"))
+	if !strings.Contains(rules, `"source":["shop.orders"]`) || !strings.Contains(rules, `"detail-type":["OrderPlaced"]`) {
+		t.Errorf("rules %s", rules)
+	}
+	notif := jsonOf(s.resources("Custom::S3BucketNotifications"))
+	if !strings.Contains(notif, "uploads-example") || !strings.Contains(notif, "incoming/") {
+		t.Errorf("bucket notifications %s", notif)
+	}
+	// Without sources, nobody else may send.
+	for _, p := range envs["dev"].resources("AWS::SQS::QueuePolicy") {
+		if strings.Contains(jsonOf(props(p)), `"Effect":"Allow"`) {
+			t.Errorf("dev: the queue policy allows a sender: %s", jsonOf(props(p)))
+		}
+	}
+}
+
+func TestConfigFor(t *testing.T) {
+	if c, err := ConfigFor("staging"); err != nil || c.Name != "staging" || c.Retain {
+		t.Fatalf("staging: %+v %v", c, err)
+	}
+	if c, err := ConfigFor("prod"); err != nil || !c.Retain {
+		t.Fatalf("prod: %+v %v", c, err)
+	}
+	for _, bad := range []string{"", "Prod", "has space", strings.Repeat("a", 21)} {
+		if _, err := ConfigFor(bad); err == nil {
+			t.Errorf("ConfigFor(%q) accepted", bad)
+		}
+	}
+	broken := Dev
+	broken.HandlerReserve = broken.FinalWriteTimeout
+	if broken.Validate() == nil {
+		t.Error("a reserve that does not cover the final write was accepted")
+	}
+	broken = Dev
+	broken.DispatchGrace = broken.WorkerTimeout
+	if broken.Validate() == nil {
+		t.Error("a dispatch grace within the worker timeout was accepted")
+	}
+}
