@@ -50,6 +50,9 @@ type JobsStack struct {
 	Functions  map[string]awslambda.Function
 	API        awsapigatewayv2.HttpApi
 	AlarmTopic awssns.ITopic
+
+	cfg           Config
+	payloadSecret awssecretsmanager.Secret
 }
 
 func dur(d time.Duration) awscdk.Duration { return awscdk.Duration_Seconds(jsii.Number(d.Seconds())) }
@@ -58,7 +61,7 @@ func dur(d time.Duration) awscdk.Duration { return awscdk.Duration_Seconds(jsii.
 func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *JobsStack {
 	cfg := props.Config
 	stack := awscdk.NewStack(scope, &id, &props.StackProps)
-	s := &JobsStack{Stack: stack, Functions: map[string]awslambda.Function{}}
+	s := &JobsStack{Stack: stack, Functions: map[string]awslambda.Function{}, cfg: cfg}
 	removal := awscdk.RemovalPolicy_DESTROY
 	if cfg.Retain {
 		removal = awscdk.RemovalPolicy_RETAIN
@@ -112,6 +115,7 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 		},
 		RemovalPolicy: removal,
 	})
+	s.payloadSecret = payloadSecret
 	cdknag.NagSuppressions_AddResourceSuppressions(payloadSecret, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-SMG4"),
 		Reason: jsii.String("The payload sealing key cannot rotate on a schedule: values sealed with the old key must stay " +
@@ -288,6 +292,26 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 	awscdk.NewCfnOutput(stack, jsii.String("QueueUrl"), &awscdk.CfnOutputProps{Value: s.Queue.QueueUrl(), Description: jsii.String("ljob drop -queue")})
 	awscdk.NewCfnOutput(stack, jsii.String("DeadLetterQueueUrl"), &awscdk.CfnOutputProps{Value: s.DLQ.QueueUrl()})
 	return s
+}
+
+// GrantEnqueue lets another function enqueue jobs directly from Go (a
+// jobs.Service in its own code: EnqueueValue, or Prepare + TransactPut +
+// Dispatch inside its own DynamoDB transaction). It grants exactly
+// dynamodb:PutItem on the jobs table and sqs:SendMessage on the queue, and
+// sets the environment lambdafn.ConfigFromEnv reads (JOBS_TABLE,
+// JOBS_QUEUE_URL, JOBS_DISPATCH_GRACE, JOBS_PAYLOAD_SECRET). The function's
+// own items in the same transaction need their own grants.
+func (s *JobsStack) GrantEnqueue(fn awslambda.Function) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("dynamodb:PutItem"), Resources: &[]*string{s.Table.TableArn()},
+	}))
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("sqs:SendMessage"), Resources: &[]*string{s.Queue.QueueArn()},
+	}))
+	fn.AddEnvironment(jsii.String("JOBS_TABLE"), s.Table.TableName(), nil)
+	fn.AddEnvironment(jsii.String("JOBS_QUEUE_URL"), s.Queue.QueueUrl(), nil)
+	fn.AddEnvironment(jsii.String("JOBS_DISPATCH_GRACE"), jsii.String(s.cfg.DispatchGrace.String()), nil)
+	fn.AddEnvironment(jsii.String("JOBS_PAYLOAD_SECRET"), s.payloadSecret.SecretValue().UnsafeUnwrap(), nil)
 }
 
 // alarms sends to one topic: the DLQ has messages, the oldest message is

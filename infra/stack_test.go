@@ -12,7 +12,9 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
 // synthesized is one environment's stack, synthesized once for all tests.
@@ -75,6 +77,18 @@ func synth(cfg Config, bootstraps, outdir string) (s *synthesized, err error) {
 	app := awscdk.NewApp(&awscdk.AppProps{Context: cdkContext(), Outdir: jsii.String(outdir)})
 	applyChecks(app)
 	stack := NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{Config: cfg, Bootstraps: bootstraps})
+	if cfg.Name == "sources" {
+		// A team's own function that enqueues directly (transactional enqueue).
+		orders := awslambda.NewFunction(stack.Stack, jsii.String("Orders"), &awslambda.FunctionProps{
+			Runtime: awslambda.Runtime_PROVIDED_AL2023(), Architecture: awslambda.Architecture_ARM_64(),
+			Handler: jsii.String("bootstrap"), Code: awslambda.Code_FromAsset(jsii.String(filepath.Join(bootstraps, "enqueue")), nil),
+			Description: jsii.String("orders service"),
+		})
+		stack.GrantEnqueue(orders)
+		cdknag.NagSuppressions_AddResourceSuppressions(orders, &[]*cdknag.NagPackSuppression{
+			{Id: jsii.String("AwsSolutions-IAM4"), Reason: jsii.String("a test stand-in for a team's own function")},
+		}, jsii.Bool(true))
+	}
 	tmpl := assertions.Template_FromStack(stack.Stack, nil)
 	s = &synthesized{cfg: cfg, template: *tmpl.ToJSON()}
 	ann := assertions.Annotations_FromStack(stack.Stack)
@@ -362,7 +376,7 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 			}
 		}
 		for id, role := range s.resources("AWS::IAM::Role") {
-			if managed := props(role)["ManagedPolicyArns"]; managed != nil && !strings.Contains(id, "BucketNotificationsHandler") {
+			if managed := props(role)["ManagedPolicyArns"]; managed != nil && !strings.Contains(id, "BucketNotificationsHandler") && !strings.HasPrefix(id, "Orders") {
 				t.Errorf("%s: role %s has managed policies %v", name, id, managed)
 			}
 		}
@@ -501,5 +515,37 @@ func TestConfigFor(t *testing.T) {
 	broken.DispatchGrace = broken.WorkerTimeout
 	if broken.Validate() == nil {
 		t.Error("a dispatch grace within the worker timeout was accepted")
+	}
+}
+
+func TestGrantEnqueue(t *testing.T) {
+	s := envs["sources"]
+	var fn map[string]any
+	for _, f := range s.resources("AWS::Lambda::Function") {
+		if props(f)["Description"] == "orders service" {
+			fn = props(f)
+		}
+	}
+	if fn == nil {
+		t.Fatal("no orders function")
+	}
+	vars := jsonOf(fn["Environment"])
+	for _, v := range []string{"JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_DISPATCH_GRACE", "JOBS_PAYLOAD_SECRET"} {
+		if !strings.Contains(vars, v) {
+			t.Errorf("orders function lacks %s: %s", v, vars)
+		}
+	}
+	role := fn["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+	var actions []string
+	for _, pol := range s.resources("AWS::IAM::Policy") {
+		if !strings.Contains(jsonOf(props(pol)["Roles"]), role) {
+			continue
+		}
+		for _, st := range props(pol)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			actions = append(actions, jsonOf(st.(map[string]any)["Action"]))
+		}
+	}
+	if got := strings.Join(actions, " "); got != `"dynamodb:PutItem" "sqs:SendMessage"` {
+		t.Errorf("orders function may %s, want exactly PutItem and SendMessage", got)
 	}
 }

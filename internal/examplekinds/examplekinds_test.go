@@ -71,7 +71,22 @@ func TestRegister(t *testing.T) {
 	if err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	if got := reg.Kinds(); len(got) != 5 {
+	if got := reg.Kinds(); len(got) != 6 {
 		t.Fatalf("kinds %v", got)
+	}
+}
+
+func TestSendReceiptMasksTheAddress(t *testing.T) {
+	t.Parallel()
+	r, err := examplekinds.SendReceipt(context.Background(), jobs.NewTestJob("id", examplekinds.ReceiptPayload{OrderID: "o-1", Email: "ada@example.com"}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := r.PublicJSON(); string(b) != `{"order_id":"o-1","sent_to":"a***@example.com"}` {
+		t.Fatalf("public JSON %s", b)
+	}
+	var f *jobs.Failure
+	if _, err := examplekinds.SendReceipt(context.Background(), jobs.NewTestJob("id", examplekinds.ReceiptPayload{OrderID: "o-2"}, nil)); !errors.As(err, &f) || f.Code != examplekinds.CodeNoEmail {
+		t.Fatalf("no email: %v", err)
 	}
 }

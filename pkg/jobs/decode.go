@@ -133,6 +133,31 @@ func DecodePayload[P any](raw []byte) (P, error) {
 	return p, nil
 }
 
+// canonicalPayload returns the stored form of a payload that passed
+// DecodePayload: the payload decoded into P (numbers in interface fields
+// kept exactly) and encoded again, so the HTTP path, the Go path and a
+// retry with reordered keys store the same bytes and the same request hash.
+func canonicalPayload[P any](raw []byte) ([]byte, error) {
+	var p P
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&p); err != nil {
+		return nil, payloadErr("%s", jsonReason(err))
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return nil, payloadErr("does not encode back to JSON")
+	}
+	out := bytes.TrimRight(buf.Bytes(), "\n")
+	if len(out) > MaxPayloadBytes {
+		return nil, payloadErr("%d bytes once encoded is more than the %d allowed", len(out), MaxPayloadBytes)
+	}
+	return out, nil
+}
+
 // jsonReason rewrites an encoding/json error into a message that names the
 // caller's field and JSON type but not Go type names.
 func jsonReason(err error) string {

@@ -88,7 +88,10 @@ type kindDef struct {
 	// payloadType is P, so routes can check what they deliver.
 	payloadType reflect.Type
 	validate    func(raw []byte) error
-	run         func(ctx context.Context, rec *Record, payload []byte, publish func(context.Context, []byte) error) (Result, error)
+	// canonical re-encodes a valid payload through P, so every path stores
+	// the same bytes for the same value.
+	canonical func(raw []byte) ([]byte, error)
+	run       func(ctx context.Context, rec *Record, payload []byte, publish func(context.Context, []byte) error) (Result, error)
 }
 
 // Registry holds the job kinds. Register every kind at start-up, before the
@@ -131,6 +134,7 @@ func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts
 			_, err := DecodePayload[P](raw)
 			return err
 		},
+		canonical: canonicalPayload[P],
 		run: func(ctx context.Context, rec *Record, payload []byte, publish func(context.Context, []byte) error) (Result, error) {
 			p, err := DecodePayload[P](payload)
 			if err != nil {

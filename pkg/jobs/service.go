@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -10,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 	"unicode"
 )
@@ -110,33 +110,9 @@ var (
 // job is never lost. A retry with the same idempotency key re-sends a job
 // that is still queued at once.
 func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*Record, bool, error) {
-	if err := checkOwner(req.Owner); err != nil {
-		return nil, false, err
-	}
-	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
-		return nil, false, err
-	}
-	if err := s.reg.Validate(req.Kind, req.Payload); err != nil {
-		return nil, false, err
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, req.Payload); err != nil {
-		return nil, false, payloadErr("malformed JSON")
-	}
-	now := s.clock.Now().Truncate(time.Millisecond)
-	id := NewID()
-	if req.IdempotencyKey != "" {
-		id = DerivedID("idempotency", req.Owner, req.IdempotencyKey)
-	}
-	k, _ := s.reg.lookup(req.Kind)
-	stored, err := sealPayload(s.sealer, id, k.secrets, compact.Bytes())
+	rec, err := s.Prepare(req)
 	if err != nil {
-		return nil, false, fmt.Errorf("jobs: seal payload: %w", err)
-	}
-	rec := &Record{
-		ID: id, Kind: req.Kind, Owner: req.Owner, Status: StatusQueued,
-		Payload: stored, RequestHash: requestHash(s.hkey, req.Kind, compact.Bytes()),
-		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(s.grace),
+		return nil, false, err
 	}
 	err = s.store.Create(ctx, rec)
 	var ce *ConflictError
@@ -158,14 +134,94 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*Record, boo
 	return rec, true, nil
 }
 
-// dispatch sends the job's reference. A failure is logged, not returned: the
-// job is stored, and the sweeper re-sends it after the dispatch grace.
-func (s *Service) dispatch(ctx context.Context, rec *Record) {
+// Prepare validates req exactly as Enqueue does and returns the job record
+// Enqueue would store, without storing or sending anything. It is the first
+// half of a transactional enqueue: put the record in your own DynamoDB
+// transaction (dynamostore.Store.TransactPut), and after the commit call
+// Dispatch. If the dispatch never happens, the sweeper sends the job after
+// the dispatch grace, so a committed job always runs.
+func (s *Service) Prepare(req EnqueueRequest) (*Record, error) {
+	if err := checkOwner(req.Owner); err != nil {
+		return nil, err
+	}
+	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
+		return nil, err
+	}
+	if err := s.reg.Validate(req.Kind, req.Payload); err != nil {
+		return nil, err
+	}
+	k, _ := s.reg.lookup(req.Kind)
+	canonical, err := k.canonical(req.Payload)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now().Truncate(time.Millisecond)
+	id := NewID()
+	if req.IdempotencyKey != "" {
+		id = DerivedID("idempotency", req.Owner, req.IdempotencyKey)
+	}
+	stored, err := sealPayload(s.sealer, id, k.secrets, canonical)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: seal payload: %w", err)
+	}
+	return &Record{
+		ID: id, Kind: req.Kind, Owner: req.Owner, Status: StatusQueued,
+		Payload: stored, RequestHash: requestHash(s.hkey, req.Kind, canonical),
+		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(s.grace),
+	}, nil
+}
+
+// Dispatch sends the reference of a job stored by a committed transaction
+// (see Prepare). It is the one call after the commit; if it fails, the
+// sweeper sends the job after the dispatch grace.
+func (s *Service) Dispatch(ctx context.Context, rec *Record) error {
 	if err := s.queue.Send(ctx, rec.ID); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "job stored but not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
 			slog.Time("sweep_at", rec.SweepAt), slog.String("err_types", ErrorTypes(err)))
+		return fmt.Errorf("%w: queue: %w", ErrUnavailable, err)
 	}
+	return nil
+}
+
+// EnqueueValue enqueues a job of kind whose payload is the Go value
+// payload, which must be of the kind's payload type. It is Enqueue for Go
+// callers: the same validation, limits, owner and idempotency rules.
+func EnqueueValue[P any](ctx context.Context, s *Service, owner, kind string, payload P, idempotencyKey string) (*Record, bool, error) {
+	raw, err := encodeValue(s.reg, kind, payload)
+	if err != nil {
+		return nil, false, err
+	}
+	return s.Enqueue(ctx, EnqueueRequest{Owner: owner, Kind: kind, Payload: raw, IdempotencyKey: idempotencyKey})
+}
+
+// PrepareValue is Prepare for a Go payload value (see EnqueueValue).
+func PrepareValue[P any](s *Service, owner, kind string, payload P, idempotencyKey string) (*Record, error) {
+	raw, err := encodeValue(s.reg, kind, payload)
+	if err != nil {
+		return nil, err
+	}
+	return s.Prepare(EnqueueRequest{Owner: owner, Kind: kind, Payload: raw, IdempotencyKey: idempotencyKey})
+}
+
+// ErrPayloadType: a Go payload value is not of the kind's payload type.
+var ErrPayloadType = errors.New("jobs: payload value is not of the kind's payload type")
+
+func encodeValue[P any](reg *Registry, kind string, payload P) ([]byte, error) {
+	k, ok := reg.lookup(kind)
+	if !ok {
+		return nil, ErrUnknownKind
+	}
+	if k.payloadType != reflect.TypeFor[P]() {
+		return nil, fmt.Errorf("%w: kind %q takes %v, got %v", ErrPayloadType, kind, k.payloadType, reflect.TypeFor[P]())
+	}
+	return json.Marshal(payload)
+}
+
+// dispatch sends the job's reference. A failure is logged, not returned: the
+// job is stored, and the sweeper re-sends it after the dispatch grace.
+func (s *Service) dispatch(ctx context.Context, rec *Record) {
+	_ = s.Dispatch(ctx, rec)
 }
 
 // Get returns the job with the given id if owner owns it. Another owner's

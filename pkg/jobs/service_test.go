@@ -147,3 +147,32 @@ func TestSendFailureLosesNoJob(t *testing.T) {
 		t.Fatalf("no second re-send after the backoff: %+v", rep)
 	}
 }
+
+func TestPayloadsAreStoredCanonically(t *testing.T) {
+	t.Parallel()
+	store := jobstest.NewMemStore(nil)
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "two", jobs.HandlerFunc[twoFields, jobs.NoResult](
+		func(context.Context, *jobs.Job[twoFields]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }))
+	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}})
+	ctx := context.Background()
+	first, _, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "two", IdempotencyKey: "k", Payload: json.RawMessage(`{"a":"x","b":1,"n":12345678901234567890}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields in the Go type's order; a big number in an interface field kept exactly.
+	if string(first.Payload) != `{"b":1,"a":"x","n":12345678901234567890}` {
+		t.Fatalf("stored %s", first.Payload)
+	}
+	// The same value with its keys reordered is the same request.
+	again, created, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "two", IdempotencyKey: "k", Payload: json.RawMessage(` { "n": 12345678901234567890, "b" : 1, "a":"x"}`)})
+	if err != nil || created || again.ID != first.ID {
+		t.Fatalf("reordered retry: %v created=%v", err, created)
+	}
+}
+
+type twoFields struct {
+	B int    `json:"b"`
+	A string `json:"a"`
+	N any    `json:"n,omitempty"`
+}

@@ -163,6 +163,9 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 		payload = []byte("null") // fails invalid_payload when run
 	}
 	k, _ := w.reg.lookup(j.Kind)
+	if canonical, err := k.canonical(payload); err == nil {
+		payload = canonical
+	}
 	stored, err := sealPayload(w.sealer, j.ID, k.secrets, payload)
 	if err != nil {
 		stored = []byte("null")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
@@ -103,4 +104,43 @@ func TestWriteUnitsPerJob(t *testing.T) {
 		}
 	}
 	t.Log(report.String())
+}
+
+// TestWriteUnitsPerTransactionalEnqueue measures the job's share of a
+// caller's TransactWriteItems: the put of a small job (item and index entry)
+// costs twice its plain write units, as every transactional write does.
+func TestWriteUnitsPerTransactionalEnqueue(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	table := testenv.NewTable(t, client)
+	store := dynamostore.New(client, table, dynamostore.Options{})
+	now := time.Now().Truncate(time.Millisecond)
+	rec := &jobs.Record{
+		ID: jobs.NewID(), Kind: "example.receipt", Owner: "arn:aws:iam::123456789012:role/shop", Status: jobs.StatusQueued,
+		Payload: []byte(`{"order_id":"o-1042","email":"ada@example.com","cents":4999}`), RequestHash: "0123456789abcdef0123456789abcdef",
+		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute),
+	}
+	put, err := store.TransactPut(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := client.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{
+		TransactItems:          []types.TransactWriteItem{put},
+		ReturnConsumedCapacity: types.ReturnConsumedCapacityIndexes,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tbl, idx float64
+	for _, cc := range out.ConsumedCapacity {
+		if cc.Table != nil {
+			tbl += aws.ToFloat64(cc.Table.CapacityUnits)
+		}
+		for _, g := range cc.GlobalSecondaryIndexes {
+			idx += aws.ToFloat64(g.CapacityUnits)
+		}
+	}
+	t.Logf("transactional enqueue of a small job: %g table + %g index = %g write units (plain create: 1 + 1)", tbl, idx, tbl+idx)
+	if tbl+idx != 4 {
+		t.Errorf("%g write units, want 4 (2 x the plain create)", tbl+idx)
+	}
 }

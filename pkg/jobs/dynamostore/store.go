@@ -188,29 +188,13 @@ func (s *Store) conflict(sentinel error, old map[string]types.AttributeValue) er
 
 // Create puts rec unless a live job with its id exists.
 func (s *Store) Create(ctx context.Context, rec *jobs.Record) error {
-	if rec.Status != jobs.StatusQueued {
-		return fmt.Errorf("dynamostore: create: status %q, want queued", rec.Status)
-	}
-	av, err := attributevalue.MarshalMap(toItem(rec))
-	if err != nil {
-		return fmt.Errorf("dynamostore: encode item: %w", err)
-	}
-	now := s.clock.Now()
-	cond := expression.AttributeNotExists(expression.Name(AttrID)).
-		Or(expression.Name(AttrExpires).LessThanEqual(expression.Value(now.Unix())))
-	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	in, err := s.putInput(rec)
 	if err != nil {
 		return err
 	}
-	out, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                           s.table,
-		Item:                                av,
-		ConditionExpression:                 expr.Condition(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              s.capacity(),
-	})
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	in.ReturnConsumedCapacity = s.capacity()
+	out, err := s.api.PutItem(ctx, in)
 	if old, ok := conditionFailed(err); ok {
 		return s.conflict(jobs.ErrExists, old)
 	}
@@ -219,6 +203,65 @@ func (s *Store) Create(ctx context.Context, rec *jobs.Record) error {
 	}
 	s.report("create", out.ConsumedCapacity)
 	return nil
+}
+
+// putInput is the conditional put that creates rec.
+func (s *Store) putInput(rec *jobs.Record) (*dynamodb.PutItemInput, error) {
+	if rec.Status != jobs.StatusQueued {
+		return nil, fmt.Errorf("dynamostore: create: status %q, want queued", rec.Status)
+	}
+	av, err := attributevalue.MarshalMap(toItem(rec))
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: encode item: %w", err)
+	}
+	cond := expression.AttributeNotExists(expression.Name(AttrID)).
+		Or(expression.Name(AttrExpires).LessThanEqual(expression.Value(s.clock.Now().Unix())))
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.PutItemInput{
+		TableName:                 s.table,
+		Item:                      av,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}, nil
+}
+
+// TransactPut returns the write that creates rec inside a caller's own
+// TransactWriteItems, beside the caller's items and conditions: the job
+// exists exactly when the rest of the transaction commits. rec comes from
+// jobs.Service.Prepare; after the commit, call Service.Dispatch. The write
+// is conditional like Create: if a live job already has the id (a retried
+// transaction with the same idempotency key), the transaction is cancelled
+// and JobExists reports it.
+//
+// Mind DynamoDB's limits: at most 100 items and 4 MB per transaction, and
+// each item in a transaction costs twice the write units of a plain write.
+func (s *Store) TransactPut(rec *jobs.Record) (types.TransactWriteItem, error) {
+	in, err := s.putInput(rec)
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName:                           in.TableName,
+		Item:                                in.Item,
+		ConditionExpression:                 in.ConditionExpression,
+		ExpressionAttributeNames:            in.ExpressionAttributeNames,
+		ExpressionAttributeValues:           in.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureNone,
+	}}, nil
+}
+
+// JobExists reports whether err is a TransactWriteItems cancellation caused
+// by the job's put at index i: the job was already stored (a retry).
+func JobExists(err error, i int) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || i < 0 || i >= len(tce.CancellationReasons) {
+		return false
+	}
+	return aws.ToString(tce.CancellationReasons[i].Code) == "ConditionalCheckFailed"
 }
 
 // Get reads the job with a strongly consistent read.

@@ -1,0 +1,99 @@
+package integration_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+// TestGoAndHTTPPathsStoreIdenticalItems enqueues the same job (owner, kind,
+// payload, idempotency key, clock) through the HTTP handler, through
+// EnqueueValue and through Prepare + TransactPut, each into its own table,
+// and compares the stored DynamoDB items attribute by attribute.
+func TestGoAndHTTPPathsStoreIdenticalItems(t *testing.T) {
+	ddb := testenv.DynamoDB(t)
+	ctx := context.Background()
+	clock := jobstest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	sealer, _ := jobs.NewAESSealer(make([]byte, 32))
+	newService := func() (*jobs.Service, *dynamostore.Store, string) {
+		table := testenv.NewTable(t, ddb)
+		store := dynamostore.New(ddb, table, dynamostore.Options{Clock: clock})
+		reg := jobs.NewRegistry()
+		if err := examplekinds.Register(reg); err != nil {
+			t.Fatal(err)
+		}
+		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, Sealer: sealer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc, store, table
+	}
+	item := func(table, id string) map[string]types.AttributeValue {
+		out, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}}, ConsistentRead: aws.Bool(true)})
+		if err != nil || out.Item == nil {
+			t.Fatalf("get %s from %s: %v", id, table, err)
+		}
+		return out.Item
+	}
+
+	// HTTP.
+	httpSvc, _, httpTable := newService()
+	resp, _ := httpapi.New(httpSvc, nil).Enqueue(ctx, events.APIGatewayV2HTTPRequest{
+		Body:    `{"kind":"example.hash","payload":{"rounds":2,"text":"hello"}}`,
+		Headers: map[string]string{"content-type": "application/json", "idempotency-key": "same-input"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: alice}}},
+	})
+	if resp.StatusCode != 202 {
+		t.Fatalf("HTTP: %d %s", resp.StatusCode, resp.Body)
+	}
+	id := jobs.DerivedID("idempotency", alice, "same-input")
+
+	// Go, direct.
+	goSvc, _, goTable := newService()
+	if _, _, err := jobs.EnqueueValue(ctx, goSvc, alice, examplekinds.Hash, examplekinds.HashPayload{Text: "hello", Rounds: 2}, "same-input"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Go, in a transaction.
+	txSvc, txStore, txTable := newService()
+	rec, err := jobs.PrepareValue(txSvc, alice, examplekinds.Hash, examplekinds.HashPayload{Text: "hello", Rounds: 2}, "same-input")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put, err := txStore.TransactPut(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put}}); err != nil {
+		t.Fatal(err)
+	}
+
+	want := item(httpTable, id)
+	for path, table := range map[string]string{"EnqueueValue": goTable, "Prepare+TransactPut": txTable} {
+		if got := item(table, id); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s stored\n%v\nthe HTTP path stored\n%v", path, got, want)
+		}
+	}
+	if len(want) < 8 {
+		t.Fatalf("suspiciously small item: %v", want)
+	}
+
+	// A wrong Go type for the kind is refused before anything is stored.
+	if _, _, err := jobs.EnqueueValue(ctx, goSvc, alice, examplekinds.Hash, examplekinds.SleepPayload{MS: 1, Steps: 1}, ""); err == nil {
+		t.Fatal("a payload of another kind's type was accepted")
+	}
+}
