@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 GO          ?= go
-FUNCTIONS   := enqueue worker getjob sweeper
+FUNCTIONS   := enqueue worker getjob cancel sweeper
 BUILD_DIR   := build
 TOOLS_DIR   := _tools
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2

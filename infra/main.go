@@ -36,7 +36,7 @@ func build(app awscdk.App) error {
 	if v, ok := app.Node().TryGetContext(jsii.String("bootstraps")).(string); ok && v != "" {
 		bootstraps = v
 	}
-	for _, f := range []string{"enqueue", "getjob", "worker", "sweeper"} {
+	for _, f := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
 		if _, err := os.Stat(bootstraps + "/" + f + "/bootstrap"); err != nil {
 			return fmt.Errorf("%s/%s/bootstrap is missing: run `make build` first", bootstraps, f)
 		}

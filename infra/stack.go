@@ -173,6 +173,7 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 	}
 	enqueue := fn("enqueue", cfg.APIMemoryMB, cfg.APITimeout)
 	getjob := fn("getjob", cfg.APIMemoryMB, cfg.APITimeout)
+	cancelFn := fn("cancel", cfg.APIMemoryMB, cfg.APITimeout)
 	worker := fn("worker", cfg.WorkerMemoryMB, cfg.WorkerTimeout)
 	sweeper := fn("sweeper", cfg.APIMemoryMB, cfg.SweeperTimeout)
 
@@ -186,9 +187,12 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 	allow(enqueue, []string{"dynamodb:PutItem"}, table)
 	allow(enqueue, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
 	allow(getjob, []string{"dynamodb:GetItem"}, table)
+	allow(cancelFn, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
 	// The worker claims, publishes and finishes (UpdateItem), reads a job
 	// it may interrupt, and creates jobs from foreign messages (PutItem).
 	allow(worker, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, table)
+	// ...and sends retries and early deliveries back with a delay.
+	allow(worker, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
 	allow(sweeper, []string{"dynamodb:Query"}, index)
 	allow(sweeper, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
 	allow(sweeper, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
@@ -228,6 +232,11 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
 		Path: jsii.String("/v1/jobs/{id}"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
 		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("GetJob"), getjob, nil),
+		Authorizer:  authorizer,
+	})
+	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/v1/jobs/{id}/cancel"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("CancelJob"), cancelFn, nil),
 		Authorizer:  authorizer,
 	})
 	accessLogs := awslogs.NewLogGroup(stack, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{

@@ -43,7 +43,7 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	for _, f := range []string{"enqueue", "getjob", "worker", "sweeper"} {
+	for _, f := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
 		if err := os.MkdirAll(filepath.Join(dir, f), 0o755); err != nil {
 			return 0, err
 		}
@@ -157,13 +157,13 @@ func TestBothRoutesRequireAuthorization(t *testing.T) {
 			p := props(r)
 			got[p["RouteKey"].(string)], _ = p["AuthorizationType"].(string)
 		}
-		for _, key := range []string{"POST /v1/jobs", "GET /v1/jobs/{id}"} {
+		for _, key := range []string{"POST /v1/jobs", "GET /v1/jobs/{id}", "POST /v1/jobs/{id}/cancel"} {
 			if got[key] != want {
 				t.Errorf("%s: route %q authorization %q, want %s (routes %v)", name, key, got[key], want, got)
 			}
 		}
-		if len(got) != 2 {
-			t.Errorf("%s: %d routes, want exactly 2: %v", name, len(got), got)
+		if len(got) != 3 {
+			t.Errorf("%s: %d routes, want exactly 3: %v", name, len(got), got)
 		}
 	}
 }
@@ -202,7 +202,7 @@ func (s *synthesized) function(t *testing.T, name string) map[string]any {
 
 func TestFunctionsRunTheBootstrapsOnArm(t *testing.T) {
 	for name, s := range envs {
-		for _, fn := range []string{"enqueue", "getjob", "worker", "sweeper"} {
+		for _, fn := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
 			p := s.function(t, fn)
 			if p["Runtime"] != "provided.al2023" || jsonOf(p["Architectures"]) != `["arm64"]` || p["Handler"] != "bootstrap" {
 				t.Errorf("%s %s: runtime %v arch %v handler %v", name, fn, p["Runtime"], p["Architectures"], p["Handler"])
@@ -364,9 +364,10 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 		want := map[string]string{
 			"enqueue": "dynamodb:PutItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
 			"getjob":  "dynamodb:GetItem logs:CreateLogStream logs:PutLogEvents",
+			"cancel":  "dynamodb:GetItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents",
 			"sweeper": "dynamodb:GetItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
 			"worker": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
-				"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueUrl sqs:ReceiveMessage",
+				"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueUrl sqs:ReceiveMessage sqs:SendMessage",
 		}
 		for fn, actions := range want {
 			role := s.function(t, fn)["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)

@@ -32,6 +32,7 @@ Usage:
   ljob [flags] enqueue KIND [PAYLOAD]   enqueue a job (PAYLOAD is JSON, "-" or absent: read stdin)
   ljob [flags] get ID                   show a job
   ljob [flags] watch ID                 follow a job until it ends, with a progress bar
+  ljob [flags] cancel ID                cancel a job (a running one stops at its next check)
   ljob [flags] drop [FILE]              send a raw message (an S3 notification, an EventBridge
                                         event, an envelope...) to the queue, as another AWS service
                                         would, and print the ids of the jobs it becomes
@@ -40,7 +41,9 @@ Flags:
   -api URL       the API (env LJOB_API; default http://127.0.0.1:8080, the local stack)
   -caller NAME   local caller, sent as X-Local-Caller (env LJOB_CALLER)
   -key KEY       Idempotency-Key for enqueue
-  -wait          enqueue, then watch the job until it ends
+  -wait          enqueue (or cancel), then watch the job until it ends
+  -delay D       enqueue: run the job after D (such as 90s or 36h)
+  -at TIME       enqueue: run the job at TIME (RFC 3339)
   -json          print JSON only (one object per line when watching)
   -sigv4         sign requests with SigV4 (default credential chain); on by default for *.amazonaws.com
   -region R      region for SigV4 (default: from the API host or AWS_REGION)
@@ -63,6 +66,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	fs.StringVar(&c.caller, "caller", getenv("LJOB_CALLER"), "")
 	key := fs.String("key", "", "")
 	wait := fs.Bool("wait", false, "")
+	delay := fs.Duration("delay", 0, "")
+	at := fs.String("at", "", "")
 	fs.BoolVar(&c.jsonOut, "json", false, "")
 	sig := fs.Bool("sigv4", false, "")
 	fs.StringVar(&c.region, "region", getenv("AWS_REGION"), "")
@@ -105,11 +110,22 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 			}
 			payload = string(b)
 		}
-		return c.enqueue(ctx, rest[1], payload, *key, *wait)
+		var runAt *time.Time
+		if *at != "" {
+			t, err := time.Parse(time.RFC3339, *at)
+			if err != nil {
+				fmt.Fprintln(stderr, "ljob: -at wants an RFC 3339 time such as 2026-12-01T09:00:00Z")
+				return 1
+			}
+			runAt = &t
+		}
+		return c.enqueue(ctx, rest[1], payload, *key, *wait, *delay, runAt)
 	case cmd == "get" && len(rest) == 2:
 		return c.get(ctx, rest[1])
 	case cmd == "watch" && len(rest) == 2:
 		return c.watch(ctx, rest[1])
+	case cmd == "cancel" && len(rest) == 2:
+		return c.cancel(ctx, rest[1], *wait)
 	case cmd == "drop" && len(rest) <= 2:
 		var body []byte
 		if len(rest) == 2 && rest[1] != "-" {
@@ -155,13 +171,18 @@ type Job struct {
 	Result     json.RawMessage `json:"result"`
 	Error      *string         `json:"error"`
 	Attempt    int             `json:"attempt"`
+	RunAt      *time.Time      `json:"run_at,omitempty"`
+	LastError  *string         `json:"last_error,omitempty"`
+	Cancel     bool            `json:"cancel_requested,omitempty"`
 	CreatedAt  time.Time       `json:"created_at"`
 	UpdatedAt  time.Time       `json:"updated_at"`
 	StartedAt  *time.Time      `json:"started_at,omitempty"`
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 }
 
-func (j Job) final() bool { return j.Status == "succeeded" || j.Status == "failed" }
+func (j Job) final() bool {
+	return j.Status == "succeeded" || j.Status == "failed" || j.Status == "cancelled"
+}
 
 type problem struct {
 	Title  string `json:"title"`
@@ -234,12 +255,19 @@ func (c *client) fail(status int, body []byte) int {
 	return 1
 }
 
-func (c *client) enqueue(ctx context.Context, kind, payload, key string, wait bool) int {
+func (c *client) enqueue(ctx context.Context, kind, payload, key string, wait bool, delay time.Duration, runAt *time.Time) int {
 	if !json.Valid([]byte(payload)) {
 		fmt.Fprintln(c.stderr, "ljob: the payload is not valid JSON")
 		return 1
 	}
-	body, _ := json.Marshal(map[string]any{"kind": kind, "payload": json.RawMessage(payload)})
+	req := map[string]any{"kind": kind, "payload": json.RawMessage(payload)}
+	if delay > 0 {
+		req["delay"] = int64((delay + time.Second - 1) / time.Second)
+	}
+	if runAt != nil {
+		req["run_at"] = runAt.UTC().Format(time.RFC3339Nano)
+	}
+	body, _ := json.Marshal(req)
 	headers := map[string]string{"Content-Type": "application/json"}
 	if key != "" {
 		headers["Idempotency-Key"] = key
@@ -299,6 +327,15 @@ func (c *client) print(j Job, raw []byte) {
 		return
 	}
 	fmt.Fprintf(c.stdout, "id:       %s\nkind:     %s\nstatus:   %s\nattempt:  %d\ncreated:  %s\n", j.ID, j.Kind, j.Status, j.Attempt, j.CreatedAt.Format(time.RFC3339Nano))
+	if j.RunAt != nil {
+		fmt.Fprintf(c.stdout, "next run: %s (in %s)\n", j.RunAt.Format(time.RFC3339Nano), time.Until(*j.RunAt).Round(time.Second))
+	}
+	if j.LastError != nil {
+		fmt.Fprintf(c.stdout, "retrying: the last attempt failed with %s\n", *j.LastError)
+	}
+	if j.Cancel {
+		fmt.Fprintln(c.stdout, "cancel:   requested; the run is stopping")
+	}
 	if j.StartedAt != nil {
 		fmt.Fprintf(c.stdout, "started:  %s\n", j.StartedAt.Format(time.RFC3339Nano))
 	}
@@ -342,7 +379,7 @@ func (c *client) watch(ctx context.Context, id string) int {
 				}
 				c.print(j, raw)
 			}
-			if j.Status == "failed" {
+			if j.Status != "succeeded" {
 				return 2
 			}
 			return 0
@@ -354,6 +391,28 @@ func (c *client) watch(ctx context.Context, id string) int {
 		case <-time.After(c.interval):
 		}
 	}
+}
+
+func (c *client) cancel(ctx context.Context, id string, wait bool) int {
+	status, resp, _, err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/cancel", nil, nil)
+	if err != nil {
+		fmt.Fprintln(c.stderr, "ljob:", err)
+		return 1
+	}
+	if status != http.StatusOK && status != http.StatusAccepted {
+		return c.fail(status, resp)
+	}
+	var j Job
+	if err := json.Unmarshal(resp, &j); err != nil {
+		fmt.Fprintln(c.stderr, "ljob: unexpected answer:", err)
+		return 1
+	}
+	if wait && !j.final() {
+		c.watch(ctx, id)
+		return 0
+	}
+	c.print(j, resp)
+	return 0
 }
 
 // Progress renders a job's state as one line: a bar when its partial result
@@ -375,6 +434,12 @@ func Progress(j Job) string {
 		frac, label = pct/100, fmt.Sprintf("%g%%", pct)
 	}
 	head := fmt.Sprintf("%-9s %s", j.Status, j.ID)
+	if j.Attempt > 1 {
+		head += fmt.Sprintf(" (attempt %d)", j.Attempt)
+	}
+	if j.RunAt != nil && j.Status == "queued" {
+		head += " next run " + j.RunAt.Format(time.RFC3339)
+	}
 	switch {
 	case frac >= 0:
 		frac = min(max(frac, 0), 1)

@@ -54,6 +54,7 @@ func server(t *testing.T) string {
 	gw := &localstack.Gateway{
 		Enqueue: localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](api.Enqueue),
 		GetJob:  localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](get),
+		Cancel:  localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](api.CancelJob),
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
@@ -136,5 +137,21 @@ func TestProgress(t *testing.T) {
 		if !strings.Contains(got, tt.want) {
 			t.Errorf("Progress(%s) = %q, want it to contain %q", tt.result, got, tt.want)
 		}
+	}
+}
+
+func TestCancelAndDelay(t *testing.T) {
+	url := server(t)
+	code, out, errOut := runCLI(t, url, "-json", "-delay", "1h", "enqueue", "steps", `{"steps":2}`)
+	if code != 0 || !strings.Contains(out, `"run_at":"`) {
+		t.Fatalf("delayed enqueue: exit %d %s %s", code, out, errOut)
+	}
+	id := out[len(`{"id":"`):][:36]
+	code, out, errOut = runCLI(t, url, "cancel", id)
+	if code != 0 || !strings.Contains(out, "status:   cancelled") {
+		t.Fatalf("cancel: exit %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, url, "cancel", id); code != 1 || !strings.Contains(errOut, "409") {
+		t.Fatalf("cancel again: exit %d %s", code, errOut)
 	}
 }

@@ -75,7 +75,7 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	for _, fn := range []string{"enqueue", "getjob", "worker", "sweeper"} {
+	for _, fn := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
 		cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", filepath.Join(dir, fn, "bootstrap"), "./functions/"+fn)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
@@ -306,4 +306,57 @@ func scanTable(t *testing.T) string {
 		walk(&types.AttributeValueMemberM{Value: it})
 	}
 	return b.String()
+}
+
+func TestDelayAndCancel(t *testing.T) {
+	t.Parallel()
+	// A delayed job waits, then runs.
+	a := call(t, "POST", "/v1/jobs", "erin", "application/json", `{"kind":"example.hash","payload":{"text":"later","rounds":1},"delay":2}`)
+	if a.status != 202 || !strings.Contains(a.body, `"run_at":"`) {
+		t.Fatalf("delayed POST: %d %s", a.status, a.body)
+	}
+	var delayed jobs.View
+	_ = json.Unmarshal([]byte(a.body), &delayed)
+	if _, v := get(t, "erin", delayed.ID); v.Status != jobs.StatusQueued {
+		t.Fatalf("delayed job %s before its time", v.Status)
+	}
+	if got, _ := waitFinal(t, "erin", delayed.ID, 20*time.Second); got.Status != jobs.StatusSucceeded || got.FinishedAt.Sub(got.CreatedAt) < 2*time.Second {
+		t.Fatalf("delayed job %+v", got)
+	}
+
+	// A queued (delayed) job is cancelled at once.
+	a = call(t, "POST", "/v1/jobs", "erin", "application/json", `{"kind":"example.hash","payload":{"text":"never","rounds":1},"delay":60}`)
+	var later jobs.View
+	_ = json.Unmarshal([]byte(a.body), &later)
+	if c := call(t, "POST", "/v1/jobs/"+later.ID+"/cancel", "erin", "", ""); c.status != 200 || !strings.Contains(c.body, `"status":"cancelled"`) {
+		t.Fatalf("cancel queued: %d %s", c.status, c.body)
+	}
+	// Another caller cannot cancel; a finished job answers 409.
+	if c := call(t, "POST", "/v1/jobs/"+later.ID+"/cancel", "mallory", "", ""); c.status != 404 {
+		t.Fatalf("another caller's cancel: %d", c.status)
+	}
+	if c := call(t, "POST", "/v1/jobs/"+later.ID+"/cancel", "erin", "", ""); c.status != 409 || !strings.Contains(c.body, `"code":"already_finished"`) {
+		t.Fatalf("cancel finished: %d %s", c.status, c.body)
+	}
+
+	// A running job: 202, then it ends cancelled well before it would have finished.
+	r := enqueue(t, "erin", "example.sleep", `{"ms":4000,"steps":40}`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, v := get(t, "erin", r.ID); v.Status == jobs.StatusRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sleep job never ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := call(t, "POST", "/v1/jobs/"+r.ID+"/cancel", "erin", "", "")
+	if c.status != 202 || !strings.Contains(c.body, `"cancel_requested":true`) {
+		t.Fatalf("cancel running: %d %s", c.status, c.body)
+	}
+	got, _ := waitFinal(t, "erin", r.ID, 10*time.Second)
+	if got.Status != jobs.StatusCancelled || got.FinishedAt.Sub(*got.StartedAt) > 3*time.Second {
+		t.Fatalf("cancelled running job %+v", got)
+	}
 }

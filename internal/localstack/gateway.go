@@ -43,6 +43,7 @@ type Invoker interface {
 type Gateway struct {
 	Enqueue Invoker // POST /v1/jobs
 	GetJob  Invoker // GET /v1/jobs/{id}
+	Cancel  Invoker // POST /v1/jobs/{id}/cancel
 	Logger  *slog.Logger
 	Now     func() time.Time
 }
@@ -62,6 +63,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/v1/jobs" && r.Method == http.MethodPost:
 		fn, routeKey = g.Enqueue, "POST /v1/jobs"
+	case g.Cancel != nil && strings.HasPrefix(r.URL.Path, "/v1/jobs/") && strings.HasSuffix(r.URL.Path, "/cancel") && r.Method == http.MethodPost &&
+		!strings.Contains(strings.TrimSuffix(r.URL.Path[len("/v1/jobs/"):], "/cancel"), "/") && len(r.URL.Path) > len("/v1/jobs//cancel"):
+		fn, routeKey = g.Cancel, "POST /v1/jobs/{id}/cancel"
+		params = map[string]string{"id": strings.TrimSuffix(r.URL.Path[len("/v1/jobs/"):], "/cancel")}
 	case strings.HasPrefix(r.URL.Path, "/v1/jobs/") && r.Method == http.MethodGet && !strings.Contains(r.URL.Path[len("/v1/jobs/"):], "/") && len(r.URL.Path) > len("/v1/jobs/"):
 		fn, routeKey = g.GetJob, "GET /v1/jobs/{id}"
 		params = map[string]string{"id": r.URL.Path[len("/v1/jobs/"):]}

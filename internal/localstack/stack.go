@@ -33,7 +33,8 @@ type Config struct {
 	// Root is the repository root (holding _tools); found from the working
 	// directory when empty.
 	Root string
-	// Bootstraps is the folder holding <function>/bootstrap built for this
+	// Bootstraps is the folder holding <function>/bootstrap (enqueue, getjob,
+	// cancel, worker, sweeper) built for this
 	// machine (make build-local).
 	Bootstraps string
 	// RIE is the path of the aws-lambda-rie binary.
@@ -223,6 +224,10 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	cancelFn, err := start("cancel", "", cfg.APITimeout)
+	if err != nil {
+		return nil, err
+	}
 	for i := range cfg.WorkerInstances {
 		w, err := start("worker", strconv.Itoa(i+1), cfg.WorkerTimeout)
 		if err != nil {
@@ -241,7 +246,10 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	s.APIURL = "http://" + ln.Addr().String()
 	s.server = &http.Server{
-		Handler:           &Gateway{Enqueue: timeoutInvoker{enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{getjob, cfg.APITimeout}, Logger: cfg.Logger},
+		Handler: &Gateway{
+			Enqueue: timeoutInvoker{enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{getjob, cfg.APITimeout},
+			Cancel: timeoutInvoker{cancelFn, cfg.APITimeout}, Logger: cfg.Logger,
+		},
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -64,6 +64,7 @@ type KindOption func(*kindConfig) error
 
 type kindConfig struct {
 	codes map[string]bool
+	retry RetryPolicy
 }
 
 // WithFailureCodes declares the failure codes the kind's handler may return
@@ -85,6 +86,7 @@ type kindDef struct {
 	name    string
 	codes   map[string]bool
 	secrets []string // JSON names of payload fields tagged jobs:"secret"
+	retry   RetryPolicy
 	// payloadType is P, so routes can check what they deliver.
 	payloadType reflect.Type
 	validate    func(raw []byte) error
@@ -130,6 +132,7 @@ func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts
 		codes:       cfg.codes,
 		secrets:     secretFields[P](),
 		payloadType: reflect.TypeFor[P](),
+		retry:       cfg.retry,
 		validate: func(raw []byte) error {
 			_, err := DecodePayload[P](raw)
 			return err

@@ -34,6 +34,15 @@ type Record struct {
 	SweepAt time.Time
 	// Dispatches counts the extra sends of the job's message by the sweeper.
 	Dispatches int
+	// RunAt is when a queued job may run: set for a delayed job and for a
+	// retry waiting out its backoff; zero means now.
+	RunAt time.Time
+	// LastError is the failure code of the previous attempt of a job that
+	// is being retried.
+	LastError string
+	// CancelRequested is set when the owner cancelled the job while it ran:
+	// its run ends cancelled and no other outcome can be recorded.
+	CancelRequested bool
 
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
@@ -59,12 +68,21 @@ type View struct {
 	// after; null until one is published.
 	Result json.RawMessage `json:"result"`
 	// Error is the failure code of a failed job, null otherwise.
-	Error      *string    `json:"error"`
-	Attempt    int        `json:"attempt"`
-	CreatedAt  time.Time  `json:"created_at"`
-	UpdatedAt  time.Time  `json:"updated_at"`
-	StartedAt  *time.Time `json:"started_at,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Error   *string `json:"error"`
+	Attempt int     `json:"attempt"`
+	// RunAt is when a queued job runs next (a delayed job, or a retry after
+	// its backoff); absent when it can run now.
+	RunAt *time.Time `json:"run_at,omitempty"`
+	// LastError is the failure code of the previous attempt while a retry
+	// waits; absent otherwise.
+	LastError *string `json:"last_error,omitempty"`
+	// CancelRequested is true once the owner cancelled a running job, until
+	// it ends cancelled.
+	CancelRequested bool       `json:"cancel_requested,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
 }
 
 // View returns the public view of r.
@@ -89,6 +107,15 @@ func (r *Record) View() View {
 		t := r.StartedAt.UTC()
 		v.StartedAt = &t
 	}
+	if r.Status == StatusQueued && !r.RunAt.IsZero() {
+		t := r.RunAt.UTC()
+		v.RunAt = &t
+	}
+	if r.Status == StatusQueued && r.LastError != "" {
+		code := r.LastError
+		v.LastError = &code
+	}
+	v.CancelRequested = r.CancelRequested && r.Status == StatusRunning
 	if !r.FinishedAt.IsZero() {
 		t := r.FinishedAt.UTC()
 		v.FinishedAt = &t

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"time"
 )
 
 var (
@@ -26,6 +27,10 @@ type execution struct {
 	Cause    string
 	ErrTypes string
 	Stack    string
+	// Retryable is set when the handler marked its error with Retry;
+	// RetryDelay is the delay it asked for (0: the policy's backoff).
+	Retryable  bool
+	RetryDelay time.Duration
 }
 
 // execute runs the kind's handler for rec and maps what it returns to an
@@ -53,6 +58,18 @@ func (k *kindDef) execute(ctx context.Context, rec *Record, sealer Sealer, publi
 }
 
 func (k *kindDef) classify(ctx context.Context, err error) execution {
+	var re *RetryableError
+	if errors.As(err, &re) {
+		ex := k.classify(ctx, re.Err)
+		if ex.Code == CodeInternal && ex.Cause == "error" && re.Err == nil {
+			ex.Cause = "retry"
+		}
+		ex.Retryable, ex.RetryDelay = true, re.Delay
+		return ex
+	}
+	if err == nil {
+		return execution{Status: StatusFailed, Code: CodeInternal, Cause: "retry"}
+	}
 	switch {
 	case errors.Is(err, errPayload):
 		return execution{Status: StatusFailed, Code: CodeInvalidPayload, Cause: "payload"}

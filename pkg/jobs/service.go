@@ -36,8 +36,9 @@ type Service struct {
 	log   *slog.Logger
 	grace time.Duration
 	// sealer seals secret payload fields; hkey keys the request hash.
-	sealer Sealer
-	hkey   []byte
+	sealer    Sealer
+	hkey      []byte
+	retention time.Duration
 }
 
 // ServiceConfig configures a Service. Registry, Store and Queue are required.
@@ -51,6 +52,9 @@ type ServiceConfig struct {
 	DispatchGrace time.Duration
 	// Sealer seals secret payload fields; required when a kind has some.
 	Sealer Sealer
+	// Retention is how long a cancelled job stays readable
+	// (default DefaultRetention).
+	Retention time.Duration
 }
 
 // NewService returns a Service; it puts the registry to use.
@@ -65,7 +69,10 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if grace <= 0 {
 		grace = DefaultDispatchGrace
 	}
-	s := &Service{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger), grace: grace, sealer: cfg.Sealer}
+	s := &Service{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger), grace: grace, sealer: cfg.Sealer, retention: cfg.Retention}
+	if s.retention <= 0 {
+		s.retention = DefaultRetention
+	}
 	if hk, ok := cfg.Sealer.(interface{ hashKey() []byte }); ok {
 		s.hkey = hk.hashKey()
 	}
@@ -79,6 +86,11 @@ type EnqueueRequest struct {
 	Owner   string
 	Kind    string
 	Payload json.RawMessage
+	// RunAt delays the job: it runs at RunAt, not before (zero or past:
+	// now). Up to 15 minutes the queue holds it back; beyond, it waits in
+	// the sweep index and the sweeper sends it when it is due. At most
+	// MaxDelay away.
+	RunAt time.Time
 	// IdempotencyKey, when set, makes a retried request return the first job
 	// instead of enqueuing another: the job id is derived from the owner and
 	// the key. The same key with another kind or payload is refused with
@@ -88,6 +100,10 @@ type EnqueueRequest struct {
 
 // Errors of Enqueue and Get besides ErrUnknownKind and *PayloadError.
 var (
+	// ErrInvalidRunAt: a run time more than MaxDelay away.
+	ErrInvalidRunAt = errors.New("jobs: run time too far in the future")
+	// ErrAlreadyFinal: Cancel found the job already finished.
+	ErrAlreadyFinal = errors.New("jobs: job already finished")
 	// ErrIdempotencyConflict: the idempotency key was used before for a
 	// different request.
 	ErrIdempotencyConflict = errors.New("jobs: idempotency key reused with a different request")
@@ -156,6 +172,18 @@ func (s *Service) Prepare(req EnqueueRequest) (*Record, error) {
 		return nil, err
 	}
 	now := s.clock.Now().Truncate(time.Millisecond)
+	var runAt time.Time
+	sweepAt := now.Add(s.grace)
+	if req.RunAt.After(now) {
+		if req.RunAt.Sub(now) > MaxDelay {
+			return nil, fmt.Errorf("%w: at most %v ahead", ErrInvalidRunAt, MaxDelay)
+		}
+		runAt = req.RunAt.Truncate(time.Millisecond)
+		sweepAt = runAt // the sweeper sends it when due...
+		if runAt.Sub(now) <= MaxQueueDelay {
+			sweepAt = runAt.Add(s.grace) // ...unless the queue delays it
+		}
+	}
 	id := NewID()
 	if req.IdempotencyKey != "" {
 		id = DerivedID("idempotency", req.Owner, req.IdempotencyKey)
@@ -167,7 +195,7 @@ func (s *Service) Prepare(req EnqueueRequest) (*Record, error) {
 	return &Record{
 		ID: id, Kind: req.Kind, Owner: req.Owner, Status: StatusQueued,
 		Payload: stored, RequestHash: requestHash(s.hkey, req.Kind, canonical),
-		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(s.grace),
+		CreatedAt: now, UpdatedAt: now, SweepAt: sweepAt, RunAt: runAt,
 	}, nil
 }
 
@@ -175,7 +203,16 @@ func (s *Service) Prepare(req EnqueueRequest) (*Record, error) {
 // (see Prepare). It is the one call after the commit; if it fails, the
 // sweeper sends the job after the dispatch grace.
 func (s *Service) Dispatch(ctx context.Context, rec *Record) error {
-	if err := s.queue.Send(ctx, rec.ID); err != nil {
+	var err error
+	switch wait := rec.RunAt.Sub(s.clock.Now()); {
+	case rec.RunAt.IsZero() || wait <= 0:
+		err = s.queue.Send(ctx, rec.ID)
+	case wait <= MaxQueueDelay:
+		err = s.queue.SendDelayed(ctx, rec.ID, wait)
+	default:
+		return nil // it waits in the sweep index; the sweeper sends it when due
+	}
+	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "job stored but not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
 			slog.Time("sweep_at", rec.SweepAt), slog.String("err_types", ErrorTypes(err)))
@@ -222,6 +259,45 @@ func encodeValue[P any](reg *Registry, kind string, payload P) ([]byte, error) {
 // job is stored, and the sweeper re-sends it after the dispatch grace.
 func (s *Service) dispatch(ctx context.Context, rec *Record) {
 	_ = s.Dispatch(ctx, rec)
+}
+
+// MaxDelay is the furthest ahead a job can be scheduled.
+const MaxDelay = 365 * 24 * time.Hour
+
+// Cancel cancels the owner's job. A queued job (delayed or waiting for a
+// retry included) is cancelled at once. A running job is marked: its
+// handler's context is cancelled when the worker notices (at its next
+// Publish, or within the worker's CancelCheck), and the run ends cancelled;
+// no other outcome can be recorded after Cancel returns. A finished job
+// gives ErrAlreadyFinal; another owner's or an unknown job, ErrNotFound.
+func (s *Service) Cancel(ctx context.Context, owner, id string) (*Record, error) {
+	for range 3 { // the job may move between our read and our write
+		rec, err := s.Get(ctx, owner, id)
+		if err != nil {
+			return nil, err
+		}
+		now := s.clock.Now().Truncate(time.Millisecond)
+		switch rec.Status {
+		case StatusQueued:
+			err = s.store.CancelQueued(ctx, id, now, now.Add(s.retention))
+		case StatusRunning:
+			if rec.CancelRequested {
+				return rec, nil
+			}
+			err = s.store.RequestCancel(ctx, id, now)
+		default:
+			return rec, ErrAlreadyFinal
+		}
+		switch {
+		case err == nil:
+			return s.Get(ctx, owner, id)
+		case errors.Is(err, ErrNotQueued), errors.Is(err, ErrNotRunning):
+			continue
+		default:
+			return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+		}
+	}
+	return nil, fmt.Errorf("%w: the job kept changing", ErrUnavailable)
 }
 
 // Get returns the job with the given id if owner owns it. Another owner's

@@ -24,22 +24,39 @@ type Store interface {
 	// Get returns the job with the given id, or ErrNotFound.
 	Get(ctx context.Context, id string) (*Record, error)
 
-	// Claim moves a queued job to running, stamping c's token and lease and
+	// Claim moves a queued job whose run time has come (no RunAt, or RunAt
+	// at or before c.At) to running, stamping c's token and lease and
 	// counting an attempt, and returns the job as claimed. If the job is not
-	// queued it returns a *ConflictError matching ErrNotQueued with the job
-	// as it is; if there is no such job, ErrNotFound.
+	// queued or not due it returns a *ConflictError matching ErrNotQueued
+	// with the job as it is; if there is no such job, ErrNotFound.
 	Claim(ctx context.Context, id string, c Claim) (*Record, error)
 
 	// Publish replaces the job's result with a partial result, provided the
-	// job is running under token; otherwise it returns a *ConflictError
-	// matching ErrLostClaim.
+	// job is running under token and no cancel was requested; otherwise it
+	// returns a *ConflictError matching ErrCancelRequested or ErrLostClaim.
 	Publish(ctx context.Context, id, token string, result []byte, at time.Time) error
 
 	// Finish records the outcome of the run named by token: the job must be
 	// running under that token (and, when o.LeaseExpiredBy is set, its lease
 	// must have ended by then), otherwise it returns a *ConflictError
-	// matching ErrLostClaim. It clears the claim and the sweep schedule.
+	// matching ErrLostClaim. Once a cancel was requested, only a cancelled
+	// outcome lands; any other returns a *ConflictError matching
+	// ErrCancelRequested. It clears the claim and the sweep schedule.
 	Finish(ctx context.Context, id, token string, o Outcome) error
+
+	// Requeue ends the run named by token with a retry: the job goes back to
+	// queued, to run at r.RunAt, with r.LastError as the failed attempt's
+	// code. Conditions and errors are those of Finish.
+	Requeue(ctx context.Context, id, token string, r Requeue) error
+
+	// CancelQueued moves a queued job to cancelled (a *ConflictError
+	// matching ErrNotQueued otherwise).
+	CancelQueued(ctx context.Context, id string, at, expiresAt time.Time) error
+
+	// RequestCancel marks a running job's run as cancelled: its handler's
+	// context is cancelled when the worker notices, and the run can only end
+	// cancelled (a *ConflictError matching ErrNotRunning otherwise).
+	RequestCancel(ctx context.Context, id string, at time.Time) error
 
 	// Due returns the ids of up to limit jobs whose sweep time is at or
 	// before now: jobs still queued or running that the sweeper must look
@@ -75,6 +92,17 @@ type Outcome struct {
 	LeaseExpiredBy time.Time
 }
 
+// Requeue is the write that sends a failed run back to the queue.
+type Requeue struct {
+	At        time.Time
+	RunAt     time.Time
+	SweepAt   time.Time
+	LastError string
+	// LeaseExpiredBy, when set, makes the write also conditional on the
+	// lease having ended by then (a retry of an interrupted run).
+	LeaseExpiredBy time.Time
+}
+
 // Expect is the state a Reschedule is conditional on.
 type Expect struct {
 	Status Status
@@ -91,13 +119,18 @@ var (
 	ErrNotQueued = errors.New("jobs: job is not queued")
 	// ErrLostClaim: the job is no longer running under this claim.
 	ErrLostClaim = errors.New("jobs: claim lost")
+	// ErrCancelRequested: the job's owner cancelled this run; it can only
+	// end cancelled.
+	ErrCancelRequested = errors.New("jobs: cancel requested")
+	// ErrNotRunning: RequestCancel found the job not running.
+	ErrNotRunning = errors.New("jobs: job is not running")
 )
 
 // ConflictError is returned when a conditional write finds the job in
 // another state. Current is the job as the store found it (nil if the store
 // could not say).
 type ConflictError struct {
-	Err     error // ErrExists, ErrNotQueued or ErrLostClaim
+	Err     error // ErrExists, ErrNotQueued, ErrLostClaim, ErrCancelRequested or ErrNotRunning
 	Current *Record
 }
 

@@ -25,6 +25,7 @@ type Sweeper struct {
 	retention time.Duration
 	limit     int
 	reserve   time.Duration
+	reg       *Registry
 }
 
 // SweeperConfig configures a Sweeper. Store and Queue are required.
@@ -44,6 +45,9 @@ type SweeperConfig struct {
 	// Reserve is how long before its deadline a sweep stops starting work
 	// (default 5s); what is left is picked up by the next sweep.
 	Reserve time.Duration
+	// Registry, when set, gives the kinds' retry policies: an interrupted
+	// run of a kind with attempts left is retried rather than failed.
+	Registry *Registry
 }
 
 // NewSweeper returns a Sweeper.
@@ -52,7 +56,7 @@ func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
 		return nil, errors.New("jobs: NewSweeper needs a Store and a Queue")
 	}
 	s := &Sweeper{store: cfg.Store, queue: cfg.Queue, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger),
-		grace: cfg.DispatchGrace, retention: cfg.Retention, limit: cfg.PageSize, reserve: cfg.Reserve}
+		grace: cfg.DispatchGrace, retention: cfg.Retention, limit: cfg.PageSize, reserve: cfg.Reserve, reg: cfg.Registry}
 	if s.grace <= 0 {
 		s.grace = DefaultDispatchGrace
 	}
@@ -73,6 +77,8 @@ type SweepReport struct {
 	Due         int  `json:"due"`         // jobs read from the index
 	Interrupted int  `json:"interrupted"` // running jobs failed as interrupted
 	Resent      int  `json:"resent"`      // queued jobs whose reference was sent again
+	Retried     int  `json:"retried"`     // interrupted runs sent back for another attempt
+	Cancelled   int  `json:"cancelled"`   // abandoned runs whose owner had cancelled them
 	Deferred    int  `json:"deferred"`    // running jobs whose lease had not ended: looked at again after it
 	Skipped     int  `json:"skipped"`     // settled meanwhile by someone else
 	Errors      int  `json:"errors"`      // left for the next sweep
@@ -116,6 +122,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "sweep done",
 		slog.Int("due", rep.Due), slog.Int("interrupted", rep.Interrupted), slog.Int("resent", rep.Resent),
+		slog.Int("retried", rep.Retried), slog.Int("cancelled", rep.Cancelled),
 		slog.Int("deferred", rep.Deferred), slog.Int("skipped", rep.Skipped), slog.Int("errors", rep.Errors),
 		slog.Bool("complete", rep.Complete))
 	return rep, nil
@@ -146,6 +153,10 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 			}
 			switch rec.Status {
 			case StatusQueued:
+				if rec.RunAt.After(now) {
+					s.sweepDelayed(ctx, now, rec, rep, count)
+					return
+				}
 				count(func() { resend = append(resend, rec) })
 			case StatusRunning:
 				s.sweepRunning(ctx, now, rec, rep, count)
@@ -179,6 +190,31 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 	}
 }
 
+// sweepDelayed handles a queued job that runs later: within SQS's delay
+// limit it is sent with the remaining delay; beyond, its sweep time moves to
+// its run time.
+func (s *Sweeper) sweepDelayed(ctx context.Context, now time.Time, rec *Record, rep *SweepReport, count func(func())) {
+	wait := rec.RunAt.Sub(now)
+	next := rec.RunAt
+	if wait <= MaxQueueDelay {
+		if err := s.queue.SendDelayed(ctx, rec.ID, wait); err != nil {
+			count(func() { rep.Errors++ })
+			return
+		}
+		next = rec.RunAt.Add(s.grace)
+	}
+	switch err := s.store.Reschedule(ctx, rec.ID, Expect{Status: StatusQueued}, next); {
+	case err == nil && wait <= MaxQueueDelay:
+		count(func() { rep.Resent++ })
+	case err == nil:
+		count(func() { rep.Deferred++ })
+	case isConflict(err):
+		count(func() { rep.Skipped++ })
+	default:
+		count(func() { rep.Errors++ })
+	}
+}
+
 func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *Record, rep *SweepReport, count func(func())) {
 	if rec.LeaseUntil.After(now) {
 		// Still within its lease: look again just after it ends.
@@ -193,10 +229,22 @@ func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *Record, 
 		}
 		return
 	}
-	err := s.store.Finish(ctx, rec.ID, rec.ClaimToken, Outcome{
-		Status: StatusFailed, Code: CodeInterrupted, At: now, ExpiresAt: now.Add(s.retention), LeaseExpiredBy: now,
-	})
+	if s.reg != nil && !rec.CancelRequested {
+		if k, ok := s.reg.lookup(rec.Kind); ok && shouldRetry(k.retry, execution{Status: StatusFailed, Code: CodeInterrupted}, rec.Attempt) {
+			s.retryInterrupted(ctx, now, k, rec, rep, count)
+			return
+		}
+	}
+	out := Outcome{Status: StatusFailed, Code: CodeInterrupted, At: now, ExpiresAt: now.Add(s.retention), LeaseExpiredBy: now}
+	if rec.CancelRequested {
+		out.Status, out.Code = StatusCancelled, ""
+	}
+	err := s.store.Finish(ctx, rec.ID, rec.ClaimToken, out)
 	switch {
+	case err == nil && out.Status == StatusCancelled:
+		count(func() { rep.Cancelled++ })
+		s.log.LogAttrs(ctx, slog.LevelWarn, "job finished", slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
+			slog.Int("attempt", rec.Attempt), slog.String("status", string(StatusCancelled)), slog.String("cause", "lease_expired"))
 	case err == nil:
 		count(func() { rep.Interrupted++ })
 		s.log.LogAttrs(ctx, slog.LevelWarn, "job finished", slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
@@ -208,6 +256,31 @@ func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *Record, 
 	}
 }
 
+// retryInterrupted sends an interrupted run back to the queue, as the
+// worker would have had it failed with a retryable error.
+func (s *Sweeper) retryInterrupted(ctx context.Context, now time.Time, k *kindDef, rec *Record, rep *SweepReport, count func(func())) {
+	delay := k.retry.backoff(rec.Attempt)
+	runAt := now.Add(delay).Truncate(time.Millisecond)
+	sweepAt := runAt
+	if delay <= MaxQueueDelay {
+		sweepAt = runAt.Add(s.grace)
+	}
+	err := s.store.Requeue(ctx, rec.ID, rec.ClaimToken, Requeue{At: now, RunAt: runAt, SweepAt: sweepAt, LastError: CodeInterrupted, LeaseExpiredBy: now})
+	switch {
+	case err == nil:
+		if delay <= MaxQueueDelay {
+			_ = s.queue.SendDelayed(ctx, rec.ID, delay) // if lost, the next sweep after sweepAt sends it
+		}
+		count(func() { rep.Retried++ })
+		s.log.LogAttrs(ctx, slog.LevelWarn, "job will retry", slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
+			slog.Int("attempt", rec.Attempt), slog.String("code", CodeInterrupted), slog.Time("run_at", runAt))
+	case isConflict(err):
+		count(func() { rep.Skipped++ })
+	default:
+		count(func() { rep.Errors++ })
+	}
+}
+
 func isConflict(err error) bool {
-	return errors.Is(err, ErrLostClaim) || errors.Is(err, ErrNotQueued) || errors.Is(err, ErrNotFound)
+	return errors.Is(err, ErrLostClaim) || errors.Is(err, ErrNotQueued) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrCancelRequested)
 }

@@ -25,6 +25,8 @@ type Worker struct {
 	hkey        []byte
 	routes      *Routes
 	grace       time.Duration
+	queue       Queue
+	cancelCheck time.Duration
 }
 
 // WorkerConfig configures a Worker. Registry and Store are required.
@@ -46,8 +48,15 @@ type WorkerConfig struct {
 	// Routes turn messages from other AWS services into jobs (see Routes).
 	Routes *Routes
 	// DispatchGrace is the sweep delay of jobs made from foreign messages
-	// (default DefaultDispatchGrace); use the service's value.
+	// and retries (default DefaultDispatchGrace); use the service's value.
 	DispatchGrace time.Duration
+	// Queue sends retries and early deliveries back with a delay. Without
+	// it they wait for the sweeper.
+	Queue Queue
+	// CancelCheck is how often a running job is checked for a cancel
+	// request while its handler works (default 5s; negative: only at
+	// Publish). Each check is one read.
+	CancelCheck time.Duration
 }
 
 // NewWorker returns a Worker; it puts the registry to use.
@@ -82,7 +91,10 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w := &Worker{
 		reg: cfg.Registry, store: cfg.Store, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger),
 		concurrency: cfg.Concurrency, deadlines: cfg.Deadlines, retention: cfg.Retention, sealer: cfg.Sealer,
-		routes: cfg.Routes, grace: cfg.DispatchGrace,
+		routes: cfg.Routes, grace: cfg.DispatchGrace, queue: cfg.Queue, cancelCheck: cfg.CancelCheck,
+	}
+	if w.cancelCheck == 0 {
+		w.cancelCheck = 5 * time.Second
 	}
 	if hk, ok := cfg.Sealer.(interface{ hashKey() []byte }); ok {
 		w.hkey = hk.hashKey()
@@ -207,15 +219,31 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 	} else {
 		ex = w.execute(ctx, inv, k, rec, token)
 	}
-
 	wctx, cancel := inv.finalWriteContext(ctx)
 	defer cancel()
+	if ok && ex.Status == StatusFailed && shouldRetry(k.retry, ex, rec.Attempt) {
+		return w.retry(wctx, log, k, rec, token, ex, time.Time{})
+	}
+	return w.finish(wctx, log, rec, token, ex, now)
+}
+
+// finish writes a run's final outcome and reports whether the message
+// must come back. A run whose cancel was requested ends cancelled.
+func (w *Worker) finish(ctx context.Context, log *slog.Logger, rec *Record, token string, ex execution, started time.Time) bool {
 	end := w.clock.Now()
 	out := Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: end, ExpiresAt: end.Add(w.retention)}
-	err = w.store.Finish(wctx, rec.ID, token, out)
+	if ex.Status == StatusCancelled {
+		out.Result, out.Code = nil, ""
+	}
+	err := w.store.Finish(ctx, rec.ID, token, out)
+	if errors.Is(err, ErrCancelRequested) {
+		// Cancelled while it ran, unnoticed: no other outcome may land.
+		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
+		err = w.store.Finish(ctx, rec.ID, token, Outcome{Status: StatusCancelled, At: end, ExpiresAt: end.Add(w.retention)})
+	}
 	switch {
 	case err == nil:
-		attrs := []slog.Attr{slog.String("status", string(ex.Status)), slog.Int64("duration_ms", end.Sub(now).Milliseconds())}
+		attrs := []slog.Attr{slog.String("status", string(ex.Status)), slog.Int64("duration_ms", end.Sub(started).Milliseconds())}
 		level := slog.LevelInfo
 		if ex.Status == StatusFailed {
 			level = slog.LevelWarn
@@ -229,7 +257,7 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 		}
 		log.LogAttrs(ctx, level, "job finished", attrs...)
 		return false
-	case errors.Is(err, ErrLostClaim):
+	case errors.Is(err, ErrLostClaim), errors.Is(err, ErrNotFound):
 		// Someone else settled this run (a sweeper after the lease): the
 		// stored outcome stands.
 		log.LogAttrs(ctx, slog.LevelWarn, "job was settled by someone else before its final write", slog.String("outcome_dropped", string(ex.Status)))
@@ -243,26 +271,110 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 	}
 }
 
+// shouldRetry reports whether a failed run gets another attempt.
+func shouldRetry(p RetryPolicy, ex execution, attempt int) bool {
+	if p.MaxAttempts <= 1 || attempt >= p.MaxAttempts {
+		return false
+	}
+	switch {
+	case ex.Retryable:
+		return true
+	case ex.Code == CodeTimedOut || ex.Code == CodeInterrupted:
+		return true
+	case p.RetryErrors && ex.Code == CodeInternal && (ex.Cause == "error" || ex.Cause == "panic"):
+		return true
+	}
+	return false
+}
+
+// retry sends a failed run back to the queue: run_at after the backoff, the
+// message delayed by SQS up to 15 minutes, and beyond that left to the
+// sweeper. leaseBy is set when retrying an interrupted run.
+func (w *Worker) retry(ctx context.Context, log *slog.Logger, k *kindDef, rec *Record, token string, ex execution, leaseBy time.Time) bool {
+	now := w.clock.Now()
+	delay := ex.RetryDelay
+	if delay <= 0 {
+		delay = k.retry.backoff(rec.Attempt)
+	}
+	runAt := now.Add(delay).Truncate(time.Millisecond)
+	sweepAt := runAt
+	viaQueue := w.queue != nil && delay <= MaxQueueDelay
+	if viaQueue {
+		sweepAt = runAt.Add(w.grace)
+	}
+	err := w.store.Requeue(ctx, rec.ID, token, Requeue{At: now, RunAt: runAt, SweepAt: sweepAt, LastError: ex.Code, LeaseExpiredBy: leaseBy})
+	switch {
+	case errors.Is(err, ErrCancelRequested):
+		return w.finish(ctx, log, rec, token, execution{Status: StatusCancelled, Cause: "cancelled"}, now)
+	case errors.Is(err, ErrLostClaim), errors.Is(err, ErrNotFound):
+		return false
+	case err != nil:
+		log.LogAttrs(ctx, slog.LevelError, "retry write failed; the message will come back", slog.String("err_types", ErrorTypes(err)))
+		return true
+	}
+	if viaQueue {
+		if err := w.queue.SendDelayed(ctx, rec.ID, delay); err != nil {
+			log.LogAttrs(ctx, slog.LevelWarn, "retry not sent; the sweeper will send it", slog.String("err_types", ErrorTypes(err)))
+		}
+	}
+	log.LogAttrs(ctx, slog.LevelWarn, "job will retry", slog.String("code", ex.Code), slog.String("cause", ex.Cause),
+		slog.Int("max_attempts", k.retry.MaxAttempts), slog.Time("run_at", runAt))
+	return false
+}
+
 // execute runs the handler with a context that ends at the invocation's
-// handler deadline, and abandons it there if it does not return.
+// handler deadline, and abandons it there if it does not return. A cancel
+// requested by the job's owner, noticed at a Publish or by a check every
+// CancelCheck, cancels the handler's context and ends the run cancelled
+// at once, whether or not the handler returns.
 func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *Record, token string) execution {
 	hctx, cancel := context.WithDeadline(ctx, inv.handler)
 	defer cancel()
+	noticed := make(chan struct{})
+	notice := sync.OnceFunc(func() { close(noticed); cancel() })
 	publish := func(pctx context.Context, body []byte) error {
-		return w.store.Publish(pctx, rec.ID, token, body, w.clock.Now())
+		err := w.store.Publish(pctx, rec.ID, token, body, w.clock.Now())
+		if errors.Is(err, ErrCancelRequested) {
+			notice()
+			return ErrCancelled
+		}
+		return err
 	}
 	done := make(chan execution, 1)
 	go func() { done <- k.execute(hctx, rec, w.sealer, publish) }()
-	select {
-	case ex := <-done:
-		return ex
-	case <-hctx.Done():
+	var tick <-chan time.Time
+	if w.cancelCheck > 0 {
+		t := time.NewTicker(w.cancelCheck)
+		defer t.Stop()
+		tick = t.C
+	}
+	cancelled := execution{Status: StatusCancelled, Cause: "cancelled"}
+	for {
 		select {
-		case ex := <-done: // it returned just as the deadline hit
-			return ex
-		default:
+		case ex := <-done:
+			select {
+			case <-noticed:
+				return cancelled
+			default:
+				return ex
+			}
+		case <-noticed:
+			return cancelled
+		case <-tick:
+			// The light check: is a cancel requested?
+			if cur, err := w.store.Get(hctx, rec.ID); err == nil && cur.CancelRequested && cur.ClaimToken == token {
+				notice()
+			}
+		case <-hctx.Done():
+			select {
+			case ex := <-done: // it returned just as the deadline hit
+				return ex
+			case <-noticed:
+				return cancelled
+			default:
+			}
+			return execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "abandoned"}
 		}
-		return execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "abandoned"}
 	}
 }
 
@@ -284,6 +396,16 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 		case cur.Status.Final():
 			log.LogAttrs(ctx, slog.LevelInfo, "duplicate delivery of a finished job", slog.String("status", string(cur.Status)))
 			return false
+		case cur.Status == StatusQueued && cur.RunAt.After(now):
+			// Delivered before its run time (a retry or a delayed job): send
+			// it again for then; beyond 15 minutes the sweeper does.
+			if wait := cur.RunAt.Sub(now); w.queue != nil && wait <= MaxQueueDelay {
+				if err := w.queue.SendDelayed(ctx, cur.ID, wait); err != nil {
+					return true
+				}
+			}
+			log.LogAttrs(ctx, slog.LevelInfo, "early delivery of a job that runs later", slog.Time("run_at", cur.RunAt))
+			return false
 		case cur.Status == StatusRunning && !cur.LeaseUntil.After(now):
 			// Its worker died or lost its final write: settle it now.
 			return w.interrupt(ctx, inv, cur, now)
@@ -297,21 +419,33 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 	}
 }
 
-// interrupt fails a running job whose lease has ended, conditional on its
+// interrupt settles a running job whose lease has ended, conditional on its
 // claim token and lease, so a late worker or a sweeper racing it cannot
-// produce a second outcome.
+// produce a second outcome: cancelled if its owner cancelled it, a retry if
+// its kind's policy allows one, else failed as interrupted.
 func (w *Worker) interrupt(ctx context.Context, inv invocation, cur *Record, now time.Time) bool {
 	wctx, cancel := inv.finalWriteContext(ctx)
 	defer cancel()
-	err := w.store.Finish(wctx, cur.ID, cur.ClaimToken, Outcome{
-		Status: StatusFailed, Code: CodeInterrupted, At: now, ExpiresAt: now.Add(w.retention), LeaseExpiredBy: now,
-	})
 	log := w.log.With(slog.String("job_id", cur.ID), slog.String("kind", cur.Kind), slog.Int("attempt", cur.Attempt))
+	ex := execution{Status: StatusFailed, Code: CodeInterrupted, Cause: "lease_expired"}
+	if k, ok := w.reg.lookup(cur.Kind); ok && !cur.CancelRequested && shouldRetry(k.retry, ex, cur.Attempt) {
+		return w.retry(wctx, log, k, cur, cur.ClaimToken, ex, now)
+	}
+	if cur.CancelRequested {
+		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
+	}
+	err := w.store.Finish(wctx, cur.ID, cur.ClaimToken, Outcome{
+		Status: ex.Status, Code: ex.Code, At: now, ExpiresAt: now.Add(w.retention), LeaseExpiredBy: now,
+	})
 	switch {
 	case err == nil:
-		log.LogAttrs(ctx, slog.LevelWarn, "job finished", slog.String("status", string(StatusFailed)), slog.String("code", CodeInterrupted), slog.String("cause", "lease_expired"))
+		attrs := []slog.Attr{slog.String("status", string(ex.Status)), slog.String("cause", ex.Cause)}
+		if ex.Code != "" {
+			attrs = append(attrs, slog.String("code", ex.Code))
+		}
+		log.LogAttrs(ctx, slog.LevelWarn, "job finished", attrs...)
 		return false
-	case errors.Is(err, ErrLostClaim), errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrLostClaim), errors.Is(err, ErrNotFound), errors.Is(err, ErrCancelRequested):
 		return false
 	default:
 		log.LogAttrs(ctx, slog.LevelError, "could not record interruption; the message will come back", slog.String("err_types", ErrorTypes(err)))

@@ -144,3 +144,74 @@ func TestWriteUnitsPerTransactionalEnqueue(t *testing.T) {
 		t.Errorf("%g write units, want 4 (2 x the plain create)", tbl+idx)
 	}
 }
+
+// TestWriteUnitsPerRetryAndCancel measures the write units a retry (the
+// requeue, then the next claim) and each kind of cancel add to a small job.
+func TestWriteUnitsPerRetryAndCancel(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	newJob := func(log *capacityLog) (*dynamostore.Store, *jobs.Record) {
+		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+		rec := &jobs.Record{ID: jobs.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
+			CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
+		if err := store.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		return store, rec
+	}
+	total := func(log *capacityLog, ops ...string) float64 {
+		var sum float64
+		for _, op := range ops {
+			sum += log.table[op] + log.index[op]
+		}
+		return sum
+	}
+
+	retry := &capacityLog{}
+	store, rec := newJob(retry)
+	if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	retry.table, retry.index = map[string]float64{}, map[string]float64{} // count from the failed run's end
+	if err := store.Requeue(ctx, rec.ID, "a", jobs.Requeue{At: now, RunAt: now, SweepAt: now.Add(4 * time.Minute), LastError: "internal_error"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: "b", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+
+	queued := &capacityLog{}
+	store, rec = newJob(queued)
+	if err := store.CancelQueued(ctx, rec.ID, now, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	running := &capacityLog{}
+	store, rec = newJob(running)
+	if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.RequestCancel(ctx, rec.ID, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Finish(ctx, rec.ID, "a", jobs.Outcome{Status: jobs.StatusCancelled, At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	figures := map[string]float64{
+		"retry (requeue + next claim)":            total(retry, "requeue", "claim"),
+		"cancel a queued job (instead of running)": total(queued, "cancel"),
+		"cancel a running job (mark + final write)": total(running, "request_cancel", "finish"),
+	}
+	want := map[string]float64{
+		"retry (requeue + next claim)":            4, // requeue 1 + index key moved 2, claim 1
+		"cancel a queued job (instead of running)": 2, // 1 + index entry removed 1
+		"cancel a running job (mark + final write)": 3, // mark 1, final write 1 + index 1
+	}
+	for name, got := range figures {
+		t.Logf("%s: %g write units", name, got)
+		if got != want[name] {
+			t.Errorf("%s: %g write units, want %g", name, got, want[name])
+		}
+	}
+}

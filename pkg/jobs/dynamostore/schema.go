@@ -60,6 +60,9 @@ const (
 	attrUpdated    = "updated_ms"
 	attrStarted    = "started_ms"
 	attrFinished   = "finished_ms"
+	attrRunAt      = "run_at_ms"
+	attrLastError  = "last_error"
+	attrCancel     = "cancel_requested"
 )
 
 // CreateTableInput returns the table definition for CreateTable: on-demand

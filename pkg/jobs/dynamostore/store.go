@@ -76,6 +76,9 @@ type item struct {
 	Started    int64   `dynamodbav:"started_ms,omitempty"`
 	Finished   int64   `dynamodbav:"finished_ms,omitempty"`
 	Expires    int64   `dynamodbav:"expires,omitempty"`
+	RunAt      int64   `dynamodbav:"run_at_ms,omitempty"`
+	LastError  string  `dynamodbav:"last_error,omitempty"`
+	Cancel     bool    `dynamodbav:"cancel_requested,omitempty"`
 }
 
 func ms(t time.Time) int64 {
@@ -106,6 +109,7 @@ func toItem(r *jobs.Record) item {
 		Token: r.ClaimToken, Lease: ms(r.LeaseUntil), ReqHash: r.RequestHash,
 		SweepAt: ms(r.SweepAt), Dispatches: r.Dispatches,
 		Created: ms(r.CreatedAt), Updated: ms(r.UpdatedAt), Started: ms(r.StartedAt), Finished: ms(r.FinishedAt),
+		RunAt: ms(r.RunAt), LastError: r.LastError, Cancel: r.CancelRequested,
 	}
 	if r.Result != nil {
 		s := string(r.Result)
@@ -132,6 +136,7 @@ func fromItem(av map[string]types.AttributeValue) (*jobs.Record, error) {
 		SweepAt: fromMS(it.SweepAt), Dispatches: it.Dispatches,
 		CreatedAt: fromMS(it.Created), UpdatedAt: fromMS(it.Updated),
 		StartedAt: fromMS(it.Started), FinishedAt: fromMS(it.Finished),
+		RunAt: fromMS(it.RunAt), LastError: it.LastError, CancelRequested: it.Cancel,
 	}
 	if it.Result != nil {
 		r.Result = []byte(*it.Result)
@@ -170,6 +175,12 @@ func conditionFailed(err error) (map[string]types.AttributeValue, bool) {
 }
 
 func (s *Store) conflict(sentinel error, old map[string]types.AttributeValue) error {
+	return s.conflictFor(sentinel, "", old)
+}
+
+// conflictFor is conflict for a write by the run named token: a run whose
+// cancel was requested gets ErrCancelRequested.
+func (s *Store) conflictFor(sentinel error, token string, old map[string]types.AttributeValue) error {
 	if len(old) == 0 {
 		if sentinel == jobs.ErrExists {
 			return &jobs.ConflictError{Err: sentinel}
@@ -182,6 +193,9 @@ func (s *Store) conflict(sentinel error, old map[string]types.AttributeValue) er
 	}
 	if cur.Expired(s.clock.Now()) && sentinel != jobs.ErrExists {
 		return jobs.ErrNotFound
+	}
+	if token != "" && cur.Status == jobs.StatusRunning && cur.ClaimToken == token && cur.CancelRequested {
+		sentinel = jobs.ErrCancelRequested
 	}
 	return &jobs.ConflictError{Err: sentinel, Current: cur}
 }
@@ -291,6 +305,10 @@ func (s *Store) Get(ctx context.Context, id string) (*jobs.Record, error) {
 
 // update runs one conditional UpdateItem and returns the new item.
 func (s *Store) update(ctx context.Context, op, id string, upd expression.UpdateBuilder, cond expression.ConditionBuilder, sentinel error) (map[string]types.AttributeValue, error) {
+	return s.updateFor(ctx, op, id, "", upd, cond, sentinel)
+}
+
+func (s *Store) updateFor(ctx context.Context, op, id, token string, upd expression.UpdateBuilder, cond expression.ConditionBuilder, sentinel error) (map[string]types.AttributeValue, error) {
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return nil, err
@@ -307,7 +325,7 @@ func (s *Store) update(ctx context.Context, op, id string, upd expression.Update
 		ReturnConsumedCapacity:              s.capacity(),
 	})
 	if old, ok := conditionFailed(err); ok {
-		return nil, s.conflict(sentinel, old)
+		return nil, s.conflictFor(sentinel, token, old)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dynamostore: %s %s: %w", op, id, err)
@@ -331,6 +349,11 @@ func runningUnder(token string) expression.ConditionBuilder {
 	return statusIs(jobs.StatusRunning).And(expression.Name(attrToken).Equal(expression.Value(token)))
 }
 
+// notCancelled adds "and no cancel was requested".
+func notCancelled(c expression.ConditionBuilder) expression.ConditionBuilder {
+	return c.And(expression.AttributeNotExists(expression.Name(attrCancel)))
+}
+
 // Claim moves a queued job to running under c.
 func (s *Store) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.Record, error) {
 	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusRunning))).
@@ -339,7 +362,9 @@ func (s *Store) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.Recor
 		Set(expression.Name(attrStarted), expression.Value(ms(c.At))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
 		Add(expression.Name(attrAttempt), expression.Value(1))
-	av, err := s.update(ctx, "claim", id, upd, statusIs(jobs.StatusQueued), jobs.ErrNotQueued)
+	due := expression.AttributeNotExists(expression.Name(attrRunAt)).
+		Or(expression.Name(attrRunAt).LessThanEqual(expression.Value(ms(c.At))))
+	av, err := s.update(ctx, "claim", id, upd, statusIs(jobs.StatusQueued).And(due), jobs.ErrNotQueued)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +375,7 @@ func (s *Store) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.Recor
 func (s *Store) Publish(ctx context.Context, id, token string, result []byte, at time.Time) error {
 	upd := expression.Set(expression.Name(attrResult), expression.Value(string(result))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(at)))
-	_, err := s.update(ctx, "publish", id, upd, runningUnder(token), jobs.ErrLostClaim)
+	_, err := s.updateFor(ctx, "publish", id, token, upd, notCancelled(runningUnder(token)), jobs.ErrLostClaim)
 	return err
 }
 
@@ -376,10 +401,53 @@ func (s *Store) Finish(ctx context.Context, id, token string, o jobs.Outcome) er
 		upd = upd.Set(expression.Name(attrErrorCode), expression.Value(o.Code))
 	}
 	cond := runningUnder(token)
+	if o.Status != jobs.StatusCancelled {
+		cond = notCancelled(cond)
+	}
 	if !o.LeaseExpiredBy.IsZero() {
 		cond = cond.And(expression.Name(attrLease).LessThanEqual(expression.Value(ms(o.LeaseExpiredBy))))
 	}
-	_, err := s.update(ctx, "finish", id, upd, cond, jobs.ErrLostClaim)
+	_, err := s.updateFor(ctx, "finish", id, token, upd, cond, jobs.ErrLostClaim)
+	return err
+}
+
+// Requeue sends the run named by token back to the queue for a retry.
+func (s *Store) Requeue(ctx context.Context, id, token string, r jobs.Requeue) error {
+	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusQueued))).
+		Set(expression.Name(attrUpdated), expression.Value(ms(r.At))).
+		Set(expression.Name(attrRunAt), expression.Value(ms(r.RunAt))).
+		Set(expression.Name(AttrSweepShard), expression.Value(ShardOf(id))).
+		Set(expression.Name(AttrSweepAt), expression.Value(ms(r.SweepAt))).
+		Remove(expression.Name(attrToken)).
+		Remove(expression.Name(attrLease))
+	if r.LastError != "" {
+		upd = upd.Set(expression.Name(attrLastError), expression.Value(r.LastError))
+	}
+	cond := notCancelled(runningUnder(token))
+	if !r.LeaseExpiredBy.IsZero() {
+		cond = cond.And(expression.Name(attrLease).LessThanEqual(expression.Value(ms(r.LeaseExpiredBy))))
+	}
+	_, err := s.updateFor(ctx, "requeue", id, token, upd, cond, jobs.ErrLostClaim)
+	return err
+}
+
+// CancelQueued moves a queued job to cancelled and out of the sweep index.
+func (s *Store) CancelQueued(ctx context.Context, id string, at, expiresAt time.Time) error {
+	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusCancelled))).
+		Set(expression.Name(attrUpdated), expression.Value(ms(at))).
+		Set(expression.Name(attrFinished), expression.Value(ms(at))).
+		Set(expression.Name(AttrExpires), expression.Value(expiresAt.Unix())).
+		Remove(expression.Name(AttrSweepShard)).
+		Remove(expression.Name(AttrSweepAt))
+	_, err := s.update(ctx, "cancel", id, upd, statusIs(jobs.StatusQueued), jobs.ErrNotQueued)
+	return err
+}
+
+// RequestCancel marks a running job's run as cancelled.
+func (s *Store) RequestCancel(ctx context.Context, id string, at time.Time) error {
+	upd := expression.Set(expression.Name(attrCancel), expression.Value(true)).
+		Set(expression.Name(attrUpdated), expression.Value(ms(at)))
+	_, err := s.update(ctx, "request_cancel", id, upd, statusIs(jobs.StatusRunning), jobs.ErrNotRunning)
 	return err
 }
 

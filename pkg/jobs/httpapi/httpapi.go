@@ -17,6 +17,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -34,6 +35,15 @@ const JobsPath = "/v1/jobs"
 type API struct {
 	svc *jobs.Service
 	log *slog.Logger
+	// Now is the clock "delay" counts from (time.Now if nil).
+	Now func() time.Time
+}
+
+func (a *API) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
 }
 
 // New returns an API over svc. logger may be nil.
@@ -48,6 +58,9 @@ func New(svc *jobs.Service, logger *slog.Logger) *API {
 type enqueueBody struct {
 	Kind    *string         `json:"kind"`
 	Payload json.RawMessage `json:"payload"`
+	// RunAt (RFC 3339) or Delay (whole seconds) delays the job.
+	RunAt *time.Time `json:"run_at"`
+	Delay *int64     `json:"delay"`
 }
 
 // Enqueue serves POST /v1/jobs: 202 with the job and its Location, or a
@@ -80,8 +93,20 @@ func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 	if len(in.Payload) == 0 {
 		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"payload" is required (use {} for none)`}), nil
 	}
+	var runAt time.Time
+	switch {
+	case in.RunAt != nil && in.Delay != nil:
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `give "run_at" or "delay", not both`}), nil
+	case in.RunAt != nil:
+		runAt = *in.RunAt
+	case in.Delay != nil:
+		if *in.Delay < 0 || *in.Delay > int64(jobs.MaxDelay/time.Second) {
+			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"delay" is whole seconds from 0 to 31536000 (365 days)`}), nil
+		}
+		runAt = a.now().Add(time.Duration(*in.Delay) * time.Second)
+	}
 	rec, created, err := a.svc.Enqueue(ctx, jobs.EnqueueRequest{
-		Owner: owner, Kind: *in.Kind, Payload: in.Payload, IdempotencyKey: header(req, "idempotency-key"),
+		Owner: owner, Kind: *in.Kind, Payload: in.Payload, RunAt: runAt, IdempotencyKey: header(req, "idempotency-key"),
 	})
 	if err != nil {
 		return problem(ctx, a.log, err), nil
@@ -113,8 +138,34 @@ func (a *API) GetJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) (r
 	return jsonResponse(http.StatusOK, rec.View()), nil
 }
 
-// Route dispatches a request to Enqueue or GetJob by method and path, for a
-// single function or gateway serving both routes.
+// CancelJob serves POST /v1/jobs/{id}/cancel: 200 with the cancelled job
+// when it was queued, 202 with the job (cancel_requested true) when it was
+// running and its run is being stopped, 409 when it had already finished,
+// 404 as GetJob.
+func (a *API) CancelJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	defer a.recover(ctx, &resp)
+	owner, ok := Owner(req)
+	if !ok {
+		return problem(ctx, a.log, errUnauthenticated), nil
+	}
+	id := req.PathParameters["id"]
+	if id == "" {
+		id = strings.TrimSuffix(strings.TrimPrefix(req.RawPath, JobsPath+"/"), "/cancel")
+	}
+	rec, err := a.svc.Cancel(ctx, owner, id)
+	switch {
+	case errors.Is(err, jobs.ErrAlreadyFinal):
+		return problem(ctx, a.log, &requestError{code: "already_finished", detail: "the job already ended " + string(rec.Status)}), nil
+	case err != nil:
+		return problem(ctx, a.log, err), nil
+	case rec.Status == jobs.StatusRunning:
+		return jsonResponse(http.StatusAccepted, rec.View()), nil
+	}
+	return jsonResponse(http.StatusOK, rec.View()), nil
+}
+
+// Route dispatches a request to Enqueue, GetJob or CancelJob by method and
+// path, for a single function or gateway serving every route.
 func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	method := req.RequestContext.HTTP.Method
 	path := req.RawPath
@@ -124,6 +175,13 @@ func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (ev
 	switch {
 	case path == JobsPath && method == http.MethodPost:
 		return a.Enqueue(ctx, req)
+	case strings.HasPrefix(path, JobsPath+"/") && strings.HasSuffix(path, "/cancel") && method == http.MethodPost:
+		id := strings.TrimSuffix(path[len(JobsPath)+1:], "/cancel")
+		if req.PathParameters == nil {
+			req.PathParameters = map[string]string{}
+		}
+		req.PathParameters["id"] = id
+		return a.CancelJob(ctx, req)
 	case strings.HasPrefix(path, JobsPath+"/") && !strings.Contains(path[len(JobsPath)+1:], "/") && method == http.MethodGet:
 		if req.PathParameters == nil {
 			req.PathParameters = map[string]string{}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sort"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -37,7 +38,7 @@ var (
 	errUnauthenticated  = &requestError{code: "unauthenticated", detail: "the request carries no caller identity"}
 	errMediaType        = &requestError{code: "unsupported_media_type", detail: "send Content-Type: application/json"}
 	errTooLarge         = &requestError{code: "too_large", detail: "the body is larger than the limit"}
-	errMethodNotAllowed = &requestError{code: "method_not_allowed", detail: "use POST /v1/jobs or GET /v1/jobs/{id}"}
+	errMethodNotAllowed = &requestError{code: "method_not_allowed", detail: "use POST /v1/jobs, GET /v1/jobs/{id} or POST /v1/jobs/{id}/cancel"}
 	errInternal         = errors.New("internal")
 )
 
@@ -55,6 +56,7 @@ var statuses = map[string]struct {
 	"not_found":               {http.StatusNotFound, "Not found"},
 	"method_not_allowed":      {http.StatusMethodNotAllowed, "Method not allowed"},
 	"idempotency_conflict":    {http.StatusConflict, "Idempotency key reused"},
+	"already_finished":        {http.StatusConflict, "Job already finished"},
 	"too_large":               {http.StatusRequestEntityTooLarge, "Request too large"},
 	"unsupported_media_type":  {http.StatusUnsupportedMediaType, "Unsupported media type"},
 	"unknown_kind":            {http.StatusUnprocessableEntity, "Unknown job kind"},
@@ -78,6 +80,8 @@ func classify(err error) (code, detail string) {
 		return "invalid_payload", "the payload does not fit the kind: " + pe.Reason
 	case errors.Is(err, jobs.ErrIdempotencyConflict):
 		return "idempotency_conflict", "this Idempotency-Key was used with a different kind or payload"
+	case errors.Is(err, jobs.ErrInvalidRunAt):
+		return "invalid_request", `"run_at" is more than 365 days ahead`
 	case errors.Is(err, jobs.ErrInvalidIdempotencyKey):
 		return "invalid_idempotency_key", "Idempotency-Key must be at most 255 printable ASCII characters"
 	case errors.Is(err, jobs.ErrInvalidOwner):
@@ -113,4 +117,14 @@ func jsonResponse(status int, v any) events.APIGatewayV2HTTPResponse {
 		Headers:    map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store"},
 		Body:       string(body),
 	}
+}
+
+// ProblemCodes returns every problem code the API can answer with, sorted.
+func ProblemCodes() []string {
+	codes := make([]string, 0, len(statuses))
+	for c := range statuses {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	return codes
 }

@@ -74,7 +74,7 @@ func (m *MemStore) Claim(_ context.Context, id string, c jobs.Claim) (*jobs.Reco
 	if !ok {
 		return nil, jobs.ErrNotFound
 	}
-	if r.Status != jobs.StatusQueued {
+	if r.Status != jobs.StatusQueued || r.RunAt.After(c.At) {
 		return nil, &jobs.ConflictError{Err: jobs.ErrNotQueued, Current: clone(r)}
 	}
 	r.Status = jobs.StatusRunning
@@ -86,13 +86,16 @@ func (m *MemStore) Claim(_ context.Context, id string, c jobs.Claim) (*jobs.Reco
 	return clone(r), nil
 }
 
-func (m *MemStore) runningUnder(id, token string) (*jobs.Record, error) {
+func (m *MemStore) runningUnder(id, token string, allowCancel bool) (*jobs.Record, error) {
 	r, ok := m.live(id)
 	if !ok {
 		return nil, jobs.ErrNotFound
 	}
 	if r.Status != jobs.StatusRunning || r.ClaimToken != token {
 		return nil, &jobs.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+	}
+	if r.CancelRequested && !allowCancel {
+		return nil, &jobs.ConflictError{Err: jobs.ErrCancelRequested, Current: clone(r)}
 	}
 	return r, nil
 }
@@ -101,7 +104,7 @@ func (m *MemStore) runningUnder(id, token string) (*jobs.Record, error) {
 func (m *MemStore) Publish(_ context.Context, id, token string, result []byte, at time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.runningUnder(id, token)
+	r, err := m.runningUnder(id, token, false)
 	if err != nil {
 		return err
 	}
@@ -114,7 +117,7 @@ func (m *MemStore) Publish(_ context.Context, id, token string, result []byte, a
 func (m *MemStore) Finish(_ context.Context, id, token string, o jobs.Outcome) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.runningUnder(id, token)
+	r, err := m.runningUnder(id, token, o.Status == jobs.StatusCancelled)
 	if err != nil {
 		return err
 	}
@@ -134,6 +137,62 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o jobs.Outcome) e
 	r.ClaimToken = ""
 	r.LeaseUntil = time.Time{}
 	r.SweepAt = time.Time{}
+	return nil
+}
+
+// Requeue sends a run back to the queue for a retry.
+func (m *MemStore) Requeue(_ context.Context, id, token string, q jobs.Requeue) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, err := m.runningUnder(id, token, false)
+	if err != nil {
+		return err
+	}
+	if !q.LeaseExpiredBy.IsZero() && r.LeaseUntil.After(q.LeaseExpiredBy) {
+		return &jobs.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+	}
+	r.Status = jobs.StatusQueued
+	r.UpdatedAt = q.At
+	r.RunAt = q.RunAt
+	r.SweepAt = q.SweepAt
+	if q.LastError != "" {
+		r.LastError = q.LastError
+	}
+	r.ClaimToken = ""
+	r.LeaseUntil = time.Time{}
+	return nil
+}
+
+// CancelQueued cancels a queued job.
+func (m *MemStore) CancelQueued(_ context.Context, id string, at, expiresAt time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.live(id)
+	if !ok {
+		return jobs.ErrNotFound
+	}
+	if r.Status != jobs.StatusQueued {
+		return &jobs.ConflictError{Err: jobs.ErrNotQueued, Current: clone(r)}
+	}
+	r.Status = jobs.StatusCancelled
+	r.UpdatedAt, r.FinishedAt, r.ExpiresAt = at, at, expiresAt
+	r.SweepAt = time.Time{}
+	return nil
+}
+
+// RequestCancel marks a running job's run as cancelled.
+func (m *MemStore) RequestCancel(_ context.Context, id string, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.live(id)
+	if !ok {
+		return jobs.ErrNotFound
+	}
+	if r.Status != jobs.StatusRunning {
+		return &jobs.ConflictError{Err: jobs.ErrNotRunning, Current: clone(r)}
+	}
+	r.CancelRequested = true
+	r.UpdatedAt = at
 	return nil
 }
 
@@ -196,9 +255,10 @@ func (m *MemStore) All() []*jobs.Record {
 
 // MemQueue is an in-memory jobs.Queue that records what was sent.
 type MemQueue struct {
-	mu   sync.Mutex
-	sent []string
-	fail error
+	mu     sync.Mutex
+	sent   []string
+	fail   error
+	delays map[string]time.Duration
 }
 
 // SetFail makes every later send return err (nil: succeed again).
@@ -228,6 +288,28 @@ func (q *MemQueue) SendBatch(_ context.Context, ids []string) error {
 	}
 	q.sent = append(q.sent, ids...)
 	return nil
+}
+
+// SendDelayed records id (the delay is recorded by Delays).
+func (q *MemQueue) SendDelayed(_ context.Context, id string, delay time.Duration) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.fail != nil {
+		return q.fail
+	}
+	q.sent = append(q.sent, id)
+	if q.delays == nil {
+		q.delays = map[string]time.Duration{}
+	}
+	q.delays[id] = delay
+	return nil
+}
+
+// Delay returns the delay of the last delayed send of id (0 if none).
+func (q *MemQueue) Delay(id string) time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.delays[id]
 }
 
 // Sent returns the ids sent so far, in order.

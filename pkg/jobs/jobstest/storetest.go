@@ -422,6 +422,81 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 			t.Fatalf("recreated job %+v", got)
 		}
 	})
+
+	t.Run("DelayedJobIsClaimedOnlyWhenDue", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := NewRecord(jobs.NewID(), clock.Now())
+		rec.RunAt = clock.Now().Add(10 * time.Minute)
+		if err := s.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "early", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+		wantConflict(t, err, jobs.ErrNotQueued, jobs.StatusQueued)
+		clock.Advance(10 * time.Minute)
+		if _, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "on-time", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)}); err != nil {
+			t.Fatalf("claim at run_at: %v", err)
+		}
+	})
+
+	t.Run("RequeueForRetry", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		_, token := claim(t, s, rec.ID, clock.Now())
+		next := clock.Now().Add(30 * time.Second)
+		wantConflict(t, s.Requeue(ctx, rec.ID, "stale", jobs.Requeue{At: clock.Now(), RunAt: next, SweepAt: next, LastError: "boom"}), jobs.ErrLostClaim, jobs.StatusRunning)
+		if err := s.Requeue(ctx, rec.ID, token, jobs.Requeue{At: clock.Now(), RunAt: next, SweepAt: next.Add(time.Minute), LastError: "boom"}); err != nil {
+			t.Fatal(err)
+		}
+		got := get(t, s, rec.ID)
+		if got.Status != jobs.StatusQueued || got.ClaimToken != "" || !got.RunAt.Equal(next) || got.LastError != "boom" || got.Attempt != 1 || !got.SweepAt.Equal(next.Add(time.Minute)) {
+			t.Fatalf("requeued %+v", got)
+		}
+		// The old run cannot finish it now.
+		wantConflict(t, s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, At: clock.Now()}), jobs.ErrLostClaim, jobs.StatusQueued)
+		clock.Advance(time.Minute)
+		again, _ := claim(t, s, rec.ID, clock.Now())
+		if again.Attempt != 2 {
+			t.Fatalf("attempt %d after a retry, want 2", again.Attempt)
+		}
+	})
+
+	t.Run("CancelQueued", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		if err := s.CancelQueued(ctx, rec.ID, clock.Now(), clock.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		got := get(t, s, rec.ID)
+		if got.Status != jobs.StatusCancelled || !got.SweepAt.IsZero() || got.ExpiresAt.IsZero() {
+			t.Fatalf("cancelled %+v", got)
+		}
+		_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+		wantConflict(t, err, jobs.ErrNotQueued, jobs.StatusCancelled)
+		wantConflict(t, s.CancelQueued(ctx, rec.ID, clock.Now(), clock.Now()), jobs.ErrNotQueued, jobs.StatusCancelled)
+		if ids, _ := s.Due(ctx, clock.Now().Add(time.Hour), 10); len(ids) != 0 {
+			t.Fatalf("a cancelled job is due: %v", ids)
+		}
+	})
+
+	t.Run("RequestCancelLetsOnlyCancelledLand", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		wantConflict(t, s.RequestCancel(ctx, rec.ID, clock.Now()), jobs.ErrNotRunning, jobs.StatusQueued)
+		_, token := claim(t, s, rec.ID, clock.Now())
+		if err := s.RequestCancel(ctx, rec.ID, clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		wantConflict(t, s.Publish(ctx, rec.ID, token, []byte(`1`), clock.Now()), jobs.ErrCancelRequested, jobs.StatusRunning)
+		wantConflict(t, s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`1`), At: clock.Now()}), jobs.ErrCancelRequested, jobs.StatusRunning)
+		wantConflict(t, s.Requeue(ctx, rec.ID, token, jobs.Requeue{At: clock.Now(), RunAt: clock.Now(), SweepAt: clock.Now()}), jobs.ErrCancelRequested, jobs.StatusRunning)
+		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusCancelled, At: clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s, rec.ID); got.Status != jobs.StatusCancelled || !got.CancelRequested {
+			t.Fatalf("got %+v", got)
+		}
+		wantConflict(t, s.RequestCancel(ctx, rec.ID, clock.Now()), jobs.ErrNotRunning, jobs.StatusCancelled)
+	})
 }
 
 func set(ids []string) map[string]bool {

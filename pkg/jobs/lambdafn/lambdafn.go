@@ -171,7 +171,7 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Sealer: d.Config.Sealer})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Sealer: d.Config.Sealer, Retention: d.Config.Retention})
 	if err != nil {
 		return nil, err
 	}
@@ -187,12 +187,22 @@ func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
 	return httpapi.New(svc, d.Logger).GetJob, nil
 }
 
+// Cancel is the POST /v1/jobs/{id}/cancel function.
+func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.Config.Sealer, Retention: d.Config.Retention})
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.New(svc, d.Logger).CancelJob, nil
+}
+
 // Worker is the SQS-triggered worker function.
 func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	w, err := jobs.NewWorker(jobs.WorkerConfig{
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Retention: d.Config.Retention,
 		Sealer: d.Config.Sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace,
+		Queue: queueOrNil(d.Queue),
 	})
 	if err != nil {
 		return nil, err
@@ -201,11 +211,11 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 }
 
 // Sweeper is the scheduled sweeper function.
-func Sweeper(d *Deps, _ *jobs.Registry) (any, error) {
+func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
 	}
-	s, err := jobs.NewSweeper(jobs.SweeperConfig{Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Retention: d.Config.Retention})
+	s, err := jobs.NewSweeper(jobs.SweeperConfig{Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Retention: d.Config.Retention, Registry: reg})
 	if err != nil {
 		return nil, err
 	}
@@ -247,3 +257,14 @@ type noQueue struct{}
 
 func (noQueue) Send(context.Context, string) error        { return errors.New("getjob does not send") }
 func (noQueue) SendBatch(context.Context, []string) error { return errors.New("getjob does not send") }
+func (noQueue) SendDelayed(context.Context, string, time.Duration) error {
+	return errors.New("getjob does not send")
+}
+
+// queueOrNil keeps a nil *sqsqueue.Queue from becoming a non-nil interface.
+func queueOrNil(q *sqsqueue.Queue) jobs.Queue {
+	if q == nil {
+		return nil
+	}
+	return q
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -43,6 +44,22 @@ func (q *Queue) Send(ctx context.Context, id string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("sqsqueue: send %s: %w", id, err)
+	}
+	return nil
+}
+
+// SendDelayed sends one job reference, delivered after delay (rounded up to
+// whole seconds, at most 15 minutes).
+func (q *Queue) SendDelayed(ctx context.Context, id string, delay time.Duration) error {
+	secs := int32((delay + time.Second - 1) / time.Second)
+	secs = max(0, min(secs, int32(jobs.MaxQueueDelay/time.Second)))
+	_, err := q.api.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl:     q.url,
+		MessageBody:  aws.String(jobs.EncodeMessage(id)),
+		DelaySeconds: secs,
+	})
+	if err != nil {
+		return fmt.Errorf("sqsqueue: send %s delayed %ds: %w", id, secs, err)
 	}
 	return nil
 }

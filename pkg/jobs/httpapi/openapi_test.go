@@ -1,0 +1,271 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+// The contract test: every answer the handlers give in the cases below must
+// be documented in docs/openapi.yaml (status code, media type) and its body
+// must validate against the documented schema.
+
+type spec struct {
+	Paths      map[string]map[string]operation `yaml:"paths"`
+	Components struct {
+		Schemas   map[string]map[string]any `yaml:"schemas"`
+		Responses map[string]response       `yaml:"responses"`
+	} `yaml:"components"`
+}
+
+type operation struct {
+	Responses map[string]response `yaml:"responses"`
+}
+
+type response struct {
+	Ref     string                    `yaml:"$ref"`
+	Content map[string]map[string]any `yaml:"content"`
+}
+
+func loadSpec(t *testing.T) *spec {
+	t.Helper()
+	raw, err := os.ReadFile("../../../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s spec
+	if err := yaml.Unmarshal(raw, &s); err != nil {
+		t.Fatalf("docs/openapi.yaml: %v", err)
+	}
+	return &s
+}
+
+func (s *spec) resolve(r response) response {
+	if strings.HasPrefix(r.Ref, "#/components/responses/") {
+		return s.Components.Responses[strings.TrimPrefix(r.Ref, "#/components/responses/")]
+	}
+	return r
+}
+
+// check validates one answer against the operation at path and method.
+func (s *spec) check(t *testing.T, path, method string, resp events.APIGatewayV2HTTPResponse) {
+	t.Helper()
+	op, ok := s.Paths[path][strings.ToLower(method)]
+	if !ok {
+		t.Fatalf("%s %s is not in the spec", method, path)
+	}
+	r, ok := op.Responses[fmt.Sprint(resp.StatusCode)]
+	if !ok {
+		t.Errorf("%s %s answered %d, which the spec does not document (body %s)", method, path, resp.StatusCode, resp.Body)
+		return
+	}
+	r = s.resolve(r)
+	ct := resp.Headers["Content-Type"]
+	media, ok := r.Content[ct]
+	if !ok {
+		t.Errorf("%s %s %d: content type %q not documented", method, path, resp.StatusCode, ct)
+		return
+	}
+	var body any
+	if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
+		t.Fatalf("%s %s %d: body %q: %v", method, path, resp.StatusCode, resp.Body, err)
+	}
+	if err := s.validate(media["schema"], body, "body"); err != nil {
+		t.Errorf("%s %s %d: %v (body %s)", method, path, resp.StatusCode, err, resp.Body)
+	}
+}
+
+// validate checks v against the subset of JSON Schema the spec uses.
+func (s *spec) validate(schemaAny, v any, at string) error {
+	schema, _ := schemaAny.(map[string]any)
+	if ref, ok := schema["$ref"].(string); ok {
+		return s.validate(s.Components.Schemas[strings.TrimPrefix(ref, "#/components/schemas/")], v, at)
+	}
+	if types, ok := schema["type"]; ok {
+		var allowed []string
+		switch tt := types.(type) {
+		case string:
+			allowed = []string{tt}
+		case []any:
+			for _, x := range tt {
+				allowed = append(allowed, x.(string))
+			}
+		}
+		if !typeIn(v, allowed) {
+			return fmt.Errorf("%s: %v is not %v", at, v, allowed)
+		}
+	}
+	if enum, ok := schema["enum"].([]any); ok {
+		found := false
+		for _, e := range enum {
+			if fmt.Sprint(e) == fmt.Sprint(v) {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s: %v is not one of %v", at, v, enum)
+		}
+	}
+	if schema["format"] == "date-time" {
+		if _, err := time.Parse(time.RFC3339Nano, v.(string)); err != nil {
+			return fmt.Errorf("%s: %q is not a date-time", at, v)
+		}
+	}
+	obj, isObj := v.(map[string]any)
+	if !isObj {
+		return nil
+	}
+	props, _ := schema["properties"].(map[string]any)
+	for _, r := range asList(schema["required"]) {
+		if _, ok := obj[r]; !ok {
+			return fmt.Errorf("%s: required field %q missing", at, r)
+		}
+	}
+	for k, fv := range obj {
+		ps, ok := props[k]
+		if !ok {
+			if schema["additionalProperties"] == false {
+				return fmt.Errorf("%s: field %q is not in the spec", at, k)
+			}
+			continue
+		}
+		if err := s.validate(ps, fv, at+"."+k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func asList(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}
+
+func typeIn(v any, allowed []string) bool {
+	for _, a := range allowed {
+		switch a {
+		case "object":
+			if _, ok := v.(map[string]any); ok {
+				return true
+			}
+		case "string":
+			if _, ok := v.(string); ok {
+				return true
+			}
+		case "integer":
+			if f, ok := v.(float64); ok && f == float64(int64(f)) {
+				return true
+			}
+		case "boolean":
+			if _, ok := v.(bool); ok {
+				return true
+			}
+		case "null":
+			if v == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestAnswersMatchOpenAPI(t *testing.T) {
+	s := loadSpec(t)
+	e := newEnv(t)
+	ctx := context.Background()
+	post := fixture(t, "post-iam.json")
+	withBody := func(b string) events.APIGatewayV2HTTPRequest {
+		r := post
+		r.Headers = map[string]string{"content-type": "application/json"}
+		r.Body = b
+		return r
+	}
+	enq := func(r events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+		resp, _ := e.api.Enqueue(ctx, r)
+		s.check(t, "/v1/jobs", "POST", resp)
+		return resp
+	}
+	ok := enq(post)
+	var job jobs.View
+	_ = json.Unmarshal([]byte(ok.Body), &job)
+	enq(withBody(`{"kind":"echo","payload":{"text":"later"},"delay":3600}`))
+	enq(withBody(`{"kind":"echo","payload":{"text":"at"},"run_at":"2099-01-01T00:00:00Z"}`))
+	for _, b := range []string{`{`, `{"kind":"nope","payload":{}}`, `{"kind":"echo","payload":{"x":1}}`, `{"payload":{}}`, `{"kind":"echo","payload":{},"delay":-1}`} {
+		enq(withBody(b))
+	}
+	big := withBody(`{"kind":"echo","payload":{"text":"` + strings.Repeat("a", httpapi.MaxBodyBytes) + `"}}`)
+	enq(big)
+	plain := withBody(`{}`)
+	plain.Headers = map[string]string{"content-type": "text/plain"}
+	enq(plain)
+	keyed := withBody(`{"kind":"echo","payload":{"text":"k"}}`)
+	keyed.Headers["idempotency-key"] = "k1"
+	enq(keyed)
+	enq(keyed)
+	keyed.Body = `{"kind":"echo","payload":{"text":"other"}}`
+	enq(keyed)
+	anon := post
+	anon.RequestContext.Authorizer = nil
+	enq(anon)
+
+	get := func(id string) {
+		resp, _ := e.api.GetJob(ctx, getRequest(t, post, id))
+		s.check(t, "/v1/jobs/{id}", "GET", resp)
+	}
+	get(job.ID)
+	get(jobs.NewID())
+	get("not-a-uuid")
+
+	cancel := func(id string) events.APIGatewayV2HTTPResponse {
+		r := getRequest(t, post, id)
+		r.RawPath += "/cancel"
+		resp, _ := e.api.CancelJob(ctx, r)
+		s.check(t, "/v1/jobs/{id}/cancel", "POST", resp)
+		return resp
+	}
+	if r := cancel(job.ID); r.StatusCode != http.StatusOK {
+		t.Fatalf("cancel queued: %d", r.StatusCode)
+	}
+	if r := cancel(job.ID); r.StatusCode != http.StatusConflict {
+		t.Fatalf("cancel cancelled: %d", r.StatusCode)
+	}
+	cancel(jobs.NewID())
+	// A running job: 202 with cancel_requested.
+	running := jobstest.NewRecord(jobs.NewID(), time.Now())
+	running.Owner = "arn:aws:sts::123456789012:assumed-role/orders-service"
+	_ = e.store.Create(ctx, running)
+	_, _ = e.store.Claim(ctx, running.ID, jobs.Claim{Token: "t", At: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	if r := cancel(running.ID); r.StatusCode != http.StatusAccepted || !strings.Contains(r.Body, `"cancel_requested":true`) {
+		t.Fatalf("cancel running: %d %s", r.StatusCode, r.Body)
+	}
+}
+
+// TestProblemCodesMatchTheSpec keeps the spec's code list and the
+// handlers' in step, both ways.
+func TestProblemCodesMatchTheSpec(t *testing.T) {
+	s := loadSpec(t)
+	var documented []string
+	for _, c := range s.Components.Schemas["Problem"]["properties"].(map[string]any)["code"].(map[string]any)["enum"].([]any) {
+		documented = append(documented, c.(string))
+	}
+	sort.Strings(documented)
+	if got := strings.Join(httpapi.ProblemCodes(), " "); got != strings.Join(documented, " ") {
+		t.Fatalf("handlers' problem codes\n  %s\nspec's\n  %s", got, strings.Join(documented, " "))
+	}
+}
