@@ -199,13 +199,13 @@ func TestWriteUnitsPerRetryAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	figures := map[string]float64{
-		"retry (requeue + next claim)":            total(retry, "requeue", "claim"),
-		"cancel a queued job (instead of running)": total(queued, "cancel"),
+		"retry (requeue + next claim)":              total(retry, "requeue", "claim"),
+		"cancel a queued job (instead of running)":  total(queued, "cancel"),
 		"cancel a running job (mark + final write)": total(running, "request_cancel", "finish"),
 	}
 	want := map[string]float64{
-		"retry (requeue + next claim)":            4, // requeue 1 + index key moved 2, claim 1
-		"cancel a queued job (instead of running)": 2, // 1 + index entry removed 1
+		"retry (requeue + next claim)":              4, // requeue 1 + index key moved 2, claim 1
+		"cancel a queued job (instead of running)":  2, // 1 + index entry removed 1
 		"cancel a running job (mark + final write)": 3, // mark 1, final write 1 + index 1
 	}
 	for name, got := range figures {
