@@ -8,6 +8,7 @@
 //   - example.fail: fails in the ways a handler can (declared code, error
 //     text with a secret, panic, ignoring its deadline), to show that none
 //     of it leaks;
+//   - example.flaky: fails its first attempts with a retryable error;
 //   - example.receipt: the job of the transactional-enqueue example;
 //   - example.s3_object and example.event: fed by S3 notifications and
 //     EventBridge events dropped on the queue (see Routes).
@@ -174,6 +175,8 @@ func Register(reg *jobs.Registry) error {
 		jobs.Register(reg, Hash, jobs.HandlerFunc[HashPayload, HashResult](HashText), jobs.WithFailureCodes(CodeInvalidRounds)),
 		jobs.Register(reg, Sleep, jobs.HandlerFunc[SleepPayload, SleepProgress](SleepSteps), jobs.WithFailureCodes(CodeInvalidSleep)),
 		jobs.Register(reg, Fail, jobs.HandlerFunc[FailPayload, jobs.NoResult](FailModes), jobs.WithFailureCodes(CodeExampleFailed, CodeInvalidMode)),
+		jobs.Register(reg, Flaky, jobs.HandlerFunc[FlakyPayload, jobs.JSON[map[string]int]](FlakyRun),
+			jobs.WithFailureCodes(CodeStillFailing), jobs.WithRetry(FlakyPolicy)),
 		jobs.Register(reg, Receipt, jobs.HandlerFunc[ReceiptPayload, ReceiptResult](SendReceipt), jobs.WithFailureCodes(CodeNoEmail)),
 		jobs.Register(reg, S3Object, jobs.HandlerFunc[events.S3EventRecord, S3ObjectResult](DescribeObject)),
 		jobs.Register(reg, Event, jobs.HandlerFunc[events.EventBridgeEvent, EventResult](DescribeEvent)),

@@ -71,7 +71,7 @@ func TestRegister(t *testing.T) {
 	if err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	if got := reg.Kinds(); len(got) != 6 {
+	if got := reg.Kinds(); len(got) != 7 {
 		t.Fatalf("kinds %v", got)
 	}
 }

@@ -72,6 +72,6 @@ func Routes(owner string) *jobs.Routes {
 	return &jobs.Routes{
 		S3:          []jobs.S3Route{{EventPrefix: "ObjectCreated:", Kind: S3Object, Owner: owner}},
 		EventBridge: []jobs.EventBridgeRoute{{Source: EventSource, Kind: Event, Owner: owner}},
-		Envelope:    []jobs.EnvelopeRoute{{Kinds: []string{Hash, Sleep, Fail}, Owner: owner}},
+		Envelope:    []jobs.EnvelopeRoute{{Kinds: []string{Hash, Sleep, Fail, Flaky}, Owner: owner}},
 	}
 }

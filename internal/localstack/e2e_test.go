@@ -360,3 +360,34 @@ func TestDelayAndCancel(t *testing.T) {
 		t.Fatalf("cancelled running job %+v", got)
 	}
 }
+
+func TestRetriesOnTheLocalStack(t *testing.T) {
+	t.Parallel()
+	ok := enqueue(t, "frank", "example.flaky", `{"fail_times":2}`)
+	exhausted := enqueue(t, "frank", "example.flaky", `{"fail_times":9}`)
+	sawRetry := false
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		_, a := get(t, "frank", ok.ID)
+		_, b := get(t, "frank", exhausted.ID)
+		if a.Status == jobs.StatusQueued && a.RunAt != nil && a.LastError != nil && *a.LastError == "still_failing" {
+			sawRetry = true
+		}
+		if a.Status.Final() && b.Status.Final() {
+			if a.Status != jobs.StatusSucceeded || a.Attempt != 3 || string(a.Result) != `{"succeeded_on_attempt":3}` {
+				t.Fatalf("retried job %+v %s", a, a.Result)
+			}
+			if b.Status != jobs.StatusFailed || *b.Error != "still_failing" || b.Attempt != 4 {
+				t.Fatalf("exhausted job %+v", b)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled: %+v %+v", a, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !sawRetry {
+		t.Fatal("never saw the job waiting for a retry with run_at and last_error")
+	}
+}
