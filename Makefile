@@ -46,10 +46,37 @@ lint: ## gofmt, go vet and staticcheck.
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
+.PHONY: bench
+bench: deps $(RIE) build-local ## Measure cost per job, overhead, throughput, cold start and sweeper cost; writes docs/BENCHMARKS.md and its plot.
+	@mkdir -p $(BUILD_DIR)/bench
+	$(GO) test -run '^$$' -bench Overhead -benchtime 300x -count 6 ./internal/benchmarks/ | tee $(BUILD_DIR)/bench/overhead.txt
+	cd bench && $(GO) run . -out ../docs -overhead ../$(BUILD_DIR)/bench/overhead.txt
+
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
+fuzz: ## Run each fuzz target for FUZZTIME (default 10s; CI uses 5s, try FUZZTIME=10m).
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePayload$$' -fuzztime $(FUZZTIME) ./pkg/jobs
+	$(GO) test -run '^$$' -fuzz '^FuzzRouteForeignMessage$$' -fuzztime $(FUZZTIME) ./pkg/jobs
 	$(GO) test -run '^$$' -fuzz '^FuzzEnqueue$$' -fuzztime $(FUZZTIME) ./pkg/jobs/httpapi
+
+.PHONY: reliability
+reliability: deps $(RIE) ## Run the reliability scenarios at full size (faults, SIGKILL) and rewrite docs/RELIABILITY.md.
+	RELIABILITY_REPORT=$(CURDIR)/docs/RELIABILITY.md $(GO) test -count=1 -v -timeout 20m -run . ./internal/reliability/
+
+# govulncheck needs no network: the vulnerability database is built from the
+# golang.org/x/vulndb module (served by the module proxy) into a cache.
+VULN_VERSION := v0.0.0-20261105234957-e22db6528018
+VULN_DB      := $(HOME)/.cache/lambdajobs/vulndb-$(VULN_VERSION)
+
+$(VULN_DB)/index/db.json:
+	@src=$$($(GO) mod download -json golang.org/x/vulndb@$(VULN_VERSION) | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
+	test -n "$$src" || { echo "cannot download golang.org/x/vulndb"; exit 1; }; \
+	rm -rf $(VULN_DB).tmp && mkdir -p $(VULN_DB).tmp && \
+	$(GO) run golang.org/x/vulndb/cmd/indexdb@$(VULN_VERSION) -vulns $$src/data/osv -out $(VULN_DB).tmp && \
+	rm -rf $(VULN_DB) && mv $(VULN_DB).tmp $(VULN_DB)
+
+.PHONY: vulncheck
+vulncheck: $(VULN_DB)/index/db.json ## govulncheck against an offline copy of the Go vulnerability database.
+	$(GO) run golang.org/x/vuln/cmd/govulncheck@v1.9.0 -db file://$(VULN_DB) ./...
 
 .PHONY: cli
 cli: ## Build the ljob CLI into bin/ljob.

@@ -31,6 +31,11 @@ type Function struct {
 	cmd      *exec.Cmd
 	done     chan struct{}
 	once     sync.Once
+	cfg      FunctionConfig
+	stopped  bool
+	pmu      sync.Mutex // guards cmd for Kill
+	// Restarts counts the times a dead instance was replaced.
+	Restarts int
 }
 
 // FunctionConfig says how to start a function under the emulator.
@@ -46,13 +51,23 @@ type FunctionConfig struct {
 // StartFunction starts the emulator on free loopback ports and waits until
 // it accepts connections.
 func StartFunction(ctx context.Context, c FunctionConfig) (*Function, error) {
+	f := &Function{Name: c.Name, cfg: c}
+	if err := f.start(ctx); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// start launches the emulator and the bootstrap on fresh ports.
+func (f *Function) start(ctx context.Context) error {
+	c := f.cfg
 	emuPort, err := localaws.FreePort()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	apiPort, err := localaws.FreePort()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	secs := int((c.Timeout + time.Second - 1) / time.Second)
 	cmd := exec.Command(c.RIE,
@@ -71,15 +86,19 @@ func StartFunction(ctx context.Context, c FunctionConfig) (*Function, error) {
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = localaws.ChildAttr()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s under the runtime interface emulator: %w", c.Name, err)
+		return fmt.Errorf("start %s under the runtime interface emulator: %w", c.Name, err)
 	}
-	f := &Function{Name: c.Name, endpoint: "http://127.0.0.1:" + strconv.Itoa(emuPort) + "/2015-03-31/functions/function/invocations", cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(f.done) }()
+	done := make(chan struct{})
+	f.endpoint = "http://127.0.0.1:" + strconv.Itoa(emuPort) + "/2015-03-31/functions/function/invocations"
+	f.pmu.Lock()
+	f.cmd, f.done = cmd, done
+	f.pmu.Unlock()
+	go func() { _ = cmd.Wait(); close(done) }()
 	if err := f.waitReady(ctx, emuPort); err != nil {
-		f.Stop()
-		return nil, err
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		return err
 	}
-	return f, nil
+	return nil
 }
 
 func (f *Function) waitReady(ctx context.Context, port int) error {
@@ -107,9 +126,23 @@ func (f *Function) waitReady(ctx context.Context, port int) error {
 var ErrFunction = errors.New("function error")
 
 // Invoke sends payload to the function and returns its answer.
+//
+// An instance whose process died (it was killed, or crashed) is replaced by
+// a fresh one first, as Lambda replaces a dead execution environment.
 func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	select {
+	case <-f.done:
+		if f.stopped {
+			return nil, fmt.Errorf("%s: stopped", f.Name)
+		}
+		if err := f.start(ctx); err != nil {
+			return nil, err
+		}
+		f.Restarts++
+	default:
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.endpoint, bytes.NewReader(payload))
 	if err != nil {
 		return nil, err
@@ -139,6 +172,9 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 // Stop ends the emulator and the function's process.
 func (f *Function) Stop() {
 	f.once.Do(func() {
+		f.mu.Lock()
+		f.stopped = true
+		f.mu.Unlock()
 		_ = syscall.Kill(-f.cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-f.done:
@@ -150,7 +186,10 @@ func (f *Function) Stop() {
 }
 
 // Kill sends SIGKILL to the emulator and its function at once, as when a
-// Lambda execution environment dies.
+// Lambda execution environment dies mid-invoke. The next Invoke starts a
+// fresh instance.
 func (f *Function) Kill() {
+	f.pmu.Lock()
+	defer f.pmu.Unlock()
 	_ = syscall.Kill(-f.cmd.Process.Pid, syscall.SIGKILL)
 }

@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"io"
 	"log/slog"
 	"time"
 )
@@ -28,7 +27,7 @@ func orClock(c Clock) Clock {
 
 func orLogger(l *slog.Logger) *slog.Logger {
 	if l == nil {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
+		return slog.New(slog.DiscardHandler)
 	}
 	return l
 }

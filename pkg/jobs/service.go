@@ -134,6 +134,9 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*Record, boo
 	var ce *ConflictError
 	switch {
 	case err == nil:
+	case errors.As(err, &ce) && errors.Is(err, ErrExists) && ce.Current != nil && req.IdempotencyKey == "" &&
+		ce.Current.Owner == rec.Owner && ce.Current.RequestHash == rec.RequestHash && ce.Current.CreatedAt.Equal(rec.CreatedAt):
+		// Our own put, retried by the SDK after its answer was lost: it landed.
 	case errors.As(err, &ce) && errors.Is(err, ErrExists) && req.IdempotencyKey != "" && ce.Current != nil:
 		cur := ce.Current
 		if cur.Owner != req.Owner || cur.RequestHash != rec.RequestHash {

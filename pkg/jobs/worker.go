@@ -207,6 +207,11 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 	now := w.clock.Now()
 	token := NewID()
 	rec, err := w.store.Claim(ctx, id, Claim{Token: token, At: now, LeaseUntil: inv.lambda})
+	var ce *ConflictError
+	if errors.As(err, &ce) && ce.Current != nil && ce.Current.Status == StatusRunning && ce.Current.ClaimToken == token {
+		// Our own claim, retried by the SDK after its answer was lost: it landed.
+		rec, err = ce.Current, nil
+	}
 	if err != nil {
 		return w.claimFailed(ctx, inv, id, err)
 	}

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdajobs/lambdajobs/internal/awscount"
+	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
+	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
+)
+
+// List prices (us-east-1), per million units.
+const (
+	priceWRU        = 0.625
+	priceRRU        = 0.125
+	priceSQS        = 0.40
+	priceLambdaReq  = 0.20
+	priceHTTPAPI    = 1.00
+	priceGBSecond   = 0.0000133334 // arm64, per GB-second
+	enqueueMemoryGB = 0.25         // the dev configuration
+	workerMemoryGB  = 0.5
+	floorPerMillion = 3.7
+	sfnPerMillion   = 76.0
+)
+
+// cost is one scenario's measured requests and units, per job.
+type cost struct {
+	Name        string
+	Jobs        int
+	Requests    map[string]float64 // "Service.Operation" -> per job
+	WRU, RRU    float64            // per job
+	Invocations float64            // Lambda invocations per job
+	GBSeconds   float64            // per job, measured locally
+	APICalls    float64
+}
+
+func (c cost) sqsRequests() float64 {
+	var n float64
+	for k, v := range c.Requests {
+		if len(k) > 4 && k[:4] == "SQS." {
+			n += v
+		}
+	}
+	return n
+}
+
+// dollars returns the cost per million jobs, by part.
+func (c cost) dollars() (ddb, sqsCost, lambdaReq, lambdaDur, api, total float64) {
+	ddb = c.WRU*priceWRU + c.RRU*priceRRU
+	sqsCost = c.sqsRequests() * priceSQS
+	lambdaReq = c.Invocations * priceLambdaReq
+	lambdaDur = c.GBSeconds * priceGBSecond * 1e6
+	api = c.APICalls * priceHTTPAPI
+	return ddb, sqsCost, lambdaReq, lambdaDur, api, ddb + sqsCost + lambdaReq + lambdaDur + api
+}
+
+// harness is the system in-process against the emulators, every AWS request
+// counted and every capacity unit summed.
+type harness struct {
+	ddb     *dynamodb.Client
+	sqs     *sqs.Client
+	counter *awscount.Counter
+	mu      sync.Mutex
+	wru     float64
+	rru     float64
+	table   string
+	urls    sqsqueue.URLs
+	api     *httpapi.API
+	worker  *jobs.Worker
+	source  *localstack.EventSource
+	invokes int
+	workerD time.Duration
+	enqD    time.Duration
+}
+
+func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string) (*harness, error) {
+	h := &harness{counter: &awscount.Counter{}}
+	h.ddb = localaws.DynamoDBClient(ddbEndpoint, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, h.counter.APIOption) })
+	h.sqs = localaws.SQSClient(sqsEndpoint, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, h.counter.APIOption) })
+	h.table = name
+	if _, err := h.ddb.CreateTable(ctx, dynamostore.CreateTableInput(name)); err != nil {
+		return nil, err
+	}
+	var err error
+	if h.urls, err = sqsqueue.Create(ctx, h.sqs, name, sqsqueue.DefaultSpec(60*time.Second)); err != nil {
+		return nil, err
+	}
+	store := dynamostore.New(h.ddb, name, dynamostore.Options{OnCapacity: func(op string, cc *ddbtypes.ConsumedCapacity) {
+		units := aws.ToFloat64(cc.CapacityUnits)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if op == "get" || op == "due" {
+			h.rru += units
+		} else {
+			h.wru += units
+		}
+	}})
+	reg := jobs.NewRegistry()
+	if err := examplekinds.Register(reg); err != nil {
+		return nil, err
+	}
+	sealer, _ := jobs.NewAESSealer(make([]byte, 32))
+	queue := sqsqueue.New(h.sqs, h.urls.Queue)
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
+	if err != nil {
+		return nil, err
+	}
+	h.api = httpapi.New(svc, nil)
+	h.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer,
+		Routes: examplekinds.Routes("arn:aws:iam::000000000000:user/bench"), CancelCheck: -1})
+	if err != nil {
+		return nil, err
+	}
+	h.source = &localstack.EventSource{SQS: h.sqs, QueueURL: h.urls.Queue, BatchSize: 10, Invoke: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		t := time.Now()
+		resp, err := h.worker.HandleSQS(ctx, ev)
+		h.mu.Lock()
+		h.invokes++
+		h.workerD += time.Since(t)
+		h.mu.Unlock()
+		return resp, err
+	}}
+	return h, nil
+}
+
+func (h *harness) reset() {
+	h.counter.Reset()
+	h.mu.Lock()
+	h.wru, h.rru, h.invokes, h.workerD, h.enqD = 0, 0, 0, 0, 0
+	h.mu.Unlock()
+}
+
+func (h *harness) enqueue(ctx context.Context, body string) error {
+	t := time.Now()
+	resp, _ := h.api.Enqueue(ctx, events.APIGatewayV2HTTPRequest{
+		Body: body, Headers: map[string]string{"content-type": "application/json"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/bench"}}},
+	})
+	h.mu.Lock()
+	h.enqD += time.Since(t)
+	h.mu.Unlock()
+	if resp.StatusCode != 202 {
+		return fmt.Errorf("enqueue: %d %s", resp.StatusCode, resp.Body)
+	}
+	return nil
+}
+
+// drain runs the event source until the queue is empty. The depth checks
+// are the benchmark's own calls, not the system's: they are not counted.
+func (h *harness) drain(ctx context.Context) error {
+	probe := localaws.SQSClient(*h.sqs.Options().BaseEndpoint)
+	for i := 0; i < 100000; i++ {
+		out, err := probe.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(h.urls.Queue),
+			AttributeNames: []sqstypes.QueueAttributeName{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"}})
+		if err != nil {
+			return err
+		}
+		a, _ := strconv.Atoi(out.Attributes["ApproximateNumberOfMessages"])
+		b, _ := strconv.Atoi(out.Attributes["ApproximateNumberOfMessagesNotVisible"])
+		if a+b == 0 {
+			return nil
+		}
+		if err := h.source.PollOnce(ctx); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("queue did not drain")
+}
+
+func (h *harness) result(name string, n int, enqueueInvokes, apiCalls float64) cost {
+	c := cost{Name: name, Jobs: n, Requests: map[string]float64{}}
+	for k, v := range h.counter.Counts() {
+		c.Requests[k] = float64(v) / float64(n)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c.WRU, c.RRU = h.wru/float64(n), h.rru/float64(n)
+	c.Invocations = enqueueInvokes + float64(h.invokes)/float64(n)
+	c.GBSeconds = (h.enqD.Seconds()*enqueueMemoryGB + h.workerD.Seconds()*workerMemoryGB) / float64(n)
+	c.APICalls = apiCalls
+	return c
+}
+
+// costs measures three scenarios of n jobs each.
+func costs(ctx context.Context, n int) ([]cost, error) {
+	ddbP, err := localaws.StartDynamoDB(ctx, localaws.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer ddbP.Stop()
+	sqsP, err := localaws.StartSQS(ctx, localaws.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer sqsP.Stop()
+	var out []cost
+	scenarios := []struct {
+		name string
+		run  func(h *harness) (enqueueInvokes, api float64, err error)
+	}{
+		{"API-enqueued job (example.hash, 1 round)", func(h *harness) (float64, float64, error) {
+			for i := range n {
+				if err := h.enqueue(ctx, fmt.Sprintf(`{"kind":"example.hash","payload":{"text":"job %d","rounds":1}}`, i)); err != nil {
+					return 0, 0, err
+				}
+			}
+			return 1, 1, h.drain(ctx)
+		}},
+		{"job dropped on the queue by another service (plain envelope)", func(h *harness) (float64, float64, error) {
+			for i := 0; i < n; i += 10 {
+				var entries []sqstypes.SendMessageBatchRequestEntry
+				for j := i; j < min(i+10, n); j++ {
+					body, _ := json.Marshal(map[string]any{"kind": "example.hash", "payload": map[string]any{"text": fmt.Sprint("job ", j), "rounds": 1}})
+					entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(string(body))})
+				}
+				if _, err := h.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(h.urls.Queue), Entries: entries}); err != nil {
+					return 0, 0, err
+				}
+			}
+			return 0, 0, h.drain(ctx)
+		}},
+		{"API-enqueued job publishing 5 partial results (example.sleep, 6 steps)", func(h *harness) (float64, float64, error) {
+			for range n {
+				if err := h.enqueue(ctx, `{"kind":"example.sleep","payload":{"ms":0,"steps":6}}`); err != nil {
+					return 0, 0, err
+				}
+			}
+			return 1, 1, h.drain(ctx)
+		}},
+	}
+	for i, sc := range scenarios {
+		h, err := newHarness(ctx, ddbP.Endpoint, sqsP.Endpoint, fmt.Sprintf("bench-cost-%d", i))
+		if err != nil {
+			return nil, err
+		}
+		h.reset()
+		enq, api, err := sc.run(h)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", sc.name, err)
+		}
+		out = append(out, h.result(sc.name, n, enq, api))
+	}
+	return out, nil
+}

@@ -1,0 +1,31 @@
+package awscount_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/lambdajobs/lambdajobs/internal/awscount"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestCountsEveryRequestByOperation(t *testing.T) {
+	var c awscount.Counter
+	client := testenv.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, c.APIOption) })
+	for range 3 {
+		_, _ = client.ListTables(context.Background(), &dynamodb.ListTablesInput{Limit: aws.Int32(1)})
+	}
+	_, _ = client.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String("nope")})
+	got := c.Counts()
+	if got["DynamoDB.ListTables"] != 3 || got["DynamoDB.DescribeTable"] != 1 || len(got) != 2 {
+		t.Fatalf("counts %v", got)
+	}
+	c.Reset()
+	if len(c.Counts()) != 0 {
+		t.Fatal("Reset kept counts")
+	}
+}

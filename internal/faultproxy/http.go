@@ -1,0 +1,170 @@
+package faultproxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Faults are the rates (0..1) at which an HTTPProxy misbehaves, per request.
+type Faults struct {
+	// Throttle answers 400 ThrottlingException without forwarding.
+	Throttle float64
+	// ServerError answers 500 without forwarding.
+	ServerError float64
+	// LostResponse forwards the request, then answers 500 instead of the
+	// real response: the write happened, the caller thinks it did not.
+	LostResponse float64
+	// Slow delays the request by SlowBy before forwarding it.
+	Slow   float64
+	SlowBy time.Duration
+	// Stall holds the request without an answer until the caller gives up.
+	Stall float64
+}
+
+// Stats counts what an HTTPProxy did.
+type Stats struct {
+	Requests, Throttled, ServerErrors, LostResponses, Slowed, Stalled int64
+}
+
+// HTTPProxy is a fault-injecting reverse proxy in front of DynamoDB Local or
+// fauxqs, for reliability tests of processes that cannot take an SDK
+// middleware (the bootstraps under the Runtime Interface Emulator).
+type HTTPProxy struct {
+	ln     net.Listener
+	srv    *http.Server
+	target *url.URL
+	proxy  *httputil.ReverseProxy
+
+	mu     sync.Mutex
+	faults Faults
+	rng    *rand.Rand
+
+	requests, throttled, serverErrors, lost, slowed, stalled atomic.Int64
+	stop                                                     chan struct{}
+}
+
+// StartHTTP starts a proxy on a free 127.0.0.1 port in front of target
+// (http://host:port), injecting nothing until SetFaults.
+func StartHTTP(target string, seed uint64) (*HTTPProxy, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &HTTPProxy{ln: ln, target: u, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), stop: make(chan struct{})}
+	p.proxy = httputil.NewSingleHostReverseProxy(u)
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = p.srv.Serve(ln) }()
+	return p, nil
+}
+
+// URL returns the proxy's address.
+func (p *HTTPProxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// SetFaults changes the fault rates.
+func (p *HTTPProxy) SetFaults(f Faults) {
+	p.mu.Lock()
+	p.faults = f
+	p.mu.Unlock()
+}
+
+// Stats returns what the proxy did so far.
+func (p *HTTPProxy) Stats() Stats {
+	return Stats{p.requests.Load(), p.throttled.Load(), p.serverErrors.Load(), p.lost.Load(), p.slowed.Load(), p.stalled.Load()}
+}
+
+// Close stops the proxy and releases stalled requests.
+func (p *HTTPProxy) Close() {
+	close(p.stop)
+	_ = p.srv.Close()
+}
+
+func (p *HTTPProxy) draw() (f Faults, r float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.faults, p.rng.Float64()
+}
+
+// ServeHTTP forwards the request, or misbehaves.
+func (p *HTTPProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.requests.Add(1)
+	f, x := p.draw()
+	dynamo := strings.HasPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB")
+	switch {
+	case x < f.Throttle:
+		p.throttled.Add(1)
+		writeError(w, http.StatusBadRequest, throttleType(dynamo), "Rate exceeded (injected)")
+		return
+	case x < f.Throttle+f.ServerError:
+		p.serverErrors.Add(1)
+		writeError(w, http.StatusInternalServerError, serverErrorType(dynamo), "Internal server error (injected)")
+		return
+	case x < f.Throttle+f.ServerError+f.Stall:
+		p.stalled.Add(1)
+		select {
+		case <-r.Context().Done():
+		case <-p.stop:
+		}
+		return
+	case x < f.Throttle+f.ServerError+f.Stall+f.Slow:
+		p.slowed.Add(1)
+		select {
+		case <-time.After(f.SlowBy):
+		case <-r.Context().Done():
+			return
+		}
+	case x < f.Throttle+f.ServerError+f.Stall+f.Slow+f.LostResponse:
+		p.lost.Add(1)
+		rec := &discard{header: http.Header{}}
+		p.proxy.ServeHTTP(rec, r)
+		writeError(w, http.StatusInternalServerError, serverErrorType(dynamo), "Internal server error after the write (injected)")
+		return
+	}
+	p.proxy.ServeHTTP(w, r)
+}
+
+func throttleType(dynamo bool) string {
+	if dynamo {
+		return "com.amazonaws.dynamodb.v20120810#ThrottlingException"
+	}
+	return "com.amazonaws.sqs#RequestThrottled"
+}
+
+func serverErrorType(dynamo bool) string {
+	if dynamo {
+		return "com.amazonaws.dynamodb.v20120810#InternalServerError"
+	}
+	return "com.amazonaws.sqs#InternalError"
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("X-Amzn-Query-Error", strings.TrimPrefix(typ[strings.LastIndexByte(typ, '#')+1:], "")+";Receiver")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"__type":%q,"message":%q}`, typ, msg)
+}
+
+// discard swallows a response.
+type discard struct {
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (d *discard) Header() http.Header         { return d.header }
+func (d *discard) Write(b []byte) (int, error) { return d.body.Write(b) }
+func (d *discard) WriteHeader(int)             {}
+
+var _ io.Writer = (*discard)(nil)

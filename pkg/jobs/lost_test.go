@@ -1,0 +1,53 @@
+package jobs_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+// lostAnswers is a store whose create and claim land but whose answers are
+// lost, so the SDK retries them: the retry then sees its own write.
+type lostAnswers struct{ *jobstest.MemStore }
+
+func (s lostAnswers) Create(ctx context.Context, rec *jobs.Record) error {
+	if err := s.MemStore.Create(ctx, rec); err != nil {
+		return err
+	}
+	return s.MemStore.Create(ctx, rec) // the retry: ErrExists, with our own job
+}
+
+func (s lostAnswers) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.Record, error) {
+	if _, err := s.MemStore.Claim(ctx, id, c); err != nil {
+		return nil, err
+	}
+	return s.MemStore.Claim(ctx, id, c) // the retry: ErrNotQueued, running under our token
+}
+
+func TestOwnWritesWithLostAnswersCountAsDone(t *testing.T) {
+	t.Parallel()
+	mem := jobstest.NewMemStore(nil)
+	store := lostAnswers{mem}
+	reg := jobs.NewRegistry()
+	var runs int
+	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, echoResult](func(ctx context.Context, j *jobs.Job[echoPayload]) (echoResult, error) {
+		runs++
+		return echo(ctx, j)
+	}))
+	queue := &jobstest.MemQueue{}
+	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+	w, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store})
+	rec, created, err := svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "echo", Payload: []byte(`{"text":"x"}`)})
+	if err != nil || !created || len(queue.Sent()) != 1 {
+		t.Fatalf("enqueue whose put answer was lost: %v created=%v sent=%v; want accepted and sent", err, created, queue.Sent())
+	}
+	resp, _ := w.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(rec.ID)))
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v", failedIDs(resp))
+	}
+	if got, _ := mem.Get(context.Background(), rec.ID); got.Status != jobs.StatusSucceeded || runs != 1 {
+		t.Fatalf("claim whose answer was lost: job %s after %d runs; want it run once", got.Status, runs)
+	}
+}
