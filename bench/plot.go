@@ -14,10 +14,11 @@ import (
 // plotThroughput draws jobs/s and p50/p99 latency against worker concurrency, side
 // by side, into a PNG.
 func plotThroughput(levels []level, path string) error {
-	rate, lat := make(plotter.XYs, len(levels)), make([]plotter.XYs, 2)
+	rate, drain, lat := make(plotter.XYs, len(levels)), make(plotter.XYs, len(levels)), make([]plotter.XYs, 2)
 	lat[0], lat[1] = make(plotter.XYs, len(levels)), make(plotter.XYs, len(levels))
 	for i, l := range levels {
 		rate[i] = plotter.XY{X: float64(l.Workers), Y: l.JobsPerSecond}
+		drain[i] = plotter.XY{X: float64(l.Workers), Y: l.DrainPerSecond}
 		lat[0][i] = plotter.XY{X: float64(l.Workers), Y: float64(l.P50.Milliseconds())}
 		lat[1][i] = plotter.XY{X: float64(l.Workers), Y: float64(l.P99.Milliseconds())}
 	}
@@ -25,11 +26,11 @@ func plotThroughput(levels []level, path string) error {
 	p1.Title.Text = "Throughput (local stack)"
 	p1.X.Label.Text = "worker concurrency"
 	p1.Y.Label.Text = "jobs per second"
-	if err := plotutil.AddLinePoints(p1, "jobs/s", rate); err != nil {
+	if err := plotutil.AddLinePoints(p1, "draining a full queue", drain, "under load (8 producers)", rate); err != nil {
 		return err
 	}
 	p2 := plot.New()
-	p2.Title.Text = "Enqueue-to-succeeded latency"
+	p2.Title.Text = "Enqueue-to-succeeded latency under load"
 	p2.X.Label.Text = "worker concurrency"
 	p2.Y.Label.Text = "milliseconds"
 	if err := plotutil.AddLinePoints(p2, "p50", lat[0], "p99", lat[1]); err != nil {

@@ -132,6 +132,10 @@ func (r *report) markdown() string {
 	w("instead of 3 (the sweep index entry in and out: 2 units, see docs/CAPACITY.md), and Lambda duration,\n")
 	w("which the floor does not count. Each partial result adds one write unit (scenario 3).\n\n")
 
+	w("Other write units, measured the same way by tests (docs/CAPACITY.md has the commands): a job\n")
+	w("enqueued inside the caller's own DynamoDB transaction costs 4 units for its put (2 outside one);\n")
+	w("each retry costs 4 (requeue 1, the index key moved 2, the next claim 1); cancelling a queued job\n")
+	w("costs 2 (instead of its whole run), cancelling a running one 3 (mark 1, final write and index 2).\n\n")
 	w("## 2. Overhead against the bare AWS calls\n\n")
 	if len(r.Overhead) == 0 {
 		w("(not run: pass -overhead)\n\n")
@@ -156,17 +160,20 @@ func (r *report) markdown() string {
 	w("## 3. Throughput on the local stack\n\n")
 	w("The functions under the Runtime Interface Emulator, the local SQS event source at batch size 10\n")
 	w("and the given maximum concurrency (one emulator instance each), no-op jobs (`example.hash`, one\n")
-	w("round) enqueued by 8 producers as fast as they can; latency is from the job's creation to its\n")
-	w("final write (the stored timestamps), so at saturation it includes the time queued.\n\n")
-	w("| worker concurrency | jobs | jobs per second | p50 latency | p99 latency |\n|---|---|---|---|---|\n")
+	w("round). Under load, 8 producers enqueue them as fast as they can while the workers run; latency is\n")
+	w("from the job's creation to its final write (the stored timestamps). Drain: the queue is filled\n")
+	w("first, then the workers start; the rate at which they empty it is the worker side alone.\n\n")
+	w("| worker concurrency | jobs | under load: jobs per second | p50 latency | p99 latency | drain: jobs per second |\n|---|---|---|---|---|---|\n")
 	for _, l := range r.Throughput {
-		w("| %d | %d | **%.0f** | %s | %s |\n", l.Workers, l.Jobs, l.JobsPerSecond, ms(l.P50), ms(l.P99))
+		w("| %d | %d | %.0f | %s | %s | **%.0f** |\n", l.Workers, l.Jobs, l.JobsPerSecond, ms(l.P50), ms(l.P99), l.DrainPerSecond)
 	}
 	if len(r.Throughput) >= 2 {
-		w("\nScaling from 1 to %d workers: %.1fx. This machine has 2 cores shared by DynamoDB Local, fauxqs,\n",
-			r.Throughput[len(r.Throughput)-1].Workers, r.Throughput[len(r.Throughput)-1].JobsPerSecond/r.Throughput[0].JobsPerSecond)
-		w("the emulators and the producers, so throughput flattens once they saturate the CPUs; in AWS each\n")
-		w("worker is its own execution environment and DynamoDB and SQS are not on the same machine.\n\n")
+		first, last := r.Throughput[0], r.Throughput[len(r.Throughput)-1]
+		w("\nUnder load the rate is the producers' (about %.0f jobs per second on this machine): from %d\n", last.JobsPerSecond, r.Throughput[1].Workers)
+		w("workers on, the workers keep up and the p50 latency falls to that of one job's path. Draining,\n")
+		w("%d workers empty the queue %.1fx as fast as 1. Every process here (DynamoDB Local, fauxqs, each\n", last.Workers, last.DrainPerSecond/first.DrainPerSecond)
+		w("emulator and bootstrap, the producers) shares 2 cores, so the curve flattens when they saturate\n")
+		w("them; in AWS each worker is its own execution environment and DynamoDB and SQS are elsewhere.\n\n")
 	}
 	w("![throughput and latency against worker concurrency](bench-throughput.png)\n\n")
 
@@ -185,7 +192,8 @@ func (r *report) markdown() string {
 	for _, c := range r.Cold {
 		w("| %s | %.1f MB | %s | %s | %.2fx |\n", c.Name, float64(c.SizeARM64)/1e6, ms(c.FirstMS), ms(c.WarmMS), float64(c.FirstMS)/float64(hello.FirstMS))
 	}
-	w("\nThe bootstraps are larger than hello world because they carry the AWS SDK's DynamoDB and SQS\n")
+	w("\nThe sweeper's invoke runs a sweep (8 index queries), so even its second invoke takes longer.\n")
+	w("The bootstraps are larger than hello world because they carry the AWS SDK's DynamoDB and SQS\n")
 	w("clients and its configuration loader (credential providers, SSO, STS); that code is loaded, not\n")
 	w("run, so the first-invoke ratio stays far below the size ratio.\n\n")
 

@@ -25,8 +25,11 @@ import (
 type level struct {
 	Workers       int
 	Jobs          int
-	JobsPerSecond float64
+	JobsPerSecond float64 // under load: as fast as 8 producers enqueue
 	P50, P99      time.Duration
+	// DrainPerSecond is the rate at which the workers empty a queue filled
+	// beforehand: the worker side alone.
+	DrainPerSecond float64
 }
 
 func goarch() string { return runtime.GOARCH }
@@ -46,20 +49,32 @@ func throughput(ctx context.Context, n int) ([]level, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%d workers: %w", workers, err)
 		}
-		fmt.Fprintf(os.Stderr, "bench: %d workers: %.0f jobs/s, p50 %v, p99 %v\n", workers, l.JobsPerSecond, l.P50, l.P99)
+		fmt.Fprintf(os.Stderr, "bench: %d workers: %.0f jobs/s, p50 %v, p99 %v, drain %.0f jobs/s\n", workers, l.JobsPerSecond, l.P50, l.P99, l.DrainPerSecond)
 		out = append(out, l)
 	}
 	return out, nil
 }
 
 func throughputAt(ctx context.Context, root string, workers, n int) (level, error) {
+	l, _, err := runPhase(ctx, root, workers, n, false)
+	if err != nil {
+		return l, err
+	}
+	_, drain, err := runPhase(ctx, root, workers, n, true)
+	l.DrainPerSecond = drain
+	return l, err
+}
+
+// runPhase pushes n jobs through a fresh local stack. Paused: the queue is
+// filled first and the rate is how fast the workers empty it.
+func runPhase(ctx context.Context, root string, workers, n int, paused bool) (level, float64, error) {
 	stack, err := localstack.Start(ctx, localstack.Config{
 		Root: root, Bootstraps: filepath.Join(root, "build", "local"), RIE: filepath.Join(root, "bin", "aws-lambda-rie"),
 		APIAddr: "127.0.0.1:0", Table: "bench", Queue: "bench",
-		WorkerInstances: workers, BatchSize: 10, WorkerTimeout: 30 * time.Second,
+		WorkerInstances: workers, BatchSize: 10, WorkerTimeout: 30 * time.Second, StartPaused: paused,
 	})
 	if err != nil {
-		return level{}, err
+		return level{}, 0, err
 	}
 	defer stack.Stop()
 	ddb := localaws.DynamoDBClient(stack.DynamoDBEndpoint)
@@ -69,11 +84,11 @@ func throughputAt(ctx context.Context, root string, workers, n int) (level, erro
 	sqsClient := localaws.SQSClient(stack.SQSEndpoint)
 	qurl, err := sqsClient.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("bench")})
 	if err != nil {
-		return level{}, err
+		return level{}, 0, err
 	}
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: sqsqueue.New(sqsClient, aws.ToString(qurl.QueueUrl))})
 	if err != nil {
-		return level{}, err
+		return level{}, 0, err
 	}
 	ids := make([]string, n)
 	var wg sync.WaitGroup
@@ -96,14 +111,16 @@ func throughputAt(ctx context.Context, root string, workers, n int) (level, erro
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return level{}, err
+		return level{}, 0, err
 	}
+	resumed := time.Now()
+	stack.Resume()
 	// Wait for every job, reading the table directly.
 	done := map[string]*jobs.Record{}
 	deadline := time.Now().Add(5 * time.Minute)
 	for len(done) < n {
 		if time.Now().After(deadline) {
-			return level{}, fmt.Errorf("%d of %d jobs finished in 5 minutes", len(done), n)
+			return level{}, 0, fmt.Errorf("%d of %d jobs finished in 5 minutes", len(done), n)
 		}
 		for _, id := range ids {
 			if done[id] != nil {
@@ -111,11 +128,11 @@ func throughputAt(ctx context.Context, root string, workers, n int) (level, erro
 			}
 			rec, err := store.Get(ctx, id)
 			if err != nil {
-				return level{}, err
+				return level{}, 0, err
 			}
 			if rec.Status.Final() {
 				if rec.Status != jobs.StatusSucceeded {
-					return level{}, fmt.Errorf("job %s %s", id, rec.Status)
+					return level{}, 0, fmt.Errorf("job %s %s", id, rec.Status)
 				}
 				done[id] = rec
 			}
@@ -134,10 +151,11 @@ func throughputAt(ctx context.Context, root string, workers, n int) (level, erro
 		}
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	drain := float64(n) / last.Sub(resumed).Seconds()
 	return level{
 		Workers: workers, Jobs: n, JobsPerSecond: float64(n) / last.Sub(first).Seconds(),
 		P50: lat[len(lat)/2], P99: lat[(len(lat)*99)/100],
-	}, nil
+	}, drain, nil
 }
 
 func median(d []time.Duration) time.Duration {

@@ -59,6 +59,9 @@ type Config struct {
 	BatchWindow time.Duration
 	// SweepEvery is the sweeper's schedule (0: never; tests call SweepNow).
 	SweepEvery time.Duration
+	// StartPaused starts everything but the event source's pollers; Resume
+	// starts them (benchmarks fill the queue first).
+	StartPaused bool
 	// FunctionEnv is added to every function's environment
 	// (JOBS_DISPATCH_GRACE, JOBS_RETENTION, ...).
 	FunctionEnv []string
@@ -88,6 +91,9 @@ type Stack struct {
 	Table            string
 
 	cfg       Config
+	pollers   []*EventSource
+	runCtx    context.Context
+	resumed   sync.Once
 	procs     []*localaws.Process
 	functions []*Function
 	workers   []*Function
@@ -253,7 +259,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.cancel, s.runCtx = cancel, runCtx
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); _ = s.server.Serve(ln) }()
 
@@ -264,8 +270,10 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			Invoke: invokeWorker(w), BatchSize: cfg.BatchSize, Window: cfg.BatchWindow,
 			Concurrency: 1, Timeout: cfg.WorkerTimeout + 5*time.Second, Logger: cfg.Logger,
 		}
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); es.Run(runCtx) }()
+		s.pollers = append(s.pollers, es)
+	}
+	if !cfg.StartPaused {
+		s.Resume()
 	}
 
 	// 6. The sweeper's schedule.
@@ -289,6 +297,16 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	cfg.Logger.Info("local stack up", slog.String("api", s.APIURL))
 	return s, nil
+}
+
+// Resume starts the event source's pollers (see Config.StartPaused).
+func (s *Stack) Resume() {
+	s.resumed.Do(func() {
+		for _, es := range s.pollers {
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); es.Run(s.runCtx) }()
+		}
+	})
 }
 
 // SweepNow invokes the sweeper with a scheduled event, as EventBridge does.
