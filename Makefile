@@ -5,6 +5,10 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 GO          ?= go
+# The Go release every target builds and tests with (the module proxy serves
+# it; the first use downloads it). 1.26.10 fixes standard-library
+# vulnerabilities that govulncheck reports in earlier 1.26 releases.
+export GOTOOLCHAIN := go1.26.10
 FUNCTIONS   := enqueue worker getjob cancel sweeper
 BUILD_DIR   := build
 TOOLS_DIR   := _tools

@@ -11,3 +11,6 @@ func ChildAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: tru
 
 // DieWithParent does nothing outside Linux.
 func DieWithParent() {}
+
+// KillTree sends SIGKILL to pid's process group.
+func KillTree(pid int) { _ = syscall.Kill(-pid, syscall.SIGKILL) }

@@ -191,5 +191,6 @@ func (f *Function) Stop() {
 func (f *Function) Kill() {
 	f.pmu.Lock()
 	defer f.pmu.Unlock()
+	localaws.KillTree(f.cmd.Process.Pid)
 	_ = syscall.Kill(-f.cmd.Process.Pid, syscall.SIGKILL)
 }

@@ -306,14 +306,16 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		Table: "kill", Queue: "kill", WorkerTimeout: workerTimeout, WorkerInstances: 1, BatchSize: 5, BatchWindow: 2 * time.Second,
 		SweepEvery: sweepEvery, Output: &syncWriter{w: &logs},
 		// One record at a time, so the rest of the batch waits behind the victim.
-		FunctionEnv: []string{"JOBS_DISPATCH_GRACE=" + grace.String(), "JOBS_WORKER_CONCURRENCY=1"},
+		// A short reserve leaves the victim's handler 5 s, longer than it needs.
+		FunctionEnv: []string{"JOBS_DISPATCH_GRACE=" + grace.String(), "JOBS_WORKER_CONCURRENCY=1",
+			"JOBS_HANDLER_RESERVE=1s", "JOBS_FINAL_WRITE_TIMEOUT=500ms"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stack.Stop()
 	c := &client{api: stack.APIURL, http: &http.Client{Timeout: 10 * time.Second}}
-	victim, _, err := c.enqueue("example.sleep", `{"ms":4000,"steps":4}`, "victim")
+	victim, _, err := c.enqueue("example.sleep", `{"ms":4500,"steps":3}`, "victim")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,10 +374,10 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	t.Logf("victim interrupted %v after the kill (bound %v); batch-mates succeeded %v after it (bound %v); worker restarts %d",
 		victimSettle, bound, maxOther, othersBound, stack.Workers()[0].Restarts)
 	record(row{
-		Scenario: "sigkill", Load: "a batch of 5 (a 4 s job first, then 4 quick ones), 1 worker, one record at a time",
+		Scenario: "sigkill", Load: "a batch of 5 (a 4.5 s job first, then 4 quick ones), 1 worker, one record at a time",
 		Faults: "SIGKILL to the worker's emulator and bootstrap while the first job runs",
 		Lost:   lost, Stuck: stuck, MaxSettle: max(victimSettle, maxOther), Bound: othersBound,
-		Notes: fmt.Sprintf("the killed job failed `interrupted` %v after the kill (bound %v: dispatch grace + sweep interval + worker timeout); its 4 batch-mates came back after the visibility timeout and succeeded %v after it",
+		Notes: fmt.Sprintf("the killed job failed `interrupted` %v after the kill (bound %v: dispatch grace + sweep interval + worker timeout); its 4 batch-mates, never claimed, came back (the sweeper re-sent them after the dispatch grace, before the visibility timeout) and succeeded %v after it",
 			victimSettle.Round(100*time.Millisecond), bound, maxOther.Round(100*time.Millisecond)),
 	})
 }
