@@ -206,7 +206,7 @@ func TestUnderInjectedFaults(t *testing.T) {
 	ddbFaults.SetFaults(faults)
 	sqsFaults.SetFaults(faults)
 
-	n := size(300, 1000)
+	n := size(150, 1000)
 	c := &client{api: stack.APIURL, http: &http.Client{Timeout: 30 * time.Second}}
 	kinds := []struct{ kind, payload string }{
 		{"example.hash", `{"text":"x","rounds":1}`},
