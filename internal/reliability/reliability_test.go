@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -64,13 +63,8 @@ func run(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(dir)
 	bootstraps = dir
-	for _, fn := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
-		cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", filepath.Join(dir, fn, "bootstrap"), "./functions/"+fn)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("build %s: %v\n%s", fn, err, out)
-		}
+	if err := localstack.BuildBootstraps(root, dir); err != nil {
+		return 0, err
 	}
 	code := m.Run()
 	if path := os.Getenv("RELIABILITY_REPORT"); path != "" && code == 0 {
