@@ -17,8 +17,8 @@ import (
 type coldResult struct {
 	Name      string
 	SizeARM64 int64         // the deployable bootstrap (make build)
-	FirstMS   time.Duration // first invoke under the emulator, this machine's arch
-	WarmMS    time.Duration // the second invoke
+	First     time.Duration // first invoke under the emulator, this machine's arch
+	Warm      time.Duration // the second invoke
 }
 
 // coldStart times the first invoke of each function (started fresh under
@@ -102,7 +102,7 @@ func coldStart(ctx context.Context) ([]coldResult, error) {
 			}
 			firsts, warms = append(firsts, first), append(warms, warm)
 		}
-		r.FirstMS, r.WarmMS = median(firsts), median(warms)
+		r.First, r.Warm = median(firsts), median(warms)
 		out = append(out, r)
 	}
 	return out, nil

@@ -190,7 +190,7 @@ func (r *report) markdown() string {
 		}
 	}
 	for _, c := range r.Cold {
-		w("| %s | %.1f MB | %s | %s | %.2fx |\n", c.Name, float64(c.SizeARM64)/1e6, ms(c.FirstMS), ms(c.WarmMS), float64(c.FirstMS)/float64(hello.FirstMS))
+		w("| %s | %.1f MB | %s | %s | %.2fx |\n", c.Name, float64(c.SizeARM64)/1e6, ms(c.First), ms(c.Warm), float64(c.First)/float64(hello.First))
 	}
 	w("\nThe sweeper's invoke runs a sweep (8 index queries), so even its second invoke takes longer.\n")
 	w("The bootstraps are larger than hello world because they carry the AWS SDK's DynamoDB and SQS\n")

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -153,5 +154,30 @@ func TestCancelAndDelay(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, url, "cancel", id); code != 1 || !strings.Contains(errOut, "409") {
 		t.Fatalf("cancel again: exit %d %s", code, errOut)
+	}
+}
+
+// TestSigV4 checks that -sigv4 signs every request with the default
+// credential chain (here: the environment) for execute-api.
+func TestSigV4(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	var auth, date string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth, date = r.Header.Get("Authorization"), r.Header.Get("X-Amz-Date")
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(404)
+		_, _ = w.Write([]byte(`{"type":"urn:lambdajobs:problem:not_found","title":"Not found","status":404,"code":"not_found"}`))
+	}))
+	defer srv.Close()
+	code, _, errOut := runCLI(t, srv.URL, "-sigv4", "-region", "eu-west-1", "get", jobs.NewID())
+	if code != 1 || !strings.Contains(errOut, "404") {
+		t.Fatalf("exit %d %s", code, errOut)
+	}
+	if !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/") || !strings.Contains(auth, "/eu-west-1/execute-api/aws4_request") || date == "" {
+		t.Fatalf("Authorization %q, X-Amz-Date %q", auth, date)
 	}
 }
