@@ -97,7 +97,7 @@ func newStack(t *testing.T, o options) *stack {
 		o.deadlines = jobs.Deadlines{Reserve: time.Second, FinalWrite: 600 * time.Millisecond, Safety: 200 * time.Millisecond}
 	}
 	s.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: s.reg, Store: s.store, Deadlines: o.deadlines, Sealer: s.sealer,
-		Routes: examplekinds.Routes(alice)})
+		Routes: examplekinds.Routes(alice), Queue: s.queue})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func (s *stack) get(id string) (int, jobs.View) {
 // drain polls the queue until it has been empty for one long poll.
 func (s *stack) drain() {
 	s.t.Helper()
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 1000; i++ {
 		n := s.queueDepth()
 		if n == 0 {
 			return

@@ -34,6 +34,8 @@ type Job[P any] struct {
 	Attempt   int
 	CreatedAt time.Time
 	Payload   P
+	// Batch, for a batch's completion job, is how the batch's jobs ended.
+	Batch *BatchCounts
 
 	publish func(context.Context, []byte) error
 }
@@ -145,7 +147,7 @@ func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts
 			}
 			job := &Job[P]{
 				ID: rec.ID, Kind: rec.Kind, Owner: rec.Owner, Attempt: rec.Attempt,
-				CreatedAt: rec.CreatedAt, Payload: p, publish: publish,
+				CreatedAt: rec.CreatedAt, Payload: p, Batch: rec.BatchCounts, publish: publish,
 			}
 			r, err := h.Work(ctx, job)
 			if err != nil {

@@ -43,6 +43,11 @@ type Record struct {
 	// CancelRequested is set when the owner cancelled the job while it ran:
 	// its run ends cancelled and no other outcome can be recorded.
 	CancelRequested bool
+	// BatchID names the batch the job belongs to; its final write also
+	// counts it in the batch.
+	BatchID string
+	// BatchCounts are the counts of the batch a completion job completes.
+	BatchCounts *BatchCounts
 
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
@@ -78,11 +83,13 @@ type View struct {
 	LastError *string `json:"last_error,omitempty"`
 	// CancelRequested is true once the owner cancelled a running job, until
 	// it ends cancelled.
-	CancelRequested bool       `json:"cancel_requested,omitempty"`
-	CreatedAt       time.Time  `json:"created_at"`
-	UpdatedAt       time.Time  `json:"updated_at"`
-	StartedAt       *time.Time `json:"started_at,omitempty"`
-	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// BatchID names the job's batch, if any.
+	BatchID    *string    `json:"batch_id,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
 // View returns the public view of r.
@@ -116,6 +123,10 @@ func (r *Record) View() View {
 		v.LastError = &code
 	}
 	v.CancelRequested = r.CancelRequested && r.Status == StatusRunning
+	if r.BatchID != "" {
+		id := r.BatchID
+		v.BatchID = &id
+	}
 	if !r.FinishedAt.IsZero() {
 		t := r.FinishedAt.UTC()
 		v.FinishedAt = &t

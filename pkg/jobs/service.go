@@ -160,10 +160,19 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*Record, boo
 // Dispatch. If the dispatch never happens, the sweeper sends the job after
 // the dispatch grace, so a committed job always runs.
 func (s *Service) Prepare(req EnqueueRequest) (*Record, error) {
-	if err := checkOwner(req.Owner); err != nil {
+	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
 		return nil, err
 	}
-	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
+	id := NewID()
+	if req.IdempotencyKey != "" {
+		id = DerivedID("idempotency", req.Owner, req.IdempotencyKey)
+	}
+	return s.prepareAs(req, id, s.clock.Now().Truncate(time.Millisecond))
+}
+
+// prepareAs is Prepare with the job's id and creation time given.
+func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (*Record, error) {
+	if err := checkOwner(req.Owner); err != nil {
 		return nil, err
 	}
 	if err := s.reg.Validate(req.Kind, req.Payload); err != nil {
@@ -174,7 +183,6 @@ func (s *Service) Prepare(req EnqueueRequest) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := s.clock.Now().Truncate(time.Millisecond)
 	var runAt time.Time
 	sweepAt := now.Add(s.grace)
 	if req.RunAt.After(now) {
@@ -186,10 +194,6 @@ func (s *Service) Prepare(req EnqueueRequest) (*Record, error) {
 		if runAt.Sub(now) <= MaxQueueDelay {
 			sweepAt = runAt.Add(s.grace) // ...unless the queue delays it
 		}
-	}
-	id := NewID()
-	if req.IdempotencyKey != "" {
-		id = DerivedID("idempotency", req.Owner, req.IdempotencyKey)
 	}
 	stored, err := sealPayload(s.sealer, id, k.secrets, canonical)
 	if err != nil {
@@ -282,7 +286,7 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (*Record, error)
 		now := s.clock.Now().Truncate(time.Millisecond)
 		switch rec.Status {
 		case StatusQueued:
-			err = s.store.CancelQueued(ctx, id, now, now.Add(s.retention))
+			err = s.store.CancelQueued(ctx, id, now, now.Add(s.retention), rec.BatchID)
 		case StatusRunning:
 			if rec.CancelRequested {
 				return rec, nil
@@ -293,6 +297,11 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (*Record, error)
 		}
 		switch {
 		case err == nil:
+			if rec.Status == StatusQueued && rec.BatchID != "" {
+				if b, err := s.store.GetBatch(ctx, rec.BatchID); err == nil {
+					settleBatch(ctx, s.store, s.queue, s.log, b, s.grace, s.retention)
+				}
+			}
 			return s.Get(ctx, owner, id)
 		case errors.Is(err, ErrNotQueued), errors.Is(err, ErrNotRunning):
 			continue

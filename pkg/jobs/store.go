@@ -50,16 +50,28 @@ type Store interface {
 	Requeue(ctx context.Context, id, token string, r Requeue) error
 
 	// CancelQueued moves a queued job to cancelled (a *ConflictError
-	// matching ErrNotQueued otherwise).
-	CancelQueued(ctx context.Context, id string, at, expiresAt time.Time) error
+	// matching ErrNotQueued otherwise); a job of a batch (batchID) is counted
+	// in its batch in the same transaction.
+	CancelQueued(ctx context.Context, id string, at, expiresAt time.Time, batchID string) error
+
+	// CreateBatch stores a batch unless one with its id exists; then it
+	// returns the existing batch and ErrExists.
+	CreateBatch(ctx context.Context, b *Batch) (*Batch, error)
+	// GetBatch returns the batch, or ErrNotFound.
+	GetBatch(ctx context.Context, id string) (*Batch, error)
+	// EndBatch records a batch's end, provided it is running with no job
+	// pending (ErrBatchNotDone otherwise).
+	EndBatch(ctx context.Context, id string, status Status, at, expiresAt time.Time) error
+	// RescheduleBatch moves a running batch's sweep time.
+	RescheduleBatch(ctx context.Context, id string, at time.Time) error
 
 	// RequestCancel marks a running job's run as cancelled: its handler's
 	// context is cancelled when the worker notices, and the run can only end
 	// cancelled (a *ConflictError matching ErrNotRunning otherwise).
 	RequestCancel(ctx context.Context, id string, at time.Time) error
 
-	// Due returns the ids of up to limit jobs whose sweep time is at or
-	// before now: jobs still queued or running that the sweeper must look
+	// Due returns the ids of up to limit jobs (and batches, their ids
+	// prefixed with BatchPrefix) whose sweep time is at or before now: jobs still queued or running that the sweeper must look
 	// at. It reads an index that holds only such jobs, never the table.
 	Due(ctx context.Context, now time.Time, limit int) ([]string, error)
 
@@ -90,6 +102,9 @@ type Outcome struct {
 	// LeaseExpiredBy, when set, makes the write also conditional on the
 	// lease having ended by then (the sweeper's interrupted outcome).
 	LeaseExpiredBy time.Time
+	// BatchID, when set, counts the outcome in that batch in the same
+	// transaction as the final write.
+	BatchID string
 }
 
 // Requeue is the write that sends a failed run back to the queue.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -79,6 +80,7 @@ type SweepReport struct {
 	Resent      int  `json:"resent"`      // queued jobs whose reference was sent again
 	Retried     int  `json:"retried"`     // interrupted runs sent back for another attempt
 	Cancelled   int  `json:"cancelled"`   // abandoned runs whose owner had cancelled them
+	Batches     int  `json:"batches"`     // batches whose end the sweeper recorded
 	Deferred    int  `json:"deferred"`    // running jobs whose lease had not ended: looked at again after it
 	Skipped     int  `json:"skipped"`     // settled meanwhile by someone else
 	Errors      int  `json:"errors"`      // left for the next sweep
@@ -142,6 +144,10 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			if isBatchKey(id) {
+				s.sweepBatch(ctx, now, strings.TrimPrefix(id, BatchPrefix), rep, count)
+				return
+			}
 			rec, err := s.store.Get(ctx, id)
 			switch {
 			case errors.Is(err, ErrNotFound):
@@ -235,11 +241,16 @@ func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *Record, 
 			return
 		}
 	}
-	out := Outcome{Status: StatusFailed, Code: CodeInterrupted, At: now, ExpiresAt: now.Add(s.retention), LeaseExpiredBy: now}
+	out := Outcome{Status: StatusFailed, Code: CodeInterrupted, At: now, ExpiresAt: now.Add(s.retention), LeaseExpiredBy: now, BatchID: rec.BatchID}
 	if rec.CancelRequested {
 		out.Status, out.Code = StatusCancelled, ""
 	}
 	err := s.store.Finish(ctx, rec.ID, rec.ClaimToken, out)
+	if err == nil && rec.BatchID != "" {
+		if b, err := s.store.GetBatch(ctx, rec.BatchID); err == nil {
+			settleBatch(ctx, s.store, s.queue, s.log, b, s.grace, s.retention)
+		}
+	}
 	switch {
 	case err == nil && out.Status == StatusCancelled:
 		count(func() { rep.Cancelled++ })
@@ -254,6 +265,34 @@ func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *Record, 
 	default:
 		count(func() { rep.Errors++ })
 	}
+}
+
+// sweepBatch settles a batch whose jobs have all ended but whose end was
+// never recorded, and looks again later at one still running.
+func (s *Sweeper) sweepBatch(ctx context.Context, now time.Time, id string, rep *SweepReport, count func(func())) {
+	b, err := s.store.GetBatch(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		count(func() { rep.Skipped++ })
+		return
+	case err != nil:
+		count(func() { rep.Errors++ })
+		return
+	}
+	if b.Status != StatusRunning {
+		count(func() { rep.Skipped++ })
+		return
+	}
+	if b.Remaining <= 0 {
+		settleBatch(ctx, s.store, s.queue, s.log, b, s.grace, s.retention)
+		count(func() { rep.Batches++ })
+		return
+	}
+	if err := s.store.RescheduleBatch(ctx, id, now.Add(s.grace)); err != nil {
+		count(func() { rep.Errors++ })
+		return
+	}
+	count(func() { rep.Deferred++ })
 }
 
 // retryInterrupted sends an interrupted run back to the queue, as the

@@ -236,7 +236,7 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 // must come back. A run whose cancel was requested ends cancelled.
 func (w *Worker) finish(ctx context.Context, log *slog.Logger, rec *Record, token string, ex execution, started time.Time) bool {
 	end := w.clock.Now()
-	out := Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: end, ExpiresAt: end.Add(w.retention)}
+	out := Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: end, ExpiresAt: end.Add(w.retention), BatchID: rec.BatchID}
 	if ex.Status == StatusCancelled {
 		out.Result, out.Code = nil, ""
 	}
@@ -244,7 +244,10 @@ func (w *Worker) finish(ctx context.Context, log *slog.Logger, rec *Record, toke
 	if errors.Is(err, ErrCancelRequested) {
 		// Cancelled while it ran, unnoticed: no other outcome may land.
 		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
-		err = w.store.Finish(ctx, rec.ID, token, Outcome{Status: StatusCancelled, At: end, ExpiresAt: end.Add(w.retention)})
+		err = w.store.Finish(ctx, rec.ID, token, Outcome{Status: StatusCancelled, At: end, ExpiresAt: end.Add(w.retention), BatchID: rec.BatchID})
+	}
+	if err == nil && rec.BatchID != "" {
+		defer w.settleBatchOf(ctx, rec.BatchID)
 	}
 	switch {
 	case err == nil:
@@ -274,6 +277,15 @@ func (w *Worker) finish(ctx context.Context, log *slog.Logger, rec *Record, toke
 			slog.String("outcome_lost", string(ex.Status)), slog.String("err_types", ErrorTypes(err)))
 		return true
 	}
+}
+
+// settleBatchOf ends the batch if the job just finished was its last.
+func (w *Worker) settleBatchOf(ctx context.Context, batchID string) {
+	b, err := w.store.GetBatch(ctx, batchID)
+	if err != nil {
+		return // the sweeper settles it
+	}
+	settleBatch(ctx, w.store, w.queue, w.log, b, w.grace, w.retention)
 }
 
 // shouldRetry reports whether a failed run gets another attempt.
@@ -440,8 +452,11 @@ func (w *Worker) interrupt(ctx context.Context, inv invocation, cur *Record, now
 		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
 	}
 	err := w.store.Finish(wctx, cur.ID, cur.ClaimToken, Outcome{
-		Status: ex.Status, Code: ex.Code, At: now, ExpiresAt: now.Add(w.retention), LeaseExpiredBy: now,
+		Status: ex.Status, Code: ex.Code, At: now, ExpiresAt: now.Add(w.retention), LeaseExpiredBy: now, BatchID: cur.BatchID,
 	})
+	if err == nil && cur.BatchID != "" {
+		w.settleBatchOf(wctx, cur.BatchID)
+	}
 	switch {
 	case err == nil:
 		attrs := []slog.Attr{slog.String("status", string(ex.Status)), slog.String("cause", ex.Cause)}

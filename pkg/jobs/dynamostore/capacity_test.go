@@ -183,7 +183,7 @@ func TestWriteUnitsPerRetryAndCancel(t *testing.T) {
 
 	queued := &capacityLog{}
 	store, rec = newJob(queued)
-	if err := store.CancelQueued(ctx, rec.ID, now, now.Add(time.Hour)); err != nil {
+	if err := store.CancelQueued(ctx, rec.ID, now, now.Add(time.Hour), ""); err != nil {
 		t.Fatal(err)
 	}
 

@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -22,6 +23,7 @@ type API interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
 
@@ -79,6 +81,8 @@ type item struct {
 	RunAt      int64   `dynamodbav:"run_at_ms,omitempty"`
 	LastError  string  `dynamodbav:"last_error,omitempty"`
 	Cancel     bool    `dynamodbav:"cancel_requested,omitempty"`
+	BatchID    string  `dynamodbav:"batch_id,omitempty"`
+	BatchCount string  `dynamodbav:"batch_counts,omitempty"`
 }
 
 func ms(t time.Time) int64 {
@@ -109,7 +113,11 @@ func toItem(r *jobs.Record) item {
 		Token: r.ClaimToken, Lease: ms(r.LeaseUntil), ReqHash: r.RequestHash,
 		SweepAt: ms(r.SweepAt), Dispatches: r.Dispatches,
 		Created: ms(r.CreatedAt), Updated: ms(r.UpdatedAt), Started: ms(r.StartedAt), Finished: ms(r.FinishedAt),
-		RunAt: ms(r.RunAt), LastError: r.LastError, Cancel: r.CancelRequested,
+		RunAt: ms(r.RunAt), LastError: r.LastError, Cancel: r.CancelRequested, BatchID: r.BatchID,
+	}
+	if r.BatchCounts != nil {
+		b, _ := json.Marshal(r.BatchCounts)
+		it.BatchCount = string(b)
 	}
 	if r.Result != nil {
 		s := string(r.Result)
@@ -136,7 +144,13 @@ func fromItem(av map[string]types.AttributeValue) (*jobs.Record, error) {
 		SweepAt: fromMS(it.SweepAt), Dispatches: it.Dispatches,
 		CreatedAt: fromMS(it.Created), UpdatedAt: fromMS(it.Updated),
 		StartedAt: fromMS(it.Started), FinishedAt: fromMS(it.Finished),
-		RunAt: fromMS(it.RunAt), LastError: it.LastError, CancelRequested: it.Cancel,
+		RunAt: fromMS(it.RunAt), LastError: it.LastError, CancelRequested: it.Cancel, BatchID: it.BatchID,
+	}
+	if it.BatchCount != "" {
+		var bc jobs.BatchCounts
+		if err := json.Unmarshal([]byte(it.BatchCount), &bc); err == nil {
+			r.BatchCounts = &bc
+		}
 	}
 	if it.Result != nil {
 		r.Result = []byte(*it.Result)
@@ -407,8 +421,53 @@ func (s *Store) Finish(ctx context.Context, id, token string, o jobs.Outcome) er
 	if !o.LeaseExpiredBy.IsZero() {
 		cond = cond.And(expression.Name(attrLease).LessThanEqual(expression.Value(ms(o.LeaseExpiredBy))))
 	}
+	if o.BatchID != "" {
+		return s.finishInBatch(ctx, "finish", id, token, upd, cond, jobs.ErrLostClaim, o.BatchID, o.Status)
+	}
 	_, err := s.updateFor(ctx, "finish", id, token, upd, cond, jobs.ErrLostClaim)
 	return err
+}
+
+// finishInBatch makes a batch job's final write and its batch's counter
+// update one transaction: both land or neither does, so a duplicate
+// delivery or a retried write never counts twice.
+func (s *Store) finishInBatch(ctx context.Context, op, id, token string, upd expression.UpdateBuilder, cond expression.ConditionBuilder, sentinel error, batchID string, st jobs.Status) error {
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return err
+	}
+	counter := map[jobs.Status]string{jobs.StatusSucceeded: attrBSucceeded, jobs.StatusFailed: attrBFailed, jobs.StatusCancelled: attrBCancelled}[st]
+	bexpr, err := expression.NewBuilder().WithUpdate(
+		expression.Add(expression.Name(attrBRemaining), expression.Value(-1)).Add(expression.Name(counter), expression.Value(1)),
+	).Build()
+	if err != nil {
+		return err
+	}
+	out, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{
+			{Update: &types.Update{
+				TableName: s.table, Key: key(id), UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+				ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			}},
+			{Update: &types.Update{
+				TableName: s.table, Key: key(jobs.BatchPrefix + batchID), UpdateExpression: bexpr.Update(),
+				ExpressionAttributeNames: bexpr.Names(), ExpressionAttributeValues: bexpr.Values(),
+			}},
+		},
+		ReturnConsumedCapacity: s.capacity(),
+	})
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+		return s.conflictFor(sentinel, token, tce.CancellationReasons[0].Item)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: %s %s in batch %s: %w", op, id, batchID, err)
+	}
+	for i := range out.ConsumedCapacity {
+		s.report(op, &out.ConsumedCapacity[i])
+	}
+	return nil
 }
 
 // Requeue sends the run named by token back to the queue for a retry.
@@ -432,13 +491,16 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r jobs.Requeue) e
 }
 
 // CancelQueued moves a queued job to cancelled and out of the sweep index.
-func (s *Store) CancelQueued(ctx context.Context, id string, at, expiresAt time.Time) error {
+func (s *Store) CancelQueued(ctx context.Context, id string, at, expiresAt time.Time, batchID string) error {
 	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusCancelled))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(at))).
 		Set(expression.Name(attrFinished), expression.Value(ms(at))).
 		Set(expression.Name(AttrExpires), expression.Value(expiresAt.Unix())).
 		Remove(expression.Name(AttrSweepShard)).
 		Remove(expression.Name(AttrSweepAt))
+	if batchID != "" {
+		return s.finishInBatch(ctx, "cancel", id, "", upd, statusIs(jobs.StatusQueued), jobs.ErrNotQueued, batchID, jobs.StatusCancelled)
+	}
 	_, err := s.update(ctx, "cancel", id, upd, statusIs(jobs.StatusQueued), jobs.ErrNotQueued)
 	return err
 }

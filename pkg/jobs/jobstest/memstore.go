@@ -14,9 +14,10 @@ import (
 // MemStore is an in-memory jobs.Store with the same conditional semantics
 // as the DynamoDB store. It passes RunStoreTests.
 type MemStore struct {
-	mu    sync.Mutex
-	jobs  map[string]*jobs.Record
-	clock jobs.Clock
+	mu      sync.Mutex
+	jobs    map[string]*jobs.Record
+	batches map[string]*jobs.Batch
+	clock   jobs.Clock
 }
 
 var _ jobs.Store = (*MemStore)(nil)
@@ -26,13 +27,17 @@ func NewMemStore(clock jobs.Clock) *MemStore {
 	if clock == nil {
 		clock = jobs.WallClock
 	}
-	return &MemStore{jobs: map[string]*jobs.Record{}, clock: clock}
+	return &MemStore{jobs: map[string]*jobs.Record{}, batches: map[string]*jobs.Batch{}, clock: clock}
 }
 
 func clone(r *jobs.Record) *jobs.Record {
 	c := *r
 	c.Payload = bytes.Clone(r.Payload)
 	c.Result = bytes.Clone(r.Result)
+	if r.BatchCounts != nil {
+		bc := *r.BatchCounts
+		c.BatchCounts = &bc
+	}
 	return &c
 }
 
@@ -137,6 +142,85 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o jobs.Outcome) e
 	r.ClaimToken = ""
 	r.LeaseUntil = time.Time{}
 	r.SweepAt = time.Time{}
+	m.count(o.BatchID, o.Status)
+	return nil
+}
+
+// count records a batch job's end in its batch (under m.mu, with the job's
+// final write: one atomic step, like the DynamoDB transaction).
+func (m *MemStore) count(batchID string, st jobs.Status) {
+	if batchID == "" {
+		return
+	}
+	b, ok := m.batches[batchID]
+	if !ok {
+		b = &jobs.Batch{ID: batchID}
+		m.batches[batchID] = b
+	}
+	b.Remaining--
+	switch st {
+	case jobs.StatusSucceeded:
+		b.Succeeded++
+	case jobs.StatusFailed:
+		b.Failed++
+	case jobs.StatusCancelled:
+		b.Cancelled++
+	}
+}
+
+// CreateBatch stores b unless a batch with its id was stored before; the
+// counts of jobs that ended first are kept.
+func (m *MemStore) CreateBatch(_ context.Context, b *jobs.Batch) (*jobs.Batch, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.batches[b.ID]
+	if ok && cur.Total > 0 {
+		c := *cur
+		return &c, jobs.ErrExists
+	}
+	nb := *b
+	if ok {
+		nb.Remaining += cur.Remaining
+		nb.Succeeded, nb.Failed, nb.Cancelled = cur.Succeeded, cur.Failed, cur.Cancelled
+	}
+	m.batches[b.ID] = &nb
+	c := nb
+	return &c, nil
+}
+
+// GetBatch returns a copy of the batch.
+func (m *MemStore) GetBatch(_ context.Context, id string) (*jobs.Batch, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.batches[id]
+	if !ok || b.Total == 0 || b.Expired(m.clock.Now()) {
+		return nil, jobs.ErrNotFound
+	}
+	c := *b
+	return &c, nil
+}
+
+// EndBatch records a batch's end when nothing is pending.
+func (m *MemStore) EndBatch(_ context.Context, id string, status jobs.Status, at, expiresAt time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.batches[id]
+	if !ok || b.Status != jobs.StatusRunning || b.Remaining != 0 {
+		return jobs.ErrBatchNotDone
+	}
+	b.Status, b.EndedAt, b.ExpiresAt, b.SweepAt = status, at, expiresAt, time.Time{}
+	return nil
+}
+
+// RescheduleBatch moves a running batch's sweep time.
+func (m *MemStore) RescheduleBatch(_ context.Context, id string, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.batches[id]
+	if !ok || b.Status != jobs.StatusRunning {
+		return jobs.ErrBatchNotDone
+	}
+	b.SweepAt = at
 	return nil
 }
 
@@ -164,7 +248,7 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q jobs.Requeue) 
 }
 
 // CancelQueued cancels a queued job.
-func (m *MemStore) CancelQueued(_ context.Context, id string, at, expiresAt time.Time) error {
+func (m *MemStore) CancelQueued(_ context.Context, id string, at, expiresAt time.Time, batchID string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.live(id)
@@ -177,6 +261,7 @@ func (m *MemStore) CancelQueued(_ context.Context, id string, at, expiresAt time
 	r.Status = jobs.StatusCancelled
 	r.UpdatedAt, r.FinishedAt, r.ExpiresAt = at, at, expiresAt
 	r.SweepAt = time.Time{}
+	m.count(batchID, jobs.StatusCancelled)
 	return nil
 }
 
@@ -204,6 +289,11 @@ func (m *MemStore) Due(_ context.Context, now time.Time, limit int) ([]string, e
 	for _, r := range m.jobs {
 		if !r.SweepAt.IsZero() && !r.SweepAt.After(now) {
 			due = append(due, r)
+		}
+	}
+	for _, b := range m.batches {
+		if b.Status == jobs.StatusRunning && !b.SweepAt.IsZero() && !b.SweepAt.After(now) {
+			due = append(due, &jobs.Record{ID: jobs.BatchPrefix + b.ID, SweepAt: b.SweepAt})
 		}
 	}
 	sort.Slice(due, func(i, j int) bool { return due[i].SweepAt.Before(due[j].SweepAt) })

@@ -463,7 +463,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	t.Run("CancelQueued", func(t *testing.T) {
 		s, clock := setup(t)
 		rec := create(t, s, clock.Now())
-		if err := s.CancelQueued(ctx, rec.ID, clock.Now(), clock.Now().Add(time.Hour)); err != nil {
+		if err := s.CancelQueued(ctx, rec.ID, clock.Now(), clock.Now().Add(time.Hour), ""); err != nil {
 			t.Fatal(err)
 		}
 		got := get(t, s, rec.ID)
@@ -472,7 +472,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		}
 		_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
 		wantConflict(t, err, jobs.ErrNotQueued, jobs.StatusCancelled)
-		wantConflict(t, s.CancelQueued(ctx, rec.ID, clock.Now(), clock.Now()), jobs.ErrNotQueued, jobs.StatusCancelled)
+		wantConflict(t, s.CancelQueued(ctx, rec.ID, clock.Now(), clock.Now(), ""), jobs.ErrNotQueued, jobs.StatusCancelled)
 		if ids, _ := s.Due(ctx, clock.Now().Add(time.Hour), 10); len(ids) != 0 {
 			t.Fatalf("a cancelled job is due: %v", ids)
 		}
@@ -496,6 +496,66 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 			t.Fatalf("got %+v", got)
 		}
 		wantConflict(t, s.RequestCancel(ctx, rec.ID, clock.Now()), jobs.ErrNotRunning, jobs.StatusCancelled)
+	})
+
+	t.Run("BatchCountsEachJobOnce", func(t *testing.T) {
+		s, clock := setup(t)
+		now := clock.Now()
+		batchID := jobs.NewID()
+		var recs []*jobs.Record
+		for i := range 3 {
+			rec := NewRecord(jobs.BatchJobID(batchID, i), now)
+			rec.BatchID = batchID
+			if err := s.Create(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, rec)
+		}
+		// The first job ends before the batch is stored: it stays counted.
+		_, tok0 := claim(t, s, recs[0].ID, now)
+		if err := s.Finish(ctx, recs[0].ID, tok0, jobs.Outcome{Status: jobs.StatusSucceeded, At: now, BatchID: batchID}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetBatch(ctx, batchID); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("a batch that was never stored: %v", err)
+		}
+		b, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 3, Remaining: 3, RequestHash: "h", CreatedAt: now, SweepAt: now.Add(time.Minute)})
+		if err != nil || b.Remaining != 2 || b.Succeeded != 1 {
+			t.Fatalf("created batch %+v %v", b, err)
+		}
+		if again, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Total: 3, Remaining: 3}); !errors.Is(err, jobs.ErrExists) || again.Total != 3 {
+			t.Fatalf("second CreateBatch: %+v %v", again, err)
+		}
+		_, tok1 := claim(t, s, recs[1].ID, now)
+		out := jobs.Outcome{Status: jobs.StatusFailed, Code: "boom", At: now, BatchID: batchID}
+		if err := s.Finish(ctx, recs[1].ID, tok1, out); err != nil {
+			t.Fatal(err)
+		}
+		// A retried or duplicate final write changes nothing, counts nothing.
+		wantConflict(t, s.Finish(ctx, recs[1].ID, tok1, out), jobs.ErrLostClaim, jobs.StatusFailed)
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, jobs.ErrBatchNotDone) {
+			t.Fatalf("EndBatch with a job pending: %v", err)
+		}
+		if err := s.CancelQueued(ctx, recs[2].ID, now, now.Add(time.Hour), batchID); err != nil {
+			t.Fatal(err)
+		}
+		wantConflict(t, s.CancelQueued(ctx, recs[2].ID, now, now.Add(time.Hour), batchID), jobs.ErrNotQueued, jobs.StatusCancelled)
+		b, err = s.GetBatch(ctx, batchID)
+		if err != nil || b.Remaining != 0 || b.Succeeded != 1 || b.Failed != 1 || b.Cancelled != 1 || b.Status != jobs.StatusRunning {
+			t.Fatalf("batch %+v %v, want 1 succeeded, 1 failed, 1 cancelled, none pending", b, err)
+		}
+		if ids, _ := s.Due(ctx, now.Add(time.Hour), 100); !set(ids)[jobs.BatchPrefix+batchID] {
+			t.Fatalf("a running batch past its sweep time is not due: %v", ids)
+		}
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, jobs.ErrBatchNotDone) {
+			t.Fatalf("second EndBatch: %v", err)
+		}
+		if ids, _ := s.Due(ctx, now.Add(time.Hour), 100); set(ids)[jobs.BatchPrefix+batchID] {
+			t.Fatal("an ended batch is still due")
+		}
 	})
 }
 
