@@ -185,6 +185,8 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 	}
 	table, index := s.Table.TableArn(), jsii.String(*s.Table.TableArn()+"/index/"+dynamostore.SweepIndex)
 	allow(enqueue, []string{"dynamodb:PutItem"}, table)
+	// Batches: an idempotent retry reads the batch; creating it is an update.
+	allow(enqueue, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
 	allow(enqueue, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
 	allow(getjob, []string{"dynamodb:GetItem"}, table)
 	allow(cancelFn, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
@@ -195,6 +197,8 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 	allow(worker, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
 	allow(sweeper, []string{"dynamodb:Query"}, index)
 	allow(sweeper, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
+	// ...and creates the completion job of a batch whose end was never recorded.
+	allow(sweeper, []string{"dynamodb:PutItem"}, table)
 	allow(sweeper, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
 
 	// The worker's event source.
@@ -232,6 +236,16 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
 		Path: jsii.String("/v1/jobs/{id}"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
 		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("GetJob"), getjob, nil),
+		Authorizer:  authorizer,
+	})
+	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/v1/batches"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("EnqueueBatch"), enqueue, nil),
+		Authorizer:  authorizer,
+	})
+	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/v1/batches/{id}"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("GetBatch"), getjob, nil),
 		Authorizer:  authorizer,
 	})
 	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{

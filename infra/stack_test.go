@@ -157,13 +157,13 @@ func TestBothRoutesRequireAuthorization(t *testing.T) {
 			p := props(r)
 			got[p["RouteKey"].(string)], _ = p["AuthorizationType"].(string)
 		}
-		for _, key := range []string{"POST /v1/jobs", "GET /v1/jobs/{id}", "POST /v1/jobs/{id}/cancel"} {
+		for _, key := range []string{"POST /v1/jobs", "GET /v1/jobs/{id}", "POST /v1/jobs/{id}/cancel", "POST /v1/batches", "GET /v1/batches/{id}"} {
 			if got[key] != want {
 				t.Errorf("%s: route %q authorization %q, want %s (routes %v)", name, key, got[key], want, got)
 			}
 		}
-		if len(got) != 3 {
-			t.Errorf("%s: %d routes, want exactly 3: %v", name, len(got), got)
+		if len(got) != 5 {
+			t.Errorf("%s: %d routes, want exactly 5: %v", name, len(got), got)
 		}
 	}
 }
@@ -362,10 +362,10 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 			}
 		}
 		want := map[string]string{
-			"enqueue": "dynamodb:PutItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
+			"enqueue": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
 			"getjob":  "dynamodb:GetItem logs:CreateLogStream logs:PutLogEvents",
 			"cancel":  "dynamodb:GetItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents",
-			"sweeper": "dynamodb:GetItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
+			"sweeper": "dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
 			"worker": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
 				"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueUrl sqs:ReceiveMessage sqs:SendMessage",
 		}

@@ -33,6 +33,9 @@ Usage:
   ljob [flags] get ID                   show a job
   ljob [flags] watch ID                 follow a job until it ends, with a progress bar
   ljob [flags] cancel ID                cancel a job (a running one stops at its next check)
+  ljob [flags] batch [FILE]             submit the JSON lines of FILE (or stdin), {"kind", "payload"}
+                                        each, as one batch; -wait follows it with one progress bar
+  ljob [flags] get-batch ID             show a batch and its counts
   ljob [flags] drop [FILE]              send a raw message (an S3 notification, an EventBridge
                                         event, an envelope...) to the queue, as another AWS service
                                         would, and print the ids of the jobs it becomes
@@ -51,6 +54,7 @@ Flags:
   -queue Q       drop: the queue's URL, or its name on -sqs-endpoint (env LJOB_QUEUE; default lambdajobs-local)
   -sqs-endpoint  drop: SQS endpoint for a queue name (env LJOB_SQS_ENDPOINT; default http://127.0.0.1:4566)
   -owner ARN     drop: the envelope route's owner, to derive keyed envelope ids (default the local caller)
+  -completion J  batch: the completion job, {"kind": ..., "payload": ...}
 
 Exit status: 0 success (or job succeeded), 1 usage or request error, 2 job failed.
 `
@@ -75,6 +79,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	queue := fs.String("queue", envOr(getenv, "LJOB_QUEUE", "lambdajobs-local"), "")
 	sqsEndpoint := fs.String("sqs-endpoint", envOr(getenv, "LJOB_SQS_ENDPOINT", "http://127.0.0.1:4566"), "")
 	owner := fs.String("owner", "arn:aws:iam::000000000000:user/local", "")
+	completion := fs.String("completion", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 1
 	}
@@ -126,6 +131,24 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return c.watch(ctx, rest[1])
 	case cmd == "cancel" && len(rest) == 2:
 		return c.cancel(ctx, rest[1], *wait)
+	case cmd == "get-batch" && len(rest) == 2:
+		b, raw, code := c.getBatch(ctx, rest[1])
+		if code == 0 {
+			c.printBatch(b, raw)
+		}
+		return code
+	case cmd == "batch" && len(rest) <= 2:
+		in := stdin
+		if len(rest) == 2 && rest[1] != "-" {
+			f, err := os.Open(rest[1])
+			if err != nil {
+				fmt.Fprintln(stderr, "ljob:", err)
+				return 1
+			}
+			defer f.Close()
+			in = f
+		}
+		return c.batch(ctx, in, *completion, *key, *wait)
 	case cmd == "drop" && len(rest) <= 2:
 		var body []byte
 		if len(rest) == 2 && rest[1] != "-" {

@@ -50,10 +50,10 @@ func server(t *testing.T) string {
 				break // one job per read
 			}
 		}
-		return api.GetJob(ctx, req)
+		return api.Route(ctx, req)
 	}
 	gw := &localstack.Gateway{
-		Enqueue: localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](api.Enqueue),
+		Enqueue: localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](api.Route),
 		GetJob:  localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](get),
 		Cancel:  localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](api.CancelJob),
 	}
@@ -179,5 +179,27 @@ func TestSigV4(t *testing.T) {
 	}
 	if !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/") || !strings.Contains(auth, "/eu-west-1/execute-api/aws4_request") || date == "" {
 		t.Fatalf("Authorization %q, X-Amz-Date %q", auth, date)
+	}
+}
+
+func TestBatchCommand(t *testing.T) {
+	url := server(t)
+	var out, errOut bytes.Buffer
+	env := func(k string) string {
+		if k == "LJOB_API" {
+			return url
+		}
+		return ""
+	}
+	lines := strings.NewReader("{\"kind\":\"steps\",\"payload\":{\"steps\":1}}\n\n{\"kind\":\"steps\",\"payload\":{\"steps\":2}}\n")
+	code := cli.Main(context.Background(), []string{"-interval", "1ms", "-wait", "batch"}, lines, &out, &errOut, env)
+	if code != 0 || !strings.Contains(out.String(), "status:    succeeded") || !strings.Contains(errOut.String(), "2/2") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out.String(), errOut.String())
+	}
+	bad := strings.NewReader("{\"kind\":\"steps\",\"payload\":{\"steps\":1}}\n{\"kind\":\"nope\",\"payload\":{}}\n")
+	out.Reset()
+	errOut.Reset()
+	if code := cli.Main(context.Background(), []string{"batch"}, bad, &out, &errOut, env); code != 1 || !strings.Contains(errOut.String(), "jobs[1]") {
+		t.Fatalf("bad batch: exit %d %s", code, errOut.String())
 	}
 }

@@ -385,3 +385,40 @@ func TestRetriesOnTheLocalStack(t *testing.T) {
 		t.Fatal("never saw the job waiting for a retry with run_at and last_error")
 	}
 }
+
+func TestBatchOverHTTP(t *testing.T) {
+	t.Parallel()
+	var lines []string
+	for i := range 20 {
+		lines = append(lines, fmt.Sprintf(`{"kind":"example.hash","payload":{"text":"%d","rounds":1}}`, i))
+	}
+	lines[5] = `{"kind":"example.fail","payload":{"mode":"declared","secret":"s"}}`
+	body := `{"jobs":[` + strings.Join(lines, ",") + `],"completion":{"kind":"example.hash","payload":{"text":"all done","rounds":1}}}`
+	a := call(t, "POST", "/v1/batches", "grace", "application/json", body)
+	if a.status != 202 || !strings.HasPrefix(a.header.Get("Location"), "/v1/batches/") {
+		t.Fatalf("POST /v1/batches: %d %s", a.status, a.body)
+	}
+	var b jobs.BatchView
+	_ = json.Unmarshal([]byte(a.body), &b)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		g := call(t, "GET", "/v1/batches/"+b.ID, "grace", "", "")
+		_ = json.Unmarshal([]byte(g.body), &b)
+		if b.Status != jobs.StatusRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch still running: %s", g.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if b.Status != jobs.StatusFailed || b.Counts.Succeeded != 19 || b.Counts.Failed != 1 || b.Counts.Pending != 0 || b.CompletionJobID == nil {
+		t.Fatalf("batch %+v", b)
+	}
+	if got, _ := waitFinal(t, "grace", *b.CompletionJobID, 20*time.Second); got.Status != jobs.StatusSucceeded {
+		t.Fatalf("completion job %+v", got)
+	}
+	if other := call(t, "GET", "/v1/batches/"+b.ID, "mallory", "", ""); other.status != 404 {
+		t.Fatalf("another caller: %d", other.status)
+	}
+}

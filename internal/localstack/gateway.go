@@ -28,6 +28,7 @@ const CallerHeader = "X-Local-Caller"
 const LocalAccount = "000000000000"
 
 // maxGatewayBody is API Gateway's payload limit.
+// (Lambda itself takes at most 6 MB; httpapi refuses larger batch bodies.)
 const maxGatewayBody = 10 << 20
 
 var callerPattern = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]{1,64}$`)
@@ -63,6 +64,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/v1/jobs" && r.Method == http.MethodPost:
 		fn, routeKey = g.Enqueue, "POST /v1/jobs"
+	case r.URL.Path == "/v1/batches" && r.Method == http.MethodPost:
+		fn, routeKey = g.Enqueue, "POST /v1/batches"
+	case strings.HasPrefix(r.URL.Path, "/v1/batches/") && r.Method == http.MethodGet && !strings.Contains(r.URL.Path[len("/v1/batches/"):], "/") && len(r.URL.Path) > len("/v1/batches/"):
+		fn, routeKey = g.GetJob, "GET /v1/batches/{id}"
+		params = map[string]string{"id": r.URL.Path[len("/v1/batches/"):]}
 	case g.Cancel != nil && strings.HasPrefix(r.URL.Path, "/v1/jobs/") && strings.HasSuffix(r.URL.Path, "/cancel") && r.Method == http.MethodPost &&
 		!strings.Contains(strings.TrimSuffix(r.URL.Path[len("/v1/jobs/"):], "/cancel"), "/") && len(r.URL.Path) > len("/v1/jobs//cancel"):
 		fn, routeKey = g.Cancel, "POST /v1/jobs/{id}/cancel"
@@ -138,6 +144,10 @@ func (g *Gateway) event(r *http.Request, routeKey string, params map[string]stri
 	for k, vs := range r.Header {
 		headers[strings.ToLower(k)] = strings.Join(vs, ",")
 	}
+	query := map[string]string{}
+	for k, vs := range r.URL.Query() {
+		query[k] = strings.Join(vs, ",")
+	}
 	var cookies []string
 	if c, ok := headers["cookie"]; ok {
 		cookies = strings.Split(c, "; ")
@@ -148,13 +158,14 @@ func (g *Gateway) event(r *http.Request, routeKey string, params map[string]stri
 		source = source[:i]
 	}
 	ev := events.APIGatewayV2HTTPRequest{
-		Version:        "2.0",
-		RouteKey:       routeKey,
-		RawPath:        r.URL.EscapedPath(),
-		RawQueryString: r.URL.RawQuery,
-		Cookies:        cookies,
-		Headers:        headers,
-		PathParameters: params,
+		Version:               "2.0",
+		RouteKey:              routeKey,
+		RawPath:               r.URL.EscapedPath(),
+		RawQueryString:        r.URL.RawQuery,
+		Cookies:               cookies,
+		Headers:               headers,
+		PathParameters:        params,
+		QueryStringParameters: query,
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
 			RouteKey:     routeKey,
 			AccountID:    LocalAccount,

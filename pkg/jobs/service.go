@@ -297,11 +297,6 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (*Record, error)
 		}
 		switch {
 		case err == nil:
-			if rec.Status == StatusQueued && rec.BatchID != "" {
-				if b, err := s.store.GetBatch(ctx, rec.BatchID); err == nil {
-					settleBatch(ctx, s.store, s.queue, s.log, b, s.grace, s.retention)
-				}
-			}
 			return s.Get(ctx, owner, id)
 		case errors.Is(err, ErrNotQueued), errors.Is(err, ErrNotRunning):
 			continue

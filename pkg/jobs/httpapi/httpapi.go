@@ -13,9 +13,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +32,13 @@ const MaxBodyBytes = jobs.MaxPayloadBytes + 4<<10
 
 // JobsPath is the collection path; a job is at JobsPath + "/" + id.
 const JobsPath = "/v1/jobs"
+
+// BatchesPath is the batches' path; a batch is at BatchesPath + "/" + id.
+const BatchesPath = "/v1/batches"
+
+// MaxBatchBodyBytes is the largest POST /v1/batches body (Lambda's 6 MB
+// request limit).
+const MaxBatchBodyBytes = 6 << 20
 
 // API serves the job endpoints.
 type API struct {
@@ -164,6 +173,86 @@ func (a *API) CancelJob(ctx context.Context, req events.APIGatewayV2HTTPRequest)
 	return jsonResponse(http.StatusOK, rec.View()), nil
 }
 
+// batchBody is the POST /v1/batches body.
+type batchBody struct {
+	Jobs       []jobs.JobSpec `json:"jobs"`
+	Completion *jobs.JobSpec  `json:"completion"`
+}
+
+// EnqueueBatch serves POST /v1/batches: 202 with the batch and its
+// Location. Every job is validated first; one bad job refuses the whole
+// request (the problem names its index) and stores nothing.
+func (a *API) EnqueueBatch(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	defer a.recover(ctx, &resp)
+	owner, ok := Owner(req)
+	if !ok {
+		return problem(ctx, a.log, errUnauthenticated), nil
+	}
+	if err := checkContentType(header(req, "content-type")); err != nil {
+		return problem(ctx, a.log, err), nil
+	}
+	body, err := readBodyMax(req, MaxBatchBodyBytes)
+	if err != nil {
+		return problem(ctx, a.log, err), nil
+	}
+	if err := jobs.CheckJSON(body, MaxBatchBodyBytes); err != nil {
+		return problem(ctx, a.log, &requestError{code: "malformed_json", detail: reason(err)}), nil
+	}
+	var in batchBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body must be {"jobs": [{"kind", "payload"}...], "completion": {"kind", "payload"}}; ` + decodeReason(err)}), nil
+	}
+	if len(in.Jobs) == 0 || len(in.Jobs) > jobs.MaxBatchJobsPerRequest {
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: fmt.Sprintf(`"jobs" holds 1 to %d jobs`, jobs.MaxBatchJobsPerRequest)}), nil
+	}
+	b, created, err := a.svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: owner, Jobs: in.Jobs, Completion: in.Completion, IdempotencyKey: header(req, "idempotency-key")})
+	if err != nil {
+		return problem(ctx, a.log, err), nil
+	}
+	resp = jsonResponse(http.StatusAccepted, b.View(0, 100))
+	resp.Headers["Location"] = BatchesPath + "/" + b.ID
+	if !created {
+		resp.Headers["Idempotent-Replayed"] = "true"
+	}
+	return resp, nil
+}
+
+// GetBatch serves GET /v1/batches/{id}?page_token=&limit=: the batch, its
+// counts, and a page of its job ids (limit 1 to 1000, default 100).
+func (a *API) GetBatch(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	defer a.recover(ctx, &resp)
+	owner, ok := Owner(req)
+	if !ok {
+		return problem(ctx, a.log, errUnauthenticated), nil
+	}
+	id := req.PathParameters["id"]
+	if id == "" {
+		id = strings.TrimPrefix(req.RawPath, BatchesPath+"/")
+	}
+	offset, limit := 0, 100
+	if v := req.QueryStringParameters["page_token"]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "page_token is not one this API gave"}), nil
+		}
+		offset = n
+	}
+	if v := req.QueryStringParameters["limit"]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "limit is 1 to 1000"}), nil
+		}
+		limit = n
+	}
+	b, err := a.svc.GetBatch(ctx, owner, id)
+	if err != nil {
+		return problem(ctx, a.log, err), nil
+	}
+	return jsonResponse(http.StatusOK, b.View(offset, limit)), nil
+}
+
 // Route dispatches a request to Enqueue, GetJob or CancelJob by method and
 // path, for a single function or gateway serving every route.
 func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
@@ -175,6 +264,14 @@ func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (ev
 	switch {
 	case path == JobsPath && method == http.MethodPost:
 		return a.Enqueue(ctx, req)
+	case path == BatchesPath && method == http.MethodPost:
+		return a.EnqueueBatch(ctx, req)
+	case strings.HasPrefix(path, BatchesPath+"/") && !strings.Contains(path[len(BatchesPath)+1:], "/") && method == http.MethodGet:
+		if req.PathParameters == nil {
+			req.PathParameters = map[string]string{}
+		}
+		req.PathParameters["id"] = path[len(BatchesPath)+1:]
+		return a.GetBatch(ctx, req)
 	case strings.HasPrefix(path, JobsPath+"/") && strings.HasSuffix(path, "/cancel") && method == http.MethodPost:
 		id := strings.TrimSuffix(path[len(JobsPath)+1:], "/cancel")
 		if req.PathParameters == nil {
@@ -188,7 +285,7 @@ func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (ev
 		}
 		req.PathParameters["id"] = path[len(JobsPath)+1:]
 		return a.GetJob(ctx, req)
-	case path == JobsPath || strings.HasPrefix(path, JobsPath+"/"):
+	case path == JobsPath || strings.HasPrefix(path, JobsPath+"/") || path == BatchesPath || strings.HasPrefix(path, BatchesPath+"/"):
 		return problem(ctx, a.log, errMethodNotAllowed), nil
 	}
 	return problem(ctx, a.log, jobs.ErrNotFound), nil
@@ -265,20 +362,24 @@ func checkContentType(ct string) error {
 }
 
 func readBody(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
+	return readBodyMax(req, MaxBodyBytes)
+}
+
+func readBodyMax(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, error) {
 	if !req.IsBase64Encoded {
-		if len(req.Body) > MaxBodyBytes {
+		if len(req.Body) > limit {
 			return nil, errTooLarge
 		}
 		return []byte(req.Body), nil
 	}
-	if base64.StdEncoding.DecodedLen(len(req.Body)) > MaxBodyBytes+3 {
+	if base64.StdEncoding.DecodedLen(len(req.Body)) > limit+3 {
 		return nil, errTooLarge
 	}
 	b, err := base64.StdEncoding.DecodeString(req.Body)
 	if err != nil {
 		return nil, &requestError{code: "malformed_body", detail: "the body is not valid base64"}
 	}
-	if len(b) > MaxBodyBytes {
+	if len(b) > limit {
 		return nil, errTooLarge
 	}
 	return b, nil

@@ -124,6 +124,14 @@ func (s *spec) validate(schemaAny, v any, at string) error {
 			return fmt.Errorf("%s: %q is not a date-time", at, v)
 		}
 	}
+	if arr, ok := v.([]any); ok {
+		for i, item := range arr {
+			if err := s.validate(schema["items"], item, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	obj, isObj := v.(map[string]any)
 	if !isObj {
 		return nil
@@ -178,6 +186,10 @@ func typeIn(v any, allowed []string) bool {
 			}
 		case "null":
 			if v == nil {
+				return true
+			}
+		case "array":
+			if _, ok := v.([]any); ok {
 				return true
 			}
 		}
@@ -254,6 +266,39 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	if r := cancel(running.ID); r.StatusCode != http.StatusAccepted || !strings.Contains(r.Body, `"cancel_requested":true`) {
 		t.Fatalf("cancel running: %d %s", r.StatusCode, r.Body)
 	}
+
+	batch := func(b string) events.APIGatewayV2HTTPResponse {
+		resp, _ := e.api.EnqueueBatch(ctx, withBody(b))
+		s.check(t, "/v1/batches", "POST", resp)
+		return resp
+	}
+	ok = batch(`{"jobs":[{"kind":"echo","payload":{"text":"a"}},{"kind":"echo","payload":{"text":"b"}}],"completion":{"kind":"echo","payload":{"text":"done"}}}`)
+	if ok.StatusCode != http.StatusAccepted {
+		t.Fatalf("batch: %d %s", ok.StatusCode, ok.Body)
+	}
+	bad := batch(`{"jobs":[{"kind":"echo","payload":{"text":"a"}},{"kind":"echo","payload":{"nope":1}}]}`)
+	if bad.StatusCode != 422 || !strings.Contains(bad.Body, `"index":1`) {
+		t.Fatalf("batch with a bad job: %d %s", bad.StatusCode, bad.Body)
+	}
+	batch(`{"jobs":[]}`)
+	batch(`{"jobs":[{"kind":"nope","payload":{}}]}`)
+	var view jobs.BatchView
+	_ = json.Unmarshal([]byte(ok.Body), &view)
+	getBatch := func(id, query string) events.APIGatewayV2HTTPResponse {
+		r := getRequest(t, post, id)
+		r.RawPath = httpapi.BatchesPath + "/" + id
+		if query != "" {
+			r.QueryStringParameters = map[string]string{"limit": query}
+		}
+		resp, _ := e.api.GetBatch(ctx, r)
+		s.check(t, "/v1/batches/{id}", "GET", resp)
+		return resp
+	}
+	if r := getBatch(view.ID, "1"); r.StatusCode != 200 || !strings.Contains(r.Body, `"next_page_token":"1"`) {
+		t.Fatalf("get batch: %d %s", r.StatusCode, r.Body)
+	}
+	getBatch(jobs.NewID(), "")
+	getBatch(view.ID, "5000")
 }
 
 // TestProblemCodesMatchTheSpec keeps the spec's code list and the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -20,6 +21,8 @@ type Problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
 	Code   string `json:"code"`
+	// Index names the refused job of a batch request (-1: the completion job).
+	Index *int `json:"index,omitempty"`
 }
 
 // ProblemTypeBase prefixes every problem type URI; the code follows.
@@ -80,6 +83,8 @@ func classify(err error) (code, detail string) {
 		return "invalid_payload", "the payload does not fit the kind: " + pe.Reason
 	case errors.Is(err, jobs.ErrIdempotencyConflict):
 		return "idempotency_conflict", "this Idempotency-Key was used with a different kind or payload"
+	case errors.Is(err, jobs.ErrBatchSize):
+		return "invalid_request", "a batch holds 1 to 10000 jobs"
 	case errors.Is(err, jobs.ErrInvalidRunAt):
 		return "invalid_request", `"run_at" is more than 365 days ahead`
 	case errors.Is(err, jobs.ErrInvalidIdempotencyKey):
@@ -99,7 +104,18 @@ func problem(ctx context.Context, log *slog.Logger, err error) events.APIGateway
 		// Log the failing call's type chain, never the text.
 		log.LogAttrs(ctx, slog.LevelError, "request failed", slog.String("code", code), slog.String("err_types", jobs.ErrorTypes(err)))
 	}
-	resp := jsonResponse(st.status, Problem{Type: ProblemTypeBase + code, Title: st.title, Status: st.status, Detail: detail, Code: code})
+	p := Problem{Type: ProblemTypeBase + code, Title: st.title, Status: st.status, Detail: detail, Code: code}
+	var be *jobs.BatchJobError
+	if errors.As(err, &be) {
+		i := be.Index
+		p.Index = &i
+		if i < 0 {
+			p.Detail = "the completion job: " + detail
+		} else {
+			p.Detail = fmt.Sprintf("jobs[%d]: %s", i, detail)
+		}
+	}
+	resp := jsonResponse(st.status, p)
 	resp.Headers["Content-Type"] = "application/problem+json"
 	if st.status == http.StatusServiceUnavailable {
 		resp.Headers["Retry-After"] = "1"

@@ -166,7 +166,7 @@ func NewDeps(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error
 // Function builds one function's handler from its dependencies.
 type Function func(d *Deps, reg *jobs.Registry) (any, error)
 
-// Enqueue is the POST /v1/jobs function.
+// Enqueue is the POST /v1/jobs and POST /v1/batches function.
 func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
@@ -175,16 +175,16 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(svc, d.Logger).Enqueue, nil
+	return httpapi.New(svc, d.Logger).Route, nil
 }
 
-// GetJob is the GET /v1/jobs/{id} function.
+// GetJob is the GET /v1/jobs/{id} and GET /v1/batches/{id} function.
 func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.Config.Sealer})
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(svc, d.Logger).GetJob, nil
+	return httpapi.New(svc, d.Logger).Route, nil
 }
 
 // Cancel is the POST /v1/jobs/{id}/cancel function.
