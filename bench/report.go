@@ -135,7 +135,9 @@ func (r *report) markdown() string {
 	w("Other write units, measured the same way by tests (docs/CAPACITY.md has the commands): a job\n")
 	w("enqueued inside the caller's own DynamoDB transaction costs 4 units for its put (2 outside one);\n")
 	w("each retry costs 4 (requeue 1, the index key moved 2, the next claim 1); cancelling a queued job\n")
-	w("costs 2 (instead of its whole run), cancelling a running one 3 (mark 1, final write and index 2).\n\n")
+	w("costs 2 (instead of its whole run), cancelling a running one 3 (mark 1, final write and index 2); a\n")
+	w("job of a batch costs 9 (its final write and the batch's counter are one transaction, billed\n")
+	w("double) and the batch 4.\n\n")
 	w("## 2. Overhead against the bare AWS calls\n\n")
 	if len(r.Overhead) == 0 {
 		w("(not run: pass -overhead)\n\n")

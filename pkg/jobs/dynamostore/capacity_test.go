@@ -215,3 +215,44 @@ func TestWriteUnitsPerRetryAndCancel(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteUnitsPerBatchedJob measures what belonging to a batch adds: the
+// final write and the batch's counter update are one transaction, which
+// DynamoDB bills at twice the units of each write.
+func TestWriteUnitsPerBatchedJob(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	log := &capacityLog{}
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+	batchID := jobs.NewID()
+	const n = 10
+	for i := range n {
+		rec := &jobs.Record{ID: jobs.BatchJobID(batchID, i), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
+			BatchID: batchID, CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
+		if err := store.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: n, Remaining: n, CreatedAt: now, SweepAt: now.Add(3 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		id := jobs.BatchJobID(batchID, i)
+		if _, err := store.Claim(ctx, id, jobs.Claim{Token: "t", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Finish(ctx, id, "t", jobs.Outcome{Status: jobs.StatusSucceeded, At: now, BatchID: batchID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.EndBatch(ctx, batchID, jobs.StatusSucceeded, now, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	perJob := (log.table["create"] + log.index["create"] + log.table["claim"] + log.table["finish"] + log.index["finish"]) / n
+	perBatch := log.table["create_batch"] + log.index["create_batch"] + log.table["end_batch"] + log.index["end_batch"]
+	t.Logf("a batched job: %g write units (a plain one: 5); the batch itself: %g", perJob, perBatch)
+	if perJob != 9 {
+		t.Errorf("%g write units per batched job, want 9 (create 2, claim 1, final write + counter in a transaction 6)", perJob)
+	}
+}
