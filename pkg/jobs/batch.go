@@ -78,7 +78,7 @@ func (b *Batch) CompletionJobID() string {
 	return DerivedID("batch-completion", b.ID)
 }
 
-// JobID returns the id of the batch's i-th job.
+// BatchJobID returns the id of the i-th job of the batch batchID.
 func BatchJobID(batchID string, i int) string { return DerivedID("batch-job", batchID, fmt.Sprint(i)) }
 
 // BatchView is the batch as the API returns it.
