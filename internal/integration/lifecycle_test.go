@@ -143,7 +143,10 @@ func TestFinalWriteAgainstStalledDynamoDB(t *testing.T) {
 	msgs := receive(t, s.sqs, s.urls.Queue)
 	resp, _ := s.worker.HandleSQS(ctx, msgs)
 	returned := time.Now()
-	proxy.Resume()
+	// Drop the connections with the stalled write still held in the proxy:
+	// resuming would deliver it late (which DynamoDB may also do, but then
+	// this test could not see the job as the worker left it).
+	proxy.Close()
 	if !returned.Before(deadline) {
 		t.Fatalf("worker returned %v after the Lambda deadline", returned.Sub(deadline))
 	}
