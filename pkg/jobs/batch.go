@@ -259,20 +259,7 @@ func (s *Service) createAll(ctx context.Context, recs []*Record) error {
 // GetBatch returns owner's batch; another owner's, an unknown or a
 // malformed id give ErrNotFound.
 func (s *Service) GetBatch(ctx context.Context, owner, id string) (*Batch, error) {
-	if !ValidID(id) || checkOwner(owner) != nil {
-		return nil, ErrNotFound
-	}
-	b, err := s.store.GetBatch(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
-	}
-	if b.Owner != owner {
-		return nil, ErrNotFound
-	}
-	return b, nil
+	return ownedRead(ctx, owner, id, s.store.GetBatch, func(b *Batch) string { return b.Owner })
 }
 
 // settleBatch ends a batch whose jobs have all ended: it creates the

@@ -39,5 +39,3 @@ func ValidID(id string) bool {
 	_, err := uuid.Parse(id)
 	return err == nil
 }
-
-func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

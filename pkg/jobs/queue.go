@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -47,7 +48,7 @@ func DecodeMessage(body string) (string, error) {
 	if err := CheckJSON([]byte(body), 4096); err != nil {
 		return "", ErrNotJobMessage
 	}
-	dec := json.NewDecoder(stringsReader(body))
+	dec := json.NewDecoder(strings.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil || !ValidID(m.JobID) {
 		return "", ErrNotJobMessage

@@ -310,20 +310,28 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (*Record, error)
 // Get returns the job with the given id if owner owns it. Another owner's
 // job and an unknown or malformed id all give ErrNotFound.
 func (s *Service) Get(ctx context.Context, owner, id string) (*Record, error) {
+	return ownedRead(ctx, owner, id, s.store.Get, func(r *Record) string { return r.Owner })
+}
+
+// ownedRead reads id with get and hands it over only to its owner: another
+// owner's item, an unknown and a malformed id all give ErrNotFound, after
+// the same single read, so the answer tells a caller nothing about others.
+func ownedRead[T any](ctx context.Context, owner, id string, get func(context.Context, string) (T, error), ownerOf func(T) string) (T, error) {
+	var zero T
 	if !ValidID(id) || checkOwner(owner) != nil {
-		return nil, ErrNotFound
+		return zero, ErrNotFound
 	}
-	rec, err := s.store.Get(ctx, id)
+	v, err := get(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return nil, ErrNotFound
+		return zero, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+		return zero, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
-	if rec.Owner != owner {
-		return nil, ErrNotFound
+	if ownerOf(v) != owner {
+		return zero, ErrNotFound
 	}
-	return rec, nil
+	return v, nil
 }
 
 // requestHash identifies an enqueue request. With a sealer it is an HMAC,

@@ -80,15 +80,9 @@ func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 	if !ok {
 		return problem(ctx, a.log, errUnauthenticated), nil
 	}
-	if err := checkContentType(header(req, "content-type")); err != nil {
-		return problem(ctx, a.log, err), nil
-	}
-	body, err := readBody(req)
+	body, err := jsonBody(req, MaxBodyBytes)
 	if err != nil {
 		return problem(ctx, a.log, err), nil
-	}
-	if err := jobs.CheckJSON(body, MaxBodyBytes); err != nil {
-		return problem(ctx, a.log, &requestError{code: "malformed_json", detail: reason(err)}), nil
 	}
 	var in enqueueBody
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -120,12 +114,7 @@ func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}
-	resp = jsonResponse(http.StatusAccepted, rec.View())
-	resp.Headers["Location"] = JobsPath + "/" + rec.ID
-	if !created {
-		resp.Headers["Idempotent-Replayed"] = "true"
-	}
-	return resp, nil
+	return accepted(rec.View(), JobsPath+"/"+rec.ID, created), nil
 }
 
 // GetJob serves GET /v1/jobs/{id}: 200 with the job, or 404 for an unknown
@@ -136,11 +125,7 @@ func (a *API) GetJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) (r
 	if !ok {
 		return problem(ctx, a.log, errUnauthenticated), nil
 	}
-	id := req.PathParameters["id"]
-	if id == "" {
-		id = strings.TrimPrefix(req.RawPath, JobsPath+"/")
-	}
-	rec, err := a.svc.Get(ctx, owner, id)
+	rec, err := a.svc.Get(ctx, owner, pathID(req, JobsPath+"/", ""))
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}
@@ -157,11 +142,7 @@ func (a *API) CancelJob(ctx context.Context, req events.APIGatewayV2HTTPRequest)
 	if !ok {
 		return problem(ctx, a.log, errUnauthenticated), nil
 	}
-	id := req.PathParameters["id"]
-	if id == "" {
-		id = strings.TrimSuffix(strings.TrimPrefix(req.RawPath, JobsPath+"/"), "/cancel")
-	}
-	rec, err := a.svc.Cancel(ctx, owner, id)
+	rec, err := a.svc.Cancel(ctx, owner, pathID(req, JobsPath+"/", "/cancel"))
 	switch {
 	case errors.Is(err, jobs.ErrAlreadyFinal):
 		return problem(ctx, a.log, &requestError{code: "already_finished", detail: "the job already ended " + string(rec.Status)}), nil
@@ -188,15 +169,9 @@ func (a *API) EnqueueBatch(ctx context.Context, req events.APIGatewayV2HTTPReque
 	if !ok {
 		return problem(ctx, a.log, errUnauthenticated), nil
 	}
-	if err := checkContentType(header(req, "content-type")); err != nil {
-		return problem(ctx, a.log, err), nil
-	}
-	body, err := readBodyMax(req, MaxBatchBodyBytes)
+	body, err := jsonBody(req, MaxBatchBodyBytes)
 	if err != nil {
 		return problem(ctx, a.log, err), nil
-	}
-	if err := jobs.CheckJSON(body, MaxBatchBodyBytes); err != nil {
-		return problem(ctx, a.log, &requestError{code: "malformed_json", detail: reason(err)}), nil
 	}
 	var in batchBody
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -211,12 +186,7 @@ func (a *API) EnqueueBatch(ctx context.Context, req events.APIGatewayV2HTTPReque
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}
-	resp = jsonResponse(http.StatusAccepted, b.View(0, 100))
-	resp.Headers["Location"] = BatchesPath + "/" + b.ID
-	if !created {
-		resp.Headers["Idempotent-Replayed"] = "true"
-	}
-	return resp, nil
+	return accepted(b.View(0, 100), BatchesPath+"/"+b.ID, created), nil
 }
 
 // GetBatch serves GET /v1/batches/{id}?page_token=&limit=: the batch, its
@@ -227,10 +197,7 @@ func (a *API) GetBatch(ctx context.Context, req events.APIGatewayV2HTTPRequest) 
 	if !ok {
 		return problem(ctx, a.log, errUnauthenticated), nil
 	}
-	id := req.PathParameters["id"]
-	if id == "" {
-		id = strings.TrimPrefix(req.RawPath, BatchesPath+"/")
-	}
+	id := pathID(req, BatchesPath+"/", "")
 	offset, limit := 0, 100
 	if v := req.QueryStringParameters["page_token"]; v != "" {
 		n, err := strconv.Atoi(v)
@@ -361,11 +328,43 @@ func checkContentType(ct string) error {
 	return nil
 }
 
-func readBody(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
-	return readBodyMax(req, MaxBodyBytes)
+// jsonBody checks the media type and reads a JSON body of at most limit
+// bytes that passes jobs.CheckJSON.
+func jsonBody(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, error) {
+	if err := checkContentType(header(req, "content-type")); err != nil {
+		return nil, err
+	}
+	body, err := readBody(req, limit)
+	if err != nil {
+		return nil, err
+	}
+	if err := jobs.CheckJSON(body, limit); err != nil {
+		return nil, &requestError{code: "malformed_json", detail: reason(err)}
+	}
+	return body, nil
 }
 
-func readBodyMax(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, error) {
+// accepted is a 202 with the created resource, its Location, and whether an
+// idempotent retry returned it.
+func accepted(view any, location string, created bool) events.APIGatewayV2HTTPResponse {
+	resp := jsonResponse(http.StatusAccepted, view)
+	resp.Headers["Location"] = location
+	if !created {
+		resp.Headers["Idempotent-Replayed"] = "true"
+	}
+	return resp
+}
+
+// pathID is the {id} path parameter, or the raw path between prefix and
+// suffix when the request did not come through an API Gateway route.
+func pathID(req events.APIGatewayV2HTTPRequest, prefix, suffix string) string {
+	if id := req.PathParameters["id"]; id != "" {
+		return id
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(req.RawPath, prefix), suffix)
+}
+
+func readBody(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, error) {
 	if !req.IsBase64Encoded {
 		if len(req.Body) > limit {
 			return nil, errTooLarge
