@@ -114,7 +114,7 @@ func (endlessStore) EndBatch(context.Context, string, jobs.Status, time.Time, ti
 func TestBatchWhoseEndWasNeverRecordedIsSettledBySweeper(t *testing.T) {
 	s, seen := batchStack(t)
 	ctx := context.Background()
-	blocked, err := jobs.NewWorker(jobs.WorkerConfig{Registry: s.reg, Store: endlessStore{s.store}, Sealer: s.sealer, Queue: s.queue})
+	blocked, err := jobs.NewWorker(jobs.WorkerConfig{Registry: s.reg, Store: endlessStore{s.store}, Sealer: s.sealer, Queue: s.queue, Deadlines: testDeadlines})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func newStack(t *testing.T, o options) *stack {
 	}
 	s.api = httpapi.New(s.svc, nil)
 	if o.deadlines == (jobs.Deadlines{}) {
-		o.deadlines = jobs.Deadlines{Reserve: time.Second, FinalWrite: 600 * time.Millisecond, Safety: 200 * time.Millisecond}
+		o.deadlines = testDeadlines
 	}
 	s.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: s.reg, Store: s.store, Deadlines: o.deadlines, Sealer: s.sealer,
 		Routes: examplekinds.Routes(alice), Queue: s.queue})
@@ -211,3 +211,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// testDeadlines fit the stack's short Lambda timeouts (3 to 5 s).
+var testDeadlines = jobs.Deadlines{Reserve: time.Second, FinalWrite: 600 * time.Millisecond, Call: 600 * time.Millisecond,
+	MinRun: 300 * time.Millisecond, Safety: 200 * time.Millisecond}

@@ -2,9 +2,6 @@ package jobs
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,7 +54,10 @@ type Batch struct {
 	Owner string
 	// Status is running until every job ended, then succeeded (all of them
 	// succeeded) or failed.
-	Status                       Status
+	Status Status
+	// Creating is set while the enqueue that made the batch stores its
+	// jobs; the batch cannot end before its creation does.
+	Creating                     bool
 	Total, Remaining             int
 	Succeeded, Failed, Cancelled int
 	CompletionKind               string
@@ -151,11 +151,22 @@ var ErrBatchSize = errors.New("jobs: a batch holds 1 to 10000 jobs")
 // ErrBatchNotDone: EndBatch found jobs still pending or the batch ended.
 var ErrBatchNotDone = errors.New("jobs: batch not ready to end")
 
+// ErrBatchOpened: OpenBatch found the batch's creation already ended.
+var ErrBatchOpened = errors.New("jobs: batch already opened")
+
 // EnqueueBatch validates every job of req (one refused job refuses the
-// whole request and stores nothing), stores the jobs, then the batch, then
-// sends the jobs. A crash before the batch is stored leaves jobs that run
-// alone; a retry with the same idempotency key finishes the batch. It
-// returns the batch and whether it was created now.
+// whole request and stores nothing), stores the batch as being created,
+// then its jobs, then opens the batch and sends the jobs. It returns the
+// batch and whether it was created now.
+//
+// The batch comes first so that its id, and with it the request, is taken
+// once: a concurrent request with the same idempotency key and another body
+// gets ErrIdempotencyConflict before it stores a job, and one with the same
+// body finishes the same batch. If storing the jobs fails, the caller gets
+// ErrUnavailable; a retry with the same idempotency key finishes the batch,
+// and without one the sweeper aborts it after the dispatch grace: the jobs
+// it stored that have not started are cancelled, and the batch ends with
+// exact counts.
 func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, bool, error) {
 	if err := checkOwner(req.Owner); err != nil {
 		return nil, false, err
@@ -166,58 +177,59 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, b
 	if len(req.Jobs) == 0 || len(req.Jobs) > MaxBatchJobs {
 		return nil, false, ErrBatchSize
 	}
-	now := s.clock.Now().Truncate(time.Millisecond)
+	now := s.eng.now()
 	batchID := NewID()
 	if req.IdempotencyKey != "" {
 		batchID = DerivedID("batch-idempotency", req.Owner, req.IdempotencyKey)
 	}
-	hash := hmac.New(sha256.New, append([]byte("batch"), s.hkey...))
+	whole := request{[]byte("batch")}
 	recs := make([]*Record, len(req.Jobs))
+	reqs := make([]request, len(req.Jobs))
 	for i, j := range req.Jobs {
-		rec, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: j.Kind, Payload: j.Payload}, BatchJobID(batchID, i), now)
+		rec, r, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: j.Kind, Payload: j.Payload}, BatchJobID(batchID, i), now)
 		if err != nil {
 			return nil, false, &BatchJobError{Index: i, Err: err}
 		}
 		rec.BatchID = batchID
-		recs[i] = rec
-		hash.Write([]byte(rec.RequestHash))
+		recs[i], reqs[i] = rec, r
+		whole = append(whole, r...)
 	}
-	b := &Batch{ID: batchID, Owner: req.Owner, Status: StatusRunning, Total: len(recs), Remaining: len(recs),
+	b := &Batch{ID: batchID, Owner: req.Owner, Status: StatusRunning, Creating: true, Total: len(recs), Remaining: len(recs),
 		CreatedAt: now, SweepAt: now.Add(s.grace)}
 	if req.Completion != nil {
-		c, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: req.Completion.Kind, Payload: req.Completion.Payload},
+		c, r, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: req.Completion.Kind, Payload: req.Completion.Payload},
 			DerivedID("batch-completion", batchID), now)
 		if err != nil {
 			return nil, false, &BatchJobError{Index: -1, Err: err}
 		}
 		b.CompletionKind, b.CompletionPayload = c.Kind, c.Payload
-		hash.Write([]byte("completion" + c.RequestHash))
+		whole = append(append(whole, []byte("completion")), r...)
 	}
-	b.RequestHash = hex.EncodeToString(hash.Sum(nil)[:16])
-	if req.IdempotencyKey != "" {
-		cur, err := s.store.GetBatch(ctx, batchID)
-		switch {
-		case err == nil && (cur.Owner != req.Owner || cur.RequestHash != b.RequestHash):
-			return nil, false, ErrIdempotencyConflict
-		case err == nil:
-			return cur, false, nil
-		case !errors.Is(err, ErrNotFound):
-			return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
-		}
-	}
-	// The jobs first: a batch exists only once all its jobs do.
-	if err := s.createAll(ctx, recs); err != nil {
-		return nil, false, err
-	}
+	b.RequestHash = s.hasher.sum(whole)
 	stored, err := s.store.CreateBatch(ctx, b)
+	created := err == nil
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrExists) && stored != nil && stored.RequestHash == b.RequestHash:
-	case errors.Is(err, ErrExists):
-		return nil, false, ErrIdempotencyConflict
+	case errors.Is(err, ErrExists) && stored != nil:
+		if stored.Owner != req.Owner || !s.hasher.matches(stored.RequestHash, whole) {
+			return nil, false, ErrIdempotencyConflict
+		}
+		if !stored.Creating {
+			return stored, false, nil // the first try finished it
+		}
+		// The first try stopped while storing the jobs (or runs now): finish it.
 	default:
 		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
+	if err := s.createAll(ctx, recs, reqs); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "batch jobs not all stored; a retry with the same key finishes the batch, else the sweeper aborts it",
+			slog.String("batch_id", batchID), slog.String("err_types", ErrorTypes(err)))
+		return nil, false, err
+	}
+	if err := s.store.OpenBatch(ctx, batchID, 0); err != nil && !errors.Is(err, ErrBatchOpened) {
+		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	stored.Creating = false
 	ids := make([]string, len(recs))
 	for i, r := range recs {
 		ids[i] = r.ID
@@ -226,19 +238,21 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, b
 		s.log.LogAttrs(ctx, slog.LevelWarn, "batch stored but not all sent; the sweeper will send the rest",
 			slog.String("batch_id", batchID), slog.String("err_types", ErrorTypes(err)))
 	}
-	// Only a retry can find every job already ended.
-	settleBatch(ctx, s.store, s.queue, s.log, stored, s.grace, s.retention)
-	return stored, err == nil, nil
+	if !created {
+		// A retry: jobs of the first try may all have ended already.
+		s.eng.settleBatchOf(ctx, batchID)
+	}
+	return stored, created, nil
 }
 
 // createAll stores the batch's jobs, 16 at a time; a job that exists from
-// an earlier try of the same batch is fine.
-func (s *Service) createAll(ctx context.Context, recs []*Record) error {
+// an earlier try of the same request is fine, any other is a conflict.
+func (s *Service) createAll(ctx context.Context, recs []*Record, reqs []request) error {
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error
 	sem := make(chan struct{}, 16)
-	for _, rec := range recs {
+	for i, rec := range recs {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
@@ -246,10 +260,18 @@ func (s *Service) createAll(ctx context.Context, recs []*Record) error {
 			defer func() { <-sem }()
 			err := s.store.Create(ctx, rec)
 			var ce *ConflictError
-			if err == nil || (errors.As(err, &ce) && ce.Current != nil && ce.Current.BatchID == rec.BatchID) {
+			switch {
+			case err == nil:
 				return
+			case errors.As(err, &ce) && ce.Current != nil:
+				if cur := ce.Current; cur.BatchID == rec.BatchID && cur.Owner == rec.Owner && s.hasher.matches(cur.RequestHash, reqs[i]) {
+					return
+				}
+				err = ErrIdempotencyConflict
+			default:
+				err = fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 			}
-			once.Do(func() { first = fmt.Errorf("%w: store: %w", ErrUnavailable, err) })
+			once.Do(func() { first = err })
 		}()
 	}
 	wg.Wait()
@@ -260,45 +282,6 @@ func (s *Service) createAll(ctx context.Context, recs []*Record) error {
 // malformed id give ErrNotFound.
 func (s *Service) GetBatch(ctx context.Context, owner, id string) (*Batch, error) {
 	return ownedRead(ctx, owner, id, s.store.GetBatch, func(b *Batch) string { return b.Owner })
-}
-
-// settleBatch ends a batch whose jobs have all ended: it creates the
-// completion job (once: its id is derived from the batch's), records the
-// end with a write conditional on nothing pending, then sends the
-// completion job. Anyone may call it any number of times; a crash between
-// the steps is finished by the sweeper.
-func settleBatch(ctx context.Context, store Store, queue Queue, log *slog.Logger, b *Batch, grace, retention time.Duration) {
-	if b == nil || b.Status != StatusRunning || b.Remaining > 0 {
-		return
-	}
-	now := time.Now().Truncate(time.Millisecond)
-	if id := b.CompletionJobID(); id != "" {
-		counts := BatchCounts{BatchID: b.ID, Total: b.Total, Succeeded: b.Succeeded, Failed: b.Failed, Cancelled: b.Cancelled}
-		rec := &Record{ID: id, Kind: b.CompletionKind, Owner: b.Owner, Status: StatusQueued, Payload: b.CompletionPayload,
-			RequestHash: "completion-" + b.ID, BatchCounts: &counts, CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(grace)}
-		if err := store.Create(ctx, rec); err != nil && !errors.Is(err, ErrExists) {
-			log.LogAttrs(ctx, slog.LevelWarn, "batch completion job not created; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", ErrorTypes(err)))
-			return
-		}
-	}
-	status := StatusSucceeded
-	if b.Failed > 0 || b.Cancelled > 0 {
-		status = StatusFailed
-	}
-	err := store.EndBatch(ctx, b.ID, status, now, now.Add(retention))
-	switch {
-	case err == nil:
-		log.LogAttrs(ctx, slog.LevelInfo, "batch ended", slog.String("batch_id", b.ID), slog.String("status", string(status)),
-			slog.Int("total", b.Total), slog.Int("failed", b.Failed), slog.Int("cancelled", b.Cancelled))
-	case errors.Is(err, ErrBatchNotDone):
-		return // someone else ended it
-	default:
-		log.LogAttrs(ctx, slog.LevelWarn, "batch end not recorded; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", ErrorTypes(err)))
-		return
-	}
-	if id := b.CompletionJobID(); id != "" && queue != nil {
-		_ = queue.Send(ctx, id) // if lost, the sweeper sends the queued completion job
-	}
 }
 
 func isBatchKey(id string) bool { return strings.HasPrefix(id, BatchPrefix) }

@@ -9,19 +9,36 @@ import (
 // Deadlines is the one place where a worker invocation's time is divided.
 // Given the Lambda deadline D:
 //
-//	handler context ends at      D - Reserve
-//	the final write must end by  D - Safety   (its own context, not the handler's)
-//	the claim's lease ends at    D
+//	a record is claimed only if    D - Reserve - now >= the kind's minimum run time
+//	the handler context ends at    D - Reserve
+//	the final write must end by    D - Safety   (its own context, not the handler's)
+//	every other call must end by   D - Safety, and within Call of its start
+//	the claim's lease ends at      D
 //
 // Reserve leaves room for the final write (FinalWrite) and for the response
 // to leave the function (Safety). A handler that ignores its context is
-// abandoned at D - Reserve, so the worker always answers before D.
+// abandoned at D - Reserve, and no call can outlive D - Safety, so the worker
+// always answers before D whatever DynamoDB or SQS do.
+//
+// Contexts and the Lambda deadline run on the real clock, so this file is
+// the one place in the package that reads it (time.Now); every time written
+// to the store comes from the injected Clock.
 type Deadlines struct {
 	// Reserve is how long before the Lambda deadline the handler's context
 	// ends. Must be at least FinalWrite + Safety.
 	Reserve time.Duration
-	// FinalWrite bounds the final conditional write (with the SDK's retries).
+	// FinalWrite bounds the final conditional write (with the SDK's retries
+	// and the store's retries of transaction conflicts).
 	FinalWrite time.Duration
+	// Call bounds each other AWS call on the worker's path: the claim, the
+	// create of a job from a foreign message, a re-send, a cancel check, a
+	// batch's settlement (default 2s).
+	Call time.Duration
+	// MinRun is the handler time a record needs for its claim: with less
+	// left before D - Reserve it goes back to the queue unclaimed, no
+	// attempt spent. A kind can ask for more with WithMinRunTime
+	// (default 2s).
+	MinRun time.Duration
 	// Safety is kept free at the very end for the function to return.
 	Safety time.Duration
 	// NoDeadline is the budget assumed when the context has no deadline
@@ -33,13 +50,34 @@ type Deadlines struct {
 var DefaultDeadlines = Deadlines{
 	Reserve:    3 * time.Second,
 	FinalWrite: 2 * time.Second,
+	Call:       2 * time.Second,
+	MinRun:     2 * time.Second,
 	Safety:     500 * time.Millisecond,
 	NoDeadline: 15 * time.Minute,
+}
+
+// withDefaults fills the zero fields added after the first release, so a
+// Deadlines written before them keeps working.
+func (d Deadlines) withDefaults() Deadlines {
+	if d == (Deadlines{}) {
+		return DefaultDeadlines
+	}
+	if d.Call <= 0 {
+		d.Call = DefaultDeadlines.Call
+	}
+	if d.MinRun <= 0 {
+		d.MinRun = DefaultDeadlines.MinRun
+	}
+	if d.NoDeadline <= 0 {
+		d.NoDeadline = DefaultDeadlines.NoDeadline
+	}
+	return d
 }
 
 // Validate checks the deadlines against each other and, when timeout is
 // non-zero, against the worker's Lambda timeout.
 func (d Deadlines) Validate(timeout time.Duration) error {
+	d = d.withDefaults()
 	switch {
 	case d.FinalWrite <= 0 || d.Safety < 0:
 		return fmt.Errorf("jobs: deadlines: final write %v and safety %v must be positive", d.FinalWrite, d.Safety)
@@ -47,29 +85,52 @@ func (d Deadlines) Validate(timeout time.Duration) error {
 		return fmt.Errorf("jobs: deadlines: reserve %v is less than final write %v + safety %v", d.Reserve, d.FinalWrite, d.Safety)
 	case timeout != 0 && timeout <= 2*d.Reserve:
 		return fmt.Errorf("jobs: deadlines: worker timeout %v leaves handlers less than half of it after the reserve %v", timeout, d.Reserve)
+	case timeout != 0 && timeout-d.Reserve < d.MinRun:
+		return fmt.Errorf("jobs: deadlines: worker timeout %v minus reserve %v is less than the minimum run time %v", timeout, d.Reserve, d.MinRun)
 	}
 	return nil
 }
 
-// invocation holds the deadlines of one worker invocation.
+// invocation holds the deadlines of one worker invocation, on the real
+// clock.
 type invocation struct {
 	lambda  time.Time // the Lambda deadline; the lease ends here
 	handler time.Time // handler contexts end here
-	write   time.Time // final writes must end here
+	write   time.Time // final writes and every other call must end here
 	budget  time.Duration
+	call    time.Duration
+	minRun  time.Duration
 }
 
-func (d Deadlines) plan(ctx context.Context, now time.Time) invocation {
+func (d Deadlines) plan(ctx context.Context) invocation {
+	d = d.withDefaults()
 	dl, ok := ctx.Deadline()
 	if !ok {
-		dl = now.Add(d.NoDeadline)
+		dl = time.Now().Add(d.NoDeadline)
 	}
 	return invocation{
 		lambda:  dl,
 		handler: dl.Add(-d.Reserve),
 		write:   dl.Add(-d.Safety),
 		budget:  d.FinalWrite,
+		call:    d.Call,
+		minRun:  d.MinRun,
 	}
+}
+
+// leaseUntil is the lease of a claim made now: the Lambda deadline, on the
+// store's clock.
+func (inv invocation) leaseUntil(now time.Time) time.Time {
+	return now.Add(time.Until(inv.lambda)).Truncate(time.Millisecond)
+}
+
+// handlerTimeLeft is what is left of the handlers' time.
+func (inv invocation) handlerTimeLeft() time.Duration { return time.Until(inv.handler) }
+
+// canStart reports whether a run that needs at least need (0: the default
+// minimum) can still start.
+func (inv invocation) canStart(need time.Duration) bool {
+	return inv.handlerTimeLeft() >= max(need, inv.minRun)
 }
 
 // finalWriteContext returns the context for a final write: not cancelled
@@ -77,9 +138,41 @@ func (d Deadlines) plan(ctx context.Context, now time.Time) invocation {
 // final-write budget and by the invocation's write deadline, whichever
 // comes first.
 func (inv invocation) finalWriteContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	end := time.Now().Add(inv.budget)
+	return inv.bounded(context.WithoutCancel(ctx), inv.budget)
+}
+
+// callContext returns the context for one AWS call other than the final
+// write: within Call of now, and ending by the invocation's write deadline.
+func (inv invocation) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return inv.bounded(ctx, inv.call)
+}
+
+func (inv invocation) bounded(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	end := time.Now().Add(d)
 	if inv.write.Before(end) {
 		end = inv.write
 	}
-	return context.WithDeadline(context.WithoutCancel(ctx), end)
+	return context.WithDeadline(ctx, end)
+}
+
+// sweepPlan bounds a sweep: it starts no work after stop, and no call of it
+// outlives the Lambda deadline less the reserve.
+//
+//	a sweep starts no page after   D - Reserve
+//	no call of it outlives         D - Reserve/2
+type sweepPlan struct{ stop, end time.Time }
+
+func planSweep(ctx context.Context, reserve time.Duration) sweepPlan {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(15 * time.Minute)
+	}
+	return sweepPlan{stop: dl.Add(-reserve), end: dl.Add(-reserve / 2)}
+}
+
+func (p sweepPlan) over() bool { return !time.Now().Before(p.stop) }
+
+// context bounds the calls of the sweep.
+func (p sweepPlan) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, p.end)
 }

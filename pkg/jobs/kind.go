@@ -65,8 +65,26 @@ func NewTestJob[P any](id string, payload P, publish func(ctx context.Context, p
 type KindOption func(*kindConfig) error
 
 type kindConfig struct {
-	codes map[string]bool
-	retry RetryPolicy
+	codes  map[string]bool
+	retry  RetryPolicy
+	minRun time.Duration
+}
+
+// WithMinRunTime states the handler time a run of the kind needs: a worker
+// does not claim a job of the kind when less than d is left before its
+// handler deadline; the message comes back (no attempt spent) and a fresh
+// invocation runs it. Without it the worker's Deadlines.MinRun applies
+// (2s by default). A d above the worker's whole handler time (its Lambda
+// timeout less Deadlines.Reserve) means the kind never starts: its messages
+// come back until they reach the dead-letter queue.
+func WithMinRunTime(d time.Duration) KindOption {
+	return func(c *kindConfig) error {
+		if d <= 0 || d > 15*time.Minute {
+			return fmt.Errorf("minimum run time %v: want more than 0 and at most 15m", d)
+		}
+		c.minRun = d
+		return nil
+	}
 }
 
 // WithFailureCodes declares the failure codes the kind's handler may return
@@ -89,6 +107,7 @@ type kindDef struct {
 	codes   map[string]bool
 	secrets []string // JSON names of payload fields tagged jobs:"secret"
 	retry   RetryPolicy
+	minRun  time.Duration // 0: the worker's default
 	// payloadType is P, so routes can check what they deliver.
 	payloadType reflect.Type
 	validate    func(raw []byte) error
@@ -135,6 +154,7 @@ func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts
 		secrets:     secretFields[P](),
 		payloadType: reflect.TypeFor[P](),
 		retry:       cfg.retry,
+		minRun:      cfg.minRun,
 		validate: func(raw []byte) error {
 			_, err := DecodePayload[P](raw)
 			return err

@@ -87,3 +87,19 @@ func RetryAfter(d time.Duration, err error) error { return &RetryableError{Err: 
 // ErrCancelled is what Job.Publish returns once the job's owner cancelled
 // it; the handler's context is cancelled at the same time.
 var ErrCancelled = errors.New("jobs: job cancelled by its owner")
+
+// shouldRetry reports whether a failed run gets another attempt.
+func shouldRetry(p RetryPolicy, ex execution, attempt int) bool {
+	if p.MaxAttempts <= 1 || attempt >= p.MaxAttempts {
+		return false
+	}
+	switch {
+	case ex.Retryable:
+		return true
+	case ex.Code == CodeTimedOut || ex.Code == CodeInterrupted:
+		return true
+	case p.RetryErrors && ex.Code == CodeInternal && (ex.Cause == "error" || ex.Cause == "panic"):
+		return true
+	}
+	return false
+}

@@ -48,7 +48,9 @@ var ErrNoSealer = errors.New("jobs: a kind has secret payload fields but no Seal
 type AESSealer struct {
 	seal keyEntry
 	byID map[string]cipher.AEAD
-	hkey []byte
+	// hash keys request hashes: one derived key per key of the ring, by
+	// key id, and the id of the one new hashes use (the last, oldest key).
+	hash hashKeys
 }
 
 type keyEntry struct {
@@ -61,7 +63,7 @@ func NewAESSealer(keys ...[]byte) (*AESSealer, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("jobs: NewAESSealer needs a key")
 	}
-	s := &AESSealer{byID: map[string]cipher.AEAD{}}
+	s := &AESSealer{byID: map[string]cipher.AEAD{}, hash: hashKeys{byID: map[string][]byte{}}}
 	for i, k := range keys {
 		if len(k) != 32 {
 			return nil, fmt.Errorf("jobs: payload key %d is %d bytes, want 32", i+1, len(k))
@@ -79,10 +81,11 @@ func NewAESSealer(keys ...[]byte) (*AESSealer, error) {
 		s.byID[id] = aead
 		if i == 0 {
 			s.seal = keyEntry{id: id, aead: aead}
-			mac := hmac.New(sha256.New, k)
-			mac.Write([]byte("lambdajobs request hash"))
-			s.hkey = mac.Sum(nil)
 		}
+		mac := hmac.New(sha256.New, k)
+		mac.Write([]byte("lambdajobs request hash"))
+		s.hash.byID[id] = mac.Sum(nil)
+		s.hash.current = id // the last key: the oldest, the last to go
 	}
 	return s, nil
 }
@@ -135,9 +138,9 @@ func (s *AESSealer) Open(sealed string, aad []byte) ([]byte, error) {
 	return plain, nil
 }
 
-// hashKey keys the request hash, so the stored hash of a payload with
+// hashKeys key the request hash, so the stored hash of a payload with
 // secrets cannot be used to guess them.
-func (s *AESSealer) hashKey() []byte { return s.hkey }
+func (s *AESSealer) hashKeys() hashKeys { return s.hash }
 
 // secretFields returns the JSON names of P's top-level fields tagged
 // `jobs:"secret"`.

@@ -2,9 +2,6 @@ package jobs
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,16 +26,15 @@ const (
 // go through it, so validation, limits, owners and idempotency are the same
 // on every path.
 type Service struct {
-	reg   *Registry
-	store Store
-	queue Queue
-	clock Clock
-	log   *slog.Logger
-	grace time.Duration
-	// sealer seals secret payload fields; hkey keys the request hash.
-	sealer    Sealer
-	hkey      []byte
-	retention time.Duration
+	eng    *engine
+	reg    *Registry
+	store  Store
+	queue  Queue
+	clock  Clock
+	log    *slog.Logger
+	grace  time.Duration
+	sealer Sealer // seals secret payload fields
+	hasher requestHasher
 }
 
 // ServiceConfig configures a Service. Registry, Store and Queue are required.
@@ -65,18 +61,9 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
 		return nil, err
 	}
-	grace := cfg.DispatchGrace
-	if grace <= 0 {
-		grace = DefaultDispatchGrace
-	}
-	s := &Service{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger), grace: grace, sealer: cfg.Sealer, retention: cfg.Retention}
-	if s.retention <= 0 {
-		s.retention = DefaultRetention
-	}
-	if hk, ok := cfg.Sealer.(interface{ hashKey() []byte }); ok {
-		s.hkey = hk.hashKey()
-	}
-	return s, nil
+	eng := newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention)
+	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
+		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer)}, nil
 }
 
 // EnqueueRequest is one job to enqueue.
@@ -91,6 +78,10 @@ type EnqueueRequest struct {
 	// the sweep index and the sweeper sends it when it is due. At most
 	// MaxDelay away.
 	RunAt time.Time
+	// Delay delays the job by this long from when it is accepted (give
+	// RunAt or Delay, not both). An idempotent retry with the same Delay is
+	// the same request, though it comes later.
+	Delay time.Duration
 	// IdempotencyKey, when set, makes a retried request return the first job
 	// instead of enqueuing another: the job id is derived from the owner and
 	// the key. The same key with another kind or payload is refused with
@@ -126,7 +117,7 @@ var (
 // job is never lost. A retry with the same idempotency key re-sends a job
 // that is still queued at once.
 func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*Record, bool, error) {
-	rec, err := s.Prepare(req)
+	rec, r, err := s.prepare(req)
 	if err != nil {
 		return nil, false, err
 	}
@@ -139,7 +130,7 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*Record, boo
 		// Our own put, retried by the SDK after its answer was lost: it landed.
 	case errors.As(err, &ce) && errors.Is(err, ErrExists) && req.IdempotencyKey != "" && ce.Current != nil:
 		cur := ce.Current
-		if cur.Owner != req.Owner || cur.RequestHash != rec.RequestHash {
+		if cur.Owner != req.Owner || cur.Kind != req.Kind || !s.hasher.matches(cur.RequestHash, r) {
 			return nil, false, ErrIdempotencyConflict
 		}
 		if cur.Status == StatusQueued {
@@ -160,66 +151,72 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*Record, boo
 // Dispatch. If the dispatch never happens, the sweeper sends the job after
 // the dispatch grace, so a committed job always runs.
 func (s *Service) Prepare(req EnqueueRequest) (*Record, error) {
+	rec, _, err := s.prepare(req)
+	return rec, err
+}
+
+// prepare is Prepare, also returning what the request hash covers.
+func (s *Service) prepare(req EnqueueRequest) (*Record, request, error) {
 	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	id := NewID()
 	if req.IdempotencyKey != "" {
 		id = DerivedID("idempotency", req.Owner, req.IdempotencyKey)
 	}
-	return s.prepareAs(req, id, s.clock.Now().Truncate(time.Millisecond))
+	return s.prepareAs(req, id, s.eng.now())
 }
 
-// prepareAs is Prepare with the job's id and creation time given.
-func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (*Record, error) {
+// prepareAs is prepare with the job's id and creation time given.
+func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (*Record, request, error) {
 	if err := checkOwner(req.Owner); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.reg.Validate(req.Kind, req.Payload); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	k, _ := s.reg.lookup(req.Kind)
 	canonical, err := k.canonical(req.Payload)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var runAt time.Time
+	runAt := req.RunAt
+	switch {
+	case req.Delay < 0 || (req.Delay > 0 && !req.RunAt.IsZero()):
+		return nil, nil, fmt.Errorf("%w: give a run time or a delay, not both, and no negative delay", ErrInvalidRunAt)
+	case req.Delay > 0:
+		runAt = now.Add(req.Delay)
+	}
 	sweepAt := now.Add(s.grace)
-	if req.RunAt.After(now) {
-		if req.RunAt.Sub(now) > MaxDelay {
-			return nil, fmt.Errorf("%w: at most %v ahead", ErrInvalidRunAt, MaxDelay)
+	if runAt.After(now) {
+		if runAt.Sub(now) > MaxDelay {
+			return nil, nil, fmt.Errorf("%w: at most %v ahead", ErrInvalidRunAt, MaxDelay)
 		}
-		runAt = req.RunAt.Truncate(time.Millisecond)
+		runAt = runAt.Truncate(time.Millisecond)
 		sweepAt = runAt // the sweeper sends it when due...
 		if runAt.Sub(now) <= MaxQueueDelay {
 			sweepAt = runAt.Add(s.grace) // ...unless the queue delays it
 		}
+	} else {
+		runAt = time.Time{}
 	}
 	stored, err := sealPayload(s.sealer, id, k.secrets, canonical)
 	if err != nil {
-		return nil, fmt.Errorf("jobs: seal payload: %w", err)
+		return nil, nil, fmt.Errorf("jobs: seal payload: %w", err)
 	}
+	r := jobRequest(req.Kind, canonical, req.RunAt, req.Delay)
 	return &Record{
 		ID: id, Kind: req.Kind, Owner: req.Owner, Status: StatusQueued,
-		Payload: stored, RequestHash: requestHash(s.hkey, req.Kind, canonical),
+		Payload: stored, RequestHash: s.hasher.sum(r),
 		CreatedAt: now, UpdatedAt: now, SweepAt: sweepAt, RunAt: runAt,
-	}, nil
+	}, r, nil
 }
 
 // Dispatch sends the reference of a job stored by a committed transaction
 // (see Prepare). It is the one call after the commit; if it fails, the
 // sweeper sends the job after the dispatch grace.
 func (s *Service) Dispatch(ctx context.Context, rec *Record) error {
-	var err error
-	switch wait := rec.RunAt.Sub(s.clock.Now()); {
-	case rec.RunAt.IsZero() || wait <= 0:
-		err = s.queue.Send(ctx, rec.ID)
-	case wait <= MaxQueueDelay:
-		err = s.queue.SendDelayed(ctx, rec.ID, wait)
-	default:
-		return nil // it waits in the sweep index; the sweeper sends it when due
-	}
-	if err != nil {
+	if err := s.eng.sendAt(ctx, rec.ID, rec.RunAt); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "job stored but not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
 			slog.Time("sweep_at", rec.SweepAt), slog.String("err_types", ErrorTypes(err)))
@@ -283,21 +280,11 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (*Record, error)
 		if err != nil {
 			return nil, err
 		}
-		now := s.clock.Now().Truncate(time.Millisecond)
-		switch rec.Status {
-		case StatusQueued:
-			err = s.store.CancelQueued(ctx, id, now, now.Add(s.retention), rec.BatchID)
-		case StatusRunning:
-			if rec.CancelRequested {
-				return rec, nil
-			}
-			err = s.store.RequestCancel(ctx, id, now)
-		default:
-			return rec, ErrAlreadyFinal
-		}
-		switch {
+		switch err := s.eng.cancel(ctx, rec); {
 		case err == nil:
 			return s.Get(ctx, owner, id)
+		case errors.Is(err, ErrAlreadyFinal):
+			return rec, err
 		case errors.Is(err, ErrNotQueued), errors.Is(err, ErrNotRunning):
 			continue
 		default:
@@ -332,19 +319,6 @@ func ownedRead[T any](ctx context.Context, owner, id string, get func(context.Co
 		return zero, ErrNotFound
 	}
 	return v, nil
-}
-
-// requestHash identifies an enqueue request. With a sealer it is an HMAC,
-// so the hash of a payload with secrets does not help guess them.
-func requestHash(key []byte, kind string, payload []byte) string {
-	h := sha256.New()
-	if key != nil {
-		h = hmac.New(sha256.New, key)
-	}
-	h.Write([]byte(kind))
-	h.Write([]byte{0})
-	h.Write(payload)
-	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 func checkOwner(owner string) error {

@@ -25,10 +25,11 @@ type Store interface {
 	Get(ctx context.Context, id string) (*Record, error)
 
 	// Claim moves a queued job whose run time has come (no RunAt, or RunAt
-	// at or before c.At) to running, stamping c's token and lease and
-	// counting an attempt, and returns the job as claimed. If the job is not
-	// queued or not due it returns a *ConflictError matching ErrNotQueued
-	// with the job as it is; if there is no such job, ErrNotFound.
+	// at or before c.At) and whose kind is not one of c.SkipKinds to
+	// running, stamping c's token and lease and counting an attempt, and
+	// returns the job as claimed. If the job is not queued, not due or of a
+	// skipped kind it returns a *ConflictError matching ErrNotQueued with the
+	// job as it is; if there is no such job, ErrNotFound.
 	Claim(ctx context.Context, id string, c Claim) (*Record, error)
 
 	// Publish replaces the job's result with a partial result, provided the
@@ -54,9 +55,15 @@ type Store interface {
 	// in its batch in the same transaction.
 	CancelQueued(ctx context.Context, id string, at, expiresAt time.Time, batchID string) error
 
-	// CreateBatch stores a batch unless one with its id exists; then it
-	// returns the existing batch and ErrExists.
+	// CreateBatch stores b, being created (b.Creating) with all its jobs
+	// pending, unless a live batch with its id exists; then it returns the
+	// existing batch and ErrExists. An expired batch is replaced.
 	CreateBatch(ctx context.Context, b *Batch) (*Batch, error)
+	// OpenBatch ends the creation of a batch whose jobs are stored: it is
+	// no longer Creating, and missing jobs that were never stored are
+	// counted as cancelled. ErrBatchOpened if it was opened before,
+	// ErrNotFound if there is no such batch.
+	OpenBatch(ctx context.Context, id string, missing int) error
 	// GetBatch returns the batch, or ErrNotFound.
 	GetBatch(ctx context.Context, id string) (*Batch, error)
 	// EndBatch records a batch's end, provided it is running with no job
@@ -86,6 +93,9 @@ type Claim struct {
 	Token      string
 	At         time.Time
 	LeaseUntil time.Time
+	// SkipKinds are kinds the claim must not take: their minimum run time
+	// is more than the invocation has left.
+	SkipKinds []string
 }
 
 // Outcome is the final write of a run.

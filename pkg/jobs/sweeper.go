@@ -18,15 +18,10 @@ import (
 // never to the table. Every change it makes is conditional: overlapping
 // sweeps and late workers cannot give a job two outcomes.
 type Sweeper struct {
-	store     Store
-	queue     Queue
-	clock     Clock
-	log       *slog.Logger
-	grace     time.Duration
-	retention time.Duration
-	limit     int
-	reserve   time.Duration
-	reg       *Registry
+	eng     *engine
+	log     *slog.Logger
+	limit   int
+	reserve time.Duration
 }
 
 // SweeperConfig configures a Sweeper. Store and Queue are required.
@@ -44,7 +39,8 @@ type SweeperConfig struct {
 	// PageSize is how many due jobs are read per index query (default 200).
 	PageSize int
 	// Reserve is how long before its deadline a sweep stops starting work
-	// (default 5s); what is left is picked up by the next sweep.
+	// (default 5s); what is left is picked up by the next sweep. No call of
+	// a sweep outlives half of it.
 	Reserve time.Duration
 	// Registry, when set, gives the kinds' retry policies: an interrupted
 	// run of a kind with attempts left is retried rather than failed.
@@ -56,14 +52,8 @@ func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
 	if cfg.Store == nil || cfg.Queue == nil {
 		return nil, errors.New("jobs: NewSweeper needs a Store and a Queue")
 	}
-	s := &Sweeper{store: cfg.Store, queue: cfg.Queue, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger),
-		grace: cfg.DispatchGrace, retention: cfg.Retention, limit: cfg.PageSize, reserve: cfg.Reserve, reg: cfg.Registry}
-	if s.grace <= 0 {
-		s.grace = DefaultDispatchGrace
-	}
-	if s.retention <= 0 {
-		s.retention = DefaultRetention
-	}
+	s := &Sweeper{eng: newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention),
+		log: orLogger(cfg.Logger), limit: cfg.PageSize, reserve: cfg.Reserve}
 	if s.limit <= 0 {
 		s.limit = 200
 	}
@@ -80,7 +70,7 @@ type SweepReport struct {
 	Resent      int  `json:"resent"`      // queued jobs whose reference was sent again
 	Retried     int  `json:"retried"`     // interrupted runs sent back for another attempt
 	Cancelled   int  `json:"cancelled"`   // abandoned runs whose owner had cancelled them
-	Batches     int  `json:"batches"`     // batches whose end the sweeper recorded
+	Batches     int  `json:"batches"`     // batches whose end (or abandoned creation) the sweeper recorded
 	Deferred    int  `json:"deferred"`    // running jobs whose lease had not ended: looked at again after it
 	Skipped     int  `json:"skipped"`     // settled meanwhile by someone else
 	Errors      int  `json:"errors"`      // left for the next sweep
@@ -88,19 +78,19 @@ type SweepReport struct {
 }
 
 // Sweep runs until no due job is left or its deadline (less the reserve)
-// comes, and reports what it did. It returns an error only if it could not
+// comes, and reports what it did. Every call it makes ends before the
+// deadline less half the reserve. It returns an error only if it could not
 // read the index at all.
 func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
-	stopAt := time.Now().Add(15 * time.Minute)
-	if dl, ok := ctx.Deadline(); ok {
-		stopAt = dl.Add(-s.reserve)
-	}
+	plan := planSweep(ctx, s.reserve)
 	seen := map[string]bool{}
-	for time.Now().Before(stopAt) {
-		now := s.clock.Now()
-		ids, err := s.store.Due(ctx, now, s.limit)
+	for !plan.over() {
+		now := s.eng.clock.Now()
+		pctx, cancel := plan.context(ctx)
+		ids, err := s.eng.store.Due(pctx, now, s.limit)
 		if err != nil {
+			cancel()
 			s.log.LogAttrs(ctx, slog.LevelError, "sweep could not read the index", slog.String("err_types", ErrorTypes(err)))
 			return rep, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
@@ -112,19 +102,21 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 			}
 		}
 		if len(fresh) == 0 {
+			cancel()
 			rep.Complete = true
 			break
 		}
 		rep.Due += len(fresh)
-		s.sweepPage(ctx, now, fresh, &rep)
+		s.sweepPage(pctx, now, fresh, &rep)
+		cancel()
 		if len(ids) < s.limit {
-			rep.Complete = true
+			rep.Complete = !plan.over()
 			break
 		}
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "sweep done",
 		slog.Int("due", rep.Due), slog.Int("interrupted", rep.Interrupted), slog.Int("resent", rep.Resent),
-		slog.Int("retried", rep.Retried), slog.Int("cancelled", rep.Cancelled),
+		slog.Int("retried", rep.Retried), slog.Int("cancelled", rep.Cancelled), slog.Int("batches", rep.Batches),
 		slog.Int("deferred", rep.Deferred), slog.Int("skipped", rep.Skipped), slog.Int("errors", rep.Errors),
 		slog.Bool("complete", rep.Complete))
 	return rep, nil
@@ -148,7 +140,7 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 				s.sweepBatch(ctx, now, strings.TrimPrefix(id, BatchPrefix), rep, count)
 				return
 			}
-			rec, err := s.store.Get(ctx, id)
+			rec, err := s.eng.store.Get(ctx, id)
 			switch {
 			case errors.Is(err, ErrNotFound):
 				count(func() { rep.Skipped++ })
@@ -179,15 +171,15 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 	for _, r := range resend {
 		ids = append(ids, r.ID)
 	}
-	if err := s.queue.SendBatch(ctx, ids); err != nil {
+	if err := s.eng.queue.SendBatch(ctx, ids); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "sweep could not re-send queued jobs", slog.Int("jobs", len(ids)), slog.String("err_types", ErrorTypes(err)))
 		rep.Errors += len(ids)
 		return
 	}
 	for _, r := range resend {
 		// Back off: grace, 2x, 4x ... 64x grace after each re-send.
-		next := now.Add(s.grace << min(r.Dispatches+1, 6))
-		if err := s.store.Reschedule(ctx, r.ID, Expect{Status: StatusQueued}, next); err != nil && !isConflict(err) {
+		next := now.Add(s.eng.grace << min(r.Dispatches+1, 6))
+		if err := s.eng.store.Reschedule(ctx, r.ID, Expect{Status: StatusQueued}, next); err != nil && !isConflict(err) {
 			rep.Errors++
 			continue
 		}
@@ -203,13 +195,13 @@ func (s *Sweeper) sweepDelayed(ctx context.Context, now time.Time, rec *Record, 
 	wait := rec.RunAt.Sub(now)
 	next := rec.RunAt
 	if wait <= MaxQueueDelay {
-		if err := s.queue.SendDelayed(ctx, rec.ID, wait); err != nil {
+		if err := s.eng.sendAt(ctx, rec.ID, rec.RunAt); err != nil {
 			count(func() { rep.Errors++ })
 			return
 		}
-		next = rec.RunAt.Add(s.grace)
+		next = rec.RunAt.Add(s.eng.grace)
 	}
-	switch err := s.store.Reschedule(ctx, rec.ID, Expect{Status: StatusQueued}, next); {
+	switch err := s.eng.store.Reschedule(ctx, rec.ID, Expect{Status: StatusQueued}, next); {
 	case err == nil && wait <= MaxQueueDelay:
 		count(func() { rep.Resent++ })
 	case err == nil:
@@ -224,7 +216,7 @@ func (s *Sweeper) sweepDelayed(ctx context.Context, now time.Time, rec *Record, 
 func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *Record, rep *SweepReport, count func(func())) {
 	if rec.LeaseUntil.After(now) {
 		// Still within its lease: look again just after it ends.
-		err := s.store.Reschedule(ctx, rec.ID, Expect{Status: StatusRunning, Token: rec.ClaimToken}, rec.LeaseUntil.Add(time.Second))
+		err := s.eng.store.Reschedule(ctx, rec.ID, Expect{Status: StatusRunning, Token: rec.ClaimToken}, rec.LeaseUntil.Add(time.Second))
 		switch {
 		case err == nil:
 			count(func() { rep.Deferred++ })
@@ -235,42 +227,26 @@ func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *Record, 
 		}
 		return
 	}
-	if s.reg != nil && !rec.CancelRequested {
-		if k, ok := s.reg.lookup(rec.Kind); ok && shouldRetry(k.retry, execution{Status: StatusFailed, Code: CodeInterrupted}, rec.Attempt) {
-			s.retryInterrupted(ctx, now, k, rec, rep, count)
-			return
-		}
-	}
-	out := Outcome{Status: StatusFailed, Code: CodeInterrupted, At: now, ExpiresAt: now.Add(s.retention), LeaseExpiredBy: now, BatchID: rec.BatchID}
-	if rec.CancelRequested {
-		out.Status, out.Code = StatusCancelled, ""
-	}
-	err := s.store.Finish(ctx, rec.ID, rec.ClaimToken, out)
-	if err == nil && rec.BatchID != "" {
-		if b, err := s.store.GetBatch(ctx, rec.BatchID); err == nil {
-			settleBatch(ctx, s.store, s.queue, s.log, b, s.grace, s.retention)
-		}
-	}
+	end := s.eng.interrupt(ctx, rec)
 	switch {
-	case err == nil && out.Status == StatusCancelled:
-		count(func() { rep.Cancelled++ })
-		s.log.LogAttrs(ctx, slog.LevelWarn, "job finished", slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
-			slog.Int("attempt", rec.Attempt), slog.String("status", string(StatusCancelled)), slog.String("cause", "lease_expired"))
-	case err == nil:
-		count(func() { rep.Interrupted++ })
-		s.log.LogAttrs(ctx, slog.LevelWarn, "job finished", slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
-			slog.Int("attempt", rec.Attempt), slog.String("status", string(StatusFailed)), slog.String("code", CodeInterrupted), slog.String("cause", "lease_expired"))
-	case isConflict(err):
+	case end.res == superseded:
 		count(func() { rep.Skipped++ })
-	default:
+	case end.res == unsettled:
 		count(func() { rep.Errors++ })
+	case end.retried:
+		count(func() { rep.Retried++ })
+	case end.ex.Status == StatusCancelled:
+		count(func() { rep.Cancelled++ })
+	default:
+		count(func() { rep.Interrupted++ })
 	}
 }
 
 // sweepBatch settles a batch whose jobs have all ended but whose end was
-// never recorded, and looks again later at one still running.
+// never recorded, aborts one whose creation was abandoned, and looks again
+// later at one still running.
 func (s *Sweeper) sweepBatch(ctx context.Context, now time.Time, id string, rep *SweepReport, count func(func())) {
-	b, err := s.store.GetBatch(ctx, id)
+	b, err := s.eng.store.GetBatch(ctx, id)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		count(func() { rep.Skipped++ })
@@ -279,47 +255,30 @@ func (s *Sweeper) sweepBatch(ctx context.Context, now time.Time, id string, rep 
 		count(func() { rep.Errors++ })
 		return
 	}
-	if b.Status != StatusRunning {
+	switch {
+	case b.Status != StatusRunning:
 		count(func() { rep.Skipped++ })
 		return
-	}
-	if b.Remaining <= 0 {
-		settleBatch(ctx, s.store, s.queue, s.log, b, s.grace, s.retention)
+	case b.Creating:
+		// Its sweep time came before its enqueue finished storing its jobs:
+		// that enqueue failed or died.
+		if err := s.eng.abortBatch(ctx, b); err != nil {
+			count(func() { rep.Errors++ })
+			return
+		}
 		count(func() { rep.Batches++ })
 		return
+	case b.Remaining <= 0:
+		if s.eng.settleBatch(ctx, b) {
+			count(func() { rep.Batches++ })
+		} else {
+			count(func() { rep.Errors++ })
+		}
+		return
 	}
-	if err := s.store.RescheduleBatch(ctx, id, now.Add(s.grace)); err != nil {
+	if err := s.eng.store.RescheduleBatch(ctx, id, now.Add(s.eng.grace)); err != nil {
 		count(func() { rep.Errors++ })
 		return
 	}
 	count(func() { rep.Deferred++ })
-}
-
-// retryInterrupted sends an interrupted run back to the queue, as the
-// worker would have had it failed with a retryable error.
-func (s *Sweeper) retryInterrupted(ctx context.Context, now time.Time, k *kindDef, rec *Record, rep *SweepReport, count func(func())) {
-	delay := k.retry.backoff(rec.Attempt)
-	runAt := now.Add(delay).Truncate(time.Millisecond)
-	sweepAt := runAt
-	if delay <= MaxQueueDelay {
-		sweepAt = runAt.Add(s.grace)
-	}
-	err := s.store.Requeue(ctx, rec.ID, rec.ClaimToken, Requeue{At: now, RunAt: runAt, SweepAt: sweepAt, LastError: CodeInterrupted, LeaseExpiredBy: now})
-	switch {
-	case err == nil:
-		if delay <= MaxQueueDelay {
-			_ = s.queue.SendDelayed(ctx, rec.ID, delay) // if lost, the next sweep after sweepAt sends it
-		}
-		count(func() { rep.Retried++ })
-		s.log.LogAttrs(ctx, slog.LevelWarn, "job will retry", slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
-			slog.Int("attempt", rec.Attempt), slog.String("code", CodeInterrupted), slog.Time("run_at", runAt))
-	case isConflict(err):
-		count(func() { rep.Skipped++ })
-	default:
-		count(func() { rep.Errors++ })
-	}
-}
-
-func isConflict(err error) bool {
-	return errors.Is(err, ErrLostClaim) || errors.Is(err, ErrNotQueued) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrCancelRequested)
 }

@@ -1,11 +1,14 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -14,19 +17,26 @@ import (
 // Worker runs the jobs referenced by an SQS batch. It is the worker Lambda's
 // handler: see HandleSQS.
 type Worker struct {
+	eng         *engine
 	reg         *Registry
-	store       Store
-	clock       Clock
 	log         *slog.Logger
 	concurrency int
 	deadlines   Deadlines
-	retention   time.Duration
 	sealer      Sealer
-	hkey        []byte
+	hasher      requestHasher
 	routes      *Routes
-	grace       time.Duration
-	queue       Queue
 	cancelCheck time.Duration
+	// slow lists the kinds whose minimum run time is above the default,
+	// slowest first.
+	slow []kindMin
+	// abandoned counts handlers abandoned at their deadline that have not
+	// returned yet.
+	abandoned atomic.Int64
+}
+
+type kindMin struct {
+	kind string
+	min  time.Duration
 }
 
 // WorkerConfig configures a Worker. Registry and Store are required.
@@ -67,20 +77,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 8
 	}
-	if cfg.Deadlines == (Deadlines{}) {
-		cfg.Deadlines = DefaultDeadlines
-	}
-	if cfg.Deadlines.NoDeadline <= 0 {
-		cfg.Deadlines.NoDeadline = DefaultDeadlines.NoDeadline
-	}
+	cfg.Deadlines = cfg.Deadlines.withDefaults()
 	if err := cfg.Deadlines.Validate(0); err != nil {
 		return nil, err
-	}
-	if cfg.Retention <= 0 {
-		cfg.Retention = DefaultRetention
-	}
-	if cfg.DispatchGrace <= 0 {
-		cfg.DispatchGrace = DefaultDispatchGrace
 	}
 	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
 		return nil, err
@@ -89,28 +88,39 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		reg: cfg.Registry, store: cfg.Store, clock: orClock(cfg.Clock), log: orLogger(cfg.Logger),
-		concurrency: cfg.Concurrency, deadlines: cfg.Deadlines, retention: cfg.Retention, sealer: cfg.Sealer,
-		routes: cfg.Routes, grace: cfg.DispatchGrace, queue: cfg.Queue, cancelCheck: cfg.CancelCheck,
+		eng: newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention),
+		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
+		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
 	}
 	if w.cancelCheck == 0 {
 		w.cancelCheck = 5 * time.Second
 	}
-	if hk, ok := cfg.Sealer.(interface{ hashKey() []byte }); ok {
-		w.hkey = hk.hashKey()
+	for _, name := range cfg.Registry.Kinds() {
+		if k, _ := cfg.Registry.lookup(name); k.minRun > cfg.Deadlines.MinRun {
+			w.slow = append(w.slow, kindMin{name, k.minRun})
+		}
 	}
+	slices.SortFunc(w.slow, func(a, b kindMin) int { return cmp.Compare(b.min, a.min) })
 	return w, nil
 }
 
+// Abandoned returns how many handlers this worker abandoned at their
+// deadline that are still running: their goroutines live on until they
+// return, beyond the worker's control.
+func (w *Worker) Abandoned() int { return int(w.abandoned.Load()) }
+
 // HandleSQS runs the batch's jobs, up to the configured concurrency at once,
 // and returns the ids of the messages that must come back: those whose job
-// could not be claimed or settled because of a transient error, whose job is
-// not visible yet, or that are not job messages at all (they reach the
-// dead-letter queue after maxReceiveCount). A job recorded as failed is
-// never listed: handler failures are final. It never returns an error, so
-// one record cannot fail the whole batch.
+// could not be claimed or settled because of a transient error or a call
+// that did not answer in time, whose job is not visible yet, that are not
+// job messages at all (they reach the dead-letter queue after
+// maxReceiveCount), and those it did not start because too little time was
+// left (no attempt spent). A job recorded as failed is never listed: handler
+// failures are final. It never returns an error, so one record cannot fail
+// the whole batch, and it answers before the Lambda deadline whatever
+// DynamoDB and SQS do (see Deadlines).
 func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	inv := w.deadlines.plan(ctx, time.Now())
+	inv := w.deadlines.plan(ctx)
 	var (
 		mu       sync.Mutex
 		failures []events.SQSBatchItemFailure
@@ -169,7 +179,10 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 // runRouted creates the job a foreign message describes (once: its id is
 // derived from the message) and runs it like any other.
 func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string, j routedJob) (retry bool) {
-	now := w.clock.Now().Truncate(time.Millisecond)
+	if !inv.canStart(0) {
+		return w.handBack(ctx, j.ID, j.Kind)
+	}
+	now := w.eng.now()
 	payload := j.Payload
 	if len(payload) > MaxPayloadBytes || CheckJSON(payload, MaxPayloadBytes) != nil {
 		payload = []byte("null") // fails invalid_payload when run
@@ -184,9 +197,11 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	}
 	rec := &Record{
 		ID: j.ID, Kind: j.Kind, Owner: j.Owner, Status: StatusQueued, Payload: stored,
-		RequestHash: requestHash(w.hkey, j.Kind, payload), CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(w.grace),
+		RequestHash: w.hasher.sum(jobRequest(j.Kind, payload, time.Time{}, 0)), CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(w.eng.grace),
 	}
-	err = w.store.Create(ctx, rec)
+	cctx, cancel := inv.callContext(ctx)
+	err = w.eng.store.Create(cctx, rec)
+	cancel()
 	switch {
 	case err == nil:
 		w.log.LogAttrs(ctx, slog.LevelInfo, "job created from a message", slog.String("job_id", j.ID), slog.String("kind", j.Kind),
@@ -202,21 +217,43 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	return w.runJob(ctx, inv, j.ID)
 }
 
+// skipKinds returns the kinds that need more handler time than left.
+func (w *Worker) skipKinds(left time.Duration) []string {
+	var skip []string
+	for _, km := range w.slow {
+		if km.min <= left {
+			break
+		}
+		skip = append(skip, km.kind)
+	}
+	return skip
+}
+
+// handBack lets a message come back unclaimed: too little of the
+// invocation is left to give its job a fair run.
+func (w *Worker) handBack(ctx context.Context, id, kind string) bool {
+	attrs := []slog.Attr{slog.String("job_id", id)}
+	if kind != "" {
+		attrs = append(attrs, slog.String("kind", kind))
+	}
+	w.log.LogAttrs(ctx, slog.LevelInfo, "too little time left to start this job; the message will come back unclaimed", attrs...)
+	return true
+}
+
 // runJob claims the job, runs its handler and records the outcome.
 func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry bool) {
-	now := w.clock.Now()
+	left := inv.handlerTimeLeft()
+	if !inv.canStart(0) {
+		return w.handBack(ctx, id, "")
+	}
+	now := w.eng.now()
 	token := NewID()
-	rec, err := w.store.Claim(ctx, id, Claim{Token: token, At: now, LeaseUntil: inv.lambda})
-	var ce *ConflictError
-	if errors.As(err, &ce) && ce.Current != nil && ce.Current.Status == StatusRunning && ce.Current.ClaimToken == token {
-		// Our own claim, retried by the SDK after its answer was lost: it landed.
-		rec, err = ce.Current, nil
-	}
+	cctx, cancel := inv.callContext(ctx)
+	rec, err := w.eng.claim(cctx, id, Claim{Token: token, At: now, LeaseUntil: inv.leaseUntil(now), SkipKinds: w.skipKinds(left)})
+	cancel()
 	if err != nil {
-		return w.claimFailed(ctx, inv, id, err)
+		return w.claimFailed(ctx, inv, id, err, left)
 	}
-	log := w.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.Int("attempt", rec.Attempt))
-
 	var ex execution
 	k, ok := w.reg.lookup(rec.Kind)
 	if !ok {
@@ -226,117 +263,7 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 	}
 	wctx, cancel := inv.finalWriteContext(ctx)
 	defer cancel()
-	if ok && ex.Status == StatusFailed && shouldRetry(k.retry, ex, rec.Attempt) {
-		return w.retry(wctx, log, k, rec, token, ex, time.Time{})
-	}
-	return w.finish(wctx, log, rec, token, ex, now)
-}
-
-// finish writes a run's final outcome and reports whether the message
-// must come back. A run whose cancel was requested ends cancelled.
-func (w *Worker) finish(ctx context.Context, log *slog.Logger, rec *Record, token string, ex execution, started time.Time) bool {
-	end := w.clock.Now()
-	out := Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: end, ExpiresAt: end.Add(w.retention), BatchID: rec.BatchID}
-	if ex.Status == StatusCancelled {
-		out.Result, out.Code = nil, ""
-	}
-	err := w.store.Finish(ctx, rec.ID, token, out)
-	if errors.Is(err, ErrCancelRequested) {
-		// Cancelled while it ran, unnoticed: no other outcome may land.
-		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
-		err = w.store.Finish(ctx, rec.ID, token, Outcome{Status: StatusCancelled, At: end, ExpiresAt: end.Add(w.retention), BatchID: rec.BatchID})
-	}
-	if err == nil && rec.BatchID != "" {
-		defer w.settleBatchOf(ctx, rec.BatchID)
-	}
-	switch {
-	case err == nil:
-		attrs := []slog.Attr{slog.String("status", string(ex.Status)), slog.Int64("duration_ms", end.Sub(started).Milliseconds())}
-		level := slog.LevelInfo
-		if ex.Status == StatusFailed {
-			level = slog.LevelWarn
-			attrs = append(attrs, slog.String("code", ex.Code), slog.String("cause", ex.Cause))
-			if ex.ErrTypes != "" {
-				attrs = append(attrs, slog.String("err_types", ex.ErrTypes))
-			}
-			if ex.Stack != "" {
-				attrs = append(attrs, slog.String("stack", ex.Stack))
-			}
-		}
-		log.LogAttrs(ctx, level, "job finished", attrs...)
-		return false
-	case errors.Is(err, ErrLostClaim), errors.Is(err, ErrNotFound):
-		// Someone else settled this run (a sweeper after the lease): the
-		// stored outcome stands.
-		log.LogAttrs(ctx, slog.LevelWarn, "job was settled by someone else before its final write", slog.String("outcome_dropped", string(ex.Status)))
-		return false
-	default:
-		// The final write did not land in time. The job stays running; the
-		// message comes back and the redelivery (or the sweeper) settles it.
-		log.LogAttrs(ctx, slog.LevelError, "final write failed; the message will come back",
-			slog.String("outcome_lost", string(ex.Status)), slog.String("err_types", ErrorTypes(err)))
-		return true
-	}
-}
-
-// settleBatchOf ends the batch if the job just finished was its last.
-func (w *Worker) settleBatchOf(ctx context.Context, batchID string) {
-	b, err := w.store.GetBatch(ctx, batchID)
-	if err != nil {
-		return // the sweeper settles it
-	}
-	settleBatch(ctx, w.store, w.queue, w.log, b, w.grace, w.retention)
-}
-
-// shouldRetry reports whether a failed run gets another attempt.
-func shouldRetry(p RetryPolicy, ex execution, attempt int) bool {
-	if p.MaxAttempts <= 1 || attempt >= p.MaxAttempts {
-		return false
-	}
-	switch {
-	case ex.Retryable:
-		return true
-	case ex.Code == CodeTimedOut || ex.Code == CodeInterrupted:
-		return true
-	case p.RetryErrors && ex.Code == CodeInternal && (ex.Cause == "error" || ex.Cause == "panic"):
-		return true
-	}
-	return false
-}
-
-// retry sends a failed run back to the queue: run_at after the backoff, the
-// message delayed by SQS up to 15 minutes, and beyond that left to the
-// sweeper. leaseBy is set when retrying an interrupted run.
-func (w *Worker) retry(ctx context.Context, log *slog.Logger, k *kindDef, rec *Record, token string, ex execution, leaseBy time.Time) bool {
-	now := w.clock.Now()
-	delay := ex.RetryDelay
-	if delay <= 0 {
-		delay = k.retry.backoff(rec.Attempt)
-	}
-	runAt := now.Add(delay).Truncate(time.Millisecond)
-	sweepAt := runAt
-	viaQueue := w.queue != nil && delay <= MaxQueueDelay
-	if viaQueue {
-		sweepAt = runAt.Add(w.grace)
-	}
-	err := w.store.Requeue(ctx, rec.ID, token, Requeue{At: now, RunAt: runAt, SweepAt: sweepAt, LastError: ex.Code, LeaseExpiredBy: leaseBy})
-	switch {
-	case errors.Is(err, ErrCancelRequested):
-		return w.finish(ctx, log, rec, token, execution{Status: StatusCancelled, Cause: "cancelled"}, now)
-	case errors.Is(err, ErrLostClaim), errors.Is(err, ErrNotFound):
-		return false
-	case err != nil:
-		log.LogAttrs(ctx, slog.LevelError, "retry write failed; the message will come back", slog.String("err_types", ErrorTypes(err)))
-		return true
-	}
-	if viaQueue {
-		if err := w.queue.SendDelayed(ctx, rec.ID, delay); err != nil {
-			log.LogAttrs(ctx, slog.LevelWarn, "retry not sent; the sweeper will send it", slog.String("err_types", ErrorTypes(err)))
-		}
-	}
-	log.LogAttrs(ctx, slog.LevelWarn, "job will retry", slog.String("code", ex.Code), slog.String("cause", ex.Cause),
-		slog.Int("max_attempts", k.retry.MaxAttempts), slog.Time("run_at", runAt))
-	return false
+	return w.eng.end(wctx, rec, token, ex, now, time.Time{}).res == unsettled
 }
 
 // execute runs the handler with a context that ends at the invocation's
@@ -350,7 +277,7 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *R
 	noticed := make(chan struct{})
 	notice := sync.OnceFunc(func() { close(noticed); cancel() })
 	publish := func(pctx context.Context, body []byte) error {
-		err := w.store.Publish(pctx, rec.ID, token, body, w.clock.Now())
+		err := w.eng.publish(pctx, rec.ID, token, body)
 		if errors.Is(err, ErrCancelRequested) {
 			notice()
 			return ErrCancelled
@@ -379,7 +306,10 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *R
 			return cancelled
 		case <-tick:
 			// The light check: is a cancel requested?
-			if cur, err := w.store.Get(hctx, rec.ID); err == nil && cur.CancelRequested && cur.ClaimToken == token {
+			cctx, ccancel := inv.callContext(hctx)
+			cur, err := w.eng.store.Get(cctx, rec.ID)
+			ccancel()
+			if err == nil && cur.CancelRequested && cur.ClaimToken == token {
 				notice()
 			}
 		case <-hctx.Done():
@@ -390,6 +320,10 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *R
 				return cancelled
 			default:
 			}
+			n := w.abandoned.Add(1)
+			go func() { <-done; w.abandoned.Add(-1) }()
+			w.log.LogAttrs(ctx, slog.LevelWarn, "handler ignored its deadline and was abandoned", slog.String("job_id", rec.ID),
+				slog.String("kind", rec.Kind), slog.Int64("abandoned_running", n))
 			return execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "abandoned"}
 		}
 	}
@@ -397,7 +331,7 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *R
 
 // claimFailed decides what to do with a message whose job could not be
 // claimed, and reports whether the message must come back.
-func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err error) bool {
+func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err error, left time.Duration) bool {
 	log := w.log.With(slog.String("job_id", id))
 	var ce *ConflictError
 	switch {
@@ -408,7 +342,7 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 		return true
 	case errors.As(err, &ce) && ce.Current != nil:
 		cur := ce.Current
-		now := w.clock.Now()
+		now := w.eng.clock.Now()
 		switch {
 		case cur.Status.Final():
 			log.LogAttrs(ctx, slog.LevelInfo, "duplicate delivery of a finished job", slog.String("status", string(cur.Status)))
@@ -416,59 +350,30 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 		case cur.Status == StatusQueued && cur.RunAt.After(now):
 			// Delivered before its run time (a retry or a delayed job): send
 			// it again for then; beyond 15 minutes the sweeper does.
-			if wait := cur.RunAt.Sub(now); w.queue != nil && wait <= MaxQueueDelay {
-				if err := w.queue.SendDelayed(ctx, cur.ID, wait); err != nil {
+			if w.eng.queue != nil {
+				cctx, cancel := inv.callContext(ctx)
+				err := w.eng.sendAt(cctx, cur.ID, cur.RunAt)
+				cancel()
+				if err != nil {
+					log.LogAttrs(ctx, slog.LevelWarn, "early delivery not re-sent; the message will come back", slog.String("err_types", ErrorTypes(err)))
 					return true
 				}
 			}
 			log.LogAttrs(ctx, slog.LevelInfo, "early delivery of a job that runs later", slog.Time("run_at", cur.RunAt))
 			return false
+		case cur.Status == StatusQueued && slices.Contains(w.skipKinds(left), cur.Kind):
+			return w.handBack(ctx, id, cur.Kind)
 		case cur.Status == StatusRunning && !cur.LeaseUntil.After(now):
 			// Its worker died or lost its final write: settle it now.
-			return w.interrupt(ctx, inv, cur, now)
+			wctx, cancel := inv.finalWriteContext(ctx)
+			defer cancel()
+			return w.eng.interrupt(wctx, cur).res == unsettled
 		default:
 			log.LogAttrs(ctx, slog.LevelInfo, "duplicate delivery of a running job")
 			return false
 		}
 	default:
 		log.LogAttrs(ctx, slog.LevelError, "claim failed; the message will come back", slog.String("err_types", ErrorTypes(err)))
-		return true
-	}
-}
-
-// interrupt settles a running job whose lease has ended, conditional on its
-// claim token and lease, so a late worker or a sweeper racing it cannot
-// produce a second outcome: cancelled if its owner cancelled it, a retry if
-// its kind's policy allows one, else failed as interrupted.
-func (w *Worker) interrupt(ctx context.Context, inv invocation, cur *Record, now time.Time) bool {
-	wctx, cancel := inv.finalWriteContext(ctx)
-	defer cancel()
-	log := w.log.With(slog.String("job_id", cur.ID), slog.String("kind", cur.Kind), slog.Int("attempt", cur.Attempt))
-	ex := execution{Status: StatusFailed, Code: CodeInterrupted, Cause: "lease_expired"}
-	if k, ok := w.reg.lookup(cur.Kind); ok && !cur.CancelRequested && shouldRetry(k.retry, ex, cur.Attempt) {
-		return w.retry(wctx, log, k, cur, cur.ClaimToken, ex, now)
-	}
-	if cur.CancelRequested {
-		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
-	}
-	err := w.store.Finish(wctx, cur.ID, cur.ClaimToken, Outcome{
-		Status: ex.Status, Code: ex.Code, At: now, ExpiresAt: now.Add(w.retention), LeaseExpiredBy: now, BatchID: cur.BatchID,
-	})
-	if err == nil && cur.BatchID != "" {
-		w.settleBatchOf(wctx, cur.BatchID)
-	}
-	switch {
-	case err == nil:
-		attrs := []slog.Attr{slog.String("status", string(ex.Status)), slog.String("cause", ex.Cause)}
-		if ex.Code != "" {
-			attrs = append(attrs, slog.String("code", ex.Code))
-		}
-		log.LogAttrs(ctx, slog.LevelWarn, "job finished", attrs...)
-		return false
-	case errors.Is(err, ErrLostClaim), errors.Is(err, ErrNotFound), errors.Is(err, ErrCancelRequested):
-		return false
-	default:
-		log.LogAttrs(ctx, slog.LevelError, "could not record interruption; the message will come back", slog.String("err_types", ErrorTypes(err)))
 		return true
 	}
 }

@@ -321,7 +321,7 @@ func sameSet(a, b []string) bool {
 	return true
 }
 
-var shortDeadlines = jobs.Deadlines{Reserve: 400 * time.Millisecond, FinalWrite: 250 * time.Millisecond, Safety: 100 * time.Millisecond}
+var shortDeadlines = jobs.Deadlines{Reserve: 400 * time.Millisecond, FinalWrite: 250 * time.Millisecond, Call: 250 * time.Millisecond, MinRun: 100 * time.Millisecond, Safety: 100 * time.Millisecond}
 
 func TestWorkerAbandonsHandlerAtDeadline(t *testing.T) {
 	t.Parallel()

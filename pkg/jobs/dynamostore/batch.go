@@ -25,6 +25,7 @@ const (
 	attrBCompKind  = "completion_kind"
 	attrBCompLoad  = "completion_payload"
 	attrBEnded     = "ended_ms"
+	attrBCreating  = "creating"
 	attrItemType   = "item_type"
 	itemTypeBatch  = "batch"
 )
@@ -45,6 +46,7 @@ type batchItem struct {
 	Ended       int64  `dynamodbav:"ended_ms"`
 	SweepAt     int64  `dynamodbav:"sweep_at"`
 	Expires     int64  `dynamodbav:"expires"`
+	Creating    bool   `dynamodbav:"creating"`
 }
 
 func fromBatchItem(av map[string]types.AttributeValue) (*jobs.Batch, error) {
@@ -55,7 +57,7 @@ func fromBatchItem(av map[string]types.AttributeValue) (*jobs.Batch, error) {
 	b := &jobs.Batch{
 		ID: it.Key[len(jobs.BatchPrefix):], Owner: it.Owner, Status: jobs.Status(it.Status),
 		Total: it.Total, Remaining: it.Remaining, Succeeded: it.Succeeded, Failed: it.Failed, Cancelled: it.Cancelled,
-		CompletionKind: it.CompKind, RequestHash: it.ReqHash,
+		CompletionKind: it.CompKind, RequestHash: it.ReqHash, Creating: it.Creating,
 		CreatedAt: fromMS(it.Created), EndedAt: fromMS(it.Ended), SweepAt: fromMS(it.SweepAt),
 	}
 	if it.CompPayload != "" {
@@ -67,27 +69,38 @@ func fromBatchItem(av map[string]types.AttributeValue) (*jobs.Batch, error) {
 	return b, nil
 }
 
-// CreateBatch stores b once. Jobs that ended before it (their counter
-// updates created the item) stay counted: remaining is added to, not set.
+// CreateBatch stores b, being created, with all its jobs pending, unless a
+// live batch has its id. An expired batch (TTL not yet applied) is
+// replaced: every counter is set, not added to.
 func (s *Store) CreateBatch(ctx context.Context, b *jobs.Batch) (*jobs.Batch, error) {
 	upd := expression.Set(expression.Name(attrOwner), expression.Value(b.Owner)).
 		Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusRunning))).
+		Set(expression.Name(attrBCreating), expression.Value(true)).
 		Set(expression.Name(attrBTotal), expression.Value(b.Total)).
+		Set(expression.Name(attrBRemaining), expression.Value(b.Total)).
+		Set(expression.Name(attrBSucceeded), expression.Value(0)).
+		Set(expression.Name(attrBFailed), expression.Value(0)).
+		Set(expression.Name(attrBCancelled), expression.Value(0)).
 		Set(expression.Name(attrReqHash), expression.Value(b.RequestHash)).
 		Set(expression.Name(attrCreated), expression.Value(ms(b.CreatedAt))).
 		Set(expression.Name(attrItemType), expression.Value(itemTypeBatch)).
 		Set(expression.Name(AttrSweepShard), expression.Value(ShardOf(b.ID))).
 		Set(expression.Name(AttrSweepAt), expression.Value(ms(b.SweepAt))).
-		Add(expression.Name(attrBRemaining), expression.Value(b.Total))
+		Remove(expression.Name(attrBEnded)).
+		Remove(expression.Name(AttrExpires))
 	if b.CompletionKind != "" {
 		upd = upd.Set(expression.Name(attrBCompKind), expression.Value(b.CompletionKind)).
 			Set(expression.Name(attrBCompLoad), expression.Value(string(b.CompletionPayload)))
+	} else {
+		upd = upd.Remove(expression.Name(attrBCompKind)).Remove(expression.Name(attrBCompLoad))
 	}
-	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(expression.AttributeNotExists(expression.Name(attrBTotal))).Build()
+	cond := expression.AttributeNotExists(expression.Name(attrBTotal)).
+		Or(expression.Name(AttrExpires).LessThanEqual(expression.Value(s.clock.Now().Unix())))
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: s.table, Key: key(jobs.BatchPrefix + b.ID),
 		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
@@ -107,6 +120,38 @@ func (s *Store) CreateBatch(ctx context.Context, b *jobs.Batch) (*jobs.Batch, er
 	}
 	s.report("create_batch", out.ConsumedCapacity)
 	return fromBatchItem(out.Attributes)
+}
+
+// OpenBatch ends a batch's creation; missing jobs count as cancelled.
+func (s *Store) OpenBatch(ctx context.Context, id string, missing int) error {
+	upd := expression.Remove(expression.Name(attrBCreating))
+	if missing > 0 {
+		upd = upd.Add(expression.Name(attrBRemaining), expression.Value(-missing)).
+			Add(expression.Name(attrBCancelled), expression.Value(missing))
+	}
+	cond := expression.Name(attrBCreating).Equal(expression.Value(true))
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return err
+	}
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: s.table, Key: key(jobs.BatchPrefix + id),
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.capacity(),
+	})
+	if old, ok := conditionFailed(err); ok {
+		if _, has := old[attrBTotal]; !has {
+			return jobs.ErrNotFound
+		}
+		return jobs.ErrBatchOpened
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: open batch %s: %w", id, err)
+	}
+	s.report("open_batch", out.ConsumedCapacity)
+	return nil
 }
 
 // GetBatch reads a batch (strongly consistent).
@@ -141,7 +186,8 @@ func (s *Store) EndBatch(ctx context.Context, id string, status jobs.Status, at,
 		Set(expression.Name(AttrExpires), expression.Value(expiresAt.Unix())).
 		Remove(expression.Name(AttrSweepShard)).
 		Remove(expression.Name(AttrSweepAt))
-	cond := statusIs(jobs.StatusRunning).And(expression.Name(attrBRemaining).Equal(expression.Value(0)))
+	cond := statusIs(jobs.StatusRunning).And(expression.Name(attrBRemaining).Equal(expression.Value(0))).
+		And(expression.AttributeNotExists(expression.Name(attrBCreating)))
 	return s.batchUpdate(ctx, "end_batch", id, upd, cond)
 }
 
@@ -155,7 +201,7 @@ func (s *Store) batchUpdate(ctx context.Context, op, id string, upd expression.U
 	if err != nil {
 		return err
 	}
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: s.table, Key: key(jobs.BatchPrefix + id),
 		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),

@@ -227,6 +227,9 @@ func TestWriteUnitsPerBatchedJob(t *testing.T) {
 	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
 	batchID := jobs.NewID()
 	const n = 10
+	if _, err := store.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: n, Remaining: n, CreatedAt: now, SweepAt: now.Add(3 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
 		rec := &jobs.Record{ID: jobs.BatchJobID(batchID, i), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
 			BatchID: batchID, CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
@@ -234,7 +237,7 @@ func TestWriteUnitsPerBatchedJob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := store.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: n, Remaining: n, CreatedAt: now, SweepAt: now.Add(3 * time.Minute)}); err != nil {
+	if err := store.OpenBatch(ctx, batchID, 0); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
@@ -250,7 +253,7 @@ func TestWriteUnitsPerBatchedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	perJob := (log.table["create"] + log.index["create"] + log.table["claim"] + log.table["finish"] + log.index["finish"]) / n
-	perBatch := log.table["create_batch"] + log.index["create_batch"] + log.table["end_batch"] + log.index["end_batch"]
+	perBatch := log.table["create_batch"] + log.index["create_batch"] + log.table["open_batch"] + log.table["end_batch"] + log.index["end_batch"]
 	t.Logf("a batched job: %g write units (a plain one: 5); the batch itself: %g", perJob, perBatch)
 	if perJob != 9 {
 		t.Errorf("%g write units per batched job, want 9 (create 2, claim 1, final write + counter in a transaction 6)", perJob)

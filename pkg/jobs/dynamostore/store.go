@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -43,6 +44,8 @@ type Store struct {
 	table *string
 	opts  Options
 	clock jobs.Clock
+	// dueCalls rotates the shard Due starts from.
+	dueCalls atomic.Uint64
 }
 
 var _ jobs.Store = (*Store)(nil)
@@ -222,7 +225,7 @@ func (s *Store) Create(ctx context.Context, rec *jobs.Record) error {
 	}
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	in.ReturnConsumedCapacity = s.capacity()
-	out, err := s.api.PutItem(ctx, in)
+	out, err := s.putItem(ctx, in)
 	if old, ok := conditionFailed(err); ok {
 		return s.conflict(jobs.ErrExists, old)
 	}
@@ -327,7 +330,7 @@ func (s *Store) updateFor(ctx context.Context, op, id, token string, upd express
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           s.table,
 		Key:                                 key(id),
 		UpdateExpression:                    expr.Update(),
@@ -378,7 +381,15 @@ func (s *Store) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.Recor
 		Add(expression.Name(attrAttempt), expression.Value(1))
 	due := expression.AttributeNotExists(expression.Name(attrRunAt)).
 		Or(expression.Name(attrRunAt).LessThanEqual(expression.Value(ms(c.At))))
-	av, err := s.update(ctx, "claim", id, upd, statusIs(jobs.StatusQueued).And(due), jobs.ErrNotQueued)
+	cond := statusIs(jobs.StatusQueued).And(due)
+	if len(c.SkipKinds) > 0 {
+		kinds := make([]expression.OperandBuilder, len(c.SkipKinds))
+		for i, k := range c.SkipKinds {
+			kinds[i] = expression.Value(k)
+		}
+		cond = cond.And(expression.Not(expression.Name(attrKind).In(kinds[0], kinds[1:]...)))
+	}
+	av, err := s.update(ctx, "claim", id, upd, cond, jobs.ErrNotQueued)
 	if err != nil {
 		return nil, err
 	}
@@ -443,7 +454,7 @@ func (s *Store) finishInBatch(ctx context.Context, op, id, token string, upd exp
 	if err != nil {
 		return err
 	}
-	out, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+	out, err := s.transact(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems: []types.TransactWriteItem{
 			{Update: &types.Update{
 				TableName: s.table, Key: key(id), UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
@@ -531,43 +542,74 @@ func (s *Store) Reschedule(ctx context.Context, id string, expect jobs.Expect, a
 	return err
 }
 
-// Due queries each shard of the sweep index for jobs due by now. The index
+// Due queries the shards of the sweep index for jobs due by now. The index
 // holds only queued and running jobs, so the work is proportional to them,
-// never to the table.
+// never to the table. Each shard gets its share of limit first, starting
+// from a shard that rotates from one call to the next, so that one shard
+// with many due items (a burst of jobs that keep failing to dispatch) does
+// not starve the others; what is left of limit is then filled from any.
 func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	var ids []string
-	for shard := 0; shard < Shards && len(ids) < limit; shard++ {
-		kc := expression.Key(AttrSweepShard).Equal(expression.Value(strconv.Itoa(shard))).
-			And(expression.Key(AttrSweepAt).LessThanEqual(expression.Value(ms(now))))
-		expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
-		if err != nil {
-			return nil, err
-		}
-		in := &dynamodb.QueryInput{
-			TableName:                 s.table,
-			IndexName:                 aws.String(SweepIndex),
-			KeyConditionExpression:    expr.KeyCondition(),
-			ExpressionAttributeNames:  expr.Names(),
-			ExpressionAttributeValues: expr.Values(),
-			ReturnConsumedCapacity:    s.capacity(),
-		}
-		for len(ids) < limit {
-			in.Limit = aws.Int32(int32(limit - len(ids)))
-			out, err := s.api.Query(ctx, in)
+	seen := map[string]bool{}
+	full := map[int]bool{} // shards that may hold more
+	first := int(s.dueCalls.Add(1) % Shards)
+	share := max(1, limit/Shards)
+	for pass := 0; pass < 2 && len(ids) < limit; pass++ {
+		for i := 0; i < Shards && len(ids) < limit; i++ {
+			shard := (first + i) % Shards
+			if pass == 1 && !full[shard] {
+				continue
+			}
+			want := min(share, limit-len(ids))
+			if pass == 1 {
+				want = limit - len(ids)
+			}
+			got, more, err := s.dueShard(ctx, shard, now, want, seen)
 			if err != nil {
-				return nil, fmt.Errorf("dynamostore: due (shard %d): %w", shard, err)
+				return nil, err
 			}
-			s.report("due", out.ConsumedCapacity)
-			for _, av := range out.Items {
-				if v, ok := av[AttrID].(*types.AttributeValueMemberS); ok {
-					ids = append(ids, v.Value)
-				}
-			}
-			if len(out.LastEvaluatedKey) == 0 {
-				break
-			}
-			in.ExclusiveStartKey = out.LastEvaluatedKey
+			ids = append(ids, got...)
+			full[shard] = more
 		}
 	}
 	return ids, nil
+}
+
+// dueShard reads up to want due ids of one shard that are not in seen, and
+// reports whether the shard may hold more.
+func (s *Store) dueShard(ctx context.Context, shard int, now time.Time, want int, seen map[string]bool) ([]string, bool, error) {
+	kc := expression.Key(AttrSweepShard).Equal(expression.Value(strconv.Itoa(shard))).
+		And(expression.Key(AttrSweepAt).LessThanEqual(expression.Value(ms(now))))
+	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return nil, false, err
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 s.table,
+		IndexName:                 aws.String(SweepIndex),
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ReturnConsumedCapacity:    s.capacity(),
+	}
+	var ids []string
+	for len(ids) < want {
+		in.Limit = aws.Int32(int32(want - len(ids) + len(seen)))
+		out, err := s.api.Query(ctx, in)
+		if err != nil {
+			return nil, false, fmt.Errorf("dynamostore: due (shard %d): %w", shard, err)
+		}
+		s.report("due", out.ConsumedCapacity)
+		for _, av := range out.Items {
+			if v, ok := av[AttrID].(*types.AttributeValueMemberS); ok && !seen[v.Value] && len(ids) < want {
+				seen[v.Value] = true
+				ids = append(ids, v.Value)
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return ids, false, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	return ids, true, nil
 }

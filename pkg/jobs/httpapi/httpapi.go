@@ -44,15 +44,6 @@ const MaxBatchBodyBytes = 6 << 20
 type API struct {
 	svc *jobs.Service
 	log *slog.Logger
-	// Now is the clock "delay" counts from (time.Now if nil).
-	Now func() time.Time
-}
-
-func (a *API) now() time.Time {
-	if a.Now != nil {
-		return a.Now()
-	}
-	return time.Now()
 }
 
 // New returns an API over svc. logger may be nil.
@@ -97,6 +88,7 @@ func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"payload" is required (use {} for none)`}), nil
 	}
 	var runAt time.Time
+	var delay time.Duration
 	switch {
 	case in.RunAt != nil && in.Delay != nil:
 		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `give "run_at" or "delay", not both`}), nil
@@ -106,10 +98,10 @@ func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		if *in.Delay < 0 || *in.Delay > int64(jobs.MaxDelay/time.Second) {
 			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"delay" is whole seconds from 0 to 31536000 (365 days)`}), nil
 		}
-		runAt = a.now().Add(time.Duration(*in.Delay) * time.Second)
+		delay = time.Duration(*in.Delay) * time.Second
 	}
 	rec, created, err := a.svc.Enqueue(ctx, jobs.EnqueueRequest{
-		Owner: owner, Kind: *in.Kind, Payload: in.Payload, RunAt: runAt, IdempotencyKey: header(req, "idempotency-key"),
+		Owner: owner, Kind: *in.Kind, Payload: in.Payload, RunAt: runAt, Delay: delay, IdempotencyKey: header(req, "idempotency-key"),
 	})
 	if err != nil {
 		return problem(ctx, a.log, err), nil

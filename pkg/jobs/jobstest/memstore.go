@@ -79,7 +79,7 @@ func (m *MemStore) Claim(_ context.Context, id string, c jobs.Claim) (*jobs.Reco
 	if !ok {
 		return nil, jobs.ErrNotFound
 	}
-	if r.Status != jobs.StatusQueued || r.RunAt.After(c.At) {
+	if r.Status != jobs.StatusQueued || r.RunAt.After(c.At) || slices.Contains(c.SkipKinds, r.Kind) {
 		return nil, &jobs.ConflictError{Err: jobs.ErrNotQueued, Current: clone(r)}
 	}
 	r.Status = jobs.StatusRunning
@@ -168,24 +168,40 @@ func (m *MemStore) count(batchID string, st jobs.Status) {
 	}
 }
 
-// CreateBatch stores b unless a batch with its id was stored before; the
-// counts of jobs that ended first are kept.
+// CreateBatch stores b, being created, unless a live batch with its id
+// exists.
 func (m *MemStore) CreateBatch(_ context.Context, b *jobs.Batch) (*jobs.Batch, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.batches[b.ID]
-	if ok && cur.Total > 0 {
+	if ok && cur.Total > 0 && !cur.Expired(m.clock.Now()) {
 		c := *cur
 		return &c, jobs.ErrExists
 	}
 	nb := *b
-	if ok {
-		nb.Remaining += cur.Remaining
-		nb.Succeeded, nb.Failed, nb.Cancelled = cur.Succeeded, cur.Failed, cur.Cancelled
-	}
+	nb.Status, nb.Creating, nb.Remaining = jobs.StatusRunning, true, b.Total
+	nb.Succeeded, nb.Failed, nb.Cancelled = 0, 0, 0
+	nb.EndedAt, nb.ExpiresAt = time.Time{}, time.Time{}
 	m.batches[b.ID] = &nb
 	c := nb
 	return &c, nil
+}
+
+// OpenBatch ends a batch's creation, counting missing jobs as cancelled.
+func (m *MemStore) OpenBatch(_ context.Context, id string, missing int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.batches[id]
+	switch {
+	case !ok || b.Total == 0 || b.Expired(m.clock.Now()):
+		return jobs.ErrNotFound
+	case !b.Creating:
+		return jobs.ErrBatchOpened
+	}
+	b.Creating = false
+	b.Remaining -= missing
+	b.Cancelled += missing
+	return nil
 }
 
 // GetBatch returns a copy of the batch.
@@ -205,7 +221,7 @@ func (m *MemStore) EndBatch(_ context.Context, id string, status jobs.Status, at
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b, ok := m.batches[id]
-	if !ok || b.Status != jobs.StatusRunning || b.Remaining != 0 {
+	if !ok || b.Status != jobs.StatusRunning || b.Remaining != 0 || b.Creating {
 		return jobs.ErrBatchNotDone
 	}
 	b.Status, b.EndedAt, b.ExpiresAt, b.SweepAt = status, at, expiresAt, time.Time{}

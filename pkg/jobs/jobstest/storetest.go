@@ -502,6 +502,13 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		s, clock := setup(t)
 		now := clock.Now()
 		batchID := jobs.NewID()
+		b, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 3, Remaining: 3, RequestHash: "h", CreatedAt: now, SweepAt: now.Add(time.Minute)})
+		if err != nil || !b.Creating || b.Remaining != 3 || b.Total != 3 {
+			t.Fatalf("created batch %+v %v, want 3 pending, being created", b, err)
+		}
+		if again, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Total: 5, Remaining: 5, RequestHash: "other"}); !errors.Is(err, jobs.ErrExists) || again.Total != 3 || again.RequestHash != "h" {
+			t.Fatalf("second CreateBatch: %+v %v, want the first batch and ErrExists", again, err)
+		}
 		var recs []*jobs.Record
 		for i := range 3 {
 			rec := NewRecord(jobs.BatchJobID(batchID, i), now)
@@ -511,20 +518,20 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 			}
 			recs = append(recs, rec)
 		}
-		// The first job ends before the batch is stored: it stays counted.
+		// A job that ends while the batch is being created is counted, but
+		// the batch cannot end before its creation does.
 		_, tok0 := claim(t, s, recs[0].ID, now)
 		if err := s.Finish(ctx, recs[0].ID, tok0, jobs.Outcome{Status: jobs.StatusSucceeded, At: now, BatchID: batchID}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.GetBatch(ctx, batchID); !errors.Is(err, jobs.ErrNotFound) {
-			t.Fatalf("a batch that was never stored: %v", err)
+		if err := s.OpenBatch(ctx, batchID, 0); err != nil {
+			t.Fatal(err)
 		}
-		b, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 3, Remaining: 3, RequestHash: "h", CreatedAt: now, SweepAt: now.Add(time.Minute)})
-		if err != nil || b.Remaining != 2 || b.Succeeded != 1 {
-			t.Fatalf("created batch %+v %v", b, err)
+		if err := s.OpenBatch(ctx, batchID, 0); !errors.Is(err, jobs.ErrBatchOpened) {
+			t.Fatalf("second OpenBatch: %v, want ErrBatchOpened", err)
 		}
-		if again, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Total: 3, Remaining: 3}); !errors.Is(err, jobs.ErrExists) || again.Total != 3 {
-			t.Fatalf("second CreateBatch: %+v %v", again, err)
+		if err := s.OpenBatch(ctx, jobs.NewID(), 0); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("OpenBatch of no batch: %v, want ErrNotFound", err)
 		}
 		_, tok1 := claim(t, s, recs[1].ID, now)
 		out := jobs.Outcome{Status: jobs.StatusFailed, Code: "boom", At: now, BatchID: batchID}
@@ -541,7 +548,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		}
 		wantConflict(t, s.CancelQueued(ctx, recs[2].ID, now, now.Add(time.Hour), batchID), jobs.ErrNotQueued, jobs.StatusCancelled)
 		b, err = s.GetBatch(ctx, batchID)
-		if err != nil || b.Remaining != 0 || b.Succeeded != 1 || b.Failed != 1 || b.Cancelled != 1 || b.Status != jobs.StatusRunning {
+		if err != nil || b.Remaining != 0 || b.Succeeded != 1 || b.Failed != 1 || b.Cancelled != 1 || b.Status != jobs.StatusRunning || b.Creating {
 			t.Fatalf("batch %+v %v, want 1 succeeded, 1 failed, 1 cancelled, none pending", b, err)
 		}
 		if ids, _ := s.Due(ctx, now.Add(time.Hour), 100); !set(ids)[jobs.BatchPrefix+batchID] {
@@ -555,6 +562,55 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		}
 		if ids, _ := s.Due(ctx, now.Add(time.Hour), 100); set(ids)[jobs.BatchPrefix+batchID] {
 			t.Fatal("an ended batch is still due")
+		}
+		// Once expired, the id can be taken again, with fresh counts.
+		clock.Advance(2 * time.Hour)
+		b, err = s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 2, Remaining: 2, RequestHash: "h2", CreatedAt: clock.Now(), SweepAt: clock.Now().Add(time.Minute)})
+		if err != nil || b.Total != 2 || b.Remaining != 2 || b.Succeeded+b.Failed+b.Cancelled != 0 || !b.Creating || !b.ExpiresAt.IsZero() {
+			t.Fatalf("batch created over an expired one: %+v %v, want fresh counts", b, err)
+		}
+	})
+
+	t.Run("BatchCreationEndsAndCountsMissingJobs", func(t *testing.T) {
+		s, clock := setup(t)
+		now := clock.Now()
+		batchID := jobs.NewID()
+		if _, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 3, Remaining: 3, RequestHash: "h", CreatedAt: now, SweepAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		rec := NewRecord(jobs.BatchJobID(batchID, 0), now)
+		rec.BatchID = batchID
+		if err := s.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CancelQueued(ctx, rec.ID, now, now.Add(time.Hour), batchID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, jobs.ErrBatchNotDone) {
+			t.Fatalf("EndBatch of a batch being created: %v, want ErrBatchNotDone", err)
+		}
+		if err := s.OpenBatch(ctx, batchID, 2); err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.GetBatch(ctx, batchID)
+		if err != nil || b.Creating || b.Remaining != 0 || b.Cancelled != 3 {
+			t.Fatalf("batch %+v %v, want 3 cancelled (2 never stored), none pending", b, err)
+		}
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("ClaimSkipsKindsThatNeedMoreTime", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute), SkipKinds: []string{"slow", rec.Kind}})
+		wantConflict(t, err, jobs.ErrNotQueued, jobs.StatusQueued)
+		if got := get(t, s, rec.ID); got.Attempt != 0 || got.Status != jobs.StatusQueued {
+			t.Fatalf("a skipped claim changed the job: %+v", got)
+		}
+		if _, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute), SkipKinds: []string{"slow"}}); err != nil {
+			t.Fatalf("claim skipping other kinds: %v", err)
 		}
 	})
 }

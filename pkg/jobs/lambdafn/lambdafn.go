@@ -1,4 +1,4 @@
-// Package lambdafn turns the jobs package into the four Lambda functions:
+// Package lambdafn turns the jobs package into the five Lambda functions:
 // it reads the configuration from the environment once, builds the AWS
 // clients once (outside the handler), and starts the Lambda runtime.
 //
@@ -19,6 +19,8 @@
 //	JOBS_WORKER_CONCURRENCY    records of a batch run at once (8)
 //	JOBS_HANDLER_RESERVE       handler context ends this long before the Lambda deadline (3s)
 //	JOBS_FINAL_WRITE_TIMEOUT   bound on the final write (2s)
+//	JOBS_CALL_TIMEOUT          bound on each other AWS call of the worker (2s)
+//	JOBS_MIN_RUN_TIME          handler time a record needs to be claimed (2s)
 //	JOBS_PAYLOAD_KEY           base64 AES-256 key(s), comma-separated, newest first,
 //	                           sealing payload fields tagged jobs:"secret"
 //	JOBS_PAYLOAD_SECRET        or: a random string of 32+ characters the key is derived
@@ -85,6 +87,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c.Retention = dur("JOBS_RETENTION", jobs.DefaultRetention)
 	c.Deadlines.Reserve = dur("JOBS_HANDLER_RESERVE", c.Deadlines.Reserve)
 	c.Deadlines.FinalWrite = dur("JOBS_FINAL_WRITE_TIMEOUT", c.Deadlines.FinalWrite)
+	c.Deadlines.Call = dur("JOBS_CALL_TIMEOUT", c.Deadlines.Call)
+	c.Deadlines.MinRun = dur("JOBS_MIN_RUN_TIME", c.Deadlines.MinRun)
 	c.Concurrency = 8
 	if v := getenv("JOBS_WORKER_CONCURRENCY"); v != "" {
 		n, err := strconv.Atoi(v)

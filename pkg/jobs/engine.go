@@ -1,0 +1,357 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// engine is the one owner of a job's transitions. The Service, the Worker
+// and the Sweeper decide nothing about a job's state themselves: they ask
+// the engine to claim, publish, end (succeed, fail, retry, interrupt),
+// cancel, and to settle or abort a batch. docs/STATE_MACHINE.md draws what
+// it does.
+//
+// Every transition is one conditional write in the Store. The engine also
+// tells a condition that failed because of our own write (the SDK retried a
+// request whose answer was lost; the retry found the job as the write left
+// it) from one that failed because someone else got there first: the first
+// counts as done, the second leaves the stored outcome alone.
+type engine struct {
+	reg       *Registry // nil: no kind's retry policy applies (a sweeper without kinds)
+	store     Store
+	queue     Queue // nil: retries and early deliveries wait for the sweeper
+	clock     Clock
+	log       *slog.Logger
+	grace     time.Duration
+	retention time.Duration
+}
+
+func newEngine(reg *Registry, store Store, queue Queue, clock Clock, log *slog.Logger, grace, retention time.Duration) *engine {
+	if grace <= 0 {
+		grace = DefaultDispatchGrace
+	}
+	if retention <= 0 {
+		retention = DefaultRetention
+	}
+	return &engine{reg: reg, store: store, queue: queue, clock: orClock(clock), log: orLogger(log), grace: grace, retention: retention}
+}
+
+// now is the time written to the store: the injected clock, at the store's
+// millisecond precision, so a write can recognise itself when read back.
+func (e *engine) now() time.Time { return e.clock.Now().Truncate(time.Millisecond) }
+
+// result says what became of a transition.
+type result int
+
+const (
+	// landed: the write is stored (possibly by an earlier try whose answer
+	// was lost).
+	landed result = iota
+	// superseded: someone else changed the job first (a sweeper after the
+	// lease, a duplicate worker, a cancel); their outcome stands.
+	superseded
+	// unsettled: nothing is known to be stored (a dependency failed or
+	// timed out); the message must come back, or the next sweep retries.
+	unsettled
+)
+
+// ending is what end recorded.
+type ending struct {
+	ex      execution // the outcome as recorded (cancelled if the owner's cancel won)
+	retried bool      // sent back to the queue for another attempt
+	res     result
+}
+
+// ownWrite reports whether err is a failed condition that found the job as
+// a write stamped at would have left it in status st: our own write,
+// retried by the SDK after its answer was lost.
+func ownWrite(err error, st Status, at time.Time) bool {
+	var ce *ConflictError
+	return errors.As(err, &ce) && ce.Current != nil && ce.Current.Status == st && ce.Current.UpdatedAt.Equal(at)
+}
+
+// isConflict reports whether err says the job is no longer as the write
+// expected: someone else moved it.
+func isConflict(err error) bool {
+	return errors.Is(err, ErrLostClaim) || errors.Is(err, ErrNotQueued) || errors.Is(err, ErrNotFound) ||
+		errors.Is(err, ErrCancelRequested) || errors.Is(err, ErrNotRunning)
+}
+
+// claim moves a queued job to running under c. A claim whose answer was
+// lost and that the SDK retried finds the job running under c.Token: it
+// landed.
+func (e *engine) claim(ctx context.Context, id string, c Claim) (*Record, error) {
+	rec, err := e.store.Claim(ctx, id, c)
+	var ce *ConflictError
+	if errors.As(err, &ce) && ce.Current != nil && ce.Current.Status == StatusRunning && ce.Current.ClaimToken == c.Token {
+		return ce.Current, nil
+	}
+	return rec, err
+}
+
+// publish stores a partial result of the run named by token.
+func (e *engine) publish(ctx context.Context, id, token string, body []byte) error {
+	return e.store.Publish(ctx, id, token, body, e.now())
+}
+
+// end records how the run of rec named by token ended: a failed run whose
+// kind allows another attempt goes back to the queue, anything else is
+// final. leaseBy, when set, makes the write also conditional on the lease
+// having ended by then (an interrupted run, settled by the sweeper or by a
+// redelivery). A run whose owner cancelled it ends cancelled. ctx bounds
+// every call (the final-write budget).
+func (e *engine) end(ctx context.Context, rec *Record, token string, ex execution, started, leaseBy time.Time) ending {
+	log := e.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.Int("attempt", rec.Attempt))
+	if rec.CancelRequested {
+		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
+	}
+	if ex.Status == StatusFailed && e.reg != nil {
+		if k, ok := e.reg.lookup(rec.Kind); ok && shouldRetry(k.retry, ex, rec.Attempt) {
+			return e.requeue(ctx, log, k, rec, token, ex, started, leaseBy)
+		}
+	}
+	return e.finish(ctx, log, rec, token, ex, started, leaseBy)
+}
+
+// interrupt settles a running job whose lease has ended (its worker died
+// or never landed its final write): a retry if its kind allows one, else
+// failed as interrupted; cancelled if its owner cancelled it. Conditional on
+// its claim token and its lease, so a late worker or another sweeper racing
+// it cannot produce a second outcome.
+func (e *engine) interrupt(ctx context.Context, cur *Record) ending {
+	now := e.now()
+	return e.end(ctx, cur, cur.ClaimToken, execution{Status: StatusFailed, Code: CodeInterrupted, Cause: "lease_expired"}, cur.StartedAt, now)
+}
+
+// finish writes a run's final outcome.
+func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *Record, token string, ex execution, started, leaseBy time.Time) ending {
+	at := e.now()
+	write := func(ex execution) error {
+		out := Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(e.retention),
+			LeaseExpiredBy: leaseBy, BatchID: rec.BatchID}
+		if ex.Status == StatusCancelled {
+			out.Result, out.Code = nil, ""
+		}
+		err := e.store.Finish(ctx, rec.ID, token, out)
+		if ownWrite(err, out.Status, at) {
+			return nil
+		}
+		return err
+	}
+	err := write(ex)
+	if errors.Is(err, ErrCancelRequested) {
+		// Cancelled while it ran, unnoticed: no other outcome may land.
+		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
+		err = write(ex)
+	}
+	switch {
+	case err == nil:
+		attrs := []slog.Attr{slog.String("status", string(ex.Status))}
+		if !started.IsZero() {
+			attrs = append(attrs, slog.Int64("duration_ms", at.Sub(started).Milliseconds()))
+		}
+		level := slog.LevelInfo
+		if ex.Status != StatusSucceeded {
+			level = slog.LevelWarn
+			attrs = append(attrs, slog.String("cause", ex.Cause))
+		}
+		if ex.Code != "" {
+			attrs = append(attrs, slog.String("code", ex.Code))
+		}
+		if ex.ErrTypes != "" {
+			attrs = append(attrs, slog.String("err_types", ex.ErrTypes))
+		}
+		if ex.Stack != "" {
+			attrs = append(attrs, slog.String("stack", ex.Stack))
+		}
+		log.LogAttrs(ctx, level, "job finished", attrs...)
+		if rec.BatchID != "" {
+			e.settleBatchOf(ctx, rec.BatchID)
+		}
+		return ending{ex: ex, res: landed}
+	case isConflict(err):
+		// Someone else settled this run (a sweeper after the lease): the
+		// stored outcome stands.
+		log.LogAttrs(ctx, slog.LevelWarn, "job was settled by someone else before this write", slog.String("outcome_dropped", string(ex.Status)))
+		return ending{ex: ex, res: superseded}
+	default:
+		// The write did not land in time. The job stays running; the message
+		// comes back and the redelivery (or the sweeper) settles it.
+		log.LogAttrs(ctx, slog.LevelError, "final write failed; the job stays running until a redelivery or the sweeper settles it",
+			slog.String("outcome_lost", string(ex.Status)), slog.String("err_types", ErrorTypes(err)))
+		return ending{ex: ex, res: unsettled}
+	}
+}
+
+// requeue sends a failed run back to the queue: run_at after the backoff,
+// the message delayed by SQS up to 15 minutes, and beyond that left to the
+// sweeper.
+func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, rec *Record, token string, ex execution, started, leaseBy time.Time) ending {
+	now := e.now()
+	delay := ex.RetryDelay
+	if delay <= 0 {
+		delay = k.retry.backoff(rec.Attempt)
+	}
+	runAt := now.Add(delay).Truncate(time.Millisecond)
+	sweepAt := runAt
+	viaQueue := e.queue != nil && delay <= MaxQueueDelay
+	if viaQueue {
+		sweepAt = runAt.Add(e.grace)
+	}
+	err := e.store.Requeue(ctx, rec.ID, token, Requeue{At: now, RunAt: runAt, SweepAt: sweepAt, LastError: ex.Code, LeaseExpiredBy: leaseBy})
+	if ownWrite(err, StatusQueued, now) {
+		err = nil // our requeue landed; its answer was lost
+	}
+	switch {
+	case errors.Is(err, ErrCancelRequested):
+		return e.finish(ctx, log, rec, token, execution{Status: StatusCancelled, Cause: "cancelled"}, started, leaseBy)
+	case isConflict(err):
+		log.LogAttrs(ctx, slog.LevelWarn, "job was settled by someone else before this write", slog.String("outcome_dropped", "retry"))
+		return ending{ex: ex, res: superseded}
+	case err != nil:
+		log.LogAttrs(ctx, slog.LevelError, "retry write failed; the job stays running until a redelivery or the sweeper settles it",
+			slog.String("err_types", ErrorTypes(err)))
+		return ending{ex: ex, res: unsettled}
+	}
+	if viaQueue {
+		if err := e.queue.SendDelayed(ctx, rec.ID, delay); err != nil {
+			log.LogAttrs(ctx, slog.LevelWarn, "retry not sent; the sweeper will send it", slog.String("err_types", ErrorTypes(err)))
+		}
+	}
+	log.LogAttrs(ctx, slog.LevelWarn, "job will retry", slog.String("code", ex.Code), slog.String("cause", ex.Cause),
+		slog.Int("max_attempts", k.retry.MaxAttempts), slog.Time("run_at", runAt))
+	return ending{ex: ex, retried: true, res: landed}
+}
+
+// sendAt sends id's reference to be delivered at runAt: at once when it is
+// due, delayed by the queue up to MaxQueueDelay, and beyond that not at all
+// (the sweeper sends it when it is due).
+func (e *engine) sendAt(ctx context.Context, id string, runAt time.Time) error {
+	switch wait := runAt.Sub(e.clock.Now()); {
+	case runAt.IsZero() || wait <= 0:
+		return e.queue.Send(ctx, id)
+	case wait <= MaxQueueDelay:
+		return e.queue.SendDelayed(ctx, id, wait)
+	default:
+		return nil
+	}
+}
+
+// cancel cancels rec, as read a moment ago: a queued job at once, a running
+// one by marking its run (its worker ends it cancelled). It returns
+// ErrNotQueued or ErrNotRunning when the job moved meanwhile.
+func (e *engine) cancel(ctx context.Context, rec *Record) error {
+	switch rec.Status {
+	case StatusQueued:
+		err := e.cancelQueued(ctx, rec)
+		if err == nil && rec.BatchID != "" {
+			e.settleBatchOf(ctx, rec.BatchID)
+		}
+		return err
+	case StatusRunning:
+		if rec.CancelRequested {
+			return nil
+		}
+		return e.store.RequestCancel(ctx, rec.ID, e.now())
+	default:
+		return ErrAlreadyFinal
+	}
+}
+
+// cancelQueued moves a queued job to cancelled, counted in its batch.
+func (e *engine) cancelQueued(ctx context.Context, rec *Record) error {
+	now := e.now()
+	err := e.store.CancelQueued(ctx, rec.ID, now, now.Add(e.retention), rec.BatchID)
+	if ownWrite(err, StatusCancelled, now) {
+		return nil // our cancel landed; its answer was lost
+	}
+	return err
+}
+
+// settleBatchOf ends the batch if the job just finished was its last.
+func (e *engine) settleBatchOf(ctx context.Context, batchID string) {
+	b, err := e.store.GetBatch(ctx, batchID)
+	if err != nil {
+		return // the sweeper settles it
+	}
+	e.settleBatch(ctx, b)
+}
+
+// settleBatch ends a batch whose jobs have all ended: it creates the
+// completion job (once: its id is derived from the batch's), records the
+// end with a write conditional on nothing pending, then sends the
+// completion job. Anyone may call it any number of times; a crash between
+// the steps is finished by the sweeper. It reports whether the batch is
+// ended.
+func (e *engine) settleBatch(ctx context.Context, b *Batch) bool {
+	if b == nil || b.Status != StatusRunning || b.Remaining > 0 || b.Creating {
+		return b != nil && b.Status.Final()
+	}
+	now := e.now()
+	if id := b.CompletionJobID(); id != "" {
+		counts := BatchCounts{BatchID: b.ID, Total: b.Total, Succeeded: b.Succeeded, Failed: b.Failed, Cancelled: b.Cancelled}
+		rec := &Record{ID: id, Kind: b.CompletionKind, Owner: b.Owner, Status: StatusQueued, Payload: b.CompletionPayload,
+			RequestHash: "completion-" + b.ID, BatchCounts: &counts, CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(e.grace)}
+		if err := e.store.Create(ctx, rec); err != nil && !errors.Is(err, ErrExists) {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "batch completion job not created; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", ErrorTypes(err)))
+			return false
+		}
+	}
+	status := StatusSucceeded
+	if b.Failed > 0 || b.Cancelled > 0 {
+		status = StatusFailed
+	}
+	err := e.store.EndBatch(ctx, b.ID, status, now, now.Add(e.retention))
+	switch {
+	case err == nil:
+		e.log.LogAttrs(ctx, slog.LevelInfo, "batch ended", slog.String("batch_id", b.ID), slog.String("status", string(status)),
+			slog.Int("total", b.Total), slog.Int("failed", b.Failed), slog.Int("cancelled", b.Cancelled))
+	case errors.Is(err, ErrBatchNotDone):
+		return true // someone else ended it
+	default:
+		e.log.LogAttrs(ctx, slog.LevelWarn, "batch end not recorded; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", ErrorTypes(err)))
+		return false
+	}
+	if id := b.CompletionJobID(); id != "" && e.queue != nil {
+		_ = e.queue.Send(ctx, id) // if lost, the sweeper sends the queued completion job
+	}
+	return true
+}
+
+// abortBatch ends the creation of a batch that never finished it (the
+// enqueue that stored it failed or died before storing every job): each of
+// its jobs that is still queued is cancelled and counted, each that was
+// never stored is counted as cancelled, and the batch is opened so that it
+// ends like any other. Jobs that ran meanwhile counted themselves. It costs
+// a read or write per job of the batch, once, and is safe to repeat.
+func (e *engine) abortBatch(ctx context.Context, b *Batch) error {
+	missing := 0
+	for i := range b.Total {
+		id := BatchJobID(b.ID, i)
+		rec, err := e.store.Get(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			missing++
+			continue
+		case err != nil:
+			return err
+		case rec.BatchID != b.ID || rec.Status != StatusQueued:
+			continue
+		}
+		if err := e.cancelQueued(ctx, rec); err != nil && !isConflict(err) {
+			return err
+		}
+	}
+	if err := e.store.OpenBatch(ctx, b.ID, missing); err != nil {
+		if errors.Is(err, ErrBatchOpened) {
+			return nil // a retry of its enqueue finished it, or another sweep aborted it
+		}
+		return err
+	}
+	e.log.LogAttrs(ctx, slog.LevelWarn, "batch creation abandoned; its stored jobs that had not started are cancelled",
+		slog.String("batch_id", b.ID), slog.Int("total", b.Total), slog.Int("never_stored", missing))
+	e.settleBatchOf(ctx, b.ID)
+	return nil
+}

@@ -1,0 +1,419 @@
+package jobs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+// Tests of the transitions the engine owns, each named for the finding of
+// issue 14 it covers. Time runs under testing/synctest: contexts, tickers
+// and the wall clock are the bubble's fake ones, so no test sleeps.
+
+// sleepPayload makes the "sleep" kind work for a while, honouring ctx.
+type sleepPayload struct {
+	For string `json:"for"`
+}
+
+func sleeper(ctx context.Context, j *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
+	d, _ := time.ParseDuration(j.Payload.For)
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return jobs.NoResult{}, ctx.Err()
+	}
+	return jobs.NoResult{}, nil
+}
+
+type engineRig struct {
+	mem    *jobstest.MemStore
+	queue  *jobstest.MemQueue
+	svc    *jobs.Service
+	worker *jobs.Worker
+	logs   *bytes.Buffer
+	mu     sync.Mutex
+}
+
+func (r *engineRig) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.logs.Write(p)
+}
+
+func (r *engineRig) log() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.logs.String()
+}
+
+// newEngineRig builds a service and a worker over store (a MemStore, or a
+// wrapper of one); register adds kinds beside "sleep".
+func newEngineRig(t *testing.T, mem *jobstest.MemStore, store jobs.Store, cfg jobs.WorkerConfig, register func(*jobs.Registry)) *engineRig {
+	t.Helper()
+	r := &engineRig{mem: mem, queue: &jobstest.MemQueue{}, logs: &bytes.Buffer{}}
+	logger := slog.New(slog.NewJSONHandler(r, nil))
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "sleep", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
+	if register != nil {
+		register(reg)
+	}
+	var err error
+	if r.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: r.queue, Logger: logger}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Registry, cfg.Store, cfg.Queue, cfg.Logger = reg, store, r.queue, logger
+	if r.worker, err = jobs.NewWorker(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *engineRig) enqueue(t *testing.T, kind, payload string) string {
+	t.Helper()
+	rec, _, err := r.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: kind, Payload: []byte(payload)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec.ID
+}
+
+func (r *engineRig) get(t *testing.T, id string) *jobs.Record {
+	t.Helper()
+	rec, err := r.mem.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// Finding 2: a record is not claimed when too little handler time is left;
+// it comes back unclaimed, no attempt spent, instead of failing timed_out
+// without a fair run.
+func TestRecordsLeftWithoutTimeAreHandedBackUnclaimed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		r := newEngineRig(t, mem, mem, jobs.WorkerConfig{Concurrency: 1, CancelCheck: -1}, nil)
+		first := r.enqueue(t, "sleep", `{"for":"10s"}`)
+		second := r.enqueue(t, "sleep", `{"for":"1s"}`)
+		// 15 s Lambda, 3 s reserve: 12 s of handler time. The first record
+		// takes 10 s; 2 s would be left for the second, which needs more
+		// than the default minimum only by a hair: give it 1.5 s more.
+		ctx, cancel := context.WithTimeout(context.Background(), 13500*time.Millisecond)
+		defer cancel()
+		resp, _ := r.worker.HandleSQS(ctx, sqsEvent(jobs.EncodeMessage(first), jobs.EncodeMessage(second)))
+		if got := failedIDs(resp); len(got) != 1 || got[0] != "m-1" {
+			t.Fatalf("failures %v, want the unstarted second record [m-1]", got)
+		}
+		if rec := r.get(t, first); rec.Status != jobs.StatusSucceeded {
+			t.Fatalf("first job %s, want succeeded", rec.Status)
+		}
+		if rec := r.get(t, second); rec.Status != jobs.StatusQueued || rec.Attempt != 0 {
+			t.Fatalf("second job %s after %d attempts, want queued with no attempt spent", rec.Status, rec.Attempt)
+		}
+		// The redelivery, in a fresh invocation, runs it.
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel2()
+		if resp, _ := r.worker.HandleSQS(ctx2, sqsEvent(jobs.EncodeMessage(second))); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("redelivery failures %v", failedIDs(resp))
+		}
+		if rec := r.get(t, second); rec.Status != jobs.StatusSucceeded || rec.Attempt != 1 {
+			t.Fatalf("second job %s after %d attempts, want succeeded on attempt 1", rec.Status, rec.Attempt)
+		}
+	})
+}
+
+// Finding 2, per kind: a kind that states its minimum run time is not
+// claimed with less left, while quicker kinds still are.
+func TestKindMinimumRunTimeIsHonoured(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		r := newEngineRig(t, mem, mem, jobs.WorkerConfig{CancelCheck: -1}, func(reg *jobs.Registry) {
+			jobs.MustRegister(reg, "report", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper), jobs.WithMinRunTime(30*time.Second))
+		})
+		slow := r.enqueue(t, "report", `{"for":"20s"}`)
+		quick := r.enqueue(t, "sleep", `{"for":"1s"}`)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // 17 s of handler time
+		defer cancel()
+		resp, _ := r.worker.HandleSQS(ctx, sqsEvent(jobs.EncodeMessage(slow), jobs.EncodeMessage(quick)))
+		if got := failedIDs(resp); len(got) != 1 || got[0] != "m-0" {
+			t.Fatalf("failures %v, want the slow kind's record [m-0]", got)
+		}
+		if rec := r.get(t, slow); rec.Status != jobs.StatusQueued || rec.Attempt != 0 {
+			t.Fatalf("slow job %s after %d attempts, want queued, no attempt spent", rec.Status, rec.Attempt)
+		}
+		if rec := r.get(t, quick); rec.Status != jobs.StatusSucceeded {
+			t.Fatalf("quick job %s, want succeeded", rec.Status)
+		}
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel2()
+		if resp, _ := r.worker.HandleSQS(ctx2, sqsEvent(jobs.EncodeMessage(slow))); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("failures %v in an invocation with time enough", failedIDs(resp))
+		}
+		if rec := r.get(t, slow); rec.Status != jobs.StatusSucceeded || rec.Attempt != 1 {
+			t.Fatalf("slow job %s after %d attempts, want succeeded on attempt 1", rec.Status, rec.Attempt)
+		}
+	})
+}
+
+// stallStore blocks the calls named in stall until their context ends,
+// like a DynamoDB that stopped answering.
+type stallStore struct {
+	*jobstest.MemStore
+	stall string
+}
+
+func (s stallStore) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.Record, error) {
+	if s.stall == "claim" {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.MemStore.Claim(ctx, id, c)
+}
+
+func (s stallStore) Create(ctx context.Context, rec *jobs.Record) error {
+	if s.stall == "create" {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.MemStore.Create(ctx, rec)
+}
+
+// Finding 3: a stalled claim (or create of a routed job) is bounded by its
+// own deadline: the worker answers before the Lambda deadline and lists the
+// record, instead of timing out and failing the whole batch.
+func TestStalledCallsOnTheWorkerPathAreBounded(t *testing.T) {
+	for _, stall := range []string{"claim", "create"} {
+		t.Run(stall, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := jobstest.NewMemStore(nil)
+				routes := &jobs.Routes{Envelope: []jobs.EnvelopeRoute{{Kinds: []string{"sleep"}, Owner: "envelope-sender"}}}
+				r := newEngineRig(t, mem, stallStore{mem, stall}, jobs.WorkerConfig{Routes: routes}, nil)
+				body := `{"kind":"sleep","payload":{"for":"1s"},"idempotency_key":"k1"}`
+				if stall == "claim" {
+					body = jobs.EncodeMessage(r.enqueue(t, "sleep", `{"for":"1s"}`))
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				deadline, _ := ctx.Deadline()
+				resp, _ := r.worker.HandleSQS(ctx, sqsEvent(body))
+				if now := time.Now(); !now.Before(deadline) {
+					t.Fatalf("worker answered %v after the deadline", now.Sub(deadline))
+				}
+				if took := 15*time.Second - time.Until(deadline); took > 3*time.Second {
+					t.Fatalf("worker took %v: the %s was not bounded by its own deadline", took, stall)
+				}
+				if got := failedIDs(resp); len(got) != 1 {
+					t.Fatalf("failures %v, want the record listed", got)
+				}
+			})
+		})
+	}
+}
+
+// lostStore applies a write, then answers as if the answer were lost and
+// the SDK retried it: the retry finds the job as the write left it.
+type lostStore struct {
+	*jobstest.MemStore
+	lose string
+}
+
+func (s lostStore) Finish(ctx context.Context, id, token string, o jobs.Outcome) error {
+	if err := s.MemStore.Finish(ctx, id, token, o); err != nil || s.lose != "finish" {
+		return err
+	}
+	return s.MemStore.Finish(ctx, id, token, o)
+}
+
+func (s lostStore) Requeue(ctx context.Context, id, token string, q jobs.Requeue) error {
+	if err := s.MemStore.Requeue(ctx, id, token, q); err != nil || s.lose != "requeue" {
+		return err
+	}
+	return s.MemStore.Requeue(ctx, id, token, q)
+}
+
+func (s lostStore) CancelQueued(ctx context.Context, id string, at, expiresAt time.Time, batchID string) error {
+	if err := s.MemStore.CancelQueued(ctx, id, at, expiresAt, batchID); err != nil || s.lose != "cancel" {
+		return err
+	}
+	return s.MemStore.CancelQueued(ctx, id, at, expiresAt, batchID)
+}
+
+// Finding 6: a plain update whose answer was lost counts as done: the final
+// write is not reported as someone else's, the requeue still sends the
+// delayed retry, and the cancel answers the caller who cancelled.
+func TestLostAnswersOnUpdatesCountAsDone(t *testing.T) {
+	t.Run("finish", func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		r := newEngineRig(t, mem, lostStore{mem, "finish"}, jobs.WorkerConfig{}, nil)
+		id := r.enqueue(t, "sleep", `{"for":"1ms"}`)
+		if resp, _ := r.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(id))); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("failures %v", failedIDs(resp))
+		}
+		if rec := r.get(t, id); rec.Status != jobs.StatusSucceeded {
+			t.Fatalf("job %s, want succeeded", rec.Status)
+		}
+		if logs := r.log(); strings.Contains(logs, "settled by someone else") || !strings.Contains(logs, `"msg":"job finished"`) {
+			t.Fatalf("a final write whose answer was lost is reported as someone else's:\n%s", logs)
+		}
+	})
+	t.Run("requeue", func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		r := newEngineRig(t, mem, lostStore{mem, "requeue"}, jobs.WorkerConfig{}, func(reg *jobs.Registry) {
+			jobs.MustRegister(reg, "flaky", jobs.HandlerFunc[sleepPayload, jobs.NoResult](func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
+				return jobs.NoResult{}, jobs.RetryAfter(time.Minute, errors.New("later"))
+			}), jobs.WithRetry(jobs.RetryPolicy{MaxAttempts: 3}))
+		})
+		id := r.enqueue(t, "flaky", `{}`)
+		sentBefore := len(r.queue.Sent())
+		if resp, _ := r.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(id))); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("failures %v", failedIDs(resp))
+		}
+		if rec := r.get(t, id); rec.Status != jobs.StatusQueued || rec.LastError != jobs.CodeInternal {
+			t.Fatalf("job %s (last error %q), want queued for a retry", rec.Status, rec.LastError)
+		}
+		if sent := r.queue.Sent(); len(sent) != sentBefore+1 || r.queue.Delay(id) != time.Minute {
+			t.Fatalf("sent %v (delay %v): the retry of a requeue whose answer was lost was not sent", sent, r.queue.Delay(id))
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		r := newEngineRig(t, mem, lostStore{mem, "cancel"}, jobs.WorkerConfig{}, nil)
+		id := r.enqueue(t, "sleep", `{"for":"1s"}`)
+		rec, err := r.svc.Cancel(context.Background(), "o", id)
+		if err != nil || rec.Status != jobs.StatusCancelled {
+			t.Fatalf("cancel whose answer was lost: %v, %v; want the job cancelled and no error", rec, err)
+		}
+	})
+}
+
+// Finding 7: the redelivery and the sweeper settle an abandoned run the same
+// way, because the engine decides for both: a run whose owner cancelled it
+// ends cancelled even when its kind has attempts left; one not cancelled is
+// retried by both.
+func TestRedeliveryAndSweeperSettleAbandonedRunsAlike(t *testing.T) {
+	for _, cancelled := range []bool{false, true} {
+		for _, by := range []string{"redelivery", "sweeper"} {
+			name := by
+			if cancelled {
+				name += "/cancelled"
+			}
+			t.Run(name, func(t *testing.T) {
+				mem := jobstest.NewMemStore(nil)
+				var r *engineRig
+				r = newEngineRig(t, mem, mem, jobs.WorkerConfig{}, func(reg *jobs.Registry) {
+					jobs.MustRegister(reg, "retried", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper), jobs.WithRetry(jobs.RetryPolicy{MaxAttempts: 3}))
+				})
+				id := r.enqueue(t, "retried", `{"for":"1ms"}`)
+				now := time.Now()
+				if _, err := mem.Claim(context.Background(), id, jobs.Claim{Token: "dead", At: now.Add(-time.Minute), LeaseUntil: now.Add(-time.Second)}); err != nil {
+					t.Fatal(err)
+				}
+				if cancelled {
+					if err := mem.RequestCancel(context.Background(), id, now); err != nil {
+						t.Fatal(err)
+					}
+				}
+				switch by {
+				case "redelivery":
+					if resp, _ := r.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(id))); len(resp.BatchItemFailures) != 0 {
+						t.Fatalf("failures %v", failedIDs(resp))
+					}
+				case "sweeper":
+					reg := jobs.NewRegistry()
+					jobs.MustRegister(reg, "retried", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper), jobs.WithRetry(jobs.RetryPolicy{MaxAttempts: 3}))
+					sw, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: mem, Queue: r.queue, Registry: reg,
+						Clock: jobstest.NewClock(now.Add(jobs.DefaultDispatchGrace + time.Minute))})
+					if _, err := sw.Sweep(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				rec := r.get(t, id)
+				want := jobs.StatusQueued // retried
+				if cancelled {
+					want = jobs.StatusCancelled
+				}
+				if rec.Status != want {
+					t.Fatalf("settled by the %s: %s, want %s", by, rec.Status, want)
+				}
+			})
+		}
+	}
+}
+
+// Finding 8: a handler that ignores its deadline is abandoned and counted
+// until it returns.
+func TestAbandonedHandlersAreCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		release := make(chan struct{})
+		r := newEngineRig(t, mem, mem, jobs.WorkerConfig{CancelCheck: -1}, func(reg *jobs.Registry) {
+			jobs.MustRegister(reg, "stubborn", jobs.HandlerFunc[sleepPayload, jobs.NoResult](func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
+				<-release
+				return jobs.NoResult{}, nil
+			}))
+		})
+		id := r.enqueue(t, "stubborn", `{}`)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		r.worker.HandleSQS(ctx, sqsEvent(jobs.EncodeMessage(id)))
+		if rec := r.get(t, id); rec.ErrorCode != jobs.CodeTimedOut {
+			t.Fatalf("job %s %q, want failed timed_out", rec.Status, rec.ErrorCode)
+		}
+		if n := r.worker.Abandoned(); n != 1 {
+			t.Fatalf("Abandoned() = %d, want 1 while the handler runs on", n)
+		}
+		if !strings.Contains(r.log(), `"abandoned_running":1`) {
+			t.Fatalf("the abandonment is not logged with its count:\n%s", r.log())
+		}
+		close(release)
+		synctest.Wait()
+		if n := r.worker.Abandoned(); n != 0 {
+			t.Fatalf("Abandoned() = %d after the handler returned, want 0", n)
+		}
+	})
+}
+
+// stallGetStore blocks every Get until its context ends.
+type stallGetStore struct{ *jobstest.MemStore }
+
+func (s stallGetStore) Get(ctx context.Context, id string) (*jobs.Record, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Finding 8: the sweeper's pages are bounded by its stop time: a stalled
+// read cannot keep it past its deadline.
+func TestSweepCallsEndBeforeItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		now := time.Now()
+		rec := jobstest.NewRecord(jobs.NewID(), now.Add(-time.Hour))
+		rec.SweepAt = now.Add(-time.Minute)
+		if err := mem.Create(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+		sw, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: stallGetStore{mem}, Queue: &jobstest.MemQueue{}})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		deadline, _ := ctx.Deadline()
+		rep, err := sw.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !time.Now().Before(deadline) {
+			t.Fatal("the sweep ran past its deadline")
+		}
+		if rep.Errors != 1 || rep.Complete {
+			t.Fatalf("report %+v, want the stalled job counted as an error and the sweep incomplete", rep)
+		}
+	})
+}
