@@ -2,6 +2,7 @@ package faultproxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -29,11 +30,22 @@ type Faults struct {
 	SlowBy time.Duration
 	// Stall holds the request without an answer until the caller gives up.
 	Stall float64
+	// TransactConflict and TransactThrottle answer a share of DynamoDB
+	// TransactWriteItems requests, without forwarding them, with the
+	// TransactionCanceledException DynamoDB gives when another transaction
+	// holds an item (reason TransactionConflict) or when it throttles
+	// inside a transaction (ThrottlingError). DynamoDB Local serialises
+	// transactions and never answers either. Drawn independently of the
+	// rates above.
+	TransactConflict, TransactThrottle float64
 }
 
 // Stats counts what an HTTPProxy did.
 type Stats struct {
 	Requests, Throttled, ServerErrors, LostResponses, Slowed, Stalled int64
+	// Transactions counts TransactWriteItems requests; Conflicts and
+	// TransactThrottled those cancelled by the proxy.
+	Transactions, Conflicts, TransactThrottled int64
 }
 
 // HTTPProxy is a fault-injecting reverse proxy in front of DynamoDB Local or
@@ -50,6 +62,7 @@ type HTTPProxy struct {
 	rng    *rand.Rand
 
 	requests, throttled, serverErrors, lost, slowed, stalled atomic.Int64
+	transactions, conflicts, txThrottled                     atomic.Int64
 	stop                                                     chan struct{}
 }
 
@@ -83,7 +96,8 @@ func (p *HTTPProxy) SetFaults(f Faults) {
 
 // Stats returns what the proxy did so far.
 func (p *HTTPProxy) Stats() Stats {
-	return Stats{p.requests.Load(), p.throttled.Load(), p.serverErrors.Load(), p.lost.Load(), p.slowed.Load(), p.stalled.Load()}
+	return Stats{p.requests.Load(), p.throttled.Load(), p.serverErrors.Load(), p.lost.Load(), p.slowed.Load(), p.stalled.Load(),
+		p.transactions.Load(), p.conflicts.Load(), p.txThrottled.Load()}
 }
 
 // Close stops the proxy and releases stalled requests.
@@ -103,6 +117,20 @@ func (p *HTTPProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.requests.Add(1)
 	f, x := p.draw()
 	dynamo := strings.HasPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB")
+	if r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.TransactWriteItems" {
+		p.transactions.Add(1)
+		if _, y := p.draw(); y < f.TransactConflict+f.TransactThrottle {
+			reason := "TransactionConflict"
+			if y >= f.TransactConflict {
+				reason = "ThrottlingError"
+				p.txThrottled.Add(1)
+			} else {
+				p.conflicts.Add(1)
+			}
+			cancelTransaction(w, r, reason)
+			return
+		}
+	}
 	switch {
 	case x < f.Throttle:
 		p.throttled.Add(1)
@@ -134,6 +162,35 @@ func (p *HTTPProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.proxy.ServeHTTP(w, r)
+}
+
+// cancelTransaction answers as DynamoDB does when it cancels a
+// transaction: 400 TransactionCanceledException with one reason per item,
+// reason on the last (the batch's shared item) and None on the others.
+func cancelTransaction(w http.ResponseWriter, r *http.Request, reason string) {
+	var in struct{ TransactItems []json.RawMessage }
+	body, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(body, &in)
+	n := max(1, len(in.TransactItems))
+	type cr struct {
+		Code    string
+		Message string `json:",omitempty"`
+	}
+	reasons := make([]cr, n)
+	codes := make([]string, n)
+	for i := range reasons {
+		reasons[i], codes[i] = cr{Code: "None"}, "None"
+	}
+	reasons[n-1] = cr{Code: reason, Message: "injected by the fault proxy"}
+	codes[n-1] = reason
+	out, _ := json.Marshal(map[string]any{
+		"__type":              "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+		"Message":             "Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(codes, ", ") + "]",
+		"CancellationReasons": reasons,
+	})
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(out)
 }
 
 func throttleType(dynamo bool) string {

@@ -163,6 +163,43 @@ func TestFinalWriteAgainstStalledDynamoDB(t *testing.T) {
 	t.Logf("worker returned %v before the deadline", deadline.Sub(returned))
 }
 
+// TestClaimAgainstStalledDynamoDB: DynamoDB stops answering before the
+// claim. The claim has its own bound (Deadlines.Call), so the worker still
+// answers before the Lambda deadline and lists the record for redelivery,
+// instead of timing out and failing the whole batch.
+func TestClaimAgainstStalledDynamoDB(t *testing.T) {
+	target := strings.TrimPrefix(testenv.DynamoDBEndpoint(t), "http://")
+	proxy, err := faultproxy.Start(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	s := newStack(t, options{ddbEndpoint: proxy.URL(), lambdaTO: 3 * time.Second})
+	v := s.post("test.count", `{"n":1}`)
+	msgs := receive(t, s.sqs, s.urls.Queue)
+	proxy.Stall()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	resp, _ := s.worker.HandleSQS(ctx, msgs)
+	returned := time.Now()
+	proxy.Close() // drop the held claim: it must not land late and hide what the worker did
+	if !returned.Before(deadline) {
+		t.Fatalf("worker returned %v after the Lambda deadline", returned.Sub(deadline))
+	}
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != msgs.Records[0].MessageId {
+		t.Fatalf("batch item failures %+v, want the one message", resp.BatchItemFailures)
+	}
+	rec, err := jobsStore(s).Get(context.Background(), v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != jobs.StatusQueued || rec.Attempt != 0 {
+		t.Fatalf("job %s after %d attempts, want queued and unclaimed", rec.Status, rec.Attempt)
+	}
+	t.Logf("worker returned %v before the deadline", deadline.Sub(returned))
+}
+
 func TestHandlerIgnoringContextTimesOut(t *testing.T) {
 	s := newStack(t, options{lambdaTO: 3 * time.Second})
 	v := s.post("example.fail", `{"mode":"ignore_deadline","secret":"hunter2"}`)

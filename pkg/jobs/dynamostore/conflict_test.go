@@ -201,3 +201,37 @@ func shortCircuit(reason string, items int) func(*middleware.Stack) error {
 			}), middleware.After)
 	}
 }
+
+// Finding 8 of issue 14: one shard full of due items (jobs that keep failing
+// to dispatch) does not starve the others: every shard gets its share.
+func TestDueServesEveryShard(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{})
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	perShard := map[string]int{}
+	for len(perShard) < dynamostore.Shards || perShard["0"] < 40 {
+		id := jobs.NewID()
+		shard := dynamostore.ShardOf(id)
+		if shard != "0" && perShard[shard] > 0 {
+			continue
+		}
+		perShard[shard]++
+		rec := jobstest.NewRecord(id, now.Add(-time.Hour))
+		rec.SweepAt = now.Add(-time.Minute)
+		if err := store.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids, err := store.Due(ctx, now, 2*dynamostore.Shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards := map[string]bool{}
+	for _, id := range ids {
+		shards[dynamostore.ShardOf(id)] = true
+	}
+	if len(ids) != 2*dynamostore.Shards || len(shards) != dynamostore.Shards {
+		t.Fatalf("Due returned %d ids from %d shards, want %d from all %d", len(ids), len(shards), 2*dynamostore.Shards, dynamostore.Shards)
+	}
+}

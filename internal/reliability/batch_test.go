@@ -1,0 +1,161 @@
+package reliability_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/faultproxy"
+	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+)
+
+// TestBatchUnderTransactionConflicts runs one big batch through the whole
+// local stack while the fault proxy cancels 10% of DynamoDB's transactional
+// writes with TransactionConflict and 10% with ThrottlingError, as real
+// DynamoDB does when jobs of one batch finish together (DynamoDB Local
+// serialises transactions and never does). Every job's stored outcome must
+// be its handler's outcome, the batch's counts exact, and the batch must
+// end once.
+func TestBatchUnderTransactionConflicts(t *testing.T) {
+	ctx := context.Background()
+	ddbP, err := localaws.StartDynamoDB(ctx, localaws.Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ddbP.Stop()
+	ddbFaults, err := faultproxy.StartHTTP(ddbP.Endpoint, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ddbFaults.Close()
+	const workerTimeout, grace, sweepEvery = 10 * time.Second, 15 * time.Second, 2 * time.Second
+	var logs syncWriter
+	var buf bytes.Buffer
+	logs.w = &buf
+	stack, err := localstack.Start(ctx, localstack.Config{
+		Root: root, Bootstraps: bootstraps, RIE: rie, APIAddr: "127.0.0.1:0", SQSPort: 0,
+		DynamoDBEndpoint: ddbFaults.URL(),
+		Table:            "conflicts", Queue: "conflicts", WorkerTimeout: workerTimeout, WorkerInstances: 2, BatchSize: 10,
+		SweepEvery: sweepEvery, Output: &logs, FunctionEnv: []string{"JOBS_DISPATCH_GRACE=" + grace.String()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Stop()
+	ddbFaults.SetFaults(faultproxy.Faults{TransactConflict: 0.10, TransactThrottle: 0.10})
+
+	n := size(200, 1000)
+	var specs []jobs.JobSpec
+	wantFailed := 0
+	for i := range n {
+		if i%10 == 3 {
+			specs = append(specs, jobs.JobSpec{Kind: "example.fail", Payload: json.RawMessage(`{"mode":"declared","secret":"s"}`)})
+			wantFailed++
+			continue
+		}
+		specs = append(specs, jobs.JobSpec{Kind: "example.hash", Payload: json.RawMessage(fmt.Sprintf(`{"text":"b%d","rounds":1}`, i))})
+	}
+	body, _ := json.Marshal(map[string]any{"jobs": specs, "completion": jobs.JobSpec{Kind: "example.hash", Payload: json.RawMessage(`{"text":"done","rounds":1}`)}})
+	var batch jobs.BatchView
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		req, _ := http.NewRequest("POST", stack.APIURL+"/v1/batches", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "big-batch")
+		req.Header.Set(localstack.CallerHeader, "reliability")
+		resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 202 || resp.StatusCode == 200 {
+				if err := json.Unmarshal(b, &batch); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+			err = fmt.Errorf("%d %s", resp.StatusCode, b)
+		}
+		if attempt == 10 {
+			t.Fatalf("POST /v1/batches: %v", err)
+		}
+	}
+	visibility := 6 * workerTimeout
+	bound := time.Since(start) + 2*(visibility+grace+sweepEvery)
+	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), "conflicts", dynamostore.Options{})
+	deadline := time.Now().Add(bound)
+	var b *jobs.Batch
+	for {
+		b, err = store.GetBatch(ctx, batch.ID)
+		if err == nil && b.Status.Final() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch %+v %v: not ended within %v", b, err, bound)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	settled := time.Since(start)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = jobs.BatchJobID(batch.ID, i)
+	}
+	got := settle(t, store, ids, 10*time.Second)
+	lost, stuck, wrong := 0, 0, 0
+	for i, id := range ids {
+		rec, ok := got[id]
+		switch {
+		case !ok:
+			lost++
+		case !rec.Status.Final():
+			stuck++
+		case specs[i].Kind == "example.fail" && (rec.Status != jobs.StatusFailed || rec.ErrorCode != "example_failed"),
+			specs[i].Kind == "example.hash" && rec.Status != jobs.StatusSucceeded:
+			wrong++
+			if wrong <= 5 {
+				t.Errorf("job %d (%s) ended %s %q, not its handler's outcome", i, specs[i].Kind, rec.Status, rec.ErrorCode)
+			}
+		}
+	}
+	if lost+stuck+wrong > 0 {
+		t.Errorf("%d lost, %d stuck, %d with another outcome than their handler's", lost, stuck, wrong)
+	}
+	if b.Total != n || b.Succeeded != n-wantFailed || b.Failed != wantFailed || b.Cancelled != 0 || b.Remaining != 0 || b.Status != jobs.StatusFailed {
+		t.Errorf("batch counts %+v, want %d succeeded and %d failed exactly", b, n-wantFailed, wantFailed)
+	}
+	ended := strings.Count(logs.String(), `"message":"batch ended"`)
+	if ended != 1 {
+		t.Errorf("the batch's end was recorded %d times, want once", ended)
+	}
+	if c, err := store.Get(ctx, jobs.DerivedID("batch-completion", batch.ID)); err != nil || c.BatchCounts == nil || c.BatchCounts.Succeeded != n-wantFailed {
+		t.Errorf("completion job %+v %v, want it with the exact counts", c, err)
+	}
+	st := ddbFaults.Stats()
+	if st.Conflicts == 0 || st.TransactThrottled == 0 {
+		t.Fatalf("no transaction was cancelled (%+v): the scenario tested nothing", st)
+	}
+	t.Logf("%d jobs: %d of %d transactional writes cancelled (%d conflicts, %d throttles); batch ended once after %v (bound %v)",
+		n, st.Conflicts+st.TransactThrottled, st.Transactions, st.Conflicts, st.TransactThrottled, settled, bound)
+	record(row{
+		Scenario: "conflicts", Load: fmt.Sprintf("one batch of %d jobs over HTTP (9 in 10 succeed, 1 in 10 fails with a declared code), 2 workers", n),
+		Faults: fmt.Sprintf("%d of %d TransactWriteItems cancelled by the proxy: %d TransactionConflict, %d ThrottlingError (10%% each)",
+			st.Conflicts+st.TransactThrottled, st.Transactions, st.Conflicts, st.TransactThrottled),
+		Lost: lost, Stuck: stuck + wrong, MaxSettle: settled, Bound: bound,
+		Notes: fmt.Sprintf("every job ended with its handler's outcome; batch counts exact (%d succeeded, %d failed); the batch ended once and its completion job got the exact counts",
+			b.Succeeded, b.Failed),
+	})
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.(*bytes.Buffer).String()
+}
