@@ -37,7 +37,8 @@ type Deadlines struct {
 	// MinRun is the handler time a record needs for its claim: with less
 	// left before D - Reserve it goes back to the queue unclaimed, no
 	// attempt spent. A kind can ask for more with WithMinRunTime
-	// (default 2s).
+	// (default 2s; never more than half of a fresh invocation's handler
+	// time, so a short timeout still runs its first records).
 	MinRun time.Duration
 	// Safety is kept free at the very end for the function to return.
 	Safety time.Duration
@@ -108,14 +109,18 @@ func (d Deadlines) plan(ctx context.Context) invocation {
 	if !ok {
 		dl = time.Now().Add(d.NoDeadline)
 	}
-	return invocation{
+	inv := invocation{
 		lambda:  dl,
 		handler: dl.Add(-d.Reserve),
 		write:   dl.Add(-d.Safety),
 		budget:  d.FinalWrite,
 		call:    d.Call,
-		minRun:  d.MinRun,
+		// The default minimum never exceeds half of a fresh invocation's
+		// handler time, so a short timeout still runs its first records
+		// (a kind's own WithMinRunTime is not clamped).
+		minRun: min(d.MinRun, time.Until(dl.Add(-d.Reserve))/2),
 	}
+	return inv
 }
 
 // leaseUntil is the lease of a claim made now: the Lambda deadline, on the
@@ -128,7 +133,7 @@ func (inv invocation) leaseUntil(now time.Time) time.Time {
 func (inv invocation) handlerTimeLeft() time.Duration { return time.Until(inv.handler) }
 
 // canStart reports whether a run that needs at least need (0: the default
-// minimum) can still start.
+// minimum, at most half of the invocation's handler time) can still start.
 func (inv invocation) canStart(need time.Duration) bool {
 	return inv.handlerTimeLeft() >= max(need, inv.minRun)
 }

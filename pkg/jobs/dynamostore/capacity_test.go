@@ -258,4 +258,7 @@ func TestWriteUnitsPerBatchedJob(t *testing.T) {
 	if perJob != 9 {
 		t.Errorf("%g write units per batched job, want 9 (create 2, claim 1, final write + counter in a transaction 6)", perJob)
 	}
+	if perBatch != 5 {
+		t.Errorf("%g write units for the batch itself, want 5 (create 1 + index 1, open 1, end 1 + index 1)", perBatch)
+	}
 }
