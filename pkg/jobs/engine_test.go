@@ -308,8 +308,7 @@ func TestRedeliveryAndSweeperSettleAbandonedRunsAlike(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				mem := jobstest.NewMemStore(nil)
-				var r *engineRig
-				r = newEngineRig(t, mem, mem, jobs.WorkerConfig{}, func(reg *jobs.Registry) {
+				r := newEngineRig(t, mem, mem, jobs.WorkerConfig{}, func(reg *jobs.Registry) {
 					jobs.MustRegister(reg, "retried", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper), jobs.WithRetry(jobs.RetryPolicy{MaxAttempts: 3}))
 				})
 				id := r.enqueue(t, "retried", `{"for":"1ms"}`)
