@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -325,6 +326,10 @@ var shortDeadlines = jobs.Deadlines{Reserve: 400 * time.Millisecond, FinalWrite:
 
 func TestWorkerAbandonsHandlerAtDeadline(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, func(t *testing.T) { testWorkerAbandonsHandlerAtDeadline(t) })
+}
+
+func testWorkerAbandonsHandlerAtDeadline(t *testing.T) {
 	h := newHarness(t, shortDeadlines)
 	ignore := h.enqueue(t, "fail", `{"mode":"ignore_deadline"}`)
 	honour := h.enqueue(t, "fail", `{"mode":"honour_deadline"}`)
@@ -356,6 +361,10 @@ func (s stallingStore) Finish(ctx context.Context, _, _ string, _ jobs.Outcome) 
 
 func TestWorkerFinalWriteStallReturnsBeforeDeadline(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, func(t *testing.T) { testWorkerFinalWriteStallReturnsBeforeDeadline(t) })
+}
+
+func testWorkerFinalWriteStallReturnsBeforeDeadline(t *testing.T) {
 	mem := jobstest.NewMemStore(nil)
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, echoResult](echo))
