@@ -89,7 +89,7 @@ func TestBatchUnderTransactionConflicts(t *testing.T) {
 		}
 	}
 	visibility := 6 * workerTimeout
-	bound := time.Since(start) + 2*(visibility+grace+sweepEvery)
+	bound := (time.Since(start) + 2*(visibility+grace+sweepEvery)).Round(time.Second)
 	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), "conflicts", dynamostore.Options{})
 	deadline := time.Now().Add(bound)
 	var b *jobs.Batch
