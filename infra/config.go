@@ -1,123 +1,27 @@
 package main
 
 import (
-	"fmt"
-	"regexp"
-	"time"
+	"github.com/lambdajobs/lambdajobs/infra/jobsinfra"
 )
 
-// Config is one environment's settings. Every field has a value in Dev and
-// Prod; an environment with another name starts from Dev (see ConfigFor).
-type Config struct {
-	// Name names the environment; the stack is "lambdajobs-<Name>".
-	Name string
+// The configuration types are the construct's (package jobsinfra).
+type (
+	Config            = jobsinfra.Config
+	JWTConfig         = jobsinfra.JWTConfig
+	S3Source          = jobsinfra.S3Source
+	EventBridgeSource = jobsinfra.EventBridgeSource
+)
 
-	// Worker function.
-	WorkerMemoryMB int
-	WorkerTimeout  time.Duration
-	// HandlerReserve: handler contexts end this long before the worker's
-	// deadline; FinalWriteTimeout bounds the final write inside it.
-	HandlerReserve    time.Duration
-	FinalWriteTimeout time.Duration
-	// WorkerConcurrency: records of one batch run at once.
-	WorkerConcurrency int
-	// Event source: batch size, batching window, maximum concurrent
-	// invocations (2..1000).
-	BatchSize      int
-	BatchWindow    time.Duration
-	MaxConcurrency int
-
-	// API and sweeper functions.
-	APIMemoryMB    int
-	APITimeout     time.Duration
-	SweeperTimeout time.Duration
-
-	// Jobs.
-	DispatchGrace time.Duration
-	Retention     time.Duration
-
-	// Logs and data.
-	LogRetentionDays int
-	// Retain keeps the table, its logs and secret when the stack is
-	// deleted, and turns on point-in-time recovery and deletion protection.
-	Retain bool
-
-	// API throttling (requests per second, burst).
-	ThrottleRate  float64
-	ThrottleBurst int
-	// JWT, when set, authorizes the routes with a JWT authorizer instead
-	// of IAM.
-	JWT *JWTConfig
-
-	// Alarms go to AlarmTopicARN if set, else to a new topic that
-	// AlarmEmail (if set) subscribes to.
-	AlarmEmail    string
-	AlarmTopicARN string
-	// OldestMessageAlarm fires when the queue's oldest message is older.
-	OldestMessageAlarm time.Duration
-
-	// Sources of foreign messages (see docs/SOURCES.md).
-	S3Sources         []S3Source
-	EventBridgeSource []EventBridgeSource
-}
-
-// JWTConfig configures a JWT authorizer.
-type JWTConfig struct {
-	Issuer   string
-	Audience []string
-}
-
-// S3Source connects an existing bucket's notifications to the queue.
-type S3Source struct {
-	BucketName string
-	// Prefix and Suffix filter object keys ("" for any).
-	Prefix, Suffix string
-}
-
-// EventBridgeSource is a rule on a bus with the queue as target.
-type EventBridgeSource struct {
-	// Bus is the event bus name ("" for default).
-	Bus         string
-	Sources     []string
-	DetailTypes []string
-}
-
-// Dev is the development environment: small, cheap, destroyed with the stack.
-var Dev = Config{
-	Name:           "dev",
-	WorkerMemoryMB: 512, WorkerTimeout: 60 * time.Second,
-	HandlerReserve: 3 * time.Second, FinalWriteTimeout: 2 * time.Second,
-	WorkerConcurrency: 8,
-	BatchSize:         10, BatchWindow: 0, MaxConcurrency: 5,
-	APIMemoryMB: 256, APITimeout: 10 * time.Second, SweeperTimeout: 60 * time.Second,
-	DispatchGrace: 3 * time.Minute, Retention: 3 * 24 * time.Hour,
-	LogRetentionDays: 14, Retain: false,
-	ThrottleRate: 50, ThrottleBurst: 100,
-	OldestMessageAlarm: 15 * time.Minute,
-}
-
-// Prod is the production environment: retained data, PITR, longer logs.
-var Prod = Config{
-	Name:           "prod",
-	WorkerMemoryMB: 1024, WorkerTimeout: 120 * time.Second,
-	HandlerReserve: 5 * time.Second, FinalWriteTimeout: 3 * time.Second,
-	WorkerConcurrency: 10,
-	BatchSize:         10, BatchWindow: 0, MaxConcurrency: 50,
-	APIMemoryMB: 512, APITimeout: 10 * time.Second, SweeperTimeout: 120 * time.Second,
-	DispatchGrace: 5 * time.Minute, Retention: 14 * 24 * time.Hour,
-	LogRetentionDays: 90, Retain: true,
-	ThrottleRate: 500, ThrottleBurst: 1000,
-	OldestMessageAlarm: 10 * time.Minute,
-}
-
-var envName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
+// This repository's environments: jobsinfra's presets.
+var (
+	Dev  = jobsinfra.Dev
+	Prod = jobsinfra.Prod
+)
 
 // ConfigFor returns the configuration of the named environment: dev, prod,
-// or any other name, which starts from dev.
+// or any other name, which starts from dev. Only dev and environments other
+// than prod carry the example kinds (see StackProps.ExampleKinds).
 func ConfigFor(name string) (Config, error) {
-	if !envName.MatchString(name) {
-		return Config{}, fmt.Errorf("environment %q: want 1-20 lower-case letters, digits or '-'", name)
-	}
 	var c Config
 	switch name {
 	case "prod":
@@ -127,27 +31,4 @@ func ConfigFor(name string) (Config, error) {
 	}
 	c.Name = name
 	return c, c.Validate()
-}
-
-// Validate checks the settings against each other.
-func (c Config) Validate() error {
-	switch {
-	case c.HandlerReserve < c.FinalWriteTimeout+500*time.Millisecond:
-		return fmt.Errorf("%s: handler reserve %v must exceed the final write timeout %v by 0.5s", c.Name, c.HandlerReserve, c.FinalWriteTimeout)
-	case c.WorkerTimeout <= 2*c.HandlerReserve:
-		return fmt.Errorf("%s: worker timeout %v leaves handlers less than half after the reserve %v", c.Name, c.WorkerTimeout, c.HandlerReserve)
-	case c.WorkerTimeout > 15*time.Minute || c.SweeperTimeout > 15*time.Minute:
-		return fmt.Errorf("%s: Lambda timeouts are at most 15 minutes", c.Name)
-	case 6*c.WorkerTimeout > 12*time.Hour:
-		return fmt.Errorf("%s: the queue's visibility timeout (6x the worker timeout) would exceed 12 hours", c.Name)
-	case c.DispatchGrace <= c.WorkerTimeout:
-		return fmt.Errorf("%s: dispatch grace %v must exceed the worker timeout %v", c.Name, c.DispatchGrace, c.WorkerTimeout)
-	case c.BatchSize < 1 || c.BatchSize > 10000 || (c.BatchSize > 10 && c.BatchWindow == 0):
-		return fmt.Errorf("%s: batch size %d: 1..10, or up to 10000 with a batching window", c.Name, c.BatchSize)
-	case c.MaxConcurrency < 2 || c.MaxConcurrency > 1000:
-		return fmt.Errorf("%s: maximum concurrency %d: 2..1000", c.Name, c.MaxConcurrency)
-	case c.BatchWindow > 5*time.Minute:
-		return fmt.Errorf("%s: batching window %v: at most 5 minutes", c.Name, c.BatchWindow)
-	}
-	return nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/lambdajobs/lambdajobs/infra/jobsinfra"
 )
 
 func main() {
@@ -36,12 +38,18 @@ func build(app awscdk.App) error {
 	if v, ok := app.Node().TryGetContext(jsii.String("bootstraps")).(string); ok && v != "" {
 		bootstraps = v
 	}
-	for _, f := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+	for _, f := range jobsinfra.FunctionNames {
 		if _, err := os.Stat(bootstraps + "/" + f + "/bootstrap"); err != nil {
 			return fmt.Errorf("%s/%s/bootstrap is missing: run `make build` first", bootstraps, f)
 		}
 	}
-	NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{StackProps: awscdk.StackProps{Env: env()}, Config: cfg, Bootstraps: bootstraps})
+	// The demo kinds (example.fail panics or overruns on purpose) reach
+	// prod only if asked for: -c exampleKinds=true.
+	examples := cfg.Name != "prod"
+	if v, ok := app.Node().TryGetContext(jsii.String("exampleKinds")).(string); ok && v != "" {
+		examples = v == "true"
+	}
+	NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{StackProps: awscdk.StackProps{Env: env()}, Config: cfg, Bootstraps: bootstraps, ExampleKinds: examples})
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -58,7 +59,11 @@ func setup(m *testing.M) (int, error) {
 	withJWT := Dev
 	withJWT.Name = "jwt"
 	withJWT.JWT = &JWTConfig{Issuer: "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE", Audience: []string{"client"}}
-	for _, cfg := range []Config{Dev, Prod, withSources, withJWT} {
+	// Every event-source-mapping setting away from its default.
+	tuned := Dev
+	tuned.Name = "tuned"
+	tuned.BatchSize, tuned.BatchWindow, tuned.MaxConcurrency = 100, 20*time.Second, 7
+	for _, cfg := range []Config{Dev, Prod, withSources, withJWT, tuned} {
 		s, err := synth(cfg, dir, filepath.Join(dir, "cdk.out."+cfg.Name))
 		if err != nil {
 			return 0, fmt.Errorf("synth %s: %w", cfg.Name, err)
@@ -76,7 +81,7 @@ func synth(cfg Config, bootstraps, outdir string) (s *synthesized, err error) {
 	}()
 	app := awscdk.NewApp(&awscdk.AppProps{Context: cdkContext(), Outdir: jsii.String(outdir)})
 	applyChecks(app)
-	stack := NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{Config: cfg, Bootstraps: bootstraps})
+	stack := NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{Config: cfg, Bootstraps: bootstraps, ExampleKinds: cfg.Name != "prod"})
 	if cfg.Name == "sources" {
 		// A team's own function that enqueues directly (transactional enqueue).
 		orders := awslambda.NewFunction(stack.Stack, jsii.String("Orders"), &awslambda.FunctionProps{
@@ -85,6 +90,11 @@ func synth(cfg Config, bootstraps, outdir string) (s *synthesized, err error) {
 			Description: jsii.String("orders service"),
 		})
 		stack.GrantEnqueue(orders)
+		// An operator's role that reads jobs straight from the table.
+		reader := awsiam.NewRole(stack.Stack, jsii.String("Reader"), &awsiam.RoleProps{
+			AssumedBy: awsiam.NewAccountRootPrincipal(), Description: jsii.String("job reader"),
+		})
+		stack.GrantReadJobs(reader)
 		cdknag.NagSuppressions_AddResourceSuppressions(orders, &[]*cdknag.NagPackSuppression{
 			{Id: jsii.String("AwsSolutions-IAM4"), Reason: jsii.String("a test stand-in for a team's own function")},
 		}, jsii.Bool(true))
@@ -305,6 +315,9 @@ func TestEventSourceReportsBatchItemFailures(t *testing.T) {
 			}
 			if p["BatchSize"] != float64(s.cfg.BatchSize) || p["ScalingConfig"].(map[string]any)["MaximumConcurrency"] != float64(s.cfg.MaxConcurrency) {
 				t.Errorf("%s: batch size %v scaling %v", name, p["BatchSize"], p["ScalingConfig"])
+			}
+			if window, _ := p["MaximumBatchingWindowInSeconds"].(float64); window != s.cfg.BatchWindow.Seconds() {
+				t.Errorf("%s: batching window %v, want %v", name, p["MaximumBatchingWindowInSeconds"], s.cfg.BatchWindow.Seconds())
 			}
 		}
 	}
@@ -548,5 +561,67 @@ func TestGrantEnqueue(t *testing.T) {
 	}
 	if got := strings.Join(actions, " "); got != `"dynamodb:PutItem" "sqs:SendMessage"` {
 		t.Errorf("orders function may %s, want exactly PutItem and SendMessage", got)
+	}
+}
+
+// The demo kinds (example.fail panics or overruns on purpose) are switched
+// on in dev and never in a prod synthesis unless opted in.
+func TestExampleKindsNeverInProd(t *testing.T) {
+	for name, s := range envs {
+		fns := s.resources("AWS::Lambda::Function")
+		on := 0
+		for _, f := range fns {
+			if strings.Contains(jsonOf(props(f)["Environment"]), "JOBS_EXAMPLE_KINDS") {
+				on++
+			}
+		}
+		switch {
+		case name == "prod" && on != 0:
+			t.Errorf("prod: %d functions serve the example kinds", on)
+		case name == "dev" && on != 5:
+			t.Errorf("dev: %d of 5 functions serve the example kinds", on)
+		}
+	}
+}
+
+// The worker learns the sources connected to its queue, so that it refuses
+// to start when its routes do not cover one of them.
+func TestWorkerKnowsItsSources(t *testing.T) {
+	for name, s := range envs {
+		var env string
+		for _, f := range s.resources("AWS::Lambda::Function") {
+			if strings.HasSuffix(fmt.Sprint(props(f)["Description"]), " worker") {
+				env = jsonOf(props(f)["Environment"])
+			}
+		}
+		want := name == "sources"
+		if got := strings.Contains(env, "JOBS_SOURCES"); got != want {
+			t.Errorf("%s: worker has JOBS_SOURCES %v, want %v (%s)", name, got, want, env)
+		}
+		if want && (!strings.Contains(env, `\"bucket\":\"uploads-example\"`) || !strings.Contains(env, `\"detail_type\":\"OrderPlaced\"`)) {
+			t.Errorf("%s: worker sources %s", name, env)
+		}
+	}
+}
+
+func TestGrantReadJobs(t *testing.T) {
+	s := envs["sources"]
+	var readerRole string
+	for id, r := range s.resources("AWS::IAM::Role") {
+		if props(r)["Description"] == "job reader" {
+			readerRole = id
+		}
+	}
+	var actions []string
+	for _, pol := range s.resources("AWS::IAM::Policy") {
+		if !strings.Contains(jsonOf(props(pol)["Roles"]), readerRole) {
+			continue
+		}
+		for _, st := range props(pol)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			actions = append(actions, jsonOf(st.(map[string]any)["Action"]))
+		}
+	}
+	if readerRole == "" || strings.Join(actions, " ") != `"dynamodb:GetItem"` {
+		t.Errorf("reader role %q may %v, want exactly dynamodb:GetItem", readerRole, actions)
 	}
 }

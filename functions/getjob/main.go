@@ -3,15 +3,13 @@
 package main
 
 import (
+	"os"
+
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
 )
 
 func main() {
-	reg := jobs.NewRegistry()
-	if err := examplekinds.Register(reg); err != nil {
-		panic(err)
-	}
+	reg := examplekinds.MustRegistry(os.Getenv)
 	lambdafn.Main(lambdafn.GetJob, reg)
 }

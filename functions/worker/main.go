@@ -6,17 +6,16 @@ import (
 	"os"
 
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
 )
 
 func main() {
-	reg := jobs.NewRegistry()
-	if err := examplekinds.Register(reg); err != nil {
-		panic(err)
-	}
+	reg := examplekinds.MustRegistry(os.Getenv)
 	// S3 notifications, EventBridge events and plain envelopes dropped on
 	// the queue become example jobs owned by JOBS_EXAMPLE_ROUTE_OWNER.
-	routes := examplekinds.Routes(os.Getenv("JOBS_EXAMPLE_ROUTE_OWNER"))
-	lambdafn.Main(lambdafn.Worker, reg, lambdafn.WithRoutes(routes))
+	var opts []lambdafn.Option
+	if examplekinds.Enabled(os.Getenv) {
+		opts = append(opts, lambdafn.WithRoutes(examplekinds.Routes(os.Getenv("JOBS_EXAMPLE_ROUTE_OWNER"))))
+	}
+	lambdafn.Main(lambdafn.Worker, reg, opts...)
 }

@@ -169,6 +169,30 @@ func FailModes(ctx context.Context, job *jobs.Job[FailPayload]) (jobs.NoResult, 
 	return jobs.NoResult{}, jobs.Fail(CodeInvalidMode, nil)
 }
 
+// Switch is the environment variable that turns the example kinds on in
+// this repository's own functions. The CDK construct sets it only when
+// asked (jobsinfra.JobsProps.ExampleKinds: dev by default, prod only with
+// -c exampleKinds=true); the local stack always does. Without it the
+// functions serve no kind at all, so example.fail (which panics or overruns
+// on purpose) never reaches a deployment by accident.
+const Switch = "JOBS_EXAMPLE_KINDS"
+
+// Enabled reports whether getenv turns the example kinds on.
+func Enabled(getenv func(string) string) bool { return getenv(Switch) == "on" }
+
+// MustRegistry returns the registry of this repository's functions: the
+// example kinds when they are enabled, else an empty one. It panics only on
+// a registration bug, which every test run would show.
+func MustRegistry(getenv func(string) string) *jobs.Registry {
+	reg := jobs.NewRegistry()
+	if Enabled(getenv) {
+		if err := Register(reg); err != nil {
+			panic(err)
+		}
+	}
+	return reg
+}
+
 // Register adds the example kinds to reg.
 func Register(reg *jobs.Registry) error {
 	return errors.Join(

@@ -206,6 +206,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		"AWS_SESSION_TOKEN=",
 		"AWS_PROFILE=",
 		"AWS_EC2_METADATA_DISABLED=true",
+		// The local stack serves this repository's example kinds.
+		"JOBS_EXAMPLE_KINDS=on",
 	}, append(keyEnv, cfg.FunctionEnv...)...)
 	start := func(name, instance string, timeout time.Duration) (*Function, error) {
 		label := name

@@ -356,3 +356,84 @@ func DerivedJobIDs(body, messageID, envelopeOwner string) (ids []string, acknowl
 	}
 	return ids, res.ack != ""
 }
+
+// Source is a sender of foreign messages that the infrastructure connects
+// to the queue: S3 notifications of a bucket (Type "s3", Bucket), or
+// EventBridge events of a source (Type "eventbridge", EventSource, and
+// DetailType, "" for every detail type). The CDK construct tells the worker
+// its sources (JOBS_SOURCES), and the worker refuses to start when a source
+// has no route that accepts its messages: they would all go to the
+// dead-letter queue.
+type Source struct {
+	Type        string `json:"type"`
+	Bucket      string `json:"bucket,omitempty"`
+	EventSource string `json:"source,omitempty"`
+	DetailType  string `json:"detail_type,omitempty"`
+}
+
+func (s Source) String() string {
+	switch s.Type {
+	case "s3":
+		return "S3 bucket " + s.Bucket
+	case "eventbridge":
+		if s.DetailType == "" {
+			return "EventBridge source " + s.EventSource + " (every detail type)"
+		}
+		return "EventBridge source " + s.EventSource + " (detail type " + s.DetailType + ")"
+	}
+	return "source of type " + s.Type
+}
+
+// ErrUnroutedSource: a configured source has no route that accepts its
+// messages.
+var ErrUnroutedSource = errors.New("jobs: a configured source has no route")
+
+// CheckSources returns an error naming each source that no route accepts
+// (ErrUnroutedSource), with the routes there are.
+func (r *Routes) CheckSources(sources []Source) error {
+	var errs []error
+	for _, src := range sources {
+		if !r.accepts(src) {
+			errs = append(errs, fmt.Errorf("%w: %v is connected to the queue but no route accepts it (routes: %s)", ErrUnroutedSource, src, r.describe()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Routes) accepts(src Source) bool {
+	if r == nil {
+		return false
+	}
+	switch src.Type {
+	case "s3":
+		for _, rt := range r.S3 {
+			if (rt.Bucket == "" || rt.Bucket == src.Bucket) && (rt.EventPrefix == "" || strings.HasPrefix("ObjectCreated:", rt.EventPrefix) || strings.HasPrefix(rt.EventPrefix, "ObjectCreated:")) {
+				return true
+			}
+		}
+	case "eventbridge":
+		for _, rt := range r.EventBridge {
+			if rt.Source == src.EventSource && (rt.DetailType == "" || rt.DetailType == src.DetailType) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *Routes) describe() string {
+	if r == nil {
+		return "none"
+	}
+	var parts []string
+	for _, rt := range r.S3 {
+		parts = append(parts, fmt.Sprintf("s3 bucket %q events %q -> %s", rt.Bucket, rt.EventPrefix, rt.Kind))
+	}
+	for _, rt := range r.EventBridge {
+		parts = append(parts, fmt.Sprintf("eventbridge %q/%q -> %s", rt.Source, rt.DetailType, rt.Kind))
+	}
+	if len(parts) == 0 {
+		return "none for S3 or EventBridge"
+	}
+	return strings.Join(parts, "; ")
+}

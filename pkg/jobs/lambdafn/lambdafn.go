@@ -25,17 +25,23 @@
 //	                           sealing payload fields tagged jobs:"secret"
 //	JOBS_PAYLOAD_SECRET        or: a random string of 32+ characters the key is derived
 //	                           from (SHA-256), as the CDK app passes from Secrets Manager
+//	JOBS_SOURCES               the foreign sources connected to the queue, as JSON
+//	                           [{"type":"s3","bucket":...},{"type":"eventbridge","source":...,"detail_type":...}]
+//	                           (the CDK construct sets it on the worker, which refuses to start
+//	                           when a source has no route: see jobs.Routes.CheckSources)
 //	AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS  local emulators (SDK standard)
 package lambdafn
 
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -61,6 +67,8 @@ type Config struct {
 	Deadlines     jobs.Deadlines
 	// Sealer seals secret payload fields (nil without JOBS_PAYLOAD_KEY).
 	Sealer jobs.Sealer
+	// Sources are the foreign sources connected to the queue (JOBS_SOURCES).
+	Sources []jobs.Source
 }
 
 // ConfigFromEnv reads Config from the environment (see the package doc).
@@ -121,6 +129,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("JOBS_PAYLOAD_KEY: %w", err))
+		}
+	}
+	if v := getenv("JOBS_SOURCES"); v != "" {
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c.Sources); err != nil {
+			errs = append(errs, errors.New(`JOBS_SOURCES: want a JSON list such as [{"type":"s3","bucket":"uploads"}]`))
 		}
 	}
 	if c.Table == "" {
@@ -200,8 +215,13 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 	return httpapi.New(svc, d.Logger).CancelJob, nil
 }
 
-// Worker is the SQS-triggered worker function.
+// Worker is the SQS-triggered worker function. It refuses to start when a
+// source connected to the queue (JOBS_SOURCES) has no route that accepts
+// its messages.
 func Worker(d *Deps, reg *jobs.Registry) (any, error) {
+	if err := d.Routes.CheckSources(d.Config.Sources); err != nil {
+		return nil, err
+	}
 	w, err := jobs.NewWorker(jobs.WorkerConfig{
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Retention: d.Config.Retention,

@@ -2,9 +2,12 @@ package lambdafn_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
@@ -67,5 +70,30 @@ func TestBuildNeedsQueueForEnqueueAndSweeper(t *testing.T) {
 		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+	}
+}
+
+// A source the stack connects to the queue but no route accepts is refused
+// at cold start, naming both the source and the routes there are.
+func TestWorkerRefusesASourceWithoutRoute(t *testing.T) {
+	t.Parallel()
+	getenv := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1",
+		"JOBS_SOURCES": `[{"type":"eventbridge","source":"shop.orders","detail_type":"OrderPlaced"},{"type":"s3","bucket":"uploads"}]`})
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "order", jobs.HandlerFunc[events.EventBridgeEvent, jobs.NoResult](func(context.Context, *jobs.Job[events.EventBridgeEvent]) (jobs.NoResult, error) {
+		return jobs.NoResult{}, nil
+	}))
+	_, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg, getenv, nil)
+	if !errors.Is(err, jobs.ErrUnroutedSource) || !strings.Contains(err.Error(), "EventBridge source shop.orders (detail type OrderPlaced)") ||
+		!strings.Contains(err.Error(), "S3 bucket uploads") {
+		t.Fatalf("worker without routes: %v, want both sources named", err)
+	}
+	routes := &jobs.Routes{EventBridge: []jobs.EventBridgeRoute{{Source: "shop.orders", Kind: "order", Owner: "o"}}}
+	_, err = lambdafn.Build(context.Background(), lambdafn.Worker, reg, getenv, nil, lambdafn.WithRoutes(routes))
+	if err == nil || strings.Contains(err.Error(), "EventBridge source shop.orders") || !strings.Contains(err.Error(), "S3 bucket uploads") {
+		t.Fatalf("worker routing EventBridge only: %v, want only the bucket refused", err)
+	}
+	if _, err := lambdafn.ConfigFromEnv(env(map[string]string{"JOBS_TABLE": "t", "JOBS_SOURCES": `[{"type":"s3","buckets":"x"}]`})); err == nil {
+		t.Fatal("a malformed JOBS_SOURCES was accepted")
 	}
 }

@@ -1,0 +1,142 @@
+package jobsinfra
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+var envName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
+
+// Config is one environment's settings. Every field has a value in Dev and
+// Prod: start from one of them and change what you tune, then pass it in
+// JobsProps. NewJobs validates it (Validate) and panics with the reason if
+// it does not hold, as CDK constructs do.
+type Config struct {
+	// Name names the environment (1-20 lower-case letters, digits or '-');
+	// it is part of resource descriptions, the API's name and the metric
+	// namespace.
+	Name string
+
+	// Worker function.
+	WorkerMemoryMB int
+	WorkerTimeout  time.Duration
+	// HandlerReserve: handler contexts end this long before the worker's
+	// deadline; FinalWriteTimeout bounds the final write inside it.
+	HandlerReserve    time.Duration
+	FinalWriteTimeout time.Duration
+	// WorkerConcurrency: records of one batch run at once.
+	WorkerConcurrency int
+	// Event source: batch size, batching window, maximum concurrent
+	// invocations (2..1000).
+	BatchSize      int
+	BatchWindow    time.Duration
+	MaxConcurrency int
+
+	// API and sweeper functions.
+	APIMemoryMB    int
+	APITimeout     time.Duration
+	SweeperTimeout time.Duration
+
+	// Jobs.
+	DispatchGrace time.Duration
+	Retention     time.Duration
+
+	// Logs and data.
+	LogRetentionDays int
+	// Retain keeps the table, its logs and secret when the stack is
+	// deleted, and turns on point-in-time recovery and deletion protection.
+	Retain bool
+
+	// API throttling (requests per second, burst).
+	ThrottleRate  float64
+	ThrottleBurst int
+	// JWT, when set, authorizes the routes with a JWT authorizer instead
+	// of IAM.
+	JWT *JWTConfig
+
+	// Alarms go to AlarmTopicARN if set, else to a new topic that
+	// AlarmEmail (if set) subscribes to.
+	AlarmEmail    string
+	AlarmTopicARN string
+	// OldestMessageAlarm fires when the queue's oldest message is older.
+	OldestMessageAlarm time.Duration
+
+	// Sources of foreign messages (see docs/SOURCES.md).
+	S3Sources         []S3Source
+	EventBridgeSource []EventBridgeSource
+}
+
+// JWTConfig configures a JWT authorizer.
+type JWTConfig struct {
+	Issuer   string
+	Audience []string
+}
+
+// S3Source connects an existing bucket's notifications to the queue.
+type S3Source struct {
+	BucketName string
+	// Prefix and Suffix filter object keys ("" for any).
+	Prefix, Suffix string
+}
+
+// EventBridgeSource is a rule on a bus with the queue as target.
+type EventBridgeSource struct {
+	// Bus is the event bus name ("" for default).
+	Bus         string
+	Sources     []string
+	DetailTypes []string
+}
+
+// Dev is the development environment: small, cheap, destroyed with the stack.
+var Dev = Config{
+	Name:           "dev",
+	WorkerMemoryMB: 512, WorkerTimeout: 60 * time.Second,
+	HandlerReserve: 3 * time.Second, FinalWriteTimeout: 2 * time.Second,
+	WorkerConcurrency: 8,
+	BatchSize:         10, BatchWindow: 0, MaxConcurrency: 5,
+	APIMemoryMB: 256, APITimeout: 10 * time.Second, SweeperTimeout: 60 * time.Second,
+	DispatchGrace: 3 * time.Minute, Retention: 3 * 24 * time.Hour,
+	LogRetentionDays: 14, Retain: false,
+	ThrottleRate: 50, ThrottleBurst: 100,
+	OldestMessageAlarm: 15 * time.Minute,
+}
+
+// Prod is the production environment: retained data, PITR, longer logs.
+var Prod = Config{
+	Name:           "prod",
+	WorkerMemoryMB: 1024, WorkerTimeout: 120 * time.Second,
+	HandlerReserve: 5 * time.Second, FinalWriteTimeout: 3 * time.Second,
+	WorkerConcurrency: 10,
+	BatchSize:         10, BatchWindow: 0, MaxConcurrency: 50,
+	APIMemoryMB: 512, APITimeout: 10 * time.Second, SweeperTimeout: 120 * time.Second,
+	DispatchGrace: 5 * time.Minute, Retention: 14 * 24 * time.Hour,
+	LogRetentionDays: 90, Retain: true,
+	ThrottleRate: 500, ThrottleBurst: 1000,
+	OldestMessageAlarm: 10 * time.Minute,
+}
+
+// Validate checks the settings against each other.
+func (c Config) Validate() error {
+	switch {
+	case !envName.MatchString(c.Name):
+		return fmt.Errorf("environment %q: want 1-20 lower-case letters, digits or '-'", c.Name)
+	case c.HandlerReserve < c.FinalWriteTimeout+500*time.Millisecond:
+		return fmt.Errorf("%s: handler reserve %v must exceed the final write timeout %v by 0.5s", c.Name, c.HandlerReserve, c.FinalWriteTimeout)
+	case c.WorkerTimeout <= 2*c.HandlerReserve:
+		return fmt.Errorf("%s: worker timeout %v leaves handlers less than half after the reserve %v", c.Name, c.WorkerTimeout, c.HandlerReserve)
+	case c.WorkerTimeout > 15*time.Minute || c.SweeperTimeout > 15*time.Minute:
+		return fmt.Errorf("%s: Lambda timeouts are at most 15 minutes", c.Name)
+	case 6*c.WorkerTimeout > 12*time.Hour:
+		return fmt.Errorf("%s: the queue's visibility timeout (6x the worker timeout) would exceed 12 hours", c.Name)
+	case c.DispatchGrace <= c.WorkerTimeout:
+		return fmt.Errorf("%s: dispatch grace %v must exceed the worker timeout %v", c.Name, c.DispatchGrace, c.WorkerTimeout)
+	case c.BatchSize < 1 || c.BatchSize > 10000 || (c.BatchSize > 10 && c.BatchWindow == 0):
+		return fmt.Errorf("%s: batch size %d: 1..10, or up to 10000 with a batching window", c.Name, c.BatchSize)
+	case c.MaxConcurrency < 2 || c.MaxConcurrency > 1000:
+		return fmt.Errorf("%s: maximum concurrency %d: 2..1000", c.Name, c.MaxConcurrency)
+	case c.BatchWindow > 5*time.Minute:
+		return fmt.Errorf("%s: batching window %v: at most 5 minutes", c.Name, c.BatchWindow)
+	}
+	return nil
+}

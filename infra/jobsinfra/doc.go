@@ -1,0 +1,56 @@
+// Package jobsinfra is the CDK construct that deploys lambdajobs into your
+// own CDK app: one Jobs per environment, inside a stack of yours.
+//
+//	app := awscdk.NewApp(nil)
+//	stack := awscdk.NewStack(app, jsii.String("orders-prod"), nil)
+//	cfg := jobsinfra.Prod // or jobsinfra.Dev; change what you tune
+//	cfg.Name = "prod"
+//	cfg.BatchSize, cfg.MaxConcurrency = 10, 20
+//	cfg.AlarmEmail = "oncall@example.com"
+//	jobs := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{
+//		Config:     cfg,
+//		Bootstraps: "../build", // <function>/bootstrap, from your own mains
+//	})
+//	jobs.GrantEnqueue(ordersFunction) // enqueue from your own Go code
+//	jobs.GrantReadJobs(operatorRole)  // read jobs straight from the table
+//
+// # What it creates
+//
+// The jobs table (its sweep index from dynamostore's one definition), the
+// queue and its dead-letter queue (sqsqueue's one definition), the five
+// functions (enqueue, getjob, cancel, worker, sweeper) on arm64
+// provided.al2023 with a least-privilege role and a log group each, the
+// worker's SQS event source with partial batch responses, the sweeper's
+// one-minute schedule, the HTTP API (IAM or JWT authorisation, access logs,
+// throttling), the foreign sources of Config (S3 buckets, EventBridge
+// rules) and alarms on one SNS topic. Everything passes cdk-nag's
+// AwsSolutions pack (the few suppressions carry their reasons).
+//
+// # What you tune
+//
+// Config holds every setting with validated defaults in Dev and Prod: the
+// worker's memory, timeout, handler reserve, final-write bound and
+// concurrency; the event source's batch size, batching window and maximum
+// concurrency; the API functions' memory and timeout; the sweeper's
+// timeout; dispatch grace and retention of jobs; log retention; Retain
+// (keep the table, logs and secret on deletion, point-in-time recovery,
+// deletion protection); API throttling; JWT authorisation; the alarm topic
+// or e-mail; the foreign sources. NewJobs panics with the reason when
+// Config.Validate refuses it or a bootstrap is missing, so `cdk synth`
+// fails before anything is deployed.
+//
+// # Your functions
+//
+// The bootstraps are your own: mains over package lambdafn that register
+// your kinds (see the README's "Use it in your own service"). The worker is
+// told the foreign sources connected to its queue (JOBS_SOURCES) and
+// refuses to start when its routes do not accept one of them, naming both.
+// JobsProps.ExampleKinds sets JOBS_EXAMPLE_KINDS=on, which only this
+// repository's demo mains read; leave it off in production.
+//
+// # What it exposes
+//
+// Table, Queue, DLQ, API, AlarmTopic and the five functions (also in
+// Functions by name), to wire your own resources to; GrantEnqueue and
+// GrantReadJobs. It creates no stack outputs: add the ones you want.
+package jobsinfra

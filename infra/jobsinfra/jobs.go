@@ -1,0 +1,487 @@
+package jobsinfra
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3notifications"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
+)
+
+// JobsProps configure a Jobs construct.
+type JobsProps struct {
+	// Config is the environment's settings (start from Dev or Prod).
+	Config Config
+	// Bootstraps is the folder holding <function>/bootstrap for the five
+	// functions (enqueue, getjob, cancel, worker, sweeper), built for
+	// linux/arm64 from your own mains over lambdafn (see the README's "Use
+	// it in your own service").
+	Bootstraps string
+	// ExampleKinds sets JOBS_EXAMPLE_KINDS=on in every function, which this
+	// repository's own mains read to register the demo kinds (example.*,
+	// including example.fail, which panics or overruns on purpose). Leave it
+	// off in production; your own mains need not read it at all.
+	ExampleKinds bool
+}
+
+// Jobs is one environment of lambdajobs inside your stack: the table, the
+// queue pair, the five functions, the HTTP API, the sweeper's schedule,
+// the foreign sources and the alarms. Create one per environment (per
+// stack) and wire your own resources to its fields and Grant methods.
+type Jobs struct {
+	constructs.Construct
+	Table awsdynamodb.Table
+	Queue awssqs.Queue
+	DLQ   awssqs.Queue
+	// The five functions, also by name in Functions.
+	Enqueue, GetJob, Cancel, Worker, Sweeper awslambda.Function
+	Functions                                map[string]awslambda.Function
+	API                                      awsapigatewayv2.HttpApi
+	AlarmTopic                               awssns.ITopic
+
+	cfg           Config
+	payloadSecret awssecretsmanager.Secret
+}
+
+func dur(d time.Duration) awscdk.Duration { return awscdk.Duration_Seconds(jsii.Number(d.Seconds())) }
+
+// NewJobs adds one environment of lambdajobs to scope. It panics if
+// props.Config does not validate or a bootstrap is missing, naming the
+// reason (CDK's way for invalid props).
+func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
+	cfg := props.Config
+	if err := cfg.Validate(); err != nil {
+		panic("jobsinfra: " + err.Error())
+	}
+	for _, f := range FunctionNames {
+		if _, err := os.Stat(filepath.Join(props.Bootstraps, f, "bootstrap")); err != nil {
+			panic(fmt.Sprintf("jobsinfra: %s/%s/bootstrap is missing: build your functions first", props.Bootstraps, f))
+		}
+	}
+	stack := constructs.NewConstruct(scope, &id)
+	s := &Jobs{Construct: stack, Functions: map[string]awslambda.Function{}, cfg: cfg}
+	removal := awscdk.RemovalPolicy_DESTROY
+	if cfg.Retain {
+		removal = awscdk.RemovalPolicy_RETAIN
+	}
+
+	// The table, from dynamostore's one definition.
+	s.Table = awsdynamodb.NewTable(stack, jsii.String("Jobs"), &awsdynamodb.TableProps{
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrID), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		TimeToLiveAttribute: jsii.String(dynamostore.AttrExpires),
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(cfg.Retain),
+		},
+		DeletionProtection: jsii.Bool(cfg.Retain),
+		Encryption:         awsdynamodb.TableEncryption_AWS_MANAGED,
+		RemovalPolicy:      removal,
+	})
+	if !cfg.Retain {
+		cdknag.NagSuppressions_AddResourceSuppressions(s.Table, &[]*cdknag.NagPackSuppression{{
+			Id:     jsii.String("AwsSolutions-DDB3"),
+			Reason: jsii.String("A non-retained environment's table is disposable (it is deleted with the stack); retained environments such as prod enable point-in-time recovery."),
+		}}, jsii.Bool(true))
+	}
+	s.Table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(dynamostore.SweepIndex),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrSweepShard), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrSweepAt), Type: awsdynamodb.AttributeType_NUMBER},
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+	})
+
+	// The queue pair, from sqsqueue's one definition.
+	spec := sqsqueue.DefaultSpec(cfg.WorkerTimeout)
+	s.DLQ = awssqs.NewQueue(stack, jsii.String("DeadLetters"), &awssqs.QueueProps{
+		RetentionPeriod: dur(spec.DLQRetention),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+	})
+	s.Queue = awssqs.NewQueue(stack, jsii.String("Jobs"+"Queue"), &awssqs.QueueProps{
+		VisibilityTimeout: dur(spec.VisibilityTimeout),
+		RetentionPeriod:   dur(spec.Retention),
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: s.DLQ, MaxReceiveCount: jsii.Number(float64(spec.MaxReceiveCount))},
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+	})
+
+	// The key that seals secret payload fields, generated once per stack.
+	payloadSecret := awssecretsmanager.NewSecret(stack, jsii.String("PayloadSecret"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("lambdajobs " + cfg.Name + ": seals payload fields tagged jobs:\"secret\""),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength: jsii.Number(64), ExcludePunctuation: jsii.Bool(true),
+		},
+		RemovalPolicy: removal,
+	})
+	s.payloadSecret = payloadSecret
+	cdknag.NagSuppressions_AddResourceSuppressions(payloadSecret, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-SMG4"),
+		Reason: jsii.String("The payload sealing key cannot rotate on a schedule: values sealed with the old key must stay " +
+			"readable until their jobs expire, so a new key is added ahead of the old one (JOBS_PAYLOAD_KEY is a key ring) " +
+			"and the old one removed after the retention; see docs/OPERATIONS.md."),
+	}}, jsii.Bool(true))
+
+	env := map[string]*string{
+		"JOBS_TABLE":               s.Table.TableName(),
+		"JOBS_QUEUE_URL":           s.Queue.QueueUrl(),
+		"JOBS_DISPATCH_GRACE":      jsii.String(cfg.DispatchGrace.String()),
+		"JOBS_RETENTION":           jsii.String(cfg.Retention.String()),
+		"JOBS_WORKER_CONCURRENCY":  jsii.String(strconv.Itoa(cfg.WorkerConcurrency)),
+		"JOBS_HANDLER_RESERVE":     jsii.String(cfg.HandlerReserve.String()),
+		"JOBS_FINAL_WRITE_TIMEOUT": jsii.String(cfg.FinalWriteTimeout.String()),
+		// Resolved by CloudFormation at deploy time; never in the template.
+		"JOBS_PAYLOAD_SECRET": payloadSecret.SecretValue().UnsafeUnwrap(),
+	}
+	if props.ExampleKinds {
+		env["JOBS_EXAMPLE_KINDS"] = jsii.String("on")
+	}
+	fn := func(name string, memory int, timeout time.Duration) awslambda.Function {
+		logs := awslogs.NewLogGroup(stack, jsii.String(name+"Logs"), &awslogs.LogGroupProps{
+			Retention:     retention(cfg.LogRetentionDays),
+			RemovalPolicy: removal,
+		})
+		role := awsiam.NewRole(stack, jsii.String(name+"Role"), &awsiam.RoleProps{
+			AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+			Description: jsii.String("lambdajobs " + cfg.Name + " " + name + " function"),
+		})
+		// Logging without the managed AWSLambdaBasicExecutionRole: only its
+		// own log group.
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
+			Resources: jsii.Strings(*logs.LogGroupArn() + ":*"),
+		}))
+		cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+			Id: jsii.String("AwsSolutions-IAM5"),
+			Reason: jsii.String("Lambda names its log streams at run time; the wildcard covers only the streams of this " +
+				"function's own log group, in place of the managed AWSLambdaBasicExecutionRole."),
+			AppliesTo: &[]interface{}{jsii.String("Resource::<" + *awscdk.Stack_Of(stack).GetLogicalId(logs.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>:*")},
+		}}, jsii.Bool(true))
+		f := awslambda.NewFunction(stack, jsii.String(name), &awslambda.FunctionProps{
+			Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
+			Architecture:  awslambda.Architecture_ARM_64(),
+			Handler:       jsii.String("bootstrap"),
+			Code:          awslambda.Code_FromAsset(jsii.String(filepath.Join(props.Bootstraps, name)), nil),
+			MemorySize:    jsii.Number(float64(memory)),
+			Timeout:       dur(timeout),
+			Environment:   &env,
+			LoggingFormat: awslambda.LoggingFormat_JSON,
+			LogGroup:      logs,
+			Role:          role,
+			Description:   jsii.String("lambdajobs " + cfg.Name + " " + name),
+		})
+		s.Functions[name] = f
+		return f
+	}
+	enqueue := fn("enqueue", cfg.APIMemoryMB, cfg.APITimeout)
+	getjob := fn("getjob", cfg.APIMemoryMB, cfg.APITimeout)
+	cancelFn := fn("cancel", cfg.APIMemoryMB, cfg.APITimeout)
+	worker := fn("worker", cfg.WorkerMemoryMB, cfg.WorkerTimeout)
+	sweeper := fn("sweeper", cfg.APIMemoryMB, cfg.SweeperTimeout)
+	s.Enqueue, s.GetJob, s.Cancel, s.Worker, s.Sweeper = enqueue, getjob, cancelFn, worker, sweeper
+	if sources := cfg.sources(); sources != "" {
+		// The worker refuses to start if a source has no route in its code.
+		worker.AddEnvironment(jsii.String("JOBS_SOURCES"), jsii.String(sources), nil)
+	}
+
+	// Least privilege, per function.
+	allow := func(f awslambda.Function, actions []string, resources ...*string) {
+		f.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions: jsii.Strings(actions...), Resources: &resources,
+		}))
+	}
+	table, index := s.Table.TableArn(), jsii.String(*s.Table.TableArn()+"/index/"+dynamostore.SweepIndex)
+	allow(enqueue, []string{"dynamodb:PutItem"}, table)
+	// Batches: an idempotent retry reads the batch; creating it is an update.
+	allow(enqueue, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
+	allow(enqueue, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
+	allow(getjob, []string{"dynamodb:GetItem"}, table)
+	allow(cancelFn, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
+	// The worker claims, publishes and finishes (UpdateItem), reads a job
+	// it may interrupt, and creates jobs from foreign messages (PutItem).
+	allow(worker, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, table)
+	// ...and sends retries and early deliveries back with a delay.
+	allow(worker, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
+	allow(sweeper, []string{"dynamodb:Query"}, index)
+	allow(sweeper, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
+	// ...and creates the completion job of a batch whose end was never recorded.
+	allow(sweeper, []string{"dynamodb:PutItem"}, table)
+	allow(sweeper, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
+
+	// The worker's event source.
+	worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(s.Queue, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(float64(cfg.BatchSize)),
+		MaxBatchingWindow:       batchWindow(cfg.BatchWindow),
+		MaxConcurrency:          jsii.Number(float64(cfg.MaxConcurrency)),
+		ReportBatchItemFailures: jsii.Bool(true),
+	}))
+
+	// The sweeper, every minute, never retried (the next minute is the retry).
+	sweeper.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{RetryAttempts: jsii.Number(0)})
+	awsevents.NewRule(stack, jsii.String("SweepEveryMinute"), &awsevents.RuleProps{
+		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(sweeper, &awseventstargets.LambdaFunctionProps{
+			RetryAttempts: jsii.Number(0),
+		})},
+	})
+
+	// The HTTP API: IAM (or JWT) on both routes, access logs, throttling.
+	var authorizer awsapigatewayv2.IHttpRouteAuthorizer = awsapigatewayv2authorizers.NewHttpIamAuthorizer()
+	if cfg.JWT != nil {
+		authorizer = awsapigatewayv2authorizers.NewHttpJwtAuthorizer(jsii.String("Jwt"), jsii.String(cfg.JWT.Issuer),
+			&awsapigatewayv2authorizers.HttpJwtAuthorizerProps{JwtAudience: jsii.Strings(cfg.JWT.Audience...)})
+	}
+	s.API = awsapigatewayv2.NewHttpApi(stack, jsii.String("Api"), &awsapigatewayv2.HttpApiProps{
+		ApiName:            jsii.String("lambdajobs-" + cfg.Name),
+		CreateDefaultStage: jsii.Bool(false),
+	})
+	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/v1/jobs"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("Enqueue"), enqueue, nil),
+		Authorizer:  authorizer,
+	})
+	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/v1/jobs/{id}"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("GetJob"), getjob, nil),
+		Authorizer:  authorizer,
+	})
+	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/v1/batches"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("EnqueueBatch"), enqueue, nil),
+		Authorizer:  authorizer,
+	})
+	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/v1/batches/{id}"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("GetBatch"), getjob, nil),
+		Authorizer:  authorizer,
+	})
+	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/v1/jobs/{id}/cancel"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("CancelJob"), cancelFn, nil),
+		Authorizer:  authorizer,
+	})
+	accessLogs := awslogs.NewLogGroup(stack, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
+		Retention: retention(cfg.LogRetentionDays), RemovalPolicy: removal,
+	})
+	stage := awsapigatewayv2.NewHttpStage(stack, jsii.String("DefaultStage"), &awsapigatewayv2.HttpStageProps{
+		HttpApi:    s.API,
+		StageName:  jsii.String("$default"),
+		AutoDeploy: jsii.Bool(true),
+		Throttle:   &awsapigatewayv2.ThrottleSettings{RateLimit: jsii.Number(cfg.ThrottleRate), BurstLimit: jsii.Number(float64(cfg.ThrottleBurst))},
+	})
+	stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+		DestinationArn: accessLogs.LogGroupArn(),
+		Format: jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","caller":"$context.identity.caller",` +
+			`"user":"$context.identity.userArn","requestTime":"$context.requestTime","routeKey":"$context.routeKey",` +
+			`"status":"$context.status","responseLength":"$context.responseLength","latency":"$context.responseLatency",` +
+			`"integrationError":"$context.integrationErrorMessage"}`),
+	})
+
+	// Foreign sources (docs/SOURCES.md): each allowed to send only from
+	// its own ARN.
+	for i, src := range cfg.S3Sources {
+		bucket := awss3.Bucket_FromBucketName(stack, jsii.String(fmt.Sprintf("Source%dBucket", i)), jsii.String(src.BucketName))
+		filter := &awss3.NotificationKeyFilter{}
+		if src.Prefix != "" {
+			filter.Prefix = jsii.String(src.Prefix)
+		}
+		if src.Suffix != "" {
+			filter.Suffix = jsii.String(src.Suffix)
+		}
+		bucket.AddEventNotification(awss3.EventType_OBJECT_CREATED, awss3notifications.NewSqsDestination(s.Queue), filter)
+	}
+	if len(cfg.S3Sources) > 0 {
+		// CDK configures notifications on existing buckets with its own
+		// singleton custom resource.
+		cdknag.NagSuppressions_AddResourceSuppressionsByPath(awscdk.Stack_Of(stack),
+			jsii.String("/"+*awscdk.Stack_Of(stack).StackName()+"/BucketNotificationsHandler050a0587b7544547bf325f094a3db834/Role"),
+			&[]*cdknag.NagPackSuppression{
+				{Id: jsii.String("AwsSolutions-IAM4"), Reason: jsii.String("CDK's own handler that puts notification configurations on existing buckets; it runs only during deployments.")},
+				{Id: jsii.String("AwsSolutions-IAM5"), Reason: jsii.String("CDK's bucket notifications handler needs s3:PutBucketNotification on the buckets it configures; it runs only during deployments.")},
+			}, jsii.Bool(true))
+	}
+	for i, src := range cfg.EventBridgeSource {
+		pattern := &awsevents.EventPattern{Source: jsii.Strings(src.Sources...)}
+		if len(src.DetailTypes) > 0 {
+			pattern.DetailType = jsii.Strings(src.DetailTypes...)
+		}
+		props := &awsevents.RuleProps{
+			EventPattern: pattern,
+			Targets:      &[]awsevents.IRuleTarget{awseventstargets.NewSqsQueue(s.Queue, nil)},
+		}
+		if src.Bus != "" {
+			props.EventBus = awsevents.EventBus_FromEventBusName(stack, jsii.String(fmt.Sprintf("Source%dBus", i)), jsii.String(src.Bus))
+		}
+		awsevents.NewRule(stack, jsii.String(fmt.Sprintf("Source%dRule", i)), props)
+	}
+
+	s.alarms(cfg, worker, sweeper)
+
+	return s
+}
+
+// sources is JOBS_SOURCES: the foreign sources as the worker checks them
+// against its routes (jobs.Source).
+func (c Config) sources() string {
+	type source = jobs.Source
+	var list []source
+	for _, s3 := range c.S3Sources {
+		list = append(list, source{Type: "s3", Bucket: s3.BucketName})
+	}
+	for _, eb := range c.EventBridgeSource {
+		for _, src := range eb.Sources {
+			if len(eb.DetailTypes) == 0 {
+				list = append(list, source{Type: "eventbridge", EventSource: src})
+			}
+			for _, dt := range eb.DetailTypes {
+				list = append(list, source{Type: "eventbridge", EventSource: src, DetailType: dt})
+			}
+		}
+	}
+	if len(list) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(list)
+	return string(b)
+}
+
+// FunctionNames are the five functions, as folders of JobsProps.Bootstraps.
+var FunctionNames = []string{"enqueue", "getjob", "cancel", "worker", "sweeper"}
+
+// GrantReadJobs lets grantee read jobs and batches straight from the table
+// (dynamodb:GetItem on it, nothing else): for an operator's role or a
+// reporting function. Owners are not checked on this path; the HTTP API is
+// the owner-checked way to read.
+func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
+	// Not Table.Grant: it adds the table's indexes with a wildcard.
+	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: grantee, Actions: jsii.Strings("dynamodb:GetItem"), ResourceArns: jsii.Strings(*s.Table.TableArn()),
+	})
+}
+
+// GrantEnqueue lets another function enqueue jobs directly from Go (a
+// jobs.Service in its own code: Enqueue, or Prepare + TransactPut +
+// Dispatch inside its own DynamoDB transaction). It grants exactly
+// dynamodb:PutItem on the jobs table and sqs:SendMessage on the queue, and
+// sets the environment lambdafn.ConfigFromEnv reads (JOBS_TABLE,
+// JOBS_QUEUE_URL, JOBS_DISPATCH_GRACE, JOBS_PAYLOAD_SECRET). The function's
+// own items in the same transaction need their own grants.
+func (s *Jobs) GrantEnqueue(fn awslambda.Function) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("dynamodb:PutItem"), Resources: &[]*string{s.Table.TableArn()},
+	}))
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("sqs:SendMessage"), Resources: &[]*string{s.Queue.QueueArn()},
+	}))
+	fn.AddEnvironment(jsii.String("JOBS_TABLE"), s.Table.TableName(), nil)
+	fn.AddEnvironment(jsii.String("JOBS_QUEUE_URL"), s.Queue.QueueUrl(), nil)
+	fn.AddEnvironment(jsii.String("JOBS_DISPATCH_GRACE"), jsii.String(s.cfg.DispatchGrace.String()), nil)
+	fn.AddEnvironment(jsii.String("JOBS_PAYLOAD_SECRET"), s.payloadSecret.SecretValue().UnsafeUnwrap(), nil)
+}
+
+// alarms sends to one topic: the DLQ has messages, the oldest message is
+// old, the worker errs or is throttled, jobs fail interrupted or timed out.
+func (s *Jobs) alarms(cfg Config, worker, sweeper awslambda.Function) {
+	stack := s.Construct
+	if cfg.AlarmTopicARN != "" {
+		s.AlarmTopic = awssns.Topic_FromTopicArn(stack, jsii.String("Alarms"), jsii.String(cfg.AlarmTopicARN))
+	} else {
+		topic := awssns.NewTopic(stack, jsii.String("Alarms"), &awssns.TopicProps{EnforceSSL: jsii.Bool(true)})
+		if cfg.AlarmEmail != "" {
+			topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(cfg.AlarmEmail), nil))
+		}
+		s.AlarmTopic = topic
+	}
+	action := awscloudwatchactions.NewSnsAction(s.AlarmTopic)
+	alarm := func(id, description string, metric awscloudwatch.IMetric, threshold float64) {
+		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
+			AlarmDescription:   jsii.String(description),
+			Metric:             metric,
+			Threshold:          jsii.Number(threshold),
+			EvaluationPeriods:  jsii.Number(1),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+		a.AddAlarmAction(action)
+	}
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	alarm("DeadLettersAlarm", "Messages reached the dead-letter queue: unroutable messages or jobs that could not be settled.",
+		s.DLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}), 1)
+	alarm("OldestMessageAlarm", fmt.Sprintf("The oldest queued message is older than %v: workers are not keeping up.", cfg.OldestMessageAlarm),
+		s.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}), cfg.OldestMessageAlarm.Seconds())
+	alarm("WorkerErrorsAlarm", "The worker function failed (not a job: the invocation).",
+		worker.MetricErrors(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}), 1)
+	alarm("WorkerThrottlesAlarm", "The worker function was throttled.",
+		worker.MetricThrottles(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}), 1)
+	// Jobs failed as interrupted or timed out, from the JSON log lines the
+	// worker and the sweeper write for every finished job.
+	namespace := "lambdajobs/" + cfg.Name
+	for name, f := range map[string]awslambda.Function{"Worker": worker, "Sweeper": sweeper} {
+		awslogs.NewMetricFilter(stack, jsii.String(name+"AbandonedJobs"), &awslogs.MetricFilterProps{
+			LogGroup:        f.LogGroup(),
+			FilterPattern:   awslogs.FilterPattern_Literal(jsii.String(`{ $.message = "job finished" && ($.code = "interrupted" || $.code = "timed_out") }`)),
+			MetricNamespace: jsii.String(namespace),
+			MetricName:      jsii.String("JobsInterruptedOrTimedOut"),
+			MetricValue:     jsii.String("1"),
+		})
+	}
+	alarm("AbandonedJobsAlarm", "Jobs failed as interrupted (their worker died) or timed out (their handler overran).",
+		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(namespace), MetricName: jsii.String("JobsInterruptedOrTimedOut"),
+			Period: minute, Statistic: jsii.String("Sum"),
+		}), 1)
+}
+
+func batchWindow(d time.Duration) awscdk.Duration {
+	if d <= 0 {
+		return nil
+	}
+	return dur(d)
+}
+
+func retention(days int) awslogs.RetentionDays {
+	switch {
+	case days <= 1:
+		return awslogs.RetentionDays_ONE_DAY
+	case days <= 7:
+		return awslogs.RetentionDays_ONE_WEEK
+	case days <= 14:
+		return awslogs.RetentionDays_TWO_WEEKS
+	case days <= 30:
+		return awslogs.RetentionDays_ONE_MONTH
+	case days <= 90:
+		return awslogs.RetentionDays_THREE_MONTHS
+	case days <= 180:
+		return awslogs.RetentionDays_SIX_MONTHS
+	case days <= 365:
+		return awslogs.RetentionDays_ONE_YEAR
+	}
+	return awslogs.RetentionDays_TWO_YEARS
+}
