@@ -112,7 +112,7 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string) (*ha
 		}
 	}})
 	reg := jobs.NewRegistry()
-	if err := examplekinds.Register(reg); err != nil {
+	if _, err := examplekinds.Register(reg); err != nil {
 		return nil, err
 	}
 	sealer, _ := jobs.NewAESSealer(make([]byte, 32))

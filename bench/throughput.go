@@ -80,7 +80,7 @@ func runPhase(ctx context.Context, root string, workers, n int, paused bool) (le
 	ddb := localaws.DynamoDBClient(stack.DynamoDBEndpoint)
 	store := dynamostore.New(ddb, stack.Table, dynamostore.Options{})
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, examplekinds.Hash, jobs.HandlerFunc[examplekinds.HashPayload, examplekinds.HashResult](examplekinds.HashText))
+	hashes := jobs.MustRegister(reg, examplekinds.Hash, jobs.HandlerFunc[examplekinds.HashPayload, examplekinds.HashResult](examplekinds.HashText))
 	sqsClient := localaws.SQSClient(stack.SQSEndpoint)
 	qurl, err := sqsClient.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("bench")})
 	if err != nil {
@@ -98,13 +98,13 @@ func runPhase(ctx context.Context, root string, workers, n int, paused bool) (le
 		go func() {
 			defer wg.Done()
 			for i := p; i < n; i += 8 {
-				rec, _, err := jobs.EnqueueValue(ctx, svc, "arn:aws:iam::000000000000:user/bench", examplekinds.Hash,
-					examplekinds.HashPayload{Text: fmt.Sprint("job ", i), Rounds: 1}, "")
+				res, err := hashes.Enqueue(ctx, svc, "arn:aws:iam::000000000000:user/bench",
+					examplekinds.HashPayload{Text: fmt.Sprint("job ", i), Rounds: 1}, nil)
 				if err != nil {
 					errs <- err
 					return
 				}
-				ids[i] = rec.ID
+				ids[i] = res.Job.ID
 			}
 		}()
 	}

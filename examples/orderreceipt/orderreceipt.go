@@ -2,7 +2,7 @@
 // the job that sends its receipt are written in one DynamoDB transaction, so
 // the job exists exactly when the order does.
 //
-//	job, _ := svc.Prepare(...)                   // validated like POST /v1/jobs, nothing stored
+//	job, _ := receipts.Prepare(svc, owner, p, opts) // validated like POST /v1/jobs, nothing stored
 //	put, _ := store.TransactPut(job)             // the job's conditional put
 //	ddb.TransactWriteItems(order put, job put)   // both or neither
 //	svc.Dispatch(ctx, job)                       // one SendMessage after the commit
@@ -39,6 +39,8 @@ type Shop struct {
 	OrdersTable string
 	Jobs        *jobs.Service
 	Store       *dynamostore.Store
+	// Receipts is the receipt kind's handle, from its registration.
+	Receipts jobs.Kind[examplekinds.ReceiptPayload]
 	// Owner owns the receipt jobs (the service's own principal).
 	Owner string
 	// SkipDispatch simulates a crash between the commit and the dispatch.
@@ -51,8 +53,8 @@ var ErrOrderExists = errors.New("order already exists")
 // PlaceOrder writes the order and its receipt job in one transaction, then
 // dispatches the job. It returns the job.
 func (s *Shop) PlaceOrder(ctx context.Context, o Order) (*jobs.Record, error) {
-	job, err := jobs.PrepareValue(s.Jobs, s.Owner, examplekinds.Receipt,
-		examplekinds.ReceiptPayload{OrderID: o.ID, Email: o.Email, Cents: o.Cents}, "receipt-"+o.ID)
+	job, err := s.Receipts.Prepare(s.Jobs, s.Owner,
+		examplekinds.ReceiptPayload{OrderID: o.ID, Email: o.Email, Cents: o.Cents}, &jobs.EnqueueOpts{IdempotencyKey: "receipt-" + o.ID})
 	if err != nil {
 		return nil, err
 	}

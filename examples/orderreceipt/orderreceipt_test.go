@@ -47,7 +47,7 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, examplekinds.Receipt, jobs.HandlerFunc[examplekinds.ReceiptPayload, examplekinds.ReceiptResult](examplekinds.SendReceipt))
+	receipts := jobs.MustRegister(reg, examplekinds.Receipt, jobs.HandlerFunc[examplekinds.ReceiptPayload, examplekinds.ReceiptResult](examplekinds.SendReceipt))
 	queue := sqsqueue.New(sqsClient, urls.Queue)
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
 	if err != nil {
@@ -58,7 +58,7 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	return &env{
-		shop: &orderreceipt.Shop{DDB: ddb, OrdersTable: orders, Jobs: svc, Store: store, Owner: owner},
+		shop: &orderreceipt.Shop{DDB: ddb, OrdersTable: orders, Jobs: svc, Store: store, Receipts: receipts, Owner: owner},
 		sqs:  sqsClient, queue: queue, urls: urls, worker: worker,
 		source: &localstack.EventSource{SQS: sqsClient, QueueURL: urls.Queue, Invoke: worker.HandleSQS, BatchSize: 10},
 	}

@@ -186,23 +186,33 @@ func Enabled(getenv func(string) string) bool { return getenv(Switch) == "on" }
 func MustRegistry(getenv func(string) string) *jobs.Registry {
 	reg := jobs.NewRegistry()
 	if Enabled(getenv) {
-		if err := Register(reg); err != nil {
+		if _, err := Register(reg); err != nil {
 			panic(err)
 		}
 	}
 	return reg
 }
 
-// Register adds the example kinds to reg.
-func Register(reg *jobs.Registry) error {
-	return errors.Join(
-		jobs.Register(reg, Hash, jobs.HandlerFunc[HashPayload, HashResult](HashText), jobs.WithFailureCodes(CodeInvalidRounds)),
-		jobs.Register(reg, Sleep, jobs.HandlerFunc[SleepPayload, SleepProgress](SleepSteps), jobs.WithFailureCodes(CodeInvalidSleep)),
-		jobs.Register(reg, Fail, jobs.HandlerFunc[FailPayload, jobs.NoResult](FailModes), jobs.WithFailureCodes(CodeExampleFailed, CodeInvalidMode)),
-		jobs.Register(reg, Flaky, jobs.HandlerFunc[FlakyPayload, jobs.JSON[map[string]int]](FlakyRun),
-			jobs.WithFailureCodes(CodeStillFailing), jobs.WithRetry(FlakyPolicy)),
-		jobs.Register(reg, Receipt, jobs.HandlerFunc[ReceiptPayload, ReceiptResult](SendReceipt), jobs.WithFailureCodes(CodeNoEmail)),
-		jobs.Register(reg, S3Object, jobs.HandlerFunc[events.S3EventRecord, S3ObjectResult](DescribeObject)),
-		jobs.Register(reg, Event, jobs.HandlerFunc[events.EventBridgeEvent, EventResult](DescribeEvent)),
-	)
+// Kinds are the typed handles of the example kinds that callers enqueue
+// from Go.
+type Kinds struct {
+	Hash    jobs.Kind[HashPayload]
+	Sleep   jobs.Kind[SleepPayload]
+	Receipt jobs.Kind[ReceiptPayload]
+}
+
+// Register adds the example kinds to reg and returns the handles of those
+// enqueued from Go.
+func Register(reg *jobs.Registry) (Kinds, error) {
+	var k Kinds
+	var errs [7]error
+	k.Hash, errs[0] = jobs.Register(reg, Hash, jobs.HandlerFunc[HashPayload, HashResult](HashText), jobs.WithFailureCodes(CodeInvalidRounds))
+	k.Sleep, errs[1] = jobs.Register(reg, Sleep, jobs.HandlerFunc[SleepPayload, SleepProgress](SleepSteps), jobs.WithFailureCodes(CodeInvalidSleep))
+	_, errs[2] = jobs.Register(reg, Fail, jobs.HandlerFunc[FailPayload, jobs.NoResult](FailModes), jobs.WithFailureCodes(CodeExampleFailed, CodeInvalidMode))
+	_, errs[3] = jobs.Register(reg, Flaky, jobs.HandlerFunc[FlakyPayload, jobs.JSON[map[string]int]](FlakyRun),
+		jobs.WithFailureCodes(CodeStillFailing), jobs.WithRetry(FlakyPolicy))
+	k.Receipt, errs[4] = jobs.Register(reg, Receipt, jobs.HandlerFunc[ReceiptPayload, ReceiptResult](SendReceipt), jobs.WithFailureCodes(CodeNoEmail))
+	_, errs[5] = jobs.Register(reg, S3Object, jobs.HandlerFunc[events.S3EventRecord, S3ObjectResult](DescribeObject))
+	_, errs[6] = jobs.Register(reg, Event, jobs.HandlerFunc[events.EventBridgeEvent, EventResult](DescribeEvent))
+	return k, errors.Join(errs[:]...)
 }

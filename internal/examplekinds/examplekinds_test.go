@@ -68,7 +68,7 @@ func TestSleepSteps(t *testing.T) {
 func TestRegister(t *testing.T) {
 	t.Parallel()
 	reg := jobs.NewRegistry()
-	if err := examplekinds.Register(reg); err != nil {
+	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
 	if got := reg.Kinds(); len(got) != 7 {

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -21,18 +22,20 @@ import (
 
 // TestGoAndHTTPPathsStoreIdenticalItems enqueues the same job (owner, kind,
 // payload, idempotency key, clock) through the HTTP handler, through
-// EnqueueValue and through Prepare + TransactPut, each into its own table,
+// a typed Kind's Enqueue and through its Prepare + TransactPut, each into its own table,
 // and compares the stored DynamoDB items attribute by attribute.
 func TestGoAndHTTPPathsStoreIdenticalItems(t *testing.T) {
 	ddb := testenv.DynamoDB(t)
 	ctx := context.Background()
 	clock := jobstest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	sealer, _ := jobs.NewAESSealer(make([]byte, 32))
+	var kinds examplekinds.Kinds
 	newService := func() (*jobs.Service, *dynamostore.Store, string) {
 		table := testenv.NewTable(t, ddb)
 		store := dynamostore.New(ddb, table, dynamostore.Options{Clock: clock})
 		reg := jobs.NewRegistry()
-		if err := examplekinds.Register(reg); err != nil {
+		var err error
+		if kinds, err = examplekinds.Register(reg); err != nil {
 			t.Fatal(err)
 		}
 		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, Sealer: sealer})
@@ -64,13 +67,13 @@ func TestGoAndHTTPPathsStoreIdenticalItems(t *testing.T) {
 
 	// Go, direct.
 	goSvc, _, goTable := newService()
-	if _, _, err := jobs.EnqueueValue(ctx, goSvc, alice, examplekinds.Hash, examplekinds.HashPayload{Text: "hello", Rounds: 2}, "same-input"); err != nil {
+	if _, err := kinds.Hash.Enqueue(ctx, goSvc, alice, examplekinds.HashPayload{Text: "hello", Rounds: 2}, &jobs.EnqueueOpts{IdempotencyKey: "same-input"}); err != nil {
 		t.Fatal(err)
 	}
 
 	// Go, in a transaction.
 	txSvc, txStore, txTable := newService()
-	rec, err := jobs.PrepareValue(txSvc, alice, examplekinds.Hash, examplekinds.HashPayload{Text: "hello", Rounds: 2}, "same-input")
+	rec, err := kinds.Hash.Prepare(txSvc, alice, examplekinds.HashPayload{Text: "hello", Rounds: 2}, &jobs.EnqueueOpts{IdempotencyKey: "same-input"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +86,7 @@ func TestGoAndHTTPPathsStoreIdenticalItems(t *testing.T) {
 	}
 
 	want := item(httpTable, id)
-	for path, table := range map[string]string{"EnqueueValue": goTable, "Prepare+TransactPut": txTable} {
+	for path, table := range map[string]string{"Kind.Enqueue": goTable, "Kind.Prepare+TransactPut": txTable} {
 		if got := item(table, id); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s stored\n%v\nthe HTTP path stored\n%v", path, got, want)
 		}
@@ -92,8 +95,13 @@ func TestGoAndHTTPPathsStoreIdenticalItems(t *testing.T) {
 		t.Fatalf("suspiciously small item: %v", want)
 	}
 
-	// A wrong Go type for the kind is refused before anything is stored.
-	if _, _, err := jobs.EnqueueValue(ctx, goSvc, alice, examplekinds.Hash, examplekinds.SleepPayload{MS: 1, Steps: 1}, ""); err == nil {
-		t.Fatal("a payload of another kind's type was accepted")
+	// A handle whose kind the service has with another payload type (it
+	// came from another registry) is refused before anything is stored.
+	other := jobs.MustRegister(jobs.NewRegistry(), examplekinds.Hash, jobs.HandlerFunc[examplekinds.SleepPayload, jobs.NoResult](
+		func(context.Context, *jobs.Job[examplekinds.SleepPayload]) (jobs.NoResult, error) {
+			return jobs.NoResult{}, nil
+		}))
+	if _, err := other.Enqueue(ctx, goSvc, alice, examplekinds.SleepPayload{MS: 1, Steps: 1}, nil); !errors.Is(err, jobs.ErrPayloadType) {
+		t.Fatalf("a payload of another kind's type: %v, want ErrPayloadType", err)
 	}
 }

@@ -71,7 +71,7 @@ func newStack(t *testing.T, o options) *stack {
 	s.store = dynamostore.New(storeClient, s.table, dynamostore.Options{})
 	s.queue = sqsqueue.New(s.sqs, s.urls.Queue)
 	s.reg = jobs.NewRegistry()
-	if err := examplekinds.Register(s.reg); err != nil {
+	if _, err := examplekinds.Register(s.reg); err != nil {
 		t.Fatal(err)
 	}
 	jobs.MustRegister(s.reg, "test.count", jobs.HandlerFunc[countPayload, jobs.NoResult](

@@ -135,17 +135,20 @@ func NewRegistry() *Registry { return &Registry{kinds: map[string]*kindDef{}} }
 // a name already registered ([ErrDuplicateKind]), an invalid or reserved
 // failure code ([ErrInvalidCode]), and any registration after reg was put to
 // use ([ErrRegistryFrozen]).
-func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts ...KindOption) error {
+//
+// It returns the kind's typed handle, which enqueues jobs of the kind with a
+// payload of type P (Kind.Enqueue, Kind.Prepare).
+func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts ...KindOption) (Kind[P], error) {
 	if !ValidKind(kind) {
-		return fmt.Errorf("%w: %q", ErrInvalidKind, kind)
+		return Kind[P]{}, fmt.Errorf("%w: %q", ErrInvalidKind, kind)
 	}
 	if isNil(h) {
-		return fmt.Errorf("%w for kind %q", ErrNilHandler, kind)
+		return Kind[P]{}, fmt.Errorf("%w for kind %q", ErrNilHandler, kind)
 	}
 	cfg := kindConfig{codes: map[string]bool{}}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
-			return fmt.Errorf("kind %q: %w", kind, err)
+			return Kind[P]{}, fmt.Errorf("kind %q: %w", kind, err)
 		}
 	}
 	def := &kindDef{
@@ -182,20 +185,22 @@ func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	if reg.frozen {
-		return fmt.Errorf("%w (kind %q)", ErrRegistryFrozen, kind)
+		return Kind[P]{}, fmt.Errorf("%w (kind %q)", ErrRegistryFrozen, kind)
 	}
 	if _, dup := reg.kinds[kind]; dup {
-		return fmt.Errorf("%w: %q", ErrDuplicateKind, kind)
+		return Kind[P]{}, fmt.Errorf("%w: %q", ErrDuplicateKind, kind)
 	}
 	reg.kinds[kind] = def
-	return nil
+	return Kind[P]{name: kind}, nil
 }
 
 // MustRegister is like [Register] but panics on error; for start-up code.
-func MustRegister[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts ...KindOption) {
-	if err := Register(reg, kind, h, opts...); err != nil {
+func MustRegister[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts ...KindOption) Kind[P] {
+	k, err := Register(reg, kind, h, opts...)
+	if err != nil {
 		panic(err)
 	}
+	return k
 }
 
 // Kinds returns the registered kind names, sorted.

@@ -36,40 +36,48 @@ func TestRegisterRefusals(t *testing.T) {
 		do   func(reg *jobs.Registry) error
 		want error
 	}{
-		{"empty kind", func(reg *jobs.Registry) error { return jobs.Register(reg, "", h) }, jobs.ErrInvalidKind},
-		{"upper-case kind", func(reg *jobs.Registry) error { return jobs.Register(reg, "Email", h) }, jobs.ErrInvalidKind},
-		{"kind with space", func(reg *jobs.Registry) error { return jobs.Register(reg, "a b", h) }, jobs.ErrInvalidKind},
+		{"empty kind", func(reg *jobs.Registry) error { _, err := jobs.Register(reg, "", h); return err }, jobs.ErrInvalidKind},
+		{"upper-case kind", func(reg *jobs.Registry) error { _, err := jobs.Register(reg, "Email", h); return err }, jobs.ErrInvalidKind},
+		{"kind with space", func(reg *jobs.Registry) error { _, err := jobs.Register(reg, "a b", h); return err }, jobs.ErrInvalidKind},
 		{"nil handler", func(reg *jobs.Registry) error {
-			return jobs.Register[echoPayload, echoResult](reg, "echo", nil)
+			_, err := jobs.Register[echoPayload, echoResult](reg, "echo", nil)
+			return err
 		}, jobs.ErrNilHandler},
 		{"nil HandlerFunc", func(reg *jobs.Registry) error {
 			var f jobs.HandlerFunc[echoPayload, echoResult]
-			return jobs.Register(reg, "echo", f)
+			_, err := jobs.Register(reg, "echo", f)
+			return err
 		}, jobs.ErrNilHandler},
 		{"twice", func(reg *jobs.Registry) error {
-			if err := jobs.Register(reg, "echo", h); err != nil {
+			if _, err := jobs.Register(reg, "echo", h); err != nil {
 				return err
 			}
-			return jobs.Register(reg, "echo", h)
+			_, err := jobs.Register(reg, "echo", h)
+			return err
 		}, jobs.ErrDuplicateKind},
 		{"reserved code", func(reg *jobs.Registry) error {
-			return jobs.Register(reg, "echo", h, jobs.WithFailureCodes(jobs.CodeTimedOut))
+			_, err := jobs.Register(reg, "echo", h, jobs.WithFailureCodes(jobs.CodeTimedOut))
+			return err
 		}, jobs.ErrInvalidCode},
 		{"code not snake case", func(reg *jobs.Registry) error {
-			return jobs.Register(reg, "echo", h, jobs.WithFailureCodes("Bad-Code"))
+			_, err := jobs.Register(reg, "echo", h, jobs.WithFailureCodes("Bad-Code"))
+			return err
 		}, jobs.ErrInvalidCode},
 		{"code too long", func(reg *jobs.Registry) error {
-			return jobs.Register(reg, "echo", h, jobs.WithFailureCodes("a234567890123456789012345678901234567890123456789012345678901234x"))
+			_, err := jobs.Register(reg, "echo", h, jobs.WithFailureCodes("a234567890123456789012345678901234567890123456789012345678901234x"))
+			return err
 		}, jobs.ErrInvalidCode},
 		{"after use by Validate", func(reg *jobs.Registry) error {
 			_ = reg.Validate("anything", []byte(`{}`))
-			return jobs.Register(reg, "echo", h)
+			_, err := jobs.Register(reg, "echo", h)
+			return err
 		}, jobs.ErrRegistryFrozen},
 		{"after use by a worker", func(reg *jobs.Registry) error {
 			if _, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil)}); err != nil {
 				return err
 			}
-			return jobs.Register(reg, "echo", h)
+			_, err := jobs.Register(reg, "echo", h)
+			return err
 		}, jobs.ErrRegistryFrozen},
 	}
 	for _, tt := range tests {
@@ -86,7 +94,7 @@ func TestRegisterRefusals(t *testing.T) {
 func TestRegisterAccepts(t *testing.T) {
 	t.Parallel()
 	reg := jobs.NewRegistry()
-	if err := jobs.Register(reg, "email.send_v2", jobs.HandlerFunc[echoPayload, echoResult](echo), jobs.WithFailureCodes("bounced", "rate_limited")); err != nil {
+	if _, err := jobs.Register(reg, "email.send_v2", jobs.HandlerFunc[echoPayload, echoResult](echo), jobs.WithFailureCodes("bounced", "rate_limited")); err != nil {
 		t.Fatal(err)
 	}
 	codes, err := reg.Codes("email.send_v2")

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"time"
 	"unicode"
 )
@@ -223,40 +222,6 @@ func (s *Service) Dispatch(ctx context.Context, rec *Record) error {
 		return fmt.Errorf("%w: queue: %w", ErrUnavailable, err)
 	}
 	return nil
-}
-
-// EnqueueValue enqueues a job of kind whose payload is the Go value
-// payload, which must be of the kind's payload type. It is Enqueue for Go
-// callers: the same validation, limits, owner and idempotency rules.
-func EnqueueValue[P any](ctx context.Context, s *Service, owner, kind string, payload P, idempotencyKey string) (*Record, bool, error) {
-	raw, err := encodeValue(s.reg, kind, payload)
-	if err != nil {
-		return nil, false, err
-	}
-	return s.Enqueue(ctx, EnqueueRequest{Owner: owner, Kind: kind, Payload: raw, IdempotencyKey: idempotencyKey})
-}
-
-// PrepareValue is Prepare for a Go payload value (see EnqueueValue).
-func PrepareValue[P any](s *Service, owner, kind string, payload P, idempotencyKey string) (*Record, error) {
-	raw, err := encodeValue(s.reg, kind, payload)
-	if err != nil {
-		return nil, err
-	}
-	return s.Prepare(EnqueueRequest{Owner: owner, Kind: kind, Payload: raw, IdempotencyKey: idempotencyKey})
-}
-
-// ErrPayloadType: a Go payload value is not of the kind's payload type.
-var ErrPayloadType = errors.New("jobs: payload value is not of the kind's payload type")
-
-func encodeValue[P any](reg *Registry, kind string, payload P) ([]byte, error) {
-	k, ok := reg.lookup(kind)
-	if !ok {
-		return nil, ErrUnknownKind
-	}
-	if k.payloadType != reflect.TypeFor[P]() {
-		return nil, fmt.Errorf("%w: kind %q takes %v, got %v", ErrPayloadType, kind, k.payloadType, reflect.TypeFor[P]())
-	}
-	return json.Marshal(payload)
 }
 
 // dispatch sends the job's reference. A failure is logged, not returned: the

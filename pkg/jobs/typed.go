@@ -1,0 +1,93 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// Kind is the typed handle of a registered kind, returned by Register: it
+// enqueues jobs of the kind from Go with a payload of the kind's type P,
+// through the same validation, limits, owners and idempotency as POST
+// /v1/jobs.
+//
+//	receipts := jobs.MustRegister(reg, "receipt.send", jobs.HandlerFunc[ReceiptPayload, ReceiptResult](sendReceipt))
+//	...
+//	res, err := receipts.Enqueue(ctx, svc, owner, ReceiptPayload{OrderID: id},
+//		&jobs.EnqueueOpts{IdempotencyKey: "receipt-" + id})
+type Kind[P any] struct{ name string }
+
+// Name is the kind's name.
+func (k Kind[P]) Name() string { return k.name }
+
+// EnqueueOpts are the options of an enqueue from Go; nil means none.
+type EnqueueOpts struct {
+	// IdempotencyKey makes a retried enqueue return the first job instead
+	// of enqueuing another (see EnqueueRequest.IdempotencyKey).
+	IdempotencyKey string
+	// RunAt or Delay (not both) delay the job (see EnqueueRequest).
+	RunAt time.Time
+	Delay time.Duration
+}
+
+// EnqueueResult is what an enqueue did.
+type EnqueueResult struct {
+	// Job is the job as stored: the new one, or the first one when an
+	// idempotent retry found it.
+	Job *Record
+	// Replayed is set when an idempotent retry returned the first job
+	// instead of enqueuing another.
+	Replayed bool
+}
+
+// ErrPayloadType: the service's registry has the kind with another payload
+// type than the handle's (the handle came from another registry).
+var ErrPayloadType = errors.New("jobs: payload value is not of the kind's payload type")
+
+// Enqueue validates payload, stores the job as queued and sends its
+// reference (Service.Enqueue). owner names the caller (an IAM principal ARN
+// or a JWT subject); only the owner can read the job.
+func (k Kind[P]) Enqueue(ctx context.Context, svc *Service, owner string, payload P, opts *EnqueueOpts) (*EnqueueResult, error) {
+	req, err := k.request(svc, owner, payload, opts)
+	if err != nil {
+		return nil, err
+	}
+	rec, created, err := svc.Enqueue(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &EnqueueResult{Job: rec, Replayed: !created}, nil
+}
+
+// Prepare validates payload exactly as Enqueue does and returns the job
+// record Enqueue would store, without storing or sending anything: the
+// first half of a transactional enqueue (see Service.Prepare).
+func (k Kind[P]) Prepare(svc *Service, owner string, payload P, opts *EnqueueOpts) (*Record, error) {
+	req, err := k.request(svc, owner, payload, opts)
+	if err != nil {
+		return nil, err
+	}
+	return svc.Prepare(req)
+}
+
+func (k Kind[P]) request(svc *Service, owner string, payload P, opts *EnqueueOpts) (EnqueueRequest, error) {
+	def, ok := svc.reg.lookup(k.name)
+	if !ok {
+		return EnqueueRequest{}, ErrUnknownKind
+	}
+	if def.payloadType != reflect.TypeFor[P]() {
+		return EnqueueRequest{}, fmt.Errorf("%w: kind %q takes %v, the handle %v", ErrPayloadType, k.name, def.payloadType, reflect.TypeFor[P]())
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return EnqueueRequest{}, fmt.Errorf("jobs: encode payload: %w", err)
+	}
+	req := EnqueueRequest{Owner: owner, Kind: k.name, Payload: raw}
+	if opts != nil {
+		req.IdempotencyKey, req.RunAt, req.Delay = opts.IdempotencyKey, opts.RunAt, opts.Delay
+	}
+	return req, nil
+}
