@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -46,7 +47,7 @@ func server(t *testing.T) string {
 		for _, id := range queue.Sent() {
 			if !ran[id] {
 				ran[id] = true
-				_, _ = worker.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: id, Body: jobs.EncodeMessage(id)}}})
+				_, _ = worker.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: id, Body: fmt.Sprintf(`{"job_id":%q}`, id)}}})
 				break // one job per read
 			}
 		}

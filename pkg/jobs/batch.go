@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
 )
 
 // Batches: many jobs as one unit.
@@ -27,10 +28,6 @@ const (
 	MaxBatchJobs           = 10000
 	MaxBatchJobsPerRequest = 1000
 )
-
-// BatchPrefix starts the store key of a batch, so batch and job ids never
-// collide in the table and a batch id is never a valid job id.
-const BatchPrefix = "batch#"
 
 // JobSpec is a job of a batch, or its completion job.
 type JobSpec struct {
@@ -223,7 +220,7 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, b
 	}
 	if err := s.createAll(ctx, recs, reqs); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "batch jobs not all stored; a retry with the same key finishes the batch, else the sweeper aborts it",
-			slog.String("batch_id", batchID), slog.String("err_types", ErrorTypes(err)))
+			slog.String("batch_id", batchID), slog.String("err_types", errtypes.Of(err)))
 		return nil, false, err
 	}
 	if err := s.store.OpenBatch(ctx, batchID, 0); err != nil && !errors.Is(err, ErrBatchOpened) {
@@ -236,7 +233,7 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, b
 	}
 	if err := s.queue.SendBatch(ctx, ids); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "batch stored but not all sent; the sweeper will send the rest",
-			slog.String("batch_id", batchID), slog.String("err_types", ErrorTypes(err)))
+			slog.String("batch_id", batchID), slog.String("err_types", errtypes.Of(err)))
 	}
 	if !created {
 		// A retry: jobs of the first try may all have ended already.
@@ -283,5 +280,3 @@ func (s *Service) createAll(ctx context.Context, recs []*Record, reqs []request)
 func (s *Service) GetBatch(ctx context.Context, owner, id string) (*Batch, error) {
 	return ownedRead(ctx, owner, id, s.store.GetBatch, func(b *Batch) string { return b.Owner })
 }
-
-func isBatchKey(id string) bool { return strings.HasPrefix(id, BatchPrefix) }

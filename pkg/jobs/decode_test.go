@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/jsonin"
 )
 
 type strictPayload struct {
@@ -81,7 +82,7 @@ func FuzzDecodePayload(f *testing.F) {
 			return
 		}
 		// Whatever is accepted must pass the structural check on its own.
-		if err := jobs.CheckJSON(in, jobs.MaxPayloadBytes); err != nil {
+		if err := jsonin.Check(in, jobs.MaxPayloadBytes); err != nil {
 			t.Fatalf("accepted %q but CheckJSON refuses it: %v", in, err)
 		}
 		_ = p

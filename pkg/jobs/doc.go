@@ -9,8 +9,14 @@
 // payloads with it, the worker runs it):
 //
 //	reg := jobs.NewRegistry()
-//	jobs.MustRegister(reg, "email.send", jobs.HandlerFunc[EmailPayload, EmailResult](sendEmail),
+//	emails := jobs.MustRegister(reg, "email.send", jobs.HandlerFunc[EmailPayload, EmailResult](sendEmail),
 //		jobs.WithFailureCodes("bounced", "rate_limited"))
+//
+// Registering returns the kind's typed handle, which enqueues from Go with
+// the payload type checked by the compiler:
+//
+//	res, err := emails.Enqueue(ctx, svc, owner, EmailPayload{To: "ada@example.com"},
+//		&jobs.EnqueueOpts{IdempotencyKey: "welcome-42"})
 //
 // Enqueue refuses an unknown kind and a payload that does not decode into P
 // (unknown fields, duplicate keys, null, too deep or too large are all

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
 )
 
 // engine is the one owner of a job's transitions. The Service, the Worker
@@ -180,7 +182,7 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *Record, toke
 		// The write did not land in time. The job stays running; the message
 		// comes back and the redelivery (or the sweeper) settles it.
 		log.LogAttrs(ctx, slog.LevelError, "final write failed; the job stays running until a redelivery or the sweeper settles it",
-			slog.String("outcome_lost", string(ex.Status)), slog.String("err_types", ErrorTypes(err)))
+			slog.String("outcome_lost", string(ex.Status)), slog.String("err_types", errtypes.Of(err)))
 		return ending{ex: ex, res: unsettled}
 	}
 }
@@ -212,12 +214,12 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, rec 
 		return ending{ex: ex, res: superseded}
 	case err != nil:
 		log.LogAttrs(ctx, slog.LevelError, "retry write failed; the job stays running until a redelivery or the sweeper settles it",
-			slog.String("err_types", ErrorTypes(err)))
+			slog.String("err_types", errtypes.Of(err)))
 		return ending{ex: ex, res: unsettled}
 	}
 	if viaQueue {
 		if err := e.queue.SendDelayed(ctx, rec.ID, delay); err != nil {
-			log.LogAttrs(ctx, slog.LevelWarn, "retry not sent; the sweeper will send it", slog.String("err_types", ErrorTypes(err)))
+			log.LogAttrs(ctx, slog.LevelWarn, "retry not sent; the sweeper will send it", slog.String("err_types", errtypes.Of(err)))
 		}
 	}
 	log.LogAttrs(ctx, slog.LevelWarn, "job will retry", slog.String("code", ex.Code), slog.String("cause", ex.Cause),
@@ -295,7 +297,7 @@ func (e *engine) settleBatch(ctx context.Context, b *Batch) bool {
 		rec := &Record{ID: id, Kind: b.CompletionKind, Owner: b.Owner, Status: StatusQueued, Payload: b.CompletionPayload,
 			RequestHash: "completion-" + b.ID, BatchCounts: &counts, CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(e.grace)}
 		if err := e.store.Create(ctx, rec); err != nil && !errors.Is(err, ErrExists) {
-			e.log.LogAttrs(ctx, slog.LevelWarn, "batch completion job not created; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", ErrorTypes(err)))
+			e.log.LogAttrs(ctx, slog.LevelWarn, "batch completion job not created; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", errtypes.Of(err)))
 			return false
 		}
 	}
@@ -311,7 +313,7 @@ func (e *engine) settleBatch(ctx context.Context, b *Batch) bool {
 	case errors.Is(err, ErrBatchNotDone):
 		return true // someone else ended it
 	default:
-		e.log.LogAttrs(ctx, slog.LevelWarn, "batch end not recorded; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", ErrorTypes(err)))
+		e.log.LogAttrs(ctx, slog.LevelWarn, "batch end not recorded; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", errtypes.Of(err)))
 		return false
 	}
 	if id := b.CompletionJobID(); id != "" && e.queue != nil {

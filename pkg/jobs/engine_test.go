@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -109,7 +110,7 @@ func TestRecordsLeftWithoutTimeAreHandedBackUnclaimed(t *testing.T) {
 		// than the default minimum only by a hair: give it 1.5 s more.
 		ctx, cancel := context.WithTimeout(context.Background(), 13500*time.Millisecond)
 		defer cancel()
-		resp, _ := r.worker.HandleSQS(ctx, sqsEvent(jobs.EncodeMessage(first), jobs.EncodeMessage(second)))
+		resp, _ := r.worker.HandleSQS(ctx, sqsEvent(message.Encode(first), message.Encode(second)))
 		if got := failedIDs(resp); len(got) != 1 || got[0] != "m-1" {
 			t.Fatalf("failures %v, want the unstarted second record [m-1]", got)
 		}
@@ -122,7 +123,7 @@ func TestRecordsLeftWithoutTimeAreHandedBackUnclaimed(t *testing.T) {
 		// The redelivery, in a fresh invocation, runs it.
 		ctx2, cancel2 := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel2()
-		if resp, _ := r.worker.HandleSQS(ctx2, sqsEvent(jobs.EncodeMessage(second))); len(resp.BatchItemFailures) != 0 {
+		if resp, _ := r.worker.HandleSQS(ctx2, sqsEvent(message.Encode(second))); len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("redelivery failures %v", failedIDs(resp))
 		}
 		if rec := r.get(t, second); rec.Status != jobs.StatusSucceeded || rec.Attempt != 1 {
@@ -143,7 +144,7 @@ func TestKindMinimumRunTimeIsHonoured(t *testing.T) {
 		quick := r.enqueue(t, "sleep", `{"for":"1s"}`)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // 17 s of handler time
 		defer cancel()
-		resp, _ := r.worker.HandleSQS(ctx, sqsEvent(jobs.EncodeMessage(slow), jobs.EncodeMessage(quick)))
+		resp, _ := r.worker.HandleSQS(ctx, sqsEvent(message.Encode(slow), message.Encode(quick)))
 		if got := failedIDs(resp); len(got) != 1 || got[0] != "m-0" {
 			t.Fatalf("failures %v, want the slow kind's record [m-0]", got)
 		}
@@ -155,7 +156,7 @@ func TestKindMinimumRunTimeIsHonoured(t *testing.T) {
 		}
 		ctx2, cancel2 := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel2()
-		if resp, _ := r.worker.HandleSQS(ctx2, sqsEvent(jobs.EncodeMessage(slow))); len(resp.BatchItemFailures) != 0 {
+		if resp, _ := r.worker.HandleSQS(ctx2, sqsEvent(message.Encode(slow))); len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("failures %v in an invocation with time enough", failedIDs(resp))
 		}
 		if rec := r.get(t, slow); rec.Status != jobs.StatusSucceeded || rec.Attempt != 1 {
@@ -199,7 +200,7 @@ func TestStalledCallsOnTheWorkerPathAreBounded(t *testing.T) {
 				r := newEngineRig(t, mem, stallStore{mem, stall}, jobs.WorkerConfig{Routes: routes}, nil)
 				body := `{"kind":"sleep","payload":{"for":"1s"},"idempotency_key":"k1"}`
 				if stall == "claim" {
-					body = jobs.EncodeMessage(r.enqueue(t, "sleep", `{"for":"1s"}`))
+					body = message.Encode(r.enqueue(t, "sleep", `{"for":"1s"}`))
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 				defer cancel()
@@ -255,7 +256,7 @@ func TestLostAnswersOnUpdatesCountAsDone(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
 		r := newEngineRig(t, mem, lostStore{mem, "finish"}, jobs.WorkerConfig{}, nil)
 		id := r.enqueue(t, "sleep", `{"for":"1ms"}`)
-		if resp, _ := r.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(id))); len(resp.BatchItemFailures) != 0 {
+		if resp, _ := r.worker.HandleSQS(context.Background(), sqsEvent(message.Encode(id))); len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("failures %v", failedIDs(resp))
 		}
 		if rec := r.get(t, id); rec.Status != jobs.StatusSucceeded {
@@ -274,7 +275,7 @@ func TestLostAnswersOnUpdatesCountAsDone(t *testing.T) {
 		})
 		id := r.enqueue(t, "flaky", `{}`)
 		sentBefore := len(r.queue.Sent())
-		if resp, _ := r.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(id))); len(resp.BatchItemFailures) != 0 {
+		if resp, _ := r.worker.HandleSQS(context.Background(), sqsEvent(message.Encode(id))); len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("failures %v", failedIDs(resp))
 		}
 		if rec := r.get(t, id); rec.Status != jobs.StatusQueued || rec.LastError != jobs.CodeInternal {
@@ -323,7 +324,7 @@ func TestRedeliveryAndSweeperSettleAbandonedRunsAlike(t *testing.T) {
 				}
 				switch by {
 				case "redelivery":
-					if resp, _ := r.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(id))); len(resp.BatchItemFailures) != 0 {
+					if resp, _ := r.worker.HandleSQS(context.Background(), sqsEvent(message.Encode(id))); len(resp.BatchItemFailures) != 0 {
 						t.Fatalf("failures %v", failedIDs(resp))
 					}
 				case "sweeper":
@@ -363,7 +364,7 @@ func TestAbandonedHandlersAreCounted(t *testing.T) {
 		id := r.enqueue(t, "stubborn", `{}`)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		r.worker.HandleSQS(ctx, sqsEvent(jobs.EncodeMessage(id)))
+		r.worker.HandleSQS(ctx, sqsEvent(message.Encode(id)))
 		if rec := r.get(t, id); rec.ErrorCode != jobs.CodeTimedOut {
 			t.Fatalf("job %s %q, want failed timed_out", rec.Status, rec.ErrorCode)
 		}

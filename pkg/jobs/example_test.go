@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -61,7 +62,7 @@ func Example() {
 	// What the worker Lambda does with an SQS batch.
 	var batch events.SQSEvent
 	for i, id := range queue.Sent() {
-		batch.Records = append(batch.Records, events.SQSMessage{MessageId: fmt.Sprint(i), Body: jobs.EncodeMessage(id)})
+		batch.Records = append(batch.Records, events.SQSMessage{MessageId: fmt.Sprint(i), Body: message.Encode(id)})
 	}
 	resp, _ := worker.HandleSQS(ctx, batch)
 	fmt.Println("messages to retry:", len(resp.BatchItemFailures))

@@ -2,9 +2,10 @@ package jobs
 
 import (
 	"crypto/sha256"
-	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/ids"
 )
 
 // NewID returns a new job id: a UUIDv7, so ids sort by creation time.
@@ -32,10 +33,4 @@ func DerivedID(namespace string, parts ...string) string {
 
 // ValidID reports whether id has the form of a job id: a UUID in canonical
 // lower-case form.
-func ValidID(id string) bool {
-	if len(id) != 36 || strings.ToLower(id) != id {
-		return false
-	}
-	_, err := uuid.Parse(id)
-	return err == nil
-}
+func ValidID(id string) bool { return ids.Valid(id) }

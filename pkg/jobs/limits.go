@@ -1,5 +1,7 @@
 package jobs
 
+import "github.com/lambdajobs/lambdajobs/pkg/jobs/internal/jsonin"
+
 // Limits that keep a job's item well under DynamoDB's 400 KB item limit:
 // payload + result + attributes stay below 260 KB.
 const (
@@ -9,7 +11,7 @@ const (
 	MaxResultBytes = 128 << 10
 	// MaxJSONDepth is the deepest nesting of arrays and objects accepted in
 	// a payload.
-	MaxJSONDepth = 32
+	MaxJSONDepth = jsonin.MaxDepth
 	// MaxOwnerBytes is the longest owner name stored with a job.
 	MaxOwnerBytes = 512
 	// MaxIdempotencyKeyBytes is the longest idempotency key accepted.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -43,7 +44,7 @@ func TestOwnWritesWithLostAnswersCountAsDone(t *testing.T) {
 	if err != nil || !created || len(queue.Sent()) != 1 {
 		t.Fatalf("enqueue whose put answer was lost: %v created=%v sent=%v; want accepted and sent", err, created, queue.Sent())
 	}
-	resp, _ := w.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(rec.ID)))
+	resp, _ := w.HandleSQS(context.Background(), sqsEvent(message.Encode(rec.ID)))
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", failedIDs(resp))
 	}

@@ -3,6 +3,8 @@ package jobs
 import (
 	"log/slog"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/wallclock"
 )
 
 // Clock tells the time. Tests inject a fake (see jobstest.Clock); production
@@ -11,16 +13,9 @@ type Clock interface {
 	Now() time.Time
 }
 
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
-// WallClock is the real clock.
-var WallClock Clock = wallClock{}
-
 func orClock(c Clock) Clock {
 	if c == nil {
-		return WallClock
+		return wallclock.Clock{}
 	}
 	return c
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -50,7 +51,7 @@ func (l *lifecycle) deliver(t *testing.T) {
 	sent := l.queue.Sent()
 	var ev events.SQSEvent
 	for ; l.next < len(sent); l.next++ {
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: sent[l.next], Body: jobs.EncodeMessage(sent[l.next])})
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: sent[l.next], Body: message.Encode(sent[l.next])})
 	}
 	if len(ev.Records) == 0 {
 		return

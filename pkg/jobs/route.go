@@ -152,7 +152,7 @@ func (r *Routes) route(body, messageID string) routeResult {
 		r = &Routes{}
 	}
 	raw := []byte(body)
-	if CheckJSON(raw, 1<<20) != nil {
+	if checkJSON(raw, 1<<20) != nil {
 		return routeResult{shape: describeShape(body)}
 	}
 	if res, ok := r.routeSNS(raw); ok {
@@ -296,7 +296,7 @@ func (r *Routes) routeSNS(raw []byte) (routeResult, bool) {
 	// The inner message first: an S3 or EventBridge event or an envelope
 	// relayed through SNS. Its id comes from the SNS message id when the
 	// inner shape has none of its own.
-	if CheckJSON([]byte(n.Message), 1<<20) == nil {
+	if checkJSON([]byte(n.Message), 1<<20) == nil {
 		if res, ok := r.match([]byte(n.Message), "sns:"+n.MessageID); ok {
 			return res, true
 		}

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
 )
 
 var (
@@ -81,12 +83,12 @@ func (k *kindDef) classify(ctx context.Context, err error) execution {
 		if k.codes[f.Code] {
 			return execution{Status: StatusFailed, Code: f.Code, Cause: "declared"}
 		}
-		return execution{Status: StatusFailed, Code: CodeInternal, Cause: "undeclared_code", ErrTypes: ErrorTypes(err)}
+		return execution{Status: StatusFailed, Code: CodeInternal, Cause: "undeclared_code", ErrTypes: errtypes.Of(err)}
 	}
 	if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 		return execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "deadline"}
 	}
-	return execution{Status: StatusFailed, Code: CodeInternal, Cause: "error", ErrTypes: ErrorTypes(err)}
+	return execution{Status: StatusFailed, Code: CodeInternal, Cause: "error", ErrTypes: errtypes.Of(err)}
 }
 
 // publicJSON returns r's public JSON, compacted, or the reserved code that
@@ -118,32 +120,6 @@ func publicJSON(r Result) (body []byte, code string) {
 		return nil, CodeResultTooLarge
 	}
 	return buf.Bytes(), ""
-}
-
-// ErrorTypes lists the Go types along err's chain, e.g.
-// "*fmt.wrapError>*url.Error>*net.OpError": enough to find the failing call
-// in a log line without the error's text, which may quote secrets.
-func ErrorTypes(err error) string {
-	var types []string
-	var walk func(error)
-	walk = func(e error) {
-		for e != nil && len(types) < 12 {
-			types = append(types, fmt.Sprintf("%T", e))
-			switch u := e.(type) {
-			case interface{ Unwrap() []error }:
-				for _, inner := range u.Unwrap() {
-					walk(inner)
-				}
-				return
-			case interface{ Unwrap() error }:
-				e = u.Unwrap()
-			default:
-				return
-			}
-		}
-	}
-	walk(err)
-	return strings.Join(types, ">")
 }
 
 // stackFrames returns the function names and lines of the current stack,

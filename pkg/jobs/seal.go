@@ -90,19 +90,6 @@ func NewAESSealer(keys ...[]byte) (*AESSealer, error) {
 	return s, nil
 }
 
-// ParseKeys reads comma-separated base64 keys, as in JOBS_PAYLOAD_KEY.
-func ParseKeys(s string) ([][]byte, error) {
-	var keys [][]byte
-	for _, part := range strings.Split(s, ",") {
-		k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(part))
-		if err != nil {
-			return nil, errors.New("jobs: payload key is not valid base64")
-		}
-		keys = append(keys, k)
-	}
-	return keys, nil
-}
-
 // Seal encrypts plaintext: "v1.<key id>.<base64(nonce|ciphertext)>".
 func (s *AESSealer) Seal(plaintext, aad []byte) (string, error) {
 	nonce := make([]byte, s.seal.aead.NonceSize())

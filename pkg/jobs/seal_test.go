@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/keyring"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -62,7 +64,7 @@ func TestSecretFieldsAreSealedAtRestAndOpenedForTheHandler(t *testing.T) {
 	if !strings.Contains(string(stored.Payload), `"$sealed":"v1.`) {
 		t.Fatalf("stored payload is not sealed: %s", stored.Payload)
 	}
-	if _, err := w.HandleSQS(ctx, sqsEvent(jobs.EncodeMessage(rec.ID))); err != nil {
+	if _, err := w.HandleSQS(ctx, sqsEvent(message.Encode(rec.ID))); err != nil {
 		t.Fatal(err)
 	}
 	if got.CardToken != "tok_visa_4242" || got.PIN != 1234 || got.Customer != "c1" {
@@ -116,11 +118,11 @@ func TestSecretFieldsNeedASealer(t *testing.T) {
 
 func TestParseKeys(t *testing.T) {
 	t.Parallel()
-	keys, err := jobs.ParseKeys("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=, AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=")
+	keys, err := keyring.Parse("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=, AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=")
 	if err != nil || len(keys) != 2 || len(keys[0]) != 32 {
 		t.Fatalf("ParseKeys: %d keys, %v", len(keys), err)
 	}
-	if _, err := jobs.ParseKeys("not base64!"); err == nil {
+	if _, err := keyring.Parse("not base64!"); err == nil {
 		t.Fatal("bad base64 accepted")
 	}
 	if _, err := jobs.NewAESSealer([]byte("short")); err == nil {

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 	"unicode"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
 )
 
 // Defaults for the service, worker and sweeper.
@@ -218,7 +220,7 @@ func (s *Service) Dispatch(ctx context.Context, rec *Record) error {
 	if err := s.eng.sendAt(ctx, rec.ID, rec.RunAt); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "job stored but not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
-			slog.Time("sweep_at", rec.SweepAt), slog.String("err_types", ErrorTypes(err)))
+			slog.Time("sweep_at", rec.SweepAt), slog.String("err_types", errtypes.Of(err)))
 		return fmt.Errorf("%w: queue: %w", ErrUnavailable, err)
 	}
 	return nil

@@ -78,7 +78,7 @@ type Store interface {
 	RequestCancel(ctx context.Context, id string, at time.Time) error
 
 	// Due returns the ids of up to limit jobs (and batches, their ids
-	// prefixed with BatchPrefix) whose sweep time is at or before now: jobs still queued or running that the sweeper must look
+	// prefixed with storekey.BatchPrefix) whose sweep time is at or before now: jobs still queued or running that the sweeper must look
 	// at. It reads an index that holds only such jobs, never the table.
 	Due(ctx context.Context, now time.Time, limit int) ([]string, error)
 

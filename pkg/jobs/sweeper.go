@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/storekey"
 )
 
 // Sweeper settles jobs nobody else will: it fails as interrupted the
@@ -91,7 +94,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 		ids, err := s.eng.store.Due(pctx, now, s.limit)
 		if err != nil {
 			cancel()
-			s.log.LogAttrs(ctx, slog.LevelError, "sweep could not read the index", slog.String("err_types", ErrorTypes(err)))
+			s.log.LogAttrs(ctx, slog.LevelError, "sweep could not read the index", slog.String("err_types", errtypes.Of(err)))
 			return rep, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		var fresh []string
@@ -136,8 +139,8 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if isBatchKey(id) {
-				s.sweepBatch(ctx, now, strings.TrimPrefix(id, BatchPrefix), rep, count)
+			if storekey.IsBatch(id) {
+				s.sweepBatch(ctx, now, strings.TrimPrefix(id, storekey.BatchPrefix), rep, count)
 				return
 			}
 			rec, err := s.eng.store.Get(ctx, id)
@@ -172,7 +175,7 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 		ids = append(ids, r.ID)
 	}
 	if err := s.eng.queue.SendBatch(ctx, ids); err != nil {
-		s.log.LogAttrs(ctx, slog.LevelError, "sweep could not re-send queued jobs", slog.Int("jobs", len(ids)), slog.String("err_types", ErrorTypes(err)))
+		s.log.LogAttrs(ctx, slog.LevelError, "sweep could not re-send queued jobs", slog.Int("jobs", len(ids)), slog.String("err_types", errtypes.Of(err)))
 		rep.Errors += len(ids)
 		return
 	}

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 )
 
 // Worker runs the jobs referenced by an SQS batch. It is the worker Lambda's
@@ -155,7 +158,7 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 			retry = true
 		}
 	}()
-	if id, err := DecodeMessage(msg.Body); err == nil {
+	if id, err := message.Decode(msg.Body); err == nil {
 		return w.runJob(ctx, inv, id)
 	}
 	res := w.routes.route(msg.Body, msg.MessageId)
@@ -184,7 +187,7 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	}
 	now := w.eng.now()
 	payload := j.Payload
-	if len(payload) > MaxPayloadBytes || CheckJSON(payload, MaxPayloadBytes) != nil {
+	if len(payload) > MaxPayloadBytes || checkJSON(payload, MaxPayloadBytes) != nil {
 		payload = []byte("null") // fails invalid_payload when run
 	}
 	k, _ := w.reg.lookup(j.Kind)
@@ -211,7 +214,7 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 		// still to run.
 	default:
 		w.log.LogAttrs(ctx, slog.LevelError, "could not create a job from a message; it will come back",
-			slog.String("job_id", j.ID), slog.String("source", j.Source), slog.String("err_types", ErrorTypes(err)))
+			slog.String("job_id", j.ID), slog.String("source", j.Source), slog.String("err_types", errtypes.Of(err)))
 		return true
 	}
 	return w.runJob(ctx, inv, j.ID)
@@ -355,7 +358,7 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 				err := w.eng.sendAt(cctx, cur.ID, cur.RunAt)
 				cancel()
 				if err != nil {
-					log.LogAttrs(ctx, slog.LevelWarn, "early delivery not re-sent; the message will come back", slog.String("err_types", ErrorTypes(err)))
+					log.LogAttrs(ctx, slog.LevelWarn, "early delivery not re-sent; the message will come back", slog.String("err_types", errtypes.Of(err)))
 					return true
 				}
 			}
@@ -373,7 +376,7 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 			return false
 		}
 	default:
-		log.LogAttrs(ctx, slog.LevelError, "claim failed; the message will come back", slog.String("err_types", ErrorTypes(err)))
+		log.LogAttrs(ctx, slog.LevelError, "claim failed; the message will come back", slog.String("err_types", errtypes.Of(err)))
 		return true
 	}
 }

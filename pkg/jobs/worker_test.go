@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -178,7 +179,7 @@ func TestWorkerLifecycleWithPartialResults(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, jobs.DefaultDeadlines)
 	id := h.enqueue(t, "progress", `{"Steps":3}`)
-	resp, _ := h.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(id)))
+	resp, _ := h.worker.HandleSQS(context.Background(), sqsEvent(message.Encode(id)))
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v, want none", failedIDs(resp))
 	}
@@ -195,7 +196,7 @@ func TestWorkerStoresOnlyPublicJSON(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, jobs.DefaultDeadlines)
 	id := h.enqueue(t, "echo", `{"text":"hi"}`)
-	h.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(id)))
+	h.worker.HandleSQS(context.Background(), sqsEvent(message.Encode(id)))
 	if rec := h.get(t, id); string(rec.Result) != `{"text":"hi"}` {
 		t.Fatalf("stored result %s, want only the public JSON", rec.Result)
 	}
@@ -218,7 +219,7 @@ func TestWorkerFailureCodes(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, jobs.DefaultDeadlines)
 			id := h.enqueue(t, "fail", `{"mode":"`+tt.mode+`"}`)
-			resp, err := h.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(id)))
+			resp, err := h.worker.HandleSQS(context.Background(), sqsEvent(message.Encode(id)))
 			if err != nil || len(resp.BatchItemFailures) != 0 {
 				t.Fatalf("a failed job was listed for retry: %v %v", failedIDs(resp), err)
 			}
@@ -245,7 +246,7 @@ func TestWorkerPanicDoesNotStopTheBatch(t *testing.T) {
 	h := newHarness(t, jobs.DefaultDeadlines)
 	boom := h.enqueue(t, "fail", `{"mode":"panic"}`)
 	ok := h.enqueue(t, "echo", `{"text":"after"}`)
-	resp, _ := h.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(boom), jobs.EncodeMessage(ok)))
+	resp, _ := h.worker.HandleSQS(context.Background(), sqsEvent(message.Encode(boom), message.Encode(ok)))
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", failedIDs(resp))
 	}
@@ -258,7 +259,7 @@ func TestWorkerDuplicatesRunOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, jobs.DefaultDeadlines)
 	id := h.enqueue(t, "echo", `{"text":"x"}`)
-	body := jobs.EncodeMessage(id)
+	body := message.Encode(id)
 	// Five copies in one batch, run concurrently.
 	resp, _ := h.worker.HandleSQS(context.Background(), sqsEvent(body, body, body, body, body))
 	if len(resp.BatchItemFailures) != 0 {
@@ -283,9 +284,9 @@ func TestWorkerListsOnlyWhatMustComeBack(t *testing.T) {
 	ok := h.enqueue(t, "echo", `{"text":"x"}`)
 	failed := h.enqueue(t, "fail", `{"mode":"declared"}`)
 	ev := sqsEvent(
-		jobs.EncodeMessage(ok),
-		jobs.EncodeMessage(failed),
-		jobs.EncodeMessage(jobs.NewID()),         // not stored (yet): comes back
+		message.Encode(ok),
+		message.Encode(failed),
+		message.Encode(jobs.NewID()),             // not stored (yet): comes back
 		`{"Records":[{"eventSource":"aws:s3"}]}`, // not a job reference: comes back, reaches the DLQ
 		"not json at all "+secret,
 	)
@@ -336,7 +337,7 @@ func testWorkerAbandonsHandlerAtDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	resp, _ := h.worker.HandleSQS(ctx, sqsEvent(jobs.EncodeMessage(ignore), jobs.EncodeMessage(honour)))
+	resp, _ := h.worker.HandleSQS(ctx, sqsEvent(message.Encode(ignore), message.Encode(honour)))
 	if returned := time.Now(); !returned.Before(deadline) {
 		t.Fatalf("worker returned %v after the Lambda deadline", returned.Sub(deadline))
 	}
@@ -380,7 +381,7 @@ func testWorkerFinalWriteStallReturnsBeforeDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	resp, _ := w.HandleSQS(ctx, sqsEvent(jobs.EncodeMessage(rec.ID)))
+	resp, _ := w.HandleSQS(ctx, sqsEvent(message.Encode(rec.ID)))
 	if !time.Now().Before(deadline) {
 		t.Fatal("worker returned after the Lambda deadline")
 	}
@@ -401,7 +402,7 @@ func TestWorkerRedeliveryInterruptsExpiredRun(t *testing.T) {
 	if _, err := h.store.Claim(context.Background(), id, jobs.Claim{Token: "dead", At: time.Now().Add(-time.Minute), LeaseUntil: time.Now().Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	resp, _ := h.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(id)))
+	resp, _ := h.worker.HandleSQS(context.Background(), sqsEvent(message.Encode(id)))
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", failedIDs(resp))
 	}
@@ -421,7 +422,7 @@ func TestWorkerUnknownKind(t *testing.T) {
 	if err := h.store.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
-	resp, _ := h.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(rec.ID)))
+	resp, _ := h.worker.HandleSQS(context.Background(), sqsEvent(message.Encode(rec.ID)))
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", failedIDs(resp))
 	}
@@ -438,7 +439,7 @@ func TestWorkerPayloadThatNoLongerDecodes(t *testing.T) {
 	if err := h.store.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
-	h.worker.HandleSQS(context.Background(), sqsEvent(jobs.EncodeMessage(rec.ID)))
+	h.worker.HandleSQS(context.Background(), sqsEvent(message.Encode(rec.ID)))
 	if got := h.get(t, rec.ID); got.ErrorCode != jobs.CodeInvalidPayload || h.runCount(rec.ID) != 0 {
 		t.Fatalf("code %q runs %d, want invalid_payload and no run", got.ErrorCode, h.runCount(rec.ID))
 	}

@@ -13,9 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/storekey"
 )
 
-// A batch is an item of the same table, keyed jobs.BatchPrefix + its id.
+// A batch is an item of the same table, keyed storekey.BatchPrefix + its id.
 const (
 	attrBTotal     = "total"
 	attrBRemaining = "remaining"
@@ -55,7 +56,7 @@ func fromBatchItem(av map[string]types.AttributeValue) (*jobs.Batch, error) {
 		return nil, fmt.Errorf("dynamostore: decode batch: %w", err)
 	}
 	b := &jobs.Batch{
-		ID: it.Key[len(jobs.BatchPrefix):], Owner: it.Owner, Status: jobs.Status(it.Status),
+		ID: it.Key[len(storekey.BatchPrefix):], Owner: it.Owner, Status: jobs.Status(it.Status),
 		Total: it.Total, Remaining: it.Remaining, Succeeded: it.Succeeded, Failed: it.Failed, Cancelled: it.Cancelled,
 		CompletionKind: it.CompKind, RequestHash: it.ReqHash, Creating: it.Creating,
 		CreatedAt: fromMS(it.Created), EndedAt: fromMS(it.Ended), SweepAt: fromMS(it.SweepAt),
@@ -101,7 +102,7 @@ func (s *Store) CreateBatch(ctx context.Context, b *jobs.Batch) (*jobs.Batch, er
 		return nil, err
 	}
 	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: s.table, Key: key(jobs.BatchPrefix + b.ID),
+		TableName: s.table, Key: key(storekey.BatchPrefix + b.ID),
 		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 		ReturnValues:                        types.ReturnValueAllNew,
@@ -135,7 +136,7 @@ func (s *Store) OpenBatch(ctx context.Context, id string, missing int) error {
 		return err
 	}
 	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: s.table, Key: key(jobs.BatchPrefix + id),
+		TableName: s.table, Key: key(storekey.BatchPrefix + id),
 		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -157,7 +158,7 @@ func (s *Store) OpenBatch(ctx context.Context, id string, missing int) error {
 // GetBatch reads a batch (strongly consistent).
 func (s *Store) GetBatch(ctx context.Context, id string) (*jobs.Batch, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: s.table, Key: key(jobs.BatchPrefix + id), ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: s.capacity(),
+		TableName: s.table, Key: key(storekey.BatchPrefix + id), ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: s.capacity(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dynamostore: get batch %s: %w", id, err)
@@ -202,7 +203,7 @@ func (s *Store) batchUpdate(ctx context.Context, op, id string, upd expression.U
 		return err
 	}
 	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: s.table, Key: key(jobs.BatchPrefix + id),
+		TableName: s.table, Key: key(storekey.BatchPrefix + id),
 		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 		ReturnConsumedCapacity: s.capacity(),

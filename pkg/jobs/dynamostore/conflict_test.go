@@ -15,6 +15,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -92,7 +93,7 @@ func TestBatchFinalWritesSurviveTransactionConflicts(t *testing.T) {
 			}
 			var ev events.SQSEvent
 			for i := range n {
-				ev.Records = append(ev.Records, events.SQSMessage{MessageId: jobs.BatchJobID(b.ID, i), Body: jobs.EncodeMessage(jobs.BatchJobID(b.ID, i))})
+				ev.Records = append(ev.Records, events.SQSMessage{MessageId: jobs.BatchJobID(b.ID, i), Body: message.Encode(jobs.BatchJobID(b.ID, i))})
 			}
 			wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			defer cancel()

@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/storekey"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/wallclock"
 )
 
 // API is the part of the DynamoDB client the store uses.
@@ -54,7 +56,7 @@ var _ jobs.Store = (*Store)(nil)
 func New(api API, table string, opts Options) *Store {
 	c := opts.Clock
 	if c == nil {
-		c = jobs.WallClock
+		c = wallclock.Clock{}
 	}
 	return &Store{api: api, table: aws.String(table), opts: opts, clock: c}
 }
@@ -462,7 +464,7 @@ func (s *Store) finishInBatch(ctx context.Context, op, id, token string, upd exp
 				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 			}},
 			{Update: &types.Update{
-				TableName: s.table, Key: key(jobs.BatchPrefix + batchID), UpdateExpression: bexpr.Update(),
+				TableName: s.table, Key: key(storekey.BatchPrefix + batchID), UpdateExpression: bexpr.Update(),
 				ExpressionAttributeNames: bexpr.Names(), ExpressionAttributeValues: bexpr.Values(),
 			}},
 		},

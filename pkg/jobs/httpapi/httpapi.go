@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/jsonin"
 )
 
 // MaxBodyBytes is the largest request body accepted: the largest payload
@@ -321,7 +322,7 @@ func checkContentType(ct string) error {
 }
 
 // jsonBody checks the media type and reads a JSON body of at most limit
-// bytes that passes jobs.CheckJSON.
+// bytes that passes the checks of outside JSON (jsonin.Check).
 func jsonBody(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, error) {
 	if err := checkContentType(header(req, "content-type")); err != nil {
 		return nil, err
@@ -330,7 +331,7 @@ func jsonBody(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := jobs.CheckJSON(body, limit); err != nil {
+	if err := jsonin.Check(body, limit); err != nil {
 		return nil, &requestError{code: "malformed_json", detail: reason(err)}
 	}
 	return body, nil
@@ -377,9 +378,9 @@ func readBody(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, error) {
 }
 
 func reason(err error) string {
-	var pe *jobs.PayloadError
-	if errors.As(err, &pe) {
-		return pe.Reason
+	var je *jsonin.Error
+	if errors.As(err, &je) {
+		return je.Reason
 	}
 	return "malformed"
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
 )
 
 // Problem is an RFC 9457 problem details body, with a stable Code.
@@ -102,7 +103,7 @@ func problem(ctx context.Context, log *slog.Logger, err error) events.APIGateway
 	st := statuses[code]
 	if st.status >= 500 {
 		// Log the failing call's type chain, never the text.
-		log.LogAttrs(ctx, slog.LevelError, "request failed", slog.String("code", code), slog.String("err_types", jobs.ErrorTypes(err)))
+		log.LogAttrs(ctx, slog.LevelError, "request failed", slog.String("code", code), slog.String("err_types", errtypes.Of(err)))
 	}
 	p := Problem{Type: ProblemTypeBase + code, Title: st.title, Status: st.status, Detail: detail, Code: code}
 	var be *jobs.BatchJobError

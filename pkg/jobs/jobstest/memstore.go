@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/storekey"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/wallclock"
 )
 
 // MemStore is an in-memory jobs.Store with the same conditional semantics
@@ -25,7 +27,7 @@ var _ jobs.Store = (*MemStore)(nil)
 // NewMemStore returns an empty MemStore; clock may be nil for the wall clock.
 func NewMemStore(clock jobs.Clock) *MemStore {
 	if clock == nil {
-		clock = jobs.WallClock
+		clock = wallclock.Clock{}
 	}
 	return &MemStore{jobs: map[string]*jobs.Record{}, batches: map[string]*jobs.Batch{}, clock: clock}
 }
@@ -309,7 +311,7 @@ func (m *MemStore) Due(_ context.Context, now time.Time, limit int) ([]string, e
 	}
 	for _, b := range m.batches {
 		if b.Status == jobs.StatusRunning && !b.SweepAt.IsZero() && !b.SweepAt.After(now) {
-			due = append(due, &jobs.Record{ID: jobs.BatchPrefix + b.ID, SweepAt: b.SweepAt})
+			due = append(due, &jobs.Record{ID: storekey.BatchPrefix + b.ID, SweepAt: b.SweepAt})
 		}
 	}
 	sort.Slice(due, func(i, j int) bool { return due[i].SweepAt.Before(due[j].SweepAt) })

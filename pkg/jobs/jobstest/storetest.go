@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/storekey"
 )
 
 // NewStoreFunc returns an empty store for one test, reading time from clock.
@@ -551,7 +552,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if err != nil || b.Remaining != 0 || b.Succeeded != 1 || b.Failed != 1 || b.Cancelled != 1 || b.Status != jobs.StatusRunning || b.Creating {
 			t.Fatalf("batch %+v %v, want 1 succeeded, 1 failed, 1 cancelled, none pending", b, err)
 		}
-		if ids, _ := s.Due(ctx, now.Add(time.Hour), 100); !set(ids)[jobs.BatchPrefix+batchID] {
+		if ids, _ := s.Due(ctx, now.Add(time.Hour), 100); !set(ids)[storekey.BatchPrefix+batchID] {
 			t.Fatalf("a running batch past its sweep time is not due: %v", ids)
 		}
 		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); err != nil {
@@ -560,7 +561,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, jobs.ErrBatchNotDone) {
 			t.Fatalf("second EndBatch: %v", err)
 		}
-		if ids, _ := s.Due(ctx, now.Add(time.Hour), 100); set(ids)[jobs.BatchPrefix+batchID] {
+		if ids, _ := s.Due(ctx, now.Add(time.Hour), 100); set(ids)[storekey.BatchPrefix+batchID] {
 			t.Fatal("an ended batch is still due")
 		}
 		// Once expired, the id can be taken again, with fresh counts.

@@ -54,6 +54,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/keyring"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
@@ -109,7 +110,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var keys [][]byte
 	var keyErr error
 	if v := getenv("JOBS_PAYLOAD_KEY"); v != "" {
-		keys, keyErr = jobs.ParseKeys(v)
+		keys, keyErr = keyring.Parse(v)
 	}
 	if v := getenv("JOBS_PAYLOAD_SECRET"); v != "" {
 		if len(v) < 32 {

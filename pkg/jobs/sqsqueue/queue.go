@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 )
 
 // API is the part of the SQS client the queue uses.
@@ -40,7 +41,7 @@ func New(api API, url string) *Queue { return &Queue{api: api, url: aws.String(u
 func (q *Queue) Send(ctx context.Context, id string) error {
 	_, err := q.api.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl:    q.url,
-		MessageBody: aws.String(jobs.EncodeMessage(id)),
+		MessageBody: aws.String(message.Encode(id)),
 	})
 	if err != nil {
 		return fmt.Errorf("sqsqueue: send %s: %w", id, err)
@@ -55,7 +56,7 @@ func (q *Queue) SendDelayed(ctx context.Context, id string, delay time.Duration)
 	secs = max(0, min(secs, int32(jobs.MaxQueueDelay/time.Second)))
 	_, err := q.api.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl:     q.url,
-		MessageBody:  aws.String(jobs.EncodeMessage(id)),
+		MessageBody:  aws.String(message.Encode(id)),
 		DelaySeconds: secs,
 	})
 	if err != nil {
@@ -91,7 +92,7 @@ func (q *Queue) sendChunk(ctx context.Context, ids []string) ([]string, error) {
 	for i, id := range ids {
 		entries[i] = types.SendMessageBatchRequestEntry{
 			Id:          aws.String(strconv.Itoa(i)),
-			MessageBody: aws.String(jobs.EncodeMessage(id)),
+			MessageBody: aws.String(message.Encode(id)),
 		}
 	}
 	out, err := q.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: q.url, Entries: entries})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
@@ -27,7 +28,7 @@ func receiveAll(t *testing.T, client *sqs.Client, url string, want int) []string
 			t.Fatal(err)
 		}
 		for _, m := range out.Messages {
-			id, err := jobs.DecodeMessage(aws.ToString(m.Body))
+			id, err := message.Decode(aws.ToString(m.Body))
 			if err != nil {
 				t.Fatalf("body %q: %v", aws.ToString(m.Body), err)
 			}

@@ -1,0 +1,12 @@
+// Package storekey is how batches are keyed in the store, beside jobs.
+package storekey
+
+import "strings"
+
+// BatchPrefix starts the store key of a batch, so batch and job ids never
+// collide in the table and a batch id is never a valid job id. Store.Due
+// returns batches with it.
+const BatchPrefix = "batch#"
+
+// IsBatch reports whether a key from Store.Due is a batch's.
+func IsBatch(key string) bool { return strings.HasPrefix(key, BatchPrefix) }
