@@ -12,8 +12,9 @@ import (
 type StackProps struct {
 	awscdk.StackProps
 	Config Config
-	// Bootstraps is the folder holding <function>/bootstrap (make build).
-	Bootstraps string
+	// Bootstraps is the folder holding <function>/bootstrap (make build),
+	// or Bootstrap one bootstrap for all (see jobsinfra.JobsProps).
+	Bootstraps, Bootstrap string
 	// ExampleKinds deploys the demo kinds (see jobsinfra.JobsProps).
 	ExampleKinds bool
 }
@@ -29,7 +30,7 @@ type JobsStack struct {
 func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *JobsStack {
 	stack := awscdk.NewStack(scope, &id, &props.StackProps)
 	jobs := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{
-		Config: props.Config, Bootstraps: props.Bootstraps, ExampleKinds: props.ExampleKinds,
+		Config: props.Config, Bootstraps: props.Bootstraps, Bootstrap: props.Bootstrap, ExampleKinds: props.ExampleKinds,
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: jobs.API.ApiEndpoint(), Description: jsii.String("the HTTP API (ljob -api)")})
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: jobs.Table.TableName()})

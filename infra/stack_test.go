@@ -64,7 +64,25 @@ func setup(m *testing.M) (int, error) {
 	tuned.Name = "tuned"
 	tuned.BatchSize, tuned.BatchWindow, tuned.MaxConcurrency = 100, 20*time.Second, 7
 	for _, cfg := range []Config{Dev, Prod, withSources, withJWT, tuned} {
-		s, err := synth(cfg, dir, filepath.Join(dir, "cdk.out."+cfg.Name))
+		s, err := synth(cfg, dir, filepath.Join(dir, "cdk.out."+cfg.Name), "")
+		if err != nil {
+			return 0, fmt.Errorf("synth %s: %w", cfg.Name, err)
+		}
+		envs[cfg.Name] = s
+	}
+	// One bootstrap serving every function (lambdafn.Serve).
+	single := Dev
+	single.Name = "single"
+	one := filepath.Join(dir, "one")
+	if err := os.MkdirAll(one, 0o755); err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(one, "bootstrap"), []byte("one main"), 0o755); err != nil {
+		return 0, err
+	}
+	{
+		cfg := single
+		s, err := synth(cfg, dir, filepath.Join(dir, "cdk.out."+cfg.Name), one)
 		if err != nil {
 			return 0, fmt.Errorf("synth %s: %w", cfg.Name, err)
 		}
@@ -73,7 +91,7 @@ func setup(m *testing.M) (int, error) {
 	return m.Run(), nil
 }
 
-func synth(cfg Config, bootstraps, outdir string) (s *synthesized, err error) {
+func synth(cfg Config, bootstraps, outdir, bootstrap string) (s *synthesized, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)
@@ -81,7 +99,11 @@ func synth(cfg Config, bootstraps, outdir string) (s *synthesized, err error) {
 	}()
 	app := awscdk.NewApp(&awscdk.AppProps{Context: cdkContext(), Outdir: jsii.String(outdir)})
 	applyChecks(app)
-	stack := NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{Config: cfg, Bootstraps: bootstraps, ExampleKinds: cfg.Name != "prod"})
+	props := &StackProps{Config: cfg, Bootstraps: bootstraps, ExampleKinds: cfg.Name != "prod"}
+	if bootstrap != "" {
+		props.Bootstraps, props.Bootstrap = "", bootstrap
+	}
+	stack := NewJobsStack(app, "lambdajobs-"+cfg.Name, props)
 	if cfg.Name == "sources" {
 		// A team's own function that enqueues directly (transactional enqueue).
 		orders := awslambda.NewFunction(stack.Stack, jsii.String("Orders"), &awslambda.FunctionProps{
@@ -623,5 +645,33 @@ func TestGrantReadJobs(t *testing.T) {
 	}
 	if readerRole == "" || strings.Join(actions, " ") != `"dynamodb:GetItem"` {
 		t.Errorf("reader role %q may %v, want exactly dynamodb:GetItem", readerRole, actions)
+	}
+}
+
+// Every function knows its role, so one bootstrap (lambdafn.Serve) can
+// serve all five; with one bootstrap, one asset.
+func TestEveryFunctionKnowsItsRole(t *testing.T) {
+	for name, s := range envs {
+		roles := map[string]bool{}
+		assets := map[string]bool{}
+		for _, f := range s.resources("AWS::Lambda::Function") {
+			p := props(f)
+			desc := fmt.Sprint(p["Description"])
+			if !strings.HasPrefix(desc, "lambdajobs ") {
+				continue // a team's own function
+			}
+			role := desc[strings.LastIndexByte(desc, ' ')+1:]
+			if !strings.Contains(jsonOf(p["Environment"]), `"JOBS_FUNCTION":"`+role+`"`) {
+				t.Errorf("%s: %s lacks JOBS_FUNCTION=%s", name, desc, role)
+			}
+			roles[role] = true
+			assets[jsonOf(p["Code"])] = true
+		}
+		if len(roles) != 5 {
+			t.Errorf("%s: roles %v", name, roles)
+		}
+		if want := map[bool]int{true: 1, false: 5}[name == "single"]; len(assets) != want {
+			t.Errorf("%s: %d assets, want %d", name, len(assets), want)
+		}
 	}
 }

@@ -40,10 +40,14 @@ import (
 type JobsProps struct {
 	// Config is the environment's settings (start from Dev or Prod).
 	Config Config
+	// Bootstrap is the folder holding one bootstrap that serves every
+	// function (a main calling lambdafn.Serve; each function is told its
+	// role in JOBS_FUNCTION). Give it, or Bootstraps.
+	Bootstrap string
 	// Bootstraps is the folder holding <function>/bootstrap for the five
-	// functions (enqueue, getjob, cancel, worker, sweeper), built for
-	// linux/arm64 from your own mains over lambdafn (see the README's "Use
-	// it in your own service").
+	// functions (enqueue, getjob, cancel, worker, sweeper), one main each.
+	// Either way they are built for linux/arm64 from your own mains over
+	// lambdafn (see the README's "Use it in your own service").
 	Bootstraps string
 	// ExampleKinds sets JOBS_EXAMPLE_KINDS=on in every function, which this
 	// repository's own mains read to register the demo kinds (example.*,
@@ -81,9 +85,16 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	if err := cfg.Validate(); err != nil {
 		panic("jobsinfra: " + err.Error())
 	}
+	asset := func(name string) string { return filepath.Join(props.Bootstraps, name) }
+	switch {
+	case (props.Bootstrap == "") == (props.Bootstraps == ""):
+		panic("jobsinfra: give JobsProps.Bootstrap (one bootstrap for every function) or Bootstraps (one per function), not both")
+	case props.Bootstrap != "":
+		asset = func(string) string { return props.Bootstrap }
+	}
 	for _, f := range FunctionNames {
-		if _, err := os.Stat(filepath.Join(props.Bootstraps, f, "bootstrap")); err != nil {
-			panic(fmt.Sprintf("jobsinfra: %s/%s/bootstrap is missing: build your functions first", props.Bootstraps, f))
+		if _, err := os.Stat(filepath.Join(asset(f), "bootstrap")); err != nil {
+			panic(fmt.Sprintf("jobsinfra: %s/bootstrap is missing: build your functions first", asset(f)))
 		}
 	}
 	stack := constructs.NewConstruct(scope, &id)
@@ -184,14 +195,18 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 				"function's own log group, in place of the managed AWSLambdaBasicExecutionRole."),
 			AppliesTo: &[]interface{}{jsii.String("Resource::<" + *awscdk.Stack_Of(stack).GetLogicalId(logs.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>:*")},
 		}}, jsii.Bool(true))
+		fnEnv := map[string]*string{"JOBS_FUNCTION": jsii.String(name)}
+		for k, v := range env {
+			fnEnv[k] = v
+		}
 		f := awslambda.NewFunction(stack, jsii.String(name), &awslambda.FunctionProps{
 			Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
 			Architecture:  awslambda.Architecture_ARM_64(),
 			Handler:       jsii.String("bootstrap"),
-			Code:          awslambda.Code_FromAsset(jsii.String(filepath.Join(props.Bootstraps, name)), nil),
+			Code:          awslambda.Code_FromAsset(jsii.String(asset(name)), nil),
 			MemorySize:    jsii.Number(float64(memory)),
 			Timeout:       dur(timeout),
-			Environment:   &env,
+			Environment:   &fnEnv,
 			LoggingFormat: awslambda.LoggingFormat_JSON,
 			LogGroup:      logs,
 			Role:          role,

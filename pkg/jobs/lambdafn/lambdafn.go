@@ -2,7 +2,9 @@
 // it reads the configuration from the environment once, builds the AWS
 // clients once (outside the handler), and starts the Lambda runtime.
 //
-// A team's own functions are a few lines each:
+// A team's functions are one main that serves all five (Serve; the role
+// comes from JOBS_FUNCTION, which the CDK construct sets), or one main per
+// function:
 //
 //	func main() {
 //		reg := jobs.NewRegistry()
@@ -12,6 +14,7 @@
 //
 // Environment (see README "Configuration"):
 //
+//	JOBS_FUNCTION              which function a Serve binary is (enqueue, getjob, cancel, worker, sweeper)
 //	JOBS_TABLE                 DynamoDB table (required)
 //	JOBS_QUEUE_URL             SQS queue URL (enqueue, sweeper)
 //	JOBS_DISPATCH_GRACE        wait before the sweeper looks at a job (3m)
@@ -247,6 +250,46 @@ func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 	return func(ctx context.Context, _ events.CloudWatchEvent) (jobs.SweepReport, error) {
 		return s.Sweep(ctx)
 	}, nil
+}
+
+// FunctionNamed returns the function called name (enqueue, getjob, cancel,
+// worker or sweeper), as the CDK construct names it in JOBS_FUNCTION.
+func FunctionNamed(name string) (Function, error) {
+	switch name {
+	case "enqueue":
+		return Enqueue, nil
+	case "getjob":
+		return GetJob, nil
+	case "cancel":
+		return Cancel, nil
+	case "worker":
+		return Worker, nil
+	case "sweeper":
+		return Sweeper, nil
+	}
+	return nil, fmt.Errorf("JOBS_FUNCTION=%q: want enqueue, getjob, cancel, worker or sweeper", name)
+}
+
+// Serve is Main for one binary that serves every function: each function
+// runs the same bootstrap, and the CDK construct tells it which one it is
+// in JOBS_FUNCTION. A team then has one main and one asset:
+//
+//	func main() {
+//		reg := jobs.NewRegistry()
+//		myjobs.MustRegister(reg) // the team's kinds
+//		lambdafn.Serve(reg, lambdafn.WithRoutes(myjobs.Routes))
+//	}
+//
+// The binary is the same size either way (every function links the same
+// packages), so one asset costs nothing at run time and builds and
+// uploads once.
+func Serve(reg *jobs.Registry, opts ...Option) {
+	fn, err := FunctionNamed(os.Getenv("JOBS_FUNCTION"))
+	if err != nil {
+		lambdacontext.NewLogger().Error("function cannot start", slog.String("error", err.Error()))
+		os.Exit(1)
+	}
+	Main(fn, reg, opts...)
 }
 
 // Main reads the configuration, builds fn's handler and starts the Lambda

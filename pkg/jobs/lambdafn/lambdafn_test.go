@@ -97,3 +97,15 @@ func TestWorkerRefusesASourceWithoutRoute(t *testing.T) {
 		t.Fatal("a malformed JOBS_SOURCES was accepted")
 	}
 }
+
+func TestFunctionNamed(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+		if fn, err := lambdafn.FunctionNamed(name); err != nil || fn == nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := lambdafn.FunctionNamed("workr"); err == nil || !strings.Contains(err.Error(), "JOBS_FUNCTION") {
+		t.Errorf("a misspelt role: %v", err)
+	}
+}
