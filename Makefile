@@ -43,6 +43,8 @@ build: ## Cross-compile the four Lambda bootstraps (provided.al2023, arm64) into
 test: deps $(RIE) ## Run every test (unit, integration on DynamoDB Local and fauxqs, end-to-end on the local stack) with -race.
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
+	@echo "== examples/quickstart: a team's own module (its kind, its main, on the local stack)"
+	cd examples/quickstart && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck.
@@ -100,11 +102,18 @@ infra/_tools/node_modules/.installed: infra/_tools/package.json infra/_tools/pac
 .PHONY: infra-test
 infra-test: ## Test the CDK app: template assertions and cdk-nag AwsSolutions for dev, prod and option sets.
 	cd infra && $(GO) vet ./... && $(CDK_ENV) $(GO) test -count=1 ./...
+	cd examples/quickstart/infra && $(GO) vet ./... && $(CDK_ENV) $(GO) test -count=1 ./...
 
 .PHONY: synth
 synth: build infra/_tools/node_modules/.installed ## Synthesize the stack of ENV (default dev) into infra/cdk.out, offline, cdk-nag enforced.
 	cd infra && $(CDK) synth -c env=$(ENV) --quiet
 	@echo "synthesized lambdajobs-$(ENV) into infra/cdk.out"
+
+.PHONY: quickstart-synth
+quickstart-synth: infra/_tools/node_modules/.installed ## Build examples/quickstart's bootstrap and synthesize its CDK app (dev and prod) with the CDK CLI, cdk-nag enforced.
+	$(MAKE) -C examples/quickstart build
+	cd examples/quickstart/infra && $(CDK) synth --quiet
+	@echo "synthesized reports-dev and reports-prod into examples/quickstart/infra/cdk.out"
 
 .PHONY: deploy
 deploy: build infra/_tools/node_modules/.installed ## Deploy the stack of ENV to the AWS account of your credentials (see README "Deploy").

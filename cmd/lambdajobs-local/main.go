@@ -1,9 +1,18 @@
 // Command lambdajobs-local runs the whole system on this machine, made of
 // the same function code that deploys to Lambda: DynamoDB Local, the fauxqs
-// SQS emulator, the four bootstraps under the AWS Lambda Runtime Interface
+// SQS emulator, the five functions under the AWS Lambda Runtime Interface
 // Emulator, a gateway speaking API Gateway's payload format 2.0, an SQS
 // event source and the sweeper's schedule. `make run` builds what it needs
 // and starts it; Ctrl-C stops everything it started.
+//
+// In a team's own repository, it runs the team's functions: one main that
+// serves every function (lambdafn.Serve), built for this machine:
+//
+//	go run github.com/lambdajobs/lambdajobs/cmd/lambdajobs-local -main ./cmd/jobs
+//
+// The emulators (at this repository's pins) and the Runtime Interface
+// Emulator are installed into the user's cache the first time (npm and go
+// install; JOBS_LOCAL_CACHE overrides where).
 //
 // Every address and setting can be overridden by environment variables:
 //
@@ -16,15 +25,19 @@
 //	JOBS_LOCAL_WORKER_TIMEOUT  the worker's Lambda timeout (30s)
 //	JOBS_LOCAL_SWEEP_EVERY     sweeper schedule (1m)
 //	JOBS_LOCAL_VERBOSE         set to show the Runtime Interface Emulator's own log lines
+//	JOBS_LOCAL_CACHE           where -main installs the emulators (the user's cache; when set, used
+//	                           even inside this repository)
 //	JOBS_*                     passed to the functions (JOBS_DISPATCH_GRACE, ...)
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,6 +55,8 @@ func main() {
 }
 
 func run() error {
+	mainPkg := flag.String("main", "", "a main package serving every function (lambdafn.Serve) to build and run, e.g. ./cmd/jobs")
+	flag.Parse()
 	localaws.DieWithParent()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	cfg := localstack.DefaultConfig()
@@ -95,6 +110,27 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	try := `  curl -s -X POST %s/v1/jobs -H 'content-type: application/json' \
+    -d '{"kind":"example.hash","payload":{"text":"hello","rounds":1}}'`
+	if *mainPkg != "" {
+		tools, err := localstack.PrepareTools(ctx, os.Getenv("JOBS_LOCAL_CACHE"), logger)
+		if err != nil {
+			return err
+		}
+		dir, err := os.MkdirTemp("", "lambdajobs-local-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg.Bootstrap = filepath.Join(dir, "bootstrap")
+		logger.Info("building your functions", slog.String("main", *mainPkg))
+		if err := localstack.BuildMain(ctx, "", *mainPkg, cfg.Bootstrap); err != nil {
+			return err
+		}
+		cfg.Root, cfg.RIE = tools.Root, tools.RIE
+		try = `  curl -s -X POST %s/v1/jobs -H 'content-type: application/json' \
+    -d '{"kind":"<one of your kinds>","payload":{...}}'`
+	}
 	stack, err := localstack.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -105,8 +141,7 @@ lambdajobs is running:
   DynamoDB     %s   table %s
   SQS          %s   queue %s
 Try:
-  curl -s -X POST %s/v1/jobs -H 'content-type: application/json' \
-    -d '{"kind":"example.hash","payload":{"text":"hello","rounds":1}}'
+`+try+`
 Ctrl-C stops everything.
 `, stack.APIURL, stack.DynamoDBEndpoint, stack.Table, stack.SQSEndpoint, stack.Queues.Queue, stack.APIURL)
 	<-ctx.Done()

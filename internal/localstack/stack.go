@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,10 @@ type Config struct {
 	// cancel, worker, sweeper) built for this
 	// machine (make build-local).
 	Bootstraps string
+	// Bootstrap, when set, is one bootstrap that serves every function
+	// (lambdafn.Serve); each is told its role in JOBS_FUNCTION, as the CDK
+	// construct does.
+	Bootstrap string
 	// RIE is the path of the aws-lambda-rie binary.
 	RIE string
 	// APIAddr is where the HTTP API listens.
@@ -214,9 +219,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		if instance != "" {
 			label = name + "-" + instance
 		}
+		bootstrap := filepath.Join(cfg.Bootstraps, name, "bootstrap")
+		if cfg.Bootstrap != "" {
+			bootstrap = cfg.Bootstrap
+		}
 		f, err := StartFunction(ctx, FunctionConfig{
-			Name: name, RIE: cfg.RIE, Bootstrap: filepath.Join(cfg.Bootstraps, name, "bootstrap"),
-			Timeout: timeout, Env: env, Output: prefixed(cfg.Output, label),
+			Name: name, RIE: cfg.RIE, Bootstrap: bootstrap,
+			Timeout: timeout, Env: append(slices.Clone(env), "JOBS_FUNCTION="+name), Output: prefixed(cfg.Output, label),
 		})
 		if err != nil {
 			return nil, err

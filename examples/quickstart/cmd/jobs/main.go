@@ -1,0 +1,17 @@
+// Command jobs is the team's one Lambda main: it serves every function
+// (enqueue, getjob, cancel, worker, sweeper); the CDK construct tells each
+// which it is (JOBS_FUNCTION).
+package main
+
+import (
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
+
+	"example.com/quickstart/reports"
+)
+
+func main() {
+	reg := jobs.NewRegistry()
+	reports.Register(reg)
+	lambdafn.Serve(reg)
+}

@@ -1,0 +1,125 @@
+// Package e2e runs the team's own functions on the local stack, started as
+// a team starts it (go run .../cmd/lambdajobs-local -main ./cmd/jobs), and
+// one of its jobs through the HTTP API.
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type view struct {
+	ID     string          `json:"id"`
+	Status string          `json:"status"`
+	Result json.RawMessage `json:"result"`
+	Error  *string         `json:"error"`
+}
+
+func TestTeamFunctionsOnTheLocalStack(t *testing.T) {
+	api := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cache := os.Getenv("QUICKSTART_TOOLS_CACHE") // CI keeps the emulators between runs
+	if cache == "" {
+		cache = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "run", "github.com/lambdajobs/lambdajobs/cmd/lambdajobs-local", "-main", "./cmd/jobs")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(),
+		"JOBS_LOCAL_API_ADDR="+api,
+		fmt.Sprintf("JOBS_LOCAL_DYNAMODB_PORT=%d", freePort(t)),
+		fmt.Sprintf("JOBS_LOCAL_SQS_PORT=%d", freePort(t)),
+		"JOBS_LOCAL_CACHE="+filepath.Clean(cache),
+		"JOBS_LOCAL_SWEEP_EVERY=10s")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("lambdajobs-local output:\n%s", out.String())
+		}
+	}()
+
+	base := "http://" + api
+	do := func(method, path, body string) (int, []byte, error) {
+		req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Local-Caller", "team")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, b, err
+	}
+	var job view
+	for {
+		code, body, err := do("POST", "/v1/jobs", `{"kind":"reports.build","payload":{"account":"acme","months":4}}`)
+		if err == nil && code == 202 {
+			if err := json.Unmarshal(body, &job); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if err == nil && code != 202 {
+			t.Fatalf("POST /v1/jobs: %d %s", code, body)
+		}
+		if ctx.Err() != nil || cmd.ProcessState != nil {
+			t.Fatalf("the local stack never answered: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for {
+		code, body, err := do("GET", "/v1/jobs/"+job.ID, "")
+		if err != nil || code != 200 {
+			t.Fatalf("GET: %d %s %v", code, body, err)
+		}
+		if err := json.Unmarshal(body, &job); err != nil {
+			t.Fatal(err)
+		}
+		if job.Status == "succeeded" || job.Status == "failed" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("job still %s", job.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if job.Status != "succeeded" || string(job.Result) != `{"account":"acme","rows":100}` {
+		t.Fatalf("job %+v, want succeeded with 100 rows", job)
+	}
+	// The demo kinds are not there: only the team's own.
+	if code, body, _ := do("POST", "/v1/jobs", `{"kind":"example.hash","payload":{"text":"x","rounds":1}}`); code != 422 {
+		t.Fatalf("a demo kind on the team's functions: %d %s, want 422", code, body)
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	jsii.Close()
+	os.Exit(code)
+}
+
+// The team's app synthesizes dev and prod, cdk-nag clean, with the team's
+// one bootstrap for all five functions and no demo kind.
+func TestAppSynthesizesCleanly(t *testing.T) {
+	dir := t.TempDir()
+	one := filepath.Join(dir, "build")
+	if err := os.MkdirAll(one, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(one, "bootstrap"), []byte("stand-in"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("cdk.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Context map[string]any `json:"context"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &c.Context, Outdir: jsii.String(filepath.Join(dir, "cdk.out"))})
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	if err := Build(app, one); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"reports-dev", "reports-prod"} {
+		stack := app.Node().FindChild(jsii.String(name)).(awscdk.Stack)
+		tmpl := *assertions.Template_FromStack(stack, nil).ToJSON()
+		ann := assertions.Annotations_FromStack(stack)
+		for _, msg := range *ann.FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
+			t.Errorf("%s: cdk-nag: %s: %v", name, *msg.Id, msg.Entry.Data)
+		}
+		fns := 0
+		for _, r := range tmpl["Resources"].(map[string]any) {
+			res := r.(map[string]any)
+			if res["Type"] != "AWS::Lambda::Function" {
+				continue
+			}
+			fns++
+			env := fmt.Sprint(res["Properties"].(map[string]any)["Environment"])
+			if strings.Contains(env, "JOBS_EXAMPLE_KINDS") || !strings.Contains(env, "JOBS_FUNCTION") {
+				t.Errorf("%s: a function's environment %s", name, env)
+			}
+		}
+		if fns != 5 {
+			t.Errorf("%s: %d functions, want 5", name, fns)
+		}
+	}
+}
