@@ -63,6 +63,11 @@ func setup(m *testing.M) (int, error) {
 	tuned := Dev
 	tuned.Name = "tuned"
 	tuned.BatchSize, tuned.BatchWindow, tuned.MaxConcurrency = 100, 20*time.Second, 7
+	// ...and every function setting.
+	tuned.WorkerMemoryMB, tuned.APIMemoryMB, tuned.APITimeout, tuned.SweeperTimeout = 2048, 384, 20*time.Second, 90*time.Second
+	tuned.Architecture = "x86_64"
+	tuned.Environment = map[string]string{"TEAM_SETTING": "all"}
+	tuned.FunctionEnvironment = map[string]map[string]string{"worker": {"WORKER_ONLY": "1"}}
 	for _, cfg := range []Config{Dev, Prod, withSources, withJWT, tuned} {
 		s, err := synth(cfg, dir, filepath.Join(dir, "cdk.out."+cfg.Name), "")
 		if err != nil {
@@ -236,7 +241,11 @@ func TestFunctionsRunTheBootstrapsOnArm(t *testing.T) {
 	for name, s := range envs {
 		for _, fn := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
 			p := s.function(t, fn)
-			if p["Runtime"] != "provided.al2023" || jsonOf(p["Architectures"]) != `["arm64"]` || p["Handler"] != "bootstrap" {
+			arch := `["arm64"]`
+			if s.cfg.Architecture == "x86_64" {
+				arch = `["x86_64"]`
+			}
+			if p["Runtime"] != "provided.al2023" || jsonOf(p["Architectures"]) != arch || p["Handler"] != "bootstrap" {
 				t.Errorf("%s %s: runtime %v arch %v handler %v", name, fn, p["Runtime"], p["Architectures"], p["Handler"])
 			}
 			if lc, _ := p["LoggingConfig"].(map[string]any); lc == nil || lc["LogFormat"] != "JSON" {
@@ -672,6 +681,53 @@ func TestEveryFunctionKnowsItsRole(t *testing.T) {
 		}
 		if want := map[bool]int{true: 1, false: 5}[name == "single"]; len(assets) != want {
 			t.Errorf("%s: %d assets, want %d", name, len(assets), want)
+		}
+	}
+}
+
+// Every function setting of Config reaches the template.
+func TestFunctionSettingsReachTheTemplate(t *testing.T) {
+	s := envs["tuned"]
+	seen := 0
+	for _, f := range s.resources("AWS::Lambda::Function") {
+		p := props(f)
+		desc := fmt.Sprint(p["Description"])
+		role := desc[strings.LastIndexByte(desc, ' ')+1:]
+		env := jsonOf(p["Environment"])
+		wantMem, wantTimeout := float64(s.cfg.APIMemoryMB), s.cfg.APITimeout.Seconds()
+		switch role {
+		case "worker":
+			wantMem, wantTimeout = float64(s.cfg.WorkerMemoryMB), s.cfg.WorkerTimeout.Seconds()
+		case "sweeper":
+			wantTimeout = s.cfg.SweeperTimeout.Seconds()
+		}
+		if p["MemorySize"] != wantMem || p["Timeout"] != wantTimeout {
+			t.Errorf("%s: memory %v timeout %v, want %v and %v", desc, p["MemorySize"], p["Timeout"], wantMem, wantTimeout)
+		}
+		if jsonOf(p["Architectures"]) != `["x86_64"]` || !strings.Contains(env, `"TEAM_SETTING":"all"`) {
+			t.Errorf("%s: architectures %v environment %s", desc, p["Architectures"], env)
+		}
+		if got := strings.Contains(env, "WORKER_ONLY"); got != (role == "worker") {
+			t.Errorf("%s: WORKER_ONLY present %v", desc, got)
+		}
+		seen++
+	}
+	if seen != 5 {
+		t.Fatalf("%d functions", seen)
+	}
+}
+
+func TestConfigRefusesReservedEnvironment(t *testing.T) {
+	for name, mutate := range map[string]func(*Config){
+		"reserved":     func(c *Config) { c.Environment = map[string]string{"JOBS_TABLE": "other"} },
+		"aws":          func(c *Config) { c.FunctionEnvironment = map[string]map[string]string{"worker": {"AWS_REGION": "x"}} },
+		"unknown fn":   func(c *Config) { c.FunctionEnvironment = map[string]map[string]string{"wroker": {"A": "1"}} },
+		"architecture": func(c *Config) { c.Architecture = "arm" },
+	} {
+		c := Dev
+		mutate(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package jobsinfra
 import (
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -37,6 +39,16 @@ type Config struct {
 	APIMemoryMB    int
 	APITimeout     time.Duration
 	SweeperTimeout time.Duration
+
+	// Architecture of every function: "arm64" (the default, and the one
+	// `make build` targets) or "x86_64"; build the bootstraps to match.
+	Architecture string
+	// Environment is added to every function's environment, and
+	// FunctionEnvironment to one function's (by name: enqueue, getjob,
+	// cancel, worker, sweeper), for your own handlers' settings. Neither may
+	// set a variable the construct sets (JOBS_TABLE, JOBS_QUEUE_URL, ...).
+	Environment         map[string]string
+	FunctionEnvironment map[string]map[string]string
 
 	// Jobs.
 	DispatchGrace time.Duration
@@ -137,6 +149,29 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s: maximum concurrency %d: 2..1000", c.Name, c.MaxConcurrency)
 	case c.BatchWindow > 5*time.Minute:
 		return fmt.Errorf("%s: batching window %v: at most 5 minutes", c.Name, c.BatchWindow)
+	case c.Architecture != "" && c.Architecture != "arm64" && c.Architecture != "x86_64":
+		return fmt.Errorf("%s: architecture %q: arm64 or x86_64", c.Name, c.Architecture)
+	}
+	for name, env := range c.FunctionEnvironment {
+		if !slices.Contains(FunctionNames, name) {
+			return fmt.Errorf("%s: FunctionEnvironment names %q: want one of %v", c.Name, name, FunctionNames)
+		}
+		if err := checkEnv(c.Name, env); err != nil {
+			return err
+		}
+	}
+	return checkEnv(c.Name, c.Environment)
+}
+
+// reservedEnv are the variables the construct sets itself.
+var reservedEnv = []string{"JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_DISPATCH_GRACE", "JOBS_RETENTION", "JOBS_WORKER_CONCURRENCY",
+	"JOBS_HANDLER_RESERVE", "JOBS_FINAL_WRITE_TIMEOUT", "JOBS_PAYLOAD_SECRET", "JOBS_FUNCTION", "JOBS_SOURCES", "JOBS_EXAMPLE_KINDS"}
+
+func checkEnv(env string, vars map[string]string) error {
+	for k := range vars {
+		if slices.Contains(reservedEnv, k) || strings.HasPrefix(k, "AWS_") {
+			return fmt.Errorf("%s: environment variable %s is set by the construct or Lambda; tune it through Config", env, k)
+		}
 	}
 	return nil
 }

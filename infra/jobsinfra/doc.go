@@ -32,7 +32,8 @@
 // worker's memory, timeout, handler reserve, final-write bound and
 // concurrency; the event source's batch size, batching window and maximum
 // concurrency; the API functions' memory and timeout; the sweeper's
-// timeout; dispatch grace and retention of jobs; log retention; Retain
+// timeout; the functions' architecture and extra environment (for all, or
+// per function); dispatch grace and retention of jobs; log retention; Retain
 // (keep the table, logs and secret on deletion, point-in-time recovery,
 // deletion protection); API throttling; JWT authorisation; the alarm topic
 // or e-mail; the foreign sources. NewJobs panics with the reason when

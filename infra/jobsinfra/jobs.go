@@ -196,12 +196,22 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 			AppliesTo: &[]interface{}{jsii.String("Resource::<" + *awscdk.Stack_Of(stack).GetLogicalId(logs.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>:*")},
 		}}, jsii.Bool(true))
 		fnEnv := map[string]*string{"JOBS_FUNCTION": jsii.String(name)}
+		for k, v := range cfg.Environment {
+			fnEnv[k] = jsii.String(v)
+		}
+		for k, v := range cfg.FunctionEnvironment[name] {
+			fnEnv[k] = jsii.String(v)
+		}
 		for k, v := range env {
 			fnEnv[k] = v
 		}
+		arch := awslambda.Architecture_ARM_64()
+		if cfg.Architecture == "x86_64" {
+			arch = awslambda.Architecture_X86_64()
+		}
 		f := awslambda.NewFunction(stack, jsii.String(name), &awslambda.FunctionProps{
 			Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
-			Architecture:  awslambda.Architecture_ARM_64(),
+			Architecture:  arch,
 			Handler:       jsii.String("bootstrap"),
 			Code:          awslambda.Code_FromAsset(jsii.String(asset(name)), nil),
 			MemorySize:    jsii.Number(float64(memory)),

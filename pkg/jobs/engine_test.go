@@ -1,12 +1,10 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -40,28 +38,17 @@ type engineRig struct {
 	queue  *jobstest.MemQueue
 	svc    *jobs.Service
 	worker *jobs.Worker
-	logs   *bytes.Buffer
-	mu     sync.Mutex
+	logs   syncBuffer
 }
 
-func (r *engineRig) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.logs.Write(p)
-}
-
-func (r *engineRig) log() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.logs.String()
-}
+func (r *engineRig) log() string { return r.logs.String() }
 
 // newEngineRig builds a service and a worker over store (a MemStore, or a
 // wrapper of one); register adds kinds beside "sleep".
 func newEngineRig(t *testing.T, mem *jobstest.MemStore, store jobs.Store, cfg jobs.WorkerConfig, register func(*jobs.Registry)) *engineRig {
 	t.Helper()
-	r := &engineRig{mem: mem, queue: &jobstest.MemQueue{}, logs: &bytes.Buffer{}}
-	logger := slog.New(slog.NewJSONHandler(r, nil))
+	r := &engineRig{mem: mem, queue: &jobstest.MemQueue{}}
+	logger := slog.New(slog.NewJSONHandler(&r.logs, nil))
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "sleep", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
 	if register != nil {

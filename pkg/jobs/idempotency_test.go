@@ -2,7 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,15 +14,6 @@ import (
 )
 
 // Findings 4 and 5 of issue 14: idempotent retries of jobs and batches.
-
-func aesKey(t *testing.T) []byte {
-	t.Helper()
-	k := make([]byte, 32)
-	if _, err := rand.Read(k); err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
 
 // sealedService is a Service with its own sealer over a shared store, as
 // one Lambda instance with its own key ring.
@@ -47,7 +37,7 @@ func sealedService(t *testing.T, store jobs.Store, clock jobs.Clock, keys ...[]b
 // different rings, in both directions.
 func TestIdempotentRetriesSurviveKeyRotation(t *testing.T) {
 	t.Parallel()
-	oldKey, newKey := aesKey(t), aesKey(t)
+	oldKey, newKey := newKey(t), newKey(t)
 	store := jobstest.NewMemStore(nil)
 	before := sealedService(t, store, nil, oldKey)        // not yet rotated
 	after := sealedService(t, store, nil, newKey, oldKey) // rotated: seals with the new key
@@ -81,7 +71,7 @@ func TestIdempotentRetriesSurviveKeyRotation(t *testing.T) {
 func TestScheduleIsPartOfTheIdempotentRequest(t *testing.T) {
 	t.Parallel()
 	clock := jobstest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	svc := sealedService(t, jobstest.NewMemStore(clock), clock, aesKey(t))
+	svc := sealedService(t, jobstest.NewMemStore(clock), clock, newKey(t))
 	ctx := context.Background()
 	req := jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{"text":"a"}`), IdempotencyKey: "k", Delay: time.Minute}
 	first, _, err := svc.Enqueue(ctx, req)
@@ -118,7 +108,7 @@ func TestConcurrentBatchRequestsWithOneKey(t *testing.T) {
 	t.Parallel()
 	for range 20 {
 		store := jobstest.NewMemStore(nil)
-		svc := sealedService(t, store, nil, aesKey(t))
+		svc := sealedService(t, store, nil, newKey(t))
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		batches := make([]*jobs.Batch, 2)
@@ -154,7 +144,7 @@ func TestExpiredBatchIsReplaced(t *testing.T) {
 	t.Parallel()
 	clock := jobstest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	store := jobstest.NewMemStore(clock)
-	svc := sealedService(t, store, clock, aesKey(t))
+	svc := sealedService(t, store, clock, newKey(t))
 	ctx := context.Background()
 	b, _, err := svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: "o", IdempotencyKey: "k", Jobs: batchOf(2, "a")})
 	if err != nil {
@@ -205,7 +195,7 @@ func TestBatchWhoseCreationFailed(t *testing.T) {
 			clock := jobstest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 			mem := jobstest.NewMemStore(clock)
 			store := &failingCreates{MemStore: mem, n: 2}
-			svc := sealedService(t, store, clock, aesKey(t))
+			svc := sealedService(t, store, clock, newKey(t))
 			ctx := context.Background()
 			req := jobs.BatchRequest{Owner: "o", IdempotencyKey: "k", Jobs: batchOf(5, "x")}
 			if _, _, err := svc.EnqueueBatch(ctx, req); !errors.Is(err, jobs.ErrUnavailable) {
