@@ -92,6 +92,9 @@ cli: ## Build the ljob CLI into bin/ljob.
 # The CDK app (infra/, its own Go module). Offline: no notices, telemetry or
 # version checks. Node 20 is past its end of life for jsii; it works.
 ENV      ?= dev
+# Where alarms go; required for an environment that retains data (prod).
+ALARM_EMAIL ?=
+CDK_CTX  := $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL))
 CDK_ENV  := CDK_DISABLE_VERSION_CHECK=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 CDK      := $(CDK_ENV) $(CURDIR)/infra/_tools/node_modules/.bin/cdk
 
@@ -106,18 +109,18 @@ infra-test: ## Test the CDK app: template assertions and cdk-nag AwsSolutions fo
 
 .PHONY: synth
 synth: build infra/_tools/node_modules/.installed ## Synthesize the stack of ENV (default dev) into infra/cdk.out, offline, cdk-nag enforced.
-	cd infra && $(CDK) synth -c env=$(ENV) --quiet
+	cd infra && $(CDK) synth -c env=$(ENV) $(CDK_CTX) --quiet
 	@echo "synthesized lambdajobs-$(ENV) into infra/cdk.out"
 
 .PHONY: quickstart-synth
 quickstart-synth: infra/_tools/node_modules/.installed ## Build examples/quickstart's bootstrap and synthesize its CDK app (dev and prod) with the CDK CLI, cdk-nag enforced.
 	$(MAKE) -C examples/quickstart build
-	cd examples/quickstart/infra && $(CDK) synth --quiet
+	cd examples/quickstart/infra && ALARM_EMAIL=$(or $(ALARM_EMAIL),oncall@example.com) $(CDK) synth --quiet
 	@echo "synthesized reports-dev and reports-prod into examples/quickstart/infra/cdk.out"
 
 .PHONY: deploy
 deploy: build infra/_tools/node_modules/.installed ## Deploy the stack of ENV to the AWS account of your credentials (see README "Deploy").
-	cd infra && $(CDK) deploy -c env=$(ENV) --require-approval broadening
+	cd infra && $(CDK) deploy -c env=$(ENV) $(CDK_CTX) --require-approval broadening
 
 .PHONY: clean
 clean: ## Remove build outputs and installed tools (bin/).

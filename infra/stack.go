@@ -28,7 +28,12 @@ type JobsStack struct {
 
 // NewJobsStack builds the stack.
 func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *JobsStack {
-	stack := awscdk.NewStack(scope, &id, &props.StackProps)
+	sp := props.StackProps
+	if props.Config.Retain {
+		// Deleting a stack that retains data takes two deliberate steps.
+		sp.TerminationProtection = jsii.Bool(true)
+	}
+	stack := awscdk.NewStack(scope, &id, &sp)
 	jobs := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{
 		Config: props.Config, Bootstraps: props.Bootstraps, Bootstrap: props.Bootstrap, ExampleKinds: props.ExampleKinds,
 	})

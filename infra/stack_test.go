@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -20,10 +21,11 @@ import (
 
 // synthesized is one environment's stack, synthesized once for all tests.
 type synthesized struct {
-	cfg       Config
-	template  map[string]any
-	nagErrors []string
-	nagWarns  []string
+	cfg                   Config
+	terminationProtection bool
+	template              map[string]any
+	nagErrors             []string
+	nagWarns              []string
 }
 
 var envs = map[string]*synthesized{}
@@ -68,7 +70,9 @@ func setup(m *testing.M) (int, error) {
 	tuned.Architecture = "x86_64"
 	tuned.Environment = map[string]string{"TEAM_SETTING": "all"}
 	tuned.FunctionEnvironment = map[string]map[string]string{"worker": {"WORKER_ONLY": "1"}}
-	for _, cfg := range []Config{Dev, Prod, withSources, withJWT, tuned} {
+	prod := Prod
+	prod.AlarmEmail = "oncall@example.com"
+	for _, cfg := range []Config{Dev, prod, withSources, withJWT, tuned} {
 		s, err := synth(cfg, dir, filepath.Join(dir, "cdk.out."+cfg.Name), "")
 		if err != nil {
 			return 0, fmt.Errorf("synth %s: %w", cfg.Name, err)
@@ -127,7 +131,7 @@ func synth(cfg Config, bootstraps, outdir, bootstrap string) (s *synthesized, er
 		}, jsii.Bool(true))
 	}
 	tmpl := assertions.Template_FromStack(stack.Stack, nil)
-	s = &synthesized{cfg: cfg, template: *tmpl.ToJSON()}
+	s = &synthesized{cfg: cfg, template: *tmpl.ToJSON(), terminationProtection: *stack.Stack.TerminationProtection()}
 	ann := assertions.Annotations_FromStack(stack.Stack)
 	for _, msg := range *ann.FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
 		s.nagErrors = append(s.nagErrors, fmt.Sprintf("%s: %v", *msg.Id, msg.Entry.Data))
@@ -467,22 +471,86 @@ func TestSweeperScheduleWithoutRetries(t *testing.T) {
 func TestEveryAlarm(t *testing.T) {
 	for name, s := range envs {
 		alarms := s.resources("AWS::CloudWatch::Alarm")
-		got := map[string]bool{}
+		got := map[string]int{}
+		metricName := regexp.MustCompile(`"MetricName":"([^"]+)"`)
 		for _, a := range alarms {
 			p := props(a)
-			if !strings.Contains(jsonOf(p["AlarmActions"]), "Alarms") {
-				t.Errorf("%s: alarm %v does not notify the topic", name, p["MetricName"])
+			if !strings.Contains(jsonOf(p["AlarmActions"]), "Alarms") || !strings.Contains(jsonOf(p["OKActions"]), "Alarms") {
+				t.Errorf("%s: alarm %s does not notify the topic on alarm and on OK", name, p["AlarmDescription"])
 			}
-			got[p["MetricName"].(string)] = true
+			for _, m := range metricName.FindAllStringSubmatch(jsonOf(p), -1) {
+				got[m[1]]++
+			}
+			if strings.Contains(jsonOf(p), "Invocations") && (p["TreatMissingData"] != "breaching" || p["ComparisonOperator"] != "LessThanThreshold") {
+				t.Errorf("%s: the sweeper heartbeat must fire when the sweeper does not run: %s", name, jsonOf(p))
+			}
+			if strings.Contains(jsonOf(p), "ApproximateNumberOfMessagesVisible") && !strings.Contains(jsonOf(p), "RATE(") {
+				t.Errorf("%s: the DLQ alarm must fire on growth, not stay in ALARM: %s", name, jsonOf(p))
+			}
 		}
-		for _, m := range []string{"ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage", "Errors", "Throttles", "JobsInterruptedOrTimedOut"} {
-			if !got[m] {
-				t.Errorf("%s: no alarm on %s (have %v)", name, m, got)
+		want := map[string]int{"ApproximateNumberOfMessagesVisible": 1, "ApproximateAgeOfOldestMessage": 1, "Errors": 5, "Throttles": 1,
+			"Invocations": 1, "ThrottledRequests": 5, "5xx": 1, "Latency": 1, "JobsInterruptedOrTimedOut": 1}
+		for m, n := range want {
+			if got[m] < n {
+				t.Errorf("%s: %d alarm metrics %s, want %d (have %v)", name, got[m], m, n, got)
 			}
 		}
 		filters := s.resources("AWS::Logs::MetricFilter")
 		if len(filters) != 2 || !strings.Contains(jsonOf(filters), `interrupted`) {
 			t.Errorf("%s: metric filters %s", name, jsonOf(filters))
+		}
+	}
+}
+
+// An environment that retains data cannot synthesize without somebody to
+// alarm, and cannot be deleted in one step.
+func TestRetainedEnvironmentsNeedAlarmsAndTerminationProtection(t *testing.T) {
+	if err := Prod.Validate(); err == nil || !strings.Contains(err.Error(), "alarm destination") {
+		t.Fatalf("prod without an alarm destination: %v", err)
+	}
+	for name, s := range envs {
+		if s.terminationProtection != s.cfg.Retain {
+			t.Errorf("%s: termination protection %v, want %v", name, s.terminationProtection, s.cfg.Retain)
+		}
+	}
+}
+
+// The worker's deliberate loop (retries and early deliveries sent back to
+// its own trigger queue) is allowed; the sweeper runs one at a time; the
+// queue's visibility covers six worker timeouts and the batching window.
+func TestLoopsOverlapAndVisibility(t *testing.T) {
+	for name, s := range envs {
+		if p := s.function(t, "worker"); p["RecursiveLoop"] != "Allow" {
+			t.Errorf("%s: worker recursive loop %v, want Allow", name, p["RecursiveLoop"])
+		}
+		if p := s.function(t, "sweeper"); p["ReservedConcurrentExecutions"] != float64(1) {
+			t.Errorf("%s: sweeper reserved concurrency %v, want 1", name, p["ReservedConcurrentExecutions"])
+		}
+		want := (6*s.cfg.WorkerTimeout + s.cfg.BatchWindow).Seconds()
+		for _, q := range s.resources("AWS::SQS::Queue") {
+			if v, ok := props(q)["VisibilityTimeout"]; ok && v != want {
+				t.Errorf("%s: visibility %v, want %v", name, v, want)
+			}
+		}
+	}
+}
+
+// Access logs come from the stage's own settings with the error and
+// latency fields; batch creation has its own, tighter throttle.
+func TestStageLogsAndBatchThrottle(t *testing.T) {
+	for name, s := range envs {
+		for _, st := range s.resources("AWS::ApiGatewayV2::Stage") {
+			p := props(st)
+			format := jsonOf(p["AccessLogSettings"])
+			for _, f := range []string{"integrationLatency", "error.message", "authorizer.error", "integrationErrorMessage"} {
+				if !strings.Contains(format, f) {
+					t.Errorf("%s: access log format lacks %s: %s", name, f, format)
+				}
+			}
+			rs := jsonOf(p["RouteSettings"])
+			if !strings.Contains(rs, "POST /v1/batches") || !strings.Contains(rs, fmt.Sprintf(`"ThrottlingRateLimit":%v`, s.cfg.BatchThrottleRate)) {
+				t.Errorf("%s: route settings %s", name, rs)
+			}
 		}
 	}
 }
@@ -543,8 +611,8 @@ func TestConfigFor(t *testing.T) {
 	if c, err := ConfigFor("staging"); err != nil || c.Name != "staging" || c.Retain {
 		t.Fatalf("staging: %+v %v", c, err)
 	}
-	if c, err := ConfigFor("prod"); err != nil || !c.Retain {
-		t.Fatalf("prod: %+v %v", c, err)
+	if c, err := ConfigFor("prod"); err == nil || !c.Retain || !strings.Contains(err.Error(), "alarm destination") {
+		t.Fatalf("prod without an alarm destination: %+v %v, want it refused", c, err)
 	}
 	for _, bad := range []string{"", "Prod", "has space", strings.Repeat("a", 21)} {
 		if _, err := ConfigFor(bad); err == nil {

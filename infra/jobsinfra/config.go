@@ -60,9 +60,12 @@ type Config struct {
 	// deleted, and turns on point-in-time recovery and deletion protection.
 	Retain bool
 
-	// API throttling (requests per second, burst).
-	ThrottleRate  float64
-	ThrottleBurst int
+	// API throttling (requests per second, burst), and the tighter one of
+	// POST /v1/batches (each request writes up to 1,000 jobs).
+	ThrottleRate       float64
+	ThrottleBurst      int
+	BatchThrottleRate  float64
+	BatchThrottleBurst int
 	// JWT, when set, authorizes the routes with a JWT authorizer instead
 	// of IAM.
 	JWT *JWTConfig
@@ -110,7 +113,7 @@ var Dev = Config{
 	APIMemoryMB: 256, APITimeout: 10 * time.Second, SweeperTimeout: 60 * time.Second,
 	DispatchGrace: 3 * time.Minute, Retention: 3 * 24 * time.Hour,
 	LogRetentionDays: 14, Retain: false,
-	ThrottleRate: 50, ThrottleBurst: 100,
+	ThrottleRate: 50, ThrottleBurst: 100, BatchThrottleRate: 2, BatchThrottleBurst: 5,
 	OldestMessageAlarm: 15 * time.Minute,
 }
 
@@ -124,7 +127,7 @@ var Prod = Config{
 	APIMemoryMB: 512, APITimeout: 10 * time.Second, SweeperTimeout: 120 * time.Second,
 	DispatchGrace: 5 * time.Minute, Retention: 14 * 24 * time.Hour,
 	LogRetentionDays: 90, Retain: true,
-	ThrottleRate: 500, ThrottleBurst: 1000,
+	ThrottleRate: 500, ThrottleBurst: 1000, BatchThrottleRate: 10, BatchThrottleBurst: 20,
 	OldestMessageAlarm: 10 * time.Minute,
 }
 
@@ -139,8 +142,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s: worker timeout %v leaves handlers less than half after the reserve %v", c.Name, c.WorkerTimeout, c.HandlerReserve)
 	case c.WorkerTimeout > 15*time.Minute || c.SweeperTimeout > 15*time.Minute:
 		return fmt.Errorf("%s: Lambda timeouts are at most 15 minutes", c.Name)
-	case 6*c.WorkerTimeout > 12*time.Hour:
-		return fmt.Errorf("%s: the queue's visibility timeout (6x the worker timeout) would exceed 12 hours", c.Name)
+	case 6*c.WorkerTimeout+c.BatchWindow > 12*time.Hour:
+		return fmt.Errorf("%s: the queue's visibility timeout (6x the worker timeout + the batching window) would exceed 12 hours", c.Name)
+	case c.Retain && c.AlarmEmail == "" && c.AlarmTopicARN == "":
+		return fmt.Errorf("%s: an environment that retains data needs an alarm destination: set AlarmEmail or AlarmTopicARN (this repository's app: -c alarmEmail=... or -c alarmTopicArn=...)", c.Name)
+	case c.BatchThrottleRate <= 0 || c.BatchThrottleBurst <= 0 || c.BatchThrottleRate > c.ThrottleRate:
+		return fmt.Errorf("%s: batch throttle %v/s burst %d: positive, and at most the API's %v/s", c.Name, c.BatchThrottleRate, c.BatchThrottleBurst, c.ThrottleRate)
 	case c.DispatchGrace <= c.WorkerTimeout:
 		return fmt.Errorf("%s: dispatch grace %v must exceed the worker timeout %v", c.Name, c.DispatchGrace, c.WorkerTimeout)
 	case c.BatchSize < 1 || c.BatchSize > 10000 || (c.BatchSize > 10 && c.BatchWindow == 0):

@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
@@ -131,6 +133,8 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 
 	// The queue pair, from sqsqueue's one definition.
 	spec := sqsqueue.DefaultSpec(cfg.WorkerTimeout)
+	// AWS: at least six times the function timeout plus the batching window.
+	spec.VisibilityTimeout += cfg.BatchWindow
 	s.DLQ = awssqs.NewQueue(stack, jsii.String("DeadLetters"), &awssqs.QueueProps{
 		RetentionPeriod: dur(spec.DLQRetention),
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
@@ -209,18 +213,33 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		if cfg.Architecture == "x86_64" {
 			arch = awslambda.Architecture_X86_64()
 		}
+		var recursive awslambda.RecursiveLoop
+		var reserved *float64
+		switch name {
+		case "worker":
+			// The worker sends retries and early deliveries back to its own
+			// trigger queue on purpose, a chain bounded by each kind's
+			// MaxAttempts; Lambda's default (Terminate) would cut it after
+			// about 16 hops and drop the message into the DLQ.
+			recursive = awslambda.RecursiveLoop_ALLOW
+		case "sweeper":
+			// One sweep at a time: a slow sweep never overlaps the next.
+			reserved = jsii.Number(1)
+		}
 		f := awslambda.NewFunction(stack, jsii.String(name), &awslambda.FunctionProps{
-			Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
-			Architecture:  arch,
-			Handler:       jsii.String("bootstrap"),
-			Code:          awslambda.Code_FromAsset(jsii.String(asset(name)), nil),
-			MemorySize:    jsii.Number(float64(memory)),
-			Timeout:       dur(timeout),
-			Environment:   &fnEnv,
-			LoggingFormat: awslambda.LoggingFormat_JSON,
-			LogGroup:      logs,
-			Role:          role,
-			Description:   jsii.String("lambdajobs " + cfg.Name + " " + name),
+			RecursiveLoop:                recursive,
+			ReservedConcurrentExecutions: reserved,
+			Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),
+			Architecture:                 arch,
+			Handler:                      jsii.String("bootstrap"),
+			Code:                         awslambda.Code_FromAsset(jsii.String(asset(name)), nil),
+			MemorySize:                   jsii.Number(float64(memory)),
+			Timeout:                      dur(timeout),
+			Environment:                  &fnEnv,
+			LoggingFormat:                awslambda.LoggingFormat_JSON,
+			LogGroup:                     logs,
+			Role:                         role,
+			Description:                  jsii.String("lambdajobs " + cfg.Name + " " + name),
 		})
 		s.Functions[name] = f
 		return f
@@ -320,13 +339,17 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		StageName:  jsii.String("$default"),
 		AutoDeploy: jsii.Bool(true),
 		Throttle:   &awsapigatewayv2.ThrottleSettings{RateLimit: jsii.Number(cfg.ThrottleRate), BurstLimit: jsii.Number(float64(cfg.ThrottleBurst))},
+		AccessLogSettings: &accessLogSettings{
+			destination: awsapigatewayv2.NewLogGroupLogDestination(accessLogs),
+			format:      awsapigateway.AccessLogFormat_Custom(jsii.String(AccessLogFormat)),
+		},
 	})
-	stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
-		DestinationArn: accessLogs.LogGroupArn(),
-		Format: jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","caller":"$context.identity.caller",` +
-			`"user":"$context.identity.userArn","requestTime":"$context.requestTime","routeKey":"$context.routeKey",` +
-			`"status":"$context.status","responseLength":"$context.responseLength","latency":"$context.responseLatency",` +
-			`"integrationError":"$context.integrationErrorMessage"}`),
+	// Creating a batch writes up to 1,000 jobs: its own, tighter throttle.
+	stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).SetRouteSettings(map[string]any{
+		"POST /v1/batches": map[string]any{
+			"ThrottlingRateLimit":  cfg.BatchThrottleRate,
+			"ThrottlingBurstLimit": cfg.BatchThrottleBurst,
+		},
 	})
 
 	// Foreign sources (docs/SOURCES.md): each allowed to send only from
@@ -371,6 +394,26 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 
 	return s
 }
+
+// AccessLogFormat is the API's access log line: one JSON object per request,
+// with the caller, the route, the status, the latencies and the errors of the
+// authorizer and the integration.
+const AccessLogFormat = `{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","caller":"$context.identity.caller",` +
+	`"user":"$context.identity.userArn","requestTime":"$context.requestTime","routeKey":"$context.routeKey",` +
+	`"status":"$context.status","responseLength":"$context.responseLength","latency":"$context.responseLatency",` +
+	`"integrationLatency":"$context.integrationLatency","integrationStatus":"$context.integrationStatus",` +
+	`"integrationError":"$context.integrationErrorMessage","error":"$context.error.message",` +
+	`"authorizerError":"$context.authorizer.error"}`
+
+// accessLogSettings is the stage's access log configuration (an
+// awsapigatewayv2.IAccessLogSettings).
+type accessLogSettings struct {
+	destination awsapigatewayv2.IAccessLogDestination
+	format      awsapigateway.AccessLogFormat
+}
+
+func (a *accessLogSettings) Destination() awsapigatewayv2.IAccessLogDestination { return a.destination }
+func (a *accessLogSettings) Format() awsapigateway.AccessLogFormat              { return a.format }
 
 // sources is JOBS_SOURCES: the foreign sources as the worker checks them
 // against its routes (jobs.Source).
@@ -431,8 +474,12 @@ func (s *Jobs) GrantEnqueue(fn awslambda.Function) {
 	fn.AddEnvironment(jsii.String("JOBS_PAYLOAD_SECRET"), s.payloadSecret.SecretValue().UnsafeUnwrap(), nil)
 }
 
-// alarms sends to one topic: the DLQ has messages, the oldest message is
-// old, the worker errs or is throttled, jobs fail interrupted or timed out.
+// alarms sends to one topic, with OK actions, so whoever is told of a
+// problem is told of its end: the dead-letter queue grows; the oldest
+// queued message is old; any function errs; the worker is throttled; the
+// sweeper stops running (a dead sweeper means lost dispatches never
+// recover); DynamoDB throttles; the API answers 5xx or slowly; jobs fail
+// interrupted or timed out.
 func (s *Jobs) alarms(cfg Config, worker, sweeper awslambda.Function) {
 	stack := s.Construct
 	if cfg.AlarmTopicARN != "" {
@@ -445,26 +492,65 @@ func (s *Jobs) alarms(cfg Config, worker, sweeper awslambda.Function) {
 		s.AlarmTopic = topic
 	}
 	action := awscloudwatchactions.NewSnsAction(s.AlarmTopic)
-	alarm := func(id, description string, metric awscloudwatch.IMetric, threshold float64) {
+	type opts struct {
+		periods  float64
+		below    bool
+		breached bool // missing data counts as breaching (a heartbeat)
+	}
+	alarm := func(id, description string, metric awscloudwatch.IMetric, threshold float64, o opts) {
+		cmp := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+		if o.below {
+			cmp = awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD
+		}
+		missing := awscloudwatch.TreatMissingData_NOT_BREACHING
+		if o.breached {
+			missing = awscloudwatch.TreatMissingData_BREACHING
+		}
 		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
 			AlarmDescription:   jsii.String(description),
 			Metric:             metric,
 			Threshold:          jsii.Number(threshold),
-			EvaluationPeriods:  jsii.Number(1),
-			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+			EvaluationPeriods:  jsii.Number(max(o.periods, 1)),
+			ComparisonOperator: cmp,
+			TreatMissingData:   missing,
 		})
 		a.AddAlarmAction(action)
+		a.AddOkAction(action)
 	}
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
-	alarm("DeadLettersAlarm", "Messages reached the dead-letter queue: unroutable messages or jobs that could not be settled.",
-		s.DLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}), 1)
+	five := awscdk.Duration_Minutes(jsii.Number(5))
+	sum := &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}
+	alarm("DeadLettersAlarm", "Messages reached the dead-letter queue (more than a minute ago): unroutable messages or jobs that could not be settled.",
+		awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String("RATE(dlq) * 60"),
+			UsingMetrics: &map[string]awscloudwatch.IMetric{
+				"dlq": s.DLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
+			},
+			Period: minute, Label: jsii.String("messages added to the DLQ per minute"),
+		}), 1, opts{})
 	alarm("OldestMessageAlarm", fmt.Sprintf("The oldest queued message is older than %v: workers are not keeping up.", cfg.OldestMessageAlarm),
-		s.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}), cfg.OldestMessageAlarm.Seconds())
-	alarm("WorkerErrorsAlarm", "The worker function failed (not a job: the invocation).",
-		worker.MetricErrors(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}), 1)
-	alarm("WorkerThrottlesAlarm", "The worker function was throttled.",
-		worker.MetricThrottles(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}), 1)
+		s.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}), cfg.OldestMessageAlarm.Seconds(), opts{})
+	for _, name := range FunctionNames {
+		alarm(strings.ToUpper(name[:1])+name[1:]+"ErrorsAlarm", "The "+name+" function failed (an invocation, not a job).",
+			s.Functions[name].MetricErrors(sum), 1, opts{})
+	}
+	alarm("WorkerThrottlesAlarm", "The worker function was throttled.", worker.MetricThrottles(sum), 1, opts{})
+	alarm("SweeperHeartbeatAlarm", "The sweeper has not run for 5 minutes: lost dispatches and dead workers' jobs are not being recovered.",
+		sweeper.MetricInvocations(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Sum")}), 1, opts{below: true, breached: true})
+	alarm("TableThrottlesAlarm", "DynamoDB throttled requests to the jobs table.",
+		s.Table.MetricThrottledRequestsForOperations(&awsdynamodb.OperationsMetricOptions{Period: minute, Operations: &[]awsdynamodb.Operation{
+			awsdynamodb.Operation_PUT_ITEM, awsdynamodb.Operation_GET_ITEM, awsdynamodb.Operation_UPDATE_ITEM,
+			awsdynamodb.Operation_QUERY, awsdynamodb.Operation_TRANSACT_WRITE_ITEMS,
+		}}), 1, opts{})
+	apiMetric := func(name, stat string) awscloudwatch.Metric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String("AWS/ApiGateway"), MetricName: jsii.String(name),
+			DimensionsMap: &map[string]*string{"ApiId": s.API.ApiId(), "Stage": jsii.String("$default")},
+			Period:        minute, Statistic: jsii.String(stat),
+		})
+	}
+	alarm("Api5xxAlarm", "The API answered 5xx: a dependency is down or a function fails.", apiMetric("5xx", "Sum"), 5, opts{})
+	alarm("ApiLatencyAlarm", "The API's p99 latency was over 2 s for 5 minutes.", apiMetric("Latency", "p99"), 2000, opts{periods: 5})
 	// Jobs failed as interrupted or timed out, from the JSON log lines the
 	// worker and the sweeper write for every finished job.
 	namespace := "lambdajobs/" + cfg.Name
@@ -481,7 +567,7 @@ func (s *Jobs) alarms(cfg Config, worker, sweeper awslambda.Function) {
 		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace: jsii.String(namespace), MetricName: jsii.String("JobsInterruptedOrTimedOut"),
 			Period: minute, Statistic: jsii.String("Sum"),
-		}), 1)
+		}), 1, opts{})
 }
 
 func batchWindow(d time.Duration) awscdk.Duration {

@@ -36,7 +36,12 @@ func Build(app awscdk.App, bootstrap string) error {
 	prod.Name = "prod"
 	prod.AlarmEmail = os.Getenv("ALARM_EMAIL") // who is told when jobs go wrong
 	for _, cfg := range []jobsinfra.Config{dev, prod} {
-		stack := awscdk.NewStack(app, jsii.String("reports-"+cfg.Name), &awscdk.StackProps{Env: env()})
+		if err := cfg.Validate(); err != nil {
+			return err // prod without ALARM_EMAIL: nobody would hear its alarms
+		}
+		stack := awscdk.NewStack(app, jsii.String("reports-"+cfg.Name), &awscdk.StackProps{
+			Env: env(), TerminationProtection: jsii.Bool(cfg.Retain),
+		})
 		jobs := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{Config: cfg, Bootstrap: bootstrap})
 		awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: jobs.API.ApiEndpoint()})
 	}

@@ -43,6 +43,13 @@ func TestAppSynthesizesCleanly(t *testing.T) {
 	}
 	app := awscdk.NewApp(&awscdk.AppProps{Context: &c.Context, Outdir: jsii.String(filepath.Join(dir, "cdk.out"))})
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	t.Setenv("ALARM_EMAIL", "")
+	if err := Build(app, one); err == nil || !strings.Contains(err.Error(), "alarm destination") {
+		t.Fatalf("prod without an alarm destination: %v, want it refused", err)
+	}
+	t.Setenv("ALARM_EMAIL", "oncall@example.com")
+	app = awscdk.NewApp(&awscdk.AppProps{Context: &c.Context, Outdir: jsii.String(filepath.Join(dir, "cdk.out"))})
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	if err := Build(app, one); err != nil {
 		t.Fatal(err)
 	}
