@@ -82,8 +82,11 @@ $(VULN_DB)/index/db.json:
 	rm -rf $(VULN_DB) && mv $(VULN_DB).tmp $(VULN_DB)
 
 .PHONY: vulncheck
-vulncheck: $(VULN_DB)/index/db.json ## govulncheck against an offline copy of the Go vulnerability database.
-	$(GO) run golang.org/x/vuln/cmd/govulncheck@v1.9.0 -db file://$(VULN_DB) ./...
+GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
+MODULES     := . infra bench examples/quickstart examples/quickstart/infra
+
+vulncheck: $(VULN_DB)/index/db.json ## govulncheck of every module against an offline copy of the Go vulnerability database.
+	@for m in $(MODULES); do echo "== govulncheck $$m"; (cd $$m && $(GO) run $(GOVULNCHECK) -db file://$(VULN_DB) ./...) || exit 1; done
 
 .PHONY: cli
 cli: ## Build the ljob CLI into bin/ljob.

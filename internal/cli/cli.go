@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -215,6 +216,9 @@ type problem struct {
 }
 
 func (c *client) setupSigV4(ctx context.Context) error {
+	if err := checkSigningTarget(c.base); err != nil {
+		return err
+	}
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("load AWS credentials: %w", err)
@@ -231,6 +235,20 @@ func (c *client) setupSigV4(ctx context.Context) error {
 	}
 	c.creds, c.signer = cfg.Credentials, v4.NewSigner()
 	return nil
+}
+
+// checkSigningTarget refuses to send signed requests, which carry the
+// caller's access key id and a signature, over plain HTTP to anything but
+// this machine.
+func checkSigningTarget(u *url.URL) error {
+	if u.Scheme == "https" {
+		return nil
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("-sigv4 signs only over https (or to this machine): %s is plain %s", u.Host, u.Scheme)
 }
 
 func (c *client) do(ctx context.Context, method, path string, body []byte, headers map[string]string) (int, []byte, http.Header, error) {

@@ -204,3 +204,13 @@ func TestBatchCommand(t *testing.T) {
 		t.Fatalf("bad batch: exit %d %s", code, errOut.String())
 	}
 }
+
+// Signed requests never travel in the clear to another machine.
+func TestSigV4RefusesPlainHTTPToOtherHosts(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	code, _, errOut := runCLI(t, "http://jobs.example.com", "-sigv4", "-region", "eu-west-1", "get", jobs.NewID())
+	if code == 0 || !strings.Contains(errOut, "signs only over https") {
+		t.Fatalf("exit %d, stderr %q: want a refusal before any request", code, errOut)
+	}
+}
