@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/jsonin"
@@ -266,8 +267,15 @@ func Owner(req events.APIGatewayV2HTTPRequest) (string, bool) {
 	if auth == nil {
 		return "", false
 	}
-	if auth.IAM != nil && auth.IAM.UserARN != "" {
-		return normalizeARN(auth.IAM.UserARN), true
+	if iam := auth.IAM; iam != nil {
+		// A Cognito identity pool's callers all assume the pool's role:
+		// each is its own identity, not the role.
+		if c := iam.CognitoIdentity; c.IdentityID != "" && c.IdentityPoolID != "" {
+			return "cognito:" + c.IdentityPoolID + "#" + c.IdentityID, true
+		}
+		if iam.UserARN != "" {
+			return principalOwner(iam.UserARN)
+		}
 	}
 	if auth.JWT != nil {
 		if sub := auth.JWT.Claims["sub"]; sub != "" {
@@ -280,19 +288,28 @@ func Owner(req events.APIGatewayV2HTTPRequest) (string, bool) {
 	return "", false
 }
 
-// normalizeARN drops the session name of an assumed-role ARN:
+// principalOwner is the owner of an IAM principal's ARN, parsed with the
+// SDK's ARN parser (never matched by substring: IAM paths may hold ':' and
+// '/'). Only an STS assumed-role session is normalised, to its role, so all
+// sessions of a role own the same jobs:
 // arn:aws:sts::123:assumed-role/Role/session -> arn:aws:sts::123:assumed-role/Role.
-func normalizeARN(arn string) string {
-	const marker = ":assumed-role/"
-	i := strings.Index(arn, marker)
-	if i < 0 {
-		return arn
+// Users (any path), roles, federated users and the root are their own ARN.
+// A string that is not an ARN is no owner.
+func principalOwner(s string) (string, bool) {
+	a, err := arn.Parse(s)
+	if err != nil || a.Resource == "" {
+		return "", false
 	}
-	rest := arn[i+len(marker):]
-	if j := strings.IndexByte(rest, '/'); j >= 0 {
-		return arn[:i+len(marker)+j]
+	if a.Service == "sts" {
+		if rest, ok := strings.CutPrefix(a.Resource, "assumed-role/"); ok {
+			role, _, found := strings.Cut(rest, "/")
+			if !found || role == "" {
+				return "", false
+			}
+			a.Resource = "assumed-role/" + role
+		}
 	}
-	return arn
+	return a.String(), true
 }
 
 func header(req events.APIGatewayV2HTTPRequest, name string) string {

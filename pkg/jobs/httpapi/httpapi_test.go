@@ -325,3 +325,45 @@ func FuzzEnqueue(f *testing.F) {
 		}
 	})
 }
+
+// Owners come from the SDK's ARN parser, so IAM paths holding ':' or '/'
+// cannot make two principals one owner, and Cognito identity-pool callers
+// are each their own owner.
+func TestOwnerFromTrickyPrincipals(t *testing.T) {
+	t.Parallel()
+	iam := func(arn string, cognito events.APIGatewayV2HTTPRequestContextAuthorizerCognitoIdentity) events.APIGatewayV2HTTPRequest {
+		return events.APIGatewayV2HTTPRequest{RequestContext: events.APIGatewayV2HTTPRequestContext{
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: arn, CognitoIdentity: cognito}}}}
+	}
+	none := events.APIGatewayV2HTTPRequestContextAuthorizerCognitoIdentity{}
+	tests := []struct {
+		name, arn string
+		cognito   events.APIGatewayV2HTTPRequestContextAuthorizerCognitoIdentity
+		want      string
+		ok        bool
+	}{
+		{"assumed role session", "arn:aws:sts::123456789012:assumed-role/Deployer/alice", none, "arn:aws:sts::123456789012:assumed-role/Deployer", true},
+		{"another session, same role", "arn:aws:sts::123456789012:assumed-role/Deployer/bob", none, "arn:aws:sts::123456789012:assumed-role/Deployer", true},
+		{"user whose path looks like a role", "arn:aws:iam::123456789012:user/x:assumed-role/Deployer/alice", none, "arn:aws:iam::123456789012:user/x:assumed-role/Deployer/alice", true},
+		{"user with a deep path", "arn:aws:iam::123456789012:user/team/a/alice", none, "arn:aws:iam::123456789012:user/team/a/alice", true},
+		{"federated user", "arn:aws:sts::123456789012:federated-user/alice", none, "arn:aws:sts::123456789012:federated-user/alice", true},
+		{"root", "arn:aws:iam::123456789012:root", none, "arn:aws:iam::123456789012:root", true},
+		{"other partition", "arn:aws-cn:sts::123456789012:assumed-role/R/s", none, "arn:aws-cn:sts::123456789012:assumed-role/R", true},
+		{"cognito identity", "arn:aws:sts::123456789012:assumed-role/Cognito_Unauth/CognitoIdentityCredentials",
+			events.APIGatewayV2HTTPRequestContextAuthorizerCognitoIdentity{IdentityID: "us-east-1:abc", IdentityPoolID: "us-east-1:pool"}, "cognito:us-east-1:pool#us-east-1:abc", true},
+		{"not an ARN", "alice", none, "", false},
+		{"assumed role without a session", "arn:aws:sts::123456789012:assumed-role/R", none, "", false},
+	}
+	seen := map[string]string{}
+	for _, tt := range tests {
+		got, ok := httpapi.Owner(iam(tt.arn, tt.cognito))
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("%s: Owner = %q, %v; want %q, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+		if prev, dup := seen[got]; ok && dup && !strings.HasPrefix(tt.name, "another session") {
+			t.Errorf("%s and %s share the owner %q", prev, tt.name, got)
+		}
+		seen[got] = tt.name
+	}
+}
