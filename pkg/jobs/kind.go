@@ -132,6 +132,8 @@ func NewRegistry() *Registry { return &Registry{kinds: map[string]*kindDef{}} }
 
 // Register adds the kind named kind, run by h, to reg. It refuses an
 // invalid or empty name ([ErrInvalidKind]), a nil handler ([ErrNilHandler]),
+// a payload type with a jobs:"secret" tag that sealing would miss
+// ([ErrSecretTag]),
 // a name already registered ([ErrDuplicateKind]), an invalid or reserved
 // failure code ([ErrInvalidCode]), and any registration after reg was put to
 // use ([ErrRegistryFrozen]).
@@ -145,6 +147,10 @@ func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts
 	if isNil(h) {
 		return Kind[P]{}, fmt.Errorf("%w for kind %q", ErrNilHandler, kind)
 	}
+	secrets, err := secretFields[P]()
+	if err != nil {
+		return Kind[P]{}, fmt.Errorf("kind %q: %w", kind, err)
+	}
 	cfg := kindConfig{codes: map[string]bool{}}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
@@ -154,7 +160,7 @@ func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts
 	def := &kindDef{
 		name:        kind,
 		codes:       cfg.codes,
-		secrets:     secretFields[P](),
+		secrets:     secrets,
 		payloadType: reflect.TypeFor[P](),
 		retry:       cfg.retry,
 		minRun:      cfg.minRun,
@@ -255,12 +261,13 @@ func (reg *Registry) freeze(sealer Sealer) error {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	reg.frozen = true
-	if sealer != nil {
-		return nil
-	}
 	for _, k := range reg.kinds {
-		if len(k.secrets) > 0 {
+		switch {
+		case len(k.secrets) == 0:
+		case sealer == nil:
 			return fmt.Errorf("%w (kind %q)", ErrNoSealer, k.name)
+		case !keyed(sealer):
+			return fmt.Errorf("%w: kind %q has secret fields, and the Sealer does not key request hashes (implement jobs.HashKeyer with a key of 32 bytes or more)", ErrNoSealer, k.name)
 		}
 	}
 	return nil

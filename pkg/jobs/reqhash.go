@@ -36,11 +36,36 @@ type hashKeys struct {
 // requestHasher makes and checks request hashes.
 type requestHasher struct{ keys hashKeys }
 
+// HashKeyer is a Sealer of your own that also keys request hashes: with
+// secret payload fields the stored hash of a request must be keyed, or a
+// low-entropy secret could be guessed from it. The key must be secret, at
+// least 32 bytes, and stable across deploys. AESSealer keys its own.
+type HashKeyer interface {
+	RequestHashKey() []byte
+}
+
 func newRequestHasher(s Sealer) requestHasher {
-	if hk, ok := s.(interface{ hashKeys() hashKeys }); ok {
+	switch hk := s.(type) {
+	case interface{ hashKeys() hashKeys }:
 		return requestHasher{keys: hk.hashKeys()}
+	case HashKeyer:
+		key := hk.RequestHashKey()
+		sum := sha256.Sum256(key)
+		id := hex.EncodeToString(sum[:4])
+		return requestHasher{keys: hashKeys{current: id, byID: map[string][]byte{id: key}}}
 	}
 	return requestHasher{}
+}
+
+// keyed reports whether s keys request hashes.
+func keyed(s Sealer) bool {
+	switch hk := s.(type) {
+	case interface{ hashKeys() hashKeys }:
+		return true
+	case HashKeyer:
+		return len(hk.RequestHashKey()) >= 32
+	}
+	return false
 }
 
 // request is what a request hash covers, in order.

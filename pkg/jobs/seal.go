@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"unicode"
 )
 
 // Secret payload fields.
@@ -30,7 +31,11 @@ import (
 //		CardToken string `json:"card_token" jobs:"secret"`
 //	}
 //
-// Only top-level fields of a struct payload can be secret.
+// Only top-level, exported, encoded fields of a struct payload can be
+// secret; Register refuses a payload type that tags any other field
+// (nested, embedded, unexported, json:"-", or under a json name encoding/json
+// refuses) with ErrSecretTag, rather than let it reach the table in plain
+// text. A Sealer of your own must also key request hashes (HashKeyer).
 
 // Sealer encrypts and decrypts secret payload fields. aad binds a sealed
 // value to its job and field.
@@ -129,32 +134,87 @@ func (s *AESSealer) Open(sealed string, aad []byte) ([]byte, error) {
 // secrets cannot be used to guess them.
 func (s *AESSealer) hashKeys() hashKeys { return s.hash }
 
+// ErrSecretTag: a payload type tags a field jobs:"secret" where it cannot
+// be sealed (see Register).
+var ErrSecretTag = errors.New(`jobs: a jobs:"secret" tag that cannot be sealed`)
+
 // secretFields returns the JSON names of P's top-level fields tagged
-// `jobs:"secret"`.
-func secretFields[P any]() []string {
+// `jobs:"secret"`, or ErrSecretTag for a tag that sealing would silently
+// miss: on a field of a nested or embedded struct, on an unexported field,
+// on a field encoding/json skips ("-"), or under a json name encoding/json
+// refuses (it would encode the field under its Go name instead).
+func secretFields[P any]() ([]string, error) {
 	t := reflect.TypeFor[P]()
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if t.Kind() != reflect.Struct {
-		return nil
+		if path := nestedSecret(t, map[reflect.Type]bool{}); path != "" {
+			return nil, fmt.Errorf("%w: %s: only top-level fields of a struct payload can be secret", ErrSecretTag, path)
+		}
+		return nil, nil
 	}
 	var names []string
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if f.Tag.Get("jobs") != "secret" || !f.IsExported() {
+		secret := f.Tag.Get("jobs") == "secret"
+		if path := nestedSecret(f.Type, map[reflect.Type]bool{t: true}); path != "" {
+			return nil, fmt.Errorf("%w: %s.%s: only top-level fields of a struct payload can be secret", ErrSecretTag, f.Name, path)
+		}
+		if !secret {
 			continue
 		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
+		switch {
+		case f.Anonymous:
+			return nil, fmt.Errorf("%w: embedded field %s: tag its own fields at the top level instead", ErrSecretTag, f.Name)
+		case !f.IsExported():
+			return nil, fmt.Errorf("%w: unexported field %s is never encoded", ErrSecretTag, f.Name)
+		case name == "-" && f.Tag.Get("json") == "-":
+			return nil, fmt.Errorf("%w: field %s is never encoded (json:\"-\")", ErrSecretTag, f.Name)
+		case name != "" && !validJSONName(name):
+			return nil, fmt.Errorf("%w: field %s: encoding/json refuses the name %q and would use %q", ErrSecretTag, f.Name, name, f.Name)
 		}
 		if name == "" {
 			name = f.Name
 		}
 		names = append(names, name)
 	}
-	return names
+	return names, nil
+}
+
+// nestedSecret finds a jobs:"secret" tag anywhere inside t (a field's type),
+// and returns its path.
+func nestedSecret(t reflect.Type, seen map[reflect.Type]bool) string {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] {
+		return ""
+	}
+	seen[t] = true
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Tag.Get("jobs") == "secret" {
+			return f.Name
+		}
+		if path := nestedSecret(f.Type, seen); path != "" {
+			return f.Name + "." + path
+		}
+	}
+	return ""
+}
+
+// validJSONName is encoding/json's rule for a tag name.
+func validJSONName(s string) bool {
+	for _, c := range s {
+		switch {
+		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			return false
+		}
+	}
+	return s != ""
 }
 
 const sealedKey = "$sealed"

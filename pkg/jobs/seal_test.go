@@ -129,3 +129,105 @@ func TestParseKeys(t *testing.T) {
 		t.Fatal("short key accepted")
 	}
 }
+
+type innerSecret struct {
+	Token string `json:"token" jobs:"secret"`
+}
+
+type nestedPayload struct {
+	Inner innerSecret `json:"inner"`
+}
+
+type embeddedPayload struct {
+	innerSecret
+	Name string `json:"name"`
+}
+
+type embeddedTagged struct {
+	innerSecret `jobs:"secret"`
+}
+
+type unexportedPayload struct {
+	token string `jobs:"secret"`
+}
+
+type dashPayload struct {
+	Token string `json:"-" jobs:"secret"`
+}
+
+type badNamePayload struct {
+	Token string `json:"to\\ken" jobs:"secret"`
+}
+
+type listPayload struct {
+	Items []innerSecret `json:"items"`
+}
+
+// A jobs:"secret" tag that sealing would miss refuses the registration,
+// instead of storing the value in plain text.
+func TestRegisterRefusesSecretTagsItCannotSeal(t *testing.T) {
+	t.Parallel()
+	tests := map[string]func(*jobs.Registry) error{
+		"nested": func(r *jobs.Registry) error {
+			_, err := jobs.Register(r, "k", jobs.HandlerFunc[nestedPayload, jobs.NoResult](nil2[nestedPayload]))
+			return err
+		},
+		"embedded": func(r *jobs.Registry) error {
+			_, err := jobs.Register(r, "k", jobs.HandlerFunc[embeddedPayload, jobs.NoResult](nil2[embeddedPayload]))
+			return err
+		},
+		"embedded, tagged": func(r *jobs.Registry) error {
+			_, err := jobs.Register(r, "k", jobs.HandlerFunc[embeddedTagged, jobs.NoResult](nil2[embeddedTagged]))
+			return err
+		},
+		"unexported": func(r *jobs.Registry) error {
+			_, err := jobs.Register(r, "k", jobs.HandlerFunc[unexportedPayload, jobs.NoResult](nil2[unexportedPayload]))
+			return err
+		},
+		"json -": func(r *jobs.Registry) error {
+			_, err := jobs.Register(r, "k", jobs.HandlerFunc[dashPayload, jobs.NoResult](nil2[dashPayload]))
+			return err
+		},
+		"name encoding/json refuses": func(r *jobs.Registry) error {
+			_, err := jobs.Register(r, "k", jobs.HandlerFunc[badNamePayload, jobs.NoResult](nil2[badNamePayload]))
+			return err
+		},
+		"in a slice": func(r *jobs.Registry) error {
+			_, err := jobs.Register(r, "k", jobs.HandlerFunc[listPayload, jobs.NoResult](nil2[listPayload]))
+			return err
+		},
+	}
+	for name, register := range tests {
+		if err := register(jobs.NewRegistry()); !errors.Is(err, jobs.ErrSecretTag) {
+			t.Errorf("%s: %v, want ErrSecretTag", name, err)
+		}
+	}
+}
+
+func nil2[P any](context.Context, *jobs.Job[P]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }
+
+// plainSealer seals nothing of note and keys no hash.
+type plainSealer struct{}
+
+func (plainSealer) Seal(p, _ []byte) (string, error)        { return string(p), nil }
+func (plainSealer) Open(s string, _ []byte) ([]byte, error) { return []byte(s), nil }
+
+type keyedSealer struct{ plainSealer }
+
+func (keyedSealer) RequestHashKey() []byte { return bytes.Repeat([]byte{7}, 32) }
+
+// With secret fields, a Sealer of one's own must key request hashes too.
+func TestCustomSealerMustKeyRequestHashes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		sealer jobs.Sealer
+		ok     bool
+	}{{plainSealer{}, false}, {keyedSealer{}, true}} {
+		reg := jobs.NewRegistry()
+		jobs.MustRegister(reg, "charge", jobs.HandlerFunc[chargePayload, jobs.NoResult](nil2[chargePayload]))
+		_, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Queue: &jobstest.MemQueue{}, Sealer: tt.sealer})
+		if (err == nil) != tt.ok {
+			t.Errorf("%T: %v", tt.sealer, err)
+		}
+	}
+}
