@@ -73,5 +73,10 @@ func Routes(owner string) *jobs.Routes {
 		S3:          []jobs.S3Route{{EventPrefix: "ObjectCreated:", Kind: S3Object, Owner: owner}},
 		EventBridge: []jobs.EventBridgeRoute{{Source: EventSource, Kind: Event, Owner: owner}},
 		Envelope:    []jobs.EnvelopeRoute{{Kinds: []string{Hash, Sleep, Fail, Flaky}, Owner: owner}},
+		RelayTopics: []string{RelayTopic},
 	}
 }
+
+// RelayTopic is the example SNS topic allowed to relay S3, EventBridge and
+// envelope messages to the example routes (the fixtures' "orders" topic).
+const RelayTopic = "arn:aws:sns:us-east-1:123456789012:orders"

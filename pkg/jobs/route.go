@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -83,6 +84,13 @@ type Routes struct {
 	EventBridge []EventBridgeRoute
 	SNS         []SNSRoute
 	Envelope    []EnvelopeRoute
+	// RelayTopics are the SNS topics (ARNs) allowed to relay S3
+	// notifications, EventBridge events and envelopes wrapped in an SNS
+	// notification. A wrapped message from any other topic is not
+	// unwrapped: anyone who can publish to some topic subscribed to the
+	// queue could otherwise pass for S3 or EventBridge. (SNSRoute matches
+	// notifications of its own topic as SNS entities either way.)
+	RelayTopics []string
 }
 
 // routedJob is a job to create from a foreign message.
@@ -267,8 +275,9 @@ func (r *Routes) routeEnvelope(raw []byte, messageID string) (routeResult, bool)
 				if checkIdempotencyKey(env.IdempotencyKey) != nil {
 					return routeResult{}, false
 				}
-				// The same id an HTTP enqueue with this owner and key gets.
-				id = DerivedID("idempotency", e.Owner, env.IdempotencyKey)
+				// Its own namespace: a sender on the queue cannot take the id
+				// of an HTTP enqueue with the owner's idempotency key.
+				id = DerivedID("envelope-idempotency", e.Owner, env.IdempotencyKey)
 			}
 			payload := []byte(env.Payload)
 			if len(payload) == 0 {
@@ -294,9 +303,9 @@ func (r *Routes) routeSNS(raw []byte) (routeResult, bool) {
 		return routeResult{}, false
 	}
 	// The inner message first: an S3 or EventBridge event or an envelope
-	// relayed through SNS. Its id comes from the SNS message id when the
-	// inner shape has none of its own.
-	if checkJSON([]byte(n.Message), 1<<20) == nil {
+	// relayed through an allowed SNS topic. Its id comes from the SNS
+	// message id when the inner shape has none of its own.
+	if slices.Contains(r.RelayTopics, n.TopicArn) && checkJSON([]byte(n.Message), 1<<20) == nil {
 		if res, ok := r.match([]byte(n.Message), "sns:"+n.MessageID); ok {
 			return res, true
 		}
@@ -339,6 +348,7 @@ func DerivedJobIDs(body, messageID, envelopeOwner string) (ids []string, acknowl
 		EventBridge: []EventBridgeRoute{{Source: probe.Source, Kind: "*"}},
 		SNS:         []SNSRoute{{TopicARN: probe.TopicArn, Kind: "*"}},
 		Envelope:    []EnvelopeRoute{{Kinds: []string{probe.Kind}, Owner: envelopeOwner}},
+		RelayTopics: []string{probe.TopicArn},
 	}
 	if probe.Message != "" {
 		var inner struct {

@@ -48,6 +48,7 @@ func newRouted(t *testing.T) *routed {
 		EventBridge: []jobs.EventBridgeRoute{{Source: "lambdajobs.example", DetailType: "OrderPlaced", Kind: "order.placed", Owner: routeOwner}},
 		SNS:         []jobs.SNSRoute{{TopicARN: "arn:aws:sns:us-east-1:123456789012:alerts", Kind: "alert", Owner: routeOwner}},
 		Envelope:    []jobs.EnvelopeRoute{{Kinds: []string{"echo"}, Owner: routeOwner}},
+		RelayTopics: []string{"arn:aws:sns:us-east-1:123456789012:orders"},
 	}
 	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: h.store, Routes: routes, Logger: h.logger})
 	if err != nil {
@@ -158,7 +159,7 @@ func TestRouteEnvelopes(t *testing.T) {
 	if len(all) != 2 {
 		t.Fatalf("%d jobs, want 2", len(all))
 	}
-	keyedID := jobs.DerivedID("idempotency", routeOwner, "nightly-2026-11-29")
+	keyedID := jobs.DerivedID("envelope-idempotency", routeOwner, "nightly-2026-11-29")
 	for _, rec := range all {
 		if rec.Status != jobs.StatusSucceeded || rec.Owner != routeOwner {
 			t.Fatalf("job %+v", rec)
@@ -270,5 +271,31 @@ func TestDerivedJobIDsMatchTheWorker(t *testing.T) {
 		if got, _ := jobs.DerivedJobIDs(body, "m-0", routeOwner); !sameSet(got, made) {
 			t.Errorf("%s: DerivedJobIDs = %v, the worker made %v", name, got, made)
 		}
+	}
+}
+
+// A message wrapped in an SNS notification is unwrapped only when its topic
+// may relay: a publisher to any other topic subscribed to the queue cannot
+// pass for EventBridge or S3.
+func TestRouteSNSRelayOnlyFromAllowedTopics(t *testing.T) {
+	t.Parallel()
+	r := newRouted(t)
+	forged := strings.ReplaceAll(fixtureBody(t, "sns-wrapped-eventbridge.json"), ":orders", ":anyone-may-publish")
+	if failed := r.deliver(t, forged); len(failed) != 1 {
+		t.Fatalf("failures %v: a relay from a topic not allowed was accepted", failed)
+	}
+	if all := r.only(t); len(all) != 0 {
+		t.Fatalf("jobs %+v from a forged relay", all)
+	}
+}
+
+// An envelope's idempotency key lives in its own namespace: a sender on the
+// queue cannot take the job id an owner's HTTP enqueue with the same key
+// would get.
+func TestEnvelopeKeysCannotPreemptAnOwnersKey(t *testing.T) {
+	t.Parallel()
+	ids, _ := jobs.DerivedJobIDs(`{"kind":"echo","payload":{"text":"x"},"idempotency_key":"order-1"}`, "m-1", routeOwner)
+	if len(ids) != 1 || ids[0] == jobs.DerivedID("idempotency", routeOwner, "order-1") {
+		t.Fatalf("envelope ids %v: the same id as the owner's own idempotency key", ids)
 	}
 }
