@@ -148,6 +148,7 @@ type embeddedTagged struct {
 }
 
 type unexportedPayload struct {
+	//lint:ignore U1000 the field exists to be refused: unexported, never encoded
 	token string `jobs:"secret"`
 }
 
@@ -156,6 +157,7 @@ type dashPayload struct {
 }
 
 type badNamePayload struct {
+	//lint:ignore SA5008 the test needs a json name encoding/json refuses
 	Token string `json:"to\\ken" jobs:"secret"`
 }
 
