@@ -8,6 +8,7 @@ import (
 type (
 	Config            = jobsinfra.Config
 	JWTConfig         = jobsinfra.JWTConfig
+	CORSConfig        = jobsinfra.CORSConfig
 	S3Source          = jobsinfra.S3Source
 	EventBridgeSource = jobsinfra.EventBridgeSource
 )

@@ -60,7 +60,9 @@ func setup(m *testing.M) (int, error) {
 	withSources.EventBridgeSource = []EventBridgeSource{{Sources: []string{"shop.orders"}, DetailTypes: []string{"OrderPlaced"}}}
 	withJWT := Dev
 	withJWT.Name = "jwt"
-	withJWT.JWT = &JWTConfig{Issuer: "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE", Audience: []string{"client"}}
+	withJWT.JWT = &JWTConfig{Issuer: "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE", Audience: []string{"client"},
+		Scopes: map[string][]string{"POST /v1/batches": {"jobs/batch"}, "POST /v1/jobs": {"jobs/write"}}}
+	withJWT.CORS = &CORSConfig{AllowOrigins: []string{"https://app.example.com"}}
 	// Every event-source-mapping setting away from its default.
 	tuned := Dev
 	tuned.Name = "tuned"
@@ -796,6 +798,29 @@ func TestConfigRefusesReservedEnvironment(t *testing.T) {
 		mutate(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// JWT routes carry the scopes asked of them; CORS is off unless asked.
+func TestJWTScopesAndCORS(t *testing.T) {
+	for name, s := range envs {
+		for _, r := range s.resources("AWS::ApiGatewayV2::Route") {
+			p := props(r)
+			scopes := jsonOf(p["AuthorizationScopes"])
+			switch key := p["RouteKey"]; {
+			case name == "jwt" && key == "POST /v1/batches" && scopes != `["jobs/batch"]`,
+				name == "jwt" && key == "POST /v1/jobs" && scopes != `["jobs/write"]`,
+				name == "jwt" && key == "GET /v1/jobs/{id}" && scopes != "null",
+				name != "jwt" && scopes != "null":
+				t.Errorf("%s: %v has scopes %s", name, key, scopes)
+			}
+		}
+		for _, a := range s.resources("AWS::ApiGatewayV2::Api") {
+			cors := jsonOf(props(a)["CorsConfiguration"])
+			if got := strings.Contains(cors, "https://app.example.com"); got != (name == "jwt") {
+				t.Errorf("%s: CORS %s", name, cors)
+			}
 		}
 	}
 }

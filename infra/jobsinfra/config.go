@@ -69,6 +69,8 @@ type Config struct {
 	// JWT, when set, authorizes the routes with a JWT authorizer instead
 	// of IAM.
 	JWT *JWTConfig
+	// CORS, when set, answers browsers' preflight requests.
+	CORS *CORSConfig
 
 	// Alarms go to AlarmTopicARN if set, else to a new topic that
 	// AlarmEmail (if set) subscribes to.
@@ -86,7 +88,20 @@ type Config struct {
 type JWTConfig struct {
 	Issuer   string
 	Audience []string
+	// Scopes, by route key ("POST /v1/jobs", "GET /v1/jobs/{id}",
+	// "POST /v1/batches", "GET /v1/batches/{id}", "POST /v1/jobs/{id}/cancel"),
+	// are the OAuth scopes a token needs for that route (any one of them).
+	Scopes map[string][]string
 }
+
+// CORSConfig lets browsers on AllowOrigins call the API (GET and POST, with
+// the content-type, idempotency-key and authorization headers).
+type CORSConfig struct {
+	AllowOrigins []string
+}
+
+// RouteKeys are the API's routes, as JWTConfig.Scopes names them.
+var RouteKeys = []string{"POST /v1/jobs", "GET /v1/jobs/{id}", "POST /v1/batches", "GET /v1/batches/{id}", "POST /v1/jobs/{id}/cancel"}
 
 // S3Source connects an existing bucket's notifications to the queue.
 type S3Source struct {
@@ -158,6 +173,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s: batching window %v: at most 5 minutes", c.Name, c.BatchWindow)
 	case c.Architecture != "" && c.Architecture != "arm64" && c.Architecture != "x86_64":
 		return fmt.Errorf("%s: architecture %q: arm64 or x86_64", c.Name, c.Architecture)
+	}
+	if c.JWT != nil {
+		for route := range c.JWT.Scopes {
+			if !slices.Contains(RouteKeys, route) {
+				return fmt.Errorf("%s: JWT scopes for %q: want one of %v", c.Name, route, RouteKeys)
+			}
+		}
+	}
+	if c.CORS != nil && len(c.CORS.AllowOrigins) == 0 {
+		return fmt.Errorf("%s: CORS needs AllowOrigins", c.Name)
 	}
 	for name, env := range c.FunctionEnvironment {
 		if !slices.Contains(FunctionNames, name) {

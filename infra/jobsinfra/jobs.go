@@ -302,35 +302,43 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		authorizer = awsapigatewayv2authorizers.NewHttpJwtAuthorizer(jsii.String("Jwt"), jsii.String(cfg.JWT.Issuer),
 			&awsapigatewayv2authorizers.HttpJwtAuthorizerProps{JwtAudience: jsii.Strings(cfg.JWT.Audience...)})
 	}
-	s.API = awsapigatewayv2.NewHttpApi(stack, jsii.String("Api"), &awsapigatewayv2.HttpApiProps{
+	apiProps := &awsapigatewayv2.HttpApiProps{
 		ApiName:            jsii.String("lambdajobs-" + cfg.Name),
 		CreateDefaultStage: jsii.Bool(false),
-	})
-	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-		Path: jsii.String("/v1/jobs"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
-		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("Enqueue"), enqueue, nil),
-		Authorizer:  authorizer,
-	})
-	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-		Path: jsii.String("/v1/jobs/{id}"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
-		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("GetJob"), getjob, nil),
-		Authorizer:  authorizer,
-	})
-	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-		Path: jsii.String("/v1/batches"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
-		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("EnqueueBatch"), enqueue, nil),
-		Authorizer:  authorizer,
-	})
-	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-		Path: jsii.String("/v1/batches/{id}"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
-		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("GetBatch"), getjob, nil),
-		Authorizer:  authorizer,
-	})
-	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-		Path: jsii.String("/v1/jobs/{id}/cancel"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
-		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("CancelJob"), cancelFn, nil),
-		Authorizer:  authorizer,
-	})
+	}
+	if c := cfg.CORS; c != nil {
+		apiProps.CorsPreflight = &awsapigatewayv2.CorsPreflightOptions{
+			AllowOrigins: jsii.Strings(c.AllowOrigins...),
+			AllowMethods: &[]awsapigatewayv2.CorsHttpMethod{awsapigatewayv2.CorsHttpMethod_GET, awsapigatewayv2.CorsHttpMethod_POST},
+			AllowHeaders: jsii.Strings("content-type", "idempotency-key", "authorization"),
+			MaxAge:       awscdk.Duration_Hours(jsii.Number(1)),
+		}
+	}
+	s.API = awsapigatewayv2.NewHttpApi(stack, jsii.String("Api"), apiProps)
+	// The routes, in one table: each with its function and, behind a JWT
+	// authorizer, the scopes Config.JWT asks of it.
+	for _, r := range []struct {
+		id, method, path string
+		fn               awslambda.Function
+	}{
+		{"Enqueue", "POST", "/v1/jobs", enqueue},
+		{"GetJob", "GET", "/v1/jobs/{id}", getjob},
+		{"EnqueueBatch", "POST", "/v1/batches", enqueue},
+		{"GetBatch", "GET", "/v1/batches/{id}", getjob},
+		{"CancelJob", "POST", "/v1/jobs/{id}/cancel", cancelFn},
+	} {
+		opts := &awsapigatewayv2.AddRoutesOptions{
+			Path: jsii.String(r.path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.method)},
+			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(r.id), r.fn, nil),
+			Authorizer:  authorizer,
+		}
+		if cfg.JWT != nil {
+			if scopes := cfg.JWT.Scopes[r.method+" "+r.path]; len(scopes) > 0 {
+				opts.AuthorizationScopes = jsii.Strings(scopes...)
+			}
+		}
+		s.API.AddRoutes(opts)
+	}
 	accessLogs := awslogs.NewLogGroup(stack, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
 		Retention: retention(cfg.LogRetentionDays), RemovalPolicy: removal,
 	})
