@@ -31,6 +31,21 @@
 // stored, returned or logged: logs name the failing error's Go types only.
 // While it runs, a handler may publish partial results with [Job.Publish].
 //
+// A panic in the handler's own goroutine becomes CodeInternal; a panic in a
+// goroutine the handler starts itself is beyond any recover of the worker
+// and crashes the invocation, its value printed by the Go runtime (which
+// may quote a secret). Recover in the goroutines you start and return an
+// error to the handler instead:
+//
+//	go func() {
+//		defer func() {
+//			if recover() != nil {
+//				errs <- errors.New("resize panicked")
+//			}
+//		}()
+//		errs <- resize(ctx, img)
+//	}()
+//
 // # States
 //
 // A job is queued, running, succeeded or failed. Every change is one
