@@ -257,9 +257,15 @@ func TestFunctionsRunTheBootstrapsOnArm(t *testing.T) {
 			if lc, _ := p["LoggingConfig"].(map[string]any); lc == nil || lc["LogFormat"] != "JSON" {
 				t.Errorf("%s %s: logging %v", name, fn, p["LoggingConfig"])
 			}
-			vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
-			if secret := jsonOf(vars["JOBS_PAYLOAD_SECRET"]); !strings.Contains(secret, "resolve:secretsmanager") {
-				t.Errorf("%s %s: the payload secret is not a deploy-time reference: %s", name, fn, secret)
+			// No key material in any environment: only the functions that
+			// seal or open payloads know where the key ring is, and read it
+			// at cold start.
+			env := jsonOf(p["Environment"])
+			if strings.Contains(env, "JOBS_PAYLOAD_SECRET") || strings.Contains(env, "JOBS_PAYLOAD_KEY\"") || strings.Contains(env, "resolve:secretsmanager") {
+				t.Errorf("%s %s: key material in the environment: %s", name, fn, env)
+			}
+			if got, want := strings.Contains(env, "JOBS_PAYLOAD_KEYRING_SECRET"), fn == "enqueue" || fn == "worker"; got != want {
+				t.Errorf("%s %s: knows the key ring %v, want %v", name, fn, got, want)
 			}
 		}
 	}
@@ -412,11 +418,11 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 			}
 		}
 		want := map[string]string{
-			"enqueue": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
+			"enqueue": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue sqs:SendMessage",
 			"getjob":  "dynamodb:GetItem logs:CreateLogStream logs:PutLogEvents",
 			"cancel":  "dynamodb:GetItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents",
 			"sweeper": "dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
-			"worker": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
+			"worker": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue " +
 				"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueUrl sqs:ReceiveMessage sqs:SendMessage",
 		}
 		for fn, actions := range want {
@@ -645,7 +651,7 @@ func TestGrantEnqueue(t *testing.T) {
 		t.Fatal("no orders function")
 	}
 	vars := jsonOf(fn["Environment"])
-	for _, v := range []string{"JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_DISPATCH_GRACE", "JOBS_PAYLOAD_SECRET"} {
+	for _, v := range []string{"JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_DISPATCH_GRACE", "JOBS_PAYLOAD_KEYRING_SECRET"} {
 		if !strings.Contains(vars, v) {
 			t.Errorf("orders function lacks %s: %s", v, vars)
 		}
@@ -660,8 +666,8 @@ func TestGrantEnqueue(t *testing.T) {
 			actions = append(actions, jsonOf(st.(map[string]any)["Action"]))
 		}
 	}
-	if got := strings.Join(actions, " "); got != `"dynamodb:PutItem" "sqs:SendMessage"` {
-		t.Errorf("orders function may %s, want exactly PutItem and SendMessage", got)
+	if got := strings.Join(actions, " "); got != `"dynamodb:PutItem" "sqs:SendMessage" "secretsmanager:GetSecretValue"` {
+		t.Errorf("orders function may %s, want exactly PutItem, SendMessage and reading the key ring", got)
 	}
 }
 

@@ -197,7 +197,7 @@ func (c Config) Validate() error {
 
 // reservedEnv are the variables the construct sets itself.
 var reservedEnv = []string{"JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_DISPATCH_GRACE", "JOBS_RETENTION", "JOBS_WORKER_CONCURRENCY",
-	"JOBS_HANDLER_RESERVE", "JOBS_FINAL_WRITE_TIMEOUT", "JOBS_PAYLOAD_SECRET", "JOBS_FUNCTION", "JOBS_SOURCES", "JOBS_EXAMPLE_KINDS"}
+	"JOBS_HANDLER_RESERVE", "JOBS_FINAL_WRITE_TIMEOUT", "JOBS_PAYLOAD_SECRET", "JOBS_PAYLOAD_KEY", "JOBS_PAYLOAD_KEYRING_SECRET", "JOBS_FUNCTION", "JOBS_SOURCES", "JOBS_EXAMPLE_KINDS"}
 
 func checkEnv(env string, vars map[string]string) error {
 	for k := range vars {

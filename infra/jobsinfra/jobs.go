@@ -172,8 +172,6 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		"JOBS_WORKER_CONCURRENCY":  jsii.String(strconv.Itoa(cfg.WorkerConcurrency)),
 		"JOBS_HANDLER_RESERVE":     jsii.String(cfg.HandlerReserve.String()),
 		"JOBS_FINAL_WRITE_TIMEOUT": jsii.String(cfg.FinalWriteTimeout.String()),
-		// Resolved by CloudFormation at deploy time; never in the template.
-		"JOBS_PAYLOAD_SECRET": payloadSecret.SecretValue().UnsafeUnwrap(),
 	}
 	if props.ExampleKinds {
 		env["JOBS_EXAMPLE_KINDS"] = jsii.String("on")
@@ -250,6 +248,11 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	worker := fn("worker", cfg.WorkerMemoryMB, cfg.WorkerTimeout)
 	sweeper := fn("sweeper", cfg.APIMemoryMB, cfg.SweeperTimeout)
 	s.Enqueue, s.GetJob, s.Cancel, s.Worker, s.Sweeper = enqueue, getjob, cancelFn, worker, sweeper
+	// Only the functions that seal or open payloads read the key ring, at
+	// cold start; no key material is in any environment or template.
+	for _, f := range []awslambda.Function{enqueue, worker} {
+		s.grantKeyRing(f)
+	}
 	if sources := cfg.sources(); sources != "" {
 		// The worker refuses to start if a source has no route in its code.
 		worker.AddEnvironment(jsii.String("JOBS_SOURCES"), jsii.String(sources), nil)
@@ -467,7 +470,8 @@ func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 // Dispatch inside its own DynamoDB transaction). It grants exactly
 // dynamodb:PutItem on the jobs table and sqs:SendMessage on the queue, and
 // sets the environment lambdafn.ConfigFromEnv reads (JOBS_TABLE,
-// JOBS_QUEUE_URL, JOBS_DISPATCH_GRACE, JOBS_PAYLOAD_SECRET). The function's
+// JOBS_QUEUE_URL, JOBS_DISPATCH_GRACE, and JOBS_PAYLOAD_KEYRING_SECRET with
+// secretsmanager:GetSecretValue on the key ring). The function's
 // own items in the same transaction need their own grants.
 func (s *Jobs) GrantEnqueue(fn awslambda.Function) {
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -479,7 +483,16 @@ func (s *Jobs) GrantEnqueue(fn awslambda.Function) {
 	fn.AddEnvironment(jsii.String("JOBS_TABLE"), s.Table.TableName(), nil)
 	fn.AddEnvironment(jsii.String("JOBS_QUEUE_URL"), s.Queue.QueueUrl(), nil)
 	fn.AddEnvironment(jsii.String("JOBS_DISPATCH_GRACE"), jsii.String(s.cfg.DispatchGrace.String()), nil)
-	fn.AddEnvironment(jsii.String("JOBS_PAYLOAD_SECRET"), s.payloadSecret.SecretValue().UnsafeUnwrap(), nil)
+	s.grantKeyRing(fn)
+}
+
+// grantKeyRing lets fn read the payload key ring (secretsmanager:GetSecretValue
+// on that one secret) and tells it where it is.
+func (s *Jobs) grantKeyRing(fn awslambda.Function) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("secretsmanager:GetSecretValue"), Resources: &[]*string{s.payloadSecret.SecretArn()},
+	}))
+	fn.AddEnvironment(jsii.String("JOBS_PAYLOAD_KEYRING_SECRET"), s.payloadSecret.SecretArn(), nil)
 }
 
 // alarms sends to one topic, with OK actions, so whoever is told of a

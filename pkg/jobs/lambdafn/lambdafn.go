@@ -27,7 +27,10 @@
 //	JOBS_PAYLOAD_KEY           base64 AES-256 key(s), comma-separated, newest first,
 //	                           sealing payload fields tagged jobs:"secret"
 //	JOBS_PAYLOAD_SECRET        or: a random string of 32+ characters the key is derived
-//	                           from (SHA-256), as the CDK app passes from Secrets Manager
+//	                           from (SHA-256)
+//	JOBS_PAYLOAD_KEYRING_SECRET or: a Secrets Manager secret holding the key ring, read at
+//	                           cold start by the functions that seal or open payloads
+//	                           (what the CDK construct sets; see keyring.go)
 //	JOBS_SOURCES               the foreign sources connected to the queue, as JSON
 //	                           [{"type":"s3","bucket":...},{"type":"eventbridge","source":...,"detail_type":...}]
 //	                           (the CDK construct sets it on the worker, which refuses to start
@@ -50,8 +53,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -73,6 +78,9 @@ type Config struct {
 	Sealer jobs.Sealer
 	// Sources are the foreign sources connected to the queue (JOBS_SOURCES).
 	Sources []jobs.Source
+	// KeyRingSecret names the Secrets Manager secret of the payload key
+	// ring (JOBS_PAYLOAD_KEYRING_SECRET).
+	KeyRingSecret string
 }
 
 // ConfigFromEnv reads Config from the environment (see the package doc).
@@ -135,6 +143,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("JOBS_PAYLOAD_KEY: %w", err))
 		}
 	}
+	c.KeyRingSecret = getenv("JOBS_PAYLOAD_KEYRING_SECRET")
+	if c.KeyRingSecret != "" && c.Sealer != nil {
+		errs = append(errs, errors.New("JOBS_PAYLOAD_KEYRING_SECRET and JOBS_PAYLOAD_KEY/JOBS_PAYLOAD_SECRET: give one"))
+	}
 	if v := getenv("JOBS_SOURCES"); v != "" {
 		dec := json.NewDecoder(strings.NewReader(v))
 		dec.DisallowUnknownFields()
@@ -159,6 +171,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Routes turn foreign messages into jobs (worker only; see WithRoutes).
 	Routes *jobs.Routes
+
+	aws  aws.Config
+	ring *jobs.AESSealer
 }
 
 // Option adjusts what Main and Build build.
@@ -179,11 +194,36 @@ func NewDeps(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error
 		// DynamoDB Local does not send response checksums.
 		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
 	})
-	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger}
+	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger, aws: awsCfg}
 	if cfg.QueueURL != "" {
 		d.Queue = sqsqueue.New(sqs.NewFromConfig(awsCfg), cfg.QueueURL)
 	}
 	return d, nil
+}
+
+// sealer returns the payload sealer of a function that seals or opens
+// payloads: from the environment, or read from the key ring secret once.
+func (d *Deps) sealer(ctx context.Context) (jobs.Sealer, error) {
+	if d.Config.KeyRingSecret == "" {
+		return d.Config.Sealer, nil
+	}
+	if d.ring == nil {
+		s, err := LoadKeyRing(ctx, secretsmanager.NewFromConfig(d.aws), d.Config.KeyRingSecret)
+		if err != nil {
+			return nil, err
+		}
+		d.ring = s
+	}
+	return d.ring, nil
+}
+
+// readOnlySealer is the sealer of getjob and cancel: the configured one
+// when there is one in the environment, else none that holds a key.
+func (d *Deps) readOnlySealer() jobs.Sealer {
+	if d.Config.Sealer != nil {
+		return d.Config.Sealer
+	}
+	return newNoKey()
 }
 
 // Function builds one function's handler from its dependencies.
@@ -194,7 +234,11 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Sealer: d.Config.Sealer, Retention: d.Config.Retention})
+	sealer, err := d.sealer(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Sealer: sealer, Retention: d.Config.Retention})
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +247,7 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 
 // GetJob is the GET /v1/jobs/{id} and GET /v1/batches/{id} function.
 func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.Config.Sealer})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.readOnlySealer()})
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +256,7 @@ func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
 
 // Cancel is the POST /v1/jobs/{id}/cancel function.
 func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.Config.Sealer, Retention: d.Config.Retention})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.readOnlySealer(), Retention: d.Config.Retention})
 	if err != nil {
 		return nil, err
 	}
@@ -226,10 +270,14 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	if err := d.Routes.CheckSources(d.Config.Sources); err != nil {
 		return nil, err
 	}
+	sealer, err := d.sealer(context.Background())
+	if err != nil {
+		return nil, err
+	}
 	w, err := jobs.NewWorker(jobs.WorkerConfig{
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Retention: d.Config.Retention,
-		Sealer: d.Config.Sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace,
+		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace,
 		Queue: queueOrNil(d.Queue),
 	})
 	if err != nil {

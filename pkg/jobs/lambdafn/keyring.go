@@ -1,0 +1,109 @@
+package lambdafn
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+// The payload key ring in Secrets Manager.
+//
+// JOBS_PAYLOAD_KEYRING_SECRET names a secret (ARN or name) that the
+// functions which seal or open payloads (enqueue, worker, and a team's own
+// function given GrantEnqueue) read once, at cold start, with
+// GetSecretValue; no key material is in any environment variable or
+// template, and the functions that never seal or open (getjob, cancel,
+// sweeper) neither read it nor may. Its value is one secret string of 32 or
+// more characters (what the CDK construct generates), or a ring, newest
+// first:
+//
+//	{"keys": ["<new, 32+ characters>", "<old>"]}
+//
+// Each string gives an AES-256 key (SHA-256 of it). Rotation: put the ring
+// with the new string first and the old one second, redeploy (or wait for
+// cold starts), keep the old string until the jobs sealed with it have
+// expired (the retention), then drop it. Jobs sealed with the old key still
+// run, and idempotent retries still match (request hashes use the ring's
+// oldest key and name it).
+
+// secretsAPI is the part of the Secrets Manager client the key ring uses.
+type secretsAPI interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// LoadKeyRing reads the key ring secret and returns its sealer.
+func LoadKeyRing(ctx context.Context, api secretsAPI, secret string) (*jobs.AESSealer, error) {
+	out, err := api.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(secret)})
+	if err != nil {
+		return nil, fmt.Errorf("read the payload key ring %s: %w", secret, err)
+	}
+	strs, err := parseKeyRing(aws.ToString(out.SecretString))
+	if err != nil {
+		return nil, fmt.Errorf("payload key ring %s: %w", secret, err)
+	}
+	keys := make([][]byte, len(strs))
+	for i, s := range strs {
+		keys[i] = keyFromSecret(s)
+	}
+	return jobs.NewAESSealer(keys...)
+}
+
+// parseKeyRing reads one secret string, or {"keys": [...]} newest first.
+func parseKeyRing(v string) ([]string, error) {
+	v = strings.TrimSpace(v)
+	var strs []string
+	if strings.HasPrefix(v, "{") {
+		var ring struct {
+			Keys []string `json:"keys"`
+		}
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ring); err != nil {
+			return nil, errors.New(`want one secret string or {"keys": ["newest", ...]}`)
+		}
+		strs = ring.Keys
+	} else if v != "" {
+		strs = []string{v}
+	}
+	if len(strs) == 0 {
+		return nil, errors.New("no key")
+	}
+	for i, s := range strs {
+		if len(s) < 32 {
+			return nil, fmt.Errorf("key %d is %d characters, want 32 or more", i+1, len(s))
+		}
+	}
+	return strs, nil
+}
+
+// keyFromSecret derives an AES-256 key from a secret string (the same
+// derivation as JOBS_PAYLOAD_SECRET).
+func keyFromSecret(s string) []byte {
+	sum := sha256.Sum256([]byte("lambdajobs payload key v1\x00" + s))
+	return sum[:]
+}
+
+// noKey is the sealer of the functions that never seal or open payloads
+// (getjob, cancel): they run without the key, and would refuse to use one.
+type noKey struct{ hash []byte }
+
+func newNoKey() noKey {
+	h := make([]byte, 32)
+	_, _ = rand.Read(h)
+	return noKey{hash: h}
+}
+
+var errNoKey = errors.New("this function holds no payload key")
+
+func (noKey) Seal([]byte, []byte) (string, error) { return "", errNoKey }
+func (noKey) Open(string, []byte) ([]byte, error) { return nil, errNoKey }
+func (k noKey) RequestHashKey() []byte            { return k.hash }

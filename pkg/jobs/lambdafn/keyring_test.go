@@ -1,0 +1,162 @@
+package lambdafn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+// motoSecrets starts moto_server (part of these machines' image) on a free
+// loopback port and returns a Secrets Manager client for it. No AWS
+// emulator of our own speaks Secrets Manager; moto is lenient, so the test
+// asserts only what AWS documents (GetSecretValue returns SecretString).
+func motoSecrets(t *testing.T) *secretsmanager.Client {
+	t.Helper()
+	path, err := exec.LookPath("moto_server")
+	if err != nil {
+		t.Fatalf("moto_server is required for the key ring test (it is part of these machines' image): %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(path, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if resp, err := http.Get(endpoint + "/moto-api/"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("moto_server did not start")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return secretsmanager.New(secretsmanager.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+	})
+}
+
+type cardPayload struct {
+	Customer string `json:"customer"`
+	Card     string `json:"card" jobs:"secret"`
+}
+
+type cardResult struct{ Last4 string }
+
+func (r cardResult) PublicJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{"last4": r.Last4})
+}
+
+// The rotation procedure: jobs sealed before a rotation still run after it,
+// and an idempotent replay made after it still matches the first request.
+func TestKeyRingRotation(t *testing.T) {
+	ctx := context.Background()
+	sm := motoSecrets(t)
+	oldSecret, newSecret := strings.Repeat("o", 40), strings.Repeat("n", 40)
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("ring"), SecretString: aws.String(oldSecret)}); err != nil {
+		t.Fatal(err)
+	}
+	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+	var seen string
+	registry := func() *jobs.Registry {
+		reg := jobs.NewRegistry()
+		jobs.MustRegister(reg, "charge", jobs.HandlerFunc[cardPayload, cardResult](func(_ context.Context, j *jobs.Job[cardPayload]) (cardResult, error) {
+			seen = j.Payload.Card
+			return cardResult{Last4: j.Payload.Card[len(j.Payload.Card)-4:]}, nil
+		}))
+		return reg
+	}
+	// Before the rotation: the construct's one generated secret string.
+	before, err := LoadKeyRing(ctx, sm, "ring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: registry(), Store: store, Queue: queue, Sealer: before})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := jobs.EnqueueRequest{Owner: "o", Kind: "charge", Payload: []byte(`{"customer":"c","card":"4242424242424242"}`), IdempotencyKey: "k"}
+	first, _, err := svc.Enqueue(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(first.Payload), "4242") {
+		t.Fatalf("the card reached the store: %s", first.Payload)
+	}
+	// The rotation: the ring, newest first.
+	ring, _ := json.Marshal(map[string][]string{"keys": {newSecret, oldSecret}})
+	if _, err := sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: aws.String("ring"), SecretString: aws.String(string(ring))}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := LoadKeyRing(ctx, sm, "ring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc2, err := jobs.NewService(jobs.ServiceConfig{Registry: registry(), Store: store, Queue: queue, Sealer: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, created, err := svc2.Enqueue(ctx, req)
+	if err != nil || created || again.ID != first.ID {
+		t.Fatalf("replay after the rotation: %v created=%v: want the first job", err, created)
+	}
+	worker, err := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Sealer: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]string{"job_id": first.ID})
+	worker.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m", Body: string(body)}}})
+	got, _ := store.Get(ctx, first.ID)
+	if got.Status != jobs.StatusSucceeded || seen != "4242424242424242" {
+		t.Fatalf("a job sealed before the rotation: %s, handler saw %q", got.Status, seen)
+	}
+	// New jobs are sealed with the new key: the old ring alone cannot open them.
+	fresh, _, err := svc2.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "charge", Payload: []byte(`{"customer":"c","card":"5555555555554444"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldWorker, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Sealer: before})
+	body, _ = json.Marshal(map[string]string{"job_id": fresh.ID})
+	oldWorker.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m2", Body: string(body)}}})
+	if got, _ := store.Get(ctx, fresh.ID); got.ErrorCode != jobs.CodeInvalidPayload {
+		t.Fatalf("a job sealed with the new key opened by the old ring alone: %s %q", got.Status, got.ErrorCode)
+	}
+}
+
+func TestParseKeyRing(t *testing.T) {
+	long := strings.Repeat("k", 32)
+	for in, ok := range map[string]bool{
+		long:                            true,
+		`{"keys":["` + long + `"]}`:     true,
+		`{"keys":[]}`:                   false,
+		"short":                         false,
+		`{"key":"` + long + `"}`:        false,
+		`{"keys":["` + long + `","x"]}`: false,
+	} {
+		if _, err := parseKeyRing(in); (err == nil) != ok {
+			t.Errorf("parseKeyRing(%.30q): %v", in, err)
+		}
+	}
+}
