@@ -97,7 +97,11 @@ cli: ## Build the ljob CLI into bin/ljob.
 ENV      ?= dev
 # Where alarms go; required for an environment that retains data (prod).
 ALARM_EMAIL ?=
-CDK_CTX  := $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL))
+# The account and region an environment that retains data is pinned to
+# (or CDK_DEFAULT_ACCOUNT and CDK_DEFAULT_REGION).
+ACCOUNT ?=
+REGION  ?=
+CDK_CTX  := $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(ACCOUNT),-c account=$(ACCOUNT)) $(if $(REGION),-c region=$(REGION))
 CDK_ENV  := CDK_DISABLE_VERSION_CHECK=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 CDK      := $(CDK_ENV) $(CURDIR)/infra/_tools/node_modules/.bin/cdk
 

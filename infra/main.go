@@ -27,8 +27,12 @@ func main() {
 }
 
 func build(app awscdk.App) error {
+	ctx := func(key string) string {
+		v, _ := app.Node().TryGetContext(jsii.String(key)).(string)
+		return v
+	}
 	name := "dev"
-	if v, ok := app.Node().TryGetContext(jsii.String("env")).(string); ok && v != "" {
+	if v := ctx("env"); v != "" {
 		name = v
 	}
 	cfg, err := ConfigFor(name)
@@ -37,17 +41,26 @@ func build(app awscdk.App) error {
 	}
 	// Where alarms go: -c alarmEmail=... or -c alarmTopicArn=... (an
 	// environment that retains data, such as prod, cannot synthesize without).
-	if v, ok := app.Node().TryGetContext(jsii.String("alarmEmail")).(string); ok && v != "" {
+	if v := ctx("alarmEmail"); v != "" {
 		cfg.AlarmEmail = v
 	}
-	if v, ok := app.Node().TryGetContext(jsii.String("alarmTopicArn")).(string); ok && v != "" {
+	if v := ctx("alarmTopicArn"); v != "" {
 		cfg.AlarmTopicARN = v
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	// An environment that retains data is pinned to one account and region:
+	// -c account=... -c region=..., or CDK_DEFAULT_ACCOUNT and _REGION.
+	pin := env()
+	if a, r := ctx("account"), ctx("region"); a != "" && r != "" {
+		pin = &awscdk.Environment{Account: jsii.String(a), Region: jsii.String(r)}
+	}
+	if cfg.Retain && pin == nil {
+		return fmt.Errorf("%s retains data and is pinned to one account and region: pass -c account=... -c region=... (make: ACCOUNT=... REGION=...) or set CDK_DEFAULT_ACCOUNT and CDK_DEFAULT_REGION", cfg.Name)
+	}
 	bootstraps := "../build"
-	if v, ok := app.Node().TryGetContext(jsii.String("bootstraps")).(string); ok && v != "" {
+	if v := ctx("bootstraps"); v != "" {
 		bootstraps = v
 	}
 	for _, f := range jobsinfra.FunctionNames {
@@ -58,10 +71,10 @@ func build(app awscdk.App) error {
 	// The demo kinds (example.fail panics or overruns on purpose) reach
 	// prod only if asked for: -c exampleKinds=true.
 	examples := cfg.Name != "prod"
-	if v, ok := app.Node().TryGetContext(jsii.String("exampleKinds")).(string); ok && v != "" {
+	if v := ctx("exampleKinds"); v != "" {
 		examples = v == "true"
 	}
-	NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{StackProps: awscdk.StackProps{Env: env()}, Config: cfg, Bootstraps: bootstraps, ExampleKinds: examples})
+	NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{StackProps: awscdk.StackProps{Env: pin}, Config: cfg, Bootstraps: bootstraps, ExampleKinds: examples})
 	return nil
 }
 

@@ -58,6 +58,7 @@ func setup(m *testing.M) (int, error) {
 	withSources.Name = "sources"
 	withSources.S3Sources = []S3Source{{BucketName: "uploads-example", Prefix: "incoming/"}}
 	withSources.EventBridgeSource = []EventBridgeSource{{Sources: []string{"shop.orders"}, DetailTypes: []string{"OrderPlaced"}}}
+	withSources.EnvelopeSenders = []string{"arn:aws:iam::123456789012:role/nightly-batch"}
 	withJWT := Dev
 	withJWT.Name = "jwt"
 	withJWT.JWT = &JWTConfig{Issuer: "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE", Audience: []string{"client"},
@@ -828,5 +829,83 @@ func TestJWTScopesAndCORS(t *testing.T) {
 				t.Errorf("%s: CORS %s", name, cors)
 			}
 		}
+	}
+}
+
+// Only known principals may send to the queue: the construct's own senders,
+// functions given GrantEnqueue, configured envelope senders, and AWS
+// services for configured sources (aws:SourceArn present).
+func TestQueueDeniesUnknownSenders(t *testing.T) {
+	for name, s := range envs {
+		var deny map[string]any
+		for _, p := range s.resources("AWS::SQS::QueuePolicy") {
+			for _, st := range props(p)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+				if stmt := st.(map[string]any); stmt["Sid"] == "OnlyKnownSenders" {
+					deny = stmt
+				}
+			}
+		}
+		if deny == nil || deny["Effect"] != "Deny" || jsonOf(deny["Principal"]) != `{"AWS":"*"}` || deny["Action"] != "sqs:SendMessage" {
+			t.Fatalf("%s: no deny of unknown senders: %s", name, jsonOf(deny))
+		}
+		cond := jsonOf(deny["Condition"])
+		if !strings.Contains(cond, `"Null":{"aws:SourceArn":"true"}`) {
+			t.Errorf("%s: the deny does not spare AWS services for configured sources: %s", name, cond)
+		}
+		want := []string{"enqueueRole", "workerRole", "sweeperRole"}
+		if name == "sources" {
+			want = append(want, "OrdersServiceRole", "arn:aws:iam::123456789012:role/nightly-batch")
+		}
+		for _, w := range want {
+			if !strings.Contains(cond, w) {
+				t.Errorf("%s: %s may not send: %s", name, w, cond)
+			}
+		}
+		for _, never := range []string{"getjobRole", "cancelRole"} {
+			if strings.Contains(cond, never) {
+				t.Errorf("%s: %s may send: %s", name, never, cond)
+			}
+		}
+	}
+}
+
+// The app refuses to synthesize prod without an alarm destination or
+// unpinned to an account and region, and pins it when told.
+func TestAppPinsProd(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+		if err := os.MkdirAll(filepath.Join(dir, f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f, "bootstrap"), []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("CDK_DEFAULT_ACCOUNT", "")
+	t.Setenv("CDK_DEFAULT_REGION", "")
+	app := func(ctx map[string]any) awscdk.App {
+		c := cdkContext()
+		for k, v := range ctx {
+			(*c)[k] = v
+		}
+		(*c)["bootstraps"] = dir
+		return awscdk.NewApp(&awscdk.AppProps{Context: c, Outdir: jsii.String(t.TempDir())})
+	}
+	if err := build(app(map[string]any{"env": "prod", "account": "123456789012", "region": "us-east-1"})); err == nil || !strings.Contains(err.Error(), "alarm destination") {
+		t.Errorf("prod without alarms: %v", err)
+	}
+	if err := build(app(map[string]any{"env": "prod", "alarmEmail": "oncall@example.com"})); err == nil || !strings.Contains(err.Error(), "pinned") {
+		t.Errorf("prod unpinned: %v", err)
+	}
+	a := app(map[string]any{"env": "prod", "alarmEmail": "oncall@example.com", "account": "123456789012", "region": "us-east-1"})
+	if err := build(a); err != nil {
+		t.Fatal(err)
+	}
+	stack := a.Node().FindChild(jsii.String("lambdajobs-prod")).(awscdk.Stack)
+	if *stack.Account() != "123456789012" || *stack.Region() != "us-east-1" || !*stack.TerminationProtection() {
+		t.Errorf("prod stack: account %s region %s termination protection %v", *stack.Account(), *stack.Region(), *stack.TerminationProtection())
+	}
+	if err := build(app(map[string]any{"env": "staging"})); err != nil {
+		t.Errorf("a non-retained environment needs no pin: %v", err)
 	}
 }

@@ -82,6 +82,12 @@ type Config struct {
 	// Sources of foreign messages (see docs/SOURCES.md).
 	S3Sources         []S3Source
 	EventBridgeSource []EventBridgeSource
+	// EnvelopeSenders are the IAM principals (role or user ARNs) allowed to
+	// send their own messages (envelopes) to the queue. The queue's policy
+	// denies sqs:SendMessage to every other principal of any account, but
+	// the construct's own functions, those given GrantEnqueue, and AWS
+	// services sending for a configured source (S3, EventBridge, SNS).
+	EnvelopeSenders []string
 }
 
 // JWTConfig configures a JWT authorizer.

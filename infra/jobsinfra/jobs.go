@@ -75,7 +75,14 @@ type Jobs struct {
 
 	cfg           Config
 	payloadSecret awssecretsmanager.Secret
+	senders       *senderList
 }
+
+// senderList is the principals the queue policy lets send, filled until
+// synthesis (GrantEnqueue adds to it).
+type senderList struct{ arns []*string }
+
+func (l *senderList) Produce() *[]*string { return &l.arns }
 
 func dur(d time.Duration) awscdk.Duration { return awscdk.Duration_Seconds(jsii.Number(d.Seconds())) }
 
@@ -248,6 +255,28 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	worker := fn("worker", cfg.WorkerMemoryMB, cfg.WorkerTimeout)
 	sweeper := fn("sweeper", cfg.APIMemoryMB, cfg.SweeperTimeout)
 	s.Enqueue, s.GetJob, s.Cancel, s.Worker, s.Sweeper = enqueue, getjob, cancelFn, worker, sweeper
+	// Only known principals send to the queue: its own senders, the
+	// configured envelope senders, and AWS services for configured sources
+	// (their requests carry aws:SourceArn, and the statements below scope
+	// them). Anyone else, in this account or another, is denied.
+	s.senders = &senderList{}
+	for _, f := range []awslambda.Function{enqueue, worker, sweeper} {
+		s.senders.arns = append(s.senders.arns, f.Role().RoleArn())
+	}
+	for _, arn := range cfg.EnvelopeSenders {
+		s.senders.arns = append(s.senders.arns, jsii.String(arn))
+	}
+	s.Queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyKnownSenders"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{s.Queue.QueueArn()},
+		Conditions: &map[string]any{
+			"Null":       map[string]any{"aws:SourceArn": "true"},
+			"ArnNotLike": map[string]any{"aws:PrincipalArn": awscdk.Lazy_List(s.senders, nil)},
+		},
+	}))
 	// Only the functions that seal or open payloads read the key ring, at
 	// cold start; no key material is in any environment or template.
 	for _, f := range []awslambda.Function{enqueue, worker} {
@@ -480,6 +509,7 @@ func (s *Jobs) GrantEnqueue(fn awslambda.Function) {
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("sqs:SendMessage"), Resources: &[]*string{s.Queue.QueueArn()},
 	}))
+	s.senders.arns = append(s.senders.arns, fn.Role().RoleArn())
 	fn.AddEnvironment(jsii.String("JOBS_TABLE"), s.Table.TableName(), nil)
 	fn.AddEnvironment(jsii.String("JOBS_QUEUE_URL"), s.Queue.QueueUrl(), nil)
 	fn.AddEnvironment(jsii.String("JOBS_DISPATCH_GRACE"), jsii.String(s.cfg.DispatchGrace.String()), nil)
