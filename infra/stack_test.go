@@ -600,6 +600,10 @@ func TestForeignSourcesAreScopedToTheirARN(t *testing.T) {
 	if !s3 || !events {
 		t.Errorf("queue policy allows (s3 scoped %v, events scoped %v):\n%s", s3, events, strings.Join(allows, "\n"))
 	}
+	if policy := jsonOf(s.resources("AWS::SQS::QueuePolicy")); !strings.Contains(policy, `"Sid":"S3FromThisAccountOnly"`) ||
+		!strings.Contains(policy, `"aws:SourceAccount":{"Ref":"AWS::AccountId"}`) {
+		t.Errorf("S3 may send for buckets of other accounts: %s", policy)
+	}
 	rules := jsonOf(s.resources("AWS::Events::Rule"))
 	if !strings.Contains(rules, `"source":["shop.orders"]`) || !strings.Contains(rules, `"detail-type":["OrderPlaced"]`) {
 		t.Errorf("rules %s", rules)

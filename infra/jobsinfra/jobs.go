@@ -406,6 +406,17 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		bucket.AddEventNotification(awss3.EventType_OBJECT_CREATED, awss3notifications.NewSqsDestination(s.Queue), filter)
 	}
 	if len(cfg.S3Sources) > 0 {
+		// A bucket's ARN names no account: a bucket deleted and created
+		// again by another account would keep sending. S3 may send only for
+		// buckets of this account.
+		s.Queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("S3FromThisAccountOnly"),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("s3.amazonaws.com"), nil)},
+			Actions:    jsii.Strings("sqs:SendMessage"),
+			Resources:  &[]*string{s.Queue.QueueArn()},
+			Conditions: &map[string]any{"StringNotEquals": map[string]any{"aws:SourceAccount": awscdk.Stack_Of(stack).Account()}},
+		}))
 		// CDK configures notifications on existing buckets with its own
 		// singleton custom resource.
 		cdknag.NagSuppressions_AddResourceSuppressionsByPath(awscdk.Stack_Of(stack),
