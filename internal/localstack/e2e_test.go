@@ -22,7 +22,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// The end-to-end test starts the whole local stack (emulators, the four
+// The end-to-end test starts the whole local stack (emulators, the five
 // bootstraps under the Runtime Interface Emulator, gateway, event source) on
 // free ports and drives it over HTTP only.
 

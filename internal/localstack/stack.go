@@ -109,7 +109,7 @@ type Stack struct {
 	stopOnce  sync.Once
 }
 
-// Start brings the whole system up: emulators, table and queues, the four
+// Start brings the whole system up: emulators, table and queues, the five
 // functions under the Runtime Interface Emulator, the gateway, the SQS event
 // source and the sweeper's schedule. Stop undoes it.
 func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
