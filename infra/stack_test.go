@@ -498,15 +498,20 @@ func TestEveryAlarm(t *testing.T) {
 			}
 		}
 		want := map[string]int{"ApproximateNumberOfMessagesVisible": 1, "ApproximateAgeOfOldestMessage": 1, "Errors": 5, "Throttles": 1,
-			"Invocations": 1, "ThrottledRequests": 5, "5xx": 1, "Latency": 1, "JobsInterruptedOrTimedOut": 1}
+			"Invocations": 1, "ThrottledRequests": 5, "5xx": 1, "Latency": 1,
+			"JobsInterrupted": 2, "JobsTimedOut": 1, "JobsFailed": 1, "QueueLatency": 1, "SweepComplete": 1}
 		for m, n := range want {
 			if got[m] < n {
 				t.Errorf("%s: %d alarm metrics %s, want %d (have %v)", name, got[m], m, n, got)
 			}
 		}
-		filters := s.resources("AWS::Logs::MetricFilter")
-		if len(filters) != 2 || !strings.Contains(jsonOf(filters), `interrupted`) {
+		// The job alarms read the functions' own metrics (EMF) in the
+		// environment's namespace, by service: no log metric filters.
+		if filters := s.resources("AWS::Logs::MetricFilter"); len(filters) != 0 {
 			t.Errorf("%s: metric filters %s", name, jsonOf(filters))
+		}
+		if !strings.Contains(jsonOf(alarms), `"Namespace":"lambdajobs/`+s.cfg.Name+`"`) {
+			t.Errorf("%s: no alarm on the environment's own metrics", name)
 		}
 	}
 }
@@ -911,5 +916,32 @@ func TestAppPinsProd(t *testing.T) {
 	}
 	if err := build(app(map[string]any{"env": "staging"})); err != nil {
 		t.Errorf("a non-retained environment needs no pin: %v", err)
+	}
+}
+
+// One dashboard per environment, over the functions' own metrics, and every
+// function writes them.
+func TestDashboardAndMetrics(t *testing.T) {
+	for name, s := range envs {
+		boards := s.resources("AWS::CloudWatch::Dashboard")
+		if len(boards) != 1 {
+			t.Fatalf("%s: %d dashboards", name, len(boards))
+		}
+		body := jsonOf(boards)
+		for _, w := range []string{"Jobs succeeded per minute, by kind", "Jobs failed per minute, by kind and code",
+			"Run duration p50 and p99", "Queue latency p50 and p99", "Queue depth and oldest message age", "Dead-letter queue depth",
+			"Function errors", "Function throttles", "Sweeper: re-sent", "Sweeper: duration"} {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s: the dashboard lacks %q", name, w)
+			}
+		}
+		if !strings.Contains(body, "lambdajobs/"+s.cfg.Name) {
+			t.Errorf("%s: the dashboard does not read the environment's namespace", name)
+		}
+		for _, fn := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+			if env := jsonOf(s.function(t, fn)["Environment"]); !strings.Contains(env, `"JOBS_METRICS_NAMESPACE":"lambdajobs/`+s.cfg.Name+`"`) {
+				t.Errorf("%s %s: no metrics namespace: %s", name, fn, env)
+			}
+		}
 	}
 }

@@ -78,6 +78,11 @@ type Config struct {
 	AlarmTopicARN string
 	// OldestMessageAlarm fires when the queue's oldest message is older.
 	OldestMessageAlarm time.Duration
+	// QueueLatencyAlarm fires when jobs wait longer from enqueue (or
+	// run_at) to start (p99 over 5 minutes); FailuresAlarm when this many
+	// jobs fail in a minute.
+	QueueLatencyAlarm time.Duration
+	FailuresAlarm     int
 
 	// Sources of foreign messages (see docs/SOURCES.md).
 	S3Sources         []S3Source
@@ -135,7 +140,7 @@ var Dev = Config{
 	DispatchGrace: 3 * time.Minute, Retention: 3 * 24 * time.Hour,
 	LogRetentionDays: 14, Retain: false,
 	ThrottleRate: 50, ThrottleBurst: 100, BatchThrottleRate: 2, BatchThrottleBurst: 5,
-	OldestMessageAlarm: 15 * time.Minute,
+	OldestMessageAlarm: 15 * time.Minute, QueueLatencyAlarm: 10 * time.Minute, FailuresAlarm: 10,
 }
 
 // Prod is the production environment: retained data, PITR, longer logs.
@@ -149,7 +154,7 @@ var Prod = Config{
 	DispatchGrace: 5 * time.Minute, Retention: 14 * 24 * time.Hour,
 	LogRetentionDays: 90, Retain: true,
 	ThrottleRate: 500, ThrottleBurst: 1000, BatchThrottleRate: 10, BatchThrottleBurst: 20,
-	OldestMessageAlarm: 10 * time.Minute,
+	OldestMessageAlarm: 10 * time.Minute, QueueLatencyAlarm: 5 * time.Minute, FailuresAlarm: 10,
 }
 
 // Validate checks the settings against each other.
@@ -177,6 +182,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s: maximum concurrency %d: 2..1000", c.Name, c.MaxConcurrency)
 	case c.BatchWindow > 5*time.Minute:
 		return fmt.Errorf("%s: batching window %v: at most 5 minutes", c.Name, c.BatchWindow)
+	case c.QueueLatencyAlarm <= 0 || c.FailuresAlarm < 1:
+		return fmt.Errorf("%s: queue latency alarm %v and failures alarm %d must be positive", c.Name, c.QueueLatencyAlarm, c.FailuresAlarm)
 	case c.Architecture != "" && c.Architecture != "arm64" && c.Architecture != "x86_64":
 		return fmt.Errorf("%s: architecture %q: arm64 or x86_64", c.Name, c.Architecture)
 	}
@@ -203,7 +210,7 @@ func (c Config) Validate() error {
 
 // reservedEnv are the variables the construct sets itself.
 var reservedEnv = []string{"JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_DISPATCH_GRACE", "JOBS_RETENTION", "JOBS_WORKER_CONCURRENCY",
-	"JOBS_HANDLER_RESERVE", "JOBS_FINAL_WRITE_TIMEOUT", "JOBS_PAYLOAD_SECRET", "JOBS_PAYLOAD_KEY", "JOBS_PAYLOAD_KEYRING_SECRET", "JOBS_FUNCTION", "JOBS_SOURCES", "JOBS_EXAMPLE_KINDS"}
+	"JOBS_HANDLER_RESERVE", "JOBS_FINAL_WRITE_TIMEOUT", "JOBS_PAYLOAD_SECRET", "JOBS_PAYLOAD_KEY", "JOBS_PAYLOAD_KEYRING_SECRET", "JOBS_FUNCTION", "JOBS_SOURCES", "JOBS_EXAMPLE_KINDS", "JOBS_METRICS_NAMESPACE"}
 
 func checkEnv(env string, vars map[string]string) error {
 	for k := range vars {

@@ -179,6 +179,8 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		"JOBS_WORKER_CONCURRENCY":  jsii.String(strconv.Itoa(cfg.WorkerConcurrency)),
 		"JOBS_HANDLER_RESERVE":     jsii.String(cfg.HandlerReserve.String()),
 		"JOBS_FINAL_WRITE_TIMEOUT": jsii.String(cfg.FinalWriteTimeout.String()),
+		// Per-kind metrics in Embedded Metric Format, with the logs.
+		"JOBS_METRICS_NAMESPACE": jsii.String(MetricsNamespace(cfg)),
 	}
 	if props.ExampleKinds {
 		env["JOBS_EXAMPLE_KINDS"] = jsii.String("on")
@@ -442,6 +444,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	}
 
 	s.alarms(cfg, worker, sweeper)
+	s.dashboard(cfg)
 
 	return s
 }
@@ -613,23 +616,84 @@ func (s *Jobs) alarms(cfg Config, worker, sweeper awslambda.Function) {
 	}
 	alarm("Api5xxAlarm", "The API answered 5xx: a dependency is down or a function fails.", apiMetric("5xx", "Sum"), 5, opts{})
 	alarm("ApiLatencyAlarm", "The API's p99 latency was over 2 s for 5 minutes.", apiMetric("Latency", "p99"), 2000, opts{periods: 5})
-	// Jobs failed as interrupted or timed out, from the JSON log lines the
-	// worker and the sweeper write for every finished job.
-	namespace := "lambdajobs/" + cfg.Name
-	for name, f := range map[string]awslambda.Function{"Worker": worker, "Sweeper": sweeper} {
-		awslogs.NewMetricFilter(stack, jsii.String(name+"AbandonedJobs"), &awslogs.MetricFilterProps{
-			LogGroup:        f.LogGroup(),
-			FilterPattern:   awslogs.FilterPattern_Literal(jsii.String(`{ $.message = "job finished" && ($.code = "interrupted" || $.code = "timed_out") }`)),
-			MetricNamespace: jsii.String(namespace),
-			MetricName:      jsii.String("JobsInterruptedOrTimedOut"),
-			MetricValue:     jsii.String("1"),
+	// From the functions' own metrics (Embedded Metric Format; each also
+	// published under the service dimension alone, which alarms can watch).
+	jobsMetric := func(name, service, stat string) awscloudwatch.Metric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(MetricsNamespace(cfg)), MetricName: jsii.String(name),
+			DimensionsMap: &map[string]*string{"service": jsii.String(service)},
+			Period:        minute, Statistic: jsii.String(stat),
 		})
 	}
-	alarm("AbandonedJobsAlarm", "Jobs failed as interrupted (their worker died) or timed out (their handler overran).",
-		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String(namespace), MetricName: jsii.String("JobsInterruptedOrTimedOut"),
-			Period: minute, Statistic: jsii.String("Sum"),
+	alarm("AbandonedJobsAlarm", "Jobs failed or retried as interrupted (their worker died) or timed out (their handler overran).",
+		awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String("FILL(wi, 0) + FILL(wt, 0) + FILL(si, 0)"),
+			UsingMetrics: &map[string]awscloudwatch.IMetric{
+				"wi": jobsMetric("JobsInterrupted", "worker", "Sum"), "wt": jobsMetric("JobsTimedOut", "worker", "Sum"),
+				"si": jobsMetric("JobsInterrupted", "sweeper", "Sum"),
+			},
+			Period: minute, Label: jsii.String("jobs interrupted or timed out per minute"),
 		}), 1, opts{})
+	alarm("JobFailuresAlarm", fmt.Sprintf("%d or more jobs failed in a minute (any kind, any code).", cfg.FailuresAlarm),
+		jobsMetric("JobsFailed", "worker", "Sum"), float64(cfg.FailuresAlarm), opts{})
+	alarm("QueueLatencyAlarm", fmt.Sprintf("Jobs waited more than %v from enqueue (or run_at) to start (p99, 5 minutes).", cfg.QueueLatencyAlarm),
+		jobsMetric("QueueLatency", "worker", "p99"), float64(cfg.QueueLatencyAlarm.Milliseconds()), opts{periods: 5})
+	alarm("SweepIncompleteAlarm", "Sweeps ran out of time for 5 minutes: more unfinished jobs are due than one sweep can settle.",
+		jobsMetric("SweepComplete", "sweeper", "Minimum"), 1, opts{periods: 5, below: true})
+}
+
+// MetricsNamespace is the namespace of an environment's metrics.
+func MetricsNamespace(cfg Config) string { return "lambdajobs/" + cfg.Name }
+
+// dashboard draws an environment on one CloudWatch dashboard: jobs by
+// status and kind, run duration and queue latency, the queue and its DLQ,
+// the functions, the sweeper.
+func (s *Jobs) dashboard(cfg Config) {
+	ns := MetricsNamespace(cfg)
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	search := func(label, metric, stat string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,kind,service} MetricName="%s" service="worker"', '%s', 60)`, ns, metric, stat)),
+			Label:      jsii.String(label), Period: minute,
+		})
+	}
+	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(12)})
+	}
+	peak := &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}
+	sum := &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}
+	var fnErrors, fnThrottles []awscloudwatch.IMetric
+	for _, name := range FunctionNames {
+		fnErrors = append(fnErrors, s.Functions[name].MetricErrors(sum))
+		fnThrottles = append(fnThrottles, s.Functions[name].MetricThrottles(sum))
+	}
+	sweeper := func(metric, stat string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(ns), MetricName: jsii.String(metric),
+			DimensionsMap: &map[string]*string{"service": jsii.String("sweeper")}, Period: minute, Statistic: jsii.String(stat)})
+	}
+	awscloudwatch.NewDashboard(s.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String("lambdajobs-" + cfg.Name),
+		Widgets: &[]*[]awscloudwatch.IWidget{
+			{graph("Jobs succeeded per minute, by kind", search("succeeded", "JobsSucceeded", "Sum")),
+				graph("Jobs failed per minute, by kind and code", awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+					Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,code,kind,service} MetricName="JobsFailed" service="worker"', 'Sum', 60)`, ns)),
+					Label:      jsii.String("failed"), Period: minute,
+				}))},
+			{graph("Jobs retried, timed out, interrupted, cancelled per minute",
+				search("retried", "JobsRetried", "Sum"), search("timed out", "JobsTimedOut", "Sum"),
+				search("interrupted", "JobsInterrupted", "Sum"), search("cancelled", "JobsCancelled", "Sum")),
+				graph("Jobs started per minute, by kind", search("started", "JobsStarted", "Sum"))},
+			{graph("Run duration p50 and p99 (ms), by kind", search("p50", "RunDuration", "p50"), search("p99", "RunDuration", "p99")),
+				graph("Queue latency p50 and p99 (ms), by kind", search("p50", "QueueLatency", "p50"), search("p99", "QueueLatency", "p99"))},
+			{graph("Queue depth and oldest message age (s)",
+				s.Queue.MetricApproximateNumberOfMessagesVisible(peak), s.Queue.MetricApproximateAgeOfOldestMessage(peak)),
+				graph("Dead-letter queue depth", s.DLQ.MetricApproximateNumberOfMessagesVisible(peak))},
+			{graph("Function errors", fnErrors...), graph("Function throttles", fnThrottles...)},
+			{graph("Sweeper: re-sent, interrupted, batches, errors",
+				sweeper("SweepResent", "Sum"), sweeper("SweepInterrupted", "Sum"), sweeper("SweepBatches", "Sum"), sweeper("SweepErrors", "Sum")),
+				graph("Sweeper: duration (ms) and completed sweeps", sweeper("SweepDuration", "Maximum"), sweeper("SweepComplete", "Sum"))},
+		},
+	})
 }
 
 func batchWindow(d time.Duration) awscdk.Duration {

@@ -82,8 +82,8 @@ func (d Deadlines) Validate(timeout time.Duration) error {
 	switch {
 	case d.FinalWrite <= 0 || d.Safety < 0:
 		return fmt.Errorf("jobs: deadlines: final write %v and safety %v must be positive", d.FinalWrite, d.Safety)
-	case d.Reserve < d.FinalWrite+d.Safety:
-		return fmt.Errorf("jobs: deadlines: reserve %v is less than final write %v + safety %v", d.Reserve, d.FinalWrite, d.Safety)
+	case d.Reserve < d.FinalWrite+d.Safety+abandonGrace:
+		return fmt.Errorf("jobs: deadlines: reserve %v is less than final write %v + safety %v + %v for a handler to return", d.Reserve, d.FinalWrite, d.Safety, abandonGrace)
 	case timeout != 0 && timeout <= 2*d.Reserve:
 		return fmt.Errorf("jobs: deadlines: worker timeout %v leaves handlers less than half of it after the reserve %v", timeout, d.Reserve)
 	case timeout != 0 && timeout-d.Reserve < d.MinRun:

@@ -105,6 +105,12 @@ func (e *engine) publish(ctx context.Context, id, token string, body []byte) err
 // redelivery). A run whose owner cancelled it ends cancelled. ctx bounds
 // every call (the final-write budget).
 func (e *engine) end(ctx context.Context, rec *Record, token string, ex execution, started, leaseBy time.Time) ending {
+	end := e.decide(ctx, rec, token, ex, started, leaseBy)
+	recordEnding(ctx, rec, end, started, e.now())
+	return end
+}
+
+func (e *engine) decide(ctx context.Context, rec *Record, token string, ex execution, started, leaseBy time.Time) ending {
 	log := e.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.Int("attempt", rec.Attempt))
 	if rec.CancelRequested {
 		ex = execution{Status: StatusCancelled, Cause: "cancelled"}

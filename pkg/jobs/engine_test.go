@@ -342,7 +342,8 @@ func TestAbandonedHandlersAreCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
 		release := make(chan struct{})
-		r := newEngineRig(t, mem, mem, jobs.WorkerConfig{CancelCheck: -1}, func(reg *jobs.Registry) {
+		var emf syncBuffer
+		r := newEngineRig(t, mem, mem, jobs.WorkerConfig{CancelCheck: -1, Metrics: &jobs.Metrics{Namespace: "n", Service: "worker", Writer: &emf}}, func(reg *jobs.Registry) {
 			jobs.MustRegister(reg, "stubborn", jobs.HandlerFunc[sleepPayload, jobs.NoResult](func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 				<-release
 				return jobs.NoResult{}, nil
@@ -360,6 +361,9 @@ func TestAbandonedHandlersAreCounted(t *testing.T) {
 		}
 		if !strings.Contains(r.log(), `"abandoned_running":1`) {
 			t.Fatalf("the abandonment is not logged with its count:\n%s", r.log())
+		}
+		if got, _ := value(parseEMF(t, emf.String()), "HandlersAbandoned", map[string]string{"kind": "stubborn"}); got != 1 {
+			t.Fatalf("HandlersAbandoned = %v, want 1", got)
 		}
 		close(release)
 		synctest.Wait()

@@ -27,15 +27,16 @@ const (
 // go through it, so validation, limits, owners and idempotency are the same
 // on every path.
 type Service struct {
-	eng    *engine
-	reg    *Registry
-	store  Store
-	queue  Queue
-	clock  Clock
-	log    *slog.Logger
-	grace  time.Duration
-	sealer Sealer // seals secret payload fields
-	hasher requestHasher
+	eng     *engine
+	reg     *Registry
+	store   Store
+	queue   Queue
+	clock   Clock
+	log     *slog.Logger
+	grace   time.Duration
+	sealer  Sealer // seals secret payload fields
+	hasher  requestHasher
+	metrics *Metrics
 }
 
 // ServiceConfig configures a Service. Registry, Store and Queue are required.
@@ -52,6 +53,8 @@ type ServiceConfig struct {
 	// Retention is how long a cancelled job stays readable
 	// (default DefaultRetention).
 	Retention time.Duration
+	// Metrics, when set, counts accepted jobs per kind (see Metrics).
+	Metrics *Metrics
 }
 
 // NewService returns a Service; it puts the registry to use.
@@ -64,7 +67,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	}
 	eng := newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention)
 	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
-		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer)}, nil
+		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics}, nil
 }
 
 // EnqueueRequest is one job to enqueue.
@@ -142,6 +145,10 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*Record, boo
 		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	s.dispatch(ctx, rec)
+	if m := s.metrics.batch(); m != nil {
+		m.Add(map[string]string{"kind": rec.Kind}, "JobsEnqueued", "Count", 1)
+		s.metrics.flush(m, s.clock.Now())
+	}
 	return rec, true, nil
 }
 

@@ -25,6 +25,7 @@ type Sweeper struct {
 	log     *slog.Logger
 	limit   int
 	reserve time.Duration
+	metrics *Metrics
 }
 
 // SweeperConfig configures a Sweeper. Store and Queue are required.
@@ -48,6 +49,8 @@ type SweeperConfig struct {
 	// Registry, when set, gives the kinds' retry policies: an interrupted
 	// run of a kind with attempts left is retried rather than failed.
 	Registry *Registry
+	// Metrics, when set, writes what each sweep did (see Metrics).
+	Metrics *Metrics
 }
 
 // NewSweeper returns a Sweeper.
@@ -56,7 +59,7 @@ func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
 		return nil, errors.New("jobs: NewSweeper needs a Store and a Queue")
 	}
 	s := &Sweeper{eng: newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention),
-		log: orLogger(cfg.Logger), limit: cfg.PageSize, reserve: cfg.Reserve}
+		log: orLogger(cfg.Logger), limit: cfg.PageSize, reserve: cfg.Reserve, metrics: cfg.Metrics}
 	if s.limit <= 0 {
 		s.limit = 200
 	}
@@ -87,6 +90,17 @@ type SweepReport struct {
 func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
 	plan := planSweep(ctx, s.reserve)
+	m := s.metrics.batch()
+	ctx = withMetrics(ctx, m)
+	began := s.eng.clock.Now()
+	defer func() {
+		for name, v := range map[string]int{"SweepResent": rep.Resent, "SweepInterrupted": rep.Interrupted, "SweepRetried": rep.Retried,
+			"SweepBatches": rep.Batches, "SweepErrors": rep.Errors, "SweepComplete": map[bool]int{true: 1}[rep.Complete]} {
+			m.Add(nil, name, "Count", float64(v))
+		}
+		m.Add(nil, "SweepDuration", "Milliseconds", float64(s.eng.clock.Now().Sub(began).Milliseconds()))
+		s.metrics.flush(m, s.eng.clock.Now())
+	}()
 	seen := map[string]bool{}
 	for !plan.over() {
 		now := s.eng.clock.Now()

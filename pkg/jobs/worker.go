@@ -29,6 +29,7 @@ type Worker struct {
 	hasher      requestHasher
 	routes      *Routes
 	cancelCheck time.Duration
+	metrics     *Metrics
 	// slow lists the kinds whose minimum run time is above the default,
 	// slowest first.
 	slow []kindMin
@@ -60,6 +61,9 @@ type WorkerConfig struct {
 	Sealer Sealer
 	// Routes turn messages from other AWS services into jobs (see Routes).
 	Routes *Routes
+	// Metrics, when set, writes per-kind metrics at the end of each
+	// invocation (see Metrics).
+	Metrics *Metrics
 	// DispatchGrace is the sweep delay of jobs made from foreign messages
 	// and retries (default DefaultDispatchGrace); use the service's value.
 	DispatchGrace time.Duration
@@ -94,6 +98,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		eng: newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention),
 		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
 		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
+		metrics: cfg.Metrics,
 	}
 	if w.cancelCheck == 0 {
 		w.cancelCheck = 5 * time.Second
@@ -124,6 +129,9 @@ func (w *Worker) Abandoned() int { return int(w.abandoned.Load()) }
 // DynamoDB and SQS do (see Deadlines).
 func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	inv := w.deadlines.plan(ctx)
+	m := w.metrics.batch()
+	ctx = withMetrics(ctx, m)
+	defer func() { w.metrics.flush(m, w.eng.clock.Now()) }()
 	var (
 		mu       sync.Mutex
 		failures []events.SQSBatchItemFailure
@@ -257,6 +265,13 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 	if err != nil {
 		return w.claimFailed(ctx, inv, id, err, left)
 	}
+	count(ctx, rec.Kind, "JobsStarted")
+	if since := rec.CreatedAt; !since.IsZero() {
+		if rec.RunAt.After(since) {
+			since = rec.RunAt
+		}
+		measure(ctx, rec.Kind, "QueueLatency", now.Sub(since))
+	}
 	var ex execution
 	k, ok := w.reg.lookup(rec.Kind)
 	if !ok {
@@ -316,13 +331,20 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *R
 				notice()
 			}
 		case <-hctx.Done():
+			// A handler that honours its context returns within moments:
+			// give it those before calling it abandoned (the reserve keeps
+			// time for this beyond the final write and the safety margin).
+			grace := time.NewTimer(abandonGrace)
 			select {
-			case ex := <-done: // it returned just as the deadline hit
+			case ex := <-done: // it returned as the deadline hit
+				grace.Stop()
 				return ex
 			case <-noticed:
+				grace.Stop()
 				return cancelled
-			default:
+			case <-grace.C:
 			}
+			count(ctx, rec.Kind, "HandlersAbandoned")
 			n := w.abandoned.Add(1)
 			go func() { <-done; w.abandoned.Add(-1) }()
 			w.log.LogAttrs(ctx, slog.LevelWarn, "handler ignored its deadline and was abandoned", slog.String("job_id", rec.ID),
@@ -331,6 +353,10 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *R
 		}
 	}
 }
+
+// abandonGrace is how long a handler whose context ended may take to
+// return before the worker abandons it.
+const abandonGrace = 50 * time.Millisecond
 
 // claimFailed decides what to do with a message whose job could not be
 // claimed, and reports whether the message must come back.

@@ -160,3 +160,25 @@ func TestParseKeyRing(t *testing.T) {
 		}
 	}
 }
+
+// With JOBS_METRICS_NAMESPACE, building a function writes ColdStart once,
+// with the function's role as the service dimension.
+func TestColdStartMetric(t *testing.T) {
+	var out strings.Builder
+	old := metricsOut
+	metricsOut = &out
+	t.Cleanup(func() { metricsOut = old })
+	getenv := func(k string) string {
+		return map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_METRICS_NAMESPACE": "lambdajobs/test", "JOBS_FUNCTION": "getjob"}[k]
+	}
+	if _, err := Build(context.Background(), GetJob, jobs.NewRegistry(), getenv, nil); err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out.String())), &rec); err != nil {
+		t.Fatalf("%v: %q", err, out.String())
+	}
+	if rec["ColdStart"] != 1.0 || rec["service"] != "getjob" || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("cold start record %s", out.String())
+	}
+}

@@ -14,6 +14,8 @@
 //
 // Environment (see README "Configuration"):
 //
+//	JOBS_METRICS_NAMESPACE     turns on metrics in CloudWatch Embedded Metric Format on stdout,
+//	                           in this namespace (the construct sets lambdajobs/<env>); see jobs.Metrics
 //	JOBS_FUNCTION              which function a Serve binary is (enqueue, getjob, cancel, worker, sweeper)
 //	JOBS_TABLE                 DynamoDB table (required)
 //	JOBS_QUEUE_URL             SQS queue URL (enqueue, sweeper)
@@ -44,6 +46,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -62,6 +65,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/keyring"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
@@ -81,6 +85,8 @@ type Config struct {
 	// KeyRingSecret names the Secrets Manager secret of the payload key
 	// ring (JOBS_PAYLOAD_KEYRING_SECRET).
 	KeyRingSecret string
+	// MetricsNamespace turns on metrics (JOBS_METRICS_NAMESPACE).
+	MetricsNamespace string
 }
 
 // ConfigFromEnv reads Config from the environment (see the package doc).
@@ -144,6 +150,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	c.KeyRingSecret = getenv("JOBS_PAYLOAD_KEYRING_SECRET")
+	c.MetricsNamespace = getenv("JOBS_METRICS_NAMESPACE")
 	if c.KeyRingSecret != "" && c.Sealer != nil {
 		errs = append(errs, errors.New("JOBS_PAYLOAD_KEYRING_SECRET and JOBS_PAYLOAD_KEY/JOBS_PAYLOAD_SECRET: give one"))
 	}
@@ -174,6 +181,9 @@ type Deps struct {
 
 	aws  aws.Config
 	ring *jobs.AESSealer
+	// metrics of the function being built (nil: off); its Service is set
+	// by Build.
+	metrics *jobs.Metrics
 }
 
 // Option adjusts what Main and Build build.
@@ -238,7 +248,7 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Sealer: sealer, Retention: d.Config.Retention})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Sealer: sealer, Retention: d.Config.Retention, Metrics: d.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +287,7 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	w, err := jobs.NewWorker(jobs.WorkerConfig{
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Retention: d.Config.Retention,
-		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace,
+		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace, Metrics: d.metrics,
 		Queue: queueOrNil(d.Queue),
 	})
 	if err != nil {
@@ -291,7 +301,7 @@ func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
 	}
-	s, err := jobs.NewSweeper(jobs.SweeperConfig{Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Retention: d.Config.Retention, Registry: reg})
+	s, err := jobs.NewSweeper(jobs.SweeperConfig{Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Retention: d.Config.Retention, Registry: reg, Metrics: d.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +375,35 @@ func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(str
 	for _, o := range opts {
 		o(d)
 	}
+	if cfg.MetricsNamespace != "" {
+		d.metrics = &jobs.Metrics{Namespace: cfg.MetricsNamespace, Service: functionName(getenv), Writer: metricsOut}
+		coldStart(d.metrics)
+	}
 	return fn(d, reg)
+}
+
+// metricsOut is where metrics go: stdout, which Lambda sends to CloudWatch
+// Logs line by line.
+var metricsOut io.Writer = os.Stdout
+
+// functionName is the "service" dimension: the role a Serve binary plays,
+// else the Lambda function's name.
+func functionName(getenv func(string) string) string {
+	if v := getenv("JOBS_FUNCTION"); v != "" {
+		return v
+	}
+	if v := getenv("AWS_LAMBDA_FUNCTION_NAME"); v != "" {
+		return v
+	}
+	return "lambdajobs"
+}
+
+// coldStart writes the ColdStart metric, once per process: Build runs at
+// a function's init.
+func coldStart(m *jobs.Metrics) {
+	b := emf.New(m.Namespace, map[string]string{"service": m.Service})
+	b.Add(nil, "ColdStart", emf.Count, 1)
+	_ = b.Flush(m.Writer, time.Now())
 }
 
 // noQueue is the getjob function's queue: it never sends.

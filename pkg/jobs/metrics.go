@@ -1,0 +1,113 @@
+package jobs
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/emf"
+)
+
+// Metrics turns on metrics in CloudWatch Embedded Metric Format: JSON lines
+// written with the logs, which CloudWatch Logs turns into metrics, so no
+// AWS request is added to any job's path. A Worker writes the metrics of
+// one invocation at its end (a few lines per SQS batch); a Service one line
+// per enqueue; a Sweeper one line per sweep.
+//
+// Every record carries the "service" dimension; job metrics also "kind",
+// and failures "code" (a declared or reserved code: bounded). Never a job
+// id or an owner.
+//
+//	JobsEnqueued       Count         jobs accepted (not idempotent replays)
+//	JobsStarted        Count         claims
+//	QueueLatency       Milliseconds  from created (or run_at) to started
+//	JobsSucceeded      Count
+//	JobsFailed         Count         with the "code" dimension
+//	JobsTimedOut       Count         failed or retried as timed_out
+//	JobsInterrupted    Count         failed or retried as interrupted
+//	JobsRetried        Count         sent back for another attempt
+//	JobsCancelled      Count
+//	RunDuration        Milliseconds  from claim to final write
+//	Attempts           Count         attempts of a job that ended
+//	HandlersAbandoned  Count         handlers that ignored their deadline
+//	SweepResent, SweepInterrupted, SweepRetried, SweepBatches, SweepErrors  Count
+//	SweepDuration      Milliseconds
+//	SweepComplete      Count         1 when a sweep finished before its deadline
+//
+// lambdafn adds ColdStart (Count, once per process).
+type Metrics struct {
+	// Namespace of the metrics, e.g. "lambdajobs/prod".
+	Namespace string
+	// Service is the "service" dimension: which function writes them.
+	Service string
+	// Writer receives the records, one JSON object per line (os.Stdout in
+	// Lambda, where CloudWatch Logs reads them).
+	Writer io.Writer
+}
+
+func (m *Metrics) batch() *emf.Batch {
+	if m == nil || m.Writer == nil {
+		return nil
+	}
+	return emf.New(m.Namespace, map[string]string{"service": m.Service})
+}
+
+func (m *Metrics) flush(b *emf.Batch, now time.Time) {
+	if m != nil {
+		_ = b.Flush(m.Writer, now)
+	}
+}
+
+type metricsKey struct{}
+
+func withMetrics(ctx context.Context, b *emf.Batch) context.Context {
+	if b == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, metricsKey{}, b)
+}
+
+func metricsOf(ctx context.Context) *emf.Batch {
+	b, _ := ctx.Value(metricsKey{}).(*emf.Batch)
+	return b
+}
+
+// count adds 1 to name for kind.
+func count(ctx context.Context, kind, name string) {
+	metricsOf(ctx).Add(map[string]string{"kind": kind}, name, emf.Count, 1)
+}
+
+// measure records a duration of kind.
+func measure(ctx context.Context, kind, name string, d time.Duration) {
+	metricsOf(ctx).Add(map[string]string{"kind": kind}, name, emf.Milliseconds, float64(d.Milliseconds()))
+}
+
+// recordEnding counts how a run ended.
+func recordEnding(ctx context.Context, rec *Record, end ending, started, at time.Time) {
+	if end.res != landed {
+		return
+	}
+	k := rec.Kind
+	switch {
+	case end.retried:
+		count(ctx, k, "JobsRetried")
+	case end.ex.Status == StatusSucceeded:
+		count(ctx, k, "JobsSucceeded")
+	case end.ex.Status == StatusCancelled:
+		count(ctx, k, "JobsCancelled")
+	case end.ex.Status == StatusFailed:
+		metricsOf(ctx).Add(map[string]string{"kind": k, "code": end.ex.Code}, "JobsFailed", emf.Count, 1)
+	}
+	switch end.ex.Code {
+	case CodeTimedOut:
+		count(ctx, k, "JobsTimedOut")
+	case CodeInterrupted:
+		count(ctx, k, "JobsInterrupted")
+	}
+	if !end.retried {
+		metricsOf(ctx).Add(map[string]string{"kind": k}, "Attempts", emf.Count, float64(rec.Attempt))
+	}
+	if !started.IsZero() && at.After(started) && end.ex.Code != CodeInterrupted {
+		measure(ctx, k, "RunDuration", at.Sub(started))
+	}
+}

@@ -1,0 +1,219 @@
+package jobs_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+// emfRecord is one Embedded Metric Format record, checked against the
+// specification's rules as it is parsed.
+type emfRecord struct {
+	raw     map[string]any
+	metrics map[string]string // name -> unit
+	dims    []string
+}
+
+func parseEMF(t *testing.T, out string) []emfRecord {
+	t.Helper()
+	var recs []emfRecord
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var raw map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
+			t.Fatalf("not one JSON object per line: %q", sc.Text())
+		}
+		aws, ok := raw["_aws"].(map[string]any)
+		if !ok {
+			t.Fatalf("no _aws: %s", sc.Text())
+		}
+		if ts, ok := aws["Timestamp"].(float64); !ok || ts <= 0 || ts != float64(int64(ts)) {
+			t.Fatalf("Timestamp must be epoch milliseconds: %v", aws["Timestamp"])
+		}
+		directives, _ := aws["CloudWatchMetrics"].([]any)
+		if len(directives) != 1 {
+			t.Fatalf("CloudWatchMetrics: %v", aws["CloudWatchMetrics"])
+		}
+		d := directives[0].(map[string]any)
+		if ns, _ := d["Namespace"].(string); ns == "" || len(ns) > 255 {
+			t.Fatalf("Namespace %q", d["Namespace"])
+		}
+		rec := emfRecord{raw: raw, metrics: map[string]string{}}
+		sets, _ := d["Dimensions"].([]any)
+		if len(sets) == 0 || len(sets) > 2 {
+			t.Fatalf("Dimensions %v", d["Dimensions"])
+		}
+		if len(sets) == 2 && jsonString(sets[1]) != `["service"]` {
+			t.Fatalf("the second dimension set must be the service alone (for alarms): %v", sets[1])
+		}
+		for _, name := range sets[0].([]any) {
+			n := name.(string)
+			if _, ok := raw[n].(string); !ok {
+				t.Fatalf("dimension %s has no string value at the top level: %s", n, sc.Text())
+			}
+			rec.dims = append(rec.dims, n)
+		}
+		if len(rec.dims) > 30 {
+			t.Fatalf("%d dimensions", len(rec.dims))
+		}
+		ms, _ := d["Metrics"].([]any)
+		if len(ms) == 0 || len(ms) > 100 {
+			t.Fatalf("%d metrics", len(ms))
+		}
+		for _, m := range ms {
+			mm := m.(map[string]any)
+			name, unit := mm["Name"].(string), mm["Unit"].(string)
+			if unit != "Count" && unit != "Milliseconds" {
+				t.Fatalf("unit %q", unit)
+			}
+			switch v := raw[name].(type) {
+			case float64:
+			case []any:
+				if len(v) == 0 || len(v) > 100 {
+					t.Fatalf("%s: %d values", name, len(v))
+				}
+			default:
+				t.Fatalf("metric %s has no numeric value: %v", name, raw[name])
+			}
+			rec.metrics[name] = unit
+		}
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
+// value returns the sum of metric name over the records whose dimensions
+// have the given values.
+func value(recs []emfRecord, name string, dims map[string]string) (float64, bool) {
+	total, found := 0.0, false
+	for _, r := range recs {
+		if _, ok := r.metrics[name]; !ok {
+			continue
+		}
+		match := true
+		for k, v := range dims {
+			if r.raw[k] != v {
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		found = true
+		switch v := r.raw[name].(type) {
+		case float64:
+			total += v
+		case []any:
+			for _, x := range v {
+				total += x.(float64)
+			}
+		}
+	}
+	return total, found
+}
+
+func TestMetricsOfEveryOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out syncBuffer
+		metrics := &jobs.Metrics{Namespace: "lambdajobs/test", Service: "worker", Writer: &out}
+		mem := jobstest.NewMemStore(nil)
+		reg := jobs.NewRegistry()
+		ok := jobs.MustRegister(reg, "ok", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
+		bad := jobs.MustRegister(reg, "bad", jobs.HandlerFunc[sleepPayload, jobs.NoResult](func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
+			return jobs.NoResult{}, jobs.Fail("nope", nil)
+		}), jobs.WithFailureCodes("nope"))
+		slow := jobs.MustRegister(reg, "slow", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
+		flaky := jobs.MustRegister(reg, "flaky", jobs.HandlerFunc[sleepPayload, jobs.NoResult](func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
+			return jobs.NoResult{}, jobs.Retry(errors.New("later"))
+		}), jobs.WithRetry(jobs.RetryPolicy{MaxAttempts: 3}))
+		queue := &jobstest.MemQueue{}
+		var enqueued syncBuffer
+		svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: mem, Queue: queue,
+			Metrics: &jobs.Metrics{Namespace: "lambdajobs/test", Service: "enqueue", Writer: &enqueued}})
+		w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: mem, Queue: queue, Metrics: metrics, CancelCheck: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		var ids []string
+		for _, enq := range []func() (*jobs.EnqueueResult, error){
+			func() (*jobs.EnqueueResult, error) { return ok.Enqueue(ctx, svc, "o", sleepPayload{For: "2s"}, nil) },
+			func() (*jobs.EnqueueResult, error) { return bad.Enqueue(ctx, svc, "o", sleepPayload{}, nil) },
+			func() (*jobs.EnqueueResult, error) { return slow.Enqueue(ctx, svc, "o", sleepPayload{For: "1h"}, nil) },
+			func() (*jobs.EnqueueResult, error) { return flaky.Enqueue(ctx, svc, "o", sleepPayload{}, nil) },
+		} {
+			res, err := enq()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, res.Job.ID)
+		}
+		time.Sleep(time.Second) // a second in the queue
+		ictx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		var msgs []string
+		for _, id := range ids {
+			msgs = append(msgs, message.Encode(id))
+		}
+		w.HandleSQS(ictx, sqsEvent(msgs...))
+
+		recs := parseEMF(t, out.String())
+		for _, r := range recs {
+			if r.raw["service"] != "worker" {
+				t.Fatalf("a record without the service dimension: %v", r.raw)
+			}
+			for _, d := range r.dims {
+				if d != "service" && d != "kind" && d != "code" {
+					t.Fatalf("dimension %q: only service, kind and code", d)
+				}
+			}
+		}
+		want := []struct {
+			name string
+			dims map[string]string
+			min  float64
+		}{
+			{"JobsStarted", map[string]string{"kind": "ok"}, 1},
+			{"QueueLatency", map[string]string{"kind": "ok"}, 1000},
+			{"JobsSucceeded", map[string]string{"kind": "ok"}, 1},
+			{"RunDuration", map[string]string{"kind": "ok"}, 2000},
+			{"Attempts", map[string]string{"kind": "ok"}, 1},
+			{"JobsFailed", map[string]string{"kind": "bad", "code": "nope"}, 1},
+			{"JobsFailed", map[string]string{"kind": "slow", "code": jobs.CodeTimedOut}, 1},
+			{"JobsTimedOut", map[string]string{"kind": "slow"}, 1},
+			{"JobsRetried", map[string]string{"kind": "flaky"}, 1},
+		}
+		for _, w := range want {
+			got, found := value(recs, w.name, w.dims)
+			if !found || got < w.min {
+				t.Errorf("%s %v = %v (found %v), want at least %v\n%s", w.name, w.dims, got, found, w.min, out.String())
+			}
+		}
+		if _, found := value(recs, "HandlersAbandoned", map[string]string{"kind": "slow"}); found {
+			t.Error("a handler that honoured its deadline counted as abandoned")
+		}
+		if _, found := value(recs, "JobsSucceeded", map[string]string{"kind": "flaky"}); found {
+			t.Error("a retried job counted as succeeded")
+		}
+		if got, _ := value(parseEMF(t, enqueued.String()), "JobsEnqueued", map[string]string{"service": "enqueue"}); got != 4 {
+			t.Errorf("JobsEnqueued = %v, want 4", got)
+		}
+		if n := strings.Count(out.String(), "\n"); n > 12 {
+			t.Errorf("%d lines for one invocation of 4 jobs: metrics are not gathered per invocation", n)
+		}
+	})
+}
+
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
