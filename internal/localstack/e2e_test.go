@@ -169,6 +169,29 @@ func waitFinal(t *testing.T, caller, id string, within time.Duration) (jobs.View
 	panic("unreachable")
 }
 
+// The functions under the emulator write their metrics in Embedded Metric
+// Format with their output, with the kind as a dimension.
+func TestWorkerWritesMetrics(t *testing.T) {
+	t.Parallel()
+	v := enqueue(t, "dave", "example.hash", `{"text":"metrics","rounds":1}`)
+	if got, _ := waitFinal(t, "dave", v.ID, 30*time.Second); got.Status != jobs.StatusSucceeded {
+		t.Fatalf("job %+v", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "[worker") && strings.Contains(line, `"JobsSucceeded"`) &&
+				strings.Contains(line, `"kind":"example.hash"`) && strings.Contains(line, `"Namespace":"lambdajobs/local"`) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no EMF record of a succeeded example.hash job in the worker's output")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func TestHashJobSucceeds(t *testing.T) {
 	t.Parallel()
 	v := enqueue(t, "alice", "example.hash", `{"text":"hello","rounds":1}`)

@@ -213,6 +213,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		"AWS_EC2_METADATA_DISABLED=true",
 		// The local stack serves this repository's example kinds.
 		"JOBS_EXAMPLE_KINDS=on",
+		// The functions write their metrics (EMF) with their output, as in Lambda.
+		"JOBS_METRICS_NAMESPACE=lambdajobs/local",
 	}, append(keyEnv, cfg.FunctionEnv...)...)
 	start := func(name, instance string, timeout time.Duration) (*Function, error) {
 		label := name
