@@ -82,8 +82,10 @@ func (d Deadlines) Validate(timeout time.Duration) error {
 	switch {
 	case d.FinalWrite <= 0 || d.Safety < 0:
 		return fmt.Errorf("jobs: deadlines: final write %v and safety %v must be positive", d.FinalWrite, d.Safety)
-	case d.Reserve < d.FinalWrite+d.Safety+abandonGrace:
-		return fmt.Errorf("jobs: deadlines: reserve %v is less than final write %v + safety %v + %v for a handler to return", d.Reserve, d.FinalWrite, d.Safety, abandonGrace)
+	case d.Reserve < d.FinalWrite+d.Safety:
+		// (The moments a handler gets to return after its context ends come
+		// out of the final write's budget, which ends by D - Safety anyway.)
+		return fmt.Errorf("jobs: deadlines: reserve %v is less than final write %v + safety %v", d.Reserve, d.FinalWrite, d.Safety)
 	case timeout != 0 && timeout <= 2*d.Reserve:
 		return fmt.Errorf("jobs: deadlines: worker timeout %v leaves handlers less than half of it after the reserve %v", timeout, d.Reserve)
 	case timeout != 0 && timeout-d.Reserve < d.MinRun:

@@ -332,8 +332,8 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *R
 			}
 		case <-hctx.Done():
 			// A handler that honours its context returns within moments:
-			// give it those before calling it abandoned (the reserve keeps
-			// time for this beyond the final write and the safety margin).
+			// give it those before calling it abandoned (they come out of
+			// the final write's budget, which still ends by D - Safety).
 			grace := time.NewTimer(abandonGrace)
 			select {
 			case ex := <-done: // it returned as the deadline hit
