@@ -37,6 +37,8 @@ Usage:
   ljob [flags] batch [FILE]             submit the JSON lines of FILE (or stdin), {"kind", "payload"}
                                         each, as one batch; -wait follows it with one progress bar
   ljob [flags] get-batch ID             show a batch and its counts
+  ljob [flags] stats                    the local stack's metrics per kind: counts by outcome,
+                                        p50/p99 run duration and queue latency
   ljob [flags] drop [FILE]              send a raw message (an S3 notification, an EventBridge
                                         event, an envelope...) to the queue, as another AWS service
                                         would, and print the ids of the jobs it becomes
@@ -128,6 +130,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return c.enqueue(ctx, rest[1], payload, *key, *wait, *delay, runAt)
 	case cmd == "get" && len(rest) == 2:
 		return c.get(ctx, rest[1])
+	case cmd == "stats" && len(rest) == 1:
+		return c.stats(ctx)
 	case cmd == "watch" && len(rest) == 2:
 		return c.watch(ctx, rest[1])
 	case cmd == "cancel" && len(rest) == 2:

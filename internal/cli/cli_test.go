@@ -214,3 +214,26 @@ func TestSigV4RefusesPlainHTTPToOtherHosts(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q: want a refusal before any request", code, errOut)
 	}
 }
+
+// ljob stats prints the local stack's metrics per kind, and explains where
+// they are when the API has no such endpoint (a deployed environment).
+func TestStats(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/local/stats" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `{"kinds":{"example.hash":{"counts":{"JobsEnqueued":3,"JobsStarted":3,"JobsSucceeded":2,"JobsFailed":1},`+
+			`"durations_ms":{"RunDuration":{"n":3,"p50":12,"p99":40},"QueueLatency":{"n":3,"p50":5,"p99":9}}}}}`)
+	}))
+	defer srv.Close()
+	code, out, errOut := runCLI(t, srv.URL, "stats")
+	if code != 0 || !strings.Contains(out, "example.hash") || !strings.Contains(out, "12/40") || !strings.Contains(out, "5/9") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr: %s", code, out, errOut)
+	}
+	gone := httptest.NewServer(http.NotFoundHandler())
+	defer gone.Close()
+	if code, _, errOut := runCLI(t, gone.URL, "stats"); code != 1 || !strings.Contains(errOut, "CloudWatch dashboard") {
+		t.Fatalf("against a deployed API: exit %d, stderr %s", code, errOut)
+	}
+}

@@ -192,6 +192,37 @@ func TestWorkerWritesMetrics(t *testing.T) {
 	}
 }
 
+// The local stack gathers those records per kind, for ljob stats.
+func TestLocalStatsPerKind(t *testing.T) {
+	t.Parallel()
+	v := enqueue(t, "erin", "example.hash", `{"text":"stats","rounds":1}`)
+	if got, _ := waitFinal(t, "erin", v.ID, 30*time.Second); got.Status != jobs.StatusSucceeded {
+		t.Fatalf("job %+v", got)
+	}
+	var stats struct {
+		Kinds map[string]localstack.KindStats `json:"kinds"`
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := http.Get(stack.APIURL + localstack.StatsPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&stats)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := stats.Kinds["example.hash"]
+		if h.Counts["JobsSucceeded"] >= 1 && h.Counts["JobsEnqueued"] >= 1 && h.Durations["RunDuration"].N >= 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: no succeeded example.hash job", stats)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func TestHashJobSucceeds(t *testing.T) {
 	t.Parallel()
 	v := enqueue(t, "alice", "example.hash", `{"text":"hello","rounds":1}`)

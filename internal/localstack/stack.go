@@ -95,6 +95,9 @@ type Stack struct {
 	Queues           sqsqueue.URLs
 	Table            string
 
+	// Stats are the metrics the functions wrote (GET StatsPath).
+	Stats *Stats
+
 	cfg       Config
 	pollers   []*EventSource
 	runCtx    context.Context
@@ -150,7 +153,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Stack{cfg: cfg, Table: cfg.Table}
+	s := &Stack{cfg: cfg, Table: cfg.Table, Stats: NewStats()}
 	defer func() {
 		if err != nil {
 			s.Stop()
@@ -227,7 +230,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 		f, err := StartFunction(ctx, FunctionConfig{
 			Name: name, RIE: cfg.RIE, Bootstrap: bootstrap,
-			Timeout: timeout, Env: append(slices.Clone(env), "JOBS_FUNCTION="+name), Output: prefixed(cfg.Output, label),
+			Timeout: timeout, Env: append(slices.Clone(env), "JOBS_FUNCTION="+name), Output: s.Stats.Writer(prefixed(cfg.Output, label)),
 		})
 		if err != nil {
 			return nil, err
@@ -264,13 +267,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.APIAddr, err)
 	}
 	s.APIURL = "http://" + ln.Addr().String()
-	s.server = &http.Server{
-		Handler: &Gateway{
-			Enqueue: timeoutInvoker{enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{getjob, cfg.APITimeout},
-			Cancel: timeoutInvoker{cancelFn, cfg.APITimeout}, Logger: cfg.Logger,
-		},
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	mux := http.NewServeMux()
+	mux.Handle("GET "+StatsPath, s.Stats)
+	mux.Handle("/", &Gateway{
+		Enqueue: timeoutInvoker{enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{getjob, cfg.APITimeout},
+		Cancel: timeoutInvoker{cancelFn, cfg.APITimeout}, Logger: cfg.Logger,
+	})
+	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.runCtx = cancel, runCtx
 	s.wg.Add(1)

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"text/tabwriter"
+)
+
+// statsPath is the local stack's metrics endpoint (localstack.StatsPath).
+const statsPath = "/local/stats"
+
+type kindStats struct {
+	Counts    map[string]float64 `json:"counts"`
+	Durations map[string]struct {
+		N   int     `json:"n"`
+		P50 float64 `json:"p50"`
+		P99 float64 `json:"p99"`
+	} `json:"durations_ms"`
+}
+
+// stats prints the metrics the local stack's functions wrote, per kind. A
+// deployed environment has them on its CloudWatch dashboard instead.
+func (c *client) stats(ctx context.Context) int {
+	code, body, _, err := c.do(ctx, http.MethodGet, statsPath, nil, nil)
+	switch {
+	case err != nil:
+		fmt.Fprintln(c.stderr, "ljob:", err)
+		return 1
+	case code == http.StatusNotFound || code == http.StatusForbidden:
+		fmt.Fprintln(c.stderr, "ljob: stats come from the local stack (make run); a deployed environment shows them on its CloudWatch dashboard lambdajobs-<env>")
+		return 1
+	case code != http.StatusOK:
+		fmt.Fprintf(c.stderr, "ljob: stats: %d %s\n", code, body)
+		return 1
+	}
+	if c.jsonOut {
+		fmt.Fprintln(c.stdout, string(body))
+		return 0
+	}
+	var out struct {
+		Kinds map[string]kindStats `json:"kinds"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		fmt.Fprintln(c.stderr, "ljob: stats:", err)
+		return 1
+	}
+	kinds := make([]string, 0, len(out.Kinds))
+	for k := range out.Kinds {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "kind\tenqueued\tstarted\tsucceeded\tfailed\tretried\ttimed out\tinterrupted\tcancelled\trun p50/p99 ms\tqueue p50/p99 ms\t")
+	for _, k := range kinds {
+		s := out.Kinds[k]
+		n := func(name string) string { return fmt.Sprint(s.Counts[name]) }
+		d := func(name string) string {
+			v, ok := s.Durations[name]
+			if !ok {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f/%.0f", v.P50, v.P99)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", k, n("JobsEnqueued"), n("JobsStarted"), n("JobsSucceeded"),
+			n("JobsFailed"), n("JobsRetried"), n("JobsTimedOut"), n("JobsInterrupted"), n("JobsCancelled"), d("RunDuration"), d("QueueLatency"))
+	}
+	if err := tw.Flush(); err != nil {
+		return 1
+	}
+	if len(kinds) == 0 {
+		fmt.Fprintln(c.stdout, "(no job has run yet)")
+	}
+	return 0
+}

@@ -1,0 +1,144 @@
+package localstack
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+)
+
+// StatsPath is where the local stack serves the metrics its functions
+// wrote (GET), for `ljob stats`. API Gateway has no such route: it is the
+// local stand-in for the CloudWatch dashboard.
+const StatsPath = "/local/stats"
+
+// Stats gathers the metrics the functions write in Embedded Metric Format
+// with their output, per kind, as CloudWatch would from their logs.
+type Stats struct {
+	mu     sync.Mutex
+	counts map[string]map[string]float64   // kind -> metric -> sum
+	values map[string]map[string][]float64 // kind -> duration metric -> values
+}
+
+// NewStats returns an empty Stats.
+func NewStats() *Stats {
+	return &Stats{counts: map[string]map[string]float64{}, values: map[string]map[string][]float64{}}
+}
+
+// Writer returns a writer for one function's output: it passes every line
+// on to out, and reads the metrics of EMF lines.
+func (s *Stats) Writer(out io.Writer) io.Writer { return &statsWriter{stats: s, out: out} }
+
+type statsWriter struct {
+	stats *Stats
+	out   io.Writer
+	buf   []byte
+}
+
+func (w *statsWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.stats.read(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 1<<20 {
+		w.buf = nil // a line that long is no metric
+	}
+	return w.out.Write(p)
+}
+
+// read takes one output line; EMF records with a kind count.
+func (s *Stats) read(line []byte) {
+	if !bytes.Contains(line, []byte(`"_aws"`)) {
+		return
+	}
+	var rec map[string]any
+	if json.Unmarshal(line, &rec) != nil {
+		return
+	}
+	kind, _ := rec["kind"].(string)
+	aws, _ := rec["_aws"].(map[string]any)
+	directives, _ := aws["CloudWatchMetrics"].([]any)
+	if kind == "" || len(directives) == 0 {
+		return
+	}
+	metrics, _ := directives[0].(map[string]any)["Metrics"].([]any)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counts[kind] == nil {
+		s.counts[kind], s.values[kind] = map[string]float64{}, map[string][]float64{}
+	}
+	for _, m := range metrics {
+		mm, _ := m.(map[string]any)
+		name, _ := mm["Name"].(string)
+		unit, _ := mm["Unit"].(string)
+		var vals []float64
+		switch v := rec[name].(type) {
+		case float64:
+			vals = []float64{v}
+		case []any:
+			for _, x := range v {
+				if f, ok := x.(float64); ok {
+					vals = append(vals, f)
+				}
+			}
+		}
+		if unit == "Milliseconds" {
+			s.values[kind][name] = append(s.values[kind][name], vals...)
+			continue
+		}
+		for _, v := range vals {
+			s.counts[kind][name] += v
+		}
+	}
+}
+
+// KindStats is what a kind did, as `ljob stats` shows it.
+type KindStats struct {
+	Counts    map[string]float64 `json:"counts"`
+	Durations map[string]Summary `json:"durations_ms"`
+}
+
+// Summary summarises a duration metric.
+type Summary struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+}
+
+// Snapshot returns the stats so far, by kind.
+func (s *Stats) Snapshot() map[string]KindStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]KindStats{}
+	for kind, counts := range s.counts {
+		ks := KindStats{Counts: map[string]float64{}, Durations: map[string]Summary{}}
+		for k, v := range counts {
+			ks.Counts[k] = v
+		}
+		for name, vals := range s.values[kind] {
+			sorted := append([]float64(nil), vals...)
+			sort.Float64s(sorted)
+			at := func(q float64) float64 { return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))] }
+			ks.Durations[name] = Summary{N: len(sorted), P50: at(0.5), P99: at(0.99)}
+		}
+		out[kind] = ks
+	}
+	return out
+}
+
+// ServeHTTP answers GET with the snapshot as JSON: {"kinds": {...}}.
+func (s *Stats) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		http.Error(w, "GET only", http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"kinds": s.Snapshot()})
+}
