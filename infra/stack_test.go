@@ -71,6 +71,7 @@ func setup(m *testing.M) (int, error) {
 	// ...and every function setting.
 	tuned.WorkerMemoryMB, tuned.APIMemoryMB, tuned.APITimeout, tuned.SweeperTimeout = 2048, 384, 20*time.Second, 90*time.Second
 	tuned.Architecture = "x86_64"
+	tuned.Tracing = true
 	tuned.Environment = map[string]string{"TEAM_SETTING": "all"}
 	tuned.FunctionEnvironment = map[string]map[string]string{"worker": {"WORKER_ONLY": "1"}}
 	prod := Prod
@@ -428,6 +429,9 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 		}
 		for fn, actions := range want {
 			role := s.function(t, fn)["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+			if s.cfg.Tracing { // X-Ray's writes, which take no resource (see TestTracing)
+				actions += " xray:PutTelemetryRecords xray:PutTraceSegments"
+			}
 			got := dedupe(perRole[role])
 			if got != actions {
 				t.Errorf("%s %s: actions\n  %s\nwant\n  %s", name, fn, got, actions)
@@ -942,6 +946,22 @@ func TestDashboardAndMetrics(t *testing.T) {
 			if env := jsonOf(s.function(t, fn)["Environment"]); !strings.Contains(env, `"JOBS_METRICS_NAMESPACE":"lambdajobs/`+s.cfg.Name+`"`) {
 				t.Errorf("%s %s: no metrics namespace: %s", name, fn, env)
 			}
+		}
+	}
+}
+
+// Tracing is off by default (it costs per trace) and active on every
+// function when asked for, with the X-Ray write permissions.
+func TestTracing(t *testing.T) {
+	for name, s := range envs {
+		for _, fn := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+			mode := jsonOf(s.function(t, fn)["TracingConfig"])
+			if on := strings.Contains(mode, `"Active"`); on != s.cfg.Tracing {
+				t.Errorf("%s %s: tracing %s, want on=%v", name, fn, mode, s.cfg.Tracing)
+			}
+		}
+		if got := strings.Contains(jsonOf(s.resources("AWS::IAM::Policy")), "xray:PutTraceSegments"); got != s.cfg.Tracing {
+			t.Errorf("%s: X-Ray permissions %v, want %v", name, got, s.cfg.Tracing)
 		}
 	}
 }

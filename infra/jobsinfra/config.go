@@ -40,6 +40,12 @@ type Config struct {
 	APITimeout     time.Duration
 	SweeperTimeout time.Duration
 
+	// Tracing turns on X-Ray active tracing on every function (off by
+	// default: it costs per trace). The functions carry the trace header
+	// through SQS (AWSTraceHeader), so a job's enqueue, its wait in the queue
+	// and its run share one trace.
+	Tracing bool
+
 	// Architecture of every function: "arm64" (the default, and the one
 	// `make build` targets) or "x86_64"; build the bootstraps to match.
 	Architecture string

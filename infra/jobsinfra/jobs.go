@@ -233,7 +233,20 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 			// One sweep at a time: a slow sweep never overlaps the next.
 			reserved = jsii.Number(1)
 		}
+		tracing := awslambda.Tracing_DISABLED
+		if cfg.Tracing {
+			tracing = awslambda.Tracing_ACTIVE
+		}
+		if cfg.Tracing {
+			cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+				Id: jsii.String("AwsSolutions-IAM5"),
+				Reason: jsii.String("X-Ray's xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level " +
+					"permissions; Lambda's active tracing needs them on '*'."),
+				AppliesTo: &[]interface{}{jsii.String("Resource::*")},
+			}}, jsii.Bool(true))
+		}
 		f := awslambda.NewFunction(stack, jsii.String(name), &awslambda.FunctionProps{
+			Tracing:                      tracing,
 			RecursiveLoop:                recursive,
 			ReservedConcurrentExecutions: reserved,
 			Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),

@@ -40,8 +40,9 @@ func New(api API, url string) *Queue { return &Queue{api: api, url: aws.String(u
 // Send sends one job reference.
 func (q *Queue) Send(ctx context.Context, id string) error {
 	_, err := q.api.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:    q.url,
-		MessageBody: aws.String(message.Encode(id)),
+		QueueUrl:                q.url,
+		MessageBody:             aws.String(message.Encode(id)),
+		MessageSystemAttributes: traceHeader(ctx),
 	})
 	if err != nil {
 		return fmt.Errorf("sqsqueue: send %s: %w", id, err)
@@ -55,9 +56,10 @@ func (q *Queue) SendDelayed(ctx context.Context, id string, delay time.Duration)
 	secs := int32((delay + time.Second - 1) / time.Second)
 	secs = max(0, min(secs, int32(jobs.MaxQueueDelay/time.Second)))
 	_, err := q.api.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:     q.url,
-		MessageBody:  aws.String(message.Encode(id)),
-		DelaySeconds: secs,
+		QueueUrl:                q.url,
+		MessageBody:             aws.String(message.Encode(id)),
+		DelaySeconds:            secs,
+		MessageSystemAttributes: traceHeader(ctx),
 	})
 	if err != nil {
 		return fmt.Errorf("sqsqueue: send %s delayed %ds: %w", id, secs, err)
@@ -91,8 +93,9 @@ func (q *Queue) sendChunk(ctx context.Context, ids []string) ([]string, error) {
 	entries := make([]types.SendMessageBatchRequestEntry, len(ids))
 	for i, id := range ids {
 		entries[i] = types.SendMessageBatchRequestEntry{
-			Id:          aws.String(strconv.Itoa(i)),
-			MessageBody: aws.String(message.Encode(id)),
+			Id:                      aws.String(strconv.Itoa(i)),
+			MessageBody:             aws.String(message.Encode(id)),
+			MessageSystemAttributes: traceHeader(ctx),
 		}
 	}
 	out, err := q.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: q.url, Entries: entries})
@@ -108,4 +111,19 @@ func (q *Queue) sendChunk(ctx context.Context, ids []string) ([]string, error) {
 		failed = append(failed, ids[i])
 	}
 	return failed, nil
+}
+
+// traceHeader carries the invocation's X-Ray trace header (which the Lambda
+// runtime puts in the context) to the message, as the AWSTraceHeader system
+// attribute: with active tracing on the functions, the enqueue, the wait in
+// the queue and the worker's run then share one trace. Without a trace
+// header (outside Lambda, tracing off) it adds nothing.
+func traceHeader(ctx context.Context) map[string]types.MessageSystemAttributeValue {
+	h, _ := ctx.Value("x-amzn-trace-id").(string)
+	if h == "" {
+		return nil
+	}
+	return map[string]types.MessageSystemAttributeValue{
+		string(types.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(h)},
+	}
 }

@@ -94,3 +94,57 @@ func TestCreateAppliesSpec(t *testing.T) {
 		t.Fatal("a visibility timeout under 6x the worker timeout was accepted")
 	}
 }
+
+// recordingAPI records what the queue asks SQS to send, before passing it
+// on: fauxqs accepts system attributes but never returns AWSTraceHeader on
+// receive, so the test asserts the requests themselves.
+type recordingAPI struct {
+	sqsqueue.API
+	attrs []map[string]types.MessageSystemAttributeValue
+}
+
+func (r *recordingAPI) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	r.attrs = append(r.attrs, in.MessageSystemAttributes)
+	return r.API.SendMessage(ctx, in, opts...)
+}
+
+func (r *recordingAPI) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	for _, e := range in.Entries {
+		r.attrs = append(r.attrs, e.MessageSystemAttributes)
+	}
+	return r.API.SendMessageBatch(ctx, in, opts...)
+}
+
+// Inside a traced Lambda invocation, every send carries the invocation's
+// trace header as the AWSTraceHeader system attribute, so the worker's run
+// joins the enqueue's trace; outside one, nothing is added.
+func TestSendsCarryTheTraceHeader(t *testing.T) {
+	client := testenv.SQS(t)
+	urls := testenv.NewQueues(t, client, sqsqueue.DefaultSpec(30*time.Second))
+	api := &recordingAPI{API: client}
+	q := sqsqueue.New(api, urls.Queue)
+	const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	//lint:ignore SA1029 the key aws-lambda-go itself puts the trace header under
+	ctx := context.WithValue(context.Background(), "x-amzn-trace-id", header)
+	if err := q.Send(ctx, jobs.NewID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.SendDelayed(ctx, jobs.NewID(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.SendBatch(ctx, []string{jobs.NewID(), jobs.NewID()}); err != nil {
+		t.Fatal(err)
+	}
+	if len(api.attrs) != 4 {
+		t.Fatalf("%d sends recorded, want 4", len(api.attrs))
+	}
+	for i, a := range api.attrs {
+		if v := a["AWSTraceHeader"]; aws.ToString(v.StringValue) != header || aws.ToString(v.DataType) != "String" {
+			t.Fatalf("send %d: system attributes %v, want AWSTraceHeader", i, a)
+		}
+	}
+	api.attrs = nil
+	if err := q.Send(context.Background(), jobs.NewID()); err != nil || api.attrs[0] != nil {
+		t.Fatalf("a send outside a traced invocation: %v %v", err, api.attrs)
+	}
+}
