@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -33,6 +35,7 @@ const (
 	priceLambdaReq  = 0.20
 	priceHTTPAPI    = 1.00
 	priceGBSecond   = 0.0000133334 // arm64, per GB-second
+	priceLogsGB     = 0.50         // CloudWatch Logs ingestion, per GB
 	enqueueMemoryGB = 0.25         // the dev configuration
 	workerMemoryGB  = 0.5
 	floorPerMillion = 3.7
@@ -48,6 +51,7 @@ type cost struct {
 	Invocations float64            // Lambda invocations per job
 	GBSeconds   float64            // per job, measured locally
 	APICalls    float64
+	LogBytes    float64 // per job: the functions' log lines and metrics (EMF), as CloudWatch Logs would ingest them
 }
 
 func (c cost) sqsRequests() float64 {
@@ -61,14 +65,20 @@ func (c cost) sqsRequests() float64 {
 }
 
 // dollars returns the cost per million jobs, by part.
-func (c cost) dollars() (ddb, sqsCost, lambdaReq, lambdaDur, api, total float64) {
+func (c cost) dollars() (ddb, sqsCost, lambdaReq, lambdaDur, api, logs, total float64) {
 	ddb = c.WRU*priceWRU + c.RRU*priceRRU
 	sqsCost = c.sqsRequests() * priceSQS
 	lambdaReq = c.Invocations * priceLambdaReq
 	lambdaDur = c.GBSeconds * priceGBSecond * 1e6
 	api = c.APICalls * priceHTTPAPI
-	return ddb, sqsCost, lambdaReq, lambdaDur, api, ddb + sqsCost + lambdaReq + lambdaDur + api
+	logs = c.LogBytes / 1e9 * priceLogsGB * 1e6
+	return ddb, sqsCost, lambdaReq, lambdaDur, api, logs, ddb + sqsCost + lambdaReq + lambdaDur + api + logs
 }
+
+// byteCounter counts what the functions would write to CloudWatch Logs.
+type byteCounter struct{ n atomic.Int64 }
+
+func (b *byteCounter) Write(p []byte) (int, error) { b.n.Add(int64(len(p))); return len(p), nil }
 
 // harness is the system in-process against the emulators, every AWS request
 // counted and every capacity unit summed.
@@ -84,6 +94,7 @@ type harness struct {
 	api     *httpapi.API
 	worker  *jobs.Worker
 	source  *localstack.EventSource
+	logs    byteCounter
 	invokes int
 	workerD time.Duration
 	enqD    time.Duration
@@ -117,12 +128,18 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string) (*ha
 	}
 	sealer, _ := jobs.NewAESSealer(make([]byte, 32))
 	queue := sqsqueue.New(h.sqs, h.urls.Queue)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
+	// The functions' logs as Lambda ingests them (JSON at Info, with the
+	// request id lambdacontext adds) and their metrics (EMF), counted.
+	logger := slog.New(slog.NewJSONHandler(&h.logs, nil)).With(slog.String("requestId", "00000000-0000-0000-0000-000000000000"))
+	metrics := func(service string) *jobs.Metrics {
+		return &jobs.Metrics{Namespace: "lambdajobs/bench", Service: service, Writer: &h.logs}
+	}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("enqueue")})
 	if err != nil {
 		return nil, err
 	}
-	h.api = httpapi.New(svc, nil)
-	h.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer,
+	h.api = httpapi.New(svc, logger)
+	h.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("worker"),
 		Routes: examplekinds.Routes("arn:aws:iam::000000000000:user/bench"), CancelCheck: -1})
 	if err != nil {
 		return nil, err
@@ -195,6 +212,7 @@ func (h *harness) result(name string, n int, enqueueInvokes, apiCalls float64) c
 	c.Invocations = enqueueInvokes + float64(h.invokes)/float64(n)
 	c.GBSeconds = (h.enqD.Seconds()*enqueueMemoryGB + h.workerD.Seconds()*workerMemoryGB) / float64(n)
 	c.APICalls = apiCalls
+	c.LogBytes = float64(h.logs.n.Load()) / float64(n)
 	return c
 }
 

@@ -101,8 +101,10 @@ func (r *report) markdown() string {
 	w("capacity it consumed (`ReturnConsumedCapacity`). Dollars are list prices (us-east-1): DynamoDB\n")
 	w("on-demand $0.625 per million write units and $0.125 per million read units, SQS $0.40 per million\n")
 	w("requests, Lambda arm64 $0.20 per million requests plus $0.0000133334 per GB-second (enqueue at\n")
-	w("256 MB, worker at 512 MB, durations as measured here), HTTP API $1.00 per million calls.\n\n")
-	w("| scenario | AWS requests per job | write units | read units | Lambda invocations | $ per million jobs |\n|---|---|---|---|---|---|\n")
+	w("256 MB, worker at 512 MB, durations as measured here), HTTP API $1.00 per million calls,\n")
+	w("CloudWatch Logs ingestion $0.50 per GB (the functions' JSON log lines at Info and their metrics in\n")
+	w("Embedded Metric Format, counted byte by byte as the handlers write them).\n\n")
+	w("| scenario | AWS requests per job | write units | read units | Lambda invocations | log bytes | $ per million jobs |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Costs {
 		var reqs []string
 		var total float64
@@ -115,16 +117,16 @@ func (r *report) markdown() string {
 			reqs = append(reqs, fmt.Sprintf("%s %.2f", k, c.Requests[k]))
 			total += c.Requests[k]
 		}
-		_, _, _, _, _, dollars := c.dollars()
-		w("| %s | **%.2f**: %s | %.2f | %.2f | %.2f | **$%.2f** |\n", c.Name, total, strings.Join(reqs, ", "), c.WRU, c.RRU, c.Invocations, dollars)
+		_, _, _, _, _, _, dollars := c.dollars()
+		w("| %s | **%.2f**: %s | %.2f | %.2f | %.2f | %.0f | **$%.2f** |\n", c.Name, total, strings.Join(reqs, ", "), c.WRU, c.RRU, c.Invocations, c.LogBytes, dollars)
 	}
-	w("\nThe dollars by part, per million jobs:\n\n| scenario | DynamoDB | SQS | Lambda requests | Lambda duration | HTTP API | total |\n|---|---|---|---|---|---|---|\n")
+	w("\nThe dollars by part, per million jobs:\n\n| scenario | DynamoDB | SQS | Lambda requests | Lambda duration | HTTP API | logs | total |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Costs {
-		d, s, lr, ld, api, total := c.dollars()
-		w("| %s | $%.2f | $%.2f | $%.2f | $%.2f | $%.2f | $%.2f |\n", c.Name, d, s, lr, ld, api, total)
+		d, s, lr, ld, api, logs, total := c.dollars()
+		w("| %s | $%.2f | $%.2f | $%.2f | $%.2f | $%.2f | $%.2f | $%.2f |\n", c.Name, d, s, lr, ld, api, logs, total)
 	}
 	api := r.Costs[0]
-	_, _, _, _, _, apiTotal := api.dollars()
+	_, _, _, _, _, _, apiTotal := api.dollars()
 	w("\nAgainst the peers: the design's floor for a job enqueued through the API is about **$%.1f** per\n", floorPerMillion)
 	w("million (3 write units, 1 send plus batched receive and delete, 1 API call, 1.1 invocations); a\n")
 	w("three-state Step Functions Standard workflow is about **$%.0f** per million. Measured: **$%.2f**,\n", sfnPerMillion, apiTotal)
@@ -137,7 +139,7 @@ func (r *report) markdown() string {
 	w("each retry costs 4 (requeue 1, the index key moved 2, the next claim 1); cancelling a queued job\n")
 	w("costs 2 (instead of its whole run), cancelling a running one 3 (mark 1, final write and index 2); a\n")
 	w("job of a batch costs 9 (its final write and the batch's counter are one transaction, billed\n")
-	w("double) and the batch 4.\n\n")
+	w("double) and the batch 5 (its item, its opening once its jobs are stored, its end).\n\n")
 	w("## 2. Overhead against the bare AWS calls\n\n")
 	if len(r.Overhead) == 0 {
 		w("(not run: pass -overhead)\n\n")
