@@ -42,7 +42,6 @@ package lambdafn
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -133,8 +132,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		if len(v) < 32 {
 			errs = append(errs, errors.New("JOBS_PAYLOAD_SECRET: want at least 32 characters"))
 		} else {
-			sum := sha256.Sum256([]byte("lambdajobs payload key v1\x00" + v))
-			keys = append(keys, sum[:])
+			keys = append(keys, keyFromSecret(v))
 		}
 	}
 	if len(keys) > 0 || keyErr != nil {
