@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -44,14 +45,15 @@ const (
 
 // cost is one scenario's measured requests and units, per job.
 type cost struct {
-	Name        string
-	Jobs        int
-	Requests    map[string]float64 // "Service.Operation" -> per job
-	WRU, RRU    float64            // per job
-	Invocations float64            // Lambda invocations per job
-	GBSeconds   float64            // per job, measured locally
-	APICalls    float64
-	LogBytes    float64 // per job: the functions' log lines and metrics (EMF), as CloudWatch Logs would ingest them
+	Name           string
+	Jobs           int
+	Requests       map[string]float64 // "Service.Operation" -> per job
+	WRU, RRU       float64            // per job
+	Invocations    float64            // Lambda invocations per job
+	GBSeconds      float64            // per job, measured locally
+	APICalls       float64
+	LogBytes       float64 // per job: the functions' log lines and metrics (EMF), as CloudWatch Logs would ingest them
+	LogBytesAtWarn float64 // the same with the functions' log level at WARN
 }
 
 func (c cost) sqsRequests() float64 {
@@ -75,10 +77,20 @@ func (c cost) dollars() (ddb, sqsCost, lambdaReq, lambdaDur, api, logs, total fl
 	return ddb, sqsCost, lambdaReq, lambdaDur, api, logs, ddb + sqsCost + lambdaReq + lambdaDur + api + logs
 }
 
-// byteCounter counts what the functions would write to CloudWatch Logs.
-type byteCounter struct{ n atomic.Int64 }
+// byteCounter counts what the functions would write to CloudWatch Logs:
+// all of it (at the default level, INFO), and what is left at WARN (the
+// warnings, errors and the metrics, which no level filters).
+type byteCounter struct{ n, atWarn atomic.Int64 }
 
-func (b *byteCounter) Write(p []byte) (int, error) { b.n.Add(int64(len(p))); return len(p), nil }
+func (b *byteCounter) Write(p []byte) (int, error) {
+	b.n.Add(int64(len(p)))
+	for line := range bytes.Lines(p) {
+		if bytes.Contains(line, []byte(`"_aws":`)) || bytes.Contains(line, []byte(`"level":"WARN"`)) || bytes.Contains(line, []byte(`"level":"ERROR"`)) {
+			b.atWarn.Add(int64(len(line)))
+		}
+	}
+	return len(p), nil
+}
 
 // harness is the system in-process against the emulators, every AWS request
 // counted and every capacity unit summed.
@@ -213,6 +225,7 @@ func (h *harness) result(name string, n int, enqueueInvokes, apiCalls float64) c
 	c.GBSeconds = (h.enqD.Seconds()*enqueueMemoryGB + h.workerD.Seconds()*workerMemoryGB) / float64(n)
 	c.APICalls = apiCalls
 	c.LogBytes = float64(h.logs.n.Load()) / float64(n)
+	c.LogBytesAtWarn = float64(h.logs.atWarn.Load()) / float64(n)
 	return c
 }
 

@@ -103,8 +103,10 @@ func (r *report) markdown() string {
 	w("requests, Lambda arm64 $0.20 per million requests plus $0.0000133334 per GB-second (enqueue at\n")
 	w("256 MB, worker at 512 MB, durations as measured here), HTTP API $1.00 per million calls,\n")
 	w("CloudWatch Logs ingestion $0.50 per GB (the functions' JSON log lines at Info and their metrics in\n")
-	w("Embedded Metric Format, counted byte by byte as the handlers write them).\n\n")
-	w("| scenario | AWS requests per job | write units | read units | Lambda invocations | log bytes | $ per million jobs |\n|---|---|---|---|---|---|---|\n")
+	w("Embedded Metric Format, counted byte by byte as the handlers write them). In brackets, the log\n")
+	w("bytes with the functions' log level at WARN (`Config.LogLevel`, `-c logLevel=WARN`): the metrics\n")
+	w("and any warnings are all that is left of a job that runs normally.\n\n")
+	w("| scenario | AWS requests per job | write units | read units | Lambda invocations | log bytes (at WARN) | $ per million jobs |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Costs {
 		var reqs []string
 		var total float64
@@ -118,7 +120,7 @@ func (r *report) markdown() string {
 			total += c.Requests[k]
 		}
 		_, _, _, _, _, _, dollars := c.dollars()
-		w("| %s | **%.2f**: %s | %.2f | %.2f | %.2f | %.0f | **$%.2f** |\n", c.Name, total, strings.Join(reqs, ", "), c.WRU, c.RRU, c.Invocations, c.LogBytes, dollars)
+		w("| %s | **%.2f**: %s | %.2f | %.2f | %.2f | %.0f (%.0f) | **$%.2f** |\n", c.Name, total, strings.Join(reqs, ", "), c.WRU, c.RRU, c.Invocations, c.LogBytes, c.LogBytesAtWarn, dollars)
 	}
 	w("\nThe dollars by part, per million jobs:\n\n| scenario | DynamoDB | SQS | Lambda requests | Lambda duration | HTTP API | logs | total |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Costs {
@@ -198,8 +200,9 @@ func (r *report) markdown() string {
 	}
 	w("\nThe sweeper's invoke runs a sweep (8 index queries), so even its second invoke takes longer.\n")
 	w("The bootstraps are larger than hello world because they carry the AWS SDK's DynamoDB and SQS\n")
-	w("clients and its configuration loader (credential providers, SSO, STS); that code is loaded, not\n")
-	w("run, so the first-invoke ratio stays far below the size ratio.\n\n")
+	w("clients and its configuration loader (credential providers, SSO, STS), and the OpenTelemetry SDK\n")
+	w("and protobuf for tracing (about 2.4 MB; set up only with `JOBS_TRACING=on`); that code is loaded,\n")
+	w("not run, so the first-invoke ratio stays far below the size ratio.\n\n")
 
 	s := r.Sweep
 	w("## 5. Sweeper cost against table size\n\n")

@@ -47,6 +47,14 @@ func build(app awscdk.App) error {
 	if v := ctx("alarmTopicArn"); v != "" {
 		cfg.AlarmTopicARN = v
 	}
+	// -c tracing=true turns on X-Ray and the functions' spans; -c
+	// logLevel=WARN keeps a busy environment's per-job log lines out.
+	if v := ctx("tracing"); v != "" {
+		cfg.Tracing = v == "true"
+	}
+	if v := ctx("logLevel"); v != "" {
+		cfg.LogLevel = v
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

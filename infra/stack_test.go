@@ -72,6 +72,7 @@ func setup(m *testing.M) (int, error) {
 	tuned.WorkerMemoryMB, tuned.APIMemoryMB, tuned.APITimeout, tuned.SweeperTimeout = 2048, 384, 20*time.Second, 90*time.Second
 	tuned.Architecture = "x86_64"
 	tuned.Tracing = true
+	tuned.LogLevel = "WARN"
 	tuned.Environment = map[string]string{"TEAM_SETTING": "all"}
 	tuned.FunctionEnvironment = map[string]map[string]string{"worker": {"WORKER_ONLY": "1"}}
 	prod := Prod
@@ -813,11 +814,29 @@ func TestConfigRefusesReservedEnvironment(t *testing.T) {
 		"aws":          func(c *Config) { c.FunctionEnvironment = map[string]map[string]string{"worker": {"AWS_REGION": "x"}} },
 		"unknown fn":   func(c *Config) { c.FunctionEnvironment = map[string]map[string]string{"wroker": {"A": "1"}} },
 		"architecture": func(c *Config) { c.Architecture = "arm" },
+		"log level":    func(c *Config) { c.LogLevel = "warn" },
 	} {
 		c := Dev
 		mutate(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// Every function logs in JSON at the configured application level (INFO
+// unless set), which aws-lambda-go's logger reads from AWS_LAMBDA_LOG_LEVEL.
+func TestLogLevel(t *testing.T) {
+	for name, s := range envs {
+		want := s.cfg.LogLevel
+		if want == "" {
+			want = "INFO"
+		}
+		for _, fn := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+			lc := jsonOf(s.function(t, fn)["LoggingConfig"])
+			if !strings.Contains(lc, `"ApplicationLogLevel":"`+want+`"`) || !strings.Contains(lc, `"LogFormat":"JSON"`) {
+				t.Errorf("%s %s: logging %s, want JSON at %s", name, fn, lc, want)
+			}
 		}
 	}
 }
@@ -951,13 +970,18 @@ func TestDashboardAndMetrics(t *testing.T) {
 }
 
 // Tracing is off by default (it costs per trace) and active on every
-// function when asked for, with the X-Ray write permissions.
+// function when asked for, with the X-Ray write permissions and the
+// functions' own spans switched on.
 func TestTracing(t *testing.T) {
 	for name, s := range envs {
 		for _, fn := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
 			mode := jsonOf(s.function(t, fn)["TracingConfig"])
 			if on := strings.Contains(mode, `"Active"`); on != s.cfg.Tracing {
 				t.Errorf("%s %s: tracing %s, want on=%v", name, fn, mode, s.cfg.Tracing)
+			}
+			env := jsonOf(s.function(t, fn)["Environment"])
+			if on := strings.Contains(env, `"JOBS_TRACING":"on"`); on != s.cfg.Tracing {
+				t.Errorf("%s %s: JOBS_TRACING in %s, want on=%v", name, fn, env, s.cfg.Tracing)
 			}
 		}
 		if got := strings.Contains(jsonOf(s.resources("AWS::IAM::Policy")), "xray:PutTraceSegments"); got != s.cfg.Tracing {

@@ -40,10 +40,12 @@ type Config struct {
 	APITimeout     time.Duration
 	SweeperTimeout time.Duration
 
-	// Tracing turns on X-Ray active tracing on every function (off by
-	// default: it costs per trace). The functions carry the trace header
-	// through SQS (AWSTraceHeader), so a job's enqueue, its wait in the queue
-	// and its run share one trace.
+	// Tracing turns on X-Ray active tracing on every function and the
+	// functions' OpenTelemetry spans (JOBS_TRACING=on): one span per
+	// invocation, per job and per DynamoDB/SQS call, sent to Lambda's X-Ray
+	// daemon. Off by default: X-Ray bills per trace. The functions carry the
+	// trace through SQS (AWSTraceHeader), so a job's enqueue, its wait in
+	// the queue and its run share one trace.
 	Tracing bool
 
 	// Architecture of every function: "arm64" (the default, and the one
@@ -62,6 +64,12 @@ type Config struct {
 
 	// Logs and data.
 	LogRetentionDays int
+	// LogLevel is the functions' application log level: "DEBUG", "INFO"
+	// (the default when empty), "WARN" or "ERROR" (Lambda's
+	// ApplicationLogLevel, which aws-lambda-go's logger honours). At WARN
+	// a job that runs normally writes no log line at all, only its share
+	// of the metrics (which are not filtered): see docs/BENCHMARKS.md.
+	LogLevel string
 	// Retain keeps the table, its logs and secret when the stack is
 	// deleted, and turns on point-in-time recovery and deletion protection.
 	Retain bool
@@ -190,6 +198,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s: batching window %v: at most 5 minutes", c.Name, c.BatchWindow)
 	case c.QueueLatencyAlarm <= 0 || c.FailuresAlarm < 1:
 		return fmt.Errorf("%s: queue latency alarm %v and failures alarm %d must be positive", c.Name, c.QueueLatencyAlarm, c.FailuresAlarm)
+	case c.LogLevel != "" && !slices.Contains([]string{"DEBUG", "INFO", "WARN", "ERROR"}, c.LogLevel):
+		return fmt.Errorf("%s: log level %q: DEBUG, INFO, WARN or ERROR", c.Name, c.LogLevel)
 	case c.Architecture != "" && c.Architecture != "arm64" && c.Architecture != "x86_64":
 		return fmt.Errorf("%s: architecture %q: arm64 or x86_64", c.Name, c.Architecture)
 	}

@@ -185,6 +185,10 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	if props.ExampleKinds {
 		env["JOBS_EXAMPLE_KINDS"] = jsii.String("on")
 	}
+	if cfg.Tracing {
+		// OpenTelemetry spans to Lambda's X-Ray daemon (see lambdafn).
+		env["JOBS_TRACING"] = jsii.String("on")
+	}
 	fn := func(name string, memory int, timeout time.Duration) awslambda.Function {
 		logs := awslogs.NewLogGroup(stack, jsii.String(name+"Logs"), &awslogs.LogGroupProps{
 			Retention:     retention(cfg.LogRetentionDays),
@@ -257,6 +261,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 			Timeout:                      dur(timeout),
 			Environment:                  &fnEnv,
 			LoggingFormat:                awslambda.LoggingFormat_JSON,
+			ApplicationLogLevelV2:        logLevel(cfg.LogLevel),
 			LogGroup:                     logs,
 			Role:                         role,
 			Description:                  jsii.String("lambdajobs " + cfg.Name + " " + name),
@@ -734,4 +739,17 @@ func retention(days int) awslogs.RetentionDays {
 		return awslogs.RetentionDays_ONE_YEAR
 	}
 	return awslogs.RetentionDays_TWO_YEARS
+}
+
+// logLevel is Lambda's application log level for a Config.LogLevel.
+func logLevel(l string) awslambda.ApplicationLogLevel {
+	switch l {
+	case "DEBUG":
+		return awslambda.ApplicationLogLevel_DEBUG
+	case "WARN":
+		return awslambda.ApplicationLogLevel_WARN
+	case "ERROR":
+		return awslambda.ApplicationLogLevel_ERROR
+	}
+	return awslambda.ApplicationLogLevel_INFO
 }

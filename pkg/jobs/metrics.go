@@ -87,6 +87,7 @@ func recordEnding(ctx context.Context, rec *Record, end ending, started, at time
 	if end.res != landed {
 		return
 	}
+	traceEnding(ctx, end)
 	k := rec.Kind
 	switch {
 	case end.retried:

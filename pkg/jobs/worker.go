@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
@@ -30,6 +31,7 @@ type Worker struct {
 	routes      *Routes
 	cancelCheck time.Duration
 	metrics     *Metrics
+	tracer      trace.Tracer
 	// slow lists the kinds whose minimum run time is above the default,
 	// slowest first.
 	slow []kindMin
@@ -74,6 +76,9 @@ type WorkerConfig struct {
 	// request while its handler works (default 5s; negative: only at
 	// Publish). Each check is one read.
 	CancelCheck time.Duration
+	// TracerProvider, when set, traces each record (see trace.go); nil
+	// costs nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // NewWorker returns a Worker; it puts the registry to use.
@@ -98,7 +103,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		eng: newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention),
 		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
 		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
-		metrics: cfg.Metrics,
+		metrics: cfg.Metrics, tracer: tracerOf(cfg.TracerProvider),
 	}
 	if w.cancelCheck == 0 {
 		w.cancelCheck = 5 * time.Second
@@ -158,6 +163,8 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 
 // handleRecord processes one message and reports whether it must come back.
 func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.SQSMessage) (retry bool) {
+	ctx, span := w.startRecord(ctx, msg)
+	defer span.End()
 	defer func() {
 		// A bug here must not take the batch down: the message comes back.
 		if p := recover(); p != nil {
@@ -266,6 +273,7 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 		return w.claimFailed(ctx, inv, id, err, left)
 	}
 	count(ctx, rec.Kind, "JobsStarted")
+	traceJob(ctx, rec)
 	if since := rec.CreatedAt; !since.IsZero() {
 		if rec.RunAt.After(since) {
 			since = rec.RunAt

@@ -16,6 +16,8 @@
 //
 //	JOBS_METRICS_NAMESPACE     turns on metrics in CloudWatch Embedded Metric Format on stdout,
 //	                           in this namespace (the construct sets lambdajobs/<env>); see jobs.Metrics
+//	JOBS_TRACING               on: OpenTelemetry spans to Lambda's X-Ray daemon (see tracing.go;
+//	                           the construct sets it with Config.Tracing)
 //	JOBS_FUNCTION              which function a Serve binary is (enqueue, getjob, cancel, worker, sweeper)
 //	JOBS_TABLE                 DynamoDB table (required)
 //	JOBS_QUEUE_URL             SQS queue URL (enqueue, sweeper)
@@ -86,6 +88,14 @@ type Config struct {
 	KeyRingSecret string
 	// MetricsNamespace turns on metrics (JOBS_METRICS_NAMESPACE).
 	MetricsNamespace string
+	// Tracing turns on OpenTelemetry spans sent to the X-Ray daemon
+	// (JOBS_TRACING=on); XRayDaemon is its address
+	// (AWS_XRAY_DAEMON_ADDRESS, which Lambda sets).
+	Tracing    bool
+	XRayDaemon string
+	// Service names the function in metrics and traces: JOBS_FUNCTION,
+	// else AWS_LAMBDA_FUNCTION_NAME.
+	Service string
 }
 
 // ConfigFromEnv reads Config from the environment (see the package doc).
@@ -94,6 +104,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		Table:     getenv("JOBS_TABLE"),
 		QueueURL:  getenv("JOBS_QUEUE_URL"),
 		Deadlines: jobs.DefaultDeadlines,
+		Service:   functionName(getenv),
 	}
 	var errs []error
 	dur := func(name string, def time.Duration) time.Duration {
@@ -149,6 +160,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	c.KeyRingSecret = getenv("JOBS_PAYLOAD_KEYRING_SECRET")
 	c.MetricsNamespace = getenv("JOBS_METRICS_NAMESPACE")
+	switch v := getenv("JOBS_TRACING"); v {
+	case "", "off":
+	case "on":
+		c.Tracing = true
+		c.XRayDaemon = getenv("AWS_XRAY_DAEMON_ADDRESS")
+	default:
+		errs = append(errs, fmt.Errorf("JOBS_TRACING=%q: want on or off", v))
+	}
 	if c.KeyRingSecret != "" && c.Sealer != nil {
 		errs = append(errs, errors.New("JOBS_PAYLOAD_KEYRING_SECRET and JOBS_PAYLOAD_KEY/JOBS_PAYLOAD_SECRET: give one"))
 	}
@@ -182,6 +201,8 @@ type Deps struct {
 	// metrics of the function being built (nil: off); its Service is set
 	// by Build.
 	metrics *jobs.Metrics
+	// tracing, when on (nil: off).
+	tracing *otelTracing
 }
 
 // Option adjusts what Main and Build build.
@@ -198,13 +219,26 @@ func NewDeps(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
+	var tr *otelTracing
+	if cfg.Tracing {
+		if tr, err = newTracing(ctx, cfg.XRayDaemon, cfg.Service); err != nil {
+			return nil, err
+		}
+	}
 	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		// DynamoDB Local does not send response checksums.
 		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
+		if tr != nil {
+			o.TracerProvider = tr.sdk()
+		}
 	})
-	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger, aws: awsCfg}
+	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger, aws: awsCfg, tracing: tr}
 	if cfg.QueueURL != "" {
-		d.Queue = sqsqueue.New(sqs.NewFromConfig(awsCfg), cfg.QueueURL)
+		d.Queue = sqsqueue.New(sqs.NewFromConfig(awsCfg, func(o *sqs.Options) {
+			if tr != nil {
+				o.TracerProvider = tr.sdk()
+			}
+		}), cfg.QueueURL)
 	}
 	return d, nil
 }
@@ -216,7 +250,11 @@ func (d *Deps) sealer(ctx context.Context) (jobs.Sealer, error) {
 		return d.Config.Sealer, nil
 	}
 	if d.ring == nil {
-		s, err := LoadKeyRing(ctx, secretsmanager.NewFromConfig(d.aws), d.Config.KeyRingSecret)
+		s, err := LoadKeyRing(ctx, secretsmanager.NewFromConfig(d.aws, func(o *secretsmanager.Options) {
+			if d.tracing != nil {
+				o.TracerProvider = d.tracing.sdk()
+			}
+		}), d.Config.KeyRingSecret)
 		if err != nil {
 			return nil, err
 		}
@@ -286,7 +324,7 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Retention: d.Config.Retention,
 		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace, Metrics: d.metrics,
-		Queue: queueOrNil(d.Queue),
+		Queue: queueOrNil(d.Queue), TracerProvider: d.tracing.provider(),
 	})
 	if err != nil {
 		return nil, err
@@ -374,10 +412,14 @@ func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(str
 		o(d)
 	}
 	if cfg.MetricsNamespace != "" {
-		d.metrics = &jobs.Metrics{Namespace: cfg.MetricsNamespace, Service: functionName(getenv), Writer: metricsOut}
+		d.metrics = &jobs.Metrics{Namespace: cfg.MetricsNamespace, Service: cfg.Service, Writer: metricsOut}
 		coldStart(d.metrics)
 	}
-	return fn(d, reg)
+	h, err := fn(d, reg)
+	if err != nil || d.tracing == nil {
+		return h, err
+	}
+	return d.tracing.wrap(cfg.Service, h), nil
 }
 
 // metricsOut is where metrics go: stdout, which Lambda sends to CloudWatch

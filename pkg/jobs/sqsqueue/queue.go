@@ -113,13 +113,17 @@ func (q *Queue) sendChunk(ctx context.Context, ids []string) ([]string, error) {
 	return failed, nil
 }
 
-// traceHeader carries the invocation's X-Ray trace header (which the Lambda
-// runtime puts in the context) to the message, as the AWSTraceHeader system
-// attribute: with active tracing on the functions, the enqueue, the wait in
-// the queue and the worker's run then share one trace. Without a trace
-// header (outside Lambda, tracing off) it adds nothing.
+// traceHeader carries the trace of ctx to the message, as the
+// AWSTraceHeader system attribute: the current span's when tracing is on
+// (jobs.TraceHeader), else the invocation's X-Ray header that the Lambda
+// runtime puts in the context. With active tracing on the functions, the
+// enqueue, the wait in the queue and the worker's run then share one trace.
+// Without a trace (outside Lambda, tracing off) it adds nothing.
 func traceHeader(ctx context.Context) map[string]types.MessageSystemAttributeValue {
-	h, _ := ctx.Value("x-amzn-trace-id").(string)
+	h := jobs.TraceHeader(ctx)
+	if h == "" {
+		h, _ = ctx.Value("x-amzn-trace-id").(string)
+	}
 	if h == "" {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -146,5 +147,26 @@ func TestSendsCarryTheTraceHeader(t *testing.T) {
 	api.attrs = nil
 	if err := q.Send(context.Background(), jobs.NewID()); err != nil || api.attrs[0] != nil {
 		t.Fatalf("a send outside a traced invocation: %v %v", err, api.attrs)
+	}
+}
+
+// With tracing on, a send carries the current span's trace (the job's or
+// the enqueue's span), not the invocation's header underneath it.
+func TestSendsCarryTheCurrentSpan(t *testing.T) {
+	client := testenv.SQS(t)
+	urls := testenv.NewQueues(t, client, sqsqueue.DefaultSpec(30*time.Second))
+	api := &recordingAPI{API: client}
+	q := sqsqueue.New(api, urls.Queue)
+	//lint:ignore SA1029 the key aws-lambda-go itself puts the trace header under
+	ctx := context.WithValue(context.Background(), "x-amzn-trace-id", "Root=1-00000000-000000000000000000000000;Parent=0000000000000001;Sampled=1")
+	tid, _ := trace.TraceIDFromHex("5759e988bd862e3fe1be46a994272793")
+	sid, _ := trace.SpanIDFromHex("53995c3f42cd8ad8")
+	ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	if err := q.Send(ctx, jobs.NewID()); err != nil {
+		t.Fatal(err)
+	}
+	const want = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	if got := aws.ToString(api.attrs[0]["AWSTraceHeader"].StringValue); got != want {
+		t.Fatalf("AWSTraceHeader %q, want %q", got, want)
 	}
 }
