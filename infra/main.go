@@ -13,6 +13,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/lambdajobs/lambdajobs/infra/jobsinfra"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
 func main() {
@@ -82,8 +83,18 @@ func build(app awscdk.App) error {
 	if v := ctx("exampleKinds"); v != "" {
 		examples = v == "true"
 	}
-	NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{StackProps: awscdk.StackProps{Env: pin}, Config: cfg, Bootstraps: bootstraps, ExampleKinds: examples})
+	NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{StackProps: awscdk.StackProps{Env: pin}, Config: cfg, Bootstraps: bootstraps, ExampleKinds: examples,
+		Schedules: schedulesFor(cfg.Name, examples)})
 	return nil
+}
+
+// schedulesFor is what the app fires: example.tick where the example kinds
+// run, except in prod.
+func schedulesFor(env string, examples bool) []jobs.Schedule {
+	if !examples {
+		return nil
+	}
+	return exampleSchedules(env)
 }
 
 // env pins the stack to CDK_DEFAULT_ACCOUNT/REGION when both are set

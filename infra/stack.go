@@ -6,6 +6,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/lambdajobs/lambdajobs/infra/jobsinfra"
+	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
 // StackProps configure a JobsStack.
@@ -17,6 +19,21 @@ type StackProps struct {
 	Bootstraps, Bootstrap string
 	// ExampleKinds deploys the demo kinds (see jobsinfra.JobsProps).
 	ExampleKinds bool
+	// Schedules are the periodic jobs to fire (see jobsinfra.JobsProps).
+	Schedules []jobs.Schedule
+}
+
+// exampleSchedules are the example kinds' periodic jobs (example.tick):
+// fired in dev, never in prod, whatever ExampleKinds says.
+func exampleSchedules(env string) []jobs.Schedule {
+	if env == "prod" {
+		return nil
+	}
+	reg := jobs.NewRegistry()
+	if _, err := examplekinds.Register(reg); err != nil {
+		panic(err)
+	}
+	return reg.Schedules()
 }
 
 // JobsStack is one environment of this repository's own deployment: a stack
@@ -36,6 +53,7 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 	stack := awscdk.NewStack(scope, &id, &sp)
 	jobs := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{
 		Config: props.Config, Bootstraps: props.Bootstraps, Bootstrap: props.Bootstrap, ExampleKinds: props.ExampleKinds,
+		Schedules: props.Schedules,
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: jobs.API.ApiEndpoint(), Description: jsii.String("the HTTP API (ljob -api)")})
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: jobs.Table.TableName()})

@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
 // synthesized is one environment's stack, synthesized once for all tests.
@@ -113,7 +115,12 @@ func synth(cfg Config, bootstraps, outdir, bootstrap string) (s *synthesized, er
 	}()
 	app := awscdk.NewApp(&awscdk.AppProps{Context: cdkContext(), Outdir: jsii.String(outdir)})
 	applyChecks(app)
-	props := &StackProps{Config: cfg, Bootstraps: bootstraps, ExampleKinds: cfg.Name != "prod"}
+	props := &StackProps{Config: cfg, Bootstraps: bootstraps, ExampleKinds: cfg.Name != "prod", Schedules: schedulesFor(cfg.Name, cfg.Name != "prod")}
+	if cfg.Name == "tuned" {
+		// A team's own schedule: a cron in a time zone.
+		props.Schedules = append(props.Schedules, jobs.Schedule{Name: "nightly-report", Expression: "cron(0 2 * * ? *)",
+			TimeZone: "Europe/Paris", Kind: "report", Payload: []byte(`{}`), Overlap: jobs.OverlapSkip})
+	}
 	if bootstrap != "" {
 		props.Bootstraps, props.Bootstrap = "", bootstrap
 	}
@@ -309,6 +316,11 @@ func TestQueuePair(t *testing.T) {
 	for name, s := range envs {
 		worker := s.function(t, "worker")["Timeout"].(float64)
 		queues := s.resources("AWS::SQS::Queue")
+		for id := range queues {
+			if strings.Contains(id, "ScheduleDeadLetters") {
+				delete(queues, id) // the schedules' DLQ: see TestSchedules
+			}
+		}
 		if len(queues) != 2 {
 			t.Fatalf("%s: %d queues", name, len(queues))
 		}
@@ -334,16 +346,20 @@ func TestQueuePair(t *testing.T) {
 				t.Errorf("%s: %s without SSE", name, which)
 			}
 		}
-		// Enforced TLS: a Deny on aws:SecureTransport false for both queues.
-		tls := 0
+		// Enforced TLS: a Deny on aws:SecureTransport false for every queue
+		// (both, and the schedules' DLQ where there are schedules).
+		tls, want := 0, 2
+		if len(s.resources("AWS::Scheduler::Schedule")) > 0 {
+			want = 3
+		}
 		for _, p := range s.resources("AWS::SQS::QueuePolicy") {
 			doc := jsonOf(props(p)["PolicyDocument"])
 			if strings.Contains(doc, `"aws:SecureTransport":"false"`) && strings.Contains(doc, `"Effect":"Deny"`) {
 				tls += len(props(p)["Queues"].([]any))
 			}
 		}
-		if tls != 2 {
-			t.Errorf("%s: TLS enforced on %d queues, want 2", name, tls)
+		if tls != want {
+			t.Errorf("%s: TLS enforced on %d queues, want %d", name, tls, want)
 		}
 	}
 }
@@ -822,6 +838,113 @@ func TestConfigRefusesReservedEnvironment(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// Every environment but prod fires example.tick through EventBridge
+// Scheduler: a group per environment, one schedule per declared periodic
+// job with its expression and time zone and no flexible window, a target
+// input carrying the schedule's name and Scheduler's scheduled time, the
+// schedules' own DLQ with an alarm, and a role that Scheduler alone
+// assumes, for this account, which may only send to the queue and that DLQ.
+func TestSchedules(t *testing.T) {
+	for name, s := range envs {
+		schedules := s.resources("AWS::Scheduler::Schedule")
+		groups := s.resources("AWS::Scheduler::ScheduleGroup")
+		if name == "prod" {
+			if len(schedules)+len(groups) != 0 {
+				t.Errorf("prod fires schedules: %v", schedules)
+			}
+			continue
+		}
+		if len(groups) != 1 || jsonOf(props(first(groups))["Name"]) != `"lambdajobs-`+name+`"` {
+			t.Fatalf("%s: schedule groups %v", name, groups)
+		}
+		want := map[string][2]string{"example.tick": {"rate(1 minute)", "UTC"}}
+		if name == "tuned" {
+			want["nightly-report"] = [2]string{"cron(0 2 * * ? *)", "Europe/Paris"}
+		}
+		if len(schedules) != len(want) {
+			t.Fatalf("%s: %d schedules, want %d", name, len(schedules), len(want))
+		}
+		dlqID, roleID := "", ""
+		for id := range s.resources("AWS::SQS::Queue") {
+			if strings.Contains(id, "ScheduleDeadLetters") {
+				dlqID = id
+			}
+		}
+		for id := range s.resources("AWS::IAM::Role") {
+			if strings.Contains(id, "SchedulerRole") {
+				roleID = id
+			}
+		}
+		if dlqID == "" || roleID == "" {
+			t.Fatalf("%s: no schedule DLQ (%q) or scheduler role (%q)", name, dlqID, roleID)
+		}
+		for _, sc := range schedules {
+			p := props(sc)
+			w, ok := want[p["Name"].(string)]
+			if !ok || p["ScheduleExpression"] != w[0] || p["ScheduleExpressionTimezone"] != w[1] || p["State"] != "ENABLED" ||
+				jsonOf(p["FlexibleTimeWindow"]) != `{"Mode":"OFF"}` {
+				t.Errorf("%s: schedule %s", name, jsonOf(p))
+			}
+			target := p["Target"].(map[string]any)
+			input := target["Input"].(string)
+			if input != jobs.FireMessage(p["Name"].(string), "<aws.scheduler.scheduled-time>") {
+				t.Errorf("%s: target input %s", name, input)
+			}
+			if !strings.Contains(jsonOf(target["Arn"]), "JobsQueue") || !strings.Contains(jsonOf(target["RoleArn"]), roleID) ||
+				!strings.Contains(jsonOf(target["DeadLetterConfig"]), dlqID) ||
+				jsonOf(target["RetryPolicy"]) != `{"MaximumEventAgeInSeconds":3600,"MaximumRetryAttempts":185}` {
+				t.Errorf("%s: target %s", name, jsonOf(target))
+			}
+		}
+		role := props(s.resources("AWS::IAM::Role")[roleID])
+		trust := jsonOf(role["AssumeRolePolicyDocument"])
+		if !strings.Contains(trust, `"Service":"scheduler.amazonaws.com"`) || !strings.Contains(trust, "aws:SourceAccount") ||
+			!strings.Contains(trust, "schedule-group/lambdajobs-"+name+"/*") {
+			t.Errorf("%s: scheduler role trust %s", name, trust)
+		}
+		var actions []string
+		for _, pol := range s.resources("AWS::IAM::Policy") {
+			p := props(pol)
+			if !strings.Contains(jsonOf(p["Roles"]), roleID) {
+				continue
+			}
+			for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+				stmt := st.(map[string]any)
+				actions = append(actions, jsonOf(stmt["Action"]))
+				res := jsonOf(stmt["Resource"])
+				if !strings.Contains(res, "JobsQueue") || !strings.Contains(res, dlqID) || strings.Count(res, "Fn::GetAtt") != 2 {
+					t.Errorf("%s: scheduler role may act on %s", name, res)
+				}
+			}
+		}
+		if len(actions) != 1 || actions[0] != `"sqs:SendMessage"` {
+			t.Errorf("%s: scheduler role actions %v, want only sqs:SendMessage", name, actions)
+		}
+		if _, ok := s.resources("AWS::CloudWatch::Alarm")["ScheduleDeadLettersAlarm"]; !ok {
+			found := false
+			for id := range s.resources("AWS::CloudWatch::Alarm") {
+				found = found || strings.Contains(id, "ScheduleDeadLettersAlarm")
+			}
+			if !found {
+				t.Errorf("%s: no alarm on the schedules' DLQ", name)
+			}
+		}
+		// The queue lets the scheduler's role send.
+		for _, qp := range s.resources("AWS::SQS::QueuePolicy") {
+			if pol := jsonOf(props(qp)["PolicyDocument"]); strings.Contains(pol, "OnlyKnownSenders") && !strings.Contains(pol, roleID) {
+				t.Errorf("%s: the queue policy denies the scheduler's role", name)
+			}
+		}
+	}
+}
+
+func first(m map[string]map[string]any) map[string]any {
+	for _, v := range m {
+		return v
+	}
+	return nil
 }
 
 // Every function logs in JSON at the configured application level (INFO

@@ -98,6 +98,12 @@ type Config struct {
 	QueueLatencyAlarm time.Duration
 	FailuresAlarm     int
 
+	// ScheduleMaxEventAge is how long EventBridge Scheduler retries a
+	// periodic job's fire that it cannot deliver to the queue before it
+	// goes to the schedules' dead-letter queue (0: one hour; 1 minute to
+	// 24 hours). See docs/SCHEDULES.md.
+	ScheduleMaxEventAge time.Duration
+
 	// Sources of foreign messages (see docs/SOURCES.md).
 	S3Sources         []S3Source
 	EventBridgeSource []EventBridgeSource
@@ -198,6 +204,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s: batching window %v: at most 5 minutes", c.Name, c.BatchWindow)
 	case c.QueueLatencyAlarm <= 0 || c.FailuresAlarm < 1:
 		return fmt.Errorf("%s: queue latency alarm %v and failures alarm %d must be positive", c.Name, c.QueueLatencyAlarm, c.FailuresAlarm)
+	case c.ScheduleMaxEventAge != 0 && (c.ScheduleMaxEventAge < time.Minute || c.ScheduleMaxEventAge > 24*time.Hour):
+		return fmt.Errorf("%s: schedule maximum event age %v: 1 minute to 24 hours", c.Name, c.ScheduleMaxEventAge)
 	case c.LogLevel != "" && !slices.Contains([]string{"DEBUG", "INFO", "WARN", "ERROR"}, c.LogLevel):
 		return fmt.Errorf("%s: log level %q: DEBUG, INFO, WARN or ERROR", c.Name, c.LogLevel)
 	case c.Architecture != "" && c.Architecture != "arm64" && c.Architecture != "x86_64":

@@ -51,6 +51,11 @@ type JobsProps struct {
 	// Either way they are built for linux/arm64 from your own mains over
 	// lambdafn (see the README's "Use it in your own service").
 	Bootstraps string
+	// Schedules are the periodic jobs to fire (your registry's
+	// Schedules()): one EventBridge Scheduler schedule each. The worker
+	// must declare the same ones (it turns a fire into its job from its
+	// own declaration).
+	Schedules []jobs.Schedule
 	// ExampleKinds sets JOBS_EXAMPLE_KINDS=on in every function, which this
 	// repository's own mains read to register the demo kinds (example.*,
 	// including example.fail, which panics or overruns on purpose). Leave it
@@ -72,6 +77,10 @@ type Jobs struct {
 	Functions                                map[string]awslambda.Function
 	API                                      awsapigatewayv2.HttpApi
 	AlarmTopic                               awssns.ITopic
+	// With schedules: the role Scheduler sends fires with (it may only
+	// send to the queue and ScheduleDLQ) and the fires' dead-letter queue.
+	SchedulerRole awsiam.Role
+	ScheduleDLQ   awssqs.Queue
 
 	cfg           Config
 	payloadSecret awssecretsmanager.Secret
@@ -91,6 +100,9 @@ func dur(d time.Duration) awscdk.Duration { return awscdk.Duration_Seconds(jsii.
 // reason (CDK's way for invalid props).
 func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	cfg := props.Config
+	if cfg.ScheduleMaxEventAge == 0 {
+		cfg.ScheduleMaxEventAge = defaultScheduleMaxEventAge
+	}
 	if err := cfg.Validate(); err != nil {
 		panic("jobsinfra: " + err.Error())
 	}
@@ -461,6 +473,9 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		awsevents.NewRule(stack, jsii.String(fmt.Sprintf("Source%dRule", i)), props)
 	}
 
+	if len(props.Schedules) > 0 {
+		s.schedules(props.Schedules)
+	}
 	s.alarms(cfg, worker, sweeper)
 	s.dashboard(cfg)
 
@@ -604,13 +619,7 @@ func (s *Jobs) alarms(cfg Config, worker, sweeper awslambda.Function) {
 	five := awscdk.Duration_Minutes(jsii.Number(5))
 	sum := &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}
 	alarm("DeadLettersAlarm", "Messages reached the dead-letter queue (more than a minute ago): unroutable messages or jobs that could not be settled.",
-		awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-			Expression: jsii.String("RATE(dlq) * 60"),
-			UsingMetrics: &map[string]awscloudwatch.IMetric{
-				"dlq": s.DLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
-			},
-			Period: minute, Label: jsii.String("messages added to the DLQ per minute"),
-		}), 1, opts{})
+		dlqGrowth(s.DLQ), 1, opts{})
 	alarm("OldestMessageAlarm", fmt.Sprintf("The oldest queued message is older than %v: workers are not keeping up.", cfg.OldestMessageAlarm),
 		s.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}), cfg.OldestMessageAlarm.Seconds(), opts{})
 	for _, name := range FunctionNames {
@@ -632,6 +641,9 @@ func (s *Jobs) alarms(cfg Config, worker, sweeper awslambda.Function) {
 			Period:        minute, Statistic: jsii.String(stat),
 		})
 	}
+	s.scheduleAlarm(func(id, description string, metric awscloudwatch.IMetric, threshold float64) {
+		alarm(id, description, metric, threshold, opts{})
+	})
 	alarm("Api5xxAlarm", "The API answered 5xx: a dependency is down or a function fails.", apiMetric("5xx", "Sum"), 5, opts{})
 	alarm("ApiLatencyAlarm", "The API's p99 latency was over 2 s for 5 minutes.", apiMetric("Latency", "p99"), 2000, opts{periods: 5})
 	// From the functions' own metrics (Embedded Metric Format; each also
@@ -752,4 +764,19 @@ func logLevel(l string) awslambda.ApplicationLogLevel {
 		return awslambda.ApplicationLogLevel_ERROR
 	}
 	return awslambda.ApplicationLogLevel_INFO
+}
+
+// dlqGrowth is the messages added to a dead-letter queue per minute (RATE
+// of its visible count): an alarm on it fires when the queue grows and
+// clears once it stops growing, rather than staying in ALARM while old
+// messages sit there.
+func dlqGrowth(q awssqs.IQueue) awscloudwatch.IMetric {
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String("RATE(dlq) * 60"),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{
+			"dlq": q.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
+		},
+		Period: minute, Label: jsii.String("messages added to the DLQ per minute"),
+	})
 }

@@ -39,6 +39,7 @@ Usage:
   ljob [flags] get-batch ID             show a batch and its counts
   ljob [flags] stats                    the local stack's metrics per kind: counts by outcome,
                                         p50/p99 run duration and queue latency
+  ljob [flags] schedules                the declared schedules and their next fire times (local stack)
   ljob [flags] drop [FILE]              send a raw message (an S3 notification, an EventBridge
                                         event, an envelope...) to the queue, as another AWS service
                                         would, and print the ids of the jobs it becomes
@@ -132,6 +133,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return c.get(ctx, rest[1])
 	case cmd == "stats" && len(rest) == 1:
 		return c.stats(ctx)
+	case cmd == "schedules" && len(rest) == 1:
+		return c.schedules(ctx)
 	case cmd == "watch" && len(rest) == 2:
 		return c.watch(ctx, rest[1])
 	case cmd == "cancel" && len(rest) == 2:

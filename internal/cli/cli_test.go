@@ -237,3 +237,26 @@ func TestStats(t *testing.T) {
 		t.Fatalf("against a deployed API: exit %d, stderr %s", code, errOut)
 	}
 }
+
+// ljob schedules lists the local stack's schedules with their next fires,
+// and says where a deployed environment's are.
+func TestSchedules(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/local/schedules" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `{"schedules":[{"name":"example.tick","expression":"rate(1 minute)","time_zone":"UTC","kind":"example.tick",`+
+			`"payload":{"note":"x"},"overlap":"skip","owner":"o","next_fire":"2026-11-30T08:31:00Z"}]}`)
+	}))
+	defer srv.Close()
+	code, out, errOut := runCLI(t, srv.URL, "schedules")
+	if code != 0 || !strings.Contains(out, "example.tick") || !strings.Contains(out, "rate(1 minute)") || !strings.Contains(out, "2026-11-30 08:31:00") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr: %s", code, out, errOut)
+	}
+	gone := httptest.NewServer(http.NotFoundHandler())
+	defer gone.Close()
+	if code, _, errOut := runCLI(t, gone.URL, "schedules"); code != 1 || !strings.Contains(errOut, "EventBridge Scheduler") {
+		t.Fatalf("against a deployed API: exit %d, stderr %s", code, errOut)
+	}
+}

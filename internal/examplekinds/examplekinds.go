@@ -11,7 +11,8 @@
 //   - example.flaky: fails its first attempts with a retryable error;
 //   - example.receipt: the job of the transactional-enqueue example;
 //   - example.s3_object and example.event: fed by S3 notifications and
-//     EventBridge events dropped on the queue (see Routes).
+//     EventBridge events dropped on the queue (see Routes);
+//   - example.tick: enqueued every minute by the schedule example.tick.
 package examplekinds
 
 import (
@@ -205,7 +206,7 @@ type Kinds struct {
 // enqueued from Go.
 func Register(reg *jobs.Registry) (Kinds, error) {
 	var k Kinds
-	var errs [7]error
+	var errs [8]error
 	k.Hash, errs[0] = jobs.Register(reg, Hash, jobs.HandlerFunc[HashPayload, HashResult](HashText), jobs.WithFailureCodes(CodeInvalidRounds))
 	k.Sleep, errs[1] = jobs.Register(reg, Sleep, jobs.HandlerFunc[SleepPayload, SleepProgress](SleepSteps), jobs.WithFailureCodes(CodeInvalidSleep))
 	_, errs[2] = jobs.Register(reg, Fail, jobs.HandlerFunc[FailPayload, jobs.NoResult](FailModes), jobs.WithFailureCodes(CodeExampleFailed, CodeInvalidMode))
@@ -214,5 +215,8 @@ func Register(reg *jobs.Registry) (Kinds, error) {
 	k.Receipt, errs[4] = jobs.Register(reg, Receipt, jobs.HandlerFunc[ReceiptPayload, ReceiptResult](SendReceipt), jobs.WithFailureCodes(CodeNoEmail))
 	_, errs[5] = jobs.Register(reg, S3Object, jobs.HandlerFunc[events.S3EventRecord, S3ObjectResult](DescribeObject))
 	_, errs[6] = jobs.Register(reg, Event, jobs.HandlerFunc[events.EventBridgeEvent, EventResult](DescribeEvent))
+	if errs[6] == nil {
+		errs[7] = registerTick(reg)
+	}
 	return k, errors.Join(errs[:]...)
 }

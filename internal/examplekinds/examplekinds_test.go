@@ -71,8 +71,11 @@ func TestRegister(t *testing.T) {
 	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	if got := reg.Kinds(); len(got) != 7 {
+	if got := reg.Kinds(); len(got) != 8 {
 		t.Fatalf("kinds %v", got)
+	}
+	if s := reg.Schedules(); len(s) != 1 || s[0].Name != examplekinds.TickSchedule || s[0].Expression != "rate(1 minute)" || s[0].Overlap != jobs.OverlapSkip {
+		t.Fatalf("schedules %+v", s)
 	}
 }
 

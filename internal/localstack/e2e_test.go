@@ -85,7 +85,8 @@ func run(m *testing.M) (int, error) {
 		Table: "e2e", Queue: "e2e",
 		WorkerTimeout: 8 * time.Second, APITimeout: 10 * time.Second,
 		WorkerInstances: 2, BatchSize: 5,
-		Output: logs,
+		NoSchedules: true, // TestScheduleFires fires them itself
+		Output:      logs,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("start the local stack: %w\n%s", err, logs.String())
@@ -220,6 +221,44 @@ func TestLocalStatsPerKind(t *testing.T) {
 			t.Fatalf("stats %+v: no succeeded example.hash job", stats)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The local stack knows the functions' declared schedules and when they
+// fire next; a fire delivered three times becomes one job that runs, owned
+// by the schedule's owner and readable by them.
+func TestScheduleFires(t *testing.T) {
+	t.Parallel()
+	resp, err := http.Get(stack.APIURL + localstack.SchedulesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Schedules []localstack.ScheduleInfo `json:"schedules"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || len(list.Schedules) != 1 {
+		t.Fatalf("schedules %+v %v", list, err)
+	}
+	tick := list.Schedules[0]
+	if tick.Name != "example.tick" || tick.Expression != "rate(1 minute)" || tick.Kind != "example.tick" ||
+		tick.NextFire.Before(time.Now()) || tick.NextFire.After(time.Now().Add(61*time.Second)) {
+		t.Fatalf("example.tick listed as %+v", tick)
+	}
+	at := time.Now().UTC().Truncate(time.Minute)
+	for range 3 {
+		if err := stack.FireSchedule(context.Background(), "example.tick", at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := jobs.FireJobID("example.tick", at)
+	got, _ := waitFinal(t, "local", id, 30*time.Second)
+	if got.Status != jobs.StatusSucceeded || got.Kind != "example.tick" || !strings.Contains(string(got.Result), `"note":"every minute"`) {
+		t.Fatalf("the fire's job: %+v", got)
+	}
+	if a, _ := get(t, "mallory", id); a.status != http.StatusNotFound {
+		t.Fatalf("another caller read the schedule's job: %d", a.status)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
@@ -64,6 +65,9 @@ type Config struct {
 	BatchWindow time.Duration
 	// SweepEvery is the sweeper's schedule (0: never; tests call SweepNow).
 	SweepEvery time.Duration
+	// NoSchedules keeps the declared schedules from firing on their own
+	// (tests fire them with FireSchedule).
+	NoSchedules bool
 	// StartPaused starts everything but the event source's pollers; Resume
 	// starts them (benchmarks fill the queue first).
 	StartPaused bool
@@ -97,6 +101,8 @@ type Stack struct {
 
 	// Stats are the metrics the functions wrote (GET StatsPath).
 	Stats *Stats
+	// Scheduler fires the declared schedules (GET SchedulesPath).
+	Scheduler *Scheduler
 
 	cfg       Config
 	pollers   []*EventSource
@@ -269,6 +275,16 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	s.APIURL = "http://" + ln.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("GET "+StatsPath, s.Stats)
+	workerBootstrap := filepath.Join(cfg.Bootstraps, "worker", "bootstrap")
+	if cfg.Bootstrap != "" {
+		workerBootstrap = cfg.Bootstrap
+	}
+	declared, err := declaredSchedules(ctx, workerBootstrap, env)
+	if err != nil {
+		return nil, err
+	}
+	s.Scheduler = &Scheduler{Schedules: declared, Start: time.Now(), Send: sqsSender(sqsClient, s.Queues.Queue), Log: cfg.Logger}
+	mux.Handle("GET "+SchedulesPath, s.Scheduler)
 	mux.Handle("/", &Gateway{
 		Enqueue: timeoutInvoker{enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{getjob, cfg.APITimeout},
 		Cancel: timeoutInvoker{cancelFn, cfg.APITimeout}, Logger: cfg.Logger,
@@ -292,7 +308,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		s.Resume()
 	}
 
-	// 6. The sweeper's schedule.
+	// 6. The declared schedules, and the sweeper's.
+	if !cfg.NoSchedules {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.Scheduler.Run(runCtx) }()
+	}
 	if cfg.SweepEvery > 0 {
 		s.wg.Add(1)
 		go func() {
@@ -313,6 +333,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	cfg.Logger.Info("local stack up", slog.String("api", s.APIURL))
 	return s, nil
+}
+
+// FireSchedule sends one fire of the named schedule for the scheduled
+// time at, as Scheduler would.
+func (s *Stack) FireSchedule(ctx context.Context, name string, at time.Time) error {
+	return s.Scheduler.Send(ctx, jobs.FireMessage(name, at.UTC().Format(time.RFC3339)))
 }
 
 // Resume starts the event source's pollers (see Config.StartPaused).

@@ -122,9 +122,10 @@ type kindDef struct {
 // registrations, so the set of kinds cannot change under a running worker.
 // A Registry is safe for concurrent use.
 type Registry struct {
-	mu     sync.Mutex
-	kinds  map[string]*kindDef
-	frozen bool
+	mu        sync.Mutex
+	kinds     map[string]*kindDef
+	schedules map[string]Schedule
+	frozen    bool
 }
 
 // NewRegistry returns an empty registry.

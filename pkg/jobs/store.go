@@ -86,6 +86,13 @@ type Store interface {
 	// (same status, and same token when running) to at. For a queued job it
 	// also counts a dispatch.
 	Reschedule(ctx context.Context, id string, expect Expect, at time.Time) error
+
+	// LastFire returns the id of the job the last enqueued fire of
+	// schedule created ("" when none): what OverlapSkip checks.
+	LastFire(ctx context.Context, schedule string) (string, error)
+	// SetLastFire records id as that job if the recorded one is still
+	// prev ("" for none), else returns ErrFireRaced.
+	SetLastFire(ctx context.Context, schedule, prev, id string) error
 }
 
 // Claim is what a worker stamps on a job it claims.
@@ -149,6 +156,8 @@ var (
 	ErrCancelRequested = errors.New("jobs: cancel requested")
 	// ErrNotRunning: RequestCancel found the job not running.
 	ErrNotRunning = errors.New("jobs: job is not running")
+	// ErrFireRaced: another fire of the schedule recorded its job first.
+	ErrFireRaced = errors.New("jobs: another fire of the schedule came first")
 )
 
 // ConflictError is returned when a conditional write finds the job in

@@ -176,6 +176,9 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 	if id, err := message.Decode(msg.Body); err == nil {
 		return w.runJob(ctx, inv, id)
 	}
+	if f, ok := decodeFire(msg.Body); ok {
+		return w.runFire(ctx, inv, msg.MessageId, f)
+	}
 	res := w.routes.route(msg.Body, msg.MessageId)
 	switch {
 	case res.ack != "":
@@ -233,6 +236,63 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 		return true
 	}
 	return w.runJob(ctx, inv, j.ID)
+}
+
+// runFire turns a schedule's fire into its job (once per fire: the id is
+// derived from the schedule and the scheduled time) and runs it. With
+// OverlapSkip, a fire while the last enqueued fire's job is unfinished is
+// acknowledged without a job.
+func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, f Fire) (retry bool) {
+	s, ok := w.reg.schedule(f.Schedule)
+	if !ok {
+		// A schedule removed from the code whose Scheduler schedule still
+		// fires (or fired before the deploy): nothing to run.
+		w.log.LogAttrs(ctx, slog.LevelWarn, "fire of a schedule this worker does not declare; acknowledged without a job",
+			slog.String("schedule", f.Schedule), slog.String("message_id", messageID))
+		return false
+	}
+	at, err := time.Parse(time.RFC3339, f.ScheduledTime)
+	if err != nil {
+		w.log.LogAttrs(ctx, slog.LevelError, "fire without a valid scheduled time; it will reach the dead-letter queue",
+			slog.String("schedule", s.Name), slog.String("message_id", messageID))
+		return true
+	}
+	id := FireJobID(s.Name, at)
+	log := w.log.With(slog.String("schedule", s.Name), slog.String("job_id", id), slog.Time("scheduled_time", at))
+	if s.Overlap == OverlapSkip {
+		cctx, cancel := inv.callContext(ctx)
+		defer cancel()
+		last, err := w.eng.store.LastFire(cctx, s.Name)
+		if err != nil {
+			log.LogAttrs(ctx, slog.LevelWarn, "schedule state not read; the fire will come back", slog.String("err_types", errtypes.Of(err)))
+			return true
+		}
+		if last != "" && last != id {
+			prev, err := w.eng.store.Get(cctx, last)
+			switch {
+			case err == nil && !prev.Status.Final():
+				log.LogAttrs(ctx, slog.LevelInfo, "fire skipped: the previous run is unfinished", slog.String("previous_job_id", last))
+				count(ctx, s.Kind, "FiresSkipped")
+				return false
+			case err != nil && !errors.Is(err, ErrNotFound):
+				log.LogAttrs(ctx, slog.LevelWarn, "previous run not read; the fire will come back", slog.String("err_types", errtypes.Of(err)))
+				return true
+			}
+			if err := w.eng.store.SetLastFire(cctx, s.Name, last, id); err != nil {
+				// ErrFireRaced: another fire took the turn; this one comes
+				// back and sees it.
+				log.LogAttrs(ctx, slog.LevelWarn, "schedule state not moved; the fire will come back", slog.String("err_types", errtypes.Of(err)))
+				return true
+			}
+		} else if last == "" {
+			if err := w.eng.store.SetLastFire(cctx, s.Name, "", id); err != nil {
+				log.LogAttrs(ctx, slog.LevelWarn, "schedule state not moved; the fire will come back", slog.String("err_types", errtypes.Of(err)))
+				return true
+			}
+		}
+	}
+	count(ctx, s.Kind, "FiresEnqueued")
+	return w.runRouted(ctx, inv, messageID, routedJob{ID: id, Kind: s.Kind, Owner: s.Owner, Payload: s.Payload, Source: "schedule"})
 }
 
 // skipKinds returns the kinds that need more handler time than left.

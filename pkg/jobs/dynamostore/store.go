@@ -309,8 +309,8 @@ func (s *Store) Get(ctx context.Context, id string) (*jobs.Record, error) {
 		return nil, fmt.Errorf("dynamostore: get %s: %w", id, err)
 	}
 	s.report("get", out.ConsumedCapacity)
-	if len(out.Item) == 0 {
-		return nil, jobs.ErrNotFound
+	if _, isJob := out.Item[attrKind]; !isJob {
+		return nil, jobs.ErrNotFound // no item, or a batch's or a schedule's
 	}
 	rec, err := fromItem(out.Item)
 	if err != nil {

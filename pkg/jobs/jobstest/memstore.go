@@ -19,6 +19,7 @@ type MemStore struct {
 	mu      sync.Mutex
 	jobs    map[string]*jobs.Record
 	batches map[string]*jobs.Batch
+	fires   map[string]string // schedule -> its last enqueued fire's job
 	clock   jobs.Clock
 }
 
@@ -425,4 +426,28 @@ func (q *MemQueue) Sent() []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return slices.Clone(q.sent)
+}
+
+// LastFire returns the job of the schedule's last enqueued fire.
+func (m *MemStore) LastFire(_ context.Context, schedule string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fires[schedule], nil
+}
+
+// SetLastFire moves the schedule's last fire from prev to id.
+func (m *MemStore) SetLastFire(_ context.Context, schedule, prev, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch cur := m.fires[schedule]; cur {
+	case id:
+		return nil
+	case prev:
+		if m.fires == nil {
+			m.fires = map[string]string{}
+		}
+		m.fires[schedule] = id
+		return nil
+	}
+	return jobs.ErrFireRaced
 }

@@ -614,6 +614,41 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 			t.Fatalf("claim skipping other kinds: %v", err)
 		}
 	})
+
+	t.Run("LastFireMovesOnlyFromWhatWasRead", func(t *testing.T) {
+		s, clock := setup(t)
+		if last, err := s.LastFire(ctx, "nightly"); err != nil || last != "" {
+			t.Fatalf("a schedule never fired: %q %v", last, err)
+		}
+		if err := s.SetLastFire(ctx, "nightly", "", "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetLastFire(ctx, "nightly", "", "b"); !errors.Is(err, jobs.ErrFireRaced) {
+			t.Fatalf("a second first fire: %v, want ErrFireRaced", err)
+		}
+		if err := s.SetLastFire(ctx, "nightly", "", "a"); err != nil {
+			t.Fatalf("the same write again (a lost answer): %v", err)
+		}
+		if err := s.SetLastFire(ctx, "nightly", "a", "b"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetLastFire(ctx, "nightly", "a", "c"); !errors.Is(err, jobs.ErrFireRaced) {
+			t.Fatalf("moving from a stale read: %v, want ErrFireRaced", err)
+		}
+		if last, _ := s.LastFire(ctx, "nightly"); last != "b" {
+			t.Fatalf("last fire %q, want b", last)
+		}
+		if last, _ := s.LastFire(ctx, "other"); last != "" {
+			t.Fatalf("schedules share state: %q", last)
+		}
+		// The state is not a job and never due.
+		if _, err := s.Get(ctx, "schedule#nightly"); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("schedule state read as a job: %v", err)
+		}
+		if due, err := s.Due(ctx, clock.Now().Add(24*time.Hour), 100); err != nil || len(due) != 0 {
+			t.Fatalf("schedule state due: %v %v", due, err)
+		}
+	})
 }
 
 func set(ids []string) map[string]bool {

@@ -388,7 +388,16 @@ func Serve(reg *jobs.Registry, opts ...Option) {
 
 // Main reads the configuration, builds fn's handler and starts the Lambda
 // runtime; it exits the process with status 1 if the function cannot start.
+//
+// With JOBS_PRINT_SCHEDULES=1 it instead prints the registry's declared
+// schedules as JSON and exits: how the local stack learns what to fire.
 func Main(fn Function, reg *jobs.Registry, opts ...Option) {
+	if os.Getenv("JOBS_PRINT_SCHEDULES") == "1" {
+		if err := json.NewEncoder(os.Stdout).Encode(reg.Schedules()); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	logger := lambdacontext.NewLogger()
 	handler, err := Build(context.Background(), fn, reg, os.Getenv, logger, opts...)
 	if err != nil {

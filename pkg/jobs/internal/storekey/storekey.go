@@ -1,4 +1,5 @@
-// Package storekey is how batches are keyed in the store, beside jobs.
+// Package storekey is how batches and schedules are keyed in the store,
+// beside jobs.
 package storekey
 
 import "strings"
@@ -7,6 +8,10 @@ import "strings"
 // collide in the table and a batch id is never a valid job id. Store.Due
 // returns batches with it.
 const BatchPrefix = "batch#"
+
+// SchedulePrefix starts the store key of a schedule's state (its last
+// enqueued fire's job), which is never in the sweep index.
+const SchedulePrefix = "schedule#"
 
 // IsBatch reports whether a key from Store.Due is a batch's.
 func IsBatch(key string) bool { return strings.HasPrefix(key, BatchPrefix) }

@@ -1,0 +1,106 @@
+package jobsinfra
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+// ScheduleGroupName is the EventBridge Scheduler group of an environment.
+func ScheduleGroupName(cfg Config) string { return "lambdajobs-" + cfg.Name }
+
+// schedules creates the environment's schedule group and one EventBridge
+// Scheduler schedule per declared periodic job (JobsProps.Schedules):
+// flexible time window off, a role that may only send to the queue (and
+// to the schedules' own dead-letter queue), Scheduler's retries up to
+// Config.ScheduleMaxEventAge, then that DLQ, which has an alarm. Each
+// schedule's target input is jobs.FireMessage with Scheduler's
+// scheduled-time context attribute, so the worker derives one job per fire.
+func (s *Jobs) schedules(list []jobs.Schedule) {
+	cfg := s.cfg
+	stack := s.Construct
+	seen := map[string]bool{}
+	for _, sc := range list {
+		if err := sc.Check(); err != nil {
+			panic("jobsinfra: " + err.Error())
+		}
+		if seen[sc.Name] {
+			panic(fmt.Sprintf("jobsinfra: schedule %q is declared twice", sc.Name))
+		}
+		seen[sc.Name] = true
+	}
+	group := awsscheduler.NewCfnScheduleGroup(stack, jsii.String("ScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
+		Name: jsii.String(ScheduleGroupName(cfg)),
+	})
+	s.ScheduleDLQ = awssqs.NewQueue(stack, jsii.String("ScheduleDeadLetters"), &awssqs.QueueProps{
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+	})
+	cdknag.NagSuppressions_AddResourceSuppressions(s.ScheduleDLQ, &[]*cdknag.NagPackSuppression{{
+		Id:     jsii.String("AwsSolutions-SQS3"),
+		Reason: jsii.String("This queue is the dead-letter queue of the environment's EventBridge Scheduler schedules."),
+	}}, jsii.Bool(true))
+	account, region := awscdk.Stack_Of(stack).Account(), awscdk.Stack_Of(stack).Region()
+	groupArn := jsii.String(fmt.Sprintf("arn:%s:scheduler:%s:%s:schedule-group/%s", *awscdk.Aws_PARTITION(), *region, *account, ScheduleGroupName(cfg)))
+	// Scheduler assumes this role only for this account's schedules of this
+	// group (the confused-deputy guard AWS recommends).
+	role := awsiam.NewRole(stack, jsii.String("SchedulerRole"), &awsiam.RoleProps{
+		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
+			Conditions: &map[string]any{
+				"StringEquals": map[string]any{"aws:SourceAccount": account},
+				"ArnLike":      map[string]any{"aws:SourceArn": jsii.String(*groupArn + "/*")},
+			},
+		}),
+		Description: jsii.String("lambdajobs " + cfg.Name + ": EventBridge Scheduler sends schedule fires to the queue"),
+	})
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("sqs:SendMessage"),
+		Resources: &[]*string{s.Queue.QueueArn(), s.ScheduleDLQ.QueueArn()},
+	}))
+	s.SchedulerRole = role
+	s.senders.arns = append(s.senders.arns, role.RoleArn())
+	for i, sc := range list {
+		awsscheduler.NewCfnSchedule(stack, jsii.String(fmt.Sprintf("Schedule%d", i)), &awsscheduler.CfnScheduleProps{
+			Name:                       jsii.String(sc.Name),
+			GroupName:                  group.Ref(), // the group's name, and a dependency on it
+			Description:                jsii.String(fmt.Sprintf("lambdajobs %s: enqueues a %s job", cfg.Name, sc.Kind)),
+			ScheduleExpression:         jsii.String(sc.Expression),
+			ScheduleExpressionTimezone: jsii.String(sc.TimeZone),
+			FlexibleTimeWindow:         &awsscheduler.CfnSchedule_FlexibleTimeWindowProperty{Mode: jsii.String("OFF")},
+			State:                      jsii.String("ENABLED"),
+			Target: &awsscheduler.CfnSchedule_TargetProperty{
+				Arn:              s.Queue.QueueArn(),
+				RoleArn:          role.RoleArn(),
+				Input:            jsii.String(jobs.FireMessage(sc.Name, jobs.ScheduledTimeAttribute)),
+				DeadLetterConfig: &awsscheduler.CfnSchedule_DeadLetterConfigProperty{Arn: s.ScheduleDLQ.QueueArn()},
+				RetryPolicy: &awsscheduler.CfnSchedule_RetryPolicyProperty{
+					MaximumEventAgeInSeconds: jsii.Number(cfg.ScheduleMaxEventAge.Seconds()),
+					MaximumRetryAttempts:     jsii.Number(185),
+				},
+			},
+		})
+	}
+}
+
+// scheduleAlarm watches the schedules' dead-letter queue.
+func (s *Jobs) scheduleAlarm(alarm func(id, description string, metric awscloudwatch.IMetric, threshold float64)) {
+	if s.ScheduleDLQ == nil {
+		return
+	}
+	alarm("ScheduleDeadLettersAlarm", "EventBridge Scheduler could not deliver a schedule's fire to the queue within "+
+		s.cfg.ScheduleMaxEventAge.String()+": that fire's job was never enqueued.",
+		dlqGrowth(s.ScheduleDLQ), 1)
+}
+
+// defaultScheduleMaxEventAge is how long Scheduler retries a fire.
+const defaultScheduleMaxEventAge = time.Hour

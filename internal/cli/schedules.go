@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"text/tabwriter"
+	"time"
+)
+
+// schedulesPath is the local stack's schedule list (localstack.SchedulesPath).
+const schedulesPath = "/local/schedules"
+
+// schedules prints the declared schedules and their next fire times, as
+// the local stack fires them. A deployed environment's are in EventBridge
+// Scheduler (group lambdajobs-<env>).
+func (c *client) schedules(ctx context.Context) int {
+	code, body, _, err := c.do(ctx, http.MethodGet, schedulesPath, nil, nil)
+	switch {
+	case err != nil:
+		fmt.Fprintln(c.stderr, "ljob:", err)
+		return 1
+	case code == http.StatusNotFound || code == http.StatusForbidden:
+		fmt.Fprintln(c.stderr, "ljob: schedules come from the local stack (make run); a deployed environment's are in EventBridge Scheduler: aws scheduler list-schedules --group-name lambdajobs-<env>")
+		return 1
+	case code != http.StatusOK:
+		fmt.Fprintf(c.stderr, "ljob: schedules: %d %s\n", code, body)
+		return 1
+	}
+	if c.jsonOut {
+		fmt.Fprintln(c.stdout, string(body))
+		return 0
+	}
+	var out struct {
+		Schedules []struct {
+			Name       string    `json:"name"`
+			Expression string    `json:"expression"`
+			TimeZone   string    `json:"time_zone"`
+			Kind       string    `json:"kind"`
+			Overlap    string    `json:"overlap"`
+			Owner      string    `json:"owner"`
+			NextFire   time.Time `json:"next_fire"`
+		} `json:"schedules"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		fmt.Fprintln(c.stderr, "ljob: schedules:", err)
+		return 1
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "schedule\texpression\ttime zone\tkind\toverlap\tnext fire (UTC)\t")
+	for _, s := range out.Schedules {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, s.Expression, s.TimeZone, s.Kind, s.Overlap, s.NextFire.UTC().Format(time.DateTime))
+	}
+	if err := tw.Flush(); err != nil {
+		return 1
+	}
+	if len(out.Schedules) == 0 {
+		fmt.Fprintln(c.stdout, "(no schedule is declared)")
+	}
+	return 0
+}
