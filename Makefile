@@ -9,7 +9,7 @@ GO          ?= go
 # it; the first use downloads it). 1.26.10 fixes standard-library
 # vulnerabilities that govulncheck reports in earlier 1.26 releases.
 export GOTOOLCHAIN := go1.26.10
-FUNCTIONS   := enqueue worker getjob cancel sweeper
+FUNCTIONS   := enqueue worker getjob cancel sweeper schedules
 BUILD_DIR   := build
 TOOLS_DIR   := _tools
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -31,7 +31,7 @@ deps: $(TOOLS_DIR)/node_modules/.installed ## Install the pinned emulators (Dyna
 	$(GO) mod download
 
 .PHONY: build
-build: ## Cross-compile the five Lambda bootstraps (provided.al2023, arm64) into build/<function>/bootstrap.
+build: ## Cross-compile the six Lambda bootstraps (provided.al2023, arm64) into build/<function>/bootstrap.
 	@for f in $(FUNCTIONS); do \
 		mkdir -p $(BUILD_DIR)/$$f; \
 		GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags lambda.norpc \
@@ -142,7 +142,7 @@ $(RIE):
 	GOBIN=$(CURDIR)/bin $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
 .PHONY: build-local
-build-local: ## Build the five bootstraps for this machine (linux, host arch) into build/local, for the local stack.
+build-local: ## Build the six bootstraps for this machine (linux, host arch) into build/local, for the local stack.
 	@for f in $(FUNCTIONS); do \
 		mkdir -p $(BUILD_DIR)/local/$$f; \
 		GOOS=linux GOARCH=$(HOST_ARCH) CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags lambda.norpc \

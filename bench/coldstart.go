@@ -55,17 +55,20 @@ func coldStart(ctx context.Context) ([]coldResult, error) {
 	env := []string{"JOBS_TABLE=bench-cold", "JOBS_QUEUE_URL=http://127.0.0.1:1/000000000000/none",
 		"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.Endpoint, "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_EC2_METADATA_DISABLED=true",
-		"JOBS_PAYLOAD_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}
+		"JOBS_PAYLOAD_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+		"JOBS_SCHEDULE_GROUP=bench", "JOBS_QUEUE_ARN=arn:aws:sqs:us-east-1:000000000000:none",
+		"JOBS_SCHEDULER_ROLE_ARN=arn:aws:iam::000000000000:role/none", "JOBS_SCHEDULE_DLQ_ARN=arn:aws:sqs:us-east-1:000000000000:none-dlq"}
 	events := map[string]string{
-		"hello":   `{}`,
-		"getjob":  `{"version":"2.0","rawPath":"/v1/jobs/x","pathParameters":{"id":"x"},"requestContext":{"authorizer":{"iam":{"userArn":"arn:aws:iam::000000000000:user/a"}},"http":{"method":"GET"}}}`,
-		"enqueue": `{"version":"2.0","rawPath":"/v1/jobs","headers":{"content-type":"text/plain"},"body":"x","requestContext":{"authorizer":{"iam":{"userArn":"arn:aws:iam::000000000000:user/a"}},"http":{"method":"POST"}}}`,
-		"cancel":  `{"version":"2.0","rawPath":"/v1/jobs/x/cancel","pathParameters":{"id":"x"},"requestContext":{"authorizer":{"iam":{"userArn":"arn:aws:iam::000000000000:user/a"}},"http":{"method":"POST"}}}`,
-		"worker":  `{"Records":[]}`,
-		"sweeper": `{"version":"0","id":"x","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`,
+		"hello":     `{}`,
+		"getjob":    `{"version":"2.0","rawPath":"/v1/jobs/x","pathParameters":{"id":"x"},"requestContext":{"authorizer":{"iam":{"userArn":"arn:aws:iam::000000000000:user/a"}},"http":{"method":"GET"}}}`,
+		"enqueue":   `{"version":"2.0","rawPath":"/v1/jobs","headers":{"content-type":"text/plain"},"body":"x","requestContext":{"authorizer":{"iam":{"userArn":"arn:aws:iam::000000000000:user/a"}},"http":{"method":"POST"}}}`,
+		"cancel":    `{"version":"2.0","rawPath":"/v1/jobs/x/cancel","pathParameters":{"id":"x"},"requestContext":{"authorizer":{"iam":{"userArn":"arn:aws:iam::000000000000:user/a"}},"http":{"method":"POST"}}}`,
+		"worker":    `{"Records":[]}`,
+		"sweeper":   `{"version":"0","id":"x","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`,
+		"schedules": `{"version":"2.0","rawPath":"/v1/schedules","requestContext":{"authorizer":{"iam":{"userArn":"arn:aws:iam::000000000000:user/a"}},"http":{"method":"GET"}}}`,
 	}
 	var out []coldResult
-	for _, name := range []string{"hello", "enqueue", "getjob", "cancel", "worker", "sweeper"} {
+	for _, name := range []string{"hello", "enqueue", "getjob", "cancel", "worker", "sweeper", "schedules"} {
 		pkg, wd := "./functions/"+name, root
 		if name == "hello" {
 			pkg, wd = "./hello", filepath.Join(root, "bench")

@@ -187,7 +187,7 @@ func (r *report) markdown() string {
 	w("Each function's deployable bootstrap (arm64, `make build` flags) and its first invoke under the\n")
 	w("Runtime Interface Emulator (built for this machine the same way; median of 5 fresh starts),\n")
 	w("against a hello-world aws-lambda-go bootstrap. The first invoke includes the process start, the\n")
-	w("configuration and client set-up and, for getjob, one DynamoDB read.\n\n")
+	w("configuration and client set-up and, for getjob and schedules, one DynamoDB read.\n\n")
 	w("| function | bootstrap size | first invoke | second invoke | first invoke vs hello |\n|---|---|---|---|---|\n")
 	var hello coldResult
 	for _, c := range r.Cold {

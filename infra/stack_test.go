@@ -18,6 +18,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/lambdajobs/lambdajobs/infra/jobsinfra"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -48,7 +49,7 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	for _, f := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+	for _, f := range jobsinfra.FunctionNames {
 		if err := os.MkdirAll(filepath.Join(dir, f), 0o755); err != nil {
 			return 0, err
 		}
@@ -210,13 +211,13 @@ func TestBothRoutesRequireAuthorization(t *testing.T) {
 			p := props(r)
 			got[p["RouteKey"].(string)], _ = p["AuthorizationType"].(string)
 		}
-		for _, key := range []string{"POST /v1/jobs", "GET /v1/jobs/{id}", "POST /v1/jobs/{id}/cancel", "POST /v1/batches", "GET /v1/batches/{id}"} {
+		for _, key := range jobsinfra.RouteKeys {
 			if got[key] != want {
 				t.Errorf("%s: route %q authorization %q, want %s (routes %v)", name, key, got[key], want, got)
 			}
 		}
-		if len(got) != 5 {
-			t.Errorf("%s: %d routes, want exactly 5: %v", name, len(got), got)
+		if len(got) != len(jobsinfra.RouteKeys) {
+			t.Errorf("%s: %d routes, want exactly %d: %v", name, len(got), len(jobsinfra.RouteKeys), got)
 		}
 	}
 }
@@ -255,7 +256,7 @@ func (s *synthesized) function(t *testing.T, name string) map[string]any {
 
 func TestFunctionsRunTheBootstrapsOnArm(t *testing.T) {
 	for name, s := range envs {
-		for _, fn := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+		for _, fn := range jobsinfra.FunctionNames {
 			p := s.function(t, fn)
 			arch := `["arm64"]`
 			if s.cfg.Architecture == "x86_64" {
@@ -347,11 +348,8 @@ func TestQueuePair(t *testing.T) {
 			}
 		}
 		// Enforced TLS: a Deny on aws:SecureTransport false for every queue
-		// (both, and the schedules' DLQ where there are schedules).
-		tls, want := 0, 2
-		if len(s.resources("AWS::Scheduler::Schedule")) > 0 {
-			want = 3
-		}
+		// (both, and the schedules' DLQ).
+		tls, want := 0, 3
 		for _, p := range s.resources("AWS::SQS::QueuePolicy") {
 			doc := jsonOf(props(p)["PolicyDocument"])
 			if strings.Contains(doc, `"aws:SecureTransport":"false"`) && strings.Contains(doc, `"Effect":"Deny"`) {
@@ -716,8 +714,8 @@ func TestExampleKindsNeverInProd(t *testing.T) {
 		switch {
 		case name == "prod" && on != 0:
 			t.Errorf("prod: %d functions serve the example kinds", on)
-		case name == "dev" && on != 5:
-			t.Errorf("dev: %d of 5 functions serve the example kinds", on)
+		case name == "dev" && on != len(jobsinfra.FunctionNames):
+			t.Errorf("dev: %d of %d functions serve the example kinds", on, len(jobsinfra.FunctionNames))
 		}
 	}
 }
@@ -765,7 +763,7 @@ func TestGrantReadJobs(t *testing.T) {
 }
 
 // Every function knows its role, so one bootstrap (lambdafn.Serve) can
-// serve all five; with one bootstrap, one asset.
+// serve all six; with one bootstrap, one asset.
 func TestEveryFunctionKnowsItsRole(t *testing.T) {
 	for name, s := range envs {
 		roles := map[string]bool{}
@@ -783,10 +781,10 @@ func TestEveryFunctionKnowsItsRole(t *testing.T) {
 			roles[role] = true
 			assets[jsonOf(p["Code"])] = true
 		}
-		if len(roles) != 5 {
+		if len(roles) != len(jobsinfra.FunctionNames) {
 			t.Errorf("%s: roles %v", name, roles)
 		}
-		if want := map[bool]int{true: 1, false: 5}[name == "single"]; len(assets) != want {
+		if want := map[bool]int{true: 1, false: len(jobsinfra.FunctionNames)}[name == "single"]; len(assets) != want {
 			t.Errorf("%s: %d assets, want %d", name, len(assets), want)
 		}
 	}
@@ -819,7 +817,7 @@ func TestFunctionSettingsReachTheTemplate(t *testing.T) {
 		}
 		seen++
 	}
-	if seen != 5 {
+	if seen != len(jobsinfra.FunctionNames) {
 		t.Fatalf("%d functions", seen)
 	}
 }
@@ -849,17 +847,17 @@ func TestConfigRefusesReservedEnvironment(t *testing.T) {
 func TestSchedules(t *testing.T) {
 	for name, s := range envs {
 		schedules := s.resources("AWS::Scheduler::Schedule")
-		groups := s.resources("AWS::Scheduler::ScheduleGroup")
-		if name == "prod" {
-			if len(schedules)+len(groups) != 0 {
-				t.Errorf("prod fires schedules: %v", schedules)
-			}
-			continue
+		groups := map[string]bool{}
+		for _, g := range s.resources("AWS::Scheduler::ScheduleGroup") {
+			groups[props(g)["Name"].(string)] = true
 		}
-		if len(groups) != 1 || jsonOf(props(first(groups))["Name"]) != `"lambdajobs-`+name+`"` {
+		if len(groups) != 2 || !groups["lambdajobs-"+name] || !groups["lambdajobs-"+name+"-runtime"] {
 			t.Fatalf("%s: schedule groups %v", name, groups)
 		}
 		want := map[string][2]string{"example.tick": {"rate(1 minute)", "UTC"}}
+		if name == "prod" {
+			want = map[string][2]string{}
+		}
 		if name == "tuned" {
 			want["nightly-report"] = [2]string{"cron(0 2 * * ? *)", "Europe/Paris"}
 		}
@@ -889,7 +887,9 @@ func TestSchedules(t *testing.T) {
 			}
 			target := p["Target"].(map[string]any)
 			input := target["Input"].(string)
-			if input != jobs.FireMessage(p["Name"].(string), "<aws.scheduler.scheduled-time>") {
+			// Scheduler substitutes the literal context attribute: it must
+			// not be JSON-escaped (\u003c...).
+			if input != jobs.FireMessage(p["Name"].(string), "<aws.scheduler.scheduled-time>") || !strings.Contains(input, `"scheduled_time":"<aws.scheduler.scheduled-time>"`) {
 				t.Errorf("%s: target input %s", name, input)
 			}
 			if !strings.Contains(jsonOf(target["Arn"]), "JobsQueue") || !strings.Contains(jsonOf(target["RoleArn"]), roleID) ||
@@ -901,7 +901,7 @@ func TestSchedules(t *testing.T) {
 		role := props(s.resources("AWS::IAM::Role")[roleID])
 		trust := jsonOf(role["AssumeRolePolicyDocument"])
 		if !strings.Contains(trust, `"Service":"scheduler.amazonaws.com"`) || !strings.Contains(trust, "aws:SourceAccount") ||
-			!strings.Contains(trust, "schedule-group/lambdajobs-"+name+"/*") {
+			!strings.Contains(trust, ":schedule/lambdajobs-"+name+"/*") || !strings.Contains(trust, ":schedule/lambdajobs-"+name+"-runtime/*") {
 			t.Errorf("%s: scheduler role trust %s", name, trust)
 		}
 		var actions []string
@@ -931,6 +931,31 @@ func TestSchedules(t *testing.T) {
 				t.Errorf("%s: no alarm on the schedules' DLQ", name)
 			}
 		}
+		// The schedules function changes only the runtime group's schedules
+		// and passes only the scheduler's role, to Scheduler only.
+		var fnRole string
+		for id, r := range s.resources("AWS::Lambda::Function") {
+			_ = id
+			if props(r)["Description"] == "lambdajobs "+name+" schedules" {
+				fnRole = jsonOf(props(r)["Role"])
+			}
+		}
+		var schedStmts []string
+		for _, pol := range s.resources("AWS::IAM::Policy") {
+			p := props(pol)
+			if fnRole == "" || !strings.Contains(fnRole, strings.Trim(jsonOf(p["Roles"]), `[]{}"Ref:`)) {
+				continue
+			}
+			for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+				schedStmts = append(schedStmts, jsonOf(st))
+			}
+		}
+		all := strings.Join(schedStmts, "\n")
+		if !strings.Contains(all, `"Action":["scheduler:CreateSchedule","scheduler:DeleteSchedule"]`) ||
+			!strings.Contains(all, ":schedule/lambdajobs-"+name+"-runtime/*") || strings.Contains(all, ":schedule/lambdajobs-"+name+"/*") ||
+			!strings.Contains(all, `"iam:PassedToService":"scheduler.amazonaws.com"`) || !strings.Contains(all, roleID) {
+			t.Errorf("%s: the schedules function may:\n%s", name, all)
+		}
 		// The queue lets the scheduler's role send.
 		for _, qp := range s.resources("AWS::SQS::QueuePolicy") {
 			if pol := jsonOf(props(qp)["PolicyDocument"]); strings.Contains(pol, "OnlyKnownSenders") && !strings.Contains(pol, roleID) {
@@ -938,13 +963,6 @@ func TestSchedules(t *testing.T) {
 			}
 		}
 	}
-}
-
-func first(m map[string]map[string]any) map[string]any {
-	for _, v := range m {
-		return v
-	}
-	return nil
 }
 
 // Every function logs in JSON at the configured application level (INFO
@@ -955,7 +973,7 @@ func TestLogLevel(t *testing.T) {
 		if want == "" {
 			want = "INFO"
 		}
-		for _, fn := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+		for _, fn := range jobsinfra.FunctionNames {
 			lc := jsonOf(s.function(t, fn)["LoggingConfig"])
 			if !strings.Contains(lc, `"ApplicationLogLevel":"`+want+`"`) || !strings.Contains(lc, `"LogFormat":"JSON"`) {
 				t.Errorf("%s %s: logging %s, want JSON at %s", name, fn, lc, want)
@@ -1028,7 +1046,7 @@ func TestQueueDeniesUnknownSenders(t *testing.T) {
 // unpinned to an account and region, and pins it when told.
 func TestAppPinsProd(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+	for _, f := range jobsinfra.FunctionNames {
 		if err := os.MkdirAll(filepath.Join(dir, f), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -1084,7 +1102,7 @@ func TestDashboardAndMetrics(t *testing.T) {
 		if !strings.Contains(body, "lambdajobs/"+s.cfg.Name) {
 			t.Errorf("%s: the dashboard does not read the environment's namespace", name)
 		}
-		for _, fn := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+		for _, fn := range jobsinfra.FunctionNames {
 			if env := jsonOf(s.function(t, fn)["Environment"]); !strings.Contains(env, `"JOBS_METRICS_NAMESPACE":"lambdajobs/`+s.cfg.Name+`"`) {
 				t.Errorf("%s %s: no metrics namespace: %s", name, fn, env)
 			}
@@ -1097,7 +1115,7 @@ func TestDashboardAndMetrics(t *testing.T) {
 // functions' own spans switched on.
 func TestTracing(t *testing.T) {
 	for name, s := range envs {
-		for _, fn := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+		for _, fn := range jobsinfra.FunctionNames {
 			mode := jsonOf(s.function(t, fn)["TracingConfig"])
 			if on := strings.Contains(mode, `"Active"`); on != s.cfg.Tracing {
 				t.Errorf("%s %s: tracing %s, want on=%v", name, fn, mode, s.cfg.Tracing)

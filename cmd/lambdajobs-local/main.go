@@ -1,8 +1,9 @@
 // Command lambdajobs-local runs the whole system on this machine, made of
 // the same function code that deploys to Lambda: DynamoDB Local, the fauxqs
-// SQS emulator, the five functions under the AWS Lambda Runtime Interface
+// SQS emulator, the six functions under the AWS Lambda Runtime Interface
 // Emulator, a gateway speaking API Gateway's payload format 2.0, an SQS
-// event source and the sweeper's schedule. `make run` builds what it needs
+// event source, a stand-in for EventBridge Scheduler that fires the
+// declared and runtime schedules, and the sweeper's schedule. `make run` builds what it needs
 // and starts it; Ctrl-C stops everything it started.
 //
 // In a team's own repository, it runs the team's functions: one main that

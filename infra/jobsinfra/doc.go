@@ -17,13 +17,15 @@
 // # What it creates
 //
 // The jobs table (its sweep index from dynamostore's one definition), the
-// queue and its dead-letter queue (sqsqueue's one definition), the five
-// functions (enqueue, getjob, cancel, worker, sweeper) on arm64
+// queue and its dead-letter queue (sqsqueue's one definition), the six
+// functions (enqueue, getjob, cancel, worker, sweeper, schedules) on arm64
 // provided.al2023 with a least-privilege role and a log group each, the
 // worker's SQS event source with partial batch responses, the sweeper's
 // one-minute schedule, the HTTP API (IAM or JWT authorisation, access logs,
 // throttling), the foreign sources of Config (S3 buckets, EventBridge
-// rules) and alarms on one SNS topic. Everything passes cdk-nag's
+// rules), the EventBridge Scheduler groups, role and dead-letter queue of
+// periodic jobs with one schedule per declared one (JobsProps.Schedules;
+// docs/SCHEDULES.md), and alarms on one SNS topic. Everything passes cdk-nag's
 // AwsSolutions pack (the few suppressions carry their reasons).
 //
 // # What you tune
@@ -51,7 +53,7 @@
 //
 // # What it exposes
 //
-// Table, Queue, DLQ, API, AlarmTopic and the five functions (also in
-// Functions by name), to wire your own resources to; GrantEnqueue and
+// Table, Queue, DLQ, API, AlarmTopic, SchedulerRole, ScheduleDLQ and the
+// six functions (also in Functions by name), to wire your own resources to; GrantEnqueue and
 // GrantReadJobs. It creates no stack outputs: add the ones you want.
 package jobsinfra

@@ -46,8 +46,9 @@ type JobsProps struct {
 	// function (a main calling lambdafn.Serve; each function is told its
 	// role in JOBS_FUNCTION). Give it, or Bootstraps.
 	Bootstrap string
-	// Bootstraps is the folder holding <function>/bootstrap for the five
-	// functions (enqueue, getjob, cancel, worker, sweeper), one main each.
+	// Bootstraps is the folder holding <function>/bootstrap for the six
+	// functions (enqueue, getjob, cancel, worker, sweeper, schedules), one
+	// main each.
 	// Either way they are built for linux/arm64 from your own mains over
 	// lambdafn (see the README's "Use it in your own service").
 	Bootstraps string
@@ -64,7 +65,7 @@ type JobsProps struct {
 }
 
 // Jobs is one environment of lambdajobs inside your stack: the table, the
-// queue pair, the five functions, the HTTP API, the sweeper's schedule,
+// queue pair, the six functions, the HTTP API, the sweeper's schedule,
 // the foreign sources and the alarms. Create one per environment (per
 // stack) and wire your own resources to its fields and Grant methods.
 type Jobs struct {
@@ -72,11 +73,11 @@ type Jobs struct {
 	Table awsdynamodb.Table
 	Queue awssqs.Queue
 	DLQ   awssqs.Queue
-	// The five functions, also by name in Functions.
-	Enqueue, GetJob, Cancel, Worker, Sweeper awslambda.Function
-	Functions                                map[string]awslambda.Function
-	API                                      awsapigatewayv2.HttpApi
-	AlarmTopic                               awssns.ITopic
+	// The six functions, also by name in Functions.
+	Enqueue, GetJob, Cancel, Worker, Sweeper, Schedules awslambda.Function
+	Functions                                           map[string]awslambda.Function
+	API                                                 awsapigatewayv2.HttpApi
+	AlarmTopic                                          awssns.ITopic
 	// With schedules: the role Scheduler sends fires with (it may only
 	// send to the queue and ScheduleDLQ) and the fires' dead-letter queue.
 	SchedulerRole awsiam.Role
@@ -286,7 +287,8 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	cancelFn := fn("cancel", cfg.APIMemoryMB, cfg.APITimeout)
 	worker := fn("worker", cfg.WorkerMemoryMB, cfg.WorkerTimeout)
 	sweeper := fn("sweeper", cfg.APIMemoryMB, cfg.SweeperTimeout)
-	s.Enqueue, s.GetJob, s.Cancel, s.Worker, s.Sweeper = enqueue, getjob, cancelFn, worker, sweeper
+	schedulesFn := fn("schedules", cfg.APIMemoryMB, cfg.APITimeout)
+	s.Enqueue, s.GetJob, s.Cancel, s.Worker, s.Sweeper, s.Schedules = enqueue, getjob, cancelFn, worker, sweeper, schedulesFn
 	// Only known principals send to the queue: its own senders, the
 	// configured envelope senders, and AWS services for configured sources
 	// (their requests carry aws:SourceArn, and the statements below scope
@@ -373,7 +375,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	if c := cfg.CORS; c != nil {
 		apiProps.CorsPreflight = &awsapigatewayv2.CorsPreflightOptions{
 			AllowOrigins: jsii.Strings(c.AllowOrigins...),
-			AllowMethods: &[]awsapigatewayv2.CorsHttpMethod{awsapigatewayv2.CorsHttpMethod_GET, awsapigatewayv2.CorsHttpMethod_POST},
+			AllowMethods: &[]awsapigatewayv2.CorsHttpMethod{awsapigatewayv2.CorsHttpMethod_GET, awsapigatewayv2.CorsHttpMethod_POST, awsapigatewayv2.CorsHttpMethod_DELETE},
 			AllowHeaders: jsii.Strings("content-type", "idempotency-key", "authorization"),
 			MaxAge:       awscdk.Duration_Hours(jsii.Number(1)),
 		}
@@ -390,6 +392,10 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		{"EnqueueBatch", "POST", "/v1/batches", enqueue},
 		{"GetBatch", "GET", "/v1/batches/{id}", getjob},
 		{"CancelJob", "POST", "/v1/jobs/{id}/cancel", cancelFn},
+		{"CreateSchedule", "POST", "/v1/schedules", schedulesFn},
+		{"ListSchedules", "GET", "/v1/schedules", schedulesFn},
+		{"GetSchedule", "GET", "/v1/schedules/{name}", schedulesFn},
+		{"DeleteSchedule", "DELETE", "/v1/schedules/{name}", schedulesFn},
 	} {
 		opts := &awsapigatewayv2.AddRoutesOptions{
 			Path: jsii.String(r.path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.method)},
@@ -473,9 +479,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		awsevents.NewRule(stack, jsii.String(fmt.Sprintf("Source%dRule", i)), props)
 	}
 
-	if len(props.Schedules) > 0 {
-		s.schedules(props.Schedules)
-	}
+	s.schedules(props.Schedules)
 	s.alarms(cfg, worker, sweeper)
 	s.dashboard(cfg)
 
@@ -527,8 +531,8 @@ func (c Config) sources() string {
 	return string(b)
 }
 
-// FunctionNames are the five functions, as folders of JobsProps.Bootstraps.
-var FunctionNames = []string{"enqueue", "getjob", "cancel", "worker", "sweeper"}
+// FunctionNames are the six functions, as folders of JobsProps.Bootstraps.
+var FunctionNames = []string{"enqueue", "getjob", "cancel", "worker", "sweeper", "schedules"}
 
 // GrantReadJobs lets grantee read jobs and batches straight from the table
 // (dynamodb:GetItem on it, nothing else): for an operator's role or a

@@ -15,11 +15,18 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// ScheduleGroupName is the EventBridge Scheduler group of an environment.
+// ScheduleGroupName is the EventBridge Scheduler group of an environment's
+// declared schedules; RuntimeScheduleGroupName that of the schedules its
+// callers create through the API (POST /v1/schedules).
 func ScheduleGroupName(cfg Config) string { return "lambdajobs-" + cfg.Name }
 
-// schedules creates the environment's schedule group and one EventBridge
-// Scheduler schedule per declared periodic job (JobsProps.Schedules):
+// RuntimeScheduleGroupName: see ScheduleGroupName.
+func RuntimeScheduleGroupName(cfg Config) string { return "lambdajobs-" + cfg.Name + "-runtime" }
+
+// schedules creates the environment's two schedule groups (declared, and
+// runtime: the only one the schedules function may change) and one
+// EventBridge Scheduler schedule per declared periodic job
+// (JobsProps.Schedules):
 // flexible time window off, a role that may only send to the queue (and
 // to the schedules' own dead-letter queue), Scheduler's retries up to
 // Config.ScheduleMaxEventAge, then that DLQ, which has an alarm. Each
@@ -41,6 +48,9 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 	group := awsscheduler.NewCfnScheduleGroup(stack, jsii.String("ScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
 		Name: jsii.String(ScheduleGroupName(cfg)),
 	})
+	runtimeGroup := awsscheduler.NewCfnScheduleGroup(stack, jsii.String("RuntimeScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
+		Name: jsii.String(RuntimeScheduleGroupName(cfg)),
+	})
 	s.ScheduleDLQ = awssqs.NewQueue(stack, jsii.String("ScheduleDeadLetters"), &awssqs.QueueProps{
 		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
@@ -51,14 +61,18 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 		Reason: jsii.String("This queue is the dead-letter queue of the environment's EventBridge Scheduler schedules."),
 	}}, jsii.Bool(true))
 	account, region := awscdk.Stack_Of(stack).Account(), awscdk.Stack_Of(stack).Region()
-	groupArn := jsii.String(fmt.Sprintf("arn:%s:scheduler:%s:%s:schedule-group/%s", *awscdk.Aws_PARTITION(), *region, *account, ScheduleGroupName(cfg)))
+	arn := func(kind, name string) *string {
+		return awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("arn:"), awscdk.Aws_PARTITION(), jsii.String(":scheduler:"), region, jsii.String(":"), account, jsii.String(":" + kind + "/" + name)})
+	}
 	// Scheduler assumes this role only for this account's schedules of this
 	// group (the confused-deputy guard AWS recommends).
 	role := awsiam.NewRole(stack, jsii.String("SchedulerRole"), &awsiam.RoleProps{
 		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
 			Conditions: &map[string]any{
 				"StringEquals": map[string]any{"aws:SourceAccount": account},
-				"ArnLike":      map[string]any{"aws:SourceArn": jsii.String(*groupArn + "/*")},
+				"ArnLike": map[string]any{"aws:SourceArn": &[]*string{
+					arn("schedule", ScheduleGroupName(cfg)+"/*"), arn("schedule", RuntimeScheduleGroupName(cfg)+"/*"),
+				}},
 			},
 		}),
 		Description: jsii.String("lambdajobs " + cfg.Name + ": EventBridge Scheduler sends schedule fires to the queue"),
@@ -69,6 +83,33 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 	}))
 	s.SchedulerRole = role
 	s.senders.arns = append(s.senders.arns, role.RoleArn())
+	// The schedules function: runtime schedules only, in their own group,
+	// sending with this role and no other.
+	fn := s.Schedules
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("scheduler:CreateSchedule", "scheduler:DeleteSchedule"),
+		Resources: &[]*string{arn("schedule", RuntimeScheduleGroupName(cfg)+"/*")},
+	}))
+	cdknag.NagSuppressions_AddResourceSuppressions(fn.Role(), &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-IAM5"),
+		Reason: jsii.String("The schedules function creates and deletes the callers' schedules, whose names are only known at run time, " +
+			"in the runtime schedule group alone (not the declared schedules' group)."),
+		AppliesTo: &[]interface{}{jsii.String("Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/" + RuntimeScheduleGroupName(cfg) + "/*")},
+	}}, jsii.Bool(true))
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("iam:PassRole"),
+		Resources:  &[]*string{role.RoleArn()},
+		Conditions: &map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "scheduler.amazonaws.com"}},
+	}))
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("dynamodb:GetItem", "dynamodb:UpdateItem"), Resources: &[]*string{s.Table.TableArn()},
+	}))
+	for k, v := range map[string]*string{
+		"JOBS_SCHEDULE_GROUP": runtimeGroup.Ref(), "JOBS_QUEUE_ARN": s.Queue.QueueArn(), "JOBS_SCHEDULER_ROLE_ARN": role.RoleArn(),
+		"JOBS_SCHEDULE_DLQ_ARN": s.ScheduleDLQ.QueueArn(), "JOBS_SCHEDULE_MAX_EVENT_AGE": jsii.String(cfg.ScheduleMaxEventAge.String()),
+	} {
+		fn.AddEnvironment(jsii.String(k), v, nil)
+	}
 	for i, sc := range list {
 		awsscheduler.NewCfnSchedule(stack, jsii.String(fmt.Sprintf("Schedule%d", i)), &awsscheduler.CfnScheduleProps{
 			Name:                       jsii.String(sc.Name),

@@ -247,11 +247,13 @@ func TestSchedules(t *testing.T) {
 			return
 		}
 		fmt.Fprint(w, `{"schedules":[{"name":"example.tick","expression":"rate(1 minute)","time_zone":"UTC","kind":"example.tick",`+
-			`"payload":{"note":"x"},"overlap":"skip","owner":"o","next_fire":"2026-11-30T08:31:00Z"}]}`)
+			`"payload":{"note":"x"},"overlap":"skip","owner":"o","group":"lambdajobs-local","next_fire":"2026-11-30T08:31:00Z",`+
+			`"last_fire":"2026-11-30T08:30:00Z","last_job_id":"6a1f0c1e-1c5e-5b7a-9d3e-0f1e2d3c4b5a"}]}`)
 	}))
 	defer srv.Close()
 	code, out, errOut := runCLI(t, srv.URL, "schedules")
-	if code != 0 || !strings.Contains(out, "example.tick") || !strings.Contains(out, "rate(1 minute)") || !strings.Contains(out, "2026-11-30 08:31:00") {
+	if code != 0 || !strings.Contains(out, "example.tick") || !strings.Contains(out, "rate(1 minute)") || !strings.Contains(out, "2026-11-30 08:31:00") ||
+		!strings.Contains(out, "6a1f0c1e-1c5e-5b7a-9d3e-0f1e2d3c4b5a") {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr: %s", code, out, errOut)
 	}
 	gone := httptest.NewServer(http.NotFoundHandler())

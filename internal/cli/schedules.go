@@ -41,6 +41,8 @@ func (c *client) schedules(ctx context.Context) int {
 			Overlap    string    `json:"overlap"`
 			Owner      string    `json:"owner"`
 			NextFire   time.Time `json:"next_fire"`
+			Group      string    `json:"group"`
+			LastJobID  string    `json:"last_job_id"`
 		} `json:"schedules"`
 	}
 	if err := json.Unmarshal(body, &out); err != nil {
@@ -48,9 +50,16 @@ func (c *client) schedules(ctx context.Context) int {
 		return 1
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "schedule\texpression\ttime zone\tkind\toverlap\tnext fire (UTC)\t")
+	fmt.Fprintln(tw, "schedule\tgroup\texpression\ttime zone\tkind\toverlap\tnext fire (UTC)\tlast fire's job\t")
+	dash := func(v string) string {
+		if v == "" {
+			return "-"
+		}
+		return v
+	}
 	for _, s := range out.Schedules {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, s.Expression, s.TimeZone, s.Kind, s.Overlap, s.NextFire.UTC().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, dash(s.Group), s.Expression, s.TimeZone, dash(s.Kind), dash(s.Overlap),
+			s.NextFire.UTC().Format(time.DateTime), dash(s.LastJobID))
 	}
 	if err := tw.Flush(); err != nil {
 		return 1

@@ -9,7 +9,7 @@ import (
 
 // Functions are the system's Lambda functions, each a folder under
 // functions/ of the repository.
-var Functions = []string{"enqueue", "getjob", "cancel", "worker", "sweeper"}
+var Functions = []string{"enqueue", "getjob", "cancel", "worker", "sweeper", "schedules"}
 
 // BuildBootstraps builds each function's bootstrap for Linux on this
 // machine's architecture into dir/<function>/bootstrap, with the flags

@@ -22,7 +22,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// The end-to-end test starts the whole local stack (emulators, the five
+// The end-to-end test starts the whole local stack (emulators, the six
 // bootstraps under the Runtime Interface Emulator, gateway, event source) on
 // free ports and drives it over HTTP only.
 
@@ -259,6 +259,71 @@ func TestScheduleFires(t *testing.T) {
 	}
 	if a, _ := get(t, "mallory", id); a.status != http.StatusNotFound {
 		t.Fatalf("another caller read the schedule's job: %d", a.status)
+	}
+}
+
+// Runtime schedules over the local stack's API: created through the
+// schedules function with its real Scheduler client (against the local
+// Scheduler), listed only to their owner, fired into one job owned by
+// the caller, and gone after DELETE.
+func TestRuntimeSchedules(t *testing.T) {
+	t.Parallel()
+	body := `{"name":"nightly","expression":"cron(0 2 * * ? *)","time_zone":"Europe/Paris","kind":"example.hash","payload":{"text":"tick","rounds":1}}`
+	a := call(t, "POST", "/v1/schedules", "sched-owner", "application/json", body)
+	if a.status != 201 || a.header.Get("Location") != "/v1/schedules/nightly" || !strings.Contains(a.body, `"next_fire":"`) {
+		t.Fatalf("create: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", "/v1/schedules", "sched-owner", "application/json", strings.Replace(body, "cron(0 2 * * ? *)", "cron(0 2 * * * *)", 1)); a.status != 400 {
+		t.Fatalf("a bad expression: %d %s", a.status, a.body)
+	}
+	if a := call(t, "GET", "/v1/schedules", "sched-owner", "", ""); a.status != 200 || !strings.Contains(a.body, `"name":"nightly"`) {
+		t.Fatalf("list: %d %s", a.status, a.body)
+	}
+	if a := call(t, "GET", "/v1/schedules", "sched-other", "", ""); a.status != 200 || a.body != `{"schedules":[]}` {
+		t.Fatalf("another caller's list: %d %s", a.status, a.body)
+	}
+	if a := call(t, "GET", "/v1/schedules/nightly", "sched-other", "", ""); a.status != 404 {
+		t.Fatalf("another caller's read: %d %s", a.status, a.body)
+	}
+	// The local Scheduler has it, under the owner's key, in the runtime group.
+	owner := "arn:aws:iam::" + localstack.LocalAccount + ":user/sched-owner"
+	key := jobs.OwnerKey(owner)
+	var found bool
+	for _, s := range stack.Scheduler.List() {
+		if s.Group == localstack.RuntimeGroup && s.Name == jobs.SchedulerName(key, "nightly") && s.Expression == "cron(0 2 * * ? *)" && s.TimeZone == "Europe/Paris" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the local Scheduler does not have it: %+v", stack.Scheduler.List())
+	}
+	at := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC) // 02:00 in Paris
+	for range 2 {
+		if err := stack.FireRuntimeSchedule(context.Background(), key, "nightly", at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := jobs.RuntimeFireJobID(key, "nightly", at)
+	got, _ := waitFinal(t, "sched-owner", id, 30*time.Second)
+	if got.Status != jobs.StatusSucceeded || got.Kind != "example.hash" {
+		t.Fatalf("the fire's job: %+v", got)
+	}
+	if a, _ := get(t, "sched-other", id); a.status != 404 {
+		t.Fatalf("another caller read the fire's job: %d", a.status)
+	}
+	if a := call(t, "DELETE", "/v1/schedules/nightly", "sched-other", "", ""); a.status != 404 {
+		t.Fatalf("another caller's delete: %d %s", a.status, a.body)
+	}
+	if a := call(t, "DELETE", "/v1/schedules/nightly", "sched-owner", "", ""); a.status != 204 {
+		t.Fatalf("delete: %d %s", a.status, a.body)
+	}
+	for _, s := range stack.Scheduler.List() {
+		if s.Group == localstack.RuntimeGroup && s.Name == jobs.SchedulerName(key, "nightly") {
+			t.Fatal("the local Scheduler still has it")
+		}
+	}
+	if a := call(t, "GET", "/v1/schedules/nightly", "sched-owner", "", ""); a.status != 404 {
+		t.Fatalf("read after delete: %d", a.status)
 	}
 }
 

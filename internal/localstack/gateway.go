@@ -45,8 +45,11 @@ type Gateway struct {
 	Enqueue Invoker // POST /v1/jobs
 	GetJob  Invoker // GET /v1/jobs/{id}
 	Cancel  Invoker // POST /v1/jobs/{id}/cancel
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// Schedules serves POST and GET /v1/schedules, GET and DELETE
+	// /v1/schedules/{name}.
+	Schedules Invoker
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 func (g *Gateway) logger() *slog.Logger {
@@ -56,27 +59,67 @@ func (g *Gateway) logger() *slog.Logger {
 	return g.Logger
 }
 
+// routes are the API's routes as the construct declares them, each with
+// its function: one table, matched as API Gateway matches route keys (a
+// {param} is one non-empty path segment).
+func (g *Gateway) routes() []gatewayRoute {
+	return []gatewayRoute{
+		{"POST /v1/jobs", g.Enqueue},
+		{"POST /v1/batches", g.Enqueue},
+		{"GET /v1/batches/{id}", g.GetJob},
+		{"POST /v1/jobs/{id}/cancel", g.Cancel},
+		{"GET /v1/jobs/{id}", g.GetJob},
+		{"POST /v1/schedules", g.Schedules},
+		{"GET /v1/schedules", g.Schedules},
+		{"GET /v1/schedules/{name}", g.Schedules},
+		{"DELETE /v1/schedules/{name}", g.Schedules},
+	}
+}
+
+type gatewayRoute struct {
+	key string
+	fn  Invoker
+}
+
+// match reports whether the request fits the route key, with its params.
+func (rt gatewayRoute) match(method, path string) (map[string]string, bool) {
+	m, pattern, _ := strings.Cut(rt.key, " ")
+	if m != method || rt.fn == nil {
+		return nil, false
+	}
+	want, got := strings.Split(pattern, "/"), strings.Split(path, "/")
+	if len(want) != len(got) {
+		return nil, false
+	}
+	var params map[string]string
+	for i, seg := range want {
+		if name, ok := strings.CutPrefix(seg, "{"); ok {
+			if got[i] == "" {
+				return nil, false
+			}
+			if params == nil {
+				params = map[string]string{}
+			}
+			params[strings.TrimSuffix(name, "}")] = got[i]
+		} else if seg != got[i] {
+			return nil, false
+		}
+	}
+	return params, true
+}
+
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var fn Invoker
 	routeKey := ""
 	params := map[string]string(nil)
-	switch {
-	case r.URL.Path == "/v1/jobs" && r.Method == http.MethodPost:
-		fn, routeKey = g.Enqueue, "POST /v1/jobs"
-	case r.URL.Path == "/v1/batches" && r.Method == http.MethodPost:
-		fn, routeKey = g.Enqueue, "POST /v1/batches"
-	case strings.HasPrefix(r.URL.Path, "/v1/batches/") && r.Method == http.MethodGet && !strings.Contains(r.URL.Path[len("/v1/batches/"):], "/") && len(r.URL.Path) > len("/v1/batches/"):
-		fn, routeKey = g.GetJob, "GET /v1/batches/{id}"
-		params = map[string]string{"id": r.URL.Path[len("/v1/batches/"):]}
-	case g.Cancel != nil && strings.HasPrefix(r.URL.Path, "/v1/jobs/") && strings.HasSuffix(r.URL.Path, "/cancel") && r.Method == http.MethodPost &&
-		!strings.Contains(strings.TrimSuffix(r.URL.Path[len("/v1/jobs/"):], "/cancel"), "/") && len(r.URL.Path) > len("/v1/jobs//cancel"):
-		fn, routeKey = g.Cancel, "POST /v1/jobs/{id}/cancel"
-		params = map[string]string{"id": strings.TrimSuffix(r.URL.Path[len("/v1/jobs/"):], "/cancel")}
-	case strings.HasPrefix(r.URL.Path, "/v1/jobs/") && r.Method == http.MethodGet && !strings.Contains(r.URL.Path[len("/v1/jobs/"):], "/") && len(r.URL.Path) > len("/v1/jobs/"):
-		fn, routeKey = g.GetJob, "GET /v1/jobs/{id}"
-		params = map[string]string{"id": r.URL.Path[len("/v1/jobs/"):]}
-	default:
+	for _, rt := range g.routes() {
+		if p, ok := rt.match(r.Method, r.URL.Path); ok {
+			fn, routeKey, params = rt.fn, rt.key, p
+			break
+		}
+	}
+	if fn == nil {
 		// What API Gateway answers for a route it does not have.
 		writeJSON(w, http.StatusNotFound, `{"message":"Not Found"}`)
 		return

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,54 +19,113 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// SchedulesPath is where the local stack lists the declared schedules and
+// SchedulesPath is where the local stack lists the schedules it fires and
 // their next fire times (GET), for `ljob schedules`.
 const SchedulesPath = "/local/schedules"
 
-// ScheduleInfo is one schedule as SchedulesPath lists it.
+// Groups of the local schedules, as the construct names them in AWS.
+const (
+	DeclaredGroup = "lambdajobs-local"
+	RuntimeGroup  = "lambdajobs-local-runtime"
+)
+
+// ScheduleInfo is one schedule as SchedulesPath lists it: a declared one
+// in full, a runtime one as Scheduler knows it (its name is the owner's
+// key and the schedule's name; see jobs.SchedulerName).
 type ScheduleInfo struct {
 	jobs.Schedule
+	Group    string    `json:"group"`
 	NextFire time.Time `json:"next_fire"`
+	// LastFire and LastJobID: the last fire sent and the job it makes.
+	LastFire  *time.Time `json:"last_fire,omitempty"`
+	LastJobID string     `json:"last_job_id,omitempty"`
 }
 
 // Scheduler is the local stand-in for EventBridge Scheduler: it fires each
-// declared schedule at its times, sending the message Scheduler's target
-// would (jobs.FireMessage with the scheduled time), once per fire (AWS may
+// schedule at its times, sending its target input with the scheduled-time
+// context attribute filled in, as Scheduler does, once per fire (AWS may
 // deliver a fire more than once; the worker makes one job of it either
-// way, which the jobs package's tests show with duplicates).
+// way, which the jobs package's tests show with duplicates). It holds the
+// declared schedules and those the schedules function creates through
+// SchedulerAPI.
 type Scheduler struct {
 	Schedules []jobs.Schedule
-	// Start anchors rate expressions, as a schedule's creation does.
+	// Start anchors the declared rate expressions, as a schedule's
+	// creation does.
 	Start time.Time
 	Send  func(ctx context.Context, body string) error
 	Log   *slog.Logger
 
-	mu   sync.Mutex
-	next map[string]time.Time
+	mu      sync.Mutex
+	entries map[string]*entry // group + "/" + name
+	runCtx  context.Context
+	wg      sync.WaitGroup
+}
+
+type entry struct {
+	group    string
+	schedule jobs.Schedule // Name, Expression, TimeZone, CreatedAt; all of it for a declared one
+	input    string
+	next     time.Time
+	last     time.Time
+	cancel   context.CancelFunc
+}
+
+// jobID is the id of the job the fire at at makes.
+func (e *entry) jobID(at time.Time) string {
+	var f jobs.Fire
+	if err := json.Unmarshal([]byte(e.input), &f); err != nil {
+		return ""
+	}
+	if f.OwnerKey != "" {
+		return jobs.RuntimeFireJobID(f.OwnerKey, f.Schedule, at)
+	}
+	return jobs.FireJobID(f.Schedule, at)
+}
+
+func (s *Scheduler) init() {
+	if s.entries != nil {
+		return
+	}
+	s.entries = map[string]*entry{}
+	for _, sc := range s.Schedules {
+		sc.CreatedAt = s.Start
+		s.entries[DeclaredGroup+"/"+sc.Name] = &entry{group: DeclaredGroup, schedule: sc, input: jobs.FireMessage(sc.Name, jobs.ScheduledTimeAttribute)}
+	}
 }
 
 // Run fires the schedules until ctx ends.
 func (s *Scheduler) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, sc := range s.Schedules {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.run(ctx, sc) }()
+	s.mu.Lock()
+	s.init()
+	s.runCtx = ctx
+	for _, e := range s.entries {
+		s.startLocked(e)
 	}
-	wg.Wait()
+	s.mu.Unlock()
+	<-ctx.Done()
+	s.wg.Wait()
 }
 
-func (s *Scheduler) run(ctx context.Context, sc jobs.Schedule) {
+func (s *Scheduler) startLocked(e *entry) {
+	if s.runCtx == nil || e.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(s.runCtx)
+	e.cancel = cancel
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.run(ctx, e) }()
+}
+
+func (s *Scheduler) run(ctx context.Context, e *entry) {
 	at := time.Now()
 	for {
-		next := sc.NextFire(at, s.Start)
+		next := e.schedule.NextFire(at, e.schedule.CreatedAt)
 		if next.IsZero() {
 			return
 		}
 		s.mu.Lock()
-		if s.next == nil {
-			s.next = map[string]time.Time{}
-		}
-		s.next[sc.Name] = next
+		e.next = next
 		s.mu.Unlock()
 		t := time.NewTimer(time.Until(next))
 		select {
@@ -74,26 +134,75 @@ func (s *Scheduler) run(ctx context.Context, sc jobs.Schedule) {
 			return
 		case <-t.C:
 		}
-		if err := s.Send(ctx, jobs.FireMessage(sc.Name, next.UTC().Format(time.RFC3339))); err != nil && ctx.Err() == nil {
-			s.Log.Warn("schedule fire not sent", slog.String("schedule", sc.Name), slog.String("error", err.Error()))
+		body := strings.ReplaceAll(e.input, jobs.ScheduledTimeAttribute, next.UTC().Format(time.RFC3339))
+		if err := s.Send(ctx, body); err != nil {
+			if ctx.Err() == nil && s.Log != nil {
+				s.Log.Warn("schedule fire not sent", slog.String("schedule", e.schedule.Name), slog.String("error", err.Error()))
+			}
+		} else {
+			s.mu.Lock()
+			e.last = next.UTC().Truncate(time.Second)
+			s.mu.Unlock()
 		}
 		at = next
 	}
 }
 
-// List returns the schedules with their next fire times.
+// add creates a schedule in group; false when one of that name exists.
+func (s *Scheduler) add(group string, sc jobs.Schedule, input string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	key := group + "/" + sc.Name
+	if _, ok := s.entries[key]; ok {
+		return false
+	}
+	e := &entry{group: group, schedule: sc, input: input}
+	s.entries[key] = e
+	s.startLocked(e)
+	return true
+}
+
+// remove deletes a schedule; false when there is none.
+func (s *Scheduler) remove(group, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	e, ok := s.entries[group+"/"+name]
+	if !ok {
+		return false
+	}
+	if e.cancel != nil {
+		e.cancel()
+	}
+	delete(s.entries, group+"/"+name)
+	return true
+}
+
+// List returns the schedules with their next fire times, soonest first.
 func (s *Scheduler) List() []ScheduleInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]ScheduleInfo, 0, len(s.Schedules))
-	for _, sc := range s.Schedules {
-		next, ok := s.next[sc.Name]
-		if !ok {
-			next = sc.NextFire(time.Now(), s.Start)
+	s.init()
+	out := make([]ScheduleInfo, 0, len(s.entries))
+	for _, e := range s.entries {
+		next := e.next
+		if next.IsZero() {
+			next = e.schedule.NextFire(time.Now(), e.schedule.CreatedAt)
 		}
-		out = append(out, ScheduleInfo{Schedule: sc, NextFire: next.UTC()})
+		info := ScheduleInfo{Schedule: e.schedule, Group: e.group, NextFire: next.UTC()}
+		if !e.last.IsZero() {
+			last := e.last
+			info.LastFire, info.LastJobID = &last, e.jobID(last)
+		}
+		out = append(out, info)
 	}
-	slices.SortFunc(out, func(a, b ScheduleInfo) int { return a.NextFire.Compare(b.NextFire) })
+	slices.SortFunc(out, func(a, b ScheduleInfo) int {
+		if c := a.NextFire.Compare(b.NextFire); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
 	return out
 }
 
@@ -101,6 +210,76 @@ func (s *Scheduler) List() []ScheduleInfo {
 func (s *Scheduler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"schedules": s.List()})
+}
+
+// SchedulerAPI serves the part of EventBridge Scheduler's API that the
+// schedules function calls (CreateSchedule, DeleteSchedule), in the
+// service's own REST protocol, so the function runs its real AWS client
+// against the local Scheduler (AWS_ENDPOINT_URL_SCHEDULER). It keeps only
+// what firing needs; IAM, the role and the dead-letter queue are AWS's.
+type SchedulerAPI struct{ Scheduler *Scheduler }
+
+// SchedulerAPIPrefix is the path of Scheduler's schedule operations.
+const SchedulerAPIPrefix = "/schedules/"
+
+type createScheduleBody struct {
+	GroupName                  string
+	ScheduleExpression         string
+	ScheduleExpressionTimezone string
+	Target                     struct{ Input string }
+}
+
+func (a SchedulerAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, SchedulerAPIPrefix)
+	fail := func(status int, typ, msg string) {
+		w.Header().Set("X-Amzn-ErrorType", typ)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]string{"Message": msg})
+	}
+	if name == "" || strings.Contains(name, "/") {
+		fail(http.StatusNotFound, "ResourceNotFoundException", "no such operation")
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		var in createScheduleBody
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.ScheduleExpression == "" || in.Target.Input == "" {
+			fail(http.StatusBadRequest, "ValidationException", "a schedule needs an expression and a target input")
+			return
+		}
+		tz := in.ScheduleExpressionTimezone
+		if tz == "" {
+			tz = "UTC"
+		}
+		sc := jobs.Schedule{Name: name, Expression: in.ScheduleExpression, TimeZone: tz, CreatedAt: time.Now()}
+		if err := sc.Check(); err != nil {
+			fail(http.StatusBadRequest, "ValidationException", err.Error())
+			return
+		}
+		if !a.Scheduler.add(groupOr(in.GroupName), sc, in.Target.Input) {
+			fail(http.StatusConflict, "ConflictException", fmt.Sprintf("schedule %s already exists", name))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"ScheduleArn": "arn:aws:scheduler:us-east-1:" + LocalAccount + ":schedule/" + groupOr(in.GroupName) + "/" + name})
+	case http.MethodDelete:
+		if !a.Scheduler.remove(groupOr(r.URL.Query().Get("groupName")), name) {
+			fail(http.StatusNotFound, "ResourceNotFoundException", fmt.Sprintf("schedule %s does not exist", name))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte("{}"))
+	default:
+		fail(http.StatusMethodNotAllowed, "ValidationException", "only CreateSchedule and DeleteSchedule are served locally")
+	}
+}
+
+func groupOr(g string) string {
+	if g == "" {
+		return "default"
+	}
+	return g
 }
 
 // declaredSchedules asks a bootstrap which schedules its registry declares

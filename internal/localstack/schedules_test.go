@@ -58,8 +58,12 @@ func TestSchedulerFiresAtTheScheduledTimes(t *testing.T) {
 		if ticks != 2 {
 			t.Fatalf("%d ticks in 2.5 minutes, want 2: %+v", ticks, fires)
 		}
-		if l := s.List(); len(l) != 2 || l[0].Name != "tick" || !l[0].NextFire.Equal(start.Add(3*time.Minute).UTC()) {
+		l := s.List()
+		if len(l) != 2 || l[0].Name != "tick" || !l[0].NextFire.Equal(start.Add(3*time.Minute).UTC()) {
 			t.Fatalf("list %+v", l)
+		}
+		if last := start.Add(2 * time.Minute).UTC(); l[0].LastFire == nil || !l[0].LastFire.Equal(last) || l[0].LastJobID != jobs.FireJobID("tick", last) {
+			t.Fatalf("last fire %v %q", l[0].LastFire, l[0].LastJobID)
 		}
 		cancel()
 		<-done

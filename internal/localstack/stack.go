@@ -118,9 +118,10 @@ type Stack struct {
 	stopOnce  sync.Once
 }
 
-// Start brings the whole system up: emulators, table and queues, the five
-// functions under the Runtime Interface Emulator, the gateway, the SQS event
-// source and the sweeper's schedule. Stop undoes it.
+// Start brings the whole system up: emulators, table and queues, the six
+// functions under the Runtime Interface Emulator, the gateway (with the
+// local Scheduler's API), the SQS event source, the declared schedules and
+// the sweeper's schedule. Stop undoes it.
 func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	def := DefaultConfig()
 	if cfg.Bootstraps == "" {
@@ -199,7 +200,19 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	cfg.Logger.Info("table and queues ready", slog.String("table", cfg.Table), slog.String("queue", s.Queues.Queue), slog.String("dlq", s.Queues.DLQ))
 
-	// 3. The functions under the emulator. Without a configured payload
+	// 3. The functions under the emulator. The gateway's address first:
+	// the schedules function calls the local Scheduler there.
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.APIAddr, err)
+	}
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
+	s.APIURL = "http://" + ln.Addr().String()
+	// Without a configured payload
 	// key, this run seals secret payload fields with a fresh random key.
 	keyEnv := []string{}
 	if !hasEnv(cfg.FunctionEnv, "JOBS_PAYLOAD_KEY") {
@@ -224,6 +237,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		"JOBS_EXAMPLE_KINDS=on",
 		// The functions write their metrics (EMF) with their output, as in Lambda.
 		"JOBS_METRICS_NAMESPACE=lambdajobs/local",
+		// Runtime schedules go to the local Scheduler (SchedulerAPI).
+		"AWS_ENDPOINT_URL_SCHEDULER=" + s.APIURL,
+		"JOBS_SCHEDULE_GROUP=" + RuntimeGroup,
+		"JOBS_QUEUE_ARN=" + s.Queues.QueueARN,
+		"JOBS_SCHEDULER_ROLE_ARN=arn:aws:iam::" + LocalAccount + ":role/lambdajobs-local-scheduler",
+		"JOBS_SCHEDULE_DLQ_ARN=" + s.Queues.DLQARN,
 	}, append(keyEnv, cfg.FunctionEnv...)...)
 	start := func(name, instance string, timeout time.Duration) (*Function, error) {
 		label := name
@@ -266,13 +285,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if s.sweeper, err = start("sweeper", "", cfg.SweeperTimeout); err != nil {
 		return nil, err
 	}
-
-	// 4. The gateway.
-	ln, err := net.Listen("tcp", cfg.APIAddr)
+	schedulesFn, err := start("schedules", "", cfg.APITimeout)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.APIAddr, err)
+		return nil, err
 	}
-	s.APIURL = "http://" + ln.Addr().String()
+
+	// 4. The gateway (listening since step 3), which also serves the
+	// local Scheduler's API.
 	mux := http.NewServeMux()
 	mux.Handle("GET "+StatsPath, s.Stats)
 	workerBootstrap := filepath.Join(cfg.Bootstraps, "worker", "bootstrap")
@@ -285,9 +304,10 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	s.Scheduler = &Scheduler{Schedules: declared, Start: time.Now(), Send: sqsSender(sqsClient, s.Queues.Queue), Log: cfg.Logger}
 	mux.Handle("GET "+SchedulesPath, s.Scheduler)
+	mux.Handle(SchedulerAPIPrefix, SchedulerAPI{Scheduler: s.Scheduler})
 	mux.Handle("/", &Gateway{
 		Enqueue: timeoutInvoker{enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{getjob, cfg.APITimeout},
-		Cancel: timeoutInvoker{cancelFn, cfg.APITimeout}, Logger: cfg.Logger,
+		Cancel: timeoutInvoker{cancelFn, cfg.APITimeout}, Schedules: timeoutInvoker{schedulesFn, cfg.APITimeout}, Logger: cfg.Logger,
 	})
 	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -339,6 +359,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 // time at, as Scheduler would.
 func (s *Stack) FireSchedule(ctx context.Context, name string, at time.Time) error {
 	return s.Scheduler.Send(ctx, jobs.FireMessage(name, at.UTC().Format(time.RFC3339)))
+}
+
+// FireRuntimeSchedule sends one fire of an owner's runtime schedule for
+// the scheduled time at, as Scheduler would.
+func (s *Stack) FireRuntimeSchedule(ctx context.Context, ownerKey, name string, at time.Time) error {
+	return s.Scheduler.Send(ctx, jobs.RuntimeFireMessage(ownerKey, name, at.UTC().Format(time.RFC3339)))
 }
 
 // Resume starts the event source's pollers (see Config.StartPaused).

@@ -30,6 +30,7 @@ import (
 //	RunDuration        Milliseconds  from claim to final write
 //	Attempts           Count         attempts of a job that ended
 //	HandlersAbandoned  Count         handlers that ignored their deadline
+//	FiresSkipped       Count         schedule fires skipped (OverlapSkip: the previous run was unfinished)
 //	SweepResent, SweepInterrupted, SweepRetried, SweepBatches, SweepErrors  Count
 //	SweepDuration      Milliseconds
 //	SweepComplete      Count         1 when a sweep finished before its deadline

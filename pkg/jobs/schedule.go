@@ -40,6 +40,9 @@ type Schedule struct {
 	// Owner owns the jobs (DefaultScheduleOwner when empty): set it to
 	// the identity that reads them through the API.
 	Owner string `json:"owner"`
+	// CreatedAt is when a runtime schedule was created (Scheduler counts
+	// a rate from then); zero for declared schedules.
+	CreatedAt time.Time `json:"created_at,omitzero"`
 }
 
 // Overlap is a schedule's policy for a fire that comes while the previous
@@ -208,7 +211,9 @@ func (s Schedule) NextFire(t, start time.Time) time.Time {
 // fills ScheduledTime from its context attribute
 // <aws.scheduler.scheduled-time>.
 type Fire struct {
-	Schedule      string `json:"lambdajobs_schedule"`
+	Schedule string `json:"lambdajobs_schedule"`
+	// OwnerKey is set for a runtime schedule (see OwnerKey).
+	OwnerKey      string `json:"owner_key,omitempty"`
 	ScheduledTime string `json:"scheduled_time"`
 }
 
@@ -219,8 +224,17 @@ const ScheduledTimeAttribute = "<aws.scheduler.scheduled-time>"
 // FireMessage is the body a fire of schedule name at scheduledTime sends
 // (scheduledTime is ScheduledTimeAttribute in Scheduler's target input).
 func FireMessage(name, scheduledTime string) string {
-	b, _ := json.Marshal(Fire{Schedule: name, ScheduledTime: scheduledTime})
-	return string(b)
+	return fireMessage(Fire{Schedule: name, ScheduledTime: scheduledTime})
+}
+
+// fireMessage encodes f without HTML escaping: Scheduler replaces the
+// literal "<aws.scheduler.scheduled-time>", not "\u003caws...".
+func fireMessage(f Fire) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(f)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // decodeFire recognises a fire message.
@@ -234,7 +248,14 @@ func decodeFire(body string) (Fire, bool) {
 	return f, true
 }
 
-// FireJobID is the id of the job a fire of schedule name at t creates.
+// FireJobID is the id of the job a fire of the declared schedule name at
+// t creates.
 func FireJobID(name string, t time.Time) string {
 	return DerivedID("schedule", name, t.UTC().Format(time.RFC3339))
+}
+
+// RuntimeFireJobID is the id of the job a fire of an owner's runtime
+// schedule name at t creates.
+func RuntimeFireJobID(ownerKey, name string, t time.Time) string {
+	return DerivedID("runtime-schedule", ownerKey, name, t.UTC().Format(time.RFC3339))
 }

@@ -93,6 +93,17 @@ type Store interface {
 	// SetLastFire records id as that job if the recorded one is still
 	// prev ("" for none), else returns ErrFireRaced.
 	SetLastFire(ctx context.Context, schedule, prev, id string) error
+
+	// OwnerSchedules returns the runtime schedules of the owner whose key
+	// is ownerKey (see OwnerKey), in one read.
+	OwnerSchedules(ctx context.Context, ownerKey string) ([]Schedule, error)
+	// AddOwnerSchedule adds s to the owner's schedules unless one has its
+	// name (ErrScheduleExists) or the owner has max already
+	// (ErrScheduleLimit).
+	AddOwnerSchedule(ctx context.Context, ownerKey string, s Schedule, max int) error
+	// RemoveOwnerSchedule removes the owner's schedule name (ErrNotFound
+	// when there is none).
+	RemoveOwnerSchedule(ctx context.Context, ownerKey, name string) error
 }
 
 // Claim is what a worker stamps on a job it claims.
@@ -158,6 +169,10 @@ var (
 	ErrNotRunning = errors.New("jobs: job is not running")
 	// ErrFireRaced: another fire of the schedule recorded its job first.
 	ErrFireRaced = errors.New("jobs: another fire of the schedule came first")
+	// ErrScheduleExists: the owner has a schedule of that name.
+	ErrScheduleExists = errors.New("jobs: a schedule of that name exists")
+	// ErrScheduleLimit: the owner has as many schedules as allowed.
+	ErrScheduleLimit = errors.New("jobs: the owner has the most schedules allowed")
 )
 
 // ConflictError is returned when a conditional write finds the job in

@@ -244,10 +244,24 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 // acknowledged without a job.
 func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, f Fire) (retry bool) {
 	s, ok := w.reg.schedule(f.Schedule)
+	stateKey := f.Schedule
+	if f.OwnerKey != "" {
+		cctx, cancel := inv.callContext(ctx)
+		var err error
+		s, ok, err = w.runtimeSchedule(cctx, f)
+		cancel()
+		if err != nil {
+			w.log.LogAttrs(ctx, slog.LevelWarn, "runtime schedule not read; the fire will come back",
+				slog.String("schedule", f.Schedule), slog.String("err_types", errtypes.Of(err)))
+			return true
+		}
+		// Declared names have no '/': the state keys never meet.
+		stateKey = f.OwnerKey + "/" + f.Schedule
+	}
 	if !ok {
-		// A schedule removed from the code whose Scheduler schedule still
-		// fires (or fired before the deploy): nothing to run.
-		w.log.LogAttrs(ctx, slog.LevelWarn, "fire of a schedule this worker does not declare; acknowledged without a job",
+		// A schedule removed from the code (or deleted through the API)
+		// whose fire was already on its way: nothing to run.
+		w.log.LogAttrs(ctx, slog.LevelWarn, "fire of a schedule that is not declared or was deleted; acknowledged without a job",
 			slog.String("schedule", f.Schedule), slog.String("message_id", messageID))
 		return false
 	}
@@ -258,11 +272,14 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 		return true
 	}
 	id := FireJobID(s.Name, at)
+	if f.OwnerKey != "" {
+		id = RuntimeFireJobID(f.OwnerKey, s.Name, at)
+	}
 	log := w.log.With(slog.String("schedule", s.Name), slog.String("job_id", id), slog.Time("scheduled_time", at))
 	if s.Overlap == OverlapSkip {
 		cctx, cancel := inv.callContext(ctx)
 		defer cancel()
-		last, err := w.eng.store.LastFire(cctx, s.Name)
+		last, err := w.eng.store.LastFire(cctx, stateKey)
 		if err != nil {
 			log.LogAttrs(ctx, slog.LevelWarn, "schedule state not read; the fire will come back", slog.String("err_types", errtypes.Of(err)))
 			return true
@@ -278,14 +295,14 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 				log.LogAttrs(ctx, slog.LevelWarn, "previous run not read; the fire will come back", slog.String("err_types", errtypes.Of(err)))
 				return true
 			}
-			if err := w.eng.store.SetLastFire(cctx, s.Name, last, id); err != nil {
+			if err := w.eng.store.SetLastFire(cctx, stateKey, last, id); err != nil {
 				// ErrFireRaced: another fire took the turn; this one comes
 				// back and sees it.
 				log.LogAttrs(ctx, slog.LevelWarn, "schedule state not moved; the fire will come back", slog.String("err_types", errtypes.Of(err)))
 				return true
 			}
 		} else if last == "" {
-			if err := w.eng.store.SetLastFire(cctx, s.Name, "", id); err != nil {
+			if err := w.eng.store.SetLastFire(cctx, stateKey, "", id); err != nil {
 				log.LogAttrs(ctx, slog.LevelWarn, "schedule state not moved; the fire will come back", slog.String("err_types", errtypes.Of(err)))
 				return true
 			}

@@ -259,6 +259,14 @@ func (a *API) recover(ctx context.Context, resp *events.APIGatewayV2HTTPResponse
 	}
 }
 
+// recoverTo turns a handler's panic into a 500 problem (deferred).
+func recoverTo(ctx context.Context, log *slog.Logger, resp *events.APIGatewayV2HTTPResponse) {
+	if p := recover(); p != nil {
+		log.LogAttrs(ctx, slog.LevelError, "request handler panicked")
+		*resp = problem(ctx, log, errInternal)
+	}
+}
+
 // Owner returns the caller's identity from the request context: the IAM
 // principal's ARN (an assumed role's session name dropped, so every session
 // of a role is one owner), or "jwt:" plus the token's issuer and subject.

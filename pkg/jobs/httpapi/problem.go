@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -61,6 +62,8 @@ var statuses = map[string]struct {
 	"method_not_allowed":      {http.StatusMethodNotAllowed, "Method not allowed"},
 	"idempotency_conflict":    {http.StatusConflict, "Idempotency key reused"},
 	"already_finished":        {http.StatusConflict, "Job already finished"},
+	"schedule_exists":         {http.StatusConflict, "Schedule exists"},
+	"schedule_limit":          {http.StatusConflict, "Schedule limit reached"},
 	"too_large":               {http.StatusRequestEntityTooLarge, "Request too large"},
 	"unsupported_media_type":  {http.StatusUnsupportedMediaType, "Unsupported media type"},
 	"unknown_kind":            {http.StatusUnprocessableEntity, "Unknown job kind"},
@@ -92,6 +95,12 @@ func classify(err error) (code, detail string) {
 		return "invalid_idempotency_key", "Idempotency-Key must be at most 255 printable ASCII characters"
 	case errors.Is(err, jobs.ErrInvalidOwner):
 		return "invalid_request", "the caller identity cannot name a job owner"
+	case errors.Is(err, jobs.ErrInvalidSchedule):
+		return "invalid_request", strings.TrimPrefix(err.Error(), "jobs: ")
+	case errors.Is(err, jobs.ErrScheduleExists):
+		return "schedule_exists", "you have a schedule of that name with another definition; delete it first"
+	case errors.Is(err, jobs.ErrScheduleLimit):
+		return "schedule_limit", "you have as many schedules as allowed; delete one first"
 	case errors.Is(err, jobs.ErrUnavailable):
 		return "unavailable", "a dependency is unavailable; retry with the same Idempotency-Key"
 	}

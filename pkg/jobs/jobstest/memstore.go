@@ -3,6 +3,7 @@ package jobstest
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -19,7 +20,8 @@ type MemStore struct {
 	mu      sync.Mutex
 	jobs    map[string]*jobs.Record
 	batches map[string]*jobs.Batch
-	fires   map[string]string // schedule -> its last enqueued fire's job
+	fires   map[string]string                   // schedule -> its last enqueued fire's job
+	owned   map[string]map[string]jobs.Schedule // owner key -> name -> runtime schedule
 	clock   jobs.Clock
 }
 
@@ -450,4 +452,52 @@ func (m *MemStore) SetLastFire(_ context.Context, schedule, prev, id string) err
 		return nil
 	}
 	return jobs.ErrFireRaced
+}
+
+// OwnerSchedules returns the owner's runtime schedules, by name.
+func (m *MemStore) OwnerSchedules(_ context.Context, ownerKey string) ([]jobs.Schedule, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []jobs.Schedule
+	for _, s := range m.owned[ownerKey] {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// AddOwnerSchedule adds s unless its name or the limit is taken.
+func (m *MemStore) AddOwnerSchedule(_ context.Context, ownerKey string, s jobs.Schedule, max int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.owned == nil {
+		m.owned = map[string]map[string]jobs.Schedule{}
+	}
+	have := m.owned[ownerKey]
+	if old, ok := have[s.Name]; ok {
+		if reflect.DeepEqual(old, s) {
+			return nil
+		}
+		return jobs.ErrScheduleExists
+	}
+	if len(have) >= max {
+		return jobs.ErrScheduleLimit
+	}
+	if have == nil {
+		have = map[string]jobs.Schedule{}
+		m.owned[ownerKey] = have
+	}
+	have[s.Name] = s
+	return nil
+}
+
+// RemoveOwnerSchedule removes the owner's schedule name.
+func (m *MemStore) RemoveOwnerSchedule(_ context.Context, ownerKey, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.owned[ownerKey][name]; !ok {
+		return jobs.ErrNotFound
+	}
+	delete(m.owned[ownerKey], name)
+	return nil
 }

@@ -615,6 +615,56 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		}
 	})
 
+	t.Run("OwnerSchedulesAreOwnedNamedAndLimited", func(t *testing.T) {
+		s, clock := setup(t)
+		a := jobs.Schedule{Name: "a", Expression: "rate(1 hour)", TimeZone: "UTC", Kind: "k", Payload: []byte(`{"x":1}`), Overlap: jobs.OverlapAllow, Owner: "alice"}
+		b := a
+		b.Name = "b.with.dots"
+		if list, err := s.OwnerSchedules(ctx, "alicekey"); err != nil || len(list) != 0 {
+			t.Fatalf("an owner without schedules: %v %v", list, err)
+		}
+		for _, sc := range []jobs.Schedule{a, b} {
+			if err := s.AddOwnerSchedule(ctx, "alicekey", sc, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.AddOwnerSchedule(ctx, "alicekey", a, 2); err != nil {
+			t.Fatalf("the same schedule again (a lost answer): %v", err)
+		}
+		changed := a
+		changed.Expression = "rate(2 hours)"
+		if err := s.AddOwnerSchedule(ctx, "alicekey", changed, 5); !errors.Is(err, jobs.ErrScheduleExists) {
+			t.Fatalf("another schedule of the same name: %v, want ErrScheduleExists", err)
+		}
+		c := a
+		c.Name = "c"
+		if err := s.AddOwnerSchedule(ctx, "alicekey", c, 2); !errors.Is(err, jobs.ErrScheduleLimit) {
+			t.Fatalf("a third schedule with a limit of 2: %v, want ErrScheduleLimit", err)
+		}
+		list, err := s.OwnerSchedules(ctx, "alicekey")
+		if err != nil || len(list) != 2 || list[0].Name != "a" || list[1].Name != "b.with.dots" || string(list[0].Payload) != `{"x":1}` || list[1].Owner != "alice" {
+			t.Fatalf("alice's schedules: %+v %v", list, err)
+		}
+		if other, _ := s.OwnerSchedules(ctx, "bobkey"); len(other) != 0 {
+			t.Fatalf("another owner sees %+v", other)
+		}
+		if err := s.RemoveOwnerSchedule(ctx, "bobkey", "a"); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("another owner removed alice's schedule: %v", err)
+		}
+		if err := s.RemoveOwnerSchedule(ctx, "alicekey", "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RemoveOwnerSchedule(ctx, "alicekey", "a"); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("removing twice: %v", err)
+		}
+		if err := s.AddOwnerSchedule(ctx, "alicekey", c, 2); err != nil {
+			t.Fatalf("a removed schedule frees its place: %v", err)
+		}
+		if due, err := s.Due(ctx, clock.Now().Add(24*time.Hour), 100); err != nil || len(due) != 0 {
+			t.Fatalf("schedules due: %v %v", due, err)
+		}
+	})
+
 	t.Run("LastFireMovesOnlyFromWhatWasRead", func(t *testing.T) {
 		s, clock := setup(t)
 		if last, err := s.LastFire(ctx, "nightly"); err != nil || last != "" {

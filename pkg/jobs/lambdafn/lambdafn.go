@@ -1,8 +1,8 @@
-// Package lambdafn turns the jobs package into the five Lambda functions:
+// Package lambdafn turns the jobs package into the six Lambda functions:
 // it reads the configuration from the environment once, builds the AWS
 // clients once (outside the handler), and starts the Lambda runtime.
 //
-// A team's functions are one main that serves all five (Serve; the role
+// A team's functions are one main that serves all six (Serve; the role
 // comes from JOBS_FUNCTION, which the CDK construct sets), or one main per
 // function:
 //
@@ -18,7 +18,7 @@
 //	                           in this namespace (the construct sets lambdajobs/<env>); see jobs.Metrics
 //	JOBS_TRACING               on: OpenTelemetry spans to Lambda's X-Ray daemon (see tracing.go;
 //	                           the construct sets it with Config.Tracing)
-//	JOBS_FUNCTION              which function a Serve binary is (enqueue, getjob, cancel, worker, sweeper)
+//	JOBS_FUNCTION              which function a Serve binary is (enqueue, getjob, cancel, worker, sweeper, schedules)
 //	JOBS_TABLE                 DynamoDB table (required)
 //	JOBS_QUEUE_URL             SQS queue URL (enqueue, sweeper)
 //	JOBS_DISPATCH_GRACE        wait before the sweeper looks at a job (3m)
@@ -35,11 +35,15 @@
 //	JOBS_PAYLOAD_KEYRING_SECRET or: a Secrets Manager secret holding the key ring, read at
 //	                           cold start by the functions that seal or open payloads
 //	                           (what the CDK construct sets; see keyring.go)
+//	JOBS_SCHEDULE_GROUP, JOBS_QUEUE_ARN, JOBS_SCHEDULER_ROLE_ARN, JOBS_SCHEDULE_DLQ_ARN
+//	                           where the schedules function creates runtime schedules (the construct
+//	                           sets them); JOBS_SCHEDULE_MAX_EVENT_AGE (1h) bounds a fire's retries,
+//	                           JOBS_SCHEDULES_PER_OWNER (20) each owner's schedules
 //	JOBS_SOURCES               the foreign sources connected to the queue, as JSON
 //	                           [{"type":"s3","bucket":...},{"type":"eventbridge","source":...,"detail_type":...}]
 //	                           (the CDK construct sets it on the worker, which refuses to start
 //	                           when a source has no route: see jobs.Routes.CheckSources)
-//	AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS  local emulators (SDK standard)
+//	AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_SCHEDULER  local emulators (SDK standard)
 package lambdafn
 
 import (
@@ -60,6 +64,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -68,6 +73,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/keyring"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/schedulerapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
@@ -96,6 +102,13 @@ type Config struct {
 	// Service names the function in metrics and traces: JOBS_FUNCTION,
 	// else AWS_LAMBDA_FUNCTION_NAME.
 	Service string
+	// Scheduler is where the schedules function creates runtime
+	// schedules (JOBS_SCHEDULE_GROUP, JOBS_QUEUE_ARN,
+	// JOBS_SCHEDULER_ROLE_ARN, JOBS_SCHEDULE_DLQ_ARN,
+	// JOBS_SCHEDULE_MAX_EVENT_AGE); SchedulesPerOwner bounds each owner's
+	// (JOBS_SCHEDULES_PER_OWNER, default 20).
+	Scheduler         schedulerapi.Config
+	SchedulesPerOwner int
 }
 
 // ConfigFromEnv reads Config from the environment (see the package doc).
@@ -125,6 +138,19 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c.Deadlines.FinalWrite = dur("JOBS_FINAL_WRITE_TIMEOUT", c.Deadlines.FinalWrite)
 	c.Deadlines.Call = dur("JOBS_CALL_TIMEOUT", c.Deadlines.Call)
 	c.Deadlines.MinRun = dur("JOBS_MIN_RUN_TIME", c.Deadlines.MinRun)
+	c.Scheduler = schedulerapi.Config{
+		Group: getenv("JOBS_SCHEDULE_GROUP"), QueueARN: getenv("JOBS_QUEUE_ARN"),
+		RoleARN: getenv("JOBS_SCHEDULER_ROLE_ARN"), DLQARN: getenv("JOBS_SCHEDULE_DLQ_ARN"),
+		MaxEventAge: dur("JOBS_SCHEDULE_MAX_EVENT_AGE", time.Hour),
+	}
+	if v := getenv("JOBS_SCHEDULES_PER_OWNER"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			errs = append(errs, fmt.Errorf("JOBS_SCHEDULES_PER_OWNER=%q: want 1..1000", v))
+		} else {
+			c.SchedulesPerOwner = n
+		}
+	}
 	c.Concurrency = 8
 	if v := getenv("JOBS_WORKER_CONCURRENCY"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -346,10 +372,32 @@ func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 	}, nil
 }
 
+// Schedules is the function of the caller's own recurring schedules
+// (POST and GET /v1/schedules, GET and DELETE /v1/schedules/{name}): it
+// alone may create and delete schedules in the runtime group.
+func Schedules(d *Deps, reg *jobs.Registry) (any, error) {
+	sched, err := schedulerapi.New(scheduler.NewFromConfig(d.aws, func(o *scheduler.Options) {
+		if d.tracing != nil {
+			o.TracerProvider = d.tracing.sdk()
+		}
+	}), d.Config.Scheduler)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := jobs.NewScheduleService(jobs.ScheduleServiceConfig{Registry: reg, Store: d.Store, Scheduler: sched, PerOwner: d.Config.SchedulesPerOwner, Logger: d.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.NewSchedules(svc, d.Logger).Route, nil
+}
+
 // FunctionNamed returns the function called name (enqueue, getjob, cancel,
-// worker or sweeper), as the CDK construct names it in JOBS_FUNCTION.
+// worker, sweeper or schedules), as the CDK construct names it in
+// JOBS_FUNCTION.
 func FunctionNamed(name string) (Function, error) {
 	switch name {
+	case "schedules":
+		return Schedules, nil
 	case "enqueue":
 		return Enqueue, nil
 	case "getjob":
@@ -361,7 +409,7 @@ func FunctionNamed(name string) (Function, error) {
 	case "sweeper":
 		return Sweeper, nil
 	}
-	return nil, fmt.Errorf("JOBS_FUNCTION=%q: want enqueue, getjob, cancel, worker or sweeper", name)
+	return nil, fmt.Errorf("JOBS_FUNCTION=%q: want enqueue, getjob, cancel, worker, sweeper or schedules", name)
 }
 
 // Serve is Main for one binary that serves every function: each function

@@ -100,7 +100,7 @@ func TestWorkerRefusesASourceWithoutRoute(t *testing.T) {
 
 func TestFunctionNamed(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper"} {
+	for _, name := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper", "schedules"} {
 		if fn, err := lambdafn.FunctionNamed(name); err != nil || fn == nil {
 			t.Errorf("%s: %v", name, err)
 		}

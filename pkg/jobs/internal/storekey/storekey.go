@@ -13,5 +13,9 @@ const BatchPrefix = "batch#"
 // enqueued fire's job), which is never in the sweep index.
 const SchedulePrefix = "schedule#"
 
+// OwnerSchedulesPrefix starts the store key of an owner's runtime
+// schedules (followed by jobs.OwnerKey of the owner).
+const OwnerSchedulesPrefix = "schedules#"
+
 // IsBatch reports whether a key from Store.Due is a batch's.
 func IsBatch(key string) bool { return strings.HasPrefix(key, BatchPrefix) }
