@@ -94,7 +94,10 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 		Id: jsii.String("AwsSolutions-IAM5"),
 		Reason: jsii.String("The schedules function creates and deletes the callers' schedules, whose names are only known at run time, " +
 			"in the runtime schedule group alone (not the declared schedules' group)."),
-		AppliesTo: &[]interface{}{jsii.String("Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/" + RuntimeScheduleGroupName(cfg) + "/*")},
+		// The account and region are tokens, or literals in a pinned stack.
+		AppliesTo: &[]interface{}{&cdknag.RegexAppliesTo{
+			Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:scheduler:.+:schedule\/` + RuntimeScheduleGroupName(cfg) + `\/\*$/g`),
+		}},
 	}}, jsii.Bool(true))
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:    jsii.Strings("iam:PassRole"),
