@@ -104,6 +104,49 @@ type Store interface {
 	// RemoveOwnerSchedule removes the owner's schedule name (ErrNotFound
 	// when there is none).
 	RemoveOwnerSchedule(ctx context.Context, ownerKey, name string) error
+
+	// List returns a page of an owner's jobs, newest first, as q selects
+	// them. Following ListPage.Next until it is empty yields every match
+	// once; a page may hold fewer than q.Limit jobs (even none) when q's
+	// read budget ran out first.
+	List(ctx context.Context, q ListQuery) (ListPage, error)
+	// Resubmit puts a failed or cancelled job that belongs to no batch
+	// back in the queue, for another attempt under the same id; else a
+	// *ConflictError wrapping ErrNotRetryable (with the current job), or
+	// ErrNotFound.
+	Resubmit(ctx context.Context, id string, r Resubmit) error
+}
+
+// ListQuery selects an owner's jobs for Store.List.
+type ListQuery struct {
+	// OwnerKey is OwnerKey(owner): required.
+	OwnerKey string
+	// Status and Kind filter ("" for any); CreatedBefore keeps the jobs
+	// created strictly before it (zero for all).
+	Status        Status
+	Kind          string
+	CreatedBefore time.Time
+	// Limit bounds the page (1 to 1000).
+	Limit int
+	// After continues from a previous page's Next.
+	After string
+	// MaxReads bounds the job items read to fill the page when the
+	// status cannot be read from an index (0: twice Limit).
+	MaxReads int
+}
+
+// ListPage is one page of Store.List.
+type ListPage struct {
+	Records []*Record
+	// Next continues the listing ("" on the last page). It is the store's
+	// position, not a secret: the service signs it into a page token.
+	Next string
+}
+
+// Resubmit is what Store.Resubmit stamps on a job put back in the queue.
+type Resubmit struct {
+	At      time.Time
+	SweepAt time.Time
 }
 
 // Claim is what a worker stamps on a job it claims.
@@ -171,6 +214,9 @@ var (
 	ErrFireRaced = errors.New("jobs: another fire of the schedule came first")
 	// ErrScheduleExists: the owner has a schedule of that name.
 	ErrScheduleExists = errors.New("jobs: a schedule of that name exists")
+	// ErrNotRetryable: Resubmit found the job neither failed nor
+	// cancelled, or part of a batch.
+	ErrNotRetryable = errors.New("jobs: only a failed or cancelled job outside a batch can be retried")
 	// ErrScheduleLimit: the owner has as many schedules as allowed.
 	ErrScheduleLimit = errors.New("jobs: the owner has the most schedules allowed")
 )

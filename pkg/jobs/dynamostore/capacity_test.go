@@ -56,9 +56,9 @@ func TestWriteUnitsPerJob(t *testing.T) {
 		payloadLen int
 		wantTotal  float64
 	}{
-		{"small job (40 B payload)", 40, 6},
-		{"1 KB item (640 B payload)", 640, 6},
-		{"2 KB item (1.6 KB payload)", 1600, 10},
+		{"small job (40 B payload)", 40, 7},
+		{"1 KB item (640 B payload)", 640, 7},
+		{"2 KB item (1.6 KB payload)", 1600, 11},
 	}
 	var report strings.Builder
 	fmt.Fprintf(&report, "\n| job | create | claim | publish | finish | total WRU | of which index |\n|---|---|---|---|---|---|---|\n")
@@ -99,8 +99,8 @@ func TestWriteUnitsPerJob(t *testing.T) {
 		if total != tc.wantTotal {
 			t.Errorf("%s: %g write units per job, want %g", tc.name, total, tc.wantTotal)
 		}
-		if index != 2 {
-			t.Errorf("%s: %g index write units, want 2 (in at create, out at finish)", tc.name, index)
+		if index != 3 {
+			t.Errorf("%s: %g index write units, want 3 (the sweep index in at create and out at finish, the owner index at create)", tc.name, index)
 		}
 	}
 	t.Log(report.String())
@@ -139,9 +139,9 @@ func TestWriteUnitsPerTransactionalEnqueue(t *testing.T) {
 			idx += aws.ToFloat64(g.CapacityUnits)
 		}
 	}
-	t.Logf("transactional enqueue of a small job: %g table + %g index = %g write units (plain create: 1 + 1)", tbl, idx, tbl+idx)
-	if tbl+idx != 4 {
-		t.Errorf("%g write units, want 4 (2 x the plain create)", tbl+idx)
+	t.Logf("transactional enqueue of a small job: %g table + %g index = %g write units (plain create: 1 + 2)", tbl, idx, tbl+idx)
+	if tbl+idx != 6 {
+		t.Errorf("%g write units, want 6 (2 x the plain create)", tbl+idx)
 	}
 }
 
@@ -205,8 +205,8 @@ func TestWriteUnitsPerRetryAndCancel(t *testing.T) {
 	}
 	want := map[string]float64{
 		"retry (requeue + next claim)":              4, // requeue 1 + index key moved 2, claim 1
-		"cancel a queued job (instead of running)":  2, // 1 + index entry removed 1
-		"cancel a running job (mark + final write)": 3, // mark 1, final write 1 + index 1
+		"cancel a queued job (instead of running)":  3, // 1 + sweep entry removed 1 + attention entry 1
+		"cancel a running job (mark + final write)": 4, // mark 1, final write 1 + sweep entry 1 + attention entry 1
 	}
 	for name, got := range figures {
 		t.Logf("%s: %g write units", name, got)
@@ -254,11 +254,124 @@ func TestWriteUnitsPerBatchedJob(t *testing.T) {
 	}
 	perJob := (log.table["create"] + log.index["create"] + log.table["claim"] + log.table["finish"] + log.index["finish"]) / n
 	perBatch := log.table["create_batch"] + log.index["create_batch"] + log.table["open_batch"] + log.table["end_batch"] + log.index["end_batch"]
-	t.Logf("a batched job: %g write units (a plain one: 5); the batch itself: %g", perJob, perBatch)
-	if perJob != 9 {
-		t.Errorf("%g write units per batched job, want 9 (create 2, claim 1, final write + counter in a transaction 6)", perJob)
+	t.Logf("a batched job: %g write units (a plain one: 6); the batch itself: %g", perJob, perBatch)
+	if perJob != 10 {
+		t.Errorf("%g write units per batched job, want 10 (create 3, claim 1, final write + counter in a transaction 6)", perJob)
 	}
 	if perBatch != 5 {
 		t.Errorf("%g write units for the batch itself, want 5 (create 1 + index 1, open 1, end 1 + index 1)", perBatch)
+	}
+}
+
+// countingAPI counts the operations a store makes.
+type countingAPI struct {
+	dynamostore.API
+	mu  sync.Mutex
+	ops map[string]int
+}
+
+func (c *countingAPI) count(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ops == nil {
+		c.ops = map[string]int{}
+	}
+	c.ops[op]++
+}
+
+func (c *countingAPI) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.count("Query")
+	return c.API.Query(ctx, in, opts...)
+}
+
+func (c *countingAPI) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.count("BatchGetItem")
+	return c.API.BatchGetItem(ctx, in, opts...)
+}
+
+// TestListingCapacity pins what listing costs (docs/CAPACITY.md): it adds
+// one write unit to a job's life (the owner index entry, at creation) and
+// one more to a failed or cancelled job (the attention index); a page of
+// jobs reads one unit per job it returns (plus a fraction of a unit of
+// index), and a status only the job itself can tell reads at most twice
+// the page's limit; nothing scans the table.
+func TestListingCapacity(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	log := &capacityLog{}
+	api := &countingAPI{API: client}
+	store := dynamostore.New(api, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	owner := "arn:aws:iam::123456789012:user/alice"
+	life := func(status jobs.Status) float64 {
+		before := log.table["create"] + log.index["create"] + log.table["claim"] + log.table["finish"] + log.index["finish"]
+		rec := &jobs.Record{ID: jobs.NewID(), Kind: "k", Owner: owner, Status: jobs.StatusQueued, Payload: []byte(`{}`),
+			CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(time.Minute)}
+		now = now.Add(time.Millisecond)
+		if err := store.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		tok := jobs.NewID()
+		if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: tok, At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		o := jobs.Outcome{Status: status, At: now, ExpiresAt: now.Add(time.Hour)}
+		if status == jobs.StatusFailed {
+			o.Code = "boom"
+		}
+		if err := store.Finish(ctx, rec.ID, tok, o); err != nil {
+			t.Fatal(err)
+		}
+		return log.table["create"] + log.index["create"] + log.table["claim"] + log.table["finish"] + log.index["finish"] - before
+	}
+	succeeded, failed := life(jobs.StatusSucceeded), life(jobs.StatusFailed)
+	t.Logf("a job's life: succeeded %g write units, failed %g (without listing: 5)", succeeded, failed)
+	if succeeded != 6 || failed != 7 {
+		t.Errorf("succeeded %g, failed %g write units; want 6 and 7 (listing adds 1, and 1 more for a failed job)", succeeded, failed)
+	}
+	// 40 more: every 4th failed, the rest succeeded.
+	for i := range 40 {
+		if i%4 == 0 {
+			life(jobs.StatusFailed)
+		} else {
+			life(jobs.StatusSucceeded)
+		}
+	}
+	reads := func(q jobs.ListQuery) (returned int, units float64) {
+		t.Helper()
+		before := log.table["list"] + log.index["list"] + log.table["list_get"]
+		page, err := store.List(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(page.Records), log.table["list"] + log.index["list"] + log.table["list_get"] - before
+	}
+	key := jobs.OwnerKey(owner)
+	for name, q := range map[string]jobs.ListQuery{
+		"newest 20":            {OwnerKey: key, Limit: 20},
+		"failed, 5":            {OwnerKey: key, Limit: 5, Status: jobs.StatusFailed},
+		"succeeded, 10":        {OwnerKey: key, Limit: 10, Status: jobs.StatusSucceeded},
+		"queued (none), 10":    {OwnerKey: key, Limit: 10, Status: jobs.StatusQueued},
+		"failed of a kind, 50": {OwnerKey: key, Limit: 50, Status: jobs.StatusFailed, Kind: "k"},
+	} {
+		n, units := reads(q)
+		t.Logf("list %s: %d jobs for %g read units", name, n, units)
+		// One unit per job read (strongly consistent, under 4 KB), and at
+		// most 1 unit of index per query here.
+		budget := float64(n) + 1
+		if q.Status == jobs.StatusSucceeded || q.Status == jobs.StatusQueued {
+			budget = float64(2*q.Limit) + 1
+		}
+		if units > budget || (n == 0 && q.Status != jobs.StatusQueued) {
+			t.Errorf("list %s: %d jobs for %g read units, want at most %g", name, n, units, budget)
+		}
+	}
+	if n, _ := reads(jobs.ListQuery{OwnerKey: key, Limit: 50, Status: jobs.StatusFailed}); n != 11 {
+		t.Errorf("%d failed jobs listed, want 11", n)
+	}
+	for op := range api.ops {
+		if op != "Query" && op != "BatchGetItem" {
+			t.Errorf("listing made a %s", op)
+		}
 	}
 }

@@ -41,6 +41,24 @@ const (
 	AttrExpires = "expires"
 	// Shards is the number of sweep index partitions.
 	Shards = 8
+
+	// OwnerIndex lists an owner's jobs, newest first: its partition key
+	// AttrListOwner is the owner's key (jobs.OwnerKey), its sort key
+	// AttrListCreated the creation time and id. Both are set when the job
+	// is created and never change, and the index projects only the kind
+	// (which never changes either), so the index is written once per job:
+	// one write unit, at creation.
+	OwnerIndex = "owner"
+	// AttentionIndex lists an owner's failed and cancelled jobs: a sparse
+	// index whose partition key AttrAttention is set (to the owner's key)
+	// by the final write of a failed or cancelled job, and removed when the
+	// job is retried. It projects the kind and the status. A failed or
+	// cancelled job pays one more write unit; a succeeded one none.
+	AttentionIndex = "owner_attention"
+	// AttrListOwner, AttrListCreated and AttrAttention are those keys.
+	AttrListOwner   = "lo"
+	AttrListCreated = "lc"
+	AttrAttention   = "ls"
 )
 
 // Other attributes of a job item.
@@ -76,6 +94,9 @@ func CreateTableInput(table string) *dynamodb.CreateTableInput {
 			{AttributeName: aws.String(AttrID), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(AttrSweepShard), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(AttrSweepAt), AttributeType: types.ScalarAttributeTypeN},
+			{AttributeName: aws.String(AttrListOwner), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(AttrListCreated), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(AttrAttention), AttributeType: types.ScalarAttributeTypeS},
 		},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(AttrID), KeyType: types.KeyTypeHash},
@@ -87,9 +108,30 @@ func CreateTableInput(table string) *dynamodb.CreateTableInput {
 				{AttributeName: aws.String(AttrSweepAt), KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		}, {
+			IndexName: aws.String(OwnerIndex),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(AttrListOwner), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(AttrListCreated), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: OwnerIndexProjection},
+		}, {
+			IndexName: aws.String(AttentionIndex),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(AttrAttention), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(AttrListCreated), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: AttentionIndexProjection},
 		}},
 	}
 }
+
+// The attributes the listing indexes project besides their keys: only
+// what never changes while the entry exists.
+var (
+	OwnerIndexProjection     = []string{attrKind}
+	AttentionIndexProjection = []string{attrKind, attrStatus}
+)
 
 // TimeToLiveInput returns the UpdateTimeToLive call that enables TTL on
 // AttrExpires.

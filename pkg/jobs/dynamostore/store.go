@@ -28,6 +28,7 @@ type API interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 // Options configure a Store.
@@ -88,6 +89,17 @@ type item struct {
 	Cancel     bool    `dynamodbav:"cancel_requested,omitempty"`
 	BatchID    string  `dynamodbav:"batch_id,omitempty"`
 	BatchCount string  `dynamodbav:"batch_counts,omitempty"`
+	// The listing indexes' keys (see OwnerIndex).
+	ListOwner   string `dynamodbav:"lo,omitempty"`
+	ListCreated string `dynamodbav:"lc,omitempty"`
+}
+
+// listCreated is a job's OwnerIndex sort key: its creation time in
+// milliseconds, 13 digits (until the year 2286) so the strings sort as the
+// times. Index sort keys need not be unique; a page's position also holds
+// the job's id. Short on purpose: every byte is in every write of the job.
+func listCreated(created time.Time) string {
+	return fmt.Sprintf("%013d", ms(created))
 }
 
 func ms(t time.Time) int64 {
@@ -119,6 +131,9 @@ func toItem(r *jobs.Record) item {
 		SweepAt: ms(r.SweepAt), Dispatches: r.Dispatches,
 		Created: ms(r.CreatedAt), Updated: ms(r.UpdatedAt), Started: ms(r.StartedAt), Finished: ms(r.FinishedAt),
 		RunAt: ms(r.RunAt), LastError: r.LastError, Cancel: r.CancelRequested, BatchID: r.BatchID,
+	}
+	if r.Owner != "" {
+		it.ListOwner, it.ListCreated = jobs.OwnerKey(r.Owner), listCreated(r.CreatedAt)
 	}
 	if r.BatchCounts != nil {
 		b, _ := json.Marshal(r.BatchCounts)
@@ -427,6 +442,9 @@ func (s *Store) Finish(ctx context.Context, id, token string, o jobs.Outcome) er
 	if o.Code != "" {
 		upd = upd.Set(expression.Name(attrErrorCode), expression.Value(o.Code))
 	}
+	if o.Status == jobs.StatusFailed || o.Status == jobs.StatusCancelled {
+		upd = needsAttention(upd)
+	}
 	cond := runningUnder(token)
 	if o.Status != jobs.StatusCancelled {
 		cond = notCancelled(cond)
@@ -503,14 +521,21 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r jobs.Requeue) e
 	return err
 }
 
+// needsAttention puts a failed or cancelled job in the AttentionIndex: its
+// key is the owner's key the job was created with (a job stored without
+// one goes under "-", which nobody lists).
+func needsAttention(upd expression.UpdateBuilder) expression.UpdateBuilder {
+	return upd.Set(expression.Name(AttrAttention), expression.IfNotExists(expression.Name(AttrListOwner), expression.Value("-")))
+}
+
 // CancelQueued moves a queued job to cancelled and out of the sweep index.
 func (s *Store) CancelQueued(ctx context.Context, id string, at, expiresAt time.Time, batchID string) error {
-	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusCancelled))).
+	upd := needsAttention(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusCancelled))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(at))).
 		Set(expression.Name(attrFinished), expression.Value(ms(at))).
 		Set(expression.Name(AttrExpires), expression.Value(expiresAt.Unix())).
 		Remove(expression.Name(AttrSweepShard)).
-		Remove(expression.Name(AttrSweepAt))
+		Remove(expression.Name(AttrSweepAt)))
 	if batchID != "" {
 		return s.finishInBatch(ctx, "cancel", id, "", upd, statusIs(jobs.StatusQueued), jobs.ErrNotQueued, batchID, jobs.StatusCancelled)
 	}

@@ -3,6 +3,8 @@ package jobstest
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"sort"
@@ -499,5 +501,58 @@ func (m *MemStore) RemoveOwnerSchedule(_ context.Context, ownerKey, name string)
 		return jobs.ErrNotFound
 	}
 	delete(m.owned[ownerKey], name)
+	return nil
+}
+
+// List returns a page of the owner's jobs, newest first (by creation time,
+// then id), with the filters of q. Its positions are the last job's
+// (created, id); pages are always full.
+func (m *MemStore) List(_ context.Context, q jobs.ListQuery) (jobs.ListPage, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if q.OwnerKey == "" || q.Limit < 1 || q.Limit > 1000 {
+		return jobs.ListPage{}, errors.New("jobstest: list needs an owner key and a limit of 1 to 1000")
+	}
+	pos := func(r *jobs.Record) string { return fmt.Sprintf("%015d#%s", r.CreatedAt.UnixMilli(), r.ID) }
+	var all []*jobs.Record
+	for _, r := range m.jobs {
+		if r.Expired(m.clock.Now()) || jobs.OwnerKey(r.Owner) != q.OwnerKey ||
+			(q.Status != "" && r.Status != q.Status) || (q.Kind != "" && r.Kind != q.Kind) ||
+			(!q.CreatedBefore.IsZero() && !r.CreatedAt.Before(q.CreatedBefore)) ||
+			(q.After != "" && pos(r) >= q.After) {
+			continue
+		}
+		all = append(all, r)
+	}
+	sort.Slice(all, func(i, j int) bool { return pos(all[i]) > pos(all[j]) })
+	var page jobs.ListPage
+	for _, r := range all {
+		if len(page.Records) == q.Limit {
+			page.Next = pos(page.Records[len(page.Records)-1])
+			break
+		}
+		page.Records = append(page.Records, clone(r))
+	}
+	return page, nil
+}
+
+// Resubmit puts a failed or cancelled job outside a batch back to queued.
+func (m *MemStore) Resubmit(_ context.Context, id string, rs jobs.Resubmit) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.live(id)
+	if !ok {
+		return jobs.ErrNotFound
+	}
+	if (r.Status != jobs.StatusFailed && r.Status != jobs.StatusCancelled) || r.BatchID != "" {
+		return &jobs.ConflictError{Err: jobs.ErrNotRetryable, Current: clone(r)}
+	}
+	r.LastError = r.ErrorCode
+	if r.LastError == "" {
+		r.LastError = string(jobs.StatusCancelled)
+	}
+	r.Status, r.UpdatedAt, r.RunAt, r.SweepAt = jobs.StatusQueued, rs.At, rs.At, rs.SweepAt
+	r.ErrorCode, r.Result, r.CancelRequested = "", nil, false
+	r.FinishedAt, r.ExpiresAt = time.Time{}, time.Time{}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -612,6 +613,130 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		}
 		if _, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute), SkipKinds: []string{"slow"}}); err != nil {
 			t.Fatalf("claim skipping other kinds: %v", err)
+		}
+	})
+
+	t.Run("ListIsOwnedNewestFirstFilteredAndPaged", func(t *testing.T) {
+		s, clock := setup(t)
+		mine, theirs := jobs.OwnerKey("alice"), jobs.OwnerKey("bob")
+		var ids []string // alice's, oldest first
+		for i := range 7 {
+			rec := NewRecord(jobs.NewID(), clock.Now())
+			rec.Owner = "alice"
+			if i%2 == 1 {
+				rec.Kind = "other"
+			}
+			if err := s.Create(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, rec.ID)
+			clock.Advance(time.Second)
+		}
+		bobs := NewRecord(jobs.NewID(), clock.Now())
+		bobs.Owner = "bob"
+		if err := s.Create(ctx, bobs); err != nil {
+			t.Fatal(err)
+		}
+		// ids[0] fails, ids[1] is cancelled while queued, ids[2] succeeds.
+		_, tok := claim(t, s, ids[0], clock.Now())
+		if err := s.Finish(ctx, ids[0], tok, jobs.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CancelQueued(ctx, ids[1], clock.Now(), clock.Now().Add(time.Hour), ""); err != nil {
+			t.Fatal(err)
+		}
+		_, tok = claim(t, s, ids[2], clock.Now())
+		if err := s.Finish(ctx, ids[2], tok, jobs.Outcome{Status: jobs.StatusSucceeded, At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		all := func(q jobs.ListQuery) []string {
+			t.Helper()
+			var got []string
+			for i := 0; i < 50; i++ {
+				page, err := s.List(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Records) > q.Limit {
+					t.Fatalf("a page of %d with limit %d", len(page.Records), q.Limit)
+				}
+				for _, r := range page.Records {
+					if jobs.OwnerKey(r.Owner) != q.OwnerKey {
+						t.Fatalf("listed %s's job", r.Owner)
+					}
+					got = append(got, r.ID)
+				}
+				if page.Next == "" {
+					return got
+				}
+				q.After = page.Next
+			}
+			t.Fatal("the listing never ended")
+			return nil
+		}
+		rev := func(xs ...string) []string {
+			out := append([]string(nil), xs...)
+			slices.Reverse(out)
+			return out
+		}
+		for name, c := range map[string]struct {
+			q    jobs.ListQuery
+			want []string
+		}{
+			"all, in pages of 3": {jobs.ListQuery{OwnerKey: mine, Limit: 3}, rev(ids...)},
+			"failed":             {jobs.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusFailed}, ids[:1]},
+			"cancelled":          {jobs.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusCancelled}, ids[1:2]},
+			"succeeded":          {jobs.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusSucceeded}, ids[2:3]},
+			"queued":             {jobs.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusQueued}, rev(ids[3:]...)},
+			"kind other":         {jobs.ListQuery{OwnerKey: mine, Limit: 2, Kind: "other"}, rev(ids[1], ids[3], ids[5])},
+			"cancelled of kind":  {jobs.ListQuery{OwnerKey: mine, Limit: 2, Kind: "other", Status: jobs.StatusCancelled}, ids[1:2]},
+			"created before":     {jobs.ListQuery{OwnerKey: mine, Limit: 10, CreatedBefore: Epoch.Add(2 * time.Second)}, rev(ids[:2]...)},
+			"bob's":              {jobs.ListQuery{OwnerKey: theirs, Limit: 10}, nil},
+		} {
+			got := all(c.q)
+			if name == "bob's" {
+				c.want = []string{bobs.ID}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("%s: %v, want %v", name, got, c.want)
+			}
+		}
+		// Retried, the failed job is queued again and no longer failed.
+		if err := s.Resubmit(ctx, ids[0], jobs.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := all(jobs.ListQuery{OwnerKey: mine, Limit: 5, Status: jobs.StatusFailed}); len(got) != 0 {
+			t.Fatalf("a retried job is still listed as failed: %v", got)
+		}
+	})
+
+	t.Run("ResubmitOnlyFailedOrCancelled", func(t *testing.T) {
+		s, clock := setup(t)
+		rec := create(t, s, clock.Now())
+		wantConflict(t, s.Resubmit(ctx, rec.ID, jobs.Resubmit{At: clock.Now()}), jobs.ErrNotRetryable, jobs.StatusQueued)
+		_, tok := claim(t, s, rec.ID, clock.Now())
+		if err := s.Finish(ctx, rec.ID, tok, jobs.Outcome{Status: jobs.StatusFailed, Code: "boom", Result: []byte(`{"p":1}`), At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Resubmit(ctx, rec.ID, jobs.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		got := get(t, s, rec.ID)
+		if got.Status != jobs.StatusQueued || got.ErrorCode != "" || got.LastError != "boom" || got.Result != nil || !got.ExpiresAt.IsZero() ||
+			!got.FinishedAt.IsZero() || got.Attempt != 1 || !got.RunAt.Equal(clock.Now()) {
+			t.Fatalf("resubmitted: %+v", got)
+		}
+		if due, _ := s.Due(ctx, clock.Now().Add(time.Minute), 10); !slices.Contains(due, rec.ID) {
+			t.Fatalf("a resubmitted job is not in the sweep index: %v", due)
+		}
+		again, tok := claim(t, s, rec.ID, clock.Now())
+		if again.Attempt != 2 {
+			t.Fatalf("the next attempt is %d, want 2", again.Attempt)
+		}
+		wantConflict(t, s.Resubmit(ctx, rec.ID, jobs.Resubmit{At: clock.Now()}), jobs.ErrNotRetryable, jobs.StatusRunning)
+		_ = tok
+		if err := s.Resubmit(ctx, jobs.NewID(), jobs.Resubmit{At: clock.Now()}); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("an unknown job: %v", err)
 		}
 	})
 
