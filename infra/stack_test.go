@@ -436,8 +436,11 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 		}
 		want := map[string]string{
 			"enqueue": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue sqs:SendMessage",
-			"getjob":  "dynamodb:GetItem logs:CreateLogStream logs:PutLogEvents",
-			"cancel":  "dynamodb:GetItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents",
+			// getjob also lists (Query the listing indexes, BatchGetItem the
+			// jobs) and reads the page token key; cancel also retries.
+			"getjob": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:Query logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue",
+			"cancel": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
+				"secretsmanager:GetSecretValue sqs:SendMessage",
 			"sweeper": "dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
 			"worker": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue " +
 				"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueUrl sqs:ReceiveMessage sqs:SendMessage",
@@ -1133,6 +1136,55 @@ func TestTracing(t *testing.T) {
 		}
 		if got := strings.Contains(jsonOf(s.resources("AWS::IAM::Policy")), "xray:PutTraceSegments"); got != s.cfg.Tracing {
 			t.Errorf("%s: X-Ray permissions %v, want %v", name, got, s.cfg.Tracing)
+		}
+	}
+}
+
+// The listing's two indexes, each projecting only what never changes
+// under its entries (so an entry is written once), and who may read them:
+// getjob and cancel query only those two, and read the page token key.
+func TestListingIndexesAndGrants(t *testing.T) {
+	for name, s := range envs {
+		var table map[string]any
+		for _, r := range s.resources("AWS::DynamoDB::Table") {
+			table = props(r)
+		}
+		gsis := map[string]string{}
+		for _, g := range table["GlobalSecondaryIndexes"].([]any) {
+			gm := g.(map[string]any)
+			gsis[gm["IndexName"].(string)] = jsonOf(gm["KeySchema"]) + jsonOf(gm["Projection"])
+		}
+		for index, want := range map[string][]string{
+			"owner":           {`"AttributeName":"lo","KeyType":"HASH"`, `"AttributeName":"lc","KeyType":"RANGE"`, `"NonKeyAttributes":["kind"],"ProjectionType":"INCLUDE"`},
+			"owner_attention": {`"AttributeName":"ls","KeyType":"HASH"`, `"AttributeName":"lc","KeyType":"RANGE"`, `"NonKeyAttributes":["kind","status"],"ProjectionType":"INCLUDE"`},
+		} {
+			for _, w := range want {
+				if !strings.Contains(gsis[index], w) {
+					t.Errorf("%s: index %s %s lacks %s", name, index, gsis[index], w)
+				}
+			}
+		}
+		for _, fn := range []string{"getjob", "cancel"} {
+			f := s.function(t, fn)
+			if !strings.Contains(jsonOf(f["Environment"]), "JOBS_PAGE_TOKEN_SECRET") {
+				t.Errorf("%s %s: no page token secret", name, fn)
+			}
+			role := f["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+			for _, pol := range s.resources("AWS::IAM::Policy") {
+				p := props(pol)
+				if !strings.Contains(jsonOf(p["Roles"]), role) {
+					continue
+				}
+				for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+					stmt := jsonOf(st)
+					if strings.Contains(stmt, `"dynamodb:Query"`) && (!strings.Contains(stmt, "/index/owner") || strings.Contains(stmt, "/index/sweep")) {
+						t.Errorf("%s %s may query %s", name, fn, stmt)
+					}
+					if strings.Contains(stmt, "secretsmanager:GetSecretValue") && (!strings.Contains(stmt, "PageTokenSecret") || strings.Contains(stmt, "PayloadSecret")) {
+						t.Errorf("%s %s may read %s", name, fn, stmt)
+					}
+				}
+			}
 		}
 	}
 }

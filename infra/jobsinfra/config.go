@@ -132,7 +132,8 @@ type CORSConfig struct {
 }
 
 // RouteKeys are the API's routes, as JWTConfig.Scopes names them.
-var RouteKeys = []string{"POST /v1/jobs", "GET /v1/jobs/{id}", "POST /v1/batches", "GET /v1/batches/{id}", "POST /v1/jobs/{id}/cancel",
+var RouteKeys = []string{"POST /v1/jobs", "GET /v1/jobs/{id}", "GET /v1/jobs", "POST /v1/batches", "GET /v1/batches/{id}",
+	"POST /v1/jobs/{id}/cancel", "POST /v1/jobs/{id}/retry", "POST /v1/bulk/{action}",
 	"POST /v1/schedules", "GET /v1/schedules", "GET /v1/schedules/{name}", "DELETE /v1/schedules/{name}"}
 
 // S3Source connects an existing bucket's notifications to the queue.

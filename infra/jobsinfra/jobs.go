@@ -85,6 +85,7 @@ type Jobs struct {
 
 	cfg           Config
 	payloadSecret awssecretsmanager.Secret
+	pageSecret    awssecretsmanager.Secret
 	senders       *senderList
 }
 
@@ -150,6 +151,22 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrSweepAt), Type: awsdynamodb.AttributeType_NUMBER},
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
+	// The listing's indexes (dynamostore.OwnerIndex, AttentionIndex): each
+	// entry written once, projecting only what never changes under it.
+	s.Table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:        jsii.String(dynamostore.OwnerIndex),
+		PartitionKey:     &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrListOwner), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:          &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrListCreated), Type: awsdynamodb.AttributeType_STRING},
+		ProjectionType:   awsdynamodb.ProjectionType_INCLUDE,
+		NonKeyAttributes: jsii.Strings(dynamostore.OwnerIndexProjection...),
+	})
+	s.Table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:        jsii.String(dynamostore.AttentionIndex),
+		PartitionKey:     &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrAttention), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:          &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrListCreated), Type: awsdynamodb.AttributeType_STRING},
+		ProjectionType:   awsdynamodb.ProjectionType_INCLUDE,
+		NonKeyAttributes: jsii.Strings(dynamostore.AttentionIndexProjection...),
+	})
 
 	// The queue pair, from sqsqueue's one definition.
 	spec := sqsqueue.DefaultSpec(cfg.WorkerTimeout)
@@ -182,6 +199,21 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		Reason: jsii.String("The payload sealing key cannot rotate on a schedule: values sealed with the old key must stay " +
 			"readable until their jobs expire, so a new key is added ahead of the old one (JOBS_PAYLOAD_KEY is a key ring) " +
 			"and the old one removed after the retention; see docs/OPERATIONS.md."),
+	}}, jsii.Bool(true))
+
+	// The key that signs the listing's page tokens: protects no data
+	// (owners are checked on every read), so it is not retained.
+	s.pageSecret = awssecretsmanager.NewSecret(stack, jsii.String("PageTokenSecret"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("lambdajobs " + cfg.Name + ": signs the page tokens of GET /v1/jobs and bulk actions"),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength: jsii.Number(64), ExcludePunctuation: jsii.Bool(true),
+		},
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	cdknag.NagSuppressions_AddResourceSuppressions(s.pageSecret, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-SMG4"),
+		Reason: jsii.String("The page token key signs listing positions only; rotating it invalidates the page tokens in flight, " +
+			"which a caller recovers from by listing again. Rotate it by hand if wanted (docs/OPERATIONS.md)."),
 	}}, jsii.Bool(true))
 
 	env := map[string]*string{
@@ -334,6 +366,15 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	allow(enqueue, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
 	allow(getjob, []string{"dynamodb:GetItem"}, table)
 	allow(cancelFn, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
+	// Listing: the two listing indexes, and the jobs they name.
+	listIndexes := []*string{jsii.String(*s.Table.TableArn() + "/index/" + dynamostore.OwnerIndex), jsii.String(*s.Table.TableArn() + "/index/" + dynamostore.AttentionIndex)}
+	for _, f := range []awslambda.Function{getjob, cancelFn} {
+		allow(f, []string{"dynamodb:Query"}, listIndexes...)
+		allow(f, []string{"dynamodb:BatchGetItem"}, table)
+		s.grantPageKey(f)
+	}
+	// Retries go back to the queue.
+	allow(cancelFn, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
 	// The worker claims, publishes and finishes (UpdateItem), reads a job
 	// it may interrupt, and creates jobs from foreign messages (PutItem).
 	allow(worker, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, table)
@@ -389,6 +430,9 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	}{
 		{"Enqueue", "POST", "/v1/jobs", enqueue},
 		{"GetJob", "GET", "/v1/jobs/{id}", getjob},
+		{"ListJobs", "GET", "/v1/jobs", getjob},
+		{"RetryJob", "POST", "/v1/jobs/{id}/retry", cancelFn},
+		{"BulkAction", "POST", "/v1/bulk/{action}", cancelFn},
 		{"EnqueueBatch", "POST", "/v1/batches", enqueue},
 		{"GetBatch", "GET", "/v1/batches/{id}", getjob},
 		{"CancelJob", "POST", "/v1/jobs/{id}/cancel", cancelFn},
@@ -425,6 +469,11 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	// Creating a batch writes up to 1,000 jobs: its own, tighter throttle.
 	stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).SetRouteSettings(map[string]any{
 		"POST /v1/batches": map[string]any{
+			"ThrottlingRateLimit":  cfg.BatchThrottleRate,
+			"ThrottlingBurstLimit": cfg.BatchThrottleBurst,
+		},
+		// A bulk action changes up to 100 jobs.
+		"POST /v1/bulk/{action}": map[string]any{
 			"ThrottlingRateLimit":  cfg.BatchThrottleRate,
 			"ThrottlingBurstLimit": cfg.BatchThrottleBurst,
 		},
@@ -574,6 +623,14 @@ func (s *Jobs) grantKeyRing(fn awslambda.Function) {
 		Actions: jsii.Strings("secretsmanager:GetSecretValue"), Resources: &[]*string{s.payloadSecret.SecretArn()},
 	}))
 	fn.AddEnvironment(jsii.String("JOBS_PAYLOAD_KEYRING_SECRET"), s.payloadSecret.SecretArn(), nil)
+}
+
+// grantPageKey lets fn read the page token key, at cold start.
+func (s *Jobs) grantPageKey(fn awslambda.Function) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("secretsmanager:GetSecretValue"), Resources: &[]*string{s.pageSecret.SecretArn()},
+	}))
+	fn.AddEnvironment(jsii.String("JOBS_PAGE_TOKEN_SECRET"), s.pageSecret.SecretArn(), nil)
 }
 
 // alarms sends to one topic, with OK actions, so whoever is told of a

@@ -34,6 +34,8 @@ Usage:
   ljob [flags] get ID                   show a job
   ljob [flags] watch ID                 follow a job until it ends, with a progress bar
   ljob [flags] cancel ID                cancel a job (a running one stops at its next check)
+  ljob [flags] list                     your jobs, newest first (-status, -kind, -limit N, -all: every page)
+  ljob [flags] retry ID                 queue a failed or cancelled job again (-wait: watch it)
   ljob [flags] batch [FILE]             submit the JSON lines of FILE (or stdin), {"kind", "payload"}
                                         each, as one batch; -wait follows it with one progress bar
   ljob [flags] get-batch ID             show a batch and its counts
@@ -84,6 +86,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	sqsEndpoint := fs.String("sqs-endpoint", envOr(getenv, "LJOB_SQS_ENDPOINT", "http://127.0.0.1:4566"), "")
 	owner := fs.String("owner", "arn:aws:iam::000000000000:user/local", "")
 	completion := fs.String("completion", "", "")
+	status := fs.String("status", "", "")
+	kind := fs.String("kind", "", "")
+	limit := fs.Int("limit", 20, "")
+	all := fs.Bool("all", false, "")
 	if err := fs.Parse(args); err != nil {
 		return 1
 	}
@@ -131,6 +137,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return c.enqueue(ctx, rest[1], payload, *key, *wait, *delay, runAt)
 	case cmd == "get" && len(rest) == 2:
 		return c.get(ctx, rest[1])
+	case cmd == "list" && len(rest) == 1:
+		return c.list(ctx, *status, *kind, *limit, *all)
+	case cmd == "retry" && len(rest) == 2:
+		return c.retry(ctx, rest[1], *wait)
 	case cmd == "stats" && len(rest) == 1:
 		return c.stats(ctx)
 	case cmd == "schedules" && len(rest) == 1:
@@ -260,6 +270,7 @@ func checkSigningTarget(u *url.URL) error {
 
 func (c *client) do(ctx context.Context, method, path string, body []byte, headers map[string]string) (int, []byte, http.Header, error) {
 	u := *c.base
+	path, u.RawQuery, _ = strings.Cut(path, "?")
 	u.Path = strings.TrimRight(u.Path, "/") + path
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
 	if err != nil {

@@ -262,3 +262,36 @@ func TestSchedules(t *testing.T) {
 		t.Fatalf("against a deployed API: exit %d, stderr %s", code, errOut)
 	}
 }
+
+// ljob list follows the pages with -all and prints each job once; ljob
+// retry posts to the job's retry route.
+func TestListAndRetry(t *testing.T) {
+	var retried string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/jobs" && r.URL.Query().Get("page_token") == "":
+			if r.URL.Query().Get("status") != "failed" || r.URL.Query().Get("limit") != "1" {
+				t.Errorf("query %s", r.URL.RawQuery)
+			}
+			fmt.Fprint(w, `{"jobs":[{"id":"j1","kind":"k","status":"failed","error":"boom","attempt":1,"created_at":"2026-11-30T08:00:00Z"}],"next_page_token":"p2"}`)
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/jobs":
+			fmt.Fprint(w, `{"jobs":[{"id":"j2","kind":"k","status":"failed","error":"boom","attempt":2,"created_at":"2026-11-30T07:00:00Z"}],"next_page_token":null}`)
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/jobs/j1/retry":
+			retried = "j1"
+			fmt.Fprint(w, `{"id":"j1","kind":"k","status":"queued","attempt":1,"created_at":"2026-11-30T08:00:00Z"}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	code, out, errOut := runCLI(t, srv.URL, "-status", "failed", "-limit", "1", "-all", "list")
+	if code != 0 || !strings.Contains(out, "j1") || !strings.Contains(out, "j2") || strings.Count(out, "boom") != 2 {
+		t.Fatalf("list: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ := runCLI(t, srv.URL, "-status", "failed", "-limit", "1", "list"); code != 0 || strings.Contains(out, "j2") || !strings.Contains(out, "-all") {
+		t.Fatalf("one page: %d\n%s", code, out)
+	}
+	if code, out, _ := runCLI(t, srv.URL, "retry", "j1"); code != 0 || retried != "j1" || !strings.Contains(out, "queued") {
+		t.Fatalf("retry: %d %s", code, out)
+	}
+}

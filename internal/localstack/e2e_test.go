@@ -327,6 +327,55 @@ func TestRuntimeSchedules(t *testing.T) {
 	}
 }
 
+// Listing, retry and bulk over the local stack: a caller's failed job is
+// listed among their failed jobs (never another caller's), retried from
+// the API (it runs again), and a bulk cancel stops their delayed jobs.
+func TestListRetryAndBulk(t *testing.T) {
+	t.Parallel()
+	failed := enqueue(t, "lister", "example.fail", `{"mode":"declared"}`)
+	if got, _ := waitFinal(t, "lister", failed.ID, 30*time.Second); got.Status != jobs.StatusFailed {
+		t.Fatalf("example.fail: %+v", got)
+	}
+	enqueue(t, "lister-other", "example.fail", `{"mode":"declared"}`)
+	a := call(t, "GET", "/v1/jobs?status=failed&limit=10", "lister", "", "")
+	var page struct {
+		Jobs          []jobs.View `json:"jobs"`
+		NextPageToken *string     `json:"next_page_token"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &page); a.status != 200 || err != nil || len(page.Jobs) != 1 || page.Jobs[0].ID != failed.ID || page.NextPageToken != nil {
+		t.Fatalf("failed jobs: %d %s", a.status, a.body)
+	}
+	if a := call(t, "GET", "/v1/jobs?status=done", "lister", "", ""); a.status != 400 {
+		t.Fatalf("a bad status: %d", a.status)
+	}
+	if a := call(t, "POST", "/v1/jobs/"+failed.ID+"/retry", "lister-other", "", ""); a.status != 404 {
+		t.Fatalf("another caller's retry: %d", a.status)
+	}
+	if a := call(t, "POST", "/v1/jobs/"+failed.ID+"/retry", "lister", "", ""); a.status != 200 || !strings.Contains(a.body, `"status":"queued"`) {
+		t.Fatalf("retry: %d %s", a.status, a.body)
+	}
+	got, _ := waitFinal(t, "lister", failed.ID, 30*time.Second)
+	if got.Status != jobs.StatusFailed || got.Attempt != 2 {
+		t.Fatalf("the retried job ran again: %+v", got)
+	}
+	var delayed []string
+	for range 3 {
+		a := call(t, "POST", "/v1/jobs", "lister", "application/json", `{"kind":"example.hash","payload":{"text":"later","rounds":1},"delay":3600}`)
+		var v jobs.View
+		_ = json.Unmarshal([]byte(a.body), &v)
+		delayed = append(delayed, v.ID)
+	}
+	a = call(t, "POST", "/v1/bulk/cancel", "lister", "application/json", `{"status":"queued","kind":"example.hash"}`)
+	if a.status != 200 || !strings.Contains(a.body, `"matched":3,"changed":3`) {
+		t.Fatalf("bulk cancel: %d %s", a.status, a.body)
+	}
+	for _, id := range delayed {
+		if _, v := get(t, "lister", id); v.Status != jobs.StatusCancelled {
+			t.Fatalf("%s after the bulk cancel: %s", id, v.Status)
+		}
+	}
+}
+
 func TestHashJobSucceeds(t *testing.T) {
 	t.Parallel()
 	v := enqueue(t, "alice", "example.hash", `{"text":"hello","rounds":1}`)

@@ -43,8 +43,8 @@ type Invoker interface {
 // turns the function's answer back into HTTP.
 type Gateway struct {
 	Enqueue Invoker // POST /v1/jobs
-	GetJob  Invoker // GET /v1/jobs/{id}
-	Cancel  Invoker // POST /v1/jobs/{id}/cancel
+	GetJob  Invoker // GET /v1/jobs/{id}, GET /v1/jobs
+	Cancel  Invoker // POST /v1/jobs/{id}/cancel and /retry, POST /v1/bulk/{action}
 	// Schedules serves POST and GET /v1/schedules, GET and DELETE
 	// /v1/schedules/{name}.
 	Schedules Invoker
@@ -65,9 +65,12 @@ func (g *Gateway) logger() *slog.Logger {
 func (g *Gateway) routes() []gatewayRoute {
 	return []gatewayRoute{
 		{"POST /v1/jobs", g.Enqueue},
+		{"GET /v1/jobs", g.GetJob},
 		{"POST /v1/batches", g.Enqueue},
 		{"GET /v1/batches/{id}", g.GetJob},
 		{"POST /v1/jobs/{id}/cancel", g.Cancel},
+		{"POST /v1/jobs/{id}/retry", g.Cancel},
+		{"POST /v1/bulk/{action}", g.Cancel},
 		{"GET /v1/jobs/{id}", g.GetJob},
 		{"POST /v1/schedules", g.Schedules},
 		{"GET /v1/schedules", g.Schedules},

@@ -212,6 +212,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 	}()
 	s.APIURL = "http://" + ln.Addr().String()
+	// The page token key every getjob and cancel instance shares.
+	pageKey := make([]byte, 32)
+	if _, err := rand.Read(pageKey); err != nil {
+		return nil, err
+	}
+	keyEnvPage := "JOBS_PAGE_TOKEN_KEY=" + base64.StdEncoding.EncodeToString(pageKey)
 	// Without a configured payload
 	// key, this run seals secret payload fields with a fresh random key.
 	keyEnv := []string{}
@@ -237,6 +243,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		"JOBS_EXAMPLE_KINDS=on",
 		// The functions write their metrics (EMF) with their output, as in Lambda.
 		"JOBS_METRICS_NAMESPACE=lambdajobs/local",
+		keyEnvPage,
 		// Runtime schedules go to the local Scheduler (SchedulerAPI).
 		"AWS_ENDPOINT_URL_SCHEDULER=" + s.APIURL,
 		"JOBS_SCHEDULE_GROUP=" + RuntimeGroup,

@@ -268,6 +268,25 @@ func (e *engine) cancel(ctx context.Context, rec *Record) error {
 	}
 }
 
+// resubmit puts a failed or cancelled job back in the queue for another
+// attempt, and sends it (a send that fails is the sweeper's, after the
+// grace).
+func (e *engine) resubmit(ctx context.Context, rec *Record) error {
+	now := e.now()
+	err := e.store.Resubmit(ctx, rec.ID, Resubmit{At: now, SweepAt: now.Add(e.grace)})
+	if ownWrite(err, StatusQueued, now) {
+		err = nil // our write landed; its answer was lost
+	}
+	if err != nil {
+		return err
+	}
+	if serr := e.sendAt(ctx, rec.ID, now); serr != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "retried job not sent; the sweeper will send it",
+			slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(serr)))
+	}
+	return nil
+}
+
 // cancelQueued moves a queued job to cancelled, counted in its batch.
 func (e *engine) cancelQueued(ctx context.Context, rec *Record) error {
 	now := e.now()

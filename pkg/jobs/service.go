@@ -37,6 +37,7 @@ type Service struct {
 	sealer  Sealer // seals secret payload fields
 	hasher  requestHasher
 	metrics *Metrics
+	pageKey []byte
 }
 
 // ServiceConfig configures a Service. Registry, Store and Queue are required.
@@ -55,6 +56,9 @@ type ServiceConfig struct {
 	Retention time.Duration
 	// Metrics, when set, counts accepted jobs per kind (see Metrics).
 	Metrics *Metrics
+	// PageTokenKey signs page and continuation tokens (at least 32
+	// bytes); required to list. Every instance that lists must share it.
+	PageTokenKey []byte
 }
 
 // NewService returns a Service; it puts the registry to use.
@@ -65,9 +69,12 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
 		return nil, err
 	}
+	if cfg.PageTokenKey != nil && len(cfg.PageTokenKey) < 32 {
+		return nil, errors.New("jobs: PageTokenKey must be at least 32 bytes")
+	}
 	eng := newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention)
 	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
-		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics}, nil
+		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey}, nil
 }
 
 // EnqueueRequest is one job to enqueue.

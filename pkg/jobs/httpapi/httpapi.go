@@ -225,6 +225,12 @@ func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (ev
 	switch {
 	case path == JobsPath && method == http.MethodPost:
 		return a.Enqueue(ctx, req)
+	case path == JobsPath && method == http.MethodGet:
+		return a.ListJobs(ctx, req)
+	case strings.HasPrefix(path, JobsPath+"/") && strings.HasSuffix(path, "/retry") && method == http.MethodPost:
+		return a.RetryJob(ctx, req)
+	case (path == BulkPath+"/cancel" || path == BulkPath+"/retry") && method == http.MethodPost:
+		return a.Bulk(ctx, req)
 	case path == BatchesPath && method == http.MethodPost:
 		return a.EnqueueBatch(ctx, req)
 	case strings.HasPrefix(path, BatchesPath+"/") && !strings.Contains(path[len(BatchesPath)+1:], "/") && method == http.MethodGet:
@@ -246,7 +252,8 @@ func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (ev
 		}
 		req.PathParameters["id"] = path[len(JobsPath)+1:]
 		return a.GetJob(ctx, req)
-	case path == JobsPath || strings.HasPrefix(path, JobsPath+"/") || path == BatchesPath || strings.HasPrefix(path, BatchesPath+"/"):
+	case path == JobsPath || strings.HasPrefix(path, JobsPath+"/") || path == BatchesPath || strings.HasPrefix(path, BatchesPath+"/") ||
+		strings.HasPrefix(path, BulkPath+"/"):
 		return problem(ctx, a.log, errMethodNotAllowed), nil
 	}
 	return problem(ctx, a.log, jobs.ErrNotFound), nil

@@ -35,7 +35,7 @@ func newEnv(t testing.TB) *env {
 			return jobs.JSON[echoPayload]{V: j.Payload}, nil
 		}))
 	e := &env{store: jobstest.NewMemStore(nil), queue: &jobstest.MemQueue{}}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: e.store, Queue: e.queue})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: e.store, Queue: e.queue, PageTokenKey: []byte(strings.Repeat("k", 32))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -308,6 +308,28 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	getBatch(view.ID, "5000")
 }
 
+func TestListAnswersMatchOpenAPI(t *testing.T) {
+	s := loadSpec(t)
+	e := newEnv(t)
+	a := e.enqueueAs(t, "me", "a").ID
+	e.enqueueAs(t, "me", "b")
+	e.fail(t, a)
+	check := func(specPath string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+		resp := e.route(t, req)
+		s.check(t, specPath, req.RequestContext.HTTP.Method, resp)
+		return resp
+	}
+	l := decodeList(t, check("/v1/jobs", caller(t, "me", "GET", "/v1/jobs", map[string]string{"limit": "1"}, "")))
+	check("/v1/jobs", caller(t, "me", "GET", "/v1/jobs", map[string]string{"limit": "1", "page_token": *l.NextPageToken}, ""))
+	check("/v1/jobs", caller(t, "me", "GET", "/v1/jobs", map[string]string{"status": "nope"}, ""))
+	check("/v1/jobs/{id}/retry", caller(t, "me", "POST", "/v1/jobs/"+a+"/retry", nil, ""))
+	time.Sleep(2 * time.Millisecond)
+	check("/v1/jobs/{id}/retry", caller(t, "me", "POST", "/v1/jobs/"+a+"/retry", nil, ""))
+	check("/v1/jobs/{id}/retry", caller(t, "other", "POST", "/v1/jobs/"+a+"/retry", nil, ""))
+	check("/v1/bulk/{action}", caller(t, "me", "POST", "/v1/bulk/cancel", nil, `{"status":"queued"}`))
+	check("/v1/bulk/{action}", caller(t, "me", "POST", "/v1/bulk/retry", nil, `{}`))
+}
+
 func TestScheduleAnswersMatchOpenAPI(t *testing.T) {
 	s := loadSpec(t)
 	e := newSchedEnv(t, 2)

@@ -43,7 +43,7 @@ var (
 	errUnauthenticated  = &requestError{code: "unauthenticated", detail: "the request carries no caller identity"}
 	errMediaType        = &requestError{code: "unsupported_media_type", detail: "send Content-Type: application/json"}
 	errTooLarge         = &requestError{code: "too_large", detail: "the body is larger than the limit"}
-	errMethodNotAllowed = &requestError{code: "method_not_allowed", detail: "use POST /v1/jobs, GET /v1/jobs/{id} or POST /v1/jobs/{id}/cancel"}
+	errMethodNotAllowed = &requestError{code: "method_not_allowed", detail: "use GET or POST /v1/jobs, GET /v1/jobs/{id}, POST /v1/jobs/{id}/cancel or /retry, POST /v1/bulk/cancel or /retry"}
 	errInternal         = errors.New("internal")
 )
 
@@ -63,6 +63,7 @@ var statuses = map[string]struct {
 	"idempotency_conflict":    {http.StatusConflict, "Idempotency key reused"},
 	"already_finished":        {http.StatusConflict, "Job already finished"},
 	"schedule_exists":         {http.StatusConflict, "Schedule exists"},
+	"not_retryable":           {http.StatusConflict, "Job not retryable"},
 	"schedule_limit":          {http.StatusConflict, "Schedule limit reached"},
 	"too_large":               {http.StatusRequestEntityTooLarge, "Request too large"},
 	"unsupported_media_type":  {http.StatusUnsupportedMediaType, "Unsupported media type"},
@@ -95,6 +96,12 @@ func classify(err error) (code, detail string) {
 		return "invalid_idempotency_key", "Idempotency-Key must be at most 255 printable ASCII characters"
 	case errors.Is(err, jobs.ErrInvalidOwner):
 		return "invalid_request", "the caller identity cannot name a job owner"
+	case errors.Is(err, jobs.ErrInvalidPageToken):
+		return "invalid_request", "the page token is malformed, or was given for another caller or another filter"
+	case errors.Is(err, jobs.ErrInvalidListRequest):
+		return "invalid_request", strings.TrimPrefix(err.Error(), "jobs: invalid list request: ")
+	case errors.Is(err, jobs.ErrNotRetryable):
+		return "not_retryable", "only a failed or cancelled job outside a batch can be retried"
 	case errors.Is(err, jobs.ErrInvalidSchedule):
 		return "invalid_request", strings.TrimPrefix(err.Error(), "jobs: ")
 	case errors.Is(err, jobs.ErrScheduleExists):

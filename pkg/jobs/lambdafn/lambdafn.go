@@ -39,6 +39,9 @@
 //	                           where the schedules function creates runtime schedules (the construct
 //	                           sets them); JOBS_SCHEDULE_MAX_EVENT_AGE (1h) bounds a fire's retries,
 //	                           JOBS_SCHEDULES_PER_OWNER (20) each owner's schedules
+//	JOBS_PAGE_TOKEN_SECRET     a Secrets Manager secret whose value signs the listing's page tokens,
+//	                           read at cold start by getjob and cancel (the construct sets it);
+//	JOBS_PAGE_TOKEN_KEY        or that value itself, 32+ characters (the local stack)
 //	JOBS_SOURCES               the foreign sources connected to the queue, as JSON
 //	                           [{"type":"s3","bucket":...},{"type":"eventbridge","source":...,"detail_type":...}]
 //	                           (the CDK construct sets it on the worker, which refuses to start
@@ -109,6 +112,12 @@ type Config struct {
 	// (JOBS_SCHEDULES_PER_OWNER, default 20).
 	Scheduler         schedulerapi.Config
 	SchedulesPerOwner int
+	// PageTokenSecret names the Secrets Manager secret whose value signs
+	// the listing's page tokens (JOBS_PAGE_TOKEN_SECRET); PageTokenKey is
+	// that value given directly (JOBS_PAGE_TOKEN_KEY, local stack). See
+	// pagekey.go.
+	PageTokenSecret string
+	PageTokenKey    string
 }
 
 // ConfigFromEnv reads Config from the environment (see the package doc).
@@ -186,6 +195,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	c.KeyRingSecret = getenv("JOBS_PAYLOAD_KEYRING_SECRET")
 	c.MetricsNamespace = getenv("JOBS_METRICS_NAMESPACE")
+	c.PageTokenSecret, c.PageTokenKey = getenv("JOBS_PAGE_TOKEN_SECRET"), getenv("JOBS_PAGE_TOKEN_KEY")
+	if c.PageTokenKey != "" && len(c.PageTokenKey) < 32 {
+		errs = append(errs, errors.New("JOBS_PAGE_TOKEN_KEY: want at least 32 characters"))
+	}
 	switch v := getenv("JOBS_TRACING"); v {
 	case "", "off":
 	case "on":
@@ -229,6 +242,8 @@ type Deps struct {
 	metrics *jobs.Metrics
 	// tracing, when on (nil: off).
 	tracing *otelTracing
+	// pageKeyBytes, once read (see pageKey).
+	pageKeyBytes []byte
 }
 
 // Option adjusts what Main and Build build.
@@ -317,22 +332,37 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	return httpapi.New(svc, d.Logger).Route, nil
 }
 
-// GetJob is the GET /v1/jobs/{id} and GET /v1/batches/{id} function.
+// GetJob is the GET /v1/jobs/{id}, GET /v1/jobs (the caller's jobs) and
+// GET /v1/batches/{id} function.
 func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.readOnlySealer()})
+	key, err := d.pageKey(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.readOnlySealer(), PageTokenKey: key})
 	if err != nil {
 		return nil, err
 	}
 	return httpapi.New(svc, d.Logger).Route, nil
 }
 
-// Cancel is the POST /v1/jobs/{id}/cancel function.
+// Cancel is the job actions function: POST /v1/jobs/{id}/cancel,
+// POST /v1/jobs/{id}/retry and POST /v1/bulk/{cancel,retry}. It sends
+// retried jobs to the queue.
 func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.readOnlySealer(), Retention: d.Config.Retention})
+	if d.Queue == nil {
+		return nil, errors.New("JOBS_QUEUE_URL is required")
+	}
+	key, err := d.pageKey(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(svc, d.Logger).CancelJob, nil
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, Sealer: d.readOnlySealer(),
+		Retention: d.Config.Retention, DispatchGrace: d.Config.DispatchGrace, PageTokenKey: key})
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.New(svc, d.Logger).Route, nil
 }
 
 // Worker is the SQS-triggered worker function. It refuses to start when a

@@ -60,8 +60,8 @@ func TestConfigFromEnvRefuses(t *testing.T) {
 
 func TestBuildNeedsQueueForEnqueueAndSweeper(t *testing.T) {
 	t.Parallel()
-	getenv := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1"})
-	for name, fn := range map[string]lambdafn.Function{"enqueue": lambdafn.Enqueue, "sweeper": lambdafn.Sweeper} {
+	getenv := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_PAGE_TOKEN_KEY": strings.Repeat("k", 32)})
+	for name, fn := range map[string]lambdafn.Function{"enqueue": lambdafn.Enqueue, "sweeper": lambdafn.Sweeper, "cancel": lambdafn.Cancel} {
 		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, nil); err == nil || !strings.Contains(err.Error(), "JOBS_QUEUE_URL") {
 			t.Fatalf("%s without a queue: %v", name, err)
 		}
@@ -70,6 +70,16 @@ func TestBuildNeedsQueueForEnqueueAndSweeper(t *testing.T) {
 		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+	}
+	// The functions that list need the page token key.
+	bare := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_QUEUE_URL": "http://127.0.0.1:1/q"})
+	for name, fn := range map[string]lambdafn.Function{"getjob": lambdafn.GetJob, "cancel": lambdafn.Cancel} {
+		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), bare, nil); err == nil || !strings.Contains(err.Error(), "JOBS_PAGE_TOKEN") {
+			t.Fatalf("%s without a page token key: %v", name, err)
+		}
+	}
+	if _, err := lambdafn.ConfigFromEnv(env(map[string]string{"JOBS_TABLE": "t", "JOBS_PAGE_TOKEN_KEY": "short"})); err == nil {
+		t.Fatal("a short JOBS_PAGE_TOKEN_KEY was accepted")
 	}
 }
 

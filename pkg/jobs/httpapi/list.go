@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+// BulkPath is where bulk actions are: BulkPath + "/cancel" and "/retry".
+const BulkPath = "/v1/bulk"
+
+// JobList is a page of GET /v1/jobs.
+type JobList struct {
+	Jobs          []jobs.View `json:"jobs"`
+	NextPageToken *string     `json:"next_page_token"`
+}
+
+// ListJobs serves GET /v1/jobs?status=&kind=&limit=&page_token=&created_before=:
+// the caller's jobs, newest first. An unknown status, an unregistered kind,
+// a bad limit, or a page token that is malformed or was issued for another
+// caller or another filter: 400.
+func (a *API) ListJobs(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	defer a.recover(ctx, &resp)
+	owner, ok := Owner(req)
+	if !ok {
+		return problem(ctx, a.log, errUnauthenticated), nil
+	}
+	q := req.QueryStringParameters
+	lr := jobs.ListRequest{Status: jobs.Status(q["status"]), Kind: q["kind"], PageToken: q["page_token"]}
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > jobs.MaxListLimit {
+			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "limit is 1 to 200"}), nil
+		}
+		lr.Limit = n
+	}
+	if v := q["created_before"]; v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "created_before is an RFC 3339 time"}), nil
+		}
+		lr.CreatedBefore = t
+	}
+	page, err := a.svc.List(ctx, owner, lr)
+	if err != nil {
+		return problem(ctx, a.log, err), nil
+	}
+	out := JobList{Jobs: make([]jobs.View, 0, len(page.Records))}
+	for _, r := range page.Records {
+		out.Jobs = append(out.Jobs, r.View())
+	}
+	if page.NextPageToken != "" {
+		out.NextPageToken = &page.NextPageToken
+	}
+	return jsonResponse(http.StatusOK, out), nil
+}
+
+// RetryJob serves POST /v1/jobs/{id}/retry: 200 with the job queued again
+// (a new attempt, same id) when it had failed or been cancelled; 409
+// not_retryable for any other status or a job of a batch; 404 as GetJob.
+func (a *API) RetryJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	defer a.recover(ctx, &resp)
+	owner, ok := Owner(req)
+	if !ok {
+		return problem(ctx, a.log, errUnauthenticated), nil
+	}
+	rec, err := a.svc.Retry(ctx, owner, pathID(req, JobsPath+"/", "/retry"))
+	if err != nil {
+		return problem(ctx, a.log, err), nil
+	}
+	return jsonResponse(http.StatusOK, rec.View()), nil
+}
+
+type bulkBody struct {
+	Status            jobs.Status `json:"status"`
+	Kind              string      `json:"kind"`
+	CreatedBefore     *time.Time  `json:"created_before"`
+	ContinuationToken string      `json:"continuation_token"`
+}
+
+// BulkResult is the answer of a bulk action.
+type BulkResult struct {
+	Matched           int     `json:"matched"`
+	Changed           int     `json:"changed"`
+	ContinuationToken *string `json:"continuation_token"`
+}
+
+// Bulk serves POST /v1/bulk/cancel and POST /v1/bulk/retry with
+// {"status", "kind", "created_before", "continuation_token"}: it acts on
+// up to 100 of the caller's jobs that the filter selects and says how many
+// matched and changed; continuation_token continues (null when done).
+func (a *API) Bulk(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	defer a.recover(ctx, &resp)
+	owner, ok := Owner(req)
+	if !ok {
+		return problem(ctx, a.log, errUnauthenticated), nil
+	}
+	action := jobs.BulkAction(pathID(req, BulkPath+"/", ""))
+	if p := req.PathParameters["action"]; p != "" {
+		action = jobs.BulkAction(p)
+	}
+	body, err := jsonBody(req, MaxBodyBytes)
+	if err != nil {
+		return problem(ctx, a.log, err), nil
+	}
+	var in bulkBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body is {"status", "kind", "created_before", "continuation_token"}; ` + decodeReason(err)}), nil
+	}
+	br := jobs.BulkRequest{Action: action, Status: in.Status, Kind: in.Kind, ContinuationToken: in.ContinuationToken}
+	if in.CreatedBefore != nil {
+		br.CreatedBefore = *in.CreatedBefore
+	}
+	res, err := a.svc.Bulk(ctx, owner, br)
+	if err != nil {
+		return problem(ctx, a.log, err), nil
+	}
+	out := BulkResult{Matched: res.Matched, Changed: res.Changed}
+	if res.ContinuationToken != "" {
+		out.ContinuationToken = &res.ContinuationToken
+	}
+	return jsonResponse(http.StatusOK, out), nil
+}

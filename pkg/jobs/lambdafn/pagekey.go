@@ -1,0 +1,56 @@
+package lambdafn
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+)
+
+// The page token key signs the listing's page and continuation tokens
+// (jobs.ServiceConfig.PageTokenKey). Every instance of getjob and cancel
+// must share it: deployed, it is a Secrets Manager secret the construct
+// generates (JOBS_PAGE_TOKEN_SECRET, read at cold start by those two
+// functions only); locally a string (JOBS_PAGE_TOKEN_KEY, 32 characters or
+// more). It protects no data: a leaked key lets a caller forge tokens for
+// their own listings only, since the owner is checked on every job read.
+
+// pageKeyFrom derives the key from the secret string.
+func pageKeyFrom(s string) ([]byte, error) {
+	if len(s) < 32 {
+		return nil, errors.New("the page token secret must be at least 32 characters")
+	}
+	sum := sha256.Sum256([]byte("lambdajobs page token key v1\x00" + s))
+	return sum[:], nil
+}
+
+// pageKey returns the page token key of a function that lists: from the
+// environment, or read from its secret once.
+func (d *Deps) pageKey(ctx context.Context) ([]byte, error) {
+	switch {
+	case d.Config.PageTokenKey != "":
+		return pageKeyFrom(d.Config.PageTokenKey)
+	case d.Config.PageTokenSecret == "":
+		return nil, errors.New("listing needs JOBS_PAGE_TOKEN_SECRET (the construct sets it) or JOBS_PAGE_TOKEN_KEY")
+	}
+	if d.pageKeyBytes == nil {
+		sm := secretsmanager.NewFromConfig(d.aws, func(o *secretsmanager.Options) {
+			if d.tracing != nil {
+				o.TracerProvider = d.tracing.sdk()
+			}
+		})
+		out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(d.Config.PageTokenSecret)})
+		if err != nil {
+			return nil, fmt.Errorf("read the page token secret %s: %w", d.Config.PageTokenSecret, err)
+		}
+		k, err := pageKeyFrom(aws.ToString(out.SecretString))
+		if err != nil {
+			return nil, fmt.Errorf("page token secret %s: %w", d.Config.PageTokenSecret, err)
+		}
+		d.pageKeyBytes = k
+	}
+	return d.pageKeyBytes, nil
+}

@@ -1,0 +1,269 @@
+package jobs
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Listing: Service.List pages through an owner's jobs, newest first;
+// Service.Retry puts a failed or cancelled job back in the queue;
+// Service.Bulk cancels or retries the jobs a filter selects, a bounded
+// number per call. Page and continuation tokens are opaque and
+// tamper-evident: an HMAC binds each to the caller and the filter it was
+// issued for (see PageTokenKey).
+
+// List limits.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+	// BulkPageSize is how many jobs one Bulk call examines at most.
+	BulkPageSize = 100
+)
+
+// ErrInvalidPageToken is a page or continuation token that is malformed,
+// forged, or was issued for another caller or another filter.
+var ErrInvalidPageToken = errors.New("jobs: invalid page token")
+
+// ErrInvalidListRequest is a list or bulk request with a bad parameter;
+// its message names the parameter (the caller's own input only).
+var ErrInvalidListRequest = errors.New("jobs: invalid list request")
+
+// ListRequest selects the caller's jobs.
+type ListRequest struct {
+	Status Status
+	Kind   string
+	// CreatedBefore keeps jobs created strictly before it (zero: all).
+	CreatedBefore time.Time
+	// Limit is 1 to MaxListLimit (0: DefaultListLimit).
+	Limit     int
+	PageToken string
+}
+
+// ListResult is one page.
+type ListResult struct {
+	Records []*Record
+	// NextPageToken continues the listing ("" on the last page). A page
+	// may hold fewer than Limit jobs, even none, and still have a next
+	// page: a status that only the job itself tells is read within a
+	// budget of twice the limit (see Store.List).
+	NextPageToken string
+}
+
+// BulkAction is what Bulk does to each job it selects.
+type BulkAction string
+
+const (
+	BulkCancel BulkAction = "cancel"
+	BulkRetry  BulkAction = "retry"
+)
+
+// BulkRequest selects the caller's jobs for a bulk action: Status and/or
+// Kind are required.
+type BulkRequest struct {
+	Action            BulkAction
+	Status            Status
+	Kind              string
+	CreatedBefore     time.Time
+	ContinuationToken string
+}
+
+// BulkResult says what one Bulk call did.
+type BulkResult struct {
+	// Matched is how many jobs the filter selected in this call, Changed
+	// how many of them were cancelled (or marked to stop) or retried; the
+	// others had moved on (finished, or retried by someone else).
+	Matched, Changed int
+	// ContinuationToken continues with the next jobs ("" when done).
+	ContinuationToken string
+}
+
+// pageToken is what a token carries, signed.
+type pageToken struct {
+	V      int    `json:"v"`
+	Use    string `json:"u"` // "list" or the bulk action
+	Filter string `json:"f"` // hash of owner and filter
+	Pos    string `json:"p"` // the store's position
+}
+
+func (s *Service) filterHash(use, owner string, st Status, kind string, before time.Time) string {
+	h := sha256.New()
+	for _, part := range []string{use, OwnerKey(owner), string(st), kind, before.UTC().Format(time.RFC3339Nano)} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
+}
+
+func (s *Service) signToken(t pageToken) string {
+	body, _ := json.Marshal(t)
+	mac := hmac.New(sha256.New, s.pageKey)
+	mac.Write(body)
+	return base64.RawURLEncoding.EncodeToString(body) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
+}
+
+func (s *Service) openToken(tok, use, filter string) (string, error) {
+	if tok == "" {
+		return "", nil
+	}
+	body64, mac64, ok := strings.Cut(tok, ".")
+	body, err1 := base64.RawURLEncoding.DecodeString(body64)
+	sum, err2 := base64.RawURLEncoding.DecodeString(mac64)
+	if !ok || err1 != nil || err2 != nil || len(tok) > 2048 {
+		return "", ErrInvalidPageToken
+	}
+	mac := hmac.New(sha256.New, s.pageKey)
+	mac.Write(body)
+	if !hmac.Equal(sum, mac.Sum(nil)[:16]) {
+		return "", ErrInvalidPageToken
+	}
+	var t pageToken
+	if json.Unmarshal(body, &t) != nil || t.V != 1 || t.Use != use || t.Filter != filter || t.Pos == "" {
+		return "", ErrInvalidPageToken
+	}
+	return t.Pos, nil
+}
+
+func (s *Service) checkFilter(st Status, kind string) error {
+	switch st {
+	case "", StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled:
+	default:
+		return fmt.Errorf("%w: status %q: want queued, running, succeeded, failed or cancelled", ErrInvalidListRequest, st)
+	}
+	if kind != "" {
+		if _, ok := s.reg.lookup(kind); !ok {
+			return fmt.Errorf("%w: kind %q is not registered", ErrInvalidListRequest, kind)
+		}
+	}
+	if s.pageKey == nil {
+		return errors.New("jobs: listing needs ServiceConfig.PageTokenKey")
+	}
+	return nil
+}
+
+// List returns a page of the owner's jobs, newest first.
+func (s *Service) List(ctx context.Context, owner string, req ListRequest) (*ListResult, error) {
+	if checkOwner(owner) != nil {
+		return nil, ErrInvalidOwner
+	}
+	if err := s.checkFilter(req.Status, req.Kind); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.Limit == 0:
+		req.Limit = DefaultListLimit
+	case req.Limit < 1 || req.Limit > MaxListLimit:
+		return nil, fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalidListRequest, req.Limit, MaxListLimit)
+	}
+	filter := s.filterHash("list", owner, req.Status, req.Kind, req.CreatedBefore)
+	pos, err := s.openToken(req.PageToken, "list", filter)
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.store.List(ctx, ListQuery{OwnerKey: OwnerKey(owner), Status: req.Status, Kind: req.Kind,
+		CreatedBefore: req.CreatedBefore, Limit: req.Limit, After: pos})
+	if err != nil {
+		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	out := &ListResult{}
+	for _, r := range page.Records {
+		if r.Owner == owner { // the index is keyed by a hash: never trust it alone
+			out.Records = append(out.Records, r)
+		}
+	}
+	if page.Next != "" {
+		out.NextPageToken = s.signToken(pageToken{V: 1, Use: "list", Filter: filter, Pos: page.Next})
+	}
+	return out, nil
+}
+
+// Retry puts the owner's failed or cancelled job back in the queue as a
+// new attempt with the same id and returns it: ErrNotFound as for reads,
+// a *ConflictError wrapping ErrNotRetryable for any other status (or a
+// job of a batch, whose counts are final).
+func (s *Service) Retry(ctx context.Context, owner, id string) (*Record, error) {
+	rec, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.eng.resubmit(ctx, rec); err != nil {
+		var ce *ConflictError
+		if errors.As(err, &ce) || errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	return s.Get(ctx, owner, id)
+}
+
+// Bulk cancels or retries the owner's jobs that req selects, examining at
+// most BulkPageSize of them; follow ContinuationToken for the rest. Jobs
+// that moved on between the listing and the action are matched but not
+// changed.
+func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*BulkResult, error) {
+	if checkOwner(owner) != nil {
+		return nil, ErrInvalidOwner
+	}
+	if req.Action != BulkCancel && req.Action != BulkRetry {
+		return nil, fmt.Errorf("%w: action %q: want cancel or retry", ErrInvalidListRequest, req.Action)
+	}
+	if req.Status == "" && req.Kind == "" {
+		return nil, fmt.Errorf("%w: give a status, a kind or both", ErrInvalidListRequest)
+	}
+	if err := s.checkFilter(req.Status, req.Kind); err != nil {
+		return nil, err
+	}
+	filter := s.filterHash(string(req.Action), owner, req.Status, req.Kind, req.CreatedBefore)
+	pos, err := s.openToken(req.ContinuationToken, string(req.Action), filter)
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.store.List(ctx, ListQuery{OwnerKey: OwnerKey(owner), Status: req.Status, Kind: req.Kind,
+		CreatedBefore: req.CreatedBefore, Limit: BulkPageSize, After: pos})
+	if err != nil {
+		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	res := &BulkResult{}
+	for _, r := range page.Records {
+		if r.Owner != owner {
+			continue
+		}
+		switch req.Action {
+		case BulkCancel:
+			if r.Status.Final() {
+				continue // not cancellable: not matched
+			}
+			res.Matched++
+			if err := s.eng.cancel(ctx, r); err == nil {
+				res.Changed++
+			} else if !movedOn(err) {
+				return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+			}
+		case BulkRetry:
+			if (r.Status != StatusFailed && r.Status != StatusCancelled) || r.BatchID != "" {
+				continue
+			}
+			res.Matched++
+			if err := s.eng.resubmit(ctx, r); err == nil {
+				res.Changed++
+			} else if !movedOn(err) {
+				return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+			}
+		}
+	}
+	if page.Next != "" {
+		res.ContinuationToken = s.signToken(pageToken{V: 1, Use: string(req.Action), Filter: filter, Pos: page.Next})
+	}
+	return res, nil
+}
+
+// movedOn reports an error that means the job was no longer as listed.
+func movedOn(err error) bool {
+	return isConflict(err) || errors.Is(err, ErrNotRetryable) || errors.Is(err, ErrAlreadyFinal)
+}
