@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
@@ -56,6 +57,7 @@ func coldStart(ctx context.Context) ([]coldResult, error) {
 		"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.Endpoint, "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_EC2_METADATA_DISABLED=true",
 		"JOBS_PAYLOAD_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+		"JOBS_PAGE_TOKEN_KEY=" + strings.Repeat("k", 32),
 		"JOBS_SCHEDULE_GROUP=bench", "JOBS_QUEUE_ARN=arn:aws:sqs:us-east-1:000000000000:none",
 		"JOBS_SCHEDULER_ROLE_ARN=arn:aws:iam::000000000000:role/none", "JOBS_SCHEDULE_DLQ_ARN=arn:aws:sqs:us-east-1:000000000000:none-dlq"}
 	events := map[string]string{
