@@ -39,8 +39,18 @@ build: ## Cross-compile the six Lambda bootstraps (provided.al2023, arm64) into 
 		echo "built $(BUILD_DIR)/$$f/bootstrap ($$(du -h $(BUILD_DIR)/$$f/bootstrap | cut -f1))"; \
 	done
 
+# The dashboard's browser tests drive Debian's chromium (no browser
+# download is possible): installed here when missing, as root or with sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: chromium
+chromium: ## Install Debian's chromium for the dashboard's browser tests, when missing.
+	@command -v chromium >/dev/null || { echo "installing chromium (apt-get)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+	@command -v chromium >/dev/null || { echo "chromium is required for the browser tests and could not be installed"; exit 1; }
+
 .PHONY: test
-test: deps $(RIE) ## Run every test (unit, integration on DynamoDB Local and fauxqs, end-to-end on the local stack) with -race.
+test: deps $(RIE) chromium ## Run every test (unit, integration on DynamoDB Local and fauxqs, end-to-end on the local stack) with -race.
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
 	@echo "== examples/quickstart: a team's own module (its kind, its main, on the local stack)"

@@ -18,6 +18,7 @@
 // Every address and setting can be overridden by environment variables:
 //
 //	JOBS_LOCAL_API_ADDR        HTTP API address (127.0.0.1:8080)
+//	JOBS_LOCAL_DASHBOARD_ADDR  the web dashboard's address (127.0.0.1:8081)
 //	JOBS_LOCAL_DYNAMODB_PORT   DynamoDB Local port (8000)
 //	JOBS_LOCAL_SQS_PORT        fauxqs port (4566)
 //	JOBS_LOCAL_WORKERS         worker instances = event source concurrency (2)
@@ -93,6 +94,7 @@ func run() error {
 		}
 	}
 	str("JOBS_LOCAL_API_ADDR", &cfg.APIAddr)
+	str("JOBS_LOCAL_DASHBOARD_ADDR", &cfg.DashboardAddr)
 	num("JOBS_LOCAL_DYNAMODB_PORT", &cfg.DynamoDBPort)
 	num("JOBS_LOCAL_SQS_PORT", &cfg.SQSPort)
 	num("JOBS_LOCAL_WORKERS", &cfg.WorkerInstances)
@@ -139,12 +141,13 @@ func run() error {
 	fmt.Fprintf(os.Stderr, `
 lambdajobs is running:
   HTTP API     %s   (X-Local-Caller: NAME picks the caller)
+  Dashboard    %s
   DynamoDB     %s   table %s
   SQS          %s   queue %s
 Try:
 `+try+`
 Ctrl-C stops everything.
-`, stack.APIURL, stack.DynamoDBEndpoint, stack.Table, stack.SQSEndpoint, stack.Queues.Queue, stack.APIURL)
+`, stack.APIURL, stack.DashboardURL, stack.DynamoDBEndpoint, stack.Table, stack.SQSEndpoint, stack.Queues.Queue, stack.APIURL)
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "stopping...")
 	stack.Stop()

@@ -36,6 +36,8 @@ Usage:
   ljob [flags] cancel ID                cancel a job (a running one stops at its next check)
   ljob [flags] list                     your jobs, newest first (-status, -kind, -limit N, -all: every page)
   ljob [flags] retry ID                 queue a failed or cancelled job again (-wait: watch it)
+  ljob [flags] ui                       the web dashboard over the API, on -listen (127.0.0.1:8081, loopback
+                                        only), signing as the CLI does; -queue-url and -dlq-url add the queues
   ljob [flags] batch [FILE]             submit the JSON lines of FILE (or stdin), {"kind", "payload"}
                                         each, as one batch; -wait follows it with one progress bar
   ljob [flags] get-batch ID             show a batch and its counts
@@ -86,6 +88,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	sqsEndpoint := fs.String("sqs-endpoint", envOr(getenv, "LJOB_SQS_ENDPOINT", "http://127.0.0.1:4566"), "")
 	owner := fs.String("owner", "arn:aws:iam::000000000000:user/local", "")
 	completion := fs.String("completion", "", "")
+	listen := fs.String("listen", "127.0.0.1:8081", "")
+	queueURL := fs.String("queue-url", "", "")
+	dlqURL := fs.String("dlq-url", "", "")
 	status := fs.String("status", "", "")
 	kind := fs.String("kind", "", "")
 	limit := fs.Int("limit", 20, "")
@@ -137,6 +142,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return c.enqueue(ctx, rest[1], payload, *key, *wait, *delay, runAt)
 	case cmd == "get" && len(rest) == 2:
 		return c.get(ctx, rest[1])
+	case cmd == "ui" && len(rest) == 1:
+		return c.ui(ctx, *listen, *queueURL, *dlqURL)
 	case cmd == "list" && len(rest) == 1:
 		return c.list(ctx, *status, *kind, *limit, *all)
 	case cmd == "retry" && len(rest) == 2:
@@ -279,26 +286,41 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, heade
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	if c.caller != "" {
-		req.Header.Set("X-Local-Caller", c.caller)
-	}
-	if c.signer != nil {
-		creds, err := c.creds.Retrieve(ctx)
-		if err != nil {
-			return 0, nil, nil, fmt.Errorf("AWS credentials: %w", err)
-		}
-		sum := sha256.Sum256(body)
-		if err := c.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "execute-api", c.region, time.Now()); err != nil {
-			return 0, nil, nil, err
-		}
-	}
-	resp, err := c.http.Do(req)
+	resp, err := c.send(req)
 	if err != nil {
 		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	return resp.StatusCode, b, resp.Header, err
+}
+
+// send sends one request to the API: as the local caller, or signed with
+// SigV4 when the CLI signs (the dashboard of ljob ui sends through it too).
+func (c *client) send(req *http.Request) (*http.Response, error) {
+	if c.caller != "" {
+		req.Header.Set("X-Local-Caller", c.caller)
+	}
+	if c.signer != nil {
+		var body []byte
+		if req.Body != nil {
+			b, err := io.ReadAll(io.LimitReader(req.Body, 8<<20))
+			if err != nil {
+				return nil, err
+			}
+			body = b
+			req.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		creds, err := c.creds.Retrieve(req.Context())
+		if err != nil {
+			return nil, fmt.Errorf("AWS credentials: %w", err)
+		}
+		sum := sha256.Sum256(body)
+		if err := c.signer.SignHTTP(req.Context(), creds, req, hex.EncodeToString(sum[:]), "execute-api", c.region, time.Now()); err != nil {
+			return nil, err
+		}
+	}
+	return c.http.Do(req)
 }
 
 func (c *client) fail(status int, body []byte) int {

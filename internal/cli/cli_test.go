@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/cli"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
@@ -295,3 +299,56 @@ func TestListAndRetry(t *testing.T) {
 		t.Fatalf("retry: %d %s", code, out)
 	}
 }
+
+// ljob ui serves the dashboard on loopback only, over the API it is given.
+func TestUI(t *testing.T) {
+	if code, _, errOut := runCLI(t, "http://127.0.0.1:1", "-listen", "0.0.0.0:8081", "ui"); code != 1 || !strings.Contains(errOut, "loopback") {
+		t.Fatalf("a non-loopback address: %d %s", code, errOut)
+	}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/jobs" || r.Header.Get("X-Local-Caller") != "ops" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `{"jobs":[{"id":"j-ui","kind":"k","status":"failed","error":"boom","attempt":1,"created_at":"2026-11-30T08:00:00Z"}],"next_page_token":null}`)
+	}))
+	defer api.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	var out, errOut syncBuf
+	go func() {
+		done <- cli.Main(ctx, []string{"-api", api.URL, "-caller", "ops", "-listen", addr, "ui"}, strings.NewReader(""), &out, &errOut, func(string) string { return "" })
+	}()
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/jobs")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		break
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("ui exited %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(body, "j-ui") || !strings.Contains(body, "boom") {
+		t.Fatalf("the dashboard's job list: %s", body)
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

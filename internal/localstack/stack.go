@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdajobs/lambdajobs/internal/dashboard"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -65,6 +67,9 @@ type Config struct {
 	BatchWindow time.Duration
 	// SweepEvery is the sweeper's schedule (0: never; tests call SweepNow).
 	SweepEvery time.Duration
+	// DashboardAddr, when set, serves the web dashboard there, over this
+	// stack's API as the caller "local" (DefaultConfig: 127.0.0.1:8081).
+	DashboardAddr string
 	// NoSchedules keeps the declared schedules from firing on their own
 	// (tests fire them with FireSchedule).
 	NoSchedules bool
@@ -88,6 +93,7 @@ func DefaultConfig() Config {
 		Table: "lambdajobs-local", Queue: "lambdajobs-local",
 		WorkerTimeout: 30 * time.Second, APITimeout: 10 * time.Second, SweeperTimeout: 60 * time.Second,
 		WorkerInstances: 2, BatchSize: 10, SweepEvery: time.Minute,
+		DashboardAddr: "127.0.0.1:8081",
 	}
 }
 
@@ -103,6 +109,8 @@ type Stack struct {
 	Stats *Stats
 	// Scheduler fires the declared schedules (GET SchedulesPath).
 	Scheduler *Scheduler
+	// DashboardURL is where the dashboard is served (Config.DashboardAddr).
+	DashboardURL string
 
 	cfg       Config
 	pollers   []*EventSource
@@ -113,6 +121,7 @@ type Stack struct {
 	workers   []*Function
 	sweeper   *Function
 	server    *http.Server
+	extra     []*http.Server
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	stopOnce  sync.Once
@@ -358,8 +367,35 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			}
 		}()
 	}
+	if cfg.DashboardAddr != "" {
+		dash, err := s.Dashboard("local")
+		if err != nil {
+			return nil, err
+		}
+		dln, err := net.Listen("tcp", cfg.DashboardAddr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.DashboardAddr, err)
+		}
+		s.DashboardURL = "http://" + dln.Addr().String()
+		dsrv := &http.Server{Handler: dash, ReadHeaderTimeout: 10 * time.Second}
+		s.extra = append(s.extra, dsrv)
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); _ = dsrv.Serve(dln) }()
+	}
 	cfg.Logger.Info("local stack up", slog.String("api", s.APIURL))
 	return s, nil
+}
+
+// Dashboard returns a dashboard over this stack's API as caller, with its
+// metrics and its queues.
+func (s *Stack) Dashboard(caller string) (*dashboard.Server, error) {
+	api, err := url.Parse(s.APIURL)
+	if err != nil {
+		return nil, err
+	}
+	stats, _ := url.Parse(s.APIURL + StatsPath)
+	return dashboard.New(dashboard.Config{API: api, Caller: caller, Stats: stats, Log: s.cfg.Logger,
+		DLQ: &dashboard.SQSDLQ{SQS: localaws.SQSClient(s.SQSEndpoint), QueueURL: s.Queues.Queue, DLQURL: s.Queues.DLQ}})
 }
 
 // FireSchedule sends one fire of the named schedule for the scheduled
@@ -408,9 +444,12 @@ func (s *Stack) Stop() {
 		if s.cancel != nil {
 			s.cancel()
 		}
-		if s.server != nil {
+		for _, srv := range append([]*http.Server{s.server}, s.extra...) {
+			if srv == nil {
+				continue
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = s.server.Shutdown(ctx)
+			_ = srv.Shutdown(ctx)
 			cancel()
 		}
 		s.wg.Wait()

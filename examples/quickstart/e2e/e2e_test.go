@@ -49,6 +49,7 @@ func TestTeamFunctionsOnTheLocalStack(t *testing.T) {
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(),
 		"JOBS_LOCAL_API_ADDR="+api,
+		fmt.Sprintf("JOBS_LOCAL_DASHBOARD_ADDR=127.0.0.1:%d", freePort(t)),
 		fmt.Sprintf("JOBS_LOCAL_DYNAMODB_PORT=%d", freePort(t)),
 		fmt.Sprintf("JOBS_LOCAL_SQS_PORT=%d", freePort(t)),
 		"JOBS_LOCAL_CACHE="+filepath.Clean(cache),

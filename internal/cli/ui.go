@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/lambdajobs/lambdajobs/internal/dashboard"
+)
+
+// ui serves the dashboard over the API until ctx ends. It listens on the
+// loopback interface only: it acts with the operator's identity.
+func (c *client) ui(ctx context.Context, listen, queueURL, dlqURL string) int {
+	host, _, err := net.SplitHostPort(listen)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		fmt.Fprintf(c.stderr, "ljob: ui listens on a loopback address only (such as 127.0.0.1:8081), not %q\n", listen)
+		return 1
+	}
+	cfg := dashboard.Config{API: c.base, Do: c.send, Caller: c.caller}
+	if (queueURL == "") != (dlqURL == "") {
+		fmt.Fprintln(c.stderr, "ljob: ui: give both -queue-url and -dlq-url (the stack's QueueUrl and DeadLetterQueueUrl outputs), or neither")
+		return 1
+	}
+	if queueURL != "" {
+		awsCfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			fmt.Fprintln(c.stderr, "ljob: AWS config:", err)
+			return 1
+		}
+		cfg.DLQ = &dashboard.SQSDLQ{SQS: sqs.NewFromConfig(awsCfg), QueueURL: queueURL, DLQURL: dlqURL}
+	}
+	dash, err := dashboard.New(cfg)
+	if err != nil {
+		fmt.Fprintln(c.stderr, "ljob:", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		fmt.Fprintln(c.stderr, "ljob:", err)
+		return 1
+	}
+	srv := &http.Server{Handler: dash, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	fmt.Fprintf(c.stdout, "the dashboard of %s is at http://%s/ (Ctrl-C stops it)\n", c.base, ln.Addr())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(c.stderr, "ljob:", err)
+		return 1
+	}
+	return 0
+}

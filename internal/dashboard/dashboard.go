@@ -1,0 +1,261 @@
+// Package dashboard is the web dashboard: find jobs and act on them, over
+// the jobs HTTP API (so it sees exactly what its caller may see, and acts
+// with the caller's identity), plus the dead-letter queue and, on the local
+// stack, the functions' metrics. Server-rendered with html/template and a
+// little JavaScript for live updates; every asset is embedded. `make run`
+// serves it at http://127.0.0.1:8081/ against the local stack, `ljob ui`
+// against a deployed API (signing with the operator's AWS credentials).
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Config is what a dashboard talks to.
+type Config struct {
+	// API is the jobs API's base URL.
+	API *url.URL
+	// Do sends a request to the API (http.DefaultClient.Do when nil);
+	// `ljob ui` signs them.
+	Do func(*http.Request) (*http.Response, error)
+	// Caller names the local caller (X-Local-Caller) on the local stack.
+	Caller string
+	// Stats, when set, is the local stack's metrics endpoint.
+	Stats *url.URL
+	// DLQ, when set, is the dead-letter queue the dashboard shows and
+	// redrives.
+	DLQ DLQ
+	Log *slog.Logger
+}
+
+// DLQ is the dead-letter queue, as the dashboard needs it.
+type DLQ interface {
+	// Depths returns the approximate number of messages in the queue
+	// and in the dead-letter queue.
+	Depths(ctx context.Context) (queue, dlq int, err error)
+	// Peek returns up to max messages of the dead-letter queue without
+	// taking them.
+	Peek(ctx context.Context, max int) ([]DeadLetter, error)
+	// Redrive moves the message with this id back to the queue; RedriveAll
+	// moves every message, returning how many.
+	Redrive(ctx context.Context, id string) error
+	RedriveAll(ctx context.Context) (int, error)
+}
+
+// DeadLetter is one dead-letter queue message, described by its shape
+// (never its body, which may hold anything).
+type DeadLetter struct {
+	ID       string
+	Shape    string
+	Receives int
+	SentAt   time.Time
+}
+
+// Server serves the dashboard.
+type Server struct {
+	cfg  Config
+	tmpl *template.Template
+	mux  *http.ServeMux
+}
+
+// New returns a dashboard server.
+func New(cfg Config) (*Server, error) {
+	if cfg.API == nil {
+		return nil, errors.New("dashboard: the API's URL is required")
+	}
+	if cfg.Do == nil {
+		c := &http.Client{Timeout: 15 * time.Second}
+		cfg.Do = c.Do
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	tmpl, err := template.New("").Funcs(template.FuncMap{
+		"when": func(t any) string {
+			switch v := t.(type) {
+			case time.Time:
+				if v.IsZero() {
+					return "-"
+				}
+				return v.UTC().Format("2006-01-02 15:04:05.000")
+			case *time.Time:
+				if v == nil {
+					return "-"
+				}
+				return v.UTC().Format("2006-01-02 15:04:05.000")
+			}
+			return "-"
+		},
+		"deref": func(s *string) string {
+			if s == nil {
+				return ""
+			}
+			return *s
+		},
+		"pretty": func(raw json.RawMessage) string {
+			if len(raw) == 0 || string(raw) == "null" {
+				return ""
+			}
+			var b bytes.Buffer
+			if json.Indent(&b, raw, "", "  ") != nil {
+				return string(raw)
+			}
+			return b.String()
+		},
+		"sum": func(ns ...int) int {
+			t := 0
+			for _, n := range ns {
+				t += n
+			}
+			return t
+		},
+	}).ParseFS(assets, "assets/*.html")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, tmpl: tmpl, mux: http.NewServeMux()}
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) routes() {
+	static := http.FileServerFS(assets)
+	s.mux.Handle("GET /assets/", static)
+	s.mux.HandleFunc("GET /{$}", s.overview)
+	s.mux.HandleFunc("GET /jobs", s.jobList)
+	s.mux.HandleFunc("GET /jobs/{id}", s.jobDetail)
+	s.mux.HandleFunc("GET /api/jobs/{id}", s.jobJSON)
+	s.mux.HandleFunc("POST /jobs/{id}/cancel", s.jobAction("cancel"))
+	s.mux.HandleFunc("POST /jobs/{id}/retry", s.jobAction("retry"))
+	s.mux.HandleFunc("POST /bulk/{action}", s.bulk)
+	s.mux.HandleFunc("GET /batches/{id}", s.batchDetail)
+	s.mux.HandleFunc("GET /schedules", s.schedules)
+	s.mux.HandleFunc("GET /dlq", s.dlq)
+	s.mux.HandleFunc("POST /dlq/redrive", s.redrive)
+}
+
+// call sends one request to the jobs API and decodes a JSON answer into
+// out; it returns the status and, for a problem, its detail.
+func (s *Server) call(ctx context.Context, method, path string, query url.Values, body any, out any) (int, string, error) {
+	u := *s.cfg.API
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	u.RawQuery = query.Encode()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, "", err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return 0, "", err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if s.cfg.Caller != "" {
+		req.Header.Set("X-Local-Caller", s.cfg.Caller)
+	}
+	resp, err := s.cfg.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return 0, "", err
+	}
+	if resp.StatusCode >= 300 {
+		var p struct {
+			Detail string `json:"detail"`
+			Code   string `json:"code"`
+			Title  string `json:"title"`
+		}
+		_ = json.Unmarshal(raw, &p)
+		msg := p.Title
+		if p.Detail != "" {
+			msg += ": " + p.Detail
+		}
+		if msg == "" {
+			msg = http.StatusText(resp.StatusCode)
+		}
+		return resp.StatusCode, msg, nil
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, "", fmt.Errorf("dashboard: the API's answer: %w", err)
+		}
+	}
+	return resp.StatusCode, "", nil
+}
+
+// page is what every template gets.
+type page struct {
+	Title   string
+	Nav     string
+	Flash   string
+	Problem string
+	Data    any
+}
+
+func (s *Server) render(w http.ResponseWriter, name string, status int, p page) {
+	var b bytes.Buffer
+	if err := s.tmpl.ExecuteTemplate(&b, name, p); err != nil {
+		s.cfg.Log.Error("dashboard: template", slog.String("template", name), slog.String("error", err.Error()))
+		http.Error(w, "template error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+func (s *Server) fail(w http.ResponseWriter, nav string, err error) {
+	s.cfg.Log.Warn("dashboard: the API", slog.String("error", err.Error()))
+	s.render(w, "problem.html", http.StatusBadGateway, page{Title: "The API did not answer", Nav: nav, Problem: "The jobs API did not answer: " + err.Error()})
+}
+
+// redirect goes back to where a form came from, with a message.
+func redirect(w http.ResponseWriter, r *http.Request, to, flash string) {
+	u, err := url.Parse(to)
+	if err != nil || u.IsAbs() || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		u = &url.URL{Path: "/"}
+	}
+	q := u.Query()
+	q.Set("flash", flash)
+	u.RawQuery = q.Encode()
+	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+}
+
+func atoiOr(s string, def int) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	return def
+}

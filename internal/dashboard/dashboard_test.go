@@ -1,0 +1,150 @@
+package dashboard_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lambdajobs/lambdajobs/internal/dashboard"
+)
+
+// fakeAPI answers the jobs API's routes with canned bodies and records the
+// bulk requests.
+type fakeAPI struct {
+	mu   sync.Mutex
+	bulk []map[string]string
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.URL.Path == "/v1/jobs":
+		// A kind name with markup: the pages must escape it.
+		io.WriteString(w, `{"jobs":[{"id":"j1","kind":"<script>alert(1)</script>","status":"failed","error":"boom","attempt":2,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}],"next_page_token":"tok"}`)
+	case r.URL.Path == "/v1/jobs/j1":
+		io.WriteString(w, `{"id":"j1","kind":"k","status":"running","result":{"done":2,"total":4},"error":null,"attempt":1,"batch_id":"b1","created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+	case r.URL.Path == "/v1/jobs/nope":
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"type":"x","title":"Not found","status":404,"detail":"no such job","code":"not_found"}`)
+	case r.URL.Path == "/v1/batches/b1":
+		io.WriteString(w, `{"id":"b1","status":"running","total":4,"counts":{"pending":1,"succeeded":2,"failed":1,"cancelled":0},"completion_job_id":null,"created_at":"2026-11-30T08:00:00Z","job_ids":["j1"],"next_page_token":null}`)
+	case r.URL.Path == "/v1/schedules":
+		io.WriteString(w, `{"schedules":[{"name":"nightly","expression":"cron(0 2 * * ? *)","time_zone":"Europe/Paris","kind":"k","payload":{},"overlap":"skip","created_at":"2026-11-30T08:00:00Z","next_fire":"2026-12-01T01:00:00Z"}]}`)
+	case strings.HasPrefix(r.URL.Path, "/v1/bulk/"):
+		var body map[string]string
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		f.mu.Lock()
+		f.bulk = append(f.bulk, body)
+		n := len(f.bulk)
+		f.mu.Unlock()
+		if n == 1 {
+			io.WriteString(w, `{"matched":100,"changed":99,"continuation_token":"c1"}`)
+		} else {
+			io.WriteString(w, `{"matched":3,"changed":3,"continuation_token":null}`)
+		}
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func newServer(t *testing.T) (*httptest.Server, *fakeAPI) {
+	f := &fakeAPI{}
+	api := httptest.NewServer(f)
+	t.Cleanup(api.Close)
+	u, _ := url.Parse(api.URL)
+	d, err := dashboard.New(dashboard.Config{API: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	return srv, f
+}
+
+func get(t *testing.T, u string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// Every page renders from the API's answers, escapes what it shows, is
+// labelled for screen readers and loads nothing from elsewhere.
+func TestPages(t *testing.T) {
+	srv, _ := newServer(t)
+	for path, want := range map[string][]string{
+		"/":              {"Jobs by kind", "CloudWatch dashboard"},
+		"/jobs":          {"&lt;script&gt;alert(1)&lt;/script&gt;", `href="/jobs?limit=25&amp;page_token=tok"`, `<label for="f-status">`, `aria-live="polite"`},
+		"/jobs/j1":       {`id="status"`, "running", `&#34;done&#34;: 2`, `href="/batches/b1"`, `id="retry" disabled`},
+		"/batches/b1":    {`max="4" value="3"`, `href="/jobs/j1"`},
+		"/schedules":     {"nightly", "cron(0 2 * * ? *)", "Europe/Paris"},
+		"/jobs?kind=x":   {`action="/bulk/cancel"`, `data-confirm=`},
+		"/assets/app.js": {"fetch("},
+	} {
+		code, body, h := get(t, srv.URL+path)
+		if code != http.StatusOK {
+			t.Errorf("%s: %d %s", path, code, body)
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s lacks %q", path, w)
+			}
+		}
+		if strings.Contains(body, "<script>alert") {
+			t.Errorf("%s shows markup from the API unescaped", path)
+		}
+		if strings.Contains(body, "http://") || strings.Contains(body, "https://") {
+			t.Errorf("%s loads something from elsewhere", path)
+		}
+		if !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'self'") {
+			t.Errorf("%s: no content security policy", path)
+		}
+	}
+	if code, body, _ := get(t, srv.URL+"/jobs/nope"); code != http.StatusNotFound || !strings.Contains(body, "no such job") {
+		t.Errorf("an unknown job: %d %s", code, body)
+	}
+	if code, _, _ := get(t, srv.URL+"/dlq"); code != http.StatusNotFound {
+		t.Errorf("the dead-letter page without queues: %d", code)
+	}
+}
+
+// A bulk action follows the continuation tokens over the whole filter,
+// bounded to jobs created before the click, and says what it did.
+func TestBulkFollowsTheFilter(t *testing.T) {
+	srv, f := newServer(t)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.PostForm(srv.URL+"/bulk/retry", url.Values{"status": {"failed"}, "kind": {"k"}, "query": {"status=failed&kind=k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/jobs?") || !strings.Contains(loc, "103+jobs+matched%2C+102+retried") {
+		t.Fatalf("after the bulk retry: %d %s", resp.StatusCode, loc)
+	}
+	if len(f.bulk) != 2 || f.bulk[0]["status"] != "failed" || f.bulk[0]["kind"] != "k" || f.bulk[0]["created_before"] == "" || f.bulk[1]["continuation_token"] != "c1" {
+		t.Fatalf("bulk requests %v", f.bulk)
+	}
+	// Without a filter, nothing is sent.
+	resp, _ = client.PostForm(srv.URL+"/bulk/cancel", url.Values{"query": {""}})
+	resp.Body.Close()
+	if len(f.bulk) != 2 || !strings.Contains(resp.Header.Get("Location"), "needs+a+filter") {
+		t.Fatalf("a bulk action without a filter: %v %s", f.bulk, resp.Header.Get("Location"))
+	}
+	// A form cannot send the browser elsewhere.
+	resp, _ = client.PostForm(srv.URL+"/bulk/cancel", url.Values{"status": {"queued"}, "query": {"//evil.example/x"}})
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/jobs?") {
+		t.Fatalf("redirected to %s", loc)
+	}
+}

@@ -1,0 +1,295 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
+)
+
+// kindRow is one kind's counts on the overview.
+type kindRow struct {
+	Kind                                                               string
+	Enqueued, Started, Succeeded, Failed, Retried, Cancelled, TimedOut float64
+	RunP50, RunP99, QueueP50, QueueP99                                 float64
+}
+
+type overviewData struct {
+	Kinds          []kindRow
+	HasStats       bool
+	HasQueues      bool
+	Queue, DLQ     int
+	QueueErr       string
+	Failed, Queued int
+}
+
+func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	d := overviewData{}
+	if s.cfg.Stats != nil {
+		if rows, err := s.stats(ctx); err == nil {
+			d.Kinds, d.HasStats = rows, true
+		}
+	}
+	if s.cfg.DLQ != nil {
+		q, dl, err := s.cfg.DLQ.Depths(ctx)
+		d.HasQueues, d.Queue, d.DLQ = true, q, dl
+		if err != nil {
+			d.QueueErr = err.Error()
+		}
+	}
+	s.render(w, "overview.html", http.StatusOK, page{Title: "Overview", Nav: "overview", Flash: r.URL.Query().Get("flash"), Data: d})
+}
+
+// stats reads the local stack's per-kind metrics (counts never come from
+// counting items).
+func (s *Server) stats(ctx context.Context) ([]kindRow, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.Stats.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.cfg.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Kinds map[string]struct {
+			Counts    map[string]float64 `json:"counts"`
+			Durations map[string]struct {
+				P50 float64 `json:"p50"`
+				P99 float64 `json:"p99"`
+			} `json:"durations_ms"`
+		} `json:"kinds"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, err
+	}
+	var rows []kindRow
+	for k, v := range out.Kinds {
+		c := v.Counts
+		rows = append(rows, kindRow{Kind: k, Enqueued: c["JobsEnqueued"], Started: c["JobsStarted"], Succeeded: c["JobsSucceeded"],
+			Failed: c["JobsFailed"], Retried: c["JobsRetried"], Cancelled: c["JobsCancelled"], TimedOut: c["JobsTimedOut"],
+			RunP50: v.Durations["RunDuration"].P50, RunP99: v.Durations["RunDuration"].P99,
+			QueueP50: v.Durations["QueueLatency"].P50, QueueP99: v.Durations["QueueLatency"].P99})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Kind < rows[j].Kind })
+	return rows, nil
+}
+
+type listData struct {
+	Jobs      []jobs.View
+	Status    string
+	Kind      string
+	Limit     int
+	Next      string
+	Statuses  []string
+	Query     string // the filter, for the live refresh and bulk forms
+	ThisPage  string
+	PageToken string
+}
+
+func (s *Server) jobList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := listData{Status: q.Get("status"), Kind: q.Get("kind"), Limit: atoiOr(q.Get("limit"), 25), PageToken: q.Get("page_token"),
+		Statuses: []string{"queued", "running", "succeeded", "failed", "cancelled"}}
+	api := url.Values{"limit": {fmt.Sprint(d.Limit)}}
+	filter := url.Values{}
+	for k, v := range map[string]string{"status": d.Status, "kind": d.Kind} {
+		if v != "" {
+			api.Set(k, v)
+			filter.Set(k, v)
+		}
+	}
+	if d.PageToken != "" {
+		api.Set("page_token", d.PageToken)
+	}
+	var list httpapi.JobList
+	status, problem, err := s.call(r.Context(), http.MethodGet, "/v1/jobs", api, nil, &list)
+	if err != nil {
+		s.fail(w, "jobs", err)
+		return
+	}
+	d.Jobs, d.Query, d.ThisPage = list.Jobs, filter.Encode(), r.URL.RequestURI()
+	if list.NextPageToken != nil {
+		next := url.Values{"limit": {fmt.Sprint(d.Limit)}, "page_token": {*list.NextPageToken}}
+		for k := range filter {
+			next.Set(k, filter.Get(k))
+		}
+		d.Next = "/jobs?" + next.Encode()
+	}
+	p := page{Title: "Jobs", Nav: "jobs", Flash: q.Get("flash"), Problem: problem, Data: d}
+	if q.Get("partial") == "rows" {
+		s.render(w, "rows.html", http.StatusOK, p)
+		return
+	}
+	if status >= 300 {
+		s.render(w, "jobs.html", status, p)
+		return
+	}
+	s.render(w, "jobs.html", http.StatusOK, p)
+}
+
+func (s *Server) getJob(ctx context.Context, id string) (jobs.View, int, string, error) {
+	var v jobs.View
+	status, problem, err := s.call(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil, &v)
+	return v, status, problem, err
+}
+
+func (s *Server) jobDetail(w http.ResponseWriter, r *http.Request) {
+	v, status, problem, err := s.getJob(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, "jobs", err)
+		return
+	}
+	if status >= 300 {
+		s.render(w, "problem.html", status, page{Title: "No such job", Nav: "jobs", Problem: problem})
+		return
+	}
+	s.render(w, "job.html", http.StatusOK, page{Title: "Job " + v.ID, Nav: "jobs", Flash: r.URL.Query().Get("flash"), Data: v})
+}
+
+// jobJSON is the job for the detail page's live updates.
+func (s *Server) jobJSON(w http.ResponseWriter, r *http.Request) {
+	v, status, _, err := s.getJob(r.Context(), r.PathValue("id"))
+	if err != nil || status >= 300 {
+		http.Error(w, "unavailable", http.StatusBadGateway)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) jobAction(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		var v jobs.View
+		status, problem, err := s.call(r.Context(), http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/"+action, nil, nil, &v)
+		switch {
+		case err != nil:
+			s.fail(w, "jobs", err)
+		case status >= 300:
+			redirect(w, r, "/jobs/"+url.PathEscape(id), fmt.Sprintf("Not done: %s", problem))
+		case action == "cancel" && v.Status == jobs.StatusRunning:
+			redirect(w, r, "/jobs/"+url.PathEscape(id), "Cancel requested: the job stops at its next check.")
+		case action == "cancel":
+			redirect(w, r, "/jobs/"+url.PathEscape(id), "Cancelled.")
+		default:
+			redirect(w, r, "/jobs/"+url.PathEscape(id), "Queued again as attempt "+fmt.Sprint(v.Attempt+1)+".")
+		}
+	}
+}
+
+// bulk runs a bulk action over the whole filter, following continuation
+// tokens for up to 20 calls (2,000 jobs) per click.
+func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	if action != "cancel" && action != "retry" || r.ParseForm() != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	body := map[string]string{}
+	for _, k := range []string{"status", "kind"} {
+		if v := r.PostForm.Get(k); v != "" {
+			body[k] = v
+		}
+	}
+	back := "/jobs?" + r.PostForm.Get("query")
+	if len(body) == 0 {
+		redirect(w, r, back, "Choose a status or a kind first: a bulk action needs a filter.")
+		return
+	}
+	body["created_before"] = time.Now().UTC().Format(time.RFC3339Nano)
+	matched, changed := 0, 0
+	for range 20 {
+		var res httpapi.BulkResult
+		status, problem, err := s.call(r.Context(), http.MethodPost, "/v1/bulk/"+action, nil, body, &res)
+		if err != nil {
+			s.fail(w, "jobs", err)
+			return
+		}
+		if status >= 300 {
+			redirect(w, r, back, "Not done: "+problem)
+			return
+		}
+		matched, changed = matched+res.Matched, changed+res.Changed
+		if res.ContinuationToken == nil {
+			break
+		}
+		body["continuation_token"] = *res.ContinuationToken
+	}
+	verb := map[string]string{"cancel": "cancelled", "retry": "retried"}[action]
+	redirect(w, r, back, fmt.Sprintf("%d jobs matched, %d %s.", matched, changed, verb))
+}
+
+func (s *Server) batchDetail(w http.ResponseWriter, r *http.Request) {
+	var b jobs.BatchView
+	status, problem, err := s.call(r.Context(), http.MethodGet, "/v1/batches/"+url.PathEscape(r.PathValue("id")), url.Values{"limit": {"50"}}, nil, &b)
+	if err != nil {
+		s.fail(w, "jobs", err)
+		return
+	}
+	if status >= 300 {
+		s.render(w, "problem.html", status, page{Title: "No such batch", Nav: "jobs", Problem: problem})
+		return
+	}
+	s.render(w, "batch.html", http.StatusOK, page{Title: "Batch " + b.ID, Nav: "jobs", Data: b})
+}
+
+func (s *Server) schedules(w http.ResponseWriter, r *http.Request) {
+	var list struct {
+		Schedules []httpapi.ScheduleView `json:"schedules"`
+	}
+	status, problem, err := s.call(r.Context(), http.MethodGet, "/v1/schedules", nil, nil, &list)
+	if err != nil {
+		s.fail(w, "schedules", err)
+		return
+	}
+	if status >= 300 {
+		s.render(w, "problem.html", status, page{Title: "Schedules", Nav: "schedules", Problem: problem})
+		return
+	}
+	s.render(w, "schedules.html", http.StatusOK, page{Title: "Schedules", Nav: "schedules", Data: list.Schedules})
+}
+
+func (s *Server) dlq(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.DLQ == nil {
+		s.render(w, "problem.html", http.StatusNotFound, page{Title: "Dead-letter queue", Nav: "dlq",
+			Problem: "This dashboard has no access to the dead-letter queue (ljob ui -dlq URL gives it)."})
+		return
+	}
+	msgs, err := s.cfg.DLQ.Peek(r.Context(), 50)
+	if err != nil {
+		s.fail(w, "dlq", err)
+		return
+	}
+	s.render(w, "dlq.html", http.StatusOK, page{Title: "Dead-letter queue", Nav: "dlq", Flash: r.URL.Query().Get("flash"), Data: msgs})
+}
+
+func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.DLQ == nil || r.ParseForm() != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	if id := r.PostForm.Get("id"); id != "" {
+		if err := s.cfg.DLQ.Redrive(r.Context(), id); err != nil {
+			redirect(w, r, "/dlq", "Not redriven: "+err.Error())
+			return
+		}
+		redirect(w, r, "/dlq", "Message "+id+" is back on the queue.")
+		return
+	}
+	n, err := s.cfg.DLQ.RedriveAll(r.Context())
+	if err != nil {
+		redirect(w, r, "/dlq", fmt.Sprintf("%d redriven, then: %v", n, err))
+		return
+	}
+	redirect(w, r, "/dlq", fmt.Sprintf("%d messages are back on the queue.", n))
+}

@@ -1,0 +1,190 @@
+package localstack_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/chromedp/chromedp"
+
+	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
+	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+// browser starts headless Chromium (Debian's chromium, which make test
+// installs when missing) on a dashboard over the local stack, as caller.
+func browser(t *testing.T, caller string) (context.Context, string) {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium is required for the dashboard's browser tests (make test installs it: apt-get install chromium): %v", err)
+	}
+	dash, err := stack.Dashboard(caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(dash)
+	t.Cleanup(srv.Close)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1366, 900))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx, srv.URL
+}
+
+// screenshot writes docs/<name>.png when UPDATE_SCREENSHOTS is set.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	if os.Getenv("UPDATE_SCREENSHOTS") == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ := localaws.FindRoot()
+	if err := os.WriteFile(filepath.Join(root, "docs", name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A sleeping job appears in the list, its page shows its progress moving,
+// and the cancel button cancels it.
+func TestDashboardFollowsAndCancelsAJob(t *testing.T) {
+	ctx, base := browser(t, "browser")
+	v := enqueue(t, "browser", "example.sleep", `{"ms":8000,"steps":16}`)
+	link := chromedp.CSS(`a[href="/jobs/` + v.ID + `"]`)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(link)); err != nil {
+		t.Fatalf("the job list: %v", err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#jobs tbody`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rows, v.ID) || !strings.Contains(rows, "example.sleep") {
+		t.Fatalf("the list shows %q", rows)
+	}
+	// The detail page, live: the partial result moves.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(link),
+		chromedp.WaitVisible(chromedp.CSS(`#job`)),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Poll[bool](`document.getElementById("result").textContent.includes('"done"')`, chromedp.WithPollingTimeout(20*time.Second))(ctx, tg)
+			return err
+		}),
+	); err != nil {
+		t.Fatalf("the job's page: %v", err)
+	}
+	first, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#result`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`document.getElementById("result").textContent !== %s`, jsString(first)), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("the progress did not move from %q: %v", first, err)
+	}
+	screenshot(t, ctx, "dashboard-job")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#cancel`)), chromedp.WaitVisible(chromedp.CSS(`.flash`))); err != nil {
+		t.Fatalf("cancel from the page: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").textContent === "cancelled"`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the page never showed the job cancelled: %v", err)
+	}
+	if got, _ := waitFinal(t, "browser", v.ID, 20*time.Second); got.Status != jobs.StatusCancelled {
+		t.Fatalf("after the cancel button: %+v", got)
+	}
+}
+
+// A flaky job that failed is retried from its page and succeeds.
+func TestDashboardRetriesAFailedJob(t *testing.T) {
+	ctx, base := browser(t, "browser-retry")
+	v := enqueue(t, "browser-retry", examplekinds.Flaky, `{"fail_times":4}`)
+	if got, _ := waitFinal(t, "browser-retry", v.ID, 60*time.Second); got.Status != jobs.StatusFailed {
+		t.Fatalf("the flaky job: %+v", got)
+	}
+	link := chromedp.CSS(`a[href="/jobs/` + v.ID + `"]`)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs?status=failed"), chromedp.WaitVisible(link)); err != nil {
+		t.Fatalf("the failed jobs: %v", err)
+	}
+	listed, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#jobs tbody`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(link),
+		chromedp.WaitEnabled(chromedp.CSS(`#retry`)),
+		chromedp.Click(chromedp.CSS(`#retry`)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash`)),
+	); err != nil {
+		t.Fatalf("retry from the page: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").textContent === "succeeded"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("the page never showed the retried job succeeded: %v", err)
+	}
+	if !strings.Contains(listed, "still_failing") {
+		t.Fatalf("the failed list shows %q", listed)
+	}
+	if got, _ := waitFinal(t, "browser-retry", v.ID, 10*time.Second); got.Status != jobs.StatusSucceeded || !strings.Contains(string(got.Result), `"succeeded_on_attempt":5`) {
+		t.Fatalf("after the retry button: %+v", got)
+	}
+}
+
+// A message on the dead-letter queue is shown by its shape, redriven from
+// the page, and becomes a job.
+func TestDashboardRedrivesADeadLetter(t *testing.T) {
+	ctx, base := browser(t, "local")
+	key := fmt.Sprintf("dlq-%d", time.Now().UnixNano())
+	body, _ := json.Marshal(map[string]any{"kind": "example.hash", "payload": map[string]any{"text": "from the DLQ", "rounds": 1}, "idempotency_key": key})
+	out, err := localaws.SQSClient(stack.SQSEndpoint).SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(stack.Queues.DLQ), MessageBody: aws.String(string(body))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := aws.ToString(out.MessageId)
+	redrive := chromedp.CSS(`button[aria-label="Redrive message ` + id + `"]`)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(redrive)); err != nil {
+		t.Fatalf("the dead-letter page: %v", err)
+	}
+	shape, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`table tbody`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(shape, "from the DLQ") || !strings.Contains(shape, "idempotency_key") {
+		t.Fatalf("the message is not shown by its shape alone: %q", shape)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(redrive), chromedp.WaitVisible(chromedp.CSS(`.flash`))); err != nil {
+		t.Fatalf("redrive: %v", err)
+	}
+	job := jobs.DerivedID("envelope-idempotency", examplekinds.DefaultRouteOwner, key)
+	if got, _ := waitFinal(t, "local", job, 30*time.Second); got.Status != jobs.StatusSucceeded {
+		t.Fatalf("the redriven message's job: %+v", got)
+	}
+	// The overview shows the queues and the kinds' counts.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`#queue-depth`))); err != nil {
+		t.Fatalf("the overview: %v", err)
+	}
+	overview, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`main`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(overview, "example.hash") {
+		t.Fatalf("the overview shows %q", overview)
+	}
+	screenshot(t, ctx, "dashboard-overview")
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
