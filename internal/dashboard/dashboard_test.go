@@ -27,7 +27,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A kind name with markup: the pages must escape it.
 		io.WriteString(w, `{"jobs":[{"id":"j1","kind":"<script>alert(1)</script>","status":"failed","error":"boom","attempt":2,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}],"next_page_token":"tok"}`)
 	case r.URL.Path == "/v1/jobs/j1":
-		io.WriteString(w, `{"id":"j1","kind":"k","status":"running","result":{"done":2,"total":4},"error":null,"attempt":1,"batch_id":"b1","created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+		io.WriteString(w, `{"id":"j1","kind":"k","status":"running","result":{"done":2,"total":4},"error":null,"attempt":1,"batch_id":"b1","payload":{"customer":"c-42","card":"[secret]"},"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/nope":
 		w.WriteHeader(http.StatusNotFound)
 		io.WriteString(w, `{"type":"x","title":"Not found","status":404,"detail":"no such job","code":"not_found"}`)

@@ -92,6 +92,10 @@ func TestDashboardFollowsAndCancelsAJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	payload, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`pre[aria-labelledby="payload-h"]`)))
+	if err != nil || !strings.Contains(payload, `"steps": 16`) {
+		t.Fatalf("the job's payload: %q %v", payload, err)
+	}
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`document.getElementById("result").textContent !== %s`, jsString(first)), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 		t.Fatalf("the progress did not move from %q: %v", first, err)
 	}

@@ -85,11 +85,14 @@ type View struct {
 	// it ends cancelled.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// BatchID names the job's batch, if any.
-	BatchID    *string    `json:"batch_id,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	UpdatedAt  time.Time  `json:"updated_at"`
-	StartedAt  *time.Time `json:"started_at,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	BatchID *string `json:"batch_id,omitempty"`
+	// Payload is the job's payload with its jobs:"secret" fields masked
+	// ("[secret]"): in GET /v1/jobs/{id} only (Service.PayloadView).
+	Payload    json.RawMessage `json:"payload,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 }
 
 // View returns the public view of r.

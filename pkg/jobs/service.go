@@ -275,6 +275,38 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (*Record, error)
 	return nil, fmt.Errorf("%w: the job kept changing", ErrUnavailable)
 }
 
+// SecretMask replaces the value of each jobs:"secret" field in
+// Service.PayloadView.
+const SecretMask = "[secret]"
+
+// PayloadView returns rec's payload as its owner may see it: the fields
+// tagged jobs:"secret" replaced by SecretMask (their sealed values are never
+// shown, nor opened), the others as stored. A payload that is not a JSON
+// object has no secret fields.
+func (s *Service) PayloadView(rec *Record) json.RawMessage {
+	if len(rec.Payload) == 0 {
+		return json.RawMessage("null")
+	}
+	k, ok := s.reg.lookup(rec.Kind)
+	if !ok || len(k.secrets) == 0 {
+		return rec.Payload
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(rec.Payload, &obj) != nil {
+		return rec.Payload
+	}
+	for _, f := range k.secrets {
+		if _, present := obj[f]; present {
+			obj[f] = json.RawMessage(`"` + SecretMask + `"`)
+		}
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
 // Get returns the job with the given id if owner owns it. Another owner's
 // job and an unknown or malformed id all give ErrNotFound.
 func (s *Service) Get(ctx context.Context, owner, id string) (*Record, error) {

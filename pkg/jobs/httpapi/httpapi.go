@@ -111,8 +111,9 @@ func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 	return accepted(rec.View(), JobsPath+"/"+rec.ID, created), nil
 }
 
-// GetJob serves GET /v1/jobs/{id}: 200 with the job, or 404 for an unknown
-// id, a malformed id and another owner's job alike.
+// GetJob serves GET /v1/jobs/{id}: 200 with the job and its payload (its
+// jobs:"secret" fields masked), or 404 for an unknown id, a malformed id and
+// another owner's job alike.
 func (a *API) GetJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	defer a.recover(ctx, &resp)
 	owner, ok := Owner(req)
@@ -123,7 +124,9 @@ func (a *API) GetJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) (r
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}
-	return jsonResponse(http.StatusOK, rec.View()), nil
+	v := rec.View()
+	v.Payload = a.svc.PayloadView(rec)
+	return jsonResponse(http.StatusOK, v), nil
 }
 
 // CancelJob serves POST /v1/jobs/{id}/cancel: 200 with the cancelled job
