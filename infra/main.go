@@ -56,6 +56,11 @@ func build(app awscdk.App) error {
 	if v := ctx("logLevel"); v != "" {
 		cfg.LogLevel = v
 	}
+	// -c operators=arn:aws:iam::123456789012:role/oncall,... may use the
+	// admin routes.
+	if v := ctx("operators"); v != "" {
+		cfg.Operators = strings.Split(v, ",")
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

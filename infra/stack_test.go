@@ -76,6 +76,7 @@ func setup(m *testing.M) (int, error) {
 	tuned.Architecture = "x86_64"
 	tuned.Tracing = true
 	tuned.LogLevel = "WARN"
+	tuned.Operators = []string{"arn:aws:iam::123456789012:role/oncall", "arn:aws:iam::123456789012:role/support"}
 	tuned.Environment = map[string]string{"TEAM_SETTING": "all"}
 	tuned.FunctionEnvironment = map[string]map[string]string{"worker": {"WORKER_ONLY": "1"}}
 	prod := Prod
@@ -1136,6 +1137,20 @@ func TestTracing(t *testing.T) {
 		}
 		if got := strings.Contains(jsonOf(s.resources("AWS::IAM::Policy")), "xray:PutTraceSegments"); got != s.cfg.Tracing {
 			t.Errorf("%s: X-Ray permissions %v, want %v", name, got, s.cfg.Tracing)
+		}
+	}
+}
+
+// Operators reach the admin routes: the functions behind them are told
+// who the operators are; nobody is, unless configured.
+func TestOperators(t *testing.T) {
+	for name, s := range envs {
+		for _, fn := range []string{"getjob", "cancel"} {
+			env := jsonOf(s.function(t, fn)["Environment"])
+			want := len(s.cfg.Operators) > 0
+			if got := strings.Contains(env, `"JOBS_OPERATORS":"arn:aws:iam::123456789012:role/oncall,arn:aws:iam::123456789012:role/support"`); got != want {
+				t.Errorf("%s %s: JOBS_OPERATORS present %v, want %v: %s", name, fn, got, want, env)
+			}
 		}
 	}
 }

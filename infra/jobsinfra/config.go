@@ -98,6 +98,14 @@ type Config struct {
 	QueueLatencyAlarm time.Duration
 	FailuresAlarm     int
 
+	// Operators are the callers who may use the admin routes (any
+	// owner's jobs: /v1/admin/jobs...), as the API derives callers: an IAM
+	// role's ARN (arn:aws:iam::ACCOUNT:role/NAME, for any of its sessions),
+	// a user's ARN, or "jwt:ISSUER#SUBJECT" for a JWT. Empty: nobody. Give
+	// those routes their own JWT scope too (JWT.Scopes), or keep
+	// execute-api:Invoke on them to the operators' roles.
+	Operators []string
+
 	// ScheduleMaxEventAge is how long EventBridge Scheduler retries a
 	// periodic job's fire that it cannot deliver to the queue before it
 	// goes to the schedules' dead-letter queue (0: one hour; 1 minute to
@@ -134,6 +142,7 @@ type CORSConfig struct {
 // RouteKeys are the API's routes, as JWTConfig.Scopes names them.
 var RouteKeys = []string{"POST /v1/jobs", "GET /v1/jobs/{id}", "GET /v1/jobs", "POST /v1/batches", "GET /v1/batches/{id}",
 	"POST /v1/jobs/{id}/cancel", "POST /v1/jobs/{id}/retry", "POST /v1/bulk/{action}",
+	"GET /v1/admin/jobs", "GET /v1/admin/jobs/{id}", "POST /v1/admin/jobs/{id}/{action}",
 	"POST /v1/schedules", "GET /v1/schedules", "GET /v1/schedules/{name}", "DELETE /v1/schedules/{name}"}
 
 // S3Source connects an existing bucket's notifications to the queue.

@@ -373,6 +373,11 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		allow(f, []string{"dynamodb:BatchGetItem"}, table)
 		s.grantPageKey(f)
 	}
+	if len(cfg.Operators) > 0 {
+		for _, f := range []awslambda.Function{getjob, cancelFn} {
+			f.AddEnvironment(jsii.String("JOBS_OPERATORS"), jsii.String(strings.Join(cfg.Operators, ",")), nil)
+		}
+	}
 	// Retries go back to the queue.
 	allow(cancelFn, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
 	// The worker claims, publishes and finishes (UpdateItem), reads a job
@@ -433,6 +438,9 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		{"ListJobs", "GET", "/v1/jobs", getjob},
 		{"RetryJob", "POST", "/v1/jobs/{id}/retry", cancelFn},
 		{"BulkAction", "POST", "/v1/bulk/{action}", cancelFn},
+		{"AdminListJobs", "GET", "/v1/admin/jobs", getjob},
+		{"AdminGetJob", "GET", "/v1/admin/jobs/{id}", getjob},
+		{"AdminJobAction", "POST", "/v1/admin/jobs/{id}/{action}", cancelFn},
 		{"EnqueueBatch", "POST", "/v1/batches", enqueue},
 		{"GetBatch", "GET", "/v1/batches/{id}", getjob},
 		{"CancelJob", "POST", "/v1/jobs/{id}/cancel", cancelFn},

@@ -37,7 +37,8 @@ Usage:
   ljob [flags] list                     your jobs, newest first (-status, -kind, -limit N, -all: every page)
   ljob [flags] retry ID                 queue a failed or cancelled job again (-wait: watch it)
   ljob [flags] ui                       the web dashboard over the API, on -listen (127.0.0.1:8081, loopback
-                                        only), signing as the CLI does; -queue-url and -dlq-url add the queues
+                                        only), signing as the CLI does; -queue-url and -dlq-url add the queues;
+                                        -operator: any owner's jobs through the admin routes
   ljob [flags] batch [FILE]             submit the JSON lines of FILE (or stdin), {"kind", "payload"}
                                         each, as one batch; -wait follows it with one progress bar
   ljob [flags] get-batch ID             show a batch and its counts
@@ -89,6 +90,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	owner := fs.String("owner", "arn:aws:iam::000000000000:user/local", "")
 	completion := fs.String("completion", "", "")
 	listen := fs.String("listen", "127.0.0.1:8081", "")
+	operator := fs.Bool("operator", false, "")
 	queueURL := fs.String("queue-url", "", "")
 	dlqURL := fs.String("dlq-url", "", "")
 	status := fs.String("status", "", "")
@@ -143,7 +145,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	case cmd == "get" && len(rest) == 2:
 		return c.get(ctx, rest[1])
 	case cmd == "ui" && len(rest) == 1:
-		return c.ui(ctx, *listen, *queueURL, *dlqURL)
+		return c.ui(ctx, *listen, *queueURL, *dlqURL, *operator)
 	case cmd == "list" && len(rest) == 1:
 		return c.list(ctx, *status, *kind, *limit, *all)
 	case cmd == "retry" && len(rest) == 2:

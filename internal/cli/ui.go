@@ -16,13 +16,13 @@ import (
 
 // ui serves the dashboard over the API until ctx ends. It listens on the
 // loopback interface only: it acts with the operator's identity.
-func (c *client) ui(ctx context.Context, listen, queueURL, dlqURL string) int {
+func (c *client) ui(ctx context.Context, listen, queueURL, dlqURL string, operator bool) int {
 	host, _, err := net.SplitHostPort(listen)
 	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 		fmt.Fprintf(c.stderr, "ljob: ui listens on a loopback address only (such as 127.0.0.1:8081), not %q\n", listen)
 		return 1
 	}
-	cfg := dashboard.Config{API: c.base, Do: c.send, Caller: c.caller}
+	cfg := dashboard.Config{API: c.base, Do: c.send, Caller: c.caller, Operator: operator}
 	if (queueURL == "") != (dlqURL == "") {
 		fmt.Fprintln(c.stderr, "ljob: ui: give both -queue-url and -dlq-url (the stack's QueueUrl and DeadLetterQueueUrl outputs), or neither")
 		return 1

@@ -41,7 +41,10 @@ type Config struct {
 	// DLQ, when set, is the dead-letter queue the dashboard shows and
 	// redrives.
 	DLQ DLQ
-	Log *slog.Logger
+	// Operator uses the admin routes: any owner's jobs, one owner at a
+	// time (the caller must be one of the deployment's operators).
+	Operator bool
+	Log      *slog.Logger
 }
 
 // DLQ is the dead-letter queue, as the dashboard needs it.

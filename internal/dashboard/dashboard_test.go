@@ -35,6 +35,16 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"id":"b1","status":"running","total":4,"counts":{"pending":1,"succeeded":2,"failed":1,"cancelled":0},"completion_job_id":null,"created_at":"2026-11-30T08:00:00Z","job_ids":["j1"],"next_page_token":null}`)
 	case r.URL.Path == "/v1/schedules":
 		io.WriteString(w, `{"schedules":[{"name":"nightly","expression":"cron(0 2 * * ? *)","time_zone":"Europe/Paris","kind":"k","payload":{},"overlap":"skip","created_at":"2026-11-30T08:00:00Z","next_fire":"2026-12-01T01:00:00Z"}]}`)
+	case r.URL.Path == "/v1/admin/jobs":
+		if r.URL.Query().Get("owner") != "arn:aws:iam::1:role/team" {
+			http.Error(w, "owner", http.StatusBadRequest)
+			return
+		}
+		io.WriteString(w, `{"jobs":[{"id":"j9","kind":"k","status":"failed","error":"boom","attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}],"next_page_token":null}`)
+	case r.URL.Path == "/v1/admin/jobs/j9":
+		io.WriteString(w, `{"job":{"id":"j9","kind":"k","status":"failed","error":"boom","attempt":1,"payload":{"x":1},"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"},"owner":"arn:aws:iam::1:role/team"}`)
+	case r.URL.Path == "/v1/admin/jobs/j9/retry" && r.Method == http.MethodPost:
+		io.WriteString(w, `{"id":"j9","kind":"k","status":"queued","error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case strings.HasPrefix(r.URL.Path, "/v1/bulk/"):
 		var body map[string]string
 		_ = json.NewDecoder(r.Body).Decode(&body)
@@ -146,5 +156,38 @@ func TestBulkFollowsTheFilter(t *testing.T) {
 	resp.Body.Close()
 	if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/jobs?") {
 		t.Fatalf("redirected to %s", loc)
+	}
+}
+
+// An operator's dashboard reads one owner's jobs at a time through the
+// admin routes, shows each job's owner, and acts through the admin routes.
+func TestOperatorMode(t *testing.T) {
+	api := httptest.NewServer(&fakeAPI{})
+	t.Cleanup(api.Close)
+	u, _ := url.Parse(api.URL)
+	d, err := dashboard.New(dashboard.Config{API: u, Operator: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	if code, body, _ := get(t, srv.URL+"/jobs"); code != http.StatusOK || !strings.Contains(body, `id="f-owner"`) || !strings.Contains(body, "Give the owner") {
+		t.Fatalf("without an owner: %d %s", code, body)
+	}
+	code, body, _ := get(t, srv.URL+"/jobs?owner="+url.QueryEscape("arn:aws:iam::1:role/team"))
+	if code != http.StatusOK || !strings.Contains(body, "j9") || strings.Contains(body, "/bulk/") {
+		t.Fatalf("an owner's jobs: %d %s", code, body)
+	}
+	if code, body, _ := get(t, srv.URL+"/jobs/j9"); code != http.StatusOK || !strings.Contains(body, "arn:aws:iam::1:role/team") || !strings.Contains(body, "boom") {
+		t.Fatalf("a job's page: %d %s", code, body)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.PostForm(srv.URL+"/jobs/j9/retry", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !strings.Contains(resp.Header.Get("Location"), "Queued+again") {
+		t.Fatalf("retry through the admin route: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }

@@ -84,6 +84,8 @@ func (s *Server) stats(ctx context.Context) ([]kindRow, error) {
 }
 
 type listData struct {
+	Operator  bool
+	Owner     string
 	Jobs      []jobs.View
 	Status    string
 	Kind      string
@@ -98,10 +100,18 @@ type listData struct {
 func (s *Server) jobList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := listData{Status: q.Get("status"), Kind: q.Get("kind"), Limit: atoiOr(q.Get("limit"), 25), PageToken: q.Get("page_token"),
-		Statuses: []string{"queued", "running", "succeeded", "failed", "cancelled"}}
+		Statuses: []string{"queued", "running", "succeeded", "failed", "cancelled"}, Operator: s.cfg.Operator, Owner: q.Get("owner")}
 	api := url.Values{"limit": {fmt.Sprint(d.Limit)}}
 	filter := url.Values{}
-	for k, v := range map[string]string{"status": d.Status, "kind": d.Kind} {
+	listPath := "/v1/jobs"
+	if s.cfg.Operator {
+		listPath = "/v1/admin/jobs"
+		if d.Owner == "" {
+			s.render(w, "jobs.html", http.StatusOK, page{Title: "Jobs", Nav: "jobs", Flash: "Give the owner whose jobs to see (an operator sees one owner at a time).", Data: d})
+			return
+		}
+	}
+	for k, v := range map[string]string{"status": d.Status, "kind": d.Kind, "owner": d.Owner} {
 		if v != "" {
 			api.Set(k, v)
 			filter.Set(k, v)
@@ -111,7 +121,7 @@ func (s *Server) jobList(w http.ResponseWriter, r *http.Request) {
 		api.Set("page_token", d.PageToken)
 	}
 	var list httpapi.JobList
-	status, problem, err := s.call(r.Context(), http.MethodGet, "/v1/jobs", api, nil, &list)
+	status, problem, err := s.call(r.Context(), http.MethodGet, listPath, api, nil, &list)
 	if err != nil {
 		s.fail(w, "jobs", err)
 		return
@@ -136,10 +146,29 @@ func (s *Server) jobList(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "jobs.html", http.StatusOK, p)
 }
 
-func (s *Server) getJob(ctx context.Context, id string) (jobs.View, int, string, error) {
+// jobPath is a job's route: the caller's, or the admin one.
+func (s *Server) jobPath(id string) string {
+	if s.cfg.Operator {
+		return "/v1/admin/jobs/" + url.PathEscape(id)
+	}
+	return "/v1/jobs/" + url.PathEscape(id)
+}
+
+// jobData is a job's page: the job, and for an operator its owner.
+type jobData struct {
+	jobs.View
+	Owner string
+}
+
+func (s *Server) getJob(ctx context.Context, id string) (jobData, int, string, error) {
+	if s.cfg.Operator {
+		var a httpapi.AdminJob
+		status, problem, err := s.call(ctx, http.MethodGet, s.jobPath(id), nil, nil, &a)
+		return jobData{View: a.Job, Owner: a.Owner}, status, problem, err
+	}
 	var v jobs.View
-	status, problem, err := s.call(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil, &v)
-	return v, status, problem, err
+	status, problem, err := s.call(ctx, http.MethodGet, s.jobPath(id), nil, nil, &v)
+	return jobData{View: v}, status, problem, err
 }
 
 func (s *Server) jobDetail(w http.ResponseWriter, r *http.Request) {
@@ -164,14 +193,14 @@ func (s *Server) jobJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(v)
+	_ = json.NewEncoder(w).Encode(v.View)
 }
 
 func (s *Server) jobAction(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		var v jobs.View
-		status, problem, err := s.call(r.Context(), http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/"+action, nil, nil, &v)
+		status, problem, err := s.call(r.Context(), http.MethodPost, s.jobPath(id)+"/"+action, nil, nil, &v)
 		switch {
 		case err != nil:
 			s.fail(w, "jobs", err)
@@ -191,7 +220,7 @@ func (s *Server) jobAction(action string) http.HandlerFunc {
 // tokens for up to 20 calls (2,000 jobs) per click.
 func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	action := r.PathValue("action")
-	if action != "cancel" && action != "retry" || r.ParseForm() != nil {
+	if action != "cancel" && action != "retry" || s.cfg.Operator || r.ParseForm() != nil {
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
 	}

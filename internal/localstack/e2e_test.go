@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -363,6 +364,18 @@ func TestListRetryAndBulk(t *testing.T) {
 	got, _ := waitFinal(t, "lister", failed.ID, 30*time.Second)
 	if got.Status != jobs.StatusFailed || got.Attempt != 2 {
 		t.Fatalf("the retried job ran again: %+v", got)
+	}
+	// The local operator reads and acts on the lister's jobs through the
+	// admin routes; the lister cannot use them.
+	lister := "arn:aws:iam::" + localstack.LocalAccount + ":user/lister"
+	if a := call(t, "GET", "/v1/admin/jobs?status=failed&owner="+url.QueryEscape(lister), "operator", "", ""); a.status != 200 || !strings.Contains(a.body, failed.ID) {
+		t.Fatalf("the operator's listing: %d %s", a.status, a.body)
+	}
+	if a := call(t, "GET", "/v1/admin/jobs/"+failed.ID, "operator", "", ""); a.status != 200 || !strings.Contains(a.body, `"owner":"`+lister+`"`) {
+		t.Fatalf("the operator's read: %d %s", a.status, a.body)
+	}
+	if a := call(t, "GET", "/v1/admin/jobs/"+failed.ID, "lister", "", ""); a.status != 403 {
+		t.Fatalf("a non-operator on the admin routes: %d %s", a.status, a.body)
 	}
 	var delayed []string
 	for range 3 {

@@ -253,6 +253,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		// The functions write their metrics (EMF) with their output, as in Lambda.
 		"JOBS_METRICS_NAMESPACE=lambdajobs/local",
 		keyEnvPage,
+		// The local operator: X-Local-Caller: operator.
+		"JOBS_OPERATORS=" + LocalOperator,
 		// Runtime schedules go to the local Scheduler (SchedulerAPI).
 		"AWS_ENDPOINT_URL_SCHEDULER=" + s.APIURL,
 		"JOBS_SCHEDULE_GROUP=" + RuntimeGroup,
@@ -385,6 +387,10 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	cfg.Logger.Info("local stack up", slog.String("api", s.APIURL))
 	return s, nil
 }
+
+// LocalOperator is the local stack's operator (X-Local-Caller: operator):
+// the admin routes are theirs.
+const LocalOperator = "arn:aws:iam::" + LocalAccount + ":user/operator"
 
 // Dashboard returns a dashboard over this stack's API as caller, with its
 // metrics and its queues.

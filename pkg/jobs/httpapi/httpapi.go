@@ -44,8 +44,9 @@ const MaxBatchBodyBytes = 6 << 20
 
 // API serves the job endpoints.
 type API struct {
-	svc *jobs.Service
-	log *slog.Logger
+	svc       *jobs.Service
+	log       *slog.Logger
+	operators []string
 }
 
 // New returns an API over svc. logger may be nil.
@@ -139,16 +140,21 @@ func (a *API) CancelJob(ctx context.Context, req events.APIGatewayV2HTTPRequest)
 	if !ok {
 		return problem(ctx, a.log, errUnauthenticated), nil
 	}
-	rec, err := a.svc.Cancel(ctx, owner, pathID(req, JobsPath+"/", "/cancel"))
+	return a.cancelAs(ctx, owner, pathID(req, JobsPath+"/", "/cancel")), nil
+}
+
+// cancelAs cancels owner's job id and answers as CancelJob does.
+func (a *API) cancelAs(ctx context.Context, owner, id string) events.APIGatewayV2HTTPResponse {
+	rec, err := a.svc.Cancel(ctx, owner, id)
 	switch {
 	case errors.Is(err, jobs.ErrAlreadyFinal):
-		return problem(ctx, a.log, &requestError{code: "already_finished", detail: "the job already ended " + string(rec.Status)}), nil
+		return problem(ctx, a.log, &requestError{code: "already_finished", detail: "the job already ended " + string(rec.Status)})
 	case err != nil:
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	case rec.Status == jobs.StatusRunning:
-		return jsonResponse(http.StatusAccepted, rec.View()), nil
+		return jsonResponse(http.StatusAccepted, rec.View())
 	}
-	return jsonResponse(http.StatusOK, rec.View()), nil
+	return jsonResponse(http.StatusOK, rec.View())
 }
 
 // batchBody is the POST /v1/batches body.
@@ -226,6 +232,8 @@ func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (ev
 		path = req.RequestContext.HTTP.Path
 	}
 	switch {
+	case path == AdminPath+"/jobs" || strings.HasPrefix(path, AdminPath+"/jobs/"):
+		return a.admin(ctx, req, method, path)
 	case path == JobsPath && method == http.MethodPost:
 		return a.Enqueue(ctx, req)
 	case path == JobsPath && method == http.MethodGet:

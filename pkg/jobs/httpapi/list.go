@@ -32,25 +32,30 @@ func (a *API) ListJobs(ctx context.Context, req events.APIGatewayV2HTTPRequest) 
 	if !ok {
 		return problem(ctx, a.log, errUnauthenticated), nil
 	}
+	return a.listAs(ctx, owner, req), nil
+}
+
+// listAs lists owner's jobs as ListJobs does.
+func (a *API) listAs(ctx context.Context, owner string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	q := req.QueryStringParameters
 	lr := jobs.ListRequest{Status: jobs.Status(q["status"]), Kind: q["kind"], PageToken: q["page_token"]}
 	if v, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > jobs.MaxListLimit {
-			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "limit is 1 to 200"}), nil
+			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "limit is 1 to 200"})
 		}
 		lr.Limit = n
 	}
 	if v := q["created_before"]; v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "created_before is an RFC 3339 time"}), nil
+			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "created_before is an RFC 3339 time"})
 		}
 		lr.CreatedBefore = t
 	}
 	page, err := a.svc.List(ctx, owner, lr)
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
 	out := JobList{Jobs: make([]jobs.View, 0, len(page.Records))}
 	for _, r := range page.Records {
@@ -59,7 +64,7 @@ func (a *API) ListJobs(ctx context.Context, req events.APIGatewayV2HTTPRequest) 
 	if page.NextPageToken != "" {
 		out.NextPageToken = &page.NextPageToken
 	}
-	return jsonResponse(http.StatusOK, out), nil
+	return jsonResponse(http.StatusOK, out)
 }
 
 // RetryJob serves POST /v1/jobs/{id}/retry: 200 with the job queued again

@@ -330,6 +330,25 @@ func TestListAnswersMatchOpenAPI(t *testing.T) {
 	check("/v1/bulk/{action}", caller(t, "me", "POST", "/v1/bulk/retry", nil, `{}`))
 }
 
+func TestAdminAnswersMatchOpenAPI(t *testing.T) {
+	s := loadSpec(t)
+	e := newEnv(t)
+	op, _ := httpapi.Owner(caller(t, "other", "GET", "/", nil, ""))
+	me, _ := httpapi.Owner(caller(t, "me", "GET", "/", nil, ""))
+	e.api = e.api.WithOperators([]string{op})
+	a := e.enqueueAs(t, "me", "a").ID
+	check := func(specPath string, req events.APIGatewayV2HTTPRequest) {
+		s.check(t, specPath, req.RequestContext.HTTP.Method, e.route(t, req))
+	}
+	check("/v1/admin/jobs", caller(t, "other", "GET", "/v1/admin/jobs", map[string]string{"owner": me}, ""))
+	check("/v1/admin/jobs", caller(t, "other", "GET", "/v1/admin/jobs", nil, ""))
+	check("/v1/admin/jobs", caller(t, "me", "GET", "/v1/admin/jobs", map[string]string{"owner": me}, ""))
+	check("/v1/admin/jobs/{id}", caller(t, "other", "GET", "/v1/admin/jobs/"+a, nil, ""))
+	check("/v1/admin/jobs/{id}", caller(t, "other", "GET", "/v1/admin/jobs/"+jobs.NewID(), nil, ""))
+	check("/v1/admin/jobs/{id}/{action}", caller(t, "other", "POST", "/v1/admin/jobs/"+a+"/cancel", nil, ""))
+	check("/v1/admin/jobs/{id}/{action}", caller(t, "other", "POST", "/v1/admin/jobs/"+a+"/retry", nil, ""))
+}
+
 func TestScheduleAnswersMatchOpenAPI(t *testing.T) {
 	s := loadSpec(t)
 	e := newSchedEnv(t, 2)

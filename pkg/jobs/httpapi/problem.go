@@ -58,6 +58,7 @@ var statuses = map[string]struct {
 	"invalid_request":         {http.StatusBadRequest, "Invalid request"},
 	"invalid_idempotency_key": {http.StatusBadRequest, "Invalid idempotency key"},
 	"unauthenticated":         {http.StatusUnauthorized, "Unauthenticated"},
+	"forbidden":               {http.StatusForbidden, "Forbidden"},
 	"not_found":               {http.StatusNotFound, "Not found"},
 	"method_not_allowed":      {http.StatusMethodNotAllowed, "Method not allowed"},
 	"idempotency_conflict":    {http.StatusConflict, "Idempotency key reused"},

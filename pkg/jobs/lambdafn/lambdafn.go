@@ -42,6 +42,8 @@
 //	JOBS_PAGE_TOKEN_SECRET     a Secrets Manager secret whose value signs the listing's page tokens,
 //	                           read at cold start by getjob and cancel (the construct sets it);
 //	JOBS_PAGE_TOKEN_KEY        or that value itself, 32+ characters (the local stack)
+//	JOBS_OPERATORS             callers (owner identities, comma-separated) who may use the admin
+//	                           routes /v1/admin/jobs... (getjob and cancel; the construct sets it)
 //	JOBS_SOURCES               the foreign sources connected to the queue, as JSON
 //	                           [{"type":"s3","bucket":...},{"type":"eventbridge","source":...,"detail_type":...}]
 //	                           (the CDK construct sets it on the worker, which refuses to start
@@ -118,6 +120,9 @@ type Config struct {
 	// pagekey.go.
 	PageTokenSecret string
 	PageTokenKey    string
+	// Operators may use the admin routes (JOBS_OPERATORS: owner
+	// identities, comma-separated, as the API derives them).
+	Operators []string
 }
 
 // ConfigFromEnv reads Config from the environment (see the package doc).
@@ -196,6 +201,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c.KeyRingSecret = getenv("JOBS_PAYLOAD_KEYRING_SECRET")
 	c.MetricsNamespace = getenv("JOBS_METRICS_NAMESPACE")
 	c.PageTokenSecret, c.PageTokenKey = getenv("JOBS_PAGE_TOKEN_SECRET"), getenv("JOBS_PAGE_TOKEN_KEY")
+	for _, op := range strings.Split(getenv("JOBS_OPERATORS"), ",") {
+		if op = strings.TrimSpace(op); op != "" {
+			c.Operators = append(c.Operators, op)
+		}
+	}
 	if c.PageTokenKey != "" && len(c.PageTokenKey) < 32 {
 		errs = append(errs, errors.New("JOBS_PAGE_TOKEN_KEY: want at least 32 characters"))
 	}
@@ -343,7 +353,7 @@ func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(svc, d.Logger).Route, nil
+	return httpapi.New(svc, d.Logger).WithOperators(d.Config.Operators).Route, nil
 }
 
 // Cancel is the job actions function: POST /v1/jobs/{id}/cancel,
@@ -362,7 +372,7 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(svc, d.Logger).Route, nil
+	return httpapi.New(svc, d.Logger).WithOperators(d.Config.Operators).Route, nil
 }
 
 // Worker is the SQS-triggered worker function. It refuses to start when a
