@@ -13,6 +13,7 @@ import (
 const statsPath = "/local/stats"
 
 type kindStats struct {
+	PerMinute float64            `json:"ended_per_minute"`
 	Counts    map[string]float64 `json:"counts"`
 	Durations map[string]struct {
 		N   int     `json:"n"`
@@ -53,7 +54,7 @@ func (c *client) stats(ctx context.Context) int {
 	}
 	sort.Strings(kinds)
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "kind\tenqueued\tstarted\tsucceeded\tfailed\tretried\ttimed out\tinterrupted\tcancelled\trun p50/p99 ms\tqueue p50/p99 ms\t")
+	fmt.Fprintln(tw, "kind\tenqueued\tstarted\tsucceeded\tfailed\tretried\ttimed out\tinterrupted\tcancelled\tended/min (5 min)\trun p50/p99 ms\tqueue p50/p99 ms\t")
 	for _, k := range kinds {
 		s := out.Kinds[k]
 		n := func(name string) string { return fmt.Sprint(s.Counts[name]) }
@@ -64,8 +65,8 @@ func (c *client) stats(ctx context.Context) int {
 			}
 			return fmt.Sprintf("%.0f/%.0f", v.P50, v.P99)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", k, n("JobsEnqueued"), n("JobsStarted"), n("JobsSucceeded"),
-			n("JobsFailed"), n("JobsRetried"), n("JobsTimedOut"), n("JobsInterrupted"), n("JobsCancelled"), d("RunDuration"), d("QueueLatency"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t\n", k, n("JobsEnqueued"), n("JobsStarted"), n("JobsSucceeded"),
+			n("JobsFailed"), n("JobsRetried"), n("JobsTimedOut"), n("JobsInterrupted"), n("JobsCancelled"), s.PerMinute, d("RunDuration"), d("QueueLatency"))
 	}
 	if err := tw.Flush(); err != nil {
 		return 1

@@ -191,3 +191,26 @@ func TestOperatorMode(t *testing.T) {
 		t.Fatalf("retry through the admin route: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
+
+// The overview shows each kind's counts and throughput from the local
+// stack's metrics.
+func TestOverviewShowsThroughput(t *testing.T) {
+	stats := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"kinds":{"example.hash":{"counts":{"JobsSucceeded":40,"JobsFailed":2},"durations_ms":{"RunDuration":{"n":42,"p50":12,"p99":40}},"ended_per_minute":8.4}}}`)
+	}))
+	t.Cleanup(stats.Close)
+	api := httptest.NewServer(&fakeAPI{})
+	t.Cleanup(api.Close)
+	u, _ := url.Parse(api.URL)
+	su, _ := url.Parse(stats.URL)
+	d, err := dashboard.New(dashboard.Config{API: u, Stats: su})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	code, body, _ := get(t, srv.URL+"/")
+	if code != http.StatusOK || !strings.Contains(body, "example.hash") || !strings.Contains(body, "<td>8.4</td>") || !strings.Contains(body, "12 / 40") {
+		t.Fatalf("overview: %d %s", code, body)
+	}
+}

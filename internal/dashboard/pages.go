@@ -18,6 +18,7 @@ type kindRow struct {
 	Kind                                                               string
 	Enqueued, Started, Succeeded, Failed, Retried, Cancelled, TimedOut float64
 	RunP50, RunP99, QueueP50, QueueP99                                 float64
+	PerMinute                                                          float64 // runs ended per minute, last 5 minutes
 }
 
 type overviewData struct {
@@ -66,6 +67,7 @@ func (s *Server) stats(ctx context.Context) ([]kindRow, error) {
 				P50 float64 `json:"p50"`
 				P99 float64 `json:"p99"`
 			} `json:"durations_ms"`
+			PerMinute float64 `json:"ended_per_minute"`
 		} `json:"kinds"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
@@ -77,7 +79,7 @@ func (s *Server) stats(ctx context.Context) ([]kindRow, error) {
 		rows = append(rows, kindRow{Kind: k, Enqueued: c["JobsEnqueued"], Started: c["JobsStarted"], Succeeded: c["JobsSucceeded"],
 			Failed: c["JobsFailed"], Retried: c["JobsRetried"], Cancelled: c["JobsCancelled"], TimedOut: c["JobsTimedOut"],
 			RunP50: v.Durations["RunDuration"].P50, RunP99: v.Durations["RunDuration"].P99,
-			QueueP50: v.Durations["QueueLatency"].P50, QueueP99: v.Durations["QueueLatency"].P99})
+			QueueP50: v.Durations["QueueLatency"].P50, QueueP99: v.Durations["QueueLatency"].P99, PerMinute: v.PerMinute})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Kind < rows[j].Kind })
 	return rows, nil

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"time"
 )
 
 // StatsPath is where the local stack serves the metrics its functions
@@ -20,11 +21,24 @@ type Stats struct {
 	mu     sync.Mutex
 	counts map[string]map[string]float64   // kind -> metric -> sum
 	values map[string]map[string][]float64 // kind -> duration metric -> values
+	// ended holds, per kind, when runs ended and how many (the records'
+	// own timestamps), for the last RateWindow: the throughput.
+	ended map[string][]stamp
+	// now is the clock of the window (time.Now when nil).
+	now func() time.Time
 }
+
+type stamp struct {
+	at time.Time
+	n  float64
+}
+
+// RateWindow is the window of KindStats.EndedPerMinute.
+const RateWindow = 5 * time.Minute
 
 // NewStats returns an empty Stats.
 func NewStats() *Stats {
-	return &Stats{counts: map[string]map[string]float64{}, values: map[string]map[string][]float64{}}
+	return &Stats{counts: map[string]map[string]float64{}, values: map[string]map[string][]float64{}, ended: map[string][]stamp{}}
 }
 
 // Writer returns a writer for one function's output: it passes every line
@@ -96,13 +110,41 @@ func (s *Stats) read(line []byte) {
 		for _, v := range vals {
 			s.counts[kind][name] += v
 		}
+		if name == "JobsSucceeded" || name == "JobsFailed" || name == "JobsCancelled" {
+			ts, _ := aws["Timestamp"].(float64)
+			for _, v := range vals {
+				s.ended[kind] = append(s.ended[kind], stamp{at: time.UnixMilli(int64(ts)), n: v})
+			}
+		}
 	}
+	s.trim(kind)
+}
+
+// trim forgets the ends older than the window.
+func (s *Stats) trim(kind string) {
+	cut := s.clock().Add(-RateWindow)
+	e := s.ended[kind]
+	i := 0
+	for i < len(e) && e[i].at.Before(cut) {
+		i++
+	}
+	s.ended[kind] = e[i:]
+}
+
+func (s *Stats) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
 // KindStats is what a kind did, as `ljob stats` shows it.
 type KindStats struct {
 	Counts    map[string]float64 `json:"counts"`
 	Durations map[string]Summary `json:"durations_ms"`
+	// EndedPerMinute is the throughput: runs that ended (succeeded,
+	// failed or cancelled) per minute over the last RateWindow.
+	EndedPerMinute float64 `json:"ended_per_minute"`
 }
 
 // Summary summarises a duration metric.
@@ -119,6 +161,11 @@ func (s *Stats) Snapshot() map[string]KindStats {
 	out := map[string]KindStats{}
 	for kind, counts := range s.counts {
 		ks := KindStats{Counts: map[string]float64{}, Durations: map[string]Summary{}}
+		s.trim(kind)
+		for _, e := range s.ended[kind] {
+			ks.EndedPerMinute += e.n
+		}
+		ks.EndedPerMinute /= RateWindow.Minutes()
 		for k, v := range counts {
 			ks.Counts[k] = v
 		}
