@@ -68,6 +68,9 @@ type DeadLetter struct {
 	Shape    string
 	Receives int
 	SentAt   time.Time
+	// Why says why a message of this sort reaches the dead-letter queue
+	// (SQS keeps no reason; the worker's log line names the message id).
+	Why string
 }
 
 // Server serves the dashboard.

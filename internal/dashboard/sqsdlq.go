@@ -86,7 +86,7 @@ func (d *SQSDLQ) Peek(ctx context.Context, max int) ([]DeadLetter, error) {
 			id := aws.ToString(m.MessageId)
 			rc, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
 			ms, _ := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
-			seen[id] = DeadLetter{ID: id, Shape: Shape(aws.ToString(m.Body)), Receives: rc, SentAt: time.UnixMilli(ms).UTC()}
+			seen[id] = DeadLetter{ID: id, Shape: Shape(aws.ToString(m.Body)), Why: Why(aws.ToString(m.Body)), Receives: rc, SentAt: time.UnixMilli(ms).UTC()}
 		}
 	}
 	out := make([]DeadLetter, 0, len(seen))
@@ -149,6 +149,25 @@ func (d *SQSDLQ) RedriveAll(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// Why says why a message like body reaches the dead-letter queue, from
+// what sort of message it is: a job's own message comes back while its job
+// cannot be claimed or settled; a schedule's fire, while its job cannot be
+// made; anything else is a message no route accepted. The worker logs the
+// reason with the message id each time it gives a message back.
+func Why(body string) string {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(body), &obj) != nil {
+		return "no route accepts a message that is not JSON"
+	}
+	switch {
+	case len(obj) == 1 && obj["job_id"] != nil:
+		return "a job's message: its job could not be found, claimed or settled in five receives (the worker's log names this message id)"
+	case obj["lambdajobs_schedule"] != nil:
+		return "a schedule's fire whose job could not be made in five receives (a bad scheduled time, or the store was unavailable)"
+	}
+	return "no route accepts a message of this shape (the worker logs \"no route accepts this message\" with its id)"
 }
 
 // Shape names a message body's shape without quoting it: its length and,
