@@ -26,6 +26,13 @@ import (
 // asserts only what AWS documents (GetSecretValue returns SecretString).
 func motoSecrets(t *testing.T) *secretsmanager.Client {
 	t.Helper()
+	c, _ := motoSecretsAt(t)
+	return c
+}
+
+// motoSecretsAt is motoSecrets, with moto's endpoint.
+func motoSecretsAt(t *testing.T) (*secretsmanager.Client, string) {
+	t.Helper()
 	path, err := exec.LookPath("moto_server")
 	if err != nil {
 		t.Fatalf("moto_server is required for the key ring test (it is part of these machines' image): %v", err)
@@ -55,7 +62,7 @@ func motoSecrets(t *testing.T) *secretsmanager.Client {
 	return secretsmanager.New(secretsmanager.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
+	}), endpoint
 }
 
 type cardPayload struct {
