@@ -49,7 +49,9 @@ func TestTeamFunctionsOnTheLocalStack(t *testing.T) {
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(),
 		"JOBS_LOCAL_API_ADDR="+api,
-		fmt.Sprintf("JOBS_LOCAL_DASHBOARD_ADDR=127.0.0.1:%d", freePort(t)),
+		// Any free port, taken when it starts: a port picked here could be
+		// taken by one of its emulators by then.
+		"JOBS_LOCAL_DASHBOARD_ADDR=127.0.0.1:0",
 		fmt.Sprintf("JOBS_LOCAL_DYNAMODB_PORT=%d", freePort(t)),
 		fmt.Sprintf("JOBS_LOCAL_SQS_PORT=%d", freePort(t)),
 		"JOBS_LOCAL_CACHE="+filepath.Clean(cache),
