@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"text/tabwriter"
 	"time"
 )
@@ -16,16 +15,8 @@ const schedulesPath = "/local/schedules"
 // the local stack fires them. A deployed environment's are in EventBridge
 // Scheduler (group lambdajobs-<env>).
 func (c *client) schedules(ctx context.Context) int {
-	code, body, _, err := c.do(ctx, http.MethodGet, schedulesPath, nil, nil)
-	switch {
-	case err != nil:
-		fmt.Fprintln(c.stderr, "ljob:", err)
-		return 1
-	case code == http.StatusNotFound || code == http.StatusForbidden:
-		fmt.Fprintln(c.stderr, "ljob: schedules come from the local stack (make run); a deployed environment's are in EventBridge Scheduler: aws scheduler list-schedules --group-name lambdajobs-<env>")
-		return 1
-	case code != http.StatusOK:
-		fmt.Fprintf(c.stderr, "ljob: schedules: %d %s\n", code, body)
+	body, ok := c.local(ctx, "schedules", schedulesPath, "a deployed environment's are in EventBridge Scheduler: aws scheduler list-schedules --group-name lambdajobs-<env>")
+	if !ok {
 		return 1
 	}
 	if c.jsonOut {

@@ -22,19 +22,30 @@ type kindStats struct {
 	} `json:"durations_ms"`
 }
 
-// stats prints the metrics the local stack's functions wrote, per kind. A
-// deployed environment has them on its CloudWatch dashboard instead.
-func (c *client) stats(ctx context.Context) int {
-	code, body, _, err := c.do(ctx, http.MethodGet, statsPath, nil, nil)
+// local reads one of the local stack's own endpoints (what names it in
+// messages); elsewhere reports where a deployed environment has the same.
+// ok is false when it printed why it has nothing (or -json printed it).
+func (c *client) local(ctx context.Context, what, path, elsewhere string) ([]byte, bool) {
+	code, body, _, err := c.do(ctx, http.MethodGet, path, nil, nil)
 	switch {
 	case err != nil:
 		fmt.Fprintln(c.stderr, "ljob:", err)
-		return 1
+		return nil, false
 	case code == http.StatusNotFound || code == http.StatusForbidden:
-		fmt.Fprintln(c.stderr, "ljob: stats come from the local stack (make run); a deployed environment shows them on its CloudWatch dashboard lambdajobs-<env>")
-		return 1
+		fmt.Fprintf(c.stderr, "ljob: %s come from the local stack (make run); %s\n", what, elsewhere)
+		return nil, false
 	case code != http.StatusOK:
-		fmt.Fprintf(c.stderr, "ljob: stats: %d %s\n", code, body)
+		fmt.Fprintf(c.stderr, "ljob: %s: %d %s\n", what, code, body)
+		return nil, false
+	}
+	return body, true
+}
+
+// stats prints the metrics the local stack's functions wrote, per kind. A
+// deployed environment has them on its CloudWatch dashboard instead.
+func (c *client) stats(ctx context.Context) int {
+	body, ok := c.local(ctx, "stats", statsPath, "a deployed environment shows them on its CloudWatch dashboard lambdajobs-<env>")
+	if !ok {
 		return 1
 	}
 	if c.jsonOut {

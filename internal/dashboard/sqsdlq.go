@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
 // SQSAPI is the part of the SQS client the dead-letter queue page uses.
@@ -86,7 +88,7 @@ func (d *SQSDLQ) Peek(ctx context.Context, max int) ([]DeadLetter, error) {
 			id := aws.ToString(m.MessageId)
 			rc, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
 			ms, _ := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
-			seen[id] = DeadLetter{ID: id, Shape: Shape(aws.ToString(m.Body)), Why: Why(aws.ToString(m.Body)), Receives: rc, SentAt: time.UnixMilli(ms).UTC()}
+			seen[id] = DeadLetter{ID: id, Shape: jobs.DescribeShape(aws.ToString(m.Body)), Why: Why(aws.ToString(m.Body)), Receives: rc, SentAt: time.UnixMilli(ms).UTC()}
 		}
 	}
 	out := make([]DeadLetter, 0, len(seen))
@@ -168,22 +170,4 @@ func Why(body string) string {
 		return "a schedule's fire whose job could not be made in five receives (a bad scheduled time, or the store was unavailable)"
 	}
 	return "no route accepts a message of this shape (the worker logs \"no route accepts this message\" with its id)"
-}
-
-// Shape names a message body's shape without quoting it: its length and,
-// for a JSON object, its top-level keys (at most 8).
-func Shape(body string) string {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal([]byte(body), &obj) != nil {
-		return fmt.Sprintf("non-JSON body of %d bytes", len(body))
-	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	if len(keys) > 8 {
-		keys = append(keys[:8], "...")
-	}
-	return fmt.Sprintf("JSON object of %d bytes with keys %v", len(body), keys)
 }

@@ -161,7 +161,7 @@ func (r *Routes) route(body, messageID string) routeResult {
 	}
 	raw := []byte(body)
 	if checkJSON(raw, 1<<20) != nil {
-		return routeResult{shape: describeShape(body)}
+		return routeResult{shape: DescribeShape(body)}
 	}
 	if res, ok := r.routeSNS(raw); ok {
 		return res
@@ -169,7 +169,7 @@ func (r *Routes) route(body, messageID string) routeResult {
 	if res, ok := r.match(raw, messageID); ok {
 		return res
 	}
-	return routeResult{shape: describeShape(body)}
+	return routeResult{shape: DescribeShape(body)}
 }
 
 // match tries the S3, EventBridge and envelope rules.

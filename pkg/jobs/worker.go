@@ -284,25 +284,22 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 			log.LogAttrs(ctx, slog.LevelWarn, "schedule state not read; the fire will come back", slog.String("err_types", errtypes.Of(err)))
 			return true
 		}
-		if last != "" && last != id {
-			prev, err := w.eng.store.Get(cctx, last)
-			switch {
-			case err == nil && !prev.Status.Final():
-				log.LogAttrs(ctx, slog.LevelInfo, "fire skipped: the previous run is unfinished", slog.String("previous_job_id", last))
-				count(ctx, s.Kind, "FiresSkipped")
-				return false
-			case err != nil && !errors.Is(err, ErrNotFound):
-				log.LogAttrs(ctx, slog.LevelWarn, "previous run not read; the fire will come back", slog.String("err_types", errtypes.Of(err)))
-				return true
+		if last != id { // else: a duplicate delivery of the fire that holds the turn
+			if last != "" {
+				prev, err := w.eng.store.Get(cctx, last)
+				switch {
+				case err == nil && !prev.Status.Final():
+					log.LogAttrs(ctx, slog.LevelInfo, "fire skipped: the previous run is unfinished", slog.String("previous_job_id", last))
+					count(ctx, s.Kind, "FiresSkipped")
+					return false
+				case err != nil && !errors.Is(err, ErrNotFound):
+					log.LogAttrs(ctx, slog.LevelWarn, "previous run not read; the fire will come back", slog.String("err_types", errtypes.Of(err)))
+					return true
+				}
 			}
 			if err := w.eng.store.SetLastFire(cctx, stateKey, last, id); err != nil {
 				// ErrFireRaced: another fire took the turn; this one comes
 				// back and sees it.
-				log.LogAttrs(ctx, slog.LevelWarn, "schedule state not moved; the fire will come back", slog.String("err_types", errtypes.Of(err)))
-				return true
-			}
-		} else if last == "" {
-			if err := w.eng.store.SetLastFire(cctx, stateKey, "", id); err != nil {
 				log.LogAttrs(ctx, slog.LevelWarn, "schedule state not moved; the fire will come back", slog.String("err_types", errtypes.Of(err)))
 				return true
 			}
@@ -492,9 +489,10 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 	}
 }
 
-// describeShape names the shape of a message body for logs without quoting
-// it: its length and, for a JSON object, its top-level keys (at most 8).
-func describeShape(body string) string {
+// DescribeShape names the shape of a message body without quoting it, for
+// logs and the dashboard's dead-letter page: its length and, for a JSON
+// object, its top-level keys (at most 8).
+func DescribeShape(body string) string {
 	keys, ok := topLevelKeys(body, 8)
 	if !ok {
 		return fmt.Sprintf("non-JSON body of %d bytes", len(body))

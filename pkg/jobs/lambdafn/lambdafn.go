@@ -279,19 +279,19 @@ func NewDeps(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error
 	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		// DynamoDB Local does not send response checksums.
 		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
-		if tr != nil {
-			o.TracerProvider = tr.sdk()
-		}
+		tr.instrument(&o.TracerProvider)
 	})
 	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger, aws: awsCfg, tracing: tr}
 	if cfg.QueueURL != "" {
-		d.Queue = sqsqueue.New(sqs.NewFromConfig(awsCfg, func(o *sqs.Options) {
-			if tr != nil {
-				o.TracerProvider = tr.sdk()
-			}
-		}), cfg.QueueURL)
+		d.Queue = sqsqueue.New(sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { tr.instrument(&o.TracerProvider) }), cfg.QueueURL)
 	}
 	return d, nil
+}
+
+// secrets is the Secrets Manager client, for the cold-start reads of the
+// key ring and the page token key.
+func (d *Deps) secrets() *secretsmanager.Client {
+	return secretsmanager.NewFromConfig(d.aws, func(o *secretsmanager.Options) { d.tracing.instrument(&o.TracerProvider) })
 }
 
 // sealer returns the payload sealer of a function that seals or opens
@@ -301,11 +301,7 @@ func (d *Deps) sealer(ctx context.Context) (jobs.Sealer, error) {
 		return d.Config.Sealer, nil
 	}
 	if d.ring == nil {
-		s, err := LoadKeyRing(ctx, secretsmanager.NewFromConfig(d.aws, func(o *secretsmanager.Options) {
-			if d.tracing != nil {
-				o.TracerProvider = d.tracing.sdk()
-			}
-		}), d.Config.KeyRingSecret)
+		s, err := LoadKeyRing(ctx, d.secrets(), d.Config.KeyRingSecret)
 		if err != nil {
 			return nil, err
 		}
@@ -416,11 +412,7 @@ func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 // (POST and GET /v1/schedules, GET and DELETE /v1/schedules/{name}): it
 // alone may create and delete schedules in the runtime group.
 func Schedules(d *Deps, reg *jobs.Registry) (any, error) {
-	sched, err := schedulerapi.New(scheduler.NewFromConfig(d.aws, func(o *scheduler.Options) {
-		if d.tracing != nil {
-			o.TracerProvider = d.tracing.sdk()
-		}
-	}), d.Config.Scheduler)
+	sched, err := schedulerapi.New(scheduler.NewFromConfig(d.aws, func(o *scheduler.Options) { d.tracing.instrument(&o.TracerProvider) }), d.Config.Scheduler)
 	if err != nil {
 		return nil, err
 	}

@@ -37,12 +37,7 @@ func (d *Deps) pageKey(ctx context.Context) ([]byte, error) {
 		return nil, errors.New("listing needs JOBS_PAGE_TOKEN_SECRET (the construct sets it) or JOBS_PAGE_TOKEN_KEY")
 	}
 	if d.pageKeyBytes == nil {
-		sm := secretsmanager.NewFromConfig(d.aws, func(o *secretsmanager.Options) {
-			if d.tracing != nil {
-				o.TracerProvider = d.tracing.sdk()
-			}
-		})
-		out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(d.Config.PageTokenSecret)})
+		out, err := d.secrets().GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(d.Config.PageTokenSecret)})
 		if err != nil {
 			return nil, fmt.Errorf("read the page token secret %s: %w", d.Config.PageTokenSecret, err)
 		}

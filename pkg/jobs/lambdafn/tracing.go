@@ -82,14 +82,13 @@ func (p sdkCallsOnly) OnEnd(s sdktrace.ReadOnlySpan) {
 	p.SpanProcessor.OnEnd(s)
 }
 
-// sdk is the tracer provider to set on the AWS clients (their
-// Options.TracerProvider): the SDK then opens a span per call. Nil when
-// tracing is off (the SDK's default: no spans).
-func (t *otelTracing) sdk() smithytracing.TracerProvider {
-	if t == nil {
-		return nil
+// instrument sets an AWS client's Options.TracerProvider, so the SDK opens
+// a span per call; with tracing off it leaves the SDK's default (no spans:
+// the client resolved it before its options ran, so nil must not be set).
+func (t *otelTracing) instrument(p *smithytracing.TracerProvider) {
+	if t != nil {
+		*p = smithyoteltracing.Adapt(t.tp)
 	}
-	return smithyoteltracing.Adapt(t.tp)
 }
 
 // provider is the tracer provider to hand to the jobs package (nil when
