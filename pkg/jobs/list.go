@@ -199,6 +199,7 @@ func (s *Service) Retry(ctx context.Context, owner, id string) (*Record, error) 
 		}
 		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
+	s.count(rec.Kind, "JobsResubmitted", 1)
 	return s.Get(ctx, owner, id)
 }
 
@@ -230,6 +231,13 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	res := &BulkResult{}
+	counted := map[string]int{} // kind -> changed
+	defer func() {
+		name := map[BulkAction]string{BulkCancel: "JobsCancelled", BulkRetry: "JobsResubmitted"}[req.Action]
+		for kind, n := range counted {
+			s.count(kind, name, n)
+		}
+	}()
 	for _, r := range page.Records {
 		if r.Owner != owner {
 			continue
@@ -242,6 +250,9 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 			res.Matched++
 			if err := s.eng.cancel(ctx, r); err == nil {
 				res.Changed++
+				if r.Status == StatusQueued {
+					counted[r.Kind]++
+				}
 			} else if !movedOn(err) {
 				return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 			}
@@ -252,6 +263,7 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 			res.Matched++
 			if err := s.eng.resubmit(ctx, r); err == nil {
 				res.Changed++
+				counted[r.Kind]++
 			} else if !movedOn(err) {
 				return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 			}

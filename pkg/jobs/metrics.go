@@ -26,10 +26,12 @@ import (
 //	JobsTimedOut       Count         failed or retried as timed_out
 //	JobsInterrupted    Count         failed or retried as interrupted
 //	JobsRetried        Count         sent back for another attempt
-//	JobsCancelled      Count
+//	JobsCancelled      Count         runs that ended cancelled, and queued jobs cancelled through the API
+//	JobsResubmitted    Count         failed or cancelled jobs queued again through the API
 //	RunDuration        Milliseconds  from claim to final write
 //	Attempts           Count         attempts of a job that ended
 //	HandlersAbandoned  Count         handlers that ignored their deadline
+//	FiresEnqueued      Count         schedule fire deliveries handed to their job (a redelivered fire counts again)
 //	FiresSkipped       Count         schedule fires skipped (OverlapSkip: the previous run was unfinished)
 //	SweepResent, SweepInterrupted, SweepRetried, SweepBatches, SweepErrors  Count
 //	SweepDuration      Milliseconds

@@ -217,3 +217,44 @@ func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// The API's own transitions are counted too: a queued job cancelled, and
+// a failed or cancelled job retried, one by one and in bulk.
+func TestMetricsOfTheAPIsTransitions(t *testing.T) {
+	var out syncBuffer
+	mem := jobstest.NewMemStore(nil)
+	reg := jobs.NewRegistry()
+	k := jobs.MustRegister(reg, "ok", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: mem, Queue: &jobstest.MemQueue{}, PageTokenKey: []byte(strings.Repeat("k", 32)),
+		Metrics: &jobs.Metrics{Namespace: "lambdajobs/test", Service: "cancel", Writer: &out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var ids []string
+	for range 3 {
+		res, err := k.Enqueue(ctx, svc, "o", sleepPayload{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Job.ID)
+	}
+	if _, err := svc.Cancel(ctx, "o", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Retry(ctx, "o", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := svc.Bulk(ctx, "o", jobs.BulkRequest{Action: jobs.BulkCancel, Status: jobs.StatusQueued}); err != nil || res.Changed != 3 {
+		t.Fatalf("bulk cancel: %+v %v", res, err)
+	}
+	if res, err := svc.Bulk(ctx, "o", jobs.BulkRequest{Action: jobs.BulkRetry, Kind: "ok"}); err != nil || res.Changed != 3 {
+		t.Fatalf("bulk retry: %+v %v", res, err)
+	}
+	recs := parseEMF(t, out.String())
+	for name, want := range map[string]float64{"JobsEnqueued": 3, "JobsCancelled": 4, "JobsResubmitted": 4} {
+		if got, _ := value(recs, name, map[string]string{"kind": "ok", "service": "cancel"}); got != want {
+			t.Errorf("%s = %v, want %v\n%s", name, got, want, out.String())
+		}
+	}
+}

@@ -152,11 +152,16 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*Record, boo
 		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	s.dispatch(ctx, rec)
-	if m := s.metrics.batch(); m != nil {
-		m.Add(map[string]string{"kind": rec.Kind}, "JobsEnqueued", "Count", 1)
+	s.count(rec.Kind, "JobsEnqueued", 1)
+	return rec, true, nil
+}
+
+// count writes one metric record of the API's transitions (see Metrics).
+func (s *Service) count(kind, name string, n int) {
+	if m := s.metrics.batch(); m != nil && n > 0 {
+		m.Add(map[string]string{"kind": kind}, name, "Count", float64(n))
 		s.metrics.flush(m, s.clock.Now())
 	}
-	return rec, true, nil
 }
 
 // Prepare validates req exactly as Enqueue does and returns the job record
@@ -263,6 +268,9 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (*Record, error)
 		}
 		switch err := s.eng.cancel(ctx, rec); {
 		case err == nil:
+			if rec.Status == StatusQueued {
+				s.count(rec.Kind, "JobsCancelled", 1)
+			}
 			return s.Get(ctx, owner, id)
 		case errors.Is(err, ErrAlreadyFinal):
 			return rec, err

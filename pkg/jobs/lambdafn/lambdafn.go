@@ -345,7 +345,7 @@ func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.readOnlySealer(), PageTokenKey: key})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.readOnlySealer(), PageTokenKey: key, Metrics: d.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 		return nil, err
 	}
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, Sealer: d.readOnlySealer(),
-		Retention: d.Config.Retention, DispatchGrace: d.Config.DispatchGrace, PageTokenKey: key})
+		Retention: d.Config.Retention, DispatchGrace: d.Config.DispatchGrace, PageTokenKey: key, Metrics: d.metrics})
 	if err != nil {
 		return nil, err
 	}
