@@ -345,7 +345,7 @@ func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.readOnlySealer(), PageTokenKey: key, Metrics: d.metrics})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.readOnlySealer(), PageTokenKey: key})
 	if err != nil {
 		return nil, err
 	}
