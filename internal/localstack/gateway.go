@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -44,12 +45,26 @@ type Invoker interface {
 type Gateway struct {
 	Enqueue Invoker // POST /v1/jobs
 	GetJob  Invoker // GET /v1/jobs/{id}, GET /v1/jobs
-	Cancel  Invoker // POST /v1/jobs/{id}/cancel and /retry, POST /v1/bulk/{action}
+	Cancel  Invoker // POST /v1/jobs/{id}/cancel and /retry, POST /v1/bulk/{action}, the admin actions and dead letters
 	// Schedules serves POST and GET /v1/schedules, GET and DELETE
 	// /v1/schedules/{name}.
 	Schedules Invoker
 	Logger    *slog.Logger
 	Now       func() time.Time
+	// Calls, when set, records each request the API serves as the
+	// execute-api:Invoke IAM authorises (package iamcalls): a refused one
+	// (403) is not served, as API Gateway would not have invoked it.
+	Calls *iamcalls.Recorder
+}
+
+// principalOf is the deployed principal a local caller stands for: the
+// local operator is a role given the construct's GrantOperate, anyone
+// else a role given GrantInvoke.
+func principalOf(caller string) string {
+	if caller == "operator" {
+		return iamcalls.Operator
+	}
+	return iamcalls.Caller
 }
 
 func (g *Gateway) logger() *slog.Logger {
@@ -74,6 +89,8 @@ func (g *Gateway) routes() []gatewayRoute {
 		{"GET /v1/admin/jobs", g.GetJob},
 		{"GET /v1/admin/jobs/{id}", g.GetJob},
 		{"POST /v1/admin/jobs/{id}/{action}", g.Cancel},
+		{"GET /v1/admin/dead-letters", g.Cancel},
+		{"POST /v1/admin/dead-letters/{action}", g.Cancel},
 		{"GET /v1/jobs/{id}", g.GetJob},
 		{"POST /v1/schedules", g.Schedules},
 		{"GET /v1/schedules", g.Schedules},
@@ -163,6 +180,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := json.Unmarshal(answer, &resp); err != nil || resp.StatusCode == 0 {
 		writeJSON(w, http.StatusInternalServerError, `{"message":"Internal Server Error"}`)
 		return
+	}
+	if resp.StatusCode != http.StatusForbidden {
+		g.Calls.Record(iamcalls.Call{Principal: principalOf(caller), Action: "execute-api:Invoke", Resource: "route/" + routeKey})
 	}
 	out := []byte(resp.Body)
 	if resp.IsBase64Encoded {

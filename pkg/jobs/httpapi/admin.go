@@ -7,13 +7,15 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
 // AdminPath prefixes the operators' routes: GET AdminPath+"/jobs?owner=..."
 // (an owner's jobs, as GET /v1/jobs filters them), GET AdminPath+"/jobs/{id}"
-// (any owner's job), and POST AdminPath+"/jobs/{id}/cancel" and "/retry".
+// (any owner's job), POST AdminPath+"/jobs/{id}/cancel" and "/retry", and
+// the dead-letter queue (DeadLettersPath).
 // Only the callers named in the operators list may use them (on top of
 // whatever the API's authorizer asks of these routes); anyone else gets 403
 // before anything is read, whatever the id.
@@ -21,11 +23,39 @@ const AdminPath = "/v1/admin"
 
 var errForbidden = &requestError{code: "forbidden", detail: "only an operator may use the admin routes"}
 
-// WithOperators names the callers (owners, as Owner derives them) who may
-// use the admin routes. Without it, nobody may.
+// WithOperators names the callers who may use the admin routes. Each is an
+// identity as Owner derives it, or an IAM role's ARN
+// (arn:aws:iam::ACCOUNT:role/[PATH/]NAME), which stands for every session
+// of that role (callers arrive as arn:aws:sts::ACCOUNT:assumed-role/NAME/
+// SESSION, which Owner makes arn:aws:sts::ACCOUNT:assumed-role/NAME; a
+// role's path is not in it). Without operators, nobody may.
 func (a *API) WithOperators(operators []string) *API {
-	a.operators = slices.Clone(operators)
+	a.operators = nil
+	for _, op := range operators {
+		if op = strings.TrimSpace(op); op != "" {
+			a.operators = append(a.operators, operatorIdentity(op))
+		}
+	}
 	return a
+}
+
+// operatorIdentity is the caller identity an operators entry stands for:
+// a role's ARN becomes its sessions' identity; anything else is itself.
+func operatorIdentity(s string) string {
+	a, err := arn.Parse(s)
+	if err != nil || a.Service != "iam" {
+		return s
+	}
+	rest, ok := strings.CutPrefix(a.Resource, "role/")
+	if !ok {
+		return s
+	}
+	name := rest[strings.LastIndexByte(rest, '/')+1:]
+	if name == "" {
+		return s
+	}
+	a.Service, a.Resource = "sts", "assumed-role/"+name
+	return a.String()
 }
 
 // admin serves the admin routes.
@@ -37,6 +67,9 @@ func (a *API) admin(ctx context.Context, req events.APIGatewayV2HTTPRequest, met
 	}
 	if !slices.Contains(a.operators, caller) {
 		return problem(ctx, a.log, errForbidden), nil
+	}
+	if path == DeadLettersPath || strings.HasPrefix(path, DeadLettersPath+"/") {
+		return a.deadLetterRoute(ctx, req, method, path), nil
 	}
 	rest := strings.TrimPrefix(path, AdminPath+"/jobs")
 	switch {

@@ -1,11 +1,17 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 // The admin routes: an operator reads and acts on any owner's jobs; anyone
@@ -61,5 +67,137 @@ func TestAdminRoutes(t *testing.T) {
 	e.api = e.api.WithOperators(nil)
 	if p := decodeProblem(t, e.route(t, caller(t, "other", http.MethodGet, "/v1/admin/jobs/"+mine, nil, ""))); p.Status != http.StatusForbidden {
 		t.Fatalf("with no operators: %+v", p)
+	}
+}
+
+// Operators are configured as the docs say, by their role's ARN (with or
+// without a path): every session of that role is an operator, as it
+// arrives (arn:aws:sts::ACCOUNT:assumed-role/NAME/SESSION); no other role,
+// account or user is.
+func TestOperatorsByRoleARN(t *testing.T) {
+	e := newEnv(t)
+	id := e.enqueueAs(t, "me", "a").ID
+	get := func() int {
+		return e.route(t, caller(t, "other", http.MethodGet, "/v1/admin/jobs/"+id, nil, "")).StatusCode
+	}
+	for _, tt := range []struct {
+		operators []string
+		want      int
+	}{
+		{[]string{"arn:aws:iam::123456789012:role/billing-service"}, http.StatusOK},
+		{[]string{"arn:aws:iam::123456789012:role/teams/payments/billing-service"}, http.StatusOK},
+		{[]string{"arn:aws:sts::123456789012:assumed-role/billing-service"}, http.StatusOK},
+		{[]string{" arn:aws:iam::123456789012:role/oncall", "arn:aws:iam::123456789012:role/billing-service "}, http.StatusOK},
+		{[]string{"arn:aws:iam::123456789012:role/billing"}, http.StatusForbidden},
+		{[]string{"arn:aws:iam::210987654321:role/billing-service"}, http.StatusForbidden},
+		{[]string{"arn:aws:iam::123456789012:user/billing-service"}, http.StatusForbidden},
+		{[]string{"arn:aws:iam::123456789012:role/"}, http.StatusForbidden},
+	} {
+		e.api = e.api.WithOperators(tt.operators)
+		if got := get(); got != tt.want {
+			t.Errorf("operators %q: the role's session gets %d, want %d", tt.operators, got, tt.want)
+		}
+	}
+}
+
+// fakeDeadLetters is the dead-letter queue in memory.
+type fakeDeadLetters struct {
+	letters  []sqsqueue.DeadLetter
+	redriven []string
+	calls    int
+}
+
+func (f *fakeDeadLetters) Depths(context.Context) (sqsqueue.Depths, error) {
+	f.calls++
+	return sqsqueue.Depths{Queue: 3, DeadLetters: len(f.letters)}, nil
+}
+
+func (f *fakeDeadLetters) Peek(_ context.Context, max int) ([]sqsqueue.DeadLetter, error) {
+	f.calls++
+	return f.letters[:min(max, len(f.letters))], nil
+}
+
+func (f *fakeDeadLetters) Redrive(_ context.Context, id string) error {
+	f.calls++
+	for i, l := range f.letters {
+		if l.ID == id {
+			f.letters = slices.Delete(f.letters, i, i+1)
+			f.redriven = append(f.redriven, id)
+			return nil
+		}
+	}
+	return sqsqueue.ErrNoSuchDeadLetter
+}
+
+func (f *fakeDeadLetters) RedriveAll(context.Context) (int, error) {
+	f.calls++
+	n := len(f.letters)
+	for _, l := range f.letters {
+		f.redriven = append(f.redriven, l.ID)
+	}
+	f.letters = nil
+	return n, nil
+}
+
+// The dead-letter routes: operators only (anyone else 403 before the queue
+// is touched); depths, a peek by shape, a redrive of one or of all.
+func TestDeadLetterRoutes(t *testing.T) {
+	e := newEnv(t)
+	dl := &fakeDeadLetters{letters: []sqsqueue.DeadLetter{{ID: "m1", Shape: "JSON object of 9 bytes with keys [a]"}, {ID: "m2"}, {ID: "m3"}}}
+	opOwner, _ := httpapi.Owner(caller(t, "other", http.MethodGet, "/", nil, ""))
+	e.api = e.api.WithOperators([]string{opOwner}).WithDeadLetters(dl)
+	post := func(who, path, body string) events.APIGatewayV2HTTPResponse {
+		req := caller(t, who, http.MethodPost, path, nil, body)
+		req.Headers["content-type"] = "application/json"
+		return e.route(t, req)
+	}
+	for _, path := range []string{"/peek", "/redrive"} {
+		if r := post("me", httpapi.DeadLettersPath+path, `{"all":true}`); r.StatusCode != http.StatusForbidden {
+			t.Errorf("POST %s by a non-operator: %d", path, r.StatusCode)
+		}
+	}
+	if r := e.route(t, caller(t, "me", http.MethodGet, httpapi.DeadLettersPath, nil, "")); r.StatusCode != http.StatusForbidden {
+		t.Errorf("GET depths by a non-operator: %d", r.StatusCode)
+	}
+	if dl.calls != 0 {
+		t.Fatalf("the queue was touched %d times for non-operators", dl.calls)
+	}
+	r := e.route(t, caller(t, "other", http.MethodGet, httpapi.DeadLettersPath, nil, ""))
+	if r.StatusCode != http.StatusOK || r.Body != `{"queue":3,"dead_letters":3}` {
+		t.Errorf("depths: %d %s", r.StatusCode, r.Body)
+	}
+	r = post("other", httpapi.DeadLettersPath+"/peek", `{"max":2}`)
+	var peeked httpapi.Peeked
+	if err := json.Unmarshal([]byte(r.Body), &peeked); r.StatusCode != http.StatusOK || err != nil || len(peeked.DeadLetters) != 2 || peeked.DeadLetters[0].Shape == "" {
+		t.Errorf("peek: %d %s", r.StatusCode, r.Body)
+	}
+	for _, body := range []string{`{"max":51}`, `{"max":-1}`, `{"id":"m1","all":true}`, `{}`, `{"nope":1}`, `[`} {
+		path := "/redrive"
+		if strings.Contains(body, "max") {
+			path = "/peek"
+		}
+		if r := post("other", httpapi.DeadLettersPath+path, body); r.StatusCode != http.StatusBadRequest {
+			t.Errorf("POST %s %s: %d %s, want 400", path, body, r.StatusCode, r.Body)
+		}
+	}
+	if r := post("other", httpapi.DeadLettersPath+"/redrive", `{"id":"m2"}`); r.StatusCode != http.StatusOK || r.Body != `{"redriven":1,"more":false}` {
+		t.Errorf("redrive one: %d %s", r.StatusCode, r.Body)
+	}
+	if p := decodeProblem(t, post("other", httpapi.DeadLettersPath+"/redrive", `{"id":"m2"}`)); p.Status != http.StatusNotFound {
+		t.Errorf("redrive a message that is gone: %+v", p)
+	}
+	if r := post("other", httpapi.DeadLettersPath+"/redrive", `{"all":true}`); r.StatusCode != http.StatusOK || r.Body != `{"redriven":2,"more":false}` {
+		t.Errorf("redrive all: %d %s", r.StatusCode, r.Body)
+	}
+	if !slices.Equal(dl.redriven, []string{"m2", "m1", "m3"}) {
+		t.Errorf("redriven %v", dl.redriven)
+	}
+	if r := e.route(t, caller(t, "other", http.MethodGet, httpapi.DeadLettersPath+"/redrive", nil, "")); r.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET redrive: %d, want 405 (no GET changes anything)", r.StatusCode)
+	}
+	// A deployment without dead-letter routes.
+	e.api = e.api.WithDeadLetters(nil)
+	if r := e.route(t, caller(t, "other", http.MethodGet, httpapi.DeadLettersPath, nil, "")); r.StatusCode != http.StatusNotFound {
+		t.Errorf("without dead letters: %d", r.StatusCode)
 	}
 }

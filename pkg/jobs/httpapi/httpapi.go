@@ -44,9 +44,10 @@ const MaxBatchBodyBytes = 6 << 20
 
 // API serves the job endpoints.
 type API struct {
-	svc       *jobs.Service
-	log       *slog.Logger
-	operators []string
+	svc         *jobs.Service
+	log         *slog.Logger
+	operators   []string
+	deadLetters DeadLetters
 }
 
 // New returns an API over svc. logger may be nil.
@@ -232,7 +233,8 @@ func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (ev
 		path = req.RequestContext.HTTP.Path
 	}
 	switch {
-	case path == AdminPath+"/jobs" || strings.HasPrefix(path, AdminPath+"/jobs/"):
+	case path == AdminPath+"/jobs" || strings.HasPrefix(path, AdminPath+"/jobs/") ||
+		path == DeadLettersPath || strings.HasPrefix(path, DeadLettersPath+"/"):
 		return a.admin(ctx, req, method, path)
 	case path == JobsPath && method == http.MethodPost:
 		return a.Enqueue(ctx, req)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 // Problem is an RFC 9457 problem details body, with a stable Code.
@@ -83,6 +84,8 @@ func classify(err error) (code, detail string) {
 		return re.code, re.detail
 	case errors.Is(err, jobs.ErrNotFound):
 		return "not_found", "no such job"
+	case errors.Is(err, sqsqueue.ErrNoSuchDeadLetter):
+		return "not_found", "no such message in the dead-letter queue (redriven, or expired)"
 	case errors.Is(err, jobs.ErrUnknownKind):
 		return "unknown_kind", "no job kind of that name is registered"
 	case errors.As(err, &pe):

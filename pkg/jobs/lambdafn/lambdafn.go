@@ -20,7 +20,9 @@
 //	                           the construct sets it with Config.Tracing)
 //	JOBS_FUNCTION              which function a Serve binary is (enqueue, getjob, cancel, worker, sweeper, schedules)
 //	JOBS_TABLE                 DynamoDB table (required)
-//	JOBS_QUEUE_URL             SQS queue URL (enqueue, sweeper)
+//	JOBS_QUEUE_URL             SQS queue URL (enqueue, cancel, worker, sweeper)
+//	JOBS_DLQ_URL               its dead-letter queue's URL: the operators' dead-letter routes
+//	                           (cancel; the construct sets it)
 //	JOBS_DISPATCH_GRACE        wait before the sweeper looks at a job (3m)
 //	JOBS_RETENTION             how long finished jobs stay readable (168h)
 //	JOBS_WORKER_CONCURRENCY    records of a batch run at once (8)
@@ -84,8 +86,11 @@ import (
 
 // Config is the functions' configuration.
 type Config struct {
-	Table         string
-	QueueURL      string
+	Table    string
+	QueueURL string
+	// DLQURL is the dead-letter queue the operators' routes read and
+	// redrive (JOBS_DLQ_URL; cancel only).
+	DLQURL        string
 	DispatchGrace time.Duration
 	Retention     time.Duration
 	Concurrency   int
@@ -130,6 +135,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		Table:     getenv("JOBS_TABLE"),
 		QueueURL:  getenv("JOBS_QUEUE_URL"),
+		DLQURL:    getenv("JOBS_DLQ_URL"),
 		Deadlines: jobs.DefaultDeadlines,
 		Service:   functionName(getenv),
 	}
@@ -247,6 +253,7 @@ type Deps struct {
 
 	aws  aws.Config
 	ring *jobs.AESSealer
+	sqs  *sqs.Client
 	// metrics of the function being built (nil: off); its Service is set
 	// by Build.
 	metrics *jobs.Metrics
@@ -283,7 +290,8 @@ func NewDeps(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error
 	})
 	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger, aws: awsCfg, tracing: tr}
 	if cfg.QueueURL != "" {
-		d.Queue = sqsqueue.New(sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { tr.instrument(&o.TracerProvider) }), cfg.QueueURL)
+		d.sqs = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { tr.instrument(&o.TracerProvider) })
+		d.Queue = sqsqueue.New(d.sqs, cfg.QueueURL)
 	}
 	return d, nil
 }
@@ -353,8 +361,9 @@ func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
 }
 
 // Cancel is the job actions function: POST /v1/jobs/{id}/cancel,
-// POST /v1/jobs/{id}/retry and POST /v1/bulk/{cancel,retry}. It sends
-// retried jobs to the queue.
+// POST /v1/jobs/{id}/retry and POST /v1/bulk/{cancel,retry}, and the
+// operators' dead-letter routes (with JOBS_DLQ_URL). It sends retried jobs
+// and redriven dead letters to the queue.
 func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
@@ -368,7 +377,11 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(svc, d.Logger).WithOperators(d.Config.Operators).Route, nil
+	api := httpapi.New(svc, d.Logger).WithOperators(d.Config.Operators)
+	if d.Config.DLQURL != "" {
+		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: d.sqs, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL})
+	}
+	return api.Route, nil
 }
 
 // Worker is the SQS-triggered worker function. It refuses to start when a
