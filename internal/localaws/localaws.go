@@ -265,6 +265,13 @@ func (b *tailBuffer) String() string {
 // Credentials are the fixed, fake credentials the local clients sign with.
 var Credentials = credentials.NewStaticCredentialsProvider("local", "local", "")
 
+// As returns the credentials a local principal signs with: its name as the
+// access key id, so the local stack can tell who made each call (see
+// package iamcalls).
+func As(principal string) aws.CredentialsProvider {
+	return credentials.NewStaticCredentialsProvider(principal, "local", "")
+}
+
 // DynamoDBClient returns a DynamoDB client for a local endpoint.
 func DynamoDBClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -47,6 +48,49 @@ type EventSource struct {
 	// Timeout bounds one invocation, like the function's timeout.
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Gate, when set, pauses polling while it is closed (Stack.Pause).
+	Gate *Gate
+}
+
+// Gate pauses event sources, as disabling an event source mapping does:
+// while it is closed no poll starts, and Close returns once the polls in
+// flight (and their invocations) are done. The zero value is open.
+type Gate struct {
+	mu     sync.RWMutex
+	closed bool
+}
+
+// Close pauses polling and waits for the polls in flight.
+func (g *Gate) Close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+// Open resumes polling.
+func (g *Gate) Open() {
+	g.mu.Lock()
+	g.closed = false
+	g.mu.Unlock()
+}
+
+// enter reports whether a poll may start; if so, leave must follow it.
+func (g *Gate) enter() bool {
+	if g == nil {
+		return true
+	}
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (g *Gate) leave() {
+	if g != nil {
+		g.mu.RUnlock()
+	}
 }
 
 // Run polls until ctx ends.
@@ -57,7 +101,16 @@ func (e *EventSource) Run(ctx context.Context) {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for ctx.Err() == nil {
-				if err := e.PollOnce(ctx); err != nil && ctx.Err() == nil {
+				if !e.Gate.enter() {
+					select {
+					case <-ctx.Done():
+					case <-time.After(20 * time.Millisecond):
+					}
+					continue
+				}
+				err := e.PollOnce(ctx)
+				e.Gate.leave()
+				if err != nil && ctx.Err() == nil {
 					e.logger().Warn("event source: poll failed", slog.String("error", err.Error()))
 					select {
 					case <-ctx.Done():

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -217,7 +218,21 @@ func (s *Scheduler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 // service's own REST protocol, so the function runs its real AWS client
 // against the local Scheduler (AWS_ENDPOINT_URL_SCHEDULER). It keeps only
 // what firing needs; IAM, the role and the dead-letter queue are AWS's.
-type SchedulerAPI struct{ Scheduler *Scheduler }
+type SchedulerAPI struct {
+	Scheduler *Scheduler
+	// Calls, when set, records each call as IAM authorises it (package
+	// iamcalls): the schedule operation on the group's schedules, and
+	// passing the scheduler role to Scheduler with a create.
+	Calls *iamcalls.Recorder
+}
+
+// group is how the deployment knows a schedule group.
+func (a SchedulerAPI) group(name string) string {
+	if name == RuntimeGroup {
+		return "runtime"
+	}
+	return name
+}
 
 // SchedulerAPIPrefix is the path of Scheduler's schedule operations.
 const SchedulerAPIPrefix = "/schedules/"
@@ -241,6 +256,7 @@ func (a SchedulerAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusNotFound, "ResourceNotFoundException", "no such operation")
 		return
 	}
+	principal := iamcalls.PrincipalOf(r)
 	switch r.Method {
 	case http.MethodPost:
 		var in createScheduleBody
@@ -248,6 +264,9 @@ func (a SchedulerAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fail(http.StatusBadRequest, "ValidationException", "a schedule needs an expression and a target input")
 			return
 		}
+		a.Calls.Record(iamcalls.Call{Principal: principal, Action: "scheduler:CreateSchedule", Resource: "schedule/" + a.group(groupOr(in.GroupName)) + "/*"},
+			iamcalls.Call{Principal: principal, Action: "iam:PassRole", Resource: "role/scheduler",
+				Context: map[string]string{"iam:PassedToService": "scheduler.amazonaws.com"}})
 		tz := in.ScheduleExpressionTimezone
 		if tz == "" {
 			tz = "UTC"
@@ -264,6 +283,8 @@ func (a SchedulerAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"ScheduleArn": "arn:aws:scheduler:us-east-1:" + LocalAccount + ":schedule/" + groupOr(in.GroupName) + "/" + name})
 	case http.MethodDelete:
+		a.Calls.Record(iamcalls.Call{Principal: principal, Action: "scheduler:DeleteSchedule",
+			Resource: "schedule/" + a.group(groupOr(r.URL.Query().Get("groupName"))) + "/*"})
 		if !a.Scheduler.remove(groupOr(r.URL.Query().Get("groupName")), name) {
 			fail(http.StatusNotFound, "ResourceNotFoundException", fmt.Sprintf("schedule %s does not exist", name))
 			return

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -23,8 +24,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
+	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -79,6 +82,13 @@ type Config struct {
 	// FunctionEnv is added to every function's environment
 	// (JOBS_DISPATCH_GRACE, JOBS_RETENTION, ...).
 	FunctionEnv []string
+	// RecordCalls, when set (or when the environment variable
+	// iamcalls.RecordDirEnv is), records every AWS call the functions, the
+	// event source, the Scheduler and the API's callers make, as the IAM
+	// authorisations AWS would make for them, to a file of its own in that
+	// directory (package iamcalls); infra's tests evaluate them against the
+	// deployed policies.
+	RecordCalls string
 	// Output receives the emulators' and the functions' output, each line
 	// prefixed with its source.
 	Output io.Writer
@@ -112,19 +122,25 @@ type Stack struct {
 	// DashboardURL is where the dashboard is served (Config.DashboardAddr).
 	DashboardURL string
 
-	cfg       Config
-	pollers   []*EventSource
-	runCtx    context.Context
-	resumed   sync.Once
-	procs     []*localaws.Process
-	functions []*Function
-	workers   []*Function
-	sweeper   *Function
-	server    *http.Server
-	extra     []*http.Server
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	stopOnce  sync.Once
+	cfg     Config
+	calls   *iamcalls.Recorder
+	proxies []*iamcalls.Proxy
+	// The endpoints the principals of the deployment call: the emulators',
+	// or a recording proxy in front of each.
+	ddbFor, sqsFor string
+	pollers        []*EventSource
+	gate           Gate
+	runCtx         context.Context
+	resumed        sync.Once
+	procs          []*localaws.Process
+	functions      []*Function
+	workers        []*Function
+	sweeper        *Function
+	server         *http.Server
+	extra          []*http.Server
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
+	stopOnce       sync.Once
 }
 
 // Start brings the whole system up: emulators, table and queues, the six
@@ -208,6 +224,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	cfg.Logger.Info("table and queues ready", slog.String("table", cfg.Table), slog.String("queue", s.Queues.Queue), slog.String("dlq", s.Queues.DLQ))
+	if err := s.record(cfg.RecordCalls); err != nil {
+		return nil, err
+	}
 
 	// 3. The functions under the emulator. The gateway's address first:
 	// the schedules function calls the local Scheduler there.
@@ -240,10 +259,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	env := append([]string{
 		"JOBS_TABLE=" + cfg.Table,
 		"JOBS_QUEUE_URL=" + s.Queues.Queue,
-		"AWS_ENDPOINT_URL_DYNAMODB=" + s.DynamoDBEndpoint,
-		"AWS_ENDPOINT_URL_SQS=" + s.SQSEndpoint,
+		"AWS_ENDPOINT_URL_DYNAMODB=" + s.ddbFor,
+		"AWS_ENDPOINT_URL_SQS=" + s.sqsFor,
 		"AWS_REGION=" + localaws.Region,
-		"AWS_ACCESS_KEY_ID=local",
 		"AWS_SECRET_ACCESS_KEY=local",
 		"AWS_SESSION_TOKEN=",
 		"AWS_PROFILE=",
@@ -255,6 +273,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		keyEnvPage,
 		// The local operator: X-Local-Caller: operator.
 		"JOBS_OPERATORS=" + LocalOperator,
+		// The operators' dead-letter routes (the cancel function).
+		"JOBS_DLQ_URL=" + s.Queues.DLQ,
 		// Runtime schedules go to the local Scheduler (SchedulerAPI).
 		"AWS_ENDPOINT_URL_SCHEDULER=" + s.APIURL,
 		"JOBS_SCHEDULE_GROUP=" + RuntimeGroup,
@@ -273,7 +293,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 		f, err := StartFunction(ctx, FunctionConfig{
 			Name: name, RIE: cfg.RIE, Bootstrap: bootstrap,
-			Timeout: timeout, Env: append(slices.Clone(env), "JOBS_FUNCTION="+name), Output: s.Stats.Writer(prefixed(cfg.Output, label)),
+			// Each function signs as itself (iamcalls: its role in AWS).
+			Timeout: timeout, Env: append(slices.Clone(env), "JOBS_FUNCTION="+name, "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(name)),
+			Output: s.Stats.Writer(prefixed(cfg.Output, label)),
 		})
 		if err != nil {
 			return nil, err
@@ -320,12 +342,14 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Scheduler = &Scheduler{Schedules: declared, Start: time.Now(), Send: sqsSender(sqsClient, s.Queues.Queue), Log: cfg.Logger}
+	// Scheduler sends fires with its own role.
+	s.Scheduler = &Scheduler{Schedules: declared, Start: time.Now(), Send: sqsSender(s.SQSAs(iamcalls.Scheduler), s.Queues.Queue), Log: cfg.Logger}
 	mux.Handle("GET "+SchedulesPath, s.Scheduler)
-	mux.Handle(SchedulerAPIPrefix, SchedulerAPI{Scheduler: s.Scheduler})
+	mux.Handle(SchedulerAPIPrefix, SchedulerAPI{Scheduler: s.Scheduler, Calls: s.calls})
 	mux.Handle("/", &Gateway{
 		Enqueue: timeoutInvoker{enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{getjob, cfg.APITimeout},
 		Cancel: timeoutInvoker{cancelFn, cfg.APITimeout}, Schedules: timeoutInvoker{schedulesFn, cfg.APITimeout}, Logger: cfg.Logger,
+		Calls: s.calls,
 	})
 	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -333,12 +357,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); _ = s.server.Serve(ln) }()
 
-	// 5. The event source: one poller per worker instance.
+	// 5. The event source: one poller per worker instance, polling with
+	// the worker's role as Lambda's event source mapping does.
 	for _, w := range s.workers {
 		es := &EventSource{
-			SQS: sqsClient, QueueURL: s.Queues.Queue, QueueARN: s.Queues.QueueARN,
+			SQS: s.SQSAs("worker"), QueueURL: s.Queues.Queue, QueueARN: s.Queues.QueueARN,
 			Invoke: invokeWorker(w), BatchSize: cfg.BatchSize, Window: cfg.BatchWindow,
-			Concurrency: 1, Timeout: cfg.WorkerTimeout + 5*time.Second, Logger: cfg.Logger,
+			Concurrency: 1, Timeout: cfg.WorkerTimeout + 5*time.Second, Logger: cfg.Logger, Gate: &s.gate,
 		}
 		s.pollers = append(s.pollers, es)
 	}
@@ -426,6 +451,14 @@ func (s *Stack) Resume() {
 	})
 }
 
+// Pause stops the event source from delivering messages (as disabling the
+// worker's event source mapping does) and returns once the batches in
+// flight are done; Unpause resumes it. Messages wait in the queue.
+func (s *Stack) Pause() { s.gate.Close() }
+
+// Unpause: see Pause.
+func (s *Stack) Unpause() { s.gate.Open() }
+
 // SweepNow invokes the sweeper with a scheduled event, as EventBridge does.
 func (s *Stack) SweepNow(ctx context.Context) error {
 	ev := events.CloudWatchEvent{
@@ -462,10 +495,57 @@ func (s *Stack) Stop() {
 		for _, f := range s.functions {
 			f.Stop()
 		}
+		for _, p := range s.proxies {
+			_ = p.Close()
+		}
+		if err := s.calls.Close(); err != nil {
+			s.cfg.Logger.Warn("recording the AWS calls failed", slog.String("error", err.Error()))
+		}
 		for i := len(s.procs) - 1; i >= 0; i-- {
 			s.procs[i].Stop()
 		}
 	})
+}
+
+// record puts a recording proxy (package iamcalls) in front of each
+// emulator for the deployment's principals when dir (or the environment's
+// iamcalls.RecordDirEnv) names where to record; without it they call the
+// emulators directly.
+func (s *Stack) record(dir string) error {
+	s.ddbFor, s.sqsFor = s.DynamoDBEndpoint, s.SQSEndpoint
+	if dir == "" {
+		dir = os.Getenv(iamcalls.RecordDirEnv)
+	}
+	if dir == "" {
+		return nil
+	}
+	rec, err := iamcalls.NewRecorder(dir)
+	if err != nil {
+		return fmt.Errorf("record the AWS calls: %w", err)
+	}
+	s.calls = rec
+	names := iamcalls.Names{Table: s.Table, Queue: s.Queues.Queue, DLQ: s.Queues.DLQ}
+	for _, ep := range []*string{&s.ddbFor, &s.sqsFor} {
+		p, err := iamcalls.StartProxy(*ep, names, rec)
+		if err != nil {
+			return fmt.Errorf("record the AWS calls: %w", err)
+		}
+		s.proxies = append(s.proxies, p)
+		*ep = p.URL()
+	}
+	return nil
+}
+
+// DynamoDBAs and SQSAs return clients that sign as a principal of the
+// deployment (see iamcalls), whose calls are recorded when the stack
+// records: a team's function given GrantEnqueue (iamcalls.Enqueuer), say.
+func (s *Stack) DynamoDBAs(principal string) *dynamodb.Client {
+	return localaws.DynamoDBClient(s.ddbFor, func(o *dynamodb.Options) { o.Credentials = localaws.As(iamcalls.AccessKeyID(principal)) })
+}
+
+// SQSAs: see DynamoDBAs.
+func (s *Stack) SQSAs(principal string) *sqs.Client {
+	return localaws.SQSClient(s.sqsFor, func(o *sqs.Options) { o.Credentials = localaws.As(iamcalls.AccessKeyID(principal)) })
 }
 
 func ensureTable(ctx context.Context, ddb *dynamodb.Client, table string) error {

@@ -1,0 +1,104 @@
+package localstack_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
+)
+
+// An operator's path through the API, and a batch ended by the cancel of
+// its last queued job: that cancel (the cancel function) creates the
+// batch's completion job at once, not the sweeper minutes later; the
+// dead-letter queue is read and redriven through the operators' routes
+// (served by a known sender of the queue, so no person sends to it); a
+// sweep runs. Not parallel: it pauses the event source to keep the
+// batch's jobs queued.
+func TestCancelEndsABatchAndOperatorsRedrive(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stack.Pause()
+	paused := true
+	defer func() {
+		if paused {
+			stack.Unpause()
+		}
+	}()
+
+	a := call(t, "POST", "/v1/batches", "ops", "application/json",
+		`{"jobs":[{"kind":"example.hash","payload":{"text":"a","rounds":1}},{"kind":"example.hash","payload":{"text":"b","rounds":1}}],`+
+			`"completion":{"kind":"example.hash","payload":{"text":"done","rounds":1}}}`)
+	if a.status != 202 {
+		t.Fatalf("POST /v1/batches: %d %s", a.status, a.body)
+	}
+	var b jobs.BatchView
+	if err := json.Unmarshal([]byte(a.body), &b); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		id := jobs.BatchJobID(b.ID, i)
+		if c := call(t, "POST", "/v1/jobs/"+id+"/cancel", "ops", "", ""); c.status != 200 {
+			t.Fatalf("cancel %s: %d %s", id, c.status, c.body)
+		}
+	}
+	g := call(t, "GET", "/v1/batches/"+b.ID, "ops", "", "")
+	if err := json.Unmarshal([]byte(g.body), &b); err != nil || b.Status == jobs.StatusRunning || b.CompletionJobID == nil || b.Counts.Cancelled != 2 {
+		t.Fatalf("after its last job was cancelled the batch is %s", g.body)
+	}
+	if v := call(t, "GET", "/v1/jobs/"+*b.CompletionJobID, "ops", "", ""); v.status != 200 || !strings.Contains(v.body, `"status":"queued"`) {
+		t.Fatalf("the completion job: %d %s", v.status, v.body)
+	}
+
+	// A dead letter: a job's message that came back too often.
+	body := `{"job_id":"` + jobs.BatchJobID(b.ID, 0) + `"}`
+	sent, err := localaws.SQSClient(stack.SQSEndpoint).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(stack.Queues.DLQ), MessageBody: aws.String(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, "POST", httpapi.DeadLettersPath+"/peek", "ops", "application/json", `{}`); r.status != 403 {
+		t.Fatalf("a caller who is not an operator peeks: %d %s", r.status, r.body)
+	}
+	var depths sqsqueue.Depths
+	if r := call(t, "GET", httpapi.DeadLettersPath, "operator", "", ""); r.status != 200 || json.Unmarshal([]byte(r.body), &depths) != nil || depths.DeadLetters < 1 {
+		t.Fatalf("the depths: %d %s", r.status, r.body)
+	}
+	var peeked httpapi.Peeked
+	r := call(t, "POST", httpapi.DeadLettersPath+"/peek", "operator", "application/json", `{"max":50}`)
+	if r.status != 200 || json.Unmarshal([]byte(r.body), &peeked) != nil {
+		t.Fatalf("peek: %d %s", r.status, r.body)
+	}
+	found := false
+	for _, dl := range peeked.DeadLetters {
+		if dl.ID == aws.ToString(sent.MessageId) {
+			found = dl.Shape == fmt.Sprintf("JSON object of %d bytes with keys [job_id]", len(body)) && strings.Contains(dl.Why, "a job's message")
+		}
+	}
+	if !found || strings.Contains(r.body, jobs.BatchJobID(b.ID, 0)) {
+		t.Fatalf("the peek shows the message by its shape only: %s", r.body)
+	}
+	if r := call(t, "POST", httpapi.DeadLettersPath+"/redrive", "operator", "application/json", `{"id":"`+aws.ToString(sent.MessageId)+`"}`); r.status != 200 {
+		t.Fatalf("redrive: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", httpapi.DeadLettersPath+"/redrive", "operator", "application/json", `{"id":"`+aws.ToString(sent.MessageId)+`"}`); r.status != 404 {
+		t.Fatalf("redrive again: %d %s", r.status, r.body)
+	}
+
+	stack.Unpause()
+	paused = false
+	if v, _ := waitFinal(t, "ops", *b.CompletionJobID, 30*time.Second); v.Status != jobs.StatusSucceeded {
+		t.Fatalf("the completion job ended %s", v.Status)
+	}
+	if err := stack.SweepNow(ctx); err != nil {
+		t.Fatalf("a sweep: %v", err)
+	}
+}
