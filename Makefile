@@ -49,10 +49,16 @@ chromium: ## Install Debian's chromium for the dashboard's browser tests, when m
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 	@command -v chromium >/dev/null || { echo "chromium is required for the browser tests and could not be installed"; exit 1; }
 
+# Where the end-to-end and reliability runs record every AWS call the
+# deployment's principals make (package internal/iamcalls); make
+# infra-test evaluates them against the synthesized policies.
+IAM_CALLS := $(CURDIR)/$(BUILD_DIR)/iam-calls
+
 .PHONY: test
-test: deps $(RIE) chromium ## Run every test (unit, integration on DynamoDB Local and fauxqs, end-to-end on the local stack) with -race.
+test: deps $(RIE) chromium ## Run every test (unit, integration on DynamoDB Local and fauxqs, end-to-end on the local stack) with -race; records the AWS calls make infra-test evaluates.
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 15m ./...
+	rm -rf $(IAM_CALLS)
+	LAMBDAJOBS_IAM_CALLS=$(IAM_CALLS) $(GO) test -race -count=1 -timeout 15m ./...
 	@echo "== examples/quickstart: a team's own module (its kind, its main, on the local stack)"
 	cd examples/quickstart && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
@@ -120,8 +126,8 @@ infra/_tools/node_modules/.installed: infra/_tools/package.json infra/_tools/pac
 	@touch $@
 
 .PHONY: infra-test
-infra-test: ## Test the CDK app: template assertions and cdk-nag AwsSolutions for dev, prod and option sets.
-	cd infra && $(GO) vet ./... && $(CDK_ENV) $(GO) test -count=1 ./...
+infra-test: infra/_tools/node_modules/.installed ## Test the CDK app: template assertions, cdk-nag AwsSolutions, and every AWS call make test recorded evaluated against the synthesized policies (run make test first).
+	cd infra && $(GO) vet ./... && LAMBDAJOBS_IAM_CALLS=$(IAM_CALLS) $(CDK_ENV) $(GO) test -count=1 ./...
 	cd examples/quickstart/infra && $(GO) vet ./... && $(CDK_ENV) $(GO) test -count=1 ./...
 
 .PHONY: synth

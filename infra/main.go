@@ -61,6 +61,15 @@ func build(app awscdk.App) error {
 	if v := ctx("operators"); v != "" {
 		cfg.Operators = strings.Split(v, ",")
 	}
+	// -c keyAdmins=arn:aws:iam::123456789012:role/security,... may read the
+	// keys' secrets (to rotate them); -c customerManagedKey=true encrypts
+	// the data with a KMS key of the stack's own.
+	if v := ctx("keyAdmins"); v != "" {
+		cfg.KeyAdmins = strings.Split(v, ",")
+	}
+	if v := ctx("customerManagedKey"); v != "" {
+		cfg.CustomerManagedKey = v == "true"
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

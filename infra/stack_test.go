@@ -77,6 +77,8 @@ func setup(m *testing.M) (int, error) {
 	tuned.Tracing = true
 	tuned.LogLevel = "WARN"
 	tuned.Operators = []string{"arn:aws:iam::123456789012:role/oncall", "arn:aws:iam::123456789012:role/support"}
+	tuned.KeyAdmins = []string{"arn:aws:iam::123456789012:role/security"}
+	tuned.CustomerManagedKey = true
 	tuned.Environment = map[string]string{"TEAM_SETTING": "all"}
 	tuned.FunctionEnvironment = map[string]map[string]string{"worker": {"WORKER_ONLY": "1"}}
 	prod := Prod
@@ -344,7 +346,8 @@ func TestQueuePair(t *testing.T) {
 			t.Errorf("%s: DLQ retention %v, want 14 days", name, dlq["MessageRetentionPeriod"])
 		}
 		for which, q := range map[string]map[string]any{"queue": main, "DLQ": dlq} {
-			if q["SqsManagedSseEnabled"] != true {
+			cmk := strings.Contains(jsonOf(q["KmsMasterKeyId"]), "JobsKey")
+			if q["SqsManagedSseEnabled"] != true && !(s.cfg.CustomerManagedKey && cmk) {
 				t.Errorf("%s: %s without SSE", name, which)
 			}
 		}
@@ -440,8 +443,10 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 			// getjob also lists (Query the listing indexes, BatchGetItem the
 			// jobs) and reads the page token key; cancel also retries.
 			"getjob": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:Query logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue",
-			"cancel": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
-				"secretsmanager:GetSecretValue sqs:SendMessage",
+			// ...and ends a batch whose last job it cancels (PutItem: the
+			// completion job), and serves the operators' dead-letter routes.
+			"cancel": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
+				"secretsmanager:GetSecretValue sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:ReceiveMessage sqs:SendMessage",
 			"sweeper": "dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
 			"worker": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue " +
 				"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueUrl sqs:ReceiveMessage sqs:SendMessage",
@@ -450,6 +455,13 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 			role := s.function(t, fn)["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
 			if s.cfg.Tracing { // X-Ray's writes, which take no resource (see TestTracing)
 				actions += " xray:PutTelemetryRecords xray:PutTraceSegments"
+			}
+			if s.cfg.CustomerManagedKey { // the key's uses (see TestCustomerManagedKey)
+				uses := []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}
+				if fn == "getjob" { // reads only
+					uses = []string{"kms:Decrypt"}
+				}
+				actions = dedupe(append(strings.Fields(actions), uses...))
 			}
 			got := dedupe(perRole[role])
 			if got != actions {
@@ -516,8 +528,13 @@ func TestEveryAlarm(t *testing.T) {
 			if strings.Contains(jsonOf(p), "Invocations") && (p["TreatMissingData"] != "breaching" || p["ComparisonOperator"] != "LessThanThreshold") {
 				t.Errorf("%s: the sweeper heartbeat must fire when the sweeper does not run: %s", name, jsonOf(p))
 			}
-			if strings.Contains(jsonOf(p), "ApproximateNumberOfMessagesVisible") && !strings.Contains(jsonOf(p), "RATE(") {
-				t.Errorf("%s: the DLQ alarm must fire on growth, not stay in ALARM: %s", name, jsonOf(p))
+			// The dead-letter alarms fire on growth (not staying in ALARM while
+			// old messages sit), and on the first dead letter after a quiet
+			// spell: SQS publishes no data for an idle queue, which FILL
+			// counts as 0 (RATE over the gap never reached the threshold).
+			if strings.Contains(jsonOf(p), "ApproximateNumberOfMessagesVisible") &&
+				(!strings.Contains(jsonOf(p), `"Expression":"`+jobsinfra.DLQGrowthExpression+`"`) || jobsinfra.DLQGrowthExpression != "DIFF(FILL(dlq, 0))" || p["Threshold"] != 1.0) {
+				t.Errorf("%s: the DLQ alarm must fire on growth after any quiet spell: %s", name, jsonOf(p))
 			}
 		}
 		want := map[string]int{"ApproximateNumberOfMessagesVisible": 1, "ApproximateAgeOfOldestMessage": 1, "Errors": 5, "Throttles": 1,
@@ -908,7 +925,9 @@ func TestSchedules(t *testing.T) {
 			!strings.Contains(trust, ":schedule/lambdajobs-"+name+"/*") || !strings.Contains(trust, ":schedule/lambdajobs-"+name+"-runtime/*") {
 			t.Errorf("%s: scheduler role trust %s", name, trust)
 		}
-		var actions []string
+		// It may send to the queue and the schedules' DLQ, and nothing
+		// else (but use the key that encrypts them, if there is one).
+		sendsTo := map[string]bool{}
 		for _, pol := range s.resources("AWS::IAM::Policy") {
 			p := props(pol)
 			if !strings.Contains(jsonOf(p["Roles"]), roleID) {
@@ -916,15 +935,28 @@ func TestSchedules(t *testing.T) {
 			}
 			for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
 				stmt := st.(map[string]any)
-				actions = append(actions, jsonOf(stmt["Action"]))
-				res := jsonOf(stmt["Resource"])
-				if !strings.Contains(res, "JobsQueue") || !strings.Contains(res, dlqID) || strings.Count(res, "Fn::GetAtt") != 2 {
-					t.Errorf("%s: scheduler role may act on %s", name, res)
+				action, res := jsonOf(stmt["Action"]), jsonOf(stmt["Resource"])
+				switch {
+				case action == `"sqs:SendMessage"`:
+					resources, ok := stmt["Resource"].([]any)
+					if !ok {
+						resources = []any{stmt["Resource"]}
+					}
+					for _, r := range resources {
+						if r := jsonOf(r); strings.Count(r, "Fn::GetAtt") == 1 && (strings.Contains(r, "JobsQueue") || strings.Contains(r, dlqID)) {
+							sendsTo[r] = true
+						} else {
+							t.Errorf("%s: scheduler role may send to %s", name, r)
+						}
+					}
+				case s.cfg.CustomerManagedKey && action == `["kms:Decrypt","kms:GenerateDataKey"]` && strings.Contains(res, "JobsKey"):
+				default:
+					t.Errorf("%s: scheduler role may %s on %s", name, action, res)
 				}
 			}
 		}
-		if len(actions) != 1 || actions[0] != `"sqs:SendMessage"` {
-			t.Errorf("%s: scheduler role actions %v, want only sqs:SendMessage", name, actions)
+		if len(sendsTo) != 2 {
+			t.Errorf("%s: scheduler role sends to %v, want the queue and the schedules' DLQ", name, sendsTo)
 		}
 		if _, ok := s.resources("AWS::CloudWatch::Alarm")["ScheduleDeadLettersAlarm"]; !ok {
 			found := false
@@ -1029,7 +1061,9 @@ func TestQueueDeniesUnknownSenders(t *testing.T) {
 		if !strings.Contains(cond, `"Null":{"aws:SourceArn":"true"}`) {
 			t.Errorf("%s: the deny does not spare AWS services for configured sources: %s", name, cond)
 		}
-		want := []string{"enqueueRole", "workerRole", "sweeperRole"}
+		// The known senders are the roles granted sqs:SendMessage on the
+		// queue (one grant does both), the configured envelope senders.
+		want := []string{"enqueueRole", "workerRole", "sweeperRole", "cancelRole"}
 		if name == "sources" {
 			want = append(want, "OrdersServiceRole", "arn:aws:iam::123456789012:role/nightly-batch")
 		}
@@ -1038,7 +1072,7 @@ func TestQueueDeniesUnknownSenders(t *testing.T) {
 				t.Errorf("%s: %s may not send: %s", name, w, cond)
 			}
 		}
-		for _, never := range []string{"getjobRole", "cancelRole"} {
+		for _, never := range []string{"getjobRole", "schedulesRole"} {
 			if strings.Contains(cond, never) {
 				t.Errorf("%s: %s may send: %s", name, never, cond)
 			}

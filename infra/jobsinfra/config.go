@@ -53,8 +53,9 @@ type Config struct {
 	Architecture string
 	// Environment is added to every function's environment, and
 	// FunctionEnvironment to one function's (by name: enqueue, getjob,
-	// cancel, worker, sweeper), for your own handlers' settings. Neither may
-	// set a variable the construct sets (JOBS_TABLE, JOBS_QUEUE_URL, ...).
+	// cancel, worker, sweeper, schedules), for your own handlers' settings.
+	// Neither may set a variable the construct sets (JOBS_TABLE,
+	// JOBS_QUEUE_URL, ...: see reservedEnv) or an AWS_ one (Lambda's).
 	Environment         map[string]string
 	FunctionEnvironment map[string]map[string]string
 
@@ -99,12 +100,31 @@ type Config struct {
 	FailuresAlarm     int
 
 	// Operators are the callers who may use the admin routes (any
-	// owner's jobs: /v1/admin/jobs...), as the API derives callers: an IAM
-	// role's ARN (arn:aws:iam::ACCOUNT:role/NAME, for any of its sessions),
-	// a user's ARN, or "jwt:ISSUER#SUBJECT" for a JWT. Empty: nobody. Give
-	// those routes their own JWT scope too (JWT.Scopes), or keep
-	// execute-api:Invoke on them to the operators' roles.
+	// owner's jobs: /v1/admin/jobs..., and the dead-letter queue:
+	// /v1/admin/dead-letters): an IAM role's ARN
+	// (arn:aws:iam::ACCOUNT:role/[PATH/]NAME, standing for every session
+	// of the role), a user's ARN, an assumed role as the API names its
+	// callers (arn:aws:sts::ACCOUNT:assumed-role/NAME), or
+	// "jwt:ISSUER#SUBJECT" for a JWT. Empty: nobody but the roles given
+	// GrantOperate. Give those routes their own JWT scope too
+	// (JWT.Scopes); with IAM, GrantOperate grants them and GrantInvoke
+	// grants every other route.
 	Operators []string
+
+	// KeyAdmins are the IAM principals (role or user ARNs) who may read
+	// the payload key ring and the page token key besides the functions
+	// that use them, to rotate them (docs/OPERATIONS.md). Each secret's
+	// policy denies secretsmanager:GetSecretValue to everyone else, in this
+	// account or another. Empty: only the functions.
+	KeyAdmins []string
+
+	// CustomerManagedKey encrypts the table, the queues and the secrets
+	// with one KMS key of the stack's own (rotated yearly; Jobs.Key),
+	// instead of AWS-owned and AWS-managed keys: every function, and every
+	// principal given a Grant, may use it only as its calls need
+	// (kms:ViaService). Off by default: a customer-managed key costs $1 a
+	// month plus its requests.
+	CustomerManagedKey bool
 
 	// ScheduleMaxEventAge is how long EventBridge Scheduler retries a
 	// periodic job's fire that it cannot deliver to the queue before it
@@ -138,12 +158,6 @@ type JWTConfig struct {
 type CORSConfig struct {
 	AllowOrigins []string
 }
-
-// RouteKeys are the API's routes, as JWTConfig.Scopes names them.
-var RouteKeys = []string{"POST /v1/jobs", "GET /v1/jobs/{id}", "GET /v1/jobs", "POST /v1/batches", "GET /v1/batches/{id}",
-	"POST /v1/jobs/{id}/cancel", "POST /v1/jobs/{id}/retry", "POST /v1/bulk/{action}",
-	"GET /v1/admin/jobs", "GET /v1/admin/jobs/{id}", "POST /v1/admin/jobs/{id}/{action}",
-	"POST /v1/schedules", "GET /v1/schedules", "GET /v1/schedules/{name}", "DELETE /v1/schedules/{name}"}
 
 // S3Source connects an existing bucket's notifications to the queue.
 type S3Source struct {
@@ -243,9 +257,19 @@ func (c Config) Validate() error {
 	return checkEnv(c.Name, c.Environment)
 }
 
-// reservedEnv are the variables the construct sets itself.
-var reservedEnv = []string{"JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_DISPATCH_GRACE", "JOBS_RETENTION", "JOBS_WORKER_CONCURRENCY",
-	"JOBS_HANDLER_RESERVE", "JOBS_FINAL_WRITE_TIMEOUT", "JOBS_PAYLOAD_SECRET", "JOBS_PAYLOAD_KEY", "JOBS_PAYLOAD_KEYRING_SECRET", "JOBS_FUNCTION", "JOBS_SOURCES", "JOBS_EXAMPLE_KINDS", "JOBS_METRICS_NAMESPACE"}
+// reservedEnv are the variables the construct sets on some function (a
+// template test checks that it sets no other), and those that would
+// replace the keys it hands out (JOBS_PAYLOAD_KEY, JOBS_PAYLOAD_SECRET,
+// JOBS_PAGE_TOKEN_KEY). The other JOBS_ variables lambdafn reads
+// (JOBS_CALL_TIMEOUT, JOBS_MIN_RUN_TIME, JOBS_SCHEDULES_PER_OWNER) are
+// yours to tune through Environment.
+var reservedEnv = []string{
+	"JOBS_FUNCTION", "JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_DLQ_URL", "JOBS_DISPATCH_GRACE", "JOBS_RETENTION",
+	"JOBS_WORKER_CONCURRENCY", "JOBS_HANDLER_RESERVE", "JOBS_FINAL_WRITE_TIMEOUT", "JOBS_METRICS_NAMESPACE",
+	"JOBS_TRACING", "JOBS_EXAMPLE_KINDS", "JOBS_SOURCES", "JOBS_OPERATORS",
+	"JOBS_PAYLOAD_KEYRING_SECRET", "JOBS_PAYLOAD_KEY", "JOBS_PAYLOAD_SECRET", "JOBS_PAGE_TOKEN_SECRET", "JOBS_PAGE_TOKEN_KEY",
+	"JOBS_SCHEDULE_GROUP", "JOBS_QUEUE_ARN", "JOBS_SCHEDULER_ROLE_ARN", "JOBS_SCHEDULE_DLQ_ARN", "JOBS_SCHEDULE_MAX_EVENT_AGE",
+}
 
 func checkEnv(env string, vars map[string]string) error {
 	for k := range vars {

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -82,18 +83,17 @@ type Jobs struct {
 	// send to the queue and ScheduleDLQ) and the fires' dead-letter queue.
 	SchedulerRole awsiam.Role
 	ScheduleDLQ   awssqs.Queue
+	// Key encrypts the table, the queues and the secrets when
+	// Config.CustomerManagedKey is set; nil otherwise.
+	Key awskms.Key
 
 	cfg           Config
 	payloadSecret awssecretsmanager.Secret
 	pageSecret    awssecretsmanager.Secret
-	senders       *senderList
+	// Who the queue's policy lets send (grantSend), who each secret's
+	// policy lets read (grantSecret), and the roles given GrantOperate.
+	senders, payloadReaders, pageReaders, operators *principals
 }
-
-// senderList is the principals the queue policy lets send, filled until
-// synthesis (GrantEnqueue adds to it).
-type senderList struct{ arns []*string }
-
-func (l *senderList) Produce() *[]*string { return &l.arns }
 
 func dur(d time.Duration) awscdk.Duration { return awscdk.Duration_Seconds(jsii.Number(d.Seconds())) }
 
@@ -121,10 +121,21 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		}
 	}
 	stack := constructs.NewConstruct(scope, &id)
-	s := &Jobs{Construct: stack, Functions: map[string]awslambda.Function{}, cfg: cfg}
+	s := &Jobs{Construct: stack, Functions: map[string]awslambda.Function{}, cfg: cfg,
+		senders: &principals{}, payloadReaders: &principals{}, pageReaders: &principals{}, operators: &principals{}}
 	removal := awscdk.RemovalPolicy_DESTROY
 	if cfg.Retain {
 		removal = awscdk.RemovalPolicy_RETAIN
+	}
+	tableEncryption := awsdynamodb.TableEncryption_AWS_MANAGED
+	queueEncryption := awssqs.QueueEncryption_SQS_MANAGED
+	if cfg.CustomerManagedKey {
+		s.Key = awskms.NewKey(stack, jsii.String("Key"), &awskms.KeyProps{
+			Description:       jsii.String("lambdajobs " + cfg.Name + ": encrypts the jobs table, the queues and the keys' secrets"),
+			EnableKeyRotation: jsii.Bool(true),
+			RemovalPolicy:     removal,
+		})
+		tableEncryption, queueEncryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED, awssqs.QueueEncryption_KMS
 	}
 
 	// The table, from dynamostore's one definition.
@@ -136,7 +147,8 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 			PointInTimeRecoveryEnabled: jsii.Bool(cfg.Retain),
 		},
 		DeletionProtection: jsii.Bool(cfg.Retain),
-		Encryption:         awsdynamodb.TableEncryption_AWS_MANAGED,
+		Encryption:         tableEncryption,
+		EncryptionKey:      s.Key,
 		RemovalPolicy:      removal,
 	})
 	if !cfg.Retain {
@@ -173,16 +185,18 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	// AWS: at least six times the function timeout plus the batching window.
 	spec.VisibilityTimeout += cfg.BatchWindow
 	s.DLQ = awssqs.NewQueue(stack, jsii.String("DeadLetters"), &awssqs.QueueProps{
-		RetentionPeriod: dur(spec.DLQRetention),
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod:     dur(spec.DLQRetention),
+		Encryption:          queueEncryption,
+		EncryptionMasterKey: s.Key,
+		EnforceSSL:          jsii.Bool(true),
 	})
 	s.Queue = awssqs.NewQueue(stack, jsii.String("Jobs"+"Queue"), &awssqs.QueueProps{
-		VisibilityTimeout: dur(spec.VisibilityTimeout),
-		RetentionPeriod:   dur(spec.Retention),
-		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: s.DLQ, MaxReceiveCount: jsii.Number(float64(spec.MaxReceiveCount))},
-		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:        jsii.Bool(true),
+		VisibilityTimeout:   dur(spec.VisibilityTimeout),
+		RetentionPeriod:     dur(spec.Retention),
+		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: s.DLQ, MaxReceiveCount: jsii.Number(float64(spec.MaxReceiveCount))},
+		Encryption:          queueEncryption,
+		EncryptionMasterKey: s.Key,
+		EnforceSSL:          jsii.Bool(true),
 	})
 
 	// The key that seals secret payload fields, generated once per stack.
@@ -191,9 +205,11 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
 			PasswordLength: jsii.Number(64), ExcludePunctuation: jsii.Bool(true),
 		},
+		EncryptionKey: s.Key,
 		RemovalPolicy: removal,
 	})
 	s.payloadSecret = payloadSecret
+	s.onlyReaders(payloadSecret, s.payloadReaders)
 	cdknag.NagSuppressions_AddResourceSuppressions(payloadSecret, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-SMG4"),
 		Reason: jsii.String("The payload sealing key cannot rotate on a schedule: values sealed with the old key must stay " +
@@ -208,8 +224,10 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
 			PasswordLength: jsii.Number(64), ExcludePunctuation: jsii.Bool(true),
 		},
+		EncryptionKey: s.Key,
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
+	s.onlyReaders(s.pageSecret, s.pageReaders)
 	cdknag.NagSuppressions_AddResourceSuppressions(s.pageSecret, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-SMG4"),
 		Reason: jsii.String("The page token key signs listing positions only; rotating it invalidates the page tokens in flight, " +
@@ -321,16 +339,14 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	sweeper := fn("sweeper", cfg.APIMemoryMB, cfg.SweeperTimeout)
 	schedulesFn := fn("schedules", cfg.APIMemoryMB, cfg.APITimeout)
 	s.Enqueue, s.GetJob, s.Cancel, s.Worker, s.Sweeper, s.Schedules = enqueue, getjob, cancelFn, worker, sweeper, schedulesFn
-	// Only known principals send to the queue: its own senders, the
-	// configured envelope senders, and AWS services for configured sources
-	// (their requests carry aws:SourceArn, and the statements below scope
-	// them). Anyone else, in this account or another, is denied.
-	s.senders = &senderList{}
-	for _, f := range []awslambda.Function{enqueue, worker, sweeper} {
-		s.senders.arns = append(s.senders.arns, f.Role().RoleArn())
-	}
+	// Only known principals send to the queue: the roles granted
+	// sqs:SendMessage by grantSend (the construct's own senders, functions
+	// given GrantEnqueue, Scheduler's role), the configured envelope
+	// senders, and AWS services for configured sources (their requests
+	// carry aws:SourceArn, and the statements below scope them). Anyone
+	// else, in this account or another, is denied.
 	for _, arn := range cfg.EnvelopeSenders {
-		s.senders.arns = append(s.senders.arns, jsii.String(arn))
+		s.senders.add(jsii.String(arn))
 	}
 	s.Queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("OnlyKnownSenders"),
@@ -340,7 +356,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		Resources:  &[]*string{s.Queue.QueueArn()},
 		Conditions: &map[string]any{
 			"Null":       map[string]any{"aws:SourceArn": "true"},
-			"ArnNotLike": map[string]any{"aws:PrincipalArn": awscdk.Lazy_List(s.senders, nil)},
+			"ArnNotLike": map[string]any{"aws:PrincipalArn": s.senders.list()},
 		},
 	}))
 	// Only the functions that seal or open payloads read the key ring, at
@@ -354,42 +370,50 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	}
 
 	// Least privilege, per function.
-	allow := func(f awslambda.Function, actions []string, resources ...*string) {
-		f.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Actions: jsii.Strings(actions...), Resources: &resources,
-		}))
-	}
-	table, index := s.Table.TableArn(), jsii.String(*s.Table.TableArn()+"/index/"+dynamostore.SweepIndex)
+	table := s.Table.TableArn()
 	allow(enqueue, []string{"dynamodb:PutItem"}, table)
 	// Batches: an idempotent retry reads the batch; creating it is an update.
 	allow(enqueue, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
-	allow(enqueue, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
+	s.grantSend(enqueue, enqueue.Role().RoleArn())
 	allow(getjob, []string{"dynamodb:GetItem"}, table)
-	allow(cancelFn, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
+	// Cancel, retry (and a batch's completion job, created when the cancel
+	// of its last job ends it).
+	allow(cancelFn, []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}, table)
 	// Listing: the two listing indexes, and the jobs they name.
-	listIndexes := []*string{jsii.String(*s.Table.TableArn() + "/index/" + dynamostore.OwnerIndex), jsii.String(*s.Table.TableArn() + "/index/" + dynamostore.AttentionIndex)}
 	for _, f := range []awslambda.Function{getjob, cancelFn} {
-		allow(f, []string{"dynamodb:Query"}, listIndexes...)
+		allow(f, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.OwnerIndex), s.tableIndex(dynamostore.AttentionIndex))
 		allow(f, []string{"dynamodb:BatchGetItem"}, table)
 		s.grantPageKey(f)
+		// Operators: Config.Operators, and the roles given GrantOperate.
+		f.AddEnvironment(jsii.String("JOBS_OPERATORS"), awscdk.Lazy_String(&joined{s.operators}, nil), nil)
 	}
-	if len(cfg.Operators) > 0 {
-		for _, f := range []awslambda.Function{getjob, cancelFn} {
-			f.AddEnvironment(jsii.String("JOBS_OPERATORS"), jsii.String(strings.Join(cfg.Operators, ",")), nil)
-		}
+	for _, op := range cfg.Operators {
+		s.operators.add(jsii.String(op))
 	}
-	// Retries go back to the queue.
-	allow(cancelFn, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
+	// Retries and redriven dead letters go back to the queue: the
+	// operators' dead-letter routes read and redrive the DLQ, so no person
+	// needs to send to the queue.
+	s.grantSend(cancelFn, cancelFn.Role().RoleArn())
+	allow(cancelFn, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}, s.DLQ.QueueArn())
+	allow(cancelFn, []string{"sqs:GetQueueAttributes"}, s.Queue.QueueArn())
+	cancelFn.AddEnvironment(jsii.String("JOBS_DLQ_URL"), s.DLQ.QueueUrl(), nil)
 	// The worker claims, publishes and finishes (UpdateItem), reads a job
 	// it may interrupt, and creates jobs from foreign messages (PutItem).
 	allow(worker, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, table)
 	// ...and sends retries and early deliveries back with a delay.
-	allow(worker, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
-	allow(sweeper, []string{"dynamodb:Query"}, index)
+	s.grantSend(worker, worker.Role().RoleArn())
+	allow(sweeper, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.SweepIndex))
 	allow(sweeper, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
 	// ...and creates the completion job of a batch whose end was never recorded.
 	allow(sweeper, []string{"dynamodb:PutItem"}, table)
-	allow(sweeper, []string{"sqs:SendMessage"}, s.Queue.QueueArn())
+	s.grantSend(sweeper, sweeper.Role().RoleArn())
+	// With a customer-managed key: each function uses it for its table
+	// writes and reads (the worker's receives are its event source's,
+	// granted by CDK; the DLQ's, cancel's).
+	for _, f := range []awslambda.Function{enqueue, cancelFn, worker, sweeper, s.Schedules} {
+		s.grantKey(f, keyWrite)
+	}
+	s.grantKey(getjob, keyDecrypt)
 
 	// The worker's event source.
 	worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(s.Queue, &awslambdaeventsources.SqsEventSourceProps{
@@ -429,29 +453,10 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	s.API = awsapigatewayv2.NewHttpApi(stack, jsii.String("Api"), apiProps)
 	// The routes, in one table: each with its function and, behind a JWT
 	// authorizer, the scopes Config.JWT asks of it.
-	for _, r := range []struct {
-		id, method, path string
-		fn               awslambda.Function
-	}{
-		{"Enqueue", "POST", "/v1/jobs", enqueue},
-		{"GetJob", "GET", "/v1/jobs/{id}", getjob},
-		{"ListJobs", "GET", "/v1/jobs", getjob},
-		{"RetryJob", "POST", "/v1/jobs/{id}/retry", cancelFn},
-		{"BulkAction", "POST", "/v1/bulk/{action}", cancelFn},
-		{"AdminListJobs", "GET", "/v1/admin/jobs", getjob},
-		{"AdminGetJob", "GET", "/v1/admin/jobs/{id}", getjob},
-		{"AdminJobAction", "POST", "/v1/admin/jobs/{id}/{action}", cancelFn},
-		{"EnqueueBatch", "POST", "/v1/batches", enqueue},
-		{"GetBatch", "GET", "/v1/batches/{id}", getjob},
-		{"CancelJob", "POST", "/v1/jobs/{id}/cancel", cancelFn},
-		{"CreateSchedule", "POST", "/v1/schedules", schedulesFn},
-		{"ListSchedules", "GET", "/v1/schedules", schedulesFn},
-		{"GetSchedule", "GET", "/v1/schedules/{name}", schedulesFn},
-		{"DeleteSchedule", "DELETE", "/v1/schedules/{name}", schedulesFn},
-	} {
+	for _, r := range routes {
 		opts := &awsapigatewayv2.AddRoutesOptions{
 			Path: jsii.String(r.path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.method)},
-			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(r.id), r.fn, nil),
+			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(r.id), s.Functions[r.function], nil),
 			Authorizer:  authorizer,
 		}
 		if cfg.JWT != nil {
@@ -498,7 +503,12 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		if src.Suffix != "" {
 			filter.Suffix = jsii.String(src.Suffix)
 		}
-		bucket.AddEventNotification(awss3.EventType_OBJECT_CREATED, awss3notifications.NewSqsDestination(s.Queue), filter)
+		// CDK refuses an empty filter: a source of every key passes none.
+		var filters []*awss3.NotificationKeyFilter
+		if src.Prefix != "" || src.Suffix != "" {
+			filters = append(filters, filter)
+		}
+		bucket.AddEventNotification(awss3.EventType_OBJECT_CREATED, awss3notifications.NewSqsDestination(s.Queue), filters...)
 	}
 	if len(cfg.S3Sources) > 0 {
 		// A bucket's ARN names no account: a bucket deleted and created
@@ -590,56 +600,6 @@ func (c Config) sources() string {
 
 // FunctionNames are the six functions, as folders of JobsProps.Bootstraps.
 var FunctionNames = []string{"enqueue", "getjob", "cancel", "worker", "sweeper", "schedules"}
-
-// GrantReadJobs lets grantee read jobs and batches straight from the table
-// (dynamodb:GetItem on it, nothing else): for an operator's role or a
-// reporting function. Owners are not checked on this path; the HTTP API is
-// the owner-checked way to read.
-func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
-	// Not Table.Grant: it adds the table's indexes with a wildcard.
-	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-		Grantee: grantee, Actions: jsii.Strings("dynamodb:GetItem"), ResourceArns: jsii.Strings(*s.Table.TableArn()),
-	})
-}
-
-// GrantEnqueue lets another function enqueue jobs directly from Go (a
-// jobs.Service in its own code: Enqueue, or Prepare + TransactPut +
-// Dispatch inside its own DynamoDB transaction). It grants exactly
-// dynamodb:PutItem on the jobs table and sqs:SendMessage on the queue, and
-// sets the environment lambdafn.ConfigFromEnv reads (JOBS_TABLE,
-// JOBS_QUEUE_URL, JOBS_DISPATCH_GRACE, and JOBS_PAYLOAD_KEYRING_SECRET with
-// secretsmanager:GetSecretValue on the key ring). The function's
-// own items in the same transaction need their own grants.
-func (s *Jobs) GrantEnqueue(fn awslambda.Function) {
-	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: jsii.Strings("dynamodb:PutItem"), Resources: &[]*string{s.Table.TableArn()},
-	}))
-	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: jsii.Strings("sqs:SendMessage"), Resources: &[]*string{s.Queue.QueueArn()},
-	}))
-	s.senders.arns = append(s.senders.arns, fn.Role().RoleArn())
-	fn.AddEnvironment(jsii.String("JOBS_TABLE"), s.Table.TableName(), nil)
-	fn.AddEnvironment(jsii.String("JOBS_QUEUE_URL"), s.Queue.QueueUrl(), nil)
-	fn.AddEnvironment(jsii.String("JOBS_DISPATCH_GRACE"), jsii.String(s.cfg.DispatchGrace.String()), nil)
-	s.grantKeyRing(fn)
-}
-
-// grantKeyRing lets fn read the payload key ring (secretsmanager:GetSecretValue
-// on that one secret) and tells it where it is.
-func (s *Jobs) grantKeyRing(fn awslambda.Function) {
-	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: jsii.Strings("secretsmanager:GetSecretValue"), Resources: &[]*string{s.payloadSecret.SecretArn()},
-	}))
-	fn.AddEnvironment(jsii.String("JOBS_PAYLOAD_KEYRING_SECRET"), s.payloadSecret.SecretArn(), nil)
-}
-
-// grantPageKey lets fn read the page token key, at cold start.
-func (s *Jobs) grantPageKey(fn awslambda.Function) {
-	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: jsii.Strings("secretsmanager:GetSecretValue"), Resources: &[]*string{s.pageSecret.SecretArn()},
-	}))
-	fn.AddEnvironment(jsii.String("JOBS_PAGE_TOKEN_SECRET"), s.pageSecret.SecretArn(), nil)
-}
 
 // alarms sends to one topic, with OK actions, so whoever is told of a
 // problem is told of its end: the dead-letter queue grows; the oldest
@@ -835,14 +795,21 @@ func logLevel(l string) awslambda.ApplicationLogLevel {
 	return awslambda.ApplicationLogLevel_INFO
 }
 
-// dlqGrowth is the messages added to a dead-letter queue per minute (RATE
-// of its visible count): an alarm on it fires when the queue grows and
-// clears once it stops growing, rather than staying in ALARM while old
-// messages sit there.
+// DLQGrowthExpression is the metric math of the dead-letter alarms: the
+// messages added to a dead-letter queue in the last minute (the change of
+// its visible count), an idle queue's missing data points counted as 0.
+// SQS publishes a queue's metrics only while the queue is active, so after
+// a quiet spell the first data point of a new dead letter follows a gap:
+// RATE over the raw metric divides by the gap's hours and never reaches
+// one message a minute, while this fires. It clears once the queue stops
+// growing, rather than staying in ALARM while old messages sit there.
+const DLQGrowthExpression = "DIFF(FILL(dlq, 0))"
+
+// dlqGrowth is DLQGrowthExpression over a queue.
 func dlqGrowth(q awssqs.IQueue) awscloudwatch.IMetric {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression: jsii.String("RATE(dlq) * 60"),
+		Expression: jsii.String(DLQGrowthExpression),
 		UsingMetrics: &map[string]awscloudwatch.IMetric{
 			"dlq": q.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
 		},

@@ -51,10 +51,15 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 	runtimeGroup := awsscheduler.NewCfnScheduleGroup(stack, jsii.String("RuntimeScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
 		Name: jsii.String(RuntimeScheduleGroupName(cfg)),
 	})
+	encryption := awssqs.QueueEncryption_SQS_MANAGED
+	if s.Key != nil {
+		encryption = awssqs.QueueEncryption_KMS
+	}
 	s.ScheduleDLQ = awssqs.NewQueue(stack, jsii.String("ScheduleDeadLetters"), &awssqs.QueueProps{
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
+		Encryption:          encryption,
+		EncryptionMasterKey: s.Key,
+		EnforceSSL:          jsii.Bool(true),
 	})
 	cdknag.NagSuppressions_AddResourceSuppressions(s.ScheduleDLQ, &[]*cdknag.NagPackSuppression{{
 		Id:     jsii.String("AwsSolutions-SQS3"),
@@ -77,12 +82,14 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 		}),
 		Description: jsii.String("lambdajobs " + cfg.Name + ": EventBridge Scheduler sends schedule fires to the queue"),
 	})
+	// It sends fires to the queue (one of its known senders), and those
+	// it cannot deliver to the schedules' DLQ.
+	s.grantSend(role, role.RoleArn())
 	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("sqs:SendMessage"),
-		Resources: &[]*string{s.Queue.QueueArn(), s.ScheduleDLQ.QueueArn()},
+		Resources: &[]*string{s.ScheduleDLQ.QueueArn()},
 	}))
 	s.SchedulerRole = role
-	s.senders.arns = append(s.senders.arns, role.RoleArn())
 	// The schedules function: runtime schedules only, in their own group,
 	// sending with this role and no other.
 	fn := s.Schedules

@@ -1,0 +1,191 @@
+package jobsinfra
+
+import (
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// principals is a list of principal ARNs filled until synthesis: the
+// queue's known senders, a secret's readers, the operators. The grant that
+// gives a principal an action also puts it in the list the resource's
+// policy checks, so the two cannot disagree.
+type principals struct{ arns []*string }
+
+func (l *principals) Produce() *[]*string { return &l.arns }
+
+func (l *principals) add(arn *string) { l.arns = append(l.arns, arn) }
+
+// list is the list as a token the template resolves at synthesis.
+func (l *principals) list() *[]*string { return awscdk.Lazy_List(l, nil) }
+
+// joined is the list comma-separated (an environment variable's value).
+type joined struct{ l *principals }
+
+func (j *joined) Produce() *string {
+	parts := make([]string, len(j.l.arns))
+	for i, a := range j.l.arns {
+		parts[i] = *a
+	}
+	return jsii.String(strings.Join(parts, ","))
+}
+
+// allow adds a statement to a function's role.
+func allow(f awslambda.Function, actions []string, resources ...*string) {
+	f.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings(actions...), Resources: &resources,
+	}))
+}
+
+// grantSend lets a principal send to the queue: sqs:SendMessage (and the
+// queue key's use, with a customer-managed key) in its policy, and its
+// role among the queue policy's known senders.
+func (s *Jobs) grantSend(grantee awsiam.IGrantable, roleARN *string) {
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: grantee, Actions: jsii.Strings("sqs:SendMessage"), ResourceArns: &[]*string{s.Queue.QueueArn()},
+	})
+	s.grantKey(grantee, keySend)
+	s.senders.add(roleARN)
+}
+
+// grantKeyRing lets fn read the payload key ring (secretsmanager:GetSecretValue
+// on that one secret, which the secret's policy denies to anyone else) and
+// tells it where it is.
+func (s *Jobs) grantKeyRing(fn awslambda.Function) {
+	s.grantSecret(fn, s.payloadSecret, s.payloadReaders)
+	fn.AddEnvironment(jsii.String("JOBS_PAYLOAD_KEYRING_SECRET"), s.payloadSecret.SecretArn(), nil)
+}
+
+// grantPageKey lets fn read the page token key, at cold start.
+func (s *Jobs) grantPageKey(fn awslambda.Function) {
+	s.grantSecret(fn, s.pageSecret, s.pageReaders)
+	fn.AddEnvironment(jsii.String("JOBS_PAGE_TOKEN_SECRET"), s.pageSecret.SecretArn(), nil)
+}
+
+func (s *Jobs) grantSecret(fn awslambda.Function, secret awssecretsmanager.Secret, readers *principals) {
+	allow(fn, []string{"secretsmanager:GetSecretValue"}, secret.SecretArn())
+	s.grantKey(fn, keyDecrypt)
+	readers.add(fn.Role().RoleArn())
+}
+
+// onlyReaders denies reading secret's value to every principal but its
+// readers (the functions granted it, and Config.KeyAdmins): no person of
+// the account reads a key by accident of a broad policy of theirs.
+func (s *Jobs) onlyReaders(secret awssecretsmanager.Secret, readers *principals) {
+	for _, arn := range s.cfg.KeyAdmins {
+		readers.add(jsii.String(arn))
+	}
+	secret.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyItsReaders"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("secretsmanager:GetSecretValue"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"ArnNotLike": map[string]any{"aws:PrincipalArn": readers.list()}},
+	}))
+}
+
+// GrantReadJobs lets grantee read jobs and batches straight from the table
+// (dynamodb:GetItem on it, nothing else): for an operator's role or a
+// reporting function. Owners are not checked on this path; the HTTP API is
+// the owner-checked way to read.
+func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
+	// Not Table.Grant: it adds the table's indexes with a wildcard.
+	s.grantKey(grantee, keyDecrypt)
+	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: grantee, Actions: jsii.Strings("dynamodb:GetItem"), ResourceArns: jsii.Strings(*s.Table.TableArn()),
+	})
+}
+
+// GrantEnqueue lets another function enqueue jobs directly from Go (a
+// jobs.Service in its own code: Enqueue, or Prepare + TransactPut +
+// Dispatch inside its own DynamoDB transaction). It grants exactly
+// dynamodb:PutItem on the jobs table and sqs:SendMessage on the queue (and
+// makes the function one of the queue's known senders), and sets the
+// environment lambdafn.ConfigFromEnv reads (JOBS_TABLE, JOBS_QUEUE_URL,
+// JOBS_DISPATCH_GRACE, and JOBS_PAYLOAD_KEYRING_SECRET with
+// secretsmanager:GetSecretValue on the key ring). The function's own items
+// in the same transaction need their own grants.
+func (s *Jobs) GrantEnqueue(fn awslambda.Function) {
+	allow(fn, []string{"dynamodb:PutItem"}, s.Table.TableArn())
+	s.grantKey(fn, keyWrite)
+	s.grantSend(fn, fn.Role().RoleArn())
+	fn.AddEnvironment(jsii.String("JOBS_TABLE"), s.Table.TableName(), nil)
+	fn.AddEnvironment(jsii.String("JOBS_QUEUE_URL"), s.Queue.QueueUrl(), nil)
+	fn.AddEnvironment(jsii.String("JOBS_DISPATCH_GRACE"), jsii.String(s.cfg.DispatchGrace.String()), nil)
+	s.grantKeyRing(fn)
+}
+
+// callerRoutes are the API's routes for callers (all but the operators').
+func callerRoutes() []route {
+	var out []route
+	for _, r := range routes {
+		if !r.admin {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// GrantInvoke lets grantee call the API's routes for callers, each of
+// which acts on the caller's own jobs and schedules: execute-api:Invoke on
+// exactly those routes (not the operators' /v1/admin routes). With an IAM
+// authorizer only (a JWT authorizer checks tokens, not IAM).
+func (s *Jobs) GrantInvoke(grantee awsiam.IGrantable) awsiam.Grant {
+	return s.grantRoutes(grantee, callerRoutes())
+}
+
+// GrantOperate makes role an operator: execute-api:Invoke on every route,
+// the operators' /v1/admin routes included (any owner's jobs, and the
+// dead-letter queue), and its sessions among the operators the API
+// accepts there (as Config.Operators does).
+func (s *Jobs) GrantOperate(role awsiam.IRole) awsiam.Grant {
+	s.operators.add(role.RoleArn())
+	return s.grantRoutes(role, routes)
+}
+
+func (s *Jobs) grantRoutes(grantee awsiam.IGrantable, list []route) awsiam.Grant {
+	if s.cfg.JWT != nil {
+		panic("jobsinfra: GrantInvoke and GrantOperate grant IAM permissions; this API authorizes callers with JWTs (Config.JWT): give their tokens scopes instead")
+	}
+	arns := make([]*string, len(list))
+	for i, r := range list {
+		arns[i] = s.API.ArnForExecuteApi(jsii.String(r.method), jsii.String(r.arnPath()), jsii.String("*"))
+	}
+	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: grantee, Actions: jsii.Strings("execute-api:Invoke"), ResourceArns: &arns,
+	})
+}
+
+// The uses of the customer-managed key a principal may need: the calls
+// each AWS service makes on the caller's behalf (kms:ViaService).
+var (
+	// keyDecrypt: reading a table item, receiving a message, reading a
+	// secret.
+	keyDecrypt = []string{"kms:Decrypt"}
+	// keyWrite: writing table items.
+	keyWrite = []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}
+	// keySend: sending a message to an encrypted queue.
+	keySend = []string{"kms:Decrypt", "kms:GenerateDataKey"}
+)
+
+// grantKey lets grantee use the customer-managed key (Config.
+// CustomerManagedKey) for actions, through the services that hold data
+// encrypted with it; nothing without one.
+func (s *Jobs) grantKey(grantee awsiam.IGrantable, actions []string) {
+	if s.Key == nil {
+		return
+	}
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: grantee, Actions: jsii.Strings(actions...), ResourceArns: &[]*string{s.Key.KeyArn()},
+	})
+}
+
+// tableIndex is the ARN of one of the table's indexes.
+func (s *Jobs) tableIndex(name string) *string {
+	return jsii.String(*s.Table.TableArn() + "/index/" + name)
+}

@@ -1,0 +1,464 @@
+package jobsinfra
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
+	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+const (
+	testAccount = "123456789012"
+	testRegion  = "us-east-1"
+)
+
+// iamDeployment is a synthesized stack of the construct whose policies the
+// recorded calls are evaluated against: the construct as a team deploys
+// it, with the demo kinds' schedules, an S3 and an EventBridge source, a
+// function of the team's given GrantEnqueue, a caller's role given
+// GrantInvoke, an operator's given GrantOperate, and a stranger: a role of
+// the same account whose own policy allows every action the negative
+// controls try (so only the resources' policies can deny it).
+type iamDeployment struct {
+	name  string
+	t     *cfnTemplate
+	roles map[string]string // principal (iamcalls) -> role logical id
+	res   map[string]string // deployment resource -> logical id
+	group string            // the runtime schedule group's name
+	rule  string            // the EventBridge source rule's logical id
+}
+
+// stranger is the principal of the negative controls.
+const stranger = "stranger"
+
+func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
+	t.Helper()
+	app := awscdk.NewApp(&awscdk.AppProps{Context: cdkContext(t), Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("iam-"+name), &awscdk.StackProps{
+		Env: &awscdk.Environment{Account: jsii.String(testAccount), Region: jsii.String(testRegion)},
+	})
+	cfg := Dev
+	cfg.Name = name
+	cfg.CustomerManagedKey = cmk
+	cfg.S3Sources = []S3Source{{BucketName: "uploads-example"}}
+	cfg.EventBridgeSource = []EventBridgeSource{{Sources: []string{"shop.orders"}}}
+	reg := jobs.NewRegistry()
+	if _, err := examplekinds.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	j := NewJobs(stack, "Jobs", &JobsProps{Config: cfg, Bootstraps: fakeBootstraps(t), ExampleKinds: true, Schedules: reg.Schedules()})
+	enqueuer := awslambda.NewFunction(stack, jsii.String("Enqueuer"), &awslambda.FunctionProps{
+		Runtime: awslambda.Runtime_PROVIDED_AL2023(), Handler: jsii.String("bootstrap"),
+		Code: awslambda.Code_FromAsset(jsii.String(filepath.Join(fakeBootstraps(t), "enqueue")), nil),
+	})
+	j.GrantEnqueue(enqueuer)
+	role := func(id string) awsiam.Role {
+		return awsiam.NewRole(stack, jsii.String(id), &awsiam.RoleProps{AssumedBy: awsiam.NewAccountRootPrincipal()})
+	}
+	caller, operator, other := role("Caller"), role("Operator"), role("Stranger")
+	j.GrantInvoke(caller)
+	j.GrantOperate(operator)
+	other.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("sqs:SendMessage", "secretsmanager:GetSecretValue", "execute-api:Invoke", "kms:Decrypt", "kms:GenerateDataKey"),
+		Resources: jsii.Strings("*"),
+	}))
+	raw := assertions.Template_FromStack(stack, nil).ToJSON()
+	tmpl, err := newTemplate(*raw, testAccount, testRegion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(c constructs.IConstruct) string {
+		return *stack.GetLogicalId(c.Node().DefaultChild().(awscdk.CfnElement))
+	}
+	d := &iamDeployment{name: name, t: tmpl, roles: map[string]string{
+		iamcalls.Scheduler: id(j.SchedulerRole), iamcalls.Enqueuer: id(enqueuer.Role()),
+		iamcalls.Caller: id(caller), iamcalls.Operator: id(operator), stranger: id(other),
+	}, res: map[string]string{
+		"table": id(j.Table), "queue": id(j.Queue), "dlq": id(j.DLQ), "scheduledlq": id(j.ScheduleDLQ),
+		"secret/payload": id(j.payloadSecret), "secret/page": id(j.pageSecret), "api": id(j.API),
+		"role/scheduler": id(j.SchedulerRole),
+	}, group: RuntimeScheduleGroupName(cfg)}
+	for _, f := range FunctionNames {
+		d.roles[f] = id(j.Functions[f].Role())
+	}
+	if j.Key != nil {
+		d.res["key"] = id(j.Key)
+	}
+	for rid, r := range tmpl.resources {
+		if r.Type == "AWS::Events::Rule" && strings.Contains(jsonString(r.Properties["EventPattern"]), "shop.orders") {
+			d.rule = rid
+		}
+	}
+	return d
+}
+
+// authz is one authorisation AWS would make.
+type authz struct {
+	principal string // an iamcalls principal, or an AWS service ("s3.amazonaws.com")
+	action    string
+	resource  string // as iamcalls records it ("table", "queue", "route/GET /v1/jobs", ...)
+	context   map[string]string
+	// why names where it comes from: recorded, a cold start, the key, a
+	// source, a negative control.
+	why string
+}
+
+func (a authz) String() string {
+	ctx := ""
+	if len(a.context) > 0 {
+		ctx = " " + jsonString(a.context)
+	}
+	return fmt.Sprintf("%s %s %s%s (%s)", a.principal, a.action, a.resource, ctx, a.why)
+}
+
+var routeParam = regexp.MustCompile(`\{[^}]+\}`)
+
+// arnOf returns the ARN AWS authorises a deployment resource as, and the
+// logical id of the resource whose policy applies ("" for none).
+func (d *iamDeployment) arnOf(resource string) (string, string, error) {
+	t := d.t
+	switch {
+	case strings.HasPrefix(resource, "arn:"):
+		return resource, "", nil
+	case resource == "table" || strings.HasPrefix(resource, "table/index/"):
+		arn, err := t.getAtt(d.res["table"], "Arn")
+		return arn + strings.TrimPrefix(resource, "table"), d.res["table"], err
+	case resource == "queue" || resource == "dlq" || resource == "scheduledlq" || resource == "key":
+		arn, err := t.getAtt(d.res[resource], "Arn")
+		return arn, d.res[resource], err
+	case strings.HasPrefix(resource, "secret/"):
+		arn, err := t.ref(d.res[resource])
+		return arn, d.res[resource], err
+	case resource == "role/scheduler":
+		arn, err := t.getAtt(d.res[resource], "Arn")
+		return arn, "", err
+	case resource == "schedule/runtime/*":
+		return t.arn("scheduler", "schedule/"+d.group+"/a-schedule"), "", nil
+	case strings.HasPrefix(resource, "route/"):
+		method, path, _ := strings.Cut(strings.TrimPrefix(resource, "route/"), " ")
+		return t.arn("execute-api", d.res["api"]+"/$default/"+method+routeParam.ReplaceAllString(path, "p1")), "", nil
+	}
+	return "", "", fmt.Errorf("resource %q is not modelled", resource)
+}
+
+// encrypted reports whether a resource's data is encrypted with the
+// customer-managed key, and the service that calls KMS for it.
+func (d *iamDeployment) encrypted(resource string) (string, bool) {
+	if d.res["key"] == "" {
+		return "", false
+	}
+	switch {
+	case resource == "table" || strings.HasPrefix(resource, "table/index/"):
+		return "dynamodb", true
+	case resource == "queue" || resource == "dlq" || resource == "scheduledlq":
+		return "sqs", true
+	case strings.HasPrefix(resource, "secret/"):
+		return "secretsmanager", true
+	}
+	return "", false
+}
+
+// implied returns the KMS calls a service makes with the caller's identity
+// when a call's data is encrypted with the customer-managed key: reading
+// or writing a table item decrypts the table key; sending a message
+// generates a data key (and may decrypt a cached one); receiving one, or
+// reading a secret, decrypts.
+func (d *iamDeployment) implied(a authz) []authz {
+	service, ok := d.encrypted(a.resource)
+	if !ok {
+		return nil
+	}
+	var actions []string
+	switch {
+	case service == "dynamodb":
+		actions = []string{"kms:Decrypt"}
+	case a.action == "sqs:SendMessage":
+		actions = []string{"kms:GenerateDataKey", "kms:Decrypt"}
+	case a.action == "sqs:ReceiveMessage", a.action == "secretsmanager:GetSecretValue":
+		actions = []string{"kms:Decrypt"}
+	}
+	var out []authz
+	for _, act := range actions {
+		ctx := map[string]string{"kms:ViaService": service + "." + testRegion + ".amazonaws.com", "kms:CallerAccount": testAccount}
+		for k, v := range a.context {
+			if strings.HasPrefix(k, "aws:Source") {
+				ctx[k] = v
+			}
+		}
+		out = append(out, authz{principal: a.principal, action: act, resource: "key", context: ctx, why: "the key, for " + a.action + " " + a.resource})
+	}
+	return out
+}
+
+// coldStarts are the calls lambdafn makes at a function's cold start, from
+// the environment the construct gives it: reading each secret it names.
+func (d *iamDeployment) coldStarts() []authz {
+	byRole := map[string]string{}
+	for p, r := range d.roles {
+		byRole[r] = p
+	}
+	var out []authz
+	for _, r := range d.t.resources {
+		if r.Type != "AWS::Lambda::Function" {
+			continue
+		}
+		roleAtt, _ := r.Properties["Role"].(map[string]any)
+		role, _ := roleAtt["Fn::GetAtt"].([]any)
+		env, _ := r.Properties["Environment"].(map[string]any)
+		vars, _ := env["Variables"].(map[string]any)
+		if len(role) == 0 || vars == nil {
+			continue
+		}
+		principal := byRole[fmt.Sprint(role[0])]
+		for name, secret := range map[string]string{"JOBS_PAYLOAD_KEYRING_SECRET": "secret/payload", "JOBS_PAGE_TOKEN_SECRET": "secret/page"} {
+			if ref, ok := vars[name].(map[string]any); ok && ref["Ref"] == d.res[secret] {
+				out = append(out, authz{principal: principal, action: "secretsmanager:GetSecretValue", resource: secret, why: "cold start: " + name})
+			}
+		}
+	}
+	return out
+}
+
+// simulation is the request for @cloud-copilot/iam-simulate.
+func (d *iamDeployment) simulation(a authz) (map[string]any, error) {
+	arn, holder, err := d.arnOf(a.resource)
+	if err != nil {
+		return nil, err
+	}
+	ctx := map[string]any{"aws:SecureTransport": "true"}
+	for k, v := range a.context {
+		ctx[k] = v
+	}
+	sim := map[string]any{"serviceControlPolicies": []any{}, "resourceControlPolicies": []any{}}
+	var principal string
+	identity := []any{}
+	if service := strings.HasSuffix(a.principal, ".amazonaws.com"); service {
+		principal = a.principal
+		ctx["aws:PrincipalServiceName"] = a.principal
+	} else {
+		role, ok := d.roles[a.principal]
+		if !ok {
+			return nil, fmt.Errorf("principal %q has no role in the deployment", a.principal)
+		}
+		roleARN, err := d.t.getAtt(role, "Arn")
+		if err != nil {
+			return nil, err
+		}
+		principal = "arn:aws:sts::" + testAccount + ":assumed-role/" + role + "/session"
+		ctx["aws:PrincipalArn"] = roleARN
+		ctx["aws:PrincipalAccount"] = testAccount
+		docs, err := d.t.identityPolicies(role)
+		if err != nil {
+			return nil, err
+		}
+		for i, doc := range docs {
+			identity = append(identity, map[string]any{"name": fmt.Sprintf("policy%d", i), "policy": doc})
+		}
+	}
+	sim["identityPolicies"] = identity
+	sim["request"] = map[string]any{"principal": principal, "action": a.action,
+		"resource": map[string]any{"resource": arn, "accountId": testAccount}, "contextVariables": ctx}
+	if holder != "" {
+		rp, err := d.t.resourcePolicy(holder)
+		if err != nil {
+			return nil, err
+		}
+		if rp != nil {
+			sim["resourcePolicy"] = rp
+		}
+	}
+	return sim, nil
+}
+
+// evaluate runs every authorisation through the simulator (one node
+// process) and returns each one's result: Allowed, ExplicitlyDenied,
+// ImplicitlyDenied, or Error with the simulator's reasons.
+func (d *iamDeployment) evaluate(t *testing.T, list []authz) []string {
+	t.Helper()
+	sims := make([]map[string]any, len(list))
+	for i, a := range list {
+		sim, err := d.simulation(a)
+		if err != nil {
+			t.Fatalf("%s: %v", a, err)
+		}
+		sims[i] = sim
+	}
+	in, err := json.Marshal(sims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := filepath.Abs(filepath.Join("..", "_tools"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(tools, "node_modules", "@cloud-copilot", "iam-simulate")); err != nil {
+		t.Fatalf("the IAM simulator is not installed (make infra/_tools/node_modules/.installed installs it from infra/_tools/package-lock.json): %v", err)
+	}
+	cmd := exec.Command("node", filepath.Join(tools, "iamsim.mjs"))
+	cmd.Stdin = bytes.NewReader(in)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the IAM simulator: %v: %s", err, stderr.String())
+	}
+	var results []struct {
+		Result string
+		Errors any
+	}
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil || len(results) != len(list) {
+		t.Fatalf("the IAM simulator answered %d results for %d requests (%v): %s", len(results), len(list), err, out.String())
+	}
+	got := make([]string, len(results))
+	for i, r := range results {
+		got[i] = r.Result
+		if r.Result == "Error" {
+			got[i] = "Error " + jsonString(r.Errors)
+		}
+	}
+	return got
+}
+
+// recordedCalls loads the calls the local stack's functions, event
+// source, Scheduler and the API's callers made in make test's end-to-end
+// and reliability runs.
+func recordedCalls(t *testing.T) []iamcalls.Call {
+	t.Helper()
+	dir := os.Getenv(iamcalls.RecordDirEnv)
+	if dir == "" {
+		dir = filepath.Join("..", "..", "build", "iam-calls")
+	}
+	calls, err := iamcalls.Load(dir)
+	if err != nil || len(calls) == 0 {
+		t.Fatalf("no AWS calls recorded in %s (%v): make test records them (its end-to-end and reliability runs); run it first", dir, err)
+	}
+	return calls
+}
+
+// Every AWS call the system makes is allowed by the policies it deploys:
+// each call recorded in make test's end-to-end and reliability runs,
+// attributed to the role of the principal that made it, each call
+// lambdafn makes at a cold start, and, with a customer-managed key, the
+// KMS calls each implies, evaluated with a maintained IAM policy simulator
+// against the role's policies and the target's resource policy (queue,
+// secrets, key) as synthesized. Negative controls that AWS must deny are
+// denied, so the evaluation cannot pass hollowly.
+func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
+	calls := recordedCalls(t)
+	// The recording covers every principal and the paths that matter.
+	seen := map[string]bool{}
+	for _, c := range calls {
+		if c.Action == iamcalls.Unmapped {
+			t.Errorf("%s made a call the recorder cannot map to IAM: %s", c.Principal, c.Resource)
+		}
+		seen[c.Principal] = true
+		seen[c.Principal+" "+c.Action+" "+c.Resource] = true
+	}
+	for _, p := range append(append([]string{}, FunctionNames...), iamcalls.Scheduler, iamcalls.Enqueuer, iamcalls.Caller, iamcalls.Operator) {
+		if !seen[p] {
+			t.Errorf("no call of %s was recorded: the end-to-end runs must exercise it", p)
+		}
+	}
+	for _, must := range []string{
+		"cancel sqs:SendMessage queue",             // a retry goes straight to the queue
+		"cancel dynamodb:PutItem table",            // cancelling a batch's last job creates its completion job
+		"cancel sqs:ReceiveMessage dlq",            // the operators' redrive
+		"sweeper dynamodb:Query table/index/sweep", // a sweep
+		"worker sqs:ReceiveMessage queue",          // the event source, as the worker's role
+		"scheduler sqs:SendMessage queue",          // a schedule's fire
+		"schedules scheduler:CreateSchedule schedule/runtime/*",
+		"operator execute-api:Invoke route/POST /v1/admin/dead-letters/{action}",
+	} {
+		if !seen[must] {
+			t.Errorf("the recording lacks %q", must)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, cmk := range []bool{false, true} {
+		name := "iam"
+		if cmk {
+			name = "iam-cmk"
+		}
+		t.Run(name, func(t *testing.T) {
+			d := synthIAM(t, name, cmk)
+			var allowed []authz
+			for _, c := range calls {
+				allowed = append(allowed, authz{principal: c.Principal, action: c.Action, resource: c.Resource, context: c.Context, why: "recorded"})
+			}
+			allowed = append(allowed, d.coldStarts()...)
+			sourceARN, _ := d.t.getAtt(d.rule, "Arn")
+			allowed = append(allowed,
+				authz{principal: "s3.amazonaws.com", action: "sqs:SendMessage", resource: "queue", why: "the S3 source",
+					context: map[string]string{"aws:SourceArn": "arn:aws:s3:::uploads-example", "aws:SourceAccount": testAccount}},
+				authz{principal: "events.amazonaws.com", action: "sqs:SendMessage", resource: "queue", why: "the EventBridge source",
+					context: map[string]string{"aws:SourceArn": sourceARN, "aws:SourceAccount": testAccount}},
+			)
+			for _, a := range allowed {
+				allowed = append(allowed, d.implied(a)...)
+			}
+			denied := []authz{
+				{principal: "getjob", action: "sqs:SendMessage", resource: "queue"},
+				{principal: "getjob", action: "dynamodb:UpdateItem", resource: "table"},
+				{principal: "worker", action: "secretsmanager:GetSecretValue", resource: "secret/page"},
+				{principal: stranger, action: "sqs:SendMessage", resource: "queue"},
+				{principal: stranger, action: "secretsmanager:GetSecretValue", resource: "secret/payload"},
+				{principal: stranger, action: "secretsmanager:GetSecretValue", resource: "secret/page"},
+				{principal: iamcalls.Caller, action: "execute-api:Invoke", resource: "route/GET /v1/admin/jobs"},
+				{principal: iamcalls.Caller, action: "execute-api:Invoke", resource: "route/POST /v1/admin/jobs/{id}/{action}"},
+				{principal: iamcalls.Caller, action: "execute-api:Invoke", resource: "route/POST /v1/admin/dead-letters/{action}"},
+				{principal: "s3.amazonaws.com", action: "sqs:SendMessage", resource: "queue",
+					context: map[string]string{"aws:SourceArn": "arn:aws:s3:::someone-elses", "aws:SourceAccount": testAccount}},
+				{principal: "s3.amazonaws.com", action: "sqs:SendMessage", resource: "queue",
+					context: map[string]string{"aws:SourceArn": "arn:aws:s3:::uploads-example", "aws:SourceAccount": "210987654321"}},
+			}
+			for i := range denied {
+				denied[i].why = "negative control"
+			}
+			results := d.evaluate(t, append(append([]authz{}, allowed...), denied...))
+			triples := map[string]bool{}
+			for i, a := range allowed {
+				triples[a.principal+" "+a.action+" "+a.resource] = true
+				if results[i] != "Allowed" {
+					t.Errorf("AWS would refuse: %s: %s", a, results[i])
+				}
+			}
+			for i, a := range denied {
+				if r := results[len(allowed)+i]; r != "ExplicitlyDenied" && r != "ImplicitlyDenied" {
+					t.Errorf("AWS would allow: %s: %s", a, r)
+				}
+			}
+			keys := make([]string, 0, len(triples))
+			for k := range triples {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			t.Logf("%s: %d distinct (role, action, resource) triples allowed, %d negative controls denied", name, len(triples), len(denied))
+			if testing.Verbose() {
+				t.Log("\n  " + strings.Join(keys, "\n  "))
+			}
+		})
+	}
+}
+
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
