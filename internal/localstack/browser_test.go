@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/chromedp/chromedp"
 
+	"github.com/lambdajobs/lambdajobs/internal/dashboard"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -25,16 +27,17 @@ import (
 // installs when missing) on a dashboard over the local stack, as caller.
 func browser(t *testing.T, caller string) (context.Context, string) {
 	t.Helper()
+	ctx := chromium(t)
+	return ctx, serveDashboard(t, caller, nil, nil).URL
+}
+
+// chromium starts headless Chromium for one test.
+func chromium(t *testing.T) context.Context {
+	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatalf("chromium is required for the dashboard's browser tests (make test installs it: apt-get install chromium): %v", err)
 	}
-	dash, err := stack.Dashboard(caller)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(dash)
-	t.Cleanup(srv.Close)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
 		chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1366, 900))
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -43,7 +46,35 @@ func browser(t *testing.T, caller string) (context.Context, string) {
 	t.Cleanup(cancel)
 	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
 	t.Cleanup(cancel)
-	return ctx, srv.URL
+	return ctx
+}
+
+// serveDashboard serves a dashboard over the local stack as caller on a
+// loopback test server, answering at its listener's address; change, when
+// set, edits the configuration first, and wrap, when set, wraps the
+// dashboard's handler.
+func serveDashboard(t *testing.T, caller string, change func(*dashboard.Config), wrap func(http.Handler) http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	cfg, err := stack.DashboardConfig(caller, srv.Listener.Addr().String())
+	if err == nil && change != nil {
+		change(&cfg)
+	}
+	var dash http.Handler
+	if err == nil {
+		dash, err = dashboard.New(cfg)
+	}
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	if wrap != nil {
+		dash = wrap(dash)
+	}
+	srv.Config.Handler = dash
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // screenshot writes docs/<name>.png when UPDATE_SCREENSHOTS is set.

@@ -1,0 +1,184 @@
+package dashboard_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdajobs/lambdajobs/internal/dashboard"
+)
+
+// fakeSQS is the part of SQS the dead-letter page uses; it counts each
+// call by operation and holds one dead letter.
+type fakeSQS struct {
+	mu    sync.Mutex
+	calls map[string]int
+	given bool
+}
+
+func (f *fakeSQS) count(op string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[op]++
+}
+
+// total is how many calls were made, and how many of them were not reads of
+// the queues' attributes.
+func (f *fakeSQS) total() (all, changing int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for op, n := range f.calls {
+		all += n
+		if op != "GetQueueAttributes" {
+			changing += n
+		}
+	}
+	return all, changing
+}
+
+func (f *fakeSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	f.count("GetQueueAttributes")
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
+		string(types.QueueAttributeNameApproximateNumberOfMessages):           "7",
+		string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible): "0",
+	}}, nil
+}
+
+func (f *fakeSQS) ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	f.count("ReceiveMessage")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.given {
+		return &sqs.ReceiveMessageOutput{}, nil
+	}
+	f.given = true
+	return &sqs.ReceiveMessageOutput{Messages: []types.Message{{
+		MessageId: aws.String("m-1"), ReceiptHandle: aws.String("r-1"), Body: aws.String(`{"job_id":"x"}`),
+		Attributes: map[string]string{
+			string(types.MessageSystemAttributeNameApproximateReceiveCount): "6",
+			string(types.MessageSystemAttributeNameSentTimestamp):           strconv.FormatInt(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC).UnixMilli(), 10),
+		},
+	}}}, nil
+}
+
+func (f *fakeSQS) SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	f.count("SendMessage")
+	return &sqs.SendMessageOutput{}, nil
+}
+
+func (f *fakeSQS) DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	f.count("DeleteMessage")
+	return &sqs.DeleteMessageOutput{}, nil
+}
+
+func (f *fakeSQS) ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	f.count("ChangeMessageVisibility")
+	return &sqs.ChangeMessageVisibilityOutput{}, nil
+}
+
+// fullServer serves a dashboard with every source: the API, the metrics
+// and the queues.
+func fullServer(t *testing.T) (*httptest.Server, *fakeAPI, *fakeSQS) {
+	t.Helper()
+	f, u := newAPI(t)
+	stats := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"kinds":{}}`)
+	}))
+	t.Cleanup(stats.Close)
+	su, _ := url.Parse(stats.URL)
+	q := &fakeSQS{}
+	srv := serve(t, dashboard.Config{API: u, Stats: su, DLQ: &dashboard.SQSDLQ{SQS: q, QueueURL: "q", DLQURL: "dlq"}})
+	return srv, f, q
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// send sends one request to the dashboard without following redirects;
+// host, when set, replaces the Host header.
+func send(t *testing.T, method, u, host string, header http.Header, form url.Values) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if host != "" {
+		req.Host = host
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header, string(b)}
+}
+
+// A request whose Host is not the dashboard's address (a DNS-rebound name
+// of another site) gets no page and makes no call, whatever its method;
+// localhost with the dashboard's port is the same dashboard.
+func TestOtherHostsGetNoPage(t *testing.T) {
+	srv, api, q := fullServer(t)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	for _, host := range []string{"evil.example", "evil.example:" + port, "127.0.0.1", "127.0.0.1:1", "localhost", "localhost.:" + port, "127.0.0.1.nip.io:" + port} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			for _, path := range []string{"/", "/jobs", "/dlq", "/jobs/j1/cancel", "/bulk/cancel", "/dlq/peek"} {
+				r := send(t, method, srv.URL+path, host, http.Header{"Sec-Fetch-Site": {"same-origin"}}, url.Values{"status": {"queued"}})
+				if r.status != http.StatusMisdirectedRequest || strings.Contains(r.body, "<html") || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") {
+					t.Errorf("Host %s, %s %s: %d %.60q, want 421 and no page", host, method, path, r.status, r.body)
+				}
+			}
+		}
+	}
+	if got := api.requests(); len(got) != 0 {
+		t.Errorf("the API received %v for other hosts, want nothing", got)
+	}
+	if all, _ := q.total(); all != 0 {
+		t.Errorf("SQS received %d calls for other hosts, want none", all)
+	}
+	for _, host := range []string{"localhost:" + port, "LOCALHOST:" + port} {
+		if r := send(t, http.MethodGet, srv.URL+"/jobs", host, nil, nil); r.status != http.StatusOK || !strings.Contains(r.body, "j1") {
+			t.Errorf("Host %s: %d, want the job list", host, r.status)
+		}
+	}
+}
+
+// New refuses an address whose Host it could not check.
+func TestNewNeedsTheListenAddress(t *testing.T) {
+	u, _ := url.Parse("http://127.0.0.1:1")
+	for _, addr := range []string{"", "127.0.0.1", "127.0.0.1:0", ":8081", "0.0.0.0:8081", "[::]:8081"} {
+		if _, err := dashboard.New(dashboard.Config{API: u, Addr: addr}); err == nil || !strings.Contains(err.Error(), "Addr") {
+			t.Errorf("New with Addr %q: %v, want an error naming Addr", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:8081", "[::1]:8081", "localhost:8081", "192.0.2.10:80"} {
+		if _, err := dashboard.New(dashboard.Config{API: u, Addr: addr}); err != nil {
+			t.Errorf("New with Addr %q: %v", addr, err)
+		}
+	}
+}
