@@ -8,7 +8,9 @@
 //
 // Because it acts with its caller's identity, it guards itself against the
 // other websites its operator visits: it answers only requests addressed to
-// the address it listens on (Config.Addr; DNS rebinding).
+// the address it listens on (Config.Addr; DNS rebinding), refuses
+// cross-origin POSTs (http.CrossOriginProtection; cross-site request
+// forgery) and cannot be framed (clickjacking).
 package dashboard
 
 import (
@@ -93,6 +95,7 @@ type Server struct {
 	tmpl  *template.Template
 	mux   *http.ServeMux
 	hosts map[string]bool // the Host values answered (Config.Addr)
+	app   http.Handler    // mux behind the cross-origin check
 }
 
 // New returns a dashboard server.
@@ -156,6 +159,16 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, tmpl: tmpl, mux: http.NewServeMux(), hosts: hosts}
 	s.routes()
+	// Every POST changes something: a browser's cross-origin POST
+	// (Sec-Fetch-Site other than same-origin, or else an Origin other than
+	// the Host) is refused before any route runs. No origin is trusted
+	// besides the dashboard's own.
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.cfg.Log.Warn("dashboard: refused a cross-origin request", slog.String("method", r.Method), slog.String("path", r.URL.Path))
+		http.Error(w, "cross-origin request refused: act from the dashboard's own pages", http.StatusForbidden)
+	}))
+	s.app = csrf.Handler(s.mux)
 	return s, nil
 }
 
@@ -183,7 +196,8 @@ func allowedHosts(addr string) (map[string]bool, error) {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:")
+	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	// A Host other than the dashboard's own address is another site's
@@ -195,7 +209,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "misdirected request: this dashboard answers only at http://"+s.cfg.Addr+"/", http.StatusMisdirectedRequest)
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	s.app.ServeHTTP(w, r)
 }
 
 func (s *Server) routes() {

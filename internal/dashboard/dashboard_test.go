@@ -150,6 +150,7 @@ func TestPages(t *testing.T) {
 		if !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'self'") {
 			t.Errorf("%s: no content security policy", path)
 		}
+		noFraming(t, path, h)
 	}
 	if code, body, _ := get(t, srv.URL+"/jobs/nope"); code != http.StatusNotFound || !strings.Contains(body, "no such job") {
 		t.Errorf("an unknown job: %d %s", code, body)

@@ -20,6 +20,17 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
 )
 
+// noFraming fails unless h forbids every page from being framed.
+func noFraming(t *testing.T, what string, h http.Header) {
+	t.Helper()
+	if got := h.Get("X-Frame-Options"); got != "DENY" {
+		t.Errorf("%s: X-Frame-Options %q, want DENY", what, got)
+	}
+	if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "default-src 'self'") {
+		t.Errorf("%s: Content-Security-Policy %q, want default-src 'self' and frame-ancestors 'none'", what, csp)
+	}
+}
+
 // fakeSQS is the part of SQS the dead-letter page uses; it counts each
 // call by operation and holds one dead letter.
 type fakeSQS struct {
@@ -139,6 +150,64 @@ func send(t *testing.T, method, u, host string, header http.Header, form url.Val
 	return reply{resp.StatusCode, resp.Header, string(b)}
 }
 
+// The routes that change something, with a form each would accept.
+var postRoutes = map[string]url.Values{
+	"/jobs/j1/cancel": nil,
+	"/jobs/j1/retry":  nil,
+	"/bulk/cancel":    {"status": {"queued"}, "query": {"status=queued"}},
+	"/bulk/retry":     {"status": {"failed"}, "query": {"status=failed"}},
+	"/dlq/redrive":    {},
+}
+
+// A POST from another site (as a browser marks it: Sec-Fetch-Site, or only
+// an Origin for an older one) is refused before the dashboard calls the API
+// or SQS: a page the operator visits cannot act with their identity.
+func TestCrossOriginPostsAreRefused(t *testing.T) {
+	srv, api, q := fullServer(t)
+	for name, header := range map[string]http.Header{
+		"another site":                 {"Sec-Fetch-Site": {"cross-site"}, "Origin": {"https://evil.example"}},
+		"another port of this host":    {"Sec-Fetch-Site": {"same-site"}, "Origin": {"http://127.0.0.1:1"}},
+		"an old browser, other Origin": {"Origin": {"https://evil.example"}},
+		"a sandboxed frame (null)":     {"Sec-Fetch-Site": {"cross-site"}, "Origin": {"null"}},
+	} {
+		for path, form := range postRoutes {
+			r := send(t, http.MethodPost, srv.URL+path, "", header, form)
+			if r.status != http.StatusForbidden || strings.Contains(r.body, "<html") {
+				t.Errorf("%s, POST %s: %d %.60q, want 403 and no page", name, path, r.status, r.body)
+			}
+			noFraming(t, name+" POST "+path, r.header)
+		}
+	}
+	if got := api.requests(); len(got) != 0 {
+		t.Errorf("the API received %v after cross-origin POSTs, want nothing", got)
+	}
+	if all, _ := q.total(); all != 0 {
+		t.Errorf("SQS received %d calls after cross-origin POSTs, want none", all)
+	}
+}
+
+// The dashboard's own forms (Sec-Fetch-Site: same-origin, or an Origin
+// equal to the Host) and clients that are not browsers still act.
+func TestSameOriginPostsWork(t *testing.T) {
+	for name, header := range map[string]func(srv string) http.Header{
+		"the dashboard's own page":    func(string) http.Header { return http.Header{"Sec-Fetch-Site": {"same-origin"}} },
+		"an old browser, same Origin": func(srv string) http.Header { return http.Header{"Origin": {srv}} },
+		"typed in the address bar":    func(string) http.Header { return http.Header{"Sec-Fetch-Site": {"none"}} },
+		"not a browser":               func(string) http.Header { return nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv, api, _ := fullServer(t)
+			r := send(t, http.MethodPost, srv.URL+"/jobs/j1/cancel", "", header(srv.URL), nil)
+			if r.status != http.StatusSeeOther || !strings.Contains(r.header.Get("Location"), "Cancelled") {
+				t.Fatalf("POST /jobs/j1/cancel: %d %s %q", r.status, r.header.Get("Location"), r.body)
+			}
+			if got := api.requests(); len(got) != 1 || got[0] != "POST /v1/jobs/j1/cancel" {
+				t.Fatalf("the API received %v, want the cancel", got)
+			}
+		})
+	}
+}
+
 // A request whose Host is not the dashboard's address (a DNS-rebound name
 // of another site) gets no page and makes no call, whatever its method;
 // localhost with the dashboard's port is the same dashboard.
@@ -152,6 +221,7 @@ func TestOtherHostsGetNoPage(t *testing.T) {
 				if r.status != http.StatusMisdirectedRequest || strings.Contains(r.body, "<html") || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") {
 					t.Errorf("Host %s, %s %s: %d %.60q, want 421 and no page", host, method, path, r.status, r.body)
 				}
+				noFraming(t, "Host "+host, r.header)
 			}
 		}
 	}
