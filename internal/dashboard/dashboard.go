@@ -10,7 +10,7 @@
 // other websites its operator visits: it answers only requests addressed to
 // the address it listens on (Config.Addr; DNS rebinding), refuses
 // cross-origin POSTs (http.CrossOriginProtection; cross-site request
-// forgery) and cannot be framed (clickjacking).
+// forgery), cannot be framed (clickjacking), and no GET changes anything.
 package dashboard
 
 import (
@@ -159,10 +159,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, tmpl: tmpl, mux: http.NewServeMux(), hosts: hosts}
 	s.routes()
-	// Every POST changes something: a browser's cross-origin POST
-	// (Sec-Fetch-Site other than same-origin, or else an Origin other than
-	// the Host) is refused before any route runs. No origin is trusted
-	// besides the dashboard's own.
+	// Every POST changes something (or, for /dlq/peek, receives messages):
+	// a browser's cross-origin POST (Sec-Fetch-Site other than same-origin,
+	// or else an Origin other than the Host) is refused before any route
+	// runs. No origin is trusted besides the dashboard's own.
 	csrf := http.NewCrossOriginProtection()
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.cfg.Log.Warn("dashboard: refused a cross-origin request", slog.String("method", r.Method), slog.String("path", r.URL.Path))
@@ -225,6 +225,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /batches/{id}", s.batchDetail)
 	s.mux.HandleFunc("GET /schedules", s.schedules)
 	s.mux.HandleFunc("GET /dlq", s.dlq)
+	s.mux.HandleFunc("POST /dlq/peek", s.dlqPeek)
 	s.mux.HandleFunc("POST /dlq/redrive", s.redrive)
 }
 

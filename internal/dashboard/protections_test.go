@@ -48,6 +48,13 @@ func (f *fakeSQS) count(op string) {
 	f.calls[op]++
 }
 
+// n is how many times op was called.
+func (f *fakeSQS) n(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
 // total is how many calls were made, and how many of them were not reads of
 // the queues' attributes.
 func (f *fakeSQS) total() (all, changing int) {
@@ -157,6 +164,7 @@ var postRoutes = map[string]url.Values{
 	"/bulk/cancel":    {"status": {"queued"}, "query": {"status=queued"}},
 	"/bulk/retry":     {"status": {"failed"}, "query": {"status=failed"}},
 	"/dlq/redrive":    {},
+	"/dlq/peek":       nil,
 }
 
 // A POST from another site (as a browser marks it: Sec-Fetch-Site, or only
@@ -250,5 +258,57 @@ func TestNewNeedsTheListenAddress(t *testing.T) {
 		if _, err := dashboard.New(dashboard.Config{API: u, Addr: addr}); err != nil {
 			t.Errorf("New with Addr %q: %v", addr, err)
 		}
+	}
+}
+
+// No GET changes anything: every page reads the API with GETs only and the
+// queues' attributes only; the dead-letter page receives nothing.
+func TestNoGetChangesAnything(t *testing.T) {
+	srv, api, q := fullServer(t)
+	for _, path := range []string{"/", "/jobs", "/jobs?status=failed&kind=k", "/jobs?partial=rows", "/jobs/j1", "/api/jobs/j1", "/batches/b1", "/schedules", "/dlq", "/dlq?flash=x", "/assets/app.js"} {
+		if r := send(t, http.MethodGet, srv.URL+path, "", nil, nil); r.status != http.StatusOK {
+			t.Errorf("GET %s: %d %q", path, r.status, r.body)
+		}
+	}
+	for _, c := range api.requests() {
+		if !strings.HasPrefix(c, "GET ") {
+			t.Errorf("a GET of the dashboard sent %s to the API", c)
+		}
+	}
+	if q.n("ReceiveMessage") != 0 {
+		t.Errorf("GETs received %d times from the dead-letter queue, want 0", q.n("ReceiveMessage"))
+	}
+	if _, changing := q.total(); changing != 0 || q.n("GetQueueAttributes") == 0 {
+		t.Errorf("SQS calls for GETs: %d changing, %d GetQueueAttributes; want GetQueueAttributes only", changing, q.n("GetQueueAttributes"))
+	}
+}
+
+// GET /dlq shows the depths and a button; the button's POST shows the dead
+// letters (receiving them and releasing them at once).
+func TestDeadLettersAreShownByAPost(t *testing.T) {
+	srv, _, q := fullServer(t)
+	r := send(t, http.MethodGet, srv.URL+"/dlq", "", nil, nil)
+	for _, want := range []string{`id="dlq-depth">7<`, `action="/dlq/peek"`, "Show dead letters", `action="/dlq/redrive"`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("GET /dlq lacks %q", want)
+		}
+	}
+	if strings.Contains(r.body, "m-1") || q.n("ReceiveMessage") != 0 {
+		t.Fatalf("GET /dlq received messages (%d calls)", q.n("ReceiveMessage"))
+	}
+	r = send(t, http.MethodPost, srv.URL+"/dlq/peek", "", http.Header{"Sec-Fetch-Site": {"same-origin"}}, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("POST /dlq/peek: %d %q", r.status, r.body)
+	}
+	for _, want := range []string{`aria-label="Redrive message m-1"`, "a job&#39;s message", "<td>6</td>", `id="dlq-depth">7<`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("POST /dlq/peek lacks %q", want)
+		}
+	}
+	if q.n("ReceiveMessage") == 0 || q.n("ChangeMessageVisibility") != 1 {
+		t.Errorf("the peek: %d receives, %d releases, want some and 1", q.n("ReceiveMessage"), q.n("ChangeMessageVisibility"))
+	}
+	if q.n("SendMessage")+q.n("DeleteMessage") != 0 {
+		t.Errorf("the peek moved messages")
 	}
 }

@@ -188,7 +188,9 @@ func TestDashboardRedrivesADeadLetter(t *testing.T) {
 	}
 	id := aws.ToString(out.MessageId)
 	redrive := chromedp.CSS(`button[aria-label="Redrive message ` + id + `"]`)
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(redrive)); err != nil {
+	// The page shows the depths; its button shows the messages (a POST:
+	// showing them receives them).
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(chromedp.CSS(`#dlq-depth`)), chromedp.Click(chromedp.CSS(`#peek`)), chromedp.WaitVisible(redrive)); err != nil {
 		t.Fatalf("the dead-letter page: %v", err)
 	}
 	shape, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`table tbody`)))
