@@ -336,6 +336,14 @@ func TestUI(t *testing.T) {
 		body = string(b)
 		break
 	}
+	// It answers only at the address it listens on (DNS rebinding), and
+	// refuses a POST from another site.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/jobs", nil)
+	req.Host = "evil.example"
+	rebound, rerr := http.DefaultClient.Do(req)
+	req, _ = http.NewRequest(http.MethodPost, "http://"+addr+"/jobs/j-ui/cancel", nil)
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	forged, ferr := http.DefaultClient.Do(req)
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("ui exited %d: %s", code, errOut.String())
@@ -343,6 +351,14 @@ func TestUI(t *testing.T) {
 	if !strings.Contains(body, "j-ui") || !strings.Contains(body, "boom") {
 		t.Fatalf("the dashboard's job list: %s", body)
 	}
+	if rerr != nil || rebound.StatusCode != http.StatusMisdirectedRequest {
+		t.Fatalf("Host evil.example: %v %v, want 421", rebound, rerr)
+	}
+	rebound.Body.Close()
+	if ferr != nil || forged.StatusCode != http.StatusForbidden {
+		t.Fatalf("a cross-site POST: %v %v, want 403", forged, ferr)
+	}
+	forged.Body.Close()
 }
 
 type syncBuf struct {

@@ -35,13 +35,16 @@ func (c *client) ui(ctx context.Context, listen, queueURL, dlqURL string, operat
 		}
 		cfg.DLQ = &dashboard.SQSDLQ{SQS: sqs.NewFromConfig(awsCfg), QueueURL: queueURL, DLQURL: dlqURL}
 	}
-	dash, err := dashboard.New(cfg)
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
 		return 1
 	}
-	ln, err := net.Listen("tcp", listen)
+	// The dashboard answers only at the address it actually listens on.
+	cfg.Addr = ln.Addr().String()
+	dash, err := dashboard.New(cfg)
 	if err != nil {
+		ln.Close()
 		fmt.Fprintln(c.stderr, "ljob:", err)
 		return 1
 	}

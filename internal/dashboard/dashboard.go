@@ -5,6 +5,12 @@
 // little JavaScript for live updates; every asset is embedded. `make run`
 // serves it at http://127.0.0.1:8081/ against the local stack, `ljob ui`
 // against a deployed API (signing with the operator's AWS credentials).
+//
+// Because it acts with its caller's identity, it guards itself against the
+// other websites its operator visits: it answers only requests addressed to
+// the address it listens on (Config.Addr; DNS rebinding), refuses
+// cross-origin POSTs (http.CrossOriginProtection; cross-site request
+// forgery), cannot be framed (clickjacking), and no GET changes anything.
 package dashboard
 
 import (
@@ -17,7 +23,9 @@ import (
 	"html/template"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -27,8 +35,16 @@ import (
 //go:embed assets
 var assets embed.FS
 
-// Config is what a dashboard talks to.
+// Config is what a dashboard talks to, and where it listens.
 type Config struct {
+	// Addr is the address the dashboard listens on, as its listener
+	// reports it (ln.Addr().String(), such as 127.0.0.1:8081). The
+	// dashboard answers only requests whose Host is this address or, when
+	// it is a loopback address, localhost with the same port: another
+	// Host (a DNS-rebound name) gets 421 Misdirected Request and no page.
+	// New refuses an empty Addr, a port 0 and an address on every
+	// interface (0.0.0.0, ::), whose Host it cannot know.
+	Addr string
 	// API is the jobs API's base URL.
 	API *url.URL
 	// Do sends a request to the API (http.DefaultClient.Do when nil);
@@ -75,15 +91,21 @@ type DeadLetter struct {
 
 // Server serves the dashboard.
 type Server struct {
-	cfg  Config
-	tmpl *template.Template
-	mux  *http.ServeMux
+	cfg   Config
+	tmpl  *template.Template
+	mux   *http.ServeMux
+	hosts map[string]bool // the Host values answered (Config.Addr)
+	app   http.Handler    // mux behind the cross-origin check
 }
 
 // New returns a dashboard server.
 func New(cfg Config) (*Server, error) {
 	if cfg.API == nil {
 		return nil, errors.New("dashboard: the API's URL is required")
+	}
+	hosts, err := allowedHosts(cfg.Addr)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Do == nil {
 		c := &http.Client{Timeout: 15 * time.Second}
@@ -135,16 +157,59 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, tmpl: tmpl, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, tmpl: tmpl, mux: http.NewServeMux(), hosts: hosts}
 	s.routes()
+	// Every POST changes something (or, for /dlq/peek, receives messages):
+	// a browser's cross-origin POST (Sec-Fetch-Site other than same-origin,
+	// or else an Origin other than the Host) is refused before any route
+	// runs. No origin is trusted besides the dashboard's own.
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.cfg.Log.Warn("dashboard: refused a cross-origin request", slog.String("method", r.Method), slog.String("path", r.URL.Path))
+		http.Error(w, "cross-origin request refused: act from the dashboard's own pages", http.StatusForbidden)
+	}))
+	s.app = csrf.Handler(s.mux)
 	return s, nil
 }
 
+// allowedHosts is the Host values a dashboard listening on addr answers.
+func allowedHosts(addr string) (map[string]bool, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" || port == "0" {
+		return nil, fmt.Errorf("dashboard: Config.Addr must be the address it listens on (the listener's host:port), not %q", addr)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err == nil && ip.IsUnspecified() {
+		return nil, fmt.Errorf("dashboard: Config.Addr %q is every interface: listen on one address, so the dashboard knows which Host to answer", addr)
+	}
+	hosts := map[string]bool{strings.ToLower(net.JoinHostPort(host, port)): true}
+	if (err == nil && ip.IsLoopback()) || strings.EqualFold(host, "localhost") {
+		hosts["localhost:"+port] = true
+	}
+	if port == "80" { // browsers leave the default port out of Host
+		for h := range hosts {
+			hosts[strings.TrimSuffix(h, ":80")] = true
+		}
+	}
+	return hosts, nil
+}
+
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Referrer-Policy", "no-referrer")
-	s.mux.ServeHTTP(w, r)
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	// A Host other than the dashboard's own address is another site's
+	// name pointed at this machine (DNS rebinding): its pages would be that
+	// site's origin, free to read and post. 421: this server does not
+	// serve that authority.
+	if !s.hosts[strings.ToLower(r.Host)] {
+		s.cfg.Log.Warn("dashboard: refused a request for another host", slog.String("method", r.Method), slog.String("path", r.URL.Path))
+		http.Error(w, "misdirected request: this dashboard answers only at http://"+s.cfg.Addr+"/", http.StatusMisdirectedRequest)
+		return
+	}
+	s.app.ServeHTTP(w, r)
 }
 
 func (s *Server) routes() {
@@ -160,6 +225,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /batches/{id}", s.batchDetail)
 	s.mux.HandleFunc("GET /schedules", s.schedules)
 	s.mux.HandleFunc("GET /dlq", s.dlq)
+	s.mux.HandleFunc("POST /dlq/peek", s.dlqPeek)
 	s.mux.HandleFunc("POST /dlq/redrive", s.redrive)
 }
 

@@ -13,14 +13,25 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
 )
 
-// fakeAPI answers the jobs API's routes with canned bodies and records the
-// bulk requests.
+// fakeAPI answers the jobs API's routes with canned bodies and records
+// every request ("METHOD /path") and the bulk requests' bodies.
 type fakeAPI struct {
-	mu   sync.Mutex
-	bulk []map[string]string
+	mu    sync.Mutex
+	calls []string
+	bulk  []map[string]string
+}
+
+// requests returns the requests the API received.
+func (f *fakeAPI) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.calls = append(f.calls, r.Method+" "+r.URL.Path)
+	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case r.URL.Path == "/v1/jobs":
@@ -28,6 +39,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"jobs":[{"id":"j1","kind":"<script>alert(1)</script>","status":"failed","error":"boom","attempt":2,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}],"next_page_token":"tok"}`)
 	case r.URL.Path == "/v1/jobs/j1":
 		io.WriteString(w, `{"id":"j1","kind":"k","status":"running","result":{"done":2,"total":4},"error":null,"attempt":1,"batch_id":"b1","payload":{"customer":"c-42","card":"[secret]"},"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+	case r.URL.Path == "/v1/jobs/j1/cancel" && r.Method == http.MethodPost:
+		io.WriteString(w, `{"id":"j1","kind":"k","status":"cancelled","error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/nope":
 		w.WriteHeader(http.StatusNotFound)
 		io.WriteString(w, `{"type":"x","title":"Not found","status":404,"detail":"no such job","code":"not_found"}`)
@@ -62,18 +75,36 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func newServer(t *testing.T) (*httptest.Server, *fakeAPI) {
+// serve serves a dashboard configured by cfg on a test server, whose
+// listener's address it answers at (cfg.Addr).
+func serve(t *testing.T, cfg dashboard.Config) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	cfg.Addr = srv.Listener.Addr().String()
+	d, err := dashboard.New(cfg)
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	srv.Config.Handler = d
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// newAPI starts a fake jobs API and returns it with its URL.
+func newAPI(t *testing.T) (*fakeAPI, *url.URL) {
+	t.Helper()
 	f := &fakeAPI{}
 	api := httptest.NewServer(f)
 	t.Cleanup(api.Close)
 	u, _ := url.Parse(api.URL)
-	d, err := dashboard.New(dashboard.Config{API: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(d)
-	t.Cleanup(srv.Close)
-	return srv, f
+	return f, u
+}
+
+func newServer(t *testing.T) (*httptest.Server, *fakeAPI) {
+	f, u := newAPI(t)
+	return serve(t, dashboard.Config{API: u}), f
 }
 
 func get(t *testing.T, u string) (int, string, http.Header) {
@@ -119,6 +150,7 @@ func TestPages(t *testing.T) {
 		if !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'self'") {
 			t.Errorf("%s: no content security policy", path)
 		}
+		noFraming(t, path, h)
 	}
 	if code, body, _ := get(t, srv.URL+"/jobs/nope"); code != http.StatusNotFound || !strings.Contains(body, "no such job") {
 		t.Errorf("an unknown job: %d %s", code, body)
@@ -162,15 +194,8 @@ func TestBulkFollowsTheFilter(t *testing.T) {
 // An operator's dashboard reads one owner's jobs at a time through the
 // admin routes, shows each job's owner, and acts through the admin routes.
 func TestOperatorMode(t *testing.T) {
-	api := httptest.NewServer(&fakeAPI{})
-	t.Cleanup(api.Close)
-	u, _ := url.Parse(api.URL)
-	d, err := dashboard.New(dashboard.Config{API: u, Operator: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(d)
-	t.Cleanup(srv.Close)
+	_, u := newAPI(t)
+	srv := serve(t, dashboard.Config{API: u, Operator: true})
 	if code, body, _ := get(t, srv.URL+"/jobs"); code != http.StatusOK || !strings.Contains(body, `id="f-owner"`) || !strings.Contains(body, "Give the owner") {
 		t.Fatalf("without an owner: %d %s", code, body)
 	}
@@ -199,16 +224,9 @@ func TestOverviewShowsThroughput(t *testing.T) {
 		io.WriteString(w, `{"kinds":{"example.hash":{"counts":{"JobsSucceeded":40,"JobsFailed":2},"durations_ms":{"RunDuration":{"n":42,"p50":12,"p99":40}},"ended_per_minute":8.4}}}`)
 	}))
 	t.Cleanup(stats.Close)
-	api := httptest.NewServer(&fakeAPI{})
-	t.Cleanup(api.Close)
-	u, _ := url.Parse(api.URL)
+	_, u := newAPI(t)
 	su, _ := url.Parse(stats.URL)
-	d, err := dashboard.New(dashboard.Config{API: u, Stats: su})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(d)
-	t.Cleanup(srv.Close)
+	srv := serve(t, dashboard.Config{API: u, Stats: su})
 	code, body, _ := get(t, srv.URL+"/")
 	if code != http.StatusOK || !strings.Contains(body, "example.hash") || !strings.Contains(body, "<td>8.4</td>") || !strings.Contains(body, "12 / 40") {
 		t.Fatalf("overview: %d %s", code, body)

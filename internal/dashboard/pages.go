@@ -290,10 +290,47 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "schedules.html", http.StatusOK, page{Title: "Schedules", Nav: "schedules", Data: list.Schedules})
 }
 
-func (s *Server) dlq(w http.ResponseWriter, r *http.Request) {
+// dlqData is the dead-letter page: the queues' depths and, after a peek,
+// the messages.
+type dlqData struct {
+	Queue, DLQ int
+	DepthErr   string
+	Peeked     bool
+	Messages   []DeadLetter
+}
+
+// hasDLQ answers 404 when the dashboard has no dead-letter queue.
+func (s *Server) hasDLQ(w http.ResponseWriter) bool {
 	if s.cfg.DLQ == nil {
 		s.render(w, "problem.html", http.StatusNotFound, page{Title: "Dead-letter queue", Nav: "dlq",
 			Problem: "This dashboard has no access to the dead-letter queue (ljob ui -dlq URL gives it)."})
+	}
+	return s.cfg.DLQ != nil
+}
+
+func (s *Server) depths(ctx context.Context) dlqData {
+	q, dl, err := s.cfg.DLQ.Depths(ctx)
+	d := dlqData{Queue: q, DLQ: dl}
+	if err != nil {
+		d.DepthErr = err.Error()
+	}
+	return d
+}
+
+// dlq shows the queues' depths only (their attributes): reading the
+// messages receives them, which a GET must not do.
+func (s *Server) dlq(w http.ResponseWriter, r *http.Request) {
+	if !s.hasDLQ(w) {
+		return
+	}
+	s.render(w, "dlq.html", http.StatusOK, page{Title: "Dead-letter queue", Nav: "dlq", Flash: r.URL.Query().Get("flash"), Data: s.depths(r.Context())})
+}
+
+// dlqPeek shows the dead letters: Peek receives them (their receive counts
+// grow) and releases them at once, so it answers a POST, which the
+// cross-origin check guards like every other POST.
+func (s *Server) dlqPeek(w http.ResponseWriter, r *http.Request) {
+	if !s.hasDLQ(w) {
 		return
 	}
 	msgs, err := s.cfg.DLQ.Peek(r.Context(), 50)
@@ -301,7 +338,9 @@ func (s *Server) dlq(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "dlq", err)
 		return
 	}
-	s.render(w, "dlq.html", http.StatusOK, page{Title: "Dead-letter queue", Nav: "dlq", Flash: r.URL.Query().Get("flash"), Data: msgs})
+	d := s.depths(r.Context())
+	d.Peeked, d.Messages = true, msgs
+	s.render(w, "dlq.html", http.StatusOK, page{Title: "Dead-letter queue", Nav: "dlq", Data: d})
 }
 
 func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/chromedp/chromedp"
 
+	"github.com/lambdajobs/lambdajobs/internal/dashboard"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -25,16 +30,17 @@ import (
 // installs when missing) on a dashboard over the local stack, as caller.
 func browser(t *testing.T, caller string) (context.Context, string) {
 	t.Helper()
+	ctx := chromium(t)
+	return ctx, serveDashboard(t, caller, nil, nil).URL
+}
+
+// chromium starts headless Chromium for one test.
+func chromium(t *testing.T) context.Context {
+	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatalf("chromium is required for the dashboard's browser tests (make test installs it: apt-get install chromium): %v", err)
 	}
-	dash, err := stack.Dashboard(caller)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(dash)
-	t.Cleanup(srv.Close)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
 		chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1366, 900))
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -43,7 +49,35 @@ func browser(t *testing.T, caller string) (context.Context, string) {
 	t.Cleanup(cancel)
 	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
 	t.Cleanup(cancel)
-	return ctx, srv.URL
+	return ctx
+}
+
+// serveDashboard serves a dashboard over the local stack as caller on a
+// loopback test server, answering at its listener's address; change, when
+// set, edits the configuration first, and wrap, when set, wraps the
+// dashboard's handler.
+func serveDashboard(t *testing.T, caller string, change func(*dashboard.Config), wrap func(http.Handler) http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	cfg, err := stack.DashboardConfig(caller, srv.Listener.Addr().String())
+	if err == nil && change != nil {
+		change(&cfg)
+	}
+	var dash http.Handler
+	if err == nil {
+		dash, err = dashboard.New(cfg)
+	}
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	if wrap != nil {
+		dash = wrap(dash)
+	}
+	srv.Config.Handler = dash
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // screenshot writes docs/<name>.png when UPDATE_SCREENSHOTS is set.
@@ -157,7 +191,9 @@ func TestDashboardRedrivesADeadLetter(t *testing.T) {
 	}
 	id := aws.ToString(out.MessageId)
 	redrive := chromedp.CSS(`button[aria-label="Redrive message ` + id + `"]`)
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(redrive)); err != nil {
+	// The page shows the depths; its button shows the messages (a POST:
+	// showing them receives them).
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(chromedp.CSS(`#dlq-depth`)), chromedp.Click(chromedp.CSS(`#peek`)), chromedp.WaitVisible(redrive)); err != nil {
 		t.Fatalf("the dead-letter page: %v", err)
 	}
 	shape, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`table tbody`)))
@@ -186,6 +222,159 @@ func TestDashboardRedrivesADeadLetter(t *testing.T) {
 		t.Fatalf("the overview shows %q", overview)
 	}
 	screenshot(t, ctx, "dashboard-overview")
+}
+
+// Another website the operator visits cannot make the dashboard act with
+// the operator's identity: from another loopback port (another origin of
+// the same site) and from localhost (another site), a form that submits
+// itself to a queued job's cancel route and a no-cors fetch of the bulk
+// cancel are refused before the dashboard calls the API; the job stays
+// queued. A request for another Host (DNS rebinding) gets no page.
+func TestDashboardRefusesOtherSites(t *testing.T) {
+	const caller = "browser-csrf"
+	ctx := chromium(t)
+	// A job that stays queued for an hour: the worker leaves it alone.
+	a := call(t, "POST", "/v1/jobs", caller, "application/json", `{"kind":"example.hash","payload":{"text":"stay","rounds":1},"delay":3600}`)
+	var v jobs.View
+	if err := json.Unmarshal([]byte(a.body), &v); a.status != http.StatusAccepted || err != nil {
+		t.Fatalf("enqueue a delayed job: %d %s", a.status, a.body)
+	}
+	t.Cleanup(func() { call(t, "POST", "/v1/jobs/"+v.ID+"/cancel", caller, "", "") })
+
+	// The dashboard counts the calls it makes to the API and reports each
+	// request it answered.
+	var apiCalls atomic.Int64
+	type answer struct {
+		route  string
+		status int
+	}
+	answered := make(chan answer, 64)
+	srv := serveDashboard(t, caller, func(cfg *dashboard.Config) {
+		client := &http.Client{Timeout: 15 * time.Second}
+		cfg.Do = func(r *http.Request) (*http.Response, error) {
+			apiCalls.Add(1)
+			return client.Do(r)
+		}
+	}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			h.ServeHTTP(sw, r)
+			select {
+			case answered <- answer{r.Method + " " + r.URL.Path, sw.status}:
+			default: // more than the test reads: it never blocks the server
+			}
+		})
+	})
+
+	// The attacker's page, once loaded: first the fetch, then the form
+	// (which leaves the page).
+	attack := fmt.Sprintf(`<!doctype html><html><head><title>cute cats</title></head><body>
+<form id="f" method="post" action="%[1]s/jobs/%[2]s/cancel"><input type="hidden" name="x" value="1"></form>
+<script>
+window.addEventListener("load", function () {
+  fetch(%[3]s + "/bulk/cancel", {method: "POST", mode: "no-cors", body: new URLSearchParams({status: "queued", query: "status=queued"})})
+    .catch(function () {})
+    .then(function () { document.getElementById("f").submit(); });
+});
+</script></body></html>`, srv.URL, v.ID, jsString(srv.URL))
+	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, attack)
+	}))
+	t.Cleanup(attacker.Close)
+	_, port, _ := net.SplitHostPort(attacker.Listener.Addr().String())
+	for _, from := range []string{attacker.URL, "http://localhost:" + port} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(from+"/")); err != nil {
+			t.Fatalf("the attacker's page at %s: %v", from, err)
+		}
+		want := map[string]bool{"POST /jobs/" + v.ID + "/cancel": true, "POST /bulk/cancel": true}
+		timeout := time.After(30 * time.Second)
+		for len(want) > 0 {
+			select {
+			case got := <-answered:
+				if want[got.route] && got.status != http.StatusForbidden {
+					t.Errorf("from %s, %s: %d, want 403", from, got.route, got.status)
+				}
+				delete(want, got.route)
+			case <-timeout:
+				t.Fatalf("from %s, the dashboard never received %v", from, want)
+			}
+		}
+		// The browser shows the dashboard's refusal of the form.
+		shown := fmt.Sprintf(`location.href === %s && document.body !== null && document.body.innerText.includes("cross-origin request refused")`, jsString(srv.URL+"/jobs/"+v.ID+"/cancel"))
+		if err := waitAcrossNavigation(ctx, shown, 20*time.Second); err != nil {
+			t.Fatalf("from %s, the browser never showed the refused form: %v", from, err)
+		}
+	}
+	if n := apiCalls.Load(); n != 0 {
+		t.Fatalf("the dashboard made %d API calls for the other sites' requests, want 0", n)
+	}
+	if _, got := get(t, caller, v.ID); got.Status != jobs.StatusQueued {
+		t.Fatalf("after the other sites' requests the job is %s, want queued", got.Status)
+	}
+
+	// Another Host gets no page, and makes no call.
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		req, _ := http.NewRequest(method, srv.URL+"/jobs/"+v.ID, nil)
+		req.Host = "evil.example"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMisdirectedRequest || strings.Contains(string(body), v.ID) {
+			t.Fatalf("%s with Host evil.example: %d %q, want 421 and no page", method, resp.StatusCode, body)
+		}
+	}
+	if n := apiCalls.Load(); n != 0 {
+		t.Fatalf("the dashboard made %d API calls for another Host, want 0", n)
+	}
+	// The count counts: the dashboard's own page of the job reads it.
+	resp, err := http.Get(srv.URL + "/jobs/" + v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "queued") || apiCalls.Load() == 0 {
+		t.Fatalf("the job's own page: %d, %d API calls", resp.StatusCode, apiCalls.Load())
+	}
+}
+
+// waitAcrossNavigation evaluates expr in the page every 50 ms until it is
+// true, through navigations (chromedp.Poll fails when the page it polls
+// goes away).
+func waitAcrossNavigation(ctx context.Context, expr string, within time.Duration) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(within)
+	var last error
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		if err == nil && ok {
+			return nil
+		}
+		last = err
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return fmt.Errorf("%s still false after %v (last error: %v)", expr, within, last)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// statusWriter remembers the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
 }
 
 func jsString(s string) string {

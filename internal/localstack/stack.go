@@ -71,7 +71,9 @@ type Config struct {
 	// SweepEvery is the sweeper's schedule (0: never; tests call SweepNow).
 	SweepEvery time.Duration
 	// DashboardAddr, when set, serves the web dashboard there, over this
-	// stack's API as the caller "local" (DefaultConfig: 127.0.0.1:8081).
+	// stack's API as the caller "local" (DefaultConfig: 127.0.0.1:8081). It
+	// must be one address (port 0 takes any free one), not every
+	// interface: the dashboard answers only requests addressed to it.
 	DashboardAddr string
 	// NoSchedules keeps the declared schedules from firing on their own
 	// (tests fire them with FireSchedule).
@@ -395,13 +397,14 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}()
 	}
 	if cfg.DashboardAddr != "" {
-		dash, err := s.Dashboard("local")
-		if err != nil {
-			return nil, err
-		}
 		dln, err := net.Listen("tcp", cfg.DashboardAddr)
 		if err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", cfg.DashboardAddr, err)
+		}
+		dash, err := s.Dashboard("local", dln.Addr().String())
+		if err != nil {
+			dln.Close()
+			return nil, err
 		}
 		s.DashboardURL = "http://" + dln.Addr().String()
 		dsrv := &http.Server{Handler: dash, ReadHeaderTimeout: 10 * time.Second}
@@ -418,15 +421,26 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 const LocalOperator = "arn:aws:iam::" + LocalAccount + ":user/operator"
 
 // Dashboard returns a dashboard over this stack's API as caller, with its
-// metrics and its queues.
-func (s *Stack) Dashboard(caller string) (*dashboard.Server, error) {
-	api, err := url.Parse(s.APIURL)
+// metrics and its queues, that answers at addr, the address its listener
+// reports (dashboard.Config.Addr).
+func (s *Stack) Dashboard(caller, addr string) (*dashboard.Server, error) {
+	cfg, err := s.dashboardConfig(caller, addr)
 	if err != nil {
 		return nil, err
 	}
+	return dashboard.New(cfg)
+}
+
+// dashboardConfig is the configuration Dashboard uses (tests change it
+// through DashboardConfig, in export_test.go).
+func (s *Stack) dashboardConfig(caller, addr string) (dashboard.Config, error) {
+	api, err := url.Parse(s.APIURL)
+	if err != nil {
+		return dashboard.Config{}, err
+	}
 	stats, _ := url.Parse(s.APIURL + StatsPath)
-	return dashboard.New(dashboard.Config{API: api, Caller: caller, Stats: stats, Log: s.cfg.Logger,
-		DLQ: &dashboard.SQSDLQ{SQS: localaws.SQSClient(s.SQSEndpoint), QueueURL: s.Queues.Queue, DLQURL: s.Queues.DLQ}})
+	return dashboard.Config{Addr: addr, API: api, Caller: caller, Stats: stats, Log: s.cfg.Logger,
+		DLQ: &dashboard.SQSDLQ{SQS: localaws.SQSClient(s.SQSEndpoint), QueueURL: s.Queues.Queue, DLQURL: s.Queues.DLQ}}, nil
 }
 
 // FireSchedule sends one fire of the named schedule for the scheduled

@@ -1,0 +1,314 @@
+package dashboard_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdajobs/lambdajobs/internal/dashboard"
+)
+
+// noFraming fails unless h forbids every page from being framed.
+func noFraming(t *testing.T, what string, h http.Header) {
+	t.Helper()
+	if got := h.Get("X-Frame-Options"); got != "DENY" {
+		t.Errorf("%s: X-Frame-Options %q, want DENY", what, got)
+	}
+	if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "default-src 'self'") {
+		t.Errorf("%s: Content-Security-Policy %q, want default-src 'self' and frame-ancestors 'none'", what, csp)
+	}
+}
+
+// fakeSQS is the part of SQS the dead-letter page uses; it counts each
+// call by operation and holds one dead letter.
+type fakeSQS struct {
+	mu    sync.Mutex
+	calls map[string]int
+	given bool
+}
+
+func (f *fakeSQS) count(op string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[op]++
+}
+
+// n is how many times op was called.
+func (f *fakeSQS) n(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+// total is how many calls were made, and how many of them were not reads of
+// the queues' attributes.
+func (f *fakeSQS) total() (all, changing int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for op, n := range f.calls {
+		all += n
+		if op != "GetQueueAttributes" {
+			changing += n
+		}
+	}
+	return all, changing
+}
+
+func (f *fakeSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	f.count("GetQueueAttributes")
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
+		string(types.QueueAttributeNameApproximateNumberOfMessages):           "7",
+		string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible): "0",
+	}}, nil
+}
+
+func (f *fakeSQS) ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	f.count("ReceiveMessage")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.given {
+		return &sqs.ReceiveMessageOutput{}, nil
+	}
+	f.given = true
+	return &sqs.ReceiveMessageOutput{Messages: []types.Message{{
+		MessageId: aws.String("m-1"), ReceiptHandle: aws.String("r-1"), Body: aws.String(`{"job_id":"x"}`),
+		Attributes: map[string]string{
+			string(types.MessageSystemAttributeNameApproximateReceiveCount): "6",
+			string(types.MessageSystemAttributeNameSentTimestamp):           strconv.FormatInt(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC).UnixMilli(), 10),
+		},
+	}}}, nil
+}
+
+func (f *fakeSQS) SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	f.count("SendMessage")
+	return &sqs.SendMessageOutput{}, nil
+}
+
+func (f *fakeSQS) DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	f.count("DeleteMessage")
+	return &sqs.DeleteMessageOutput{}, nil
+}
+
+func (f *fakeSQS) ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	f.count("ChangeMessageVisibility")
+	return &sqs.ChangeMessageVisibilityOutput{}, nil
+}
+
+// fullServer serves a dashboard with every source: the API, the metrics
+// and the queues.
+func fullServer(t *testing.T) (*httptest.Server, *fakeAPI, *fakeSQS) {
+	t.Helper()
+	f, u := newAPI(t)
+	stats := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"kinds":{}}`)
+	}))
+	t.Cleanup(stats.Close)
+	su, _ := url.Parse(stats.URL)
+	q := &fakeSQS{}
+	srv := serve(t, dashboard.Config{API: u, Stats: su, DLQ: &dashboard.SQSDLQ{SQS: q, QueueURL: "q", DLQURL: "dlq"}})
+	return srv, f, q
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// send sends one request to the dashboard without following redirects;
+// host, when set, replaces the Host header.
+func send(t *testing.T, method, u, host string, header http.Header, form url.Values) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if host != "" {
+		req.Host = host
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header, string(b)}
+}
+
+// The routes that change something, with a form each would accept.
+var postRoutes = map[string]url.Values{
+	"/jobs/j1/cancel": nil,
+	"/jobs/j1/retry":  nil,
+	"/bulk/cancel":    {"status": {"queued"}, "query": {"status=queued"}},
+	"/bulk/retry":     {"status": {"failed"}, "query": {"status=failed"}},
+	"/dlq/redrive":    {},
+	"/dlq/peek":       nil,
+}
+
+// A POST from another site (as a browser marks it: Sec-Fetch-Site, or only
+// an Origin for an older one) is refused before the dashboard calls the API
+// or SQS: a page the operator visits cannot act with their identity.
+func TestCrossOriginPostsAreRefused(t *testing.T) {
+	srv, api, q := fullServer(t)
+	for name, header := range map[string]http.Header{
+		"another site":                 {"Sec-Fetch-Site": {"cross-site"}, "Origin": {"https://evil.example"}},
+		"another port of this host":    {"Sec-Fetch-Site": {"same-site"}, "Origin": {"http://127.0.0.1:1"}},
+		"an old browser, other Origin": {"Origin": {"https://evil.example"}},
+		"a sandboxed frame (null)":     {"Sec-Fetch-Site": {"cross-site"}, "Origin": {"null"}},
+	} {
+		for path, form := range postRoutes {
+			r := send(t, http.MethodPost, srv.URL+path, "", header, form)
+			if r.status != http.StatusForbidden || strings.Contains(r.body, "<html") {
+				t.Errorf("%s, POST %s: %d %.60q, want 403 and no page", name, path, r.status, r.body)
+			}
+			noFraming(t, name+" POST "+path, r.header)
+		}
+	}
+	if got := api.requests(); len(got) != 0 {
+		t.Errorf("the API received %v after cross-origin POSTs, want nothing", got)
+	}
+	if all, _ := q.total(); all != 0 {
+		t.Errorf("SQS received %d calls after cross-origin POSTs, want none", all)
+	}
+}
+
+// The dashboard's own forms (Sec-Fetch-Site: same-origin, or an Origin
+// equal to the Host) and clients that are not browsers still act.
+func TestSameOriginPostsWork(t *testing.T) {
+	for name, header := range map[string]func(srv string) http.Header{
+		"the dashboard's own page":    func(string) http.Header { return http.Header{"Sec-Fetch-Site": {"same-origin"}} },
+		"an old browser, same Origin": func(srv string) http.Header { return http.Header{"Origin": {srv}} },
+		"typed in the address bar":    func(string) http.Header { return http.Header{"Sec-Fetch-Site": {"none"}} },
+		"not a browser":               func(string) http.Header { return nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv, api, _ := fullServer(t)
+			r := send(t, http.MethodPost, srv.URL+"/jobs/j1/cancel", "", header(srv.URL), nil)
+			if r.status != http.StatusSeeOther || !strings.Contains(r.header.Get("Location"), "Cancelled") {
+				t.Fatalf("POST /jobs/j1/cancel: %d %s %q", r.status, r.header.Get("Location"), r.body)
+			}
+			if got := api.requests(); len(got) != 1 || got[0] != "POST /v1/jobs/j1/cancel" {
+				t.Fatalf("the API received %v, want the cancel", got)
+			}
+		})
+	}
+}
+
+// A request whose Host is not the dashboard's address (a DNS-rebound name
+// of another site) gets no page and makes no call, whatever its method;
+// localhost with the dashboard's port is the same dashboard.
+func TestOtherHostsGetNoPage(t *testing.T) {
+	srv, api, q := fullServer(t)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	for _, host := range []string{"evil.example", "evil.example:" + port, "127.0.0.1", "127.0.0.1:1", "localhost", "localhost.:" + port, "127.0.0.1.nip.io:" + port} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			for _, path := range []string{"/", "/jobs", "/dlq", "/jobs/j1/cancel", "/bulk/cancel", "/dlq/peek"} {
+				r := send(t, method, srv.URL+path, host, http.Header{"Sec-Fetch-Site": {"same-origin"}}, url.Values{"status": {"queued"}})
+				if r.status != http.StatusMisdirectedRequest || strings.Contains(r.body, "<html") || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") {
+					t.Errorf("Host %s, %s %s: %d %.60q, want 421 and no page", host, method, path, r.status, r.body)
+				}
+				noFraming(t, "Host "+host, r.header)
+			}
+		}
+	}
+	if got := api.requests(); len(got) != 0 {
+		t.Errorf("the API received %v for other hosts, want nothing", got)
+	}
+	if all, _ := q.total(); all != 0 {
+		t.Errorf("SQS received %d calls for other hosts, want none", all)
+	}
+	for _, host := range []string{"localhost:" + port, "LOCALHOST:" + port} {
+		if r := send(t, http.MethodGet, srv.URL+"/jobs", host, nil, nil); r.status != http.StatusOK || !strings.Contains(r.body, "j1") {
+			t.Errorf("Host %s: %d, want the job list", host, r.status)
+		}
+	}
+}
+
+// New refuses an address whose Host it could not check.
+func TestNewNeedsTheListenAddress(t *testing.T) {
+	u, _ := url.Parse("http://127.0.0.1:1")
+	for _, addr := range []string{"", "127.0.0.1", "127.0.0.1:0", ":8081", "0.0.0.0:8081", "[::]:8081"} {
+		if _, err := dashboard.New(dashboard.Config{API: u, Addr: addr}); err == nil || !strings.Contains(err.Error(), "Addr") {
+			t.Errorf("New with Addr %q: %v, want an error naming Addr", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:8081", "[::1]:8081", "localhost:8081", "192.0.2.10:80"} {
+		if _, err := dashboard.New(dashboard.Config{API: u, Addr: addr}); err != nil {
+			t.Errorf("New with Addr %q: %v", addr, err)
+		}
+	}
+}
+
+// No GET changes anything: every page reads the API with GETs only and the
+// queues' attributes only; the dead-letter page receives nothing.
+func TestNoGetChangesAnything(t *testing.T) {
+	srv, api, q := fullServer(t)
+	for _, path := range []string{"/", "/jobs", "/jobs?status=failed&kind=k", "/jobs?partial=rows", "/jobs/j1", "/api/jobs/j1", "/batches/b1", "/schedules", "/dlq", "/dlq?flash=x", "/assets/app.js"} {
+		if r := send(t, http.MethodGet, srv.URL+path, "", nil, nil); r.status != http.StatusOK {
+			t.Errorf("GET %s: %d %q", path, r.status, r.body)
+		}
+	}
+	for _, c := range api.requests() {
+		if !strings.HasPrefix(c, "GET ") {
+			t.Errorf("a GET of the dashboard sent %s to the API", c)
+		}
+	}
+	if q.n("ReceiveMessage") != 0 {
+		t.Errorf("GETs received %d times from the dead-letter queue, want 0", q.n("ReceiveMessage"))
+	}
+	if _, changing := q.total(); changing != 0 || q.n("GetQueueAttributes") == 0 {
+		t.Errorf("SQS calls for GETs: %d changing, %d GetQueueAttributes; want GetQueueAttributes only", changing, q.n("GetQueueAttributes"))
+	}
+}
+
+// GET /dlq shows the depths and a button; the button's POST shows the dead
+// letters (receiving them and releasing them at once).
+func TestDeadLettersAreShownByAPost(t *testing.T) {
+	srv, _, q := fullServer(t)
+	r := send(t, http.MethodGet, srv.URL+"/dlq", "", nil, nil)
+	for _, want := range []string{`id="dlq-depth">7<`, `action="/dlq/peek"`, "Show dead letters", `action="/dlq/redrive"`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("GET /dlq lacks %q", want)
+		}
+	}
+	if strings.Contains(r.body, "m-1") || q.n("ReceiveMessage") != 0 {
+		t.Fatalf("GET /dlq received messages (%d calls)", q.n("ReceiveMessage"))
+	}
+	r = send(t, http.MethodPost, srv.URL+"/dlq/peek", "", http.Header{"Sec-Fetch-Site": {"same-origin"}}, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("POST /dlq/peek: %d %q", r.status, r.body)
+	}
+	for _, want := range []string{`aria-label="Redrive message m-1"`, "a job&#39;s message", "<td>6</td>", `id="dlq-depth">7<`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("POST /dlq/peek lacks %q", want)
+		}
+	}
+	if q.n("ReceiveMessage") == 0 || q.n("ChangeMessageVisibility") != 1 {
+		t.Errorf("the peek: %d receives, %d releases, want some and 1", q.n("ReceiveMessage"), q.n("ChangeMessageVisibility"))
+	}
+	if q.n("SendMessage")+q.n("DeleteMessage") != 0 {
+		t.Errorf("the peek moved messages")
+	}
+}
