@@ -37,8 +37,8 @@ Usage:
   ljob [flags] list                     your jobs, newest first (-status, -kind, -limit N, -all: every page)
   ljob [flags] retry ID                 queue a failed or cancelled job again (-wait: watch it)
   ljob [flags] ui                       the web dashboard over the API, on -listen (127.0.0.1:8081, loopback
-                                        only), signing as the CLI does; -queue-url and -dlq-url add the queues;
-                                        -operator: any owner's jobs through the admin routes
+                                        only), signing as the CLI does; -operator: any owner's jobs and the
+                                        dead-letter queue, through the admin routes
   ljob [flags] batch [FILE]             submit the JSON lines of FILE (or stdin), {"kind", "payload"}
                                         each, as one batch; -wait follows it with one progress bar
   ljob [flags] get-batch ID             show a batch and its counts
@@ -91,8 +91,6 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	completion := fs.String("completion", "", "")
 	listen := fs.String("listen", "127.0.0.1:8081", "")
 	operator := fs.Bool("operator", false, "")
-	queueURL := fs.String("queue-url", "", "")
-	dlqURL := fs.String("dlq-url", "", "")
 	status := fs.String("status", "", "")
 	kind := fs.String("kind", "", "")
 	limit := fs.Int("limit", 20, "")
@@ -145,7 +143,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	case cmd == "get" && len(rest) == 2:
 		return c.get(ctx, rest[1])
 	case cmd == "ui" && len(rest) == 1:
-		return c.ui(ctx, *listen, *queueURL, *dlqURL, *operator)
+		return c.ui(ctx, *listen, *operator)
 	case cmd == "list" && len(rest) == 1:
 		return c.list(ctx, *status, *kind, *limit, *all)
 	case cmd == "retry" && len(rest) == 2:

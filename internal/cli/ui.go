@@ -8,32 +8,23 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
 )
 
 // ui serves the dashboard over the API until ctx ends. It listens on the
-// loopback interface only: it acts with the operator's identity.
-func (c *client) ui(ctx context.Context, listen, queueURL, dlqURL string, operator bool) int {
+// loopback interface only: it acts with the operator's identity. An
+// operator also gets the dead-letter queue, through the API's operators'
+// routes (served by a known sender of the queue: no SQS permission is
+// needed, and the queue's policy would deny a person's send).
+func (c *client) ui(ctx context.Context, listen string, operator bool) int {
 	host, _, err := net.SplitHostPort(listen)
 	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 		fmt.Fprintf(c.stderr, "ljob: ui listens on a loopback address only (such as 127.0.0.1:8081), not %q\n", listen)
 		return 1
 	}
 	cfg := dashboard.Config{API: c.base, Do: c.send, Caller: c.caller, Operator: operator}
-	if (queueURL == "") != (dlqURL == "") {
-		fmt.Fprintln(c.stderr, "ljob: ui: give both -queue-url and -dlq-url (the stack's QueueUrl and DeadLetterQueueUrl outputs), or neither")
-		return 1
-	}
-	if queueURL != "" {
-		awsCfg, err := config.LoadDefaultConfig(ctx)
-		if err != nil {
-			fmt.Fprintln(c.stderr, "ljob: AWS config:", err)
-			return 1
-		}
-		cfg.DLQ = &dashboard.SQSDLQ{SQS: sqs.NewFromConfig(awsCfg), QueueURL: queueURL, DLQURL: dlqURL}
+	if operator {
+		cfg.DLQ = &dashboard.APIDeadLetters{API: c.base, Do: c.send, Caller: c.caller}
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {

@@ -30,6 +30,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 //go:embed assets
@@ -78,16 +80,9 @@ type DLQ interface {
 }
 
 // DeadLetter is one dead-letter queue message, described by its shape
-// (never its body, which may hold anything).
-type DeadLetter struct {
-	ID       string
-	Shape    string
-	Receives int
-	SentAt   time.Time
-	// Why says why a message of this sort reaches the dead-letter queue
-	// (SQS keeps no reason; the worker's log line names the message id).
-	Why string
-}
+// (never its body, which may hold anything), as the API's operators'
+// routes describe it.
+type DeadLetter = sqsqueue.DeadLetter
 
 // Server serves the dashboard.
 type Server struct {
@@ -199,7 +194,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	// A Host other than the dashboard's own address is another site's
 	// name pointed at this machine (DNS rebinding): its pages would be that
 	// site's origin, free to read and post. 421: this server does not
@@ -229,10 +224,22 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /dlq/redrive", s.redrive)
 }
 
+// call sends one request to the jobs API as the dashboard's caller.
+func (s *Server) call(ctx context.Context, method, path string, query url.Values, body any, out any) (int, string, error) {
+	return apiClient{api: s.cfg.API, do: s.cfg.Do, caller: s.cfg.Caller}.call(ctx, method, path, query, body, out)
+}
+
+// apiClient sends requests to the jobs API.
+type apiClient struct {
+	api    *url.URL
+	do     func(*http.Request) (*http.Response, error)
+	caller string
+}
+
 // call sends one request to the jobs API and decodes a JSON answer into
 // out; it returns the status and, for a problem, its detail.
-func (s *Server) call(ctx context.Context, method, path string, query url.Values, body any, out any) (int, string, error) {
-	u := *s.cfg.API
+func (c apiClient) call(ctx context.Context, method, path string, query url.Values, body any, out any) (int, string, error) {
+	u := *c.api
 	u.Path = strings.TrimRight(u.Path, "/") + path
 	u.RawQuery = query.Encode()
 	var rd io.Reader
@@ -250,10 +257,14 @@ func (s *Server) call(ctx context.Context, method, path string, query url.Values
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if s.cfg.Caller != "" {
-		req.Header.Set("X-Local-Caller", s.cfg.Caller)
+	if c.caller != "" {
+		req.Header.Set("X-Local-Caller", c.caller)
 	}
-	resp, err := s.cfg.Do(req)
+	do := c.do
+	if do == nil {
+		do = http.DefaultClient.Do
+	}
+	resp, err := do(req)
 	if err != nil {
 		return 0, "", err
 	}

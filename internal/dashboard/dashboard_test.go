@@ -233,15 +233,3 @@ func TestOverviewShowsThroughput(t *testing.T) {
 	}
 }
 
-func TestWhy(t *testing.T) {
-	for body, want := range map[string]string{
-		`{"job_id":"x"}`: "a job's message",
-		`{"lambdajobs_schedule":"n","scheduled_time":"t"}`: "a schedule's fire",
-		`{"Records":[]}`: "no route accepts a message of this shape",
-		`not json`:       "not JSON",
-	} {
-		if got := dashboard.Why(body); !strings.Contains(got, want) {
-			t.Errorf("Why(%s) = %q, want %q", body, got, want)
-		}
-	}
-}

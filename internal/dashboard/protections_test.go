@@ -7,17 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 // noFraming fails unless h forbids every page from being framed.
@@ -31,15 +27,14 @@ func noFraming(t *testing.T, what string, h http.Header) {
 	}
 }
 
-// fakeSQS is the part of SQS the dead-letter page uses; it counts each
-// call by operation and holds one dead letter.
-type fakeSQS struct {
+// fakeDLQ is the dead-letter queue as the dashboard uses it; it counts
+// each call by method and holds one dead letter.
+type fakeDLQ struct {
 	mu    sync.Mutex
 	calls map[string]int
-	given bool
 }
 
-func (f *fakeSQS) count(op string) {
+func (f *fakeDLQ) count(op string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.calls == nil {
@@ -49,69 +44,50 @@ func (f *fakeSQS) count(op string) {
 }
 
 // n is how many times op was called.
-func (f *fakeSQS) n(op string) int {
+func (f *fakeDLQ) n(op string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[op]
 }
 
-// total is how many calls were made, and how many of them were not reads of
-// the queues' attributes.
-func (f *fakeSQS) total() (all, changing int) {
+// total is how many calls were made, and how many of them were more than
+// a read of the queues' depths.
+func (f *fakeDLQ) total() (all, changing int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for op, n := range f.calls {
 		all += n
-		if op != "GetQueueAttributes" {
+		if op != "Depths" {
 			changing += n
 		}
 	}
 	return all, changing
 }
 
-func (f *fakeSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
-	f.count("GetQueueAttributes")
-	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
-		string(types.QueueAttributeNameApproximateNumberOfMessages):           "7",
-		string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible): "0",
-	}}, nil
+func (f *fakeDLQ) Depths(context.Context) (int, int, error) {
+	f.count("Depths")
+	return 3, 7, nil
 }
 
-func (f *fakeSQS) ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	f.count("ReceiveMessage")
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.given {
-		return &sqs.ReceiveMessageOutput{}, nil
-	}
-	f.given = true
-	return &sqs.ReceiveMessageOutput{Messages: []types.Message{{
-		MessageId: aws.String("m-1"), ReceiptHandle: aws.String("r-1"), Body: aws.String(`{"job_id":"x"}`),
-		Attributes: map[string]string{
-			string(types.MessageSystemAttributeNameApproximateReceiveCount): "6",
-			string(types.MessageSystemAttributeNameSentTimestamp):           strconv.FormatInt(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC).UnixMilli(), 10),
-		},
-	}}}, nil
+func (f *fakeDLQ) Peek(context.Context, int) ([]dashboard.DeadLetter, error) {
+	f.count("Peek")
+	return []dashboard.DeadLetter{{ID: "m-1", Shape: "JSON object of 14 bytes with keys [job_id]", Receives: 6,
+		SentAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC), Why: sqsqueue.Why(`{"job_id":"x"}`)}}, nil
 }
 
-func (f *fakeSQS) SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	f.count("SendMessage")
-	return &sqs.SendMessageOutput{}, nil
+func (f *fakeDLQ) Redrive(context.Context, string) error {
+	f.count("Redrive")
+	return nil
 }
 
-func (f *fakeSQS) DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
-	f.count("DeleteMessage")
-	return &sqs.DeleteMessageOutput{}, nil
-}
-
-func (f *fakeSQS) ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	f.count("ChangeMessageVisibility")
-	return &sqs.ChangeMessageVisibilityOutput{}, nil
+func (f *fakeDLQ) RedriveAll(context.Context) (int, error) {
+	f.count("RedriveAll")
+	return 1, nil
 }
 
 // fullServer serves a dashboard with every source: the API, the metrics
 // and the queues.
-func fullServer(t *testing.T) (*httptest.Server, *fakeAPI, *fakeSQS) {
+func fullServer(t *testing.T) (*httptest.Server, *fakeAPI, *fakeDLQ) {
 	t.Helper()
 	f, u := newAPI(t)
 	stats := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -119,8 +95,8 @@ func fullServer(t *testing.T) (*httptest.Server, *fakeAPI, *fakeSQS) {
 	}))
 	t.Cleanup(stats.Close)
 	su, _ := url.Parse(stats.URL)
-	q := &fakeSQS{}
-	srv := serve(t, dashboard.Config{API: u, Stats: su, DLQ: &dashboard.SQSDLQ{SQS: q, QueueURL: "q", DLQURL: "dlq"}})
+	q := &fakeDLQ{}
+	srv := serve(t, dashboard.Config{API: u, Stats: su, DLQ: q})
 	return srv, f, q
 }
 
@@ -275,11 +251,11 @@ func TestNoGetChangesAnything(t *testing.T) {
 			t.Errorf("a GET of the dashboard sent %s to the API", c)
 		}
 	}
-	if q.n("ReceiveMessage") != 0 {
-		t.Errorf("GETs received %d times from the dead-letter queue, want 0", q.n("ReceiveMessage"))
+	if q.n("Peek") != 0 {
+		t.Errorf("GETs peeked %d times at the dead-letter queue, want 0", q.n("Peek"))
 	}
-	if _, changing := q.total(); changing != 0 || q.n("GetQueueAttributes") == 0 {
-		t.Errorf("SQS calls for GETs: %d changing, %d GetQueueAttributes; want GetQueueAttributes only", changing, q.n("GetQueueAttributes"))
+	if _, changing := q.total(); changing != 0 || q.n("Depths") == 0 {
+		t.Errorf("dead-letter calls for GETs: %d more than depths, %d depths; want depths only", changing, q.n("Depths"))
 	}
 }
 
@@ -293,8 +269,8 @@ func TestDeadLettersAreShownByAPost(t *testing.T) {
 			t.Errorf("GET /dlq lacks %q", want)
 		}
 	}
-	if strings.Contains(r.body, "m-1") || q.n("ReceiveMessage") != 0 {
-		t.Fatalf("GET /dlq received messages (%d calls)", q.n("ReceiveMessage"))
+	if strings.Contains(r.body, "m-1") || q.n("Peek") != 0 {
+		t.Fatalf("GET /dlq peeked at messages (%d calls)", q.n("Peek"))
 	}
 	r = send(t, http.MethodPost, srv.URL+"/dlq/peek", "", http.Header{"Sec-Fetch-Site": {"same-origin"}}, nil)
 	if r.status != http.StatusOK {
@@ -305,10 +281,10 @@ func TestDeadLettersAreShownByAPost(t *testing.T) {
 			t.Errorf("POST /dlq/peek lacks %q", want)
 		}
 	}
-	if q.n("ReceiveMessage") == 0 || q.n("ChangeMessageVisibility") != 1 {
-		t.Errorf("the peek: %d receives, %d releases, want some and 1", q.n("ReceiveMessage"), q.n("ChangeMessageVisibility"))
+	if q.n("Peek") != 1 {
+		t.Errorf("the POST peeked %d times, want 1", q.n("Peek"))
 	}
-	if q.n("SendMessage")+q.n("DeleteMessage") != 0 {
+	if q.n("Redrive")+q.n("RedriveAll") != 0 {
 		t.Errorf("the peek moved messages")
 	}
 }

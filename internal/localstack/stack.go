@@ -421,7 +421,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 const LocalOperator = "arn:aws:iam::" + LocalAccount + ":user/operator"
 
 // Dashboard returns a dashboard over this stack's API as caller, with its
-// metrics and its queues, that answers at addr, the address its listener
+// metrics and its dead-letter queue (through the operators' routes, as the
+// local operator), that answers at addr, the address its listener
 // reports (dashboard.Config.Addr).
 func (s *Stack) Dashboard(caller, addr string) (*dashboard.Server, error) {
 	cfg, err := s.dashboardConfig(caller, addr)
@@ -439,8 +440,10 @@ func (s *Stack) dashboardConfig(caller, addr string) (dashboard.Config, error) {
 		return dashboard.Config{}, err
 	}
 	stats, _ := url.Parse(s.APIURL + StatsPath)
+	// The dead-letter page uses the operators' routes, as the local
+	// operator (X-Local-Caller: operator), whoever the dashboard's caller.
 	return dashboard.Config{Addr: addr, API: api, Caller: caller, Stats: stats, Log: s.cfg.Logger,
-		DLQ: &dashboard.SQSDLQ{SQS: localaws.SQSClient(s.SQSEndpoint), QueueURL: s.Queues.Queue, DLQURL: s.Queues.DLQ}}, nil
+		DLQ: &dashboard.APIDeadLetters{API: api, Caller: "operator"}}, nil
 }
 
 // FireSchedule sends one fire of the named schedule for the scheduled

@@ -17,6 +17,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 // The contract test: every answer the handlers give in the cases below must
@@ -347,6 +348,21 @@ func TestAdminAnswersMatchOpenAPI(t *testing.T) {
 	check("/v1/admin/jobs/{id}", caller(t, "other", "GET", "/v1/admin/jobs/"+jobs.NewID(), nil, ""))
 	check("/v1/admin/jobs/{id}/{action}", caller(t, "other", "POST", "/v1/admin/jobs/"+a+"/cancel", nil, ""))
 	check("/v1/admin/jobs/{id}/{action}", caller(t, "other", "POST", "/v1/admin/jobs/"+a+"/retry", nil, ""))
+
+	check("/v1/admin/dead-letters", caller(t, "other", "GET", "/v1/admin/dead-letters", nil, ""))
+	e.api = e.api.WithDeadLetters(&fakeDeadLetters{letters: []sqsqueue.DeadLetter{{ID: "m1", Shape: "JSON object of 2 bytes with keys []", Why: "w"}}})
+	post := func(path, body string) events.APIGatewayV2HTTPRequest {
+		req := caller(t, "other", "POST", path, nil, body)
+		req.Headers["content-type"] = "application/json"
+		return req
+	}
+	check("/v1/admin/dead-letters", caller(t, "other", "GET", "/v1/admin/dead-letters", nil, ""))
+	check("/v1/admin/dead-letters", caller(t, "me", "GET", "/v1/admin/dead-letters", nil, ""))
+	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/peek", `{"max":5}`))
+	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/peek", `{"max":500}`))
+	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/redrive", `{"id":"nope"}`))
+	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/redrive", `{"all":true}`))
+	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/forget", `{}`))
 }
 
 func TestScheduleAnswersMatchOpenAPI(t *testing.T) {

@@ -164,11 +164,16 @@ func (d *DeadLetters) Redrive(ctx context.Context, id string) error {
 		if len(msgs) == 0 {
 			break
 		}
+		var found *types.Message
 		for _, m := range msgs {
 			if aws.ToString(m.MessageId) == id {
-				return d.move(ctx, m)
+				found = &m
+			} else {
+				held = append(held, m) // released at once, whichever came after it
 			}
-			held = append(held, m)
+		}
+		if found != nil {
+			return d.move(ctx, *found)
 		}
 	}
 	return ErrNoSuchDeadLetter
