@@ -232,4 +232,3 @@ func TestOverviewShowsThroughput(t *testing.T) {
 		t.Fatalf("overview: %d %s", code, body)
 	}
 }
-
