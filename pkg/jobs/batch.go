@@ -14,13 +14,18 @@ import (
 
 // Batches: many jobs as one unit.
 //
-// A batch's jobs are ordinary jobs that carry the batch's id. The final
-// write of each (succeeded, failed, cancelled) and the update of its batch's
-// counters are one DynamoDB transaction, so a duplicate delivery or a
-// retried final write never counts twice. When the last job ends, whoever
-// wrote it (the worker, or the sweeper for a batch whose end was never
-// recorded) creates the completion job, once (its id is derived from the
-// batch's), and records the batch's end with a conditional write.
+// A batch's jobs are ordinary jobs that carry the batch's id and their
+// place in it. A job's final write is its own (one item: it lands within
+// its budget however large the batch); counting it in its batch is a
+// post-outcome step (engine.after) that runs once the outcome has landed,
+// by the worker, or by the sweeper if the worker died first. The counts
+// are spread over the batch's shards (job i in shard i % Shards, at most
+// MaxBatchShards), so no item takes more than its share of the writes
+// however fast the batch's jobs end; counting a job adds its index to a
+// set, so counting it twice counts it once. The job that completes a
+// shard marks the shard done on the batch item (a set again); the one that
+// marks the last creates the completion job, once (its id is derived from
+// the batch's), and records the batch's end with a conditional write.
 
 // MaxBatchJobs is the most jobs one batch holds (HTTP requests take at most
 // MaxBatchJobsPerRequest).
@@ -54,14 +59,57 @@ type Batch struct {
 	Status Status
 	// Creating is set while the enqueue that made the batch stores its
 	// jobs; the batch cannot end before its creation does.
-	Creating                     bool
-	Total, Remaining             int
+	Creating bool
+	Total    int
+	// Shards is how many shards count the batch's jobs; DoneShards how
+	// many of them have counted all of theirs.
+	Shards, DoneShards int
+	// The counts, summed from the shards by Store.CountBatch (zero as
+	// Store.GetBatch returns the batch): Remaining is Total less the jobs
+	// counted.
+	Remaining, Succeeded, Failed, Cancelled int
+	CompletionKind                          string
+	CompletionPayload                       json.RawMessage // canonical, sealed like a job's
+	RequestHash                             string
+	CreatedAt, EndedAt, SweepAt             time.Time
+	ExpiresAt                               time.Time
+}
+
+// MaxBatchShards is the most shards a batch's counts are spread over: a
+// batch of 64 jobs or more has 64, each taking a 64th of its jobs' counts.
+const MaxBatchShards = 64
+
+// batchShards is the number of shards of a batch of total jobs.
+func batchShards(total int) int { return max(1, min(total, MaxBatchShards)) }
+
+// BatchShard is the counts of one shard of a batch.
+type BatchShard struct {
+	// Jobs is how many of the batch's jobs the shard counts.
+	Jobs                         int
 	Succeeded, Failed, Cancelled int
-	CompletionKind               string
-	CompletionPayload            json.RawMessage // canonical, sealed like a job's
-	RequestHash                  string
-	CreatedAt, EndedAt, SweepAt  time.Time
-	ExpiresAt                    time.Time
+}
+
+// Done reports whether every job of the shard has been counted.
+func (s BatchShard) Done() bool { return s.Succeeded+s.Failed+s.Cancelled >= s.Jobs }
+
+// ShardJobs is how many of the jobs of a batch of total jobs over shards
+// shards fall in shard (job i is in shard i % shards).
+func ShardJobs(total, shards, shard int) int {
+	n := total / shards
+	if shard < total%shards {
+		n++
+	}
+	return n
+}
+
+// BatchCount is a job's outcome counted in its batch (Store.CountInBatch).
+type BatchCount struct {
+	// Index is the job's place in the batch; Status its outcome.
+	Index  int
+	Status Status
+	// ExpiresAt is when the shard may be deleted (the batch's retention,
+	// from the latest count).
+	ExpiresAt time.Time
 }
 
 // Expired reports whether the batch's retention has passed at now.
@@ -187,12 +235,12 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, b
 		if err != nil {
 			return nil, false, &BatchJobError{Index: i, Err: err}
 		}
-		rec.BatchID = batchID
+		rec.BatchID, rec.BatchIndex, rec.BatchSize, rec.BatchShards = batchID, i, len(req.Jobs), batchShards(len(req.Jobs))
 		recs[i], reqs[i] = rec, r
 		whole = append(whole, r...)
 	}
-	b := &Batch{ID: batchID, Owner: req.Owner, Status: StatusRunning, Creating: true, Total: len(recs), Remaining: len(recs),
-		CreatedAt: now, SweepAt: now.Add(s.grace)}
+	b := &Batch{ID: batchID, Owner: req.Owner, Status: StatusRunning, Creating: true, Total: len(recs), Shards: batchShards(len(recs)),
+		Remaining: len(recs), CreatedAt: now, SweepAt: now.Add(s.grace)}
 	if req.Completion != nil {
 		c, r, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: req.Completion.Kind, Payload: req.Completion.Payload},
 			DerivedID("batch-completion", batchID), now)
@@ -212,7 +260,11 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, b
 			return nil, false, ErrIdempotencyConflict
 		}
 		if !stored.Creating {
-			return stored, false, nil // the first try finished it
+			// The first try finished it.
+			if counted, err := s.store.CountBatch(ctx, stored); err == nil {
+				stored = counted
+			}
+			return stored, false, nil
 		}
 		// The first try stopped while storing the jobs (or runs now): finish it.
 	default:
@@ -223,10 +275,15 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, b
 			slog.String("batch_id", batchID), slog.String("err_types", errtypes.Of(err)))
 		return nil, false, err
 	}
-	if err := s.store.OpenBatch(ctx, batchID, 0); err != nil && !errors.Is(err, ErrBatchOpened) {
+	if err := s.store.OpenBatch(ctx, batchID); err != nil && !errors.Is(err, ErrBatchOpened) {
 		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	stored.Creating = false
+	if created {
+		stored.Remaining = stored.Total
+	} else if counted, err := s.store.CountBatch(ctx, stored); err == nil {
+		stored = counted
+	}
 	ids := make([]string, len(recs))
 	for i, r := range recs {
 		ids[i] = r.ID
@@ -275,8 +332,12 @@ func (s *Service) createAll(ctx context.Context, recs []*Record, reqs []request)
 	return first
 }
 
-// GetBatch returns owner's batch; another owner's, an unknown or a
-// malformed id give ErrNotFound.
+// GetBatch returns owner's batch with its counts (a read of each of its
+// shards); another owner's, an unknown or a malformed id give ErrNotFound.
 func (s *Service) GetBatch(ctx context.Context, owner, id string) (*Batch, error) {
-	return ownedRead(ctx, owner, id, s.store.GetBatch, func(b *Batch) string { return b.Owner })
+	b, err := ownedRead(ctx, owner, id, s.store.GetBatch, func(b *Batch) string { return b.Owner })
+	if err != nil {
+		return nil, err
+	}
+	return s.store.CountBatch(ctx, b)
 }

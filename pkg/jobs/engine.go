@@ -116,7 +116,7 @@ func (e *engine) decide(ctx context.Context, rec *Record, token string, ex execu
 		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
 	}
 	if ex.Status == StatusFailed && e.reg != nil {
-		if k, ok := e.reg.lookup(rec.Kind); ok && shouldRetry(k.retry, ex, rec.Attempt) {
+		if k, ok := e.reg.lookup(rec.Kind); ok && shouldRetry(k.retry, ex, rec.Attempt-rec.AttemptBase) {
 			return e.requeue(ctx, log, k, rec, token, ex, started, leaseBy)
 		}
 	}
@@ -138,7 +138,7 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *Record, toke
 	at := e.now()
 	write := func(ex execution) error {
 		out := Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(e.retention),
-			LeaseExpiredBy: leaseBy, BatchID: rec.BatchID}
+			LeaseExpiredBy: leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec)}
 		if ex.Status == StatusCancelled {
 			out.Result, out.Code = nil, ""
 		}
@@ -175,8 +175,10 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *Record, toke
 			attrs = append(attrs, slog.String("stack", ex.Stack))
 		}
 		log.LogAttrs(ctx, level, "job finished", attrs...)
-		if rec.BatchID != "" {
-			e.settleBatchOf(ctx, rec.BatchID)
+		if steps := afterSteps(rec); len(steps) > 0 {
+			done := *rec
+			done.Status, done.After = ex.Status, steps
+			e.after(ctx, &done)
 		}
 		return ending{ex: ex, res: landed}
 	case isConflict(err):
@@ -200,9 +202,14 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, rec 
 	now := e.now()
 	delay := ex.RetryDelay
 	if delay <= 0 {
-		delay = k.retry.backoff(rec.Attempt)
+		delay = k.retry.backoff(rec.Attempt - rec.AttemptBase)
 	}
 	runAt := now.Add(delay).Truncate(time.Millisecond)
+	if ex.Abandoned && rec.LeaseUntil.After(runAt) {
+		// Its handler may still be running until the lease ends: no second
+		// run of the job before then.
+		runAt, delay = rec.LeaseUntil, rec.LeaseUntil.Sub(now)
+	}
 	sweepAt := runAt
 	viaQueue := e.queue != nil && delay <= MaxQueueDelay
 	if viaQueue {
@@ -253,11 +260,7 @@ func (e *engine) sendAt(ctx context.Context, id string, runAt time.Time) error {
 func (e *engine) cancel(ctx context.Context, rec *Record) error {
 	switch rec.Status {
 	case StatusQueued:
-		err := e.cancelQueued(ctx, rec)
-		if err == nil && rec.BatchID != "" {
-			e.settleBatchOf(ctx, rec.BatchID)
-		}
-		return err
+		return e.cancelQueued(ctx, rec)
 	case StatusRunning:
 		if rec.CancelRequested {
 			return nil
@@ -287,17 +290,103 @@ func (e *engine) resubmit(ctx context.Context, rec *Record) error {
 	return nil
 }
 
-// cancelQueued moves a queued job to cancelled, counted in its batch.
+// cancelQueued moves a queued job to cancelled, then runs its
+// post-outcome steps (its count in its batch).
 func (e *engine) cancelQueued(ctx context.Context, rec *Record) error {
 	now := e.now()
-	err := e.store.CancelQueued(ctx, rec.ID, now, now.Add(e.retention), rec.BatchID)
+	steps := afterSteps(rec)
+	err := e.store.CancelQueued(ctx, rec.ID, CancelQueued{At: now, ExpiresAt: now.Add(e.retention), After: steps})
 	if ownWrite(err, StatusCancelled, now) {
-		return nil // our cancel landed; its answer was lost
+		err = nil // our cancel landed; its answer was lost
+	}
+	if err == nil && len(steps) > 0 {
+		done := *rec
+		done.Status, done.After = StatusCancelled, steps
+		e.after(ctx, &done)
 	}
 	return err
 }
 
-// settleBatchOf ends the batch if the job just finished was its last.
+// The post-outcome steps: what must happen exactly once after a job's
+// outcome has landed. The final write names them (Outcome.After) and keeps
+// the job in the sweep index while they are pending; the worker (or
+// whoever wrote the outcome) runs them right after, and if it dies first,
+// the sweeper finds the job and runs them (Sweeper). Each step is
+// idempotent, so running them twice does them once; DoneAfter clears them
+// when all have run.
+const (
+	// afterBatch counts the job's outcome in its batch, and ends the batch
+	// if it was the last.
+	afterBatch = "batch"
+)
+
+// afterSteps returns the post-outcome steps of rec's outcome; none for a
+// plain job, which pays nothing for the mechanism.
+func afterSteps(rec *Record) []string {
+	if rec.BatchID != "" && rec.BatchShards > 0 {
+		return []string{afterBatch}
+	}
+	return nil
+}
+
+// after runs the pending post-outcome steps of the final job rec and, if
+// all of them ran, clears them. It reports whether they are done; if not,
+// the sweeper runs them again later.
+func (e *engine) after(ctx context.Context, rec *Record) bool {
+	for _, step := range rec.After {
+		var err error
+		switch step {
+		case afterBatch:
+			err = e.countInBatch(ctx, rec)
+		default:
+			// Written by a newer version: leave it to one that knows it.
+			e.log.LogAttrs(ctx, slog.LevelWarn, "unknown post-outcome step left pending", slog.String("job_id", rec.ID), slog.String("step", step))
+			return false
+		}
+		if err != nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "post-outcome step failed; the sweeper runs it again", slog.String("job_id", rec.ID),
+				slog.String("step", step), slog.String("err_types", errtypes.Of(err)))
+			return false
+		}
+	}
+	if err := e.store.DoneAfter(ctx, rec.ID); err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "post-outcome steps not cleared; the sweeper will", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
+		return false
+	}
+	return true
+}
+
+// countInBatch counts the final job rec in its batch's shard; if that
+// completes the shard, marks it done, and if that completes the batch,
+// settles it.
+func (e *engine) countInBatch(ctx context.Context, rec *Record) error {
+	b := &Batch{ID: rec.BatchID, Total: rec.BatchSize, Shards: rec.BatchShards}
+	shard, err := e.store.CountInBatch(ctx, b, BatchCount{Index: rec.BatchIndex, Status: rec.Status, ExpiresAt: e.now().Add(e.retention)})
+	if err != nil || !shard.Done() {
+		return err
+	}
+	return e.shardDone(ctx, rec.BatchID, rec.BatchIndex%rec.BatchShards)
+}
+
+// shardDone marks a batch's shard done and settles the batch if it was the
+// last.
+func (e *engine) shardDone(ctx context.Context, batchID string, shard int) error {
+	done, err := e.store.ShardDone(ctx, batchID, shard)
+	if err != nil {
+		return err
+	}
+	b, err := e.store.GetBatch(ctx, batchID)
+	if err != nil {
+		return err
+	}
+	if done < b.Shards {
+		return nil
+	}
+	e.settleBatch(ctx, b)
+	return nil
+}
+
+// settleBatchOf ends the batch if all its jobs have been counted.
 func (e *engine) settleBatchOf(ctx context.Context, batchID string) {
 	b, err := e.store.GetBatch(ctx, batchID)
 	if err != nil {
@@ -306,16 +395,22 @@ func (e *engine) settleBatchOf(ctx context.Context, batchID string) {
 	e.settleBatch(ctx, b)
 }
 
-// settleBatch ends a batch whose jobs have all ended: it creates the
-// completion job (once: its id is derived from the batch's), records the
-// end with a write conditional on nothing pending, then sends the
-// completion job. Anyone may call it any number of times; a crash between
-// the steps is finished by the sweeper. It reports whether the batch is
-// ended.
+// settleBatch ends a batch whose jobs have all been counted: it sums the
+// counts from the shards, creates the completion job (once: its id is
+// derived from the batch's), records the end with a write conditional on
+// every shard being done, then sends the completion job. Anyone may call it
+// any number of times; a crash between the steps is finished by the
+// sweeper. It reports whether the batch is ended.
 func (e *engine) settleBatch(ctx context.Context, b *Batch) bool {
-	if b == nil || b.Status != StatusRunning || b.Remaining > 0 || b.Creating {
+	if b == nil || b.Status != StatusRunning || b.DoneShards < b.Shards || b.Creating {
 		return b != nil && b.Status.Final()
 	}
+	counted, err := e.store.CountBatch(ctx, b)
+	if err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "batch counts not read; the sweeper will end it", slog.String("batch_id", b.ID), slog.String("err_types", errtypes.Of(err)))
+		return false
+	}
+	b = counted
 	now := e.now()
 	if id := b.CompletionJobID(); id != "" {
 		counts := BatchCounts{BatchID: b.ID, Total: b.Total, Succeeded: b.Succeeded, Failed: b.Failed, Cancelled: b.Cancelled}
@@ -330,7 +425,7 @@ func (e *engine) settleBatch(ctx context.Context, b *Batch) bool {
 	if b.Failed > 0 || b.Cancelled > 0 {
 		status = StatusFailed
 	}
-	err := e.store.EndBatch(ctx, b.ID, status, now, now.Add(e.retention))
+	err = e.store.EndBatch(ctx, b.ID, status, now, now.Add(e.retention))
 	switch {
 	case err == nil:
 		e.log.LogAttrs(ctx, slog.LevelInfo, "batch ended", slog.String("batch_id", b.ID), slog.String("status", string(status)),
@@ -360,7 +455,12 @@ func (e *engine) abortBatch(ctx context.Context, b *Batch) error {
 		rec, err := e.store.Get(ctx, id)
 		switch {
 		case errors.Is(err, ErrNotFound):
+			// Never stored: counted as cancelled, as its job would be.
 			missing++
+			gone := &Record{ID: id, Status: StatusCancelled, BatchID: b.ID, BatchIndex: i, BatchSize: b.Total, BatchShards: b.Shards}
+			if err := e.countInBatch(ctx, gone); err != nil {
+				return err
+			}
 			continue
 		case err != nil:
 			return err
@@ -371,7 +471,7 @@ func (e *engine) abortBatch(ctx context.Context, b *Batch) error {
 			return err
 		}
 	}
-	if err := e.store.OpenBatch(ctx, b.ID, missing); err != nil {
+	if err := e.store.OpenBatch(ctx, b.ID); err != nil {
 		if errors.Is(err, ErrBatchOpened) {
 			return nil // a retry of its enqueue finished it, or another sweep aborted it
 		}

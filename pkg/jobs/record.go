@@ -20,6 +20,9 @@ type Record struct {
 	ErrorCode string
 	// Attempt counts the claims of the job; the first run is attempt 1.
 	Attempt int
+	// AttemptBase is Attempt when the job was last resubmitted (a manual
+	// retry): its kind's retry policy counts the attempts after it.
+	AttemptBase int
 	// ClaimToken names the current run; every write after the claim is
 	// conditional on it.
 	ClaimToken string
@@ -43,9 +46,15 @@ type Record struct {
 	// CancelRequested is set when the owner cancelled the job while it ran:
 	// its run ends cancelled and no other outcome can be recorded.
 	CancelRequested bool
-	// BatchID names the batch the job belongs to; its final write also
-	// counts it in the batch.
-	BatchID string
+	// BatchID names the batch the job belongs to, BatchIndex its place in
+	// it, BatchSize its number of jobs and BatchShards its number of shards:
+	// its outcome is counted in shard BatchIndex % BatchShards after its
+	// final write.
+	BatchID                            string
+	BatchIndex, BatchSize, BatchShards int
+	// After names the post-outcome steps still to run for a final job
+	// (see Outcome.After); empty once they have run.
+	After []string
 	// BatchCounts are the counts of the batch a completion job completes.
 	BatchCounts *BatchCounts
 

@@ -207,7 +207,8 @@ func TestCancelQueuedAndFinished(t *testing.T) {
 }
 
 // A running job's cancel is noticed while its handler works, whether the
-// handler honours its context or not, and nothing but cancelled lands.
+// handler honours its context or not, and nothing but cancelled lands, once
+// the handler has returned.
 func TestCancelRunning(t *testing.T) {
 	t.Parallel()
 	for _, honours := range []bool{true, false} {
@@ -231,8 +232,8 @@ func TestCancelRunning(t *testing.T) {
 		if err != nil || got.Status != jobs.StatusRunning || !got.View().CancelRequested {
 			t.Fatalf("cancel running: %+v %v", got, err)
 		}
-		<-done
 		close(release)
+		<-done
 		if final := l.get(t, rec.ID); final.Status != jobs.StatusCancelled {
 			t.Fatalf("honours ctx %v: ended %s, want cancelled", honours, final.Status)
 		}

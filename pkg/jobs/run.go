@@ -33,6 +33,10 @@ type execution struct {
 	// RetryDelay is the delay it asked for (0: the policy's backoff).
 	Retryable  bool
 	RetryDelay time.Duration
+	// Abandoned is set when the handler did not return by its deadline:
+	// it may still be running until the run's lease ends, so no other run
+	// of the job may start before then.
+	Abandoned bool
 }
 
 // execute runs the kind's handler for rec and maps what it returns to an

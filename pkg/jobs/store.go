@@ -42,8 +42,17 @@ type Store interface {
 	// must have ended by then), otherwise it returns a *ConflictError
 	// matching ErrLostClaim. Once a cancel was requested, only a cancelled
 	// outcome lands; any other returns a *ConflictError matching
-	// ErrCancelRequested. It clears the claim and the sweep schedule.
+	// ErrCancelRequested. It clears the claim (the lease too, unless
+	// o.KeepLease), and the sweep schedule, unless o.After names steps to
+	// run after the outcome: then the job keeps its sweep schedule, with
+	// the steps pending, until DoneAfter.
 	Finish(ctx context.Context, id, token string, o Outcome) error
+
+	// DoneAfter records that the post-outcome steps of a final job have
+	// all run: it clears them and the job's sweep schedule. It is
+	// conditional on steps being pending, and returns nil when none are
+	// (another caller finished them).
+	DoneAfter(ctx context.Context, id string) error
 
 	// Requeue ends the run named by token with a retry: the job goes back to
 	// queued, to run at r.RunAt, with r.LastError as the failed attempt's
@@ -51,23 +60,35 @@ type Store interface {
 	Requeue(ctx context.Context, id, token string, r Requeue) error
 
 	// CancelQueued moves a queued job to cancelled (a *ConflictError
-	// matching ErrNotQueued otherwise); a job of a batch (batchID) is counted
-	// in its batch in the same transaction.
-	CancelQueued(ctx context.Context, id string, at, expiresAt time.Time, batchID string) error
+	// matching ErrNotQueued otherwise), with the post-outcome steps c.After
+	// pending as Finish does.
+	CancelQueued(ctx context.Context, id string, c CancelQueued) error
 
-	// CreateBatch stores b, being created (b.Creating) with all its jobs
-	// pending, unless a live batch with its id exists; then it returns the
-	// existing batch and ErrExists. An expired batch is replaced.
+	// CreateBatch stores b, being created (b.Creating), unless a live batch
+	// with its id exists; then it returns the existing batch and ErrExists.
+	// An expired batch is replaced.
 	CreateBatch(ctx context.Context, b *Batch) (*Batch, error)
 	// OpenBatch ends the creation of a batch whose jobs are stored: it is
-	// no longer Creating, and missing jobs that were never stored are
-	// counted as cancelled. ErrBatchOpened if it was opened before,
+	// no longer Creating. ErrBatchOpened if it was opened before,
 	// ErrNotFound if there is no such batch.
-	OpenBatch(ctx context.Context, id string, missing int) error
-	// GetBatch returns the batch, or ErrNotFound.
+	OpenBatch(ctx context.Context, id string) error
+	// GetBatch returns the batch as its own item holds it (its counts are
+	// not read: see CountBatch), or ErrNotFound.
 	GetBatch(ctx context.Context, id string) (*Batch, error)
-	// EndBatch records a batch's end, provided it is running with no job
-	// pending (ErrBatchNotDone otherwise).
+	// CountInBatch counts the outcome c.Status of the job at index c.Index
+	// of the batch b (b.ID, b.Total and b.Shards are read) in the batch's
+	// shard c.Index % b.Shards, once however often it is called for that
+	// job, and returns that shard's counts.
+	CountInBatch(ctx context.Context, b *Batch, c BatchCount) (BatchShard, error)
+	// ShardDone records that every job of the batch's shard has been
+	// counted, once however often it is called, and returns how many of
+	// the batch's shards are done.
+	ShardDone(ctx context.Context, batchID string, shard int) (int, error)
+	// CountBatch returns b with its counts summed from its shards (a read
+	// of each).
+	CountBatch(ctx context.Context, b *Batch) (*Batch, error)
+	// EndBatch records a batch's end, provided it is running, opened, and
+	// every shard is done (ErrBatchNotDone otherwise).
 	EndBatch(ctx context.Context, id string, status Status, at, expiresAt time.Time) error
 	// RescheduleBatch moves a running batch's sweep time.
 	RescheduleBatch(ctx context.Context, id string, at time.Time) error
@@ -144,6 +165,10 @@ type ListPage struct {
 }
 
 // Resubmit is what Store.Resubmit stamps on a job put back in the queue.
+// The job must not have a lease ending after At (an abandoned handler of
+// its last run may still be running): ErrNotRetryable otherwise. Its
+// attempt count stays, and its retry policy counts from it again
+// (Record.AttemptBase).
 type Resubmit struct {
 	At      time.Time
 	SweepAt time.Time
@@ -173,9 +198,21 @@ type Outcome struct {
 	// LeaseExpiredBy, when set, makes the write also conditional on the
 	// lease having ended by then (the sweeper's interrupted outcome).
 	LeaseExpiredBy time.Time
-	// BatchID, when set, counts the outcome in that batch in the same
-	// transaction as the final write.
-	BatchID string
+	// KeepLease keeps the run's lease on the final job: its handler was
+	// abandoned (it ignored its context) and may still be running until
+	// the lease ends, so the job cannot be resubmitted before then.
+	KeepLease bool
+	// After names the post-outcome steps to run once the outcome has
+	// landed (see engine.after): the job stays in the sweep index with
+	// them pending until DoneAfter.
+	After []string
+}
+
+// CancelQueued is the write that cancels a queued job.
+type CancelQueued struct {
+	At, ExpiresAt time.Time
+	// After: as Outcome.After.
+	After []string
 }
 
 // Requeue is the write that sends a failed run back to the queue.

@@ -15,8 +15,9 @@ import (
 
 // Sweeper settles jobs nobody else will: it fails as interrupted the
 // running jobs whose lease ended (their worker died, or its final write never
-// landed), and re-sends the queued jobs whose message never reached the
-// queue. It finds them through the store's sweep index (Store.Due), so a
+// landed), re-sends the queued jobs whose message never reached the
+// queue, and runs the post-outcome steps of finished jobs whose worker died
+// before it ran them (a batch job's count). It finds them through the store's sweep index (Store.Due), so a
 // sweep costs in proportion to the unfinished jobs past their sweep time,
 // never to the table. Every change it makes is conditional: overlapping
 // sweeps and late workers cannot give a job two outcomes.
@@ -35,7 +36,7 @@ type SweeperConfig struct {
 	Clock  Clock
 	Logger *slog.Logger
 	// DispatchGrace is the first wait before a queued job is re-sent; each
-	// further re-send waits twice as long, up to 64 times (default
+	// further re-send waits twice as long, up to 8 times (default
 	// DefaultDispatchGrace). Use the service's value.
 	DispatchGrace time.Duration
 	// Retention of finished jobs (default DefaultRetention).
@@ -77,6 +78,7 @@ type SweepReport struct {
 	Retried     int  `json:"retried"`     // interrupted runs sent back for another attempt
 	Cancelled   int  `json:"cancelled"`   // abandoned runs whose owner had cancelled them
 	Batches     int  `json:"batches"`     // batches whose end (or abandoned creation) the sweeper recorded
+	After       int  `json:"after"`       // finished jobs whose post-outcome steps the sweeper ran
 	Deferred    int  `json:"deferred"`    // running jobs whose lease had not ended: looked at again after it
 	Skipped     int  `json:"skipped"`     // settled meanwhile by someone else
 	Errors      int  `json:"errors"`      // left for the next sweep
@@ -95,7 +97,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 	began := s.eng.clock.Now()
 	defer func() {
 		for name, v := range map[string]int{"SweepResent": rep.Resent, "SweepInterrupted": rep.Interrupted, "SweepRetried": rep.Retried,
-			"SweepBatches": rep.Batches, "SweepErrors": rep.Errors, "SweepComplete": map[bool]int{true: 1}[rep.Complete]} {
+			"SweepBatches": rep.Batches, "SweepAfter": rep.After, "SweepErrors": rep.Errors, "SweepComplete": map[bool]int{true: 1}[rep.Complete]} {
 			m.Add(nil, name, "Count", float64(v))
 		}
 		m.Add(nil, "SweepDuration", "Milliseconds", float64(s.eng.clock.Now().Sub(began).Milliseconds()))
@@ -133,7 +135,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "sweep done",
 		slog.Int("due", rep.Due), slog.Int("interrupted", rep.Interrupted), slog.Int("resent", rep.Resent),
-		slog.Int("retried", rep.Retried), slog.Int("cancelled", rep.Cancelled), slog.Int("batches", rep.Batches),
+		slog.Int("retried", rep.Retried), slog.Int("cancelled", rep.Cancelled), slog.Int("batches", rep.Batches), slog.Int("after", rep.After),
 		slog.Int("deferred", rep.Deferred), slog.Int("skipped", rep.Skipped), slog.Int("errors", rep.Errors),
 		slog.Bool("complete", rep.Complete))
 	return rep, nil
@@ -176,7 +178,16 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 			case StatusRunning:
 				s.sweepRunning(ctx, now, rec, rep, count)
 			default:
-				count(func() { rep.Skipped++ })
+				// Final: its post-outcome steps are pending (its worker died
+				// after the final write), or were done meanwhile.
+				switch {
+				case len(rec.After) == 0:
+					count(func() { rep.Skipped++ })
+				case s.eng.after(ctx, rec):
+					count(func() { rep.After++ })
+				default:
+					count(func() { rep.Errors++ })
+				}
 			}
 		}()
 	}
@@ -194,8 +205,9 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 		return
 	}
 	for _, r := range resend {
-		// Back off: grace, 2x, 4x ... 64x grace after each re-send.
-		next := now.Add(s.eng.grace << min(r.Dispatches+1, 6))
+		// Back off: grace, 2x, 4x, then 8x grace after each re-send (a
+		// retry or a resubmit counts its re-sends from 0 again).
+		next := now.Add(s.eng.grace << min(r.Dispatches+1, maxDispatchShift))
 		if err := s.eng.store.Reschedule(ctx, r.ID, Expect{Status: StatusQueued}, next); err != nil && !isConflict(err) {
 			rep.Errors++
 			continue
@@ -204,6 +216,11 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 		s.log.LogAttrs(ctx, slog.LevelWarn, "queued job re-sent", slog.String("job_id", r.ID), slog.String("kind", r.Kind), slog.Int("dispatches", r.Dispatches+1))
 	}
 }
+
+// maxDispatchShift caps the sweeper's re-send backoff at 8x the dispatch
+// grace: a job whose message keeps getting lost is looked at every 24
+// minutes (with the default 3-minute grace), not every few hours.
+const maxDispatchShift = 3
 
 // sweepDelayed handles a queued job that runs later: within SQS's delay
 // limit it is sent with the remaining delay; beyond, its sweep time moves to
@@ -285,7 +302,7 @@ func (s *Sweeper) sweepBatch(ctx context.Context, now time.Time, id string, rep 
 		}
 		count(func() { rep.Batches++ })
 		return
-	case b.Remaining <= 0:
+	case b.DoneShards >= b.Shards:
 		if s.eng.settleBatch(ctx, b) {
 			count(func() { rep.Batches++ })
 		} else {

@@ -200,9 +200,6 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 // runRouted creates the job a foreign message describes (once: its id is
 // derived from the message) and runs it like any other.
 func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string, j routedJob) (retry bool) {
-	if !inv.canStart(0) {
-		return w.handBack(ctx, j.ID, j.Kind)
-	}
 	now := w.eng.now()
 	payload := j.Payload
 	if len(payload) > MaxPayloadBytes || checkJSON(payload, MaxPayloadBytes) != nil {
@@ -235,6 +232,8 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 			slog.String("job_id", j.ID), slog.String("source", j.Source), slog.String("err_types", errtypes.Of(err)))
 		return true
 	}
+	// The job exists (in the sweep index too): from here on a lack of time
+	// sends its own message again; the foreign message is done with.
 	return w.runJob(ctx, inv, j.ID)
 }
 
@@ -321,22 +320,45 @@ func (w *Worker) skipKinds(left time.Duration) []string {
 	return skip
 }
 
-// handBack lets a message come back unclaimed: too little of the
-// invocation is left to give its job a fair run.
-func (w *Worker) handBack(ctx context.Context, id, kind string) bool {
+// handBack gives a job whose run cannot start now (too little of the
+// invocation is left for it) to a later invocation, unclaimed, no attempt
+// spent: it sends the job's message again, delivered after handBackDelay,
+// and acknowledges this one, so a message handed back any number of times
+// never nears the dead-letter queue (each receive counts towards
+// maxReceiveCount) nor waits out a visibility timeout. If that send fails
+// (or there is no queue) the message comes back as it is; the job is in
+// the sweep index either way.
+func (w *Worker) handBack(ctx context.Context, inv invocation, id, kind string) bool {
 	attrs := []slog.Attr{slog.String("job_id", id)}
 	if kind != "" {
 		attrs = append(attrs, slog.String("kind", kind))
+	}
+	if w.eng.queue != nil {
+		cctx, cancel := inv.callContext(ctx)
+		err := w.eng.queue.SendDelayed(cctx, id, handBackDelay)
+		cancel()
+		if err == nil {
+			if kind != "" {
+				count(ctx, kind, "JobsHandedBack")
+			}
+			w.log.LogAttrs(ctx, slog.LevelInfo, "too little time left to start this job; sent again for a later invocation", attrs...)
+			return false
+		}
+		attrs = append(attrs, slog.String("err_types", errtypes.Of(err)))
 	}
 	w.log.LogAttrs(ctx, slog.LevelInfo, "too little time left to start this job; the message will come back unclaimed", attrs...)
 	return true
 }
 
+// handBackDelay is how long a handed-back job's new message waits: a
+// moment, so that another invocation (with its whole time) picks it up.
+const handBackDelay = time.Second
+
 // runJob claims the job, runs its handler and records the outcome.
 func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry bool) {
 	left := inv.handlerTimeLeft()
 	if !inv.canStart(0) {
-		return w.handBack(ctx, id, "")
+		return w.handBack(ctx, inv, id, "")
 	}
 	now := w.eng.now()
 	token := NewID()
@@ -370,7 +392,9 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 // handler deadline, and abandons it there if it does not return. A cancel
 // requested by the job's owner, noticed at a Publish or by a check every
 // CancelCheck, cancels the handler's context and ends the run cancelled
-// at once, whether or not the handler returns.
+// once the handler has returned (or was abandoned at its deadline: then
+// the job keeps its lease, so a retry cannot start a second run of it while
+// the first may still be going).
 func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *Record, token string) execution {
 	hctx, cancel := context.WithDeadline(ctx, inv.handler)
 	defer cancel()
@@ -393,6 +417,18 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *R
 		tick = t.C
 	}
 	cancelled := execution{Status: StatusCancelled, Cause: "cancelled"}
+	// stopped waits for a cancelled handler to return, until its deadline.
+	stopped := func() execution {
+		deadline := time.NewTimer(time.Until(inv.handler) + abandonGrace)
+		defer deadline.Stop()
+		select {
+		case <-done:
+			return cancelled
+		case <-deadline.C:
+			w.abandon(ctx, rec, done)
+			return execution{Status: StatusCancelled, Cause: "cancelled", Abandoned: true}
+		}
+	}
 	for {
 		select {
 		case ex := <-done:
@@ -403,7 +439,7 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *R
 				return ex
 			}
 		case <-noticed:
-			return cancelled
+			return stopped()
 		case <-tick:
 			// The light check: is a cancel requested?
 			cctx, ccancel := inv.callContext(hctx)
@@ -423,17 +459,23 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *R
 				return ex
 			case <-noticed:
 				grace.Stop()
-				return cancelled
+				return stopped()
 			case <-grace.C:
 			}
-			count(ctx, rec.Kind, "HandlersAbandoned")
-			n := w.abandoned.Add(1)
-			go func() { <-done; w.abandoned.Add(-1) }()
-			w.log.LogAttrs(ctx, slog.LevelWarn, "handler ignored its deadline and was abandoned", slog.String("job_id", rec.ID),
-				slog.String("kind", rec.Kind), slog.Int64("abandoned_running", n))
-			return execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "abandoned"}
+			w.abandon(ctx, rec, done)
+			return execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "abandoned", Abandoned: true}
 		}
 	}
+}
+
+// abandon counts a handler that did not return by its deadline; its
+// goroutine lives on until it returns, beyond the worker's control.
+func (w *Worker) abandon(ctx context.Context, rec *Record, done <-chan execution) {
+	count(ctx, rec.Kind, "HandlersAbandoned")
+	n := w.abandoned.Add(1)
+	go func() { <-done; w.abandoned.Add(-1) }()
+	w.log.LogAttrs(ctx, slog.LevelWarn, "handler ignored its deadline and was abandoned", slog.String("job_id", rec.ID),
+		slog.String("kind", rec.Kind), slog.Int64("abandoned_running", n))
 }
 
 // abandonGrace is how long a handler whose context ended may take to
@@ -473,7 +515,12 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 			log.LogAttrs(ctx, slog.LevelInfo, "early delivery of a job that runs later", slog.Time("run_at", cur.RunAt))
 			return false
 		case cur.Status == StatusQueued && slices.Contains(w.skipKinds(left), cur.Kind):
-			return w.handBack(ctx, id, cur.Kind)
+			return w.handBack(ctx, inv, id, cur.Kind)
+		case cur.Status == StatusQueued:
+			// Due, but not at the claim's time (its run time fell between
+			// the claim's clock reading and now): run it from a fresh
+			// message rather than leave it to the sweeper.
+			return w.handBack(ctx, inv, id, cur.Kind)
 		case cur.Status == StatusRunning && !cur.LeaseUntil.After(now):
 			// Its worker died or lost its final write: settle it now.
 			wctx, cancel := inv.finalWriteContext(ctx)

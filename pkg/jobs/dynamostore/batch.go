@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,13 +17,19 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/storekey"
 )
 
-// A batch is an item of the same table, keyed storekey.BatchPrefix + its id.
+// A batch is an item of the same table, keyed storekey.BatchPrefix + its
+// id; its counts are in its shards' items, keyed storekey.BatchShardPrefix
+// + its id + "#" + the shard's number, each holding the indexes of the
+// jobs it counted, in one number set per outcome (so a job counted twice
+// is counted once), and the number of jobs it counts.
 const (
 	attrBTotal     = "total"
-	attrBRemaining = "remaining"
+	attrBShards    = "shards"
+	attrBDone      = "done_shards"
 	attrBSucceeded = "succeeded"
 	attrBFailed    = "failed"
 	attrBCancelled = "cancelled"
+	attrBJobs      = "jobs"
 	attrBCompKind  = "completion_kind"
 	attrBCompLoad  = "completion_payload"
 	attrBEnded     = "ended_ms"
@@ -36,10 +43,8 @@ type batchItem struct {
 	Owner       string `dynamodbav:"owner"`
 	Status      string `dynamodbav:"status"`
 	Total       int    `dynamodbav:"total"`
-	Remaining   int    `dynamodbav:"remaining"`
-	Succeeded   int    `dynamodbav:"succeeded"`
-	Failed      int    `dynamodbav:"failed"`
-	Cancelled   int    `dynamodbav:"cancelled"`
+	Shards      int    `dynamodbav:"shards"`
+	Done        []int  `dynamodbav:"done_shards,numberset,omitempty"`
 	CompKind    string `dynamodbav:"completion_kind"`
 	CompPayload string `dynamodbav:"completion_payload"`
 	ReqHash     string `dynamodbav:"req_hash"`
@@ -57,7 +62,7 @@ func fromBatchItem(av map[string]types.AttributeValue) (*jobs.Batch, error) {
 	}
 	b := &jobs.Batch{
 		ID: it.Key[len(storekey.BatchPrefix):], Owner: it.Owner, Status: jobs.Status(it.Status),
-		Total: it.Total, Remaining: it.Remaining, Succeeded: it.Succeeded, Failed: it.Failed, Cancelled: it.Cancelled,
+		Total: it.Total, Shards: it.Shards, DoneShards: len(it.Done),
 		CompletionKind: it.CompKind, RequestHash: it.ReqHash, Creating: it.Creating,
 		CreatedAt: fromMS(it.Created), EndedAt: fromMS(it.Ended), SweepAt: fromMS(it.SweepAt),
 	}
@@ -70,18 +75,18 @@ func fromBatchItem(av map[string]types.AttributeValue) (*jobs.Batch, error) {
 	return b, nil
 }
 
-// CreateBatch stores b, being created, with all its jobs pending, unless a
-// live batch has its id. An expired batch (TTL not yet applied) is
-// replaced: every counter is set, not added to.
+// CreateBatch stores b, being created, unless a live batch has its id. An
+// expired batch (TTL not yet applied) is replaced. (A replaced batch's
+// shards, if TTL has not deleted them yet either, would hold the old
+// counts: an id is only reused by an idempotency key after the retention,
+// when both are past their expiry; see CountInBatch.)
 func (s *Store) CreateBatch(ctx context.Context, b *jobs.Batch) (*jobs.Batch, error) {
 	upd := expression.Set(expression.Name(attrOwner), expression.Value(b.Owner)).
 		Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusRunning))).
 		Set(expression.Name(attrBCreating), expression.Value(true)).
 		Set(expression.Name(attrBTotal), expression.Value(b.Total)).
-		Set(expression.Name(attrBRemaining), expression.Value(b.Total)).
-		Set(expression.Name(attrBSucceeded), expression.Value(0)).
-		Set(expression.Name(attrBFailed), expression.Value(0)).
-		Set(expression.Name(attrBCancelled), expression.Value(0)).
+		Set(expression.Name(attrBShards), expression.Value(b.Shards)).
+		Remove(expression.Name(attrBDone)).
 		Set(expression.Name(attrReqHash), expression.Value(b.RequestHash)).
 		Set(expression.Name(attrCreated), expression.Value(ms(b.CreatedAt))).
 		Set(expression.Name(attrItemType), expression.Value(itemTypeBatch)).
@@ -123,13 +128,9 @@ func (s *Store) CreateBatch(ctx context.Context, b *jobs.Batch) (*jobs.Batch, er
 	return fromBatchItem(out.Attributes)
 }
 
-// OpenBatch ends a batch's creation; missing jobs count as cancelled.
-func (s *Store) OpenBatch(ctx context.Context, id string, missing int) error {
+// OpenBatch ends a batch's creation.
+func (s *Store) OpenBatch(ctx context.Context, id string) error {
 	upd := expression.Remove(expression.Name(attrBCreating))
-	if missing > 0 {
-		upd = upd.Add(expression.Name(attrBRemaining), expression.Value(-missing)).
-			Add(expression.Name(attrBCancelled), expression.Value(missing))
-	}
 	cond := expression.Name(attrBCreating).Equal(expression.Value(true))
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
@@ -180,16 +181,164 @@ func (s *Store) GetBatch(ctx context.Context, id string) (*jobs.Batch, error) {
 	return b, nil
 }
 
-// EndBatch records the end of a running batch with nothing pending.
+// EndBatch records the end of a running batch whose shards are all done.
 func (s *Store) EndBatch(ctx context.Context, id string, status jobs.Status, at, expiresAt time.Time) error {
 	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(status))).
 		Set(expression.Name(attrBEnded), expression.Value(ms(at))).
 		Set(expression.Name(AttrExpires), expression.Value(expiresAt.Unix())).
 		Remove(expression.Name(AttrSweepShard)).
 		Remove(expression.Name(AttrSweepAt))
-	cond := statusIs(jobs.StatusRunning).And(expression.Name(attrBRemaining).Equal(expression.Value(0))).
+	cond := statusIs(jobs.StatusRunning).And(expression.Size(expression.Name(attrBDone)).Equal(expression.Name(attrBShards))).
 		And(expression.AttributeNotExists(expression.Name(attrBCreating)))
-	return s.batchUpdate(ctx, "end_batch", id, upd, cond)
+	err := s.batchUpdate(ctx, "end_batch", id, upd, cond)
+	var nd notDone
+	if errors.As(err, &nd) && nd.old != nil {
+		old := nd.old
+		// Our own end, retried by the SDK after its answer was lost, finds
+		// the batch as it left it: it landed.
+		if b, derr := fromBatchItem(old); derr == nil && b.Status == status && b.EndedAt.Equal(at.Truncate(time.Millisecond)) {
+			return nil
+		}
+	}
+	return err
+}
+
+// notDone is ErrBatchNotDone with the batch as the failed condition found
+// it.
+type notDone struct {
+	old map[string]types.AttributeValue
+}
+
+func (notDone) Error() string { return jobs.ErrBatchNotDone.Error() }
+func (notDone) Unwrap() error { return jobs.ErrBatchNotDone }
+
+func shardKey(batchID string, shard int) map[string]types.AttributeValue {
+	return key(storekey.BatchShardPrefix + batchID + "#" + strconv.Itoa(shard))
+}
+
+// numberSet is a DynamoDB number set of one number.
+func numberSet(n int) *types.AttributeValueMemberNS {
+	return &types.AttributeValueMemberNS{Value: []string{strconv.Itoa(n)}}
+}
+
+var statusSet = map[jobs.Status]string{jobs.StatusSucceeded: attrBSucceeded, jobs.StatusFailed: attrBFailed, jobs.StatusCancelled: attrBCancelled}
+
+// CountInBatch adds the job's index to its shard's set for its outcome
+// (ADD to a set: counting it again changes nothing) and returns the
+// shard's counts. One write of an item of up to about 1 KB (the indexes
+// of the shard's jobs, at most 157 of them for the largest batch).
+func (s *Store) CountInBatch(ctx context.Context, b *jobs.Batch, c jobs.BatchCount) (jobs.BatchShard, error) {
+	set, ok := statusSet[c.Status]
+	if !ok || b.Shards < 1 {
+		return jobs.BatchShard{}, fmt.Errorf("dynamostore: count in batch: status %q, %d shards", c.Status, b.Shards)
+	}
+	shard := c.Index % b.Shards
+	upd := expression.Add(expression.Name(set), expression.Value(numberSet(c.Index))).
+		Set(expression.Name(attrBJobs), expression.Value(jobs.ShardJobs(b.Total, b.Shards, shard))).
+		Set(expression.Name(AttrExpires), expression.Value(c.ExpiresAt.Unix()))
+	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
+	if err != nil {
+		return jobs.BatchShard{}, err
+	}
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: s.table, Key: shardKey(b.ID, shard),
+		UpdateExpression: expr.Update(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValues: types.ReturnValueAllNew, ReturnConsumedCapacity: s.capacity(),
+	})
+	if err != nil {
+		return jobs.BatchShard{}, fmt.Errorf("dynamostore: count in batch %s: %w", b.ID, err)
+	}
+	s.report("count_in_batch", out.ConsumedCapacity)
+	return fromShardItem(out.Attributes)
+}
+
+type shardItem struct {
+	Jobs      int   `dynamodbav:"jobs"`
+	Succeeded []int `dynamodbav:"succeeded,numberset,omitempty"`
+	Failed    []int `dynamodbav:"failed,numberset,omitempty"`
+	Cancelled []int `dynamodbav:"cancelled,numberset,omitempty"`
+}
+
+func fromShardItem(av map[string]types.AttributeValue) (jobs.BatchShard, error) {
+	var it shardItem
+	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+		return jobs.BatchShard{}, fmt.Errorf("dynamostore: decode batch shard: %w", err)
+	}
+	return jobs.BatchShard{Jobs: it.Jobs, Succeeded: len(it.Succeeded), Failed: len(it.Failed), Cancelled: len(it.Cancelled)}, nil
+}
+
+// ShardDone adds the shard to the batch's set of done shards (once
+// however often) and returns how many are done.
+func (s *Store) ShardDone(ctx context.Context, batchID string, shard int) (int, error) {
+	upd := expression.Add(expression.Name(attrBDone), expression.Value(numberSet(shard)))
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(expression.AttributeExists(expression.Name(attrBTotal))).Build()
+	if err != nil {
+		return 0, err
+	}
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: s.table, Key: key(storekey.BatchPrefix + batchID),
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValues: types.ReturnValueUpdatedNew, ReturnConsumedCapacity: s.capacity(),
+	})
+	if _, ok := conditionFailed(err); ok {
+		return 0, jobs.ErrNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("dynamostore: shard done %s: %w", batchID, err)
+	}
+	s.report("shard_done", out.ConsumedCapacity)
+	var done struct {
+		Done []int `dynamodbav:"done_shards,numberset"`
+	}
+	if err := attributevalue.UnmarshalMap(out.Attributes, &done); err != nil {
+		return 0, fmt.Errorf("dynamostore: decode done shards: %w", err)
+	}
+	return len(done.Done), nil
+}
+
+// CountBatch sums b's counts from its shards: one strongly consistent
+// read of each (BatchGetItem, 100 keys a call).
+func (s *Store) CountBatch(ctx context.Context, b *jobs.Batch) (*jobs.Batch, error) {
+	out := *b
+	out.Succeeded, out.Failed, out.Cancelled = 0, 0, 0
+	keys := make([]map[string]types.AttributeValue, 0, b.Shards)
+	for i := range b.Shards {
+		keys = append(keys, shardKey(b.ID, i))
+	}
+	for len(keys) > 0 {
+		chunk := keys[:min(100, len(keys))]
+		keys = keys[len(chunk):]
+		req := map[string]types.KeysAndAttributes{*s.table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
+		for try := 0; len(req) > 0; try++ {
+			if try > 0 {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(time.Duration(try*20) * time.Millisecond):
+				}
+			}
+			res, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: s.capacity()})
+			if err != nil {
+				return nil, fmt.Errorf("dynamostore: count batch %s: %w", b.ID, err)
+			}
+			for i := range res.ConsumedCapacity {
+				s.report("count_batch", &res.ConsumedCapacity[i])
+			}
+			for _, it := range res.Responses[*s.table] {
+				sh, err := fromShardItem(it)
+				if err != nil {
+					return nil, err
+				}
+				out.Succeeded += sh.Succeeded
+				out.Failed += sh.Failed
+				out.Cancelled += sh.Cancelled
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	out.Remaining = max(0, out.Total-out.Succeeded-out.Failed-out.Cancelled)
+	return &out, nil
 }
 
 // RescheduleBatch moves a running batch's sweep time.
@@ -206,11 +355,11 @@ func (s *Store) batchUpdate(ctx context.Context, op, id string, upd expression.U
 		TableName: s.table, Key: key(storekey.BatchPrefix + id),
 		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-		ReturnConsumedCapacity: s.capacity(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.capacity(),
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return jobs.ErrBatchNotDone
+	if old, ok := conditionFailed(err); ok {
+		return notDone{old: old}
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: %s %s: %w", op, id, err)

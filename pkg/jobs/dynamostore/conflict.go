@@ -9,28 +9,24 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // Transaction conflicts.
 //
-// DynamoDB cancels a transaction that touches an item another transaction
-// is writing (reason TransactionConflict), or that is throttled inside
-// (ThrottlingError, ProvisionedThroughputExceeded), with a
-// TransactionCanceledException; and it refuses a plain write to an item a
-// transaction is writing with a TransactionConflictException. The SDK's
-// standard retryer retries neither. Two jobs of one batch that finish
-// together conflict on their batch's item, so without a retry a job whose
-// handler succeeded would stay running and end interrupted. DynamoDB Local
-// serialises transactions and never answers either: the tests inject them
-// (conflict_test.go and the reliability suite's fault proxy).
+// DynamoDB refuses a plain write to an item a transaction is writing with a
+// TransactionConflictException: a job stored inside a team's own
+// transaction (TransactPut) can meet one while that transaction runs. The
+// SDK's standard retryer does not retry it. (The store itself writes no
+// transactions: a batch job's count is a write of its own after its final
+// write, so one batch's jobs never contend for an item.) DynamoDB Local
+// serialises transactions and never answers it: the tests inject it
+// (conflict_test.go, and the partition model of the reliability suite).
 //
-// The store retries both, with jittered exponential backoff, for as long as
+// The store retries it, with jittered exponential backoff, for as long as
 // the caller's context allows (the worker bounds its final write). A
-// retried write stays exact: nothing of a cancelled transaction was
-// written, every write is conditional (a job's on its status and claim
-// token), and each try is a new request with its own client request token.
-// (A token is reused only by the SDK's own retries of one try: reusing it
-// after a cancellation would replay the cancellation.)
+// retried write stays exact: every write is conditional (a job's on its
+// status and claim token).
 
 // Backoff between tries: base doubled per try, at most max, half of it
 // random.
@@ -39,9 +35,10 @@ const (
 	conflictMax  = 500 * time.Millisecond
 )
 
-// retryable reports whether err is a conflict or a throttle that a retry
-// cures: a transaction cancelled for no other reason, or a plain write that
-// met a transaction.
+// retryable reports whether err is a conflict, a throttle or a server
+// error that another try may cure: a plain write that met a transaction (or
+// a transaction cancelled for no other reason), or a throttle or server
+// error the SDK's retries did not get past.
 func retryable(err error) bool {
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
@@ -58,7 +55,24 @@ func retryable(err error) bool {
 		return cured
 	}
 	var tc *types.TransactionConflictException
-	return errors.As(err, &tc)
+	if errors.As(err, &tc) {
+		return true
+	}
+	// A throttle or a server error the SDK's own tries (three, and its
+	// retry quota) did not get past: a hot partition's throttles can last
+	// longer than that, and a write given up early leaves a job whose
+	// handler succeeded to end interrupted. Every write is conditional, and
+	// one whose answer was lost is recognised when retried (engine.go), so
+	// trying again until the caller's budget ends is safe.
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+			"InternalServerError", "ServiceUnavailable":
+			return true
+		}
+	}
+	return false
 }
 
 // withConflictRetries runs call until it succeeds, fails for another
@@ -83,15 +97,6 @@ func withConflictRetries[T any](ctx context.Context, call func() (T, error)) (T,
 		}
 		d = min(2*d, conflictMax)
 	}
-}
-
-// transact runs one TransactWriteItems with conflict retries, each try a
-// new request (its own client request token).
-func (s *Store) transact(ctx context.Context, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
-	return withConflictRetries(ctx, func() (*dynamodb.TransactWriteItemsOutput, error) {
-		in.ClientRequestToken = nil // the SDK fills a fresh one
-		return s.api.TransactWriteItems(ctx, in)
-	})
 }
 
 // updateItem runs one UpdateItem with conflict retries.

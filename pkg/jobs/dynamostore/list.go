@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,19 +18,22 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// maxIndexPages bounds the index queries of one List call (a kind filter
-// may skip many index entries: they are small, but not free).
-const maxIndexPages = 10
+// maxIndexQueries bounds the index queries of one List call (a kind
+// filter may skip many index entries: they are small, but not free).
+const maxIndexQueries = 4 * (ListShards + 1)
 
 // ErrBadPosition is a List position this store did not issue for the query.
 var ErrBadPosition = errors.New("dynamostore: list position does not belong to this query")
 
 // List reads an owner's jobs newest first from OwnerIndex, or, for failed
-// and cancelled jobs, from the sparse AttentionIndex; a kind filter is
-// applied to the index entries (the kind is projected), so the jobs read
-// are the ones returned. A status the index cannot tell (queued, running,
-// succeeded) is checked on the jobs themselves, reading at most
-// q.MaxReads of them (twice Limit by default).
+// and cancelled jobs, from the sparse AttentionIndex: the owner's
+// ListShards partitions of the index (and the partition of its jobs created
+// before the shards), merged newest first. A kind filter is applied to the
+// index entries (the kind is projected), so the jobs read are the ones
+// returned. A status the index cannot tell (queued, running, succeeded) is
+// checked on the jobs themselves, reading at most q.MaxReads of them
+// (twice Limit by default). A page carries Next only when more entries
+// may follow.
 func (s *Store) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, error) {
 	if q.OwnerKey == "" || q.Limit < 1 || q.Limit > 1000 {
 		return jobs.ListPage{}, errors.New("dynamostore: list needs an owner key and a limit of 1 to 1000")
@@ -43,35 +48,25 @@ func (s *Store) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, erro
 	if maxReads <= 0 {
 		maxReads = 2 * q.Limit
 	}
-	kc := expression.Key(pkAttr).Equal(expression.Value(q.OwnerKey))
+	after, err := decodePosition(q.After)
+	if err != nil {
+		return jobs.ListPage{}, err
+	}
+	upper := position{}
 	if !q.CreatedBefore.IsZero() {
-		kc = kc.And(expression.Key(AttrListCreated).LessThan(expression.Value(listCreated(q.CreatedBefore))))
+		upper = position{created: listCreated(q.CreatedBefore)}
 	}
-	b := expression.NewBuilder().WithKeyCondition(kc)
-	var filters []expression.ConditionBuilder
-	if q.Kind != "" {
-		filters = append(filters, expression.Name(attrKind).Equal(expression.Value(q.Kind)))
+	if after.created != "" && (upper.created == "" || after.less(upper)) {
+		upper = after
 	}
-	if index == AttentionIndex {
-		filters = append(filters, expression.Name(attrStatus).Equal(expression.Value(string(q.Status))))
-	}
-	switch len(filters) {
-	case 1:
-		b = b.WithFilter(filters[0])
-	case 2:
-		b = b.WithFilter(filters[0].And(filters[1]))
-	}
-	expr, err := b.Build()
-	if err != nil {
-		return jobs.ListPage{}, err
-	}
-	start, err := decodePosition(q.After, pkAttr, q.OwnerKey)
-	if err != nil {
-		return jobs.ListPage{}, err
+	m := &merge{s: s, index: index, pkAttr: pkAttr, q: q, upper: upper, seen: map[string]bool{}}
+	for _, pk := range listPartitions(q.OwnerKey) {
+		m.parts = append(m.parts, &partition{pk: pk, more: true})
 	}
 	var page jobs.ListPage
 	reads := 0
-	for pages := 0; pages < maxIndexPages; pages++ {
+	var last position
+	for len(page.Records) < q.Limit {
 		want := q.Limit - len(page.Records)
 		if !exact {
 			want = min(want, maxReads-reads)
@@ -79,22 +74,16 @@ func (s *Store) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, erro
 		if want <= 0 {
 			break
 		}
-		out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-			TableName: s.table, IndexName: aws.String(index),
-			KeyConditionExpression: expr.KeyCondition(), FilterExpression: expr.Filter(),
-			ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-			ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(want)),
-			ExclusiveStartKey: start, ReturnConsumedCapacity: s.capacity(),
-		})
+		entries, err := m.next(ctx, want)
 		if err != nil {
-			return jobs.ListPage{}, fmt.Errorf("dynamostore: list: %w", err)
+			return jobs.ListPage{}, err
 		}
-		s.report("list", out.ConsumedCapacity)
-		ids := make([]string, 0, len(out.Items))
-		for _, it := range out.Items {
-			if v, ok := it[AttrID].(*types.AttributeValueMemberS); ok {
-				ids = append(ids, v.Value)
-			}
+		if len(entries) == 0 {
+			break
+		}
+		ids := make([]string, len(entries))
+		for i, e := range entries {
+			ids[i] = e.id
 		}
 		recs, err := s.getMany(ctx, ids)
 		if err != nil {
@@ -102,8 +91,9 @@ func (s *Store) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, erro
 		}
 		reads += len(ids)
 		now := s.clock.Now()
-		for _, id := range ids {
-			r, ok := recs[id]
+		for _, e := range entries {
+			last = e
+			r, ok := recs[e.id]
 			// The status is checked on the job even when the attention index
 			// selected it: in AWS an index entry can outlive its job's
 			// failure for a moment (a retried job is queued again before its
@@ -113,15 +103,258 @@ func (s *Store) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, erro
 			}
 			page.Records = append(page.Records, r)
 		}
-		start = out.LastEvaluatedKey
-		if len(start) == 0 {
-			return page, nil
-		}
 	}
-	if len(start) > 0 {
-		page.Next = encodePosition(start)
+	switch more, err := m.more(ctx); {
+	case err != nil:
+		return jobs.ListPage{}, err
+	case more && last.created != "":
+		page.Next = last.encode()
+	case more:
+		// Nothing taken (the query budget ran out): continue below what
+		// was read of every partition.
+		page.Next = m.frontier().encode()
 	}
 	return page, nil
+}
+
+// listPartitions are the partition key values of an owner's entries: its
+// ListShards shards, and its key alone (entries written before the shards).
+func listPartitions(ownerKey string) []string {
+	pks := make([]string, 0, ListShards+1)
+	for i := range ListShards {
+		pks = append(pks, ownerKey+"#"+strconv.Itoa(i))
+	}
+	return append(pks, ownerKey)
+}
+
+// position is an entry's place in a listing: its creation time (the sort
+// key) and its id, newest first (descending by both).
+type position struct{ created, id string }
+
+// less reports whether p comes after o in the listing (is older).
+func (p position) less(o position) bool {
+	if p.created != o.created {
+		return p.created < o.created
+	}
+	return p.id < o.id
+}
+
+func (p position) encode() string {
+	b, _ := json.Marshal([]string{p.created, p.id})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodePosition turns a position string back into a position.
+func decodePosition(pos string) (position, error) {
+	if pos == "" {
+		return position{}, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(pos)
+	if err != nil {
+		return position{}, ErrBadPosition
+	}
+	var p []string
+	if json.Unmarshal(b, &p) != nil || len(p) != 2 || len(p[0]) != 13 {
+		return position{}, ErrBadPosition
+	}
+	return position{created: p[0], id: p[1]}, nil
+}
+
+// partition is one index partition of a merged listing: what was read of
+// it and not taken yet, and where its next query starts.
+type partition struct {
+	pk    string
+	buf   []position
+	start map[string]types.AttributeValue
+	more  bool
+}
+
+// merge takes the entries of several index partitions newest first.
+type merge struct {
+	s             *Store
+	index, pkAttr string
+	q             jobs.ListQuery
+	// upper: only entries older than it (a position, or a creation time
+	// alone, exclusive).
+	upper   position
+	parts   []*partition
+	queries int
+	// seen: the ids taken (an entry shows in one partition; a lagging
+	// index may show one twice for a moment).
+	seen map[string]bool
+}
+
+// fill reads more of p: up to n entries older than the merge's upper
+// bound, newest first.
+func (m *merge) fill(ctx context.Context, p *partition, n int) error {
+	if m.queries >= maxIndexQueries {
+		return errQueryBudget
+	}
+	m.queries++
+	kc := expression.Key(m.pkAttr).Equal(expression.Value(p.pk))
+	switch {
+	case m.upper.created == "":
+	case m.upper.id == "":
+		kc = kc.And(expression.Key(AttrListCreated).LessThan(expression.Value(m.upper.created)))
+	default:
+		// Inclusive: entries of the bound's millisecond are sorted out by id.
+		kc = kc.And(expression.Key(AttrListCreated).LessThanEqual(expression.Value(m.upper.created)))
+	}
+	b := expression.NewBuilder().WithKeyCondition(kc)
+	var filters []expression.ConditionBuilder
+	if m.q.Kind != "" {
+		filters = append(filters, expression.Name(attrKind).Equal(expression.Value(m.q.Kind)))
+	}
+	if m.index == AttentionIndex {
+		filters = append(filters, expression.Name(attrStatus).Equal(expression.Value(string(m.q.Status))))
+	}
+	switch len(filters) {
+	case 1:
+		b = b.WithFilter(filters[0])
+	case 2:
+		b = b.WithFilter(filters[0].And(filters[1]))
+	}
+	expr, err := b.Build()
+	if err != nil {
+		return err
+	}
+	out, err := m.s.api.Query(ctx, &dynamodb.QueryInput{
+		TableName: m.s.table, IndexName: aws.String(m.index),
+		KeyConditionExpression: expr.KeyCondition(), FilterExpression: expr.Filter(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(n)),
+		ExclusiveStartKey: p.start, ReturnConsumedCapacity: m.s.capacity(),
+	})
+	if err != nil {
+		return fmt.Errorf("dynamostore: list: %w", err)
+	}
+	m.s.report("list", out.ConsumedCapacity)
+	for _, it := range out.Items {
+		id, _ := it[AttrID].(*types.AttributeValueMemberS)
+		lc, _ := it[AttrListCreated].(*types.AttributeValueMemberS)
+		if id == nil || lc == nil {
+			continue
+		}
+		if e := (position{created: lc.Value, id: id.Value}); m.admits(e) {
+			p.buf = append(p.buf, e)
+		}
+	}
+	// Within one millisecond DynamoDB orders entries by none of ours:
+	// keep each partition's buffer newest first by (created, id).
+	slices.SortFunc(p.buf, func(a, b position) int {
+		switch {
+		case a == b:
+			return 0
+		case b.less(a):
+			return -1
+		}
+		return 1
+	})
+	p.start = out.LastEvaluatedKey
+	p.more = len(p.start) > 0
+	return nil
+}
+
+// admits reports whether e is below the merge's upper bound: older than a
+// position, or created before a time.
+func (m *merge) admits(e position) bool {
+	switch {
+	case m.upper.created == "":
+		return true
+	case m.upper.id == "":
+		return e.created < m.upper.created
+	}
+	return e.less(m.upper)
+}
+
+// errQueryBudget stops a page whose index queries reached maxIndexQueries.
+var errQueryBudget = errors.New("dynamostore: list query budget spent")
+
+// next takes up to n entries, newest first across the partitions.
+func (m *merge) next(ctx context.Context, n int) ([]position, error) {
+	var out []position
+	per := n/len(m.parts) + 2
+	for len(out) < n {
+		var best *partition
+		for _, p := range m.parts {
+			for len(p.buf) == 0 && p.more {
+				// (A filter may skip everything one query reads.)
+				if err := m.fill(ctx, p, per); err != nil {
+					if errors.Is(err, errQueryBudget) {
+						return out, nil
+					}
+					return nil, err
+				}
+			}
+			if len(p.buf) > 0 && (best == nil || best.buf[0].less(p.buf[0])) {
+				best = p
+			}
+		}
+		if best == nil {
+			return out, nil
+		}
+		e := best.buf[0]
+		best.buf = best.buf[1:]
+		if !m.seen[e.id] {
+			m.seen[e.id] = true
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// more reports whether any entry may follow what was taken: one is
+// buffered, or a partition's last query stopped at its limit (then one
+// more entry is read to know).
+func (m *merge) more(ctx context.Context) (bool, error) {
+	for _, p := range m.parts {
+		if len(p.buf) > 0 {
+			return true, nil
+		}
+	}
+	for _, p := range m.parts {
+		for p.more && len(p.buf) == 0 {
+			if err := m.fill(ctx, p, 1); err != nil {
+				if errors.Is(err, errQueryBudget) {
+					return true, nil
+				}
+				return false, err
+			}
+		}
+		if len(p.buf) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// frontier is the newest position every partition has been read down to:
+// all newer entries have been read.
+func (m *merge) frontier() position {
+	var f position
+	for _, p := range m.parts {
+		if !p.more {
+			continue
+		}
+		if r := p.readTo(); f.created == "" || f.less(r) {
+			f = r
+		}
+	}
+	return f
+}
+
+// readTo is the oldest position read of p (its last buffered entry, or
+// where its next query starts).
+func (p *partition) readTo() position {
+	if len(p.buf) > 0 {
+		return p.buf[len(p.buf)-1]
+	}
+	id, _ := p.start[AttrID].(*types.AttributeValueMemberS)
+	lc, _ := p.start[AttrListCreated].(*types.AttributeValueMemberS)
+	if id == nil || lc == nil {
+		return position{}
+	}
+	return position{created: lc.Value, id: id.Value}
 }
 
 // getMany reads jobs by id (BatchGetItem, strongly consistent: 1 read unit
@@ -170,45 +403,16 @@ func (s *Store) getMany(ctx context.Context, ids []string) (map[string]*jobs.Rec
 	return out, nil
 }
 
-// encodePosition makes a LastEvaluatedKey (all strings: id and the index
-// keys) a position string.
-func encodePosition(k map[string]types.AttributeValue) string {
-	m := map[string]string{}
-	for name, v := range k {
-		if sv, ok := v.(*types.AttributeValueMemberS); ok {
-			m[name] = sv.Value
-		}
-	}
-	b, _ := json.Marshal(m)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// decodePosition turns a position back into an ExclusiveStartKey, checking
-// that it names the same index partition.
-func decodePosition(pos, pkAttr, pk string) (map[string]types.AttributeValue, error) {
-	if pos == "" {
-		return nil, nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(pos)
-	if err != nil {
-		return nil, ErrBadPosition
-	}
-	var m map[string]string
-	if json.Unmarshal(b, &m) != nil || len(m) != 3 || m[pkAttr] != pk || m[AttrID] == "" || m[AttrListCreated] == "" {
-		return nil, ErrBadPosition
-	}
-	out := map[string]types.AttributeValue{}
-	for name, v := range m {
-		out[name] = &types.AttributeValueMemberS{Value: v}
-	}
-	return out, nil
-}
-
 // Resubmit puts a failed or cancelled job back to queued: due at once, in
 // the sweep index, out of the attention index, without its outcome or
-// expiry. Attempts go on counting from where they were.
+// expiry. Attempts go on counting from where they were, and its retry
+// policy counts from there (AttemptBase). A job whose last run's handler
+// was abandoned keeps its lease until it ends: not before then.
 func (s *Store) Resubmit(ctx context.Context, id string, r jobs.Resubmit) error {
 	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusQueued))).
+		Set(expression.Name(attrAttemptBase), expression.Name(attrAttempt)).
+		Remove(expression.Name(attrDispatches)).
+		Remove(expression.Name(attrLease)).
 		Set(expression.Name(attrUpdated), expression.Value(ms(r.At))).
 		Set(expression.Name(attrRunAt), expression.Value(ms(r.At))).
 		Set(expression.Name(AttrSweepShard), expression.Value(ShardOf(id))).
@@ -221,7 +425,9 @@ func (s *Store) Resubmit(ctx context.Context, id string, r jobs.Resubmit) error 
 		Remove(expression.Name(attrResult)).
 		Remove(expression.Name(attrCancel))
 	cond := expression.Or(statusIs(jobs.StatusFailed), statusIs(jobs.StatusCancelled)).
-		And(expression.AttributeNotExists(expression.Name("batch_id")))
+		And(expression.AttributeNotExists(expression.Name("batch_id"))).
+		And(expression.Or(expression.AttributeNotExists(expression.Name(attrLease)),
+			expression.Name(attrLease).LessThanEqual(expression.Value(ms(r.At)))))
 	_, err := s.update(ctx, "resubmit", id, upd, cond, jobs.ErrNotRetryable)
 	return err
 }

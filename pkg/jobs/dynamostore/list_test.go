@@ -24,8 +24,13 @@ type laggingIndexAPI struct {
 
 func (a *laggingIndexAPI) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	out, err := a.API.Query(ctx, in, opts...)
-	if err == nil && aws.ToString(in.IndexName) == dynamostore.AttentionIndex {
-		out.Items = append(out.Items, a.stale)
+	pk := a.stale[dynamostore.AttrAttention].(*types.AttributeValueMemberS).Value
+	if err == nil && aws.ToString(in.IndexName) == dynamostore.AttentionIndex && in.ExclusiveStartKey == nil {
+		for _, v := range in.ExpressionAttributeValues {
+			if s, ok := v.(*types.AttributeValueMemberS); ok && s.Value == pk {
+				out.Items = append(out.Items, a.stale) // in its own partition only
+			}
+		}
 	}
 	return out, err
 }
@@ -58,7 +63,7 @@ func TestListChecksTheStatusBehindALaggingIndex(t *testing.T) {
 	key := jobs.OwnerKey(owner)
 	stale := map[string]types.AttributeValue{
 		dynamostore.AttrID:          &types.AttributeValueMemberS{Value: retried.ID},
-		dynamostore.AttrAttention:   &types.AttributeValueMemberS{Value: key},
+		dynamostore.AttrAttention:   &types.AttributeValueMemberS{Value: dynamostore.ListKey(key, retried.ID)},
 		dynamostore.AttrListCreated: &types.AttributeValueMemberS{Value: "0000000000001"},
 	}
 	store := dynamostore.New(&laggingIndexAPI{API: client, stale: stale}, table, dynamostore.Options{})

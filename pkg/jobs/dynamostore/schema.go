@@ -32,6 +32,10 @@ const (
 	SweepIndex = "sweep"
 	// AttrSweepShard is the index's partition key (a string "0".."N-1"):
 	// the index is spread over Shards keys so one hot key cannot throttle it.
+	// A job's entry is written twice (in at creation, out at its end), so
+	// at 10,000 jobs per second each of 32 shards takes 625 write units a
+	// second (docs/CAPACITY.md). Earlier versions had 8: their entries stay
+	// on shards 0 to 7, which every sweep reads too.
 	AttrSweepShard = "sweep_shard"
 	// AttrSweepAt is the index's sort key (a number, Unix milliseconds):
 	// when the sweeper should look at the job if it is still not final.
@@ -40,19 +44,27 @@ const (
 	// final jobs to their finish time plus the retention.
 	AttrExpires = "expires"
 	// Shards is the number of sweep index partitions.
-	Shards = 8
+	Shards = 32
+	// ListShards is the number of partitions each owner's entries of
+	// OwnerIndex and AttentionIndex are spread over (AttrListOwner is the
+	// owner's key, '#', and the job's shard): at 10,000 jobs per second from
+	// one owner, each of 16 takes 625 write units a second. A listing reads
+	// them all and merges them, newest first.
+	ListShards = 16
 
 	// OwnerIndex lists an owner's jobs, newest first: its partition key
-	// AttrListOwner is the owner's key (jobs.OwnerKey), its sort key
-	// AttrListCreated the creation time and id. Both are set when the job
-	// is created and never change, and the index projects only the kind
-	// (which never changes either), so the index is written once per job:
-	// one write unit, at creation.
+	// AttrListOwner is the owner's key (jobs.OwnerKey) and the job's list
+	// shard (ListKey), its sort key AttrListCreated the creation time. Both
+	// are set when the job is created and never change, and the index
+	// projects only the kind (which never changes either), so the index is
+	// written once per job: one write unit, at creation. (Jobs created
+	// before the shards have the owner's key alone; listings read that
+	// partition too.)
 	OwnerIndex = "owner"
 	// AttentionIndex lists an owner's failed and cancelled jobs: a sparse
-	// index whose partition key AttrAttention is set (to the owner's key)
-	// by the final write of a failed or cancelled job, and removed when the
-	// job is retried. It projects the kind and the status. A failed or
+	// index whose partition key AttrAttention is set (to the job's
+	// AttrListOwner, so sharded alike) by the final write of a failed or
+	// cancelled job, and removed when the job is retried. It projects the kind and the status. A failed or
 	// cancelled job pays one more write unit; a succeeded one none.
 	AttentionIndex = "owner_attention"
 	// AttrListOwner, AttrListCreated and AttrAttention are those keys.
@@ -81,6 +93,14 @@ const (
 	attrRunAt      = "run_at_ms"
 	attrLastError  = "last_error"
 	attrCancel     = "cancel_requested"
+	// attrAfter is the post-outcome steps still pending (a string set).
+	attrAfter = "af"
+	// attrAttemptBase is the attempt count at the last resubmit.
+	attrAttemptBase = "ab"
+	// A batch job's place in its batch, the batch's size and its shards.
+	attrBatchIndex  = "bi"
+	attrBatchSize   = "bn"
+	attrBatchShards = "bs"
 )
 
 // CreateTableInput returns the table definition for CreateTable: on-demand

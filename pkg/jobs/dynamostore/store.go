@@ -17,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/storekey"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/wallclock"
 )
 
@@ -26,7 +25,6 @@ type API interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
@@ -65,30 +63,35 @@ func New(api API, table string, opts Options) *Store {
 // item is a job as stored. Times are Unix milliseconds; expires is Unix
 // seconds, as DynamoDB TTL wants.
 type item struct {
-	ID         string  `dynamodbav:"id"`
-	Kind       string  `dynamodbav:"kind"`
-	Owner      string  `dynamodbav:"owner"`
-	Status     string  `dynamodbav:"status"`
-	Payload    string  `dynamodbav:"payload"`
-	Result     *string `dynamodbav:"result,omitempty"`
-	ErrorCode  string  `dynamodbav:"error_code,omitempty"`
-	Attempt    int     `dynamodbav:"attempt"`
-	Token      string  `dynamodbav:"token,omitempty"`
-	Lease      int64   `dynamodbav:"lease_ms,omitempty"`
-	ReqHash    string  `dynamodbav:"req_hash,omitempty"`
-	SweepShard string  `dynamodbav:"sweep_shard,omitempty"`
-	SweepAt    int64   `dynamodbav:"sweep_at,omitempty"`
-	Dispatches int     `dynamodbav:"dispatches,omitempty"`
-	Created    int64   `dynamodbav:"created_ms"`
-	Updated    int64   `dynamodbav:"updated_ms"`
-	Started    int64   `dynamodbav:"started_ms,omitempty"`
-	Finished   int64   `dynamodbav:"finished_ms,omitempty"`
-	Expires    int64   `dynamodbav:"expires,omitempty"`
-	RunAt      int64   `dynamodbav:"run_at_ms,omitempty"`
-	LastError  string  `dynamodbav:"last_error,omitempty"`
-	Cancel     bool    `dynamodbav:"cancel_requested,omitempty"`
-	BatchID    string  `dynamodbav:"batch_id,omitempty"`
-	BatchCount string  `dynamodbav:"batch_counts,omitempty"`
+	ID          string   `dynamodbav:"id"`
+	Kind        string   `dynamodbav:"kind"`
+	Owner       string   `dynamodbav:"owner"`
+	Status      string   `dynamodbav:"status"`
+	Payload     string   `dynamodbav:"payload"`
+	Result      *string  `dynamodbav:"result,omitempty"`
+	ErrorCode   string   `dynamodbav:"error_code,omitempty"`
+	Attempt     int      `dynamodbav:"attempt"`
+	Token       string   `dynamodbav:"token,omitempty"`
+	Lease       int64    `dynamodbav:"lease_ms,omitempty"`
+	ReqHash     string   `dynamodbav:"req_hash,omitempty"`
+	SweepShard  string   `dynamodbav:"sweep_shard,omitempty"`
+	SweepAt     int64    `dynamodbav:"sweep_at,omitempty"`
+	Dispatches  int      `dynamodbav:"dispatches,omitempty"`
+	Created     int64    `dynamodbav:"created_ms"`
+	Updated     int64    `dynamodbav:"updated_ms"`
+	Started     int64    `dynamodbav:"started_ms,omitempty"`
+	Finished    int64    `dynamodbav:"finished_ms,omitempty"`
+	Expires     int64    `dynamodbav:"expires,omitempty"`
+	RunAt       int64    `dynamodbav:"run_at_ms,omitempty"`
+	LastError   string   `dynamodbav:"last_error,omitempty"`
+	Cancel      bool     `dynamodbav:"cancel_requested,omitempty"`
+	BatchID     string   `dynamodbav:"batch_id,omitempty"`
+	BatchIdx    int      `dynamodbav:"bi,omitempty"`
+	BatchSize   int      `dynamodbav:"bn,omitempty"`
+	BatchShard  int      `dynamodbav:"bs,omitempty"`
+	BatchCount  string   `dynamodbav:"batch_counts,omitempty"`
+	After       []string `dynamodbav:"af,stringset,omitempty"`
+	AttemptBase int      `dynamodbav:"ab,omitempty"`
 	// The listing indexes' keys (see OwnerIndex).
 	ListOwner   string `dynamodbav:"lo,omitempty"`
 	ListCreated string `dynamodbav:"lc,omitempty"`
@@ -117,10 +120,19 @@ func fromMS(v int64) time.Time {
 }
 
 // ShardOf returns the sweep index shard of a job id.
-func ShardOf(id string) string {
+func ShardOf(id string) string { return strconv.Itoa(int(hashOf(id) % Shards)) }
+
+// ListKey returns the OwnerIndex partition key of a job of the owner whose
+// key is ownerKey (jobs.OwnerKey): the owner's key and the job's list
+// shard.
+func ListKey(ownerKey, id string) string {
+	return ownerKey + "#" + strconv.Itoa(int(hashOf(id)%ListShards))
+}
+
+func hashOf(id string) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	return strconv.Itoa(int(h.Sum32() % Shards))
+	return h.Sum32()
 }
 
 func toItem(r *jobs.Record) item {
@@ -131,9 +143,10 @@ func toItem(r *jobs.Record) item {
 		SweepAt: ms(r.SweepAt), Dispatches: r.Dispatches,
 		Created: ms(r.CreatedAt), Updated: ms(r.UpdatedAt), Started: ms(r.StartedAt), Finished: ms(r.FinishedAt),
 		RunAt: ms(r.RunAt), LastError: r.LastError, Cancel: r.CancelRequested, BatchID: r.BatchID,
+		BatchIdx: r.BatchIndex, BatchSize: r.BatchSize, BatchShard: r.BatchShards, After: r.After, AttemptBase: r.AttemptBase,
 	}
 	if r.Owner != "" {
-		it.ListOwner, it.ListCreated = jobs.OwnerKey(r.Owner), listCreated(r.CreatedAt)
+		it.ListOwner, it.ListCreated = ListKey(jobs.OwnerKey(r.Owner), r.ID), listCreated(r.CreatedAt)
 	}
 	if r.BatchCounts != nil {
 		b, _ := json.Marshal(r.BatchCounts)
@@ -165,6 +178,7 @@ func fromItem(av map[string]types.AttributeValue) (*jobs.Record, error) {
 		CreatedAt: fromMS(it.Created), UpdatedAt: fromMS(it.Updated),
 		StartedAt: fromMS(it.Started), FinishedAt: fromMS(it.Finished),
 		RunAt: fromMS(it.RunAt), LastError: it.LastError, CancelRequested: it.Cancel, BatchID: it.BatchID,
+		BatchIndex: it.BatchIdx, BatchSize: it.BatchSize, BatchShards: it.BatchShard, After: it.After, AttemptBase: it.AttemptBase,
 	}
 	if it.BatchCount != "" {
 		var bc jobs.BatchCounts
@@ -429,10 +443,11 @@ func (s *Store) Finish(ctx context.Context, id, token string, o jobs.Outcome) er
 	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(o.Status))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(o.At))).
 		Set(expression.Name(attrFinished), expression.Value(ms(o.At))).
-		Remove(expression.Name(attrToken)).
-		Remove(expression.Name(attrLease)).
-		Remove(expression.Name(AttrSweepShard)).
-		Remove(expression.Name(AttrSweepAt))
+		Remove(expression.Name(attrToken))
+	if !o.KeepLease {
+		upd = upd.Remove(expression.Name(attrLease))
+	}
+	upd = afterOutcome(upd, o.After)
 	if !o.ExpiresAt.IsZero() {
 		upd = upd.Set(expression.Name(AttrExpires), expression.Value(o.ExpiresAt.Unix()))
 	}
@@ -452,53 +467,32 @@ func (s *Store) Finish(ctx context.Context, id, token string, o jobs.Outcome) er
 	if !o.LeaseExpiredBy.IsZero() {
 		cond = cond.And(expression.Name(attrLease).LessThanEqual(expression.Value(ms(o.LeaseExpiredBy))))
 	}
-	if o.BatchID != "" {
-		return s.finishInBatch(ctx, "finish", id, token, upd, cond, jobs.ErrLostClaim, o.BatchID, o.Status)
-	}
 	_, err := s.updateFor(ctx, "finish", id, token, upd, cond, jobs.ErrLostClaim)
 	return err
 }
 
-// finishInBatch makes a batch job's final write and its batch's counter
-// update one transaction: both land or neither does, so a duplicate
-// delivery or a retried write never counts twice.
-func (s *Store) finishInBatch(ctx context.Context, op, id, token string, upd expression.UpdateBuilder, cond expression.ConditionBuilder, sentinel error, batchID string, st jobs.Status) error {
-	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
-	if err != nil {
-		return err
+// afterOutcome ends a job's sweep schedule at its final write, or, when
+// steps follow the outcome, keeps it (the sweeper runs them if their
+// runner dies) and records them: no index write either way beyond the
+// entry's removal a plain job pays too (now or at DoneAfter).
+func afterOutcome(upd expression.UpdateBuilder, steps []string) expression.UpdateBuilder {
+	if len(steps) == 0 {
+		return upd.Remove(expression.Name(AttrSweepShard)).Remove(expression.Name(AttrSweepAt))
 	}
-	counter := map[jobs.Status]string{jobs.StatusSucceeded: attrBSucceeded, jobs.StatusFailed: attrBFailed, jobs.StatusCancelled: attrBCancelled}[st]
-	bexpr, err := expression.NewBuilder().WithUpdate(
-		expression.Add(expression.Name(attrBRemaining), expression.Value(-1)).Add(expression.Name(counter), expression.Value(1)),
-	).Build()
-	if err != nil {
-		return err
+	return upd.Set(expression.Name(attrAfter), expression.Value(&types.AttributeValueMemberSS{Value: steps}))
+}
+
+// DoneAfter clears a final job's post-outcome steps and its sweep
+// schedule.
+func (s *Store) DoneAfter(ctx context.Context, id string) error {
+	upd := expression.Remove(expression.Name(attrAfter)).
+		Remove(expression.Name(AttrSweepShard)).
+		Remove(expression.Name(AttrSweepAt))
+	_, err := s.update(ctx, "done_after", id, upd, expression.AttributeExists(expression.Name(attrAfter)), jobs.ErrLostClaim)
+	if errors.Is(err, jobs.ErrLostClaim) || errors.Is(err, jobs.ErrNotFound) {
+		return nil // done by another caller (or expired)
 	}
-	out, err := s.transact(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{
-			{Update: &types.Update{
-				TableName: s.table, Key: key(id), UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
-				ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			}},
-			{Update: &types.Update{
-				TableName: s.table, Key: key(storekey.BatchPrefix + batchID), UpdateExpression: bexpr.Update(),
-				ExpressionAttributeNames: bexpr.Names(), ExpressionAttributeValues: bexpr.Values(),
-			}},
-		},
-		ReturnConsumedCapacity: s.capacity(),
-	})
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-		return s.conflictFor(sentinel, token, tce.CancellationReasons[0].Item)
-	}
-	if err != nil {
-		return fmt.Errorf("dynamostore: %s %s in batch %s: %w", op, id, batchID, err)
-	}
-	for i := range out.ConsumedCapacity {
-		s.report(op, &out.ConsumedCapacity[i])
-	}
-	return nil
+	return err
 }
 
 // Requeue sends the run named by token back to the queue for a retry.
@@ -509,7 +503,8 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r jobs.Requeue) e
 		Set(expression.Name(AttrSweepShard), expression.Value(ShardOf(id))).
 		Set(expression.Name(AttrSweepAt), expression.Value(ms(r.SweepAt))).
 		Remove(expression.Name(attrToken)).
-		Remove(expression.Name(attrLease))
+		Remove(expression.Name(attrLease)).
+		Remove(expression.Name(attrDispatches))
 	if r.LastError != "" {
 		upd = upd.Set(expression.Name(attrLastError), expression.Value(r.LastError))
 	}
@@ -528,17 +523,13 @@ func needsAttention(upd expression.UpdateBuilder) expression.UpdateBuilder {
 	return upd.Set(expression.Name(AttrAttention), expression.IfNotExists(expression.Name(AttrListOwner), expression.Value("-")))
 }
 
-// CancelQueued moves a queued job to cancelled and out of the sweep index.
-func (s *Store) CancelQueued(ctx context.Context, id string, at, expiresAt time.Time, batchID string) error {
-	upd := needsAttention(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusCancelled))).
-		Set(expression.Name(attrUpdated), expression.Value(ms(at))).
-		Set(expression.Name(attrFinished), expression.Value(ms(at))).
-		Set(expression.Name(AttrExpires), expression.Value(expiresAt.Unix())).
-		Remove(expression.Name(AttrSweepShard)).
-		Remove(expression.Name(AttrSweepAt)))
-	if batchID != "" {
-		return s.finishInBatch(ctx, "cancel", id, "", upd, statusIs(jobs.StatusQueued), jobs.ErrNotQueued, batchID, jobs.StatusCancelled)
-	}
+// CancelQueued moves a queued job to cancelled and out of the sweep index
+// (or, with post-outcome steps, keeps it there until DoneAfter).
+func (s *Store) CancelQueued(ctx context.Context, id string, c jobs.CancelQueued) error {
+	upd := needsAttention(afterOutcome(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusCancelled))).
+		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
+		Set(expression.Name(attrFinished), expression.Value(ms(c.At))).
+		Set(expression.Name(AttrExpires), expression.Value(c.ExpiresAt.Unix())), c.After))
 	_, err := s.update(ctx, "cancel", id, upd, statusIs(jobs.StatusQueued), jobs.ErrNotQueued)
 	return err
 }

@@ -22,9 +22,12 @@ type MemStore struct {
 	mu      sync.Mutex
 	jobs    map[string]*jobs.Record
 	batches map[string]*jobs.Batch
-	fires   map[string]string                   // schedule -> its last enqueued fire's job
-	owned   map[string]map[string]jobs.Schedule // owner key -> name -> runtime schedule
-	clock   jobs.Clock
+	// shards: batch id -> shard -> outcome -> the indexes counted.
+	shards map[string]map[int]map[jobs.Status]map[int]bool
+	done   map[string]map[int]bool             // batch id -> its done shards
+	fires  map[string]string                   // schedule -> its last enqueued fire's job
+	owned  map[string]map[string]jobs.Schedule // owner key -> name -> runtime schedule
+	clock  jobs.Clock
 }
 
 var _ jobs.Store = (*MemStore)(nil)
@@ -34,13 +37,15 @@ func NewMemStore(clock jobs.Clock) *MemStore {
 	if clock == nil {
 		clock = wallclock.Clock{}
 	}
-	return &MemStore{jobs: map[string]*jobs.Record{}, batches: map[string]*jobs.Batch{}, clock: clock}
+	return &MemStore{jobs: map[string]*jobs.Record{}, batches: map[string]*jobs.Batch{}, clock: clock,
+		shards: map[string]map[int]map[jobs.Status]map[int]bool{}, done: map[string]map[int]bool{}}
 }
 
 func clone(r *jobs.Record) *jobs.Record {
 	c := *r
 	c.Payload = bytes.Clone(r.Payload)
 	c.Result = bytes.Clone(r.Result)
+	c.After = slices.Clone(r.After)
 	if r.BatchCounts != nil {
 		bc := *r.BatchCounts
 		c.BatchCounts = &bc
@@ -147,32 +152,85 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o jobs.Outcome) e
 		r.ErrorCode = o.Code
 	}
 	r.ClaimToken = ""
-	r.LeaseUntil = time.Time{}
-	r.SweepAt = time.Time{}
-	m.count(o.BatchID, o.Status)
+	if !o.KeepLease {
+		r.LeaseUntil = time.Time{}
+	}
+	m.afterOutcome(r, o.After)
 	return nil
 }
 
-// count records a batch job's end in its batch (under m.mu, with the job's
-// final write: one atomic step, like the DynamoDB transaction).
-func (m *MemStore) count(batchID string, st jobs.Status) {
-	if batchID == "" {
+// afterOutcome ends a final job's sweep schedule, or keeps it with its
+// post-outcome steps pending.
+func (m *MemStore) afterOutcome(r *jobs.Record, steps []string) {
+	if len(steps) == 0 {
+		r.SweepAt = time.Time{}
 		return
 	}
+	r.After = slices.Clone(steps)
+}
+
+// DoneAfter clears a final job's post-outcome steps and sweep schedule.
+func (m *MemStore) DoneAfter(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.live(id); ok && len(r.After) > 0 {
+		r.After, r.SweepAt = nil, time.Time{}
+	}
+	return nil
+}
+
+// CountInBatch counts a job's outcome in its batch's shard (a set: once).
+func (m *MemStore) CountInBatch(_ context.Context, b *jobs.Batch, c jobs.BatchCount) (jobs.BatchShard, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b.Shards < 1 || !c.Status.Final() {
+		return jobs.BatchShard{}, fmt.Errorf("jobstest: count in batch: status %q, %d shards", c.Status, b.Shards)
+	}
+	shard := c.Index % b.Shards
+	if m.shards[b.ID] == nil {
+		m.shards[b.ID] = map[int]map[jobs.Status]map[int]bool{}
+	}
+	if m.shards[b.ID][shard] == nil {
+		m.shards[b.ID][shard] = map[jobs.Status]map[int]bool{}
+	}
+	sets := m.shards[b.ID][shard]
+	if sets[c.Status] == nil {
+		sets[c.Status] = map[int]bool{}
+	}
+	sets[c.Status][c.Index] = true
+	return jobs.BatchShard{Jobs: jobs.ShardJobs(b.Total, b.Shards, shard), Succeeded: len(sets[jobs.StatusSucceeded]),
+		Failed: len(sets[jobs.StatusFailed]), Cancelled: len(sets[jobs.StatusCancelled])}, nil
+}
+
+// ShardDone marks a batch's shard done (once) and returns how many are.
+func (m *MemStore) ShardDone(_ context.Context, batchID string, shard int) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	b, ok := m.batches[batchID]
-	if !ok {
-		b = &jobs.Batch{ID: batchID}
-		m.batches[batchID] = b
+	if !ok || b.Total == 0 {
+		return 0, jobs.ErrNotFound
 	}
-	b.Remaining--
-	switch st {
-	case jobs.StatusSucceeded:
-		b.Succeeded++
-	case jobs.StatusFailed:
-		b.Failed++
-	case jobs.StatusCancelled:
-		b.Cancelled++
+	if m.done[batchID] == nil {
+		m.done[batchID] = map[int]bool{}
 	}
+	m.done[batchID][shard] = true
+	b.DoneShards = len(m.done[batchID])
+	return b.DoneShards, nil
+}
+
+// CountBatch sums a batch's counts from its shards.
+func (m *MemStore) CountBatch(_ context.Context, b *jobs.Batch) (*jobs.Batch, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := *b
+	out.Succeeded, out.Failed, out.Cancelled = 0, 0, 0
+	for _, sets := range m.shards[b.ID] {
+		out.Succeeded += len(sets[jobs.StatusSucceeded])
+		out.Failed += len(sets[jobs.StatusFailed])
+		out.Cancelled += len(sets[jobs.StatusCancelled])
+	}
+	out.Remaining = max(0, out.Total-out.Succeeded-out.Failed-out.Cancelled)
+	return &out, nil
 }
 
 // CreateBatch stores b, being created, unless a live batch with its id
@@ -186,16 +244,17 @@ func (m *MemStore) CreateBatch(_ context.Context, b *jobs.Batch) (*jobs.Batch, e
 		return &c, jobs.ErrExists
 	}
 	nb := *b
-	nb.Status, nb.Creating, nb.Remaining = jobs.StatusRunning, true, b.Total
-	nb.Succeeded, nb.Failed, nb.Cancelled = 0, 0, 0
+	nb.Status, nb.Creating, nb.DoneShards = jobs.StatusRunning, true, 0
+	nb.Remaining, nb.Succeeded, nb.Failed, nb.Cancelled = 0, 0, 0, 0
 	nb.EndedAt, nb.ExpiresAt = time.Time{}, time.Time{}
 	m.batches[b.ID] = &nb
+	delete(m.done, b.ID)
 	c := nb
 	return &c, nil
 }
 
-// OpenBatch ends a batch's creation, counting missing jobs as cancelled.
-func (m *MemStore) OpenBatch(_ context.Context, id string, missing int) error {
+// OpenBatch ends a batch's creation.
+func (m *MemStore) OpenBatch(_ context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b, ok := m.batches[id]
@@ -206,8 +265,6 @@ func (m *MemStore) OpenBatch(_ context.Context, id string, missing int) error {
 		return jobs.ErrBatchOpened
 	}
 	b.Creating = false
-	b.Remaining -= missing
-	b.Cancelled += missing
 	return nil
 }
 
@@ -223,12 +280,15 @@ func (m *MemStore) GetBatch(_ context.Context, id string) (*jobs.Batch, error) {
 	return &c, nil
 }
 
-// EndBatch records a batch's end when nothing is pending.
+// EndBatch records a batch's end when every shard is done.
 func (m *MemStore) EndBatch(_ context.Context, id string, status jobs.Status, at, expiresAt time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b, ok := m.batches[id]
-	if !ok || b.Status != jobs.StatusRunning || b.Remaining != 0 || b.Creating {
+	if ok && b.Status == status && b.EndedAt.Equal(at) {
+		return nil // our own end, retried
+	}
+	if !ok || b.Status != jobs.StatusRunning || b.DoneShards < b.Shards || b.Creating {
 		return jobs.ErrBatchNotDone
 	}
 	b.Status, b.EndedAt, b.ExpiresAt, b.SweepAt = status, at, expiresAt, time.Time{}
@@ -267,11 +327,12 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q jobs.Requeue) 
 	}
 	r.ClaimToken = ""
 	r.LeaseUntil = time.Time{}
+	r.Dispatches = 0
 	return nil
 }
 
 // CancelQueued cancels a queued job.
-func (m *MemStore) CancelQueued(_ context.Context, id string, at, expiresAt time.Time, batchID string) error {
+func (m *MemStore) CancelQueued(_ context.Context, id string, c jobs.CancelQueued) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.live(id)
@@ -282,9 +343,8 @@ func (m *MemStore) CancelQueued(_ context.Context, id string, at, expiresAt time
 		return &jobs.ConflictError{Err: jobs.ErrNotQueued, Current: clone(r)}
 	}
 	r.Status = jobs.StatusCancelled
-	r.UpdatedAt, r.FinishedAt, r.ExpiresAt = at, at, expiresAt
-	r.SweepAt = time.Time{}
-	m.count(batchID, jobs.StatusCancelled)
+	r.UpdatedAt, r.FinishedAt, r.ExpiresAt = c.At, c.At, c.ExpiresAt
+	m.afterOutcome(r, c.After)
 	return nil
 }
 
@@ -544,9 +604,10 @@ func (m *MemStore) Resubmit(_ context.Context, id string, rs jobs.Resubmit) erro
 	if !ok {
 		return jobs.ErrNotFound
 	}
-	if (r.Status != jobs.StatusFailed && r.Status != jobs.StatusCancelled) || r.BatchID != "" {
+	if (r.Status != jobs.StatusFailed && r.Status != jobs.StatusCancelled) || r.BatchID != "" || r.LeaseUntil.After(rs.At) {
 		return &jobs.ConflictError{Err: jobs.ErrNotRetryable, Current: clone(r)}
 	}
+	r.AttemptBase, r.Dispatches, r.LeaseUntil = r.Attempt, 0, time.Time{}
 	r.LastError = r.ErrorCode
 	if r.LastError == "" {
 		r.LastError = string(jobs.StatusCancelled)

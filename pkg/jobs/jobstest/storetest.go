@@ -465,7 +465,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	t.Run("CancelQueued", func(t *testing.T) {
 		s, clock := setup(t)
 		rec := create(t, s, clock.Now())
-		if err := s.CancelQueued(ctx, rec.ID, clock.Now(), clock.Now().Add(time.Hour), ""); err != nil {
+		if err := s.CancelQueued(ctx, rec.ID, jobs.CancelQueued{At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		got := get(t, s, rec.ID)
@@ -474,7 +474,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		}
 		_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
 		wantConflict(t, err, jobs.ErrNotQueued, jobs.StatusCancelled)
-		wantConflict(t, s.CancelQueued(ctx, rec.ID, clock.Now(), clock.Now(), ""), jobs.ErrNotQueued, jobs.StatusCancelled)
+		wantConflict(t, s.CancelQueued(ctx, rec.ID, jobs.CancelQueued{At: clock.Now(), ExpiresAt: clock.Now()}), jobs.ErrNotQueued, jobs.StatusCancelled)
 		if ids, _ := s.Due(ctx, clock.Now().Add(time.Hour), 10); len(ids) != 0 {
 			t.Fatalf("a cancelled job is due: %v", ids)
 		}
@@ -500,58 +500,128 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		wantConflict(t, s.RequestCancel(ctx, rec.ID, clock.Now()), jobs.ErrNotRunning, jobs.StatusCancelled)
 	})
 
+	t.Run("AfterStepsKeepAFinalJobDueUntilDone", func(t *testing.T) {
+		s, clock := setup(t)
+		now := clock.Now()
+		rec := create(t, s, now)
+		_, token := claim(t, s, rec.ID, now)
+		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, At: now, After: []string{"batch"}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s, rec.ID); got.Status != jobs.StatusSucceeded || !slices.Equal(got.After, []string{"batch"}) {
+			t.Fatalf("finished with a step pending: %+v", got)
+		}
+		if ids, _ := s.Due(ctx, now.Add(time.Hour), 10); !set(ids)[rec.ID] {
+			t.Fatalf("a final job with a step pending is not due: %v", ids)
+		}
+		if err := s.DoneAfter(ctx, rec.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DoneAfter(ctx, rec.ID); err != nil {
+			t.Fatalf("DoneAfter again: %v, want nil", err)
+		}
+		if got := get(t, s, rec.ID); len(got.After) != 0 {
+			t.Fatalf("steps after DoneAfter: %v", got.After)
+		}
+		if ids, _ := s.Due(ctx, now.Add(time.Hour), 10); len(ids) != 0 {
+			t.Fatalf("due after DoneAfter: %v", ids)
+		}
+		// A cancel of a queued job with steps, likewise.
+		other := create(t, s, now)
+		if err := s.CancelQueued(ctx, other.ID, jobs.CancelQueued{At: now, ExpiresAt: now.Add(time.Hour), After: []string{"batch"}}); err != nil {
+			t.Fatal(err)
+		}
+		if ids, _ := s.Due(ctx, now.Add(time.Hour), 10); !set(ids)[other.ID] {
+			t.Fatalf("a cancelled job with a step pending is not due: %v", ids)
+		}
+	})
+
+	t.Run("AbandonedRunKeepsItsLeaseAgainstResubmit", func(t *testing.T) {
+		s, clock := setup(t)
+		now := clock.Now()
+		rec := create(t, s, now)
+		_, token := claim(t, s, rec.ID, now)
+		if err := s.RequestCancel(ctx, rec.ID, now); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusCancelled, At: now, KeepLease: true}); err != nil {
+			t.Fatal(err)
+		}
+		got := get(t, s, rec.ID)
+		if got.LeaseUntil.IsZero() {
+			t.Fatal("the abandoned run's lease is gone")
+		}
+		wantConflict(t, s.Resubmit(ctx, rec.ID, jobs.Resubmit{At: now, SweepAt: now.Add(time.Minute)}), jobs.ErrNotRetryable, jobs.StatusCancelled)
+		clock.Advance(2 * time.Minute) // past the lease
+		if err := s.Resubmit(ctx, rec.ID, jobs.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
+			t.Fatalf("resubmit after the lease: %v", err)
+		}
+		if got := get(t, s, rec.ID); got.AttemptBase != 1 || got.Attempt != 1 || !got.LeaseUntil.IsZero() || got.Dispatches != 0 {
+			t.Fatalf("resubmitted %+v, want attempt base 1 and no lease", got)
+		}
+	})
+
 	t.Run("BatchCountsEachJobOnce", func(t *testing.T) {
 		s, clock := setup(t)
 		now := clock.Now()
 		batchID := jobs.NewID()
-		b, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 3, Remaining: 3, RequestHash: "h", CreatedAt: now, SweepAt: now.Add(time.Minute)})
-		if err != nil || !b.Creating || b.Remaining != 3 || b.Total != 3 {
-			t.Fatalf("created batch %+v %v, want 3 pending, being created", b, err)
+		b, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 5, Shards: 2, RequestHash: "h", CreatedAt: now, SweepAt: now.Add(time.Minute)})
+		if err != nil || !b.Creating || b.Total != 5 || b.Shards != 2 || b.DoneShards != 0 {
+			t.Fatalf("created batch %+v %v, want 5 jobs over 2 shards, being created", b, err)
 		}
-		if again, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Total: 5, Remaining: 5, RequestHash: "other"}); !errors.Is(err, jobs.ErrExists) || again.Total != 3 || again.RequestHash != "h" {
+		if again, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Total: 7, Shards: 3, RequestHash: "other"}); !errors.Is(err, jobs.ErrExists) || again.Total != 5 || again.RequestHash != "h" {
 			t.Fatalf("second CreateBatch: %+v %v, want the first batch and ErrExists", again, err)
 		}
-		var recs []*jobs.Record
-		for i := range 3 {
-			rec := NewRecord(jobs.BatchJobID(batchID, i), now)
-			rec.BatchID = batchID
-			if err := s.Create(ctx, rec); err != nil {
+		count := func(i int, st jobs.Status) jobs.BatchShard {
+			t.Helper()
+			sh, err := s.CountInBatch(ctx, b, jobs.BatchCount{Index: i, Status: st, ExpiresAt: now.Add(time.Hour)})
+			if err != nil {
 				t.Fatal(err)
 			}
-			recs = append(recs, rec)
+			return sh
 		}
-		// A job that ends while the batch is being created is counted, but
-		// the batch cannot end before its creation does.
-		_, tok0 := claim(t, s, recs[0].ID, now)
-		if err := s.Finish(ctx, recs[0].ID, tok0, jobs.Outcome{Status: jobs.StatusSucceeded, At: now, BatchID: batchID}); err != nil {
+		// Shard 0 holds jobs 0, 2 and 4; shard 1 jobs 1 and 3.
+		if sh := count(0, jobs.StatusSucceeded); sh.Jobs != 3 || sh.Succeeded != 1 || sh.Done() {
+			t.Fatalf("shard 0 after one: %+v", sh)
+		}
+		if sh := count(0, jobs.StatusSucceeded); sh.Succeeded != 1 {
+			t.Fatalf("a job counted twice counts once: %+v", sh)
+		}
+		count(2, jobs.StatusFailed)
+		if sh := count(4, jobs.StatusCancelled); !sh.Done() || sh.Succeeded != 1 || sh.Failed != 1 || sh.Cancelled != 1 {
+			t.Fatalf("shard 0 complete: %+v", sh)
+		}
+		if err := s.OpenBatch(ctx, batchID); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.OpenBatch(ctx, batchID, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.OpenBatch(ctx, batchID, 0); !errors.Is(err, jobs.ErrBatchOpened) {
+		if err := s.OpenBatch(ctx, batchID); !errors.Is(err, jobs.ErrBatchOpened) {
 			t.Fatalf("second OpenBatch: %v, want ErrBatchOpened", err)
 		}
-		if err := s.OpenBatch(ctx, jobs.NewID(), 0); !errors.Is(err, jobs.ErrNotFound) {
+		if err := s.OpenBatch(ctx, jobs.NewID()); !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("OpenBatch of no batch: %v, want ErrNotFound", err)
 		}
-		_, tok1 := claim(t, s, recs[1].ID, now)
-		out := jobs.Outcome{Status: jobs.StatusFailed, Code: "boom", At: now, BatchID: batchID}
-		if err := s.Finish(ctx, recs[1].ID, tok1, out); err != nil {
-			t.Fatal(err)
+		if n, err := s.ShardDone(ctx, batchID, 0); err != nil || n != 1 {
+			t.Fatalf("shard 0 done: %d %v", n, err)
 		}
-		// A retried or duplicate final write changes nothing, counts nothing.
-		wantConflict(t, s.Finish(ctx, recs[1].ID, tok1, out), jobs.ErrLostClaim, jobs.StatusFailed)
+		if n, _ := s.ShardDone(ctx, batchID, 0); n != 1 {
+			t.Fatalf("a shard done twice is done once: %d", n)
+		}
 		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, jobs.ErrBatchNotDone) {
-			t.Fatalf("EndBatch with a job pending: %v", err)
+			t.Fatalf("EndBatch with a shard pending: %v", err)
 		}
-		if err := s.CancelQueued(ctx, recs[2].ID, now, now.Add(time.Hour), batchID); err != nil {
-			t.Fatal(err)
+		counted, err := s.CountBatch(ctx, b)
+		if err != nil || counted.Succeeded != 1 || counted.Failed != 1 || counted.Cancelled != 1 || counted.Remaining != 2 {
+			t.Fatalf("counts %+v %v, want 1 1 1 and 2 pending", counted, err)
 		}
-		wantConflict(t, s.CancelQueued(ctx, recs[2].ID, now, now.Add(time.Hour), batchID), jobs.ErrNotQueued, jobs.StatusCancelled)
-		b, err = s.GetBatch(ctx, batchID)
-		if err != nil || b.Remaining != 0 || b.Succeeded != 1 || b.Failed != 1 || b.Cancelled != 1 || b.Status != jobs.StatusRunning || b.Creating {
-			t.Fatalf("batch %+v %v, want 1 succeeded, 1 failed, 1 cancelled, none pending", b, err)
+		count(1, jobs.StatusSucceeded)
+		if sh := count(3, jobs.StatusSucceeded); !sh.Done() {
+			t.Fatalf("shard 1 complete: %+v", sh)
+		}
+		if n, _ := s.ShardDone(ctx, batchID, 1); n != 2 {
+			t.Fatalf("shards done %d, want 2", n)
+		}
+		if got, err := s.GetBatch(ctx, batchID); err != nil || got.DoneShards != 2 || got.Creating {
+			t.Fatalf("batch %+v %v, want both shards done", got, err)
 		}
 		if ids, _ := s.Due(ctx, now.Add(time.Hour), 100); !set(ids)[storekey.BatchPrefix+batchID] {
 			t.Fatalf("a running batch past its sweep time is not due: %v", ids)
@@ -559,44 +629,52 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, jobs.ErrBatchNotDone) {
+		// The same end again is our own write retried (its answer lost):
+		// it landed. Another end finds the batch ended.
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); err != nil {
+			t.Fatalf("the same EndBatch again: %v, want nil (our own write)", err)
+		}
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now.Add(time.Second), now.Add(time.Hour)); !errors.Is(err, jobs.ErrBatchNotDone) {
 			t.Fatalf("second EndBatch: %v", err)
 		}
 		if ids, _ := s.Due(ctx, now.Add(time.Hour), 100); set(ids)[storekey.BatchPrefix+batchID] {
 			t.Fatal("an ended batch is still due")
 		}
-		// Once expired, the id can be taken again, with fresh counts.
+		counted, err = s.CountBatch(ctx, b)
+		if err != nil || counted.Succeeded != 3 || counted.Failed != 1 || counted.Cancelled != 1 || counted.Remaining != 0 {
+			t.Fatalf("final counts %+v %v", counted, err)
+		}
+		// A batch's shards are not jobs.
+		if _, err := s.Get(ctx, storekey.BatchShardPrefix+batchID+"#0"); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("a shard read as a job: %v", err)
+		}
+		// Once expired, the id can be taken again, being created anew.
 		clock.Advance(2 * time.Hour)
-		b, err = s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 2, Remaining: 2, RequestHash: "h2", CreatedAt: clock.Now(), SweepAt: clock.Now().Add(time.Minute)})
-		if err != nil || b.Total != 2 || b.Remaining != 2 || b.Succeeded+b.Failed+b.Cancelled != 0 || !b.Creating || !b.ExpiresAt.IsZero() {
-			t.Fatalf("batch created over an expired one: %+v %v, want fresh counts", b, err)
+		b, err = s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 2, Shards: 2, RequestHash: "h2", CreatedAt: clock.Now(), SweepAt: clock.Now().Add(time.Minute)})
+		if err != nil || b.Total != 2 || b.DoneShards != 0 || !b.Creating || !b.ExpiresAt.IsZero() {
+			t.Fatalf("batch created over an expired one: %+v %v, want fresh", b, err)
 		}
 	})
 
-	t.Run("BatchCreationEndsAndCountsMissingJobs", func(t *testing.T) {
+	t.Run("BatchCannotEndWhileBeingCreated", func(t *testing.T) {
 		s, clock := setup(t)
 		now := clock.Now()
 		batchID := jobs.NewID()
-		if _, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 3, Remaining: 3, RequestHash: "h", CreatedAt: now, SweepAt: now}); err != nil {
+		b, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 1, Shards: 1, RequestHash: "h", CreatedAt: now, SweepAt: now})
+		if err != nil {
 			t.Fatal(err)
 		}
-		rec := NewRecord(jobs.BatchJobID(batchID, 0), now)
-		rec.BatchID = batchID
-		if err := s.Create(ctx, rec); err != nil {
-			t.Fatal(err)
+		if sh, _ := s.CountInBatch(ctx, b, jobs.BatchCount{Index: 0, Status: jobs.StatusCancelled, ExpiresAt: now.Add(time.Hour)}); !sh.Done() {
+			t.Fatalf("shard %+v", sh)
 		}
-		if err := s.CancelQueued(ctx, rec.ID, now, now.Add(time.Hour), batchID); err != nil {
+		if _, err := s.ShardDone(ctx, batchID, 0); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, jobs.ErrBatchNotDone) {
 			t.Fatalf("EndBatch of a batch being created: %v, want ErrBatchNotDone", err)
 		}
-		if err := s.OpenBatch(ctx, batchID, 2); err != nil {
+		if err := s.OpenBatch(ctx, batchID); err != nil {
 			t.Fatal(err)
-		}
-		b, err := s.GetBatch(ctx, batchID)
-		if err != nil || b.Creating || b.Remaining != 0 || b.Cancelled != 3 {
-			t.Fatalf("batch %+v %v, want 3 cancelled (2 never stored), none pending", b, err)
 		}
 		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); err != nil {
 			t.Fatal(err)
@@ -642,7 +720,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if err := s.Finish(ctx, ids[0], tok, jobs.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.CancelQueued(ctx, ids[1], clock.Now(), clock.Now().Add(time.Hour), ""); err != nil {
+		if err := s.CancelQueued(ctx, ids[1], jobs.CancelQueued{At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		_, tok = claim(t, s, ids[2], clock.Now())

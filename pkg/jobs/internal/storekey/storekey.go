@@ -9,6 +9,11 @@ import "strings"
 // returns batches with it.
 const BatchPrefix = "batch#"
 
+// BatchShardPrefix starts the store key of one of a batch's count shards:
+// followed by the batch's id, '#' and the shard's number. Never in the
+// sweep index, never a job.
+const BatchShardPrefix = "batchshard#"
+
 // SchedulePrefix starts the store key of a schedule's state (its last
 // enqueued fire's job), which is never in the sweep index.
 const SchedulePrefix = "schedule#"
