@@ -987,7 +987,7 @@ func TestSchedules(t *testing.T) {
 			}
 		}
 		all := strings.Join(schedStmts, "\n")
-		if !strings.Contains(all, `"Action":["scheduler:CreateSchedule","scheduler:DeleteSchedule"]`) ||
+		if !strings.Contains(all, `"Action":["scheduler:CreateSchedule","scheduler:DeleteSchedule","scheduler:GetSchedule","scheduler:UpdateSchedule"]`) ||
 			!strings.Contains(all, ":schedule/lambdajobs-"+name+"-runtime/*") || strings.Contains(all, ":schedule/lambdajobs-"+name+"/*") ||
 			!strings.Contains(all, `"iam:PassedToService":"scheduler.amazonaws.com"`) || !strings.Contains(all, roleID) {
 			t.Errorf("%s: the schedules function may:\n%s", name, all)
