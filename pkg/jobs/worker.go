@@ -208,11 +208,17 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	if len(payload) > MaxPayloadBytes || checkJSON(payload, MaxPayloadBytes) != nil {
 		payload = []byte("null") // fails invalid_payload when run
 	}
-	k, _ := w.reg.lookup(j.Kind)
-	if canonical, err := k.canonical(payload); err == nil {
-		payload = canonical
+	// A kind this worker does not register (a runtime schedule's, whose
+	// kind left the code) still makes its job, which fails unknown_kind
+	// when claimed below: its owner sees why, and the fire is settled.
+	var secrets []string
+	if k, ok := w.reg.lookup(j.Kind); ok {
+		if canonical, err := k.canonical(payload); err == nil {
+			payload = canonical
+		}
+		secrets = k.secrets
 	}
-	stored, err := sealPayload(w.sealer, j.ID, k.secrets, payload)
+	stored, err := sealPayload(w.sealer, j.ID, secrets, payload)
 	if err != nil {
 		stored = []byte("null")
 	}
@@ -304,6 +310,10 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 				return true
 			}
 		}
+	}
+	if _, ok := w.reg.lookup(s.Kind); !ok {
+		log.LogAttrs(ctx, slog.LevelWarn, "fire of a runtime schedule whose kind this worker does not register; its job fails unknown_kind",
+			slog.String("kind", s.Kind))
 	}
 	count(ctx, s.Kind, "FiresEnqueued")
 	return w.runRouted(ctx, inv, messageID, routedJob{ID: id, Kind: s.Kind, Owner: s.Owner, Payload: s.Payload, Source: "schedule"})

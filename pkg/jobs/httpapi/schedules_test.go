@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -511,3 +512,48 @@ func TestRuntimeScheduleFires(t *testing.T) {
 }
 
 func jobsTime(s string) (t time.Time, err error) { return time.Parse(time.RFC3339, s) }
+
+// A runtime schedule whose kind the worker does not register (the kind
+// left the code) settles each fire with one job failed unknown_kind,
+// owned by the schedule's owner: no panic, no message back on the queue
+// (so none in the DLQ), and a duplicate delivery finds the job final. The
+// next fire, skip overlap or not, makes its own failed job.
+func TestRuntimeScheduleOfAnUnregisteredKind(t *testing.T) {
+	e := newSchedEnv(t, 5)
+	if resp := e.do(t, "me", http.MethodPost, "/v1/schedules", hourly); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.StatusCode, resp.Body)
+	}
+	var msg string
+	for _, h := range e.sched.made {
+		msg = h.Message
+	}
+	reg := jobs.NewRegistry() // "echo" is gone from the worker's code
+	jobs.MustRegister(reg, "other", jobs.HandlerFunc[echoPayload, jobs.NoResult](func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) {
+		return jobs.NoResult{}, nil
+	}))
+	var logs strings.Builder
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: e.store, CancelCheck: -1, Concurrency: 1,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := httpapi.Owner(schedRequest(t, "me", http.MethodGet, "/v1/schedules", ""))
+	for _, at := range []string{"2026-11-30T09:00:00Z", "2026-11-30T10:00:00Z"} {
+		fire := strings.Replace(msg, "<aws.scheduler.scheduled-time>", at, 1)
+		for _, delivery := range []string{"first", "again"} {
+			ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: at + delivery, Body: fire}}}
+			if resp, _ := w.HandleSQS(context.Background(), ev); len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("fire at %s (%s): the message comes back: %v", at, delivery, resp.BatchItemFailures)
+			}
+		}
+		when, _ := jobsTime(at)
+		rec, err := e.store.Get(context.Background(), jobs.RuntimeFireJobID(jobs.OwnerKey(owner), "hourly.echo", when))
+		if err != nil || rec.Status != jobs.StatusFailed || rec.ErrorCode != jobs.CodeUnknownKind || rec.Owner != owner || rec.Kind != "echo" {
+			t.Fatalf("the fire's job at %s: %+v %v", at, rec, err)
+		}
+	}
+	if strings.Contains(logs.String(), "panicked") {
+		t.Fatalf("the worker panicked: %s", logs.String())
+	}
+}
+
