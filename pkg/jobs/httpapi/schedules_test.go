@@ -556,4 +556,3 @@ func TestRuntimeScheduleOfAnUnregisteredKind(t *testing.T) {
 		t.Fatalf("the worker panicked: %s", logs.String())
 	}
 }
-
