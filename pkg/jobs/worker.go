@@ -56,6 +56,15 @@ type WorkerConfig struct {
 	Concurrency int
 	// Deadlines divide the invocation's time (default DefaultDeadlines).
 	Deadlines Deadlines
+	// Timeout is the worker Lambda's timeout, when known at build time
+	// (lambdafn reads JOBS_WORKER_TIMEOUT, which the CDK construct sets).
+	// NewWorker then refuses a kind whose WithMinRunTime is more than a
+	// fresh invocation's handler time (Timeout less Deadlines.Reserve): no
+	// invocation could ever start it.
+	// Zero: unknown, and nothing refuses such a kind: its jobs stay
+	// queued, handed back unclaimed at every delivery (see
+	// WithMinRunTime).
+	Timeout time.Duration
 	// Retention is how long a finished job stays readable
 	// (default DefaultRetention).
 	Retention time.Duration
@@ -91,6 +100,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	cfg.Deadlines = cfg.Deadlines.withDefaults()
 	if err := cfg.Deadlines.Validate(0); err != nil {
+		return nil, err
+	}
+	if err := cfg.Deadlines.checkKinds(cfg.Registry, cfg.Timeout); err != nil {
 		return nil, err
 	}
 	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
