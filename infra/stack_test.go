@@ -304,6 +304,11 @@ func TestWorkerTimeoutReserveAndDeadlinesAgree(t *testing.T) {
 		if timeout != s.cfg.WorkerTimeout.Seconds() {
 			t.Errorf("%s: worker timeout %g, config %v", name, timeout, s.cfg.WorkerTimeout)
 		}
+		// The worker knows its timeout, to refuse a kind whose minimum run
+		// time its invocations cannot give (jobs.WorkerConfig.Timeout).
+		if got, _ := vars["JOBS_WORKER_TIMEOUT"].(string); got == "" || parseDur(t, got) != timeout {
+			t.Errorf("%s: the worker's JOBS_WORKER_TIMEOUT is %q, want its timeout %gs", name, got, timeout)
+		}
 	}
 }
 
@@ -987,7 +992,7 @@ func TestSchedules(t *testing.T) {
 			}
 		}
 		all := strings.Join(schedStmts, "\n")
-		if !strings.Contains(all, `"Action":["scheduler:CreateSchedule","scheduler:DeleteSchedule"]`) ||
+		if !strings.Contains(all, `"Action":["scheduler:CreateSchedule","scheduler:DeleteSchedule","scheduler:GetSchedule","scheduler:UpdateSchedule"]`) ||
 			!strings.Contains(all, ":schedule/lambdajobs-"+name+"-runtime/*") || strings.Contains(all, ":schedule/lambdajobs-"+name+"/*") ||
 			!strings.Contains(all, `"iam:PassedToService":"scheduler.amazonaws.com"`) || !strings.Contains(all, roleID) {
 			t.Errorf("%s: the schedules function may:\n%s", name, all)

@@ -383,6 +383,8 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 		"worker sqs:ReceiveMessage queue",          // the event source, as the worker's role
 		"scheduler sqs:SendMessage queue",          // a schedule's fire
 		"schedules scheduler:CreateSchedule schedule/runtime/*",
+		"schedules scheduler:GetSchedule schedule/runtime/*",    // a create's outcome, learned
+		"schedules scheduler:UpdateSchedule schedule/runtime/*", // a schedule left behind, updated
 		"operator execute-api:Invoke route/POST /v1/admin/dead-letters/{action}",
 	} {
 		if !seen[must] {

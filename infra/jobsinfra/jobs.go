@@ -364,6 +364,9 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	for _, f := range []awslambda.Function{enqueue, worker} {
 		s.grantKeyRing(f)
 	}
+	// The worker refuses to start with a kind whose minimum run time
+	// (WithMinRunTime) its invocations cannot give (jobs.WorkerConfig.Timeout).
+	worker.AddEnvironment(jsii.String("JOBS_WORKER_TIMEOUT"), jsii.String(cfg.WorkerTimeout.String()), nil)
 	if sources := cfg.sources(); sources != "" {
 		// The worker refuses to start if a source has no route in its code.
 		worker.AddEnvironment(jsii.String("JOBS_SOURCES"), jsii.String(sources), nil)

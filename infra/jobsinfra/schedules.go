@@ -91,15 +91,17 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 	}))
 	s.SchedulerRole = role
 	// The schedules function: runtime schedules only, in their own group,
-	// sending with this role and no other.
+	// sending with this role and no other. It reads a schedule to learn
+	// what a call whose answer was lost did, and updates one that holds
+	// another definition than the stored one (jobs.ScheduleService.Create).
 	fn := s.Schedules
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings("scheduler:CreateSchedule", "scheduler:DeleteSchedule"),
+		Actions:   jsii.Strings("scheduler:CreateSchedule", "scheduler:GetSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"),
 		Resources: &[]*string{arn("schedule", RuntimeScheduleGroupName(cfg)+"/*")},
 	}))
 	cdknag.NagSuppressions_AddResourceSuppressions(fn.Role(), &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-IAM5"),
-		Reason: jsii.String("The schedules function creates and deletes the callers' schedules, whose names are only known at run time, " +
+		Reason: jsii.String("The schedules function creates, reads, updates and deletes the callers' schedules, whose names are only known at run time, " +
 			"in the runtime schedule group alone (not the declared schedules' group)."),
 		// The account and region are tokens, or literals in a pinned stack.
 		AppliesTo: &[]interface{}{&cdknag.RegexAppliesTo{

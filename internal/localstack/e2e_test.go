@@ -15,12 +15,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 
+	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/schedulerapi"
 )
 
 // The end-to-end test starts the whole local stack (emulators, the six
@@ -280,6 +284,11 @@ func TestRuntimeSchedules(t *testing.T) {
 	if a.status != 201 || a.header.Get("Location") != "/v1/schedules/nightly" || !strings.Contains(a.body, `"next_fire":"`) {
 		t.Fatalf("create: %d %s", a.status, a.body)
 	}
+	// The same request again answers the same schedule: Scheduler has it
+	// (CreateSchedule meets it; GetSchedule tells it is as asked).
+	if a := call(t, "POST", "/v1/schedules", "sched-owner", "application/json", body); a.status != 201 {
+		t.Fatalf("create again: %d %s", a.status, a.body)
+	}
 	if a := call(t, "POST", "/v1/schedules", "sched-owner", "application/json", strings.Replace(body, "cron(0 2 * * ? *)", "cron(0 2 * * * *)", 1)); a.status != 400 {
 		t.Fatalf("a bad expression: %d %s", a.status, a.body)
 	}
@@ -332,6 +341,42 @@ func TestRuntimeSchedules(t *testing.T) {
 	if a := call(t, "GET", "/v1/schedules/nightly", "sched-owner", "", ""); a.status != 404 {
 		t.Fatalf("read after delete: %d", a.status)
 	}
+	// A Scheduler schedule under the name that no definition names (left
+	// by a create whose answer was lost) is updated to the request's.
+	left := jobs.SchedulerName(key, "weekly")
+	if err := leaveSchedule(left, "rate(7 days)"); err != nil {
+		t.Fatal(err)
+	}
+	weekly := strings.Replace(body, `"nightly"`, `"weekly"`, 1)
+	if a := call(t, "POST", "/v1/schedules", "sched-owner", "application/json", weekly); a.status != 201 {
+		t.Fatalf("create over a schedule left behind: %d %s", a.status, a.body)
+	}
+	found = false
+	for _, s := range stack.Scheduler.List() {
+		if s.Group == localstack.RuntimeGroup && s.Name == left {
+			found = s.Expression == "cron(0 2 * * ? *)" && s.TimeZone == "Europe/Paris"
+		}
+	}
+	if !found {
+		t.Fatalf("the schedule left behind was not updated: %+v", stack.Scheduler.List())
+	}
+	if a := call(t, "DELETE", "/v1/schedules/weekly", "sched-owner", "", ""); a.status != 204 {
+		t.Fatalf("delete weekly: %d %s", a.status, a.body)
+	}
+}
+
+// leaveSchedule creates a runtime-group schedule in the local Scheduler
+// as the test harness (not a deployed principal: not recorded), with a
+// target of its own.
+func leaveSchedule(id, expression string) error {
+	client := scheduler.New(scheduler.Options{Region: localaws.Region, BaseEndpoint: aws.String(stack.APIURL),
+		Credentials: localaws.As(iamcalls.AccessKeyID(iamcalls.Harness))})
+	api, err := schedulerapi.New(client, schedulerapi.Config{Group: localstack.RuntimeGroup, QueueARN: "arn:aws:sqs:us-east-1:000000000000:elsewhere",
+		RoleARN: "arn:aws:iam::000000000000:role/elsewhere", DLQARN: "arn:aws:sqs:us-east-1:000000000000:elsewhere-dlq"})
+	if err != nil {
+		return err
+	}
+	return api.CreateSchedule(context.Background(), id, jobs.Schedule{Expression: expression, TimeZone: "UTC", Kind: "example.hash"}, `{"left":"behind"}`)
 }
 
 // Listing, retry and bulk over the local stack: a caller's failed job is

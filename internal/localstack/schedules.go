@@ -67,6 +67,7 @@ type entry struct {
 	group    string
 	schedule jobs.Schedule // Name, Expression, TimeZone, CreatedAt; all of it for a declared one
 	input    string
+	def      scheduleBody // as created or last updated through SchedulerAPI
 	next     time.Time
 	last     time.Time
 	cancel   context.CancelFunc
@@ -150,7 +151,7 @@ func (s *Scheduler) run(ctx context.Context, e *entry) {
 }
 
 // add creates a schedule in group; false when one of that name exists.
-func (s *Scheduler) add(group string, sc jobs.Schedule, input string) bool {
+func (s *Scheduler) add(group string, sc jobs.Schedule, def scheduleBody) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.init()
@@ -158,7 +159,28 @@ func (s *Scheduler) add(group string, sc jobs.Schedule, input string) bool {
 	if _, ok := s.entries[key]; ok {
 		return false
 	}
-	e := &entry{group: group, schedule: sc, input: input}
+	e := &entry{group: group, schedule: sc, input: def.Target.Input, def: def}
+	s.entries[key] = e
+	s.startLocked(e)
+	return true
+}
+
+// replace updates a schedule in group (it keeps its creation time); false
+// when there is none.
+func (s *Scheduler) replace(group string, sc jobs.Schedule, def scheduleBody) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	key := group + "/" + sc.Name
+	old, ok := s.entries[key]
+	if !ok {
+		return false
+	}
+	if old.cancel != nil {
+		old.cancel()
+	}
+	sc.CreatedAt = old.schedule.CreatedAt
+	e := &entry{group: group, schedule: sc, input: def.Target.Input, def: def}
 	s.entries[key] = e
 	s.startLocked(e)
 	return true
@@ -178,6 +200,18 @@ func (s *Scheduler) remove(group, name string) bool {
 	}
 	delete(s.entries, group+"/"+name)
 	return true
+}
+
+// get returns a schedule's definition and creation time.
+func (s *Scheduler) get(group, name string) (scheduleBody, time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	e, ok := s.entries[group+"/"+name]
+	if !ok {
+		return scheduleBody{}, time.Time{}, false
+	}
+	return e.def, e.schedule.CreatedAt, true
 }
 
 // List returns the schedules with their next fire times, soonest first.
@@ -214,15 +248,17 @@ func (s *Scheduler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 }
 
 // SchedulerAPI serves the part of EventBridge Scheduler's API that the
-// schedules function calls (CreateSchedule, DeleteSchedule), in the
-// service's own REST protocol, so the function runs its real AWS client
-// against the local Scheduler (AWS_ENDPOINT_URL_SCHEDULER). It keeps only
-// what firing needs; IAM, the role and the dead-letter queue are AWS's.
+// schedules function calls (CreateSchedule, GetSchedule, UpdateSchedule,
+// DeleteSchedule), in the service's own REST protocol, so the function
+// runs its real AWS client against the local Scheduler
+// (AWS_ENDPOINT_URL_SCHEDULER). It fires what firing needs and answers
+// GetSchedule with what was created; it enforces no IAM, and never uses
+// the role or the dead-letter queue.
 type SchedulerAPI struct {
 	Scheduler *Scheduler
 	// Calls, when set, records each call as IAM authorises it (package
 	// iamcalls): the schedule operation on the group's schedules, and
-	// passing the scheduler role to Scheduler with a create.
+	// passing the scheduler role to Scheduler with a create or an update.
 	Calls *iamcalls.Recorder
 }
 
@@ -237,11 +273,29 @@ func (a SchedulerAPI) group(name string) string {
 // SchedulerAPIPrefix is the path of Scheduler's schedule operations.
 const SchedulerAPIPrefix = "/schedules/"
 
-type createScheduleBody struct {
-	GroupName                  string
+// scheduleBody is a schedule as CreateSchedule and UpdateSchedule send it
+// and GetSchedule answers it (the fields the schedules function sets).
+type scheduleBody struct {
+	GroupName                  string `json:",omitempty"`
 	ScheduleExpression         string
-	ScheduleExpressionTimezone string
-	Target                     struct{ Input string }
+	ScheduleExpressionTimezone string `json:",omitempty"`
+	State                      string `json:",omitempty"`
+	Description                string `json:",omitempty"`
+	ActionAfterCompletion      string `json:",omitempty"`
+	FlexibleTimeWindow         *struct {
+		Mode                   string
+		MaximumWindowInMinutes *int `json:",omitempty"`
+	} `json:",omitempty"`
+	Target struct {
+		Arn              string `json:",omitempty"`
+		RoleArn          string `json:",omitempty"`
+		Input            string
+		DeadLetterConfig *struct{ Arn string } `json:",omitempty"`
+		RetryPolicy      *struct {
+			MaximumEventAgeInSeconds int
+			MaximumRetryAttempts     int
+		} `json:",omitempty"`
+	}
 }
 
 func (a SchedulerAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -257,42 +311,85 @@ func (a SchedulerAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	principal := iamcalls.PrincipalOf(r)
+	arn := func(group string) string {
+		return "arn:aws:scheduler:us-east-1:" + LocalAccount + ":schedule/" + group + "/" + name
+	}
+	// record records the schedule operation, and passing the role with a
+	// create or an update.
+	record := func(action, group string) {
+		calls := []iamcalls.Call{{Principal: principal, Action: action, Resource: "schedule/" + a.group(group) + "/*"}}
+		if r.Method == http.MethodPost || r.Method == http.MethodPut {
+			calls = append(calls, iamcalls.Call{Principal: principal, Action: "iam:PassRole", Resource: "role/scheduler",
+				Context: map[string]string{"iam:PassedToService": "scheduler.amazonaws.com"}})
+		}
+		a.Calls.Record(calls...)
+	}
 	switch r.Method {
-	case http.MethodPost:
-		var in createScheduleBody
+	case http.MethodPost, http.MethodPut:
+		create := r.Method == http.MethodPost
+		var in scheduleBody
 		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.ScheduleExpression == "" || in.Target.Input == "" {
 			fail(http.StatusBadRequest, "ValidationException", "a schedule needs an expression and a target input")
 			return
 		}
-		a.Calls.Record(iamcalls.Call{Principal: principal, Action: "scheduler:CreateSchedule", Resource: "schedule/" + a.group(groupOr(in.GroupName)) + "/*"},
-			iamcalls.Call{Principal: principal, Action: "iam:PassRole", Resource: "role/scheduler",
-				Context: map[string]string{"iam:PassedToService": "scheduler.amazonaws.com"}})
-		tz := in.ScheduleExpressionTimezone
-		if tz == "" {
-			tz = "UTC"
+		group := groupOr(in.GroupName)
+		in.GroupName = group
+		if create {
+			record("scheduler:CreateSchedule", group)
+		} else {
+			record("scheduler:UpdateSchedule", group)
 		}
-		sc := jobs.Schedule{Name: name, Expression: in.ScheduleExpression, TimeZone: tz, CreatedAt: time.Now()}
+		if in.ScheduleExpressionTimezone == "" {
+			in.ScheduleExpressionTimezone = "UTC"
+		}
+		if in.State == "" {
+			in.State = "ENABLED"
+		}
+		sc := jobs.Schedule{Name: name, Expression: in.ScheduleExpression, TimeZone: in.ScheduleExpressionTimezone, CreatedAt: time.Now()}
 		if err := sc.Check(); err != nil {
 			fail(http.StatusBadRequest, "ValidationException", err.Error())
 			return
 		}
-		if !a.Scheduler.add(groupOr(in.GroupName), sc, in.Target.Input) {
+		switch {
+		case create && !a.Scheduler.add(group, sc, in):
 			fail(http.StatusConflict, "ConflictException", fmt.Sprintf("schedule %s already exists", name))
+			return
+		case !create && !a.Scheduler.replace(group, sc, in):
+			fail(http.StatusNotFound, "ResourceNotFoundException", fmt.Sprintf("schedule %s does not exist", name))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"ScheduleArn": "arn:aws:scheduler:us-east-1:" + LocalAccount + ":schedule/" + groupOr(in.GroupName) + "/" + name})
+		_ = json.NewEncoder(w).Encode(map[string]string{"ScheduleArn": arn(group)})
+	case http.MethodGet:
+		group := groupOr(r.URL.Query().Get("groupName"))
+		record("scheduler:GetSchedule", group)
+		def, created, ok := a.Scheduler.get(group, name)
+		if !ok {
+			fail(http.StatusNotFound, "ResourceNotFoundException", fmt.Sprintf("schedule %s does not exist", name))
+			return
+		}
+		// GetSchedule's answer: the definition, its name, ARN and dates
+		// (epoch seconds, as the service sends them).
+		out := struct {
+			scheduleBody
+			Name                 string
+			Arn                  string
+			CreationDate         float64
+			LastModificationDate float64
+		}{def, name, arn(group), float64(created.Unix()), float64(created.Unix())}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
 	case http.MethodDelete:
-		a.Calls.Record(iamcalls.Call{Principal: principal, Action: "scheduler:DeleteSchedule",
-			Resource: "schedule/" + a.group(groupOr(r.URL.Query().Get("groupName"))) + "/*"})
-		if !a.Scheduler.remove(groupOr(r.URL.Query().Get("groupName")), name) {
+		group := groupOr(r.URL.Query().Get("groupName"))
+		record("scheduler:DeleteSchedule", group)
+		if !a.Scheduler.remove(group, name) {
 			fail(http.StatusNotFound, "ResourceNotFoundException", fmt.Sprintf("schedule %s does not exist", name))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte("{}"))
 	default:
-		fail(http.StatusMethodNotAllowed, "ValidationException", "only CreateSchedule and DeleteSchedule are served locally")
+		fail(http.StatusMethodNotAllowed, "ValidationException", "only CreateSchedule, GetSchedule, UpdateSchedule and DeleteSchedule are served locally")
 	}
 }
 

@@ -3,12 +3,21 @@ package localstack
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+
+	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
+	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/schedulerapi"
 )
 
 // The local scheduler fires each schedule at its times, with the scheduled
@@ -68,4 +77,81 @@ func TestSchedulerFiresAtTheScheduledTimes(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// The local Scheduler's API serves what the schedules function calls to
+// its real client (schedulerapi over the AWS SDK): create, get (the
+// schedule as created, whatever its dates), update and delete; and it
+// records each call as IAM authorises it, GetSchedule and UpdateSchedule
+// included, so the deployed grants are checked against them.
+func TestSchedulerAPIServesTheSchedulesFunction(t *testing.T) {
+	dir := t.TempDir()
+	rec, err := iamcalls.NewRecorder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := &Scheduler{}
+	mux := http.NewServeMux()
+	mux.Handle(SchedulerAPIPrefix, SchedulerAPI{Scheduler: local, Calls: rec})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	client := scheduler.New(scheduler.Options{Region: localaws.Region, BaseEndpoint: aws.String(srv.URL), Credentials: localaws.As("schedules")})
+	api, err := schedulerapi.New(client, schedulerapi.Config{Group: RuntimeGroup, QueueARN: "arn:aws:sqs:us-east-1:000000000000:jobs",
+		RoleARN: "arn:aws:iam::000000000000:role/scheduler", DLQARN: "arn:aws:sqs:us-east-1:000000000000:schedule-dlq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sc := jobs.Schedule{Name: "nightly", Expression: "cron(0 2 * * ? *)", TimeZone: "Europe/Paris", Kind: "example.hash"}
+	msg := jobs.RuntimeFireMessage("0123456789abcdef", "nightly", jobs.ScheduledTimeAttribute)
+	const id = "0123456789abcdef-nightly"
+	if _, err := api.GetSchedule(ctx, id); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("get of none: %v", err)
+	}
+	if err := api.CreateSchedule(ctx, id, sc, msg); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.CreateSchedule(ctx, id, sc, msg); !errors.Is(err, jobs.ErrScheduleExists) {
+		t.Fatalf("create again: %v", err)
+	}
+	h, err := api.GetSchedule(ctx, id)
+	if err != nil || !h.TargetMatches || h.Expression != sc.Expression || h.TimeZone != sc.TimeZone || h.Message != msg {
+		t.Fatalf("get: %+v %v", h, err)
+	}
+	sc.Expression = "rate(5 minutes)"
+	if err := api.UpdateSchedule(ctx, id, sc, msg); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := api.GetSchedule(ctx, id); err != nil || h.Expression != "rate(5 minutes)" || !h.TargetMatches {
+		t.Fatalf("get after update: %+v %v", h, err)
+	}
+	if l := local.List(); len(l) != 1 || l[0].Expression != "rate(5 minutes)" || l[0].Group != RuntimeGroup {
+		t.Fatalf("the local Scheduler fires %+v", l)
+	}
+	if err := api.DeleteSchedule(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.UpdateSchedule(ctx, id, sc, msg); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("update of none: %v", err)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	calls, err := iamcalls.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range calls {
+		seen[c.Principal+" "+c.Action+" "+c.Resource] = true
+	}
+	for _, want := range []string{
+		"schedules scheduler:CreateSchedule schedule/runtime/*", "schedules scheduler:GetSchedule schedule/runtime/*",
+		"schedules scheduler:UpdateSchedule schedule/runtime/*", "schedules scheduler:DeleteSchedule schedule/runtime/*",
+		"schedules iam:PassRole role/scheduler",
+	} {
+		if !seen[want] {
+			t.Errorf("not recorded: %s (recorded %v)", want, calls)
+		}
+	}
 }

@@ -293,10 +293,16 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		if cfg.Bootstrap != "" {
 			bootstrap = cfg.Bootstrap
 		}
+		// Each function signs as itself (iamcalls: its role in AWS).
+		fenv := append(slices.Clone(env), "JOBS_FUNCTION="+name, "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(name))
+		if name == "worker" {
+			// As the construct sets it: the worker refuses a kind that
+			// needs more handler time than its invocations have.
+			fenv = append(fenv, "JOBS_WORKER_TIMEOUT="+timeout.String())
+		}
 		f, err := StartFunction(ctx, FunctionConfig{
 			Name: name, RIE: cfg.RIE, Bootstrap: bootstrap,
-			// Each function signs as itself (iamcalls: its role in AWS).
-			Timeout: timeout, Env: append(slices.Clone(env), "JOBS_FUNCTION="+name, "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(name)),
+			Timeout: timeout, Env: fenv,
 			Output: s.Stats.Writer(prefixed(cfg.Output, label)),
 		})
 		if err != nil {

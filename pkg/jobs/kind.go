@@ -75,8 +75,11 @@ type kindConfig struct {
 // handler deadline; the message comes back (no attempt spent) and a fresh
 // invocation runs it. Without it the worker's Deadlines.MinRun applies
 // (2s by default). A d above the worker's whole handler time (its Lambda
-// timeout less Deadlines.Reserve) means the kind never starts: its messages
-// come back until they reach the dead-letter queue.
+// timeout less Deadlines.Reserve) means the kind never starts: a worker
+// that knows its timeout (WorkerConfig.Timeout; lambdafn's
+// JOBS_WORKER_TIMEOUT, set by the CDK construct) refuses to be built with
+// such a kind; one that does not hands its jobs' messages back at every
+// delivery, no attempt spent: they stay queued, never run and never end.
 func WithMinRunTime(d time.Duration) KindOption {
 	return func(c *kindConfig) error {
 		if d <= 0 || d > 15*time.Minute {

@@ -80,6 +80,11 @@ type BulkResult struct {
 	// how many of them were cancelled (or marked to stop) or retried; the
 	// others had moved on (finished, or retried by someone else).
 	Matched, Changed int
+	// CancelRequested is how many of Changed were running (a cancel's):
+	// like Service.Cancel, the cancel of each is requested and its run
+	// ends cancelled when its worker notices; the others were cancelled
+	// at once.
+	CancelRequested int
 	// ContinuationToken continues with the next jobs ("" when done).
 	ContinuationToken string
 }
@@ -204,9 +209,10 @@ func (s *Service) Retry(ctx context.Context, owner, id string) (*Record, error) 
 }
 
 // Bulk cancels or retries the owner's jobs that req selects, examining at
-// most BulkPageSize of them; follow ContinuationToken for the rest. Jobs
-// that moved on between the listing and the action are matched but not
-// changed.
+// most BulkPageSize of them; follow ContinuationToken for the rest. A
+// cancel does to each job what Cancel does (queued: cancelled; running:
+// its cancel requested, counted in CancelRequested). Jobs that moved on
+// between the listing and the action are matched but not changed.
 func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*BulkResult, error) {
 	if checkOwner(owner) != nil {
 		return nil, ErrInvalidOwner
@@ -248,13 +254,20 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 				continue // not cancellable: not matched
 			}
 			res.Matched++
-			if err := s.eng.cancel(ctx, r); err == nil {
+			// As Cancel does: the listing may be older than the job (one
+			// listed queued may be running now, and is asked to stop).
+			cur, err := s.cancelAsRead(ctx, owner, r)
+			switch {
+			case err == nil && cur.Status == StatusQueued:
 				res.Changed++
-				if r.Status == StatusQueued {
-					counted[r.Kind]++
-				}
-			} else if !movedOn(err) {
-				return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+				counted[cur.Kind]++
+			case err == nil:
+				res.Changed++
+				res.CancelRequested++
+			case errors.Is(err, ErrAlreadyFinal), errors.Is(err, ErrNotFound):
+				// moved on: finished, or expired
+			default:
+				return nil, err
 			}
 		case BulkRetry:
 			if (r.Status != StatusFailed && r.Status != StatusCancelled) || r.BatchID != "" {

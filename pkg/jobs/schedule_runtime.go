@@ -24,17 +24,59 @@ import (
 // worker finds the definition (one read per fire) and derives one job per
 // fire as for declared schedules.
 
-// Scheduler creates and deletes the runtime schedules' EventBridge
-// Scheduler schedules (package schedulerapi is the AWS one; the local
-// stack has its own).
+// Scheduler creates, reads, updates and deletes the runtime schedules'
+// EventBridge Scheduler schedules (package schedulerapi is the AWS one;
+// the local stack has its own). ScheduleService keeps them and the store's
+// definitions in step (see ScheduleService.Create).
 type Scheduler interface {
 	// CreateSchedule creates the schedule named id firing message, or
-	// returns ErrScheduleExists when one of that name exists.
+	// returns ErrScheduleExists when one of that name exists (after a
+	// lost answer that the SDK retried, the one this call created).
 	CreateSchedule(ctx context.Context, id string, s Schedule, message string) error
+	// GetSchedule returns what Scheduler holds under id, or ErrNotFound
+	// when it holds nothing.
+	GetSchedule(ctx context.Context, id string) (*HeldSchedule, error)
+	// UpdateSchedule replaces the schedule named id with the one
+	// CreateSchedule(ctx, id, s, message) would create, or returns
+	// ErrNotFound when there is none.
+	UpdateSchedule(ctx context.Context, id string, s Schedule, message string) error
 	// DeleteSchedule deletes it; deleting one that is not there is no
 	// error.
 	DeleteSchedule(ctx context.Context, id string) error
 }
+
+// HeldSchedule is what Scheduler holds under a name, as ScheduleService
+// compares it with what it asked for: what the schedule does, never when
+// it was created or changed.
+type HeldSchedule struct {
+	Expression string
+	// TimeZone is the cron's zone ("UTC" when Scheduler has none).
+	TimeZone string
+	// Message is the target's input: the fire message.
+	Message string
+	// TargetMatches reports whether the rest of what it does is what the
+	// Scheduler's CreateSchedule sets: the target (the jobs queue), the
+	// role it sends with, the dead-letter queue, the retries' maximum
+	// event age, the flexible window off and the state enabled.
+	TargetMatches bool
+}
+
+// is reports whether h is the schedule CreateSchedule(id, s, message)
+// creates.
+func (h *HeldSchedule) is(s Schedule, message string) bool {
+	tz := s.TimeZone
+	if tz == "" {
+		tz = "UTC"
+	}
+	return h.TargetMatches && h.Expression == s.Expression && h.TimeZone == tz && h.Message == message
+}
+
+// ErrScheduleUnconfirmed comes with ErrUnavailable from
+// ScheduleService.Create when Scheduler did not confirm the schedule and
+// its definition is kept: the schedule is listed, the same request again
+// completes it, and DELETE removes it wherever it is. Without it, an
+// ErrUnavailable from Create kept nothing.
+var ErrScheduleUnconfirmed = errors.New("jobs: Scheduler did not confirm the schedule; its definition is kept")
 
 // DefaultSchedulesPerOwner bounds each owner's runtime schedules.
 const DefaultSchedulesPerOwner = 20
@@ -114,8 +156,27 @@ func NewScheduleService(cfg ScheduleServiceConfig) (*ScheduleService, error) {
 // ErrUnknownKind or a *PayloadError for bad input, ErrScheduleExists for a
 // name the owner has with another definition (the same request again
 // answers the schedule: creation is idempotent), ErrScheduleLimit past
-// the owner's limit, ErrUnavailable when Scheduler did not take it (then
-// nothing is kept).
+// the owner's limit, ErrUnavailable when Scheduler did not take it (with
+// ErrScheduleUnconfirmed when the definition is kept).
+//
+// The store's definitions are what the API lists and deletes, so Create
+// never leaves a Scheduler schedule that no definition names:
+//
+//   - a create whose answer is lost is asked after (GetSchedule): a
+//     schedule there with this definition is adopted (201), nothing
+//     there means nothing was made (503, nothing kept);
+//   - a schedule under the name with another definition, which no
+//     definition names (left by an earlier create whose answer was lost,
+//     or by a create racing a delete), is updated to this one: never
+//     adopted as it is, and never a 409 for a name the caller cannot see;
+//   - when Scheduler cannot be asked either, the schedule is deleted
+//     there and the definition removed (503, nothing kept); if even that
+//     delete fails, the definition is kept (503, ErrScheduleUnconfirmed),
+//     so the schedule is listed and its DELETE reaches Scheduler, and the
+//     same request again completes it.
+//
+// A definition the owner already had (the same request again) is never
+// removed by a failure: its schedule stands.
 func (s *ScheduleService) Create(ctx context.Context, req ScheduleRequest) (*Schedule, error) {
 	if err := checkOwner(req.Owner); err != nil {
 		return nil, err
@@ -156,6 +217,7 @@ func (s *ScheduleService) Create(ctx context.Context, req ScheduleRequest) (*Sch
 	sc.Payload = canonical
 	sc.CreatedAt = s.clock.Now().UTC().Truncate(time.Second)
 	key := OwnerKey(sc.Owner)
+	added := true
 	if err := s.store.AddOwnerSchedule(ctx, key, sc, s.perOwner); err != nil {
 		switch {
 		case errors.Is(err, ErrScheduleExists):
@@ -167,23 +229,89 @@ func (s *ScheduleService) Create(ctx context.Context, req ScheduleRequest) (*Sch
 			if !sameDefinition(*old, sc) {
 				return nil, err
 			}
-			sc = *old
+			sc, added = *old, false
 		case errors.Is(err, ErrScheduleLimit):
 			return nil, err
 		default:
 			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}
-	err = s.sched.CreateSchedule(ctx, SchedulerName(key, sc.Name), sc, RuntimeFireMessage(key, sc.Name, ScheduledTimeAttribute))
-	if err != nil && !errors.Is(err, ErrScheduleExists) {
-		// Keep nothing Scheduler does not have: a retry starts afresh.
-		if rerr := s.store.RemoveOwnerSchedule(context.WithoutCancel(ctx), key, sc.Name); rerr != nil && !errors.Is(rerr, ErrNotFound) {
-			s.log.LogAttrs(ctx, slog.LevelError, "a schedule Scheduler refused is still stored; delete it to retry",
-				slog.String("schedule", sc.Name), slog.String("err_types", errtypes.Of(rerr)))
-		}
+	id := SchedulerName(key, sc.Name)
+	err = s.place(ctx, id, sc, RuntimeFireMessage(key, sc.Name, ScheduledTimeAttribute))
+	if err == nil {
+		return &sc, nil
+	}
+	if added && s.withdraw(context.WithoutCancel(ctx), key, id, sc.Name, errors.Is(err, errNotHeld)) {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return &sc, nil
+	return nil, fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrScheduleUnconfirmed, err)
+}
+
+var (
+	// errNotHeld: Scheduler certainly holds no schedule under the name.
+	errNotHeld = errors.New("jobs: Scheduler holds no such schedule")
+	// errHeldName: Scheduler's create met a schedule of the name.
+	errHeldName = errors.New("jobs: Scheduler holds a schedule of that name")
+)
+
+// place makes Scheduler hold sc firing message under id: it creates it,
+// adopts the schedule there when it is this one (a create whose answer was
+// lost), and updates one that is not. Its error wraps errNotHeld when
+// Scheduler certainly holds nothing under id.
+func (s *ScheduleService) place(ctx context.Context, id string, sc Schedule, message string) error {
+	cerr := s.sched.CreateSchedule(ctx, id, sc, message)
+	if cerr == nil {
+		return nil
+	}
+	if errors.Is(cerr, ErrScheduleExists) {
+		cerr = errHeldName // not the caller's 409: no definition of theirs clashes
+	}
+	// Made or not? A lost answer looks like a failure, or like a conflict
+	// with itself once the SDK retried it: ask.
+	held, err := s.sched.GetSchedule(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("%w: %w", errNotHeld, cerr)
+	case err != nil:
+		return errors.Join(cerr, err)
+	case held.is(sc, message):
+		if !errors.Is(cerr, errHeldName) {
+			s.log.LogAttrs(ctx, slog.LevelInfo, "a schedule whose creation answered an error is there as asked; adopted",
+				slog.String("schedule", sc.Name), slog.String("err_types", errtypes.Of(cerr)))
+		}
+		return nil
+	}
+	// Another definition that no stored definition names: make it ours.
+	if err := s.sched.UpdateSchedule(ctx, id, sc, message); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("%w: %w", errNotHeld, err)
+		}
+		return err
+	}
+	s.log.LogAttrs(ctx, slog.LevelWarn, "Scheduler held another definition under this schedule's name, which no stored definition named; updated",
+		slog.String("schedule", sc.Name))
+	return nil
+}
+
+// withdraw undoes a definition this Create added, after Scheduler did not
+// take it: it deletes Scheduler's schedule unless Scheduler certainly
+// holds none, then removes the definition, and reports whether it did. If
+// the delete fails the definition stays, so the schedule is listed and
+// can be deleted.
+func (s *ScheduleService) withdraw(ctx context.Context, key, id, name string, notHeld bool) bool {
+	if !notHeld {
+		if err := s.sched.DeleteSchedule(ctx, id); err != nil {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "Scheduler may hold a schedule it did not confirm; its definition is kept so that it is listed and can be deleted",
+				slog.String("schedule", name), slog.String("err_types", errtypes.Of(err)))
+			return false
+		}
+	}
+	if err := s.store.RemoveOwnerSchedule(ctx, key, name); err != nil && !errors.Is(err, ErrNotFound) {
+		s.log.LogAttrs(ctx, slog.LevelError, "a schedule Scheduler does not hold is still stored; delete it, or repeat its request",
+			slog.String("schedule", name), slog.String("err_types", errtypes.Of(err)))
+		return false
+	}
+	return true
 }
 
 // sameDefinition reports whether a and b define the same schedule (when
@@ -222,15 +350,21 @@ func (s *ScheduleService) Get(ctx context.Context, owner, name string) (*Schedul
 
 // Delete deletes the owner's schedule name: first in Scheduler (no more
 // fires), then its definition. ErrNotFound when the owner has none of
-// that name. A fire already on the queue finds no definition and makes
-// no job.
+// that name; ErrUnavailable when Scheduler may still hold it (the
+// definition stays: delete again). It is idempotent: a delete whose
+// answer was lost is found done (GetSchedule). A fire already on the
+// queue finds no definition and makes no job.
 func (s *ScheduleService) Delete(ctx context.Context, owner, name string) error {
 	if _, err := s.Get(ctx, owner, name); err != nil {
 		return err
 	}
 	key := OwnerKey(owner)
-	if err := s.sched.DeleteSchedule(ctx, SchedulerName(key, name)); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	id := SchedulerName(key, name)
+	if err := s.sched.DeleteSchedule(ctx, id); err != nil {
+		// Its answer may be lost: is it gone?
+		if _, gerr := s.sched.GetSchedule(ctx, id); !errors.Is(gerr, ErrNotFound) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 	}
 	if err := s.store.RemoveOwnerSchedule(ctx, key, name); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)

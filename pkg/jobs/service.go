@@ -261,21 +261,45 @@ const MaxDelay = 365 * 24 * time.Hour
 // no other outcome can be recorded after Cancel returns. A finished job
 // gives ErrAlreadyFinal; another owner's or an unknown job, ErrNotFound.
 func (s *Service) Cancel(ctx context.Context, owner, id string) (*Record, error) {
-	for range 3 { // the job may move between our read and our write
-		rec, err := s.Get(ctx, owner, id)
-		if err != nil {
-			return nil, err
+	rec, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	rec, err = s.cancelAsRead(ctx, owner, rec)
+	switch {
+	case errors.Is(err, ErrAlreadyFinal):
+		return rec, err
+	case err != nil:
+		return nil, err
+	}
+	if rec.Status == StatusQueued {
+		s.count(rec.Kind, "JobsCancelled", 1)
+	}
+	return s.Get(ctx, owner, id)
+}
+
+// cancelAsRead cancels the owner's job rec, as read or listed: queued, it
+// is cancelled; running, its cancel is requested. A job that moved between
+// the read and the write is read again and the cancel tried again (three
+// times in all), so a job listed queued but claimed since is asked to
+// stop. It returns the job as it was when the cancel landed (its Status
+// tells which of the two), or as last read with ErrAlreadyFinal; Cancel
+// and Bulk both cancel through it.
+func (s *Service) cancelAsRead(ctx context.Context, owner string, rec *Record) (*Record, error) {
+	for try := range 3 {
+		if try > 0 {
+			var err error
+			if rec, err = s.Get(ctx, owner, rec.ID); err != nil {
+				return nil, err
+			}
 		}
 		switch err := s.eng.cancel(ctx, rec); {
 		case err == nil:
-			if rec.Status == StatusQueued {
-				s.count(rec.Kind, "JobsCancelled", 1)
-			}
-			return s.Get(ctx, owner, id)
+			return rec, nil
 		case errors.Is(err, ErrAlreadyFinal):
 			return rec, err
 		case errors.Is(err, ErrNotQueued), errors.Is(err, ErrNotRunning):
-			continue
+			// It moved between the read and the write: read it again.
 		default:
 			return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 		}

@@ -56,6 +56,15 @@ type WorkerConfig struct {
 	Concurrency int
 	// Deadlines divide the invocation's time (default DefaultDeadlines).
 	Deadlines Deadlines
+	// Timeout is the worker Lambda's timeout, when known at build time
+	// (lambdafn reads JOBS_WORKER_TIMEOUT, which the CDK construct sets).
+	// NewWorker then refuses a kind whose WithMinRunTime is more than a
+	// fresh invocation's handler time (Timeout less Deadlines.Reserve): no
+	// invocation could ever start it.
+	// Zero: unknown, and nothing refuses such a kind: its jobs stay
+	// queued, handed back unclaimed at every delivery (see
+	// WithMinRunTime).
+	Timeout time.Duration
 	// Retention is how long a finished job stays readable
 	// (default DefaultRetention).
 	Retention time.Duration
@@ -91,6 +100,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	cfg.Deadlines = cfg.Deadlines.withDefaults()
 	if err := cfg.Deadlines.Validate(0); err != nil {
+		return nil, err
+	}
+	if err := cfg.Deadlines.checkKinds(cfg.Registry, cfg.Timeout); err != nil {
 		return nil, err
 	}
 	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
@@ -205,11 +217,17 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	if len(payload) > MaxPayloadBytes || checkJSON(payload, MaxPayloadBytes) != nil {
 		payload = []byte("null") // fails invalid_payload when run
 	}
-	k, _ := w.reg.lookup(j.Kind)
-	if canonical, err := k.canonical(payload); err == nil {
-		payload = canonical
+	// A kind this worker does not register (a runtime schedule's, whose
+	// kind left the code) still makes its job, which fails unknown_kind
+	// when claimed below: its owner sees why, and the fire is settled.
+	var secrets []string
+	if k, ok := w.reg.lookup(j.Kind); ok {
+		if canonical, err := k.canonical(payload); err == nil {
+			payload = canonical
+		}
+		secrets = k.secrets
 	}
-	stored, err := sealPayload(w.sealer, j.ID, k.secrets, payload)
+	stored, err := sealPayload(w.sealer, j.ID, secrets, payload)
 	if err != nil {
 		stored = []byte("null")
 	}
@@ -303,6 +321,10 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 				return true
 			}
 		}
+	}
+	if _, ok := w.reg.lookup(s.Kind); !ok {
+		log.LogAttrs(ctx, slog.LevelWarn, "fire of a runtime schedule whose kind this worker does not register; its job fails unknown_kind",
+			slog.String("kind", s.Kind))
 	}
 	count(ctx, s.Kind, "FiresEnqueued")
 	return w.runRouted(ctx, inv, messageID, routedJob{ID: id, Kind: s.Kind, Owner: s.Owner, Payload: s.Payload, Source: "schedule"})

@@ -92,15 +92,20 @@ type bulkBody struct {
 
 // BulkResult is the answer of a bulk action.
 type BulkResult struct {
-	Matched           int     `json:"matched"`
-	Changed           int     `json:"changed"`
+	Matched int `json:"matched"`
+	Changed int `json:"changed"`
+	// CancelRequested (a cancel's only) is how many of the changed jobs
+	// were running: each is asked to stop, as POST /v1/jobs/{id}/cancel
+	// does, and ends cancelled when its worker notices.
+	CancelRequested   *int    `json:"cancel_requested,omitempty"`
 	ContinuationToken *string `json:"continuation_token"`
 }
 
 // Bulk serves POST /v1/bulk/cancel and POST /v1/bulk/retry with
 // {"status", "kind", "created_before", "continuation_token"}: it acts on
 // up to 100 of the caller's jobs that the filter selects and says how many
-// matched and changed; continuation_token continues (null when done).
+// matched and changed (and, for a cancel, how many of those were running
+// and asked to stop); continuation_token continues (null when done).
 func (a *API) Bulk(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	defer a.recover(ctx, &resp)
 	owner, ok := Owner(req)
@@ -130,6 +135,9 @@ func (a *API) Bulk(ctx context.Context, req events.APIGatewayV2HTTPRequest) (res
 		return problem(ctx, a.log, err), nil
 	}
 	out := BulkResult{Matched: res.Matched, Changed: res.Changed}
+	if action == jobs.BulkCancel {
+		out.CancelRequested = &res.CancelRequested
+	}
 	if res.ContinuationToken != "" {
 		out.ContinuationToken = &res.ContinuationToken
 	}

@@ -190,7 +190,7 @@ func TestBulk(t *testing.T) {
 		_ = json.Unmarshal([]byte(resp.Body), &r)
 		return r
 	}
-	if r := do("me", "cancel", `{"status":"queued"}`); r.Matched != 3 || r.Changed != 3 || r.ContinuationToken != nil {
+	if r := do("me", "cancel", `{"status":"queued"}`); r.Matched != 3 || r.Changed != 3 || r.CancelRequested == nil || *r.CancelRequested != 0 || r.ContinuationToken != nil {
 		t.Fatalf("bulk cancel: %+v", r)
 	}
 	if r := do("me", "cancel", `{"status":"queued"}`); r.Matched != 0 {
@@ -199,7 +199,7 @@ func TestBulk(t *testing.T) {
 	if v, _ := e.svcGet(t, "other", theirs); v.Status != jobs.StatusQueued {
 		t.Fatalf("another caller's job: %s", v.Status)
 	}
-	if r := do("me", "retry", `{"kind":"echo"}`); r.Matched != 3 || r.Changed != 3 {
+	if r := do("me", "retry", `{"kind":"echo"}`); r.Matched != 3 || r.Changed != 3 || r.CancelRequested != nil {
 		t.Fatalf("bulk retry: %+v", r)
 	}
 	for name, c := range map[string]struct{ action, body string }{

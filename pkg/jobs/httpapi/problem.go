@@ -112,6 +112,8 @@ func classify(err error) (code, detail string) {
 		return "schedule_exists", "you have a schedule of that name with another definition; delete it first"
 	case errors.Is(err, jobs.ErrScheduleLimit):
 		return "schedule_limit", "you have as many schedules as allowed; delete one first"
+	case errors.Is(err, jobs.ErrScheduleUnconfirmed):
+		return "unavailable", "Scheduler did not confirm the schedule; it is kept and listed: repeat the request to complete it, or delete it"
 	case errors.Is(err, jobs.ErrUnavailable):
 		return "unavailable", "a dependency is unavailable; retry with the same Idempotency-Key"
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,36 +18,97 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
-// fakeScheduler records the schedules created, like Scheduler's API.
+// fakeScheduler holds schedules like Scheduler's API, and injects
+// faults: down fails every call; fail["create"|"get"|"update"|"delete"]
+// fails that call, which changes nothing; lose[...] lets that call land
+// and loses its answer.
 type fakeScheduler struct {
-	mu    sync.Mutex
-	made  map[string]string // id -> message
-	down  bool
-	calls int
+	mu             sync.Mutex
+	made           map[string]jobs.HeldSchedule // id -> what it holds
+	down           bool
+	fail, lose     map[string]bool
+	calls, updates int
 }
 
-func (f *fakeScheduler) CreateSchedule(_ context.Context, id string, _ jobs.Schedule, message string) error {
+var errSchedulerDown = errors.New("scheduler unavailable")
+
+func held(s jobs.Schedule, message string) jobs.HeldSchedule {
+	return jobs.HeldSchedule{Expression: s.Expression, TimeZone: s.TimeZone, Message: message, TargetMatches: true}
+}
+
+// call runs op's effect unless the call fails, and answers as faults say.
+func (f *fakeScheduler) call(op string, effect func() error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls++
-	if f.down {
-		return errors.New("scheduler unavailable")
+	if op == "create" {
+		f.calls++
 	}
-	if _, ok := f.made[id]; ok {
-		return jobs.ErrScheduleExists
+	if f.down || f.fail[op] {
+		return errSchedulerDown
 	}
-	f.made[id] = message
+	if err := effect(); err != nil {
+		return err
+	}
+	if f.lose[op] {
+		return errSchedulerDown
+	}
 	return nil
+}
+
+func (f *fakeScheduler) CreateSchedule(_ context.Context, id string, s jobs.Schedule, message string) error {
+	return f.call("create", func() error {
+		if _, ok := f.made[id]; ok {
+			return jobs.ErrScheduleExists
+		}
+		f.made[id] = held(s, message)
+		return nil
+	})
+}
+
+func (f *fakeScheduler) GetSchedule(_ context.Context, id string) (*jobs.HeldSchedule, error) {
+	var h jobs.HeldSchedule
+	err := f.call("get", func() error {
+		var ok bool
+		if h, ok = f.made[id]; !ok {
+			return jobs.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+func (f *fakeScheduler) UpdateSchedule(_ context.Context, id string, s jobs.Schedule, message string) error {
+	return f.call("update", func() error {
+		if _, ok := f.made[id]; !ok {
+			return jobs.ErrNotFound
+		}
+		f.updates++
+		f.made[id] = held(s, message)
+		return nil
+	})
 }
 
 func (f *fakeScheduler) DeleteSchedule(_ context.Context, id string) error {
+	return f.call("delete", func() error {
+		delete(f.made, id)
+		return nil
+	})
+}
+
+// faults sets the faults of the next calls.
+func (f *fakeScheduler) faults(fail, lose []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.down {
-		return errors.New("scheduler unavailable")
+	f.fail, f.lose = map[string]bool{}, map[string]bool{}
+	for _, op := range fail {
+		f.fail[op] = true
 	}
-	delete(f.made, id)
-	return nil
+	for _, op := range lose {
+		f.lose[op] = true
+	}
 }
 
 type schedEnv struct {
@@ -67,7 +129,7 @@ func newSchedEnv(t *testing.T, perOwner int) *schedEnv {
 	jobs.MustRegister(reg, "card", jobs.HandlerFunc[card, jobs.NoResult](func(context.Context, *jobs.Job[card]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
 	}))
-	e := &schedEnv{sched: &fakeScheduler{made: map[string]string{}}, store: jobstest.NewMemStore(nil)}
+	e := &schedEnv{sched: &fakeScheduler{made: map[string]jobs.HeldSchedule{}}, store: jobstest.NewMemStore(nil)}
 	svc, err := jobs.NewScheduleService(jobs.ScheduleServiceConfig{Registry: reg, Store: e.store, Scheduler: e.sched, PerOwner: perOwner})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +182,8 @@ func TestSchedulesAPI(t *testing.T) {
 	if len(e.sched.made) != 1 {
 		t.Fatalf("scheduler has %v", e.sched.made)
 	}
-	for id, msg := range e.sched.made {
+	for id, h := range e.sched.made {
+		msg := h.Message
 		if !strings.HasSuffix(id, "-hourly.echo") || !strings.Contains(msg, `"scheduled_time":"<aws.scheduler.scheduled-time>"`) || !strings.Contains(msg, `"owner_key":"`) ||
 			strings.Contains(id, "orders-service") || strings.Contains(msg, "orders-service") {
 			t.Fatalf("scheduler schedule %s: %s (the owner must appear only as its key)", id, msg)
@@ -198,13 +261,31 @@ func TestSchedulesAPI(t *testing.T) {
 	}
 	e.sched.down = false
 	e.do(t, "me", http.MethodDelete, "/v1/schedules/second", "")
+	// Scheduler refuses (and says it holds nothing): 503, nothing kept.
+	e.sched.faults([]string{"create"}, nil)
+	if p := decodeProblem(t, e.do(t, "me", http.MethodPost, "/v1/schedules", third)); p.Status != http.StatusServiceUnavailable || p.Code != "unavailable" {
+		t.Fatalf("create Scheduler refused: %+v", p)
+	}
+	e.sched.faults(nil, nil)
+	if resp := e.do(t, "me", http.MethodGet, "/v1/schedules/third", ""); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a schedule Scheduler refused was kept: %d", resp.StatusCode)
+	}
+	// Scheduler down, so it may or may not have made it: 503, and the
+	// definition is kept (listed, deletable) until the same request
+	// again completes it.
 	e.sched.down = true
-	if p := decodeProblem(t, e.do(t, "me", http.MethodPost, "/v1/schedules", third)); p.Status != http.StatusServiceUnavailable {
+	if p := decodeProblem(t, e.do(t, "me", http.MethodPost, "/v1/schedules", third)); p.Status != http.StatusServiceUnavailable || !strings.Contains(p.Detail, "kept") {
 		t.Fatalf("create with Scheduler down: %+v", p)
 	}
 	e.sched.down = false
-	if resp := e.do(t, "me", http.MethodGet, "/v1/schedules/third", ""); resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("a schedule Scheduler refused was kept: %d", resp.StatusCode)
+	if resp := e.do(t, "me", http.MethodGet, "/v1/schedules/third", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a schedule Scheduler did not confirm is not listed: %d", resp.StatusCode)
+	}
+	if resp := e.do(t, "me", http.MethodPost, "/v1/schedules", third); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("the same request once Scheduler is back: %d %s", resp.StatusCode, resp.Body)
+	}
+	if resp := e.do(t, "me", http.MethodDelete, "/v1/schedules/third", ""); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("delete third: %d %s", resp.StatusCode, resp.Body)
 	}
 	// Delete, then it is gone everywhere.
 	if resp := e.do(t, "me", http.MethodDelete, "/v1/schedules/hourly.echo", ""); resp.StatusCode != http.StatusNoContent {
@@ -227,6 +308,161 @@ func TestSchedulesAPI(t *testing.T) {
 	}
 }
 
+// The API's definitions and Scheduler's schedules never diverge: a
+// create whose answer is lost is adopted (at once, or by the same request
+// again when Scheduler could not be asked), or cleaned; a schedule under
+// the name with another definition, which no definition names, is updated
+// to the request's, never adopted as it is; a delete whose answer is lost
+// is done.
+func TestSchedulesReconcileWithScheduler(t *testing.T) {
+	owner, _ := httpapi.Owner(schedRequest(t, "me", http.MethodGet, "/v1/schedules", ""))
+	id := jobs.SchedulerName(jobs.OwnerKey(owner), "hourly.echo")
+	created := func(t *testing.T, resp events.APIGatewayV2HTTPResponse) httpapi.ScheduleView {
+		t.Helper()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create: %d %s", resp.StatusCode, resp.Body)
+		}
+		var v httpapi.ScheduleView
+		if err := json.Unmarshal([]byte(resp.Body), &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	// holds checks that Scheduler holds exactly the request's schedule.
+	holds := func(t *testing.T, e *schedEnv) {
+		t.Helper()
+		h, ok := e.sched.made[id]
+		if len(e.sched.made) != 1 || !ok || h.Expression != "cron(0 * * * ? *)" || h.TimeZone != "Europe/Paris" || !h.TargetMatches ||
+			!strings.Contains(h.Message, `"lambdajobs_schedule":"hourly.echo"`) {
+			t.Fatalf("Scheduler holds %+v, want only %s as asked", e.sched.made, id)
+		}
+	}
+	listed := func(t *testing.T, e *schedEnv) int {
+		t.Helper()
+		return e.do(t, "me", http.MethodGet, "/v1/schedules/hourly.echo", "").StatusCode
+	}
+
+	t.Run("a create whose answer is lost is adopted", func(t *testing.T) {
+		e := newSchedEnv(t, 5)
+		e.sched.faults(nil, []string{"create"})
+		v := created(t, e.do(t, "me", http.MethodPost, "/v1/schedules", hourly))
+		holds(t, e)
+		e.sched.faults(nil, nil)
+		if again := created(t, e.do(t, "me", http.MethodPost, "/v1/schedules", hourly)); !again.CreatedAt.Equal(v.CreatedAt) || e.sched.updates != 0 {
+			t.Fatalf("the same request again: %+v after %+v, %d updates", again, v, e.sched.updates)
+		}
+		holds(t, e)
+	})
+	t.Run("a lost answer Scheduler cannot confirm is kept, and the retry adopts it", func(t *testing.T) {
+		e := newSchedEnv(t, 5)
+		e.sched.faults([]string{"get", "delete"}, []string{"create"})
+		if p := decodeProblem(t, e.do(t, "me", http.MethodPost, "/v1/schedules", hourly)); p.Status != http.StatusServiceUnavailable || p.Code != "unavailable" {
+			t.Fatalf("create: %+v", p)
+		}
+		holds(t, e) // it fires: so it must be listed, and deletable
+		if got := listed(t, e); got != http.StatusOK {
+			t.Fatalf("the schedule Scheduler holds is not listed: %d", got)
+		}
+		e.sched.faults(nil, nil)
+		created(t, e.do(t, "me", http.MethodPost, "/v1/schedules", hourly))
+		holds(t, e)
+		if e.sched.updates != 0 {
+			t.Fatalf("%d updates of a schedule already as asked", e.sched.updates)
+		}
+		if resp := e.do(t, "me", http.MethodDelete, "/v1/schedules/hourly.echo", ""); resp.StatusCode != http.StatusNoContent || len(e.sched.made) != 0 {
+			t.Fatalf("delete: %d, Scheduler holds %v", resp.StatusCode, e.sched.made)
+		}
+	})
+	t.Run("a lost answer Scheduler cannot confirm is cleaned when it can be deleted", func(t *testing.T) {
+		e := newSchedEnv(t, 5)
+		e.sched.faults([]string{"get"}, []string{"create"})
+		if p := decodeProblem(t, e.do(t, "me", http.MethodPost, "/v1/schedules", hourly)); p.Status != http.StatusServiceUnavailable || strings.Contains(p.Detail, "kept") {
+			t.Fatalf("create: %+v", p)
+		}
+		if got := listed(t, e); got != http.StatusNotFound || len(e.sched.made) != 0 {
+			t.Fatalf("after a 503 that kept nothing: listed %d, Scheduler holds %v", got, e.sched.made)
+		}
+		e.sched.faults(nil, nil)
+		created(t, e.do(t, "me", http.MethodPost, "/v1/schedules", hourly))
+		holds(t, e)
+	})
+	t.Run("another definition under the name is updated, never adopted", func(t *testing.T) {
+		for name, other := range map[string]jobs.HeldSchedule{
+			"another expression": {Expression: "cron(0 3 * * ? *)", TimeZone: "Europe/Paris", TargetMatches: true},
+			"another target":     {Expression: "cron(0 * * * ? *)", TimeZone: "Europe/Paris", TargetMatches: false},
+		} {
+			t.Run(name, func(t *testing.T) {
+				e := newSchedEnv(t, 5)
+				// Left by an earlier request: no definition names it.
+				e.created(t)
+				other.Message = e.sched.made[id].Message
+				e.sched.made[id] = other
+				e.removeDefinition(t, owner)
+				created(t, e.do(t, "me", http.MethodPost, "/v1/schedules", hourly))
+				holds(t, e)
+				if e.sched.updates != 1 {
+					t.Fatalf("%d updates, want 1", e.sched.updates)
+				}
+			})
+		}
+	})
+	t.Run("a stored definition with another definition is refused", func(t *testing.T) {
+		e := newSchedEnv(t, 5)
+		e.created(t)
+		changed := strings.Replace(hourly, "cron(0 * * * ? *)", "cron(0 3 * * ? *)", 1)
+		if p := decodeProblem(t, e.do(t, "me", http.MethodPost, "/v1/schedules", changed)); p.Status != http.StatusConflict || p.Code != "schedule_exists" {
+			t.Fatalf("the same name with another expression: %+v", p)
+		}
+		holds(t, e)
+	})
+	t.Run("a delete whose answer is lost is done", func(t *testing.T) {
+		e := newSchedEnv(t, 5)
+		e.created(t)
+		e.sched.faults(nil, []string{"delete"})
+		if resp := e.do(t, "me", http.MethodDelete, "/v1/schedules/hourly.echo", ""); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("delete: %d %s", resp.StatusCode, resp.Body)
+		}
+		if got := listed(t, e); got != http.StatusNotFound || len(e.sched.made) != 0 {
+			t.Fatalf("after delete: listed %d, Scheduler holds %v", got, e.sched.made)
+		}
+	})
+	t.Run("a delete whose answer is lost and cannot be checked is repeated", func(t *testing.T) {
+		e := newSchedEnv(t, 5)
+		e.created(t)
+		e.sched.faults([]string{"get"}, []string{"delete"})
+		if p := decodeProblem(t, e.do(t, "me", http.MethodDelete, "/v1/schedules/hourly.echo", "")); p.Status != http.StatusServiceUnavailable {
+			t.Fatalf("delete: %+v", p)
+		}
+		if got := listed(t, e); got != http.StatusOK {
+			t.Fatalf("a schedule whose deletion is unconfirmed is not listed: %d", got)
+		}
+		e.sched.faults(nil, nil)
+		if resp := e.do(t, "me", http.MethodDelete, "/v1/schedules/hourly.echo", ""); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("delete again: %d %s", resp.StatusCode, resp.Body)
+		}
+		if got := listed(t, e); got != http.StatusNotFound || len(e.sched.made) != 0 {
+			t.Fatalf("after delete: listed %d, Scheduler holds %v", got, e.sched.made)
+		}
+	})
+}
+
+// created creates the hourly schedule.
+func (e *schedEnv) created(t *testing.T) {
+	t.Helper()
+	if resp := e.do(t, "me", http.MethodPost, "/v1/schedules", hourly); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.StatusCode, resp.Body)
+	}
+}
+
+// removeDefinition removes the hourly schedule's definition, leaving
+// Scheduler's schedule behind.
+func (e *schedEnv) removeDefinition(t *testing.T, owner string) {
+	t.Helper()
+	if err := e.store.RemoveOwnerSchedule(context.Background(), jobs.OwnerKey(owner), "hourly.echo"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A fire of a runtime schedule, delivered three times, becomes one job
 // owned by the schedule's owner; after the schedule is deleted, a fire
 // still on the queue makes no job.
@@ -236,8 +472,8 @@ func TestRuntimeScheduleFires(t *testing.T) {
 		t.Fatalf("create: %d %s", resp.StatusCode, resp.Body)
 	}
 	var msg string
-	for _, m := range e.sched.made {
-		msg = m
+	for _, h := range e.sched.made {
+		msg = h.Message
 	}
 	reg := jobs.NewRegistry()
 	runs := 0
@@ -276,3 +512,47 @@ func TestRuntimeScheduleFires(t *testing.T) {
 }
 
 func jobsTime(s string) (t time.Time, err error) { return time.Parse(time.RFC3339, s) }
+
+// A runtime schedule whose kind the worker does not register (the kind
+// left the code) settles each fire with one job failed unknown_kind,
+// owned by the schedule's owner: no panic, no message back on the queue
+// (so none in the DLQ), and a duplicate delivery finds the job final. The
+// next fire, skip overlap or not, makes its own failed job.
+func TestRuntimeScheduleOfAnUnregisteredKind(t *testing.T) {
+	e := newSchedEnv(t, 5)
+	if resp := e.do(t, "me", http.MethodPost, "/v1/schedules", hourly); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.StatusCode, resp.Body)
+	}
+	var msg string
+	for _, h := range e.sched.made {
+		msg = h.Message
+	}
+	reg := jobs.NewRegistry() // "echo" is gone from the worker's code
+	jobs.MustRegister(reg, "other", jobs.HandlerFunc[echoPayload, jobs.NoResult](func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) {
+		return jobs.NoResult{}, nil
+	}))
+	var logs strings.Builder
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: e.store, CancelCheck: -1, Concurrency: 1,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := httpapi.Owner(schedRequest(t, "me", http.MethodGet, "/v1/schedules", ""))
+	for _, at := range []string{"2026-11-30T09:00:00Z", "2026-11-30T10:00:00Z"} {
+		fire := strings.Replace(msg, "<aws.scheduler.scheduled-time>", at, 1)
+		for _, delivery := range []string{"first", "again"} {
+			ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: at + delivery, Body: fire}}}
+			if resp, _ := w.HandleSQS(context.Background(), ev); len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("fire at %s (%s): the message comes back: %v", at, delivery, resp.BatchItemFailures)
+			}
+		}
+		when, _ := jobsTime(at)
+		rec, err := e.store.Get(context.Background(), jobs.RuntimeFireJobID(jobs.OwnerKey(owner), "hourly.echo", when))
+		if err != nil || rec.Status != jobs.StatusFailed || rec.ErrorCode != jobs.CodeUnknownKind || rec.Owner != owner || rec.Kind != "echo" {
+			t.Fatalf("the fire's job at %s: %+v %v", at, rec, err)
+		}
+	}
+	if strings.Contains(logs.String(), "panicked") {
+		t.Fatalf("the worker panicked: %s", logs.String())
+	}
+}

@@ -30,6 +30,9 @@
 //	JOBS_FINAL_WRITE_TIMEOUT   bound on the final write (2s)
 //	JOBS_CALL_TIMEOUT          bound on each other AWS call of the worker (2s)
 //	JOBS_MIN_RUN_TIME          handler time a record needs to be claimed (2s)
+//	JOBS_WORKER_TIMEOUT        the worker function's timeout (the construct sets it): the
+//	                           worker refuses to start with a kind whose WithMinRunTime
+//	                           exceeds it less JOBS_HANDLER_RESERVE (unset: not checked)
 //	JOBS_PAYLOAD_KEY           base64 AES-256 key(s), comma-separated, newest first,
 //	                           sealing payload fields tagged jobs:"secret"
 //	JOBS_PAYLOAD_SECRET        or: a random string of 32+ characters the key is derived
@@ -95,6 +98,9 @@ type Config struct {
 	Retention     time.Duration
 	Concurrency   int
 	Deadlines     jobs.Deadlines
+	// WorkerTimeout is the worker function's timeout
+	// (JOBS_WORKER_TIMEOUT; zero when unset): see jobs.WorkerConfig.Timeout.
+	WorkerTimeout time.Duration
 	// Sealer seals secret payload fields (nil without JOBS_PAYLOAD_KEY).
 	Sealer jobs.Sealer
 	// Sources are the foreign sources connected to the queue (JOBS_SOURCES).
@@ -158,6 +164,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c.Deadlines.FinalWrite = dur("JOBS_FINAL_WRITE_TIMEOUT", c.Deadlines.FinalWrite)
 	c.Deadlines.Call = dur("JOBS_CALL_TIMEOUT", c.Deadlines.Call)
 	c.Deadlines.MinRun = dur("JOBS_MIN_RUN_TIME", c.Deadlines.MinRun)
+	c.WorkerTimeout = dur("JOBS_WORKER_TIMEOUT", 0)
 	c.Scheduler = schedulerapi.Config{
 		Group: getenv("JOBS_SCHEDULE_GROUP"), QueueARN: getenv("JOBS_QUEUE_ARN"),
 		RoleARN: getenv("JOBS_SCHEDULER_ROLE_ARN"), DLQARN: getenv("JOBS_SCHEDULE_DLQ_ARN"),
@@ -386,7 +393,8 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 
 // Worker is the SQS-triggered worker function. It refuses to start when a
 // source connected to the queue (JOBS_SOURCES) has no route that accepts
-// its messages.
+// its messages, and when a kind needs more handler time (WithMinRunTime)
+// than an invocation of JOBS_WORKER_TIMEOUT has.
 func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	if err := d.Routes.CheckSources(d.Config.Sources); err != nil {
 		return nil, err
@@ -397,7 +405,7 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	}
 	w, err := jobs.NewWorker(jobs.WorkerConfig{
 		Registry: reg, Store: d.Store, Logger: d.Logger,
-		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Retention: d.Config.Retention,
+		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Timeout: d.Config.WorkerTimeout, Retention: d.Config.Retention,
 		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace, Metrics: d.metrics,
 		Queue: queueOrNil(d.Queue), TracerProvider: d.tracing.provider(),
 	})

@@ -108,6 +108,45 @@ func TestWorkerRefusesASourceWithoutRoute(t *testing.T) {
 	}
 }
 
+// A kind that needs more handler time than an invocation of the worker's
+// timeout (JOBS_WORKER_TIMEOUT, less the reserve) has is refused at cold
+// start, naming the kind: the function fails to start rather than hand
+// that kind's jobs back forever.
+func TestWorkerRefusesAKindLongerThanItsTimeout(t *testing.T) {
+	t.Parallel()
+	reg := func() *jobs.Registry {
+		r := jobs.NewRegistry()
+		jobs.MustRegister(r, "report", jobs.HandlerFunc[struct{}, jobs.NoResult](func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
+			return jobs.NoResult{}, nil
+		}), jobs.WithMinRunTime(2*time.Minute))
+		return r
+	}
+	base := map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1"}
+	getenv := func(extra map[string]string) func(string) string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return env(m)
+	}
+	_, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg(), getenv(map[string]string{"JOBS_WORKER_TIMEOUT": "1m"}), nil)
+	if err == nil || !strings.Contains(err.Error(), `kind "report"`) {
+		t.Fatalf("a 1m worker with a kind needing 2m: %v, want the kind refused", err)
+	}
+	for _, extra := range []map[string]string{{"JOBS_WORKER_TIMEOUT": "5m"}, {}} {
+		if _, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg(), getenv(extra), nil); err != nil {
+			t.Fatalf("worker with %v: %v", extra, err)
+		}
+	}
+	cfg, err := lambdafn.ConfigFromEnv(getenv(map[string]string{"JOBS_WORKER_TIMEOUT": "90s"}))
+	if err != nil || cfg.WorkerTimeout != 90*time.Second {
+		t.Fatalf("JOBS_WORKER_TIMEOUT=90s: %+v %v", cfg.WorkerTimeout, err)
+	}
+}
+
 func TestFunctionNamed(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"enqueue", "getjob", "cancel", "worker", "sweeper", "schedules"} {

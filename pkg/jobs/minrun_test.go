@@ -1,0 +1,41 @@
+package jobs_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+// A kind whose minimum run time is more than a fresh invocation's handler
+// time (the worker's timeout less the reserve) could never be claimed: a
+// worker that knows its timeout refuses to be built with it, naming the
+// kind. Without a timeout nothing is known, and nothing is refused.
+func TestWorkerRefusesAKindLongerThanItsInvocations(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		timeout time.Duration
+		refused bool
+	}{
+		"timeout unknown":                {0, false},
+		"timeout too short for the kind": {30 * time.Second, true},
+		"handler time just enough":       {33 * time.Second, false}, // 33s less the 3s reserve
+		"ample timeout":                  {15 * time.Minute, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			reg := jobs.NewRegistry()
+			jobs.MustRegister(reg, "quick", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
+			jobs.MustRegister(reg, "report", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper), jobs.WithMinRunTime(30*time.Second))
+			_, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Timeout: c.timeout})
+			switch {
+			case c.refused && (err == nil || !strings.Contains(err.Error(), `kind "report"`) || strings.Contains(err.Error(), "quick")):
+				t.Fatalf("timeout %v: %v, want kind report refused", c.timeout, err)
+			case !c.refused && err != nil:
+				t.Fatalf("timeout %v: %v", c.timeout, err)
+			}
+		})
+	}
+}
