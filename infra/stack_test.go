@@ -444,7 +444,7 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 			}
 		}
 		want := map[string]string{
-			"enqueue": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue sqs:SendMessage",
+			"enqueue": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue sqs:SendMessage",
 			// getjob also lists (Query the listing indexes, BatchGetItem the
 			// jobs) and reads the page token key; cancel also retries.
 			"getjob": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:Query logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue",
@@ -452,8 +452,8 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 			// completion job), and serves the operators' dead-letter routes.
 			"cancel": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
 				"secretsmanager:GetSecretValue sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:ReceiveMessage sqs:SendMessage",
-			"sweeper": "dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
-			"worker": "dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue " +
+			"sweeper": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
+			"worker": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue " +
 				"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueUrl sqs:ReceiveMessage sqs:SendMessage",
 		}
 		for fn, actions := range want {

@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -157,28 +158,36 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 			Reason: jsii.String("A non-retained environment's table is disposable (it is deleted with the stack); retained environments such as prod enable point-in-time recovery."),
 		}}, jsii.Bool(true))
 	}
-	s.Table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-		IndexName:      jsii.String(dynamostore.SweepIndex),
-		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrSweepShard), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrSweepAt), Type: awsdynamodb.AttributeType_NUMBER},
-		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
-	})
-	// The listing's indexes (dynamostore.OwnerIndex, AttentionIndex): each
-	// entry written once, projecting only what never changes under it.
-	s.Table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-		IndexName:        jsii.String(dynamostore.OwnerIndex),
-		PartitionKey:     &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrListOwner), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:          &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrListCreated), Type: awsdynamodb.AttributeType_STRING},
-		ProjectionType:   awsdynamodb.ProjectionType_INCLUDE,
-		NonKeyAttributes: jsii.Strings(dynamostore.OwnerIndexProjection...),
-	})
-	s.Table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-		IndexName:        jsii.String(dynamostore.AttentionIndex),
-		PartitionKey:     &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrAttention), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:          &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrListCreated), Type: awsdynamodb.AttributeType_STRING},
-		ProjectionType:   awsdynamodb.ProjectionType_INCLUDE,
-		NonKeyAttributes: jsii.Strings(dynamostore.AttentionIndexProjection...),
-	})
+	// Its indexes, each as dynamostore defines it (the sweep index, the
+	// listing's), so the table here and the local one cannot drift.
+	def := dynamostore.CreateTableInput("jobs")
+	attrType := map[string]awsdynamodb.AttributeType{}
+	for _, a := range def.AttributeDefinitions {
+		attrType[*a.AttributeName] = map[ddbtypes.ScalarAttributeType]awsdynamodb.AttributeType{
+			ddbtypes.ScalarAttributeTypeS: awsdynamodb.AttributeType_STRING, ddbtypes.ScalarAttributeTypeN: awsdynamodb.AttributeType_NUMBER,
+		}[a.AttributeType]
+	}
+	for _, g := range def.GlobalSecondaryIndexes {
+		props := &awsdynamodb.GlobalSecondaryIndexProps{IndexName: g.IndexName}
+		for _, k := range g.KeySchema {
+			attr := &awsdynamodb.Attribute{Name: k.AttributeName, Type: attrType[*k.AttributeName]}
+			if k.KeyType == ddbtypes.KeyTypeHash {
+				props.PartitionKey = attr
+			} else {
+				props.SortKey = attr
+			}
+		}
+		switch g.Projection.ProjectionType {
+		case ddbtypes.ProjectionTypeKeysOnly:
+			props.ProjectionType = awsdynamodb.ProjectionType_KEYS_ONLY
+		case ddbtypes.ProjectionTypeInclude:
+			props.ProjectionType = awsdynamodb.ProjectionType_INCLUDE
+			props.NonKeyAttributes = jsii.Strings(g.Projection.NonKeyAttributes...)
+		default:
+			props.ProjectionType = awsdynamodb.ProjectionType_ALL
+		}
+		s.Table.AddGlobalSecondaryIndex(props)
+	}
 
 	// The queue pair, from sqsqueue's one definition.
 	spec := sqsqueue.DefaultSpec(cfg.WorkerTimeout)
@@ -384,7 +393,8 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	allow(cancelFn, []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}, table)
 	// Listing: the two listing indexes, and the jobs they name.
 	for _, f := range []awslambda.Function{getjob, cancelFn} {
-		allow(f, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.OwnerIndex), s.tableIndex(dynamostore.AttentionIndex))
+		allow(f, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.OwnerIndex), s.tableIndex(dynamostore.AttentionIndex),
+			s.tableIndex(dynamostore.QueuedIndex), s.tableIndex(dynamostore.RunningIndex))
 		allow(f, []string{"dynamodb:BatchGetItem"}, table)
 		s.grantPageKey(f)
 		// Operators: Config.Operators, and the roles given GrantOperate.
@@ -403,6 +413,12 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	// The worker claims, publishes and finishes (UpdateItem), reads a job
 	// it may interrupt, and creates jobs from foreign messages (PutItem).
 	allow(worker, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, table)
+	// Batches: the job that ends a batch sums its shards' counts (the
+	// worker, the sweeper, the cancel of its last job, the retry of its
+	// enqueue), reading them at once.
+	for _, f := range []awslambda.Function{enqueue, worker, sweeper} {
+		allow(f, []string{"dynamodb:BatchGetItem"}, table)
+	}
 	// ...and sends retries and early deliveries back with a delay.
 	s.grantSend(worker, worker.Role().RoleArn())
 	allow(sweeper, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.SweepIndex))

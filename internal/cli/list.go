@@ -73,7 +73,14 @@ func (c *client) list(ctx context.Context, status, kind string, limit int, all b
 		return 1
 	}
 	if n == 0 {
-		fmt.Fprintln(c.stdout, "(no job)")
+		switch status {
+		case "queued", "running":
+			fmt.Fprintf(c.stdout, "(nothing %s)\n", status)
+		case "":
+			fmt.Fprintln(c.stdout, "(no job)")
+		default:
+			fmt.Fprintf(c.stdout, "(no %s job)\n", status)
+		}
 	}
 	return 0
 }

@@ -46,6 +46,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"type":"x","title":"Not found","status":404,"detail":"no such job","code":"not_found"}`)
 	case r.URL.Path == "/v1/batches/b1":
 		io.WriteString(w, `{"id":"b1","status":"running","total":4,"counts":{"pending":1,"succeeded":2,"failed":1,"cancelled":0},"completion_job_id":null,"created_at":"2026-11-30T08:00:00Z","job_ids":["j1"],"next_page_token":null}`)
+	case r.URL.Path == "/v1/counts":
+		io.WriteString(w, `{"kinds":{"report":{"queued":5000,"running":3}},"truncated":false}`)
 	case r.URL.Path == "/v1/schedules":
 		io.WriteString(w, `{"schedules":[{"name":"nightly","expression":"cron(0 2 * * ? *)","time_zone":"Europe/Paris","kind":"k","payload":{},"overlap":"skip","created_at":"2026-11-30T08:00:00Z","next_fire":"2026-12-01T01:00:00Z"}]}`)
 	case r.URL.Path == "/v1/admin/jobs":
@@ -123,7 +125,7 @@ func get(t *testing.T, u string) (int, string, http.Header) {
 func TestPages(t *testing.T) {
 	srv, _ := newServer(t)
 	for path, want := range map[string][]string{
-		"/":              {"Jobs by kind", "CloudWatch dashboard"},
+		"/":              {"Jobs by kind", "CloudWatch dashboard", `<th scope="row">report</th><td><a href="/jobs?kind=report&amp;status=queued">5000</a></td><td><a href="/jobs?kind=report&amp;status=running">3</a></td>`},
 		"/jobs":          {"&lt;script&gt;alert(1)&lt;/script&gt;", `href="/jobs?limit=25&amp;page_token=tok"`, `<label for="f-status">`, `aria-live="polite"`},
 		"/jobs/j1":       {`id="status"`, "running", `&#34;done&#34;: 2`, `href="/batches/b1"`, `id="retry" disabled`},
 		"/batches/b1":    {`max="4" value="3"`, `href="/jobs/j1"`},

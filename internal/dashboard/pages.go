@@ -22,6 +22,12 @@ type kindRow struct {
 }
 
 type overviewData struct {
+	// Now: the caller's queued and running jobs by kind (GET /v1/counts;
+	// not for an operator, who reads one owner at a time).
+	ShowNow        bool
+	Now            []nowRow
+	NowTruncated   bool
+	NowErr         string
 	Kinds          []kindRow
 	HasStats       bool
 	HasQueues      bool
@@ -30,9 +36,30 @@ type overviewData struct {
 	Failed, Queued int
 }
 
+// nowRow is one kind's unfinished jobs on the overview.
+type nowRow struct {
+	Kind            string
+	Queued, Running int
+}
+
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	d := overviewData{}
+	if d.ShowNow = !s.cfg.Operator; d.ShowNow {
+		var now jobs.UnfinishedCounts
+		switch status, problem, err := s.call(ctx, http.MethodGet, httpapi.CountsPath, nil, nil, &now); {
+		case err != nil:
+			d.NowErr = err.Error()
+		case status != http.StatusOK:
+			d.NowErr = problem
+		default:
+			for k, c := range now.Kinds {
+				d.Now = append(d.Now, nowRow{Kind: k, Queued: c.Queued, Running: c.Running})
+			}
+			sort.Slice(d.Now, func(i, j int) bool { return d.Now[i].Kind < d.Now[j].Kind })
+			d.NowTruncated = now.Truncated
+		}
+	}
 	if s.cfg.Stats != nil {
 		if rows, err := s.stats(ctx); err == nil {
 			d.Kinds, d.HasStats = rows, true

@@ -81,6 +81,8 @@ func (g *Gateway) routes() []gatewayRoute {
 	return []gatewayRoute{
 		{"POST /v1/jobs", g.Enqueue},
 		{"GET /v1/jobs", g.GetJob},
+		{"GET /v1/counts", g.GetJob},
+		{"GET /v1/admin/counts", g.GetJob},
 		{"POST /v1/batches", g.Enqueue},
 		{"GET /v1/batches/{id}", g.GetJob},
 		{"POST /v1/jobs/{id}/cancel", g.Cancel},

@@ -45,6 +45,13 @@ func TestCancelEndsABatchAndOperatorsRedrive(t *testing.T) {
 	if err := json.Unmarshal([]byte(a.body), &b); err != nil {
 		t.Fatal(err)
 	}
+	// "What is queued, what is running now?", from the unfinished jobs only.
+	if c := call(t, "GET", "/v1/counts", "ops", "", ""); c.status != 200 || !strings.Contains(c.body, `"example.hash":{"queued":2,"running":0}`) {
+		t.Fatalf("counts while the batch waits: %d %s", c.status, c.body)
+	}
+	if r := call(t, "GET", "/v1/jobs?status=running", "ops", "", ""); r.status != 200 || r.body != `{"jobs":[],"next_page_token":null}` {
+		t.Fatalf("nothing running: %d %s, want an empty page without a token", r.status, r.body)
+	}
 	for i := range 2 {
 		id := jobs.BatchJobID(b.ID, i)
 		if c := call(t, "POST", "/v1/jobs/"+id+"/cancel", "ops", "", ""); c.status != 200 {

@@ -188,6 +188,26 @@ func (s *Service) List(ctx context.Context, owner string, req ListRequest) (*Lis
 	return out, nil
 }
 
+// MaxUnfinishedCount is the most unfinished jobs CountUnfinished counts.
+const MaxUnfinishedCount = 10000
+
+// CountUnfinished counts the owner's queued and running jobs by kind, now,
+// from the indexes that hold only unfinished jobs: its cost grows with
+// them (up to MaxUnfinishedCount), never with the owner's history.
+func (s *Service) CountUnfinished(ctx context.Context, owner string) (UnfinishedCounts, error) {
+	if checkOwner(owner) != nil {
+		return UnfinishedCounts{}, ErrInvalidOwner
+	}
+	c, err := s.store.CountUnfinished(ctx, OwnerKey(owner), MaxUnfinishedCount)
+	if err != nil {
+		return UnfinishedCounts{}, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	if c.Kinds == nil {
+		c.Kinds = map[string]KindCounts{}
+	}
+	return c, nil
+}
+
 // Retry puts the owner's failed or cancelled job back in the queue as a
 // new attempt with the same id and returns it: ErrNotFound as for reads,
 // a *ConflictError wrapping ErrNotRetryable for any other status (or a

@@ -131,6 +131,10 @@ type Store interface {
 	// once; a page may hold fewer than q.Limit jobs (even none) when q's
 	// read budget ran out first.
 	List(ctx context.Context, q ListQuery) (ListPage, error)
+	// CountUnfinished counts the owner's queued and running jobs by kind,
+	// reading at most max entries of the indexes that hold only unfinished
+	// jobs (never the owner's history); Truncated says max was reached.
+	CountUnfinished(ctx context.Context, ownerKey string, max int) (UnfinishedCounts, error)
 	// Resubmit puts a failed or cancelled job that belongs to no batch
 	// back in the queue, for another attempt under the same id; else a
 	// *ConflictError wrapping ErrNotRetryable (with the current job), or
@@ -154,6 +158,19 @@ type ListQuery struct {
 	// MaxReads bounds the job items read to fill the page when the
 	// status cannot be read from an index (0: twice Limit).
 	MaxReads int
+}
+
+// UnfinishedCounts are an owner's queued and running jobs, by kind.
+type UnfinishedCounts struct {
+	Kinds map[string]KindCounts `json:"kinds"`
+	// Truncated: there were more entries than counted.
+	Truncated bool `json:"truncated"`
+}
+
+// KindCounts are one kind's unfinished jobs.
+type KindCounts struct {
+	Queued  int `json:"queued"`
+	Running int `json:"running"`
 }
 
 // ListPage is one page of Store.List.

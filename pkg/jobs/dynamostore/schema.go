@@ -46,11 +46,13 @@ const (
 	// Shards is the number of sweep index partitions.
 	Shards = 32
 	// ListShards is the number of partitions each owner's entries of
-	// OwnerIndex and AttentionIndex are spread over (AttrListOwner is the
-	// owner's key, '#', and the job's shard): at 10,000 jobs per second from
-	// one owner, each of 16 takes 625 write units a second. A listing reads
-	// them all and merges them, newest first.
-	ListShards = 16
+	// OwnerIndex, AttentionIndex, QueuedIndex and RunningIndex are spread
+	// over (AttrListOwner is the owner's key, '#', and the job's shard): at
+	// 10,000 jobs per second from one owner, each of 32 takes 312 write
+	// units a second of OwnerIndex, and 625 of each unfinished index (an
+	// entry in and out). A listing reads them all and merges them, newest
+	// first.
+	ListShards = 32
 
 	// OwnerIndex lists an owner's jobs, newest first: its partition key
 	// AttrListOwner is the owner's key (jobs.OwnerKey) and the job's list
@@ -71,6 +73,23 @@ const (
 	AttrListOwner   = "lo"
 	AttrListCreated = "lc"
 	AttrAttention   = "ls"
+
+	// QueuedIndex and RunningIndex list an owner's unfinished jobs, newest
+	// first, each status its own sparse index: a job is in QueuedIndex
+	// (its AttrQueued set) while queued, in RunningIndex (AttrRunning)
+	// while running, in neither once finished. "What is running now?"
+	// reads only the owner's running jobs, however long its history and
+	// however many jobs are queued. Both keys hold the job's
+	// AttrListOwner (the owner's key and its list shard), copied from it
+	// by the writes that move the job (a claim moves it from one index to
+	// the other); the sort key is AttrListCreated. Each projects the kind.
+	// A job's life writes them 4 times: in QueuedIndex at creation, out of
+	// it and into RunningIndex at the claim, out at the end
+	// (docs/CAPACITY.md).
+	QueuedIndex  = "owner_queued"
+	RunningIndex = "owner_running"
+	AttrQueued   = "uq"
+	AttrRunning  = "ur"
 )
 
 // Other attributes of a job item.
@@ -117,6 +136,8 @@ func CreateTableInput(table string) *dynamodb.CreateTableInput {
 			{AttributeName: aws.String(AttrListOwner), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(AttrListCreated), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(AttrAttention), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(AttrQueued), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(AttrRunning), AttributeType: types.ScalarAttributeTypeS},
 		},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(AttrID), KeyType: types.KeyTypeHash},
@@ -142,15 +163,27 @@ func CreateTableInput(table string) *dynamodb.CreateTableInput {
 				{AttributeName: aws.String(AttrListCreated), KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: AttentionIndexProjection},
-		}},
+		}, unfinishedIndex(QueuedIndex, AttrQueued), unfinishedIndex(RunningIndex, AttrRunning)},
+	}
+}
+
+func unfinishedIndex(name, pk string) types.GlobalSecondaryIndex {
+	return types.GlobalSecondaryIndex{
+		IndexName: aws.String(name),
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(AttrListCreated), KeyType: types.KeyTypeRange},
+		},
+		Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: UnfinishedIndexProjection},
 	}
 }
 
 // The attributes the listing indexes project besides their keys: only
 // what never changes while the entry exists.
 var (
-	OwnerIndexProjection     = []string{attrKind}
-	AttentionIndexProjection = []string{attrKind, attrStatus}
+	OwnerIndexProjection      = []string{attrKind}
+	AttentionIndexProjection  = []string{attrKind, attrStatus}
+	UnfinishedIndexProjection = []string{attrKind}
 )
 
 // TimeToLiveInput returns the UpdateTimeToLive call that enables TTL on

@@ -92,9 +92,11 @@ type item struct {
 	BatchCount  string   `dynamodbav:"batch_counts,omitempty"`
 	After       []string `dynamodbav:"af,stringset,omitempty"`
 	AttemptBase int      `dynamodbav:"ab,omitempty"`
-	// The listing indexes' keys (see OwnerIndex).
+	// The listing indexes' keys (see OwnerIndex, QueuedIndex).
 	ListOwner   string `dynamodbav:"lo,omitempty"`
 	ListCreated string `dynamodbav:"lc,omitempty"`
+	Queued      string `dynamodbav:"uq,omitempty"`
+	Running     string `dynamodbav:"ur,omitempty"`
 }
 
 // listCreated is a job's OwnerIndex sort key: its creation time in
@@ -146,7 +148,14 @@ func toItem(r *jobs.Record) item {
 		BatchIdx: r.BatchIndex, BatchSize: r.BatchSize, BatchShard: r.BatchShards, After: r.After, AttemptBase: r.AttemptBase,
 	}
 	if r.Owner != "" {
-		it.ListOwner, it.ListCreated = ListKey(jobs.OwnerKey(r.Owner), r.ID), listCreated(r.CreatedAt)
+		key := jobs.OwnerKey(r.Owner)
+		it.ListOwner, it.ListCreated = ListKey(key, r.ID), listCreated(r.CreatedAt)
+		switch r.Status {
+		case jobs.StatusQueued:
+			it.Queued = it.ListOwner
+		case jobs.StatusRunning:
+			it.Running = it.ListOwner
+		}
 	}
 	if r.BatchCounts != nil {
 		b, _ := json.Marshal(r.BatchCounts)
@@ -404,7 +413,7 @@ func notCancelled(c expression.ConditionBuilder) expression.ConditionBuilder {
 
 // Claim moves a queued job to running under c.
 func (s *Store) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.Record, error) {
-	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusRunning))).
+	upd := moveUnfinished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusRunning))), AttrRunning, AttrQueued).
 		Set(expression.Name(attrToken), expression.Value(c.Token)).
 		Set(expression.Name(attrLease), expression.Value(ms(c.LeaseUntil))).
 		Set(expression.Name(attrStarted), expression.Value(ms(c.At))).
@@ -440,7 +449,7 @@ func (s *Store) Finish(ctx context.Context, id, token string, o jobs.Outcome) er
 	if !o.Status.Final() {
 		return fmt.Errorf("dynamostore: finish: status %q is not final", o.Status)
 	}
-	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(o.Status))).
+	upd := finished(expression.Set(expression.Name(attrStatus), expression.Value(string(o.Status)))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(o.At))).
 		Set(expression.Name(attrFinished), expression.Value(ms(o.At))).
 		Remove(expression.Name(attrToken))
@@ -471,6 +480,19 @@ func (s *Store) Finish(ctx context.Context, id, token string, o jobs.Outcome) er
 	return err
 }
 
+// moveUnfinished puts the job in the unfinished index keyed by to (its
+// key copied from AttrListOwner; "-", never listed, for a job stored
+// without an owner) and out of the one keyed by from.
+func moveUnfinished(upd expression.UpdateBuilder, to, from string) expression.UpdateBuilder {
+	return upd.Set(expression.Name(to), expression.IfNotExists(expression.Name(AttrListOwner), expression.Value("-"))).
+		Remove(expression.Name(from))
+}
+
+// finished takes a job out of both unfinished indexes.
+func finished(upd expression.UpdateBuilder) expression.UpdateBuilder {
+	return upd.Remove(expression.Name(AttrQueued)).Remove(expression.Name(AttrRunning))
+}
+
 // afterOutcome ends a job's sweep schedule at its final write, or, when
 // steps follow the outcome, keeps it (the sweeper runs them if their
 // runner dies) and records them: no index write either way beyond the
@@ -497,7 +519,7 @@ func (s *Store) DoneAfter(ctx context.Context, id string) error {
 
 // Requeue sends the run named by token back to the queue for a retry.
 func (s *Store) Requeue(ctx context.Context, id, token string, r jobs.Requeue) error {
-	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusQueued))).
+	upd := moveUnfinished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusQueued))), AttrQueued, AttrRunning).
 		Set(expression.Name(attrUpdated), expression.Value(ms(r.At))).
 		Set(expression.Name(attrRunAt), expression.Value(ms(r.RunAt))).
 		Set(expression.Name(AttrSweepShard), expression.Value(ShardOf(id))).
@@ -526,7 +548,7 @@ func needsAttention(upd expression.UpdateBuilder) expression.UpdateBuilder {
 // CancelQueued moves a queued job to cancelled and out of the sweep index
 // (or, with post-outcome steps, keeps it there until DoneAfter).
 func (s *Store) CancelQueued(ctx context.Context, id string, c jobs.CancelQueued) error {
-	upd := needsAttention(afterOutcome(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusCancelled))).
+	upd := needsAttention(afterOutcome(finished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusCancelled)))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
 		Set(expression.Name(attrFinished), expression.Value(ms(c.At))).
 		Set(expression.Name(AttrExpires), expression.Value(c.ExpiresAt.Unix())), c.After))

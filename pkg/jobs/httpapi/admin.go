@@ -71,6 +71,13 @@ func (a *API) admin(ctx context.Context, req events.APIGatewayV2HTTPRequest, met
 	if path == DeadLettersPath || strings.HasPrefix(path, DeadLettersPath+"/") {
 		return a.deadLetterRoute(ctx, req, method, path), nil
 	}
+	if path == AdminPath+"/counts" && method == http.MethodGet {
+		owner := req.QueryStringParameters["owner"]
+		if owner == "" {
+			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "owner is required: the admin counts read one owner's jobs at a time"}), nil
+		}
+		return a.countsAs(ctx, owner), nil
+	}
 	rest := strings.TrimPrefix(path, AdminPath+"/jobs")
 	switch {
 	case rest == "" && method == http.MethodGet:

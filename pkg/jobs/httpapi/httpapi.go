@@ -233,9 +233,11 @@ func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (ev
 		path = req.RequestContext.HTTP.Path
 	}
 	switch {
-	case path == AdminPath+"/jobs" || strings.HasPrefix(path, AdminPath+"/jobs/") ||
+	case path == AdminPath+"/jobs" || strings.HasPrefix(path, AdminPath+"/jobs/") || path == AdminPath+"/counts" ||
 		path == DeadLettersPath || strings.HasPrefix(path, DeadLettersPath+"/"):
 		return a.admin(ctx, req, method, path)
+	case path == CountsPath && method == http.MethodGet:
+		return a.Counts(ctx, req)
 	case path == JobsPath && method == http.MethodPost:
 		return a.Enqueue(ctx, req)
 	case path == JobsPath && method == http.MethodGet:

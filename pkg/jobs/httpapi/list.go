@@ -143,3 +143,26 @@ func (a *API) Bulk(ctx context.Context, req events.APIGatewayV2HTTPRequest) (res
 	}
 	return jsonResponse(http.StatusOK, out), nil
 }
+
+// CountsPath is GET CountsPath: the caller's queued and running jobs now,
+// by kind (jobs.UnfinishedCounts), read from the indexes that hold only
+// unfinished jobs; operators read an owner's at AdminPath+"/counts?owner=".
+const CountsPath = "/v1/counts"
+
+// Counts serves GET /v1/counts.
+func (a *API) Counts(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	defer a.recover(ctx, &resp)
+	owner, ok := Owner(req)
+	if !ok {
+		return problem(ctx, a.log, errUnauthenticated), nil
+	}
+	return a.countsAs(ctx, owner), nil
+}
+
+func (a *API) countsAs(ctx context.Context, owner string) events.APIGatewayV2HTTPResponse {
+	c, err := a.svc.CountUnfinished(ctx, owner)
+	if err != nil {
+		return problem(ctx, a.log, err)
+	}
+	return jsonResponse(http.StatusOK, c)
+}

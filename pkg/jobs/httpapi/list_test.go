@@ -225,3 +225,25 @@ func (e *env) svcGet(t *testing.T, who, id string) (jobs.View, int) {
 	}
 	return decodeView(t, resp), resp.StatusCode
 }
+
+// GET /v1/counts: the caller's queued and running jobs by kind, never
+// another owner's; operators read an owner's at /v1/admin/counts.
+func TestCounts(t *testing.T) {
+	e := newEnv(t)
+	e.enqueueAs(t, "me", "a")
+	e.enqueueAs(t, "me", "b")
+	e.enqueueAs(t, "other", "c")
+	resp := e.route(t, caller(t, "me", http.MethodGet, "/v1/counts", nil, ""))
+	if resp.StatusCode != http.StatusOK || resp.Body != `{"kinds":{"echo":{"queued":2,"running":0}},"truncated":false}` {
+		t.Fatalf("counts: %d %s", resp.StatusCode, resp.Body)
+	}
+	me, _ := httpapi.Owner(caller(t, "me", http.MethodGet, "/", nil, ""))
+	if r := e.route(t, caller(t, "me", http.MethodGet, "/v1/admin/counts", map[string]string{"owner": me}, "")); r.StatusCode != http.StatusForbidden {
+		t.Fatalf("admin counts by a non-operator: %d", r.StatusCode)
+	}
+	op, _ := httpapi.Owner(caller(t, "other", http.MethodGet, "/", nil, ""))
+	e.api = e.api.WithOperators([]string{op})
+	if r := e.route(t, caller(t, "other", http.MethodGet, "/v1/admin/counts", map[string]string{"owner": me}, "")); r.StatusCode != http.StatusOK || r.Body != resp.Body {
+		t.Fatalf("an operator's counts of me: %d %s", r.StatusCode, r.Body)
+	}
+}

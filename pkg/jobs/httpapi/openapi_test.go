@@ -349,6 +349,10 @@ func TestAdminAnswersMatchOpenAPI(t *testing.T) {
 	check("/v1/admin/jobs/{id}/{action}", caller(t, "other", "POST", "/v1/admin/jobs/"+a+"/cancel", nil, ""))
 	check("/v1/admin/jobs/{id}/{action}", caller(t, "other", "POST", "/v1/admin/jobs/"+a+"/retry", nil, ""))
 
+	check("/v1/admin/counts", caller(t, "other", "GET", "/v1/admin/counts", map[string]string{"owner": me}, ""))
+	check("/v1/admin/counts", caller(t, "other", "GET", "/v1/admin/counts", nil, ""))
+	check("/v1/admin/counts", caller(t, "me", "GET", "/v1/admin/counts", map[string]string{"owner": me}, ""))
+	check("/v1/counts", caller(t, "me", "GET", "/v1/counts", nil, ""))
 	check("/v1/admin/dead-letters", caller(t, "other", "GET", "/v1/admin/dead-letters", nil, ""))
 	e.api = e.api.WithDeadLetters(&fakeDeadLetters{letters: []sqsqueue.DeadLetter{{ID: "m1", Shape: "JSON object of 2 bytes with keys []", Why: "w"}}})
 	post := func(path, body string) events.APIGatewayV2HTTPRequest {

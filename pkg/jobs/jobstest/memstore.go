@@ -596,6 +596,32 @@ func (m *MemStore) List(_ context.Context, q jobs.ListQuery) (jobs.ListPage, err
 	return page, nil
 }
 
+// CountUnfinished counts the owner's queued and running jobs by kind.
+func (m *MemStore) CountUnfinished(_ context.Context, ownerKey string, max int) (jobs.UnfinishedCounts, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := jobs.UnfinishedCounts{Kinds: map[string]jobs.KindCounts{}}
+	n := 0
+	for _, r := range m.jobs {
+		if r.Expired(m.clock.Now()) || jobs.OwnerKey(r.Owner) != ownerKey || r.Status.Final() {
+			continue
+		}
+		if n == max {
+			out.Truncated = true
+			break
+		}
+		n++
+		c := out.Kinds[r.Kind]
+		if r.Status == jobs.StatusRunning {
+			c.Running++
+		} else {
+			c.Queued++
+		}
+		out.Kinds[r.Kind] = c
+	}
+	return out, nil
+}
+
 // Resubmit puts a failed or cancelled job outside a batch back to queued.
 func (m *MemStore) Resubmit(_ context.Context, id string, rs jobs.Resubmit) error {
 	m.mu.Lock()

@@ -500,6 +500,37 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		wantConflict(t, s.RequestCancel(ctx, rec.ID, clock.Now()), jobs.ErrNotRunning, jobs.StatusCancelled)
 	})
 
+	t.Run("CountUnfinishedCountsTheOwnersQueuedAndRunning", func(t *testing.T) {
+		s, clock := setup(t)
+		now := clock.Now()
+		mk := func(owner, kind string) *jobs.Record {
+			rec := NewRecord(jobs.NewID(), now)
+			rec.Owner, rec.Kind = owner, kind
+			if err := s.Create(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			return rec
+		}
+		mk("o", "a")
+		mk("o", "a")
+		running := mk("o", "b")
+		claim(t, s, running.ID, now)
+		done := mk("o", "b")
+		_, tok := claim(t, s, done.ID, now)
+		if err := s.Finish(ctx, done.ID, tok, jobs.Outcome{Status: jobs.StatusSucceeded, At: now}); err != nil {
+			t.Fatal(err)
+		}
+		mk("p", "a")
+		got, err := s.CountUnfinished(ctx, jobs.OwnerKey("o"), 100)
+		want := map[string]jobs.KindCounts{"a": {Queued: 2}, "b": {Running: 1}}
+		if err != nil || got.Truncated || !reflect.DeepEqual(got.Kinds, want) {
+			t.Fatalf("counts %+v %v, want %v", got, err, want)
+		}
+		if got, _ := s.CountUnfinished(ctx, jobs.OwnerKey("o"), 2); !got.Truncated {
+			t.Fatalf("counts at most 2: %+v, want truncated", got)
+		}
+	})
+
 	t.Run("AfterStepsKeepAFinalJobDueUntilDone", func(t *testing.T) {
 		s, clock := setup(t)
 		now := clock.Now()
