@@ -293,7 +293,7 @@ func TestWriteUnitsPerBatchedJob(t *testing.T) {
 		return sum
 	}
 	perJob := units("create", "claim", "finish", "count_in_batch", "done_after") / measured
-	t.Logf("a batched job: %g write units (a plain one: 6): count %g, clear %g", perJob, units("count_in_batch")/measured, units("done_after")/measured)
+	t.Logf("a batched job: %g write units (a plain one: 10): count %g, clear %g", perJob, units("count_in_batch")/measured, units("done_after")/measured)
 	if perJob != 12 {
 		t.Errorf("%g write units per batched job, want 12 (a plain job's 10, count 1, clear 1; the sweep entry leaves at the clear, not the final write)", perJob)
 	}
