@@ -116,10 +116,6 @@ const (
 	attrAfter = "af"
 	// attrAttemptBase is the attempt count at the last resubmit.
 	attrAttemptBase = "ab"
-	// A batch job's place in its batch, the batch's size and its shards.
-	attrBatchIndex  = "bi"
-	attrBatchSize   = "bn"
-	attrBatchShards = "bs"
 )
 
 // CreateTableInput returns the table definition for CreateTable: on-demand
