@@ -14,7 +14,9 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/awscount"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -57,7 +59,7 @@ func sweepCost(ctx context.Context, finished int) (sweepResult, error) {
 				var reqs []ddbtypes.WriteRequest
 				for i := start; i < min(start+25, finished); i++ {
 					item, _ := attributevalue.MarshalMap(map[string]any{
-						"id": jobs.NewID(), "kind": "example.hash", "owner": "o", "status": "succeeded",
+						"id": wire.NewID(), "kind": "example.hash", "owner": "o", "status": "succeeded",
 						"payload": `{"text":"x","rounds":1}`, "result": `{"sha256":"..."}`, "attempt": 1,
 						"created_ms": now.UnixMilli(), "updated_ms": now.UnixMilli(), "finished_ms": now.UnixMilli(),
 						"expires": now.Add(7 * 24 * time.Hour).Unix(),
@@ -83,12 +85,12 @@ func sweepCost(ctx context.Context, finished int) (sweepResult, error) {
 	// The stuck ones: claimed by workers that died, leases long over.
 	plain := dynamostore.New(ddb, table, dynamostore.Options{})
 	for i := range stuck {
-		rec := jobstest.NewRecord(jobs.NewID(), now.Add(-time.Hour))
+		rec := jobstest.NewRecord(wire.NewID(), now.Add(-time.Hour))
 		rec.Payload = []byte(`{"n":` + strconv.Itoa(i) + `}`)
 		if err := plain.Create(ctx, rec); err != nil {
 			return res, err
 		}
-		if _, err := plain.Claim(ctx, rec.ID, jobs.Claim{Token: "dead", At: now.Add(-time.Hour), LeaseUntil: now.Add(-50 * time.Minute)}); err != nil {
+		if _, err := plain.Claim(ctx, rec.ID, driver.Claim{Token: "dead", At: now.Add(-time.Hour), LeaseUntil: now.Add(-50 * time.Minute)}); err != nil {
 			return res, err
 		}
 	}

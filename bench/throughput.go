@@ -17,6 +17,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
@@ -80,7 +81,7 @@ func runPhase(ctx context.Context, root string, workers, n int, paused bool) (le
 	ddb := localaws.DynamoDBClient(stack.DynamoDBEndpoint)
 	store := dynamostore.New(ddb, stack.Table, dynamostore.Options{})
 	reg := jobs.NewRegistry()
-	hashes := jobs.MustRegister(reg, examplekinds.Hash, jobs.HandlerFunc[examplekinds.HashPayload, examplekinds.HashResult](examplekinds.HashText))
+	hashes := jobs.MustRegister(reg, examplekinds.Hash, examplekinds.HashText, nil)
 	sqsClient := localaws.SQSClient(stack.SQSEndpoint)
 	qurl, err := sqsClient.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("bench")})
 	if err != nil {
@@ -116,7 +117,7 @@ func runPhase(ctx context.Context, root string, workers, n int, paused bool) (le
 	resumed := time.Now()
 	stack.Resume()
 	// Wait for every job, reading the table directly.
-	done := map[string]*jobs.Record{}
+	done := map[string]*driver.Record{}
 	deadline := time.Now().Add(5 * time.Minute)
 	for len(done) < n {
 		if time.Now().After(deadline) {

@@ -19,6 +19,7 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/lambdajobs/lambdajobs/infra/jobsinfra"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -915,7 +916,7 @@ func TestSchedules(t *testing.T) {
 			input := target["Input"].(string)
 			// Scheduler substitutes the literal context attribute: it must
 			// not be JSON-escaped (\u003c...).
-			if input != jobs.FireMessage(p["Name"].(string), "<aws.scheduler.scheduled-time>") || !strings.Contains(input, `"scheduled_time":"<aws.scheduler.scheduled-time>"`) {
+			if input != wire.FireMessage(p["Name"].(string), "<aws.scheduler.scheduled-time>") || !strings.Contains(input, `"scheduled_time":"<aws.scheduler.scheduled-time>"`) {
 				t.Errorf("%s: target input %s", name, input)
 			}
 			if !strings.Contains(jsonOf(target["Arn"]), "JobsQueue") || !strings.Contains(jsonOf(target["RoleArn"]), roleID) ||

@@ -147,8 +147,11 @@ lambdajobs is running:
   SQS          %s   queue %s
 Try:
 `+try+`
+A program of yours enqueues with lambdafn.NewService after:
+  export %s
 Ctrl-C stops everything.
-`, stack.APIURL, stack.DashboardURL, stack.DynamoDBEndpoint, stack.Table, stack.SQSEndpoint, stack.Queues.Queue, stack.APIURL)
+`, stack.APIURL, stack.DashboardURL, stack.DynamoDBEndpoint, stack.Table, stack.SQSEndpoint, stack.Queues.Queue, stack.APIURL,
+		strings.Join(stack.EnqueuerEnv(), " \\\n         "))
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "stopping...")
 	stack.Stop()

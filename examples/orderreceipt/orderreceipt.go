@@ -23,6 +23,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
 
@@ -52,7 +53,7 @@ var ErrOrderExists = errors.New("order already exists")
 
 // PlaceOrder writes the order and its receipt job in one transaction, then
 // dispatches the job. It returns the job.
-func (s *Shop) PlaceOrder(ctx context.Context, o Order) (*jobs.Record, error) {
+func (s *Shop) PlaceOrder(ctx context.Context, o Order) (*driver.Record, error) {
 	job, err := s.Receipts.Prepare(s.Jobs, s.Owner,
 		examplekinds.ReceiptPayload{OrderID: o.ID, Email: o.Email, Cents: o.Cents}, &jobs.EnqueueOpts{IdempotencyKey: "receipt-" + o.ID})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -47,7 +48,7 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	reg := jobs.NewRegistry()
-	receipts := jobs.MustRegister(reg, examplekinds.Receipt, jobs.HandlerFunc[examplekinds.ReceiptPayload, examplekinds.ReceiptResult](examplekinds.SendReceipt))
+	receipts := jobs.MustRegister(reg, examplekinds.Receipt, examplekinds.SendReceipt, nil)
 	queue := sqsqueue.New(sqsClient, urls.Queue)
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
 	if err != nil {
@@ -114,7 +115,7 @@ func TestTransactionCancelledByTheCallerLeavesNoJobAndNoMessage(t *testing.T) {
 	if _, err := e.shop.PlaceOrder(ctx, orderreceipt.Order{ID: "o-2", Email: "ada@example.com"}); !errors.Is(err, orderreceipt.ErrOrderExists) {
 		t.Fatalf("got %v, want ErrOrderExists", err)
 	}
-	wouldBe := jobs.DerivedID("idempotency", owner, "receipt-o-2")
+	wouldBe := wire.DerivedID("idempotency", owner, "receipt-o-2")
 	if _, err := e.shop.Jobs.Get(ctx, owner, wouldBe); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("a job exists after a cancelled transaction: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -30,7 +31,7 @@ func RuntimeScheduleGroupName(cfg Config) string { return "lambdajobs-" + cfg.Na
 // flexible time window off, a role that may only send to the queue (and
 // to the schedules' own dead-letter queue), Scheduler's retries up to
 // Config.ScheduleMaxEventAge, then that DLQ, which has an alarm. Each
-// schedule's target input is jobs.FireMessage with Scheduler's
+// schedule's target input is wire.FireMessage with Scheduler's
 // scheduled-time context attribute, so the worker derives one job per fire.
 func (s *Jobs) schedules(list []jobs.Schedule) {
 	cfg := s.cfg
@@ -134,7 +135,7 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 			Target: &awsscheduler.CfnSchedule_TargetProperty{
 				Arn:              s.Queue.QueueArn(),
 				RoleArn:          role.RoleArn(),
-				Input:            jsii.String(jobs.FireMessage(sc.Name, jobs.ScheduledTimeAttribute)),
+				Input:            jsii.String(wire.FireMessage(sc.Name, wire.ScheduledTimeAttribute)),
 				DeadLetterConfig: &awsscheduler.CfnSchedule_DeadLetterConfigProperty{Arn: s.ScheduleDLQ.QueueArn()},
 				RetryPolicy: &awsscheduler.CfnSchedule_RetryPolicyProperty{
 					MaximumEventAgeInSeconds: jsii.Number(cfg.ScheduleMaxEventAge.Seconds()),

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
@@ -43,8 +44,7 @@ func setup(b *testing.B) *env {
 	e.queue = testenv.NewQueues(b, e.sqs, sqsqueue.DefaultSpec(30*time.Second)).Queue
 	e.store = dynamostore.New(e.ddb, e.table, dynamostore.Options{})
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "noop", jobs.HandlerFunc[noopPayload, jobs.NoResult](
-		func(context.Context, *jobs.Job[noopPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }))
+	jobs.MustRegister(reg, "noop", func(context.Context, *jobs.Job[noopPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: e.store, Queue: sqsqueue.New(e.sqs, e.queue)})
 	if err != nil {
 		b.Fatal(err)
@@ -129,7 +129,7 @@ func (e *env) enqueue(b *testing.B, ctx context.Context) string {
 // bareEnqueue makes the two calls enqueue must make, nothing else: a
 // conditional PutItem of the same item and a SendMessage of the same body.
 func (e *env) bareEnqueue(b *testing.B, ctx context.Context) {
-	id := jobs.NewID()
+	id := wire.NewID()
 	now := time.Now()
 	item, _ := attributevalue.MarshalMap(map[string]any{
 		"id": id, "kind": "noop", "owner": "arn:aws:iam::000000000000:user/bench", "status": "queued",
@@ -151,7 +151,7 @@ func (e *env) bareEnqueue(b *testing.B, ctx context.Context) {
 // path must make: the claim (returning the item) and the final write.
 func (e *env) bareClaimFinish(b *testing.B, ctx context.Context, id string) {
 	key := map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}}
-	token := jobs.NewID()
+	token := wire.NewID()
 	now := fmt.Sprint(time.Now().UnixMilli())
 	if _, err := e.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(e.table), Key: key,

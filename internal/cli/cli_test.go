@@ -15,6 +15,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/cli"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -32,7 +33,7 @@ type stepsPayload struct {
 func server(t *testing.T) string {
 	t.Helper()
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "steps", jobs.HandlerFunc[stepsPayload, jobs.JSON[map[string]int]](
+	jobs.MustRegister(reg, "steps",
 		func(ctx context.Context, j *jobs.Job[stepsPayload]) (jobs.JSON[map[string]int], error) {
 			for i := 1; i < j.Payload.Steps; i++ {
 				_ = j.Publish(ctx, jobs.JSON[map[string]int]{V: map[string]int{"done": i, "total": j.Payload.Steps}})
@@ -41,7 +42,7 @@ func server(t *testing.T) string {
 				return jobs.JSON[map[string]int]{}, jobs.Fail("no_steps", nil)
 			}
 			return jobs.JSON[map[string]int]{V: map[string]int{"done": j.Payload.Steps, "total": j.Payload.Steps}}, nil
-		}), jobs.WithFailureCodes("no_steps"))
+		}, &jobs.KindOpts{FailureCodes: []string{"no_steps"}})
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
 	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
 	worker, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store})
@@ -115,7 +116,7 @@ func TestProblemsAndUsage(t *testing.T) {
 	if code, _, errOut := runCLI(t, url, "enqueue", "nope", `{}`); code != 1 || !strings.Contains(errOut, "422") || !strings.Contains(errOut, "unknown_kind") {
 		t.Fatalf("unknown kind: exit %d %s", code, errOut)
 	}
-	if code, _, errOut := runCLI(t, url, "get", jobs.NewID()); code != 1 || !strings.Contains(errOut, "404") {
+	if code, _, errOut := runCLI(t, url, "get", wire.NewID()); code != 1 || !strings.Contains(errOut, "404") {
 		t.Fatalf("unknown id: exit %d %s", code, errOut)
 	}
 	if code, _, errOut := runCLI(t, url, "enqueue", "steps", `{not json`); code != 1 || !strings.Contains(errOut, "not valid JSON") {
@@ -178,7 +179,7 @@ func TestSigV4(t *testing.T) {
 		_, _ = w.Write([]byte(`{"type":"urn:lambdajobs:problem:not_found","title":"Not found","status":404,"code":"not_found"}`))
 	}))
 	defer srv.Close()
-	code, _, errOut := runCLI(t, srv.URL, "-sigv4", "-region", "eu-west-1", "get", jobs.NewID())
+	code, _, errOut := runCLI(t, srv.URL, "-sigv4", "-region", "eu-west-1", "get", wire.NewID())
 	if code != 1 || !strings.Contains(errOut, "404") {
 		t.Fatalf("exit %d %s", code, errOut)
 	}
@@ -213,7 +214,7 @@ func TestBatchCommand(t *testing.T) {
 func TestSigV4RefusesPlainHTTPToOtherHosts(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-	code, _, errOut := runCLI(t, "http://jobs.example.com", "-sigv4", "-region", "eu-west-1", "get", jobs.NewID())
+	code, _, errOut := runCLI(t, "http://jobs.example.com", "-sigv4", "-region", "eu-west-1", "get", wire.NewID())
 	if code == 0 || !strings.Contains(errOut, "signs only over https") {
 		t.Fatalf("exit %d, stderr %q: want a refusal before any request", code, errOut)
 	}

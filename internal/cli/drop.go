@@ -12,8 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 )
 
 // drop sends body to the queue as another AWS service would, and prints
@@ -46,7 +45,7 @@ func (c *client) drop(ctx context.Context, queue, endpoint, owner string, body [
 		fmt.Fprintln(c.stderr, "ljob: send:", err)
 		return 1
 	}
-	ids, ack := jobs.DerivedJobIDs(string(body), aws.ToString(out.MessageId), owner)
+	ids, ack := wire.DerivedJobIDs(string(body), aws.ToString(out.MessageId), owner)
 	if c.jsonOut {
 		fmt.Fprintf(c.stdout, "{\"message_id\":%q,\"job_ids\":[%s]}\n", aws.ToString(out.MessageId), quoteAll(ids))
 	} else {

@@ -288,7 +288,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) batchDetail(w http.ResponseWriter, r *http.Request) {
-	var b jobs.BatchView
+	var b jobs.Batch
 	status, problem, err := s.call(r.Context(), http.MethodGet, "/v1/batches/"+url.PathEscape(r.PathValue("id")), url.Values{"limit": {"50"}}, nil, &b)
 	if err != nil {
 		s.fail(w, "jobs", err)

@@ -23,8 +23,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -207,14 +205,13 @@ type Kinds struct {
 func Register(reg *jobs.Registry) (Kinds, error) {
 	var k Kinds
 	var errs [8]error
-	k.Hash, errs[0] = jobs.Register(reg, Hash, jobs.HandlerFunc[HashPayload, HashResult](HashText), jobs.WithFailureCodes(CodeInvalidRounds))
-	k.Sleep, errs[1] = jobs.Register(reg, Sleep, jobs.HandlerFunc[SleepPayload, SleepProgress](SleepSteps), jobs.WithFailureCodes(CodeInvalidSleep))
-	_, errs[2] = jobs.Register(reg, Fail, jobs.HandlerFunc[FailPayload, jobs.NoResult](FailModes), jobs.WithFailureCodes(CodeExampleFailed, CodeInvalidMode))
-	_, errs[3] = jobs.Register(reg, Flaky, jobs.HandlerFunc[FlakyPayload, jobs.JSON[map[string]int]](FlakyRun),
-		jobs.WithFailureCodes(CodeStillFailing), jobs.WithRetry(FlakyPolicy))
-	k.Receipt, errs[4] = jobs.Register(reg, Receipt, jobs.HandlerFunc[ReceiptPayload, ReceiptResult](SendReceipt), jobs.WithFailureCodes(CodeNoEmail))
-	_, errs[5] = jobs.Register(reg, S3Object, jobs.HandlerFunc[events.S3EventRecord, S3ObjectResult](DescribeObject))
-	_, errs[6] = jobs.Register(reg, Event, jobs.HandlerFunc[events.EventBridgeEvent, EventResult](DescribeEvent))
+	k.Hash, errs[0] = jobs.Register(reg, Hash, HashText, &jobs.KindOpts{FailureCodes: []string{CodeInvalidRounds}})
+	k.Sleep, errs[1] = jobs.Register(reg, Sleep, SleepSteps, &jobs.KindOpts{FailureCodes: []string{CodeInvalidSleep}})
+	_, errs[2] = jobs.Register(reg, Fail, FailModes, &jobs.KindOpts{FailureCodes: []string{CodeExampleFailed, CodeInvalidMode}})
+	_, errs[3] = jobs.Register(reg, Flaky, FlakyRun, &jobs.KindOpts{FailureCodes: []string{CodeStillFailing}, Retry: FlakyPolicy})
+	k.Receipt, errs[4] = jobs.Register(reg, Receipt, SendReceipt, &jobs.KindOpts{FailureCodes: []string{CodeNoEmail}})
+	_, errs[5] = jobs.Register(reg, S3Object, DescribeObject, nil)
+	_, errs[6] = jobs.Register(reg, Event, DescribeEvent, nil)
 	if errs[6] == nil {
 		errs[7] = registerTick(reg)
 	}

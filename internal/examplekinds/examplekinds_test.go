@@ -7,6 +7,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
 func TestHashText(t *testing.T) {
@@ -21,13 +22,13 @@ func TestHashText(t *testing.T) {
 		{"hello", 2, "9595c9df90075148eb06860365df33584b75bff782a510c6cd4883a419833d50"},
 	}
 	for _, tt := range tests {
-		got, err := examplekinds.HashText(context.Background(), jobs.NewTestJob("id", examplekinds.HashPayload{Text: tt.text, Rounds: tt.rounds}, nil))
+		got, err := examplekinds.HashText(context.Background(), jobstest.NewJob(examplekinds.HashPayload{Text: tt.text, Rounds: tt.rounds}, nil))
 		if err != nil || got.SHA256 != tt.want {
 			t.Fatalf("HashText(%q, %d) = %s, %v; want %s", tt.text, tt.rounds, got.SHA256, err, tt.want)
 		}
 	}
 	var f *jobs.Failure
-	if _, err := examplekinds.HashText(context.Background(), jobs.NewTestJob("id", examplekinds.HashPayload{Text: "x", Rounds: 0}, nil)); !errors.As(err, &f) || f.Code != examplekinds.CodeInvalidRounds {
+	if _, err := examplekinds.HashText(context.Background(), jobstest.NewJob(examplekinds.HashPayload{Text: "x", Rounds: 0}, nil)); !errors.As(err, &f) || f.Code != examplekinds.CodeInvalidRounds {
 		t.Fatalf("rounds 0: %v", err)
 	}
 }
@@ -35,10 +36,7 @@ func TestHashText(t *testing.T) {
 func TestHashPublishesOnLargeRuns(t *testing.T) {
 	t.Parallel()
 	var partials []string
-	job := jobs.NewTestJob("id", examplekinds.HashPayload{Text: "x", Rounds: 250_000}, func(_ context.Context, p []byte) error {
-		partials = append(partials, string(p))
-		return nil
-	})
+	job := jobstest.NewJob(examplekinds.HashPayload{Text: "x", Rounds: 250_000}, &partials)
 	if _, err := examplekinds.HashText(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
@@ -50,17 +48,14 @@ func TestHashPublishesOnLargeRuns(t *testing.T) {
 func TestSleepSteps(t *testing.T) {
 	t.Parallel()
 	var partials []string
-	job := jobs.NewTestJob("id", examplekinds.SleepPayload{MS: 30, Steps: 3}, func(_ context.Context, p []byte) error {
-		partials = append(partials, string(p))
-		return nil
-	})
+	job := jobstest.NewJob(examplekinds.SleepPayload{MS: 30, Steps: 3}, &partials)
 	got, err := examplekinds.SleepSteps(context.Background(), job)
 	if err != nil || got.Done != 3 || len(partials) != 2 || partials[0] != `{"done":1,"total":3}` {
 		t.Fatalf("got %+v %v partials %v", got, err, partials)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := examplekinds.SleepSteps(ctx, jobs.NewTestJob("id", examplekinds.SleepPayload{MS: 60000, Steps: 2}, nil)); !errors.Is(err, context.Canceled) {
+	if _, err := examplekinds.SleepSteps(ctx, jobstest.NewJob(examplekinds.SleepPayload{MS: 60000, Steps: 2}, nil)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
@@ -81,7 +76,7 @@ func TestRegister(t *testing.T) {
 
 func TestSendReceiptMasksTheAddress(t *testing.T) {
 	t.Parallel()
-	r, err := examplekinds.SendReceipt(context.Background(), jobs.NewTestJob("id", examplekinds.ReceiptPayload{OrderID: "o-1", Email: "ada@example.com"}, nil))
+	r, err := examplekinds.SendReceipt(context.Background(), jobstest.NewJob(examplekinds.ReceiptPayload{OrderID: "o-1", Email: "ada@example.com"}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +84,7 @@ func TestSendReceiptMasksTheAddress(t *testing.T) {
 		t.Fatalf("public JSON %s", b)
 	}
 	var f *jobs.Failure
-	if _, err := examplekinds.SendReceipt(context.Background(), jobs.NewTestJob("id", examplekinds.ReceiptPayload{OrderID: "o-2"}, nil)); !errors.As(err, &f) || f.Code != examplekinds.CodeNoEmail {
+	if _, err := examplekinds.SendReceipt(context.Background(), jobstest.NewJob(examplekinds.ReceiptPayload{OrderID: "o-2"}, nil)); !errors.As(err, &f) || f.Code != examplekinds.CodeNoEmail {
 		t.Fatalf("no email: %v", err)
 	}
 }

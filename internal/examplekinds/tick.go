@@ -40,7 +40,7 @@ func RunTick(_ context.Context, job *jobs.Job[TickPayload]) (TickResult, error) 
 // registerTick adds example.tick and its schedule, owned by the local
 // stack's default caller so `curl` can read its jobs.
 func registerTick(reg *jobs.Registry) error {
-	k, err := jobs.Register(reg, Tick, jobs.HandlerFunc[TickPayload, TickResult](RunTick))
+	k, err := jobs.Register(reg, Tick, RunTick, nil)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -22,15 +24,14 @@ func batchStack(t *testing.T) (*stack, *sync.Map) {
 	t.Helper()
 	seen := &sync.Map{} // batch id -> []jobs.BatchCounts
 	s := newStack(t, options{extraKinds: func(_ *stack, reg *jobs.Registry) {
-		jobs.MustRegister(reg, "test.summary", jobs.HandlerFunc[summaryPayload, jobs.NoResult](
-			func(_ context.Context, j *jobs.Job[summaryPayload]) (jobs.NoResult, error) {
-				if j.Batch == nil {
-					return jobs.NoResult{}, errors.New("no batch counts")
-				}
-				v, _ := seen.LoadOrStore(j.Batch.BatchID, &[]jobs.BatchCounts{})
-				*(v.(*[]jobs.BatchCounts)) = append(*(v.(*[]jobs.BatchCounts)), *j.Batch)
-				return jobs.NoResult{}, nil
-			}))
+		jobs.MustRegister(reg, "test.summary", func(_ context.Context, j *jobs.Job[summaryPayload]) (jobs.NoResult, error) {
+			if j.Batch == nil {
+				return jobs.NoResult{}, errors.New("no batch counts")
+			}
+			v, _ := seen.LoadOrStore(j.Batch.BatchID, &[]jobs.BatchCounts{})
+			*(v.(*[]jobs.BatchCounts)) = append(*(v.(*[]jobs.BatchCounts)), *j.Batch)
+			return jobs.NoResult{}, nil
+		}, nil)
 	}})
 	return s, seen
 }
@@ -46,25 +47,25 @@ func specs(n int, kind string, payload func(i int) string) []jobs.JobSpec {
 func TestBatchOfAThousandSettlesWithExactCounts(t *testing.T) {
 	s, seen := batchStack(t)
 	ctx := context.Background()
-	b, created, err := s.svc.EnqueueBatch(ctx, jobs.BatchRequest{
+	b, created, err := enqueuedBatch(s.svc.EnqueueBatch(ctx, jobs.BatchRequest{
 		Owner: alice, IdempotencyKey: "thousand",
 		Jobs:       specs(1000, "example.hash", func(i int) string { return fmt.Sprintf(`{"text":"%d","rounds":1}`, i) }),
 		Completion: &jobs.JobSpec{Kind: "test.summary", Payload: []byte(`{"note":"done"}`)},
-	})
-	if err != nil || !created || b.Total != 1000 || b.Remaining != 1000 {
+	}))
+	if err != nil || !created || b.Total != 1000 || b.Counts.Pending != 1000 {
 		t.Fatalf("EnqueueBatch: %+v %v", b, err)
 	}
 	// Every message delivered twice: duplicates must not count twice.
 	ids := make([]string, 1000)
 	for i := range ids {
-		ids[i] = jobs.BatchJobID(b.ID, i)
+		ids[i] = wire.BatchJobID(b.ID, i)
 	}
 	if err := s.queue.SendBatch(ctx, ids); err != nil {
 		t.Fatal(err)
 	}
 	s.drain()
-	got, err := s.svc.GetBatch(ctx, alice, b.ID)
-	if err != nil || got.Status != jobs.StatusSucceeded || got.Succeeded != 1000 || got.Failed != 0 || got.Remaining != 0 || got.EndedAt.IsZero() {
+	got, err := s.svc.GetBatch(ctx, alice, b.ID, "", 0)
+	if err != nil || got.Status != jobs.StatusSucceeded || got.Counts.Succeeded != 1000 || got.Counts.Failed != 0 || got.Counts.Pending != 0 || got.EndedAt.IsZero() {
 		t.Fatalf("batch %+v %v, want succeeded with 1000 succeeded", got, err)
 	}
 	v, ok := seen.Load(b.ID)
@@ -72,9 +73,9 @@ func TestBatchOfAThousandSettlesWithExactCounts(t *testing.T) {
 		t.Fatalf("completion job runs: %v", v)
 	}
 	// A retry of the same request returns the batch and stores nothing new.
-	again, created, err := s.svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: alice, IdempotencyKey: "thousand",
+	again, created, err := enqueuedBatch(s.svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: alice, IdempotencyKey: "thousand",
 		Jobs:       specs(1000, "example.hash", func(i int) string { return fmt.Sprintf(`{"text":"%d","rounds":1}`, i) }),
-		Completion: &jobs.JobSpec{Kind: "test.summary", Payload: []byte(`{"note":"done"}`)}})
+		Completion: &jobs.JobSpec{Kind: "test.summary", Payload: []byte(`{"note":"done"}`)}}))
 	if err != nil || created || again.ID != b.ID {
 		t.Fatalf("idempotent retry: %v created=%v", err, created)
 	}
@@ -86,26 +87,26 @@ func TestBatchWithFailuresEndsFailed(t *testing.T) {
 	jobsSpec := specs(10, "example.hash", func(i int) string { return `{"text":"x","rounds":1}` })
 	jobsSpec[3] = jobs.JobSpec{Kind: "example.fail", Payload: []byte(`{"mode":"declared","secret":"s"}`)}
 	jobsSpec[7] = jobs.JobSpec{Kind: "example.fail", Payload: []byte(`{"mode":"declared","secret":"s"}`)}
-	b, _, err := s.svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: alice, Jobs: jobsSpec, Completion: &jobs.JobSpec{Kind: "test.summary", Payload: []byte(`{}`)}})
+	b, _, err := enqueuedBatch(s.svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: alice, Jobs: jobsSpec, Completion: &jobs.JobSpec{Kind: "test.summary", Payload: []byte(`{}`)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.drain()
-	got, _ := s.svc.GetBatch(ctx, alice, b.ID)
-	if got.Status != jobs.StatusFailed || got.Succeeded != 8 || got.Failed != 2 || got.Remaining != 0 {
+	got, _ := s.svc.GetBatch(ctx, alice, b.ID, "", 0)
+	if got.Status != jobs.StatusFailed || got.Counts.Succeeded != 8 || got.Counts.Failed != 2 || got.Counts.Pending != 0 {
 		t.Fatalf("batch %+v", got)
 	}
 	if v, ok := seen.Load(b.ID); !ok || (*(v.(*[]jobs.BatchCounts)))[0].Failed != 2 {
 		t.Fatalf("completion counts %v", v)
 	}
-	if _, err := s.svc.GetBatch(ctx, "arn:aws:iam::000000000000:user/mallory", b.ID); !errors.Is(err, jobs.ErrNotFound) {
+	if _, err := s.svc.GetBatch(ctx, "arn:aws:iam::000000000000:user/mallory", b.ID, "", 0); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("another owner's batch: %v", err)
 	}
 }
 
 // endlessStore refuses every batch end, as a worker whose last write
 // timed out.
-type endlessStore struct{ jobs.Store }
+type endlessStore struct{ driver.Store }
 
 func (endlessStore) EndBatch(context.Context, string, jobs.Status, time.Time, time.Time) error {
 	return errors.New("timeout")
@@ -119,13 +120,13 @@ func TestBatchWhoseEndWasNeverRecordedIsSettledBySweeper(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.source.Invoke = blocked.HandleSQS
-	b, _, err := s.svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: alice, Jobs: specs(5, "test.count", func(int) string { return `{"n":1}` }),
-		Completion: &jobs.JobSpec{Kind: "test.summary", Payload: []byte(`{}`)}})
+	b, _, err := enqueuedBatch(s.svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: alice, Jobs: specs(5, "test.count", func(int) string { return `{"n":1}` }),
+		Completion: &jobs.JobSpec{Kind: "test.summary", Payload: []byte(`{}`)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.drain()
-	if got, _ := s.svc.GetBatch(ctx, alice, b.ID); got.Status != jobs.StatusRunning || got.Remaining != 0 {
+	if got, _ := s.svc.GetBatch(ctx, alice, b.ID, "", 0); got.Status != jobs.StatusRunning || got.Counts.Pending != 0 {
 		t.Fatalf("before the sweep: %+v, want every job ended and the end unrecorded", got)
 	}
 	s.source.Invoke = s.worker.HandleSQS
@@ -137,8 +138,8 @@ func TestBatchWhoseEndWasNeverRecordedIsSettledBySweeper(t *testing.T) {
 		}
 	}
 	s.drain()
-	got, _ := s.svc.GetBatch(ctx, alice, b.ID)
-	if got.Status != jobs.StatusSucceeded || got.Succeeded != 5 {
+	got, _ := s.svc.GetBatch(ctx, alice, b.ID, "", 0)
+	if got.Status != jobs.StatusSucceeded || got.Counts.Succeeded != 5 {
 		t.Fatalf("after the sweep: %+v", got)
 	}
 	v, ok := seen.Load(b.ID)
@@ -152,13 +153,13 @@ func TestBatchWithOneInvalidJobStoresNothing(t *testing.T) {
 	ctx := context.Background()
 	sp := specs(50, "example.hash", func(int) string { return `{"text":"x","rounds":1}` })
 	sp[17] = jobs.JobSpec{Kind: "example.hash", Payload: []byte(`{"text":"x","rounds":1,"extra":true}`)}
-	_, _, err := s.svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: alice, Jobs: sp, IdempotencyKey: "bad"})
+	_, _, err := enqueuedBatch(s.svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: alice, Jobs: sp, IdempotencyKey: "bad"}))
 	var be *jobs.BatchJobError
 	if !errors.As(err, &be) || be.Index != 17 || !errors.Is(err, jobs.ErrInvalidPayload) {
 		t.Fatalf("got %v, want job 17 refused", err)
 	}
-	batchID := jobs.DerivedID("batch-idempotency", alice, "bad")
-	for _, id := range []string{jobs.BatchJobID(batchID, 0), jobs.BatchJobID(batchID, 49)} {
+	batchID := wire.DerivedID("batch-idempotency", alice, "bad")
+	for _, id := range []string{wire.BatchJobID(batchID, 0), wire.BatchJobID(batchID, 49)} {
 		if _, err := s.store.Get(ctx, id); !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("job %s stored: %v", id, err)
 		}

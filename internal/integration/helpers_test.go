@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
 
@@ -33,7 +33,7 @@ func sourceFor(client *sqs.Client, url string, c *captureSource) *localstack.Eve
 }
 
 // jobsStore reads through DynamoDB Local directly, not through any proxy.
-func jobsStore(s *stack) jobs.Store {
+func jobsStore(s *stack) driver.Store {
 	return dynamostore.New(s.ddb, s.table, dynamostore.Options{})
 }
 

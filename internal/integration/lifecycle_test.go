@@ -15,6 +15,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
@@ -94,7 +95,7 @@ func TestSweeperFailsJobWhoseWorkerDied(t *testing.T) {
 	ctx := context.Background()
 	// A worker claims the job and dies: no final write, and its message is
 	// consumed (as if its batch had been reported done).
-	if _, err := s.store.Claim(ctx, v.ID, jobs.Claim{Token: "dead-worker", At: time.Now(), LeaseUntil: time.Now().Add(time.Second)}); err != nil {
+	if _, err := s.store.Claim(ctx, v.ID, driver.Claim{Token: "dead-worker", At: time.Now(), LeaseUntil: time.Now().Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	clock := jobstest.NewClock(time.Now().Add(jobs.DefaultDispatchGrace + time.Minute))
@@ -129,11 +130,10 @@ func TestFinalWriteAgainstStalledDynamoDB(t *testing.T) {
 		lambdaTO:    3 * time.Second,
 		extraKinds: func(_ *stack, reg *jobs.Registry) {
 			// The handler's work is done the moment DynamoDB stops answering.
-			jobs.MustRegister(reg, "test.stall", jobs.HandlerFunc[countPayload, jobs.NoResult](
-				func(context.Context, *jobs.Job[countPayload]) (jobs.NoResult, error) {
-					proxy.Stall()
-					return jobs.NoResult{}, nil
-				}))
+			jobs.MustRegister(reg, "test.stall", func(context.Context, *jobs.Job[countPayload]) (jobs.NoResult, error) {
+				proxy.Stall()
+				return jobs.NoResult{}, nil
+			}, nil)
 		},
 	})
 	v := s.post("test.stall", `{"n":1}`)
@@ -230,7 +230,7 @@ func TestSendFailureAfterPutLosesNoJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, created, err := svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "arn:aws:iam::000000000000:user/alice", Kind: "test.count", Payload: []byte(`{"n":1}`)})
+	rec, created, err := enqueued(svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "arn:aws:iam::000000000000:user/alice", Kind: "test.count", Payload: []byte(`{"n":1}`)}))
 	if err != nil || !created {
 		t.Fatalf("enqueue with SQS down: %v (the put landed, so the job is accepted)", err)
 	}

@@ -2,8 +2,8 @@ package integration_test
 
 import (
 	"context"
-	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +14,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
@@ -63,7 +64,7 @@ func TestGoAndHTTPPathsStoreIdenticalItems(t *testing.T) {
 	if resp.StatusCode != 202 {
 		t.Fatalf("HTTP: %d %s", resp.StatusCode, resp.Body)
 	}
-	id := jobs.DerivedID("idempotency", alice, "same-input")
+	id := wire.DerivedID("idempotency", alice, "same-input")
 
 	// Go, direct.
 	goSvc, _, goTable := newService()
@@ -97,11 +98,10 @@ func TestGoAndHTTPPathsStoreIdenticalItems(t *testing.T) {
 
 	// A handle whose kind the service has with another payload type (it
 	// came from another registry) is refused before anything is stored.
-	other := jobs.MustRegister(jobs.NewRegistry(), examplekinds.Hash, jobs.HandlerFunc[examplekinds.SleepPayload, jobs.NoResult](
-		func(context.Context, *jobs.Job[examplekinds.SleepPayload]) (jobs.NoResult, error) {
-			return jobs.NoResult{}, nil
-		}))
-	if _, err := other.Enqueue(ctx, goSvc, alice, examplekinds.SleepPayload{MS: 1, Steps: 1}, nil); !errors.Is(err, jobs.ErrPayloadType) {
+	other := jobs.MustRegister(jobs.NewRegistry(), examplekinds.Hash, func(context.Context, *jobs.Job[examplekinds.SleepPayload]) (jobs.NoResult, error) {
+		return jobs.NoResult{}, nil
+	}, nil)
+	if _, err := other.Enqueue(ctx, goSvc, alice, examplekinds.SleepPayload{MS: 1, Steps: 1}, nil); err == nil || !strings.Contains(err.Error(), "not of the kind's payload type") {
 		t.Fatalf("a payload of another kind's type: %v, want ErrPayloadType", err)
 	}
 }

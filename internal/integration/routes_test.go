@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -41,7 +42,7 @@ func TestForeignMessagesBecomeJobs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ids, _ := jobs.DerivedJobIDs(body, aws.ToString(out.MessageId), alice)
+			ids, _ := wire.DerivedJobIDs(body, aws.ToString(out.MessageId), alice)
 			for _, id := range ids {
 				want[id] = name
 			}

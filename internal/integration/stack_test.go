@@ -74,12 +74,11 @@ func newStack(t *testing.T, o options) *stack {
 	if _, err := examplekinds.Register(s.reg); err != nil {
 		t.Fatal(err)
 	}
-	jobs.MustRegister(s.reg, "test.count", jobs.HandlerFunc[countPayload, jobs.NoResult](
-		func(_ context.Context, j *jobs.Job[countPayload]) (jobs.NoResult, error) {
-			v, _ := s.runs.LoadOrStore(j.ID, new(atomic.Int32))
-			v.(*atomic.Int32).Add(1)
-			return jobs.NoResult{}, nil
-		}))
+	jobs.MustRegister(s.reg, "test.count", func(_ context.Context, j *jobs.Job[countPayload]) (jobs.NoResult, error) {
+		v, _ := s.runs.LoadOrStore(j.ID, new(atomic.Int32))
+		v.(*atomic.Int32).Add(1)
+		return jobs.NoResult{}, nil
+	}, nil)
 	if o.extraKinds != nil {
 		o.extraKinds(s, s.reg)
 	}

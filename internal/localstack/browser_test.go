@@ -23,6 +23,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -206,7 +207,7 @@ func TestDashboardRedrivesADeadLetter(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(redrive), chromedp.WaitVisible(chromedp.CSS(`.flash`))); err != nil {
 		t.Fatalf("redrive: %v", err)
 	}
-	job := jobs.DerivedID("envelope-idempotency", examplekinds.DefaultRouteOwner, key)
+	job := wire.DerivedID("envelope-idempotency", examplekinds.DefaultRouteOwner, key)
 	if got, _ := waitFinal(t, "local", job, 30*time.Second); got.Status != jobs.StatusSucceeded {
 		t.Fatalf("the redriven message's job: %+v", got)
 	}

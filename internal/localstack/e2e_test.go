@@ -23,6 +23,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/schedulerapi"
 )
@@ -263,7 +264,7 @@ func TestScheduleFires(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	id := jobs.FireJobID("example.tick", at)
+	id := wire.FireJobID("example.tick", at)
 	got, _ := waitFinal(t, "local", id, 30*time.Second)
 	if got.Status != jobs.StatusSucceeded || got.Kind != "example.tick" || !strings.Contains(string(got.Result), `"note":"every minute"`) {
 		t.Fatalf("the fire's job: %+v", got)
@@ -303,10 +304,10 @@ func TestRuntimeSchedules(t *testing.T) {
 	}
 	// The local Scheduler has it, under the owner's key, in the runtime group.
 	owner := "arn:aws:iam::" + localstack.LocalAccount + ":user/sched-owner"
-	key := jobs.OwnerKey(owner)
+	key := wire.OwnerKey(owner)
 	var found bool
 	for _, s := range stack.Scheduler.List() {
-		if s.Group == localstack.RuntimeGroup && s.Name == jobs.SchedulerName(key, "nightly") && s.Expression == "cron(0 2 * * ? *)" && s.TimeZone == "Europe/Paris" {
+		if s.Group == localstack.RuntimeGroup && s.Name == wire.SchedulerName(key, "nightly") && s.Expression == "cron(0 2 * * ? *)" && s.TimeZone == "Europe/Paris" {
 			found = true
 		}
 	}
@@ -319,7 +320,7 @@ func TestRuntimeSchedules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	id := jobs.RuntimeFireJobID(key, "nightly", at)
+	id := wire.RuntimeFireJobID(key, "nightly", at)
 	got, _ := waitFinal(t, "sched-owner", id, 30*time.Second)
 	if got.Status != jobs.StatusSucceeded || got.Kind != "example.hash" {
 		t.Fatalf("the fire's job: %+v", got)
@@ -334,7 +335,7 @@ func TestRuntimeSchedules(t *testing.T) {
 		t.Fatalf("delete: %d %s", a.status, a.body)
 	}
 	for _, s := range stack.Scheduler.List() {
-		if s.Group == localstack.RuntimeGroup && s.Name == jobs.SchedulerName(key, "nightly") {
+		if s.Group == localstack.RuntimeGroup && s.Name == wire.SchedulerName(key, "nightly") {
 			t.Fatal("the local Scheduler still has it")
 		}
 	}
@@ -343,7 +344,7 @@ func TestRuntimeSchedules(t *testing.T) {
 	}
 	// A Scheduler schedule under the name that no definition names (left
 	// by a create whose answer was lost) is updated to the request's.
-	left := jobs.SchedulerName(key, "weekly")
+	left := wire.SchedulerName(key, "weekly")
 	if err := leaveSchedule(left, "rate(7 days)"); err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +479,7 @@ func TestFailuresAreCodesAndSecretsLeakNowhere(t *testing.T) {
 	secrets := map[string]string{}
 	var answers []string
 	for mode := range modes {
-		secret := "e2e-secret-" + mode + "-" + jobs.NewID()[:8]
+		secret := "e2e-secret-" + mode + "-" + wire.NewID()[:8]
 		secrets[mode] = secret
 		v := enqueue(t, "carol", "example.fail", `{"mode":"`+mode+`","secret":"`+secret+`"}`)
 		got, seen := waitFinal(t, "carol", v.ID, 30*time.Second)
@@ -506,7 +507,7 @@ func TestOwnerIsolation(t *testing.T) {
 	t.Parallel()
 	v := enqueue(t, "alice", "example.hash", `{"text":"mine","rounds":1}`)
 	theirs, _ := get(t, "bob", v.ID)
-	unknown, _ := get(t, "bob", jobs.NewID())
+	unknown, _ := get(t, "bob", wire.NewID())
 	if theirs.status != 404 || unknown.status != 404 || theirs.body != unknown.body {
 		t.Fatalf("another owner's job: %d %s; unknown: %d %s", theirs.status, theirs.body, unknown.status, unknown.body)
 	}
@@ -669,7 +670,7 @@ func TestBatchOverHTTP(t *testing.T) {
 	if a.status != 202 || !strings.HasPrefix(a.header.Get("Location"), "/v1/batches/") {
 		t.Fatalf("POST /v1/batches: %d %s", a.status, a.body)
 	}
-	var b jobs.BatchView
+	var b jobs.Batch
 	_ = json.Unmarshal([]byte(a.body), &b)
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 )
 
 // CallerHeader names the local caller; the gateway turns it into the IAM
@@ -241,7 +241,7 @@ func (g *Gateway) event(r *http.Request, routeKey string, params map[string]stri
 			RouteKey:     routeKey,
 			AccountID:    LocalAccount,
 			Stage:        "$default",
-			RequestID:    jobs.NewID(),
+			RequestID:    wire.NewID(),
 			APIID:        "local",
 			DomainName:   r.Host,
 			DomainPrefix: "local",

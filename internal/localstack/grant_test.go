@@ -2,36 +2,42 @@ package localstack_test
 
 import (
 	"context"
-	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
-	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
 )
 
-// A team's own function given the construct's GrantEnqueue enqueues with
-// the library under its own role (its calls are recorded for infra's
-// policy evaluation), and the job runs like any other.
-func TestEnqueueFromAFunctionGivenGrantEnqueue(t *testing.T) {
+// A team's own program enqueues with one call, lambdafn.NewService, from
+// the environment the local stack prints (what the construct's
+// GrantEnqueue sets in AWS). It signs as the granted role (its calls are
+// recorded for infra's policy evaluation), seals a kind's jobs:"secret"
+// field with the stack's key, and the job runs like any other.
+func TestEnqueueFromAnotherProgramWithOneCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	for _, kv := range stack.EnqueuerEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, examplekinds.Hash, jobs.HandlerFunc[examplekinds.HashPayload, examplekinds.HashResult](examplekinds.HashText))
-	store := dynamostore.New(stack.DynamoDBAs(iamcalls.Enqueuer), stack.Table, dynamostore.Options{})
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: sqsqueue.New(stack.SQSAs(iamcalls.Enqueuer), stack.Queues.Queue)})
+	kind := jobs.MustRegister(reg, examplekinds.Fail, examplekinds.FailModes,
+		&jobs.KindOpts{FailureCodes: []string{examplekinds.CodeExampleFailed, examplekinds.CodeInvalidMode}})
+	svc, err := lambdafn.NewService(ctx, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner := "arn:aws:iam::000000000000:user/local"
-	rec, created, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: examplekinds.Hash, Payload: json.RawMessage(`{"text":"granted","rounds":1}`)})
-	if err != nil || !created {
-		t.Fatalf("enqueue from another function: created %v, %v", created, err)
+	res, err := kind.Enqueue(ctx, svc, "local", examplekinds.FailPayload{Mode: "declared", Secret: "hunter2"}, nil)
+	if err != nil || res.Replayed {
+		t.Fatalf("enqueue from another program: %+v, %v", res, err)
 	}
-	if v, _ := waitFinal(t, "local", rec.ID, 30*time.Second); v.Status != jobs.StatusSucceeded {
-		t.Fatalf("job %s: %s, want succeeded", rec.ID, v.Status)
+	v, _ := waitFinal(t, "local", res.Job.ID, 30*time.Second)
+	// The handler ran with the field opened: it fails with its declared
+	// code (a payload it could not open fails invalid_payload).
+	if v.Status != jobs.StatusFailed || v.Error == nil || *v.Error != examplekinds.CodeExampleFailed {
+		t.Fatalf("job %s: %s %v, want failed %s", res.Job.ID, v.Status, v.Error, examplekinds.CodeExampleFailed)
 	}
 }

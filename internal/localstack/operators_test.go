@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
@@ -41,7 +42,7 @@ func TestCancelEndsABatchAndOperatorsRedrive(t *testing.T) {
 	if a.status != 202 {
 		t.Fatalf("POST /v1/batches: %d %s", a.status, a.body)
 	}
-	var b jobs.BatchView
+	var b jobs.Batch
 	if err := json.Unmarshal([]byte(a.body), &b); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestCancelEndsABatchAndOperatorsRedrive(t *testing.T) {
 		t.Fatalf("nothing running: %d %s, want an empty page without a token", r.status, r.body)
 	}
 	for i := range 2 {
-		id := jobs.BatchJobID(b.ID, i)
+		id := wire.BatchJobID(b.ID, i)
 		if c := call(t, "POST", "/v1/jobs/"+id+"/cancel", "ops", "", ""); c.status != 200 {
 			t.Fatalf("cancel %s: %d %s", id, c.status, c.body)
 		}
@@ -67,7 +68,7 @@ func TestCancelEndsABatchAndOperatorsRedrive(t *testing.T) {
 	}
 
 	// A dead letter: a job's message that came back too often.
-	body := `{"job_id":"` + jobs.BatchJobID(b.ID, 0) + `"}`
+	body := `{"job_id":"` + wire.BatchJobID(b.ID, 0) + `"}`
 	sent, err := localaws.SQSClient(stack.SQSEndpoint).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(stack.Queues.DLQ), MessageBody: aws.String(body)})
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +91,7 @@ func TestCancelEndsABatchAndOperatorsRedrive(t *testing.T) {
 			found = dl.Shape == fmt.Sprintf("JSON object of %d bytes with keys [job_id]", len(body)) && strings.Contains(dl.Why, "a job's message")
 		}
 	}
-	if !found || strings.Contains(r.body, jobs.BatchJobID(b.ID, 0)) {
+	if !found || strings.Contains(r.body, wire.BatchJobID(b.ID, 0)) {
 		t.Fatalf("the peek shows the message by its shape only: %s", r.body)
 	}
 	if r := call(t, "POST", httpapi.DeadLettersPath+"/redrive", "operator", "application/json", `{"id":"`+aws.ToString(sent.MessageId)+`"}`); r.status != 200 {

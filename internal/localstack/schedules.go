@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -32,7 +33,7 @@ const (
 
 // ScheduleInfo is one schedule as SchedulesPath lists it: a declared one
 // in full, a runtime one as Scheduler knows it (its name is the owner's
-// key and the schedule's name; see jobs.SchedulerName).
+// key and the schedule's name; see wire.SchedulerName).
 type ScheduleInfo struct {
 	jobs.Schedule
 	Group    string    `json:"group"`
@@ -75,14 +76,14 @@ type entry struct {
 
 // jobID is the id of the job the fire at at makes.
 func (e *entry) jobID(at time.Time) string {
-	var f jobs.Fire
+	var f wire.Fire
 	if err := json.Unmarshal([]byte(e.input), &f); err != nil {
 		return ""
 	}
 	if f.OwnerKey != "" {
-		return jobs.RuntimeFireJobID(f.OwnerKey, f.Schedule, at)
+		return wire.RuntimeFireJobID(f.OwnerKey, f.Schedule, at)
 	}
-	return jobs.FireJobID(f.Schedule, at)
+	return wire.FireJobID(f.Schedule, at)
 }
 
 func (s *Scheduler) init() {
@@ -92,7 +93,7 @@ func (s *Scheduler) init() {
 	s.entries = map[string]*entry{}
 	for _, sc := range s.Schedules {
 		sc.CreatedAt = s.Start
-		s.entries[DeclaredGroup+"/"+sc.Name] = &entry{group: DeclaredGroup, schedule: sc, input: jobs.FireMessage(sc.Name, jobs.ScheduledTimeAttribute)}
+		s.entries[DeclaredGroup+"/"+sc.Name] = &entry{group: DeclaredGroup, schedule: sc, input: wire.FireMessage(sc.Name, wire.ScheduledTimeAttribute)}
 	}
 }
 
@@ -136,7 +137,7 @@ func (s *Scheduler) run(ctx context.Context, e *entry) {
 			return
 		case <-t.C:
 		}
-		body := strings.ReplaceAll(e.input, jobs.ScheduledTimeAttribute, next.UTC().Format(time.RFC3339))
+		body := strings.ReplaceAll(e.input, wire.ScheduledTimeAttribute, next.UTC().Format(time.RFC3339))
 		if err := s.Send(ctx, body); err != nil {
 			if ctx.Err() == nil && s.Log != nil {
 				s.Log.Warn("schedule fire not sent", slog.String("schedule", e.schedule.Name), slog.String("error", err.Error()))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/schedulerapi"
 )
@@ -26,7 +27,7 @@ func TestSchedulerFiresAtTheScheduledTimes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		var mu sync.Mutex
-		var fires []jobs.Fire
+		var fires []wire.Fire
 		s := &Scheduler{
 			Schedules: []jobs.Schedule{
 				{Name: "tick", Expression: "rate(1 minute)", TimeZone: "UTC"},
@@ -34,7 +35,7 @@ func TestSchedulerFiresAtTheScheduledTimes(t *testing.T) {
 			},
 			Start: start,
 			Send: func(_ context.Context, body string) error {
-				var f jobs.Fire
+				var f wire.Fire
 				if err := json.Unmarshal([]byte(body), &f); err != nil {
 					t.Errorf("fire %q: %v", body, err)
 				}
@@ -71,7 +72,7 @@ func TestSchedulerFiresAtTheScheduledTimes(t *testing.T) {
 		if len(l) != 2 || l[0].Name != "tick" || !l[0].NextFire.Equal(start.Add(3*time.Minute).UTC()) {
 			t.Fatalf("list %+v", l)
 		}
-		if last := start.Add(2 * time.Minute).UTC(); l[0].LastFire == nil || !l[0].LastFire.Equal(last) || l[0].LastJobID != jobs.FireJobID("tick", last) {
+		if last := start.Add(2 * time.Minute).UTC(); l[0].LastFire == nil || !l[0].LastFire.Equal(last) || l[0].LastJobID != wire.FireJobID("tick", last) {
 			t.Fatalf("last fire %v %q", l[0].LastFire, l[0].LastJobID)
 		}
 		cancel()
@@ -103,7 +104,7 @@ func TestSchedulerAPIServesTheSchedulesFunction(t *testing.T) {
 	}
 	ctx := context.Background()
 	sc := jobs.Schedule{Name: "nightly", Expression: "cron(0 2 * * ? *)", TimeZone: "Europe/Paris", Kind: "example.hash"}
-	msg := jobs.RuntimeFireMessage("0123456789abcdef", "nightly", jobs.ScheduledTimeAttribute)
+	msg := wire.RuntimeFireMessage("0123456789abcdef", "nightly", wire.ScheduledTimeAttribute)
 	const id = "0123456789abcdef-nightly"
 	if _, err := api.GetSchedule(ctx, id); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("get of none: %v", err)

@@ -29,7 +29,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
 	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
@@ -124,9 +124,11 @@ type Stack struct {
 	// DashboardURL is where the dashboard is served (Config.DashboardAddr).
 	DashboardURL string
 
-	cfg     Config
-	calls   *iamcalls.Recorder
-	proxies []*iamcalls.Proxy
+	cfg Config
+	// payloadKey is the JOBS_PAYLOAD_KEY=... the functions seal with.
+	payloadKey string
+	calls      *iamcalls.Recorder
+	proxies    []*iamcalls.Proxy
 	// The endpoints the principals of the deployment call: the emulators',
 	// or a recording proxy in front of each.
 	ddbFor, sqsFor string
@@ -257,6 +259,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			return nil, err
 		}
 		keyEnv = append(keyEnv, "JOBS_PAYLOAD_KEY="+base64.StdEncoding.EncodeToString(key))
+	}
+	for _, e := range append(keyEnv, cfg.FunctionEnv...) {
+		if strings.HasPrefix(e, "JOBS_PAYLOAD_KEY=") {
+			s.payloadKey = e
+		}
 	}
 	env := append([]string{
 		"JOBS_TABLE=" + cfg.Table,
@@ -455,13 +462,13 @@ func (s *Stack) dashboardConfig(caller, addr string) (dashboard.Config, error) {
 // FireSchedule sends one fire of the named schedule for the scheduled
 // time at, as Scheduler would.
 func (s *Stack) FireSchedule(ctx context.Context, name string, at time.Time) error {
-	return s.Scheduler.Send(ctx, jobs.FireMessage(name, at.UTC().Format(time.RFC3339)))
+	return s.Scheduler.Send(ctx, wire.FireMessage(name, at.UTC().Format(time.RFC3339)))
 }
 
 // FireRuntimeSchedule sends one fire of an owner's runtime schedule for
 // the scheduled time at, as Scheduler would.
 func (s *Stack) FireRuntimeSchedule(ctx context.Context, ownerKey, name string, at time.Time) error {
-	return s.Scheduler.Send(ctx, jobs.RuntimeFireMessage(ownerKey, name, at.UTC().Format(time.RFC3339)))
+	return s.Scheduler.Send(ctx, wire.RuntimeFireMessage(ownerKey, name, at.UTC().Format(time.RFC3339)))
 }
 
 // Resume starts the event source's pollers (see Config.StartPaused).
@@ -557,6 +564,25 @@ func (s *Stack) record(dir string) error {
 		*ep = p.URL()
 	}
 	return nil
+}
+
+// EnqueuerEnv is the environment a program of a team's needs to enqueue
+// into this stack with lambdafn.NewService, as jobsinfra's GrantEnqueue
+// gives a function in AWS: the table, the queue, the emulators' endpoints,
+// the payload key, and credentials that sign as iamcalls.Enqueuer (so its
+// calls are recorded and evaluated against GrantEnqueue's policy).
+// lambdajobs-local prints it at start.
+func (s *Stack) EnqueuerEnv() []string {
+	return []string{
+		"JOBS_TABLE=" + s.Table,
+		"JOBS_QUEUE_URL=" + s.Queues.Queue,
+		s.payloadKey,
+		"AWS_ENDPOINT_URL_DYNAMODB=" + s.ddbFor,
+		"AWS_ENDPOINT_URL_SQS=" + s.sqsFor,
+		"AWS_REGION=" + localaws.Region,
+		"AWS_ACCESS_KEY_ID=" + iamcalls.AccessKeyID(iamcalls.Enqueuer),
+		"AWS_SECRET_ACCESS_KEY=local",
+	}
 }
 
 // DynamoDBAs and SQSAs return clients that sign as a principal of the

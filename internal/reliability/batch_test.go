@@ -14,7 +14,9 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/faultproxy"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
 
@@ -65,7 +67,7 @@ func TestBatchUnderThrottlesAndLostAnswers(t *testing.T) {
 		specs = append(specs, jobs.JobSpec{Kind: "example.hash", Payload: json.RawMessage(fmt.Sprintf(`{"text":"b%d","rounds":1}`, i))})
 	}
 	body, _ := json.Marshal(map[string]any{"jobs": specs, "completion": jobs.JobSpec{Kind: "example.hash", Payload: json.RawMessage(`{"text":"done","rounds":1}`)}})
-	var batch jobs.BatchView
+	var batch jobs.Batch
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		req, _ := http.NewRequest("POST", stack.APIURL+"/v1/batches", bytes.NewReader(body))
@@ -92,7 +94,7 @@ func TestBatchUnderThrottlesAndLostAnswers(t *testing.T) {
 	bound := (time.Since(start) + 2*(visibility+grace+sweepEvery)).Round(time.Second)
 	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), "batchfaults", dynamostore.Options{})
 	deadline := time.Now().Add(bound)
-	var b *jobs.Batch
+	var b *driver.Batch
 	for {
 		b, err = store.GetBatch(ctx, batch.ID)
 		if err == nil && b.Status.Final() {
@@ -109,7 +111,7 @@ func TestBatchUnderThrottlesAndLostAnswers(t *testing.T) {
 	settled := time.Since(start)
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = jobs.BatchJobID(batch.ID, i)
+		ids[i] = wire.BatchJobID(batch.ID, i)
 	}
 	got := settle(t, store, ids, 10*time.Second)
 	lost, stuck, wrong := 0, 0, 0
@@ -138,7 +140,7 @@ func TestBatchUnderThrottlesAndLostAnswers(t *testing.T) {
 	if ended != 1 {
 		t.Errorf("the batch's end was recorded %d times, want once", ended)
 	}
-	if c, err := store.Get(ctx, jobs.DerivedID("batch-completion", batch.ID)); err != nil || c.BatchCounts == nil || c.BatchCounts.Succeeded != n-wantFailed {
+	if c, err := store.Get(ctx, wire.DerivedID("batch-completion", batch.ID)); err != nil || c.BatchCounts == nil || c.BatchCounts.Succeeded != n-wantFailed {
 		t.Errorf("completion job %+v %v, want it with the exact counts", c, err)
 	}
 	st := ddbFaults.Stats()

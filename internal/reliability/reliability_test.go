@@ -20,6 +20,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
 
@@ -128,10 +129,10 @@ func (c *client) enqueue(kind, payload, key string) (string, int, error) {
 
 // settle waits until every job is final or the bound passes, reading the
 // table directly; it returns the jobs as they are then.
-func settle(t *testing.T, store *dynamostore.Store, ids []string, bound time.Duration) map[string]*jobs.Record {
+func settle(t *testing.T, store *dynamostore.Store, ids []string, bound time.Duration) map[string]*driver.Record {
 	t.Helper()
 	ctx := context.Background()
-	out := map[string]*jobs.Record{}
+	out := map[string]*driver.Record{}
 	deadline := time.Now().Add(bound)
 	for {
 		final := 0

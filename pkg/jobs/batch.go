@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // Batches: many jobs as one unit.
@@ -27,12 +30,9 @@ import (
 // marks the last creates the completion job, once (its id is derived from
 // the batch's), and records the batch's end with a conditional write.
 
-// MaxBatchJobs is the most jobs one batch holds (HTTP requests take at most
-// MaxBatchJobsPerRequest).
-const (
-	MaxBatchJobs           = 10000
-	MaxBatchJobsPerRequest = 1000
-)
+// MaxBatchJobs is the most jobs one batch holds (an HTTP request carries
+// at most 1,000 of them).
+const MaxBatchJobs = 10000
 
 // JobSpec is a job of a batch, or its completion job.
 type JobSpec struct {
@@ -40,94 +40,8 @@ type JobSpec struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-// BatchCounts is how a batch's jobs ended; a completion job receives them
-// (Job.Batch).
-type BatchCounts struct {
-	BatchID   string `json:"batch_id"`
-	Total     int    `json:"total"`
-	Succeeded int    `json:"succeeded"`
-	Failed    int    `json:"failed"`
-	Cancelled int    `json:"cancelled"`
-}
-
-// Batch is a batch as the store keeps it.
+// Batch is a batch as the API returns it, with one page of its job ids.
 type Batch struct {
-	ID    string
-	Owner string
-	// Status is running until every job ended, then succeeded (all of them
-	// succeeded) or failed.
-	Status Status
-	// Creating is set while the enqueue that made the batch stores its
-	// jobs; the batch cannot end before its creation does.
-	Creating bool
-	Total    int
-	// Shards is how many shards count the batch's jobs; DoneShards how
-	// many of them have counted all of theirs.
-	Shards, DoneShards int
-	// The counts, summed from the shards by Store.CountBatch (zero as
-	// Store.GetBatch returns the batch): Remaining is Total less the jobs
-	// counted.
-	Remaining, Succeeded, Failed, Cancelled int
-	CompletionKind                          string
-	CompletionPayload                       json.RawMessage // canonical, sealed like a job's
-	RequestHash                             string
-	CreatedAt, EndedAt, SweepAt             time.Time
-	ExpiresAt                               time.Time
-}
-
-// MaxBatchShards is the most shards a batch's counts are spread over: a
-// batch of 64 jobs or more has 64, each taking a 64th of its jobs' counts.
-const MaxBatchShards = 64
-
-// batchShards is the number of shards of a batch of total jobs.
-func batchShards(total int) int { return max(1, min(total, MaxBatchShards)) }
-
-// BatchShard is the counts of one shard of a batch.
-type BatchShard struct {
-	// Jobs is how many of the batch's jobs the shard counts.
-	Jobs                         int
-	Succeeded, Failed, Cancelled int
-}
-
-// Done reports whether every job of the shard has been counted.
-func (s BatchShard) Done() bool { return s.Succeeded+s.Failed+s.Cancelled >= s.Jobs }
-
-// ShardJobs is how many of the jobs of a batch of total jobs over shards
-// shards fall in shard (job i is in shard i % shards).
-func ShardJobs(total, shards, shard int) int {
-	n := total / shards
-	if shard < total%shards {
-		n++
-	}
-	return n
-}
-
-// BatchCount is a job's outcome counted in its batch (Store.CountInBatch).
-type BatchCount struct {
-	// Index is the job's place in the batch; Status its outcome.
-	Index  int
-	Status Status
-	// ExpiresAt is when the shard may be deleted (the batch's retention,
-	// from the latest count).
-	ExpiresAt time.Time
-}
-
-// Expired reports whether the batch's retention has passed at now.
-func (b *Batch) Expired(now time.Time) bool { return !b.ExpiresAt.IsZero() && !now.Before(b.ExpiresAt) }
-
-// CompletionJobID is the id of the batch's completion job.
-func (b *Batch) CompletionJobID() string {
-	if b.CompletionKind == "" {
-		return ""
-	}
-	return DerivedID("batch-completion", b.ID)
-}
-
-// BatchJobID returns the id of the i-th job of the batch batchID.
-func BatchJobID(batchID string, i int) string { return DerivedID("batch-job", batchID, fmt.Sprint(i)) }
-
-// BatchView is the batch as the API returns it.
-type BatchView struct {
 	ID     string `json:"id"`
 	Status Status `json:"status"`
 	Total  int    `json:"total"`
@@ -144,27 +58,20 @@ type BatchView struct {
 	NextPageToken   *string    `json:"next_page_token"`
 }
 
-// View returns the public view of b with one page of its job ids, from
-// offset on, at most limit.
-func (b *Batch) View(offset, limit int) BatchView {
-	v := BatchView{ID: b.ID, Status: b.Status, Total: b.Total, CreatedAt: b.CreatedAt.UTC(), JobIDs: []string{}}
-	v.Counts.Pending, v.Counts.Succeeded, v.Counts.Failed, v.Counts.Cancelled = b.Remaining, b.Succeeded, b.Failed, b.Cancelled
-	if id := b.CompletionJobID(); id != "" {
-		v.CompletionJobID = &id
-	}
-	if !b.EndedAt.IsZero() {
-		t := b.EndedAt.UTC()
-		v.EndedAt = &t
-	}
-	for i := offset; i < b.Total && i < offset+limit; i++ {
-		v.JobIDs = append(v.JobIDs, BatchJobID(b.ID, i))
-	}
-	if offset+limit < b.Total {
-		next := fmt.Sprint(offset + limit)
-		v.NextPageToken = &next
-	}
-	return v
+// BatchResult is what EnqueueBatch did.
+type BatchResult struct {
+	// Batch is the batch with the first page of its job ids (100).
+	Batch Batch
+	// Replayed is set when a retry with the same idempotency key returned
+	// the first request's batch.
+	Replayed bool
 }
+
+// Default and largest page of a batch's job ids.
+const (
+	defaultBatchPage = 100
+	maxBatchPage     = 1000
+)
 
 // BatchRequest is a batch to enqueue.
 type BatchRequest struct {
@@ -190,19 +97,9 @@ func (e *BatchJobError) Error() string {
 
 func (e *BatchJobError) Unwrap() error { return e.Err }
 
-// ErrBatchSize: a batch with no jobs or too many.
-var ErrBatchSize = errors.New("jobs: a batch holds 1 to 10000 jobs")
-
-// ErrBatchNotDone: EndBatch found jobs still pending or the batch ended.
-var ErrBatchNotDone = errors.New("jobs: batch not ready to end")
-
-// ErrBatchOpened: OpenBatch found the batch's creation already ended.
-var ErrBatchOpened = errors.New("jobs: batch already opened")
-
 // EnqueueBatch validates every job of req (one refused job refuses the
 // whole request and stores nothing), stores the batch as being created,
-// then its jobs, then opens the batch and sends the jobs. It returns the
-// batch and whether it was created now.
+// then its jobs, then opens the batch and sends the jobs.
 //
 // The batch comes first so that its id, and with it the request, is taken
 // once: a concurrent request with the same idempotency key and another body
@@ -212,7 +109,15 @@ var ErrBatchOpened = errors.New("jobs: batch already opened")
 // and without one the sweeper aborts it after the dispatch grace: the jobs
 // it stored that have not started are cancelled, and the batch ends with
 // exact counts.
-func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, bool, error) {
+func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*BatchResult, error) {
+	b, created, err := s.enqueueBatch(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &BatchResult{Batch: batchView(b, 0, defaultBatchPage), Replayed: !created}, nil
+}
+
+func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.Batch, bool, error) {
 	if err := checkOwner(req.Owner); err != nil {
 		return nil, false, err
 	}
@@ -220,30 +125,30 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, b
 		return nil, false, err
 	}
 	if len(req.Jobs) == 0 || len(req.Jobs) > MaxBatchJobs {
-		return nil, false, ErrBatchSize
+		return nil, false, refuse(codeInvalidRequest, "a batch holds 1 to 10000 jobs")
 	}
 	now := s.eng.now()
-	batchID := NewID()
+	batchID := wire.NewID()
 	if req.IdempotencyKey != "" {
-		batchID = DerivedID("batch-idempotency", req.Owner, req.IdempotencyKey)
+		batchID = wire.DerivedID("batch-idempotency", req.Owner, req.IdempotencyKey)
 	}
 	whole := request{[]byte("batch")}
-	recs := make([]*Record, len(req.Jobs))
+	recs := make([]*driver.Record, len(req.Jobs))
 	reqs := make([]request, len(req.Jobs))
 	for i, j := range req.Jobs {
-		rec, r, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: j.Kind, Payload: j.Payload}, BatchJobID(batchID, i), now)
+		rec, r, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: j.Kind, Payload: j.Payload}, wire.BatchJobID(batchID, i), now)
 		if err != nil {
 			return nil, false, &BatchJobError{Index: i, Err: err}
 		}
-		rec.BatchID, rec.BatchIndex, rec.BatchSize, rec.BatchShards = batchID, i, len(req.Jobs), batchShards(len(req.Jobs))
+		rec.BatchID, rec.BatchIndex, rec.BatchSize, rec.BatchShards = batchID, i, len(req.Jobs), driver.Shards(len(req.Jobs))
 		recs[i], reqs[i] = rec, r
 		whole = append(whole, r...)
 	}
-	b := &Batch{ID: batchID, Owner: req.Owner, Status: StatusRunning, Creating: true, Total: len(recs), Shards: batchShards(len(recs)),
+	b := &driver.Batch{ID: batchID, Owner: req.Owner, Status: StatusRunning, Creating: true, Total: len(recs), Shards: driver.Shards(len(recs)),
 		Remaining: len(recs), CreatedAt: now, SweepAt: now.Add(s.grace)}
 	if req.Completion != nil {
 		c, r, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: req.Completion.Kind, Payload: req.Completion.Payload},
-			DerivedID("batch-completion", batchID), now)
+			wire.DerivedID("batch-completion", batchID), now)
 		if err != nil {
 			return nil, false, &BatchJobError{Index: -1, Err: err}
 		}
@@ -255,7 +160,7 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, b
 	created := err == nil
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrExists) && stored != nil:
+	case errors.Is(err, driver.ErrExists) && stored != nil:
 		if stored.Owner != req.Owner || !s.hasher.matches(stored.RequestHash, whole) {
 			return nil, false, ErrIdempotencyConflict
 		}
@@ -275,7 +180,7 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, b
 			slog.String("batch_id", batchID), slog.String("err_types", errtypes.Of(err)))
 		return nil, false, err
 	}
-	if err := s.store.OpenBatch(ctx, batchID); err != nil && !errors.Is(err, ErrBatchOpened) {
+	if err := s.store.OpenBatch(ctx, batchID); err != nil && !errors.Is(err, driver.ErrBatchOpened) {
 		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	stored.Creating = false
@@ -301,7 +206,7 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*Batch, b
 
 // createAll stores the batch's jobs, 16 at a time; a job that exists from
 // an earlier try of the same request is fine, any other is a conflict.
-func (s *Service) createAll(ctx context.Context, recs []*Record, reqs []request) error {
+func (s *Service) createAll(ctx context.Context, recs []*driver.Record, reqs []request) error {
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error
@@ -313,7 +218,7 @@ func (s *Service) createAll(ctx context.Context, recs []*Record, reqs []request)
 			defer wg.Done()
 			defer func() { <-sem }()
 			err := s.store.Create(ctx, rec)
-			var ce *ConflictError
+			var ce *driver.ConflictError
 			switch {
 			case err == nil:
 				return
@@ -333,11 +238,53 @@ func (s *Service) createAll(ctx context.Context, recs []*Record, reqs []request)
 }
 
 // GetBatch returns owner's batch with its counts (a read of each of its
-// shards); another owner's, an unknown or a malformed id give ErrNotFound.
-func (s *Service) GetBatch(ctx context.Context, owner, id string) (*Batch, error) {
-	b, err := ownedRead(ctx, owner, id, s.store.GetBatch, func(b *Batch) string { return b.Owner })
+// shards) and the page of its job ids that pageToken names ("" for the
+// first), at most limit of them (1 to 1000; 0 means 100). Another owner's,
+// an unknown or a malformed id give ErrNotFound.
+func (s *Service) GetBatch(ctx context.Context, owner, id, pageToken string, limit int) (*Batch, error) {
+	offset := 0
+	if pageToken != "" {
+		n, err := strconv.Atoi(pageToken)
+		if err != nil || n < 0 {
+			return nil, refuse(codeInvalidRequest, "page_token is not one this API gave")
+		}
+		offset = n
+	}
+	switch {
+	case limit == 0:
+		limit = defaultBatchPage
+	case limit < 1 || limit > maxBatchPage:
+		return nil, refuse(codeInvalidRequest, "limit is 1 to 1000")
+	}
+	b, err := ownedRead(ctx, owner, id, s.store.GetBatch, func(b *driver.Batch) string { return b.Owner })
 	if err != nil {
 		return nil, err
 	}
-	return s.store.CountBatch(ctx, b)
+	if b, err = s.store.CountBatch(ctx, b); err != nil {
+		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	v := batchView(b, offset, limit)
+	return &v, nil
+}
+
+// batchView returns the public view of b with one page of its job ids,
+// from offset on, at most limit.
+func batchView(b *driver.Batch, offset, limit int) Batch {
+	v := Batch{ID: b.ID, Status: b.Status, Total: b.Total, CreatedAt: b.CreatedAt.UTC(), JobIDs: []string{}}
+	v.Counts.Pending, v.Counts.Succeeded, v.Counts.Failed, v.Counts.Cancelled = b.Remaining, b.Succeeded, b.Failed, b.Cancelled
+	if id := b.CompletionJobID(); id != "" {
+		v.CompletionJobID = &id
+	}
+	if !b.EndedAt.IsZero() {
+		t := b.EndedAt.UTC()
+		v.EndedAt = &t
+	}
+	for i := offset; i < b.Total && i < offset+limit; i++ {
+		v.JobIDs = append(v.JobIDs, wire.BatchJobID(b.ID, i))
+	}
+	if offset+limit < b.Total {
+		next := fmt.Sprint(offset + limit)
+		v.NextPageToken = &next
+	}
+	return v
 }

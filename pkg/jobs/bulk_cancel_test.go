@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -18,7 +20,7 @@ type claimedAfterListing struct {
 	claim map[string]bool
 }
 
-func (s claimedAfterListing) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, error) {
+func (s claimedAfterListing) List(ctx context.Context, q driver.ListQuery) (driver.ListPage, error) {
 	page, err := s.MemStore.List(ctx, q)
 	for _, r := range page.Records {
 		if s.claim[r.ID] {
@@ -30,7 +32,7 @@ func (s claimedAfterListing) List(ctx context.Context, q jobs.ListQuery) (jobs.L
 
 func claimJob(ctx context.Context, mem *jobstest.MemStore, id string) {
 	now := time.Now()
-	if _, err := mem.Claim(ctx, id, jobs.Claim{Token: jobs.NewID(), At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+	if _, err := mem.Claim(ctx, id, driver.Claim{Token: wire.NewID(), At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
 		panic(err)
 	}
 }
@@ -46,7 +48,7 @@ func TestBulkCancelRequestsTheCancelOfRunningJobs(t *testing.T) {
 			mem := jobstest.NewMemStore(nil)
 			store := claimedAfterListing{MemStore: mem, claim: map[string]bool{}}
 			reg := jobs.NewRegistry()
-			k := jobs.MustRegister(reg, "ok", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
+			k := jobs.MustRegister(reg, "ok", sleeper, nil)
 			svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, PageTokenKey: []byte(strings.Repeat("k", 32))})
 			if err != nil {
 				t.Fatal(err)

@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/jsonin"
+	"github.com/lambdajobs/lambdajobs/internal/jsonin"
 )
 
 // PayloadError says why a payload was refused. Its message describes only
@@ -19,10 +18,11 @@ type PayloadError struct {
 func (e *PayloadError) Error() string { return "invalid payload: " + e.Reason }
 
 // ErrInvalidPayload matches every *PayloadError with errors.Is.
-var ErrInvalidPayload = errors.New("jobs: invalid payload")
 
 // Is reports whether target is ErrInvalidPayload.
-func (e *PayloadError) Is(target error) bool { return target == ErrInvalidPayload }
+func (e *PayloadError) Is(target error) bool {
+	return target == ErrInvalidPayload || target == ErrInvalidRequest
+}
 
 func payloadErr(format string, args ...any) error {
 	return &PayloadError{Reason: fmt.Sprintf(format, args...)}
@@ -37,11 +37,11 @@ func checkJSON(raw []byte, maxBytes int) error {
 	return nil
 }
 
-// DecodePayload decodes raw strictly into a P: raw must pass the checks of outside JSON
+// decodePayload decodes raw strictly into a P: raw must pass the checks of outside JSON
 // with [MaxPayloadBytes], must not be null, and must not carry fields that P
 // does not have. The same function runs at enqueue and again before a
 // handler runs, so a job that was accepted decodes the same way later.
-func DecodePayload[P any](raw []byte) (P, error) {
+func decodePayload[P any](raw []byte) (P, error) {
 	var p P
 	if err := checkJSON(raw, MaxPayloadBytes); err != nil {
 		return p, err
@@ -58,7 +58,7 @@ func DecodePayload[P any](raw []byte) (P, error) {
 }
 
 // canonicalPayload returns the stored form of a payload that passed
-// DecodePayload: the payload decoded into P (numbers in interface fields
+// decodePayload: the payload decoded into P (numbers in interface fields
 // kept exactly) and encoded again, so the HTTP path, the Go path and a
 // retry with reordered keys store the same bytes and the same request hash.
 func canonicalPayload[P any](raw []byte) ([]byte, error) {
@@ -80,25 +80,4 @@ func canonicalPayload[P any](raw []byte) ([]byte, error) {
 		return nil, payloadErr("%d bytes once encoded is more than the %d allowed", len(out), MaxPayloadBytes)
 	}
 	return out, nil
-}
-
-// topLevelKeys returns up to max top-level keys of a JSON object (each cut
-// to 32 bytes), or false if body is not a JSON object.
-func topLevelKeys(body string, max int) ([]string, bool) {
-	if checkJSON([]byte(body), 256<<10) != nil {
-		return nil, false
-	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal([]byte(body), &obj) != nil {
-		return nil, false
-	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, jsonin.Truncate(k, 32))
-	}
-	sort.Strings(keys)
-	if len(keys) > max {
-		keys = keys[:max]
-	}
-	return keys, true
 }

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lambdajobs/lambdajobs/internal/jsonin"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/jsonin"
 )
 
 type strictPayload struct {

@@ -9,7 +9,7 @@
 // payloads with it, the worker runs it):
 //
 //	reg := jobs.NewRegistry()
-//	emails := jobs.MustRegister(reg, "email.send", jobs.HandlerFunc[EmailPayload, EmailResult](sendEmail),
+//	emails := jobs.MustRegister(reg, "email.send", sendEmail,
 //		jobs.WithFailureCodes("bounced", "rate_limited"))
 //
 // Registering returns the kind's typed handle, which enqueues from Go with

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // engine is the one owner of a job's transitions. The Service, the Worker
@@ -22,15 +24,15 @@ import (
 // counts as done, the second leaves the stored outcome alone.
 type engine struct {
 	reg       *Registry // nil: no kind's retry policy applies (a sweeper without kinds)
-	store     Store
-	queue     Queue // nil: retries and early deliveries wait for the sweeper
+	store     driver.Store
+	queue     driver.Queue // nil: retries and early deliveries wait for the sweeper
 	clock     Clock
 	log       *slog.Logger
 	grace     time.Duration
 	retention time.Duration
 }
 
-func newEngine(reg *Registry, store Store, queue Queue, clock Clock, log *slog.Logger, grace, retention time.Duration) *engine {
+func newEngine(reg *Registry, store driver.Store, queue driver.Queue, clock Clock, log *slog.Logger, grace, retention time.Duration) *engine {
 	if grace <= 0 {
 		grace = DefaultDispatchGrace
 	}
@@ -70,23 +72,23 @@ type ending struct {
 // a write stamped at would have left it in status st: our own write,
 // retried by the SDK after its answer was lost.
 func ownWrite(err error, st Status, at time.Time) bool {
-	var ce *ConflictError
+	var ce *driver.ConflictError
 	return errors.As(err, &ce) && ce.Current != nil && ce.Current.Status == st && ce.Current.UpdatedAt.Equal(at)
 }
 
 // isConflict reports whether err says the job is no longer as the write
 // expected: someone else moved it.
 func isConflict(err error) bool {
-	return errors.Is(err, ErrLostClaim) || errors.Is(err, ErrNotQueued) || errors.Is(err, ErrNotFound) ||
-		errors.Is(err, ErrCancelRequested) || errors.Is(err, ErrNotRunning)
+	return errors.Is(err, ErrLostClaim) || errors.Is(err, driver.ErrNotQueued) || errors.Is(err, ErrNotFound) ||
+		errors.Is(err, driver.ErrCancelRequested) || errors.Is(err, driver.ErrNotRunning)
 }
 
 // claim moves a queued job to running under c. A claim whose answer was
 // lost and that the SDK retried finds the job running under c.Token: it
 // landed.
-func (e *engine) claim(ctx context.Context, id string, c Claim) (*Record, error) {
+func (e *engine) claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
 	rec, err := e.store.Claim(ctx, id, c)
-	var ce *ConflictError
+	var ce *driver.ConflictError
 	if errors.As(err, &ce) && ce.Current != nil && ce.Current.Status == StatusRunning && ce.Current.ClaimToken == c.Token {
 		return ce.Current, nil
 	}
@@ -104,13 +106,13 @@ func (e *engine) publish(ctx context.Context, id, token string, body []byte) err
 // having ended by then (an interrupted run, settled by the sweeper or by a
 // redelivery). A run whose owner cancelled it ends cancelled. ctx bounds
 // every call (the final-write budget).
-func (e *engine) end(ctx context.Context, rec *Record, token string, ex execution, started, leaseBy time.Time) ending {
+func (e *engine) end(ctx context.Context, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
 	end := e.decide(ctx, rec, token, ex, started, leaseBy)
 	recordEnding(ctx, rec, end, started, e.now())
 	return end
 }
 
-func (e *engine) decide(ctx context.Context, rec *Record, token string, ex execution, started, leaseBy time.Time) ending {
+func (e *engine) decide(ctx context.Context, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
 	log := e.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.Int("attempt", rec.Attempt))
 	if rec.CancelRequested {
 		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
@@ -128,16 +130,16 @@ func (e *engine) decide(ctx context.Context, rec *Record, token string, ex execu
 // failed as interrupted; cancelled if its owner cancelled it. Conditional on
 // its claim token and its lease, so a late worker or another sweeper racing
 // it cannot produce a second outcome.
-func (e *engine) interrupt(ctx context.Context, cur *Record) ending {
+func (e *engine) interrupt(ctx context.Context, cur *driver.Record) ending {
 	now := e.now()
 	return e.end(ctx, cur, cur.ClaimToken, execution{Status: StatusFailed, Code: CodeInterrupted, Cause: "lease_expired"}, cur.StartedAt, now)
 }
 
 // finish writes a run's final outcome.
-func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *Record, token string, ex execution, started, leaseBy time.Time) ending {
+func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
 	at := e.now()
 	write := func(ex execution) error {
-		out := Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(e.retention),
+		out := driver.Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(e.retention),
 			LeaseExpiredBy: leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec)}
 		if ex.Status == StatusCancelled {
 			out.Result, out.Code = nil, ""
@@ -149,7 +151,7 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *Record, toke
 		return err
 	}
 	err := write(ex)
-	if errors.Is(err, ErrCancelRequested) {
+	if errors.Is(err, driver.ErrCancelRequested) {
 		// Cancelled while it ran, unnoticed: no other outcome may land.
 		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
 		err = write(ex)
@@ -198,7 +200,7 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *Record, toke
 // requeue sends a failed run back to the queue: run_at after the backoff,
 // the message delayed by SQS up to 15 minutes, and beyond that left to the
 // sweeper.
-func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, rec *Record, token string, ex execution, started, leaseBy time.Time) ending {
+func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
 	now := e.now()
 	delay := ex.RetryDelay
 	if delay <= 0 {
@@ -211,16 +213,16 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, rec 
 		runAt, delay = rec.LeaseUntil, rec.LeaseUntil.Sub(now)
 	}
 	sweepAt := runAt
-	viaQueue := e.queue != nil && delay <= MaxQueueDelay
+	viaQueue := e.queue != nil && delay <= driver.MaxQueueDelay
 	if viaQueue {
 		sweepAt = runAt.Add(e.grace)
 	}
-	err := e.store.Requeue(ctx, rec.ID, token, Requeue{At: now, RunAt: runAt, SweepAt: sweepAt, LastError: ex.Code, LeaseExpiredBy: leaseBy})
+	err := e.store.Requeue(ctx, rec.ID, token, driver.Requeue{At: now, RunAt: runAt, SweepAt: sweepAt, LastError: ex.Code, LeaseExpiredBy: leaseBy})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil // our requeue landed; its answer was lost
 	}
 	switch {
-	case errors.Is(err, ErrCancelRequested):
+	case errors.Is(err, driver.ErrCancelRequested):
 		return e.finish(ctx, log, rec, token, execution{Status: StatusCancelled, Cause: "cancelled"}, started, leaseBy)
 	case isConflict(err):
 		log.LogAttrs(ctx, slog.LevelWarn, "job was settled by someone else before this write", slog.String("outcome_dropped", "retry"))
@@ -247,7 +249,7 @@ func (e *engine) sendAt(ctx context.Context, id string, runAt time.Time) error {
 	switch wait := runAt.Sub(e.clock.Now()); {
 	case runAt.IsZero() || wait <= 0:
 		return e.queue.Send(ctx, id)
-	case wait <= MaxQueueDelay:
+	case wait <= driver.MaxQueueDelay:
 		return e.queue.SendDelayed(ctx, id, wait)
 	default:
 		return nil
@@ -257,7 +259,7 @@ func (e *engine) sendAt(ctx context.Context, id string, runAt time.Time) error {
 // cancel cancels rec, as read a moment ago: a queued job at once, a running
 // one by marking its run (its worker ends it cancelled). It returns
 // ErrNotQueued or ErrNotRunning when the job moved meanwhile.
-func (e *engine) cancel(ctx context.Context, rec *Record) error {
+func (e *engine) cancel(ctx context.Context, rec *driver.Record) error {
 	switch rec.Status {
 	case StatusQueued:
 		return e.cancelQueued(ctx, rec)
@@ -274,9 +276,9 @@ func (e *engine) cancel(ctx context.Context, rec *Record) error {
 // resubmit puts a failed or cancelled job back in the queue for another
 // attempt, and sends it (a send that fails is the sweeper's, after the
 // grace).
-func (e *engine) resubmit(ctx context.Context, rec *Record) error {
+func (e *engine) resubmit(ctx context.Context, rec *driver.Record) error {
 	now := e.now()
-	err := e.store.Resubmit(ctx, rec.ID, Resubmit{At: now, SweepAt: now.Add(e.grace)})
+	err := e.store.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: now.Add(e.grace)})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil // our write landed; its answer was lost
 	}
@@ -292,10 +294,10 @@ func (e *engine) resubmit(ctx context.Context, rec *Record) error {
 
 // cancelQueued moves a queued job to cancelled, then runs its
 // post-outcome steps (its count in its batch).
-func (e *engine) cancelQueued(ctx context.Context, rec *Record) error {
+func (e *engine) cancelQueued(ctx context.Context, rec *driver.Record) error {
 	now := e.now()
 	steps := afterSteps(rec)
-	err := e.store.CancelQueued(ctx, rec.ID, CancelQueued{At: now, ExpiresAt: now.Add(e.retention), After: steps})
+	err := e.store.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(e.retention), After: steps})
 	if ownWrite(err, StatusCancelled, now) {
 		err = nil // our cancel landed; its answer was lost
 	}
@@ -322,7 +324,7 @@ const (
 
 // afterSteps returns the post-outcome steps of rec's outcome; none for a
 // plain job, which pays nothing for the mechanism.
-func afterSteps(rec *Record) []string {
+func afterSteps(rec *driver.Record) []string {
 	if rec.BatchID != "" && rec.BatchShards > 0 {
 		return []string{afterBatch}
 	}
@@ -332,7 +334,7 @@ func afterSteps(rec *Record) []string {
 // after runs the pending post-outcome steps of the final job rec and, if
 // all of them ran, clears them. It reports whether they are done; if not,
 // the sweeper runs them again later.
-func (e *engine) after(ctx context.Context, rec *Record) bool {
+func (e *engine) after(ctx context.Context, rec *driver.Record) bool {
 	for _, step := range rec.After {
 		var err error
 		switch step {
@@ -359,9 +361,9 @@ func (e *engine) after(ctx context.Context, rec *Record) bool {
 // countInBatch counts the final job rec in its batch's shard; if that
 // completes the shard, marks it done, and if that completes the batch,
 // settles it.
-func (e *engine) countInBatch(ctx context.Context, rec *Record) error {
-	b := &Batch{ID: rec.BatchID, Total: rec.BatchSize, Shards: rec.BatchShards}
-	shard, err := e.store.CountInBatch(ctx, b, BatchCount{Index: rec.BatchIndex, Status: rec.Status, ExpiresAt: e.now().Add(e.retention)})
+func (e *engine) countInBatch(ctx context.Context, rec *driver.Record) error {
+	b := &driver.Batch{ID: rec.BatchID, Total: rec.BatchSize, Shards: rec.BatchShards}
+	shard, err := e.store.CountInBatch(ctx, b, driver.BatchCount{Index: rec.BatchIndex, Status: rec.Status, ExpiresAt: e.now().Add(e.retention)})
 	if err != nil || !shard.Done() {
 		return err
 	}
@@ -401,7 +403,7 @@ func (e *engine) settleBatchOf(ctx context.Context, batchID string) {
 // every shard being done, then sends the completion job. Anyone may call it
 // any number of times; a crash between the steps is finished by the
 // sweeper. It reports whether the batch is ended.
-func (e *engine) settleBatch(ctx context.Context, b *Batch) bool {
+func (e *engine) settleBatch(ctx context.Context, b *driver.Batch) bool {
 	if b == nil || b.Status != StatusRunning || b.DoneShards < b.Shards || b.Creating {
 		return b != nil && b.Status.Final()
 	}
@@ -414,9 +416,9 @@ func (e *engine) settleBatch(ctx context.Context, b *Batch) bool {
 	now := e.now()
 	if id := b.CompletionJobID(); id != "" {
 		counts := BatchCounts{BatchID: b.ID, Total: b.Total, Succeeded: b.Succeeded, Failed: b.Failed, Cancelled: b.Cancelled}
-		rec := &Record{ID: id, Kind: b.CompletionKind, Owner: b.Owner, Status: StatusQueued, Payload: b.CompletionPayload,
+		rec := &driver.Record{ID: id, Kind: b.CompletionKind, Owner: b.Owner, Status: StatusQueued, Payload: b.CompletionPayload,
 			RequestHash: "completion-" + b.ID, BatchCounts: &counts, CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(e.grace)}
-		if err := e.store.Create(ctx, rec); err != nil && !errors.Is(err, ErrExists) {
+		if err := e.store.Create(ctx, rec); err != nil && !errors.Is(err, driver.ErrExists) {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "batch completion job not created; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", errtypes.Of(err)))
 			return false
 		}
@@ -430,7 +432,7 @@ func (e *engine) settleBatch(ctx context.Context, b *Batch) bool {
 	case err == nil:
 		e.log.LogAttrs(ctx, slog.LevelInfo, "batch ended", slog.String("batch_id", b.ID), slog.String("status", string(status)),
 			slog.Int("total", b.Total), slog.Int("failed", b.Failed), slog.Int("cancelled", b.Cancelled))
-	case errors.Is(err, ErrBatchNotDone):
+	case errors.Is(err, driver.ErrBatchNotDone):
 		return true // someone else ended it
 	default:
 		e.log.LogAttrs(ctx, slog.LevelWarn, "batch end not recorded; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", errtypes.Of(err)))
@@ -448,16 +450,16 @@ func (e *engine) settleBatch(ctx context.Context, b *Batch) bool {
 // never stored is counted as cancelled, and the batch is opened so that it
 // ends like any other. Jobs that ran meanwhile counted themselves. It costs
 // a read or write per job of the batch, once, and is safe to repeat.
-func (e *engine) abortBatch(ctx context.Context, b *Batch) error {
+func (e *engine) abortBatch(ctx context.Context, b *driver.Batch) error {
 	missing := 0
 	for i := range b.Total {
-		id := BatchJobID(b.ID, i)
+		id := wire.BatchJobID(b.ID, i)
 		rec, err := e.store.Get(ctx, id)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			// Never stored: counted as cancelled, as its job would be.
 			missing++
-			gone := &Record{ID: id, Status: StatusCancelled, BatchID: b.ID, BatchIndex: i, BatchSize: b.Total, BatchShards: b.Shards}
+			gone := &driver.Record{ID: id, Status: StatusCancelled, BatchID: b.ID, BatchIndex: i, BatchSize: b.Total, BatchShards: b.Shards}
 			if err := e.countInBatch(ctx, gone); err != nil {
 				return err
 			}
@@ -472,7 +474,7 @@ func (e *engine) abortBatch(ctx context.Context, b *Batch) error {
 		}
 	}
 	if err := e.store.OpenBatch(ctx, b.ID); err != nil {
-		if errors.Is(err, ErrBatchOpened) {
+		if errors.Is(err, driver.ErrBatchOpened) {
 			return nil // a retry of its enqueue finished it, or another sweep aborted it
 		}
 		return err

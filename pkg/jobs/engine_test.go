@@ -9,8 +9,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -45,12 +47,12 @@ func (r *engineRig) log() string { return r.logs.String() }
 
 // newEngineRig builds a service and a worker over store (a MemStore, or a
 // wrapper of one); register adds kinds beside "sleep".
-func newEngineRig(t *testing.T, mem *jobstest.MemStore, store jobs.Store, cfg jobs.WorkerConfig, register func(*jobs.Registry)) *engineRig {
+func newEngineRig(t *testing.T, mem *jobstest.MemStore, store driver.Store, cfg jobs.WorkerConfig, register func(*jobs.Registry)) *engineRig {
 	t.Helper()
 	r := &engineRig{mem: mem, queue: &jobstest.MemQueue{}}
 	logger := slog.New(slog.NewJSONHandler(&r.logs, nil))
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "sleep", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
+	jobs.MustRegister(reg, "sleep", sleeper, nil)
 	if register != nil {
 		register(reg)
 	}
@@ -67,14 +69,14 @@ func newEngineRig(t *testing.T, mem *jobstest.MemStore, store jobs.Store, cfg jo
 
 func (r *engineRig) enqueue(t *testing.T, kind, payload string) string {
 	t.Helper()
-	rec, _, err := r.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: kind, Payload: []byte(payload)})
+	rec, _, err := enqueued(r.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: kind, Payload: []byte(payload)}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rec.ID
 }
 
-func (r *engineRig) get(t *testing.T, id string) *jobs.Record {
+func (r *engineRig) get(t *testing.T, id string) *driver.Record {
 	t.Helper()
 	rec, err := r.mem.Get(context.Background(), id)
 	if err != nil {
@@ -130,7 +132,7 @@ func TestKindMinimumRunTimeIsHonoured(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
 		r := newEngineRig(t, mem, mem, jobs.WorkerConfig{CancelCheck: -1}, func(reg *jobs.Registry) {
-			jobs.MustRegister(reg, "report", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper), jobs.WithMinRunTime(30*time.Second))
+			jobs.MustRegister(reg, "report", sleeper, &jobs.KindOpts{MinRunTime: 30 * time.Second})
 		})
 		slow := r.enqueue(t, "report", `{"for":"20s"}`)
 		quick := r.enqueue(t, "sleep", `{"for":"1s"}`)
@@ -167,7 +169,7 @@ type stallStore struct {
 	stall string
 }
 
-func (s stallStore) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.Record, error) {
+func (s stallStore) Claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
 	if s.stall == "claim" {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -175,7 +177,7 @@ func (s stallStore) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.R
 	return s.MemStore.Claim(ctx, id, c)
 }
 
-func (s stallStore) Create(ctx context.Context, rec *jobs.Record) error {
+func (s stallStore) Create(ctx context.Context, rec *driver.Record) error {
 	if s.stall == "create" {
 		<-ctx.Done()
 		return ctx.Err()
@@ -222,21 +224,21 @@ type lostStore struct {
 	lose string
 }
 
-func (s lostStore) Finish(ctx context.Context, id, token string, o jobs.Outcome) error {
+func (s lostStore) Finish(ctx context.Context, id, token string, o driver.Outcome) error {
 	if err := s.MemStore.Finish(ctx, id, token, o); err != nil || s.lose != "finish" {
 		return err
 	}
 	return s.MemStore.Finish(ctx, id, token, o)
 }
 
-func (s lostStore) Requeue(ctx context.Context, id, token string, q jobs.Requeue) error {
+func (s lostStore) Requeue(ctx context.Context, id, token string, q driver.Requeue) error {
 	if err := s.MemStore.Requeue(ctx, id, token, q); err != nil || s.lose != "requeue" {
 		return err
 	}
 	return s.MemStore.Requeue(ctx, id, token, q)
 }
 
-func (s lostStore) CancelQueued(ctx context.Context, id string, c jobs.CancelQueued) error {
+func (s lostStore) CancelQueued(ctx context.Context, id string, c driver.CancelQueued) error {
 	if err := s.MemStore.CancelQueued(ctx, id, c); err != nil || s.lose != "cancel" {
 		return err
 	}
@@ -264,9 +266,9 @@ func TestLostAnswersOnUpdatesCountAsDone(t *testing.T) {
 	t.Run("requeue", func(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
 		r := newEngineRig(t, mem, lostStore{mem, "requeue"}, jobs.WorkerConfig{}, func(reg *jobs.Registry) {
-			jobs.MustRegister(reg, "flaky", jobs.HandlerFunc[sleepPayload, jobs.NoResult](func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
+			jobs.MustRegister(reg, "flaky", func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 				return jobs.NoResult{}, jobs.RetryAfter(time.Minute, errors.New("later"))
-			}), jobs.WithRetry(jobs.RetryPolicy{MaxAttempts: 3}))
+			}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 3}})
 		})
 		id := r.enqueue(t, "flaky", `{}`)
 		sentBefore := len(r.queue.Sent())
@@ -305,11 +307,11 @@ func TestRedeliveryAndSweeperSettleAbandonedRunsAlike(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				mem := jobstest.NewMemStore(nil)
 				r := newEngineRig(t, mem, mem, jobs.WorkerConfig{}, func(reg *jobs.Registry) {
-					jobs.MustRegister(reg, "retried", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper), jobs.WithRetry(jobs.RetryPolicy{MaxAttempts: 3}))
+					jobs.MustRegister(reg, "retried", sleeper, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 3}})
 				})
 				id := r.enqueue(t, "retried", `{"for":"1ms"}`)
 				now := time.Now()
-				if _, err := mem.Claim(context.Background(), id, jobs.Claim{Token: "dead", At: now.Add(-time.Minute), LeaseUntil: now.Add(-time.Second)}); err != nil {
+				if _, err := mem.Claim(context.Background(), id, driver.Claim{Token: "dead", At: now.Add(-time.Minute), LeaseUntil: now.Add(-time.Second)}); err != nil {
 					t.Fatal(err)
 				}
 				if cancelled {
@@ -324,7 +326,7 @@ func TestRedeliveryAndSweeperSettleAbandonedRunsAlike(t *testing.T) {
 					}
 				case "sweeper":
 					reg := jobs.NewRegistry()
-					jobs.MustRegister(reg, "retried", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper), jobs.WithRetry(jobs.RetryPolicy{MaxAttempts: 3}))
+					jobs.MustRegister(reg, "retried", sleeper, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 3}})
 					sw, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: mem, Queue: r.queue, Registry: reg,
 						Clock: jobstest.NewClock(now.Add(jobs.DefaultDispatchGrace + time.Minute))})
 					if _, err := sw.Sweep(context.Background()); err != nil {
@@ -352,10 +354,10 @@ func TestAbandonedHandlersAreCounted(t *testing.T) {
 		release := make(chan struct{})
 		var emf syncBuffer
 		r := newEngineRig(t, mem, mem, jobs.WorkerConfig{CancelCheck: -1, Metrics: &jobs.Metrics{Namespace: "n", Service: "worker", Writer: &emf}}, func(reg *jobs.Registry) {
-			jobs.MustRegister(reg, "stubborn", jobs.HandlerFunc[sleepPayload, jobs.NoResult](func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
+			jobs.MustRegister(reg, "stubborn", func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 				<-release
 				return jobs.NoResult{}, nil
-			}))
+			}, nil)
 		})
 		id := r.enqueue(t, "stubborn", `{}`)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -384,7 +386,7 @@ func TestAbandonedHandlersAreCounted(t *testing.T) {
 // stallGetStore blocks every Get until its context ends.
 type stallGetStore struct{ *jobstest.MemStore }
 
-func (s stallGetStore) Get(ctx context.Context, id string) (*jobs.Record, error) {
+func (s stallGetStore) Get(ctx context.Context, id string) (*driver.Record, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
@@ -395,7 +397,7 @@ func TestSweepCallsEndBeforeItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
 		now := time.Now()
-		rec := jobstest.NewRecord(jobs.NewID(), now.Add(-time.Hour))
+		rec := jobstest.NewRecord(wire.NewID(), now.Add(-time.Hour))
 		rec.SweepAt = now.Add(-time.Minute)
 		if err := mem.Create(context.Background(), rec); err != nil {
 			t.Fatal(err)

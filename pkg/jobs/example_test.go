@@ -8,8 +8,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -41,8 +41,7 @@ func resize(ctx context.Context, job *jobs.Job[ResizePayload]) (ResizeResult, er
 // queue from jobstest (production uses dynamostore and sqsqueue).
 func Example() {
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "image.resize", jobs.HandlerFunc[ResizePayload, ResizeResult](resize),
-		jobs.WithFailureCodes("bad_width"))
+	jobs.MustRegister(reg, "image.resize", resize, &jobs.KindOpts{FailureCodes: []string{"bad_width"}})
 
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
 	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
@@ -50,14 +49,14 @@ func Example() {
 	ctx := context.Background()
 
 	// An unknown field is refused, and nothing is stored.
-	_, _, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "image.resize",
-		Payload: []byte(`{"url":"s3://in/a.png","width":64,"height":64}`)})
+	_, _, err := enqueued(svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "image.resize",
+		Payload: []byte(`{"url":"s3://in/a.png","width":64,"height":64}`)}))
 	fmt.Println(err)
 
-	job, _, _ := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "image.resize",
-		Payload: []byte(`{"url":"s3://in/a.png","width":64}`)})
-	bad, _, _ := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "image.resize",
-		Payload: []byte(`{"url":"s3://in/b.png","width":0}`)})
+	job, _, _ := enqueued(svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "image.resize",
+		Payload: []byte(`{"url":"s3://in/a.png","width":64}`)}))
+	bad, _, _ := enqueued(svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "image.resize",
+		Payload: []byte(`{"url":"s3://in/b.png","width":0}`)}))
 
 	// What the worker Lambda does with an SQS batch.
 	var batch events.SQSEvent
@@ -70,7 +69,7 @@ func Example() {
 	done, _ := svc.Get(ctx, "alice", job.ID)
 	fmt.Println(done.Status, strings.Replace(string(done.Result), job.ID[:8], "<id>", 1))
 	failed, _ := svc.Get(ctx, "alice", bad.ID)
-	fmt.Println(failed.Status, failed.ErrorCode)
+	fmt.Println(failed.Status, code(failed))
 	// Output:
 	// invalid payload: unknown field "height"
 	// messages to retry: 0

@@ -22,19 +22,12 @@ func (f *Failure) Error() string { return "job failed: " + f.Code }
 // Unwrap returns the wrapped error.
 func (f *Failure) Unwrap() error { return f.Err }
 
-// Registration and use errors.
+// Registration errors: start-up code does not branch on them, so they are
+// descriptive only (their text names what is wrong).
 var (
-	// ErrInvalidKind: a kind name is empty or badly formed (see [ValidKind]).
-	ErrInvalidKind = errors.New("jobs: invalid kind name")
-	// ErrDuplicateKind: a kind was registered twice.
-	ErrDuplicateKind = errors.New("jobs: kind already registered")
-	// ErrNilHandler: Register was given a nil handler.
-	ErrNilHandler = errors.New("jobs: nil handler")
-	// ErrInvalidCode: a declared failure code is badly formed or reserved.
-	ErrInvalidCode = errors.New("jobs: invalid failure code")
-	// ErrRegistryFrozen: Register was called after the registry was put to
-	// use by a service, a worker or a lookup.
-	ErrRegistryFrozen = errors.New("jobs: registry is in use; register every kind before using it")
-	// ErrUnknownKind: no kind of that name is registered.
-	ErrUnknownKind = errors.New("jobs: unknown kind")
+	errInvalidKind    = errors.New("jobs: invalid kind name")
+	errDuplicateKind  = errors.New("jobs: kind already registered")
+	errNilHandler     = errors.New("jobs: nil handler")
+	errInvalidCode    = errors.New("jobs: invalid failure code")
+	errRegistryFrozen = errors.New("jobs: registry is in use; register every kind before using it")
 )

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -24,7 +25,7 @@ func TestWorkerOnSQSFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw = []byte(strings.NewReplacer("JOB_ID_1", id, "JOB_ID_2", jobs.NewID()).Replace(string(raw)))
+	raw = []byte(strings.NewReplacer("JOB_ID_1", id, "JOB_ID_2", wire.NewID()).Replace(string(raw)))
 	var ev events.SQSEvent
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -17,14 +19,14 @@ import (
 
 // sealedService is a Service with its own sealer over a shared store, as
 // one Lambda instance with its own key ring.
-func sealedService(t *testing.T, store jobs.Store, clock jobs.Clock, keys ...[]byte) *jobs.Service {
+func sealedService(t *testing.T, store driver.Store, clock jobs.Clock, keys ...[]byte) *jobs.Service {
 	t.Helper()
 	sealer, err := jobs.NewAESSealer(keys...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, echoResult](echo))
+	jobs.MustRegister(reg, "echo", echo, nil)
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Sealer: sealer, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -42,26 +44,26 @@ func TestIdempotentRetriesSurviveKeyRotation(t *testing.T) {
 	before := sealedService(t, store, nil, oldKey)        // not yet rotated
 	after := sealedService(t, store, nil, newKey, oldKey) // rotated: seals with the new key
 	ctx := context.Background()
-	req := jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{"text":"a"}`), IdempotencyKey: "k1"}
-	first, _, err := before.Enqueue(ctx, req)
+	req := jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{"text":"a"}`), EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: "k1"}}
+	first, _, err := enqueued(before.Enqueue(ctx, req))
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, created, err := after.Enqueue(ctx, req)
+	again, created, err := enqueued(after.Enqueue(ctx, req))
 	if err != nil || created || again.ID != first.ID {
 		t.Fatalf("retry after rotation: %v created=%v, want the first job", err, created)
 	}
 	req.IdempotencyKey = "k2"
-	second, _, err := after.Enqueue(ctx, req)
+	second, _, err := enqueued(after.Enqueue(ctx, req))
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, created, err = before.Enqueue(ctx, req)
+	again, created, err = enqueued(before.Enqueue(ctx, req))
 	if err != nil || created || again.ID != second.ID {
 		t.Fatalf("retry on an instance not yet rotated: %v created=%v, want the first job", err, created)
 	}
 	req.Payload = json.RawMessage(`{"text":"b"}`)
-	if _, _, err := after.Enqueue(ctx, req); !errors.Is(err, jobs.ErrIdempotencyConflict) {
+	if _, _, err := enqueued(after.Enqueue(ctx, req)); !errors.Is(err, jobs.ErrIdempotencyConflict) {
 		t.Fatalf("another body after rotation: %v, want ErrIdempotencyConflict", err)
 	}
 }
@@ -73,22 +75,22 @@ func TestScheduleIsPartOfTheIdempotentRequest(t *testing.T) {
 	clock := jobstest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	svc := sealedService(t, jobstest.NewMemStore(clock), clock, newKey(t))
 	ctx := context.Background()
-	req := jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{"text":"a"}`), IdempotencyKey: "k", Delay: time.Minute}
-	first, _, err := svc.Enqueue(ctx, req)
+	req := jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{"text":"a"}`), EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: "k", Delay: time.Minute}}
+	first, _, err := enqueued(svc.Enqueue(ctx, req))
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(5 * time.Second) // the client's retry comes later
-	again, created, err := svc.Enqueue(ctx, req)
-	if err != nil || created || again.ID != first.ID || !again.RunAt.Equal(first.RunAt) {
+	again, created, err := enqueued(svc.Enqueue(ctx, req))
+	if err != nil || created || again.ID != first.ID || !again.RunAt.Equal(*first.RunAt) {
 		t.Fatalf("same delay retried later: %v created=%v, want the first job unchanged", err, created)
 	}
 	req.Delay = time.Hour
-	if _, _, err := svc.Enqueue(ctx, req); !errors.Is(err, jobs.ErrIdempotencyConflict) {
+	if _, _, err := enqueued(svc.Enqueue(ctx, req)); !errors.Is(err, jobs.ErrIdempotencyConflict) {
 		t.Fatalf("same key, other delay: %v, want ErrIdempotencyConflict", err)
 	}
 	req.Delay, req.RunAt = 0, clock.Now().Add(time.Minute)
-	if _, _, err := svc.Enqueue(ctx, req); !errors.Is(err, jobs.ErrIdempotencyConflict) {
+	if _, _, err := enqueued(svc.Enqueue(ctx, req)); !errors.Is(err, jobs.ErrIdempotencyConflict) {
 		t.Fatalf("same key, a run time instead of a delay: %v, want ErrIdempotencyConflict", err)
 	}
 }
@@ -116,7 +118,7 @@ func TestConcurrentBatchRequestsWithOneKey(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				batches[i], _, errs[i] = svc.EnqueueBatch(context.Background(), jobs.BatchRequest{Owner: "o", IdempotencyKey: "same", Jobs: batchOf(n, fmt.Sprint(n))})
+				batches[i], _, errs[i] = enqueuedBatch(svc.EnqueueBatch(context.Background(), jobs.BatchRequest{Owner: "o", IdempotencyKey: "same", Jobs: batchOf(n, fmt.Sprint(n))}))
 			}()
 		}
 		wg.Wait()
@@ -146,21 +148,21 @@ func TestExpiredBatchIsReplaced(t *testing.T) {
 	store := jobstest.NewMemStore(clock)
 	svc := sealedService(t, store, clock, newKey(t))
 	ctx := context.Background()
-	b, _, err := svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: "o", IdempotencyKey: "k", Jobs: batchOf(2, "a")})
+	b, _, err := enqueuedBatch(svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: "o", IdempotencyKey: "k", Jobs: batchOf(2, "a")}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if _, err := svc.Cancel(ctx, "o", jobs.BatchJobID(b.ID, i)); err != nil {
+		if _, err := svc.Cancel(ctx, "o", wire.BatchJobID(b.ID, i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if ended, err := svc.GetBatch(ctx, "o", b.ID); err != nil || ended.Status != jobs.StatusFailed {
+	if ended, err := svc.GetBatch(ctx, "o", b.ID, "", 0); err != nil || ended.Status != jobs.StatusFailed {
 		t.Fatalf("the batch after its jobs were cancelled: %+v %v", ended, err)
 	}
 	clock.Advance(jobs.DefaultRetention + time.Hour)
-	nb, created, err := svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: "o", IdempotencyKey: "k", Jobs: batchOf(3, "b")})
-	if err != nil || !created || nb.Total != 3 || nb.Remaining != 3 || nb.Cancelled != 0 {
+	nb, created, err := enqueuedBatch(svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: "o", IdempotencyKey: "k", Jobs: batchOf(3, "b")}))
+	if err != nil || !created || nb.Total != 3 || nb.Counts.Pending != 3 || nb.Counts.Cancelled != 0 {
 		t.Fatalf("batch over an expired one: %+v created=%v %v, want a fresh batch of 3", nb, created, err)
 	}
 }
@@ -172,7 +174,7 @@ type failingCreates struct {
 	n  int
 }
 
-func (s *failingCreates) Create(ctx context.Context, rec *jobs.Record) error {
+func (s *failingCreates) Create(ctx context.Context, rec *driver.Record) error {
 	s.mu.Lock()
 	s.n--
 	fail := s.n < 0
@@ -198,16 +200,17 @@ func TestBatchWhoseCreationFailed(t *testing.T) {
 			svc := sealedService(t, store, clock, newKey(t))
 			ctx := context.Background()
 			req := jobs.BatchRequest{Owner: "o", IdempotencyKey: "k", Jobs: batchOf(5, "x")}
-			if _, _, err := svc.EnqueueBatch(ctx, req); !errors.Is(err, jobs.ErrUnavailable) {
+			if _, _, err := enqueuedBatch(svc.EnqueueBatch(ctx, req)); !errors.Is(err, jobs.ErrUnavailable) {
 				t.Fatalf("enqueue with a failing store: %v, want ErrUnavailable", err)
 			}
-			batchID := jobs.DerivedID("batch-idempotency", "o", "k")
+			batchID := wire.DerivedID("batch-idempotency", "o", "k")
 			if retry {
 				store.mu.Lock()
 				store.n = 1 << 20
 				store.mu.Unlock()
-				b, created, err := svc.EnqueueBatch(ctx, req)
-				if err != nil || created || b.Creating || b.Total != 5 || mem.Len() != 5 {
+				b, created, err := enqueuedBatch(svc.EnqueueBatch(ctx, req))
+				stored, _ := mem.GetBatch(ctx, b.ID)
+				if err != nil || created || stored == nil || stored.Creating || b.Total != 5 || mem.Len() != 5 {
 					t.Fatalf("retry: %+v created=%v %v with %d jobs, want the batch finished with 5 jobs", b, created, err, mem.Len())
 				}
 				return

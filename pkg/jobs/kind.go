@@ -7,24 +7,10 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
-
-// Handler runs jobs of one kind: it gets the decoded payload P and returns a
-// result R, or an error. Return a [Failure] (see [Fail]) to fail the job with
-// a code the kind declared; any other error fails it with [CodeInternal].
-// The error's text is never stored, returned or logged.
-//
-// ctx ends a reserve before the worker's Lambda deadline; a handler that
-// keeps running past it is abandoned and its job fails with [CodeTimedOut].
-type Handler[P any, R Result] interface {
-	Work(ctx context.Context, job *Job[P]) (R, error)
-}
-
-// HandlerFunc adapts a plain function to a [Handler].
-type HandlerFunc[P any, R Result] func(ctx context.Context, job *Job[P]) (R, error)
-
-// Work calls f.
-func (f HandlerFunc[P, R]) Work(ctx context.Context, job *Job[P]) (R, error) { return f(ctx, job) }
 
 // Job is what a handler gets: the job's identity and its typed payload.
 type Job[P any] struct {
@@ -39,6 +25,16 @@ type Job[P any] struct {
 
 	publish func(context.Context, []byte) error
 }
+
+func init() {
+	wire.SetJobPublish = func(job any, publish func(context.Context, []byte) error) {
+		job.(interface {
+			setPublish(func(context.Context, []byte) error)
+		}).setPublish(publish)
+	}
+}
+
+func (j *Job[P]) setPublish(f func(context.Context, []byte) error) { j.publish = f }
 
 // Publish stores partial as the job's latest result, which GET returns while
 // the job runs. Each call is one conditional write (one write unit for a
@@ -55,53 +51,56 @@ func (j *Job[P]) Publish(ctx context.Context, partial Result) error {
 	return j.publish(ctx, body)
 }
 
-// NewTestJob returns a Job for calling a handler directly in a unit test;
-// Publish on it calls publish (which may be nil to drop partial results).
-func NewTestJob[P any](id string, payload P, publish func(ctx context.Context, partial []byte) error) *Job[P] {
-	return &Job[P]{ID: id, Kind: "test", Owner: "test", Attempt: 1, Payload: payload, publish: publish}
+// KindOpts are a kind's options at registration; nil means none. Each
+// option a later feature brings is a field here, so registration keeps its
+// shape.
+type KindOpts struct {
+	// FailureCodes declares the failure codes the kind's handler may
+	// return in a [Failure]. Each must be lower-case snake case, at most
+	// 64 characters, and not one of the reserved Code* codes.
+	FailureCodes []string
+	// Retry is the kind's retry policy; the zero policy never retries.
+	Retry RetryPolicy
+	// MinRunTime is the handler time a run of the kind needs: a worker does
+	// not claim a job of the kind when less is left before its handler
+	// deadline; the message comes back (no attempt spent) and a fresh
+	// invocation runs it. Zero: the worker's Deadlines.MinRun (2s by
+	// default); at most 15 minutes. One above the worker's whole handler
+	// time (its Lambda timeout less Deadlines.Reserve) means the kind never
+	// starts: a worker that knows its timeout (WorkerConfig.Timeout;
+	// lambdafn's JOBS_WORKER_TIMEOUT, set by the CDK construct) refuses to
+	// be built with such a kind; one that does not hands its jobs' messages
+	// back at every delivery, no attempt spent: they stay queued, never run
+	// and never end.
+	MinRunTime time.Duration
 }
 
-// KindOption configures a kind at registration.
-type KindOption func(*kindConfig) error
-
+// kindConfig is KindOpts checked.
 type kindConfig struct {
 	codes  map[string]bool
 	retry  RetryPolicy
 	minRun time.Duration
 }
 
-// WithMinRunTime states the handler time a run of the kind needs: a worker
-// does not claim a job of the kind when less than d is left before its
-// handler deadline; the message comes back (no attempt spent) and a fresh
-// invocation runs it. Without it the worker's Deadlines.MinRun applies
-// (2s by default). A d above the worker's whole handler time (its Lambda
-// timeout less Deadlines.Reserve) means the kind never starts: a worker
-// that knows its timeout (WorkerConfig.Timeout; lambdafn's
-// JOBS_WORKER_TIMEOUT, set by the CDK construct) refuses to be built with
-// such a kind; one that does not hands its jobs' messages back at every
-// delivery, no attempt spent: they stay queued, never run and never end.
-func WithMinRunTime(d time.Duration) KindOption {
-	return func(c *kindConfig) error {
-		if d <= 0 || d > 15*time.Minute {
-			return fmt.Errorf("minimum run time %v: want more than 0 and at most 15m", d)
-		}
-		c.minRun = d
-		return nil
+func (o *KindOpts) check() (kindConfig, error) {
+	c := kindConfig{codes: map[string]bool{}}
+	if o == nil {
+		return c, nil
 	}
-}
-
-// WithFailureCodes declares the failure codes the kind's handler may return
-// in a [Failure]. Each must be lower-case snake case and not reserved.
-func WithFailureCodes(codes ...string) KindOption {
-	return func(c *kindConfig) error {
-		for _, code := range codes {
-			if err := checkCode(code); err != nil {
-				return err
-			}
-			c.codes[code] = true
+	for _, code := range o.FailureCodes {
+		if err := checkCode(code); err != nil {
+			return c, err
 		}
-		return nil
+		c.codes[code] = true
 	}
+	if err := o.Retry.check(); err != nil {
+		return c, err
+	}
+	if o.MinRunTime < 0 || o.MinRunTime > 15*time.Minute {
+		return c, fmt.Errorf("minimum run time %v: want 0 to 15m", o.MinRunTime)
+	}
+	c.retry, c.minRun = o.Retry, o.MinRunTime
+	return c, nil
 }
 
 // kindDef is a registered kind with its types erased.
@@ -117,7 +116,7 @@ type kindDef struct {
 	// canonical re-encodes a valid payload through P, so every path stores
 	// the same bytes for the same value.
 	canonical func(raw []byte) ([]byte, error)
-	run       func(ctx context.Context, rec *Record, payload []byte, publish func(context.Context, []byte) error) (Result, error)
+	run       func(ctx context.Context, rec *driver.Record, payload []byte, publish func(context.Context, []byte) error) (Result, error)
 }
 
 // Registry holds the job kinds. Register every kind at start-up, before the
@@ -134,32 +133,42 @@ type Registry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{kinds: map[string]*kindDef{}} }
 
-// Register adds the kind named kind, run by h, to reg. It refuses an
-// invalid or empty name ([ErrInvalidKind]), a nil handler ([ErrNilHandler]),
-// a payload type with a jobs:"secret" tag that sealing would miss
-// ([ErrSecretTag]),
-// a name already registered ([ErrDuplicateKind]), an invalid or reserved
-// failure code ([ErrInvalidCode]), and any registration after reg was put to
-// use ([ErrRegistryFrozen]).
+// Register adds the kind named kind to reg, run by handle: it gets the job
+// with its payload decoded into a P and returns a result R, or an error.
+// Return a [Failure] (see [Fail]) to fail the job with a code the kind
+// declared, or mark an error with [Retry] to ask for another attempt under
+// the kind's retry policy; any other error fails the job with
+// [CodeInternal]. The error's text is never stored, returned or logged.
+// handle's ctx ends a reserve before the worker's Lambda deadline; a
+// handler that keeps running past it is abandoned and its job fails with
+// [CodeTimedOut].
+//
+// The kind's name is a lower-case letter, then up to 99 lower-case letters,
+// digits, '.', '_' or '-' (for example "email.send"). Register refuses a
+// bad name, a nil handle, a payload type with a jobs:"secret" tag that
+// sealing would miss, a name already registered, a bad option, and any
+// registration after reg was put to use; the error says which.
 //
 // It returns the kind's typed handle, which enqueues jobs of the kind with a
-// payload of type P (Kind.Enqueue, Kind.Prepare).
-func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts ...KindOption) (Kind[P], error) {
-	if !ValidKind(kind) {
-		return Kind[P]{}, fmt.Errorf("%w: %q", ErrInvalidKind, kind)
+// payload of type P (Kind.Enqueue, Kind.Prepare). P and R are inferred
+// from handle:
+//
+//	func sendReceipt(ctx context.Context, job *jobs.Job[Receipt]) (jobs.NoResult, error)
+//	receipts := jobs.MustRegister(reg, "receipt.send", sendReceipt, nil)
+func Register[P any, R Result](reg *Registry, kind string, handle func(ctx context.Context, job *Job[P]) (R, error), opts *KindOpts) (Kind[P], error) {
+	if !validKind(kind) {
+		return Kind[P]{}, fmt.Errorf("%w: %q", errInvalidKind, kind)
 	}
-	if isNil(h) {
-		return Kind[P]{}, fmt.Errorf("%w for kind %q", ErrNilHandler, kind)
+	if handle == nil {
+		return Kind[P]{}, fmt.Errorf("%w for kind %q", errNilHandler, kind)
 	}
 	secrets, err := secretFields[P]()
 	if err != nil {
 		return Kind[P]{}, fmt.Errorf("kind %q: %w", kind, err)
 	}
-	cfg := kindConfig{codes: map[string]bool{}}
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return Kind[P]{}, fmt.Errorf("kind %q: %w", kind, err)
-		}
+	cfg, err := opts.check()
+	if err != nil {
+		return Kind[P]{}, fmt.Errorf("jobs: kind %q: %w", kind, err)
 	}
 	def := &kindDef{
 		name:        kind,
@@ -169,12 +178,12 @@ func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts
 		retry:       cfg.retry,
 		minRun:      cfg.minRun,
 		validate: func(raw []byte) error {
-			_, err := DecodePayload[P](raw)
+			_, err := decodePayload[P](raw)
 			return err
 		},
 		canonical: canonicalPayload[P],
-		run: func(ctx context.Context, rec *Record, payload []byte, publish func(context.Context, []byte) error) (Result, error) {
-			p, err := DecodePayload[P](payload)
+		run: func(ctx context.Context, rec *driver.Record, payload []byte, publish func(context.Context, []byte) error) (Result, error) {
+			p, err := decodePayload[P](payload)
 			if err != nil {
 				return nil, errPayload
 			}
@@ -182,7 +191,7 @@ func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts
 				ID: rec.ID, Kind: rec.Kind, Owner: rec.Owner, Attempt: rec.Attempt,
 				CreatedAt: rec.CreatedAt, Payload: p, Batch: rec.BatchCounts, publish: publish,
 			}
-			r, err := h.Work(ctx, job)
+			r, err := handle(ctx, job)
 			if err != nil {
 				return nil, err
 			}
@@ -195,18 +204,18 @@ func Register[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	if reg.frozen {
-		return Kind[P]{}, fmt.Errorf("%w (kind %q)", ErrRegistryFrozen, kind)
+		return Kind[P]{}, fmt.Errorf("%w (kind %q)", errRegistryFrozen, kind)
 	}
 	if _, dup := reg.kinds[kind]; dup {
-		return Kind[P]{}, fmt.Errorf("%w: %q", ErrDuplicateKind, kind)
+		return Kind[P]{}, fmt.Errorf("%w: %q", errDuplicateKind, kind)
 	}
 	reg.kinds[kind] = def
 	return Kind[P]{name: kind}, nil
 }
 
 // MustRegister is like [Register] but panics on error; for start-up code.
-func MustRegister[P any, R Result](reg *Registry, kind string, h Handler[P, R], opts ...KindOption) Kind[P] {
-	k, err := Register(reg, kind, h, opts...)
+func MustRegister[P any, R Result](reg *Registry, kind string, handle func(ctx context.Context, job *Job[P]) (R, error), opts *KindOpts) Kind[P] {
+	k, err := Register(reg, kind, handle, opts)
 	if err != nil {
 		panic(err)
 	}
@@ -229,7 +238,7 @@ func (reg *Registry) Kinds() []string {
 func (reg *Registry) Codes(kind string) ([]string, error) {
 	k, ok := reg.lookup(kind)
 	if !ok {
-		return nil, ErrUnknownKind
+		return nil, errUnknownKind
 	}
 	codes := make([]string, 0, len(k.codes))
 	for c := range k.codes {
@@ -245,7 +254,7 @@ func (reg *Registry) Codes(kind string) ([]string, error) {
 func (reg *Registry) Validate(kind string, payload []byte) error {
 	k, ok := reg.lookup(kind)
 	if !ok {
-		return ErrUnknownKind
+		return errUnknownKind
 	}
 	return k.validate(payload)
 }
@@ -269,9 +278,9 @@ func (reg *Registry) freeze(sealer Sealer) error {
 		switch {
 		case len(k.secrets) == 0:
 		case sealer == nil:
-			return fmt.Errorf("%w (kind %q)", ErrNoSealer, k.name)
+			return fmt.Errorf("%w (kind %q)", errNoSealer, k.name)
 		case !keyed(sealer):
-			return fmt.Errorf("%w: kind %q has secret fields, and the Sealer does not key request hashes (implement jobs.HashKeyer with a key of 32 bytes or more)", ErrNoSealer, k.name)
+			return fmt.Errorf("%w: kind %q has secret fields, and the Sealer does not key request hashes (implement jobs.HashKeyer with a key of 32 bytes or more)", errNoSealer, k.name)
 		}
 	}
 	return nil

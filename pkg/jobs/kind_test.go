@@ -30,53 +30,53 @@ func echo(_ context.Context, job *jobs.Job[echoPayload]) (echoResult, error) {
 
 func TestRegisterRefusals(t *testing.T) {
 	t.Parallel()
-	h := jobs.HandlerFunc[echoPayload, echoResult](echo)
+	h := echo
 	tests := []struct {
 		name string
 		do   func(reg *jobs.Registry) error
 		want error
 	}{
-		{"empty kind", func(reg *jobs.Registry) error { _, err := jobs.Register(reg, "", h); return err }, jobs.ErrInvalidKind},
-		{"upper-case kind", func(reg *jobs.Registry) error { _, err := jobs.Register(reg, "Email", h); return err }, jobs.ErrInvalidKind},
-		{"kind with space", func(reg *jobs.Registry) error { _, err := jobs.Register(reg, "a b", h); return err }, jobs.ErrInvalidKind},
+		{"empty kind", func(reg *jobs.Registry) error { _, err := jobs.Register(reg, "", h, nil); return err }, jobs.ErrInvalidKind},
+		{"upper-case kind", func(reg *jobs.Registry) error { _, err := jobs.Register(reg, "Email", h, nil); return err }, jobs.ErrInvalidKind},
+		{"kind with space", func(reg *jobs.Registry) error { _, err := jobs.Register(reg, "a b", h, nil); return err }, jobs.ErrInvalidKind},
 		{"nil handler", func(reg *jobs.Registry) error {
-			_, err := jobs.Register[echoPayload, echoResult](reg, "echo", nil)
+			_, err := jobs.Register[echoPayload, echoResult](reg, "echo", nil, nil)
 			return err
 		}, jobs.ErrNilHandler},
 		{"nil HandlerFunc", func(reg *jobs.Registry) error {
-			var f jobs.HandlerFunc[echoPayload, echoResult]
-			_, err := jobs.Register(reg, "echo", f)
+			var f func(context.Context, *jobs.Job[echoPayload]) (echoResult, error)
+			_, err := jobs.Register(reg, "echo", f, nil)
 			return err
 		}, jobs.ErrNilHandler},
 		{"twice", func(reg *jobs.Registry) error {
-			if _, err := jobs.Register(reg, "echo", h); err != nil {
+			if _, err := jobs.Register(reg, "echo", h, nil); err != nil {
 				return err
 			}
-			_, err := jobs.Register(reg, "echo", h)
+			_, err := jobs.Register(reg, "echo", h, nil)
 			return err
 		}, jobs.ErrDuplicateKind},
 		{"reserved code", func(reg *jobs.Registry) error {
-			_, err := jobs.Register(reg, "echo", h, jobs.WithFailureCodes(jobs.CodeTimedOut))
+			_, err := jobs.Register(reg, "echo", h, &jobs.KindOpts{FailureCodes: []string{jobs.CodeTimedOut}})
 			return err
 		}, jobs.ErrInvalidCode},
 		{"code not snake case", func(reg *jobs.Registry) error {
-			_, err := jobs.Register(reg, "echo", h, jobs.WithFailureCodes("Bad-Code"))
+			_, err := jobs.Register(reg, "echo", h, &jobs.KindOpts{FailureCodes: []string{"Bad-Code"}})
 			return err
 		}, jobs.ErrInvalidCode},
 		{"code too long", func(reg *jobs.Registry) error {
-			_, err := jobs.Register(reg, "echo", h, jobs.WithFailureCodes("a234567890123456789012345678901234567890123456789012345678901234x"))
+			_, err := jobs.Register(reg, "echo", h, &jobs.KindOpts{FailureCodes: []string{"a234567890123456789012345678901234567890123456789012345678901234x"}})
 			return err
 		}, jobs.ErrInvalidCode},
 		{"after use by Validate", func(reg *jobs.Registry) error {
 			_ = reg.Validate("anything", []byte(`{}`))
-			_, err := jobs.Register(reg, "echo", h)
+			_, err := jobs.Register(reg, "echo", h, nil)
 			return err
 		}, jobs.ErrRegistryFrozen},
 		{"after use by a worker", func(reg *jobs.Registry) error {
 			if _, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil)}); err != nil {
 				return err
 			}
-			_, err := jobs.Register(reg, "echo", h)
+			_, err := jobs.Register(reg, "echo", h, nil)
 			return err
 		}, jobs.ErrRegistryFrozen},
 	}
@@ -94,7 +94,7 @@ func TestRegisterRefusals(t *testing.T) {
 func TestRegisterAccepts(t *testing.T) {
 	t.Parallel()
 	reg := jobs.NewRegistry()
-	if _, err := jobs.Register(reg, "email.send_v2", jobs.HandlerFunc[echoPayload, echoResult](echo), jobs.WithFailureCodes("bounced", "rate_limited")); err != nil {
+	if _, err := jobs.Register(reg, "email.send_v2", echo, &jobs.KindOpts{FailureCodes: []string{"bounced", "rate_limited"}}); err != nil {
 		t.Fatal(err)
 	}
 	codes, err := reg.Codes("email.send_v2")
@@ -113,13 +113,13 @@ func TestMustRegisterPanics(t *testing.T) {
 			t.Fatal("MustRegister with an empty kind did not panic")
 		}
 	}()
-	jobs.MustRegister(jobs.NewRegistry(), "", jobs.HandlerFunc[echoPayload, echoResult](echo))
+	jobs.MustRegister(jobs.NewRegistry(), "", echo, nil)
 }
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, echoResult](echo))
+	jobs.MustRegister(reg, "echo", echo, nil)
 	if err := reg.Validate("nope", []byte(`{}`)); !errors.Is(err, jobs.ErrUnknownKind) {
 		t.Fatalf("unknown kind: got %v", err)
 	}

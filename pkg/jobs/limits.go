@@ -1,7 +1,5 @@
 package jobs
 
-import "github.com/lambdajobs/lambdajobs/pkg/jobs/internal/jsonin"
-
 // Limits that keep a job's item well under DynamoDB's 400 KB item limit:
 // payload + result + attributes stay below 260 KB.
 const (
@@ -9,11 +7,4 @@ const (
 	MaxPayloadBytes = 128 << 10
 	// MaxResultBytes is the largest public JSON of a result, partial or final.
 	MaxResultBytes = 128 << 10
-	// MaxJSONDepth is the deepest nesting of arrays and objects accepted in
-	// a payload.
-	MaxJSONDepth = jsonin.MaxDepth
-	// MaxOwnerBytes is the longest owner name stored with a job.
-	MaxOwnerBytes = 512
-	// MaxIdempotencyKeyBytes is the longest idempotency key accepted.
-	MaxIdempotencyKeyBytes = 255
 )

@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // Listing: Service.List pages through an owner's jobs, newest first;
@@ -23,17 +26,9 @@ import (
 const (
 	DefaultListLimit = 50
 	MaxListLimit     = 200
-	// BulkPageSize is how many jobs one Bulk call examines at most.
-	BulkPageSize = 100
+	// bulkPageSize is how many jobs one Bulk call examines at most.
+	bulkPageSize = 100
 )
-
-// ErrInvalidPageToken is a page or continuation token that is malformed,
-// forged, or was issued for another caller or another filter.
-var ErrInvalidPageToken = errors.New("jobs: invalid page token")
-
-// ErrInvalidListRequest is a list or bulk request with a bad parameter;
-// its message names the parameter (the caller's own input only).
-var ErrInvalidListRequest = errors.New("jobs: invalid list request")
 
 // ListRequest selects the caller's jobs.
 type ListRequest struct {
@@ -48,7 +43,7 @@ type ListRequest struct {
 
 // ListResult is one page.
 type ListResult struct {
-	Records []*Record
+	Jobs []View
 	// NextPageToken continues the listing ("" on the last page). A page
 	// may hold fewer than Limit jobs, even none, and still have a next
 	// page: a status that only the job itself tells is read within a
@@ -60,8 +55,11 @@ type ListResult struct {
 type BulkAction string
 
 const (
+	// BulkCancel cancels each job as Service.Cancel does.
 	BulkCancel BulkAction = "cancel"
-	BulkRetry  BulkAction = "retry"
+	// BulkResubmit resubmits each job as Service.Resubmit does (POST
+	// /v1/bulk/retry).
+	BulkResubmit BulkAction = "retry"
 )
 
 // BulkRequest selects the caller's jobs for a bulk action: Status and/or
@@ -99,7 +97,7 @@ type pageToken struct {
 
 func (s *Service) filterHash(use, owner string, st Status, kind string, before time.Time) string {
 	h := sha256.New()
-	for _, part := range []string{use, OwnerKey(owner), string(st), kind, before.UTC().Format(time.RFC3339Nano)} {
+	for _, part := range []string{use, wire.OwnerKey(owner), string(st), kind, before.UTC().Format(time.RFC3339Nano)} {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
@@ -121,16 +119,16 @@ func (s *Service) openToken(tok, use, filter string) (string, error) {
 	body, err1 := base64.RawURLEncoding.DecodeString(body64)
 	sum, err2 := base64.RawURLEncoding.DecodeString(mac64)
 	if !ok || err1 != nil || err2 != nil || len(tok) > 2048 {
-		return "", ErrInvalidPageToken
+		return "", errPageToken
 	}
 	mac := hmac.New(sha256.New, s.pageKey)
 	mac.Write(body)
 	if !hmac.Equal(sum, mac.Sum(nil)[:16]) {
-		return "", ErrInvalidPageToken
+		return "", errPageToken
 	}
 	var t pageToken
 	if json.Unmarshal(body, &t) != nil || t.V != 1 || t.Use != use || t.Filter != filter || t.Pos == "" {
-		return "", ErrInvalidPageToken
+		return "", errPageToken
 	}
 	return t.Pos, nil
 }
@@ -139,11 +137,11 @@ func (s *Service) checkFilter(st Status, kind string) error {
 	switch st {
 	case "", StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled:
 	default:
-		return fmt.Errorf("%w: status %q: want queued, running, succeeded, failed or cancelled", ErrInvalidListRequest, st)
+		return refuse(codeInvalidRequest, fmt.Sprintf("status %q: want queued, running, succeeded, failed or cancelled", st))
 	}
 	if kind != "" {
 		if _, ok := s.reg.lookup(kind); !ok {
-			return fmt.Errorf("%w: kind %q is not registered", ErrInvalidListRequest, kind)
+			return refuse(codeInvalidRequest, fmt.Sprintf("kind %q is not registered", kind))
 		}
 	}
 	if s.pageKey == nil {
@@ -155,7 +153,7 @@ func (s *Service) checkFilter(st Status, kind string) error {
 // List returns a page of the owner's jobs, newest first.
 func (s *Service) List(ctx context.Context, owner string, req ListRequest) (*ListResult, error) {
 	if checkOwner(owner) != nil {
-		return nil, ErrInvalidOwner
+		return nil, errOwner
 	}
 	if err := s.checkFilter(req.Status, req.Kind); err != nil {
 		return nil, err
@@ -164,22 +162,22 @@ func (s *Service) List(ctx context.Context, owner string, req ListRequest) (*Lis
 	case req.Limit == 0:
 		req.Limit = DefaultListLimit
 	case req.Limit < 1 || req.Limit > MaxListLimit:
-		return nil, fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalidListRequest, req.Limit, MaxListLimit)
+		return nil, refuse(codeInvalidRequest, fmt.Sprintf("limit %d: want 1 to %d", req.Limit, MaxListLimit))
 	}
 	filter := s.filterHash("list", owner, req.Status, req.Kind, req.CreatedBefore)
 	pos, err := s.openToken(req.PageToken, "list", filter)
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.store.List(ctx, ListQuery{OwnerKey: OwnerKey(owner), Status: req.Status, Kind: req.Kind,
+	page, err := s.store.List(ctx, driver.ListQuery{OwnerKey: wire.OwnerKey(owner), Status: req.Status, Kind: req.Kind,
 		CreatedBefore: req.CreatedBefore, Limit: req.Limit, After: pos})
 	if err != nil {
 		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
-	out := &ListResult{}
+	out := &ListResult{Jobs: []View{}}
 	for _, r := range page.Records {
 		if r.Owner == owner { // the index is keyed by a hash: never trust it alone
-			out.Records = append(out.Records, r)
+			out.Jobs = append(out.Jobs, viewOf(r))
 		}
 	}
 	if page.Next != "" {
@@ -188,17 +186,17 @@ func (s *Service) List(ctx context.Context, owner string, req ListRequest) (*Lis
 	return out, nil
 }
 
-// MaxUnfinishedCount is the most unfinished jobs CountUnfinished counts.
-const MaxUnfinishedCount = 10000
+// maxUnfinishedCount is the most unfinished jobs CountUnfinished counts.
+const maxUnfinishedCount = 10000
 
 // CountUnfinished counts the owner's queued and running jobs by kind, now,
 // from the indexes that hold only unfinished jobs: its cost grows with
-// them (up to MaxUnfinishedCount), never with the owner's history.
+// them (up to maxUnfinishedCount), never with the owner's history.
 func (s *Service) CountUnfinished(ctx context.Context, owner string) (UnfinishedCounts, error) {
 	if checkOwner(owner) != nil {
-		return UnfinishedCounts{}, ErrInvalidOwner
+		return UnfinishedCounts{}, errOwner
 	}
-	c, err := s.store.CountUnfinished(ctx, OwnerKey(owner), MaxUnfinishedCount)
+	c, err := s.store.CountUnfinished(ctx, wire.OwnerKey(owner), maxUnfinishedCount)
 	if err != nil {
 		return UnfinishedCounts{}, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
@@ -208,40 +206,45 @@ func (s *Service) CountUnfinished(ctx context.Context, owner string) (Unfinished
 	return c, nil
 }
 
-// Retry puts the owner's failed or cancelled job back in the queue as a
-// new attempt with the same id and returns it: ErrNotFound as for reads,
-// a *ConflictError wrapping ErrNotRetryable for any other status (or a
-// job of a batch, whose counts are final).
-func (s *Service) Retry(ctx context.Context, owner, id string) (*Record, error) {
-	rec, err := s.Get(ctx, owner, id)
+// Resubmit puts the owner's failed or cancelled job back in the queue for
+// another attempt with the same id (POST /v1/jobs/{id}/retry) and returns
+// it: ErrNotFound as for reads, ErrNotResubmittable for any other status
+// (or a job of a batch, whose counts are final). The kind's retry policy
+// counts its attempts afresh.
+func (s *Service) Resubmit(ctx context.Context, owner, id string) (*View, error) {
+	rec, err := s.get(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.eng.resubmit(ctx, rec); err != nil {
-		var ce *ConflictError
+		var ce *driver.ConflictError
 		if errors.As(err, &ce) || errors.Is(err, ErrNotFound) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	s.count(rec.Kind, "JobsResubmitted", 1)
-	return s.Get(ctx, owner, id)
+	if rec, err = s.get(ctx, owner, id); err != nil {
+		return nil, err
+	}
+	v := viewOf(rec)
+	return &v, nil
 }
 
 // Bulk cancels or retries the owner's jobs that req selects, examining at
-// most BulkPageSize of them; follow ContinuationToken for the rest. A
+// most bulkPageSize of them; follow ContinuationToken for the rest. A
 // cancel does to each job what Cancel does (queued: cancelled; running:
 // its cancel requested, counted in CancelRequested). Jobs that moved on
 // between the listing and the action are matched but not changed.
 func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*BulkResult, error) {
 	if checkOwner(owner) != nil {
-		return nil, ErrInvalidOwner
+		return nil, errOwner
 	}
-	if req.Action != BulkCancel && req.Action != BulkRetry {
-		return nil, fmt.Errorf("%w: action %q: want cancel or retry", ErrInvalidListRequest, req.Action)
+	if req.Action != BulkCancel && req.Action != BulkResubmit {
+		return nil, refuse(codeInvalidRequest, fmt.Sprintf("action %q: want cancel or retry", req.Action))
 	}
 	if req.Status == "" && req.Kind == "" {
-		return nil, fmt.Errorf("%w: give a status, a kind or both", ErrInvalidListRequest)
+		return nil, refuse(codeInvalidRequest, "give a status, a kind or both")
 	}
 	if err := s.checkFilter(req.Status, req.Kind); err != nil {
 		return nil, err
@@ -251,15 +254,15 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.store.List(ctx, ListQuery{OwnerKey: OwnerKey(owner), Status: req.Status, Kind: req.Kind,
-		CreatedBefore: req.CreatedBefore, Limit: BulkPageSize, After: pos})
+	page, err := s.store.List(ctx, driver.ListQuery{OwnerKey: wire.OwnerKey(owner), Status: req.Status, Kind: req.Kind,
+		CreatedBefore: req.CreatedBefore, Limit: bulkPageSize, After: pos})
 	if err != nil {
 		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	res := &BulkResult{}
 	counted := map[string]int{} // kind -> changed
 	defer func() {
-		name := map[BulkAction]string{BulkCancel: "JobsCancelled", BulkRetry: "JobsResubmitted"}[req.Action]
+		name := map[BulkAction]string{BulkCancel: "JobsCancelled", BulkResubmit: "JobsResubmitted"}[req.Action]
 		for kind, n := range counted {
 			s.count(kind, name, n)
 		}
@@ -289,7 +292,7 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 			default:
 				return nil, err
 			}
-		case BulkRetry:
+		case BulkResubmit:
 			if (r.Status != StatusFailed && r.Status != StatusCancelled) || r.BatchID != "" {
 				continue
 			}
@@ -310,5 +313,5 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 
 // movedOn reports an error that means the job was no longer as listed.
 func movedOn(err error) bool {
-	return isConflict(err) || errors.Is(err, ErrNotRetryable) || errors.Is(err, ErrAlreadyFinal)
+	return isConflict(err) || errors.Is(err, ErrNotResubmittable) || errors.Is(err, ErrAlreadyFinal)
 }

@@ -4,8 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -13,14 +14,14 @@ import (
 // lost, so the SDK retries them: the retry then sees its own write.
 type lostAnswers struct{ *jobstest.MemStore }
 
-func (s lostAnswers) Create(ctx context.Context, rec *jobs.Record) error {
+func (s lostAnswers) Create(ctx context.Context, rec *driver.Record) error {
 	if err := s.MemStore.Create(ctx, rec); err != nil {
 		return err
 	}
 	return s.MemStore.Create(ctx, rec) // the retry: ErrExists, with our own job
 }
 
-func (s lostAnswers) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.Record, error) {
+func (s lostAnswers) Claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
 	if _, err := s.MemStore.Claim(ctx, id, c); err != nil {
 		return nil, err
 	}
@@ -33,14 +34,14 @@ func TestOwnWritesWithLostAnswersCountAsDone(t *testing.T) {
 	store := lostAnswers{mem}
 	reg := jobs.NewRegistry()
 	var runs int
-	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, echoResult](func(ctx context.Context, j *jobs.Job[echoPayload]) (echoResult, error) {
+	jobs.MustRegister(reg, "echo", func(ctx context.Context, j *jobs.Job[echoPayload]) (echoResult, error) {
 		runs++
 		return echo(ctx, j)
-	}))
+	}, nil)
 	queue := &jobstest.MemQueue{}
 	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
 	w, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store})
-	rec, created, err := svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "echo", Payload: []byte(`{"text":"x"}`)})
+	rec, created, err := enqueued(svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "echo", Payload: []byte(`{"text":"x"}`)}))
 	if err != nil || !created || len(queue.Sent()) != 1 {
 		t.Fatalf("enqueue whose put answer was lost: %v created=%v sent=%v; want accepted and sent", err, created, queue.Sent())
 	}

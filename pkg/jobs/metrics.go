@@ -5,7 +5,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/emf"
+	"github.com/lambdajobs/lambdajobs/internal/emf"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // Metrics turns on metrics in CloudWatch Embedded Metric Format: JSON lines
@@ -86,7 +87,7 @@ func measure(ctx context.Context, kind, name string, d time.Duration) {
 }
 
 // recordEnding counts how a run ended.
-func recordEnding(ctx context.Context, rec *Record, end ending, started, at time.Time) {
+func recordEnding(ctx context.Context, rec *driver.Record, end ending, started, at time.Time) {
 	if end.res != landed {
 		return
 	}

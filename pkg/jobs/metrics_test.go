@@ -10,8 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -127,14 +127,14 @@ func TestMetricsOfEveryOutcome(t *testing.T) {
 		metrics := &jobs.Metrics{Namespace: "lambdajobs/test", Service: "worker", Writer: &out}
 		mem := jobstest.NewMemStore(nil)
 		reg := jobs.NewRegistry()
-		ok := jobs.MustRegister(reg, "ok", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
-		bad := jobs.MustRegister(reg, "bad", jobs.HandlerFunc[sleepPayload, jobs.NoResult](func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
+		ok := jobs.MustRegister(reg, "ok", sleeper, nil)
+		bad := jobs.MustRegister(reg, "bad", func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 			return jobs.NoResult{}, jobs.Fail("nope", nil)
-		}), jobs.WithFailureCodes("nope"))
-		slow := jobs.MustRegister(reg, "slow", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
-		flaky := jobs.MustRegister(reg, "flaky", jobs.HandlerFunc[sleepPayload, jobs.NoResult](func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
+		}, &jobs.KindOpts{FailureCodes: []string{"nope"}})
+		slow := jobs.MustRegister(reg, "slow", sleeper, nil)
+		flaky := jobs.MustRegister(reg, "flaky", func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 			return jobs.NoResult{}, jobs.Retry(errors.New("later"))
-		}), jobs.WithRetry(jobs.RetryPolicy{MaxAttempts: 3}))
+		}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 3}})
 		queue := &jobstest.MemQueue{}
 		var enqueued syncBuffer
 		svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: mem, Queue: queue,
@@ -224,7 +224,7 @@ func TestMetricsOfTheAPIsTransitions(t *testing.T) {
 	var out syncBuffer
 	mem := jobstest.NewMemStore(nil)
 	reg := jobs.NewRegistry()
-	k := jobs.MustRegister(reg, "ok", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
+	k := jobs.MustRegister(reg, "ok", sleeper, nil)
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: mem, Queue: &jobstest.MemQueue{}, PageTokenKey: []byte(strings.Repeat("k", 32)),
 		Metrics: &jobs.Metrics{Namespace: "lambdajobs/test", Service: "cancel", Writer: &out}})
 	if err != nil {
@@ -242,13 +242,13 @@ func TestMetricsOfTheAPIsTransitions(t *testing.T) {
 	if _, err := svc.Cancel(ctx, "o", ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Retry(ctx, "o", ids[0]); err != nil {
+	if _, err := svc.Resubmit(ctx, "o", ids[0]); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := svc.Bulk(ctx, "o", jobs.BulkRequest{Action: jobs.BulkCancel, Status: jobs.StatusQueued}); err != nil || res.Changed != 3 {
 		t.Fatalf("bulk cancel: %+v %v", res, err)
 	}
-	if res, err := svc.Bulk(ctx, "o", jobs.BulkRequest{Action: jobs.BulkRetry, Kind: "ok"}); err != nil || res.Changed != 3 {
+	if res, err := svc.Bulk(ctx, "o", jobs.BulkRequest{Action: jobs.BulkResubmit, Kind: "ok"}); err != nil || res.Changed != 3 {
 		t.Fatalf("bulk retry: %+v %v", res, err)
 	}
 	recs := parseEMF(t, out.String())

@@ -27,8 +27,8 @@ func TestWorkerRefusesAKindLongerThanItsInvocations(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			reg := jobs.NewRegistry()
-			jobs.MustRegister(reg, "quick", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
-			jobs.MustRegister(reg, "report", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper), jobs.WithMinRunTime(30*time.Second))
+			jobs.MustRegister(reg, "quick", sleeper, nil)
+			jobs.MustRegister(reg, "report", sleeper, &jobs.KindOpts{MinRunTime: 30 * time.Second})
 			_, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Timeout: c.timeout})
 			switch {
 			case c.refused && (err == nil || !strings.Contains(err.Error(), `kind "report"`) || strings.Contains(err.Error(), "quick")):

@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/wallclock"
+	"github.com/lambdajobs/lambdajobs/internal/wallclock"
 )
 
 // Clock tells the time. Tests inject a fake (see jobstest.Clock); production

@@ -23,18 +23,15 @@ type RetryPolicy struct {
 	RetryErrors bool
 }
 
-// WithRetry sets the kind's retry policy.
-func WithRetry(p RetryPolicy) KindOption {
-	return func(c *kindConfig) error {
-		if p.MaxAttempts < 0 || p.MaxAttempts > 100 {
-			return errors.New("retry policy: MaxAttempts must be 0..100")
-		}
-		if p.BaseDelay < 0 || p.MaxDelay < 0 {
-			return errors.New("retry policy: delays must not be negative")
-		}
-		c.retry = p
-		return nil
+// check checks p's bounds.
+func (p RetryPolicy) check() error {
+	if p.MaxAttempts < 0 || p.MaxAttempts > 100 {
+		return errors.New("retry policy: MaxAttempts must be 0..100")
 	}
+	if p.BaseDelay < 0 || p.MaxDelay < 0 {
+		return errors.New("retry policy: delays must not be negative")
+	}
+	return nil
 }
 
 // backoff returns the wait before the attempt after attempt (1-based):
@@ -83,10 +80,6 @@ func Retry(err error) error { return &RetryableError{Err: err} }
 // RetryAfter marks err as retryable after d (for example a rate limit's
 // Retry-After).
 func RetryAfter(d time.Duration, err error) error { return &RetryableError{Err: err, Delay: d} }
-
-// ErrCancelled is what Job.Publish returns once the job's owner cancelled
-// it; the handler's context is cancelled at the same time.
-var ErrCancelled = errors.New("jobs: job cancelled by its owner")
 
 // shouldRetry reports whether a failed run gets another attempt.
 func shouldRetry(p RetryPolicy, ex execution, attempt int) bool {

@@ -9,8 +9,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -30,12 +31,12 @@ type attemptPayload struct {
 	Code      string `json:"code,omitempty"`
 }
 
-func newLifecycle(t *testing.T, policy jobs.RetryPolicy, handler jobs.HandlerFunc[attemptPayload, jobs.NoResult]) *lifecycle {
+func newLifecycle(t *testing.T, policy jobs.RetryPolicy, handler func(context.Context, *jobs.Job[attemptPayload]) (jobs.NoResult, error)) *lifecycle {
 	t.Helper()
 	l := &lifecycle{clock: jobstest.NewClock(time.Now().Truncate(time.Millisecond)), queue: &jobstest.MemQueue{}}
 	l.store = jobstest.NewMemStore(l.clock)
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "flaky", handler, jobs.WithRetry(policy), jobs.WithFailureCodes("rate_limited"))
+	jobs.MustRegister(reg, "flaky", handler, &jobs.KindOpts{Retry: policy, FailureCodes: []string{"rate_limited"}})
 	l.svc, _ = jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: l.store, Queue: l.queue, Clock: l.clock})
 	var err error
 	l.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: l.store, Queue: l.queue, Clock: l.clock, CancelCheck: 5 * time.Millisecond})
@@ -62,7 +63,7 @@ func (l *lifecycle) deliver(t *testing.T) {
 	}
 }
 
-func (l *lifecycle) get(t *testing.T, id string) *jobs.Record {
+func (l *lifecycle) get(t *testing.T, id string) *driver.Record {
 	t.Helper()
 	rec, err := l.store.Get(context.Background(), id)
 	if err != nil {
@@ -71,7 +72,7 @@ func (l *lifecycle) get(t *testing.T, id string) *jobs.Record {
 	return rec
 }
 
-func failingUntil(runs *atomic.Int32) jobs.HandlerFunc[attemptPayload, jobs.NoResult] {
+func failingUntil(runs *atomic.Int32) func(context.Context, *jobs.Job[attemptPayload]) (jobs.NoResult, error) {
 	return func(_ context.Context, j *jobs.Job[attemptPayload]) (jobs.NoResult, error) {
 		n := runs.Add(1)
 		if int(n) <= j.Payload.FailTimes {
@@ -88,7 +89,7 @@ func TestRetryableFailureSucceedsOnAttemptThree(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int32
 	l := newLifecycle(t, jobs.RetryPolicy{MaxAttempts: 5, BaseDelay: time.Second, MaxDelay: time.Minute}, failingUntil(&runs))
-	rec, _, err := l.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{"fail_times":2}`)})
+	rec, _, err := enqueued(l.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{"fail_times":2}`)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestRetryableFailureSucceedsOnAttemptThree(t *testing.T) {
 	if d := l.queue.Delay(rec.ID); d < 500*time.Millisecond || d > time.Second {
 		t.Fatalf("retry message delayed %v, want the first backoff (0.5s..1s)", d)
 	}
-	if v := got.View(); v.RunAt == nil || v.LastError == nil || *v.LastError != jobs.CodeInternal {
+	if v, _ := l.svc.Get(context.Background(), "o", rec.ID); v.RunAt == nil || v.LastError == nil || *v.LastError != jobs.CodeInternal {
 		t.Fatalf("view %+v does not show the next run time and the last error", v)
 	}
 	for range 2 {
@@ -117,7 +118,7 @@ func TestRetriesExhausted(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int32
 	l := newLifecycle(t, jobs.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second}, failingUntil(&runs))
-	rec, _, _ := l.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{"fail_times":99,"code":"rate_limited"}`)})
+	rec, _, _ := enqueued(l.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{"fail_times":99,"code":"rate_limited"}`)}))
 	for range 5 {
 		l.deliver(t)
 		l.clock.Advance(time.Hour)
@@ -132,7 +133,7 @@ func TestDefaultPolicyKeepsFailuresFinal(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int32
 	l := newLifecycle(t, jobs.RetryPolicy{}, failingUntil(&runs))
-	rec, _, _ := l.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{"fail_times":1}`)})
+	rec, _, _ := enqueued(l.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{"fail_times":1}`)}))
 	l.deliver(t)
 	if got := l.get(t, rec.ID); got.Status != jobs.StatusFailed || runs.Load() != 1 {
 		t.Fatalf("got %s after %d runs", got.Status, runs.Load())
@@ -144,7 +145,7 @@ func TestDelayedJobRunsOnlyWhenDue(t *testing.T) {
 	var runs atomic.Int32
 	l := newLifecycle(t, jobs.RetryPolicy{}, failingUntil(&runs))
 	ctx := context.Background()
-	rec, _, err := l.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{}`), RunAt: l.clock.Now().Add(10 * time.Minute)})
+	rec, _, err := enqueued(l.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{}`), EnqueueOpts: jobs.EnqueueOpts{RunAt: l.clock.Now().Add(10 * time.Minute)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestDelayedJobRunsOnlyWhenDue(t *testing.T) {
 		t.Fatalf("at its time: %s, %d runs", got.Status, runs.Load())
 	}
 	// Days ahead: no message at all; the sweeper sends it when due.
-	far, _, _ := l.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{}`), RunAt: l.clock.Now().Add(72 * time.Hour)})
+	far, _, _ := enqueued(l.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{}`), EnqueueOpts: jobs.EnqueueOpts{RunAt: l.clock.Now().Add(72 * time.Hour)}}))
 	before := len(l.queue.Sent())
 	sweeper, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: l.store, Queue: l.queue, Clock: l.clock})
 	if rep, _ := sweeper.Sweep(ctx); rep.Resent != 0 || len(l.queue.Sent()) != before {
@@ -179,7 +180,7 @@ func TestDelayedJobRunsOnlyWhenDue(t *testing.T) {
 	if got := l.get(t, far.ID); got.Status != jobs.StatusSucceeded {
 		t.Fatalf("far job %s", got.Status)
 	}
-	if _, _, err := l.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{}`), RunAt: l.clock.Now().Add(400 * 24 * time.Hour)}); !errors.Is(err, jobs.ErrInvalidRunAt) {
+	if _, _, err := enqueued(l.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{}`), EnqueueOpts: jobs.EnqueueOpts{RunAt: l.clock.Now().Add(400 * 24 * time.Hour)}})); !errors.Is(err, jobs.ErrInvalidRequest) {
 		t.Fatalf("400 days ahead: %v", err)
 	}
 }
@@ -189,7 +190,7 @@ func TestCancelQueuedAndFinished(t *testing.T) {
 	var runs atomic.Int32
 	l := newLifecycle(t, jobs.RetryPolicy{}, failingUntil(&runs))
 	ctx := context.Background()
-	rec, _, _ := l.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{}`)})
+	rec, _, _ := enqueued(l.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{}`)}))
 	if _, err := l.svc.Cancel(ctx, "someone-else", rec.ID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("another owner's cancel: %v", err)
 	}
@@ -224,12 +225,12 @@ func TestCancelRunning(t *testing.T) {
 			return jobs.NoResult{}, nil
 		})
 		ctx := context.Background()
-		rec, _, _ := l.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{}`)})
+		rec, _, _ := enqueued(l.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{}`)}))
 		done := make(chan struct{})
 		go func() { l.deliver(t); close(done) }()
 		<-started
 		got, err := l.svc.Cancel(ctx, "o", rec.ID)
-		if err != nil || got.Status != jobs.StatusRunning || !got.View().CancelRequested {
+		if err != nil || got.Status != jobs.StatusRunning || !got.CancelRequested {
 			t.Fatalf("cancel running: %+v %v", got, err)
 		}
 		close(release)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 )
 
 // Routes turn messages that other AWS services drop on the queue into jobs.
@@ -161,7 +162,7 @@ func (r *Routes) route(body, messageID string) routeResult {
 	}
 	raw := []byte(body)
 	if checkJSON(raw, 1<<20) != nil {
-		return routeResult{shape: DescribeShape(body)}
+		return routeResult{shape: wire.DescribeShape(body)}
 	}
 	if res, ok := r.routeSNS(raw); ok {
 		return res
@@ -169,7 +170,7 @@ func (r *Routes) route(body, messageID string) routeResult {
 	if res, ok := r.match(raw, messageID); ok {
 		return res
 	}
-	return routeResult{shape: DescribeShape(body)}
+	return routeResult{shape: wire.DescribeShape(body)}
 }
 
 // match tries the S3, EventBridge and envelope rules.
@@ -228,7 +229,7 @@ func (r *Routes) routeS3(raw []byte) (routeResult, bool) {
 		}
 		o := rec.S3.Object
 		res.jobs = append(res.jobs, routedJob{
-			ID:   DerivedID("s3", rec.S3.Bucket.Name, o.Key, o.VersionID, rec.EventName, o.Sequencer),
+			ID:   wire.DerivedID("s3", rec.S3.Bucket.Name, o.Key, o.VersionID, rec.EventName, o.Sequencer),
 			Kind: route.Kind, Owner: route.Owner, Payload: payload, Source: "s3",
 		})
 	}
@@ -247,7 +248,7 @@ func (r *Routes) routeEventBridge(raw []byte) (routeResult, bool) {
 				return routeResult{}, false
 			}
 			return routeResult{jobs: []routedJob{{
-				ID: DerivedID("eventbridge", ev.Source, ev.ID), Kind: e.Kind, Owner: e.Owner, Payload: payload, Source: "eventbridge",
+				ID: wire.DerivedID("eventbridge", ev.Source, ev.ID), Kind: e.Kind, Owner: e.Owner, Payload: payload, Source: "eventbridge",
 			}}}, true
 		}
 	}
@@ -270,14 +271,14 @@ func (r *Routes) routeEnvelope(raw []byte, messageID string) (routeResult, bool)
 			if k != env.Kind {
 				continue
 			}
-			id := DerivedID("sqs", messageID)
+			id := wire.DerivedID("sqs", messageID)
 			if env.IdempotencyKey != "" {
 				if checkIdempotencyKey(env.IdempotencyKey) != nil {
 					return routeResult{}, false
 				}
 				// Its own namespace: a sender on the queue cannot take the id
 				// of an HTTP enqueue with the owner's idempotency key.
-				id = DerivedID("envelope-idempotency", e.Owner, env.IdempotencyKey)
+				id = wire.DerivedID("envelope-idempotency", e.Owner, env.IdempotencyKey)
 			}
 			payload := []byte(env.Payload)
 			if len(payload) == 0 {
@@ -321,21 +322,23 @@ func (r *Routes) routeSNS(raw []byte) (routeResult, bool) {
 				return routeResult{}, false
 			}
 			return routeResult{jobs: []routedJob{{
-				ID: DerivedID("sns", n.TopicArn, n.MessageID), Kind: s.Kind, Owner: s.Owner, Payload: payload, Source: "sns",
+				ID: wire.DerivedID("sns", n.TopicArn, n.MessageID), Kind: s.Kind, Owner: s.Owner, Payload: payload, Source: "sns",
 			}}}, true
 		}
 	}
 	return routeResult{}, false
 }
 
-// DerivedJobIDs returns the ids of the jobs a foreign message becomes if
+func init() { wire.DerivedJobIDs = derivedJobIDs }
+
+// derivedJobIDs returns the ids of the jobs a foreign message becomes if
 // a route accepts it. The ids depend only on the message, and for a plain
 // envelope on the SQS message id (or, with an idempotency key, on the
 // route's owner, envelopeOwner). Producers use it to find the jobs their
 // message made. It returns no ids for a shape no route could take, and
 // acknowledged true for a message the worker acknowledges without a job
 // (s3:TestEvent).
-func DerivedJobIDs(body, messageID, envelopeOwner string) (ids []string, acknowledged bool) {
+func derivedJobIDs(body, messageID, envelopeOwner string) (ids []string, acknowledged bool) {
 	var probe struct {
 		Source   string `json:"source"`
 		TopicArn string `json:"TopicArn"`
@@ -394,17 +397,17 @@ func (s Source) String() string {
 	return "source of type " + s.Type
 }
 
-// ErrUnroutedSource: a configured source has no route that accepts its
+// errUnroutedSource  a configured source has no route that accepts its
 // messages.
-var ErrUnroutedSource = errors.New("jobs: a configured source has no route")
+var errUnroutedSource = errors.New("jobs: a configured source has no route")
 
 // CheckSources returns an error naming each source that no route accepts
-// (ErrUnroutedSource), with the routes there are.
+// (errUnroutedSource), with the routes there are.
 func (r *Routes) CheckSources(sources []Source) error {
 	var errs []error
 	for _, src := range sources {
 		if !r.accepts(src) {
-			errs = append(errs, fmt.Errorf("%w: %v is connected to the queue but no route accepts it (routes: %s)", ErrUnroutedSource, src, r.describe()))
+			errs = append(errs, fmt.Errorf("%w: %v is connected to the queue but no route accepts it (routes: %s)", errUnroutedSource, src, r.describe()))
 		}
 	}
 	return errors.Join(errs...)

@@ -9,7 +9,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -25,24 +27,24 @@ func newRouted(t *testing.T) *routed {
 	t.Helper()
 	h := newHarness(t, jobs.DefaultDeadlines)
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, echoResult](func(ctx context.Context, j *jobs.Job[echoPayload]) (echoResult, error) {
+	jobs.MustRegister(reg, "echo", func(ctx context.Context, j *jobs.Job[echoPayload]) (echoResult, error) {
 		v, _ := h.runs.LoadOrStore(j.ID, new(atomic.Int32))
 		v.(*atomic.Int32).Add(1)
 		return echo(ctx, j)
-	}))
-	jobs.MustRegister(reg, "s3.object", jobs.HandlerFunc[events.S3EventRecord, jobs.JSON[map[string]any]](
+	}, nil)
+	jobs.MustRegister(reg, "s3.object",
 		func(_ context.Context, j *jobs.Job[events.S3EventRecord]) (jobs.JSON[map[string]any], error) {
 			o := j.Payload.S3.Object
 			return jobs.JSON[map[string]any]{V: map[string]any{"key": o.URLDecodedKey, "size": o.Size, "sequencer": o.Sequencer, "event": j.Payload.EventName}}, nil
-		}))
-	jobs.MustRegister(reg, "order.placed", jobs.HandlerFunc[events.EventBridgeEvent, jobs.JSON[string]](
+		}, nil)
+	jobs.MustRegister(reg, "order.placed",
 		func(_ context.Context, j *jobs.Job[events.EventBridgeEvent]) (jobs.JSON[string], error) {
 			return jobs.JSON[string]{V: j.Payload.DetailType + ":" + j.Payload.ID}, nil
-		}))
-	jobs.MustRegister(reg, "alert", jobs.HandlerFunc[events.SNSEntity, jobs.JSON[string]](
+		}, nil)
+	jobs.MustRegister(reg, "alert",
 		func(_ context.Context, j *jobs.Job[events.SNSEntity]) (jobs.JSON[string], error) {
 			return jobs.JSON[string]{V: j.Payload.Subject}, nil
-		}))
+		}, nil)
 	routes := &jobs.Routes{
 		S3:          []jobs.S3Route{{Bucket: "uploads-example", EventPrefix: "ObjectCreated:", Kind: "s3.object", Owner: routeOwner}},
 		EventBridge: []jobs.EventBridgeRoute{{Source: "lambdajobs.example", DetailType: "OrderPlaced", Kind: "order.placed", Owner: routeOwner}},
@@ -75,7 +77,7 @@ func (r *routed) deliver(t *testing.T, bodies ...string) []string {
 	return failedIDs(resp)
 }
 
-func (r *routed) only(t *testing.T) []*jobs.Record {
+func (r *routed) only(t *testing.T) []*driver.Record {
 	t.Helper()
 	return r.store.All()
 }
@@ -129,7 +131,7 @@ func TestRouteEventBridgeDirectAndThroughSNS(t *testing.T) {
 	if len(all) != 1 || all[0].Status != jobs.StatusSucceeded || string(all[0].Result) != `"OrderPlaced:6a7e8feb-b491-4cf7-a9f1-bf3703467718"` {
 		t.Fatalf("jobs %+v", all)
 	}
-	if all[0].ID != jobs.DerivedID("eventbridge", "lambdajobs.example", "6a7e8feb-b491-4cf7-a9f1-bf3703467718") {
+	if all[0].ID != wire.DerivedID("eventbridge", "lambdajobs.example", "6a7e8feb-b491-4cf7-a9f1-bf3703467718") {
 		t.Fatal("the job id is not derived from the event id")
 	}
 }
@@ -159,7 +161,7 @@ func TestRouteEnvelopes(t *testing.T) {
 	if len(all) != 2 {
 		t.Fatalf("%d jobs, want 2", len(all))
 	}
-	keyedID := jobs.DerivedID("envelope-idempotency", routeOwner, "nightly-2026-11-29")
+	keyedID := wire.DerivedID("envelope-idempotency", routeOwner, "nightly-2026-11-29")
 	for _, rec := range all {
 		if rec.Status != jobs.StatusSucceeded || rec.Owner != routeOwner {
 			t.Fatalf("job %+v", rec)
@@ -213,7 +215,7 @@ func TestRouteNothingMatches(t *testing.T) {
 func TestRoutesAreCheckedAgainstTheRegistry(t *testing.T) {
 	t.Parallel()
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, echoResult](echo))
+	jobs.MustRegister(reg, "echo", echo, nil)
 	tests := map[string]*jobs.Routes{
 		"unregistered kind":     {S3: []jobs.S3Route{{Kind: "nope", Owner: "o"}}},
 		"wrong payload type":    {S3: []jobs.S3Route{{Kind: "echo", Owner: "o"}}},
@@ -257,7 +259,7 @@ func FuzzRouteForeignMessage(f *testing.F) {
 
 func TestDerivedJobIDsMatchTheWorker(t *testing.T) {
 	t.Parallel()
-	if ids, ack := jobs.DerivedJobIDs(fixtureBody(t, "s3-test-event.json"), "m", ""); len(ids) != 0 || !ack {
+	if ids, ack := wire.DerivedJobIDs(fixtureBody(t, "s3-test-event.json"), "m", ""); len(ids) != 0 || !ack {
 		t.Fatalf("s3:TestEvent: %v %v", ids, ack)
 	}
 	for _, name := range []string{"s3-two-records.json", "eventbridge.json", "sns-wrapped-eventbridge.json", "sns-notification.json", "envelope.json", "sns-raw-envelope.json"} {
@@ -268,7 +270,7 @@ func TestDerivedJobIDsMatchTheWorker(t *testing.T) {
 		for _, rec := range r.store.All() {
 			made = append(made, rec.ID)
 		}
-		if got, _ := jobs.DerivedJobIDs(body, "m-0", routeOwner); !sameSet(got, made) {
+		if got, _ := wire.DerivedJobIDs(body, "m-0", routeOwner); !sameSet(got, made) {
 			t.Errorf("%s: DerivedJobIDs = %v, the worker made %v", name, got, made)
 		}
 	}
@@ -294,8 +296,8 @@ func TestRouteSNSRelayOnlyFromAllowedTopics(t *testing.T) {
 // would get.
 func TestEnvelopeKeysCannotPreemptAnOwnersKey(t *testing.T) {
 	t.Parallel()
-	ids, _ := jobs.DerivedJobIDs(`{"kind":"echo","payload":{"text":"x"},"idempotency_key":"order-1"}`, "m-1", routeOwner)
-	if len(ids) != 1 || ids[0] == jobs.DerivedID("idempotency", routeOwner, "order-1") {
+	ids, _ := wire.DerivedJobIDs(`{"kind":"echo","payload":{"text":"x"},"idempotency_key":"order-1"}`, "m-1", routeOwner)
+	if len(ids) != 1 || ids[0] == wire.DerivedID("idempotency", routeOwner, "order-1") {
 		t.Fatalf("envelope ids %v: the same id as the owner's own idempotency key", ids)
 	}
 }

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 var (
@@ -42,7 +43,7 @@ type execution struct {
 // execute runs the kind's handler for rec and maps what it returns to an
 // outcome. A panic becomes CodeInternal with the stack's function names
 // (never the panic value).
-func (k *kindDef) execute(ctx context.Context, rec *Record, sealer Sealer, publish func(context.Context, []byte) error) (ex execution) {
+func (k *kindDef) execute(ctx context.Context, rec *driver.Record, sealer Sealer, publish func(context.Context, []byte) error) (ex execution) {
 	defer func() {
 		if p := recover(); p != nil {
 			ex = execution{Status: StatusFailed, Code: CodeInternal, Cause: "panic", Stack: stackFrames(3)}

@@ -2,8 +2,6 @@ package jobs
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +10,10 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/wallclock"
+	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/wallclock"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // Runtime schedules are the recurring schedules callers create through the
@@ -24,85 +24,16 @@ import (
 // worker finds the definition (one read per fire) and derives one job per
 // fire as for declared schedules.
 
-// Scheduler creates, reads, updates and deletes the runtime schedules'
-// EventBridge Scheduler schedules (package schedulerapi is the AWS one;
-// the local stack has its own). ScheduleService keeps them and the store's
-// definitions in step (see ScheduleService.Create).
-type Scheduler interface {
-	// CreateSchedule creates the schedule named id firing message, or
-	// returns ErrScheduleExists when one of that name exists (after a
-	// lost answer that the SDK retried, the one this call created).
-	CreateSchedule(ctx context.Context, id string, s Schedule, message string) error
-	// GetSchedule returns what Scheduler holds under id, or ErrNotFound
-	// when it holds nothing.
-	GetSchedule(ctx context.Context, id string) (*HeldSchedule, error)
-	// UpdateSchedule replaces the schedule named id with the one
-	// CreateSchedule(ctx, id, s, message) would create, or returns
-	// ErrNotFound when there is none.
-	UpdateSchedule(ctx context.Context, id string, s Schedule, message string) error
-	// DeleteSchedule deletes it; deleting one that is not there is no
-	// error.
-	DeleteSchedule(ctx context.Context, id string) error
-}
+// defaultSchedulesPerOwner bounds each owner's runtime schedules.
+const defaultSchedulesPerOwner = 20
 
-// HeldSchedule is what Scheduler holds under a name, as ScheduleService
-// compares it with what it asked for: what the schedule does, never when
-// it was created or changed.
-type HeldSchedule struct {
-	Expression string
-	// TimeZone is the cron's zone ("UTC" when Scheduler has none).
-	TimeZone string
-	// Message is the target's input: the fire message.
-	Message string
-	// TargetMatches reports whether the rest of what it does is what the
-	// Scheduler's CreateSchedule sets: the target (the jobs queue), the
-	// role it sends with, the dead-letter queue, the retries' maximum
-	// event age, the flexible window off and the state enabled.
-	TargetMatches bool
-}
-
-// is reports whether h is the schedule CreateSchedule(id, s, message)
-// creates.
-func (h *HeldSchedule) is(s Schedule, message string) bool {
-	tz := s.TimeZone
-	if tz == "" {
-		tz = "UTC"
-	}
-	return h.TargetMatches && h.Expression == s.Expression && h.TimeZone == tz && h.Message == message
-}
-
-// ErrScheduleUnconfirmed comes with ErrUnavailable from
-// ScheduleService.Create when Scheduler did not confirm the schedule and
-// its definition is kept: the schedule is listed, the same request again
-// completes it, and DELETE removes it wherever it is. Without it, an
-// ErrUnavailable from Create kept nothing.
-var ErrScheduleUnconfirmed = errors.New("jobs: Scheduler did not confirm the schedule; its definition is kept")
-
-// DefaultSchedulesPerOwner bounds each owner's runtime schedules.
-const DefaultSchedulesPerOwner = 20
-
-// MaxSchedulePayloadBytes bounds a runtime schedule's payload: an owner's
+// maxSchedulePayloadBytes bounds a runtime schedule's payload: an owner's
 // schedules share one store item (DynamoDB's 400 KB), so 20 of them fit.
-const MaxSchedulePayloadBytes = 8 << 10
+const maxSchedulePayloadBytes = 8 << 10
 
 // runtimeName is a runtime schedule's name: short enough for Scheduler's
 // 64 characters once prefixed with 16 characters of owner key and '-'.
 var runtimeName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,47}$`)
-
-// OwnerKey is the store's and Scheduler's key for an owner: a hash, so an
-// owner (an ARN, a subject) never appears in a schedule's name.
-func OwnerKey(owner string) string {
-	h := sha256.Sum256([]byte("lambdajobs-owner\x00" + owner))
-	return hex.EncodeToString(h[:16])
-}
-
-// SchedulerName is the Scheduler schedule of an owner's runtime schedule.
-func SchedulerName(ownerKey, name string) string { return ownerKey[:16] + "-" + name }
-
-// RuntimeFireMessage is the body a runtime schedule's fires send.
-func RuntimeFireMessage(ownerKey, name, scheduledTime string) string {
-	return fireMessage(Fire{Schedule: name, OwnerKey: ownerKey, ScheduledTime: scheduledTime})
-}
 
 // ScheduleRequest asks for a runtime schedule.
 type ScheduleRequest struct {
@@ -118,8 +49,8 @@ type ScheduleRequest struct {
 // ScheduleService serves the caller's own runtime schedules.
 type ScheduleService struct {
 	reg      *Registry
-	store    Store
-	sched    Scheduler
+	store    driver.Store
+	sched    driver.Scheduler
 	perOwner int
 	clock    Clock
 	log      *slog.Logger
@@ -129,9 +60,9 @@ type ScheduleService struct {
 // Scheduler are required.
 type ScheduleServiceConfig struct {
 	Registry  *Registry
-	Store     Store
-	Scheduler Scheduler
-	// PerOwner bounds each owner's schedules (DefaultSchedulesPerOwner).
+	Store     driver.Store
+	Scheduler driver.Scheduler
+	// PerOwner bounds each owner's schedules (defaultSchedulesPerOwner).
 	PerOwner int
 	Clock    Clock
 	Logger   *slog.Logger
@@ -143,7 +74,7 @@ func NewScheduleService(cfg ScheduleServiceConfig) (*ScheduleService, error) {
 		return nil, errors.New("jobs: NewScheduleService needs a Registry, a Store and a Scheduler")
 	}
 	if cfg.PerOwner <= 0 {
-		cfg.PerOwner = DefaultSchedulesPerOwner
+		cfg.PerOwner = defaultSchedulesPerOwner
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = wallclock.Clock{}
@@ -152,11 +83,11 @@ func NewScheduleService(cfg ScheduleServiceConfig) (*ScheduleService, error) {
 }
 
 // Create validates req like a declaration (expression, time zone, kind,
-// payload, no secret fields) and creates the schedule: ErrInvalidSchedule,
-// ErrUnknownKind or a *PayloadError for bad input, ErrScheduleExists for a
+// payload, no secret fields) and creates the schedule: an error matching
+// ErrInvalidRequest for bad input or past the owner's limit (a
+// *RequestError with Code "schedule_limit"), ErrScheduleExists for a
 // name the owner has with another definition (the same request again
-// answers the schedule: creation is idempotent), ErrScheduleLimit past
-// the owner's limit, ErrUnavailable when Scheduler did not take it (with
+// answers the schedule: creation is idempotent), ErrUnavailable when Scheduler did not take it (with
 // ErrScheduleUnconfirmed when the definition is kept).
 //
 // The store's definitions are what the API lists and deletes, so Create
@@ -182,11 +113,11 @@ func (s *ScheduleService) Create(ctx context.Context, req ScheduleRequest) (*Sch
 		return nil, err
 	}
 	if !runtimeName.MatchString(req.Name) {
-		return nil, fmt.Errorf("%w %q: the name must be 1 to 47 letters, digits, '-', '_' or '.'", ErrInvalidSchedule, req.Name)
+		return nil, refuse(codeInvalidRequest, fmt.Sprintf("schedule %q: the name must be 1 to 47 letters, digits, '-', '_' or '.'", req.Name))
 	}
 	sc := Schedule{Name: req.Name, Expression: req.Expression, TimeZone: req.TimeZone, Kind: req.Kind, Payload: req.Payload, Overlap: req.Overlap, Owner: req.Owner}
 	if err := sc.Check(); err != nil {
-		return nil, err
+		return nil, refuse(codeInvalidRequest, err.Error())
 	}
 	if sc.TimeZone == "" {
 		sc.TimeZone = "UTC"
@@ -196,10 +127,10 @@ func (s *ScheduleService) Create(ctx context.Context, req ScheduleRequest) (*Sch
 	}
 	k, ok := s.reg.lookup(sc.Kind)
 	if !ok {
-		return nil, ErrUnknownKind
+		return nil, errUnknownKind
 	}
 	if len(k.secrets) > 0 {
-		return nil, fmt.Errorf("%w %q: kind %q has jobs:\"secret\" payload fields, which a schedule would keep in clear", ErrInvalidSchedule, sc.Name, sc.Kind)
+		return nil, refuse(codeInvalidRequest, fmt.Sprintf("schedule %q: kind %q has jobs:\"secret\" payload fields, which a schedule would keep in clear", sc.Name, sc.Kind))
 	}
 	if len(sc.Payload) == 0 {
 		sc.Payload = []byte("null")
@@ -211,12 +142,12 @@ func (s *ScheduleService) Create(ctx context.Context, req ScheduleRequest) (*Sch
 	if err != nil {
 		return nil, err
 	}
-	if len(canonical) > MaxSchedulePayloadBytes {
-		return nil, fmt.Errorf("%w %q: a schedule's payload is at most %d bytes", ErrInvalidSchedule, sc.Name, MaxSchedulePayloadBytes)
+	if len(canonical) > maxSchedulePayloadBytes {
+		return nil, refuse(codeInvalidRequest, fmt.Sprintf("schedule %q: a schedule's payload is at most %d bytes", sc.Name, maxSchedulePayloadBytes))
 	}
 	sc.Payload = canonical
 	sc.CreatedAt = s.clock.Now().UTC().Truncate(time.Second)
-	key := OwnerKey(sc.Owner)
+	key := wire.OwnerKey(sc.Owner)
 	added := true
 	if err := s.store.AddOwnerSchedule(ctx, key, sc, s.perOwner); err != nil {
 		switch {
@@ -230,14 +161,14 @@ func (s *ScheduleService) Create(ctx context.Context, req ScheduleRequest) (*Sch
 				return nil, err
 			}
 			sc, added = *old, false
-		case errors.Is(err, ErrScheduleLimit):
-			return nil, err
+		case errors.Is(err, driver.ErrScheduleLimit):
+			return nil, refuse("schedule_limit", "you have as many schedules as allowed; delete one first")
 		default:
 			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}
-	id := SchedulerName(key, sc.Name)
-	err = s.place(ctx, id, sc, RuntimeFireMessage(key, sc.Name, ScheduledTimeAttribute))
+	id := wire.SchedulerName(key, sc.Name)
+	err = s.place(ctx, id, sc, wire.RuntimeFireMessage(key, sc.Name, wire.ScheduledTimeAttribute))
 	if err == nil {
 		return &sc, nil
 	}
@@ -274,7 +205,7 @@ func (s *ScheduleService) place(ctx context.Context, id string, sc Schedule, mes
 		return fmt.Errorf("%w: %w", errNotHeld, cerr)
 	case err != nil:
 		return errors.Join(cerr, err)
-	case held.is(sc, message):
+	case held.Is(sc, message):
 		if !errors.Is(cerr, errHeldName) {
 			s.log.LogAttrs(ctx, slog.LevelInfo, "a schedule whose creation answered an error is there as asked; adopted",
 				slog.String("schedule", sc.Name), slog.String("err_types", errtypes.Of(cerr)))
@@ -326,7 +257,7 @@ func (s *ScheduleService) List(ctx context.Context, owner string) ([]Schedule, e
 	if err := checkOwner(owner); err != nil {
 		return nil, err
 	}
-	list, err := s.store.OwnerSchedules(ctx, OwnerKey(owner))
+	list, err := s.store.OwnerSchedules(ctx, wire.OwnerKey(owner))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -358,8 +289,8 @@ func (s *ScheduleService) Delete(ctx context.Context, owner, name string) error 
 	if _, err := s.Get(ctx, owner, name); err != nil {
 		return err
 	}
-	key := OwnerKey(owner)
-	id := SchedulerName(key, name)
+	key := wire.OwnerKey(owner)
+	id := wire.SchedulerName(key, name)
 	if err := s.sched.DeleteSchedule(ctx, id); err != nil {
 		// Its answer may be lost: is it gone?
 		if _, gerr := s.sched.GetSchedule(ctx, id); !errors.Is(gerr, ErrNotFound) {
@@ -373,7 +304,7 @@ func (s *ScheduleService) Delete(ctx context.Context, owner, name string) error 
 }
 
 // runtimeSchedule finds the definition a runtime fire names.
-func (w *Worker) runtimeSchedule(ctx context.Context, f Fire) (Schedule, bool, error) {
+func (w *Worker) runtimeSchedule(ctx context.Context, f wire.Fire) (Schedule, bool, error) {
 	list, err := w.eng.store.OwnerSchedules(ctx, f.OwnerKey)
 	if err != nil {
 		return Schedule{}, false, err

@@ -10,7 +10,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -24,12 +26,12 @@ type cardOnFile struct {
 
 func TestScheduleDeclarationsAreChecked(t *testing.T) {
 	reg := jobs.NewRegistry()
-	report := jobs.MustRegister(reg, "report", jobs.HandlerFunc[reportPayload, jobs.NoResult](func(context.Context, *jobs.Job[reportPayload]) (jobs.NoResult, error) {
+	report := jobs.MustRegister(reg, "report", func(context.Context, *jobs.Job[reportPayload]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
-	}))
-	card := jobs.MustRegister(reg, "card", jobs.HandlerFunc[cardOnFile, jobs.NoResult](func(context.Context, *jobs.Job[cardOnFile]) (jobs.NoResult, error) {
+	}, nil)
+	card := jobs.MustRegister(reg, "card", func(context.Context, *jobs.Job[cardOnFile]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
-	}))
+	}, nil)
 	if err := report.Every(reg, "nightly", "cron(0 2 * * ? *)", reportPayload{Team: "a"}, &jobs.ScheduleOpts{TimeZone: "Europe/Paris", Overlap: jobs.OverlapSkip}); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func TestScheduleDeclarationsAreChecked(t *testing.T) {
 		}
 	}
 	got := reg.Schedules()
-	if len(got) != 1 || got[0].Name != "nightly" || got[0].TimeZone != "Europe/Paris" || got[0].Owner != jobs.DefaultScheduleOwner ||
+	if len(got) != 1 || got[0].Name != "nightly" || got[0].TimeZone != "Europe/Paris" || got[0].Owner != driver.DefaultScheduleOwner ||
 		got[0].Overlap != jobs.OverlapSkip || string(got[0].Payload) != `{"team":"a"}` {
 		t.Fatalf("declared: %+v", got)
 	}
@@ -75,14 +77,14 @@ type scheduleFixture struct {
 func newScheduleFixture(t *testing.T, overlap jobs.Overlap) *scheduleFixture {
 	f := &scheduleFixture{mem: jobstest.NewMemStore(nil), in: make(chan struct{}, 10)}
 	reg := jobs.NewRegistry()
-	k := jobs.MustRegister(reg, "report", jobs.HandlerFunc[reportPayload, jobs.NoResult](func(ctx context.Context, j *jobs.Job[reportPayload]) (jobs.NoResult, error) {
+	k := jobs.MustRegister(reg, "report", func(ctx context.Context, j *jobs.Job[reportPayload]) (jobs.NoResult, error) {
 		f.runs.Add(1)
 		f.in <- struct{}{}
 		if f.hold != nil {
 			<-f.hold
 		}
 		return jobs.NoResult{}, nil
-	}))
+	}, nil)
 	if err := k.Every(reg, "nightly", "rate(1 hour)", reportPayload{Team: "a"}, &jobs.ScheduleOpts{Overlap: overlap, Owner: "team"}); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func (f *scheduleFixture) fire(t *testing.T, at time.Time, copies int) events.SQ
 	t.Helper()
 	var ev events.SQSEvent
 	for i := range copies {
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: at.Format(time.RFC3339) + "-" + string(rune('a'+i)), Body: jobs.FireMessage("nightly", at.Format(time.RFC3339))})
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: at.Format(time.RFC3339) + "-" + string(rune('a'+i)), Body: wire.FireMessage("nightly", at.Format(time.RFC3339))})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -121,7 +123,7 @@ func TestEachFireCreatesOneJob(t *testing.T) {
 	if n := f.runs.Load(); n != 1 {
 		t.Fatalf("one fire delivered 3 times ran %d times", n)
 	}
-	rec, err := f.mem.Get(context.Background(), jobs.FireJobID("nightly", at))
+	rec, err := f.mem.Get(context.Background(), wire.FireJobID("nightly", at))
 	if err != nil || rec.Status != jobs.StatusSucceeded || rec.Owner != "team" || rec.Kind != "report" || string(rec.Payload) != `{"team":"a"}` {
 		t.Fatalf("the fire's job: %+v %v", rec, err)
 	}
@@ -146,7 +148,7 @@ func TestSkipOverlap(t *testing.T) {
 		if resp := f.fire(t, at, 1); len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("a skipped fire came back: %v", resp.BatchItemFailures)
 		}
-		if _, err := f.mem.Get(context.Background(), jobs.FireJobID("nightly", at)); !errors.Is(err, jobs.ErrNotFound) {
+		if _, err := f.mem.Get(context.Background(), wire.FireJobID("nightly", at)); !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("a fire during the run created a job: %v", err)
 		}
 	}
@@ -161,7 +163,7 @@ func TestSkipOverlap(t *testing.T) {
 	if n := f.runs.Load(); n != 2 {
 		t.Fatalf("the fire after the run finished: %d runs, want 2", n)
 	}
-	if rec, err := f.mem.Get(context.Background(), jobs.FireJobID("nightly", t4)); err != nil || rec.Status != jobs.StatusSucceeded {
+	if rec, err := f.mem.Get(context.Background(), wire.FireJobID("nightly", t4)); err != nil || rec.Status != jobs.StatusSucceeded {
 		t.Fatalf("the next fire's job: %+v %v", rec, err)
 	}
 }
@@ -172,8 +174,8 @@ func TestFiresOfUnknownSchedulesAndBadTimes(t *testing.T) {
 	f := newScheduleFixture(t, jobs.OverlapAllow)
 	ctx := context.Background()
 	resp, _ := f.w.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{
-		{MessageId: "removed", Body: jobs.FireMessage("removed-schedule", "2026-11-30T02:00:00Z")},
-		{MessageId: "bad-time", Body: jobs.FireMessage("nightly", "yesterday")},
+		{MessageId: "removed", Body: wire.FireMessage("removed-schedule", "2026-11-30T02:00:00Z")},
+		{MessageId: "bad-time", Body: wire.FireMessage("nightly", "yesterday")},
 	}})
 	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "bad-time" || f.runs.Load() != 0 {
 		t.Fatalf("failures %v, runs %d", resp.BatchItemFailures, f.runs.Load())

@@ -34,7 +34,7 @@ import (
 // Only top-level, exported, encoded fields of a struct payload can be
 // secret; Register refuses a payload type that tags any other field
 // (nested, embedded, unexported, json:"-", or under a json name encoding/json
-// refuses) with ErrSecretTag, rather than let it reach the table in plain
+// refuses) with errSecretTag, rather than let it reach the table in plain
 // text. A Sealer of your own must also key request hashes (HashKeyer).
 
 // Sealer encrypts and decrypts secret payload fields. aad binds a sealed
@@ -44,8 +44,8 @@ type Sealer interface {
 	Open(sealed string, aad []byte) ([]byte, error)
 }
 
-// ErrNoSealer: a kind has secret payload fields but no Sealer is configured.
-var ErrNoSealer = errors.New("jobs: a kind has secret payload fields but no Sealer is configured (set JOBS_PAYLOAD_KEY)")
+// errNoSealer  a kind has secret payload fields but no Sealer is configured.
+var errNoSealer = errors.New("jobs: a kind has secret payload fields but no Sealer is configured (set JOBS_PAYLOAD_KEY)")
 
 // AESSealer seals with AES-256-GCM. It seals with its first key and opens
 // with any of its keys, so keys can be rotated: put the new key first and
@@ -105,27 +105,27 @@ func (s *AESSealer) Seal(plaintext, aad []byte) (string, error) {
 	return "v1." + s.seal.id + "." + base64.RawStdEncoding.EncodeToString(out), nil
 }
 
-// ErrUnseal: a sealed value cannot be opened (unknown key, tampered, or
+// errUnseal  a sealed value cannot be opened (unknown key, tampered, or
 // moved to another job or field).
-var ErrUnseal = errors.New("jobs: sealed value cannot be opened")
+var errUnseal = errors.New("jobs: sealed value cannot be opened")
 
 // Open decrypts a value made by Seal.
 func (s *AESSealer) Open(sealed string, aad []byte) ([]byte, error) {
 	parts := strings.SplitN(sealed, ".", 3)
 	if len(parts) != 3 || parts[0] != "v1" {
-		return nil, ErrUnseal
+		return nil, errUnseal
 	}
 	aead, ok := s.byID[parts[1]]
 	if !ok {
-		return nil, ErrUnseal
+		return nil, errUnseal
 	}
 	raw, err := base64.RawStdEncoding.DecodeString(parts[2])
 	if err != nil || len(raw) < aead.NonceSize() {
-		return nil, ErrUnseal
+		return nil, errUnseal
 	}
 	plain, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], aad)
 	if err != nil {
-		return nil, ErrUnseal
+		return nil, errUnseal
 	}
 	return plain, nil
 }
@@ -134,12 +134,12 @@ func (s *AESSealer) Open(sealed string, aad []byte) ([]byte, error) {
 // secrets cannot be used to guess them.
 func (s *AESSealer) hashKeys() hashKeys { return s.hash }
 
-// ErrSecretTag: a payload type tags a field jobs:"secret" where it cannot
+// errSecretTag  a payload type tags a field jobs:"secret" where it cannot
 // be sealed (see Register).
-var ErrSecretTag = errors.New(`jobs: a jobs:"secret" tag that cannot be sealed`)
+var errSecretTag = errors.New(`jobs: a jobs:"secret" tag that cannot be sealed`)
 
 // secretFields returns the JSON names of P's top-level fields tagged
-// `jobs:"secret"`, or ErrSecretTag for a tag that sealing would silently
+// `jobs:"secret"`, or errSecretTag for a tag that sealing would silently
 // miss: on a field of a nested or embedded struct, on an unexported field,
 // on a field encoding/json skips ("-"), or under a json name encoding/json
 // refuses (it would encode the field under its Go name instead).
@@ -150,7 +150,7 @@ func secretFields[P any]() ([]string, error) {
 	}
 	if t.Kind() != reflect.Struct {
 		if path := nestedSecret(t, map[reflect.Type]bool{}); path != "" {
-			return nil, fmt.Errorf("%w: %s: only top-level fields of a struct payload can be secret", ErrSecretTag, path)
+			return nil, fmt.Errorf("%w: %s: only top-level fields of a struct payload can be secret", errSecretTag, path)
 		}
 		return nil, nil
 	}
@@ -159,7 +159,7 @@ func secretFields[P any]() ([]string, error) {
 		f := t.Field(i)
 		secret := f.Tag.Get("jobs") == "secret"
 		if path := nestedSecret(f.Type, map[reflect.Type]bool{t: true}); path != "" {
-			return nil, fmt.Errorf("%w: %s.%s: only top-level fields of a struct payload can be secret", ErrSecretTag, f.Name, path)
+			return nil, fmt.Errorf("%w: %s.%s: only top-level fields of a struct payload can be secret", errSecretTag, f.Name, path)
 		}
 		if !secret {
 			continue
@@ -167,13 +167,13 @@ func secretFields[P any]() ([]string, error) {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch {
 		case f.Anonymous:
-			return nil, fmt.Errorf("%w: embedded field %s: tag its own fields at the top level instead", ErrSecretTag, f.Name)
+			return nil, fmt.Errorf("%w: embedded field %s: tag its own fields at the top level instead", errSecretTag, f.Name)
 		case !f.IsExported():
-			return nil, fmt.Errorf("%w: unexported field %s is never encoded", ErrSecretTag, f.Name)
+			return nil, fmt.Errorf("%w: unexported field %s is never encoded", errSecretTag, f.Name)
 		case name == "-" && f.Tag.Get("json") == "-":
-			return nil, fmt.Errorf("%w: field %s is never encoded (json:\"-\")", ErrSecretTag, f.Name)
+			return nil, fmt.Errorf("%w: field %s is never encoded (json:\"-\")", errSecretTag, f.Name)
 		case name != "" && !validJSONName(name):
-			return nil, fmt.Errorf("%w: field %s: encoding/json refuses the name %q and would use %q", ErrSecretTag, f.Name, name, f.Name)
+			return nil, fmt.Errorf("%w: field %s: encoding/json refuses the name %q and would use %q", errSecretTag, f.Name, name, f.Name)
 		}
 		if name == "" {
 			name = f.Name
@@ -237,10 +237,10 @@ func openPayload(s Sealer, id string, fields []string, payload []byte) ([]byte, 
 	return rewriteFields(payload, fields, func(key string, v json.RawMessage) (json.RawMessage, error) {
 		var box map[string]string
 		if json.Unmarshal(v, &box) != nil || len(box) != 1 || box[sealedKey] == "" {
-			return nil, ErrUnseal
+			return nil, errUnseal
 		}
 		if s == nil {
-			return nil, ErrNoSealer
+			return nil, errNoSealer
 		}
 		return s.Open(box[sealedKey], aad(id, key))
 	})

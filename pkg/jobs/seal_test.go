@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lambdajobs/lambdajobs/internal/keyring"
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/keyring"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -37,11 +37,11 @@ func TestSecretFieldsAreSealedAtRestAndOpenedForTheHandler(t *testing.T) {
 	}
 	reg := jobs.NewRegistry()
 	var got chargePayload
-	jobs.MustRegister(reg, "charge", jobs.HandlerFunc[chargePayload, jobs.NoResult](
+	jobs.MustRegister(reg, "charge",
 		func(_ context.Context, j *jobs.Job[chargePayload]) (jobs.NoResult, error) {
 			got = j.Payload
 			return jobs.NoResult{}, nil
-		}))
+		}, nil)
 	store := jobstest.NewMemStore(nil)
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Sealer: sealer})
 	if err != nil {
@@ -53,7 +53,7 @@ func TestSecretFieldsAreSealedAtRestAndOpenedForTheHandler(t *testing.T) {
 	}
 	ctx := context.Background()
 	// "CARD_TOKEN": encoding/json would decode it into CardToken, so it is sealed too.
-	rec, _, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "charge", Payload: []byte(`{"customer":"c1","CARD_TOKEN":"tok_visa_4242","PIN":1234}`)})
+	rec, _, err := enqueued(svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "charge", Payload: []byte(`{"customer":"c1","CARD_TOKEN":"tok_visa_4242","PIN":1234}`)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +106,8 @@ func TestSealedValuesAreBoundToJobAndField(t *testing.T) {
 func TestSecretFieldsNeedASealer(t *testing.T) {
 	t.Parallel()
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "charge", jobs.HandlerFunc[chargePayload, jobs.NoResult](
-		func(context.Context, *jobs.Job[chargePayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }))
+	jobs.MustRegister(reg, "charge",
+		func(context.Context, *jobs.Job[chargePayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	if _, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Queue: &jobstest.MemQueue{}}); !errors.Is(err, jobs.ErrNoSealer) {
 		t.Fatalf("NewService: %v", err)
 	}
@@ -171,31 +171,31 @@ func TestRegisterRefusesSecretTagsItCannotSeal(t *testing.T) {
 	t.Parallel()
 	tests := map[string]func(*jobs.Registry) error{
 		"nested": func(r *jobs.Registry) error {
-			_, err := jobs.Register(r, "k", jobs.HandlerFunc[nestedPayload, jobs.NoResult](nil2[nestedPayload]))
+			_, err := jobs.Register(r, "k", nil2[nestedPayload], nil)
 			return err
 		},
 		"embedded": func(r *jobs.Registry) error {
-			_, err := jobs.Register(r, "k", jobs.HandlerFunc[embeddedPayload, jobs.NoResult](nil2[embeddedPayload]))
+			_, err := jobs.Register(r, "k", nil2[embeddedPayload], nil)
 			return err
 		},
 		"embedded, tagged": func(r *jobs.Registry) error {
-			_, err := jobs.Register(r, "k", jobs.HandlerFunc[embeddedTagged, jobs.NoResult](nil2[embeddedTagged]))
+			_, err := jobs.Register(r, "k", nil2[embeddedTagged], nil)
 			return err
 		},
 		"unexported": func(r *jobs.Registry) error {
-			_, err := jobs.Register(r, "k", jobs.HandlerFunc[unexportedPayload, jobs.NoResult](nil2[unexportedPayload]))
+			_, err := jobs.Register(r, "k", nil2[unexportedPayload], nil)
 			return err
 		},
 		"json -": func(r *jobs.Registry) error {
-			_, err := jobs.Register(r, "k", jobs.HandlerFunc[dashPayload, jobs.NoResult](nil2[dashPayload]))
+			_, err := jobs.Register(r, "k", nil2[dashPayload], nil)
 			return err
 		},
 		"name encoding/json refuses": func(r *jobs.Registry) error {
-			_, err := jobs.Register(r, "k", jobs.HandlerFunc[badNamePayload, jobs.NoResult](nil2[badNamePayload]))
+			_, err := jobs.Register(r, "k", nil2[badNamePayload], nil)
 			return err
 		},
 		"in a slice": func(r *jobs.Registry) error {
-			_, err := jobs.Register(r, "k", jobs.HandlerFunc[listPayload, jobs.NoResult](nil2[listPayload]))
+			_, err := jobs.Register(r, "k", nil2[listPayload], nil)
 			return err
 		},
 	}
@@ -226,7 +226,7 @@ func TestCustomSealerMustKeyRequestHashes(t *testing.T) {
 		ok     bool
 	}{{plainSealer{}, false}, {keyedSealer{}, true}} {
 		reg := jobs.NewRegistry()
-		jobs.MustRegister(reg, "charge", jobs.HandlerFunc[chargePayload, jobs.NoResult](nil2[chargePayload]))
+		jobs.MustRegister(reg, "charge", nil2[chargePayload], nil)
 		_, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Queue: &jobstest.MemQueue{}, Sealer: tt.sealer})
 		if (err == nil) != tt.ok {
 			t.Errorf("%T: %v", tt.sealer, err)

@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-	"unicode"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // Defaults for the service, worker and sweeper.
@@ -29,8 +30,8 @@ const (
 type Service struct {
 	eng     *engine
 	reg     *Registry
-	store   Store
-	queue   Queue
+	store   driver.Store
+	queue   driver.Queue
 	clock   Clock
 	log     *slog.Logger
 	grace   time.Duration
@@ -43,8 +44,8 @@ type Service struct {
 // ServiceConfig configures a Service. Registry, Store and Queue are required.
 type ServiceConfig struct {
 	Registry *Registry
-	Store    Store
-	Queue    Queue
+	Store    driver.Store
+	Queue    driver.Queue
 	Clock    Clock
 	Logger   *slog.Logger
 	// DispatchGrace: see DefaultDispatchGrace.
@@ -84,42 +85,12 @@ type EnqueueRequest struct {
 	Owner   string
 	Kind    string
 	Payload json.RawMessage
-	// RunAt delays the job: it runs at RunAt, not before (zero or past:
-	// now). Up to 15 minutes the queue holds it back; beyond, it waits in
-	// the sweep index and the sweeper sends it when it is due. At most
-	// MaxDelay away.
-	RunAt time.Time
-	// Delay delays the job by this long from when it is accepted (give
-	// RunAt or Delay, not both). An idempotent retry with the same Delay is
-	// the same request, though it comes later.
-	Delay time.Duration
-	// IdempotencyKey, when set, makes a retried request return the first job
-	// instead of enqueuing another: the job id is derived from the owner and
-	// the key. The same key with another kind or payload is refused with
-	// ErrIdempotencyConflict.
-	IdempotencyKey string
+	EnqueueOpts
 }
 
-// Errors of Enqueue and Get besides ErrUnknownKind and *PayloadError.
-var (
-	// ErrInvalidRunAt: a run time more than MaxDelay away.
-	ErrInvalidRunAt = errors.New("jobs: run time too far in the future")
-	// ErrAlreadyFinal: Cancel found the job already finished.
-	ErrAlreadyFinal = errors.New("jobs: job already finished")
-	// ErrIdempotencyConflict: the idempotency key was used before for a
-	// different request.
-	ErrIdempotencyConflict = errors.New("jobs: idempotency key reused with a different request")
-	// ErrInvalidOwner: the owner is empty, too long or not printable ASCII.
-	ErrInvalidOwner = errors.New("jobs: invalid owner")
-	// ErrInvalidIdempotencyKey: the key is too long or not printable ASCII.
-	ErrInvalidIdempotencyKey = errors.New("jobs: invalid idempotency key")
-	// ErrUnavailable wraps a failure of DynamoDB or SQS: the caller may retry.
-	ErrUnavailable = errors.New("jobs: a dependency is unavailable")
-)
-
 // Enqueue validates req, stores the job as queued and sends its reference to
-// the queue. It returns the job and whether it was created now (false when
-// an idempotent retry returned the first job).
+// the queue. It returns the job, and Replayed when an idempotent retry
+// returned the first job.
 //
 // Nothing is stored unless the kind is registered and the payload decodes
 // strictly into the kind's payload type. Once the put succeeds the job is
@@ -127,19 +98,29 @@ var (
 // queued and the sweeper sends it after the dispatch grace, so an accepted
 // job is never lost. A retry with the same idempotency key re-sends a job
 // that is still queued at once.
-func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*Record, bool, error) {
+func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*EnqueueResult, error) {
+	rec, created, err := s.enqueue(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &EnqueueResult{Job: viewOf(rec), Replayed: !created}, nil
+}
+
+// enqueue is Enqueue, returning the stored record and whether it was
+// created now.
+func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Record, bool, error) {
 	rec, r, err := s.prepare(req)
 	if err != nil {
 		return nil, false, err
 	}
 	err = s.store.Create(ctx, rec)
-	var ce *ConflictError
+	var ce *driver.ConflictError
 	switch {
 	case err == nil:
-	case errors.As(err, &ce) && errors.Is(err, ErrExists) && ce.Current != nil && req.IdempotencyKey == "" &&
+	case errors.As(err, &ce) && errors.Is(err, driver.ErrExists) && ce.Current != nil && req.IdempotencyKey == "" &&
 		ce.Current.Owner == rec.Owner && ce.Current.RequestHash == rec.RequestHash && ce.Current.CreatedAt.Equal(rec.CreatedAt):
 		// Our own put, retried by the SDK after its answer was lost: it landed.
-	case errors.As(err, &ce) && errors.Is(err, ErrExists) && req.IdempotencyKey != "" && ce.Current != nil:
+	case errors.As(err, &ce) && errors.Is(err, driver.ErrExists) && req.IdempotencyKey != "" && ce.Current != nil:
 		cur := ce.Current
 		if cur.Owner != req.Owner || cur.Kind != req.Kind || !s.hasher.matches(cur.RequestHash, r) {
 			return nil, false, ErrIdempotencyConflict
@@ -170,25 +151,25 @@ func (s *Service) count(kind, name string, n int) {
 // transaction (dynamostore.Store.TransactPut), and after the commit call
 // Dispatch. If the dispatch never happens, the sweeper sends the job after
 // the dispatch grace, so a committed job always runs.
-func (s *Service) Prepare(req EnqueueRequest) (*Record, error) {
+func (s *Service) Prepare(req EnqueueRequest) (*driver.Record, error) {
 	rec, _, err := s.prepare(req)
 	return rec, err
 }
 
 // prepare is Prepare, also returning what the request hash covers.
-func (s *Service) prepare(req EnqueueRequest) (*Record, request, error) {
+func (s *Service) prepare(req EnqueueRequest) (*driver.Record, request, error) {
 	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
 		return nil, nil, err
 	}
-	id := NewID()
+	id := wire.NewID()
 	if req.IdempotencyKey != "" {
-		id = DerivedID("idempotency", req.Owner, req.IdempotencyKey)
+		id = wire.DerivedID("idempotency", req.Owner, req.IdempotencyKey)
 	}
 	return s.prepareAs(req, id, s.eng.now())
 }
 
 // prepareAs is prepare with the job's id and creation time given.
-func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (*Record, request, error) {
+func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (*driver.Record, request, error) {
 	if err := checkOwner(req.Owner); err != nil {
 		return nil, nil, err
 	}
@@ -203,18 +184,18 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (*Reco
 	runAt := req.RunAt
 	switch {
 	case req.Delay < 0 || (req.Delay > 0 && !req.RunAt.IsZero()):
-		return nil, nil, fmt.Errorf("%w: give a run time or a delay, not both, and no negative delay", ErrInvalidRunAt)
+		return nil, nil, refuse(codeInvalidRequest, `give "run_at" or "delay", not both, and no negative delay`)
 	case req.Delay > 0:
 		runAt = now.Add(req.Delay)
 	}
 	sweepAt := now.Add(s.grace)
 	if runAt.After(now) {
 		if runAt.Sub(now) > MaxDelay {
-			return nil, nil, fmt.Errorf("%w: at most %v ahead", ErrInvalidRunAt, MaxDelay)
+			return nil, nil, refuse(codeInvalidRequest, `"run_at" is more than 365 days ahead`)
 		}
 		runAt = runAt.Truncate(time.Millisecond)
 		sweepAt = runAt // the sweeper sends it when due...
-		if runAt.Sub(now) <= MaxQueueDelay {
+		if runAt.Sub(now) <= driver.MaxQueueDelay {
 			sweepAt = runAt.Add(s.grace) // ...unless the queue delays it
 		}
 	} else {
@@ -225,7 +206,7 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (*Reco
 		return nil, nil, fmt.Errorf("jobs: seal payload: %w", err)
 	}
 	r := jobRequest(req.Kind, canonical, req.RunAt, req.Delay)
-	return &Record{
+	return &driver.Record{
 		ID: id, Kind: req.Kind, Owner: req.Owner, Status: StatusQueued,
 		Payload: stored, RequestHash: s.hasher.sum(r),
 		CreatedAt: now, UpdatedAt: now, SweepAt: sweepAt, RunAt: runAt,
@@ -235,7 +216,7 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (*Reco
 // Dispatch sends the reference of a job stored by a committed transaction
 // (see Prepare). It is the one call after the commit; if it fails, the
 // sweeper sends the job after the dispatch grace.
-func (s *Service) Dispatch(ctx context.Context, rec *Record) error {
+func (s *Service) Dispatch(ctx context.Context, rec *driver.Record) error {
 	if err := s.eng.sendAt(ctx, rec.ID, rec.RunAt); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "job stored but not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
@@ -247,7 +228,7 @@ func (s *Service) Dispatch(ctx context.Context, rec *Record) error {
 
 // dispatch sends the job's reference. A failure is logged, not returned: the
 // job is stored, and the sweeper re-sends it after the dispatch grace.
-func (s *Service) dispatch(ctx context.Context, rec *Record) {
+func (s *Service) dispatch(ctx context.Context, rec *driver.Record) {
 	_ = s.Dispatch(ctx, rec)
 }
 
@@ -260,8 +241,18 @@ const MaxDelay = 365 * 24 * time.Hour
 // Publish, or within the worker's CancelCheck), and the run ends cancelled;
 // no other outcome can be recorded after Cancel returns. A finished job
 // gives ErrAlreadyFinal; another owner's or an unknown job, ErrNotFound.
-func (s *Service) Cancel(ctx context.Context, owner, id string) (*Record, error) {
-	rec, err := s.Get(ctx, owner, id)
+func (s *Service) Cancel(ctx context.Context, owner, id string) (*View, error) {
+	rec, err := s.cancel(ctx, owner, id)
+	if rec == nil {
+		return nil, err
+	}
+	v := viewOf(rec)
+	return &v, err
+}
+
+// cancel is Cancel, returning the record.
+func (s *Service) cancel(ctx context.Context, owner, id string) (*driver.Record, error) {
+	rec, err := s.get(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +266,7 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (*Record, error)
 	if rec.Status == StatusQueued {
 		s.count(rec.Kind, "JobsCancelled", 1)
 	}
-	return s.Get(ctx, owner, id)
+	return s.get(ctx, owner, id)
 }
 
 // cancelAsRead cancels the owner's job rec, as read or listed: queued, it
@@ -285,11 +276,11 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (*Record, error)
 // stop. It returns the job as it was when the cancel landed (its Status
 // tells which of the two), or as last read with ErrAlreadyFinal; Cancel
 // and Bulk both cancel through it.
-func (s *Service) cancelAsRead(ctx context.Context, owner string, rec *Record) (*Record, error) {
+func (s *Service) cancelAsRead(ctx context.Context, owner string, rec *driver.Record) (*driver.Record, error) {
 	for try := range 3 {
 		if try > 0 {
 			var err error
-			if rec, err = s.Get(ctx, owner, rec.ID); err != nil {
+			if rec, err = s.get(ctx, owner, rec.ID); err != nil {
 				return nil, err
 			}
 		}
@@ -298,7 +289,7 @@ func (s *Service) cancelAsRead(ctx context.Context, owner string, rec *Record) (
 			return rec, nil
 		case errors.Is(err, ErrAlreadyFinal):
 			return rec, err
-		case errors.Is(err, ErrNotQueued), errors.Is(err, ErrNotRunning):
+		case errors.Is(err, driver.ErrNotQueued), errors.Is(err, driver.ErrNotRunning):
 			// It moved between the read and the write: read it again.
 		default:
 			return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
@@ -307,15 +298,15 @@ func (s *Service) cancelAsRead(ctx context.Context, owner string, rec *Record) (
 	return nil, fmt.Errorf("%w: the job kept changing", ErrUnavailable)
 }
 
-// SecretMask replaces the value of each jobs:"secret" field in
-// Service.PayloadView.
-const SecretMask = "[secret]"
+// secretMask replaces the value of each jobs:"secret" field in the
+// payload Get returns.
+const secretMask = "[secret]"
 
-// PayloadView returns rec's payload as its owner may see it: the fields
-// tagged jobs:"secret" replaced by SecretMask (their sealed values are never
+// payloadView returns rec's payload as its owner may see it: the fields
+// tagged jobs:"secret" replaced by "[secret]" (their sealed values are never
 // shown, nor opened), the others as stored. A payload that is not a JSON
 // object has no secret fields.
-func (s *Service) PayloadView(rec *Record) json.RawMessage {
+func (s *Service) payloadView(rec *driver.Record) json.RawMessage {
 	if len(rec.Payload) == 0 {
 		return json.RawMessage("null")
 	}
@@ -329,7 +320,7 @@ func (s *Service) PayloadView(rec *Record) json.RawMessage {
 	}
 	for _, f := range k.secrets {
 		if _, present := obj[f]; present {
-			obj[f] = json.RawMessage(`"` + SecretMask + `"`)
+			obj[f] = json.RawMessage(`"` + secretMask + `"`)
 		}
 	}
 	b, err := json.Marshal(obj)
@@ -339,10 +330,21 @@ func (s *Service) PayloadView(rec *Record) json.RawMessage {
 	return b
 }
 
-// GetAny returns the job with the given id whoever owns it: for operators
-// (httpapi's admin routes). ErrNotFound for an unknown or malformed id.
-func (s *Service) GetAny(ctx context.Context, id string) (*Record, error) {
-	if !ValidID(id) {
+// GetAny returns the job with the given id whoever owns it, with its Owner
+// and its payload (secret fields masked): for operators (httpapi's admin
+// routes). ErrNotFound for an unknown or malformed id.
+func (s *Service) GetAny(ctx context.Context, id string) (*View, error) {
+	rec, err := s.getAny(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	v := viewOf(rec)
+	v.Owner, v.Payload = rec.Owner, s.payloadView(rec)
+	return &v, nil
+}
+
+func (s *Service) getAny(ctx context.Context, id string) (*driver.Record, error) {
+	if !wire.ValidID(id) {
 		return nil, ErrNotFound
 	}
 	rec, err := s.store.Get(ctx, id)
@@ -355,10 +357,21 @@ func (s *Service) GetAny(ctx context.Context, id string) (*Record, error) {
 	return rec, nil
 }
 
-// Get returns the job with the given id if owner owns it. Another owner's
-// job and an unknown or malformed id all give ErrNotFound.
-func (s *Service) Get(ctx context.Context, owner, id string) (*Record, error) {
-	return ownedRead(ctx, owner, id, s.store.Get, func(r *Record) string { return r.Owner })
+// Get returns the job with the given id, with its payload (secret fields
+// masked as "[secret]"), if owner owns it. Another owner's job and an
+// unknown or malformed id all give ErrNotFound.
+func (s *Service) Get(ctx context.Context, owner, id string) (*View, error) {
+	rec, err := s.get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	v := viewOf(rec)
+	v.Payload = s.payloadView(rec)
+	return &v, nil
+}
+
+func (s *Service) get(ctx context.Context, owner, id string) (*driver.Record, error) {
+	return ownedRead(ctx, owner, id, s.store.Get, func(r *driver.Record) string { return r.Owner })
 }
 
 // ownedRead reads id with get and hands it over only to its owner: another
@@ -366,7 +379,7 @@ func (s *Service) Get(ctx context.Context, owner, id string) (*Record, error) {
 // the same single read, so the answer tells a caller nothing about others.
 func ownedRead[T any](ctx context.Context, owner, id string, get func(context.Context, string) (T, error), ownerOf func(T) string) (T, error) {
 	var zero T
-	if !ValidID(id) || checkOwner(owner) != nil {
+	if !wire.ValidID(id) || checkOwner(owner) != nil {
 		return zero, ErrNotFound
 	}
 	v, err := get(ctx, id)
@@ -383,24 +396,15 @@ func ownedRead[T any](ctx context.Context, owner, id string, get func(context.Co
 }
 
 func checkOwner(owner string) error {
-	if owner == "" || len(owner) > MaxOwnerBytes || !printableASCII(owner) {
-		return fmt.Errorf("%w: owner must be 1 to %d printable ASCII characters", ErrInvalidOwner, MaxOwnerBytes)
+	if owner == "" || len(owner) > wire.MaxOwnerBytes || !wire.PrintableASCII(owner) {
+		return refuse(codeInvalidRequest, fmt.Sprintf("the caller identity cannot name a job owner (1 to %d printable ASCII characters)", wire.MaxOwnerBytes))
 	}
 	return nil
 }
 
 func checkIdempotencyKey(key string) error {
-	if len(key) > MaxIdempotencyKeyBytes || !printableASCII(key) {
-		return fmt.Errorf("%w: it must be at most %d printable ASCII characters", ErrInvalidIdempotencyKey, MaxIdempotencyKeyBytes)
+	if len(key) > wire.MaxIdempotencyKeyBytes || !wire.PrintableASCII(key) {
+		return refuse("invalid_idempotency_key", fmt.Sprintf("Idempotency-Key must be at most %d printable ASCII characters", wire.MaxIdempotencyKeyBytes))
 	}
 	return nil
-}
-
-func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] > unicode.MaxASCII || !unicode.IsPrint(rune(s[i])) {
-			return false
-		}
-	}
-	return true
 }

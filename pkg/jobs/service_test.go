@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -23,15 +24,15 @@ func TestEnqueueRefusesAndStoresNothing(t *testing.T) {
 		{"unknown field", jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{"text":"a","x":1}`)}, jobs.ErrInvalidPayload},
 		{"null payload", jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`null`)}, jobs.ErrInvalidPayload},
 		{"missing payload", jobs.EnqueueRequest{Owner: "alice", Kind: "echo"}, jobs.ErrInvalidPayload},
-		{"no owner", jobs.EnqueueRequest{Kind: "echo", Payload: json.RawMessage(`{}`)}, jobs.ErrInvalidOwner},
-		{"key too long", jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{}`), IdempotencyKey: strings.Repeat("k", 256)}, jobs.ErrInvalidIdempotencyKey},
-		{"key not printable", jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{}`), IdempotencyKey: "a\nb"}, jobs.ErrInvalidIdempotencyKey},
+		{"no owner", jobs.EnqueueRequest{Kind: "echo", Payload: json.RawMessage(`{}`)}, jobs.ErrInvalidRequest},
+		{"key too long", jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{}`), EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: strings.Repeat("k", 256)}}, jobs.ErrInvalidRequest},
+		{"key not printable", jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{}`), EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: "a\nb"}}, jobs.ErrInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, jobs.DefaultDeadlines)
-			if _, _, err := h.svc.Enqueue(context.Background(), tt.req); !errors.Is(err, tt.want) {
+			if _, _, err := enqueued(h.svc.Enqueue(context.Background(), tt.req)); !errors.Is(err, tt.want) {
 				t.Fatalf("got %v, want %v", err, tt.want)
 			}
 			if n := h.store.Len(); n != 0 {
@@ -47,18 +48,19 @@ func TestEnqueueRefusesAndStoresNothing(t *testing.T) {
 func TestEnqueueStoresAndSends(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, jobs.DefaultDeadlines)
-	rec, created, err := h.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{ "text" : "hi" }`)})
+	rec, created, err := enqueued(h.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{ "text" : "hi" }`)}))
 	if err != nil || !created {
 		t.Fatalf("Enqueue: %v created=%v", err, created)
 	}
-	if !jobs.ValidID(rec.ID) || rec.Status != jobs.StatusQueued || string(rec.Payload) != `{"text":"hi"}` {
-		t.Fatalf("record %+v", rec)
+	stored, err := h.store.Get(context.Background(), rec.ID)
+	if err != nil || !wire.ValidID(rec.ID) || rec.Status != jobs.StatusQueued || string(stored.Payload) != `{"text":"hi"}` {
+		t.Fatalf("record %+v %v", stored, err)
 	}
 	if sent := h.queue.Sent(); len(sent) != 1 || sent[0] != rec.ID {
 		t.Fatalf("sent %v, want [%s]", sent, rec.ID)
 	}
-	if rec.SweepAt.Sub(rec.CreatedAt) != jobs.DefaultDispatchGrace {
-		t.Fatalf("sweep at %v after creation, want the dispatch grace", rec.SweepAt.Sub(rec.CreatedAt))
+	if stored.SweepAt.Sub(stored.CreatedAt) != jobs.DefaultDispatchGrace {
+		t.Fatalf("sweep at %v after creation, want the dispatch grace", stored.SweepAt.Sub(stored.CreatedAt))
 	}
 }
 
@@ -66,25 +68,25 @@ func TestEnqueueIdempotency(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, jobs.DefaultDeadlines)
 	ctx := context.Background()
-	req := jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{"text":"a"}`), IdempotencyKey: "order-42"}
-	first, created, err := h.svc.Enqueue(ctx, req)
+	req := jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{"text":"a"}`), EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: "order-42"}}
+	first, created, err := enqueued(h.svc.Enqueue(ctx, req))
 	if err != nil || !created {
 		t.Fatal(err, created)
 	}
 	// Same key, same body (formatted differently): the first job.
 	req.Payload = json.RawMessage(`{ "text": "a" }`)
-	again, created, err := h.svc.Enqueue(ctx, req)
+	again, created, err := enqueued(h.svc.Enqueue(ctx, req))
 	if err != nil || created || again.ID != first.ID {
 		t.Fatalf("retry: id %s created %v err %v, want the first job %s", again.ID, created, err, first.ID)
 	}
 	// Same key, other body: a conflict.
 	req.Payload = json.RawMessage(`{"text":"b"}`)
-	if _, _, err := h.svc.Enqueue(ctx, req); !errors.Is(err, jobs.ErrIdempotencyConflict) {
+	if _, _, err := enqueued(h.svc.Enqueue(ctx, req)); !errors.Is(err, jobs.ErrIdempotencyConflict) {
 		t.Fatalf("other body: %v, want ErrIdempotencyConflict", err)
 	}
 	// Same key, another owner: an independent job.
 	req.Owner = "bob"
-	other, created, err := h.svc.Enqueue(ctx, req)
+	other, created, err := enqueued(h.svc.Enqueue(ctx, req))
 	if err != nil || !created || other.ID == first.ID {
 		t.Fatalf("other owner: id %s created %v err %v", other.ID, created, err)
 	}
@@ -101,7 +103,7 @@ func TestGetIsOwnerOnly(t *testing.T) {
 	if _, err := h.svc.Get(ctx, "alice", id); err != nil {
 		t.Fatalf("owner: %v", err)
 	}
-	for _, tc := range []struct{ owner, id string }{{"bob", id}, {"alice", jobs.NewID()}, {"alice", "not-an-id"}, {"alice", strings.ToUpper(id)}} {
+	for _, tc := range []struct{ owner, id string }{{"bob", id}, {"alice", wire.NewID()}, {"alice", "not-an-id"}, {"alice", strings.ToUpper(id)}} {
 		if _, err := h.svc.Get(ctx, tc.owner, tc.id); !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("Get(%q, %q) = %v, want ErrNotFound", tc.owner, tc.id, err)
 		}
@@ -117,12 +119,12 @@ func TestSendFailureLosesNoJob(t *testing.T) {
 	queue := &jobstest.MemQueue{}
 	queue.SetFail(errors.New("sqs: connection refused"))
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, echoResult](echo))
+	jobs.MustRegister(reg, "echo", echo, nil)
 	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Clock: clock})
 	sweeper, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock})
 	ctx := context.Background()
 
-	rec, _, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{"text":"a"}`)})
+	rec, _, err := enqueued(svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{"text":"a"}`)}))
 	if err != nil {
 		t.Fatalf("Enqueue with SQS down: %v, want the job accepted", err)
 	}
@@ -152,20 +154,19 @@ func TestPayloadsAreStoredCanonically(t *testing.T) {
 	t.Parallel()
 	store := jobstest.NewMemStore(nil)
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "two", jobs.HandlerFunc[twoFields, jobs.NoResult](
-		func(context.Context, *jobs.Job[twoFields]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }))
+	jobs.MustRegister(reg, "two", func(context.Context, *jobs.Job[twoFields]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}})
 	ctx := context.Background()
-	first, _, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "two", IdempotencyKey: "k", Payload: json.RawMessage(`{"a":"x","b":1,"n":12345678901234567890}`)})
+	first, _, err := enqueued(svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "two", Payload: json.RawMessage(`{"a":"x","b":1,"n":12345678901234567890}`), EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: "k"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The fields in the Go type's order; a big number in an interface field kept exactly.
-	if string(first.Payload) != `{"b":1,"a":"x","n":12345678901234567890}` {
-		t.Fatalf("stored %s", first.Payload)
+	if stored, _ := store.Get(ctx, first.ID); string(stored.Payload) != `{"b":1,"a":"x","n":12345678901234567890}` {
+		t.Fatalf("stored %s", stored.Payload)
 	}
 	// The same value with its keys reordered is the same request.
-	again, created, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "two", IdempotencyKey: "k", Payload: json.RawMessage(` { "n": 12345678901234567890, "b" : 1, "a":"x"}`)})
+	again, created, err := enqueued(svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "two", Payload: json.RawMessage(` { "n": 12345678901234567890, "b" : 1, "a":"x"}`), EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: "k"}}))
 	if err != nil || created || again.ID != first.ID {
 		t.Fatalf("reordered retry: %v created=%v", err, created)
 	}

@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/storekey"
+	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/storekey"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // Sweeper settles jobs nobody else will: it fails as interrupted the
@@ -31,8 +32,8 @@ type Sweeper struct {
 
 // SweeperConfig configures a Sweeper. Store and Queue are required.
 type SweeperConfig struct {
-	Store  Store
-	Queue  Queue
+	Store  driver.Store
+	Queue  driver.Queue
 	Clock  Clock
 	Logger *slog.Logger
 	// DispatchGrace is the first wait before a queued job is re-sent; each
@@ -146,7 +147,7 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 		mu     sync.Mutex
 		wg     sync.WaitGroup
 		sem    = make(chan struct{}, 8)
-		resend []*Record
+		resend []*driver.Record
 	)
 	count := func(f func()) { mu.Lock(); f(); mu.Unlock() }
 	for _, id := range ids {
@@ -208,7 +209,7 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 		// Back off: grace, 2x, 4x, then 8x grace after each re-send (a
 		// retry or a resubmit counts its re-sends from 0 again).
 		next := now.Add(s.eng.grace << min(r.Dispatches+1, maxDispatchShift))
-		if err := s.eng.store.Reschedule(ctx, r.ID, Expect{Status: StatusQueued}, next); err != nil && !isConflict(err) {
+		if err := s.eng.store.Reschedule(ctx, r.ID, driver.Expect{Status: StatusQueued}, next); err != nil && !isConflict(err) {
 			rep.Errors++
 			continue
 		}
@@ -225,18 +226,18 @@ const maxDispatchShift = 3
 // sweepDelayed handles a queued job that runs later: within SQS's delay
 // limit it is sent with the remaining delay; beyond, its sweep time moves to
 // its run time.
-func (s *Sweeper) sweepDelayed(ctx context.Context, now time.Time, rec *Record, rep *SweepReport, count func(func())) {
+func (s *Sweeper) sweepDelayed(ctx context.Context, now time.Time, rec *driver.Record, rep *SweepReport, count func(func())) {
 	wait := rec.RunAt.Sub(now)
 	next := rec.RunAt
-	if wait <= MaxQueueDelay {
+	if wait <= driver.MaxQueueDelay {
 		if err := s.eng.sendAt(ctx, rec.ID, rec.RunAt); err != nil {
 			count(func() { rep.Errors++ })
 			return
 		}
 		next = rec.RunAt.Add(s.eng.grace)
 	}
-	switch err := s.eng.store.Reschedule(ctx, rec.ID, Expect{Status: StatusQueued}, next); {
-	case err == nil && wait <= MaxQueueDelay:
+	switch err := s.eng.store.Reschedule(ctx, rec.ID, driver.Expect{Status: StatusQueued}, next); {
+	case err == nil && wait <= driver.MaxQueueDelay:
 		count(func() { rep.Resent++ })
 	case err == nil:
 		count(func() { rep.Deferred++ })
@@ -247,10 +248,10 @@ func (s *Sweeper) sweepDelayed(ctx context.Context, now time.Time, rec *Record, 
 	}
 }
 
-func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *Record, rep *SweepReport, count func(func())) {
+func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *driver.Record, rep *SweepReport, count func(func())) {
 	if rec.LeaseUntil.After(now) {
 		// Still within its lease: look again just after it ends.
-		err := s.eng.store.Reschedule(ctx, rec.ID, Expect{Status: StatusRunning, Token: rec.ClaimToken}, rec.LeaseUntil.Add(time.Second))
+		err := s.eng.store.Reschedule(ctx, rec.ID, driver.Expect{Status: StatusRunning, Token: rec.ClaimToken}, rec.LeaseUntil.Add(time.Second))
 		switch {
 		case err == nil:
 			count(func() { rep.Deferred++ })

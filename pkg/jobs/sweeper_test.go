@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -18,13 +20,13 @@ func TestSweeperInterruptsOnlyAfterLease(t *testing.T) {
 	queue := &jobstest.MemQueue{}
 	sweeper, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock})
 	ctx := context.Background()
-	rec := jobstest.NewRecord(jobs.NewID(), clock.Now())
+	rec := jobstest.NewRecord(wire.NewID(), clock.Now())
 	rec.SweepAt = clock.Now().Add(time.Minute)
 	if err := store.Create(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	// Claimed by a worker whose lease lasts 5 minutes, past the sweep time.
-	if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: "w1", At: clock.Now(), LeaseUntil: clock.Now().Add(5 * time.Minute)}); err != nil {
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "w1", At: clock.Now(), LeaseUntil: clock.Now().Add(5 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(2 * time.Minute)
@@ -60,11 +62,11 @@ func TestOverlappingSweepersAndLateWorker(t *testing.T) {
 	const n = 50
 	var ids []string
 	for range n {
-		rec := jobstest.NewRecord(jobs.NewID(), clock.Now())
+		rec := jobstest.NewRecord(wire.NewID(), clock.Now())
 		if err := store.Create(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: "late", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)}); err != nil {
+		if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "late", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, rec.ID)
@@ -90,7 +92,7 @@ func TestOverlappingSweepersAndLateWorker(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for _, id := range ids {
-			err := store.Finish(ctx, id, "late", jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`1`), At: clock.Now()})
+			err := store.Finish(ctx, id, "late", driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`1`), At: clock.Now()})
 			if err == nil {
 				mu.Lock()
 				lateWins++

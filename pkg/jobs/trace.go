@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"go.opentelemetry.io/contrib/propagators/aws/xray"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -42,20 +43,6 @@ func tracerOf(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(tracerName)
 }
 
-// TraceHeader returns the X-Ray trace header of ctx's span ("Root=...;
-// Parent=...;Sampled=..."), or "" when ctx has no valid span.
-func TraceHeader(ctx context.Context) string {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return ""
-	}
-	c := propagation.MapCarrier{}
-	xray.Propagator{}.Inject(ctx, c)
-	for _, v := range c {
-		return v
-	}
-	return ""
-}
-
 // messageParent returns the span context in a message's AWSTraceHeader.
 func messageParent(msg *events.SQSMessage) trace.SpanContext {
 	h := msg.Attributes["AWSTraceHeader"]
@@ -82,7 +69,7 @@ func (w *Worker) startRecord(ctx context.Context, msg *events.SQSMessage) (conte
 }
 
 // traceJob names the job a record's span runs.
-func traceJob(ctx context.Context, rec *Record) {
+func traceJob(ctx context.Context, rec *driver.Record) {
 	trace.SpanFromContext(ctx).SetAttributes(attrKind.String(rec.Kind), attrJobID.String(rec.ID), attrAttempt.Int(rec.Attempt))
 }
 

@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -28,10 +28,10 @@ func TestWorkerTracesEachRecordInItsMessagesTrace(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
 	mem := jobstest.NewMemStore(nil)
 	reg := jobs.NewRegistry()
-	ok := jobs.MustRegister(reg, "ok", jobs.HandlerFunc[sleepPayload, jobs.NoResult](sleeper))
-	bad := jobs.MustRegister(reg, "bad", jobs.HandlerFunc[sleepPayload, jobs.NoResult](func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
+	ok := jobs.MustRegister(reg, "ok", sleeper, nil)
+	bad := jobs.MustRegister(reg, "bad", func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, jobs.Fail("nope", errors.New("card 4242 declined"))
-	}), jobs.WithFailureCodes("nope"))
+	}, &jobs.KindOpts{FailureCodes: []string{"nope"}})
 	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: mem, Queue: &jobstest.MemQueue{}})
 	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: mem, CancelCheck: -1, TracerProvider: tp})
 	if err != nil {

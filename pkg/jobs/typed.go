@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"reflect"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // Kind is the typed handle of a registered kind, returned by Register: it
@@ -14,7 +16,7 @@ import (
 // through the same validation, limits, owners and idempotency as POST
 // /v1/jobs.
 //
-//	receipts := jobs.MustRegister(reg, "receipt.send", jobs.HandlerFunc[ReceiptPayload, ReceiptResult](sendReceipt))
+//	receipts := jobs.MustRegister(reg, "receipt.send", sendReceipt, nil)
 //	...
 //	res, err := receipts.Enqueue(ctx, svc, owner, ReceiptPayload{OrderID: id},
 //		&jobs.EnqueueOpts{IdempotencyKey: "receipt-" + id})
@@ -23,13 +25,24 @@ type Kind[P any] struct{ name string }
 // Name is the kind's name.
 func (k Kind[P]) Name() string { return k.name }
 
-// EnqueueOpts are the options of an enqueue from Go; nil means none.
+// EnqueueOpts are the options of an enqueue, from Go (Kind.Enqueue: nil
+// means none) or HTTP (EnqueueRequest). Each option a later feature brings
+// is a field here, so enqueueing keeps its shape.
 type EnqueueOpts struct {
-	// IdempotencyKey makes a retried enqueue return the first job instead
-	// of enqueuing another (see EnqueueRequest.IdempotencyKey).
+	// IdempotencyKey, when set, makes a retried request return the first
+	// job instead of enqueuing another: the job id is derived from the
+	// owner and the key. The same key with another kind or payload is
+	// refused with ErrIdempotencyConflict. At most 255 printable ASCII
+	// characters.
 	IdempotencyKey string
-	// RunAt or Delay (not both) delay the job (see EnqueueRequest).
+	// RunAt delays the job: it runs at RunAt, not before (zero or past:
+	// now). Up to 15 minutes the queue holds it back; beyond, it waits in
+	// the sweep index and the sweeper sends it when it is due. At most
+	// MaxDelay away.
 	RunAt time.Time
+	// Delay delays the job by this long from when it is accepted (give
+	// RunAt or Delay, not both). An idempotent retry with the same Delay is
+	// the same request, though it comes later.
 	Delay time.Duration
 }
 
@@ -37,15 +50,15 @@ type EnqueueOpts struct {
 type EnqueueResult struct {
 	// Job is the job as stored: the new one, or the first one when an
 	// idempotent retry found it.
-	Job *Record
+	Job View
 	// Replayed is set when an idempotent retry returned the first job
 	// instead of enqueuing another.
 	Replayed bool
 }
 
-// ErrPayloadType: the service's registry has the kind with another payload
+// errPayloadType  the service's registry has the kind with another payload
 // type than the handle's (the handle came from another registry).
-var ErrPayloadType = errors.New("jobs: payload value is not of the kind's payload type")
+var errPayloadType = errors.New("jobs: payload value is not of the kind's payload type")
 
 // Enqueue validates payload, stores the job as queued and sends its
 // reference (Service.Enqueue). owner names the caller (an IAM principal ARN
@@ -55,17 +68,13 @@ func (k Kind[P]) Enqueue(ctx context.Context, svc *Service, owner string, payloa
 	if err != nil {
 		return nil, err
 	}
-	rec, created, err := svc.Enqueue(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return &EnqueueResult{Job: rec, Replayed: !created}, nil
+	return svc.Enqueue(ctx, req)
 }
 
 // Prepare validates payload exactly as Enqueue does and returns the job
 // record Enqueue would store, without storing or sending anything: the
 // first half of a transactional enqueue (see Service.Prepare).
-func (k Kind[P]) Prepare(svc *Service, owner string, payload P, opts *EnqueueOpts) (*Record, error) {
+func (k Kind[P]) Prepare(svc *Service, owner string, payload P, opts *EnqueueOpts) (*driver.Record, error) {
 	req, err := k.request(svc, owner, payload, opts)
 	if err != nil {
 		return nil, err
@@ -76,10 +85,10 @@ func (k Kind[P]) Prepare(svc *Service, owner string, payload P, opts *EnqueueOpt
 func (k Kind[P]) request(svc *Service, owner string, payload P, opts *EnqueueOpts) (EnqueueRequest, error) {
 	def, ok := svc.reg.lookup(k.name)
 	if !ok {
-		return EnqueueRequest{}, ErrUnknownKind
+		return EnqueueRequest{}, errUnknownKind
 	}
 	if def.payloadType != reflect.TypeFor[P]() {
-		return EnqueueRequest{}, fmt.Errorf("%w: kind %q takes %v, the handle %v", ErrPayloadType, k.name, def.payloadType, reflect.TypeFor[P]())
+		return EnqueueRequest{}, fmt.Errorf("%w: kind %q takes %v, the handle %v", errPayloadType, k.name, def.payloadType, reflect.TypeFor[P]())
 	}
 	raw, err := json.Marshal(payload)
 	if err != nil {
@@ -87,7 +96,7 @@ func (k Kind[P]) request(svc *Service, owner string, payload P, opts *EnqueueOpt
 	}
 	req := EnqueueRequest{Owner: owner, Kind: k.name, Payload: raw}
 	if opts != nil {
-		req.IdempotencyKey, req.RunAt, req.Delay = opts.IdempotencyKey, opts.RunAt, opts.Delay
+		req.EnqueueOpts = *opts
 	}
 	return req, nil
 }

@@ -13,7 +13,7 @@ import (
 func TestKindHandleEnqueues(t *testing.T) {
 	t.Parallel()
 	reg := jobs.NewRegistry()
-	echoes := jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, echoResult](echo))
+	echoes := jobs.MustRegister(reg, "echo", echo, nil)
 	if echoes.Name() != "echo" {
 		t.Fatalf("name %q", echoes.Name())
 	}
@@ -42,12 +42,12 @@ func TestKindHandleEnqueues(t *testing.T) {
 	// A handle of a kind the service does not have, or has with another
 	// payload type, is refused.
 	other := jobs.NewRegistry()
-	stranger := jobs.MustRegister(other, "stranger", jobs.HandlerFunc[echoPayload, echoResult](echo))
+	stranger := jobs.MustRegister(other, "stranger", echo, nil)
 	if _, err := stranger.Enqueue(ctx, svc, "alice", echoPayload{}, nil); !errors.Is(err, jobs.ErrUnknownKind) {
 		t.Fatalf("unknown kind: %v", err)
 	}
-	impostor := jobs.MustRegister(jobs.NewRegistry(), "echo", jobs.HandlerFunc[failPayload, jobs.NoResult](
-		func(context.Context, *jobs.Job[failPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }))
+	impostor := jobs.MustRegister(jobs.NewRegistry(), "echo",
+		func(context.Context, *jobs.Job[failPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	if _, err := impostor.Enqueue(ctx, svc, "alice", failPayload{}, nil); !errors.Is(err, jobs.ErrPayloadType) {
 		t.Fatalf("another payload type: %v", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -14,8 +13,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // Worker runs the jobs referenced by an SQS batch. It is the worker Lambda's
@@ -48,7 +49,7 @@ type kindMin struct {
 // WorkerConfig configures a Worker. Registry and Store are required.
 type WorkerConfig struct {
 	Registry *Registry
-	Store    Store
+	Store    driver.Store
 	Clock    Clock
 	Logger   *slog.Logger
 	// Concurrency bounds how many records of one batch run at once
@@ -80,7 +81,7 @@ type WorkerConfig struct {
 	DispatchGrace time.Duration
 	// Queue sends retries and early deliveries back with a delay. Without
 	// it they wait for the sweeper.
-	Queue Queue
+	Queue driver.Queue
 	// CancelCheck is how often a running job is checked for a cancel
 	// request while its handler works (default 5s; negative: only at
 	// Publish). Each check is one read.
@@ -188,7 +189,7 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 	if id, err := message.Decode(msg.Body); err == nil {
 		return w.runJob(ctx, inv, id)
 	}
-	if f, ok := decodeFire(msg.Body); ok {
+	if f, ok := wire.DecodeFire(msg.Body); ok {
 		return w.runFire(ctx, inv, msg.MessageId, f)
 	}
 	res := w.routes.route(msg.Body, msg.MessageId)
@@ -231,7 +232,7 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	if err != nil {
 		stored = []byte("null")
 	}
-	rec := &Record{
+	rec := &driver.Record{
 		ID: j.ID, Kind: j.Kind, Owner: j.Owner, Status: StatusQueued, Payload: stored,
 		RequestHash: w.hasher.sum(jobRequest(j.Kind, payload, time.Time{}, 0)), CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(w.eng.grace),
 	}
@@ -242,7 +243,7 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	case err == nil:
 		w.log.LogAttrs(ctx, slog.LevelInfo, "job created from a message", slog.String("job_id", j.ID), slog.String("kind", j.Kind),
 			slog.String("source", j.Source), slog.String("message_id", messageID))
-	case errors.Is(err, ErrExists):
+	case errors.Is(err, driver.ErrExists):
 		// Delivered before: the claim below tells a finished job from one
 		// still to run.
 	default:
@@ -259,7 +260,7 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 // derived from the schedule and the scheduled time) and runs it. With
 // OverlapSkip, a fire while the last enqueued fire's job is unfinished is
 // acknowledged without a job.
-func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, f Fire) (retry bool) {
+func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, f wire.Fire) (retry bool) {
 	s, ok := w.reg.schedule(f.Schedule)
 	stateKey := f.Schedule
 	if f.OwnerKey != "" {
@@ -288,9 +289,9 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 			slog.String("schedule", s.Name), slog.String("message_id", messageID))
 		return true
 	}
-	id := FireJobID(s.Name, at)
+	id := wire.FireJobID(s.Name, at)
 	if f.OwnerKey != "" {
-		id = RuntimeFireJobID(f.OwnerKey, s.Name, at)
+		id = wire.RuntimeFireJobID(f.OwnerKey, s.Name, at)
 	}
 	log := w.log.With(slog.String("schedule", s.Name), slog.String("job_id", id), slog.Time("scheduled_time", at))
 	if s.Overlap == OverlapSkip {
@@ -383,9 +384,9 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 		return w.handBack(ctx, inv, id, "")
 	}
 	now := w.eng.now()
-	token := NewID()
+	token := wire.NewID()
 	cctx, cancel := inv.callContext(ctx)
-	rec, err := w.eng.claim(cctx, id, Claim{Token: token, At: now, LeaseUntil: inv.leaseUntil(now), SkipKinds: w.skipKinds(left)})
+	rec, err := w.eng.claim(cctx, id, driver.Claim{Token: token, At: now, LeaseUntil: inv.leaseUntil(now), SkipKinds: w.skipKinds(left)})
 	cancel()
 	if err != nil {
 		return w.claimFailed(ctx, inv, id, err, left)
@@ -417,14 +418,14 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 // once the handler has returned (or was abandoned at its deadline: then
 // the job keeps its lease, so a retry cannot start a second run of it while
 // the first may still be going).
-func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *Record, token string) execution {
+func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *driver.Record, token string) execution {
 	hctx, cancel := context.WithDeadline(ctx, inv.handler)
 	defer cancel()
 	noticed := make(chan struct{})
 	notice := sync.OnceFunc(func() { close(noticed); cancel() })
 	publish := func(pctx context.Context, body []byte) error {
 		err := w.eng.publish(pctx, rec.ID, token, body)
-		if errors.Is(err, ErrCancelRequested) {
+		if errors.Is(err, driver.ErrCancelRequested) {
 			notice()
 			return ErrCancelled
 		}
@@ -492,7 +493,7 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *R
 
 // abandon counts a handler that did not return by its deadline; its
 // goroutine lives on until it returns, beyond the worker's control.
-func (w *Worker) abandon(ctx context.Context, rec *Record, done <-chan execution) {
+func (w *Worker) abandon(ctx context.Context, rec *driver.Record, done <-chan execution) {
 	count(ctx, rec.Kind, "HandlersAbandoned")
 	n := w.abandoned.Add(1)
 	go func() { <-done; w.abandoned.Add(-1) }()
@@ -508,7 +509,7 @@ const abandonGrace = 50 * time.Millisecond
 // claimed, and reports whether the message must come back.
 func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err error, left time.Duration) bool {
 	log := w.log.With(slog.String("job_id", id))
-	var ce *ConflictError
+	var ce *driver.ConflictError
 	switch {
 	case errors.Is(err, ErrNotFound):
 		// Not visible yet, or never stored: let SQS retry; after
@@ -556,15 +557,4 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 		log.LogAttrs(ctx, slog.LevelError, "claim failed; the message will come back", slog.String("err_types", errtypes.Of(err)))
 		return true
 	}
-}
-
-// DescribeShape names the shape of a message body without quoting it, for
-// logs and the dashboard's dead-letter page: its length and, for a JSON
-// object, its top-level keys (at most 8).
-func DescribeShape(body string) string {
-	keys, ok := topLevelKeys(body, 8)
-	if !ok {
-		return fmt.Sprintf("non-JSON body of %d bytes", len(body))
-	}
-	return fmt.Sprintf("JSON object of %d bytes with keys %v", len(body), keys)
 }

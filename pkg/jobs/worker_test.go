@@ -16,8 +16,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -78,11 +80,11 @@ func newHarness(t *testing.T, deadlines jobs.Deadlines) *harness {
 		v, _ := h.runs.LoadOrStore(id, new(atomic.Int32))
 		v.(*atomic.Int32).Add(1)
 	}
-	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, echoResult](func(ctx context.Context, job *jobs.Job[echoPayload]) (echoResult, error) {
+	jobs.MustRegister(reg, "echo", func(ctx context.Context, job *jobs.Job[echoPayload]) (echoResult, error) {
 		count(job.ID)
 		return echo(ctx, job)
-	}))
-	jobs.MustRegister(reg, "progress", jobs.HandlerFunc[struct{ Steps int }, jobs.JSON[map[string]int]](
+	}, nil)
+	jobs.MustRegister(reg, "progress",
 		func(ctx context.Context, job *jobs.Job[struct{ Steps int }]) (jobs.JSON[map[string]int], error) {
 			count(job.ID)
 			for i := 1; i <= job.Payload.Steps; i++ {
@@ -91,8 +93,8 @@ func newHarness(t *testing.T, deadlines jobs.Deadlines) *harness {
 				}
 			}
 			return jobs.JSON[map[string]int]{V: map[string]int{"done": job.Payload.Steps, "final": 1}}, nil
-		}))
-	jobs.MustRegister(reg, "fail", jobs.HandlerFunc[failPayload, jobs.Result](
+		}, nil)
+	jobs.MustRegister(reg, "fail",
 		func(ctx context.Context, job *jobs.Job[failPayload]) (jobs.Result, error) {
 			count(job.ID)
 			switch job.Payload.Mode {
@@ -120,7 +122,7 @@ func newHarness(t *testing.T, deadlines jobs.Deadlines) *harness {
 				return nil, nil
 			}
 			return jobs.NoResult{}, nil
-		}), jobs.WithFailureCodes("card_declined"))
+		}, &jobs.KindOpts{FailureCodes: []string{"card_declined"}})
 	var err error
 	h.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: h.store, Logger: logger, Deadlines: deadlines, Concurrency: 4})
 	if err != nil {
@@ -135,7 +137,7 @@ func newHarness(t *testing.T, deadlines jobs.Deadlines) *harness {
 
 func (h *harness) enqueue(t *testing.T, kind, payload string) string {
 	t.Helper()
-	rec, _, err := h.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "alice", Kind: kind, Payload: json.RawMessage(payload)})
+	rec, _, err := enqueued(h.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "alice", Kind: kind, Payload: json.RawMessage(payload)}))
 	if err != nil {
 		t.Fatalf("Enqueue(%s, %s): %v", kind, payload, err)
 	}
@@ -150,7 +152,7 @@ func (h *harness) runCount(id string) int {
 	return int(v.(*atomic.Int32).Load())
 }
 
-func (h *harness) get(t *testing.T, id string) *jobs.Record {
+func (h *harness) get(t *testing.T, id string) *driver.Record {
 	t.Helper()
 	rec, err := h.store.Get(context.Background(), id)
 	if err != nil {
@@ -228,7 +230,11 @@ func TestWorkerFailureCodes(t *testing.T) {
 				t.Fatalf("got %s %q, want failed %q", rec.Status, rec.ErrorCode, tt.code)
 			}
 			stored, _ := json.Marshal(h.store.All())
-			view, _ := json.Marshal(rec.View())
+			v, err := h.svc.Get(context.Background(), rec.Owner, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			view, _ := json.Marshal(v)
 			for what, text := range map[string]string{"store": string(stored), "view": string(view), "logs": h.logs.String()} {
 				if strings.Contains(text, secret) {
 					t.Fatalf("the handler's secret appears in the %s: %s", what, text)
@@ -286,7 +292,7 @@ func TestWorkerListsOnlyWhatMustComeBack(t *testing.T) {
 	ev := sqsEvent(
 		message.Encode(ok),
 		message.Encode(failed),
-		message.Encode(jobs.NewID()),             // not stored (yet): comes back
+		message.Encode(wire.NewID()),             // not stored (yet): comes back
 		`{"Records":[{"eventSource":"aws:s3"}]}`, // not a job reference: comes back, reaches the DLQ
 		"not json at all "+secret,
 	)
@@ -355,7 +361,7 @@ func testWorkerAbandonsHandlerAtDeadline(t *testing.T) {
 // DynamoDB that stopped answering.
 type stallingStore struct{ *jobstest.MemStore }
 
-func (s stallingStore) Finish(ctx context.Context, _, _ string, _ jobs.Outcome) error {
+func (s stallingStore) Finish(ctx context.Context, _, _ string, _ driver.Outcome) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
@@ -368,12 +374,12 @@ func TestWorkerFinalWriteStallReturnsBeforeDeadline(t *testing.T) {
 func testWorkerFinalWriteStallReturnsBeforeDeadline(t *testing.T) {
 	mem := jobstest.NewMemStore(nil)
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, echoResult](echo))
+	jobs.MustRegister(reg, "echo", echo, nil)
 	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: stallingStore{mem}, Deadlines: shortDeadlines})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := jobstest.NewRecord(jobs.NewID(), time.Now())
+	rec := jobstest.NewRecord(wire.NewID(), time.Now())
 	rec.Kind, rec.Payload = "echo", []byte(`{"text":"x"}`)
 	if err := mem.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)
@@ -399,7 +405,7 @@ func TestWorkerRedeliveryInterruptsExpiredRun(t *testing.T) {
 	h := newHarness(t, jobs.DefaultDeadlines)
 	id := h.enqueue(t, "echo", `{"text":"x"}`)
 	// A worker claimed it and died: its lease ended a moment ago.
-	if _, err := h.store.Claim(context.Background(), id, jobs.Claim{Token: "dead", At: time.Now().Add(-time.Minute), LeaseUntil: time.Now().Add(-time.Second)}); err != nil {
+	if _, err := h.store.Claim(context.Background(), id, driver.Claim{Token: "dead", At: time.Now().Add(-time.Minute), LeaseUntil: time.Now().Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	resp, _ := h.worker.HandleSQS(context.Background(), sqsEvent(message.Encode(id)))
@@ -417,7 +423,7 @@ func TestWorkerRedeliveryInterruptsExpiredRun(t *testing.T) {
 func TestWorkerUnknownKind(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, jobs.DefaultDeadlines)
-	rec := jobstest.NewRecord(jobs.NewID(), time.Now())
+	rec := jobstest.NewRecord(wire.NewID(), time.Now())
 	rec.Kind = "removed.kind"
 	if err := h.store.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)
@@ -434,7 +440,7 @@ func TestWorkerUnknownKind(t *testing.T) {
 func TestWorkerPayloadThatNoLongerDecodes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, jobs.DefaultDeadlines)
-	rec := jobstest.NewRecord(jobs.NewID(), time.Now())
+	rec := jobstest.NewRecord(wire.NewID(), time.Now())
 	rec.Kind, rec.Payload = "echo", []byte(`{"text":"x","renamed":1}`)
 	if err := h.store.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)

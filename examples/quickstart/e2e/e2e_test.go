@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func TestTeamFunctionsOnTheLocalStack(t *testing.T) {
 		fmt.Sprintf("JOBS_LOCAL_SQS_PORT=%d", freePort(t)),
 		"JOBS_LOCAL_CACHE="+filepath.Clean(cache),
 		"JOBS_LOCAL_SWEEP_EVERY=10s")
-	var out bytes.Buffer
+	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
@@ -125,4 +126,62 @@ func TestTeamFunctionsOnTheLocalStack(t *testing.T) {
 	if code, body, _ := do("POST", "/v1/jobs", `{"kind":"example.hash","payload":{"text":"x","rounds":1}}`); code != 422 {
 		t.Fatalf("a demo kind on the team's functions: %d %s, want 422", code, body)
 	}
+
+	// The team's other program enqueues with the environment the stack
+	// printed, and the job runs like the others.
+	enqueue := exec.CommandContext(ctx, "go", "run", "./cmd/enqueue", "-account", "globex", "-months", "2")
+	enqueue.Dir = ".."
+	enqueue.Env = append(os.Environ(), printedExports(t, out.String())...)
+	id, err := enqueue.Output()
+	if err != nil {
+		t.Fatalf("cmd/enqueue: %v", err)
+	}
+	job = view{ID: strings.TrimSpace(string(id))}
+	for job.Status != "succeeded" && job.Status != "failed" {
+		time.Sleep(200 * time.Millisecond)
+		code, body, err := do("GET", "/v1/jobs/"+job.ID, "")
+		if err != nil || code != 200 || json.Unmarshal(body, &job) != nil || ctx.Err() != nil {
+			t.Fatalf("GET the other program's job: %d %s %v", code, body, err)
+		}
+	}
+	if job.Status != "succeeded" || string(job.Result) != `{"account":"globex","rows":30}` {
+		t.Fatalf("the other program's job %+v, want succeeded with 30 rows", job)
+	}
+}
+
+// printedExports reads the variables lambdajobs-local printed after
+// "export" for another program.
+func printedExports(t *testing.T, out string) []string {
+	t.Helper()
+	_, rest, ok := strings.Cut(out, "  export ")
+	if !ok {
+		t.Fatalf("lambdajobs-local printed no exports:\n%s", out)
+	}
+	var env []string
+	for _, line := range strings.Split(rest, "\n") {
+		more := strings.HasSuffix(line, "\\")
+		env = append(env, strings.Fields(strings.TrimSuffix(line, "\\"))...)
+		if !more {
+			break
+		}
+	}
+	return env
+}
+
+// syncBuffer is a bytes.Buffer the process writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

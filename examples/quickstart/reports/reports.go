@@ -1,7 +1,8 @@
-// Package reports is a team's own job kind, as a team would write it in its
-// own repository: building an account's monthly report. It declares the
-// failure code it may return and publishes its progress as a partial
-// result.
+// Package reports is a team's own job kinds, as a team would write them in
+// its own repository: building an account's monthly report (with a failure
+// code it declares, a retry policy, progress published as a partial result
+// and a secret field sealed at rest), and a nightly clean-up declared as a
+// schedule.
 package reports
 
 import (
@@ -20,10 +21,13 @@ const Kind = "reports.build"
 // exist (declared at registration; the only code the handler returns).
 const CodeNoSuchAccount = "no_such_account"
 
-// Payload is what a caller sends: {"account": "acme", "months": 3}.
+// Payload is what a caller sends: {"account": "acme", "months": 3}, and
+// optionally the account's API token, which is sealed before it is stored
+// and shown as "[secret]" when the job is read.
 type Payload struct {
 	Account string `json:"account"`
 	Months  int    `json:"months"`
+	Token   string `json:"token,omitempty" jobs:"secret"`
 }
 
 // Report is the result. Only its public JSON is stored and returned: the
@@ -45,12 +49,36 @@ type Progress struct {
 	Total int `json:"total"`
 }
 
-// Register adds the kind to reg and returns its typed handle, which
-// enqueues reports from Go.
+// Cleanup is the nightly clean-up's kind; CleanupSchedule its schedule.
+const (
+	Cleanup         = "reports.cleanup"
+	CleanupSchedule = "reports-cleanup"
+)
+
+// CleanupPayload says which reports the clean-up removes.
+type CleanupPayload struct {
+	OlderThanDays int `json:"older_than_days"`
+}
+
+// Register adds the kinds and the clean-up's schedule to reg and returns
+// the report kind's typed handle, which enqueues reports from Go. The
+// schedule's jobs are owned by "team", so the team reads them through the
+// API as its own.
 func Register(reg *jobs.Registry) jobs.Kind[Payload] {
-	return jobs.MustRegister(reg, Kind, jobs.HandlerFunc[Payload, Report](Build),
-		jobs.WithFailureCodes(CodeNoSuchAccount),
-		jobs.WithRetry(jobs.RetryPolicy{MaxAttempts: 3}))
+	build := jobs.MustRegister(reg, Kind, Build, &jobs.KindOpts{
+		FailureCodes: []string{CodeNoSuchAccount},
+		Retry:        jobs.RetryPolicy{MaxAttempts: 3},
+	})
+	cleanup := jobs.MustRegister(reg, Cleanup, Clean, nil)
+	if err := cleanup.Every(reg, CleanupSchedule, "cron(0 3 * * ? *)", CleanupPayload{OlderThanDays: 90}, &jobs.ScheduleOpts{Owner: "team"}); err != nil {
+		panic(err)
+	}
+	return build
+}
+
+// Clean removes old reports (here: counts how many it would).
+func Clean(ctx context.Context, job *jobs.Job[CleanupPayload]) (jobs.JSON[map[string]int], error) {
+	return jobs.JSON[map[string]int]{V: map[string]int{"older_than_days": job.Payload.OlderThanDays, "removed": 0}}, nil
 }
 
 // Build builds the report, one month at a time, publishing its progress.

@@ -2,11 +2,9 @@ package reports_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
-
-	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -17,10 +15,7 @@ import (
 // The handler alone, as a plain function.
 func TestBuildPublishesProgress(t *testing.T) {
 	var partials []string
-	job := jobs.NewTestJob("id-1", reports.Payload{Account: "acme", Months: 3}, func(_ context.Context, partial []byte) error {
-		partials = append(partials, string(partial))
-		return nil
-	})
+	job := jobstest.NewJob(reports.Payload{Account: "acme", Months: 3}, &partials)
 	r, err := reports.Build(context.Background(), job)
 	if err != nil || r.Rows != 60 {
 		t.Fatalf("report %+v %v, want 60 rows", r, err)
@@ -34,46 +29,47 @@ func TestBuildPublishesProgress(t *testing.T) {
 	}
 }
 
-// The whole path on jobstest's in-memory store and queue: enqueue with the
-// typed handle, run through the worker, read the outcome.
+// The whole path in memory: enqueue with the typed handle, run what was
+// enqueued (jobstest.Runner: the real worker, no queue message by hand),
+// read the outcome as the API shows it.
 func TestReportsRunThroughTheWorker(t *testing.T) {
 	ctx := context.Background()
 	reg := jobs.NewRegistry()
 	kind := reports.Register(reg)
-	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+	r := jobstest.NewRunner(t, reg)
+	ok, err := kind.Enqueue(ctx, r.Service, "team", reports.Payload{Account: "acme", Months: 2, Token: "tok-123"}, &jobs.EnqueueOpts{IdempotencyKey: "acme-2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue})
+	closed, err := kind.Enqueue(ctx, r.Service, "team", reports.Payload{Account: "closed-1"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok, err := kind.Enqueue(ctx, svc, "team", reports.Payload{Account: "acme", Months: 2}, &jobs.EnqueueOpts{IdempotencyKey: "acme-2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed, err := kind.Enqueue(ctx, svc, "team", reports.Payload{Account: "closed-1"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev events.SQSEvent
-	for i, id := range []string{ok.Job.ID, closed.Job.ID} {
-		body, _ := json.Marshal(map[string]string{"job_id": id})
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: string(rune('a' + i)), Body: string(body)})
-	}
-	if resp, _ := worker.HandleSQS(ctx, ev); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("failures %v", resp.BatchItemFailures)
-	}
-	got, _ := svc.Get(ctx, "team", ok.Job.ID)
+	r.Work(ctx)
+	got := r.Job(ctx, "team", ok.Job.ID)
 	if got.Status != jobs.StatusSucceeded || string(got.Result) != `{"account":"acme","rows":30}` {
 		t.Fatalf("report job %s %s", got.Status, got.Result)
 	}
-	got, _ = svc.Get(ctx, "team", closed.Job.ID)
-	if got.Status != jobs.StatusFailed || got.ErrorCode != reports.CodeNoSuchAccount {
-		t.Fatalf("closed account: %s %q, want failed %s", got.Status, got.ErrorCode, reports.CodeNoSuchAccount)
+	// The token was sealed before it was stored, and reads mask it.
+	if strings.Contains(string(got.Payload), "tok-123") || !strings.Contains(string(got.Payload), `"token":"[secret]"`) {
+		t.Fatalf("payload as read: %s, want the token masked", got.Payload)
 	}
-	if _, err := svc.Get(ctx, "someone-else", ok.Job.ID); !errors.Is(err, jobs.ErrNotFound) {
+	got = r.Job(ctx, "team", closed.Job.ID)
+	if got.Status != jobs.StatusFailed || got.Error == nil || *got.Error != reports.CodeNoSuchAccount {
+		t.Fatalf("closed account: %s %v, want failed %s", got.Status, got.Error, reports.CodeNoSuchAccount)
+	}
+	if _, err := r.Service.Get(ctx, "someone-else", ok.Job.ID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("another owner read the job: %v", err)
+	}
+}
+
+// The clean-up is declared as a schedule, owned by the team; the CDK app
+// deploys it from reg.Schedules().
+func TestCleanupIsScheduled(t *testing.T) {
+	reg := jobs.NewRegistry()
+	reports.Register(reg)
+	s := reg.Schedules()
+	if len(s) != 1 || s[0].Name != reports.CleanupSchedule || s[0].Kind != reports.Cleanup || s[0].Owner != "team" {
+		t.Fatalf("schedules %+v", s)
 	}
 }

@@ -13,8 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdajobs/lambdajobs/internal/storekey"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/storekey"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // A batch is an item of the same table, keyed storekey.BatchPrefix + its
@@ -55,12 +56,12 @@ type batchItem struct {
 	Creating    bool   `dynamodbav:"creating"`
 }
 
-func fromBatchItem(av map[string]types.AttributeValue) (*jobs.Batch, error) {
+func fromBatchItem(av map[string]types.AttributeValue) (*driver.Batch, error) {
 	var it batchItem
 	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
 		return nil, fmt.Errorf("dynamostore: decode batch: %w", err)
 	}
-	b := &jobs.Batch{
+	b := &driver.Batch{
 		ID: it.Key[len(storekey.BatchPrefix):], Owner: it.Owner, Status: jobs.Status(it.Status),
 		Total: it.Total, Shards: it.Shards, DoneShards: len(it.Done),
 		CompletionKind: it.CompKind, RequestHash: it.ReqHash, Creating: it.Creating,
@@ -80,7 +81,7 @@ func fromBatchItem(av map[string]types.AttributeValue) (*jobs.Batch, error) {
 // shards, if TTL has not deleted them yet either, would hold the old
 // counts: an id is only reused by an idempotency key after the retention,
 // when both are past their expiry; see CountInBatch.)
-func (s *Store) CreateBatch(ctx context.Context, b *jobs.Batch) (*jobs.Batch, error) {
+func (s *Store) CreateBatch(ctx context.Context, b *driver.Batch) (*driver.Batch, error) {
 	upd := expression.Set(expression.Name(attrOwner), expression.Value(b.Owner)).
 		Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusRunning))).
 		Set(expression.Name(attrBCreating), expression.Value(true)).
@@ -119,7 +120,7 @@ func (s *Store) CreateBatch(ctx context.Context, b *jobs.Batch) (*jobs.Batch, er
 		if derr != nil {
 			return nil, derr
 		}
-		return cur, jobs.ErrExists
+		return cur, driver.ErrExists
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dynamostore: create batch %s: %w", b.ID, err)
@@ -147,7 +148,7 @@ func (s *Store) OpenBatch(ctx context.Context, id string) error {
 		if _, has := old[attrBTotal]; !has {
 			return jobs.ErrNotFound
 		}
-		return jobs.ErrBatchOpened
+		return driver.ErrBatchOpened
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: open batch %s: %w", id, err)
@@ -157,7 +158,7 @@ func (s *Store) OpenBatch(ctx context.Context, id string) error {
 }
 
 // GetBatch reads a batch (strongly consistent).
-func (s *Store) GetBatch(ctx context.Context, id string) (*jobs.Batch, error) {
+func (s *Store) GetBatch(ctx context.Context, id string) (*driver.Batch, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: s.table, Key: key(storekey.BatchPrefix + id), ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: s.capacity(),
 	})
@@ -209,8 +210,8 @@ type notDone struct {
 	old map[string]types.AttributeValue
 }
 
-func (notDone) Error() string { return jobs.ErrBatchNotDone.Error() }
-func (notDone) Unwrap() error { return jobs.ErrBatchNotDone }
+func (notDone) Error() string { return driver.ErrBatchNotDone.Error() }
+func (notDone) Unwrap() error { return driver.ErrBatchNotDone }
 
 func shardKey(batchID string, shard int) map[string]types.AttributeValue {
 	return key(storekey.BatchShardPrefix + batchID + "#" + strconv.Itoa(shard))
@@ -227,18 +228,18 @@ var statusSet = map[jobs.Status]string{jobs.StatusSucceeded: attrBSucceeded, job
 // (ADD to a set: counting it again changes nothing) and returns the
 // shard's counts. One write of an item of up to about 1 KB (the indexes
 // of the shard's jobs, at most 157 of them for the largest batch).
-func (s *Store) CountInBatch(ctx context.Context, b *jobs.Batch, c jobs.BatchCount) (jobs.BatchShard, error) {
+func (s *Store) CountInBatch(ctx context.Context, b *driver.Batch, c driver.BatchCount) (driver.BatchShard, error) {
 	set, ok := statusSet[c.Status]
 	if !ok || b.Shards < 1 {
-		return jobs.BatchShard{}, fmt.Errorf("dynamostore: count in batch: status %q, %d shards", c.Status, b.Shards)
+		return driver.BatchShard{}, fmt.Errorf("dynamostore: count in batch: status %q, %d shards", c.Status, b.Shards)
 	}
 	shard := c.Index % b.Shards
 	upd := expression.Add(expression.Name(set), expression.Value(numberSet(c.Index))).
-		Set(expression.Name(attrBJobs), expression.Value(jobs.ShardJobs(b.Total, b.Shards, shard))).
+		Set(expression.Name(attrBJobs), expression.Value(driver.ShardJobs(b.Total, b.Shards, shard))).
 		Set(expression.Name(AttrExpires), expression.Value(c.ExpiresAt.Unix()))
 	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
 	if err != nil {
-		return jobs.BatchShard{}, err
+		return driver.BatchShard{}, err
 	}
 	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: s.table, Key: shardKey(b.ID, shard),
@@ -246,7 +247,7 @@ func (s *Store) CountInBatch(ctx context.Context, b *jobs.Batch, c jobs.BatchCou
 		ReturnValues: types.ReturnValueAllNew, ReturnConsumedCapacity: s.capacity(),
 	})
 	if err != nil {
-		return jobs.BatchShard{}, fmt.Errorf("dynamostore: count in batch %s: %w", b.ID, err)
+		return driver.BatchShard{}, fmt.Errorf("dynamostore: count in batch %s: %w", b.ID, err)
 	}
 	s.report("count_in_batch", out.ConsumedCapacity)
 	return fromShardItem(out.Attributes)
@@ -259,12 +260,12 @@ type shardItem struct {
 	Cancelled []int `dynamodbav:"cancelled,numberset,omitempty"`
 }
 
-func fromShardItem(av map[string]types.AttributeValue) (jobs.BatchShard, error) {
+func fromShardItem(av map[string]types.AttributeValue) (driver.BatchShard, error) {
 	var it shardItem
 	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
-		return jobs.BatchShard{}, fmt.Errorf("dynamostore: decode batch shard: %w", err)
+		return driver.BatchShard{}, fmt.Errorf("dynamostore: decode batch shard: %w", err)
 	}
-	return jobs.BatchShard{Jobs: it.Jobs, Succeeded: len(it.Succeeded), Failed: len(it.Failed), Cancelled: len(it.Cancelled)}, nil
+	return driver.BatchShard{Jobs: it.Jobs, Succeeded: len(it.Succeeded), Failed: len(it.Failed), Cancelled: len(it.Cancelled)}, nil
 }
 
 // ShardDone adds the shard to the batch's set of done shards (once
@@ -299,7 +300,7 @@ func (s *Store) ShardDone(ctx context.Context, batchID string, shard int) (int, 
 
 // CountBatch sums b's counts from its shards: one strongly consistent
 // read of each (BatchGetItem, 100 keys a call).
-func (s *Store) CountBatch(ctx context.Context, b *jobs.Batch) (*jobs.Batch, error) {
+func (s *Store) CountBatch(ctx context.Context, b *driver.Batch) (*driver.Batch, error) {
 	out := *b
 	out.Succeeded, out.Failed, out.Cancelled = 0, 0, 0
 	keys := make([]map[string]types.AttributeValue, 0, b.Shards)

@@ -13,7 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
 
@@ -74,8 +76,8 @@ func TestWriteUnitsPerJob(t *testing.T) {
 		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
 		ctx := context.Background()
 		now := time.Now().Truncate(time.Millisecond)
-		rec := &jobs.Record{
-			ID: jobs.NewID(), Kind: "example.hash", Owner: "arn:aws:iam::123456789012:user/alice", Status: jobs.StatusQueued,
+		rec := &driver.Record{
+			ID: wire.NewID(), Kind: "example.hash", Owner: "arn:aws:iam::123456789012:user/alice", Status: jobs.StatusQueued,
 			Payload:     []byte(`{"text":"` + strings.Repeat("a", tc.payloadLen-12) + `"}`),
 			RequestHash: "0123456789abcdef0123456789abcdef",
 			CreatedAt:   now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute),
@@ -83,14 +85,14 @@ func TestWriteUnitsPerJob(t *testing.T) {
 		if err := store.Create(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
-		token := jobs.NewID()
-		if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: token, At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		token := wire.NewID()
+		if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: token, At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := store.Publish(ctx, rec.ID, token, []byte(`{"rounds_done":500000}`), now); err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`{"sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}`), At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		if err := store.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`{"sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}`), At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		var total, index float64
@@ -122,8 +124,8 @@ func TestWriteUnitsPerTransactionalEnqueue(t *testing.T) {
 	table := testenv.NewTable(t, client)
 	store := dynamostore.New(client, table, dynamostore.Options{})
 	now := time.Now().Truncate(time.Millisecond)
-	rec := &jobs.Record{
-		ID: jobs.NewID(), Kind: "example.receipt", Owner: "arn:aws:iam::123456789012:role/shop", Status: jobs.StatusQueued,
+	rec := &driver.Record{
+		ID: wire.NewID(), Kind: "example.receipt", Owner: "arn:aws:iam::123456789012:role/shop", Status: jobs.StatusQueued,
 		Payload: []byte(`{"order_id":"o-1042","email":"ada@example.com","cents":4999}`), RequestHash: "0123456789abcdef0123456789abcdef",
 		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute),
 	}
@@ -159,9 +161,9 @@ func TestWriteUnitsPerRetryAndCancel(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
-	newJob := func(log *capacityLog) (*dynamostore.Store, *jobs.Record) {
+	newJob := func(log *capacityLog) (*dynamostore.Store, *driver.Record) {
 		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
-		rec := &jobs.Record{ID: jobs.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
+		rec := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
 			CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
 		if err := store.Create(ctx, rec); err != nil {
 			t.Fatal(err)
@@ -178,32 +180,32 @@ func TestWriteUnitsPerRetryAndCancel(t *testing.T) {
 
 	retry := &capacityLog{}
 	store, rec := newJob(retry)
-	if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	retry.table, retry.index = map[string]float64{}, map[string]float64{} // count from the failed run's end
-	if err := store.Requeue(ctx, rec.ID, "a", jobs.Requeue{At: now, RunAt: now, SweepAt: now.Add(4 * time.Minute), LastError: "internal_error"}); err != nil {
+	if err := store.Requeue(ctx, rec.ID, "a", driver.Requeue{At: now, RunAt: now, SweepAt: now.Add(4 * time.Minute), LastError: "internal_error"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: "b", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "b", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 
 	queued := &capacityLog{}
 	store, rec = newJob(queued)
-	if err := store.CancelQueued(ctx, rec.ID, jobs.CancelQueued{At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := store.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 
 	running := &capacityLog{}
 	store, rec = newJob(running)
-	if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.RequestCancel(ctx, rec.ID, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Finish(ctx, rec.ID, "a", jobs.Outcome{Status: jobs.StatusCancelled, At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := store.Finish(ctx, rec.ID, "a", driver.Outcome{Status: jobs.StatusCancelled, At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	figures := map[string]float64{
@@ -235,10 +237,10 @@ func TestWriteUnitsPerBatchedJob(t *testing.T) {
 	now := time.Now().Truncate(time.Millisecond)
 	log := &capacityLog{}
 	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
-	batchID := jobs.NewID()
+	batchID := wire.NewID()
 	// The largest batch: its shards hold the most indexes.
 	const n = jobs.MaxBatchJobs
-	b, err := store.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: n, Shards: jobs.MaxBatchShards, CreatedAt: now, SweepAt: now.Add(3 * time.Minute)})
+	b, err := store.CreateBatch(ctx, &driver.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: n, Shards: driver.MaxBatchShards, CreatedAt: now, SweepAt: now.Add(3 * time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,37 +250,37 @@ func TestWriteUnitsPerBatchedJob(t *testing.T) {
 	// Measure the jobs of one shard, the last ones of their shard.
 	const measured = 20
 	for k := range measured {
-		i := n - 1 - k*jobs.MaxBatchShards
-		rec := &jobs.Record{ID: jobs.BatchJobID(batchID, i), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
-			BatchID: batchID, BatchIndex: i, BatchSize: n, BatchShards: jobs.MaxBatchShards, CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
+		i := n - 1 - k*driver.MaxBatchShards
+		rec := &driver.Record{ID: wire.BatchJobID(batchID, i), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
+			BatchID: batchID, BatchIndex: i, BatchSize: n, BatchShards: driver.MaxBatchShards, CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
 		if err := store.Create(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Fill the shard with the other jobs' counts first (not measured).
-	shard := (n - 1) % jobs.MaxBatchShards
-	for i := shard; i < n-measured*jobs.MaxBatchShards; i += jobs.MaxBatchShards {
-		if _, err := store.CountInBatch(ctx, b, jobs.BatchCount{Index: i, Status: jobs.StatusSucceeded, ExpiresAt: now.Add(time.Hour)}); err != nil {
+	shard := (n - 1) % driver.MaxBatchShards
+	for i := shard; i < n-measured*driver.MaxBatchShards; i += driver.MaxBatchShards {
+		if _, err := store.CountInBatch(ctx, b, driver.BatchCount{Index: i, Status: jobs.StatusSucceeded, ExpiresAt: now.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	log.table, log.index = map[string]float64{}, map[string]float64{}
 	for k := range measured {
-		i := n - 1 - k*jobs.MaxBatchShards
-		id := jobs.BatchJobID(batchID, i)
-		rec := &jobs.Record{ID: id, Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
-			BatchID: batchID, BatchIndex: i, BatchSize: n, BatchShards: jobs.MaxBatchShards, CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
-		if err := store.Create(ctx, &jobs.Record{ID: jobs.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
+		i := n - 1 - k*driver.MaxBatchShards
+		id := wire.BatchJobID(batchID, i)
+		rec := &driver.Record{ID: id, Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
+			BatchID: batchID, BatchIndex: i, BatchSize: n, BatchShards: driver.MaxBatchShards, CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
+		if err := store.Create(ctx, &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
 			CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}); err != nil { // the create, measured on a twin
 			t.Fatal(err)
 		}
-		if _, err := store.Claim(ctx, id, jobs.Claim{Token: "t", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		if _, err := store.Claim(ctx, id, driver.Claim{Token: "t", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Finish(ctx, id, "t", jobs.Outcome{Status: jobs.StatusSucceeded, At: now, After: []string{"batch"}}); err != nil {
+		if err := store.Finish(ctx, id, "t", driver.Outcome{Status: jobs.StatusSucceeded, At: now, After: []string{"batch"}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.CountInBatch(ctx, b, jobs.BatchCount{Index: rec.BatchIndex, Status: jobs.StatusSucceeded, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		if _, err := store.CountInBatch(ctx, b, driver.BatchCount{Index: rec.BatchIndex, Status: jobs.StatusSucceeded, ExpiresAt: now.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := store.DoneAfter(ctx, id); err != nil {
@@ -298,7 +300,7 @@ func TestWriteUnitsPerBatchedJob(t *testing.T) {
 		t.Errorf("%g write units per batched job, want 12 (a plain job's 10, count 1, clear 1; the sweep entry leaves at the clear, not the final write)", perJob)
 	}
 	log.table, log.index = map[string]float64{}, map[string]float64{}
-	for s := range jobs.MaxBatchShards {
+	for s := range driver.MaxBatchShards {
 		if _, err := store.ShardDone(ctx, batchID, s); err != nil {
 			t.Fatal(err)
 		}
@@ -307,9 +309,9 @@ func TestWriteUnitsPerBatchedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	perBatch := units("shard_done", "end_batch")
-	t.Logf("the batch's end: %g write units for %d shards", perBatch, jobs.MaxBatchShards)
-	if perBatch != jobs.MaxBatchShards+2 {
-		t.Errorf("%g write units for the batch's end, want %d (a shard done each, end 1 + index 1)", perBatch, jobs.MaxBatchShards+2)
+	t.Logf("the batch's end: %g write units for %d shards", perBatch, driver.MaxBatchShards)
+	if perBatch != driver.MaxBatchShards+2 {
+		t.Errorf("%g write units for the batch's end, want %d (a shard done each, end 1 + index 1)", perBatch, driver.MaxBatchShards+2)
 	}
 }
 
@@ -355,17 +357,17 @@ func TestListingCapacity(t *testing.T) {
 	owner := "arn:aws:iam::123456789012:user/alice"
 	life := func(status jobs.Status) float64 {
 		before := log.table["create"] + log.index["create"] + log.table["claim"] + log.index["claim"] + log.table["finish"] + log.index["finish"]
-		rec := &jobs.Record{ID: jobs.NewID(), Kind: "k", Owner: owner, Status: jobs.StatusQueued, Payload: []byte(`{}`),
+		rec := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: owner, Status: jobs.StatusQueued, Payload: []byte(`{}`),
 			CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(time.Minute)}
 		now = now.Add(time.Millisecond)
 		if err := store.Create(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
-		tok := jobs.NewID()
-		if _, err := store.Claim(ctx, rec.ID, jobs.Claim{Token: tok, At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		tok := wire.NewID()
+		if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: tok, At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
-		o := jobs.Outcome{Status: status, At: now, ExpiresAt: now.Add(time.Hour)}
+		o := driver.Outcome{Status: status, At: now, ExpiresAt: now.Add(time.Hour)}
 		if status == jobs.StatusFailed {
 			o.Code = "boom"
 		}
@@ -387,7 +389,7 @@ func TestListingCapacity(t *testing.T) {
 			life(jobs.StatusSucceeded)
 		}
 	}
-	reads := func(q jobs.ListQuery) (returned int, units float64) {
+	reads := func(q driver.ListQuery) (returned int, units float64) {
 		t.Helper()
 		before := log.table["list"] + log.index["list"] + log.table["list_get"]
 		page, err := store.List(ctx, q)
@@ -396,8 +398,8 @@ func TestListingCapacity(t *testing.T) {
 		}
 		return len(page.Records), log.table["list"] + log.index["list"] + log.table["list_get"] - before
 	}
-	key := jobs.OwnerKey(owner)
-	for name, q := range map[string]jobs.ListQuery{
+	key := wire.OwnerKey(owner)
+	for name, q := range map[string]driver.ListQuery{
 		"newest 20":            {OwnerKey: key, Limit: 20},
 		"failed, 5":            {OwnerKey: key, Limit: 5, Status: jobs.StatusFailed},
 		"succeeded, 10":        {OwnerKey: key, Limit: 10, Status: jobs.StatusSucceeded},
@@ -419,7 +421,7 @@ func TestListingCapacity(t *testing.T) {
 			t.Errorf("list %s: %d jobs for %g read units, want at most %g", name, n, units, budget)
 		}
 	}
-	if n, _ := reads(jobs.ListQuery{OwnerKey: key, Limit: 50, Status: jobs.StatusFailed}); n != 11 {
+	if n, _ := reads(driver.ListQuery{OwnerKey: key, Limit: 50, Status: jobs.StatusFailed}); n != 11 {
 		t.Errorf("%d failed jobs listed, want 11", n)
 	}
 	for op := range api.ops {
@@ -468,7 +470,7 @@ func TestUnfinishedListingReadsOnlyTheUnfinished(t *testing.T) {
 		for range sp.count {
 			i++
 			created := now.Add(time.Duration(i) * time.Millisecond)
-			rec := &jobs.Record{ID: jobs.NewID(), Kind: "k", Owner: sp.owner, Status: jobs.StatusQueued, Payload: []byte(`{}`),
+			rec := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: sp.owner, Status: jobs.StatusQueued, Payload: []byte(`{}`),
 				CreatedAt: created, UpdatedAt: created, SweepAt: created.Add(time.Hour)}
 			put, err := store.TransactPut(rec)
 			if err != nil {
@@ -496,8 +498,8 @@ func TestUnfinishedListingReadsOnlyTheUnfinished(t *testing.T) {
 		}
 	}
 	flush()
-	key := jobs.OwnerKey(owner)
-	read := func(q jobs.ListQuery) (jobs.ListPage, float64) {
+	key := wire.OwnerKey(owner)
+	read := func(q driver.ListQuery) (driver.ListPage, float64) {
 		t.Helper()
 		before := log.table["list"] + log.index["list"] + log.table["list_get"]
 		page, err := store.List(ctx, q)
@@ -510,7 +512,7 @@ func TestUnfinishedListingReadsOnlyTheUnfinished(t *testing.T) {
 	// each that may hold more, once more to know).
 	perQuery := 0.5
 	indexBound := perQuery * 2 * float64(dynamostore.ListShards+1)
-	page, units := read(jobs.ListQuery{OwnerKey: key, Status: jobs.StatusRunning, Limit: 50})
+	page, units := read(driver.ListQuery{OwnerKey: key, Status: jobs.StatusRunning, Limit: 50})
 	t.Logf("running: %d jobs in one request for %g read units (%d partitions at 0.5 each, and the jobs)", len(page.Records), units, dynamostore.ListShards+1)
 	if len(page.Records) != 3 || page.Next != "" {
 		t.Fatalf("running: %d jobs, next %q; want the 3 in one page", len(page.Records), page.Next)
@@ -527,7 +529,7 @@ func TestUnfinishedListingReadsOnlyTheUnfinished(t *testing.T) {
 	pages, worst := 0, 0.0
 	after := ""
 	for {
-		page, units := read(jobs.ListQuery{OwnerKey: key, Status: jobs.StatusQueued, Limit: 100, After: after})
+		page, units := read(driver.ListQuery{OwnerKey: key, Status: jobs.StatusQueued, Limit: 100, After: after})
 		pages++
 		worst = max(worst, units)
 		for _, r := range page.Records {

@@ -11,10 +11,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -49,9 +51,9 @@ func TestWritesSurviveTransactionConflicts(t *testing.T) {
 	store := dynamostore.New(api, testenv.NewTable(t, client), dynamostore.Options{})
 	ctx := context.Background()
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "ok", jobs.HandlerFunc[struct{}, jobs.NoResult](func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
+	jobs.MustRegister(reg, "ok", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
-	}))
+	}, nil)
 	queue := &jobstest.MemQueue{}
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
 	if err != nil {
@@ -66,13 +68,13 @@ func TestWritesSurviveTransactionConflicts(t *testing.T) {
 	for i := range specs {
 		specs[i] = jobs.JobSpec{Kind: "ok", Payload: []byte(`{}`)}
 	}
-	b, _, err := svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: "o", Jobs: specs})
+	b, _, err := enqueuedBatch(svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: "o", Jobs: specs}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ev events.SQSEvent
 	for i := range n {
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: jobs.BatchJobID(b.ID, i), Body: message.Encode(jobs.BatchJobID(b.ID, i))})
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: wire.BatchJobID(b.ID, i), Body: message.Encode(wire.BatchJobID(b.ID, i))})
 	}
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -81,12 +83,12 @@ func TestWritesSurviveTransactionConflicts(t *testing.T) {
 		t.Fatalf("failures %v: a write refused for a transaction was not retried", resp.BatchItemFailures)
 	}
 	for i := range n {
-		if rec, err := store.Get(ctx, jobs.BatchJobID(b.ID, i)); err != nil || rec.Status != jobs.StatusSucceeded || len(rec.After) != 0 {
+		if rec, err := store.Get(ctx, wire.BatchJobID(b.ID, i)); err != nil || rec.Status != jobs.StatusSucceeded || len(rec.After) != 0 {
 			t.Fatalf("job %d: %+v %v, want succeeded and counted", i, rec, err)
 		}
 	}
-	got, err := svc.GetBatch(ctx, "o", b.ID)
-	if err != nil || got.Status != jobs.StatusSucceeded || got.Succeeded != n || got.Remaining != 0 {
+	got, err := svc.GetBatch(ctx, "o", b.ID, "", 0)
+	if err != nil || got.Status != jobs.StatusSucceeded || got.Counts.Succeeded != n || got.Counts.Pending != 0 {
 		t.Fatalf("batch %+v %v, want ended with %d succeeded, counted once each", got, err, n)
 	}
 }
@@ -96,14 +98,14 @@ func TestConflictRetriesStopAtTheCallersDeadline(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	api := &conflicting{API: client, fails: 1 << 30, tries: map[string]int{}}
 	store := dynamostore.New(api, testenv.NewTable(t, client), dynamostore.Options{})
-	rec := jobstest.NewRecord(jobs.NewID(), time.Now())
+	rec := jobstest.NewRecord(wire.NewID(), time.Now())
 	if err := store.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
 	api.mu.Lock()
 	api.fails = 0
 	api.mu.Unlock()
-	if _, err := store.Claim(context.Background(), rec.ID, jobs.Claim{Token: "t", At: time.Now(), LeaseUntil: time.Now().Add(time.Minute)}); err != nil {
+	if _, err := store.Claim(context.Background(), rec.ID, driver.Claim{Token: "t", At: time.Now(), LeaseUntil: time.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	api.mu.Lock()
@@ -112,7 +114,7 @@ func TestConflictRetriesStopAtTheCallersDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	err := store.Finish(ctx, rec.ID, "t", jobs.Outcome{Status: jobs.StatusSucceeded, At: time.Now()})
+	err := store.Finish(ctx, rec.ID, "t", driver.Outcome{Status: jobs.StatusSucceeded, At: time.Now()})
 	if err == nil || !time.Now().Before(deadline.Add(50*time.Millisecond)) || api.tries[rec.ID] < 2 {
 		t.Fatalf("finish under endless conflicts: %v after %d tries, returned %v past the deadline", err, api.tries[rec.ID], time.Since(deadline))
 	}
@@ -130,7 +132,7 @@ func TestDueServesEveryShard(t *testing.T) {
 	now := time.Now().Truncate(time.Millisecond)
 	perShard := map[string]int{}
 	for len(perShard) < dynamostore.Shards || perShard["0"] < 40 {
-		id := jobs.NewID()
+		id := wire.NewID()
 		shard := dynamostore.ShardOf(id)
 		if shard != "0" && perShard[shard] > 0 {
 			continue

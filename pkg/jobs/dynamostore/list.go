@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // maxIndexQueries bounds the index queries of one List call (a kind
@@ -34,9 +35,9 @@ var ErrBadPosition = errors.New("dynamostore: list position does not belong to t
 // checked on the jobs themselves, reading at most q.MaxReads of them
 // (twice Limit by default). A page carries Next only when more entries
 // may follow.
-func (s *Store) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, error) {
+func (s *Store) List(ctx context.Context, q driver.ListQuery) (driver.ListPage, error) {
 	if q.OwnerKey == "" || q.Limit < 1 || q.Limit > 1000 {
-		return jobs.ListPage{}, errors.New("dynamostore: list needs an owner key and a limit of 1 to 1000")
+		return driver.ListPage{}, errors.New("dynamostore: list needs an owner key and a limit of 1 to 1000")
 	}
 	index, pkAttr := OwnerIndex, AttrListOwner
 	// exact: the index alone selects the jobs, so no read budget applies.
@@ -56,7 +57,7 @@ func (s *Store) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, erro
 	}
 	after, err := decodePosition(q.After)
 	if err != nil {
-		return jobs.ListPage{}, err
+		return driver.ListPage{}, err
 	}
 	upper := position{}
 	if !q.CreatedBefore.IsZero() {
@@ -69,7 +70,7 @@ func (s *Store) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, erro
 	for _, pk := range partitions {
 		m.parts = append(m.parts, &partition{pk: pk, more: true})
 	}
-	var page jobs.ListPage
+	var page driver.ListPage
 	reads := 0
 	var last position
 	for len(page.Records) < q.Limit {
@@ -82,7 +83,7 @@ func (s *Store) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, erro
 		}
 		entries, err := m.next(ctx, want)
 		if err != nil {
-			return jobs.ListPage{}, err
+			return driver.ListPage{}, err
 		}
 		if len(entries) == 0 {
 			break
@@ -93,7 +94,7 @@ func (s *Store) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, erro
 		}
 		recs, err := s.getMany(ctx, ids)
 		if err != nil {
-			return jobs.ListPage{}, err
+			return driver.ListPage{}, err
 		}
 		reads += len(ids)
 		now := s.clock.Now()
@@ -112,7 +113,7 @@ func (s *Store) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, erro
 	}
 	switch more, err := m.more(ctx); {
 	case err != nil:
-		return jobs.ListPage{}, err
+		return driver.ListPage{}, err
 	case more && last.created != "":
 		page.Next = last.encode()
 	case more:
@@ -179,7 +180,7 @@ type partition struct {
 type merge struct {
 	s             *Store
 	index, pkAttr string
-	q             jobs.ListQuery
+	q             driver.ListQuery
 	// upper: only entries older than it (a position, or a creation time
 	// alone, exclusive).
 	upper   position
@@ -365,8 +366,8 @@ func (p *partition) readTo() position {
 
 // getMany reads jobs by id (BatchGetItem, strongly consistent: 1 read unit
 // per job up to 4 KB), retrying what DynamoDB leaves unprocessed.
-func (s *Store) getMany(ctx context.Context, ids []string) (map[string]*jobs.Record, error) {
-	out := map[string]*jobs.Record{}
+func (s *Store) getMany(ctx context.Context, ids []string) (map[string]*driver.Record, error) {
+	out := map[string]*driver.Record{}
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -414,7 +415,7 @@ func (s *Store) getMany(ctx context.Context, ids []string) (map[string]*jobs.Rec
 // expiry. Attempts go on counting from where they were, and its retry
 // policy counts from there (AttemptBase). A job whose last run's handler
 // was abandoned keeps its lease until it ends: not before then.
-func (s *Store) Resubmit(ctx context.Context, id string, r jobs.Resubmit) error {
+func (s *Store) Resubmit(ctx context.Context, id string, r driver.Resubmit) error {
 	upd := moveUnfinished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusQueued))), AttrQueued, AttrRunning).
 		Set(expression.Name(attrAttemptBase), expression.Name(attrAttempt)).
 		Remove(expression.Name(attrDispatches)).
@@ -434,7 +435,7 @@ func (s *Store) Resubmit(ctx context.Context, id string, r jobs.Resubmit) error 
 		And(expression.AttributeNotExists(expression.Name("batch_id"))).
 		And(expression.Or(expression.AttributeNotExists(expression.Name(attrLease)),
 			expression.Name(attrLease).LessThanEqual(expression.Value(ms(r.At)))))
-	_, err := s.update(ctx, "resubmit", id, upd, cond, jobs.ErrNotRetryable)
+	_, err := s.update(ctx, "resubmit", id, upd, cond, jobs.ErrNotResubmittable)
 	return err
 }
 

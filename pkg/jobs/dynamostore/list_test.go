@@ -10,7 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
 
@@ -44,8 +46,8 @@ func TestListChecksTheStatusBehindALaggingIndex(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	owner := "arn:aws:iam::123456789012:user/alice"
-	mk := func() *jobs.Record {
-		rec := &jobs.Record{ID: jobs.NewID(), Kind: "k", Owner: owner, Status: jobs.StatusQueued, Payload: []byte(`{}`),
+	mk := func() *driver.Record {
+		rec := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: owner, Status: jobs.StatusQueued, Payload: []byte(`{}`),
 			CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(time.Minute)}
 		if err := plain.Create(ctx, rec); err != nil {
 			t.Fatal(err)
@@ -53,21 +55,21 @@ func TestListChecksTheStatusBehindALaggingIndex(t *testing.T) {
 		return rec
 	}
 	failed, retried := mk(), mk()
-	tok := jobs.NewID()
-	if _, err := plain.Claim(ctx, failed.ID, jobs.Claim{Token: tok, At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+	tok := wire.NewID()
+	if _, err := plain.Claim(ctx, failed.ID, driver.Claim{Token: tok, At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := plain.Finish(ctx, failed.ID, tok, jobs.Outcome{Status: jobs.StatusFailed, Code: "boom", At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := plain.Finish(ctx, failed.ID, tok, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	key := jobs.OwnerKey(owner)
+	key := wire.OwnerKey(owner)
 	stale := map[string]types.AttributeValue{
 		dynamostore.AttrID:          &types.AttributeValueMemberS{Value: retried.ID},
 		dynamostore.AttrAttention:   &types.AttributeValueMemberS{Value: dynamostore.ListKey(key, retried.ID)},
 		dynamostore.AttrListCreated: &types.AttributeValueMemberS{Value: "0000000000001"},
 	}
 	store := dynamostore.New(&laggingIndexAPI{API: client, stale: stale}, table, dynamostore.Options{})
-	page, err := store.List(ctx, jobs.ListQuery{OwnerKey: key, Status: jobs.StatusFailed, Limit: 10})
+	page, err := store.List(ctx, driver.ListQuery{OwnerKey: key, Status: jobs.StatusFailed, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

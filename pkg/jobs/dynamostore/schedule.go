@@ -12,8 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdajobs/lambdajobs/internal/storekey"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/storekey"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // attrLastJob is the schedule state's only attribute: the job of its last
@@ -60,7 +61,7 @@ func (s *Store) SetLastFire(ctx context.Context, schedule, prev, id string) erro
 		if v, _ := old[attrLastJob].(*types.AttributeValueMemberS); v != nil && v.Value == id {
 			return nil
 		}
-		return jobs.ErrFireRaced
+		return driver.ErrFireRaced
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: set last fire of %s: %w", schedule, err)
@@ -136,7 +137,7 @@ func (s *Store) AddOwnerSchedule(ctx context.Context, ownerKey string, sc jobs.S
 			}
 			return jobs.ErrScheduleExists
 		}
-		return jobs.ErrScheduleLimit
+		return driver.ErrScheduleLimit
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: add a schedule: %w", err)

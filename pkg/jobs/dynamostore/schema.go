@@ -1,4 +1,4 @@
-// Package dynamostore is the jobs.Store on one DynamoDB table, and the
+// Package dynamostore is the driver.Store on one DynamoDB table, and the
 // table's one definition (CreateTableInput, TimeToLiveInput and the
 // attribute names), which the tests, the local stack and the CDK app share.
 //
@@ -55,7 +55,7 @@ const (
 	ListShards = 32
 
 	// OwnerIndex lists an owner's jobs, newest first: its partition key
-	// AttrListOwner is the owner's key (jobs.OwnerKey) and the job's list
+	// AttrListOwner is the owner's key (wire.OwnerKey) and the job's list
 	// shard (ListKey), its sort key AttrListCreated the creation time. Both
 	// are set when the job is created and never change, and the index
 	// projects only the kind (which never changes either), so the index is

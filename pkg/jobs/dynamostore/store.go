@@ -16,8 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdajobs/lambdajobs/internal/wallclock"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/wallclock"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // API is the part of the DynamoDB client the store uses.
@@ -39,7 +41,7 @@ type Options struct {
 	OnCapacity func(op string, cc *types.ConsumedCapacity)
 }
 
-// Store is a jobs.Store on one DynamoDB table built from CreateTableInput.
+// Store is a driver.Store on one DynamoDB table built from CreateTableInput.
 type Store struct {
 	api   API
 	table *string
@@ -49,7 +51,7 @@ type Store struct {
 	dueCalls atomic.Uint64
 }
 
-var _ jobs.Store = (*Store)(nil)
+var _ driver.Store = (*Store)(nil)
 
 // New returns a Store on the named table.
 func New(api API, table string, opts Options) *Store {
@@ -125,7 +127,7 @@ func fromMS(v int64) time.Time {
 func ShardOf(id string) string { return strconv.Itoa(int(hashOf(id) % Shards)) }
 
 // ListKey returns the OwnerIndex partition key of a job of the owner whose
-// key is ownerKey (jobs.OwnerKey): the owner's key and the job's list
+// key is ownerKey (wire.OwnerKey): the owner's key and the job's list
 // shard.
 func ListKey(ownerKey, id string) string {
 	return ownerKey + "#" + strconv.Itoa(int(hashOf(id)%ListShards))
@@ -137,7 +139,7 @@ func hashOf(id string) uint32 {
 	return h.Sum32()
 }
 
-func toItem(r *jobs.Record) item {
+func toItem(r *driver.Record) item {
 	it := item{
 		ID: r.ID, Kind: r.Kind, Owner: r.Owner, Status: string(r.Status),
 		Payload: string(r.Payload), ErrorCode: r.ErrorCode, Attempt: r.Attempt,
@@ -148,7 +150,7 @@ func toItem(r *jobs.Record) item {
 		BatchIdx: r.BatchIndex, BatchSize: r.BatchSize, BatchShard: r.BatchShards, After: r.After, AttemptBase: r.AttemptBase,
 	}
 	if r.Owner != "" {
-		key := jobs.OwnerKey(r.Owner)
+		key := wire.OwnerKey(r.Owner)
 		it.ListOwner, it.ListCreated = ListKey(key, r.ID), listCreated(r.CreatedAt)
 		switch r.Status {
 		case jobs.StatusQueued:
@@ -174,12 +176,12 @@ func toItem(r *jobs.Record) item {
 	return it
 }
 
-func fromItem(av map[string]types.AttributeValue) (*jobs.Record, error) {
+func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 	var it item
 	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
 		return nil, fmt.Errorf("dynamostore: decode item: %w", err)
 	}
-	r := &jobs.Record{
+	r := &driver.Record{
 		ID: it.ID, Kind: it.Kind, Owner: it.Owner, Status: jobs.Status(it.Status),
 		Payload: []byte(it.Payload), ErrorCode: it.ErrorCode, Attempt: it.Attempt,
 		ClaimToken: it.Token, LeaseUntil: fromMS(it.Lease), RequestHash: it.ReqHash,
@@ -239,8 +241,8 @@ func (s *Store) conflict(sentinel error, old map[string]types.AttributeValue) er
 // cancel was requested gets ErrCancelRequested.
 func (s *Store) conflictFor(sentinel error, token string, old map[string]types.AttributeValue) error {
 	if len(old) == 0 {
-		if sentinel == jobs.ErrExists {
-			return &jobs.ConflictError{Err: sentinel}
+		if sentinel == driver.ErrExists {
+			return &driver.ConflictError{Err: sentinel}
 		}
 		return jobs.ErrNotFound
 	}
@@ -248,17 +250,17 @@ func (s *Store) conflictFor(sentinel error, token string, old map[string]types.A
 	if err != nil {
 		return err
 	}
-	if cur.Expired(s.clock.Now()) && sentinel != jobs.ErrExists {
+	if cur.Expired(s.clock.Now()) && sentinel != driver.ErrExists {
 		return jobs.ErrNotFound
 	}
 	if token != "" && cur.Status == jobs.StatusRunning && cur.ClaimToken == token && cur.CancelRequested {
-		sentinel = jobs.ErrCancelRequested
+		sentinel = driver.ErrCancelRequested
 	}
-	return &jobs.ConflictError{Err: sentinel, Current: cur}
+	return &driver.ConflictError{Err: sentinel, Current: cur}
 }
 
 // Create puts rec unless a live job with its id exists.
-func (s *Store) Create(ctx context.Context, rec *jobs.Record) error {
+func (s *Store) Create(ctx context.Context, rec *driver.Record) error {
 	in, err := s.putInput(rec)
 	if err != nil {
 		return err
@@ -267,7 +269,7 @@ func (s *Store) Create(ctx context.Context, rec *jobs.Record) error {
 	in.ReturnConsumedCapacity = s.capacity()
 	out, err := s.putItem(ctx, in)
 	if old, ok := conditionFailed(err); ok {
-		return s.conflict(jobs.ErrExists, old)
+		return s.conflict(driver.ErrExists, old)
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: create %s: %w", rec.ID, err)
@@ -277,7 +279,7 @@ func (s *Store) Create(ctx context.Context, rec *jobs.Record) error {
 }
 
 // putInput is the conditional put that creates rec.
-func (s *Store) putInput(rec *jobs.Record) (*dynamodb.PutItemInput, error) {
+func (s *Store) putInput(rec *driver.Record) (*dynamodb.PutItemInput, error) {
 	if rec.Status != jobs.StatusQueued {
 		return nil, fmt.Errorf("dynamostore: create: status %q, want queued", rec.Status)
 	}
@@ -310,7 +312,7 @@ func (s *Store) putInput(rec *jobs.Record) (*dynamodb.PutItemInput, error) {
 //
 // Mind DynamoDB's limits: at most 100 items and 4 MB per transaction, and
 // each item in a transaction costs twice the write units of a plain write.
-func (s *Store) TransactPut(rec *jobs.Record) (types.TransactWriteItem, error) {
+func (s *Store) TransactPut(rec *driver.Record) (types.TransactWriteItem, error) {
 	in, err := s.putInput(rec)
 	if err != nil {
 		return types.TransactWriteItem{}, err
@@ -336,7 +338,7 @@ func JobExists(err error, i int) bool {
 }
 
 // Get reads the job with a strongly consistent read.
-func (s *Store) Get(ctx context.Context, id string) (*jobs.Record, error) {
+func (s *Store) Get(ctx context.Context, id string) (*driver.Record, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:              s.table,
 		Key:                    key(id),
@@ -412,7 +414,7 @@ func notCancelled(c expression.ConditionBuilder) expression.ConditionBuilder {
 }
 
 // Claim moves a queued job to running under c.
-func (s *Store) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.Record, error) {
+func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
 	upd := moveUnfinished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusRunning))), AttrRunning, AttrQueued).
 		Set(expression.Name(attrToken), expression.Value(c.Token)).
 		Set(expression.Name(attrLease), expression.Value(ms(c.LeaseUntil))).
@@ -429,7 +431,7 @@ func (s *Store) Claim(ctx context.Context, id string, c jobs.Claim) (*jobs.Recor
 		}
 		cond = cond.And(expression.Not(expression.Name(attrKind).In(kinds[0], kinds[1:]...)))
 	}
-	av, err := s.update(ctx, "claim", id, upd, cond, jobs.ErrNotQueued)
+	av, err := s.update(ctx, "claim", id, upd, cond, driver.ErrNotQueued)
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +447,7 @@ func (s *Store) Publish(ctx context.Context, id, token string, result []byte, at
 }
 
 // Finish records the final outcome of the run named by token.
-func (s *Store) Finish(ctx context.Context, id, token string, o jobs.Outcome) error {
+func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) error {
 	if !o.Status.Final() {
 		return fmt.Errorf("dynamostore: finish: status %q is not final", o.Status)
 	}
@@ -518,7 +520,7 @@ func (s *Store) DoneAfter(ctx context.Context, id string) error {
 }
 
 // Requeue sends the run named by token back to the queue for a retry.
-func (s *Store) Requeue(ctx context.Context, id, token string, r jobs.Requeue) error {
+func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue) error {
 	upd := moveUnfinished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusQueued))), AttrQueued, AttrRunning).
 		Set(expression.Name(attrUpdated), expression.Value(ms(r.At))).
 		Set(expression.Name(attrRunAt), expression.Value(ms(r.RunAt))).
@@ -547,12 +549,12 @@ func needsAttention(upd expression.UpdateBuilder) expression.UpdateBuilder {
 
 // CancelQueued moves a queued job to cancelled and out of the sweep index
 // (or, with post-outcome steps, keeps it there until DoneAfter).
-func (s *Store) CancelQueued(ctx context.Context, id string, c jobs.CancelQueued) error {
+func (s *Store) CancelQueued(ctx context.Context, id string, c driver.CancelQueued) error {
 	upd := needsAttention(afterOutcome(finished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusCancelled)))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
 		Set(expression.Name(attrFinished), expression.Value(ms(c.At))).
 		Set(expression.Name(AttrExpires), expression.Value(c.ExpiresAt.Unix())), c.After))
-	_, err := s.update(ctx, "cancel", id, upd, statusIs(jobs.StatusQueued), jobs.ErrNotQueued)
+	_, err := s.update(ctx, "cancel", id, upd, statusIs(jobs.StatusQueued), driver.ErrNotQueued)
 	return err
 }
 
@@ -560,12 +562,12 @@ func (s *Store) CancelQueued(ctx context.Context, id string, c jobs.CancelQueued
 func (s *Store) RequestCancel(ctx context.Context, id string, at time.Time) error {
 	upd := expression.Set(expression.Name(attrCancel), expression.Value(true)).
 		Set(expression.Name(attrUpdated), expression.Value(ms(at)))
-	_, err := s.update(ctx, "request_cancel", id, upd, statusIs(jobs.StatusRunning), jobs.ErrNotRunning)
+	_, err := s.update(ctx, "request_cancel", id, upd, statusIs(jobs.StatusRunning), driver.ErrNotRunning)
 	return err
 }
 
 // Reschedule moves the sweep time of a job still as expected.
-func (s *Store) Reschedule(ctx context.Context, id string, expect jobs.Expect, at time.Time) error {
+func (s *Store) Reschedule(ctx context.Context, id string, expect driver.Expect, at time.Time) error {
 	upd := expression.Set(expression.Name(AttrSweepAt), expression.Value(ms(at)))
 	var cond expression.ConditionBuilder
 	switch expect.Status {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -13,7 +14,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 func TestStoreConformance(t *testing.T) {
 	client := testenv.DynamoDB(t)
-	jobstest.RunStoreTests(t, func(t *testing.T, clock jobs.Clock) jobs.Store {
+	jobstest.RunStoreTests(t, func(t *testing.T, clock jobs.Clock) driver.Store {
 		return dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{Clock: clock})
 	})
 }

@@ -95,17 +95,15 @@ func (a *API) admin(ctx context.Context, req events.APIGatewayV2HTTPRequest, met
 		}
 		switch {
 		case action == "" && method == http.MethodGet:
-			v := rec.View()
-			v.Payload = a.svc.PayloadView(rec)
-			return jsonResponse(http.StatusOK, AdminJob{Job: v, Owner: rec.Owner}), nil
+			return jsonResponse(http.StatusOK, AdminJob{Job: *rec, Owner: rec.Owner}), nil
 		case action == "cancel" && method == http.MethodPost:
 			return a.cancelAs(ctx, rec.Owner, id), nil
 		case action == "retry" && method == http.MethodPost:
-			r, err := a.svc.Retry(ctx, rec.Owner, id)
+			r, err := a.svc.Resubmit(ctx, rec.Owner, id)
 			if err != nil {
 				return problem(ctx, a.log, err), nil
 			}
-			return jsonResponse(http.StatusOK, r.View()), nil
+			return jsonResponse(http.StatusOK, r), nil
 		}
 	}
 	return problem(ctx, a.log, &requestError{code: "method_not_allowed", detail: "use GET /v1/admin/jobs?owner=, GET /v1/admin/jobs/{id}, POST /v1/admin/jobs/{id}/cancel or /retry"}), nil

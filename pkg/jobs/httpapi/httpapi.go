@@ -24,8 +24,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
 
+	"github.com/lambdajobs/lambdajobs/internal/jsonin"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/jsonin"
 )
 
 // MaxBodyBytes is the largest request body accepted: the largest payload
@@ -104,13 +104,12 @@ func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		}
 		delay = time.Duration(*in.Delay) * time.Second
 	}
-	rec, created, err := a.svc.Enqueue(ctx, jobs.EnqueueRequest{
-		Owner: owner, Kind: *in.Kind, Payload: in.Payload, RunAt: runAt, Delay: delay, IdempotencyKey: header(req, "idempotency-key"),
-	})
+	res, err := a.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: *in.Kind, Payload: in.Payload,
+		EnqueueOpts: jobs.EnqueueOpts{RunAt: runAt, Delay: delay, IdempotencyKey: header(req, "idempotency-key")}})
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}
-	return accepted(rec.View(), JobsPath+"/"+rec.ID, created), nil
+	return accepted(res.Job, JobsPath+"/"+res.Job.ID, !res.Replayed), nil
 }
 
 // GetJob serves GET /v1/jobs/{id}: 200 with the job and its payload (its
@@ -122,12 +121,10 @@ func (a *API) GetJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) (r
 	if !ok {
 		return problem(ctx, a.log, errUnauthenticated), nil
 	}
-	rec, err := a.svc.Get(ctx, owner, pathID(req, JobsPath+"/", ""))
+	v, err := a.svc.Get(ctx, owner, pathID(req, JobsPath+"/", ""))
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}
-	v := rec.View()
-	v.Payload = a.svc.PayloadView(rec)
 	return jsonResponse(http.StatusOK, v), nil
 }
 
@@ -153,9 +150,9 @@ func (a *API) cancelAs(ctx context.Context, owner, id string) events.APIGatewayV
 	case err != nil:
 		return problem(ctx, a.log, err)
 	case rec.Status == jobs.StatusRunning:
-		return jsonResponse(http.StatusAccepted, rec.View())
+		return jsonResponse(http.StatusAccepted, rec)
 	}
-	return jsonResponse(http.StatusOK, rec.View())
+	return jsonResponse(http.StatusOK, rec)
 }
 
 // batchBody is the POST /v1/batches body.
@@ -183,14 +180,14 @@ func (a *API) EnqueueBatch(ctx context.Context, req events.APIGatewayV2HTTPReque
 	if err := dec.Decode(&in); err != nil {
 		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body must be {"jobs": [{"kind", "payload"}...], "completion": {"kind", "payload"}}; ` + decodeReason(err)}), nil
 	}
-	if len(in.Jobs) == 0 || len(in.Jobs) > jobs.MaxBatchJobsPerRequest {
-		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: fmt.Sprintf(`"jobs" holds 1 to %d jobs`, jobs.MaxBatchJobsPerRequest)}), nil
+	if len(in.Jobs) == 0 || len(in.Jobs) > maxBatchJobsPerRequest {
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: fmt.Sprintf(`"jobs" holds 1 to %d jobs`, maxBatchJobsPerRequest)}), nil
 	}
-	b, created, err := a.svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: owner, Jobs: in.Jobs, Completion: in.Completion, IdempotencyKey: header(req, "idempotency-key")})
+	res, err := a.svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: owner, Jobs: in.Jobs, Completion: in.Completion, IdempotencyKey: header(req, "idempotency-key")})
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}
-	return accepted(b.View(0, 100), BatchesPath+"/"+b.ID, created), nil
+	return accepted(res.Batch, BatchesPath+"/"+res.Batch.ID, !res.Replayed), nil
 }
 
 // GetBatch serves GET /v1/batches/{id}?page_token=&limit=: the batch, its
@@ -202,26 +199,19 @@ func (a *API) GetBatch(ctx context.Context, req events.APIGatewayV2HTTPRequest) 
 		return problem(ctx, a.log, errUnauthenticated), nil
 	}
 	id := pathID(req, BatchesPath+"/", "")
-	offset, limit := 0, 100
-	if v := req.QueryStringParameters["page_token"]; v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "page_token is not one this API gave"}), nil
-		}
-		offset = n
-	}
+	limit := 0
 	if v := req.QueryStringParameters["limit"]; v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
+		if err != nil || n < 1 {
 			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "limit is 1 to 1000"}), nil
 		}
 		limit = n
 	}
-	b, err := a.svc.GetBatch(ctx, owner, id)
+	b, err := a.svc.GetBatch(ctx, owner, id, req.QueryStringParameters["page_token"], limit)
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}
-	return jsonResponse(http.StatusOK, b.View(offset, limit)), nil
+	return jsonResponse(http.StatusOK, b), nil
 }
 
 // Route dispatches a request to Enqueue, GetJob or CancelJob by method and
@@ -445,3 +435,7 @@ func decodeReason(err error) string {
 	}
 	return "it does not decode"
 }
+
+// maxBatchJobsPerRequest bounds the jobs of one POST /v1/batches (a batch
+// holds up to jobs.MaxBatchJobs: the rest come from a Go caller).
+const maxBatchJobsPerRequest = 1000

@@ -11,7 +11,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -30,10 +32,10 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, jobs.JSON[echoPayload]](
+	jobs.MustRegister(reg, "echo",
 		func(_ context.Context, j *jobs.Job[echoPayload]) (jobs.JSON[echoPayload], error) {
 			return jobs.JSON[echoPayload]{V: j.Payload}, nil
-		}))
+		}, nil)
 	e := &env{store: jobstest.NewMemStore(nil), queue: &jobstest.MemQueue{}}
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: e.store, Queue: e.queue, PageTokenKey: []byte(strings.Repeat("k", 32))})
 	if err != nil {
@@ -134,7 +136,7 @@ func TestOwnerIsolation(t *testing.T) {
 
 	jwt := fixture(t, "get-jwt.json")
 	theirs, _ := e.api.GetJob(ctx, getRequest(t, jwt, id))
-	unknown, _ := e.api.GetJob(ctx, getRequest(t, jwt, jobs.NewID()))
+	unknown, _ := e.api.GetJob(ctx, getRequest(t, jwt, wire.NewID()))
 	malformed, _ := e.api.GetJob(ctx, getRequest(t, jwt, "../../etc/passwd"))
 	for name, r := range map[string]events.APIGatewayV2HTTPResponse{"another owner's": theirs, "unknown": unknown, "malformed": malformed} {
 		if r.StatusCode != http.StatusNotFound {
@@ -266,8 +268,8 @@ func TestRoute(t *testing.T) {
 func TestDependencyDownIs503(t *testing.T) {
 	t.Parallel()
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, jobs.NoResult](
-		func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }))
+	jobs.MustRegister(reg, "echo",
+		func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: downStore{jobstest.NewMemStore(nil)}, Queue: &jobstest.MemQueue{}})
 	api := httpapi.New(svc, nil)
 	resp, _ := api.Enqueue(context.Background(), fixture(t, "post-iam.json"))
@@ -281,7 +283,7 @@ func TestDependencyDownIs503(t *testing.T) {
 
 type downStore struct{ *jobstest.MemStore }
 
-func (downStore) Create(context.Context, *jobs.Record) error {
+func (downStore) Create(context.Context, *driver.Record) error {
 	return &netError{"dial tcp 10.0.0.1:443: connect: connection refused"}
 }
 

@@ -57,10 +57,7 @@ func (a *API) listAs(ctx context.Context, owner string, req events.APIGatewayV2H
 	if err != nil {
 		return problem(ctx, a.log, err)
 	}
-	out := JobList{Jobs: make([]jobs.View, 0, len(page.Records))}
-	for _, r := range page.Records {
-		out.Jobs = append(out.Jobs, r.View())
-	}
+	out := JobList{Jobs: page.Jobs}
 	if page.NextPageToken != "" {
 		out.NextPageToken = &page.NextPageToken
 	}
@@ -76,11 +73,11 @@ func (a *API) RetryJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) 
 	if !ok {
 		return problem(ctx, a.log, errUnauthenticated), nil
 	}
-	rec, err := a.svc.Retry(ctx, owner, pathID(req, JobsPath+"/", "/retry"))
+	v, err := a.svc.Resubmit(ctx, owner, pathID(req, JobsPath+"/", "/retry"))
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}
-	return jsonResponse(http.StatusOK, rec.View()), nil
+	return jsonResponse(http.StatusOK, v), nil
 }
 
 type bulkBody struct {

@@ -10,7 +10,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 )
 
@@ -45,10 +47,10 @@ func (e *env) fail(t *testing.T, id string) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
-	if _, err := e.store.Claim(ctx, id, jobs.Claim{Token: "t-" + id, At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+	if _, err := e.store.Claim(ctx, id, driver.Claim{Token: "t-" + id, At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Finish(ctx, id, "t-"+id, jobs.Outcome{Status: jobs.StatusFailed, Code: "boom", At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := e.store.Finish(ctx, id, "t-"+id, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -160,7 +162,7 @@ func TestRetryJob(t *testing.T) {
 	if p := decodeProblem(t, e.route(t, caller(t, "other", http.MethodPost, "/v1/jobs/"+failed+"/retry", nil, ""))); p.Status != http.StatusNotFound {
 		t.Fatalf("retry another caller's job: %+v", p)
 	}
-	if p := decodeProblem(t, e.route(t, caller(t, "me", http.MethodPost, "/v1/jobs/"+jobs.NewID()+"/retry", nil, ""))); p.Status != http.StatusNotFound {
+	if p := decodeProblem(t, e.route(t, caller(t, "me", http.MethodPost, "/v1/jobs/"+wire.NewID()+"/retry", nil, ""))); p.Status != http.StatusNotFound {
 		t.Fatalf("retry an unknown job: %+v", p)
 	}
 	cancelled := e.enqueueAs(t, "me", "c").ID

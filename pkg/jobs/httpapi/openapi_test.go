@@ -14,7 +14,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
@@ -249,7 +251,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		s.check(t, "/v1/jobs/{id}", "GET", resp)
 	}
 	get(job.ID)
-	get(jobs.NewID())
+	get(wire.NewID())
 	get("not-a-uuid")
 
 	cancel := func(id string) events.APIGatewayV2HTTPResponse {
@@ -265,12 +267,12 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	if r := cancel(job.ID); r.StatusCode != http.StatusConflict {
 		t.Fatalf("cancel cancelled: %d", r.StatusCode)
 	}
-	cancel(jobs.NewID())
+	cancel(wire.NewID())
 	// A running job: 202 with cancel_requested.
-	running := jobstest.NewRecord(jobs.NewID(), time.Now())
+	running := jobstest.NewRecord(wire.NewID(), time.Now())
 	running.Owner = "arn:aws:sts::123456789012:assumed-role/orders-service"
 	_ = e.store.Create(ctx, running)
-	_, _ = e.store.Claim(ctx, running.ID, jobs.Claim{Token: "t", At: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	_, _ = e.store.Claim(ctx, running.ID, driver.Claim{Token: "t", At: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
 	if r := cancel(running.ID); r.StatusCode != http.StatusAccepted || !strings.Contains(r.Body, `"cancel_requested":true`) {
 		t.Fatalf("cancel running: %d %s", r.StatusCode, r.Body)
 	}
@@ -290,7 +292,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	}
 	batch(`{"jobs":[]}`)
 	batch(`{"jobs":[{"kind":"nope","payload":{}}]}`)
-	var view jobs.BatchView
+	var view jobs.Batch
 	_ = json.Unmarshal([]byte(ok.Body), &view)
 	getBatch := func(id, query string) events.APIGatewayV2HTTPResponse {
 		r := getRequest(t, post, id)
@@ -305,7 +307,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	if r := getBatch(view.ID, "1"); r.StatusCode != 200 || !strings.Contains(r.Body, `"next_page_token":"1"`) {
 		t.Fatalf("get batch: %d %s", r.StatusCode, r.Body)
 	}
-	getBatch(jobs.NewID(), "")
+	getBatch(wire.NewID(), "")
 	getBatch(view.ID, "5000")
 }
 
@@ -345,7 +347,7 @@ func TestAdminAnswersMatchOpenAPI(t *testing.T) {
 	check("/v1/admin/jobs", caller(t, "other", "GET", "/v1/admin/jobs", nil, ""))
 	check("/v1/admin/jobs", caller(t, "me", "GET", "/v1/admin/jobs", map[string]string{"owner": me}, ""))
 	check("/v1/admin/jobs/{id}", caller(t, "other", "GET", "/v1/admin/jobs/"+a, nil, ""))
-	check("/v1/admin/jobs/{id}", caller(t, "other", "GET", "/v1/admin/jobs/"+jobs.NewID(), nil, ""))
+	check("/v1/admin/jobs/{id}", caller(t, "other", "GET", "/v1/admin/jobs/"+wire.NewID(), nil, ""))
 	check("/v1/admin/jobs/{id}/{action}", caller(t, "other", "POST", "/v1/admin/jobs/"+a+"/cancel", nil, ""))
 	check("/v1/admin/jobs/{id}/{action}", caller(t, "other", "POST", "/v1/admin/jobs/"+a+"/retry", nil, ""))
 

@@ -8,12 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/errtypes"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/errtypes"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
@@ -78,40 +77,25 @@ var statuses = map[string]struct {
 // classify turns an error into a problem code and a detail safe to return.
 func classify(err error) (code, detail string) {
 	var re *requestError
+	var je *jobs.RequestError
 	var pe *jobs.PayloadError
 	switch {
 	case errors.As(err, &re):
 		return re.code, re.detail
+	case errors.As(err, &je):
+		return je.Code, je.Detail
 	case errors.Is(err, jobs.ErrNotFound):
 		return "not_found", "no such job"
 	case errors.Is(err, sqsqueue.ErrNoSuchDeadLetter):
 		return "not_found", "no such message in the dead-letter queue (redriven, or expired)"
-	case errors.Is(err, jobs.ErrUnknownKind):
-		return "unknown_kind", "no job kind of that name is registered"
 	case errors.As(err, &pe):
 		return "invalid_payload", "the payload does not fit the kind: " + pe.Reason
 	case errors.Is(err, jobs.ErrIdempotencyConflict):
 		return "idempotency_conflict", "this Idempotency-Key was used with a different kind or payload"
-	case errors.Is(err, jobs.ErrBatchSize):
-		return "invalid_request", "a batch holds 1 to 10000 jobs"
-	case errors.Is(err, jobs.ErrInvalidRunAt):
-		return "invalid_request", `"run_at" is more than 365 days ahead`
-	case errors.Is(err, jobs.ErrInvalidIdempotencyKey):
-		return "invalid_idempotency_key", "Idempotency-Key must be at most 255 printable ASCII characters"
-	case errors.Is(err, jobs.ErrInvalidOwner):
-		return "invalid_request", "the caller identity cannot name a job owner"
-	case errors.Is(err, jobs.ErrInvalidPageToken):
-		return "invalid_request", "the page token is malformed, or was given for another caller or another filter"
-	case errors.Is(err, jobs.ErrInvalidListRequest):
-		return "invalid_request", strings.TrimPrefix(err.Error(), "jobs: invalid list request: ")
-	case errors.Is(err, jobs.ErrNotRetryable):
+	case errors.Is(err, jobs.ErrNotResubmittable):
 		return "not_retryable", "only a failed or cancelled job outside a batch can be retried"
-	case errors.Is(err, jobs.ErrInvalidSchedule):
-		return "invalid_request", strings.TrimPrefix(err.Error(), "jobs: ")
 	case errors.Is(err, jobs.ErrScheduleExists):
 		return "schedule_exists", "you have a schedule of that name with another definition; delete it first"
-	case errors.Is(err, jobs.ErrScheduleLimit):
-		return "schedule_limit", "you have as many schedules as allowed; delete one first"
 	case errors.Is(err, jobs.ErrScheduleUnconfirmed):
 		return "unavailable", "Scheduler did not confirm the schedule; it is kept and listed: repeat the request to complete it, or delete it"
 	case errors.Is(err, jobs.ErrUnavailable):

@@ -13,7 +13,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -24,7 +26,7 @@ import (
 // and loses its answer.
 type fakeScheduler struct {
 	mu             sync.Mutex
-	made           map[string]jobs.HeldSchedule // id -> what it holds
+	made           map[string]driver.HeldSchedule // id -> what it holds
 	down           bool
 	fail, lose     map[string]bool
 	calls, updates int
@@ -32,8 +34,8 @@ type fakeScheduler struct {
 
 var errSchedulerDown = errors.New("scheduler unavailable")
 
-func held(s jobs.Schedule, message string) jobs.HeldSchedule {
-	return jobs.HeldSchedule{Expression: s.Expression, TimeZone: s.TimeZone, Message: message, TargetMatches: true}
+func held(s jobs.Schedule, message string) driver.HeldSchedule {
+	return driver.HeldSchedule{Expression: s.Expression, TimeZone: s.TimeZone, Message: message, TargetMatches: true}
 }
 
 // call runs op's effect unless the call fails, and answers as faults say.
@@ -65,8 +67,8 @@ func (f *fakeScheduler) CreateSchedule(_ context.Context, id string, s jobs.Sche
 	})
 }
 
-func (f *fakeScheduler) GetSchedule(_ context.Context, id string) (*jobs.HeldSchedule, error) {
-	var h jobs.HeldSchedule
+func (f *fakeScheduler) GetSchedule(_ context.Context, id string) (*driver.HeldSchedule, error) {
+	var h driver.HeldSchedule
 	err := f.call("get", func() error {
 		var ok bool
 		if h, ok = f.made[id]; !ok {
@@ -120,16 +122,16 @@ type schedEnv struct {
 func newSchedEnv(t *testing.T, perOwner int) *schedEnv {
 	t.Helper()
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, jobs.NoResult](func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) {
+	jobs.MustRegister(reg, "echo", func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
-	}))
+	}, nil)
 	type card struct {
 		Number string `json:"number" jobs:"secret"`
 	}
-	jobs.MustRegister(reg, "card", jobs.HandlerFunc[card, jobs.NoResult](func(context.Context, *jobs.Job[card]) (jobs.NoResult, error) {
+	jobs.MustRegister(reg, "card", func(context.Context, *jobs.Job[card]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
-	}))
-	e := &schedEnv{sched: &fakeScheduler{made: map[string]jobs.HeldSchedule{}}, store: jobstest.NewMemStore(nil)}
+	}, nil)
+	e := &schedEnv{sched: &fakeScheduler{made: map[string]driver.HeldSchedule{}}, store: jobstest.NewMemStore(nil)}
 	svc, err := jobs.NewScheduleService(jobs.ScheduleServiceConfig{Registry: reg, Store: e.store, Scheduler: e.sched, PerOwner: perOwner})
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +231,7 @@ func TestSchedulesAPI(t *testing.T) {
 		{strings.Replace(hourly, `{"text":"hi"}`, `{"txt":"hi"}`, 1), 422, "invalid_payload"},
 		{`{"name":"c","expression":"rate(1 hour)","kind":"card","payload":{"number":"4242"}}`, 400, "invalid_request"},
 		{`{"name":"x","expression":"rate(1 hour)","kind":"echo"}`, 400, "invalid_request"},
-		{`{"name":"big","expression":"rate(1 hour)","kind":"echo","payload":{"text":"` + strings.Repeat("a", jobs.MaxSchedulePayloadBytes) + `"}}`, 400, "invalid_request"},
+		{`{"name":"big","expression":"rate(1 hour)","kind":"echo","payload":{"text":"` + strings.Repeat("a", 8<<10) + `"}}`, 400, "invalid_request"},
 		{`{"name":"x","expression":"rate(1 hour)","kind":"echo","payload":{},"extra":1}`, 400, "invalid_request"},
 		{strings.Replace(hourly, `{"text":"hi"}`, `{"text":"changed"}`, 1), 409, "schedule_exists"},
 	} {
@@ -316,7 +318,7 @@ func TestSchedulesAPI(t *testing.T) {
 // is done.
 func TestSchedulesReconcileWithScheduler(t *testing.T) {
 	owner, _ := httpapi.Owner(schedRequest(t, "me", http.MethodGet, "/v1/schedules", ""))
-	id := jobs.SchedulerName(jobs.OwnerKey(owner), "hourly.echo")
+	id := wire.SchedulerName(wire.OwnerKey(owner), "hourly.echo")
 	created := func(t *testing.T, resp events.APIGatewayV2HTTPResponse) httpapi.ScheduleView {
 		t.Helper()
 		if resp.StatusCode != http.StatusCreated {
@@ -387,7 +389,7 @@ func TestSchedulesReconcileWithScheduler(t *testing.T) {
 		holds(t, e)
 	})
 	t.Run("another definition under the name is updated, never adopted", func(t *testing.T) {
-		for name, other := range map[string]jobs.HeldSchedule{
+		for name, other := range map[string]driver.HeldSchedule{
 			"another expression": {Expression: "cron(0 3 * * ? *)", TimeZone: "Europe/Paris", TargetMatches: true},
 			"another target":     {Expression: "cron(0 * * * ? *)", TimeZone: "Europe/Paris", TargetMatches: false},
 		} {
@@ -458,7 +460,7 @@ func (e *schedEnv) created(t *testing.T) {
 // Scheduler's schedule behind.
 func (e *schedEnv) removeDefinition(t *testing.T, owner string) {
 	t.Helper()
-	if err := e.store.RemoveOwnerSchedule(context.Background(), jobs.OwnerKey(owner), "hourly.echo"); err != nil {
+	if err := e.store.RemoveOwnerSchedule(context.Background(), wire.OwnerKey(owner), "hourly.echo"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -477,13 +479,13 @@ func TestRuntimeScheduleFires(t *testing.T) {
 	}
 	reg := jobs.NewRegistry()
 	runs := 0
-	jobs.MustRegister(reg, "echo", jobs.HandlerFunc[echoPayload, jobs.NoResult](func(_ context.Context, j *jobs.Job[echoPayload]) (jobs.NoResult, error) {
+	jobs.MustRegister(reg, "echo", func(_ context.Context, j *jobs.Job[echoPayload]) (jobs.NoResult, error) {
 		runs++
 		if j.Payload.Text != "hi" {
 			t.Errorf("payload %+v", j.Payload)
 		}
 		return jobs.NoResult{}, nil
-	}))
+	}, nil)
 	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: e.store, CancelCheck: -1, Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -496,12 +498,12 @@ func TestRuntimeScheduleFires(t *testing.T) {
 	if runs != 1 {
 		t.Fatalf("one fire delivered 3 times ran %d times", runs)
 	}
-	var f jobs.Fire
+	var f wire.Fire
 	_ = json.Unmarshal([]byte(fire), &f)
 	at, _ := jobsTime("2026-11-30T09:00:00Z")
-	rec, err := e.store.Get(context.Background(), jobs.RuntimeFireJobID(f.OwnerKey, "hourly.echo", at))
+	rec, err := e.store.Get(context.Background(), wire.RuntimeFireJobID(f.OwnerKey, "hourly.echo", at))
 	owner, _ := httpapi.Owner(schedRequest(t, "me", http.MethodGet, "/v1/schedules", ""))
-	if err != nil || rec.Owner != owner || rec.Status != jobs.StatusSucceeded || jobs.OwnerKey(owner) != f.OwnerKey {
+	if err != nil || rec.Owner != owner || rec.Status != jobs.StatusSucceeded || wire.OwnerKey(owner) != f.OwnerKey {
 		t.Fatalf("the fire's job: %+v %v", rec, err)
 	}
 	e.do(t, "me", http.MethodDelete, "/v1/schedules/hourly.echo", "")
@@ -528,9 +530,9 @@ func TestRuntimeScheduleOfAnUnregisteredKind(t *testing.T) {
 		msg = h.Message
 	}
 	reg := jobs.NewRegistry() // "echo" is gone from the worker's code
-	jobs.MustRegister(reg, "other", jobs.HandlerFunc[echoPayload, jobs.NoResult](func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) {
+	jobs.MustRegister(reg, "other", func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
-	}))
+	}, nil)
 	var logs strings.Builder
 	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: e.store, CancelCheck: -1, Concurrency: 1,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
@@ -547,7 +549,7 @@ func TestRuntimeScheduleOfAnUnregisteredKind(t *testing.T) {
 			}
 		}
 		when, _ := jobsTime(at)
-		rec, err := e.store.Get(context.Background(), jobs.RuntimeFireJobID(jobs.OwnerKey(owner), "hourly.echo", when))
+		rec, err := e.store.Get(context.Background(), wire.RuntimeFireJobID(wire.OwnerKey(owner), "hourly.echo", when))
 		if err != nil || rec.Status != jobs.StatusFailed || rec.ErrorCode != jobs.CodeUnknownKind || rec.Owner != owner || rec.Kind != "echo" {
 			t.Fatalf("the fire's job at %s: %+v %v", at, rec, err)
 		}

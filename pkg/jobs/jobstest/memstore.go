@@ -11,17 +11,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/storekey"
+	"github.com/lambdajobs/lambdajobs/internal/wallclock"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/storekey"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/wallclock"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
-// MemStore is an in-memory jobs.Store with the same conditional semantics
+// MemStore is an in-memory driver.Store with the same conditional semantics
 // as the DynamoDB store. It passes RunStoreTests.
 type MemStore struct {
 	mu      sync.Mutex
-	jobs    map[string]*jobs.Record
-	batches map[string]*jobs.Batch
+	jobs    map[string]*driver.Record
+	batches map[string]*driver.Batch
 	// shards: batch id -> shard -> outcome -> the indexes counted.
 	shards map[string]map[int]map[jobs.Status]map[int]bool
 	done   map[string]map[int]bool             // batch id -> its done shards
@@ -30,18 +32,18 @@ type MemStore struct {
 	clock  jobs.Clock
 }
 
-var _ jobs.Store = (*MemStore)(nil)
+var _ driver.Store = (*MemStore)(nil)
 
 // NewMemStore returns an empty MemStore; clock may be nil for the wall clock.
 func NewMemStore(clock jobs.Clock) *MemStore {
 	if clock == nil {
 		clock = wallclock.Clock{}
 	}
-	return &MemStore{jobs: map[string]*jobs.Record{}, batches: map[string]*jobs.Batch{}, clock: clock,
+	return &MemStore{jobs: map[string]*driver.Record{}, batches: map[string]*driver.Batch{}, clock: clock,
 		shards: map[string]map[int]map[jobs.Status]map[int]bool{}, done: map[string]map[int]bool{}}
 }
 
-func clone(r *jobs.Record) *jobs.Record {
+func clone(r *driver.Record) *driver.Record {
 	c := *r
 	c.Payload = bytes.Clone(r.Payload)
 	c.Result = bytes.Clone(r.Result)
@@ -53,7 +55,7 @@ func clone(r *jobs.Record) *jobs.Record {
 	return &c
 }
 
-func (m *MemStore) live(id string) (*jobs.Record, bool) {
+func (m *MemStore) live(id string) (*driver.Record, bool) {
 	r, ok := m.jobs[id]
 	if !ok || r.Expired(m.clock.Now()) {
 		return nil, false
@@ -62,18 +64,18 @@ func (m *MemStore) live(id string) (*jobs.Record, bool) {
 }
 
 // Create stores rec unless a live job with its id exists.
-func (m *MemStore) Create(_ context.Context, rec *jobs.Record) error {
+func (m *MemStore) Create(_ context.Context, rec *driver.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cur, ok := m.live(rec.ID); ok {
-		return &jobs.ConflictError{Err: jobs.ErrExists, Current: clone(cur)}
+		return &driver.ConflictError{Err: driver.ErrExists, Current: clone(cur)}
 	}
 	m.jobs[rec.ID] = clone(rec)
 	return nil
 }
 
 // Get returns a copy of the job.
-func (m *MemStore) Get(_ context.Context, id string) (*jobs.Record, error) {
+func (m *MemStore) Get(_ context.Context, id string) (*driver.Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.live(id)
@@ -84,7 +86,7 @@ func (m *MemStore) Get(_ context.Context, id string) (*jobs.Record, error) {
 }
 
 // Claim moves a queued job to running.
-func (m *MemStore) Claim(_ context.Context, id string, c jobs.Claim) (*jobs.Record, error) {
+func (m *MemStore) Claim(_ context.Context, id string, c driver.Claim) (*driver.Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.live(id)
@@ -92,7 +94,7 @@ func (m *MemStore) Claim(_ context.Context, id string, c jobs.Claim) (*jobs.Reco
 		return nil, jobs.ErrNotFound
 	}
 	if r.Status != jobs.StatusQueued || r.RunAt.After(c.At) || slices.Contains(c.SkipKinds, r.Kind) {
-		return nil, &jobs.ConflictError{Err: jobs.ErrNotQueued, Current: clone(r)}
+		return nil, &driver.ConflictError{Err: driver.ErrNotQueued, Current: clone(r)}
 	}
 	r.Status = jobs.StatusRunning
 	r.ClaimToken = c.Token
@@ -103,16 +105,16 @@ func (m *MemStore) Claim(_ context.Context, id string, c jobs.Claim) (*jobs.Reco
 	return clone(r), nil
 }
 
-func (m *MemStore) runningUnder(id, token string, allowCancel bool) (*jobs.Record, error) {
+func (m *MemStore) runningUnder(id, token string, allowCancel bool) (*driver.Record, error) {
 	r, ok := m.live(id)
 	if !ok {
 		return nil, jobs.ErrNotFound
 	}
 	if r.Status != jobs.StatusRunning || r.ClaimToken != token {
-		return nil, &jobs.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+		return nil, &driver.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
 	}
 	if r.CancelRequested && !allowCancel {
-		return nil, &jobs.ConflictError{Err: jobs.ErrCancelRequested, Current: clone(r)}
+		return nil, &driver.ConflictError{Err: driver.ErrCancelRequested, Current: clone(r)}
 	}
 	return r, nil
 }
@@ -131,7 +133,7 @@ func (m *MemStore) Publish(_ context.Context, id, token string, result []byte, a
 }
 
 // Finish records a final outcome.
-func (m *MemStore) Finish(_ context.Context, id, token string, o jobs.Outcome) error {
+func (m *MemStore) Finish(_ context.Context, id, token string, o driver.Outcome) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, err := m.runningUnder(id, token, o.Status == jobs.StatusCancelled)
@@ -139,7 +141,7 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o jobs.Outcome) e
 		return err
 	}
 	if !o.LeaseExpiredBy.IsZero() && r.LeaseUntil.After(o.LeaseExpiredBy) {
-		return &jobs.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+		return &driver.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
 	}
 	r.Status = o.Status
 	r.UpdatedAt = o.At
@@ -161,7 +163,7 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o jobs.Outcome) e
 
 // afterOutcome ends a final job's sweep schedule, or keeps it with its
 // post-outcome steps pending.
-func (m *MemStore) afterOutcome(r *jobs.Record, steps []string) {
+func (m *MemStore) afterOutcome(r *driver.Record, steps []string) {
 	if len(steps) == 0 {
 		r.SweepAt = time.Time{}
 		return
@@ -180,11 +182,11 @@ func (m *MemStore) DoneAfter(_ context.Context, id string) error {
 }
 
 // CountInBatch counts a job's outcome in its batch's shard (a set: once).
-func (m *MemStore) CountInBatch(_ context.Context, b *jobs.Batch, c jobs.BatchCount) (jobs.BatchShard, error) {
+func (m *MemStore) CountInBatch(_ context.Context, b *driver.Batch, c driver.BatchCount) (driver.BatchShard, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if b.Shards < 1 || !c.Status.Final() {
-		return jobs.BatchShard{}, fmt.Errorf("jobstest: count in batch: status %q, %d shards", c.Status, b.Shards)
+		return driver.BatchShard{}, fmt.Errorf("jobstest: count in batch: status %q, %d shards", c.Status, b.Shards)
 	}
 	shard := c.Index % b.Shards
 	if m.shards[b.ID] == nil {
@@ -198,7 +200,7 @@ func (m *MemStore) CountInBatch(_ context.Context, b *jobs.Batch, c jobs.BatchCo
 		sets[c.Status] = map[int]bool{}
 	}
 	sets[c.Status][c.Index] = true
-	return jobs.BatchShard{Jobs: jobs.ShardJobs(b.Total, b.Shards, shard), Succeeded: len(sets[jobs.StatusSucceeded]),
+	return driver.BatchShard{Jobs: driver.ShardJobs(b.Total, b.Shards, shard), Succeeded: len(sets[jobs.StatusSucceeded]),
 		Failed: len(sets[jobs.StatusFailed]), Cancelled: len(sets[jobs.StatusCancelled])}, nil
 }
 
@@ -219,7 +221,7 @@ func (m *MemStore) ShardDone(_ context.Context, batchID string, shard int) (int,
 }
 
 // CountBatch sums a batch's counts from its shards.
-func (m *MemStore) CountBatch(_ context.Context, b *jobs.Batch) (*jobs.Batch, error) {
+func (m *MemStore) CountBatch(_ context.Context, b *driver.Batch) (*driver.Batch, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := *b
@@ -235,13 +237,13 @@ func (m *MemStore) CountBatch(_ context.Context, b *jobs.Batch) (*jobs.Batch, er
 
 // CreateBatch stores b, being created, unless a live batch with its id
 // exists.
-func (m *MemStore) CreateBatch(_ context.Context, b *jobs.Batch) (*jobs.Batch, error) {
+func (m *MemStore) CreateBatch(_ context.Context, b *driver.Batch) (*driver.Batch, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.batches[b.ID]
 	if ok && cur.Total > 0 && !cur.Expired(m.clock.Now()) {
 		c := *cur
-		return &c, jobs.ErrExists
+		return &c, driver.ErrExists
 	}
 	nb := *b
 	nb.Status, nb.Creating, nb.DoneShards = jobs.StatusRunning, true, 0
@@ -262,14 +264,14 @@ func (m *MemStore) OpenBatch(_ context.Context, id string) error {
 	case !ok || b.Total == 0 || b.Expired(m.clock.Now()):
 		return jobs.ErrNotFound
 	case !b.Creating:
-		return jobs.ErrBatchOpened
+		return driver.ErrBatchOpened
 	}
 	b.Creating = false
 	return nil
 }
 
 // GetBatch returns a copy of the batch.
-func (m *MemStore) GetBatch(_ context.Context, id string) (*jobs.Batch, error) {
+func (m *MemStore) GetBatch(_ context.Context, id string) (*driver.Batch, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b, ok := m.batches[id]
@@ -289,7 +291,7 @@ func (m *MemStore) EndBatch(_ context.Context, id string, status jobs.Status, at
 		return nil // our own end, retried
 	}
 	if !ok || b.Status != jobs.StatusRunning || b.DoneShards < b.Shards || b.Creating {
-		return jobs.ErrBatchNotDone
+		return driver.ErrBatchNotDone
 	}
 	b.Status, b.EndedAt, b.ExpiresAt, b.SweepAt = status, at, expiresAt, time.Time{}
 	return nil
@@ -301,14 +303,14 @@ func (m *MemStore) RescheduleBatch(_ context.Context, id string, at time.Time) e
 	defer m.mu.Unlock()
 	b, ok := m.batches[id]
 	if !ok || b.Status != jobs.StatusRunning {
-		return jobs.ErrBatchNotDone
+		return driver.ErrBatchNotDone
 	}
 	b.SweepAt = at
 	return nil
 }
 
 // Requeue sends a run back to the queue for a retry.
-func (m *MemStore) Requeue(_ context.Context, id, token string, q jobs.Requeue) error {
+func (m *MemStore) Requeue(_ context.Context, id, token string, q driver.Requeue) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, err := m.runningUnder(id, token, false)
@@ -316,7 +318,7 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q jobs.Requeue) 
 		return err
 	}
 	if !q.LeaseExpiredBy.IsZero() && r.LeaseUntil.After(q.LeaseExpiredBy) {
-		return &jobs.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+		return &driver.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
 	}
 	r.Status = jobs.StatusQueued
 	r.UpdatedAt = q.At
@@ -332,7 +334,7 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q jobs.Requeue) 
 }
 
 // CancelQueued cancels a queued job.
-func (m *MemStore) CancelQueued(_ context.Context, id string, c jobs.CancelQueued) error {
+func (m *MemStore) CancelQueued(_ context.Context, id string, c driver.CancelQueued) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.live(id)
@@ -340,7 +342,7 @@ func (m *MemStore) CancelQueued(_ context.Context, id string, c jobs.CancelQueue
 		return jobs.ErrNotFound
 	}
 	if r.Status != jobs.StatusQueued {
-		return &jobs.ConflictError{Err: jobs.ErrNotQueued, Current: clone(r)}
+		return &driver.ConflictError{Err: driver.ErrNotQueued, Current: clone(r)}
 	}
 	r.Status = jobs.StatusCancelled
 	r.UpdatedAt, r.FinishedAt, r.ExpiresAt = c.At, c.At, c.ExpiresAt
@@ -357,7 +359,7 @@ func (m *MemStore) RequestCancel(_ context.Context, id string, at time.Time) err
 		return jobs.ErrNotFound
 	}
 	if r.Status != jobs.StatusRunning {
-		return &jobs.ConflictError{Err: jobs.ErrNotRunning, Current: clone(r)}
+		return &driver.ConflictError{Err: driver.ErrNotRunning, Current: clone(r)}
 	}
 	r.CancelRequested = true
 	r.UpdatedAt = at
@@ -368,7 +370,7 @@ func (m *MemStore) RequestCancel(_ context.Context, id string, at time.Time) err
 func (m *MemStore) Due(_ context.Context, now time.Time, limit int) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var due []*jobs.Record
+	var due []*driver.Record
 	for _, r := range m.jobs {
 		if !r.SweepAt.IsZero() && !r.SweepAt.After(now) {
 			due = append(due, r)
@@ -376,7 +378,7 @@ func (m *MemStore) Due(_ context.Context, now time.Time, limit int) ([]string, e
 	}
 	for _, b := range m.batches {
 		if b.Status == jobs.StatusRunning && !b.SweepAt.IsZero() && !b.SweepAt.After(now) {
-			due = append(due, &jobs.Record{ID: storekey.BatchPrefix + b.ID, SweepAt: b.SweepAt})
+			due = append(due, &driver.Record{ID: storekey.BatchPrefix + b.ID, SweepAt: b.SweepAt})
 		}
 	}
 	sort.Slice(due, func(i, j int) bool { return due[i].SweepAt.Before(due[j].SweepAt) })
@@ -388,7 +390,7 @@ func (m *MemStore) Due(_ context.Context, now time.Time, limit int) ([]string, e
 }
 
 // Reschedule moves a job's sweep time.
-func (m *MemStore) Reschedule(_ context.Context, id string, expect jobs.Expect, at time.Time) error {
+func (m *MemStore) Reschedule(_ context.Context, id string, expect driver.Expect, at time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.live(id)
@@ -398,7 +400,7 @@ func (m *MemStore) Reschedule(_ context.Context, id string, expect jobs.Expect, 
 	if r.Status != expect.Status || r.SweepAt.IsZero() ||
 		(expect.Status == jobs.StatusRunning && r.ClaimToken != expect.Token) ||
 		!slices.Contains([]jobs.Status{jobs.StatusQueued, jobs.StatusRunning}, expect.Status) {
-		return &jobs.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+		return &driver.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
 	}
 	r.SweepAt = at
 	if expect.Status == jobs.StatusQueued {
@@ -415,10 +417,10 @@ func (m *MemStore) Len() int {
 }
 
 // All returns copies of every stored job, for assertions.
-func (m *MemStore) All() []*jobs.Record {
+func (m *MemStore) All() []*driver.Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]*jobs.Record, 0, len(m.jobs))
+	out := make([]*driver.Record, 0, len(m.jobs))
 	for _, r := range m.jobs {
 		out = append(out, clone(r))
 	}
@@ -426,7 +428,7 @@ func (m *MemStore) All() []*jobs.Record {
 	return out
 }
 
-// MemQueue is an in-memory jobs.Queue that records what was sent.
+// MemQueue is an in-memory driver.Queue that records what was sent.
 type MemQueue struct {
 	mu     sync.Mutex
 	sent   []string
@@ -513,7 +515,7 @@ func (m *MemStore) SetLastFire(_ context.Context, schedule, prev, id string) err
 		m.fires[schedule] = id
 		return nil
 	}
-	return jobs.ErrFireRaced
+	return driver.ErrFireRaced
 }
 
 // OwnerSchedules returns the owner's runtime schedules, by name.
@@ -543,7 +545,7 @@ func (m *MemStore) AddOwnerSchedule(_ context.Context, ownerKey string, s jobs.S
 		return jobs.ErrScheduleExists
 	}
 	if len(have) >= max {
-		return jobs.ErrScheduleLimit
+		return driver.ErrScheduleLimit
 	}
 	if have == nil {
 		have = map[string]jobs.Schedule{}
@@ -567,16 +569,16 @@ func (m *MemStore) RemoveOwnerSchedule(_ context.Context, ownerKey, name string)
 // List returns a page of the owner's jobs, newest first (by creation time,
 // then id), with the filters of q. Its positions are the last job's
 // (created, id); pages are always full.
-func (m *MemStore) List(_ context.Context, q jobs.ListQuery) (jobs.ListPage, error) {
+func (m *MemStore) List(_ context.Context, q driver.ListQuery) (driver.ListPage, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if q.OwnerKey == "" || q.Limit < 1 || q.Limit > 1000 {
-		return jobs.ListPage{}, errors.New("jobstest: list needs an owner key and a limit of 1 to 1000")
+		return driver.ListPage{}, errors.New("jobstest: list needs an owner key and a limit of 1 to 1000")
 	}
-	pos := func(r *jobs.Record) string { return fmt.Sprintf("%015d#%s", r.CreatedAt.UnixMilli(), r.ID) }
-	var all []*jobs.Record
+	pos := func(r *driver.Record) string { return fmt.Sprintf("%015d#%s", r.CreatedAt.UnixMilli(), r.ID) }
+	var all []*driver.Record
 	for _, r := range m.jobs {
-		if r.Expired(m.clock.Now()) || jobs.OwnerKey(r.Owner) != q.OwnerKey ||
+		if r.Expired(m.clock.Now()) || wire.OwnerKey(r.Owner) != q.OwnerKey ||
 			(q.Status != "" && r.Status != q.Status) || (q.Kind != "" && r.Kind != q.Kind) ||
 			(!q.CreatedBefore.IsZero() && !r.CreatedAt.Before(q.CreatedBefore)) ||
 			(q.After != "" && pos(r) >= q.After) {
@@ -585,7 +587,7 @@ func (m *MemStore) List(_ context.Context, q jobs.ListQuery) (jobs.ListPage, err
 		all = append(all, r)
 	}
 	sort.Slice(all, func(i, j int) bool { return pos(all[i]) > pos(all[j]) })
-	var page jobs.ListPage
+	var page driver.ListPage
 	for _, r := range all {
 		if len(page.Records) == q.Limit {
 			page.Next = pos(page.Records[len(page.Records)-1])
@@ -603,7 +605,7 @@ func (m *MemStore) CountUnfinished(_ context.Context, ownerKey string, max int) 
 	out := jobs.UnfinishedCounts{Kinds: map[string]jobs.KindCounts{}}
 	n := 0
 	for _, r := range m.jobs {
-		if r.Expired(m.clock.Now()) || jobs.OwnerKey(r.Owner) != ownerKey || r.Status.Final() {
+		if r.Expired(m.clock.Now()) || wire.OwnerKey(r.Owner) != ownerKey || r.Status.Final() {
 			continue
 		}
 		if n == max {
@@ -623,7 +625,7 @@ func (m *MemStore) CountUnfinished(_ context.Context, ownerKey string, max int) 
 }
 
 // Resubmit puts a failed or cancelled job outside a batch back to queued.
-func (m *MemStore) Resubmit(_ context.Context, id string, rs jobs.Resubmit) error {
+func (m *MemStore) Resubmit(_ context.Context, id string, rs driver.Resubmit) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.live(id)
@@ -631,7 +633,7 @@ func (m *MemStore) Resubmit(_ context.Context, id string, rs jobs.Resubmit) erro
 		return jobs.ErrNotFound
 	}
 	if (r.Status != jobs.StatusFailed && r.Status != jobs.StatusCancelled) || r.BatchID != "" || r.LeaseUntil.After(rs.At) {
-		return &jobs.ConflictError{Err: jobs.ErrNotRetryable, Current: clone(r)}
+		return &driver.ConflictError{Err: jobs.ErrNotResubmittable, Current: clone(r)}
 	}
 	r.AttemptBase, r.Dispatches, r.LeaseUntil = r.Attempt, 0, time.Time{}
 	r.LastError = r.ErrorCode

@@ -10,19 +10,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/storekey"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/storekey"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // NewStoreFunc returns an empty store for one test, reading time from clock.
-type NewStoreFunc func(t *testing.T, clock jobs.Clock) jobs.Store
+type NewStoreFunc func(t *testing.T, clock jobs.Clock) driver.Store
 
 // Epoch is the time the conformance suite's clocks start at.
 var Epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // NewRecord returns a queued record as enqueue would write it.
-func NewRecord(id string, now time.Time) *jobs.Record {
-	return &jobs.Record{
+func NewRecord(id string, now time.Time) *driver.Record {
+	return &driver.Record{
 		ID: id, Kind: "test.kind", Owner: "arn:aws:iam::000000000000:user/alice", Status: jobs.StatusQueued,
 		Payload: []byte(`{"n":1}`), RequestHash: "h1",
 		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(2 * time.Minute),
@@ -33,29 +35,29 @@ func NewRecord(id string, now time.Time) *jobs.Record {
 // makes. Each subtest gets its own store and fake clock.
 func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	ctx := context.Background()
-	setup := func(t *testing.T) (jobs.Store, *Clock) {
+	setup := func(t *testing.T) (driver.Store, *Clock) {
 		t.Helper()
 		clock := NewClock(Epoch)
 		return newStore(t, clock), clock
 	}
-	create := func(t *testing.T, s jobs.Store, now time.Time) *jobs.Record {
+	create := func(t *testing.T, s driver.Store, now time.Time) *driver.Record {
 		t.Helper()
-		rec := NewRecord(jobs.NewID(), now)
+		rec := NewRecord(wire.NewID(), now)
 		if err := s.Create(ctx, rec); err != nil {
 			t.Fatalf("Create: %v", err)
 		}
 		return rec
 	}
-	claim := func(t *testing.T, s jobs.Store, id string, now time.Time) (*jobs.Record, string) {
+	claim := func(t *testing.T, s driver.Store, id string, now time.Time) (*driver.Record, string) {
 		t.Helper()
-		token := jobs.NewID()
-		rec, err := s.Claim(ctx, id, jobs.Claim{Token: token, At: now, LeaseUntil: now.Add(time.Minute)})
+		token := wire.NewID()
+		rec, err := s.Claim(ctx, id, driver.Claim{Token: token, At: now, LeaseUntil: now.Add(time.Minute)})
 		if err != nil {
 			t.Fatalf("Claim: %v", err)
 		}
 		return rec, token
 	}
-	get := func(t *testing.T, s jobs.Store, id string) *jobs.Record {
+	get := func(t *testing.T, s driver.Store, id string) *driver.Record {
 		t.Helper()
 		rec, err := s.Get(ctx, id)
 		if err != nil {
@@ -68,9 +70,9 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if !errors.Is(err, sentinel) {
 			t.Fatalf("got error %v, want %v", err, sentinel)
 		}
-		var ce *jobs.ConflictError
+		var ce *driver.ConflictError
 		if !errors.As(err, &ce) {
-			t.Fatalf("got %T, want *jobs.ConflictError", err)
+			t.Fatalf("got %T, want *driver.ConflictError", err)
 		}
 		if wantStatus != "" && (ce.Current == nil || ce.Current.Status != wantStatus) {
 			t.Fatalf("conflict reports current %+v, want status %s", ce.Current, wantStatus)
@@ -79,7 +81,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("CreateGetRoundTrip", func(t *testing.T) {
 		s, clock := setup(t)
-		rec := NewRecord(jobs.NewID(), clock.Now())
+		rec := NewRecord(wire.NewID(), clock.Now())
 		rec.Payload = []byte(`{"text":"héllo","n":[1,2,3]}`)
 		if err := s.Create(ctx, rec); err != nil {
 			t.Fatal(err)
@@ -96,7 +98,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		again := NewRecord(rec.ID, clock.Now())
 		again.Payload = []byte(`{"n":2}`)
 		err := s.Create(ctx, again)
-		wantConflict(t, err, jobs.ErrExists, jobs.StatusQueued)
+		wantConflict(t, err, driver.ErrExists, jobs.StatusQueued)
 		if got := get(t, s, rec.ID); string(got.Payload) != `{"n":1}` {
 			t.Fatalf("second create overwrote the payload: %s", got.Payload)
 		}
@@ -104,7 +106,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("GetUnknownIsNotFound", func(t *testing.T) {
 		s, _ := setup(t)
-		if _, err := s.Get(ctx, jobs.NewID()); !errors.Is(err, jobs.ErrNotFound) {
+		if _, err := s.Get(ctx, wire.NewID()); !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("got %v, want ErrNotFound", err)
 		}
 	})
@@ -114,7 +116,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		rec := create(t, s, clock.Now())
 		clock.Advance(time.Second)
 		now := clock.Now()
-		got, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "tok-1", At: now, LeaseUntil: now.Add(30 * time.Second)})
+		got, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "tok-1", At: now, LeaseUntil: now.Add(30 * time.Second)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,8 +136,8 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		s, clock := setup(t)
 		rec := create(t, s, clock.Now())
 		claim(t, s, rec.ID, clock.Now())
-		_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "other", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
-		wantConflict(t, err, jobs.ErrNotQueued, jobs.StatusRunning)
+		_, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "other", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+		wantConflict(t, err, driver.ErrNotQueued, jobs.StatusRunning)
 		if got := get(t, s, rec.ID); got.Attempt != 1 || got.ClaimToken == "other" {
 			t.Fatalf("losing claim changed the job: %+v", got)
 		}
@@ -143,11 +145,11 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("ClaimUnknownIsNotFound", func(t *testing.T) {
 		s, clock := setup(t)
-		_, err := s.Claim(ctx, jobs.NewID(), jobs.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+		_, err := s.Claim(ctx, wire.NewID(), driver.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
 		if !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("got %v, want ErrNotFound", err)
 		}
-		if _, err := s.Get(ctx, jobs.NewID()); !errors.Is(err, jobs.ErrNotFound) {
+		if _, err := s.Get(ctx, wire.NewID()); !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("a failed claim created a job: %v", err)
 		}
 	})
@@ -164,11 +166,11 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 			go func() {
 				defer wg.Done()
 				token := fmt.Sprintf("tok-%d", i)
-				_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: token, At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+				_, err := s.Claim(ctx, rec.ID, driver.Claim{Token: token, At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
 				switch {
 				case err == nil:
 					wins <- token
-				case errors.Is(err, jobs.ErrNotQueued):
+				case errors.Is(err, driver.ErrNotQueued):
 				default:
 					errs <- err
 				}
@@ -217,11 +219,11 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		s, clock := setup(t)
 		rec := create(t, s, clock.Now())
 		_, token := claim(t, s, rec.ID, clock.Now())
-		err := s.Finish(ctx, rec.ID, "stale-token", jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`"stale"`), At: clock.Now()})
+		err := s.Finish(ctx, rec.ID, "stale-token", driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`"stale"`), At: clock.Now()})
 		wantConflict(t, err, jobs.ErrLostClaim, jobs.StatusRunning)
 		clock.Advance(time.Second)
 		end := clock.Now()
-		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`"ok"`), At: end, ExpiresAt: end.Add(time.Hour)}); err != nil {
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`"ok"`), At: end, ExpiresAt: end.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		got := get(t, s, rec.ID)
@@ -235,13 +237,13 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		s, clock := setup(t)
 		rec := create(t, s, clock.Now())
 		_, token := claim(t, s, rec.ID, clock.Now())
-		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now()}); err != nil {
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "again", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
-		wantConflict(t, err, jobs.ErrNotQueued, jobs.StatusFailed)
+		_, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "again", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+		wantConflict(t, err, driver.ErrNotQueued, jobs.StatusFailed)
 		wantConflict(t, s.Publish(ctx, rec.ID, token, []byte(`1`), clock.Now()), jobs.ErrLostClaim, jobs.StatusFailed)
-		wantConflict(t, s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, At: clock.Now()}), jobs.ErrLostClaim, jobs.StatusFailed)
+		wantConflict(t, s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now()}), jobs.ErrLostClaim, jobs.StatusFailed)
 		if got := get(t, s, rec.ID); got.Status != jobs.StatusFailed || got.ErrorCode != "boom" || got.Attempt != 1 {
 			t.Fatalf("finished job changed: %+v", got)
 		}
@@ -254,7 +256,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if err := s.Publish(ctx, rec.ID, token, []byte(`{"p":1}`), clock.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`{"final":true}`), At: clock.Now()}); err != nil {
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`{"final":true}`), At: clock.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		// A publish that was in flight when the run finished must not land.
@@ -279,7 +281,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`"final"`), At: clock.Now()}); err != nil {
+			if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`"final"`), At: clock.Now()}); err != nil {
 				t.Errorf("Finish: %v", err)
 			}
 		}()
@@ -296,7 +298,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if err := s.Publish(ctx, rec.ID, token, []byte(`{"done":3}`), clock.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeTimedOut, At: clock.Now()}); err != nil {
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeTimedOut, At: clock.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		if got := get(t, s, rec.ID); got.ErrorCode != jobs.CodeTimedOut || string(got.Result) != `{"done":3}` {
@@ -308,15 +310,15 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		s, clock := setup(t)
 		rec := create(t, s, clock.Now())
 		_, token := claim(t, s, rec.ID, clock.Now()) // lease: now + 1m
-		early := jobs.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeInterrupted, At: clock.Now(), LeaseExpiredBy: clock.Now().Add(30 * time.Second)}
+		early := driver.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeInterrupted, At: clock.Now(), LeaseExpiredBy: clock.Now().Add(30 * time.Second)}
 		wantConflict(t, s.Finish(ctx, rec.ID, token, early), jobs.ErrLostClaim, jobs.StatusRunning)
 		clock.Advance(2 * time.Minute)
-		late := jobs.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeInterrupted, At: clock.Now(), LeaseExpiredBy: clock.Now()}
+		late := driver.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeInterrupted, At: clock.Now(), LeaseExpiredBy: clock.Now()}
 		if err := s.Finish(ctx, rec.ID, token, late); err != nil {
 			t.Fatal(err)
 		}
 		// The worker that owned the lease comes back late: it cannot overwrite.
-		wantConflict(t, s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`1`), At: clock.Now()}), jobs.ErrLostClaim, jobs.StatusFailed)
+		wantConflict(t, s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`1`), At: clock.Now()}), jobs.ErrLostClaim, jobs.StatusFailed)
 	})
 
 	t.Run("OverlappingInterruptsOneWinner", func(t *testing.T) {
@@ -331,7 +333,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeInterrupted, At: clock.Now(), LeaseExpiredBy: clock.Now()})
+				err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeInterrupted, At: clock.Now(), LeaseExpiredBy: clock.Now()})
 				if err == nil {
 					mu.Lock()
 					wins++
@@ -353,14 +355,14 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		queued := create(t, s, now)           // sweep at now+2m
 		running := create(t, s, now)          // claimed below
 		finished := create(t, s, now)         // finished below
-		later := NewRecord(jobs.NewID(), now) // sweep at now+1h
+		later := NewRecord(wire.NewID(), now) // sweep at now+1h
 		later.SweepAt = now.Add(time.Hour)
 		if err := s.Create(ctx, later); err != nil {
 			t.Fatal(err)
 		}
 		claim(t, s, running.ID, now)
 		_, tok := claim(t, s, finished.ID, now)
-		if err := s.Finish(ctx, finished.ID, tok, jobs.Outcome{Status: jobs.StatusSucceeded, At: now}); err != nil {
+		if err := s.Finish(ctx, finished.ID, tok, driver.Outcome{Status: jobs.StatusSucceeded, At: now}); err != nil {
 			t.Fatal(err)
 		}
 		ids, err := s.Due(ctx, now.Add(3*time.Minute), 100)
@@ -382,7 +384,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		s, clock := setup(t)
 		now := clock.Now()
 		q := create(t, s, now)
-		if err := s.Reschedule(ctx, q.ID, jobs.Expect{Status: jobs.StatusQueued}, now.Add(10*time.Minute)); err != nil {
+		if err := s.Reschedule(ctx, q.ID, driver.Expect{Status: jobs.StatusQueued}, now.Add(10*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		if got := get(t, s, q.ID); got.Dispatches != 1 || !got.SweepAt.Equal(now.Add(10*time.Minute)) {
@@ -390,16 +392,16 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		}
 		r := create(t, s, now)
 		_, token := claim(t, s, r.ID, now)
-		wantConflict(t, s.Reschedule(ctx, r.ID, jobs.Expect{Status: jobs.StatusRunning, Token: "stale"}, now.Add(time.Hour)), jobs.ErrLostClaim, jobs.StatusRunning)
-		wantConflict(t, s.Reschedule(ctx, r.ID, jobs.Expect{Status: jobs.StatusQueued}, now.Add(time.Hour)), jobs.ErrLostClaim, jobs.StatusRunning)
-		if err := s.Reschedule(ctx, r.ID, jobs.Expect{Status: jobs.StatusRunning, Token: token}, now.Add(time.Hour)); err != nil {
+		wantConflict(t, s.Reschedule(ctx, r.ID, driver.Expect{Status: jobs.StatusRunning, Token: "stale"}, now.Add(time.Hour)), jobs.ErrLostClaim, jobs.StatusRunning)
+		wantConflict(t, s.Reschedule(ctx, r.ID, driver.Expect{Status: jobs.StatusQueued}, now.Add(time.Hour)), jobs.ErrLostClaim, jobs.StatusRunning)
+		if err := s.Reschedule(ctx, r.ID, driver.Expect{Status: jobs.StatusRunning, Token: token}, now.Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Finish(ctx, r.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, At: now}); err != nil {
+		if err := s.Finish(ctx, r.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: now}); err != nil {
 			t.Fatal(err)
 		}
 		// A finished job has no sweep schedule to move: it must not reappear in the index.
-		wantConflict(t, s.Reschedule(ctx, r.ID, jobs.Expect{Status: jobs.StatusRunning, Token: token}, now), jobs.ErrLostClaim, jobs.StatusSucceeded)
+		wantConflict(t, s.Reschedule(ctx, r.ID, driver.Expect{Status: jobs.StatusRunning, Token: token}, now), jobs.ErrLostClaim, jobs.StatusSucceeded)
 		if ids, _ := s.Due(ctx, now.Add(2*time.Hour), 100); len(ids) != 1 || ids[0] != q.ID {
 			t.Fatalf("Due = %v, want only the queued job", ids)
 		}
@@ -409,7 +411,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		s, clock := setup(t)
 		rec := create(t, s, clock.Now())
 		_, token := claim(t, s, rec.ID, clock.Now())
-		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Hour + time.Second)
@@ -427,15 +429,15 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("DelayedJobIsClaimedOnlyWhenDue", func(t *testing.T) {
 		s, clock := setup(t)
-		rec := NewRecord(jobs.NewID(), clock.Now())
+		rec := NewRecord(wire.NewID(), clock.Now())
 		rec.RunAt = clock.Now().Add(10 * time.Minute)
 		if err := s.Create(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "early", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
-		wantConflict(t, err, jobs.ErrNotQueued, jobs.StatusQueued)
+		_, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "early", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+		wantConflict(t, err, driver.ErrNotQueued, jobs.StatusQueued)
 		clock.Advance(10 * time.Minute)
-		if _, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "on-time", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)}); err != nil {
+		if _, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "on-time", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)}); err != nil {
 			t.Fatalf("claim at run_at: %v", err)
 		}
 	})
@@ -445,8 +447,8 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		rec := create(t, s, clock.Now())
 		_, token := claim(t, s, rec.ID, clock.Now())
 		next := clock.Now().Add(30 * time.Second)
-		wantConflict(t, s.Requeue(ctx, rec.ID, "stale", jobs.Requeue{At: clock.Now(), RunAt: next, SweepAt: next, LastError: "boom"}), jobs.ErrLostClaim, jobs.StatusRunning)
-		if err := s.Requeue(ctx, rec.ID, token, jobs.Requeue{At: clock.Now(), RunAt: next, SweepAt: next.Add(time.Minute), LastError: "boom"}); err != nil {
+		wantConflict(t, s.Requeue(ctx, rec.ID, "stale", driver.Requeue{At: clock.Now(), RunAt: next, SweepAt: next, LastError: "boom"}), jobs.ErrLostClaim, jobs.StatusRunning)
+		if err := s.Requeue(ctx, rec.ID, token, driver.Requeue{At: clock.Now(), RunAt: next, SweepAt: next.Add(time.Minute), LastError: "boom"}); err != nil {
 			t.Fatal(err)
 		}
 		got := get(t, s, rec.ID)
@@ -454,7 +456,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 			t.Fatalf("requeued %+v", got)
 		}
 		// The old run cannot finish it now.
-		wantConflict(t, s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, At: clock.Now()}), jobs.ErrLostClaim, jobs.StatusQueued)
+		wantConflict(t, s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now()}), jobs.ErrLostClaim, jobs.StatusQueued)
 		clock.Advance(time.Minute)
 		again, _ := claim(t, s, rec.ID, clock.Now())
 		if again.Attempt != 2 {
@@ -465,16 +467,16 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	t.Run("CancelQueued", func(t *testing.T) {
 		s, clock := setup(t)
 		rec := create(t, s, clock.Now())
-		if err := s.CancelQueued(ctx, rec.ID, jobs.CancelQueued{At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+		if err := s.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		got := get(t, s, rec.ID)
 		if got.Status != jobs.StatusCancelled || !got.SweepAt.IsZero() || got.ExpiresAt.IsZero() {
 			t.Fatalf("cancelled %+v", got)
 		}
-		_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
-		wantConflict(t, err, jobs.ErrNotQueued, jobs.StatusCancelled)
-		wantConflict(t, s.CancelQueued(ctx, rec.ID, jobs.CancelQueued{At: clock.Now(), ExpiresAt: clock.Now()}), jobs.ErrNotQueued, jobs.StatusCancelled)
+		_, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+		wantConflict(t, err, driver.ErrNotQueued, jobs.StatusCancelled)
+		wantConflict(t, s.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: clock.Now(), ExpiresAt: clock.Now()}), driver.ErrNotQueued, jobs.StatusCancelled)
 		if ids, _ := s.Due(ctx, clock.Now().Add(time.Hour), 10); len(ids) != 0 {
 			t.Fatalf("a cancelled job is due: %v", ids)
 		}
@@ -483,28 +485,28 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	t.Run("RequestCancelLetsOnlyCancelledLand", func(t *testing.T) {
 		s, clock := setup(t)
 		rec := create(t, s, clock.Now())
-		wantConflict(t, s.RequestCancel(ctx, rec.ID, clock.Now()), jobs.ErrNotRunning, jobs.StatusQueued)
+		wantConflict(t, s.RequestCancel(ctx, rec.ID, clock.Now()), driver.ErrNotRunning, jobs.StatusQueued)
 		_, token := claim(t, s, rec.ID, clock.Now())
 		if err := s.RequestCancel(ctx, rec.ID, clock.Now()); err != nil {
 			t.Fatal(err)
 		}
-		wantConflict(t, s.Publish(ctx, rec.ID, token, []byte(`1`), clock.Now()), jobs.ErrCancelRequested, jobs.StatusRunning)
-		wantConflict(t, s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`1`), At: clock.Now()}), jobs.ErrCancelRequested, jobs.StatusRunning)
-		wantConflict(t, s.Requeue(ctx, rec.ID, token, jobs.Requeue{At: clock.Now(), RunAt: clock.Now(), SweepAt: clock.Now()}), jobs.ErrCancelRequested, jobs.StatusRunning)
-		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusCancelled, At: clock.Now()}); err != nil {
+		wantConflict(t, s.Publish(ctx, rec.ID, token, []byte(`1`), clock.Now()), driver.ErrCancelRequested, jobs.StatusRunning)
+		wantConflict(t, s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`1`), At: clock.Now()}), driver.ErrCancelRequested, jobs.StatusRunning)
+		wantConflict(t, s.Requeue(ctx, rec.ID, token, driver.Requeue{At: clock.Now(), RunAt: clock.Now(), SweepAt: clock.Now()}), driver.ErrCancelRequested, jobs.StatusRunning)
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusCancelled, At: clock.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		if got := get(t, s, rec.ID); got.Status != jobs.StatusCancelled || !got.CancelRequested {
 			t.Fatalf("got %+v", got)
 		}
-		wantConflict(t, s.RequestCancel(ctx, rec.ID, clock.Now()), jobs.ErrNotRunning, jobs.StatusCancelled)
+		wantConflict(t, s.RequestCancel(ctx, rec.ID, clock.Now()), driver.ErrNotRunning, jobs.StatusCancelled)
 	})
 
 	t.Run("CountUnfinishedCountsTheOwnersQueuedAndRunning", func(t *testing.T) {
 		s, clock := setup(t)
 		now := clock.Now()
-		mk := func(owner, kind string) *jobs.Record {
-			rec := NewRecord(jobs.NewID(), now)
+		mk := func(owner, kind string) *driver.Record {
+			rec := NewRecord(wire.NewID(), now)
 			rec.Owner, rec.Kind = owner, kind
 			if err := s.Create(ctx, rec); err != nil {
 				t.Fatal(err)
@@ -517,16 +519,16 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		claim(t, s, running.ID, now)
 		done := mk("o", "b")
 		_, tok := claim(t, s, done.ID, now)
-		if err := s.Finish(ctx, done.ID, tok, jobs.Outcome{Status: jobs.StatusSucceeded, At: now}); err != nil {
+		if err := s.Finish(ctx, done.ID, tok, driver.Outcome{Status: jobs.StatusSucceeded, At: now}); err != nil {
 			t.Fatal(err)
 		}
 		mk("p", "a")
-		got, err := s.CountUnfinished(ctx, jobs.OwnerKey("o"), 100)
+		got, err := s.CountUnfinished(ctx, wire.OwnerKey("o"), 100)
 		want := map[string]jobs.KindCounts{"a": {Queued: 2}, "b": {Running: 1}}
 		if err != nil || got.Truncated || !reflect.DeepEqual(got.Kinds, want) {
 			t.Fatalf("counts %+v %v, want %v", got, err, want)
 		}
-		if got, _ := s.CountUnfinished(ctx, jobs.OwnerKey("o"), 2); !got.Truncated {
+		if got, _ := s.CountUnfinished(ctx, wire.OwnerKey("o"), 2); !got.Truncated {
 			t.Fatalf("counts at most 2: %+v, want truncated", got)
 		}
 	})
@@ -536,7 +538,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		now := clock.Now()
 		rec := create(t, s, now)
 		_, token := claim(t, s, rec.ID, now)
-		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusSucceeded, At: now, After: []string{"batch"}}); err != nil {
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: now, After: []string{"batch"}}); err != nil {
 			t.Fatal(err)
 		}
 		if got := get(t, s, rec.ID); got.Status != jobs.StatusSucceeded || !slices.Equal(got.After, []string{"batch"}) {
@@ -559,7 +561,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		}
 		// A cancel of a queued job with steps, likewise.
 		other := create(t, s, now)
-		if err := s.CancelQueued(ctx, other.ID, jobs.CancelQueued{At: now, ExpiresAt: now.Add(time.Hour), After: []string{"batch"}}); err != nil {
+		if err := s.CancelQueued(ctx, other.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(time.Hour), After: []string{"batch"}}); err != nil {
 			t.Fatal(err)
 		}
 		if ids, _ := s.Due(ctx, now.Add(time.Hour), 10); !set(ids)[other.ID] {
@@ -575,16 +577,16 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if err := s.RequestCancel(ctx, rec.ID, now); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Finish(ctx, rec.ID, token, jobs.Outcome{Status: jobs.StatusCancelled, At: now, KeepLease: true}); err != nil {
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusCancelled, At: now, KeepLease: true}); err != nil {
 			t.Fatal(err)
 		}
 		got := get(t, s, rec.ID)
 		if got.LeaseUntil.IsZero() {
 			t.Fatal("the abandoned run's lease is gone")
 		}
-		wantConflict(t, s.Resubmit(ctx, rec.ID, jobs.Resubmit{At: now, SweepAt: now.Add(time.Minute)}), jobs.ErrNotRetryable, jobs.StatusCancelled)
+		wantConflict(t, s.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: now.Add(time.Minute)}), jobs.ErrNotResubmittable, jobs.StatusCancelled)
 		clock.Advance(2 * time.Minute) // past the lease
-		if err := s.Resubmit(ctx, rec.ID, jobs.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
+		if err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
 			t.Fatalf("resubmit after the lease: %v", err)
 		}
 		if got := get(t, s, rec.ID); got.AttemptBase != 1 || got.Attempt != 1 || !got.LeaseUntil.IsZero() || got.Dispatches != 0 {
@@ -595,17 +597,17 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	t.Run("BatchCountsEachJobOnce", func(t *testing.T) {
 		s, clock := setup(t)
 		now := clock.Now()
-		batchID := jobs.NewID()
-		b, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 5, Shards: 2, RequestHash: "h", CreatedAt: now, SweepAt: now.Add(time.Minute)})
+		batchID := wire.NewID()
+		b, err := s.CreateBatch(ctx, &driver.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 5, Shards: 2, RequestHash: "h", CreatedAt: now, SweepAt: now.Add(time.Minute)})
 		if err != nil || !b.Creating || b.Total != 5 || b.Shards != 2 || b.DoneShards != 0 {
 			t.Fatalf("created batch %+v %v, want 5 jobs over 2 shards, being created", b, err)
 		}
-		if again, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Total: 7, Shards: 3, RequestHash: "other"}); !errors.Is(err, jobs.ErrExists) || again.Total != 5 || again.RequestHash != "h" {
+		if again, err := s.CreateBatch(ctx, &driver.Batch{ID: batchID, Owner: "o", Total: 7, Shards: 3, RequestHash: "other"}); !errors.Is(err, driver.ErrExists) || again.Total != 5 || again.RequestHash != "h" {
 			t.Fatalf("second CreateBatch: %+v %v, want the first batch and ErrExists", again, err)
 		}
-		count := func(i int, st jobs.Status) jobs.BatchShard {
+		count := func(i int, st jobs.Status) driver.BatchShard {
 			t.Helper()
-			sh, err := s.CountInBatch(ctx, b, jobs.BatchCount{Index: i, Status: st, ExpiresAt: now.Add(time.Hour)})
+			sh, err := s.CountInBatch(ctx, b, driver.BatchCount{Index: i, Status: st, ExpiresAt: now.Add(time.Hour)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -625,10 +627,10 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if err := s.OpenBatch(ctx, batchID); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.OpenBatch(ctx, batchID); !errors.Is(err, jobs.ErrBatchOpened) {
+		if err := s.OpenBatch(ctx, batchID); !errors.Is(err, driver.ErrBatchOpened) {
 			t.Fatalf("second OpenBatch: %v, want ErrBatchOpened", err)
 		}
-		if err := s.OpenBatch(ctx, jobs.NewID()); !errors.Is(err, jobs.ErrNotFound) {
+		if err := s.OpenBatch(ctx, wire.NewID()); !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("OpenBatch of no batch: %v, want ErrNotFound", err)
 		}
 		if n, err := s.ShardDone(ctx, batchID, 0); err != nil || n != 1 {
@@ -637,7 +639,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if n, _ := s.ShardDone(ctx, batchID, 0); n != 1 {
 			t.Fatalf("a shard done twice is done once: %d", n)
 		}
-		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, jobs.ErrBatchNotDone) {
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, driver.ErrBatchNotDone) {
 			t.Fatalf("EndBatch with a shard pending: %v", err)
 		}
 		counted, err := s.CountBatch(ctx, b)
@@ -665,7 +667,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); err != nil {
 			t.Fatalf("the same EndBatch again: %v, want nil (our own write)", err)
 		}
-		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now.Add(time.Second), now.Add(time.Hour)); !errors.Is(err, jobs.ErrBatchNotDone) {
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now.Add(time.Second), now.Add(time.Hour)); !errors.Is(err, driver.ErrBatchNotDone) {
 			t.Fatalf("second EndBatch: %v", err)
 		}
 		if ids, _ := s.Due(ctx, now.Add(time.Hour), 100); set(ids)[storekey.BatchPrefix+batchID] {
@@ -681,7 +683,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		}
 		// Once expired, the id can be taken again, being created anew.
 		clock.Advance(2 * time.Hour)
-		b, err = s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 2, Shards: 2, RequestHash: "h2", CreatedAt: clock.Now(), SweepAt: clock.Now().Add(time.Minute)})
+		b, err = s.CreateBatch(ctx, &driver.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 2, Shards: 2, RequestHash: "h2", CreatedAt: clock.Now(), SweepAt: clock.Now().Add(time.Minute)})
 		if err != nil || b.Total != 2 || b.DoneShards != 0 || !b.Creating || !b.ExpiresAt.IsZero() {
 			t.Fatalf("batch created over an expired one: %+v %v, want fresh", b, err)
 		}
@@ -690,18 +692,18 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	t.Run("BatchCannotEndWhileBeingCreated", func(t *testing.T) {
 		s, clock := setup(t)
 		now := clock.Now()
-		batchID := jobs.NewID()
-		b, err := s.CreateBatch(ctx, &jobs.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 1, Shards: 1, RequestHash: "h", CreatedAt: now, SweepAt: now})
+		batchID := wire.NewID()
+		b, err := s.CreateBatch(ctx, &driver.Batch{ID: batchID, Owner: "o", Status: jobs.StatusRunning, Total: 1, Shards: 1, RequestHash: "h", CreatedAt: now, SweepAt: now})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sh, _ := s.CountInBatch(ctx, b, jobs.BatchCount{Index: 0, Status: jobs.StatusCancelled, ExpiresAt: now.Add(time.Hour)}); !sh.Done() {
+		if sh, _ := s.CountInBatch(ctx, b, driver.BatchCount{Index: 0, Status: jobs.StatusCancelled, ExpiresAt: now.Add(time.Hour)}); !sh.Done() {
 			t.Fatalf("shard %+v", sh)
 		}
 		if _, err := s.ShardDone(ctx, batchID, 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, jobs.ErrBatchNotDone) {
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, driver.ErrBatchNotDone) {
 			t.Fatalf("EndBatch of a batch being created: %v, want ErrBatchNotDone", err)
 		}
 		if err := s.OpenBatch(ctx, batchID); err != nil {
@@ -715,22 +717,22 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	t.Run("ClaimSkipsKindsThatNeedMoreTime", func(t *testing.T) {
 		s, clock := setup(t)
 		rec := create(t, s, clock.Now())
-		_, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute), SkipKinds: []string{"slow", rec.Kind}})
-		wantConflict(t, err, jobs.ErrNotQueued, jobs.StatusQueued)
+		_, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute), SkipKinds: []string{"slow", rec.Kind}})
+		wantConflict(t, err, driver.ErrNotQueued, jobs.StatusQueued)
 		if got := get(t, s, rec.ID); got.Attempt != 0 || got.Status != jobs.StatusQueued {
 			t.Fatalf("a skipped claim changed the job: %+v", got)
 		}
-		if _, err := s.Claim(ctx, rec.ID, jobs.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute), SkipKinds: []string{"slow"}}); err != nil {
+		if _, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute), SkipKinds: []string{"slow"}}); err != nil {
 			t.Fatalf("claim skipping other kinds: %v", err)
 		}
 	})
 
 	t.Run("ListIsOwnedNewestFirstFilteredAndPaged", func(t *testing.T) {
 		s, clock := setup(t)
-		mine, theirs := jobs.OwnerKey("alice"), jobs.OwnerKey("bob")
+		mine, theirs := wire.OwnerKey("alice"), wire.OwnerKey("bob")
 		var ids []string // alice's, oldest first
 		for i := range 7 {
-			rec := NewRecord(jobs.NewID(), clock.Now())
+			rec := NewRecord(wire.NewID(), clock.Now())
 			rec.Owner = "alice"
 			if i%2 == 1 {
 				rec.Kind = "other"
@@ -741,24 +743,24 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 			ids = append(ids, rec.ID)
 			clock.Advance(time.Second)
 		}
-		bobs := NewRecord(jobs.NewID(), clock.Now())
+		bobs := NewRecord(wire.NewID(), clock.Now())
 		bobs.Owner = "bob"
 		if err := s.Create(ctx, bobs); err != nil {
 			t.Fatal(err)
 		}
 		// ids[0] fails, ids[1] is cancelled while queued, ids[2] succeeds.
 		_, tok := claim(t, s, ids[0], clock.Now())
-		if err := s.Finish(ctx, ids[0], tok, jobs.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+		if err := s.Finish(ctx, ids[0], tok, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.CancelQueued(ctx, ids[1], jobs.CancelQueued{At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+		if err := s.CancelQueued(ctx, ids[1], driver.CancelQueued{At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		_, tok = claim(t, s, ids[2], clock.Now())
-		if err := s.Finish(ctx, ids[2], tok, jobs.Outcome{Status: jobs.StatusSucceeded, At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+		if err := s.Finish(ctx, ids[2], tok, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
-		all := func(q jobs.ListQuery) []string {
+		all := func(q driver.ListQuery) []string {
 			t.Helper()
 			var got []string
 			for i := 0; i < 50; i++ {
@@ -770,7 +772,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 					t.Fatalf("a page of %d with limit %d", len(page.Records), q.Limit)
 				}
 				for _, r := range page.Records {
-					if jobs.OwnerKey(r.Owner) != q.OwnerKey {
+					if wire.OwnerKey(r.Owner) != q.OwnerKey {
 						t.Fatalf("listed %s's job", r.Owner)
 					}
 					got = append(got, r.ID)
@@ -789,18 +791,18 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 			return out
 		}
 		for name, c := range map[string]struct {
-			q    jobs.ListQuery
+			q    driver.ListQuery
 			want []string
 		}{
-			"all, in pages of 3": {jobs.ListQuery{OwnerKey: mine, Limit: 3}, rev(ids...)},
-			"failed":             {jobs.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusFailed}, ids[:1]},
-			"cancelled":          {jobs.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusCancelled}, ids[1:2]},
-			"succeeded":          {jobs.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusSucceeded}, ids[2:3]},
-			"queued":             {jobs.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusQueued}, rev(ids[3:]...)},
-			"kind other":         {jobs.ListQuery{OwnerKey: mine, Limit: 2, Kind: "other"}, rev(ids[1], ids[3], ids[5])},
-			"cancelled of kind":  {jobs.ListQuery{OwnerKey: mine, Limit: 2, Kind: "other", Status: jobs.StatusCancelled}, ids[1:2]},
-			"created before":     {jobs.ListQuery{OwnerKey: mine, Limit: 10, CreatedBefore: Epoch.Add(2 * time.Second)}, rev(ids[:2]...)},
-			"bob's":              {jobs.ListQuery{OwnerKey: theirs, Limit: 10}, nil},
+			"all, in pages of 3": {driver.ListQuery{OwnerKey: mine, Limit: 3}, rev(ids...)},
+			"failed":             {driver.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusFailed}, ids[:1]},
+			"cancelled":          {driver.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusCancelled}, ids[1:2]},
+			"succeeded":          {driver.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusSucceeded}, ids[2:3]},
+			"queued":             {driver.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusQueued}, rev(ids[3:]...)},
+			"kind other":         {driver.ListQuery{OwnerKey: mine, Limit: 2, Kind: "other"}, rev(ids[1], ids[3], ids[5])},
+			"cancelled of kind":  {driver.ListQuery{OwnerKey: mine, Limit: 2, Kind: "other", Status: jobs.StatusCancelled}, ids[1:2]},
+			"created before":     {driver.ListQuery{OwnerKey: mine, Limit: 10, CreatedBefore: Epoch.Add(2 * time.Second)}, rev(ids[:2]...)},
+			"bob's":              {driver.ListQuery{OwnerKey: theirs, Limit: 10}, nil},
 		} {
 			got := all(c.q)
 			if name == "bob's" {
@@ -811,10 +813,10 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 			}
 		}
 		// Retried, the failed job is queued again and no longer failed.
-		if err := s.Resubmit(ctx, ids[0], jobs.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
+		if err := s.Resubmit(ctx, ids[0], driver.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
-		if got := all(jobs.ListQuery{OwnerKey: mine, Limit: 5, Status: jobs.StatusFailed}); len(got) != 0 {
+		if got := all(driver.ListQuery{OwnerKey: mine, Limit: 5, Status: jobs.StatusFailed}); len(got) != 0 {
 			t.Fatalf("a retried job is still listed as failed: %v", got)
 		}
 	})
@@ -822,12 +824,12 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	t.Run("ResubmitOnlyFailedOrCancelled", func(t *testing.T) {
 		s, clock := setup(t)
 		rec := create(t, s, clock.Now())
-		wantConflict(t, s.Resubmit(ctx, rec.ID, jobs.Resubmit{At: clock.Now()}), jobs.ErrNotRetryable, jobs.StatusQueued)
+		wantConflict(t, s.Resubmit(ctx, rec.ID, driver.Resubmit{At: clock.Now()}), jobs.ErrNotResubmittable, jobs.StatusQueued)
 		_, tok := claim(t, s, rec.ID, clock.Now())
-		if err := s.Finish(ctx, rec.ID, tok, jobs.Outcome{Status: jobs.StatusFailed, Code: "boom", Result: []byte(`{"p":1}`), At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+		if err := s.Finish(ctx, rec.ID, tok, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", Result: []byte(`{"p":1}`), At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Resubmit(ctx, rec.ID, jobs.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
+		if err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 		got := get(t, s, rec.ID)
@@ -842,9 +844,9 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if again.Attempt != 2 {
 			t.Fatalf("the next attempt is %d, want 2", again.Attempt)
 		}
-		wantConflict(t, s.Resubmit(ctx, rec.ID, jobs.Resubmit{At: clock.Now()}), jobs.ErrNotRetryable, jobs.StatusRunning)
+		wantConflict(t, s.Resubmit(ctx, rec.ID, driver.Resubmit{At: clock.Now()}), jobs.ErrNotResubmittable, jobs.StatusRunning)
 		_ = tok
-		if err := s.Resubmit(ctx, jobs.NewID(), jobs.Resubmit{At: clock.Now()}); !errors.Is(err, jobs.ErrNotFound) {
+		if err := s.Resubmit(ctx, wire.NewID(), driver.Resubmit{At: clock.Now()}); !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("an unknown job: %v", err)
 		}
 	})
@@ -872,7 +874,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		}
 		c := a
 		c.Name = "c"
-		if err := s.AddOwnerSchedule(ctx, "alicekey", c, 2); !errors.Is(err, jobs.ErrScheduleLimit) {
+		if err := s.AddOwnerSchedule(ctx, "alicekey", c, 2); !errors.Is(err, driver.ErrScheduleLimit) {
 			t.Fatalf("a third schedule with a limit of 2: %v, want ErrScheduleLimit", err)
 		}
 		list, err := s.OwnerSchedules(ctx, "alicekey")
@@ -907,7 +909,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if err := s.SetLastFire(ctx, "nightly", "", "a"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetLastFire(ctx, "nightly", "", "b"); !errors.Is(err, jobs.ErrFireRaced) {
+		if err := s.SetLastFire(ctx, "nightly", "", "b"); !errors.Is(err, driver.ErrFireRaced) {
 			t.Fatalf("a second first fire: %v, want ErrFireRaced", err)
 		}
 		if err := s.SetLastFire(ctx, "nightly", "", "a"); err != nil {
@@ -916,7 +918,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 		if err := s.SetLastFire(ctx, "nightly", "a", "b"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetLastFire(ctx, "nightly", "a", "c"); !errors.Is(err, jobs.ErrFireRaced) {
+		if err := s.SetLastFire(ctx, "nightly", "a", "c"); !errors.Is(err, driver.ErrFireRaced) {
 			t.Fatalf("moving from a stale read: %v, want ErrFireRaced", err)
 		}
 		if last, _ := s.LastFire(ctx, "nightly"); last != "b" {

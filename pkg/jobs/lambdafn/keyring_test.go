@@ -89,10 +89,10 @@ func TestKeyRingRotation(t *testing.T) {
 	var seen string
 	registry := func() *jobs.Registry {
 		reg := jobs.NewRegistry()
-		jobs.MustRegister(reg, "charge", jobs.HandlerFunc[cardPayload, cardResult](func(_ context.Context, j *jobs.Job[cardPayload]) (cardResult, error) {
+		jobs.MustRegister(reg, "charge", func(_ context.Context, j *jobs.Job[cardPayload]) (cardResult, error) {
 			seen = j.Payload.Card
 			return cardResult{Last4: j.Payload.Card[len(j.Payload.Card)-4:]}, nil
-		}))
+		}, nil)
 		return reg
 	}
 	// Before the rotation: the construct's one generated secret string.
@@ -104,8 +104,8 @@ func TestKeyRingRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := jobs.EnqueueRequest{Owner: "o", Kind: "charge", Payload: []byte(`{"customer":"c","card":"4242424242424242"}`), IdempotencyKey: "k"}
-	first, _, err := svc.Enqueue(ctx, req)
+	req := jobs.EnqueueRequest{Owner: "o", Kind: "charge", Payload: []byte(`{"customer":"c","card":"4242424242424242"}`), EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: "k"}}
+	first, _, err := enqueued(svc.Enqueue(ctx, req))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestKeyRingRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, created, err := svc2.Enqueue(ctx, req)
+	again, created, err := enqueued(svc2.Enqueue(ctx, req))
 	if err != nil || created || again.ID != first.ID {
 		t.Fatalf("replay after the rotation: %v created=%v: want the first job", err, created)
 	}
@@ -140,7 +140,7 @@ func TestKeyRingRotation(t *testing.T) {
 		t.Fatalf("a job sealed before the rotation: %s, handler saw %q", got.Status, seen)
 	}
 	// New jobs are sealed with the new key: the old ring alone cannot open them.
-	fresh, _, err := svc2.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "charge", Payload: []byte(`{"customer":"c","card":"5555555555554444"}`)})
+	fresh, _, err := enqueued(svc2.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "charge", Payload: []byte(`{"customer":"c","card":"5555555555554444"}`)}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,11 +78,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lambdajobs/lambdajobs/internal/emf"
+	"github.com/lambdajobs/lambdajobs/internal/keyring"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/emf"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/keyring"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/schedulerapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
@@ -566,9 +567,44 @@ func (noQueue) SendDelayed(context.Context, string, time.Duration) error {
 }
 
 // queueOrNil keeps a nil *sqsqueue.Queue from becoming a non-nil interface.
-func queueOrNil(q *sqsqueue.Queue) jobs.Queue {
+func queueOrNil(q *sqsqueue.Queue) driver.Queue {
 	if q == nil {
 		return nil
 	}
 	return q
+}
+
+// NewService returns a jobs.Service for enqueueing from a team's own code:
+// another Lambda function given jobsinfra's GrantEnqueue, or a program
+// outside Lambda (a script, a server; `make run` prints the variables for
+// the local stack). It reads what GrantEnqueue sets: JOBS_TABLE,
+// JOBS_QUEUE_URL and JOBS_DISPATCH_GRACE, and the payload key ring from
+// JOBS_PAYLOAD_KEYRING_SECRET (read from Secrets Manager now, once) or
+// JOBS_PAYLOAD_KEY, so kinds with jobs:"secret" fields seal as the
+// system's own enqueue does. Call it once, at start-up:
+//
+//	svc, err := lambdafn.NewService(ctx, reg)
+//	...
+//	res, err := receipts.Enqueue(ctx, svc, owner, Receipt{OrderID: id}, nil)
+//
+// The service enqueues and reads back its own enqueues' idempotent
+// replays; GrantEnqueue gives nothing else (no reads, no listing).
+func NewService(ctx context.Context, reg *jobs.Registry) (*jobs.Service, error) {
+	cfg, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Table == "" || cfg.QueueURL == "" {
+		return nil, errors.New("lambdafn: JOBS_TABLE and JOBS_QUEUE_URL are required (jobsinfra's GrantEnqueue sets them)")
+	}
+	d, err := NewDeps(ctx, cfg, slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	if err != nil {
+		return nil, err
+	}
+	sealer, err := d.sealer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger,
+		DispatchGrace: d.Config.DispatchGrace, Sealer: sealer, Retention: d.Config.Retention})
 }

@@ -2,7 +2,6 @@ package lambdafn_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -90,11 +89,11 @@ func TestWorkerRefusesASourceWithoutRoute(t *testing.T) {
 	getenv := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1",
 		"JOBS_SOURCES": `[{"type":"eventbridge","source":"shop.orders","detail_type":"OrderPlaced"},{"type":"s3","bucket":"uploads"}]`})
 	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "order", jobs.HandlerFunc[events.EventBridgeEvent, jobs.NoResult](func(context.Context, *jobs.Job[events.EventBridgeEvent]) (jobs.NoResult, error) {
+	jobs.MustRegister(reg, "order", func(context.Context, *jobs.Job[events.EventBridgeEvent]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
-	}))
+	}, nil)
 	_, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg, getenv, nil)
-	if !errors.Is(err, jobs.ErrUnroutedSource) || !strings.Contains(err.Error(), "EventBridge source shop.orders (detail type OrderPlaced)") ||
+	if err == nil || !strings.Contains(err.Error(), "has no route") || !strings.Contains(err.Error(), "EventBridge source shop.orders (detail type OrderPlaced)") ||
 		!strings.Contains(err.Error(), "S3 bucket uploads") {
 		t.Fatalf("worker without routes: %v, want both sources named", err)
 	}
@@ -116,9 +115,9 @@ func TestWorkerRefusesAKindLongerThanItsTimeout(t *testing.T) {
 	t.Parallel()
 	reg := func() *jobs.Registry {
 		r := jobs.NewRegistry()
-		jobs.MustRegister(r, "report", jobs.HandlerFunc[struct{}, jobs.NoResult](func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		jobs.MustRegister(r, "report", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
 			return jobs.NoResult{}, nil
-		}), jobs.WithMinRunTime(2*time.Minute))
+		}, &jobs.KindOpts{MinRunTime: 2 * time.Minute})
 		return r
 	}
 	base := map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1"}

@@ -18,7 +18,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/xrayudp"
+	"github.com/lambdajobs/lambdajobs/internal/xrayudp"
 )
 
 // Tracing (JOBS_TRACING=on, which the construct sets with Config.Tracing,

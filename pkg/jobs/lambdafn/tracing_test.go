@@ -12,11 +12,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/xrayudp"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/xrayudp"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
 )
@@ -44,9 +44,9 @@ func TestTracingSendsSpansToTheDaemon(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	reg := jobs.NewRegistry()
-	kind := jobs.MustRegister(reg, "traced", jobs.HandlerFunc[noPayload, jobs.NoResult](func(context.Context, *jobs.Job[noPayload]) (jobs.NoResult, error) {
+	kind := jobs.MustRegister(reg, "traced", func(context.Context, *jobs.Job[noPayload]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
-	}))
+	}, nil)
 	ctx := context.Background()
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: dynamostore.New(ddb, table, dynamostore.Options{}), Queue: &jobstest.MemQueue{}})
 	if err != nil {

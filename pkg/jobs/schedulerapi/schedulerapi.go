@@ -1,4 +1,4 @@
-// Package schedulerapi is jobs.Scheduler over EventBridge Scheduler: the
+// Package schedulerapi is driver.Scheduler over EventBridge Scheduler: the
 // runtime schedules' Scheduler schedules, in one group, each sending its
 // fires to the jobs queue with the role the CDK construct made for it.
 package schedulerapi
@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // API is the part of the Scheduler client used. The schedules function's
@@ -38,13 +39,13 @@ type Config struct {
 	MaxEventAge time.Duration
 }
 
-// Scheduler implements jobs.Scheduler.
+// Scheduler implements driver.Scheduler.
 type Scheduler struct {
 	api API
 	cfg Config
 }
 
-var _ jobs.Scheduler = (*Scheduler)(nil)
+var _ driver.Scheduler = (*Scheduler)(nil)
 
 // New returns a Scheduler.
 func New(api API, cfg Config) (*Scheduler, error) {
@@ -107,9 +108,9 @@ func (s *Scheduler) UpdateSchedule(ctx context.Context, id string, sc jobs.Sched
 }
 
 // GetSchedule reads a schedule: what it does, compared with what
-// CreateSchedule sets (jobs.HeldSchedule); jobs.ErrNotFound when there is
+// CreateSchedule sets (driver.HeldSchedule); jobs.ErrNotFound when there is
 // none.
-func (s *Scheduler) GetSchedule(ctx context.Context, id string) (*jobs.HeldSchedule, error) {
+func (s *Scheduler) GetSchedule(ctx context.Context, id string) (*driver.HeldSchedule, error) {
 	out, err := s.api.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(id), GroupName: aws.String(s.cfg.Group)})
 	var missing *types.ResourceNotFoundException
 	if errors.As(err, &missing) {
@@ -118,7 +119,7 @@ func (s *Scheduler) GetSchedule(ctx context.Context, id string) (*jobs.HeldSched
 	if err != nil {
 		return nil, fmt.Errorf("schedulerapi: get %s: %w", id, err)
 	}
-	h := &jobs.HeldSchedule{
+	h := &driver.HeldSchedule{
 		Expression: aws.ToString(out.ScheduleExpression),
 		TimeZone:   aws.ToString(out.ScheduleExpressionTimezone),
 	}

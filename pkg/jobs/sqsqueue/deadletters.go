@@ -12,8 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
-	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 )
 
 // DeadLetterAPI is the part of the SQS client DeadLetters uses.
@@ -124,7 +123,7 @@ func (d *DeadLetters) Peek(ctx context.Context, max int) ([]DeadLetter, error) {
 			rc, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
 			ms, _ := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
 			body := aws.ToString(m.Body)
-			seen[id] = DeadLetter{ID: id, Shape: jobs.DescribeShape(body), Why: Why(body), Receives: rc, SentAt: time.UnixMilli(ms).UTC()}
+			seen[id] = DeadLetter{ID: id, Shape: wire.DescribeShape(body), Why: Why(body), Receives: rc, SentAt: time.UnixMilli(ms).UTC()}
 		}
 	}
 	out := make([]DeadLetter, 0, len(seen))

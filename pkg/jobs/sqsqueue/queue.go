@@ -13,8 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // API is the part of the SQS client the queue uses.
@@ -26,13 +27,13 @@ type API interface {
 // MaxBatch is the most entries SQS takes in one SendMessageBatch.
 const MaxBatch = 10
 
-// Queue is a jobs.Queue on one SQS queue.
+// Queue is a driver.Queue on one SQS queue.
 type Queue struct {
 	api API
 	url *string
 }
 
-var _ jobs.Queue = (*Queue)(nil)
+var _ driver.Queue = (*Queue)(nil)
 
 // New returns a Queue sending to the queue at url.
 func New(api API, url string) *Queue { return &Queue{api: api, url: aws.String(url)} }
@@ -54,7 +55,7 @@ func (q *Queue) Send(ctx context.Context, id string) error {
 // whole seconds, at most 15 minutes).
 func (q *Queue) SendDelayed(ctx context.Context, id string, delay time.Duration) error {
 	secs := int32((delay + time.Second - 1) / time.Second)
-	secs = max(0, min(secs, int32(jobs.MaxQueueDelay/time.Second)))
+	secs = max(0, min(secs, int32(driver.MaxQueueDelay/time.Second)))
 	_, err := q.api.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl:                q.url,
 		MessageBody:             aws.String(message.Encode(id)),
@@ -115,12 +116,12 @@ func (q *Queue) sendChunk(ctx context.Context, ids []string) ([]string, error) {
 
 // traceHeader carries the trace of ctx to the message, as the
 // AWSTraceHeader system attribute: the current span's when tracing is on
-// (jobs.TraceHeader), else the invocation's X-Ray header that the Lambda
+// (wire.TraceHeader), else the invocation's X-Ray header that the Lambda
 // runtime puts in the context. With active tracing on the functions, the
 // enqueue, the wait in the queue and the worker's run then share one trace.
 // Without a trace (outside Lambda, tracing off) it adds nothing.
 func traceHeader(ctx context.Context) map[string]types.MessageSystemAttributeValue {
-	h := jobs.TraceHeader(ctx)
+	h := wire.TraceHeader(ctx)
 	if h == "" {
 		h, _ = ctx.Value("x-amzn-trace-id").(string)
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
@@ -46,14 +46,14 @@ func TestSendAndSendBatch(t *testing.T) {
 	q := sqsqueue.New(client, urls.Queue)
 	ctx := context.Background()
 	var want []string
-	one := jobs.NewID()
+	one := wire.NewID()
 	if err := q.Send(ctx, one); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, one)
 	var batch []string
 	for range 23 { // three requests: 10 + 10 + 3
-		batch = append(batch, jobs.NewID())
+		batch = append(batch, wire.NewID())
 	}
 	if err := q.SendBatch(ctx, batch); err != nil {
 		t.Fatal(err)
@@ -127,13 +127,13 @@ func TestSendsCarryTheTraceHeader(t *testing.T) {
 	const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 	//lint:ignore SA1029 the key aws-lambda-go itself puts the trace header under
 	ctx := context.WithValue(context.Background(), "x-amzn-trace-id", header)
-	if err := q.Send(ctx, jobs.NewID()); err != nil {
+	if err := q.Send(ctx, wire.NewID()); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.SendDelayed(ctx, jobs.NewID(), time.Second); err != nil {
+	if err := q.SendDelayed(ctx, wire.NewID(), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.SendBatch(ctx, []string{jobs.NewID(), jobs.NewID()}); err != nil {
+	if err := q.SendBatch(ctx, []string{wire.NewID(), wire.NewID()}); err != nil {
 		t.Fatal(err)
 	}
 	if len(api.attrs) != 4 {
@@ -145,7 +145,7 @@ func TestSendsCarryTheTraceHeader(t *testing.T) {
 		}
 	}
 	api.attrs = nil
-	if err := q.Send(context.Background(), jobs.NewID()); err != nil || api.attrs[0] != nil {
+	if err := q.Send(context.Background(), wire.NewID()); err != nil || api.attrs[0] != nil {
 		t.Fatalf("a send outside a traced invocation: %v %v", err, api.attrs)
 	}
 }
@@ -162,7 +162,7 @@ func TestSendsCarryTheCurrentSpan(t *testing.T) {
 	tid, _ := trace.TraceIDFromHex("5759e988bd862e3fe1be46a994272793")
 	sid, _ := trace.SpanIDFromHex("53995c3f42cd8ad8")
 	ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
-	if err := q.Send(ctx, jobs.NewID()); err != nil {
+	if err := q.Send(ctx, wire.NewID()); err != nil {
 		t.Fatal(err)
 	}
 	const want = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"

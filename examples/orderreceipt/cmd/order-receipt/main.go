@@ -47,7 +47,7 @@ func run(ctx context.Context) error {
 	}
 	// The enqueue side needs only the kinds it enqueues.
 	reg := jobs.NewRegistry()
-	receipts := jobs.MustRegister(reg, examplekinds.Receipt, jobs.HandlerFunc[examplekinds.ReceiptPayload, examplekinds.ReceiptResult](examplekinds.SendReceipt))
+	receipts := jobs.MustRegister(reg, examplekinds.Receipt, examplekinds.SendReceipt, nil)
 	store := dynamostore.New(ddb, "lambdajobs-local", dynamostore.Options{})
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: sqsqueue.New(sqsClient, aws.ToString(queueURL.QueueUrl))})
 	if err != nil {
@@ -58,7 +58,7 @@ func run(ctx context.Context) error {
 	}
 	shop := &orderreceipt.Shop{DDB: ddb, OrdersTable: "orders-local", Jobs: svc, Store: store, Receipts: receipts, Owner: examplekinds.DefaultRouteOwner}
 
-	order := orderreceipt.Order{ID: "o-" + jobs.NewID()[24:], Email: "ada@example.com", Cents: 4999}
+	order := orderreceipt.Order{ID: fmt.Sprintf("o-%d", time.Now().UnixNano()%1e6), Email: "ada@example.com", Cents: 4999}
 	job, err := shop.PlaceOrder(ctx, order)
 	if err != nil {
 		return err

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/ids"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/jsonin"
+	"github.com/lambdajobs/lambdajobs/internal/jsonin"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 )
 
 // Message is the body of the queue message that references a job:
@@ -34,7 +34,7 @@ func Decode(body string) (string, error) {
 	}
 	dec := json.NewDecoder(strings.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil || !ids.Valid(m.JobID) {
+	if err := dec.Decode(&m); err != nil || !wire.ValidID(m.JobID) {
 		return "", ErrNotJob
 	}
 	return m.JobID, nil

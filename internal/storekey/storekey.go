@@ -19,7 +19,7 @@ const BatchShardPrefix = "batchshard#"
 const SchedulePrefix = "schedule#"
 
 // OwnerSchedulesPrefix starts the store key of an owner's runtime
-// schedules (followed by jobs.OwnerKey of the owner).
+// schedules (followed by wire.OwnerKey of the owner).
 const OwnerSchedulesPrefix = "schedules#"
 
 // IsBatch reports whether a key from Store.Due is a batch's.

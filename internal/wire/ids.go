@@ -1,11 +1,11 @@
-package jobs
+package wire
 
 import (
 	"crypto/sha256"
+	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
-
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/internal/ids"
 )
 
 // NewID returns a new job id: a UUIDv7, so ids sort by creation time.
@@ -33,4 +33,19 @@ func DerivedID(namespace string, parts ...string) string {
 
 // ValidID reports whether id has the form of a job id: a UUID in canonical
 // lower-case form.
-func ValidID(id string) bool { return ids.Valid(id) }
+
+// BatchJobID returns the id of the i-th job of the batch batchID.
+func BatchJobID(batchID string, i int) string { return DerivedID("batch-job", batchID, fmt.Sprint(i)) }
+
+// CompletionJobID is the id of the completion job of the batch batchID.
+func CompletionJobID(batchID string) string { return DerivedID("batch-completion", batchID) }
+
+// ValidID reports whether id has the form of a job id: a UUID in canonical
+// lower-case form.
+func ValidID(id string) bool {
+	if len(id) != 36 || strings.ToLower(id) != id {
+		return false
+	}
+	_, err := uuid.Parse(id)
+	return err == nil
+}

@@ -1,0 +1,73 @@
+package driver
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Record is a job as the [Store] keeps it. Payload and Result hold JSON
+// (Result is nil until a result is published). ErrorCode is set only on a
+// failed job. ClaimToken and LeaseUntil are set only while the job runs.
+type Record struct {
+	ID      string
+	Kind    string
+	Owner   string
+	Status  Status
+	Payload json.RawMessage
+	Result  json.RawMessage
+	// ErrorCode is the failure code of a failed job: one the kind declared or
+	// a reserved one. Never error text.
+	ErrorCode string
+	// Attempt counts the claims of the job; the first run is attempt 1.
+	Attempt int
+	// AttemptBase is Attempt when the job was last resubmitted (a manual
+	// retry): its kind's retry policy counts the attempts after it.
+	AttemptBase int
+	// ClaimToken names the current run; every write after the claim is
+	// conditional on it.
+	ClaimToken string
+	// LeaseUntil is when the current run's lease ends: the worker's Lambda
+	// deadline. A job still running after it was abandoned.
+	LeaseUntil time.Time
+	// RequestHash identifies the enqueue request (kind, payload) so a retry
+	// with the same idempotency key can be told from a different request.
+	RequestHash string
+	// SweepAt is when the sweeper should next look at the job if it is
+	// still queued or running by then. Zero once the job is final.
+	SweepAt time.Time
+	// Dispatches counts the extra sends of the job's message by the sweeper.
+	Dispatches int
+	// RunAt is when a queued job may run: set for a delayed job and for a
+	// retry waiting out its backoff; zero means now.
+	RunAt time.Time
+	// LastError is the failure code of the previous attempt of a job that
+	// is being retried.
+	LastError string
+	// CancelRequested is set when the owner cancelled the job while it ran:
+	// its run ends cancelled and no other outcome can be recorded.
+	CancelRequested bool
+	// BatchID names the batch the job belongs to, BatchIndex its place in
+	// it, BatchSize its number of jobs and BatchShards its number of shards:
+	// its outcome is counted in shard BatchIndex % BatchShards after its
+	// final write.
+	BatchID                            string
+	BatchIndex, BatchSize, BatchShards int
+	// After names the post-outcome steps still to run for a final job
+	// (see Outcome.After); empty once they have run.
+	After []string
+	// BatchCounts are the counts of the batch a completion job completes.
+	BatchCounts *BatchCounts
+
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	// ExpiresAt is when a final job may be deleted (DynamoDB TTL). Reads
+	// treat an expired job as absent.
+	ExpiresAt time.Time
+}
+
+// Expired reports whether the job's retention has passed at now.
+func (r *Record) Expired(now time.Time) bool {
+	return !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)
+}

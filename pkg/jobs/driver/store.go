@@ -1,0 +1,293 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store keeps jobs. Every state change is one conditional write, so
+// concurrent workers, duplicate deliveries and overlapping sweepers can race
+// freely: at most one of them wins each transition. The DynamoDB
+// implementation is in package dynamostore; jobstest has a fake for unit
+// tests and the conformance suite every implementation must pass.
+//
+// Errors: ErrNotFound for an absent (or expired) job, *ConflictError (which
+// matches ErrExists, ErrNotQueued or ErrLostClaim) when a condition fails,
+// anything else for a dependency failure.
+type Store interface {
+	// Create stores rec, which must be queued, unless a live job with the
+	// same ID exists; then it returns a *ConflictError matching ErrExists
+	// that carries the existing job.
+	Create(ctx context.Context, rec *Record) error
+
+	// Get returns the job with the given id, or ErrNotFound.
+	Get(ctx context.Context, id string) (*Record, error)
+
+	// Claim moves a queued job whose run time has come (no RunAt, or RunAt
+	// at or before c.At) and whose kind is not one of c.SkipKinds to
+	// running, stamping c's token and lease and counting an attempt, and
+	// returns the job as claimed. If the job is not queued, not due or of a
+	// skipped kind it returns a *ConflictError matching ErrNotQueued with the
+	// job as it is; if there is no such job, ErrNotFound.
+	Claim(ctx context.Context, id string, c Claim) (*Record, error)
+
+	// Publish replaces the job's result with a partial result, provided the
+	// job is running under token and no cancel was requested; otherwise it
+	// returns a *ConflictError matching ErrCancelRequested or ErrLostClaim.
+	Publish(ctx context.Context, id, token string, result []byte, at time.Time) error
+
+	// Finish records the outcome of the run named by token: the job must be
+	// running under that token (and, when o.LeaseExpiredBy is set, its lease
+	// must have ended by then), otherwise it returns a *ConflictError
+	// matching ErrLostClaim. Once a cancel was requested, only a cancelled
+	// outcome lands; any other returns a *ConflictError matching
+	// ErrCancelRequested. It clears the claim (the lease too, unless
+	// o.KeepLease), and the sweep schedule, unless o.After names steps to
+	// run after the outcome: then the job keeps its sweep schedule, with
+	// the steps pending, until DoneAfter.
+	Finish(ctx context.Context, id, token string, o Outcome) error
+
+	// DoneAfter records that the post-outcome steps of a final job have
+	// all run: it clears them and the job's sweep schedule. It is
+	// conditional on steps being pending, and returns nil when none are
+	// (another caller finished them).
+	DoneAfter(ctx context.Context, id string) error
+
+	// Requeue ends the run named by token with a retry: the job goes back to
+	// queued, to run at r.RunAt, with r.LastError as the failed attempt's
+	// code. Conditions and errors are those of Finish.
+	Requeue(ctx context.Context, id, token string, r Requeue) error
+
+	// CancelQueued moves a queued job to cancelled (a *ConflictError
+	// matching ErrNotQueued otherwise), with the post-outcome steps c.After
+	// pending as Finish does.
+	CancelQueued(ctx context.Context, id string, c CancelQueued) error
+
+	// CreateBatch stores b, being created (b.Creating), unless a live batch
+	// with its id exists; then it returns the existing batch and ErrExists.
+	// An expired batch is replaced.
+	CreateBatch(ctx context.Context, b *Batch) (*Batch, error)
+	// OpenBatch ends the creation of a batch whose jobs are stored: it is
+	// no longer Creating. ErrBatchOpened if it was opened before,
+	// ErrNotFound if there is no such batch.
+	OpenBatch(ctx context.Context, id string) error
+	// GetBatch returns the batch as its own item holds it (its counts are
+	// not read: see CountBatch), or ErrNotFound.
+	GetBatch(ctx context.Context, id string) (*Batch, error)
+	// CountInBatch counts the outcome c.Status of the job at index c.Index
+	// of the batch b (b.ID, b.Total and b.Shards are read) in the batch's
+	// shard c.Index % b.Shards, once however often it is called for that
+	// job, and returns that shard's counts.
+	CountInBatch(ctx context.Context, b *Batch, c BatchCount) (BatchShard, error)
+	// ShardDone records that every job of the batch's shard has been
+	// counted, once however often it is called, and returns how many of
+	// the batch's shards are done.
+	ShardDone(ctx context.Context, batchID string, shard int) (int, error)
+	// CountBatch returns b with its counts summed from its shards (a read
+	// of each).
+	CountBatch(ctx context.Context, b *Batch) (*Batch, error)
+	// EndBatch records a batch's end, provided it is running, opened, and
+	// every shard is done (ErrBatchNotDone otherwise).
+	EndBatch(ctx context.Context, id string, status Status, at, expiresAt time.Time) error
+	// RescheduleBatch moves a running batch's sweep time.
+	RescheduleBatch(ctx context.Context, id string, at time.Time) error
+
+	// RequestCancel marks a running job's run as cancelled: its handler's
+	// context is cancelled when the worker notices, and the run can only end
+	// cancelled (a *ConflictError matching ErrNotRunning otherwise).
+	RequestCancel(ctx context.Context, id string, at time.Time) error
+
+	// Due returns the ids of up to limit jobs (and batches, their ids
+	// prefixed with storekey.BatchPrefix) whose sweep time is at or before now: jobs still queued or running that the sweeper must look
+	// at. It reads an index that holds only such jobs, never the table.
+	Due(ctx context.Context, now time.Time, limit int) ([]string, error)
+
+	// Reschedule moves the sweep time of a job that is still as expected
+	// (same status, and same token when running) to at. For a queued job it
+	// also counts a dispatch.
+	Reschedule(ctx context.Context, id string, expect Expect, at time.Time) error
+
+	// LastFire returns the id of the job the last enqueued fire of
+	// schedule created ("" when none): what OverlapSkip checks.
+	LastFire(ctx context.Context, schedule string) (string, error)
+	// SetLastFire records id as that job if the recorded one is still
+	// prev ("" for none), else returns ErrFireRaced.
+	SetLastFire(ctx context.Context, schedule, prev, id string) error
+
+	// OwnerSchedules returns the runtime schedules of the owner whose key
+	// is ownerKey (see OwnerKey), in one read.
+	OwnerSchedules(ctx context.Context, ownerKey string) ([]Schedule, error)
+	// AddOwnerSchedule adds s to the owner's schedules unless one has its
+	// name (ErrScheduleExists) or the owner has max already
+	// (ErrScheduleLimit).
+	AddOwnerSchedule(ctx context.Context, ownerKey string, s Schedule, max int) error
+	// RemoveOwnerSchedule removes the owner's schedule name (ErrNotFound
+	// when there is none).
+	RemoveOwnerSchedule(ctx context.Context, ownerKey, name string) error
+
+	// List returns a page of an owner's jobs, newest first, as q selects
+	// them. Following ListPage.Next until it is empty yields every match
+	// once; a page may hold fewer than q.Limit jobs (even none) when q's
+	// read budget ran out first.
+	List(ctx context.Context, q ListQuery) (ListPage, error)
+	// CountUnfinished counts the owner's queued and running jobs by kind,
+	// reading at most max entries of the indexes that hold only unfinished
+	// jobs (never the owner's history); Truncated says max was reached.
+	CountUnfinished(ctx context.Context, ownerKey string, max int) (UnfinishedCounts, error)
+	// Resubmit puts a failed or cancelled job that belongs to no batch
+	// back in the queue, for another attempt under the same id; else a
+	// *ConflictError wrapping ErrNotResubmittable (with the current job), or
+	// ErrNotFound.
+	Resubmit(ctx context.Context, id string, r Resubmit) error
+}
+
+// ListQuery selects an owner's jobs for Store.List.
+type ListQuery struct {
+	// OwnerKey is OwnerKey(owner): required.
+	OwnerKey string
+	// Status and Kind filter ("" for any); CreatedBefore keeps the jobs
+	// created strictly before it (zero for all).
+	Status        Status
+	Kind          string
+	CreatedBefore time.Time
+	// Limit bounds the page (1 to 1000).
+	Limit int
+	// After continues from a previous page's Next.
+	After string
+	// MaxReads bounds the job items read to fill the page when the
+	// status cannot be read from an index (0: twice Limit).
+	MaxReads int
+}
+
+// UnfinishedCounts are an owner's queued and running jobs, by kind.
+type UnfinishedCounts struct {
+	Kinds map[string]KindCounts `json:"kinds"`
+	// Truncated: there were more entries than counted.
+	Truncated bool `json:"truncated"`
+}
+
+// KindCounts are one kind's unfinished jobs.
+type KindCounts struct {
+	Queued  int `json:"queued"`
+	Running int `json:"running"`
+}
+
+// ListPage is one page of Store.List.
+type ListPage struct {
+	Records []*Record
+	// Next continues the listing ("" on the last page). It is the store's
+	// position, not a secret: the service signs it into a page token.
+	Next string
+}
+
+// Resubmit is what Store.Resubmit stamps on a job put back in the queue.
+// The job must not have a lease ending after At (an abandoned handler of
+// its last run may still be running): ErrNotResubmittable otherwise. Its
+// attempt count stays, and its retry policy counts from it again
+// (Record.AttemptBase).
+type Resubmit struct {
+	At      time.Time
+	SweepAt time.Time
+}
+
+// Claim is what a worker stamps on a job it claims.
+type Claim struct {
+	Token      string
+	At         time.Time
+	LeaseUntil time.Time
+	// SkipKinds are kinds the claim must not take: their minimum run time
+	// is more than the invocation has left.
+	SkipKinds []string
+}
+
+// Outcome is the final write of a run.
+type Outcome struct {
+	Status Status // StatusSucceeded or StatusFailed
+	// Result replaces the stored result when non-nil. A failed run keeps its
+	// last partial result.
+	Result []byte
+	// Code is the failure code of a failed run.
+	Code string
+	At   time.Time
+	// ExpiresAt is when the finished job may be deleted.
+	ExpiresAt time.Time
+	// LeaseExpiredBy, when set, makes the write also conditional on the
+	// lease having ended by then (the sweeper's interrupted outcome).
+	LeaseExpiredBy time.Time
+	// KeepLease keeps the run's lease on the final job: its handler was
+	// abandoned (it ignored its context) and may still be running until
+	// the lease ends, so the job cannot be resubmitted before then.
+	KeepLease bool
+	// After names the post-outcome steps to run once the outcome has
+	// landed (see engine.after): the job stays in the sweep index with
+	// them pending until DoneAfter.
+	After []string
+}
+
+// CancelQueued is the write that cancels a queued job.
+type CancelQueued struct {
+	At, ExpiresAt time.Time
+	// After: as Outcome.After.
+	After []string
+}
+
+// Requeue is the write that sends a failed run back to the queue.
+type Requeue struct {
+	At        time.Time
+	RunAt     time.Time
+	SweepAt   time.Time
+	LastError string
+	// LeaseExpiredBy, when set, makes the write also conditional on the
+	// lease having ended by then (a retry of an interrupted run).
+	LeaseExpiredBy time.Time
+}
+
+// Expect is the state a Reschedule is conditional on.
+type Expect struct {
+	Status Status
+	Token  string
+}
+
+// Store errors.
+var (
+	// ErrNotFound: no such job, or it expired.
+	ErrNotFound = errors.New("jobs: job not found")
+	// ErrExists: Create found a live job with the same id.
+	ErrExists = errors.New("jobs: job already exists")
+	// ErrNotQueued: Claim found the job already claimed or finished.
+	ErrNotQueued = errors.New("jobs: job is not queued")
+	// ErrLostClaim: the job is no longer running under this claim.
+	ErrLostClaim = errors.New("jobs: claim lost")
+	// ErrCancelRequested: the job's owner cancelled this run; it can only
+	// end cancelled.
+	ErrCancelRequested = errors.New("jobs: cancel requested")
+	// ErrNotRunning: RequestCancel found the job not running.
+	ErrNotRunning = errors.New("jobs: job is not running")
+	// ErrFireRaced: another fire of the schedule recorded its job first.
+	ErrFireRaced = errors.New("jobs: another fire of the schedule came first")
+	// ErrScheduleExists: the owner has a schedule of that name.
+	ErrScheduleExists = errors.New("jobs: a schedule of that name exists")
+	// ErrNotResubmittable: Resubmit found the job neither failed nor
+	// cancelled, or part of a batch.
+	ErrNotResubmittable = errors.New("jobs: only a failed or cancelled job outside a batch can be retried")
+	// ErrScheduleLimit: the owner has as many schedules as allowed.
+	ErrScheduleLimit = errors.New("jobs: the owner has the most schedules allowed")
+)
+
+// ConflictError is returned when a conditional write finds the job in
+// another state. Current is the job as the store found it (nil if the store
+// could not say).
+type ConflictError struct {
+	Err     error // ErrExists, ErrNotQueued, ErrLostClaim, ErrCancelRequested or ErrNotRunning
+	Current *Record
+}
+
+func (e *ConflictError) Error() string {
+	if e.Current != nil {
+		return e.Err.Error() + " (status " + string(e.Current.Status) + ")"
+	}
+	return e.Err.Error()
+}
+
+func (e *ConflictError) Unwrap() error { return e.Err }

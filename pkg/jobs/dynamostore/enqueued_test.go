@@ -1,0 +1,12 @@
+package dynamostore_test
+
+import "github.com/lambdajobs/lambdajobs/pkg/jobs"
+
+
+// enqueuedBatch unpacks Service.EnqueueBatch's result likewise.
+func enqueuedBatch(res *jobs.BatchResult, err error) (*jobs.Batch, bool, error) {
+	if err != nil {
+		return nil, false, err
+	}
+	return &res.Batch, !res.Replayed, nil
+}

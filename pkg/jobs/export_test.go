@@ -1,0 +1,25 @@
+package jobs
+
+import "github.com/lambdajobs/lambdajobs/internal/jsonin"
+
+// For the external tests: the decoder every path uses, and its depth limit.
+
+func DecodePayload[P any](raw []byte) (P, error) { return decodePayload[P](raw) }
+
+const MaxJSONDepth = jsonin.MaxDepth
+
+// The descriptive errors, so tests can tell which check refused.
+var (
+	ErrInvalidKind     = errInvalidKind
+	ErrNilHandler      = errNilHandler
+	ErrDuplicateKind   = errDuplicateKind
+	ErrInvalidCode     = errInvalidCode
+	ErrRegistryFrozen  = errRegistryFrozen
+	ErrSecretTag       = errSecretTag
+	ErrNoSealer        = errNoSealer
+	ErrUnseal          = errUnseal
+	ErrPayloadType     = errPayloadType
+	ErrUnroutedSource  = errUnroutedSource
+	ErrUnknownKind     = errUnknownKind
+	ErrInvalidSchedule = errInvalidSchedule
+)

@@ -1,0 +1,179 @@
+package jobstest
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+)
+
+// Runner is the whole job system in memory, for a team's tests: a
+// [jobs.Service] to enqueue through (Kind.Enqueue, Service.Enqueue, a
+// batch), and Work, which runs what was enqueued through a real
+// [jobs.Worker] and [jobs.Sweeper], as the queue would deliver it. No test
+// writes a queue message by hand.
+//
+// Kinds with jobs:"secret" payload fields work as in production: the Runner
+// seals and opens them with a key of its own.
+//
+//	r := jobstest.NewRunner(t, reg)
+//	res, _ := receipts.Enqueue(ctx, r.Service, "team", Receipt{OrderID: "o-1"}, nil)
+//	r.Work(ctx)
+//	got := r.Job(ctx, "team", res.Job.ID) // succeeded, with its result
+type Runner struct {
+	// Service enqueues and reads jobs.
+	Service *jobs.Service
+	// Clock is the system's time: advance it to bring delayed jobs and
+	// retries due, then call Work again.
+	Clock *Clock
+
+	t       testing.TB
+	queue   *runnerQueue
+	worker  *jobs.Worker
+	sweeper *jobs.Sweeper
+}
+
+// NewRunner returns a Runner over reg, its clock at Epoch. It puts reg to
+// use: register every kind first.
+func NewRunner(t testing.TB, reg *jobs.Registry) *Runner {
+	t.Helper()
+	clock := NewClock(Epoch)
+	store := NewMemStore(clock)
+	q := &runnerQueue{clock: clock}
+	key, pageKey := make([]byte, 32), make([]byte, 32)
+	_, _ = rand.Read(key)
+	_, _ = rand.Read(pageKey)
+	sealer, err := jobs.NewAESSealer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q, Clock: clock, Sealer: sealer, PageTokenKey: pageKey})
+	if err != nil {
+		t.Fatalf("jobstest: %v", err)
+	}
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, Clock: clock, Sealer: sealer})
+	if err != nil {
+		t.Fatalf("jobstest: %v", err)
+	}
+	sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: q, Clock: clock, Registry: reg})
+	if err != nil {
+		t.Fatalf("jobstest: %v", err)
+	}
+	return &Runner{Service: svc, Clock: clock, t: t, queue: q, worker: w, sweeper: sw}
+}
+
+// Work delivers every message that is due, in batches of up to ten as SQS
+// would, and the messages those runs send (retries, batch completions,
+// jobs the handlers enqueue), until none is due; then it sweeps once (the
+// sweeper sends jobs delayed beyond the queue's 15 minutes once they are
+// due) and goes on while that found some. It returns how many deliveries
+// it made. Jobs not yet due stay queued: advance Clock and call Work
+// again.
+func (r *Runner) Work(ctx context.Context) int {
+	r.t.Helper()
+	n := 0
+	for range 1000 {
+		due := r.queue.takeDue(10)
+		if len(due) == 0 {
+			if rep, err := r.sweeper.Sweep(ctx); err != nil {
+				r.t.Fatalf("jobstest: sweep: %v", err)
+			} else if rep.Resent == 0 && rep.Retried == 0 {
+				return n
+			}
+			continue
+		}
+		var ev events.SQSEvent
+		for i, id := range due {
+			ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("jobstest-%d-%d", n, i), Body: message.Encode(id)})
+		}
+		resp, err := r.worker.HandleSQS(ctx, ev)
+		if err != nil {
+			r.t.Fatalf("jobstest: worker: %v", err)
+		}
+		back := map[string]bool{}
+		for _, f := range resp.BatchItemFailures {
+			back[f.ItemIdentifier] = true
+		}
+		for i, m := range ev.Records {
+			if back[m.MessageId] {
+				r.queue.send(due[i], time.Second) // SQS would show it again after its visibility timeout
+			}
+		}
+		n += len(due)
+	}
+	r.t.Fatalf("jobstest: Work delivered 1000 batches and jobs are still due: a job that never settles?")
+	return n
+}
+
+// Job returns the job as owner reads it (GET /v1/jobs/{id}); the test fails
+// when it cannot be read.
+func (r *Runner) Job(ctx context.Context, owner, id string) *jobs.View {
+	r.t.Helper()
+	v, err := r.Service.Get(ctx, owner, id)
+	if err != nil {
+		r.t.Fatalf("jobstest: job %s: %v", id, err)
+	}
+	return v
+}
+
+// runnerQueue is the Runner's queue: each message becomes visible at its
+// send time plus its delay, on the Runner's clock.
+type runnerQueue struct {
+	clock *Clock
+	mu    sync.Mutex
+	msgs  []queued
+}
+
+type queued struct {
+	id      string
+	visible time.Time
+}
+
+func (q *runnerQueue) send(id string, delay time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.msgs = append(q.msgs, queued{id: id, visible: q.clock.Now().Add(delay)})
+}
+
+func (q *runnerQueue) takeDue(max int) []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.clock.Now()
+	sort.SliceStable(q.msgs, func(i, j int) bool { return q.msgs[i].visible.Before(q.msgs[j].visible) })
+	var ids []string
+	rest := q.msgs[:0]
+	for _, m := range q.msgs {
+		if len(ids) < max && !m.visible.After(now) {
+			ids = append(ids, m.id)
+			continue
+		}
+		rest = append(rest, m)
+	}
+	q.msgs = rest
+	return ids
+}
+
+func (q *runnerQueue) Send(_ context.Context, id string) error {
+	q.send(id, 0)
+	return nil
+}
+
+func (q *runnerQueue) SendBatch(_ context.Context, ids []string) error {
+	for _, id := range ids {
+		q.send(id, 0)
+	}
+	return nil
+}
+
+func (q *runnerQueue) SendDelayed(_ context.Context, id string, delay time.Duration) error {
+	q.send(id, delay)
+	return nil
+}

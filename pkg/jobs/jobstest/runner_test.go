@@ -1,0 +1,74 @@
+package jobstest_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+type greeting struct {
+	Name  string `json:"name"`
+	Token string `json:"token" jobs:"secret"`
+}
+
+// The Runner runs what was enqueued through the real worker: a secret field
+// sealed and opened, a retry that waits for its backoff, a delayed job that
+// waits for its time, and a delay past the queue's 15 minutes that the
+// sweeper sends.
+func TestRunnerRunsWhatWasEnqueued(t *testing.T) {
+	ctx := context.Background()
+	reg := jobs.NewRegistry()
+	var runs atomic.Int32
+	greet := jobs.MustRegister(reg, "greet", func(_ context.Context, job *jobs.Job[greeting]) (jobs.JSON[string], error) {
+		if job.Payload.Name == "flaky" && runs.Add(1) == 1 {
+			return jobs.JSON[string]{}, jobs.Retry(errors.New("try again"))
+		}
+		if job.Payload.Token != "t0ken" {
+			return jobs.JSON[string]{}, jobs.Fail("bad_token", nil)
+		}
+		return jobs.JSON[string]{V: "hello " + job.Payload.Name}, nil
+	}, &jobs.KindOpts{FailureCodes: []string{"bad_token"}, Retry: jobs.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Minute}})
+	r := jobstest.NewRunner(t, reg)
+	enqueue := func(name string, opts *jobs.EnqueueOpts) string {
+		res, err := greet.Enqueue(ctx, r.Service, "o", greeting{Name: name, Token: "t0ken"}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Job.ID
+	}
+	now, flaky := enqueue("ada", nil), enqueue("flaky", nil)
+	soon, later := enqueue("soon", &jobs.EnqueueOpts{Delay: 5 * time.Minute}), enqueue("later", &jobs.EnqueueOpts{Delay: time.Hour})
+	r.Work(ctx)
+	if v := r.Job(ctx, "o", now); v.Status != jobs.StatusSucceeded || string(v.Result) != `"hello ada"` {
+		t.Fatalf("now: %s %s", v.Status, v.Result)
+	}
+	if strings.Contains(string(r.Job(ctx, "o", now).Payload), "t0ken") {
+		t.Fatal("the secret field is shown")
+	}
+	for _, id := range []string{flaky, soon, later} {
+		if v := r.Job(ctx, "o", id); v.Status != jobs.StatusQueued {
+			t.Fatalf("%s before its time: %s", id, v.Status)
+		}
+	}
+	r.Clock.Advance(5 * time.Minute)
+	r.Work(ctx)
+	for _, id := range []string{flaky, soon} {
+		if v := r.Job(ctx, "o", id); v.Status != jobs.StatusSucceeded {
+			t.Fatalf("%s after 5 minutes: %s", id, v.Status)
+		}
+	}
+	if v := r.Job(ctx, "o", later); v.Status != jobs.StatusQueued {
+		t.Fatalf("later after 5 minutes: %s", v.Status)
+	}
+	r.Clock.Advance(time.Hour)
+	r.Work(ctx)
+	if v := r.Job(ctx, "o", later); v.Status != jobs.StatusSucceeded {
+		t.Fatalf("later after an hour: %s (the sweeper sends it)", v.Status)
+	}
+}
