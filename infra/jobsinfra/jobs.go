@@ -374,7 +374,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		s.grantKeyRing(f)
 	}
 	// The worker refuses to start with a kind whose minimum run time
-	// (WithMinRunTime) its invocations cannot give (jobs.WorkerConfig.Timeout).
+	// (KindOpts.MinRunTime) its invocations cannot give (jobs.WorkerConfig.Timeout).
 	worker.AddEnvironment(jsii.String("JOBS_WORKER_TIMEOUT"), jsii.String(cfg.WorkerTimeout.String()), nil)
 	if sources := cfg.sources(); sources != "" {
 		// The worker refuses to start if a source has no route in its code.

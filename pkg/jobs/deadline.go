@@ -36,7 +36,7 @@ type Deadlines struct {
 	Call time.Duration
 	// MinRun is the handler time a record needs for its claim: with less
 	// left before D - Reserve it goes back to the queue unclaimed, no
-	// attempt spent. A kind can ask for more with WithMinRunTime
+	// attempt spent. A kind can ask for more with KindOpts.MinRunTime
 	// (default 2s; never more than half of a fresh invocation's handler
 	// time, so a short timeout still runs its first records).
 	MinRun time.Duration
@@ -105,7 +105,7 @@ func (d Deadlines) checkKinds(reg *Registry, timeout time.Duration) error {
 	handler := timeout - d.Reserve
 	for _, name := range reg.Kinds() {
 		if k, _ := reg.lookup(name); k.minRun > handler {
-			return fmt.Errorf("jobs: kind %q: its minimum run time %v (WithMinRunTime) is more than the handler time of a fresh invocation, %v "+
+			return fmt.Errorf("jobs: kind %q: its minimum run time %v (KindOpts.MinRunTime) is more than the handler time of a fresh invocation, %v "+
 				"(worker timeout %v less reserve %v): its jobs would never start; raise the timeout or lower the minimum", name, k.minRun, handler, timeout, d.Reserve)
 		}
 	}
@@ -137,7 +137,7 @@ func (d Deadlines) plan(ctx context.Context) invocation {
 		call:    d.Call,
 		// The default minimum never exceeds half of a fresh invocation's
 		// handler time, so a short timeout still runs its first records
-		// (a kind's own WithMinRunTime is not clamped).
+		// (a kind's own KindOpts.MinRunTime is not clamped).
 		minRun: min(d.MinRun, time.Until(dl.Add(-d.Reserve))/2),
 	}
 	return inv

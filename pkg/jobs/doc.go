@@ -4,13 +4,16 @@
 //
 // # Kinds
 //
-// A kind is a name, a payload type P, a result type R and one handler.
-// Register every kind at start-up, in every function (enqueue validates
-// payloads with it, the worker runs it):
+// A kind is a name, a payload type P, a result type R and one handler, a
+// plain function whose types Register infers. Register every kind at
+// start-up, in every function (enqueue validates payloads with it, the
+// worker runs it):
+//
+//	func sendEmail(ctx context.Context, job *jobs.Job[EmailPayload]) (jobs.NoResult, error)
 //
 //	reg := jobs.NewRegistry()
 //	emails := jobs.MustRegister(reg, "email.send", sendEmail,
-//		jobs.WithFailureCodes("bounced", "rate_limited"))
+//		&jobs.KindOpts{FailureCodes: []string{"bounced", "rate_limited"}})
 //
 // Registering returns the kind's typed handle, which enqueues from Go with
 // the payload type checked by the compiler:
@@ -20,7 +23,10 @@
 //
 // Enqueue refuses an unknown kind and a payload that does not decode into P
 // (unknown fields, duplicate keys, null, too deep or too large are all
-// refused), and stores nothing when it refuses.
+// refused), and stores nothing when it refuses: its error matches
+// [ErrInvalidRequest] and says why in words safe to return to the caller.
+// [KindOpts] and [EnqueueOpts] hold every option of a kind and of an
+// enqueue.
 //
 // # Results and failures
 //
@@ -48,8 +54,8 @@
 //
 // # States
 //
-// A job is queued, running, succeeded or failed. Every change is one
-// conditional write in the [Store]: a claim moves queued to running and
+// A job is queued, running, succeeded, failed or cancelled. Every change is
+// one conditional write in the store (package driver's Store): a claim moves queued to running and
 // stamps a claim token; every later write of that run is conditional on
 // status = running and that token, so a stale or duplicate worker can never
 // overwrite a newer outcome. docs/STATE_MACHINE.md draws it.
@@ -72,7 +78,9 @@
 //
 // # Packages
 //
-// dynamostore is the Store on DynamoDB; sqsqueue the Queue on SQS;
-// httpapi maps API Gateway requests; lambdafn builds the Lambda functions;
-// jobstest has the store conformance suite and in-memory fakes.
+// lambdafn builds the Lambda functions and, with NewService, enqueues from
+// a team's other code; jobstest runs what was enqueued in a team's tests
+// (Runner); httpapi maps API Gateway requests. driver is the contract of the
+// parts jobs drives, which dynamostore (DynamoDB), sqsqueue (SQS) and
+// schedulerapi (EventBridge Scheduler) implement.
 package jobs

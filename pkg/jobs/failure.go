@@ -3,7 +3,7 @@ package jobs
 import "errors"
 
 // Failure is the error a handler returns to fail its job with a code the
-// kind declared at registration (see [WithFailureCodes]).
+// kind declared at registration (see [KindOpts].FailureCodes).
 //
 // Only Code is stored and returned by the API. Err is for the handler's own
 // use (errors.Is/As in tests, say); its text is never stored, returned or

@@ -234,7 +234,7 @@ func (reg *Registry) Kinds() []string {
 	return names
 }
 
-// Codes returns the failure codes kind declared, sorted, or ErrUnknownKind.
+// Codes returns the failure codes kind declared, sorted, or an error for a kind not registered.
 func (reg *Registry) Codes(kind string) ([]string, error) {
 	k, ok := reg.lookup(kind)
 	if !ok {
@@ -249,7 +249,8 @@ func (reg *Registry) Codes(kind string) ([]string, error) {
 }
 
 // Validate checks that kind is registered and that payload decodes strictly
-// into its payload type, as enqueue does. It returns ErrUnknownKind or a
+// into its payload type, as enqueue does. Its error matches
+// ErrInvalidRequest: a *RequestError for an unknown kind, or a
 // *PayloadError. Calling it puts the registry to use.
 func (reg *Registry) Validate(kind string, payload []byte) error {
 	k, ok := reg.lookup(kind)

@@ -59,12 +59,12 @@ type WorkerConfig struct {
 	Deadlines Deadlines
 	// Timeout is the worker Lambda's timeout, when known at build time
 	// (lambdafn reads JOBS_WORKER_TIMEOUT, which the CDK construct sets).
-	// NewWorker then refuses a kind whose WithMinRunTime is more than a
+	// NewWorker then refuses a kind whose KindOpts.MinRunTime is more than a
 	// fresh invocation's handler time (Timeout less Deadlines.Reserve): no
 	// invocation could ever start it.
 	// Zero: unknown, and nothing refuses such a kind: its jobs stay
 	// queued, handed back unclaimed at every delivery (see
-	// WithMinRunTime).
+	// KindOpts.MinRunTime).
 	Timeout time.Duration
 	// Retention is how long a finished job stays readable
 	// (default DefaultRetention).

@@ -36,7 +36,10 @@ func TestReportsRunThroughTheWorker(t *testing.T) {
 	ctx := context.Background()
 	reg := jobs.NewRegistry()
 	kind := reports.Register(reg)
-	r := jobstest.NewRunner(t, reg)
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ok, err := kind.Enqueue(ctx, r.Service, "team", reports.Payload{Account: "acme", Months: 2, Token: "tok-123"}, &jobs.EnqueueOpts{IdempotencyKey: "acme-2"})
 	if err != nil {
 		t.Fatal(err)
@@ -45,8 +48,10 @@ func TestReportsRunThroughTheWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Work(ctx)
-	got := r.Job(ctx, "team", ok.Job.ID)
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := job(t, r, "team", ok.Job.ID)
 	if got.Status != jobs.StatusSucceeded || string(got.Result) != `{"account":"acme","rows":30}` {
 		t.Fatalf("report job %s %s", got.Status, got.Result)
 	}
@@ -54,7 +59,7 @@ func TestReportsRunThroughTheWorker(t *testing.T) {
 	if strings.Contains(string(got.Payload), "tok-123") || !strings.Contains(string(got.Payload), `"token":"[secret]"`) {
 		t.Fatalf("payload as read: %s, want the token masked", got.Payload)
 	}
-	got = r.Job(ctx, "team", closed.Job.ID)
+	got = job(t, r, "team", closed.Job.ID)
 	if got.Status != jobs.StatusFailed || got.Error == nil || *got.Error != reports.CodeNoSuchAccount {
 		t.Fatalf("closed account: %s %v, want failed %s", got.Status, got.Error, reports.CodeNoSuchAccount)
 	}
@@ -72,4 +77,14 @@ func TestCleanupIsScheduled(t *testing.T) {
 	if len(s) != 1 || s[0].Name != reports.CleanupSchedule || s[0].Kind != reports.Cleanup || s[0].Owner != "team" {
 		t.Fatalf("schedules %+v", s)
 	}
+}
+
+// job reads a job as its owner sees it.
+func job(t *testing.T, r *jobstest.Runner, owner, id string) *jobs.View {
+	t.Helper()
+	v, err := r.Service.Get(context.Background(), owner, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

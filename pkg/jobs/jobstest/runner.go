@@ -3,10 +3,10 @@ package jobstest
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -24,10 +24,10 @@ import (
 // Kinds with jobs:"secret" payload fields work as in production: the Runner
 // seals and opens them with a key of its own.
 //
-//	r := jobstest.NewRunner(t, reg)
-//	res, _ := receipts.Enqueue(ctx, r.Service, "team", Receipt{OrderID: "o-1"}, nil)
-//	r.Work(ctx)
-//	got := r.Job(ctx, "team", res.Job.ID) // succeeded, with its result
+//	r, err := jobstest.NewRunner(reg)
+//	res, err := receipts.Enqueue(ctx, r.Service, "team", Receipt{OrderID: "o-1"}, nil)
+//	_, err = r.Work(ctx)
+//	got, err := r.Service.Get(ctx, "team", res.Job.ID) // succeeded, with its result
 type Runner struct {
 	// Service enqueues and reads jobs.
 	Service *jobs.Service
@@ -35,7 +35,6 @@ type Runner struct {
 	// retries due, then call Work again.
 	Clock *Clock
 
-	t       testing.TB
 	queue   *runnerQueue
 	worker  *jobs.Worker
 	sweeper *jobs.Sweeper
@@ -43,8 +42,7 @@ type Runner struct {
 
 // NewRunner returns a Runner over reg, its clock at Epoch. It puts reg to
 // use: register every kind first.
-func NewRunner(t testing.TB, reg *jobs.Registry) *Runner {
-	t.Helper()
+func NewRunner(reg *jobs.Registry) (*Runner, error) {
 	clock := NewClock(Epoch)
 	store := NewMemStore(clock)
 	q := &runnerQueue{clock: clock}
@@ -53,21 +51,21 @@ func NewRunner(t testing.TB, reg *jobs.Registry) *Runner {
 	_, _ = rand.Read(pageKey)
 	sealer, err := jobs.NewAESSealer(key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q, Clock: clock, Sealer: sealer, PageTokenKey: pageKey})
 	if err != nil {
-		t.Fatalf("jobstest: %v", err)
+		return nil, err
 	}
 	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, Clock: clock, Sealer: sealer})
 	if err != nil {
-		t.Fatalf("jobstest: %v", err)
+		return nil, err
 	}
 	sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: q, Clock: clock, Registry: reg})
 	if err != nil {
-		t.Fatalf("jobstest: %v", err)
+		return nil, err
 	}
-	return &Runner{Service: svc, Clock: clock, t: t, queue: q, worker: w, sweeper: sw}
+	return &Runner{Service: svc, Clock: clock, queue: q, worker: w, sweeper: sw}, nil
 }
 
 // Work delivers every message that is due, in batches of up to ten as SQS
@@ -77,16 +75,15 @@ func NewRunner(t testing.TB, reg *jobs.Registry) *Runner {
 // due) and goes on while that found some. It returns how many deliveries
 // it made. Jobs not yet due stay queued: advance Clock and call Work
 // again.
-func (r *Runner) Work(ctx context.Context) int {
-	r.t.Helper()
+func (r *Runner) Work(ctx context.Context) (int, error) {
 	n := 0
 	for range 1000 {
 		due := r.queue.takeDue(10)
 		if len(due) == 0 {
 			if rep, err := r.sweeper.Sweep(ctx); err != nil {
-				r.t.Fatalf("jobstest: sweep: %v", err)
+				return n, fmt.Errorf("jobstest: sweep: %w", err)
 			} else if rep.Resent == 0 && rep.Retried == 0 {
-				return n
+				return n, nil
 			}
 			continue
 		}
@@ -96,7 +93,7 @@ func (r *Runner) Work(ctx context.Context) int {
 		}
 		resp, err := r.worker.HandleSQS(ctx, ev)
 		if err != nil {
-			r.t.Fatalf("jobstest: worker: %v", err)
+			return n, fmt.Errorf("jobstest: worker: %w", err)
 		}
 		back := map[string]bool{}
 		for _, f := range resp.BatchItemFailures {
@@ -109,19 +106,7 @@ func (r *Runner) Work(ctx context.Context) int {
 		}
 		n += len(due)
 	}
-	r.t.Fatalf("jobstest: Work delivered 1000 batches and jobs are still due: a job that never settles?")
-	return n
-}
-
-// Job returns the job as owner reads it (GET /v1/jobs/{id}); the test fails
-// when it cannot be read.
-func (r *Runner) Job(ctx context.Context, owner, id string) *jobs.View {
-	r.t.Helper()
-	v, err := r.Service.Get(ctx, owner, id)
-	if err != nil {
-		r.t.Fatalf("jobstest: job %s: %v", id, err)
-	}
-	return v
+	return n, errors.New("jobstest: Work delivered 1000 batches and jobs are still due: a job that never settles?")
 }
 
 // runnerQueue is the Runner's queue: each message becomes visible at its

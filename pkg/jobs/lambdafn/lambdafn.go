@@ -31,7 +31,7 @@
 //	JOBS_CALL_TIMEOUT          bound on each other AWS call of the worker (2s)
 //	JOBS_MIN_RUN_TIME          handler time a record needs to be claimed (2s)
 //	JOBS_WORKER_TIMEOUT        the worker function's timeout (the construct sets it): the
-//	                           worker refuses to start with a kind whose WithMinRunTime
+//	                           worker refuses to start with a kind whose KindOpts.MinRunTime
 //	                           exceeds it less JOBS_HANDLER_RESERVE (unset: not checked)
 //	JOBS_PAYLOAD_KEY           base64 AES-256 key(s), comma-separated, newest first,
 //	                           sealing payload fields tagged jobs:"secret"
@@ -394,7 +394,7 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 
 // Worker is the SQS-triggered worker function. It refuses to start when a
 // source connected to the queue (JOBS_SOURCES) has no route that accepts
-// its messages, and when a kind needs more handler time (WithMinRunTime)
+// its messages, and when a kind needs more handler time (KindOpts.MinRunTime)
 // than an invocation of JOBS_WORKER_TIMEOUT has.
 func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	if err := d.Routes.CheckSources(d.Config.Sources); err != nil {

@@ -1,0 +1,62 @@
+package jobs_test
+
+import (
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The public API a team reads stays small: at most 120 exported names at
+// the package's top level (constants, variables, functions and types, each
+// name of a group counted) and at most 12 exported error values, as
+// `go doc -all ./pkg/jobs` lists them. Features add options (fields of
+// KindOpts and EnqueueOpts) and methods of Job, not new shapes; raising a
+// cap is a decision to write down, not a test to bump.
+func TestPublicAPIStaysSmall(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := doc.New(pkgs["jobs"], "github.com/lambdajobs/lambdajobs/pkg/jobs", 0)
+	var names, errs []string
+	values := func(vs []*doc.Value) {
+		for _, v := range vs {
+			for _, n := range v.Names {
+				if !ast.IsExported(n) {
+					continue
+				}
+				names = append(names, n)
+				if strings.HasPrefix(n, "Err") {
+					errs = append(errs, n)
+				}
+			}
+		}
+	}
+	values(p.Consts)
+	values(p.Vars)
+	for _, f := range p.Funcs {
+		names = append(names, f.Name)
+	}
+	for _, typ := range p.Types {
+		names = append(names, typ.Name)
+		values(typ.Consts)
+		values(typ.Vars)
+		for _, f := range typ.Funcs {
+			names = append(names, f.Name)
+		}
+	}
+	sort.Strings(names)
+	if len(names) > 120 {
+		t.Errorf("%d exported names, want at most 120: %v", len(names), names)
+	}
+	if len(errs) > 12 {
+		t.Errorf("%d exported error values, want at most 12: %v", len(errs), errs)
+	}
+	t.Logf("%d exported names, %d error values", len(names), len(errs))
+}
