@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 )
@@ -74,76 +75,31 @@ func (g *Gateway) logger() *slog.Logger {
 	return g.Logger
 }
 
-// routes are the API's routes as the construct declares them, each with
-// its function: one table, matched as API Gateway matches route keys (a
-// {param} is one non-empty path segment).
-func (g *Gateway) routes() []gatewayRoute {
-	return []gatewayRoute{
-		{"POST /v1/jobs", g.Enqueue},
-		{"GET /v1/jobs", g.GetJob},
-		{"GET /v1/counts", g.GetJob},
-		{"GET /v1/admin/counts", g.GetJob},
-		{"POST /v1/batches", g.Enqueue},
-		{"GET /v1/batches/{id}", g.GetJob},
-		{"POST /v1/jobs/{id}/cancel", g.Cancel},
-		{"POST /v1/jobs/{id}/retry", g.Cancel},
-		{"POST /v1/bulk/{action}", g.Cancel},
-		{"GET /v1/admin/jobs", g.GetJob},
-		{"GET /v1/admin/jobs/{id}", g.GetJob},
-		{"POST /v1/admin/jobs/{id}/{action}", g.Cancel},
-		{"GET /v1/admin/dead-letters", g.Cancel},
-		{"POST /v1/admin/dead-letters/{action}", g.Cancel},
-		{"GET /v1/jobs/{id}", g.GetJob},
-		{"POST /v1/schedules", g.Schedules},
-		{"GET /v1/schedules", g.Schedules},
-		{"GET /v1/schedules/{name}", g.Schedules},
-		{"DELETE /v1/schedules/{name}", g.Schedules},
+// function returns the invoker of the named function (deploy's names).
+func (g *Gateway) function(name string) Invoker {
+	switch name {
+	case deploy.Enqueue:
+		return g.Enqueue
+	case deploy.GetJob:
+		return g.GetJob
+	case deploy.Cancel:
+		return g.Cancel
+	case deploy.Schedules:
+		return g.Schedules
 	}
-}
-
-type gatewayRoute struct {
-	key string
-	fn  Invoker
-}
-
-// match reports whether the request fits the route key, with its params.
-func (rt gatewayRoute) match(method, path string) (map[string]string, bool) {
-	m, pattern, _ := strings.Cut(rt.key, " ")
-	if m != method || rt.fn == nil {
-		return nil, false
-	}
-	want, got := strings.Split(pattern, "/"), strings.Split(path, "/")
-	if len(want) != len(got) {
-		return nil, false
-	}
-	var params map[string]string
-	for i, seg := range want {
-		if name, ok := strings.CutPrefix(seg, "{"); ok {
-			if got[i] == "" {
-				return nil, false
-			}
-			if params == nil {
-				params = map[string]string{}
-			}
-			params[strings.TrimSuffix(name, "}")] = got[i]
-		} else if seg != got[i] {
-			return nil, false
-		}
-	}
-	return params, true
+	return nil
 }
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The routes the construct declares (deploy.Routes), matched as API
+	// Gateway matches route keys: a {param} is one non-empty segment.
 	var fn Invoker
-	routeKey := ""
-	params := map[string]string(nil)
-	for _, rt := range g.routes() {
-		if p, ok := rt.match(r.Method, r.URL.Path); ok {
-			fn, routeKey, params = rt.fn, rt.key, p
-			break
-		}
+	rt, params, ok := deploy.RouteFor(r.Method, r.URL.Path)
+	if ok {
+		fn = g.function(rt.Function)
 	}
+	routeKey := rt.Key()
 	if fn == nil {
 		// What API Gateway answers for a route it does not have.
 		writeJSON(w, http.StatusNotFound, `{"message":"Not Found"}`)

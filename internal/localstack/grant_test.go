@@ -30,7 +30,7 @@ func TestEnqueueFromAnotherProgramWithOneCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := kind.Enqueue(ctx, svc, "local", examplekinds.FailPayload{Mode: "declared", Secret: "hunter2"}, nil)
+	res, err := kind.Enqueue(ctx, svc, "arn:aws:iam::000000000000:user/local", examplekinds.FailPayload{Mode: "declared", Secret: "hunter2"}, nil)
 	if err != nil || res.Replayed {
 		t.Fatalf("enqueue from another program: %+v, %v", res, err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
@@ -290,7 +291,17 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		"JOBS_QUEUE_ARN=" + s.Queues.QueueARN,
 		"JOBS_SCHEDULER_ROLE_ARN=arn:aws:iam::" + LocalAccount + ":role/lambdajobs-local-scheduler",
 		"JOBS_SCHEDULE_DLQ_ARN=" + s.Queues.DLQARN,
-	}, append(keyEnv, cfg.FunctionEnv...)...)
+	}, keyEnv...)
+	// The stack sets only what the deployment's descriptor lists, as the
+	// construct does.
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "JOBS_") {
+			if _, ok := deploy.Lookup(name); !ok {
+				return nil, fmt.Errorf("localstack: %s is not in the deployment's descriptor (internal/deploy)", name)
+			}
+		}
+	}
+	env = append(env, cfg.FunctionEnv...)
 	start := func(name, instance string, timeout time.Duration) (*Function, error) {
 		label := name
 		if instance != "" {

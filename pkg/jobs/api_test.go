@@ -5,7 +5,7 @@ import (
 	"go/doc"
 	"go/parser"
 	"go/token"
-	"io/fs"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -19,11 +19,24 @@ import (
 // cap is a decision to write down, not a test to bump.
 func TestPublicAPIStaysSmall(t *testing.T) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	entries, err := os.ReadDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := doc.New(pkgs["jobs"], "github.com/lambdajobs/lambdajobs/pkg/jobs", 0)
+	var files []*ast.File
+	for _, e := range entries {
+		if name := e.Name(); strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
+			f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
+		}
+	}
+	p, err := doc.NewFromFiles(fset, files, "github.com/lambdajobs/lambdajobs/pkg/jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var names, errs []string
 	values := func(vs []*doc.Value) {
 		for _, v := range vs {

@@ -18,11 +18,3 @@ func enqueuedBatch(res *jobs.BatchResult, err error) (*jobs.Batch, bool, error) 
 	}
 	return &res.Batch, !res.Replayed, nil
 }
-
-// code is the failure code of a view ("" when it has none).
-func code(v *jobs.View) string {
-	if v == nil || v.Error == nil {
-		return ""
-	}
-	return *v.Error
-}

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/jsonin"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
@@ -214,54 +215,64 @@ func (a *API) GetBatch(ctx context.Context, req events.APIGatewayV2HTTPRequest) 
 	return jsonResponse(http.StatusOK, b), nil
 }
 
-// Route dispatches a request to Enqueue, GetJob or CancelJob by method and
-// path, for a single function or gateway serving every route.
+// handlerFunc serves one route.
+type handlerFunc func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+
+// handlers are what serves each route (by its id in deploy.Routes) but the
+// schedules', which Schedules serves.
+func (a *API) handlers() map[string]handlerFunc {
+	admin := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		return a.admin(ctx, req, req.RequestContext.HTTP.Method, requestPath(req))
+	}
+	return map[string]handlerFunc{
+		"Enqueue": a.Enqueue, "EnqueueBatch": a.EnqueueBatch,
+		"GetJob": a.GetJob, "ListJobs": a.ListJobs, "Counts": a.Counts, "GetBatch": a.GetBatch,
+		"CancelJob": a.CancelJob, "RetryJob": a.RetryJob, "BulkAction": a.Bulk,
+		"AdminListJobs": admin, "AdminGetJob": admin, "AdminCounts": admin,
+		"AdminJobAction": admin, "AdminDeadLetters": admin, "AdminDeadLetterAction": admin,
+	}
+}
+
+// handler returns what serves the route named id, nil for a route it does
+// not serve.
+func (a *API) handler(id string) handlerFunc { return a.handlers()[id] }
+
+// Route dispatches a request to the handler of its route (deploy.Routes,
+// the table the construct and the local gateway also read), for a function
+// or gateway serving several routes: 405 for a path served with another
+// method, 404 for any other.
 func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	method := req.RequestContext.HTTP.Method
-	path := req.RawPath
-	if path == "" {
-		path = req.RequestContext.HTTP.Path
+	method, path := req.RequestContext.HTTP.Method, requestPath(req)
+	rt, params, ok := deploy.RouteFor(method, path)
+	var h handlerFunc
+	if ok {
+		h = a.handler(rt.ID)
 	}
-	switch {
-	case path == AdminPath+"/jobs" || strings.HasPrefix(path, AdminPath+"/jobs/") || path == AdminPath+"/counts" ||
-		path == DeadLettersPath || strings.HasPrefix(path, DeadLettersPath+"/"):
-		return a.admin(ctx, req, method, path)
-	case path == CountsPath && method == http.MethodGet:
-		return a.Counts(ctx, req)
-	case path == JobsPath && method == http.MethodPost:
-		return a.Enqueue(ctx, req)
-	case path == JobsPath && method == http.MethodGet:
-		return a.ListJobs(ctx, req)
-	case strings.HasPrefix(path, JobsPath+"/") && strings.HasSuffix(path, "/retry") && method == http.MethodPost:
-		return a.RetryJob(ctx, req)
-	case (path == BulkPath+"/cancel" || path == BulkPath+"/retry") && method == http.MethodPost:
-		return a.Bulk(ctx, req)
-	case path == BatchesPath && method == http.MethodPost:
-		return a.EnqueueBatch(ctx, req)
-	case strings.HasPrefix(path, BatchesPath+"/") && !strings.Contains(path[len(BatchesPath)+1:], "/") && method == http.MethodGet:
-		if req.PathParameters == nil {
-			req.PathParameters = map[string]string{}
+	if h == nil {
+		for _, other := range deploy.Routes {
+			if _, samePath := other.Match(other.Method, path); samePath && a.handler(other.ID) != nil {
+				return problem(ctx, a.log, errMethodNotAllowed), nil
+			}
 		}
-		req.PathParameters["id"] = path[len(BatchesPath)+1:]
-		return a.GetBatch(ctx, req)
-	case strings.HasPrefix(path, JobsPath+"/") && strings.HasSuffix(path, "/cancel") && method == http.MethodPost:
-		id := strings.TrimSuffix(path[len(JobsPath)+1:], "/cancel")
-		if req.PathParameters == nil {
-			req.PathParameters = map[string]string{}
-		}
-		req.PathParameters["id"] = id
-		return a.CancelJob(ctx, req)
-	case strings.HasPrefix(path, JobsPath+"/") && !strings.Contains(path[len(JobsPath)+1:], "/") && method == http.MethodGet:
-		if req.PathParameters == nil {
-			req.PathParameters = map[string]string{}
-		}
-		req.PathParameters["id"] = path[len(JobsPath)+1:]
-		return a.GetJob(ctx, req)
-	case path == JobsPath || strings.HasPrefix(path, JobsPath+"/") || path == BatchesPath || strings.HasPrefix(path, BatchesPath+"/") ||
-		strings.HasPrefix(path, BulkPath+"/"):
-		return problem(ctx, a.log, errMethodNotAllowed), nil
+		return problem(ctx, a.log, jobs.ErrNotFound), nil
 	}
-	return problem(ctx, a.log, jobs.ErrNotFound), nil
+	if len(params) > 0 {
+		if req.PathParameters == nil {
+			req.PathParameters = map[string]string{}
+		}
+		for k, v := range params {
+			req.PathParameters[k] = v
+		}
+	}
+	return h(ctx, req)
+}
+
+// requestPath is the request's path as the client sent it.
+func requestPath(req events.APIGatewayV2HTTPRequest) string {
+	if req.RawPath != "" {
+		return req.RawPath
+	}
+	return req.RequestContext.HTTP.Path
 }
 
 func (a *API) recover(ctx context.Context, resp *events.APIGatewayV2HTTPResponse) {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -412,5 +413,33 @@ func TestProblemCodesMatchTheSpec(t *testing.T) {
 	sort.Strings(documented)
 	if got := strings.Join(httpapi.ProblemCodes(), " "); got != strings.Join(documented, " ") {
 		t.Fatalf("handlers' problem codes\n  %s\nspec's\n  %s", got, strings.Join(documented, " "))
+	}
+}
+
+// docs/openapi.yaml documents exactly the descriptor's routes.
+func TestOpenAPIHasTheDescriptorsRoutes(t *testing.T) {
+	s := loadSpec(t)
+	want := map[string]bool{}
+	for _, rt := range deploy.Routes {
+		want[rt.Key()] = true
+	}
+	got := map[string]bool{}
+	for path, ops := range s.Paths {
+		for method := range ops {
+			if method == "parameters" {
+				continue
+			}
+			got[strings.ToUpper(method)+" "+path] = true
+		}
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("%s: in the descriptor, not in docs/openapi.yaml", k)
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			t.Errorf("%s: in docs/openapi.yaml, not in the descriptor", k)
+		}
 	}
 }

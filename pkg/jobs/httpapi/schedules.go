@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -67,6 +68,9 @@ type scheduleBody struct {
 	Overlap    jobs.Overlap    `json:"overlap"`
 }
 
+// scheduleRoutes are the routes Route serves (by id in deploy.Routes).
+var scheduleRoutes = map[string]bool{"CreateSchedule": true, "ListSchedules": true, "GetSchedule": true, "DeleteSchedule": true}
+
 var errScheduleNotFound = &requestError{code: "not_found", detail: "no such schedule"}
 
 // Route dispatches POST and GET /v1/schedules and GET and DELETE
@@ -77,19 +81,12 @@ func (a *Schedules) Route(ctx context.Context, req events.APIGatewayV2HTTPReques
 	if !ok {
 		return problem(ctx, a.log, errUnauthenticated), nil
 	}
-	method := req.RequestContext.HTTP.Method
-	path := req.RawPath
-	if path == "" {
-		path = req.RequestContext.HTTP.Path
-	}
-	name := req.PathParameters["name"]
-	if name == "" {
-		name, _ = strings.CutPrefix(path, SchedulesPath+"/")
-	}
-	switch {
-	case path == SchedulesPath && method == http.MethodPost:
+	rt, params, _ := deploy.RouteFor(req.RequestContext.HTTP.Method, requestPath(req))
+	name := params["name"]
+	switch rt.ID {
+	case "CreateSchedule":
 		return a.create(ctx, owner, req), nil
-	case path == SchedulesPath && method == http.MethodGet:
+	case "ListSchedules":
 		list, err := a.svc.List(ctx, owner)
 		if err != nil {
 			return problem(ctx, a.log, err), nil
@@ -99,18 +96,19 @@ func (a *Schedules) Route(ctx context.Context, req events.APIGatewayV2HTTPReques
 			views = append(views, a.view(s))
 		}
 		return jsonResponse(http.StatusOK, map[string]any{"schedules": views}), nil
-	case strings.HasPrefix(path, SchedulesPath+"/") && !strings.Contains(name, "/") && method == http.MethodGet:
+	case "GetSchedule":
 		s, err := a.svc.Get(ctx, owner, name)
 		if err != nil {
 			return problem(ctx, a.log, notFoundAsSchedule(err)), nil
 		}
 		return jsonResponse(http.StatusOK, a.view(*s)), nil
-	case strings.HasPrefix(path, SchedulesPath+"/") && !strings.Contains(name, "/") && method == http.MethodDelete:
+	case "DeleteSchedule":
 		if err := a.svc.Delete(ctx, owner, name); err != nil {
 			return problem(ctx, a.log, notFoundAsSchedule(err)), nil
 		}
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNoContent, Headers: map[string]string{"Cache-Control": "no-store"}}, nil
-	case path == SchedulesPath || strings.HasPrefix(path, SchedulesPath+"/"):
+	}
+	if path := requestPath(req); path == SchedulesPath || strings.HasPrefix(path, SchedulesPath+"/") {
 		return problem(ctx, a.log, &requestError{code: "method_not_allowed", detail: "use POST or GET /v1/schedules, GET or DELETE /v1/schedules/{name}"}), nil
 	}
 	return problem(ctx, a.log, errScheduleNotFound), nil

@@ -12,48 +12,11 @@
 //		lambdafn.Main(lambdafn.Worker, reg)
 //	}
 //
-// Environment (see README "Configuration"):
-//
-//	JOBS_METRICS_NAMESPACE     turns on metrics in CloudWatch Embedded Metric Format on stdout,
-//	                           in this namespace (the construct sets lambdajobs/<env>); see jobs.Metrics
-//	JOBS_TRACING               on: OpenTelemetry spans to Lambda's X-Ray daemon (see tracing.go;
-//	                           the construct sets it with Config.Tracing)
-//	JOBS_FUNCTION              which function a Serve binary is (enqueue, getjob, cancel, worker, sweeper, schedules)
-//	JOBS_TABLE                 DynamoDB table (required)
-//	JOBS_QUEUE_URL             SQS queue URL (enqueue, cancel, worker, sweeper)
-//	JOBS_DLQ_URL               its dead-letter queue's URL: the operators' dead-letter routes
-//	                           (cancel; the construct sets it)
-//	JOBS_DISPATCH_GRACE        wait before the sweeper looks at a job (3m)
-//	JOBS_RETENTION             how long finished jobs stay readable (168h)
-//	JOBS_WORKER_CONCURRENCY    records of a batch run at once (8)
-//	JOBS_HANDLER_RESERVE       handler context ends this long before the Lambda deadline (3s)
-//	JOBS_FINAL_WRITE_TIMEOUT   bound on the final write (2s)
-//	JOBS_CALL_TIMEOUT          bound on each other AWS call of the worker (2s)
-//	JOBS_MIN_RUN_TIME          handler time a record needs to be claimed (2s)
-//	JOBS_WORKER_TIMEOUT        the worker function's timeout (the construct sets it): the
-//	                           worker refuses to start with a kind whose KindOpts.MinRunTime
-//	                           exceeds it less JOBS_HANDLER_RESERVE (unset: not checked)
-//	JOBS_PAYLOAD_KEY           base64 AES-256 key(s), comma-separated, newest first,
-//	                           sealing payload fields tagged jobs:"secret"
-//	JOBS_PAYLOAD_SECRET        or: a random string of 32+ characters the key is derived
-//	                           from (SHA-256)
-//	JOBS_PAYLOAD_KEYRING_SECRET or: a Secrets Manager secret holding the key ring, read at
-//	                           cold start by the functions that seal or open payloads
-//	                           (what the CDK construct sets; see keyring.go)
-//	JOBS_SCHEDULE_GROUP, JOBS_QUEUE_ARN, JOBS_SCHEDULER_ROLE_ARN, JOBS_SCHEDULE_DLQ_ARN
-//	                           where the schedules function creates runtime schedules (the construct
-//	                           sets them); JOBS_SCHEDULE_MAX_EVENT_AGE (1h) bounds a fire's retries,
-//	                           JOBS_SCHEDULES_PER_OWNER (20) each owner's schedules
-//	JOBS_PAGE_TOKEN_SECRET     a Secrets Manager secret whose value signs the listing's page tokens,
-//	                           read at cold start by getjob and cancel (the construct sets it);
-//	JOBS_PAGE_TOKEN_KEY        or that value itself, 32+ characters (the local stack)
-//	JOBS_OPERATORS             callers (owner identities, comma-separated) who may use the admin
-//	                           routes /v1/admin/jobs... (getjob and cancel; the construct sets it)
-//	JOBS_SOURCES               the foreign sources connected to the queue, as JSON
-//	                           [{"type":"s3","bucket":...},{"type":"eventbridge","source":...,"detail_type":...}]
-//	                           (the CDK construct sets it on the worker, which refuses to start
-//	                           when a source has no route: see jobs.Routes.CheckSources)
-//	AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_SCHEDULER  local emulators (SDK standard)
+// The environment each function reads (its defaults, and which the CDK
+// construct sets) is docs/CONFIGURATION.md, rendered from the deployment's
+// descriptor (internal/deploy); AWS_ENDPOINT_URL_DYNAMODB, _SQS and
+// _SCHEDULER point the SDK at local emulators. A team's other function or
+// program enqueues with NewService.
 package lambdafn
 
 import (
@@ -78,6 +41,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/internal/keyring"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -449,21 +413,16 @@ func Schedules(d *Deps, reg *jobs.Registry) (any, error) {
 // worker, sweeper or schedules), as the CDK construct names it in
 // JOBS_FUNCTION.
 func FunctionNamed(name string) (Function, error) {
-	switch name {
-	case "schedules":
-		return Schedules, nil
-	case "enqueue":
-		return Enqueue, nil
-	case "getjob":
-		return GetJob, nil
-	case "cancel":
-		return Cancel, nil
-	case "worker":
-		return Worker, nil
-	case "sweeper":
-		return Sweeper, nil
+	if fn, ok := functions[name]; ok {
+		return fn, nil
 	}
-	return nil, fmt.Errorf("JOBS_FUNCTION=%q: want enqueue, getjob, cancel, worker, sweeper or schedules", name)
+	return nil, fmt.Errorf("JOBS_FUNCTION=%q: want one of %s", name, strings.Join(deploy.FunctionNames(), ", "))
+}
+
+// functions are the deployment's functions (deploy.Functions), by name.
+var functions = map[string]Function{
+	deploy.Enqueue: Enqueue, deploy.GetJob: GetJob, deploy.Cancel: Cancel,
+	deploy.Worker: Worker, deploy.Sweeper: Sweeper, deploy.Schedules: Schedules,
 }
 
 // Serve is Main for one binary that serves every function: each function

@@ -1,0 +1,69 @@
+package deploy
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// docs/CONFIGURATION.md shows the descriptor's tables as rendered here:
+// the environment and the routes are written once, in this package. Run
+// with UPDATE_DOCS=1 to rewrite them.
+func TestConfigurationDocIsRenderedFromTheDescriptor(t *testing.T) {
+	const path = "../../docs/CONFIGURATION.md"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	for _, sec := range []struct{ name, table string }{{"env", EnvTable()}, {"routes", RouteTable()}} {
+		begin, end := "<!-- deploy:"+sec.name+" -->\n", "<!-- /deploy:"+sec.name+" -->"
+		i, j := strings.Index(doc, begin), strings.Index(doc, end)
+		if i < 0 || j < i {
+			t.Fatalf("%s: no %s ... %s section", path, strings.TrimSpace(begin), end)
+		}
+		if got := doc[i+len(begin) : j]; got != sec.table {
+			if os.Getenv("UPDATE_DOCS") == "1" {
+				doc = doc[:i+len(begin)] + sec.table + doc[j:]
+				continue
+			}
+			t.Errorf("%s: the %s table differs from the descriptor's; run UPDATE_DOCS=1 go test ./internal/deploy", path, sec.name)
+		}
+	}
+	if os.Getenv("UPDATE_DOCS") == "1" {
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Each route is served by a function of the deployment behind the API, and
+// no request could match two routes.
+func TestRoutesAreUnambiguous(t *testing.T) {
+	api := map[string]bool{}
+	for _, f := range Functions {
+		api[f.Name] = f.API
+	}
+	ids := map[string]bool{}
+	for _, r := range Routes {
+		if !api[r.Function] {
+			t.Errorf("%s: function %q is not behind the API", r.Key(), r.Function)
+		}
+		if ids[r.ID] {
+			t.Errorf("route id %s twice", r.ID)
+		}
+		ids[r.ID] = true
+		// A concrete request for r: each {param} filled.
+		path := pathParam.ReplaceAllString(r.Path, "x")
+		var matches []string
+		for _, other := range Routes {
+			if _, ok := other.Match(r.Method, path); ok {
+				matches = append(matches, other.Key())
+			}
+		}
+		if !slices.Equal(matches, []string{r.Key()}) {
+			t.Errorf("%s %s matches %v", r.Method, path, matches)
+		}
+	}
+}
