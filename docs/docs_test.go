@@ -1,0 +1,111 @@
+// Package docs holds the project's documentation; its test checks what a
+// reader relies on: the README stays a landing page, every relative link
+// leads somewhere, and no figure contradicts where it is measured
+// (CAPACITY.md for write units, BENCHMARKS.md for requests and dollars).
+package docs
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// markdown returns the README and every doc, by path.
+func markdown(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{"../README.md": read(t, "../README.md"), "../CHANGELOG.md": read(t, "../CHANGELOG.md")}
+	files, _ := filepath.Glob("*.md")
+	for _, f := range files {
+		out[f] = read(t, f)
+	}
+	return out
+}
+
+// The README is a landing page: at most 250 lines, with "Use it in your
+// own service" linked from its first screen.
+func TestReadmeIsALandingPage(t *testing.T) {
+	readme := read(t, "../README.md")
+	lines := strings.Split(strings.TrimRight(readme, "\n"), "\n")
+	if len(lines) > 250 {
+		t.Errorf("README.md has %d lines, want at most 250: move detail to docs/", len(lines))
+	}
+	first := strings.Join(lines[:min(len(lines), 20)], "\n")
+	if !strings.Contains(first, "(#use-it-in-your-own-service)") || !strings.Contains(readme, "\n## Use it in your own service\n") {
+		t.Error(`README.md: "Use it in your own service" is not linked from its first 20 lines`)
+	}
+}
+
+var link = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+
+// Every relative link of the README and the docs leads to a file.
+func TestRelativeLinksResolve(t *testing.T) {
+	for path, text := range markdown(t) {
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(path), target)); err != nil {
+				t.Errorf("%s links to %s, which does not exist", path, target)
+			}
+		}
+	}
+}
+
+var (
+	capacityPerJob = regexp.MustCompile(`A job that publishes no partial result costs \*\*(\d+)\*\* write units`)
+	benchPlainRow  = regexp.MustCompile(`(?m)^\| API-enqueued job \(example\.hash, 1 round\) \| \*\*[\d.]+\*\*:[^|]*\| ([\d.]+) \| [\d.]+ \| [\d.]+ \| [^|]* \| \*\*\$([\d.]+)\*\* \|$`)
+	benchMeasured  = regexp.MustCompile(`Measured: \*\*\$([\d.]+)\*\*`)
+	statedPerJob   = regexp.MustCompile(`(\d+) write units per job`)
+	statedDollars  = regexp.MustCompile(`\$([\d.]+) per million jobs`)
+)
+
+// A job's write units are measured once (CAPACITY.md) and its dollars once
+// (BENCHMARKS.md): the benchmark's own write units agree with the first,
+// and any doc that states either states the measured figure.
+func TestFiguresAgreeWithWhereTheyAreMeasured(t *testing.T) {
+	capacity, bench := read(t, "CAPACITY.md"), read(t, "BENCHMARKS.md")
+	m := capacityPerJob.FindStringSubmatch(capacity)
+	if m == nil {
+		t.Fatal("CAPACITY.md no longer states a plain job's write units as this test reads them")
+	}
+	units := m[1]
+	row := benchPlainRow.FindStringSubmatch(bench)
+	if row == nil {
+		t.Fatal("BENCHMARKS.md has no row for the API-enqueued job as this test reads it")
+	}
+	if got, _ := strconv.ParseFloat(row[1], 64); strconv.FormatFloat(got, 'f', -1, 64) != units {
+		t.Errorf("BENCHMARKS.md measures %s write units for a plain job, CAPACITY.md %s: rerun make bench", row[1], units)
+	}
+	dollars := row[2]
+	if mm := benchMeasured.FindStringSubmatch(bench); mm == nil || mm[1] != dollars {
+		t.Errorf("BENCHMARKS.md's summary says %v, its table $%s", mm, dollars)
+	}
+	for path, text := range markdown(t) {
+		if path == "CAPACITY.md" || path == "BENCHMARKS.md" {
+			continue
+		}
+		for _, s := range statedPerJob.FindAllStringSubmatch(text, -1) {
+			if s[1] != units {
+				t.Errorf("%s says %q; CAPACITY.md measures %s", path, s[0], units)
+			}
+		}
+		for _, s := range statedDollars.FindAllStringSubmatch(text, -1) {
+			if s[1] != dollars {
+				t.Errorf("%s says %q; BENCHMARKS.md measures $%s", path, s[0], dollars)
+			}
+		}
+	}
+}
