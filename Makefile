@@ -13,6 +13,9 @@ FUNCTIONS   := enqueue worker getjob cancel sweeper schedules
 BUILD_DIR   := build
 TOOLS_DIR   := _tools
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+APIDIFF     := golang.org/x/exp/cmd/apidiff@v0.0.0-20261009195045-ca0d7ba23607
+# The packages a team codes against: apidiff compares each with api/BASELINE.
+API_PACKAGES := pkg/jobs pkg/jobs/driver pkg/jobs/jobstest pkg/jobs/lambdafn pkg/jobs/httpapi pkg/jobs/dynamostore pkg/jobs/sqsqueue pkg/jobs/schedulerapi
 FUZZTIME    ?= 10s
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 RIE         := bin/aws-lambda-rie
@@ -68,6 +71,20 @@ lint: ## gofmt, go vet and staticcheck.
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
+
+.PHONY: apidiff
+apidiff: ## Report each change of the public Go API against the baseline commit in api/BASELINE; fail on one that breaks a caller.
+	@base=$$(cat api/BASELINE); dir=$$(mktemp -d); \
+	git worktree add --detach -q $$dir/base $$base || exit 1; \
+	trap 'git worktree remove --force '$$dir'/base; rm -rf '$$dir EXIT; \
+	fail=0; for p in $(API_PACKAGES); do \
+	  f=$$dir/$$(echo $$p | tr / _).export; \
+	  (cd $$dir/base && $(GO) run $(APIDIFF) -w $$f github.com/lambdajobs/lambdajobs/$$p) || exit 1; \
+	  out=$$($(GO) run $(APIDIFF) $$f github.com/lambdajobs/lambdajobs/$$p) || exit 1; \
+	  if [ -n "$$out" ]; then echo "== $$p"; echo "$$out"; fi; \
+	  case "$$out" in *Incompatible*) fail=1;; esac; \
+	done; \
+	if [ $$fail = 1 ]; then echo "apidiff: a change above breaks callers of the API recorded in api/BASELINE ($$base)"; fi; exit $$fail
 
 .PHONY: bench
 bench: deps $(RIE) build-local ## Measure cost per job, overhead, throughput, cold start and sweeper cost; writes docs/BENCHMARKS.md and its plot.
