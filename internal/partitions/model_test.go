@@ -440,8 +440,14 @@ func TestReportMarkdown(t *testing.T) {
 	for range 3 {
 		_ = e.put(map[string]types.AttributeValue{"id": s("batch#b1")})
 	}
-	md := e.model.Report(5).Markdown()
-	for _, want := range []string{"| batch item | 1 | 2 | ≥ 200 | ≤ 50000 |", "| `table:batch#b1` | batch item | 2 | 2 |", "throttled"} {
+	r := e.model.Report(5)
+	r.Jobs = 4
+	md := r.Markdown()
+	for _, want := range []string{
+		"| batch item | 1 | 2 | ≥ 200 | 0.5 | 0 | - | 0 | ≤ 50000 | 1 | 0 |",
+		"| `table:batch#b1` | batch item | 2 | 2 | 0 | 0 | 1 / 0 | 0 |",
+		"over the run's 4 jobs",
+	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

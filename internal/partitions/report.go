@@ -37,6 +37,10 @@ type Report struct {
 	// first 50 of ErrorCount).
 	Errors     []string
 	ErrorCount int
+	// Jobs, when the caller sets it to the number of jobs the run ran,
+	// adds to Markdown each class's units per job: its busiest key's total
+	// over Jobs, the heat a steady run would give it whatever its bursts.
+	Jobs int
 	// CapacityChecks counts the writes whose units the model compared
 	// with DynamoDB Local's ConsumedCapacity; Mismatches are the first 50
 	// of MismatchCount that differed.
@@ -81,6 +85,8 @@ type ClassHeat struct {
 	// Peak is the hottest key's peak (units per second), Key that key.
 	Peak float64
 	Key  string
+	// Total is the most units one key of the class took over the run.
+	Total float64
 	// Refused counts the class's refused requests (all its keys).
 	Refused int
 	// AtFullScale is Peak / k: the units per second the key would take at
@@ -174,6 +180,7 @@ func (k KeyReport) heat() float64 {
 
 func (c *ClassHeat) take(h Heat, key string) {
 	c.Refused += h.Refused
+	c.Total = math.Max(c.Total, h.Total)
 	if h.Peak > c.Peak {
 		c.Peak, c.Key = h.Peak, key
 	}
@@ -189,19 +196,41 @@ func (c *ClassHeat) scale(k, limit float64) {
 	c.MaxJobsPerSecond = FullScaleJobsPerSecond * limit / c.AtFullScale
 }
 
-// Markdown renders the report for docs/CAPACITY.md: a table per class
-// (its hottest key, scaled to 10,000 jobs per second, and the highest rate
-// one owner sustains), then the hottest keys.
+// Markdown renders the report for docs/CAPACITY.md: a table of the
+// classes (each one's hottest key, scaled to 10,000 jobs per second, and
+// the highest rate one owner sustains), then the hottest keys.
 func (r Report) Markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Scale k = %s (budgets %s write and %s read units per second per key); %d requests over %v: %d throttled, %d refused for transaction conflicts.\n\n",
+	fmt.Fprintf(&b, "Scale k = %s: each key's budget is %s write and %s read units per second. %d requests over %v: %d throttled, %d refused for transaction conflicts.\n\n",
 		num(r.Scale), num(r.Limits.WriteUnitsPerSecond), num(r.Limits.ReadUnitsPerSecond), r.Requests, r.Span.Round(time.Second), r.Throttled, r.Conflicts)
-	b.WriteString("| class | keys | hottest key's write units/s | at 10,000 jobs/s | one owner's ceiling (jobs/s) | hottest key's read units/s | at 10,000 jobs/s | one owner's ceiling (jobs/s) | throttled requests | transaction conflicts |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	perJob := r.Jobs > 0
+	b.WriteString("| class | keys | write units/s, hottest key | at 10,000 jobs/s |")
+	if perJob {
+		b.WriteString(" write units per job |")
+	}
+	b.WriteString(" read units/s, hottest key | at 10,000 jobs/s |")
+	if perJob {
+		b.WriteString(" read units per job |")
+	}
+	b.WriteString(" one owner's ceiling (jobs/s) | throttled requests | transaction conflicts |\n|---|---|---|---|")
+	if perJob {
+		b.WriteString("---|")
+	}
+	b.WriteString("---|---|")
+	if perJob {
+		b.WriteString("---|")
+	}
+	b.WriteString("---|---|---|\n")
 	for _, c := range r.Classes {
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %d | %d |\n", c.Class, c.Keys,
-			num(c.Write.Peak), c.Write.atFullScale(), c.Write.ceiling(), num(c.Read.Peak), c.Read.atFullScale(), c.Read.ceiling(),
-			c.Write.Refused+c.Read.Refused, c.Conflicts)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s |", c.Class, c.Keys, num(c.Write.Peak), c.Write.atFullScale())
+		if perJob {
+			fmt.Fprintf(&b, " %s |", r.perJob(c, c.Write))
+		}
+		fmt.Fprintf(&b, " %s | %s |", num(c.Read.Peak), c.Read.atFullScale())
+		if perJob {
+			fmt.Fprintf(&b, " %s |", r.perJob(c, c.Read))
+		}
+		fmt.Fprintf(&b, " %s | %d | %d |\n", c.ceiling(), c.Write.Refused+c.Read.Refused, c.Conflicts)
 	}
 	if len(r.Keys) > 0 {
 		b.WriteString("\n| key | class | write units/s (peak) | write units | read units/s (peak) | read units | throttled (write / read) | conflicts |\n")
@@ -211,7 +240,13 @@ func (r Report) Markdown() string {
 				num(k.Write.Peak), num(k.Write.Total), num(k.Read.Peak), num(k.Read.Total), k.Write.Refused, k.Read.Refused, k.Conflicts)
 		}
 	}
-	b.WriteString("\nA throttled key's peak is capped by its budget: its figures at 10,000 jobs/s are at least (≥) and its ceiling at most (≤) what is shown.\n")
+	b.WriteString("\nA key's units per second are the most it was given in one second of the run; \"at 10,000 jobs/s\" is that over k, and the ceiling is the rate at which the hotter of its write and read figures reaches a partition's 1,000 write or 3,000 read units per second. ")
+	b.WriteString("A key's bucket holds one second of its budget, so an idle key can take up to twice its budget in its first busy second. ")
+	b.WriteString("A throttled key was given no more than its budget allowed: its figures at 10,000 jobs/s are lower bounds (≥) and its ceiling an upper bound (≤).")
+	if perJob {
+		fmt.Fprintf(&b, " Units per job are the class's busiest key's units over the run's %d jobs: times 10,000, what that key takes at 10,000 jobs/s in a steady run (shown for keys that jobs share: a class with at most one key per two jobs).", r.Jobs)
+	}
+	b.WriteString("\n")
 	if r.ErrorCount > 0 || r.MismatchCount > 0 {
 		fmt.Fprintf(&b, "\nThe model refused or mispredicted %d requests and differed from DynamoDB Local's consumed capacity on %d of %d writes.\n", r.ErrorCount, r.MismatchCount, r.CapacityChecks)
 	}
@@ -242,14 +277,28 @@ func (c ClassHeat) atFullScale() string {
 	return num(c.AtFullScale)
 }
 
-func (c ClassHeat) ceiling() string {
-	if math.IsInf(c.MaxJobsPerSecond, 1) || c.MaxJobsPerSecond == 0 {
+// perJob is a shared key's units per job of the run ("-" for a class of
+// keys that are each a job's own, whose heat does not grow with the rate).
+func (r Report) perJob(c ClassReport, h ClassHeat) string {
+	if c.Keys*2 > r.Jobs {
 		return "-"
 	}
-	if c.Capped {
-		return "≤ " + num(c.MaxJobsPerSecond)
+	return num(h.Total / float64(r.Jobs))
+}
+
+// ceiling is the lower of the class's write and read ceilings.
+func (c ClassReport) ceiling() string {
+	h := c.Write
+	if c.Read.MaxJobsPerSecond < h.MaxJobsPerSecond {
+		h = c.Read
 	}
-	return num(c.MaxJobsPerSecond)
+	if math.IsInf(h.MaxJobsPerSecond, 1) || h.MaxJobsPerSecond == 0 {
+		return "-"
+	}
+	if h.Capped {
+		return "≤ " + num(h.MaxJobsPerSecond)
+	}
+	return num(h.MaxJobsPerSecond)
 }
 
 func num(x float64) string {

@@ -391,7 +391,7 @@ func writeReport(path string) error {
 	var b strings.Builder
 	b.WriteString(reportHeader)
 	b.WriteString("| scenario | load | faults injected | jobs lost | jobs stuck | max time to settle | bound promised | what happened |\n|---|---|---|---|---|---|---|---|\n")
-	for _, key := range []string{"faults", "conflicts", "sigkill"} {
+	for _, key := range []string{"faults", "conflicts", "sigkill", "scale"} {
 		r, ok := results[key]
 		if !ok {
 			continue
