@@ -220,17 +220,27 @@ func (m *Model) single(r *http.Request, op string, body []byte) *answer {
 	if err != nil {
 		return m.refuse(op, err)
 	}
-	m.mu.Lock()
-	if m.inflight[w.itemKey] > 0 {
+	// A transaction holds the item (checked again once the item is ours:
+	// a transaction may have taken it meanwhile).
+	held := func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.inflight[w.itemKey] == 0 {
+			return false
+		}
 		m.stats.conflicts++
 		m.keyLocked(partKey{"", w.hash}).conflicts++
-		m.mu.Unlock()
+		return true
+	}
+	if held() {
 		return transactionConflict()
 	}
-	m.mu.Unlock()
 	w.sh = m.shadowOf(w.itemKey)
 	w.sh.mu.Lock()
 	defer w.sh.mu.Unlock()
+	if held() {
+		return transactionConflict()
+	}
 	if err := m.load(r.Context(), w.sh, w.key); err != nil {
 		return unreachable(err)
 	}
