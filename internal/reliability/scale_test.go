@@ -149,7 +149,7 @@ func TestScaleOneOwner(t *testing.T) {
 	creation := time.Duration(float64(n) / batchRate * float64(time.Second))
 	m := int(streamRate * creation.Seconds())
 	expected := creation + time.Duration(float64(n)/rate*float64(time.Second))
-	bound := 2*expected + time.Duration(size(20, 120))*time.Second
+	bound := 2*expected + time.Duration(size(15, 120))*time.Second
 	start := time.Now()
 	deadline := start.Add(bound)
 	specs := make([]jobs.JobSpec, n)
@@ -180,7 +180,7 @@ func TestScaleOneOwner(t *testing.T) {
 			batchErrs = append(batchErrs, errorKind(err))
 		}
 	}()
-	c := &client{api: stack.APIURL, http: &http.Client{Timeout: 30 * time.Second}}
+	c := &client{api: stack.APIURL, http: &http.Client{Timeout: 30 * time.Second}, until: deadline}
 	streamIDs := make([]string, m)
 	var refused atomic.Int64
 	go func() {
