@@ -89,10 +89,7 @@ func TestScaleOneOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer model.Close()
-	// The grace is longer than the batch's creation takes at the scaled
-	// rate (minutes for 10,000 jobs, seconds in AWS): the sweeper must not
-	// abort a batch that is still being created on time.
-	const workerTimeout, grace, sweepEvery = 10 * time.Second, 20 * time.Minute, 2 * time.Second
+	const workerTimeout, grace, sweepEvery = 10 * time.Second, 30 * time.Second, 2 * time.Second
 	runs := &runLog{finished: map[string]int{}, problems: map[string]int{}}
 	stack, err := localstack.Start(ctx, localstack.Config{
 		Root: root, Bootstraps: bootstraps, RIE: rie, APIAddr: "127.0.0.1:0",
@@ -107,7 +104,7 @@ func TestScaleOneOwner(t *testing.T) {
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, examplekinds.Hash, jobs.HandlerFunc[examplekinds.HashPayload, examplekinds.HashResult](examplekinds.HashText))
 	queue := sqsqueue.New(stack.SQSAs(iamcalls.Enqueuer), stack.Queues.Queue)
-	team := func(api dynamostore.API) *jobs.Service {
+	team := func(api dynamostore.API, grace time.Duration) *jobs.Service {
 		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: dynamostore.New(api, table, dynamostore.Options{}), Queue: queue, DispatchGrace: grace})
 		if err != nil {
 			t.Fatal(err)
@@ -121,7 +118,7 @@ func TestScaleOneOwner(t *testing.T) {
 	// workers drain it, the model counting but limiting nothing.
 	calibration := size(100, 600)
 	stack.Pause()
-	calib := team(teamDDB)
+	calib := team(teamDDB, grace)
 	var calibIDs []string
 	for i := range calibration {
 		rec, _, err := calib.Enqueue(ctx, jobs.EnqueueRequest{Owner: scaleOwner, Kind: examplekinds.Hash, Payload: hash("c" + strconv.Itoa(i))})
@@ -166,7 +163,10 @@ func TestScaleOneOwner(t *testing.T) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		svc := team(&pacedAPI{API: teamDDB, every: time.Duration(float64(time.Second) / batchRate)})
+		// The batch's grace (after which the sweeper aborts a batch still
+		// being created) covers its creation at the scaled rate: minutes
+		// for 10,000 jobs here, a second in AWS.
+		svc := team(&pacedAPI{API: teamDDB, every: time.Duration(float64(time.Second) / batchRate)}, max(grace, 2*creation+grace))
 		bctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
 		// A careful team retries with the same idempotency key.
