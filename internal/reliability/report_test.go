@@ -5,7 +5,7 @@ const reportHeader = `# Reliability
 What the system promises when AWS misbehaves, a worker dies, or callers send
 garbage, and what was measured. The table is written by
 
-` + "```sh\nmake reliability   # about 8 minutes; rewrites this file and KEY_HEAT.md\n```" + `
+` + "```sh\nmake reliability   # about 6 minutes; rewrites this file and KEY_HEAT.md\n```" + `
 
 which runs ` + "`internal/reliability`" + ` at full size against the whole local stack (the
 functions' bootstraps under the Lambda Runtime Interface Emulator, DynamoDB

@@ -306,6 +306,9 @@ func TestScaleOneOwner(t *testing.T) {
 	t.Logf("key heat:\n%s", heat)
 	if path := os.Getenv("RELIABILITY_REPORT"); path != "" {
 		out := filepath.Join(filepath.Dir(path), HeatReportFile)
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			t.Errorf("write %s: %v", out, err)
+		}
 		if err := os.WriteFile(out, []byte(heat), 0o644); err != nil {
 			t.Errorf("write %s: %v", out, err)
 		}
