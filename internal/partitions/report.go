@@ -15,9 +15,9 @@ type Report struct {
 	Limits Limits
 	// Span is the time from the first request to the last.
 	Span time.Duration
-	// Requests the model received; Forwarded to DynamoDB Local (its own
-	// reads included); Throttled refused for a key's budget; Conflicts
-	// refused for an item a transaction held.
+	// Requests the model received; Forwarded to DynamoDB Local; Throttled
+	// refused for a key's budget (each refused key of a BatchGetItem
+	// counts); Conflicts refused for an item a transaction held.
 	Requests, Forwarded, Throttled, Conflicts int
 	// ShadowReads are the model's own, uncharged reads of items it had
 	// not seen.
