@@ -164,9 +164,11 @@ func TestScaleOneOwner(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		// The batch's grace (after which the sweeper aborts a batch still
-		// being created) covers its creation at the scaled rate: minutes
-		// for 10,000 jobs here, a second in AWS.
-		svc := team(&pacedAPI{API: teamDDB, every: time.Duration(float64(time.Second) / batchRate)}, max(grace, 2*creation+grace))
+		// being created) is the default grace scaled like the rates: work
+		// that takes a second at 10,000 jobs/s takes 1/k seconds here, and
+		// a creation slowed by a hot key must meet that key, not a grace
+		// that would not have passed yet in AWS.
+		svc := team(&pacedAPI{API: teamDDB, every: time.Duration(float64(time.Second) / batchRate)}, time.Duration(float64(jobs.DefaultDispatchGrace)/k))
 		bctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
 		// A careful team retries with the same idempotency key.
