@@ -287,7 +287,7 @@ func TestScaleOneOwner(t *testing.T) {
 			over = append(over, fmt.Sprintf("%s (%s): %d writes and %d reads refused, peaks %.1f w/s %.1f r/s",
 				k.Name(), k.Class, k.Write.Refused, k.Read.Refused, k.Write.Peak, k.Read.Peak))
 		}
-		t.Errorf("%d requests were throttled on %d keys over their budget (%.1f write, %.1f read units/s); the hottest:\n  %s",
+		t.Errorf("%d requests were throttled on %d key(s) over their budget (%.1f write, %.1f read units/s); the hottest:\n  %s",
 			report.Throttled, len(report.ThrottledKeys), limits.WriteUnitsPerSecond, limits.ReadUnitsPerSecond, strings.Join(over, "\n  "))
 	}
 	t.Logf("%d jobs settled in %v (expected %v, bound %v); warnings and errors in the logs: %v", len(ids), settled.Round(time.Second),
