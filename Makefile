@@ -80,6 +80,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s; CI uses 5s, try FUZZTIM
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePayload$$' -fuzztime $(FUZZTIME) ./pkg/jobs
 	$(GO) test -run '^$$' -fuzz '^FuzzRouteForeignMessage$$' -fuzztime $(FUZZTIME) ./pkg/jobs
 	$(GO) test -run '^$$' -fuzz '^FuzzEnqueue$$' -fuzztime $(FUZZTIME) ./pkg/jobs/httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzParseUpdate$$' -fuzztime $(FUZZTIME) ./internal/partitions
 
 .PHONY: reliability
 reliability: deps $(RIE) ## Run the reliability scenarios at full size (faults, SIGKILL) and rewrite docs/RELIABILITY.md.
