@@ -97,9 +97,10 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s; CI uses 5s, try FUZZTIM
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePayload$$' -fuzztime $(FUZZTIME) ./pkg/jobs
 	$(GO) test -run '^$$' -fuzz '^FuzzRouteForeignMessage$$' -fuzztime $(FUZZTIME) ./pkg/jobs
 	$(GO) test -run '^$$' -fuzz '^FuzzEnqueue$$' -fuzztime $(FUZZTIME) ./pkg/jobs/httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzParseUpdate$$' -fuzztime $(FUZZTIME) ./internal/partitions
 
 .PHONY: reliability
-reliability: deps $(RIE) ## Run the reliability scenarios at full size (faults, SIGKILL) and rewrite docs/RELIABILITY.md.
+reliability: deps $(RIE) ## Run the reliability scenarios at full size (faults, SIGKILL, one owner at a scaled 10,000 jobs/s) and rewrite docs/RELIABILITY.md and docs/KEY_HEAT.md.
 	RELIABILITY_REPORT=$(CURDIR)/docs/RELIABILITY.md $(GO) test -count=1 -v -timeout 20m -run . ./internal/reliability/
 
 # govulncheck needs no network: the vulnerability database is built from the

@@ -92,19 +92,28 @@ func record(r row) {
 }
 
 // client drives the HTTP API like a careful user: an idempotency key on
-// every job, and retries on 5xx until a 202.
+// every job, and retries on 5xx until a 202 (30 tries, or until the time
+// until, when set).
 type client struct {
-	api  string
-	http *http.Client
+	api   string
+	http  *http.Client
+	until time.Time
 }
 
 func (c *client) enqueue(kind, payload, key string) (string, int, error) {
 	body := `{"kind":"` + kind + `","payload":` + payload + `}`
+	ctx := context.Background()
+	if !c.until.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.until)
+		defer cancel()
+	}
 	for attempt := 1; ; attempt++ {
 		req, _ := http.NewRequest("POST", c.api+"/v1/jobs", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", key)
 		req.Header.Set(localstack.CallerHeader, "reliability")
+		req = req.WithContext(ctx)
 		resp, err := c.http.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
@@ -120,7 +129,7 @@ func (c *client) enqueue(kind, payload, key string) (string, int, error) {
 				return "", attempt, fmt.Errorf("enqueue %s: %d %s", kind, resp.StatusCode, b)
 			}
 		}
-		if attempt == 30 {
+		if attempt == 30 || (!c.until.IsZero() && time.Now().After(c.until)) {
 			return "", attempt, fmt.Errorf("enqueue %s: no 202 after %d attempts (last: %v)", kind, attempt, err)
 		}
 		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
@@ -392,7 +401,7 @@ func writeReport(path string) error {
 	var b strings.Builder
 	b.WriteString(reportHeader)
 	b.WriteString("| scenario | load | faults injected | jobs lost | jobs stuck | max time to settle | bound promised | what happened |\n|---|---|---|---|---|---|---|---|\n")
-	for _, key := range []string{"faults", "batch", "sigkill"} {
+	for _, key := range []string{"faults", "batch", "sigkill", "scale"} {
 		r, ok := results[key]
 		if !ok {
 			continue

@@ -5,7 +5,7 @@ const reportHeader = `# Reliability
 What the system promises when AWS misbehaves, a worker dies, or callers send
 garbage, and what was measured. The table is written by
 
-` + "```sh\nmake reliability   # about 3 minutes; rewrites this file\n```" + `
+` + "```sh\nmake reliability   # about 6 minutes; rewrites this file and KEY_HEAT.md\n```" + `
 
 which runs ` + "`internal/reliability`" + ` at full size against the whole local stack (the
 functions' bootstraps under the Lambda Runtime Interface Emulator, DynamoDB
@@ -26,6 +26,19 @@ at every unfinished job once its sweep time (creation + dispatch grace, or its
 lease end) has passed and then every sweep interval. With injected faults a
 message can be lost at each step, so the bound above allows two such rounds.
 Retries add their backoff.
+
+## Hot keys
+
+DynamoDB Local has no partitions, so the scale scenario puts the partition
+model (` + "`internal/partitions`" + `) between the stack and it: each partition key
+value of the table and of its indexes gets its share of a partition (1,000
+write and 3,000 read units per second, scaled by k = the machine's rate /
+10,000 jobs per second), a throttled index refuses the table write, and
+transactions touching one item at the same time cancel each other. A
+throttled request in that run is a key that one owner at 10,000 jobs per
+second would overload. [KEY_HEAT.md](KEY_HEAT.md) ranks the keys and classes
+of keys by heat, scaled to 10,000 jobs per second, with the highest rate one
+owner sustains before each class's hottest key reaches its partition's limit.
 
 ## Other scenarios (tests in ` + "`make test`" + `)
 

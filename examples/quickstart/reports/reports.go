@@ -49,6 +49,12 @@ type Progress struct {
 	Total int `json:"total"`
 }
 
+// Owner is who reads the jobs the team makes from Go (the clean-up's, the
+// enqueue program's): the IAM principal the team calls the API as. Locally
+// that is the caller X-Local-Caller: team; in your account, your team's
+// role's ARN.
+const Owner = "arn:aws:iam::000000000000:user/team"
+
 // Cleanup is the nightly clean-up's kind; CleanupSchedule its schedule.
 const (
 	Cleanup         = "reports.cleanup"
@@ -62,7 +68,7 @@ type CleanupPayload struct {
 
 // Register adds the kinds and the clean-up's schedule to reg and returns
 // the report kind's typed handle, which enqueues reports from Go. The
-// schedule's jobs are owned by "team", so the team reads them through the
+// schedule's jobs are owned by Owner, so the team reads them through the
 // API as its own.
 func Register(reg *jobs.Registry) jobs.Kind[Payload] {
 	build := jobs.MustRegister(reg, Kind, Build, &jobs.KindOpts{
@@ -70,7 +76,7 @@ func Register(reg *jobs.Registry) jobs.Kind[Payload] {
 		Retry:        jobs.RetryPolicy{MaxAttempts: 3},
 	})
 	cleanup := jobs.MustRegister(reg, Cleanup, Clean, nil)
-	if err := cleanup.Every(reg, CleanupSchedule, "cron(0 3 * * ? *)", CleanupPayload{OlderThanDays: 90}, &jobs.ScheduleOpts{Owner: "team"}); err != nil {
+	if err := cleanup.Every(reg, CleanupSchedule, "cron(0 3 * * ? *)", CleanupPayload{OlderThanDays: 90}, &jobs.ScheduleOpts{Owner: Owner}); err != nil {
 		panic(err)
 	}
 	return build

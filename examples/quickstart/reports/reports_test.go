@@ -74,7 +74,7 @@ func TestCleanupIsScheduled(t *testing.T) {
 	reg := jobs.NewRegistry()
 	reports.Register(reg)
 	s := reg.Schedules()
-	if len(s) != 1 || s[0].Name != reports.CleanupSchedule || s[0].Kind != reports.Cleanup || s[0].Owner != "team" {
+	if len(s) != 1 || s[0].Name != reports.CleanupSchedule || s[0].Kind != reports.Cleanup || s[0].Owner != reports.Owner {
 		t.Fatalf("schedules %+v", s)
 	}
 }

@@ -22,7 +22,7 @@ import (
 func main() {
 	account := flag.String("account", "acme", "the account to report on")
 	months := flag.Int("months", 3, "how many months")
-	owner := flag.String("owner", "team", "who owns the job (who can read it through the API)")
+	owner := flag.String("owner", reports.Owner, "who owns the job: the IAM principal that reads it through the API")
 	flag.Parse()
 	ctx := context.Background()
 	reg := jobs.NewRegistry()
