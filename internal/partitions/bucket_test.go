@@ -14,8 +14,8 @@ func TestBucketHoldsOneSecond(t *testing.T) {
 		const rate = 10.0
 		accepted := 0
 		for range 25 {
-			if b.allows(time.Now(), rate, 1) {
-				b.take(time.Now(), rate, 1)
+			if b.allows(time.Now(), rate, rate, 1) {
+				b.take(time.Now(), rate, rate, 1)
 				accepted++
 			}
 		}
@@ -25,8 +25,8 @@ func TestBucketHoldsOneSecond(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // fake time: 3 units come back
 		accepted = 0
 		for range 25 {
-			if b.allows(time.Now(), rate, 1) {
-				b.take(time.Now(), rate, 1)
+			if b.allows(time.Now(), rate, rate, 1) {
+				b.take(time.Now(), rate, rate, 1)
 				accepted++
 			}
 		}
@@ -34,7 +34,7 @@ func TestBucketHoldsOneSecond(t *testing.T) {
 			t.Fatalf("after 300 ms: accepted %d, want 3", accepted)
 		}
 		time.Sleep(time.Hour) // an idle key saves no more than a second
-		if !b.allows(time.Now(), rate, rate) || b.tokens != rate {
+		if !b.allows(time.Now(), rate, rate, rate) || b.tokens != rate {
 			t.Fatalf("after an idle hour the bucket holds %g, want %g", b.tokens, rate)
 		}
 	})
@@ -45,21 +45,21 @@ func TestBucketHoldsOneSecond(t *testing.T) {
 func TestBucketBigWritesAndReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var b bucket
-		if !b.allows(time.Now(), 2, 5) {
+		if !b.allows(time.Now(), 2, 2, 5) {
 			t.Fatal("a full bucket refused a write bigger than its second")
 		}
-		b.take(time.Now(), 2, 5) // 2 - 5 = -3
+		b.take(time.Now(), 2, 2, 5) // 2 - 5 = -3
 		time.Sleep(time.Second)  // -1
-		if b.open(time.Now(), 2) {
+		if b.open(time.Now(), 2, 2) {
 			t.Fatalf("a bucket in debt (%g) accepts a read", b.tokens)
 		}
 		time.Sleep(600 * time.Millisecond) // 0.2
-		if !b.open(time.Now(), 2) {
+		if !b.open(time.Now(), 2, 2) {
 			t.Fatalf("a bucket with %g units refuses a read", b.tokens)
 		}
 		var free bucket
 		for range 1000 {
-			if !free.allows(time.Now(), 0, 100) || !free.open(time.Now(), 0) {
+			if !free.allows(time.Now(), 0, 0, 100) || !free.open(time.Now(), 0, 0) {
 				t.Fatal("rate 0 is no limit")
 			}
 		}

@@ -48,11 +48,18 @@
 //     DynamoDB answers.
 //
 // Each key's budget is a token bucket of Config.Limits (Scaled(k) for a run
-// at k x 10,000 jobs per second) holding at most one second of units. The
-// model records, per key, the units it accepted in each second of its clock
-// (the peak matters), the total, and the requests it refused; Report ranks
-// the keys and classes (Config.Classify) and scales the peaks to 10,000
-// jobs per second; Report.Markdown renders it for docs/CAPACITY.md.
+// at k x 10,000 jobs per second) holding at most one window of units. A
+// window is one second of the service: at scale k the run does in 1/k
+// seconds what the service does in one at full scale, so the window is 1/k
+// seconds of the model's clock and a bucket holds a partition's whole
+// second, 1,000 write or 3,000 read units, refilled at k times that. (With
+// a one-second window instead, a key that a 32-way shard spreads evenly
+// would be throttled by the noise of small numbers: a shard that averages
+// one write a second sees eight in some second.) The model records, per
+// key, the units it accepted in each window (the peak matters: it is the
+// key's units per second at full scale), the total, and the requests it
+// refused; Report ranks the keys and classes (Config.Classify);
+// Report.Markdown renders it.
 //
 // # How it knows an item's index keys
 //

@@ -273,7 +273,23 @@ func (m *Model) shadowOf(itemKey string) *shadow {
 	return sh
 }
 
-func (m *Model) sec(now time.Time) int64 { return int64(now.Sub(m.epoch) / time.Second) }
+func (m *Model) sec(now time.Time) int64 { return int64(now.Sub(m.epoch) / m.window()) }
+
+// window is one second of the service on the model's clock: 1/k seconds at
+// scale k < 1, since a run at k x 10,000 jobs per second does in 1/k
+// seconds what the service does in one at full scale. A partition's budget
+// holds per window (the bucket's capacity), and the report's peaks are per
+// window: units per second at full scale.
+func (m *Model) window() time.Duration {
+	if m.scale > 0 && m.scale < 1 {
+		return time.Duration(float64(time.Second) / m.scale)
+	}
+	return time.Second
+}
+
+// capacity is a bucket's capacity for a budget of rate units per second of
+// the model's clock: one window of it.
+func (m *Model) capacity(rate float64) float64 { return rate * m.window().Seconds() }
 
 // ServeHTTP models the request, then forwards it or answers as DynamoDB
 // would without forwarding it.

@@ -55,7 +55,7 @@ func newEnv(t *testing.T, limits partitions.Limits) *env {
 	e := &env{direct: testenv.DynamoDB(t), table: testenv.UniqueName(t, "part"), clock: jobstest.NewClock(time.Unix(1_800_000_000, 0))}
 	m, err := partitions.Start(partitions.Config{
 		Target: testenv.DynamoDBEndpoint(t), Table: dynamostore.CreateTableInput(e.table),
-		Limits: limits, Scale: 0.01, Classify: classify, Clock: e.clock,
+		Limits: limits, Scale: 1, Classify: classify, Clock: e.clock,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -176,8 +176,8 @@ func TestHotKeyIsThrottledAtItsBudgetSpreadKeysAreNot(t *testing.T) {
 	if len(r.ThrottledKeys) != 1 || r.Throttled != 1 {
 		t.Fatalf("throttled keys %+v (%d requests), want the hot key only, once", r.ThrottledKeys, r.Throttled)
 	}
-	if c := r.Classes[0]; c.Class != "job item" || c.Keys != 101 || c.Write.Peak != 10 || c.Write.AtFullScale != 1000 || c.Write.MaxJobsPerSecond != 10000 || !c.Write.Capped {
-		t.Fatalf("class %+v, want job items peaking at 10 units/s = 1000 at full scale, capped", c)
+	if c := r.Classes[0]; c.Class != "job item" || c.Keys != 101 || c.Write.Peak != 10 || c.Write.AtFullScale != 10 || c.Write.MaxJobsPerSecond != 1e6 || !c.Write.Capped {
+		t.Fatalf("class %+v, want job items peaking at 10 units in a window (scale 1: a second), capped", c)
 	}
 }
 
@@ -445,7 +445,7 @@ func TestReportMarkdown(t *testing.T) {
 	r.Jobs = 4
 	md := r.Markdown()
 	for _, want := range []string{
-		"| batch item | 1 | 2 | ≥ 200 | 0.5 | 0 | - | 0 | ≤ 50000 | 1 | 0 |",
+		"| batch item | 1 | 2 | ≥ 2 | 0.5 | 0 | - | 0 | ≤ 5000000 | 1 | 0 |",
 		"| `table:batch#b1` | batch item | 2 | 2 | 0 | 0 | 1 / 0 | 0 |",
 		"over the run's 4 jobs",
 	} {
@@ -488,4 +488,29 @@ func TestStoreConformanceThroughTheModel(t *testing.T) {
 		t.Cleanup(func() { _, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })
 		return dynamostore.New(through, table, dynamostore.Options{Clock: clock})
 	})
+}
+
+// At scale k a window, a partition's second, is 1/k seconds of the run: a
+// key holds a whole second's budget (1,000 write units) refilled at k x
+// 1,000 a second, and its peak is counted per window.
+func TestAWindowIsASecondOfTheService(t *testing.T) {
+	e := newEnv(t, partitions.Scaled(0.1))
+	e.model.SetScale(0.1)
+	hot := map[string]types.AttributeValue{"id": s("hot")}
+	for i := range 1000 {
+		if err := e.put(hot); err != nil {
+			t.Fatalf("write %d of a second's 1,000: %v", i+1, err)
+		}
+	}
+	throttled(t, e.put(hot), "TableWriteKeyRangeThroughputExceeded")
+	e.clock.Advance(time.Second) // a tenth of the service's second: 100 units
+	for i := range 100 {
+		if err := e.put(hot); err != nil {
+			t.Fatalf("write %d of the refill: %v", i+1, err)
+		}
+	}
+	throttled(t, e.put(hot), "TableWriteKeyRangeThroughputExceeded")
+	if top := e.model.Report(1).Keys[0]; top.Write.Peak != 1100 {
+		t.Fatalf("peak %v, want 1,100 units in the window (its 10 s)", top.Write.Peak)
+	}
 }

@@ -23,7 +23,7 @@ func readUnits(size int, consistent bool) float64 {
 // counts a refusal if it is. m.mu is held.
 func (m *Model) openLocked(pk partKey) bool {
 	ks := m.keyLocked(pk)
-	if ks.rb.open(m.clock.Now(), m.limits.ReadUnitsPerSecond) {
+	if ks.rb.open(m.clock.Now(), m.limits.ReadUnitsPerSecond, m.capacity(m.limits.ReadUnitsPerSecond)) {
 		return true
 	}
 	ks.r.refused++
@@ -35,7 +35,7 @@ func (m *Model) openLocked(pk partKey) bool {
 func (m *Model) readLocked(pk partKey, u float64) {
 	now := m.clock.Now()
 	ks := m.keyLocked(pk)
-	ks.rb.take(now, m.limits.ReadUnitsPerSecond, u)
+	ks.rb.take(now, m.limits.ReadUnitsPerSecond, m.capacity(m.limits.ReadUnitsPerSecond), u)
 	ks.r.add(m.sec(now), u)
 	ks.r.requests++
 }

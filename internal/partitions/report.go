@@ -61,7 +61,8 @@ type KeyReport struct {
 
 // Heat is a key's use of one kind of unit.
 type Heat struct {
-	// Peak is the most units accepted in one second of the model's clock.
+	// Peak is the most units accepted in one window of the model's clock:
+	// one second of the service at full scale (see Model.window).
 	Peak float64
 	// Total is every unit accepted; Requests the requests that paid them.
 	Total    float64
@@ -82,15 +83,16 @@ type ClassReport struct {
 
 // ClassHeat is a class's hottest key, for one kind of unit.
 type ClassHeat struct {
-	// Peak is the hottest key's peak (units per second), Key that key.
+	// Peak is the hottest key's peak (units in one window: a second at full
+	// scale), Key that key.
 	Peak float64
 	Key  string
 	// Total is the most units one key of the class took over the run.
 	Total float64
 	// Refused counts the class's refused requests (all its keys).
 	Refused int
-	// AtFullScale is Peak / k: the units per second the key would take at
-	// 10,000 jobs per second. MaxJobsPerSecond is the rate one owner could
+	// AtFullScale is Peak: the units per second the key would take at
+	// 10,000 jobs per second (a window is a second at full scale). MaxJobsPerSecond is the rate one owner could
 	// run at before the key passes its partition's limit (1,000 write or
 	// 3,000 read units per second): 10,000 x limit / AtFullScale. When
 	// the class was throttled, the peak is capped by the budget and the
@@ -192,7 +194,7 @@ func (c *ClassHeat) scale(k, limit float64) {
 		c.MaxJobsPerSecond = math.Inf(1)
 		return
 	}
-	c.AtFullScale = c.Peak / k
+	c.AtFullScale = c.Peak
 	c.MaxJobsPerSecond = FullScaleJobsPerSecond * limit / c.AtFullScale
 }
 
@@ -204,11 +206,11 @@ func (r Report) Markdown() string {
 	fmt.Fprintf(&b, "Scale k = %s: each key's budget is %s write and %s read units per second. %d requests over %v: %d throttled, %d refused for transaction conflicts.\n\n",
 		num(r.Scale), num(r.Limits.WriteUnitsPerSecond), num(r.Limits.ReadUnitsPerSecond), r.Requests, r.Span.Round(time.Second), r.Throttled, r.Conflicts)
 	perJob := r.Jobs > 0
-	b.WriteString("| class | keys | write units/s, hottest key | at 10,000 jobs/s |")
+	b.WriteString("| class | keys | write units in a window, hottest key | per second at 10,000 jobs/s |")
 	if perJob {
 		b.WriteString(" write units per job |")
 	}
-	b.WriteString(" read units/s, hottest key | at 10,000 jobs/s |")
+	b.WriteString(" read units in a window, hottest key | per second at 10,000 jobs/s |")
 	if perJob {
 		b.WriteString(" read units per job |")
 	}
@@ -233,15 +235,15 @@ func (r Report) Markdown() string {
 		fmt.Fprintf(&b, " %s | %d | %d |\n", c.ceiling(), c.Write.Refused+c.Read.Refused, c.Conflicts)
 	}
 	if len(r.Keys) > 0 {
-		b.WriteString("\n| key | class | write units/s (peak) | write units | read units/s (peak) | read units | throttled (write / read) | conflicts |\n")
+		b.WriteString("\n| key | class | write units in a window (peak) | write units | read units in a window (peak) | read units | throttled (write / read) | conflicts |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|\n")
 		for _, k := range r.Keys {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d / %d | %d |\n", k.Name(), k.Class,
 				num(k.Write.Peak), num(k.Write.Total), num(k.Read.Peak), num(k.Read.Total), k.Write.Refused, k.Read.Refused, k.Conflicts)
 		}
 	}
-	b.WriteString("\nA key's units per second are the most it was given in one second of the run; \"at 10,000 jobs/s\" is that over k, and the ceiling is the rate at which the hotter of its write and read figures reaches a partition's 1,000 write or 3,000 read units per second. ")
-	b.WriteString("A key's bucket holds one second of its budget, so an idle key can take up to twice its budget in its first busy second. ")
+	b.WriteString("\nA window is one second of the service: at scale k the run does in 1/k seconds what the service does in one at 10,000 jobs/s, so a key's most units in a window are its units per second at full scale, and the ceiling is the rate at which the hotter of its write and read figures reaches a partition's 1,000 write or 3,000 read units per second. ")
+	b.WriteString("A key's bucket holds one window of its budget (1,000 write or 3,000 read units), so an idle key can take up to twice that in its first busy window. ")
 	b.WriteString("A throttled key was given no more than its budget allowed: its figures at 10,000 jobs/s are lower bounds (≥) and its ceiling an upper bound (≤).")
 	if perJob {
 		fmt.Fprintf(&b, " Units per job are the class's busiest key's units over the run's %d jobs: times 10,000, what that key takes at 10,000 jobs/s in a steady run (shown for keys that jobs share: a class with at most one key per two jobs).", r.Jobs)

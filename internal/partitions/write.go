@@ -144,7 +144,7 @@ func (m *Model) reserveLocked(now time.Time, charges []charge) []partKey {
 	per := sum(charges)
 	var refused []partKey
 	for pk, u := range per {
-		if !m.keyLocked(pk).wb.allows(now, m.limits.WriteUnitsPerSecond, u) {
+		if !m.keyLocked(pk).wb.allows(now, m.limits.WriteUnitsPerSecond, m.capacity(m.limits.WriteUnitsPerSecond), u) {
 			refused = append(refused, pk)
 		}
 	}
@@ -159,7 +159,7 @@ func (m *Model) reserveLocked(now time.Time, charges []charge) []partKey {
 		return refused
 	}
 	for pk, u := range per {
-		m.keyLocked(pk).wb.take(now, m.limits.WriteUnitsPerSecond, u)
+		m.keyLocked(pk).wb.take(now, m.limits.WriteUnitsPerSecond, m.capacity(m.limits.WriteUnitsPerSecond), u)
 	}
 	return nil
 }
@@ -174,7 +174,7 @@ func (m *Model) settleLocked(now time.Time, charges []charge, kept func(c charge
 			ks.w.add(sec, c.units)
 			ks.w.requests++
 		} else {
-			ks.wb.take(now, m.limits.WriteUnitsPerSecond, -c.units)
+			ks.wb.take(now, m.limits.WriteUnitsPerSecond, m.capacity(m.limits.WriteUnitsPerSecond), -c.units)
 		}
 	}
 }
