@@ -57,11 +57,7 @@ func TestAppSynthesizesCleanly(t *testing.T) {
 	}
 	for _, name := range []string{"reports-dev", "reports-prod"} {
 		stack := app.Node().FindChild(jsii.String(name)).(awscdk.Stack)
-		tmpl := *assertions.Template_FromStack(stack, nil).ToJSON()
-		ann := assertions.Annotations_FromStack(stack)
-		for _, msg := range *ann.FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
-			t.Errorf("%s: cdk-nag: %s: %v", name, *msg.Id, msg.Entry.Data)
-		}
+		tmpl := template(t, stack)
 		fns := 0
 		for _, r := range tmpl["Resources"].(map[string]any) {
 			res := r.(map[string]any)
@@ -78,4 +74,17 @@ func TestAppSynthesizesCleanly(t *testing.T) {
 			t.Errorf("%s: %d functions, want %d", name, fns, len(jobsinfra.FunctionNames))
 		}
 	}
+}
+
+// template synthesizes stack; a cdk-nag error (AwsSolutions) fails the
+// synthesis, and the test with it.
+func template(t *testing.T, stack awscdk.Stack) (tmpl map[string]any) {
+	t.Helper()
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("%s: %v", *stack.StackName(), p)
+		}
+	}()
+	assertions.Annotations_FromStack(stack).HasNoError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
+	return *assertions.Template_FromStack(stack, nil).ToJSON()
 }
