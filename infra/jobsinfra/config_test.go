@@ -23,13 +23,13 @@ func TestConfigRefuses(t *testing.T) {
 		"batch throttle over":   func(c *Config) { c.BatchThrottleRate = c.ThrottleRate + 1 },
 		"maximum concurrency 1": func(c *Config) { c.MaxConcurrency = 1 },
 	} {
-		c := Dev
+		c := DevConfig("dev")
 		mutate(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if err := Dev.Validate(); err != nil {
+	if err := DevConfig("dev").Validate(); err != nil {
 		t.Errorf("dev: %v", err)
 	}
 }
@@ -37,14 +37,14 @@ func TestConfigRefuses(t *testing.T) {
 // An environment that retains data cannot synthesize without somebody to
 // alarm.
 func TestRetainedEnvironmentsNeedAnAlarmDestination(t *testing.T) {
-	if err := Prod.Validate(); err == nil || !strings.Contains(err.Error(), "alarm destination") {
+	if err := ProdConfig("prod").Validate(); err == nil || !strings.Contains(err.Error(), "alarm destination") {
 		t.Fatalf("prod without an alarm destination: %v", err)
 	}
 	for _, with := range []func(*Config){
 		func(c *Config) { c.AlarmEmail = "oncall@example.com" },
 		func(c *Config) { c.AlarmTopicARN = "arn:aws:sns:us-east-1:123456789012:oncall" },
 	} {
-		c := Prod
+		c := ProdConfig("prod")
 		with(&c)
 		if err := c.Validate(); err != nil {
 			t.Errorf("prod with an alarm destination: %v", err)

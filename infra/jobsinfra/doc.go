@@ -3,8 +3,7 @@
 //
 //	app := awscdk.NewApp(nil)
 //	stack := awscdk.NewStack(app, jsii.String("orders-prod"), nil)
-//	cfg := jobsinfra.Prod // or jobsinfra.Dev; change what you tune
-//	cfg.Name = "prod"
+//	cfg := jobsinfra.ProdConfig("prod") // or DevConfig; change what you tune
 //	cfg.BatchSize, cfg.MaxConcurrency = 10, 20
 //	cfg.AlarmEmail = "oncall@example.com"
 //	jobs := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{
@@ -30,7 +29,9 @@
 //
 // # What you tune
 //
-// Config holds every setting with validated defaults in Dev and Prod: the
+// Config holds every setting, with validated defaults in the presets
+// DevConfig and ProdConfig (functions: each call returns a Config of your
+// own, so no change of yours reaches another stack's): the
 // worker's memory, timeout, handler reserve, final-write bound and
 // concurrency; the event source's batch size, batching window and maximum
 // concurrency; the API functions' memory and timeout; the sweeper's

@@ -55,22 +55,18 @@ func environments(t *testing.T) map[string]*environment {
 }
 
 func synthEnvironments(t *testing.T) (map[string]*environment, error) {
-	dev := Dev
-	dev.Name = "dev"
-	prod := Prod
+	dev := DevConfig("dev")
+	prod := ProdConfig("prod")
 	prod.AlarmEmail = "oncall@example.com"
-	withSources := Dev
-	withSources.Name = "sources"
+	withSources := DevConfig("sources")
 	withSources.S3Sources = []S3Source{{BucketName: "uploads-example", Prefix: "incoming/"}}
 	withSources.EventBridgeSource = []EventBridgeSource{{Sources: []string{"shop.orders"}, DetailTypes: []string{"OrderPlaced"}}}
 	withSources.EnvelopeSenders = []string{"arn:aws:iam::123456789012:role/nightly-batch"}
-	withJWT := Dev
-	withJWT.Name = "jwt"
+	withJWT := DevConfig("jwt")
 	withJWT.JWT = &JWTConfig{Issuer: "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE", Audience: []string{"client"},
 		Scopes: map[string][]string{"POST /v1/batches": {"jobs/batch"}, "POST /v1/jobs": {"jobs/write"}}}
 	withJWT.CORS = &CORSConfig{AllowOrigins: []string{"https://app.example.com"}}
-	single := Dev
-	single.Name = "single"
+	single := DevConfig("single")
 	out := map[string]*environment{}
 	for _, cfg := range []Config{dev, prod, withSources, withJWT, tunedConfig(), single} {
 		e, err := synthEnvironment(t, cfg)
@@ -85,8 +81,7 @@ func synthEnvironments(t *testing.T) (map[string]*environment, error) {
 // tunedConfig has every event-source-mapping setting away from its default,
 // and every function setting.
 func tunedConfig() Config {
-	tuned := Dev
-	tuned.Name = "tuned"
+	tuned := DevConfig("tuned")
 	tuned.BatchSize, tuned.BatchWindow, tuned.MaxConcurrency = 100, 20*time.Second, 7
 	tuned.WorkerMemoryMB, tuned.APIMemoryMB, tuned.APITimeout, tuned.SweeperTimeout = 2048, 384, 20*time.Second, 90*time.Second
 	tuned.Architecture = "x86_64"

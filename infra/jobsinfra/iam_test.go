@@ -54,8 +54,7 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 	stack := awscdk.NewStack(app, jsii.String("iam-"+name), &awscdk.StackProps{
 		Env: &awscdk.Environment{Account: jsii.String(testAccount), Region: jsii.String(testRegion)},
 	})
-	cfg := Dev
-	cfg.Name = name
+	cfg := DevConfig(name)
 	cfg.CustomerManagedKey = cmk
 	cfg.S3Sources = []S3Source{{BucketName: "uploads-example"}}
 	cfg.EventBridgeSource = []EventBridgeSource{{Sources: []string{"shop.orders"}}}

@@ -24,7 +24,8 @@ import (
 
 // JobsProps configure a Jobs construct.
 type JobsProps struct {
-	// Config is the environment's settings (start from Dev or Prod).
+	// Config is the environment's settings (start from DevConfig or
+	// ProdConfig).
 	Config Config
 	// Bootstrap is the folder holding one bootstrap that serves every
 	// function (a main calling lambdafn.Serve; each function is told its

@@ -30,10 +30,8 @@ func Build(app awscdk.App, bootstrap string) error {
 	if _, err := os.Stat(bootstrap + "/bootstrap"); err != nil {
 		return fmt.Errorf("%s/bootstrap is missing: run `make build` first", bootstrap)
 	}
-	dev := jobsinfra.Dev
-	dev.Name = "dev"
-	prod := jobsinfra.Prod
-	prod.Name = "prod"
+	dev := jobsinfra.DevConfig("dev")
+	prod := jobsinfra.ProdConfig("prod")
 	prod.AlarmEmail = os.Getenv("ALARM_EMAIL") // who is told when jobs go wrong
 	for _, cfg := range []jobsinfra.Config{dev, prod} {
 		if err := cfg.Validate(); err != nil {
