@@ -49,8 +49,9 @@
 // your kinds (see the README's "Use it in your own service"). The worker is
 // told the foreign sources connected to its queue (JOBS_SOURCES) and
 // refuses to start when its routes do not accept one of them, naming both.
-// JobsProps.ExampleKinds sets JOBS_EXAMPLE_KINDS=on, which only this
-// repository's demo mains read; leave it off in production.
+// Your own settings reach them through Config.Environment and
+// FunctionEnvironment (this repository's app switches its demo kinds on
+// that way, with JOBS_EXAMPLE_KINDS=on, which only its own mains read).
 //
 // # What it exposes
 //

@@ -19,7 +19,7 @@ import (
 
 // functions creates the six functions, each with its own role and log
 // group, and the environment every one of them is told.
-func (s *Jobs) functions(exampleKinds bool) {
+func (s *Jobs) functions() {
 	cfg := s.cfg
 	s.env = map[string]*string{
 		"JOBS_TABLE":               s.Table.TableName(),
@@ -31,9 +31,6 @@ func (s *Jobs) functions(exampleKinds bool) {
 		"JOBS_FINAL_WRITE_TIMEOUT": jsii.String(cfg.FinalWriteTimeout.String()),
 		// Per-kind metrics in Embedded Metric Format, with the logs.
 		"JOBS_METRICS_NAMESPACE": jsii.String(MetricsNamespace(cfg)),
-	}
-	if exampleKinds {
-		s.env["JOBS_EXAMPLE_KINDS"] = jsii.String("on")
 	}
 	if cfg.Tracing {
 		// OpenTelemetry spans to Lambda's X-Ray daemon (see lambdafn).

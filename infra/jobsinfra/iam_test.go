@@ -62,7 +62,7 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	j := NewJobs(stack, "Jobs", &JobsProps{Config: cfg, Bootstraps: fakeBootstraps(t), ExampleKinds: true, Schedules: reg.Schedules()})
+	j := NewJobs(stack, "Jobs", &JobsProps{Config: cfg, Bootstraps: fakeBootstraps(t), Schedules: reg.Schedules()})
 	enqueuer := awslambda.NewFunction(stack, jsii.String("Enqueuer"), &awslambda.FunctionProps{
 		Runtime: awslambda.Runtime_PROVIDED_AL2023(), Handler: jsii.String("bootstrap"),
 		Code: awslambda.Code_FromAsset(jsii.String(filepath.Join(fakeBootstraps(t), "enqueue")), nil),

@@ -42,11 +42,6 @@ type JobsProps struct {
 	// must declare the same ones (it turns a fire into its job from its
 	// own declaration).
 	Schedules []jobs.Schedule
-	// ExampleKinds sets JOBS_EXAMPLE_KINDS=on in every function, which this
-	// repository's own mains read to register the demo kinds (example.*,
-	// including example.fail, which panics or overruns on purpose). Leave it
-	// off in production; your own mains need not read it at all.
-	ExampleKinds bool
 }
 
 // Jobs is one environment of lambdajobs inside your stack: the table, the
@@ -109,7 +104,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	s.table()
 	s.queues()
 	s.secrets()
-	s.functions(props.ExampleKinds)
+	s.functions()
 	s.queuePolicy()
 	s.apiPermissions()
 	s.backgroundPermissions()
