@@ -4,6 +4,11 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
 )
 
 func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
@@ -169,6 +174,51 @@ func TestQueueDeniesUnknownSenders(t *testing.T) {
 			if strings.Contains(cond, never) {
 				t.Errorf("%s: %s may send: %s", name, never, cond)
 			}
+		}
+	}
+}
+
+// Every Grant method returns the awsiam.Grant of what it added to the
+// grantee's policy, so a team can chain it (ApplyBefore, Combine) like
+// any CDK grant: with a customer-managed key, its uses are in it too.
+func TestGrantsReturnWhatTheyGrant(t *testing.T) {
+	cfg := DevConfig("grantees")
+	cfg.CustomerManagedKey = true
+	got := map[string]string{}
+	synth(t, cfg, func(stack awscdk.Stack, j *Jobs) {
+		fn := awslambda.NewFunction(stack, jsii.String("Orders"), &awslambda.FunctionProps{
+			Runtime: awslambda.Runtime_PROVIDED_AL2023(), Handler: jsii.String("bootstrap"),
+			Code: awslambda.Code_FromAsset(jsii.String(j.asset("enqueue")), nil),
+		})
+		role := func(id string) awsiam.Role {
+			return awsiam.NewRole(stack, jsii.String(id), &awsiam.RoleProps{AssumedBy: awsiam.NewAccountRootPrincipal()})
+		}
+		for name, g := range map[string]awsiam.Grant{
+			"GrantEnqueue": j.GrantEnqueue(fn), "GrantReadJobs": j.GrantReadJobs(role("Reader")),
+			"GrantInvoke": j.GrantInvoke(role("Caller")), "GrantOperate": j.GrantOperate(role("Operator")),
+		} {
+			if g == nil || !*g.Success() {
+				t.Errorf("%s: grant %v did not succeed", name, g)
+				continue
+			}
+			var actions []string
+			for _, st := range *g.PrincipalStatements() {
+				for _, a := range *st.Actions() {
+					actions = append(actions, *a)
+				}
+			}
+			got[name] = dedupe(actions)
+		}
+	})
+	want := map[string]string{
+		"GrantEnqueue":  "dynamodb:PutItem kms:Decrypt kms:Encrypt kms:GenerateDataKey secretsmanager:GetSecretValue sqs:SendMessage",
+		"GrantReadJobs": "dynamodb:GetItem kms:Decrypt",
+		"GrantInvoke":   "execute-api:Invoke",
+		"GrantOperate":  "execute-api:Invoke",
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s grants %q, want %q", name, got[name], w)
 		}
 	}
 }

@@ -56,6 +56,12 @@
 // # What it exposes
 //
 // Table, Queue, DLQ, API, AlarmTopic, SchedulerRole, ScheduleDLQ and the
-// six functions (also in Functions by name), to wire your own resources to; GrantEnqueue and
-// GrantReadJobs. It creates no stack outputs: add the ones you want.
+// six functions (also in Functions by name), to wire your own resources
+// to, and four grants, each returning the awsiam.Grant of the statements
+// it added, as CDK's own grants do: GrantEnqueue (a function of yours
+// enqueues from Go; it takes an awslambda.Function because it also sets
+// the function's environment), GrantReadJobs (GetItem on the table),
+// GrantInvoke (the callers' routes) and GrantOperate (every route, and
+// the role among the operators). It creates no stack outputs: add the ones
+// you want.
 package jobsinfra
