@@ -70,6 +70,12 @@ func build(app awscdk.App) error {
 	if v := ctx("customerManagedKey"); v != "" {
 		cfg.CustomerManagedKey = v == "true"
 	}
+	// -c namePrefix=lambdajobs-prod names the schedule groups, the
+	// dashboard, the API and the metrics after it instead of the stack
+	// (jobsinfra.Names): it keeps an older deployment's names.
+	if v := ctx("namePrefix"); v != "" {
+		cfg.NamePrefix = v
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -72,5 +72,7 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: jobs.Table.TableName()})
 	awscdk.NewCfnOutput(stack, jsii.String("QueueUrl"), &awscdk.CfnOutputProps{Value: jobs.Queue.QueueUrl(), Description: jsii.String("ljob drop -queue")})
 	awscdk.NewCfnOutput(stack, jsii.String("DeadLetterQueueUrl"), &awscdk.CfnOutputProps{Value: jobs.DLQ.QueueUrl()})
+	awscdk.NewCfnOutput(stack, jsii.String("DashboardName"), &awscdk.CfnOutputProps{Value: jsii.String(jobs.Names.Dashboard),
+		Description: jsii.String("the CloudWatch dashboard; the metrics are in " + jobs.Names.MetricsNamespace)})
 	return &JobsStack{Stack: stack, Jobs: jobs}
 }

@@ -165,7 +165,7 @@ func TestAppEnvironments(t *testing.T) {
 			t.Errorf("%s: termination protection %v, want %v", name, got, want)
 		}
 		outputs, _ := tmpl["Outputs"].(map[string]any)
-		for _, o := range []string{"ApiUrl", "TableName", "QueueUrl", "DeadLetterQueueUrl"} {
+		for _, o := range []string{"ApiUrl", "TableName", "QueueUrl", "DeadLetterQueueUrl", "DashboardName"} {
 			if outputs[o] == nil {
 				t.Errorf("%s: no output %s", name, o)
 			}
@@ -202,4 +202,20 @@ func merge(a, b map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// -c namePrefix names the deployment's schedule groups, dashboard, API and
+// metrics (a way to keep an older deployment's names).
+func TestAppNamePrefix(t *testing.T) {
+	_, tmpl := synthApp(t, map[string]any{"env": "dev", "namePrefix": "lambdajobs-dev"})
+	groups := map[string]bool{}
+	for _, r := range tmpl["Resources"].(map[string]any) {
+		res := r.(map[string]any)
+		if res["Type"] == "AWS::Scheduler::ScheduleGroup" {
+			groups[res["Properties"].(map[string]any)["Name"].(string)] = true
+		}
+	}
+	if len(groups) != 2 || !groups["lambdajobs-dev"] || !groups["lambdajobs-dev-runtime"] {
+		t.Errorf("schedule groups %v, want lambdajobs-dev and lambdajobs-dev-runtime", groups)
+	}
 }

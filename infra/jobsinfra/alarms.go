@@ -107,7 +107,7 @@ func (s *Jobs) jobAlarms() {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	jobsMetric := func(name, service, stat string) awscloudwatch.Metric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String(MetricsNamespace(cfg)), MetricName: jsii.String(name),
+			Namespace: jsii.String(s.Names.MetricsNamespace), MetricName: jsii.String(name),
 			DimensionsMap: &map[string]*string{"service": jsii.String(service)},
 			Period:        minute, Statistic: jsii.String(stat),
 		})
@@ -128,9 +128,6 @@ func (s *Jobs) jobAlarms() {
 	s.add(alarm{id: "SweepIncompleteAlarm", description: "Sweeps ran out of time for 5 minutes: more unfinished jobs are due than one sweep can settle.",
 		metric: jobsMetric("SweepComplete", "sweeper", "Minimum"), threshold: 1, periods: 5, below: true})
 }
-
-// MetricsNamespace is the namespace of an environment's metrics.
-func MetricsNamespace(cfg Config) string { return "lambdajobs/" + cfg.Name }
 
 // DLQGrowthExpression is the metric math of the dead-letter alarms: the
 // messages added to a dead-letter queue in the last minute (the change of

@@ -44,7 +44,7 @@ func TestEveryAlarm(t *testing.T) {
 		if filters := s.resources("AWS::Logs::MetricFilter"); len(filters) != 0 {
 			t.Errorf("%s: metric filters %s", name, jsonString(filters))
 		}
-		if !strings.Contains(jsonString(alarms), `"Namespace":"lambdajobs/`+s.cfg.Name+`"`) {
+		if !strings.Contains(jsonString(alarms), `"Namespace":"`+s.jobs.Names.MetricsNamespace+`"`) {
 			t.Errorf("%s: no alarm on the environment's own metrics", name)
 		}
 	}
@@ -66,11 +66,11 @@ func TestDashboardAndMetrics(t *testing.T) {
 				t.Errorf("%s: the dashboard lacks %q", name, w)
 			}
 		}
-		if !strings.Contains(body, "lambdajobs/"+s.cfg.Name) {
+		if !strings.Contains(body, "{"+s.jobs.Names.MetricsNamespace+",") {
 			t.Errorf("%s: the dashboard does not read the environment's namespace", name)
 		}
 		for _, fn := range FunctionNames {
-			if env := jsonString(s.function(t, fn)["Environment"]); !strings.Contains(env, `"JOBS_METRICS_NAMESPACE":"lambdajobs/`+s.cfg.Name+`"`) {
+			if env := jsonString(s.function(t, fn)["Environment"]); !strings.Contains(env, `"JOBS_METRICS_NAMESPACE":"`+s.jobs.Names.MetricsNamespace+`"`) {
 				t.Errorf("%s %s: no metrics namespace: %s", name, fn, env)
 			}
 		}

@@ -20,7 +20,7 @@ func (s *Jobs) api() {
 			&awsapigatewayv2authorizers.HttpJwtAuthorizerProps{JwtAudience: jsii.Strings(cfg.JWT.Audience...)})
 	}
 	props := &awsapigatewayv2.HttpApiProps{
-		ApiName:            jsii.String("lambdajobs-" + cfg.Name),
+		ApiName:            jsii.String(s.Names.API),
 		CreateDefaultStage: jsii.Bool(false),
 	}
 	if c := cfg.CORS; c != nil {

@@ -16,9 +16,17 @@ var envName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
 // it does not hold, as CDK constructs do.
 type Config struct {
 	// Name names the environment (1-20 lower-case letters, digits or '-');
-	// it is part of resource descriptions, the API's name and the metric
-	// namespace.
+	// it is part of resource descriptions. Physical names do not derive
+	// from it (two services may both call their environment "prod" in one
+	// account): see Names.
 	Name string
+	// NamePrefix, when set, is the base of the deployment's physical names
+	// (Names) instead of one derived from the stack and the construct's
+	// path: 1-56 letters, digits, '-' or '_', starting with a letter or
+	// digit, unique in the account and region. Set it to keep names you
+	// chose, such as "lambdajobs-prod" (the schedule groups and the
+	// dashboard of deployments before names were derived).
+	NamePrefix string
 
 	// Worker function.
 	WorkerMemoryMB int
@@ -215,6 +223,8 @@ func (c Config) Validate() error {
 	switch {
 	case !envName.MatchString(c.Name):
 		return fmt.Errorf("environment %q: want 1-20 lower-case letters, digits or '-'", c.Name)
+	case c.NamePrefix != "" && (!namePrefix.MatchString(c.NamePrefix) || len(c.NamePrefix) > nameBaseMaxLength):
+		return fmt.Errorf("%s: name prefix %q: want 1-%d letters, digits, '-' or '_', starting with a letter or digit", c.Name, c.NamePrefix, nameBaseMaxLength)
 	case c.HandlerReserve < c.FinalWriteTimeout+500*time.Millisecond:
 		return fmt.Errorf("%s: handler reserve %v must exceed the final write timeout %v by 0.5s", c.Name, c.HandlerReserve, c.FinalWriteTimeout)
 	case c.WorkerTimeout <= 2*c.HandlerReserve:

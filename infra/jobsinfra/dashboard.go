@@ -12,8 +12,7 @@ import (
 // status and kind, run duration and queue latency, the queue and its DLQ,
 // the functions, the sweeper.
 func (s *Jobs) dashboard() {
-	cfg := s.cfg
-	ns := MetricsNamespace(cfg)
+	ns := s.Names.MetricsNamespace
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	search := func(label, metric, stat string) awscloudwatch.IMetric {
 		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
@@ -35,8 +34,8 @@ func (s *Jobs) dashboard() {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(ns), MetricName: jsii.String(metric),
 			DimensionsMap: &map[string]*string{"service": jsii.String("sweeper")}, Period: minute, Statistic: jsii.String(stat)})
 	}
-	awscloudwatch.NewDashboard(s.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
-		DashboardName: jsii.String("lambdajobs-" + cfg.Name),
+	s.Dashboard = awscloudwatch.NewDashboard(s.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String(s.Names.Dashboard),
 		Widgets: &[]*[]awscloudwatch.IWidget{
 			{graph("Jobs succeeded per minute, by kind", search("succeeded", "JobsSucceeded", "Sum")),
 				graph("Jobs failed per minute, by kind and code", awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{

@@ -24,8 +24,22 @@
 // throttling), the foreign sources of Config (S3 buckets, EventBridge
 // rules), the EventBridge Scheduler groups, role and dead-letter queue of
 // periodic jobs with one schedule per declared one (JobsProps.Schedules;
-// docs/SCHEDULES.md), and alarms on one SNS topic. Everything passes cdk-nag's
-// AwsSolutions pack (the few suppressions carry their reasons).
+// docs/SCHEDULES.md), and alarms on one SNS topic, and a dashboard.
+// Everything passes cdk-nag's AwsSolutions pack (the few suppressions carry
+// their reasons).
+//
+// # Names
+//
+// Two deployments share an account and region, even when both call their
+// environment "prod": CloudFormation names every resource it can after the
+// stack, and the few physical names the construct must spell (the two
+// schedule groups, the dashboard, the API's name, the metric namespace)
+// derive from one base made of the stack's name, the construct's path and
+// a hash of the path, such as "orders-prod-Jobs-C19DB740" (Names, in
+// Jobs.Names), or from Config.NamePrefix. The functions are told the names
+// they use (JOBS_SCHEDULE_GROUP, JOBS_METRICS_NAMESPACE), so the runtime
+// and the template agree. Each name keeps its service's limits (a schedule
+// group's 64 characters among them).
 //
 // # What you tune
 //
@@ -55,9 +69,10 @@
 //
 // # What it exposes
 //
-// Table, Queue, DLQ, API, AlarmTopic, SchedulerRole, ScheduleDLQ and the
-// six functions (also in Functions by name), to wire your own resources
-// to, and four grants, each returning the awsiam.Grant of the statements
+// Table, Queue, DLQ, API, AlarmTopic, SchedulerRole, ScheduleDLQ,
+// ScheduleGroup, RuntimeScheduleGroup, Dashboard, Key and the six
+// functions (also in Functions by name), to wire your own resources to;
+// Names; and four grants, each returning the awsiam.Grant of the statements
 // it added, as CDK's own grants do: GrantEnqueue (a function of yours
 // enqueues from Go; it takes an awslambda.Function because it also sets
 // the function's environment), GrantReadJobs (GetItem on the table),

@@ -30,7 +30,7 @@ func (s *Jobs) functions() {
 		"JOBS_HANDLER_RESERVE":     jsii.String(cfg.HandlerReserve.String()),
 		"JOBS_FINAL_WRITE_TIMEOUT": jsii.String(cfg.FinalWriteTimeout.String()),
 		// Per-kind metrics in Embedded Metric Format, with the logs.
-		"JOBS_METRICS_NAMESPACE": jsii.String(MetricsNamespace(cfg)),
+		"JOBS_METRICS_NAMESPACE": jsii.String(s.Names.MetricsNamespace),
 	}
 	if cfg.Tracing {
 		// OpenTelemetry spans to Lambda's X-Ray daemon (see lambdafn).

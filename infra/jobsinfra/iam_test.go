@@ -93,7 +93,7 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 		"table": id(j.Table), "queue": id(j.Queue), "dlq": id(j.DLQ), "scheduledlq": id(j.ScheduleDLQ),
 		"secret/payload": id(j.payloadSecret), "secret/page": id(j.pageSecret), "api": id(j.API),
 		"role/scheduler": id(j.SchedulerRole),
-	}, group: RuntimeScheduleGroupName(cfg)}
+	}, group: j.Names.RuntimeScheduleGroup}
 	for _, f := range FunctionNames {
 		d.roles[f] = id(j.Functions[f].Role())
 	}

@@ -8,11 +8,13 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -65,6 +67,13 @@ type Jobs struct {
 	// Key encrypts the table, the queues and the secrets when
 	// Config.CustomerManagedKey is set; nil otherwise.
 	Key awskms.Key
+	// The groups of the declared and of the runtime schedules, and the
+	// environment's dashboard.
+	ScheduleGroup, RuntimeScheduleGroup awsscheduler.CfnScheduleGroup
+	Dashboard                           awscloudwatch.Dashboard
+	// Names are the deployment's explicit physical names, derived from
+	// the stack and the construct's path (or Config.NamePrefix).
+	Names Names
 
 	cfg Config
 	// asset is the folder of a function's bootstrap; removal what becomes
@@ -94,12 +103,15 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	if err := cfg.Validate(); err != nil {
 		panic("jobsinfra: " + err.Error())
 	}
-	s := &Jobs{Construct: constructs.NewConstruct(scope, &id), Functions: map[string]awslambda.Function{}, cfg: cfg,
-		asset: assets(props), removal: awscdk.RemovalPolicy_DESTROY,
+	s := &Jobs{Functions: map[string]awslambda.Function{}, cfg: cfg, asset: assets(props), removal: awscdk.RemovalPolicy_DESTROY,
 		senders: &principals{}, payloadReaders: &principals{}, pageReaders: &principals{}, operators: &principals{}}
+	// A construct of its own (jsii's way for a Go type): *Jobs is a scope
+	// and an IConstruct wherever CDK takes one (Stack_Of, Tags_Of, ...).
+	constructs.NewConstruct_Override(s, scope, &id)
 	if cfg.Retain {
 		s.removal = awscdk.RemovalPolicy_RETAIN
 	}
+	s.Names = names(s.Construct, cfg.NamePrefix)
 	s.key()
 	s.table()
 	s.queues()

@@ -2,6 +2,7 @@ package jobsinfra
 
 import (
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -14,14 +15,6 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// ScheduleGroupName is the EventBridge Scheduler group of an environment's
-// declared schedules; RuntimeScheduleGroupName that of the schedules its
-// callers create through the API (POST /v1/schedules).
-func ScheduleGroupName(cfg Config) string { return "lambdajobs-" + cfg.Name }
-
-// RuntimeScheduleGroupName: see ScheduleGroupName.
-func RuntimeScheduleGroupName(cfg Config) string { return "lambdajobs-" + cfg.Name + "-runtime" }
-
 // schedules creates the environment's two schedule groups (declared, and
 // runtime: the only one the schedules function may change) and one
 // EventBridge Scheduler schedule per declared periodic job
@@ -33,11 +26,11 @@ func RuntimeScheduleGroupName(cfg Config) string { return "lambdajobs-" + cfg.Na
 // scheduled-time context attribute, so the worker derives one job per fire.
 func (s *Jobs) schedules(list []jobs.Schedule) {
 	checkSchedules(list)
-	group := awsscheduler.NewCfnScheduleGroup(s.Construct, jsii.String("ScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
-		Name: jsii.String(ScheduleGroupName(s.cfg)),
+	s.ScheduleGroup = awsscheduler.NewCfnScheduleGroup(s.Construct, jsii.String("ScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
+		Name: jsii.String(s.Names.ScheduleGroup),
 	})
-	runtimeGroup := awsscheduler.NewCfnScheduleGroup(s.Construct, jsii.String("RuntimeScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
-		Name: jsii.String(RuntimeScheduleGroupName(s.cfg)),
+	s.RuntimeScheduleGroup = awsscheduler.NewCfnScheduleGroup(s.Construct, jsii.String("RuntimeScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
+		Name: jsii.String(s.Names.RuntimeScheduleGroup),
 	})
 	s.ScheduleDLQ = awssqs.NewQueue(s.Construct, jsii.String("ScheduleDeadLetters"), &awssqs.QueueProps{
 		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
@@ -50,8 +43,8 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 		Reason: jsii.String("This queue is the dead-letter queue of the environment's EventBridge Scheduler schedules."),
 	}}, jsii.Bool(true))
 	s.schedulerRole()
-	s.schedulesFunction(runtimeGroup)
-	s.declaredSchedules(list, group)
+	s.schedulesFunction()
+	s.declaredSchedules(list)
 }
 
 // checkSchedules panics if a declared schedule does not hold or two share
@@ -82,17 +75,16 @@ func (s *Jobs) scheduleARN(kind, name string) *string {
 // confused-deputy guard AWS recommends); it sends fires to the queue (one
 // of its known senders), and those it cannot deliver to the schedules' DLQ.
 func (s *Jobs) schedulerRole() {
-	cfg := s.cfg
 	role := awsiam.NewRole(s.Construct, jsii.String("SchedulerRole"), &awsiam.RoleProps{
 		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
 			Conditions: &map[string]any{
 				"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Stack_Of(s.Construct).Account()},
 				"ArnLike": map[string]any{"aws:SourceArn": &[]*string{
-					s.scheduleARN("schedule", ScheduleGroupName(cfg)+"/*"), s.scheduleARN("schedule", RuntimeScheduleGroupName(cfg)+"/*"),
+					s.scheduleARN("schedule", s.Names.ScheduleGroup+"/*"), s.scheduleARN("schedule", s.Names.RuntimeScheduleGroup+"/*"),
 				}},
 			},
 		}),
-		Description: jsii.String("lambdajobs " + cfg.Name + ": EventBridge Scheduler sends schedule fires to the queue"),
+		Description: jsii.String("lambdajobs " + s.cfg.Name + ": EventBridge Scheduler sends schedule fires to the queue"),
 	})
 	s.grantSend(role, role.RoleArn())
 	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -107,11 +99,11 @@ func (s *Jobs) schedulerRole() {
 // other. It reads a schedule to learn what a call whose answer was lost
 // did, and updates one that holds another definition than the stored one
 // (jobs.ScheduleService.Create).
-func (s *Jobs) schedulesFunction(runtimeGroup awsscheduler.CfnScheduleGroup) {
+func (s *Jobs) schedulesFunction() {
 	cfg, fn := s.cfg, s.Schedules
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("scheduler:CreateSchedule", "scheduler:GetSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"),
-		Resources: &[]*string{s.scheduleARN("schedule", RuntimeScheduleGroupName(cfg)+"/*")},
+		Resources: &[]*string{s.scheduleARN("schedule", s.Names.RuntimeScheduleGroup+"/*")},
 	}))
 	cdknag.NagSuppressions_AddResourceSuppressions(fn.Role(), &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-IAM5"),
@@ -119,7 +111,7 @@ func (s *Jobs) schedulesFunction(runtimeGroup awsscheduler.CfnScheduleGroup) {
 			"in the runtime schedule group alone (not the declared schedules' group)."),
 		// The account and region are tokens, or literals in a pinned stack.
 		AppliesTo: &[]interface{}{&cdknag.RegexAppliesTo{
-			Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:scheduler:.+:schedule\/` + RuntimeScheduleGroupName(cfg) + `\/\*$/g`),
+			Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:scheduler:.+:schedule\/` + regexp.QuoteMeta(s.Names.RuntimeScheduleGroup) + `\/\*$/g`),
 		}},
 	}}, jsii.Bool(true))
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -131,7 +123,7 @@ func (s *Jobs) schedulesFunction(runtimeGroup awsscheduler.CfnScheduleGroup) {
 		Actions: jsii.Strings("dynamodb:GetItem", "dynamodb:UpdateItem"), Resources: &[]*string{s.Table.TableArn()},
 	}))
 	for k, v := range map[string]*string{
-		"JOBS_SCHEDULE_GROUP": runtimeGroup.Ref(), "JOBS_QUEUE_ARN": s.Queue.QueueArn(), "JOBS_SCHEDULER_ROLE_ARN": s.SchedulerRole.RoleArn(),
+		"JOBS_SCHEDULE_GROUP": s.RuntimeScheduleGroup.Ref(), "JOBS_QUEUE_ARN": s.Queue.QueueArn(), "JOBS_SCHEDULER_ROLE_ARN": s.SchedulerRole.RoleArn(),
 		"JOBS_SCHEDULE_DLQ_ARN": s.ScheduleDLQ.QueueArn(), "JOBS_SCHEDULE_MAX_EVENT_AGE": jsii.String(cfg.ScheduleMaxEventAge.String()),
 	} {
 		fn.AddEnvironment(jsii.String(k), v, nil)
@@ -140,11 +132,11 @@ func (s *Jobs) schedulesFunction(runtimeGroup awsscheduler.CfnScheduleGroup) {
 
 // declaredSchedules creates one schedule per declared periodic job, in
 // the declared group.
-func (s *Jobs) declaredSchedules(list []jobs.Schedule, group awsscheduler.CfnScheduleGroup) {
+func (s *Jobs) declaredSchedules(list []jobs.Schedule) {
 	for i, sc := range list {
 		awsscheduler.NewCfnSchedule(s.Construct, jsii.String(fmt.Sprintf("Schedule%d", i)), &awsscheduler.CfnScheduleProps{
 			Name:                       jsii.String(sc.Name),
-			GroupName:                  group.Ref(), // the group's name, and a dependency on it
+			GroupName:                  s.ScheduleGroup.Ref(), // the group's name, and a dependency on it
 			Description:                jsii.String(fmt.Sprintf("lambdajobs %s: enqueues a %s job", s.cfg.Name, sc.Kind)),
 			ScheduleExpression:         jsii.String(sc.Expression),
 			ScheduleExpressionTimezone: jsii.String(sc.TimeZone),

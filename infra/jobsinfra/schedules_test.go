@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/constructs-go/constructs/v10"
-
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -21,7 +19,7 @@ func TestSchedules(t *testing.T) {
 		for _, g := range s.resources("AWS::Scheduler::ScheduleGroup") {
 			groups[props(g)["Name"].(string)] = true
 		}
-		declared, runtime := ScheduleGroupName(s.cfg), RuntimeScheduleGroupName(s.cfg)
+		declared, runtime := s.jobs.Names.ScheduleGroup, s.jobs.Names.RuntimeScheduleGroup
 		if len(groups) != 2 || !groups[declared] || !groups[runtime] {
 			t.Fatalf("%s: schedule groups %v, want %s and %s", name, groups, declared, runtime)
 		}
@@ -41,7 +39,7 @@ func TestSchedules(t *testing.T) {
 			p := props(sc)
 			w, ok := want[p["Name"].(string)]
 			if !ok || p["ScheduleExpression"] != w[0] || p["ScheduleExpressionTimezone"] != w[1] || p["State"] != "ENABLED" ||
-				jsonString(p["FlexibleTimeWindow"]) != `{"Mode":"OFF"}` || jsonString(p["GroupName"]) != `{"Ref":"`+s.id(groupOf(s, declared))+`"}` {
+				jsonString(p["FlexibleTimeWindow"]) != `{"Mode":"OFF"}` || jsonString(p["GroupName"]) != `{"Ref":"`+s.id(s.jobs.ScheduleGroup)+`"}` {
 				t.Errorf("%s: schedule %s", name, jsonString(p))
 			}
 			target := p["Target"].(map[string]any)
@@ -67,16 +65,6 @@ func TestSchedules(t *testing.T) {
 	}
 }
 
-// groupOf is the schedule group resource of a name.
-func groupOf(s *environment, name string) constructs.IConstruct {
-	for _, c := range *s.jobs.Node().Children() {
-		if g, ok := c.(interface{ Name() *string }); ok && g.Name() != nil && *g.Name() == name {
-			return c
-		}
-	}
-	return nil
-}
-
 // Scheduler alone assumes the scheduler's role, for this account's
 // schedules of the environment's groups, and the role may only send to the
 // queue and the schedules' DLQ (and use the key that encrypts them, if
@@ -86,7 +74,7 @@ func TestSchedulerRole(t *testing.T) {
 		dlqID, roleID := s.id(s.jobs.ScheduleDLQ), s.id(s.jobs.SchedulerRole)
 		trust := jsonString(props(s.resources("AWS::IAM::Role")[roleID])["AssumeRolePolicyDocument"])
 		if !strings.Contains(trust, `"Service":"scheduler.amazonaws.com"`) || !strings.Contains(trust, "aws:SourceAccount") ||
-			!strings.Contains(trust, ":schedule/"+ScheduleGroupName(s.cfg)+"/*") || !strings.Contains(trust, ":schedule/"+RuntimeScheduleGroupName(s.cfg)+"/*") {
+			!strings.Contains(trust, ":schedule/"+s.jobs.Names.ScheduleGroup+"/*") || !strings.Contains(trust, ":schedule/"+s.jobs.Names.RuntimeScheduleGroup+"/*") {
 			t.Errorf("%s: scheduler role trust %s", name, trust)
 		}
 		sendsTo := map[string]bool{}
@@ -132,12 +120,12 @@ func TestSchedulesFunctionChangesOnlyRuntimeSchedules(t *testing.T) {
 		}
 		got := strings.Join(all, "\n")
 		if !strings.Contains(got, `"Action":["scheduler:CreateSchedule","scheduler:DeleteSchedule","scheduler:GetSchedule","scheduler:UpdateSchedule"]`) ||
-			!strings.Contains(got, ":schedule/"+RuntimeScheduleGroupName(s.cfg)+"/*") || strings.Contains(got, ":schedule/"+ScheduleGroupName(s.cfg)+"/*") ||
+			!strings.Contains(got, ":schedule/"+s.jobs.Names.RuntimeScheduleGroup+"/*") || strings.Contains(got, ":schedule/"+s.jobs.Names.ScheduleGroup+"/*") ||
 			!strings.Contains(got, `"iam:PassedToService":"scheduler.amazonaws.com"`) || !strings.Contains(got, s.id(s.jobs.SchedulerRole)) {
 			t.Errorf("%s: the schedules function may:\n%s", name, got)
 		}
 		env := s.function(t, "schedules")["Environment"].(map[string]any)["Variables"].(map[string]any)
-		if group := jsonString(env["JOBS_SCHEDULE_GROUP"]); group != `{"Ref":"`+s.id(groupOf(s, RuntimeScheduleGroupName(s.cfg)))+`"}` {
+		if group := jsonString(env["JOBS_SCHEDULE_GROUP"]); group != `{"Ref":"`+s.id(s.jobs.RuntimeScheduleGroup)+`"}` {
 			t.Errorf("%s: JOBS_SCHEDULE_GROUP %s, want the runtime group", name, group)
 		}
 	}
