@@ -6,7 +6,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -19,10 +18,7 @@ func (s *Jobs) api() {
 		authorizer = awsapigatewayv2authorizers.NewHttpJwtAuthorizer(jsii.String("Jwt"), jsii.String(cfg.JWT.Issuer),
 			&awsapigatewayv2authorizers.HttpJwtAuthorizerProps{JwtAudience: jsii.Strings(cfg.JWT.Audience...)})
 	}
-	props := &awsapigatewayv2.HttpApiProps{
-		ApiName:            jsii.String(s.Names.API),
-		CreateDefaultStage: jsii.Bool(false),
-	}
+	props := &awsapigatewayv2.HttpApiProps{}
 	if c := cfg.CORS; c != nil {
 		props.CorsPreflight = &awsapigatewayv2.CorsPreflightOptions{
 			AllowOrigins: jsii.Strings(c.AllowOrigins...),
@@ -31,6 +27,10 @@ func (s *Jobs) api() {
 			MaxAge:       awscdk.Duration_Hours(jsii.Number(1)),
 		}
 	}
+	fix := func() { props.ApiName, props.CreateDefaultStage = jsii.String(s.Names.API), jsii.Bool(false) }
+	fix()
+	s.overrides.api(props)
+	fix()
 	s.API = awsapigatewayv2.NewHttpApi(s.Construct, jsii.String("Api"), props)
 	// The routes, in one table: each with its function and, behind a JWT
 	// authorizer, the scopes Config.JWT asks of it.
@@ -54,9 +54,7 @@ func (s *Jobs) api() {
 // tighter throttle of the routes that write many jobs.
 func (s *Jobs) apiStage() {
 	cfg := s.cfg
-	accessLogs := awslogs.NewLogGroup(s.Construct, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
-		Retention: retention(cfg.LogRetentionDays), RemovalPolicy: s.removal,
-	})
+	accessLogs := s.logGroup("api-access", "ApiAccessLogs")
 	stage := awsapigatewayv2.NewHttpStage(s.Construct, jsii.String("DefaultStage"), &awsapigatewayv2.HttpStageProps{
 		HttpApi:    s.API,
 		StageName:  jsii.String("$default"),

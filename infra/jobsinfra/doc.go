@@ -57,6 +57,37 @@
 // Config.Validate refuses it or a bootstrap is missing, so `cdk synth`
 // fails before anything is deployed.
 //
+// # Overrides
+//
+// What Config does not tune, JobsProps.Overrides does: one hook per kind
+// of resource (Table, Queue, Function, LogGroup, API) that receives the
+// props the construct built and changes them before the resource is
+// created, for example
+//
+//	Overrides: &jobsinfra.Overrides{
+//		Table: func(p *awsdynamodb.TableProps) { p.TableClass = awsdynamodb.TableClass_STANDARD_INFREQUENT_ACCESS },
+//		Function: func(name string, p *awslambda.FunctionProps) {
+//			if name == "worker" {
+//				p.MemorySize = jsii.Number(3008)
+//			}
+//		},
+//	}
+//
+// This is the pattern of AWS Solutions Constructs (optional props for each
+// underlying resource, merged over the construct's defaults, after which
+// the construct re-asserts what it needs), in the form Go makes natural: a
+// function over the L2 props rather than a second, partial props value to
+// merge, because a hook sees the defaults it changes (double the worker's
+// memory, add a variable to the environment), is checked by the compiler,
+// and needs no reflection to say which zero values were meant. The
+// construct then re-asserts the few fields the system depends on (each
+// hook's comment lists them: the table's key schema and TTL attribute, the
+// queue's visibility timeout and redrive, the functions' code, role,
+// timeout and own variables, encryption where the grants depend on it), so
+// an override can tune a resource but not break it. For a property the L2
+// props do not reach, the resources are exposed and CDK's escape hatch
+// (Node().DefaultChild(), AddPropertyOverride) applies.
+//
 // # Your functions
 //
 // The bootstraps are your own: mains over package lambdafn that register

@@ -1,6 +1,7 @@
 package jobsinfra
 
 import (
+	"maps"
 	"strconv"
 	"time"
 
@@ -56,54 +57,77 @@ func (s *Jobs) functions() {
 	}
 }
 
-// function creates one of the six functions.
+// function creates one of the six functions, with its log group and role.
 func (s *Jobs) function(name string, memory int, timeout time.Duration) awslambda.Function {
 	cfg := s.cfg
-	logs := awslogs.NewLogGroup(s.Construct, jsii.String(name+"Logs"), &awslogs.LogGroupProps{
-		Retention:     retention(cfg.LogRetentionDays),
-		RemovalPolicy: s.removal,
-	})
+	logs := s.logGroup(name, name+"Logs")
 	arch := awslambda.Architecture_ARM_64()
 	if cfg.Architecture == "x86_64" {
 		arch = awslambda.Architecture_X86_64()
 	}
-	var recursive awslambda.RecursiveLoop
-	var reserved *float64
-	switch name {
+	env := s.functionEnv(name)
+	props := &awslambda.FunctionProps{
+		Architecture:          arch,
+		MemorySize:            jsii.Number(float64(memory)),
+		Environment:           &env,
+		ApplicationLogLevelV2: logLevel(cfg.LogLevel),
+		Description:           jsii.String("lambdajobs " + cfg.Name + " " + name),
+	}
+	fixed := fixedFunction{name: name, timeout: timeout, logs: logs, role: s.functionRole(name, logs)}
+	s.fixFunction(props, fixed)
+	s.overrides.function(name, props)
+	s.fixFunction(props, fixed)
+	f := awslambda.NewFunction(s.Construct, jsii.String(name), props)
+	s.Functions[name] = f
+	return f
+}
+
+// fixedFunction is what of a function no override changes.
+type fixedFunction struct {
+	name    string
+	timeout time.Duration
+	logs    awslogs.LogGroup
+	role    awsiam.Role
+}
+
+// fixFunction sets the props of a function that the construct re-asserts
+// after Overrides.Function (see there).
+func (s *Jobs) fixFunction(props *awslambda.FunctionProps, f fixedFunction) {
+	props.Runtime = awslambda.Runtime_PROVIDED_AL2023()
+	props.Handler = jsii.String("bootstrap")
+	props.Code = awslambda.Code_FromAsset(jsii.String(s.asset(f.name)), nil)
+	props.Role, props.LogGroup = f.role, f.logs
+	props.Timeout = dur(f.timeout)
+	props.LoggingFormat = awslambda.LoggingFormat_JSON
+	props.Tracing = awslambda.Tracing_DISABLED
+	if s.cfg.Tracing {
+		props.Tracing = awslambda.Tracing_ACTIVE
+	}
+	env := map[string]*string{}
+	if props.Environment != nil {
+		env = maps.Clone(*props.Environment)
+	}
+	maps.Copy(env, s.ownEnv(f.name))
+	props.Environment = &env
+	switch f.name {
 	case "worker":
 		// The worker sends retries and early deliveries back to its own
 		// trigger queue on purpose, a chain bounded by each kind's
 		// MaxAttempts; Lambda's default (Terminate) would cut it after
 		// about 16 hops and drop the message into the DLQ.
-		recursive = awslambda.RecursiveLoop_ALLOW
+		props.RecursiveLoop = awslambda.RecursiveLoop_ALLOW
 	case "sweeper":
 		// One sweep at a time: a slow sweep never overlaps the next.
-		reserved = jsii.Number(1)
+		props.ReservedConcurrentExecutions = jsii.Number(1)
 	}
-	tracing := awslambda.Tracing_DISABLED
-	if cfg.Tracing {
-		tracing = awslambda.Tracing_ACTIVE
-	}
-	env := s.functionEnv(name)
-	f := awslambda.NewFunction(s.Construct, jsii.String(name), &awslambda.FunctionProps{
-		Tracing:                      tracing,
-		RecursiveLoop:                recursive,
-		ReservedConcurrentExecutions: reserved,
-		Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture:                 arch,
-		Handler:                      jsii.String("bootstrap"),
-		Code:                         awslambda.Code_FromAsset(jsii.String(s.asset(name)), nil),
-		MemorySize:                   jsii.Number(float64(memory)),
-		Timeout:                      dur(timeout),
-		Environment:                  &env,
-		LoggingFormat:                awslambda.LoggingFormat_JSON,
-		ApplicationLogLevelV2:        logLevel(cfg.LogLevel),
-		LogGroup:                     logs,
-		Role:                         s.functionRole(name, logs),
-		Description:                  jsii.String("lambdajobs " + cfg.Name + " " + name),
-	})
-	s.Functions[name] = f
-	return f
+}
+
+// logGroup creates a log group (named for Overrides.LogGroup), kept as
+// long as Config says.
+func (s *Jobs) logGroup(name, id string) awslogs.LogGroup {
+	props := &awslogs.LogGroupProps{Retention: retention(s.cfg.LogRetentionDays), RemovalPolicy: s.removal}
+	s.overrides.logGroup(name, props)
+	return awslogs.NewLogGroup(s.Construct, jsii.String(id), props)
 }
 
 // functionRole is a function's role: to begin with, it may write to its own
@@ -135,20 +159,26 @@ func (s *Jobs) functionRole(name string, logs awslogs.LogGroup) awsiam.Role {
 	return role
 }
 
-// functionEnv is a function's environment: its role (JOBS_FUNCTION), the
-// team's own variables (Config.Environment, FunctionEnvironment), then
-// what the construct tells every function, which nothing overrides.
+// functionEnv is a function's environment: the team's own variables
+// (Config.Environment, FunctionEnvironment), then what the construct tells
+// it (ownEnv), which nothing overrides.
 func (s *Jobs) functionEnv(name string) map[string]*string {
-	env := map[string]*string{"JOBS_FUNCTION": jsii.String(name)}
+	env := map[string]*string{}
 	for k, v := range s.cfg.Environment {
 		env[k] = jsii.String(v)
 	}
 	for k, v := range s.cfg.FunctionEnvironment[name] {
 		env[k] = jsii.String(v)
 	}
-	for k, v := range s.env {
-		env[k] = v
-	}
+	maps.Copy(env, s.ownEnv(name))
+	return env
+}
+
+// ownEnv is what the construct tells a function at creation: its role
+// (JOBS_FUNCTION) and what every function is told.
+func (s *Jobs) ownEnv(name string) map[string]*string {
+	env := maps.Clone(s.env)
+	env["JOBS_FUNCTION"] = jsii.String(name)
 	return env
 }
 

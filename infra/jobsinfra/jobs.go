@@ -44,6 +44,10 @@ type JobsProps struct {
 	// must declare the same ones (it turns a fire into its job from its
 	// own declaration).
 	Schedules []jobs.Schedule
+	// Overrides, when set, change the props of the resources the
+	// construct creates, before it creates them (see Overrides for what
+	// it re-asserts).
+	Overrides *Overrides
 }
 
 // Jobs is one environment of lambdajobs inside your stack: the table, the
@@ -75,7 +79,8 @@ type Jobs struct {
 	// the stack and the construct's path (or Config.NamePrefix).
 	Names Names
 
-	cfg Config
+	cfg       Config
+	overrides *Overrides
 	// asset is the folder of a function's bootstrap; removal what becomes
 	// of the data and logs when the stack is deleted.
 	asset   func(function string) string
@@ -103,7 +108,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	if err := cfg.Validate(); err != nil {
 		panic("jobsinfra: " + err.Error())
 	}
-	s := &Jobs{Functions: map[string]awslambda.Function{}, cfg: cfg, asset: assets(props), removal: awscdk.RemovalPolicy_DESTROY,
+	s := &Jobs{Functions: map[string]awslambda.Function{}, cfg: cfg, overrides: props.Overrides, asset: assets(props), removal: awscdk.RemovalPolicy_DESTROY,
 		senders: &principals{}, payloadReaders: &principals{}, pageReaders: &principals{}, operators: &principals{}}
 	// A construct of its own (jsii's way for a Go type): *Jobs is a scope
 	// and an IConstruct wherever CDK takes one (Stack_Of, Tags_Of, ...).

@@ -32,12 +32,9 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 	s.RuntimeScheduleGroup = awsscheduler.NewCfnScheduleGroup(s.Construct, jsii.String("RuntimeScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
 		Name: jsii.String(s.Names.RuntimeScheduleGroup),
 	})
-	s.ScheduleDLQ = awssqs.NewQueue(s.Construct, jsii.String("ScheduleDeadLetters"), &awssqs.QueueProps{
-		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
-		Encryption:          s.queueEncryption(),
-		EncryptionMasterKey: s.Key,
-		EnforceSSL:          jsii.Bool(true),
-	})
+	s.ScheduleDLQ = s.queue("ScheduleDeadLetters", "schedule-dead-letters", &awssqs.QueueProps{
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+	}, nil)
 	cdknag.NagSuppressions_AddResourceSuppressions(s.ScheduleDLQ, &[]*cdknag.NagPackSuppression{{
 		Id:     jsii.String("AwsSolutions-SQS3"),
 		Reason: jsii.String("This queue is the dead-letter queue of the environment's EventBridge Scheduler schedules."),

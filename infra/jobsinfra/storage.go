@@ -38,22 +38,18 @@ func (s *Jobs) queueEncryption() awssqs.QueueEncryption {
 
 // table creates the jobs table, from dynamostore's one definition.
 func (s *Jobs) table() {
-	encryption := awsdynamodb.TableEncryption_AWS_MANAGED
-	if s.Key != nil {
-		encryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED
-	}
-	s.Table = awsdynamodb.NewTable(s.Construct, jsii.String("Jobs"), &awsdynamodb.TableProps{
-		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrID), Type: awsdynamodb.AttributeType_STRING},
-		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		TimeToLiveAttribute: jsii.String(dynamostore.AttrExpires),
+	props := &awsdynamodb.TableProps{
+		BillingMode: awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(s.cfg.Retain),
 		},
 		DeletionProtection: jsii.Bool(s.cfg.Retain),
-		Encryption:         encryption,
-		EncryptionKey:      s.Key,
 		RemovalPolicy:      s.removal,
-	})
+	}
+	s.fixTable(props)
+	s.overrides.table(props)
+	s.fixTable(props)
+	s.Table = awsdynamodb.NewTable(s.Construct, jsii.String("Jobs"), props)
 	if !s.cfg.Retain {
 		cdknag.NagSuppressions_AddResourceSuppressions(s.Table, &[]*cdknag.NagPackSuppression{{
 			Id:     jsii.String("AwsSolutions-DDB3"),
@@ -61,6 +57,18 @@ func (s *Jobs) table() {
 		}}, jsii.Bool(true))
 	}
 	s.tableIndexes()
+}
+
+// fixTable sets the props of the table that the construct re-asserts
+// after Overrides.Table (see there).
+func (s *Jobs) fixTable(props *awsdynamodb.TableProps) {
+	props.PartitionKey = &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrID), Type: awsdynamodb.AttributeType_STRING}
+	props.SortKey = nil
+	props.TimeToLiveAttribute = jsii.String(dynamostore.AttrExpires)
+	props.Encryption, props.EncryptionKey = awsdynamodb.TableEncryption_AWS_MANAGED, nil
+	if s.Key != nil {
+		props.Encryption, props.EncryptionKey = awsdynamodb.TableEncryption_CUSTOMER_MANAGED, s.Key
+	}
 }
 
 // tableIndexes adds the table's indexes, each as dynamostore defines it
@@ -102,20 +110,27 @@ func (s *Jobs) queues() {
 	spec := sqsqueue.DefaultSpec(s.cfg.WorkerTimeout)
 	// AWS: at least six times the function timeout plus the batching window.
 	spec.VisibilityTimeout += s.cfg.BatchWindow
-	s.DLQ = awssqs.NewQueue(s.Construct, jsii.String("DeadLetters"), &awssqs.QueueProps{
-		RetentionPeriod:     dur(spec.DLQRetention),
-		Encryption:          s.queueEncryption(),
-		EncryptionMasterKey: s.Key,
-		EnforceSSL:          jsii.Bool(true),
+	s.DLQ = s.queue("DeadLetters", "dead-letters", &awssqs.QueueProps{RetentionPeriod: dur(spec.DLQRetention)}, nil)
+	s.Queue = s.queue("Jobs"+"Queue", "jobs", &awssqs.QueueProps{RetentionPeriod: dur(spec.Retention)}, func(props *awssqs.QueueProps) {
+		props.VisibilityTimeout = dur(spec.VisibilityTimeout)
+		props.DeadLetterQueue = &awssqs.DeadLetterQueue{Queue: s.DLQ, MaxReceiveCount: jsii.Number(float64(spec.MaxReceiveCount))}
 	})
-	s.Queue = awssqs.NewQueue(s.Construct, jsii.String("Jobs"+"Queue"), &awssqs.QueueProps{
-		VisibilityTimeout:   dur(spec.VisibilityTimeout),
-		RetentionPeriod:     dur(spec.Retention),
-		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: s.DLQ, MaxReceiveCount: jsii.Number(float64(spec.MaxReceiveCount))},
-		Encryption:          s.queueEncryption(),
-		EncryptionMasterKey: s.Key,
-		EnforceSSL:          jsii.Bool(true),
-	})
+}
+
+// queue creates one of the construct's queues (named for
+// Overrides.Queue), re-asserting its encryption, TLS, a standard queue,
+// and what fix sets.
+func (s *Jobs) queue(id, name string, props *awssqs.QueueProps, fix func(*awssqs.QueueProps)) awssqs.Queue {
+	fixAll := func() {
+		if fix != nil {
+			fix(props)
+		}
+		props.Encryption, props.EncryptionMasterKey, props.EnforceSSL, props.Fifo = s.queueEncryption(), s.Key, jsii.Bool(true), nil
+	}
+	fixAll()
+	s.overrides.queue(name, props)
+	fixAll()
+	return awssqs.NewQueue(s.Construct, jsii.String(id), props)
 }
 
 // secrets creates the two keys the functions read at cold start, each
