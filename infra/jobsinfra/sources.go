@@ -70,7 +70,7 @@ func (s *Jobs) s3Sources() {
 		// CDK configures notifications on existing buckets with its own
 		// singleton custom resource.
 		cdknag.NagSuppressions_AddResourceSuppressionsByPath(awscdk.Stack_Of(stack),
-			jsii.String("/"+*awscdk.Stack_Of(stack).StackName()+"/BucketNotificationsHandler050a0587b7544547bf325f094a3db834/Role"),
+			jsii.String("/"+*awscdk.Stack_Of(stack).Node().Path()+"/BucketNotificationsHandler050a0587b7544547bf325f094a3db834/Role"),
 			&[]*cdknag.NagPackSuppression{
 				{Id: jsii.String("AwsSolutions-IAM4"), Reason: jsii.String("CDK's own handler that puts notification configurations on existing buckets; it runs only during deployments.")},
 				{Id: jsii.String("AwsSolutions-IAM5"), Reason: jsii.String("CDK's bucket notifications handler needs s3:PutBucketNotification on the buckets it configures; it runs only during deployments.")},

@@ -3,6 +3,10 @@ package jobsinfra
 import (
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
 func TestForeignSourcesAreScopedToTheirARN(t *testing.T) {
@@ -47,5 +51,21 @@ func TestForeignSourcesAreScopedToTheirARN(t *testing.T) {
 		if strings.Contains(jsonString(props(p)), `"Effect":"Allow"`) {
 			t.Errorf("dev: the queue policy allows a sender: %s", jsonString(props(p)))
 		}
+	}
+}
+
+// A stack whose name is not its construct id (StackName) connects S3
+// sources under cdk-nag: the suppressions of CDK's bucket notifications
+// handler are found by the construct path, not the stack's name.
+func TestS3SourcesInAStackNamedApartFromItsID(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Context: cdkContext(t), Outdir: jsii.String(t.TempDir())})
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	stack := awscdk.NewStack(app, jsii.String("Orders"), &awscdk.StackProps{StackName: jsii.String("orders-dev")})
+	cfg := DevConfig("dev")
+	cfg.S3Sources = []S3Source{{BucketName: "uploads-example"}}
+	NewJobs(stack, "Jobs", &JobsProps{Config: cfg, Bootstraps: fakeBootstraps(t)})
+	template(t, stack)
+	if errs := nagFindings(stack, "aws:cdk:error"); len(errs) > 0 {
+		t.Errorf("cdk-nag: %s", strings.Join(errs, "\n"))
 	}
 }
