@@ -108,6 +108,7 @@
 // enqueues from Go; it takes an awslambda.Function because it also sets
 // the function's environment), GrantReadJobs (GetItem on the table),
 // GrantInvoke (the callers' routes) and GrantOperate (every route, and
-// the role among the operators). It creates no stack outputs: add the ones
-// you want.
+// the role among the operators). *Jobs is itself a construct, to pass
+// wherever CDK takes one (awscdk.Tags_Of(jobs), awscdk.Stack_Of(jobs)). It
+// creates no stack outputs: add the ones you want.
 package jobsinfra

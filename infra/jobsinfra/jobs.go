@@ -52,8 +52,9 @@ type JobsProps struct {
 
 // Jobs is one environment of lambdajobs inside your stack: the table, the
 // queue pair, the six functions, the HTTP API, the sweeper's schedule,
-// the foreign sources and the alarms. Create one per environment (per
-// stack) and wire your own resources to its fields and Grant methods.
+// the foreign sources, the alarms and the dashboard. Create one per
+// environment and wire your own resources to its fields and Grant methods;
+// two may share a stack, an account and a region (see Names).
 type Jobs struct {
 	constructs.Construct
 	Table awsdynamodb.Table
