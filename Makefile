@@ -135,7 +135,10 @@ ALARM_EMAIL ?=
 # (or CDK_DEFAULT_ACCOUNT and CDK_DEFAULT_REGION).
 ACCOUNT ?=
 REGION  ?=
-CDK_CTX  := $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(ACCOUNT),-c account=$(ACCOUNT)) $(if $(REGION),-c region=$(REGION))
+# The base of the physical names (schedule groups, dashboard, API, metrics)
+# instead of one derived from the stack (jobsinfra.Names).
+NAME_PREFIX ?=
+CDK_CTX  := $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(ACCOUNT),-c account=$(ACCOUNT)) $(if $(REGION),-c region=$(REGION)) $(if $(NAME_PREFIX),-c namePrefix=$(NAME_PREFIX))
 CDK_ENV  := CDK_DISABLE_VERSION_CHECK=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 CDK      := $(CDK_ENV) $(CURDIR)/infra/_tools/node_modules/.bin/cdk
 

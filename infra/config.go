@@ -13,23 +13,14 @@ type (
 	EventBridgeSource = jobsinfra.EventBridgeSource
 )
 
-// This repository's environments: jobsinfra's presets.
-var (
-	Dev  = jobsinfra.Dev
-	Prod = jobsinfra.Prod
-)
-
-// ConfigFor returns the configuration of the named environment: dev, prod,
-// or any other name, which starts from dev. Only dev and environments other
-// than prod carry the example kinds (see StackProps.ExampleKinds).
+// ConfigFor returns the configuration of the named environment, from
+// jobsinfra's presets: prod's, or dev's for any other name. Only
+// environments other than prod carry the example kinds (see
+// StackProps.ExampleKinds).
 func ConfigFor(name string) (Config, error) {
-	var c Config
-	switch name {
-	case "prod":
-		c = Prod
-	default:
-		c = Dev
+	c := jobsinfra.DevConfig(name)
+	if name == "prod" {
+		c = jobsinfra.ProdConfig(name)
 	}
-	c.Name = name
 	return c, c.Validate()
 }

@@ -32,13 +32,49 @@ func build(app awscdk.App) error {
 		v, _ := app.Node().TryGetContext(jsii.String(key)).(string)
 		return v
 	}
+	cfg, err := configFromContext(ctx)
+	if err != nil {
+		return err
+	}
+	// An environment that retains data is pinned to one account and region:
+	// -c account=... -c region=..., or CDK_DEFAULT_ACCOUNT and _REGION.
+	pin := env()
+	if a, r := ctx("account"), ctx("region"); a != "" && r != "" {
+		pin = &awscdk.Environment{Account: jsii.String(a), Region: jsii.String(r)}
+	}
+	if cfg.Retain && pin == nil {
+		return fmt.Errorf("%s retains data and is pinned to one account and region: pass -c account=... -c region=... (make: ACCOUNT=... REGION=...) or set CDK_DEFAULT_ACCOUNT and CDK_DEFAULT_REGION", cfg.Name)
+	}
+	bootstraps := "../build"
+	if v := ctx("bootstraps"); v != "" {
+		bootstraps = v
+	}
+	for _, f := range jobsinfra.FunctionNames {
+		if _, err := os.Stat(bootstraps + "/" + f + "/bootstrap"); err != nil {
+			return fmt.Errorf("%s/%s/bootstrap is missing: run `make build` first", bootstraps, f)
+		}
+	}
+	// The demo kinds (example.fail panics or overruns on purpose) reach
+	// prod only if asked for: -c exampleKinds=true.
+	examples := cfg.Name != "prod"
+	if v := ctx("exampleKinds"); v != "" {
+		examples = v == "true"
+	}
+	NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{StackProps: awscdk.StackProps{Env: pin}, Config: cfg, Bootstraps: bootstraps, ExampleKinds: examples,
+		Schedules: schedulesFor(cfg.Name, examples)})
+	return nil
+}
+
+// configFromContext is the environment's Config from the app's context
+// (-c env=NAME and the settings below), validated.
+func configFromContext(ctx func(string) string) (Config, error) {
 	name := "dev"
 	if v := ctx("env"); v != "" {
 		name = v
 	}
 	cfg, err := ConfigFor(name)
 	if err != nil && !strings.Contains(err.Error(), "alarm destination") {
-		return err
+		return cfg, err
 	}
 	// Where alarms go: -c alarmEmail=... or -c alarmTopicArn=... (an
 	// environment that retains data, such as prod, cannot synthesize without).
@@ -70,36 +106,13 @@ func build(app awscdk.App) error {
 	if v := ctx("customerManagedKey"); v != "" {
 		cfg.CustomerManagedKey = v == "true"
 	}
-	if err := cfg.Validate(); err != nil {
-		return err
+	// -c namePrefix=lambdajobs-prod names the schedule groups, the
+	// dashboard, the API and the metrics after it instead of the stack
+	// (jobsinfra.Names): it keeps an older deployment's names.
+	if v := ctx("namePrefix"); v != "" {
+		cfg.NamePrefix = v
 	}
-	// An environment that retains data is pinned to one account and region:
-	// -c account=... -c region=..., or CDK_DEFAULT_ACCOUNT and _REGION.
-	pin := env()
-	if a, r := ctx("account"), ctx("region"); a != "" && r != "" {
-		pin = &awscdk.Environment{Account: jsii.String(a), Region: jsii.String(r)}
-	}
-	if cfg.Retain && pin == nil {
-		return fmt.Errorf("%s retains data and is pinned to one account and region: pass -c account=... -c region=... (make: ACCOUNT=... REGION=...) or set CDK_DEFAULT_ACCOUNT and CDK_DEFAULT_REGION", cfg.Name)
-	}
-	bootstraps := "../build"
-	if v := ctx("bootstraps"); v != "" {
-		bootstraps = v
-	}
-	for _, f := range jobsinfra.FunctionNames {
-		if _, err := os.Stat(bootstraps + "/" + f + "/bootstrap"); err != nil {
-			return fmt.Errorf("%s/%s/bootstrap is missing: run `make build` first", bootstraps, f)
-		}
-	}
-	// The demo kinds (example.fail panics or overruns on purpose) reach
-	// prod only if asked for: -c exampleKinds=true.
-	examples := cfg.Name != "prod"
-	if v := ctx("exampleKinds"); v != "" {
-		examples = v == "true"
-	}
-	NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{StackProps: awscdk.StackProps{Env: pin}, Config: cfg, Bootstraps: bootstraps, ExampleKinds: examples,
-		Schedules: schedulesFor(cfg.Name, examples)})
-	return nil
+	return cfg, cfg.Validate()
 }
 
 // schedulesFor is what the app fires: example.tick where the example kinds

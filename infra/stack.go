@@ -1,6 +1,8 @@
 package main
 
 import (
+	"maps"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -17,7 +19,9 @@ type StackProps struct {
 	// Bootstraps is the folder holding <function>/bootstrap (make build),
 	// or Bootstrap one bootstrap for all (see jobsinfra.JobsProps).
 	Bootstraps, Bootstrap string
-	// ExampleKinds deploys the demo kinds (see jobsinfra.JobsProps).
+	// ExampleKinds deploys the demo kinds: every function is told
+	// examplekinds.Switch=on (through Config.Environment), which only this
+	// repository's mains read.
 	ExampleKinds bool
 	// Schedules are the periodic jobs to fire (see jobsinfra.JobsProps).
 	Schedules []jobs.Schedule
@@ -51,13 +55,24 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 		sp.TerminationProtection = jsii.Bool(true)
 	}
 	stack := awscdk.NewStack(scope, &id, &sp)
+	cfg := props.Config
+	if props.ExampleKinds {
+		// A variable of this repository's mains, not the construct's: it
+		// goes in the environment a team's own settings go in.
+		cfg.Environment = maps.Clone(cfg.Environment)
+		if cfg.Environment == nil {
+			cfg.Environment = map[string]string{}
+		}
+		cfg.Environment[examplekinds.Switch] = "on"
+	}
 	jobs := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{
-		Config: props.Config, Bootstraps: props.Bootstraps, Bootstrap: props.Bootstrap, ExampleKinds: props.ExampleKinds,
-		Schedules: props.Schedules,
+		Config: cfg, Bootstraps: props.Bootstraps, Bootstrap: props.Bootstrap, Schedules: props.Schedules,
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: jobs.API.ApiEndpoint(), Description: jsii.String("the HTTP API (ljob -api)")})
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: jobs.Table.TableName()})
 	awscdk.NewCfnOutput(stack, jsii.String("QueueUrl"), &awscdk.CfnOutputProps{Value: jobs.Queue.QueueUrl(), Description: jsii.String("ljob drop -queue")})
 	awscdk.NewCfnOutput(stack, jsii.String("DeadLetterQueueUrl"), &awscdk.CfnOutputProps{Value: jobs.DLQ.QueueUrl()})
+	awscdk.NewCfnOutput(stack, jsii.String("DashboardName"), &awscdk.CfnOutputProps{Value: jsii.String(jobs.Names.Dashboard),
+		Description: jsii.String("the CloudWatch dashboard; the metrics are in " + jobs.Names.MetricsNamespace)})
 	return &JobsStack{Stack: stack, Jobs: jobs}
 }

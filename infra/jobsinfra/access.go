@@ -35,29 +35,45 @@ func (j *joined) Produce() *string {
 }
 
 // allow adds a statement to a function's role.
-func allow(f awslambda.Function, actions []string, resources ...*string) {
-	f.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: jsii.Strings(actions...), Resources: &resources,
-	}))
+func allow(f awslambda.Function, actions []string, resources ...*string) awsiam.Grant {
+	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: f, Actions: jsii.Strings(actions...), ResourceArns: &resources,
+	})
+}
+
+// combine is the grants (nil ones left out) as one; nil if all are.
+func combine(grants ...awsiam.Grant) awsiam.Grant {
+	var out awsiam.Grant
+	for _, g := range grants {
+		switch {
+		case g == nil:
+		case out == nil:
+			out = g
+		default:
+			out = out.Combine(g)
+		}
+	}
+	return out
 }
 
 // grantSend lets a principal send to the queue: sqs:SendMessage (and the
 // queue key's use, with a customer-managed key) in its policy, and its
 // role among the queue policy's known senders.
-func (s *Jobs) grantSend(grantee awsiam.IGrantable, roleARN *string) {
-	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+func (s *Jobs) grantSend(grantee awsiam.IGrantable, roleARN *string) awsiam.Grant {
+	send := awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 		Grantee: grantee, Actions: jsii.Strings("sqs:SendMessage"), ResourceArns: &[]*string{s.Queue.QueueArn()},
 	})
-	s.grantKey(grantee, keySend)
 	s.senders.add(roleARN)
+	return combine(send, s.grantKey(grantee, keySend))
 }
 
 // grantKeyRing lets fn read the payload key ring (secretsmanager:GetSecretValue
 // on that one secret, which the secret's policy denies to anyone else) and
 // tells it where it is.
-func (s *Jobs) grantKeyRing(fn awslambda.Function) {
-	s.grantSecret(fn, s.payloadSecret, s.payloadReaders)
+func (s *Jobs) grantKeyRing(fn awslambda.Function) awsiam.Grant {
+	g := s.grantSecret(fn, s.payloadSecret, s.payloadReaders)
 	fn.AddEnvironment(jsii.String("JOBS_PAYLOAD_KEYRING_SECRET"), s.payloadSecret.SecretArn(), nil)
+	return g
 }
 
 // grantPageKey lets fn read the page token key, at cold start.
@@ -66,10 +82,10 @@ func (s *Jobs) grantPageKey(fn awslambda.Function) {
 	fn.AddEnvironment(jsii.String("JOBS_PAGE_TOKEN_SECRET"), s.pageSecret.SecretArn(), nil)
 }
 
-func (s *Jobs) grantSecret(fn awslambda.Function, secret awssecretsmanager.Secret, readers *principals) {
-	allow(fn, []string{"secretsmanager:GetSecretValue"}, secret.SecretArn())
-	s.grantKey(fn, keyDecrypt)
+func (s *Jobs) grantSecret(fn awslambda.Function, secret awssecretsmanager.Secret, readers *principals) awsiam.Grant {
+	read := allow(fn, []string{"secretsmanager:GetSecretValue"}, secret.SecretArn())
 	readers.add(fn.Role().RoleArn())
+	return combine(read, s.grantKey(fn, keyDecrypt))
 }
 
 // onlyReaders denies reading secret's value to every principal but its
@@ -90,15 +106,17 @@ func (s *Jobs) onlyReaders(secret awssecretsmanager.Secret, readers *principals)
 }
 
 // GrantReadJobs lets grantee read jobs and batches straight from the table
-// (dynamodb:GetItem on it, nothing else): for an operator's role or a
-// reporting function. Owners are not checked on this path; the HTTP API is
-// the owner-checked way to read.
+// (dynamodb:GetItem on it, nothing else, and kms:Decrypt through DynamoDB
+// with a customer-managed key): for an operator's role or a reporting
+// function. Owners are not checked on this path; the HTTP API is the
+// owner-checked way to read. The Grant holds the statements added.
 func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 	// Not Table.Grant: it adds the table's indexes with a wildcard.
-	s.grantKey(grantee, keyDecrypt)
-	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+	key := s.grantKey(grantee, keyDecrypt)
+	read := awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 		Grantee: grantee, Actions: jsii.Strings("dynamodb:GetItem"), ResourceArns: jsii.Strings(*s.Table.TableArn()),
 	})
+	return combine(key, read)
 }
 
 // GrantEnqueue lets another function enqueue jobs directly from Go (a
@@ -110,14 +128,21 @@ func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 // JOBS_DISPATCH_GRACE, and JOBS_PAYLOAD_KEYRING_SECRET with
 // secretsmanager:GetSecretValue on the key ring). The function's own items
 // in the same transaction need their own grants.
-func (s *Jobs) GrantEnqueue(fn awslambda.Function) {
-	allow(fn, []string{"dynamodb:PutItem"}, s.Table.TableArn())
-	s.grantKey(fn, keyWrite)
-	s.grantSend(fn, fn.Role().RoleArn())
+//
+// It takes an awslambda.Function, not an awsiam.IGrantable, because it
+// also sets the function's environment (AddEnvironment) and names its role
+// among the queue's known senders. The Grant it returns holds the
+// statements added to the function's role (dynamodb:PutItem,
+// sqs:SendMessage, secretsmanager:GetSecretValue, and the key's uses with
+// a customer-managed key); the environment and the queue policy's list of
+// senders are not part of it.
+func (s *Jobs) GrantEnqueue(fn awslambda.Function) awsiam.Grant {
+	put := allow(fn, []string{"dynamodb:PutItem"}, s.Table.TableArn())
+	g := combine(put, s.grantKey(fn, keyWrite), s.grantSend(fn, fn.Role().RoleArn()))
 	fn.AddEnvironment(jsii.String("JOBS_TABLE"), s.Table.TableName(), nil)
 	fn.AddEnvironment(jsii.String("JOBS_QUEUE_URL"), s.Queue.QueueUrl(), nil)
 	fn.AddEnvironment(jsii.String("JOBS_DISPATCH_GRACE"), jsii.String(s.cfg.DispatchGrace.String()), nil)
-	s.grantKeyRing(fn)
+	return combine(g, s.grantKeyRing(fn))
 }
 
 // callerRoutes are the API's routes for callers (all but the operators').
@@ -175,12 +200,12 @@ var (
 
 // grantKey lets grantee use the customer-managed key (Config.
 // CustomerManagedKey) for actions, through the services that hold data
-// encrypted with it; nothing without one.
-func (s *Jobs) grantKey(grantee awsiam.IGrantable, actions []string) {
+// encrypted with it; nothing (a nil Grant) without one.
+func (s *Jobs) grantKey(grantee awsiam.IGrantable, actions []string) awsiam.Grant {
 	if s.Key == nil {
-		return
+		return nil
 	}
-	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 		Grantee: grantee, Actions: jsii.Strings(actions...), ResourceArns: &[]*string{s.Key.KeyArn()},
 	})
 }

@@ -10,15 +10,23 @@ import (
 
 var envName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
 
-// Config is one environment's settings. Every field has a value in Dev and
-// Prod: start from one of them and change what you tune, then pass it in
-// JobsProps. NewJobs validates it (Validate) and panics with the reason if
+// Config is one environment's settings. Every field has a value in the
+// presets DevConfig and ProdConfig: start from one of them and change what
+// you tune, then pass it in JobsProps. NewJobs validates it (Validate) and panics with the reason if
 // it does not hold, as CDK constructs do.
 type Config struct {
 	// Name names the environment (1-20 lower-case letters, digits or '-');
-	// it is part of resource descriptions, the API's name and the metric
-	// namespace.
+	// it is part of resource descriptions. Physical names do not derive
+	// from it (two services may both call their environment "prod" in one
+	// account): see Names.
 	Name string
+	// NamePrefix, when set, is the base of the deployment's physical names
+	// (Names) instead of one derived from the stack and the construct's
+	// path: 1-56 letters, digits, '-' or '_', starting with a letter or
+	// digit, unique in the account and region. Set it to keep names you
+	// chose, such as "lambdajobs-prod" (the schedule groups and the
+	// dashboard of deployments before names were derived).
+	NamePrefix string
 
 	// Worker function.
 	WorkerMemoryMB int
@@ -174,32 +182,40 @@ type EventBridgeSource struct {
 	DetailTypes []string
 }
 
-// Dev is the development environment: small, cheap, destroyed with the stack.
-var Dev = Config{
-	Name:           "dev",
-	WorkerMemoryMB: 512, WorkerTimeout: 60 * time.Second,
-	HandlerReserve: 3 * time.Second, FinalWriteTimeout: 2 * time.Second,
-	WorkerConcurrency: 8,
-	BatchSize:         10, BatchWindow: 0, MaxConcurrency: 5,
-	APIMemoryMB: 256, APITimeout: 10 * time.Second, SweeperTimeout: 60 * time.Second,
-	DispatchGrace: 3 * time.Minute, Retention: 3 * 24 * time.Hour,
-	LogRetentionDays: 14, Retain: false,
-	ThrottleRate: 50, ThrottleBurst: 100, BatchThrottleRate: 2, BatchThrottleBurst: 5,
-	OldestMessageAlarm: 15 * time.Minute, QueueLatencyAlarm: 10 * time.Minute, FailuresAlarm: 10,
+// DevConfig is the development preset, named name: small, cheap,
+// destroyed with the stack. Each call returns a fresh Config of its own to
+// change what you tune before passing it in JobsProps.
+func DevConfig(name string) Config {
+	return Config{
+		Name:           name,
+		WorkerMemoryMB: 512, WorkerTimeout: 60 * time.Second,
+		HandlerReserve: 3 * time.Second, FinalWriteTimeout: 2 * time.Second,
+		WorkerConcurrency: 8,
+		BatchSize:         10, BatchWindow: 0, MaxConcurrency: 5,
+		APIMemoryMB: 256, APITimeout: 10 * time.Second, SweeperTimeout: 60 * time.Second,
+		DispatchGrace: 3 * time.Minute, Retention: 3 * 24 * time.Hour,
+		LogRetentionDays: 14, Retain: false,
+		ThrottleRate: 50, ThrottleBurst: 100, BatchThrottleRate: 2, BatchThrottleBurst: 5,
+		OldestMessageAlarm: 15 * time.Minute, QueueLatencyAlarm: 10 * time.Minute, FailuresAlarm: 10,
+	}
 }
 
-// Prod is the production environment: retained data, PITR, longer logs.
-var Prod = Config{
-	Name:           "prod",
-	WorkerMemoryMB: 1024, WorkerTimeout: 120 * time.Second,
-	HandlerReserve: 5 * time.Second, FinalWriteTimeout: 3 * time.Second,
-	WorkerConcurrency: 10,
-	BatchSize:         10, BatchWindow: 0, MaxConcurrency: 50,
-	APIMemoryMB: 512, APITimeout: 10 * time.Second, SweeperTimeout: 120 * time.Second,
-	DispatchGrace: 5 * time.Minute, Retention: 14 * 24 * time.Hour,
-	LogRetentionDays: 90, Retain: true,
-	ThrottleRate: 500, ThrottleBurst: 1000, BatchThrottleRate: 10, BatchThrottleBurst: 20,
-	OldestMessageAlarm: 10 * time.Minute, QueueLatencyAlarm: 5 * time.Minute, FailuresAlarm: 10,
+// ProdConfig is the production preset, named name: retained data, PITR,
+// longer logs. It needs an alarm destination (AlarmEmail or AlarmTopicARN)
+// before it validates. Each call returns a fresh Config.
+func ProdConfig(name string) Config {
+	return Config{
+		Name:           name,
+		WorkerMemoryMB: 1024, WorkerTimeout: 120 * time.Second,
+		HandlerReserve: 5 * time.Second, FinalWriteTimeout: 3 * time.Second,
+		WorkerConcurrency: 10,
+		BatchSize:         10, BatchWindow: 0, MaxConcurrency: 50,
+		APIMemoryMB: 512, APITimeout: 10 * time.Second, SweeperTimeout: 120 * time.Second,
+		DispatchGrace: 5 * time.Minute, Retention: 14 * 24 * time.Hour,
+		LogRetentionDays: 90, Retain: true,
+		ThrottleRate: 500, ThrottleBurst: 1000, BatchThrottleRate: 10, BatchThrottleBurst: 20,
+		OldestMessageAlarm: 10 * time.Minute, QueueLatencyAlarm: 5 * time.Minute, FailuresAlarm: 10,
+	}
 }
 
 // Validate checks the settings against each other.
@@ -207,6 +223,8 @@ func (c Config) Validate() error {
 	switch {
 	case !envName.MatchString(c.Name):
 		return fmt.Errorf("environment %q: want 1-20 lower-case letters, digits or '-'", c.Name)
+	case c.NamePrefix != "" && (!namePrefix.MatchString(c.NamePrefix) || len(c.NamePrefix) > nameBaseMaxLength):
+		return fmt.Errorf("%s: name prefix %q: want 1-%d letters, digits, '-' or '_', starting with a letter or digit", c.Name, c.NamePrefix, nameBaseMaxLength)
 	case c.HandlerReserve < c.FinalWriteTimeout+500*time.Millisecond:
 		return fmt.Errorf("%s: handler reserve %v must exceed the final write timeout %v by 0.5s", c.Name, c.HandlerReserve, c.FinalWriteTimeout)
 	case c.WorkerTimeout <= 2*c.HandlerReserve:
@@ -266,7 +284,7 @@ func (c Config) Validate() error {
 var reservedEnv = []string{
 	"JOBS_FUNCTION", "JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_DLQ_URL", "JOBS_DISPATCH_GRACE", "JOBS_RETENTION",
 	"JOBS_WORKER_CONCURRENCY", "JOBS_WORKER_TIMEOUT", "JOBS_HANDLER_RESERVE", "JOBS_FINAL_WRITE_TIMEOUT", "JOBS_METRICS_NAMESPACE",
-	"JOBS_TRACING", "JOBS_EXAMPLE_KINDS", "JOBS_SOURCES", "JOBS_OPERATORS",
+	"JOBS_TRACING", "JOBS_SOURCES", "JOBS_OPERATORS",
 	"JOBS_PAYLOAD_KEYRING_SECRET", "JOBS_PAYLOAD_KEY", "JOBS_PAYLOAD_SECRET", "JOBS_PAGE_TOKEN_SECRET", "JOBS_PAGE_TOKEN_KEY",
 	"JOBS_SCHEDULE_GROUP", "JOBS_QUEUE_ARN", "JOBS_SCHEDULER_ROLE_ARN", "JOBS_SCHEDULE_DLQ_ARN", "JOBS_SCHEDULE_MAX_EVENT_AGE",
 }

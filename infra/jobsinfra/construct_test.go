@@ -60,8 +60,7 @@ func (s *synthesized) of(typ string) map[string]cfnResource {
 // the functions granted it and Config.KeyAdmins, whatever their own
 // policies allow (the evaluation test tries a stranger allowed "*").
 func TestSecretsDenyAllButTheirReaders(t *testing.T) {
-	cfg := Dev
-	cfg.Name = "secrets"
+	cfg := DevConfig("secrets")
 	cfg.KeyAdmins = []string{"arn:aws:iam::123456789012:role/security"}
 	s := synth(t, cfg, nil)
 	want := map[string][]string{
@@ -108,8 +107,7 @@ func TestSecretsDenyAllButTheirReaders(t *testing.T) {
 // both secrets, and the sources' AWS services may use it for this account
 // only.
 func TestCustomerManagedKey(t *testing.T) {
-	cfg := Dev
-	cfg.Name = "nokey"
+	cfg := DevConfig("nokey")
 	off := synth(t, cfg, nil)
 	if keys := off.of("AWS::KMS::Key"); len(keys) != 0 || off.jobs.Key != nil {
 		t.Errorf("a key without the option: %v", keys)
@@ -167,8 +165,7 @@ func TestCustomerManagedKey(t *testing.T) {
 // set through Config.Environment (reservedEnv): a stack with every option
 // that sets one.
 func TestReservedEnvironmentCoversWhatTheConstructSets(t *testing.T) {
-	cfg := Dev
-	cfg.Name = "everything"
+	cfg := DevConfig("everything")
 	cfg.Tracing = true
 	cfg.Operators = []string{"arn:aws:iam::123456789012:role/oncall"}
 	cfg.S3Sources = []S3Source{{BucketName: "uploads-example"}}
@@ -196,8 +193,7 @@ func TestReservedEnvironmentCoversWhatTheConstructSets(t *testing.T) {
 // GrantInvoke grants every route but the operators'; GrantOperate every
 // route, and makes the role an operator of the API.
 func TestGrantInvokeAndGrantOperate(t *testing.T) {
-	cfg := Dev
-	cfg.Name = "grants"
+	cfg := DevConfig("grants")
 	var caller, operator awsiam.Role
 	s := synth(t, cfg, func(stack awscdk.Stack, j *Jobs) {
 		caller = awsiam.NewRole(stack, jsii.String("Caller"), &awsiam.RoleProps{AssumedBy: awsiam.NewAccountRootPrincipal()})

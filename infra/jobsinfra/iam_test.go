@@ -54,8 +54,7 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 	stack := awscdk.NewStack(app, jsii.String("iam-"+name), &awscdk.StackProps{
 		Env: &awscdk.Environment{Account: jsii.String(testAccount), Region: jsii.String(testRegion)},
 	})
-	cfg := Dev
-	cfg.Name = name
+	cfg := DevConfig(name)
 	cfg.CustomerManagedKey = cmk
 	cfg.S3Sources = []S3Source{{BucketName: "uploads-example"}}
 	cfg.EventBridgeSource = []EventBridgeSource{{Sources: []string{"shop.orders"}}}
@@ -63,7 +62,7 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	j := NewJobs(stack, "Jobs", &JobsProps{Config: cfg, Bootstraps: fakeBootstraps(t), ExampleKinds: true, Schedules: reg.Schedules()})
+	j := NewJobs(stack, "Jobs", &JobsProps{Config: cfg, Bootstraps: fakeBootstraps(t), Schedules: reg.Schedules()})
 	enqueuer := awslambda.NewFunction(stack, jsii.String("Enqueuer"), &awslambda.FunctionProps{
 		Runtime: awslambda.Runtime_PROVIDED_AL2023(), Handler: jsii.String("bootstrap"),
 		Code: awslambda.Code_FromAsset(jsii.String(filepath.Join(fakeBootstraps(t), "enqueue")), nil),
@@ -94,7 +93,7 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 		"table": id(j.Table), "queue": id(j.Queue), "dlq": id(j.DLQ), "scheduledlq": id(j.ScheduleDLQ),
 		"secret/payload": id(j.payloadSecret), "secret/page": id(j.pageSecret), "api": id(j.API),
 		"role/scheduler": id(j.SchedulerRole),
-	}, group: RuntimeScheduleGroupName(cfg)}
+	}, group: j.Names.RuntimeScheduleGroup}
 	for _, f := range FunctionNames {
 		d.roles[f] = id(j.Functions[f].Role())
 	}

@@ -14,6 +14,11 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	// Without it, every run leaks a jsii-runtime temp folder.
 	jsii.Close()
+	for _, dir := range []string{bootstrapsDir, oneBootstrapDir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+	}
 	os.Exit(code)
 }
 

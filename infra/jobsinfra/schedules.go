@@ -2,10 +2,10 @@ package jobsinfra
 
 import (
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -15,14 +15,6 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
-
-// ScheduleGroupName is the EventBridge Scheduler group of an environment's
-// declared schedules; RuntimeScheduleGroupName that of the schedules its
-// callers create through the API (POST /v1/schedules).
-func ScheduleGroupName(cfg Config) string { return "lambdajobs-" + cfg.Name }
-
-// RuntimeScheduleGroupName: see ScheduleGroupName.
-func RuntimeScheduleGroupName(cfg Config) string { return "lambdajobs-" + cfg.Name + "-runtime" }
 
 // schedules creates the environment's two schedule groups (declared, and
 // runtime: the only one the schedules function may change) and one
@@ -34,8 +26,28 @@ func RuntimeScheduleGroupName(cfg Config) string { return "lambdajobs-" + cfg.Na
 // schedule's target input is wire.FireMessage with Scheduler's
 // scheduled-time context attribute, so the worker derives one job per fire.
 func (s *Jobs) schedules(list []jobs.Schedule) {
-	cfg := s.cfg
-	stack := s.Construct
+	checkSchedules(list)
+	s.ScheduleGroup = awsscheduler.NewCfnScheduleGroup(s.Construct, jsii.String("ScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
+		Name: jsii.String(s.Names.ScheduleGroup),
+	})
+	s.RuntimeScheduleGroup = awsscheduler.NewCfnScheduleGroup(s.Construct, jsii.String("RuntimeScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
+		Name: jsii.String(s.Names.RuntimeScheduleGroup),
+	})
+	s.ScheduleDLQ = s.queue("ScheduleDeadLetters", "schedule-dead-letters", &awssqs.QueueProps{
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+	}, nil)
+	cdknag.NagSuppressions_AddResourceSuppressions(s.ScheduleDLQ, &[]*cdknag.NagPackSuppression{{
+		Id:     jsii.String("AwsSolutions-SQS3"),
+		Reason: jsii.String("This queue is the dead-letter queue of the environment's EventBridge Scheduler schedules."),
+	}}, jsii.Bool(true))
+	s.schedulerRole()
+	s.schedulesFunction()
+	s.declaredSchedules(list)
+}
+
+// checkSchedules panics if a declared schedule does not hold or two share
+// a name.
+func checkSchedules(list []jobs.Schedule) {
 	seen := map[string]bool{}
 	for _, sc := range list {
 		if err := sc.Check(); err != nil {
@@ -46,59 +58,50 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 		}
 		seen[sc.Name] = true
 	}
-	group := awsscheduler.NewCfnScheduleGroup(stack, jsii.String("ScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
-		Name: jsii.String(ScheduleGroupName(cfg)),
-	})
-	runtimeGroup := awsscheduler.NewCfnScheduleGroup(stack, jsii.String("RuntimeScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
-		Name: jsii.String(RuntimeScheduleGroupName(cfg)),
-	})
-	encryption := awssqs.QueueEncryption_SQS_MANAGED
-	if s.Key != nil {
-		encryption = awssqs.QueueEncryption_KMS
-	}
-	s.ScheduleDLQ = awssqs.NewQueue(stack, jsii.String("ScheduleDeadLetters"), &awssqs.QueueProps{
-		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
-		Encryption:          encryption,
-		EncryptionMasterKey: s.Key,
-		EnforceSSL:          jsii.Bool(true),
-	})
-	cdknag.NagSuppressions_AddResourceSuppressions(s.ScheduleDLQ, &[]*cdknag.NagPackSuppression{{
-		Id:     jsii.String("AwsSolutions-SQS3"),
-		Reason: jsii.String("This queue is the dead-letter queue of the environment's EventBridge Scheduler schedules."),
-	}}, jsii.Bool(true))
-	account, region := awscdk.Stack_Of(stack).Account(), awscdk.Stack_Of(stack).Region()
-	arn := func(kind, name string) *string {
-		return awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("arn:"), awscdk.Aws_PARTITION(), jsii.String(":scheduler:"), region, jsii.String(":"), account, jsii.String(":" + kind + "/" + name)})
-	}
-	// Scheduler assumes this role only for this account's schedules of this
-	// group (the confused-deputy guard AWS recommends).
-	role := awsiam.NewRole(stack, jsii.String("SchedulerRole"), &awsiam.RoleProps{
+}
+
+// scheduleARN is the ARN of a Scheduler resource of this stack's account
+// and region ("schedule", "GROUP/NAME").
+func (s *Jobs) scheduleARN(kind, name string) *string {
+	stack := awscdk.Stack_Of(s.Construct)
+	return awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("arn:"), awscdk.Aws_PARTITION(), jsii.String(":scheduler:"),
+		stack.Region(), jsii.String(":"), stack.Account(), jsii.String(":" + kind + "/" + name)})
+}
+
+// schedulerRole is the role Scheduler sends fires with. Scheduler assumes
+// it only for this account's schedules of the environment's groups (the
+// confused-deputy guard AWS recommends); it sends fires to the queue (one
+// of its known senders), and those it cannot deliver to the schedules' DLQ.
+func (s *Jobs) schedulerRole() {
+	role := awsiam.NewRole(s.Construct, jsii.String("SchedulerRole"), &awsiam.RoleProps{
 		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
 			Conditions: &map[string]any{
-				"StringEquals": map[string]any{"aws:SourceAccount": account},
+				"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Stack_Of(s.Construct).Account()},
 				"ArnLike": map[string]any{"aws:SourceArn": &[]*string{
-					arn("schedule", ScheduleGroupName(cfg)+"/*"), arn("schedule", RuntimeScheduleGroupName(cfg)+"/*"),
+					s.scheduleARN("schedule", s.Names.ScheduleGroup+"/*"), s.scheduleARN("schedule", s.Names.RuntimeScheduleGroup+"/*"),
 				}},
 			},
 		}),
-		Description: jsii.String("lambdajobs " + cfg.Name + ": EventBridge Scheduler sends schedule fires to the queue"),
+		Description: jsii.String("lambdajobs " + s.cfg.Name + ": EventBridge Scheduler sends schedule fires to the queue"),
 	})
-	// It sends fires to the queue (one of its known senders), and those
-	// it cannot deliver to the schedules' DLQ.
 	s.grantSend(role, role.RoleArn())
 	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("sqs:SendMessage"),
 		Resources: &[]*string{s.ScheduleDLQ.QueueArn()},
 	}))
 	s.SchedulerRole = role
-	// The schedules function: runtime schedules only, in their own group,
-	// sending with this role and no other. It reads a schedule to learn
-	// what a call whose answer was lost did, and updates one that holds
-	// another definition than the stored one (jobs.ScheduleService.Create).
-	fn := s.Schedules
+}
+
+// schedulesFunction lets the schedules function change runtime schedules
+// only, in their own group, sending with the scheduler's role and no
+// other. It reads a schedule to learn what a call whose answer was lost
+// did, and updates one that holds another definition than the stored one
+// (jobs.ScheduleService.Create).
+func (s *Jobs) schedulesFunction() {
+	cfg, fn := s.cfg, s.Schedules
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("scheduler:CreateSchedule", "scheduler:GetSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"),
-		Resources: &[]*string{arn("schedule", RuntimeScheduleGroupName(cfg)+"/*")},
+		Resources: &[]*string{s.scheduleARN("schedule", s.Names.RuntimeScheduleGroup+"/*")},
 	}))
 	cdknag.NagSuppressions_AddResourceSuppressions(fn.Role(), &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-IAM5"),
@@ -106,39 +109,44 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 			"in the runtime schedule group alone (not the declared schedules' group)."),
 		// The account and region are tokens, or literals in a pinned stack.
 		AppliesTo: &[]interface{}{&cdknag.RegexAppliesTo{
-			Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:scheduler:.+:schedule\/` + RuntimeScheduleGroupName(cfg) + `\/\*$/g`),
+			Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:scheduler:.+:schedule\/` + regexp.QuoteMeta(s.Names.RuntimeScheduleGroup) + `\/\*$/g`),
 		}},
 	}}, jsii.Bool(true))
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:    jsii.Strings("iam:PassRole"),
-		Resources:  &[]*string{role.RoleArn()},
+		Resources:  &[]*string{s.SchedulerRole.RoleArn()},
 		Conditions: &map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "scheduler.amazonaws.com"}},
 	}))
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("dynamodb:GetItem", "dynamodb:UpdateItem"), Resources: &[]*string{s.Table.TableArn()},
 	}))
 	for k, v := range map[string]*string{
-		"JOBS_SCHEDULE_GROUP": runtimeGroup.Ref(), "JOBS_QUEUE_ARN": s.Queue.QueueArn(), "JOBS_SCHEDULER_ROLE_ARN": role.RoleArn(),
+		"JOBS_SCHEDULE_GROUP": s.RuntimeScheduleGroup.Ref(), "JOBS_QUEUE_ARN": s.Queue.QueueArn(), "JOBS_SCHEDULER_ROLE_ARN": s.SchedulerRole.RoleArn(),
 		"JOBS_SCHEDULE_DLQ_ARN": s.ScheduleDLQ.QueueArn(), "JOBS_SCHEDULE_MAX_EVENT_AGE": jsii.String(cfg.ScheduleMaxEventAge.String()),
 	} {
 		fn.AddEnvironment(jsii.String(k), v, nil)
 	}
+}
+
+// declaredSchedules creates one schedule per declared periodic job, in
+// the declared group.
+func (s *Jobs) declaredSchedules(list []jobs.Schedule) {
 	for i, sc := range list {
-		awsscheduler.NewCfnSchedule(stack, jsii.String(fmt.Sprintf("Schedule%d", i)), &awsscheduler.CfnScheduleProps{
+		awsscheduler.NewCfnSchedule(s.Construct, jsii.String(fmt.Sprintf("Schedule%d", i)), &awsscheduler.CfnScheduleProps{
 			Name:                       jsii.String(sc.Name),
-			GroupName:                  group.Ref(), // the group's name, and a dependency on it
-			Description:                jsii.String(fmt.Sprintf("lambdajobs %s: enqueues a %s job", cfg.Name, sc.Kind)),
+			GroupName:                  s.ScheduleGroup.Ref(), // the group's name, and a dependency on it
+			Description:                jsii.String(fmt.Sprintf("lambdajobs %s: enqueues a %s job", s.cfg.Name, sc.Kind)),
 			ScheduleExpression:         jsii.String(sc.Expression),
 			ScheduleExpressionTimezone: jsii.String(sc.TimeZone),
 			FlexibleTimeWindow:         &awsscheduler.CfnSchedule_FlexibleTimeWindowProperty{Mode: jsii.String("OFF")},
 			State:                      jsii.String("ENABLED"),
 			Target: &awsscheduler.CfnSchedule_TargetProperty{
 				Arn:              s.Queue.QueueArn(),
-				RoleArn:          role.RoleArn(),
+				RoleArn:          s.SchedulerRole.RoleArn(),
 				Input:            jsii.String(wire.FireMessage(sc.Name, wire.ScheduledTimeAttribute)),
 				DeadLetterConfig: &awsscheduler.CfnSchedule_DeadLetterConfigProperty{Arn: s.ScheduleDLQ.QueueArn()},
 				RetryPolicy: &awsscheduler.CfnSchedule_RetryPolicyProperty{
-					MaximumEventAgeInSeconds: jsii.Number(cfg.ScheduleMaxEventAge.Seconds()),
+					MaximumEventAgeInSeconds: jsii.Number(s.cfg.ScheduleMaxEventAge.Seconds()),
 					MaximumRetryAttempts:     jsii.Number(185),
 				},
 			},
@@ -147,13 +155,13 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 }
 
 // scheduleAlarm watches the schedules' dead-letter queue.
-func (s *Jobs) scheduleAlarm(alarm func(id, description string, metric awscloudwatch.IMetric, threshold float64)) {
+func (s *Jobs) scheduleAlarm() {
 	if s.ScheduleDLQ == nil {
 		return
 	}
-	alarm("ScheduleDeadLettersAlarm", "EventBridge Scheduler could not deliver a schedule's fire to the queue within "+
-		s.cfg.ScheduleMaxEventAge.String()+": that fire's job was never enqueued.",
-		dlqGrowth(s.ScheduleDLQ), 1)
+	s.add(alarm{id: "ScheduleDeadLettersAlarm", description: "EventBridge Scheduler could not deliver a schedule's fire to the queue within " +
+		s.cfg.ScheduleMaxEventAge.String() + ": that fire's job was never enqueued.",
+		metric: dlqGrowth(s.ScheduleDLQ), threshold: 1})
 }
 
 // defaultScheduleMaxEventAge is how long Scheduler retries a fire.

@@ -169,9 +169,10 @@ func FailModes(ctx context.Context, job *jobs.Job[FailPayload]) (jobs.NoResult, 
 }
 
 // Switch is the environment variable that turns the example kinds on in
-// this repository's own functions. The CDK construct sets it only when
-// asked (jobsinfra.JobsProps.ExampleKinds: dev by default, prod only with
-// -c exampleKinds=true); the local stack always does. Without it the
+// this repository's own functions. This repository's CDK app sets it
+// (through the construct's Config.Environment) only when asked: dev by
+// default, prod only with -c exampleKinds=true; the local stack always
+// does. Without it the
 // functions serve no kind at all, so example.fail (which panics or overruns
 // on purpose) never reaches a deployment by accident.
 const Switch = "JOBS_EXAMPLE_KINDS"

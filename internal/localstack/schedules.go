@@ -25,7 +25,10 @@ import (
 // their next fire times (GET), for `ljob schedules`.
 const SchedulesPath = "/local/schedules"
 
-// Groups of the local schedules, as the construct names them in AWS.
+// Groups of the local schedules, named as the construct would name them
+// with Config.NamePrefix "lambdajobs-local" (in AWS it derives them from
+// the stack unless told a prefix; the schedules function reads its group
+// from JOBS_SCHEDULE_GROUP either way).
 const (
 	DeclaredGroup = "lambdajobs-local"
 	RuntimeGroup  = "lambdajobs-local-runtime"

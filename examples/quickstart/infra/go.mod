@@ -3,9 +3,11 @@ module example.com/quickstart/infra
 go 1.26.0
 
 require (
+	example.com/quickstart v0.0.0
 	github.com/aws/aws-cdk-go/awscdk/v2 v2.276.0
 	github.com/aws/jsii-runtime-go v1.142.0
 	github.com/cdklabs/cdk-nag-go/cdknag/v2 v2.38.2
+	github.com/lambdajobs/lambdajobs v0.0.0
 	github.com/lambdajobs/lambdajobs/infra v0.0.0
 )
 
@@ -32,7 +34,6 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/lambdajobs/lambdajobs v0.0.0 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/yuin/goldmark v1.7.16 // indirect
@@ -55,6 +56,7 @@ require (
 
 // In your own repository: require tagged versions instead and drop these.
 replace (
+	example.com/quickstart => ../
 	github.com/lambdajobs/lambdajobs => ../../..
 	github.com/lambdajobs/lambdajobs/infra => ../../../infra
 )

@@ -12,6 +12,9 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/lambdajobs/lambdajobs/infra/jobsinfra"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+
+	"example.com/quickstart/reports"
 )
 
 func main() {
@@ -30,10 +33,12 @@ func Build(app awscdk.App, bootstrap string) error {
 	if _, err := os.Stat(bootstrap + "/bootstrap"); err != nil {
 		return fmt.Errorf("%s/bootstrap is missing: run `make build` first", bootstrap)
 	}
-	dev := jobsinfra.Dev
-	dev.Name = "dev"
-	prod := jobsinfra.Prod
-	prod.Name = "prod"
+	// The registry declares the schedules the construct deploys (the
+	// clean-up's); the functions' main registers the same kinds.
+	reg := jobs.NewRegistry()
+	reports.Register(reg)
+	dev := jobsinfra.DevConfig("dev")
+	prod := jobsinfra.ProdConfig("prod")
 	prod.AlarmEmail = os.Getenv("ALARM_EMAIL") // who is told when jobs go wrong
 	for _, cfg := range []jobsinfra.Config{dev, prod} {
 		if err := cfg.Validate(); err != nil {
@@ -42,8 +47,8 @@ func Build(app awscdk.App, bootstrap string) error {
 		stack := awscdk.NewStack(app, jsii.String("reports-"+cfg.Name), &awscdk.StackProps{
 			Env: env(), TerminationProtection: jsii.Bool(cfg.Retain),
 		})
-		jobs := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{Config: cfg, Bootstrap: bootstrap})
-		awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: jobs.API.ApiEndpoint()})
+		j := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{Config: cfg, Bootstrap: bootstrap, Schedules: reg.Schedules()})
+		awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: j.API.ApiEndpoint()})
 	}
 	return nil
 }

@@ -57,14 +57,13 @@ func TestAppSynthesizesCleanly(t *testing.T) {
 	}
 	for _, name := range []string{"reports-dev", "reports-prod"} {
 		stack := app.Node().FindChild(jsii.String(name)).(awscdk.Stack)
-		tmpl := *assertions.Template_FromStack(stack, nil).ToJSON()
-		ann := assertions.Annotations_FromStack(stack)
-		for _, msg := range *ann.FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
-			t.Errorf("%s: cdk-nag: %s: %v", name, *msg.Id, msg.Entry.Data)
-		}
-		fns := 0
+		tmpl := template(t, stack)
+		fns, schedules := 0, 0
 		for _, r := range tmpl["Resources"].(map[string]any) {
 			res := r.(map[string]any)
+			if res["Type"] == "AWS::Scheduler::Schedule" && strings.Contains(fmt.Sprint(res["Properties"]), "reports-cleanup") {
+				schedules++
+			}
 			if res["Type"] != "AWS::Lambda::Function" {
 				continue
 			}
@@ -74,8 +73,24 @@ func TestAppSynthesizesCleanly(t *testing.T) {
 				t.Errorf("%s: a function's environment %s", name, env)
 			}
 		}
+		if schedules != 1 {
+			t.Errorf("%s: %d schedules for the declared clean-up, want 1 (from the registry)", name, schedules)
+		}
 		if fns != len(jobsinfra.FunctionNames) {
 			t.Errorf("%s: %d functions, want %d", name, fns, len(jobsinfra.FunctionNames))
 		}
 	}
+}
+
+// template synthesizes stack; a cdk-nag error (AwsSolutions) fails the
+// synthesis, and the test with it.
+func template(t *testing.T, stack awscdk.Stack) (tmpl map[string]any) {
+	t.Helper()
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("%s: %v", *stack.StackName(), p)
+		}
+	}()
+	assertions.Annotations_FromStack(stack).HasNoError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
+	return *assertions.Template_FromStack(stack, nil).ToJSON()
 }

@@ -1,0 +1,152 @@
+package jobsinfra
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// alarm is one CloudWatch alarm of the construct.
+type alarm struct {
+	id, description string
+	metric          awscloudwatch.IMetric
+	threshold       float64
+	periods         float64 // evaluation periods (at least 1)
+	below           bool    // fires below the threshold, not at or above it
+	breached        bool    // missing data counts as breaching (a heartbeat)
+}
+
+// add creates the alarm, notifying the alarm topic when it fires and when
+// it ends.
+func (s *Jobs) add(a alarm) {
+	cmp := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+	if a.below {
+		cmp = awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD
+	}
+	missing := awscloudwatch.TreatMissingData_NOT_BREACHING
+	if a.breached {
+		missing = awscloudwatch.TreatMissingData_BREACHING
+	}
+	cw := awscloudwatch.NewAlarm(s.Construct, jsii.String(a.id), &awscloudwatch.AlarmProps{
+		AlarmDescription:   jsii.String(a.description),
+		Metric:             a.metric,
+		Threshold:          jsii.Number(a.threshold),
+		EvaluationPeriods:  jsii.Number(max(a.periods, 1)),
+		ComparisonOperator: cmp,
+		TreatMissingData:   missing,
+	})
+	action := awscloudwatchactions.NewSnsAction(s.AlarmTopic)
+	cw.AddAlarmAction(action)
+	cw.AddOkAction(action)
+}
+
+// alarms sends to one topic, with OK actions, so whoever is told of a
+// problem is told of its end: the dead-letter queue grows; the oldest
+// queued message is old; any function errs; the worker is throttled; the
+// sweeper stops running (a dead sweeper means lost dispatches never
+// recover); DynamoDB throttles; the API answers 5xx or slowly; jobs fail
+// interrupted or timed out (jobAlarms).
+func (s *Jobs) alarms() {
+	cfg := s.cfg
+	if cfg.AlarmTopicARN != "" {
+		s.AlarmTopic = awssns.Topic_FromTopicArn(s.Construct, jsii.String("Alarms"), jsii.String(cfg.AlarmTopicARN))
+	} else {
+		topic := awssns.NewTopic(s.Construct, jsii.String("Alarms"), &awssns.TopicProps{EnforceSSL: jsii.Bool(true)})
+		if cfg.AlarmEmail != "" {
+			topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(cfg.AlarmEmail), nil))
+		}
+		s.AlarmTopic = topic
+	}
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	five := awscdk.Duration_Minutes(jsii.Number(5))
+	sum := &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}
+	s.add(alarm{id: "DeadLettersAlarm", description: "Messages reached the dead-letter queue (more than a minute ago): unroutable messages or jobs that could not be settled.",
+		metric: dlqGrowth(s.DLQ), threshold: 1})
+	s.add(alarm{id: "OldestMessageAlarm", description: fmt.Sprintf("The oldest queued message is older than %v: workers are not keeping up.", cfg.OldestMessageAlarm),
+		metric:    s.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
+		threshold: cfg.OldestMessageAlarm.Seconds()})
+	for _, name := range FunctionNames {
+		s.add(alarm{id: strings.ToUpper(name[:1]) + name[1:] + "ErrorsAlarm", description: "The " + name + " function failed (an invocation, not a job).",
+			metric: s.Functions[name].MetricErrors(sum), threshold: 1})
+	}
+	s.add(alarm{id: "WorkerThrottlesAlarm", description: "The worker function was throttled.", metric: s.Worker.MetricThrottles(sum), threshold: 1})
+	s.add(alarm{id: "SweeperHeartbeatAlarm", description: "The sweeper has not run for 5 minutes: lost dispatches and dead workers' jobs are not being recovered.",
+		metric:    s.Sweeper.MetricInvocations(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Sum")}),
+		threshold: 1, below: true, breached: true})
+	s.add(alarm{id: "TableThrottlesAlarm", description: "DynamoDB throttled requests to the jobs table.",
+		metric: s.Table.MetricThrottledRequestsForOperations(&awsdynamodb.OperationsMetricOptions{Period: minute, Operations: &[]awsdynamodb.Operation{
+			awsdynamodb.Operation_PUT_ITEM, awsdynamodb.Operation_GET_ITEM, awsdynamodb.Operation_UPDATE_ITEM,
+			awsdynamodb.Operation_QUERY, awsdynamodb.Operation_TRANSACT_WRITE_ITEMS,
+		}}), threshold: 1})
+	apiMetric := func(name, stat string) awscloudwatch.Metric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String("AWS/ApiGateway"), MetricName: jsii.String(name),
+			DimensionsMap: &map[string]*string{"ApiId": s.API.ApiId(), "Stage": jsii.String("$default")},
+			Period:        minute, Statistic: jsii.String(stat),
+		})
+	}
+	s.scheduleAlarm()
+	s.add(alarm{id: "Api5xxAlarm", description: "The API answered 5xx: a dependency is down or a function fails.", metric: apiMetric("5xx", "Sum"), threshold: 5})
+	s.add(alarm{id: "ApiLatencyAlarm", description: "The API's p99 latency was over 2 s for 5 minutes.", metric: apiMetric("Latency", "p99"), threshold: 2000, periods: 5})
+	s.jobAlarms()
+}
+
+// jobAlarms watch the functions' own metrics (Embedded Metric Format;
+// each also published under the service dimension alone, which alarms
+// can watch).
+func (s *Jobs) jobAlarms() {
+	cfg := s.cfg
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	jobsMetric := func(name, service, stat string) awscloudwatch.Metric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(s.Names.MetricsNamespace), MetricName: jsii.String(name),
+			DimensionsMap: &map[string]*string{"service": jsii.String(service)},
+			Period:        minute, Statistic: jsii.String(stat),
+		})
+	}
+	s.add(alarm{id: "AbandonedJobsAlarm", description: "Jobs failed or retried as interrupted (their worker died) or timed out (their handler overran).",
+		metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String("FILL(wi, 0) + FILL(wt, 0) + FILL(si, 0)"),
+			UsingMetrics: &map[string]awscloudwatch.IMetric{
+				"wi": jobsMetric("JobsInterrupted", "worker", "Sum"), "wt": jobsMetric("JobsTimedOut", "worker", "Sum"),
+				"si": jobsMetric("JobsInterrupted", "sweeper", "Sum"),
+			},
+			Period: minute, Label: jsii.String("jobs interrupted or timed out per minute"),
+		}), threshold: 1})
+	s.add(alarm{id: "JobFailuresAlarm", description: fmt.Sprintf("%d or more jobs failed in a minute (any kind, any code).", cfg.FailuresAlarm),
+		metric: jobsMetric("JobsFailed", "worker", "Sum"), threshold: float64(cfg.FailuresAlarm)})
+	s.add(alarm{id: "QueueLatencyAlarm", description: fmt.Sprintf("Jobs waited more than %v from enqueue (or run_at) to start (p99, 5 minutes).", cfg.QueueLatencyAlarm),
+		metric: jobsMetric("QueueLatency", "worker", "p99"), threshold: float64(cfg.QueueLatencyAlarm.Milliseconds()), periods: 5})
+	s.add(alarm{id: "SweepIncompleteAlarm", description: "Sweeps ran out of time for 5 minutes: more unfinished jobs are due than one sweep can settle.",
+		metric: jobsMetric("SweepComplete", "sweeper", "Minimum"), threshold: 1, periods: 5, below: true})
+}
+
+// DLQGrowthExpression is the metric math of the dead-letter alarms: the
+// messages added to a dead-letter queue in the last minute (the change of
+// its visible count), an idle queue's missing data points counted as 0.
+// SQS publishes a queue's metrics only while the queue is active, so after
+// a quiet spell the first data point of a new dead letter follows a gap:
+// RATE over the raw metric divides by the gap's hours and never reaches
+// one message a minute, while this fires. It clears once the queue stops
+// growing, rather than staying in ALARM while old messages sit there.
+const DLQGrowthExpression = "DIFF(FILL(dlq, 0))"
+
+// dlqGrowth is DLQGrowthExpression over a queue.
+func dlqGrowth(q awssqs.IQueue) awscloudwatch.IMetric {
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String(DLQGrowthExpression),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{
+			"dlq": q.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
+		},
+		Period: minute, Label: jsii.String("messages added to the DLQ per minute"),
+	})
+}

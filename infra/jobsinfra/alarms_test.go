@@ -1,0 +1,78 @@
+package jobsinfra
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestEveryAlarm(t *testing.T) {
+	for name, s := range environments(t) {
+		alarms := s.resources("AWS::CloudWatch::Alarm")
+		got := map[string]int{}
+		metricName := regexp.MustCompile(`"MetricName":"([^"]+)"`)
+		for _, a := range alarms {
+			p := props(a)
+			if !strings.Contains(jsonString(p["AlarmActions"]), "Alarms") || !strings.Contains(jsonString(p["OKActions"]), "Alarms") {
+				t.Errorf("%s: alarm %s does not notify the topic on alarm and on OK", name, p["AlarmDescription"])
+			}
+			for _, m := range metricName.FindAllStringSubmatch(jsonString(p), -1) {
+				got[m[1]]++
+			}
+			if strings.Contains(jsonString(p), "Invocations") && (p["TreatMissingData"] != "breaching" || p["ComparisonOperator"] != "LessThanThreshold") {
+				t.Errorf("%s: the sweeper heartbeat must fire when the sweeper does not run: %s", name, jsonString(p))
+			}
+			// The dead-letter alarms fire on growth (not staying in ALARM while
+			// old messages sit), and on the first dead letter after a quiet
+			// spell: SQS publishes no data for an idle queue, which FILL
+			// counts as 0 (RATE over the gap never reached the threshold).
+			if strings.Contains(jsonString(p), "ApproximateNumberOfMessagesVisible") &&
+				(!strings.Contains(jsonString(p), `"Expression":"`+DLQGrowthExpression+`"`) || DLQGrowthExpression != "DIFF(FILL(dlq, 0))" || p["Threshold"] != 1.0) {
+				t.Errorf("%s: the DLQ alarm must fire on growth after any quiet spell: %s", name, jsonString(p))
+			}
+		}
+		want := map[string]int{"ApproximateNumberOfMessagesVisible": 1, "ApproximateAgeOfOldestMessage": 1, "Errors": 5, "Throttles": 1,
+			"Invocations": 1, "ThrottledRequests": 5, "5xx": 1, "Latency": 1,
+			"JobsInterrupted": 2, "JobsTimedOut": 1, "JobsFailed": 1, "QueueLatency": 1, "SweepComplete": 1}
+		for m, n := range want {
+			if got[m] < n {
+				t.Errorf("%s: %d alarm metrics %s, want %d (have %v)", name, got[m], m, n, got)
+			}
+		}
+		// The job alarms read the functions' own metrics (EMF) in the
+		// environment's namespace, by service: no log metric filters.
+		if filters := s.resources("AWS::Logs::MetricFilter"); len(filters) != 0 {
+			t.Errorf("%s: metric filters %s", name, jsonString(filters))
+		}
+		if !strings.Contains(jsonString(alarms), `"Namespace":"`+s.jobs.Names.MetricsNamespace+`"`) {
+			t.Errorf("%s: no alarm on the environment's own metrics", name)
+		}
+	}
+}
+
+// One dashboard per environment, over the functions' own metrics, and every
+// function writes them.
+func TestDashboardAndMetrics(t *testing.T) {
+	for name, s := range environments(t) {
+		boards := s.resources("AWS::CloudWatch::Dashboard")
+		if len(boards) != 1 {
+			t.Fatalf("%s: %d dashboards", name, len(boards))
+		}
+		body := jsonString(boards)
+		for _, w := range []string{"Jobs succeeded per minute, by kind", "Jobs failed per minute, by kind and code",
+			"Run duration p50 and p99", "Queue latency p50 and p99", "Queue depth and oldest message age", "Dead-letter queue depth",
+			"Function errors", "Function throttles", "Sweeper: re-sent", "Sweeper: duration"} {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s: the dashboard lacks %q", name, w)
+			}
+		}
+		if !strings.Contains(body, "{"+s.jobs.Names.MetricsNamespace+",") {
+			t.Errorf("%s: the dashboard does not read the environment's namespace", name)
+		}
+		for _, fn := range FunctionNames {
+			if env := jsonString(s.function(t, fn)["Environment"]); !strings.Contains(env, `"JOBS_METRICS_NAMESPACE":"`+s.jobs.Names.MetricsNamespace+`"`) {
+				t.Errorf("%s %s: no metrics namespace: %s", name, fn, env)
+			}
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package jobsinfra
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// api creates the HTTP API: IAM (or JWT) authorisation on every route,
+// each route served by its function (routes), and its stage.
+func (s *Jobs) api() {
+	cfg := s.cfg
+	var authorizer awsapigatewayv2.IHttpRouteAuthorizer = awsapigatewayv2authorizers.NewHttpIamAuthorizer()
+	if cfg.JWT != nil {
+		authorizer = awsapigatewayv2authorizers.NewHttpJwtAuthorizer(jsii.String("Jwt"), jsii.String(cfg.JWT.Issuer),
+			&awsapigatewayv2authorizers.HttpJwtAuthorizerProps{JwtAudience: jsii.Strings(cfg.JWT.Audience...)})
+	}
+	props := &awsapigatewayv2.HttpApiProps{}
+	if c := cfg.CORS; c != nil {
+		props.CorsPreflight = &awsapigatewayv2.CorsPreflightOptions{
+			AllowOrigins: jsii.Strings(c.AllowOrigins...),
+			AllowMethods: &[]awsapigatewayv2.CorsHttpMethod{awsapigatewayv2.CorsHttpMethod_GET, awsapigatewayv2.CorsHttpMethod_POST, awsapigatewayv2.CorsHttpMethod_DELETE},
+			AllowHeaders: jsii.Strings("content-type", "idempotency-key", "authorization"),
+			MaxAge:       awscdk.Duration_Hours(jsii.Number(1)),
+		}
+	}
+	fix := func() { props.ApiName, props.CreateDefaultStage = jsii.String(s.Names.API), jsii.Bool(false) }
+	fix()
+	s.overrides.api(props)
+	fix()
+	s.API = awsapigatewayv2.NewHttpApi(s.Construct, jsii.String("Api"), props)
+	// The routes, in one table: each with its function and, behind a JWT
+	// authorizer, the scopes Config.JWT asks of it.
+	for _, r := range routes {
+		opts := &awsapigatewayv2.AddRoutesOptions{
+			Path: jsii.String(r.path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.method)},
+			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(r.id), s.Functions[r.function], nil),
+			Authorizer:  authorizer,
+		}
+		if cfg.JWT != nil {
+			if scopes := cfg.JWT.Scopes[r.key()]; len(scopes) > 0 {
+				opts.AuthorizationScopes = jsii.Strings(scopes...)
+			}
+		}
+		s.API.AddRoutes(opts)
+	}
+	s.apiStage()
+}
+
+// apiStage is the API's one stage: access logs, throttling, and the
+// tighter throttle of the routes that write many jobs.
+func (s *Jobs) apiStage() {
+	cfg := s.cfg
+	accessLogs := s.logGroup("api-access", "ApiAccessLogs")
+	stage := awsapigatewayv2.NewHttpStage(s.Construct, jsii.String("DefaultStage"), &awsapigatewayv2.HttpStageProps{
+		HttpApi:    s.API,
+		StageName:  jsii.String("$default"),
+		AutoDeploy: jsii.Bool(true),
+		Throttle:   &awsapigatewayv2.ThrottleSettings{RateLimit: jsii.Number(cfg.ThrottleRate), BurstLimit: jsii.Number(float64(cfg.ThrottleBurst))},
+		AccessLogSettings: &accessLogSettings{
+			destination: awsapigatewayv2.NewLogGroupLogDestination(accessLogs),
+			format:      awsapigateway.AccessLogFormat_Custom(jsii.String(AccessLogFormat)),
+		},
+	})
+	// Creating a batch writes up to 1,000 jobs: its own, tighter throttle.
+	stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).SetRouteSettings(map[string]any{
+		"POST /v1/batches": map[string]any{
+			"ThrottlingRateLimit":  cfg.BatchThrottleRate,
+			"ThrottlingBurstLimit": cfg.BatchThrottleBurst,
+		},
+		// A bulk action changes up to 100 jobs.
+		"POST /v1/bulk/{action}": map[string]any{
+			"ThrottlingRateLimit":  cfg.BatchThrottleRate,
+			"ThrottlingBurstLimit": cfg.BatchThrottleBurst,
+		},
+	})
+}
+
+// AccessLogFormat is the API's access log line: one JSON object per request,
+// with the caller, the route, the status, the latencies and the errors of the
+// authorizer and the integration.
+const AccessLogFormat = `{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","caller":"$context.identity.caller",` +
+	`"user":"$context.identity.userArn","requestTime":"$context.requestTime","routeKey":"$context.routeKey",` +
+	`"status":"$context.status","responseLength":"$context.responseLength","latency":"$context.responseLatency",` +
+	`"integrationLatency":"$context.integrationLatency","integrationStatus":"$context.integrationStatus",` +
+	`"integrationError":"$context.integrationErrorMessage","error":"$context.error.message",` +
+	`"authorizerError":"$context.authorizer.error"}`
+
+// accessLogSettings is the stage's access log configuration (an
+// awsapigatewayv2.IAccessLogSettings).
+type accessLogSettings struct {
+	destination awsapigatewayv2.IAccessLogDestination
+	format      awsapigateway.AccessLogFormat
+}
+
+func (a *accessLogSettings) Destination() awsapigatewayv2.IAccessLogDestination { return a.destination }
+func (a *accessLogSettings) Format() awsapigateway.AccessLogFormat              { return a.format }

@@ -1,0 +1,60 @@
+package jobsinfra
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// dashboard draws an environment on one CloudWatch dashboard: jobs by
+// status and kind, run duration and queue latency, the queue and its DLQ,
+// the functions, the sweeper.
+func (s *Jobs) dashboard() {
+	ns := s.Names.MetricsNamespace
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	search := func(label, metric, stat string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,kind,service} MetricName="%s" service="worker"', '%s', 60)`, ns, metric, stat)),
+			Label:      jsii.String(label), Period: minute,
+		})
+	}
+	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(12)})
+	}
+	peak := &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}
+	sum := &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}
+	var fnErrors, fnThrottles []awscloudwatch.IMetric
+	for _, name := range FunctionNames {
+		fnErrors = append(fnErrors, s.Functions[name].MetricErrors(sum))
+		fnThrottles = append(fnThrottles, s.Functions[name].MetricThrottles(sum))
+	}
+	sweeper := func(metric, stat string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(ns), MetricName: jsii.String(metric),
+			DimensionsMap: &map[string]*string{"service": jsii.String("sweeper")}, Period: minute, Statistic: jsii.String(stat)})
+	}
+	s.Dashboard = awscloudwatch.NewDashboard(s.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String(s.Names.Dashboard),
+		Widgets: &[]*[]awscloudwatch.IWidget{
+			{graph("Jobs succeeded per minute, by kind", search("succeeded", "JobsSucceeded", "Sum")),
+				graph("Jobs failed per minute, by kind and code", awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+					Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,code,kind,service} MetricName="JobsFailed" service="worker"', 'Sum', 60)`, ns)),
+					Label:      jsii.String("failed"), Period: minute,
+				}))},
+			{graph("Jobs retried, timed out, interrupted, cancelled per minute",
+				search("retried", "JobsRetried", "Sum"), search("timed out", "JobsTimedOut", "Sum"),
+				search("interrupted", "JobsInterrupted", "Sum"), search("cancelled", "JobsCancelled", "Sum")),
+				graph("Jobs started per minute, by kind", search("started", "JobsStarted", "Sum"))},
+			{graph("Run duration p50 and p99 (ms), by kind", search("p50", "RunDuration", "p50"), search("p99", "RunDuration", "p99")),
+				graph("Queue latency p50 and p99 (ms), by kind", search("p50", "QueueLatency", "p50"), search("p99", "QueueLatency", "p99"))},
+			{graph("Queue depth and oldest message age (s)",
+				s.Queue.MetricApproximateNumberOfMessagesVisible(peak), s.Queue.MetricApproximateAgeOfOldestMessage(peak)),
+				graph("Dead-letter queue depth", s.DLQ.MetricApproximateNumberOfMessagesVisible(peak))},
+			{graph("Function errors", fnErrors...), graph("Function throttles", fnThrottles...)},
+			{graph("Sweeper: re-sent, interrupted, batches, errors",
+				sweeper("SweepResent", "Sum"), sweeper("SweepInterrupted", "Sum"), sweeper("SweepBatches", "Sum"), sweeper("SweepErrors", "Sum")),
+				graph("Sweeper: duration (ms) and completed sweeps", sweeper("SweepDuration", "Maximum"), sweeper("SweepComplete", "Sum"))},
+		},
+	})
+}

@@ -1,0 +1,289 @@
+package jobsinfra
+
+import (
+	"maps"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+)
+
+// functions creates the six functions, each with its own role and log
+// group, and the environment every one of them is told.
+func (s *Jobs) functions() {
+	cfg := s.cfg
+	s.env = map[string]*string{
+		"JOBS_TABLE":               s.Table.TableName(),
+		"JOBS_QUEUE_URL":           s.Queue.QueueUrl(),
+		"JOBS_DISPATCH_GRACE":      jsii.String(cfg.DispatchGrace.String()),
+		"JOBS_RETENTION":           jsii.String(cfg.Retention.String()),
+		"JOBS_WORKER_CONCURRENCY":  jsii.String(strconv.Itoa(cfg.WorkerConcurrency)),
+		"JOBS_HANDLER_RESERVE":     jsii.String(cfg.HandlerReserve.String()),
+		"JOBS_FINAL_WRITE_TIMEOUT": jsii.String(cfg.FinalWriteTimeout.String()),
+		// Per-kind metrics in Embedded Metric Format, with the logs.
+		"JOBS_METRICS_NAMESPACE": jsii.String(s.Names.MetricsNamespace),
+	}
+	if cfg.Tracing {
+		// OpenTelemetry spans to Lambda's X-Ray daemon (see lambdafn).
+		s.env["JOBS_TRACING"] = jsii.String("on")
+	}
+	s.Enqueue = s.function("enqueue", cfg.APIMemoryMB, cfg.APITimeout)
+	s.GetJob = s.function("getjob", cfg.APIMemoryMB, cfg.APITimeout)
+	s.Cancel = s.function("cancel", cfg.APIMemoryMB, cfg.APITimeout)
+	s.Worker = s.function("worker", cfg.WorkerMemoryMB, cfg.WorkerTimeout)
+	s.Sweeper = s.function("sweeper", cfg.APIMemoryMB, cfg.SweeperTimeout)
+	s.Schedules = s.function("schedules", cfg.APIMemoryMB, cfg.APITimeout)
+	// Only the functions that seal or open payloads read the key ring, at
+	// cold start; no key material is in any environment or template.
+	for _, f := range []awslambda.Function{s.Enqueue, s.Worker} {
+		s.grantKeyRing(f)
+	}
+	// The worker refuses to start with a kind whose minimum run time
+	// (KindOpts.MinRunTime) its invocations cannot give (jobs.WorkerConfig.Timeout).
+	s.Worker.AddEnvironment(jsii.String("JOBS_WORKER_TIMEOUT"), jsii.String(cfg.WorkerTimeout.String()), nil)
+	if sources := cfg.sources(); sources != "" {
+		// The worker refuses to start if a source has no route in its code.
+		s.Worker.AddEnvironment(jsii.String("JOBS_SOURCES"), jsii.String(sources), nil)
+	}
+}
+
+// function creates one of the six functions, with its log group and role.
+func (s *Jobs) function(name string, memory int, timeout time.Duration) awslambda.Function {
+	cfg := s.cfg
+	logs := s.logGroup(name, name+"Logs")
+	arch := awslambda.Architecture_ARM_64()
+	if cfg.Architecture == "x86_64" {
+		arch = awslambda.Architecture_X86_64()
+	}
+	env := s.functionEnv(name)
+	props := &awslambda.FunctionProps{
+		Architecture:          arch,
+		MemorySize:            jsii.Number(float64(memory)),
+		Environment:           &env,
+		ApplicationLogLevelV2: logLevel(cfg.LogLevel),
+		Description:           jsii.String("lambdajobs " + cfg.Name + " " + name),
+	}
+	fixed := fixedFunction{name: name, timeout: timeout, logs: logs, role: s.functionRole(name, logs)}
+	s.fixFunction(props, fixed)
+	s.overrides.function(name, props)
+	s.fixFunction(props, fixed)
+	f := awslambda.NewFunction(s.Construct, jsii.String(name), props)
+	s.Functions[name] = f
+	return f
+}
+
+// fixedFunction is what of a function no override changes.
+type fixedFunction struct {
+	name    string
+	timeout time.Duration
+	logs    awslogs.LogGroup
+	role    awsiam.Role
+}
+
+// fixFunction sets the props of a function that the construct re-asserts
+// after Overrides.Function (see there).
+func (s *Jobs) fixFunction(props *awslambda.FunctionProps, f fixedFunction) {
+	props.Runtime = awslambda.Runtime_PROVIDED_AL2023()
+	props.Handler = jsii.String("bootstrap")
+	props.Code = awslambda.Code_FromAsset(jsii.String(s.asset(f.name)), nil)
+	props.Role, props.LogGroup = f.role, f.logs
+	props.Timeout = dur(f.timeout)
+	props.LoggingFormat = awslambda.LoggingFormat_JSON
+	props.Tracing = awslambda.Tracing_DISABLED
+	if s.cfg.Tracing {
+		props.Tracing = awslambda.Tracing_ACTIVE
+	}
+	env := map[string]*string{}
+	if props.Environment != nil {
+		env = maps.Clone(*props.Environment)
+	}
+	maps.Copy(env, s.ownEnv(f.name))
+	props.Environment = &env
+	switch f.name {
+	case "worker":
+		// The worker sends retries and early deliveries back to its own
+		// trigger queue on purpose, a chain bounded by each kind's
+		// MaxAttempts; Lambda's default (Terminate) would cut it after
+		// about 16 hops and drop the message into the DLQ.
+		props.RecursiveLoop = awslambda.RecursiveLoop_ALLOW
+	case "sweeper":
+		// One sweep at a time: a slow sweep never overlaps the next.
+		props.ReservedConcurrentExecutions = jsii.Number(1)
+	}
+}
+
+// logGroup creates a log group (named for Overrides.LogGroup), kept as
+// long as Config says.
+func (s *Jobs) logGroup(name, id string) awslogs.LogGroup {
+	props := &awslogs.LogGroupProps{Retention: retention(s.cfg.LogRetentionDays), RemovalPolicy: s.removal}
+	s.overrides.logGroup(name, props)
+	return awslogs.NewLogGroup(s.Construct, jsii.String(id), props)
+}
+
+// functionRole is a function's role: to begin with, it may write to its own
+// log group only (not the managed AWSLambdaBasicExecutionRole), and to
+// X-Ray with tracing on.
+func (s *Jobs) functionRole(name string, logs awslogs.LogGroup) awsiam.Role {
+	role := awsiam.NewRole(s.Construct, jsii.String(name+"Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("lambdajobs " + s.cfg.Name + " " + name + " function"),
+	})
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
+		Resources: jsii.Strings(*logs.LogGroupArn() + ":*"),
+	}))
+	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-IAM5"),
+		Reason: jsii.String("Lambda names its log streams at run time; the wildcard covers only the streams of this " +
+			"function's own log group, in place of the managed AWSLambdaBasicExecutionRole."),
+		AppliesTo: &[]interface{}{jsii.String("Resource::<" + *awscdk.Stack_Of(s.Construct).GetLogicalId(logs.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>:*")},
+	}}, jsii.Bool(true))
+	if s.cfg.Tracing {
+		cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+			Id: jsii.String("AwsSolutions-IAM5"),
+			Reason: jsii.String("X-Ray's xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level " +
+				"permissions; Lambda's active tracing needs them on '*'."),
+			AppliesTo: &[]interface{}{jsii.String("Resource::*")},
+		}}, jsii.Bool(true))
+	}
+	return role
+}
+
+// functionEnv is a function's environment: the team's own variables
+// (Config.Environment, FunctionEnvironment), then what the construct tells
+// it (ownEnv), which nothing overrides.
+func (s *Jobs) functionEnv(name string) map[string]*string {
+	env := map[string]*string{}
+	for k, v := range s.cfg.Environment {
+		env[k] = jsii.String(v)
+	}
+	for k, v := range s.cfg.FunctionEnvironment[name] {
+		env[k] = jsii.String(v)
+	}
+	maps.Copy(env, s.ownEnv(name))
+	return env
+}
+
+// ownEnv is what the construct tells a function at creation: its role
+// (JOBS_FUNCTION) and what every function is told.
+func (s *Jobs) ownEnv(name string) map[string]*string {
+	env := maps.Clone(s.env)
+	env["JOBS_FUNCTION"] = jsii.String(name)
+	return env
+}
+
+// queuePolicy lets only known principals send to the queue: the roles
+// granted sqs:SendMessage by grantSend (the construct's own senders,
+// functions given GrantEnqueue, Scheduler's role), the configured envelope
+// senders, and AWS services for configured sources (their requests carry
+// aws:SourceArn, and the statements of sources scope them). Anyone else,
+// in this account or another, is denied.
+func (s *Jobs) queuePolicy() {
+	for _, arn := range s.cfg.EnvelopeSenders {
+		s.senders.add(jsii.String(arn))
+	}
+	s.Queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyKnownSenders"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{s.Queue.QueueArn()},
+		Conditions: &map[string]any{
+			"Null":       map[string]any{"aws:SourceArn": "true"},
+			"ArnNotLike": map[string]any{"aws:PrincipalArn": s.senders.list()},
+		},
+	}))
+}
+
+// apiPermissions grants the API's functions (enqueue, getjob, cancel)
+// exactly their actions, each on its own resources.
+func (s *Jobs) apiPermissions() {
+	enqueue, getjob, cancelFn := s.Enqueue, s.GetJob, s.Cancel
+	table := s.Table.TableArn()
+	allow(enqueue, []string{"dynamodb:PutItem"}, table)
+	// Batches: an idempotent retry reads the batch; creating it is an update.
+	allow(enqueue, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
+	s.grantSend(enqueue, enqueue.Role().RoleArn())
+	allow(getjob, []string{"dynamodb:GetItem"}, table)
+	// Cancel, retry (and a batch's completion job, created when the cancel
+	// of its last job ends it).
+	allow(cancelFn, []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}, table)
+	// Listing: the two listing indexes, and the jobs they name.
+	for _, f := range []awslambda.Function{getjob, cancelFn} {
+		allow(f, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.OwnerIndex), s.tableIndex(dynamostore.AttentionIndex),
+			s.tableIndex(dynamostore.QueuedIndex), s.tableIndex(dynamostore.RunningIndex))
+		allow(f, []string{"dynamodb:BatchGetItem"}, table)
+		s.grantPageKey(f)
+		// Operators: Config.Operators, and the roles given GrantOperate.
+		f.AddEnvironment(jsii.String("JOBS_OPERATORS"), awscdk.Lazy_String(&joined{s.operators}, nil), nil)
+	}
+	for _, op := range s.cfg.Operators {
+		s.operators.add(jsii.String(op))
+	}
+	// Retries and redriven dead letters go back to the queue: the
+	// operators' dead-letter routes read and redrive the DLQ, so no person
+	// needs to send to the queue.
+	s.grantSend(cancelFn, cancelFn.Role().RoleArn())
+	allow(cancelFn, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}, s.DLQ.QueueArn())
+	allow(cancelFn, []string{"sqs:GetQueueAttributes"}, s.Queue.QueueArn())
+	cancelFn.AddEnvironment(jsii.String("JOBS_DLQ_URL"), s.DLQ.QueueUrl(), nil)
+}
+
+// backgroundPermissions grants the worker and the sweeper exactly their
+// actions, and every function its uses of the customer-managed key.
+func (s *Jobs) backgroundPermissions() {
+	worker, sweeper := s.Worker, s.Sweeper
+	table := s.Table.TableArn()
+	// The worker claims, publishes and finishes (UpdateItem), reads a job
+	// it may interrupt, and creates jobs from foreign messages (PutItem).
+	allow(worker, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, table)
+	// Batches: the job that ends a batch sums its shards' counts (the
+	// worker, the sweeper, the cancel of its last job, the retry of its
+	// enqueue), reading them at once.
+	for _, f := range []awslambda.Function{s.Enqueue, worker, sweeper} {
+		allow(f, []string{"dynamodb:BatchGetItem"}, table)
+	}
+	// ...and sends retries and early deliveries back with a delay.
+	s.grantSend(worker, worker.Role().RoleArn())
+	allow(sweeper, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.SweepIndex))
+	allow(sweeper, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
+	// ...and creates the completion job of a batch whose end was never recorded.
+	allow(sweeper, []string{"dynamodb:PutItem"}, table)
+	s.grantSend(sweeper, sweeper.Role().RoleArn())
+	// With a customer-managed key: each function uses it for its table
+	// writes and reads (the worker's receives are its event source's,
+	// granted by CDK; the DLQ's, cancel's).
+	for _, f := range []awslambda.Function{s.Enqueue, s.Cancel, worker, sweeper, s.Schedules} {
+		s.grantKey(f, keyWrite)
+	}
+	s.grantKey(s.GetJob, keyDecrypt)
+}
+
+// triggers connects the worker to the queue (partial batch responses) and
+// runs the sweeper every minute, never retried (the next minute is the
+// retry).
+func (s *Jobs) triggers() {
+	s.Worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(s.Queue, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(float64(s.cfg.BatchSize)),
+		MaxBatchingWindow:       batchWindow(s.cfg.BatchWindow),
+		MaxConcurrency:          jsii.Number(float64(s.cfg.MaxConcurrency)),
+		ReportBatchItemFailures: jsii.Bool(true),
+	}))
+	s.Sweeper.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{RetryAttempts: jsii.Number(0)})
+	awsevents.NewRule(s.Construct, jsii.String("SweepEveryMinute"), &awsevents.RuleProps{
+		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(s.Sweeper, &awseventstargets.LambdaFunctionProps{
+			RetryAttempts: jsii.Number(0),
+		})},
+	})
+}

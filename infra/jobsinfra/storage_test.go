@@ -1,0 +1,133 @@
+package jobsinfra
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestQueuePair(t *testing.T) {
+	for name, s := range environments(t) {
+		worker := s.function(t, "worker")["Timeout"].(float64)
+		queues := s.resources("AWS::SQS::Queue")
+		for id := range queues {
+			if strings.Contains(id, "ScheduleDeadLetters") {
+				delete(queues, id) // the schedules' DLQ: see TestSchedules
+			}
+		}
+		if len(queues) != 2 {
+			t.Fatalf("%s: %d queues", name, len(queues))
+		}
+		var main, dlq map[string]any
+		for _, q := range queues {
+			if props(q)["RedrivePolicy"] != nil {
+				main = props(q)
+			} else {
+				dlq = props(q)
+			}
+		}
+		if v := main["VisibilityTimeout"].(float64); v < 6*worker {
+			t.Errorf("%s: visibility %gs < 6 x worker timeout %gs", name, v, worker)
+		}
+		if n := main["RedrivePolicy"].(map[string]any)["maxReceiveCount"].(float64); n < 5 {
+			t.Errorf("%s: maxReceiveCount %g", name, n)
+		}
+		if dlq["MessageRetentionPeriod"] != float64(14*24*3600) {
+			t.Errorf("%s: DLQ retention %v, want 14 days", name, dlq["MessageRetentionPeriod"])
+		}
+		for which, q := range map[string]map[string]any{"queue": main, "DLQ": dlq} {
+			cmk := strings.Contains(jsonString(q["KmsMasterKeyId"]), "JobsKey")
+			if q["SqsManagedSseEnabled"] != true && !(s.cfg.CustomerManagedKey && cmk) {
+				t.Errorf("%s: %s without SSE", name, which)
+			}
+		}
+		// Enforced TLS: a Deny on aws:SecureTransport false for every queue
+		// (both, and the schedules' DLQ).
+		tls, want := 0, 3
+		for _, p := range s.resources("AWS::SQS::QueuePolicy") {
+			doc := jsonString(props(p)["PolicyDocument"])
+			if strings.Contains(doc, `"aws:SecureTransport":"false"`) && strings.Contains(doc, `"Effect":"Deny"`) {
+				tls += len(props(p)["Queues"].([]any))
+			}
+		}
+		if tls != want {
+			t.Errorf("%s: TLS enforced on %d queues, want %d", name, tls, want)
+		}
+	}
+}
+
+func TestTablePerEnvironment(t *testing.T) {
+	for name, s := range environments(t) {
+		tables := s.resources("AWS::DynamoDB::Table")
+		if len(tables) != 1 {
+			t.Fatalf("%s: %d tables", name, len(tables))
+		}
+		for _, tbl := range tables {
+			p := props(tbl)
+			if p["BillingMode"] != "PAY_PER_REQUEST" || jsonString(p["TimeToLiveSpecification"]) != `{"AttributeName":"expires","Enabled":true}` {
+				t.Errorf("%s: billing %v TTL %v", name, p["BillingMode"], p["TimeToLiveSpecification"])
+			}
+			gsi := jsonString(p["GlobalSecondaryIndexes"])
+			if !strings.Contains(gsi, `"IndexName":"sweep"`) || !strings.Contains(gsi, `"ProjectionType":"KEYS_ONLY"`) {
+				t.Errorf("%s: index %s", name, gsi)
+			}
+			pitr := p["PointInTimeRecoverySpecification"].(map[string]any)["PointInTimeRecoveryEnabled"]
+			retained := tbl["DeletionPolicy"] == "Retain" && tbl["UpdateReplacePolicy"] == "Retain"
+			if name == "prod" {
+				if !retained || pitr != true || p["DeletionProtectionEnabled"] != true {
+					t.Errorf("prod: retained %v, PITR %v, deletion protection %v", retained, pitr, p["DeletionProtectionEnabled"])
+				}
+			} else if tbl["DeletionPolicy"] != "Delete" || pitr == true {
+				t.Errorf("%s: deletion policy %v, PITR %v", name, tbl["DeletionPolicy"], pitr)
+			}
+		}
+	}
+}
+
+// The listing's two indexes, each projecting only what never changes
+// under its entries (so an entry is written once), and who may read them:
+// getjob and cancel query only those two, and read the page token key.
+func TestListingIndexesAndGrants(t *testing.T) {
+	for name, s := range environments(t) {
+		var table map[string]any
+		for _, r := range s.resources("AWS::DynamoDB::Table") {
+			table = props(r)
+		}
+		gsis := map[string]string{}
+		for _, g := range table["GlobalSecondaryIndexes"].([]any) {
+			gm := g.(map[string]any)
+			gsis[gm["IndexName"].(string)] = jsonString(gm["KeySchema"]) + jsonString(gm["Projection"])
+		}
+		for index, want := range map[string][]string{
+			"owner":           {`"AttributeName":"lo","KeyType":"HASH"`, `"AttributeName":"lc","KeyType":"RANGE"`, `"NonKeyAttributes":["kind"],"ProjectionType":"INCLUDE"`},
+			"owner_attention": {`"AttributeName":"ls","KeyType":"HASH"`, `"AttributeName":"lc","KeyType":"RANGE"`, `"NonKeyAttributes":["kind","status"],"ProjectionType":"INCLUDE"`},
+		} {
+			for _, w := range want {
+				if !strings.Contains(gsis[index], w) {
+					t.Errorf("%s: index %s %s lacks %s", name, index, gsis[index], w)
+				}
+			}
+		}
+		for _, fn := range []string{"getjob", "cancel"} {
+			f := s.function(t, fn)
+			if !strings.Contains(jsonString(f["Environment"]), "JOBS_PAGE_TOKEN_SECRET") {
+				t.Errorf("%s %s: no page token secret", name, fn)
+			}
+			role := f["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+			for _, pol := range s.resources("AWS::IAM::Policy") {
+				p := props(pol)
+				if !strings.Contains(jsonString(p["Roles"]), role) {
+					continue
+				}
+				for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+					stmt := jsonString(st)
+					if strings.Contains(stmt, `"dynamodb:Query"`) && (!strings.Contains(stmt, "/index/owner") || strings.Contains(stmt, "/index/sweep")) {
+						t.Errorf("%s %s may query %s", name, fn, stmt)
+					}
+					if strings.Contains(stmt, "secretsmanager:GetSecretValue") && (!strings.Contains(stmt, "PageTokenSecret") || strings.Contains(stmt, "PayloadSecret")) {
+						t.Errorf("%s %s may read %s", name, fn, stmt)
+					}
+				}
+			}
+		}
+	}
+}
