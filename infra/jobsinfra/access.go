@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 // principals is a list of principal ARNs filled until synthesis: the
@@ -146,10 +147,10 @@ func (s *Jobs) GrantEnqueue(fn awslambda.Function) awsiam.Grant {
 }
 
 // callerRoutes are the API's routes for callers (all but the operators').
-func callerRoutes() []route {
-	var out []route
+func callerRoutes() []deploy.Route {
+	var out []deploy.Route
 	for _, r := range routes {
-		if !r.admin {
+		if !r.Operator {
 			out = append(out, r)
 		}
 	}
@@ -173,13 +174,13 @@ func (s *Jobs) GrantOperate(role awsiam.IRole) awsiam.Grant {
 	return s.grantRoutes(role, routes)
 }
 
-func (s *Jobs) grantRoutes(grantee awsiam.IGrantable, list []route) awsiam.Grant {
+func (s *Jobs) grantRoutes(grantee awsiam.IGrantable, list []deploy.Route) awsiam.Grant {
 	if s.cfg.JWT != nil {
 		panic("jobsinfra: GrantInvoke and GrantOperate grant IAM permissions; this API authorizes callers with JWTs (Config.JWT): give their tokens scopes instead")
 	}
 	arns := make([]*string, len(list))
 	for i, r := range list {
-		arns[i] = s.API.ArnForExecuteApi(jsii.String(r.method), jsii.String(r.arnPath()), jsii.String("*"))
+		arns[i] = s.API.ArnForExecuteApi(jsii.String(r.Method), jsii.String(r.ARNPath()), jsii.String("*"))
 	}
 	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 		Grantee: grantee, Actions: jsii.Strings("execute-api:Invoke"), ResourceArns: &arns,

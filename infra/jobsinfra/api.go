@@ -36,12 +36,12 @@ func (s *Jobs) api() {
 	// authorizer, the scopes Config.JWT asks of it.
 	for _, r := range routes {
 		opts := &awsapigatewayv2.AddRoutesOptions{
-			Path: jsii.String(r.path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.method)},
-			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(r.id), s.Functions[r.function], nil),
+			Path: jsii.String(r.Path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)},
+			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(r.ID), s.Functions[r.Function], nil),
 			Authorizer:  authorizer,
 		}
 		if cfg.JWT != nil {
-			if scopes := cfg.JWT.Scopes[r.key()]; len(scopes) > 0 {
+			if scopes := cfg.JWT.Scopes[r.Key()]; len(scopes) > 0 {
 				opts.AuthorizationScopes = jsii.Strings(scopes...)
 			}
 		}

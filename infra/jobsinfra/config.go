@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 var envName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
@@ -275,19 +277,13 @@ func (c Config) Validate() error {
 	return checkEnv(c.Name, c.Environment)
 }
 
-// reservedEnv are the variables the construct sets on some function (a
-// template test checks that it sets no other), and those that would
-// replace the keys it hands out (JOBS_PAYLOAD_KEY, JOBS_PAYLOAD_SECRET,
-// JOBS_PAGE_TOKEN_KEY). The other JOBS_ variables lambdafn reads
-// (JOBS_CALL_TIMEOUT, JOBS_MIN_RUN_TIME, JOBS_SCHEDULES_PER_OWNER) are
-// yours to tune through Environment.
-var reservedEnv = []string{
-	"JOBS_FUNCTION", "JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_DLQ_URL", "JOBS_DISPATCH_GRACE", "JOBS_RETENTION",
-	"JOBS_WORKER_CONCURRENCY", "JOBS_WORKER_TIMEOUT", "JOBS_HANDLER_RESERVE", "JOBS_FINAL_WRITE_TIMEOUT", "JOBS_METRICS_NAMESPACE",
-	"JOBS_TRACING", "JOBS_SOURCES", "JOBS_OPERATORS",
-	"JOBS_PAYLOAD_KEYRING_SECRET", "JOBS_PAYLOAD_KEY", "JOBS_PAYLOAD_SECRET", "JOBS_PAGE_TOKEN_SECRET", "JOBS_PAGE_TOKEN_KEY",
-	"JOBS_SCHEDULE_GROUP", "JOBS_QUEUE_ARN", "JOBS_SCHEDULER_ROLE_ARN", "JOBS_SCHEDULE_DLQ_ARN", "JOBS_SCHEDULE_MAX_EVENT_AGE",
-}
+// reservedEnv are the variables a team's Environment may not set: those
+// the construct sets on some function (a template test checks that it sets
+// no other) and those that would replace the keys it hands out, as the
+// deployment's descriptor (internal/deploy) lists them. The other JOBS_
+// variables lambdafn reads (docs/CONFIGURATION.md) are yours to tune
+// through Environment.
+var reservedEnv = deploy.ReservedVars()
 
 func checkEnv(env string, vars map[string]string) error {
 	for k := range vars {

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -153,8 +154,9 @@ func assets(props *JobsProps) func(string) string {
 	return asset
 }
 
-// FunctionNames are the six functions, as folders of JobsProps.Bootstraps.
-var FunctionNames = []string{"enqueue", "getjob", "cancel", "worker", "sweeper", "schedules"}
+// FunctionNames are the deployment's functions (internal/deploy), as
+// folders of JobsProps.Bootstraps.
+var FunctionNames = deploy.FunctionNames()
 
 func dur(d time.Duration) awscdk.Duration { return awscdk.Duration_Seconds(jsii.Number(d.Seconds())) }
 

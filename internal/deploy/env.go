@@ -20,6 +20,10 @@ type Var struct {
 	Construct bool
 }
 
+// keysHandedOut are variables the construct does not set but that would
+// replace the keys it hands out through Secrets Manager: reserved too.
+var keysHandedOut = []string{"JOBS_PAYLOAD_KEY", "JOBS_PAYLOAD_SECRET", "JOBS_PAGE_TOKEN_KEY"}
+
 // ReadBy reports whether function fn reads v.
 func (v Var) ReadBy(fn string) bool { return v.Readers == nil || slices.Contains(v.Readers, fn) }
 
@@ -74,8 +78,7 @@ func Lookup(name string) (Var, bool) {
 	return Var{}, false
 }
 
-// ConstructVars are the variables the construct sets, which a team's
-// Config.Environment may not.
+// ConstructVars are the variables the construct sets.
 func ConstructVars() []string {
 	var out []string
 	for _, v := range Env {
@@ -85,6 +88,11 @@ func ConstructVars() []string {
 	}
 	return out
 }
+
+// ReservedVars are the variables a team's Config.Environment may not set:
+// those the construct sets, and those that would replace the keys it hands
+// out.
+func ReservedVars() []string { return append(ConstructVars(), keysHandedOut...) }
 
 // EnvTable renders Env as the Markdown table of docs/CONFIGURATION.md.
 func EnvTable() string {
