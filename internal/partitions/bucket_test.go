@@ -49,7 +49,7 @@ func TestBucketBigWritesAndReads(t *testing.T) {
 			t.Fatal("a full bucket refused a write bigger than its second")
 		}
 		b.take(time.Now(), 2, 2, 5) // 2 - 5 = -3
-		time.Sleep(time.Second)  // -1
+		time.Sleep(time.Second)     // -1
 		if b.open(time.Now(), 2, 2) {
 			t.Fatalf("a bucket in debt (%g) accepts a read", b.tokens)
 		}
