@@ -120,11 +120,13 @@ func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 	return combine(key, read)
 }
 
-// GrantEnqueue lets another function enqueue jobs directly from Go (a
-// jobs.Service in its own code: Enqueue, or Prepare + TransactPut +
-// Dispatch inside its own DynamoDB transaction). It grants exactly
-// dynamodb:PutItem on the jobs table and sqs:SendMessage on the queue (and
-// makes the function one of the queue's known senders), and sets the
+// GrantEnqueue lets another function enqueue jobs directly from Go
+// (lambdafn.NewService in its own code: Enqueue, EnqueueBatch, or Prepare
+// + TransactPut + Dispatch inside its own DynamoDB transaction). It grants
+// exactly what the construct's enqueue function does on the jobs table
+// (dynamodb:PutItem for a job; UpdateItem, GetItem and BatchGetItem for a
+// batch) and sqs:SendMessage on the queue (and makes the function one of
+// the queue's known senders), and sets the
 // environment lambdafn.ConfigFromEnv reads (JOBS_TABLE, JOBS_QUEUE_URL,
 // JOBS_DISPATCH_GRACE, and JOBS_PAYLOAD_KEYRING_SECRET with
 // secretsmanager:GetSecretValue on the key ring). The function's own items
@@ -133,12 +135,12 @@ func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 // It takes an awslambda.Function, not an awsiam.IGrantable, because it
 // also sets the function's environment (AddEnvironment) and names its role
 // among the queue's known senders. The Grant it returns holds the
-// statements added to the function's role (dynamodb:PutItem,
+// statements added to the function's role (the table's actions,
 // sqs:SendMessage, secretsmanager:GetSecretValue, and the key's uses with
 // a customer-managed key); the environment and the queue policy's list of
 // senders are not part of it.
 func (s *Jobs) GrantEnqueue(fn awslambda.Function) awsiam.Grant {
-	put := allow(fn, []string{"dynamodb:PutItem"}, s.Table.TableArn())
+	put := allow(fn, enqueueTableActions, s.Table.TableArn())
 	g := combine(put, s.grantKey(fn, keyWrite), s.grantSend(fn, fn.Role().RoleArn()))
 	fn.AddEnvironment(jsii.String("JOBS_TABLE"), s.Table.TableName(), nil)
 	fn.AddEnvironment(jsii.String("JOBS_QUEUE_URL"), s.Queue.QueueUrl(), nil)

@@ -112,8 +112,8 @@ func TestGrantEnqueue(t *testing.T) {
 			actions = append(actions, jsonString(st.(map[string]any)["Action"]))
 		}
 	}
-	if got := strings.Join(actions, " "); got != `"dynamodb:PutItem" "sqs:SendMessage" "secretsmanager:GetSecretValue"` {
-		t.Errorf("orders function may %s, want exactly PutItem, SendMessage and reading the key ring", got)
+	if got := strings.Join(actions, " "); got != `["dynamodb:BatchGetItem","dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem"] "sqs:SendMessage" "secretsmanager:GetSecretValue"` {
+		t.Errorf("orders function may %s, want exactly the enqueue function's table actions (jobs and batches), SendMessage and reading the key ring", got)
 	}
 }
 
@@ -211,7 +211,7 @@ func TestGrantsReturnWhatTheyGrant(t *testing.T) {
 		}
 	})
 	want := map[string]string{
-		"GrantEnqueue":  "dynamodb:PutItem kms:Decrypt kms:Encrypt kms:GenerateDataKey secretsmanager:GetSecretValue sqs:SendMessage",
+		"GrantEnqueue":  "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem kms:Decrypt kms:Encrypt kms:GenerateDataKey secretsmanager:GetSecretValue sqs:SendMessage",
 		"GrantReadJobs": "dynamodb:GetItem kms:Decrypt",
 		"GrantInvoke":   "execute-api:Invoke",
 		"GrantOperate":  "execute-api:Invoke",

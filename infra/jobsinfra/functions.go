@@ -205,14 +205,19 @@ func (s *Jobs) queuePolicy() {
 	}))
 }
 
+// enqueueTableActions are what a jobs.Service that enqueues does on the
+// table: the enqueue function's, and GrantEnqueue's for a team's own. A
+// job is one conditional put; a batch is created (a put), opened (an
+// update), and on an idempotent retry read (the batch, then its shards'
+// counts at once).
+var enqueueTableActions = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem"}
+
 // apiPermissions grants the API's functions (enqueue, getjob, cancel)
 // exactly their actions, each on its own resources.
 func (s *Jobs) apiPermissions() {
 	enqueue, getjob, cancelFn := s.Enqueue, s.GetJob, s.Cancel
 	table := s.Table.TableArn()
-	allow(enqueue, []string{"dynamodb:PutItem"}, table)
-	// Batches: an idempotent retry reads the batch; creating it is an update.
-	allow(enqueue, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
+	allow(enqueue, enqueueTableActions, table)
 	s.grantSend(enqueue, enqueue.Role().RoleArn())
 	allow(getjob, []string{"dynamodb:GetItem"}, table)
 	// Cancel, retry (and a batch's completion job, created when the cancel
@@ -250,7 +255,7 @@ func (s *Jobs) backgroundPermissions() {
 	// Batches: the job that ends a batch sums its shards' counts (the
 	// worker, the sweeper, the cancel of its last job, the retry of its
 	// enqueue), reading them at once.
-	for _, f := range []awslambda.Function{s.Enqueue, worker, sweeper} {
+	for _, f := range []awslambda.Function{worker, sweeper} {
 		allow(f, []string{"dynamodb:BatchGetItem"}, table)
 	}
 	// ...and sends retries and early deliveries back with a delay.
