@@ -100,7 +100,12 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // and the cancel button cancels it.
 func TestDashboardFollowsAndCancelsAJob(t *testing.T) {
 	ctx, base := browser(t, "browser")
-	v := enqueue(t, "browser", "example.sleep", `{"ms":8000,"steps":16}`)
+	// The job's handler time is the test stack's (a few seconds): hold it
+	// queued until its page is open, so a loaded machine's page loads do
+	// not spend it before the cancel button is pressed.
+	stack.Pause()
+	defer stack.Unpause()
+	v := enqueue(t, "browser", "example.sleep", `{"ms":60000,"steps":240}`)
 	link := chromedp.CSS(`a[href="/jobs/` + v.ID + `"]`)
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(link)); err != nil {
 		t.Fatalf("the job list: %v", err)
@@ -112,10 +117,12 @@ func TestDashboardFollowsAndCancelsAJob(t *testing.T) {
 	if !strings.Contains(rows, v.ID) || !strings.Contains(rows, "example.sleep") {
 		t.Fatalf("the list shows %q", rows)
 	}
-	// The detail page, live: the partial result moves.
+	// The detail page, live: the job starts, and the partial result moves.
+	if err := chromedp.Do(ctx, chromedp.Click(link), chromedp.WaitVisible(chromedp.CSS(`#job`))); err != nil {
+		t.Fatalf("the job's page: %v", err)
+	}
+	stack.Unpause()
 	if err := chromedp.Do(ctx,
-		chromedp.Click(link),
-		chromedp.WaitVisible(chromedp.CSS(`#job`)),
 		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := chromedp.Poll[bool](`document.getElementById("result").textContent.includes('"done"')`, chromedp.WithPollingTimeout(20*time.Second))(ctx, tg)
 			return err
@@ -128,7 +135,7 @@ func TestDashboardFollowsAndCancelsAJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	payload, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`pre[aria-labelledby="payload-h"]`)))
-	if err != nil || !strings.Contains(payload, `"steps": 16`) {
+	if err != nil || !strings.Contains(payload, `"steps": 240`) {
 		t.Fatalf("the job's payload: %q %v", payload, err)
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`document.getElementById("result").textContent !== %s`, jsString(first)), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
