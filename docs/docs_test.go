@@ -47,12 +47,16 @@ func TestReadmeIsALandingPage(t *testing.T) {
 	}
 }
 
-var link = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+var (
+	link = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+	// code is a fenced block or an inline span, where brackets are Go.
+	code = regexp.MustCompile("(?s)```.*?```|`[^`\n]*`")
+)
 
 // Every relative link of the README and the docs leads to a file.
 func TestRelativeLinksResolve(t *testing.T) {
 	for path, text := range markdown(t) {
-		for _, m := range link.FindAllStringSubmatch(text, -1) {
+		for _, m := range link.FindAllStringSubmatch(code.ReplaceAllString(text, ""), -1) {
 			target := m[1]
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
