@@ -113,3 +113,24 @@ func TestFiguresAgreeWithWhereTheyAreMeasured(t *testing.T) {
 		}
 	}
 }
+
+// The quickstart is what a team copies: its tests run jobs through
+// jobstest.Runner and the local stack, never by writing the queue's wire
+// format ({"job_id": ...}) or SQS events by hand.
+func TestQuickstartTestsWriteNoQueueMessages(t *testing.T) {
+	err := filepath.WalkDir("../examples/quickstart", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src := read(t, path)
+		for _, wire := range []string{`"job_id"`, "events.SQSMessage", "events.SQSEvent", "HandleSQS"} {
+			if strings.Contains(src, wire) {
+				t.Errorf("%s writes the queue's wire format (%s): use jobstest.Runner", path, wire)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
