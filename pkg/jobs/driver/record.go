@@ -57,6 +57,15 @@ type Record struct {
 	After []string
 	// BatchCounts are the counts of the batch a completion job completes.
 	BatchCounts *BatchCounts
+	// Checkpoint is the last checkpoint a run of the job stored (sealed:
+	// private state, never returned by the API), nil before the first.
+	Checkpoint []byte
+	// Continuations counts the runs that ended asking to continue
+	// (Requeue.Continue): they spent no attempt.
+	Continuations int
+	// FirstStartedAt is when the job's first run was claimed: a kind's
+	// longest total run time counts from it.
+	FirstStartedAt time.Time
 
 	CreatedAt  time.Time
 	UpdatedAt  time.Time

@@ -37,6 +37,17 @@ type Store interface {
 	// returns a *ConflictError matching ErrCancelRequested or ErrLostClaim.
 	Publish(ctx context.Context, id, token string, result []byte, at time.Time) error
 
+	// Heartbeat extends the lease of the run named by token to
+	// leaseUntil, provided the job still runs under that token and no
+	// cancel was requested; otherwise it returns a *ConflictError matching
+	// ErrCancelRequested or ErrLostClaim. A heartbeat from a stale run
+	// changes nothing.
+	Heartbeat(ctx context.Context, id, token string, leaseUntil, at time.Time) error
+
+	// Checkpoint stores c.Data as the job's checkpoint and extends the
+	// run's lease to c.LeaseUntil, with Heartbeat's conditions and errors.
+	Checkpoint(ctx context.Context, id, token string, c Checkpoint) error
+
 	// Finish records the outcome of the run named by token: the job must be
 	// running under that token (and, when o.LeaseExpiredBy is set, its lease
 	// must have ended by then), otherwise it returns a *ConflictError
@@ -232,7 +243,8 @@ type CancelQueued struct {
 	After []string
 }
 
-// Requeue is the write that sends a failed run back to the queue.
+// Requeue is the write that sends a run back to the queue: a failed run
+// for a retry, or one that asked to continue.
 type Requeue struct {
 	At        time.Time
 	RunAt     time.Time
@@ -241,7 +253,24 @@ type Requeue struct {
 	// LeaseExpiredBy, when set, makes the write also conditional on the
 	// lease having ended by then (a retry of an interrupted run).
 	LeaseExpiredBy time.Time
+	// Continue marks a continuation: the run asked to go on in a new
+	// invocation, so the attempt its claim counted is given back and
+	// Continuations counts one more.
+	Continue bool
 }
+
+// Checkpoint is what Store.Checkpoint stamps on a running job.
+type Checkpoint struct {
+	// Data is the checkpoint, sealed by the caller (at most
+	// MaxCheckpointBytes).
+	Data       []byte
+	LeaseUntil time.Time
+	At         time.Time
+}
+
+// MaxCheckpointBytes bounds a checkpoint as stored, so a job's item (its
+// payload, result and checkpoint) stays under DynamoDB's 400 KB.
+const MaxCheckpointBytes = 64 << 10
 
 // Expect is the state a Reschedule is conditional on.
 type Expect struct {

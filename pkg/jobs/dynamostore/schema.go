@@ -116,6 +116,10 @@ const (
 	attrAfter = "af"
 	// attrAttemptBase is the attempt count at the last resubmit.
 	attrAttemptBase = "ab"
+	// The last checkpoint (sealed), the continuations, the first start.
+	attrCheckpoint    = "cp"
+	attrContinuations = "cn"
+	attrFirstStarted  = "fs"
 )
 
 // CreateTableInput returns the table definition for CreateTable: on-demand

@@ -94,6 +94,9 @@ type item struct {
 	BatchCount  string   `dynamodbav:"batch_counts,omitempty"`
 	After       []string `dynamodbav:"af,stringset,omitempty"`
 	AttemptBase int      `dynamodbav:"ab,omitempty"`
+	Checkpoint  []byte   `dynamodbav:"cp,omitempty"`
+	Continued   int      `dynamodbav:"cn,omitempty"`
+	FirstStart  int64    `dynamodbav:"fs,omitempty"`
 	// The listing indexes' keys (see OwnerIndex, QueuedIndex).
 	ListOwner   string `dynamodbav:"lo,omitempty"`
 	ListCreated string `dynamodbav:"lc,omitempty"`
@@ -190,6 +193,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		StartedAt: fromMS(it.Started), FinishedAt: fromMS(it.Finished),
 		RunAt: fromMS(it.RunAt), LastError: it.LastError, CancelRequested: it.Cancel, BatchID: it.BatchID,
 		BatchIndex: it.BatchIdx, BatchSize: it.BatchSize, BatchShards: it.BatchShard, After: it.After, AttemptBase: it.AttemptBase,
+		Checkpoint: it.Checkpoint, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
 	}
 	if it.BatchCount != "" {
 		var bc jobs.BatchCounts
@@ -419,6 +423,7 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 		Set(expression.Name(attrToken), expression.Value(c.Token)).
 		Set(expression.Name(attrLease), expression.Value(ms(c.LeaseUntil))).
 		Set(expression.Name(attrStarted), expression.Value(ms(c.At))).
+		Set(expression.Name(attrFirstStarted), expression.IfNotExists(expression.Name(attrFirstStarted), expression.Value(ms(c.At)))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
 		Add(expression.Name(attrAttempt), expression.Value(1))
 	due := expression.AttributeNotExists(expression.Name(attrRunAt)).
@@ -443,6 +448,26 @@ func (s *Store) Publish(ctx context.Context, id, token string, result []byte, at
 	upd := expression.Set(expression.Name(attrResult), expression.Value(string(result))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(at)))
 	_, err := s.updateFor(ctx, "publish", id, token, upd, notCancelled(runningUnder(token)), jobs.ErrLostClaim)
+	return err
+}
+
+// Heartbeat extends the lease of the run named by token.
+func (s *Store) Heartbeat(ctx context.Context, id, token string, leaseUntil, at time.Time) error {
+	upd := expression.Set(expression.Name(attrLease), expression.Value(ms(leaseUntil))).
+		Set(expression.Name(attrUpdated), expression.Value(ms(at)))
+	_, err := s.updateFor(ctx, "heartbeat", id, token, upd, notCancelled(runningUnder(token)), jobs.ErrLostClaim)
+	return err
+}
+
+// Checkpoint stores the run's checkpoint and extends its lease.
+func (s *Store) Checkpoint(ctx context.Context, id, token string, c driver.Checkpoint) error {
+	if len(c.Data) > driver.MaxCheckpointBytes {
+		return fmt.Errorf("dynamostore: checkpoint of %d bytes, over %d", len(c.Data), driver.MaxCheckpointBytes)
+	}
+	upd := expression.Set(expression.Name(attrCheckpoint), expression.Value(c.Data)).
+		Set(expression.Name(attrLease), expression.Value(ms(c.LeaseUntil))).
+		Set(expression.Name(attrUpdated), expression.Value(ms(c.At)))
+	_, err := s.updateFor(ctx, "checkpoint", id, token, upd, notCancelled(runningUnder(token)), jobs.ErrLostClaim)
 	return err
 }
 
@@ -531,6 +556,10 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 		Remove(expression.Name(attrDispatches))
 	if r.LastError != "" {
 		upd = upd.Set(expression.Name(attrLastError), expression.Value(r.LastError))
+	}
+	if r.Continue {
+		upd = upd.Add(expression.Name(attrAttempt), expression.Value(-1)).
+			Add(expression.Name(attrContinuations), expression.Value(1))
 	}
 	cond := notCancelled(runningUnder(token))
 	if !r.LeaseExpiredBy.IsZero() {

@@ -48,6 +48,7 @@ func clone(r *driver.Record) *driver.Record {
 	c.Payload = bytes.Clone(r.Payload)
 	c.Result = bytes.Clone(r.Result)
 	c.After = slices.Clone(r.After)
+	c.Checkpoint = bytes.Clone(r.Checkpoint)
 	if r.BatchCounts != nil {
 		bc := *r.BatchCounts
 		c.BatchCounts = &bc
@@ -100,6 +101,9 @@ func (m *MemStore) Claim(_ context.Context, id string, c driver.Claim) (*driver.
 	r.ClaimToken = c.Token
 	r.LeaseUntil = c.LeaseUntil
 	r.StartedAt = c.At
+	if r.FirstStartedAt.IsZero() {
+		r.FirstStartedAt = c.At
+	}
 	r.UpdatedAt = c.At
 	r.Attempt++
 	return clone(r), nil
@@ -129,6 +133,33 @@ func (m *MemStore) Publish(_ context.Context, id, token string, result []byte, a
 	}
 	r.Result = bytes.Clone(result)
 	r.UpdatedAt = at
+	return nil
+}
+
+// Heartbeat extends the run's lease.
+func (m *MemStore) Heartbeat(_ context.Context, id, token string, leaseUntil, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, err := m.runningUnder(id, token, false)
+	if err != nil {
+		return err
+	}
+	r.LeaseUntil, r.UpdatedAt = leaseUntil, at
+	return nil
+}
+
+// Checkpoint stores the run's checkpoint and extends its lease.
+func (m *MemStore) Checkpoint(_ context.Context, id, token string, c driver.Checkpoint) error {
+	if len(c.Data) > driver.MaxCheckpointBytes {
+		return fmt.Errorf("jobstest: checkpoint of %d bytes, over %d", len(c.Data), driver.MaxCheckpointBytes)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, err := m.runningUnder(id, token, false)
+	if err != nil {
+		return err
+	}
+	r.Checkpoint, r.LeaseUntil, r.UpdatedAt = bytes.Clone(c.Data), c.LeaseUntil, c.At
 	return nil
 }
 
@@ -326,6 +357,10 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q driver.Requeue
 	r.SweepAt = q.SweepAt
 	if q.LastError != "" {
 		r.LastError = q.LastError
+	}
+	if q.Continue {
+		r.Attempt--
+		r.Continuations++
 	}
 	r.ClaimToken = ""
 	r.LeaseUntil = time.Time{}

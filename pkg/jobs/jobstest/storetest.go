@@ -34,6 +34,7 @@ func NewRecord(id string, now time.Time) *driver.Record {
 // RunStoreTests runs the conformance suite against the stores newStore
 // makes. Each subtest gets its own store and fake clock.
 func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
+	t.Run("LongWork", func(t *testing.T) { runLongWorkTests(t, newStore) })
 	ctx := context.Background()
 	setup := func(t *testing.T) (driver.Store, *Clock) {
 		t.Helper()

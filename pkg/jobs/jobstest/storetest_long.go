@@ -1,0 +1,95 @@
+package jobstest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+)
+
+// runLongWorkTests is the conformance suite's part for work longer than
+// one invocation: heartbeats, checkpoints and continuations.
+func runLongWorkTests(t *testing.T, newStore NewStoreFunc) {
+	ctx := context.Background()
+	start := func(t *testing.T) (driver.Store, *Clock, *driver.Record, string) {
+		t.Helper()
+		clock := NewClock(Epoch)
+		s := newStore(t, clock)
+		rec := NewRecord(wire.NewID(), clock.Now())
+		if err := s.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		token := wire.NewID()
+		got, err := s.Claim(ctx, rec.ID, driver.Claim{Token: token, At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.FirstStartedAt.Equal(clock.Now()) {
+			t.Fatalf("first start %v, want the claim's time", got.FirstStartedAt)
+		}
+		return s, clock, got, token
+	}
+	conflict := func(t *testing.T, err, want error) {
+		t.Helper()
+		var ce *driver.ConflictError
+		if !errors.Is(err, want) || !errors.As(err, &ce) {
+			t.Fatalf("got %v, want a *ConflictError matching %v", err, want)
+		}
+	}
+
+	t.Run("HeartbeatExtendsTheLeaseOfItsOwnRunOnly", func(t *testing.T) {
+		s, clock, rec, token := start(t)
+		later := clock.Now().Add(10 * time.Minute)
+		if err := s.Heartbeat(ctx, rec.ID, token, later, clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Get(ctx, rec.ID); !got.LeaseUntil.Equal(later) {
+			t.Fatalf("lease %v, want %v", got.LeaseUntil, later)
+		}
+		conflict(t, s.Heartbeat(ctx, rec.ID, "stale", later.Add(time.Hour), clock.Now()), jobs.ErrLostClaim)
+		if err := s.RequestCancel(ctx, rec.ID, clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		conflict(t, s.Heartbeat(ctx, rec.ID, token, later.Add(time.Hour), clock.Now()), driver.ErrCancelRequested)
+		if got, _ := s.Get(ctx, rec.ID); !got.LeaseUntil.Equal(later) {
+			t.Fatalf("a refused heartbeat moved the lease to %v", got.LeaseUntil)
+		}
+	})
+
+	t.Run("CheckpointIsStoredWithItsRunsLeaseAndKeptForTheNextRun", func(t *testing.T) {
+		s, clock, rec, token := start(t)
+		lease := clock.Now().Add(5 * time.Minute)
+		if err := s.Checkpoint(ctx, rec.ID, token, driver.Checkpoint{Data: []byte("sealed-1"), LeaseUntil: lease, At: clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		conflict(t, s.Checkpoint(ctx, rec.ID, "stale", driver.Checkpoint{Data: []byte("stale"), LeaseUntil: lease, At: clock.Now()}), jobs.ErrLostClaim)
+		got, _ := s.Get(ctx, rec.ID)
+		if string(got.Checkpoint) != "sealed-1" || !got.LeaseUntil.Equal(lease) {
+			t.Fatalf("checkpoint %q lease %v, want sealed-1 and %v", got.Checkpoint, got.LeaseUntil, lease)
+		}
+		if err := s.Checkpoint(ctx, rec.ID, token, driver.Checkpoint{Data: make([]byte, driver.MaxCheckpointBytes+1), LeaseUntil: lease, At: clock.Now()}); err == nil {
+			t.Fatal("a checkpoint over MaxCheckpointBytes was stored")
+		}
+		// A continuation gives its attempt back, counts itself, keeps the
+		// checkpoint and the first start; the next claim sees them.
+		clock.Advance(time.Minute)
+		if err := s.Requeue(ctx, rec.ID, token, driver.Requeue{At: clock.Now(), RunAt: clock.Now(), SweepAt: clock.Now().Add(time.Minute), Continue: true}); err != nil {
+			t.Fatal(err)
+		}
+		got, _ = s.Get(ctx, rec.ID)
+		if got.Status != jobs.StatusQueued || got.Attempt != 0 || got.Continuations != 1 || string(got.Checkpoint) != "sealed-1" {
+			t.Fatalf("after a continuation: %s attempt %d continuations %d checkpoint %q", got.Status, got.Attempt, got.Continuations, got.Checkpoint)
+		}
+		next, err := s.Claim(ctx, rec.ID, driver.Claim{Token: wire.NewID(), At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.Attempt != 1 || string(next.Checkpoint) != "sealed-1" || !next.FirstStartedAt.Equal(Epoch) || !next.StartedAt.Equal(clock.Now()) {
+			t.Fatalf("the next run: attempt %d checkpoint %q first start %v start %v", next.Attempt, next.Checkpoint, next.FirstStartedAt, next.StartedAt)
+		}
+	})
+}
