@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 )
@@ -103,10 +104,10 @@ func (s *Server) stats(ctx context.Context) ([]kindRow, error) {
 	var rows []kindRow
 	for k, v := range out.Kinds {
 		c := v.Counts
-		rows = append(rows, kindRow{Kind: k, Enqueued: c["JobsEnqueued"], Started: c["JobsStarted"], Succeeded: c["JobsSucceeded"],
-			Failed: c["JobsFailed"], Retried: c["JobsRetried"], Cancelled: c["JobsCancelled"], TimedOut: c["JobsTimedOut"],
-			RunP50: v.Durations["RunDuration"].P50, RunP99: v.Durations["RunDuration"].P99,
-			QueueP50: v.Durations["QueueLatency"].P50, QueueP99: v.Durations["QueueLatency"].P99, PerMinute: v.PerMinute})
+		rows = append(rows, kindRow{Kind: k, Enqueued: c[metricnames.JobsEnqueued], Started: c[metricnames.JobsStarted], Succeeded: c[metricnames.JobsSucceeded],
+			Failed: c[metricnames.JobsFailed], Retried: c[metricnames.JobsRetried], Cancelled: c[metricnames.JobsCancelled], TimedOut: c[metricnames.JobsTimedOut],
+			RunP50: v.Durations[metricnames.RunDuration].P50, RunP99: v.Durations[metricnames.RunDuration].P99,
+			QueueP50: v.Durations[metricnames.QueueLatency].P50, QueueP99: v.Durations[metricnames.QueueLatency].P99, PerMinute: v.PerMinute})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Kind < rows[j].Kind })
 	return rows, nil

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
@@ -133,14 +135,14 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	s.dispatch(ctx, rec)
-	s.count(rec.Kind, "JobsEnqueued", 1)
+	s.count(rec.Kind, metricnames.JobsEnqueued, 1)
 	return rec, true, nil
 }
 
 // count writes one metric record of the API's transitions (see Metrics).
 func (s *Service) count(kind, name string, n int) {
 	if m := s.metrics.batch(); m != nil && n > 0 {
-		m.Add(map[string]string{"kind": kind}, name, "Count", float64(n))
+		m.Add(map[string]string{metricnames.Kind: kind}, name, emf.Count, float64(n))
 		s.metrics.flush(m, s.clock.Now())
 	}
 }
@@ -264,7 +266,7 @@ func (s *Service) cancel(ctx context.Context, owner, id string) (*driver.Record,
 		return nil, err
 	}
 	if rec.Status == StatusQueued {
-		s.count(rec.Kind, "JobsCancelled", 1)
+		s.count(rec.Kind, metricnames.JobsCancelled, 1)
 	}
 	return s.get(ctx, owner, id)
 }

@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/internal/storekey"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
@@ -97,11 +99,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 	ctx = withMetrics(ctx, m)
 	began := s.eng.clock.Now()
 	defer func() {
-		for name, v := range map[string]int{"SweepResent": rep.Resent, "SweepInterrupted": rep.Interrupted, "SweepRetried": rep.Retried,
-			"SweepBatches": rep.Batches, "SweepAfter": rep.After, "SweepErrors": rep.Errors, "SweepComplete": map[bool]int{true: 1}[rep.Complete]} {
-			m.Add(nil, name, "Count", float64(v))
+		for name, v := range map[string]int{metricnames.SweepResent: rep.Resent, metricnames.SweepInterrupted: rep.Interrupted, metricnames.SweepRetried: rep.Retried,
+			metricnames.SweepBatches: rep.Batches, metricnames.SweepAfter: rep.After, metricnames.SweepErrors: rep.Errors, metricnames.SweepComplete: map[bool]int{true: 1}[rep.Complete]} {
+			m.Add(nil, name, emf.Count, float64(v))
 		}
-		m.Add(nil, "SweepDuration", "Milliseconds", float64(s.eng.clock.Now().Sub(began).Milliseconds()))
+		m.Add(nil, metricnames.SweepDuration, emf.Milliseconds, float64(s.eng.clock.Now().Sub(began).Milliseconds()))
 		s.metrics.flush(m, s.eng.clock.Now())
 	}()
 	seen := map[string]bool{}

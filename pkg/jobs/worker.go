@@ -15,6 +15,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
@@ -308,7 +309,7 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 				switch {
 				case err == nil && !prev.Status.Final():
 					log.LogAttrs(ctx, slog.LevelInfo, "fire skipped: the previous run is unfinished", slog.String("previous_job_id", last))
-					count(ctx, s.Kind, "FiresSkipped")
+					count(ctx, s.Kind, metricnames.FiresSkipped)
 					return false
 				case err != nil && !errors.Is(err, ErrNotFound):
 					log.LogAttrs(ctx, slog.LevelWarn, "previous run not read; the fire will come back", slog.String("err_types", errtypes.Of(err)))
@@ -327,7 +328,7 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 		log.LogAttrs(ctx, slog.LevelWarn, "fire of a runtime schedule whose kind this worker does not register; its job fails unknown_kind",
 			slog.String("kind", s.Kind))
 	}
-	count(ctx, s.Kind, "FiresEnqueued")
+	count(ctx, s.Kind, metricnames.FiresEnqueued)
 	return w.runRouted(ctx, inv, messageID, routedJob{ID: id, Kind: s.Kind, Owner: s.Owner, Payload: s.Payload, Source: "schedule"})
 }
 
@@ -362,7 +363,7 @@ func (w *Worker) handBack(ctx context.Context, inv invocation, id, kind string) 
 		cancel()
 		if err == nil {
 			if kind != "" {
-				count(ctx, kind, "JobsHandedBack")
+				count(ctx, kind, metricnames.JobsHandedBack)
 			}
 			w.log.LogAttrs(ctx, slog.LevelInfo, "too little time left to start this job; sent again for a later invocation", attrs...)
 			return false
@@ -391,13 +392,13 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 	if err != nil {
 		return w.claimFailed(ctx, inv, id, err, left)
 	}
-	count(ctx, rec.Kind, "JobsStarted")
+	count(ctx, rec.Kind, metricnames.JobsStarted)
 	traceJob(ctx, rec)
 	if since := rec.CreatedAt; !since.IsZero() {
 		if rec.RunAt.After(since) {
 			since = rec.RunAt
 		}
-		measure(ctx, rec.Kind, "QueueLatency", now.Sub(since))
+		measure(ctx, rec.Kind, metricnames.QueueLatency, now.Sub(since))
 	}
 	var ex execution
 	k, ok := w.reg.lookup(rec.Kind)
@@ -494,7 +495,7 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 // abandon counts a handler that did not return by its deadline; its
 // goroutine lives on until it returns, beyond the worker's control.
 func (w *Worker) abandon(ctx context.Context, rec *driver.Record, done <-chan execution) {
-	count(ctx, rec.Kind, "HandlersAbandoned")
+	count(ctx, rec.Kind, metricnames.HandlersAbandoned)
 	n := w.abandoned.Add(1)
 	go func() { <-done; w.abandoned.Add(-1) }()
 	w.log.LogAttrs(ctx, slog.LevelWarn, "handler ignored its deadline and was abandoned", slog.String("job_id", rec.ID),

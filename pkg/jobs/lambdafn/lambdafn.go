@@ -44,6 +44,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/internal/keyring"
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -511,8 +512,8 @@ func functionName(getenv func(string) string) string {
 // coldStart writes the ColdStart metric, once per process: Build runs at
 // a function's init.
 func coldStart(m *jobs.Metrics) {
-	b := emf.New(m.Namespace, map[string]string{"service": m.Service})
-	b.Add(nil, "ColdStart", emf.Count, 1)
+	b := emf.New(m.Namespace, map[string]string{metricnames.Service: m.Service})
+	b.Add(nil, metricnames.ColdStart, emf.Count, 1)
 	_ = b.Flush(m.Writer, time.Now())
 }
 
