@@ -173,8 +173,8 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 			}
 			switch rec.Status {
 			case StatusQueued:
-				if rec.RunAt.After(now) {
-					s.sweepDelayed(ctx, now, rec, rep, count)
+				if d := s.eng.deliveryAt(s.eng.clock.Now(), rec.RunAt); !d.send || d.delay > 0 {
+					s.sweepDelayed(ctx, rec, d, rep, count)
 					return
 				}
 				count(func() { resend = append(resend, rec) })
@@ -225,21 +225,17 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 // minutes (with the default 3-minute grace), not every few hours.
 const maxDispatchShift = 3
 
-// sweepDelayed handles a queued job that runs later: within SQS's delay
-// limit it is sent with the remaining delay; beyond, its sweep time moves to
-// its run time.
-func (s *Sweeper) sweepDelayed(ctx context.Context, now time.Time, rec *driver.Record, rep *SweepReport, count func(func())) {
-	wait := rec.RunAt.Sub(now)
-	next := rec.RunAt
-	if wait <= driver.MaxQueueDelay {
-		if err := s.eng.sendAt(ctx, rec.ID, rec.RunAt); err != nil {
-			count(func() { rep.Errors++ })
-			return
-		}
-		next = rec.RunAt.Add(s.eng.grace)
+// sweepDelayed handles a queued job that runs later, as the delivery rule
+// d says: within SQS's delay limit it is sent with the remaining delay and
+// looked at again the grace after its run time; beyond, its sweep time
+// moves to its run time.
+func (s *Sweeper) sweepDelayed(ctx context.Context, rec *driver.Record, d delivery, rep *SweepReport, count func(func())) {
+	if err := s.eng.deliver(ctx, rec.ID, d); err != nil {
+		count(func() { rep.Errors++ })
+		return
 	}
-	switch err := s.eng.store.Reschedule(ctx, rec.ID, driver.Expect{Status: StatusQueued}, next); {
-	case err == nil && wait <= driver.MaxQueueDelay:
+	switch err := s.eng.store.Reschedule(ctx, rec.ID, driver.Expect{Status: StatusQueued}, d.sweepAt); {
+	case err == nil && d.send:
 		count(func() { rep.Resent++ })
 	case err == nil:
 		count(func() { rep.Deferred++ })

@@ -233,12 +233,9 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	if err != nil {
 		stored = []byte("null")
 	}
-	rec := &driver.Record{
-		ID: j.ID, Kind: j.Kind, Owner: j.Owner, Status: StatusQueued, Payload: stored,
-		RequestHash: w.hasher.sum(jobRequest(j.Kind, payload, time.Time{}, 0)), CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(w.eng.grace),
-	}
 	cctx, cancel := inv.callContext(ctx)
-	err = w.eng.store.Create(cctx, rec)
+	_, err = w.eng.create(cctx, newJob{id: j.ID, kind: j.Kind, owner: j.Owner, payload: stored,
+		requestHash: w.hasher.sum(jobRequest(j.Kind, payload, time.Time{}, 0)), at: now})
 	cancel()
 	switch {
 	case err == nil:
@@ -353,13 +350,14 @@ func (w *Worker) skipKinds(left time.Duration) []string {
 // (or there is no queue) the message comes back as it is; the job is in
 // the sweep index either way.
 func (w *Worker) handBack(ctx context.Context, inv invocation, id, kind string) bool {
+	now := w.eng.clock.Now()
 	attrs := []slog.Attr{slog.String("job_id", id)}
 	if kind != "" {
 		attrs = append(attrs, slog.String("kind", kind))
 	}
-	if w.eng.queue != nil {
+	if d := w.eng.deliveryAt(now, now.Add(handBackDelay)); d.send {
 		cctx, cancel := inv.callContext(ctx)
-		err := w.eng.queue.SendDelayed(cctx, id, handBackDelay)
+		err := w.eng.deliver(cctx, id, d)
 		cancel()
 		if err == nil {
 			if kind != "" {
@@ -527,9 +525,9 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 		case cur.Status == StatusQueued && cur.RunAt.After(now):
 			// Delivered before its run time (a retry or a delayed job): send
 			// it again for then; beyond 15 minutes the sweeper does.
-			if w.eng.queue != nil {
+			if d := w.eng.deliveryAt(now, cur.RunAt); d.send {
 				cctx, cancel := inv.callContext(ctx)
-				err := w.eng.sendAt(cctx, cur.ID, cur.RunAt)
+				err := w.eng.deliver(cctx, cur.ID, d)
 				cancel()
 				if err != nil {
 					log.LogAttrs(ctx, slog.LevelWarn, "early delivery not re-sent; the message will come back", slog.String("err_types", errtypes.Of(err)))
