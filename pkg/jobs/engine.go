@@ -32,14 +32,17 @@ type engine struct {
 	retention time.Duration
 }
 
-func newEngine(reg *Registry, store driver.Store, queue driver.Queue, clock Clock, log *slog.Logger, grace, retention time.Duration) *engine {
-	if grace <= 0 {
-		grace = DefaultDispatchGrace
+// newEngine returns e with its defaults filled in: the wall clock, the
+// default logger, DefaultDispatchGrace and DefaultRetention.
+func newEngine(e engine) *engine {
+	if e.grace <= 0 {
+		e.grace = DefaultDispatchGrace
 	}
-	if retention <= 0 {
-		retention = DefaultRetention
+	if e.retention <= 0 {
+		e.retention = DefaultRetention
 	}
-	return &engine{reg: reg, store: store, queue: queue, clock: orClock(clock), log: orLogger(log), grace: grace, retention: retention}
+	e.clock, e.log = orClock(e.clock), orLogger(e.log)
+	return &e
 }
 
 // now is the time written to the store: the injected clock, at the store's
@@ -100,29 +103,39 @@ func (e *engine) publish(ctx context.Context, id, token string, body []byte) err
 	return e.store.Publish(ctx, id, token, body, e.now())
 }
 
-// end records how the run of rec named by token ended: a failed run whose
-// kind allows another attempt goes back to the queue, anything else is
-// final. leaseBy, when set, makes the write also conditional on the lease
-// having ended by then (an interrupted run, settled by the sweeper or by a
-// redelivery). A run whose owner cancelled it ends cancelled. ctx bounds
-// every call (the final-write budget).
-func (e *engine) end(ctx context.Context, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
-	end := e.decide(ctx, rec, token, ex, started, leaseBy)
-	recordEnding(ctx, rec, end, started, e.now())
+// run is a run of a job that end settles: the job as its claim returned it
+// (or as read, for a run whose lease ended), the claim token every write of
+// the run is conditional on, and when it started. leaseBy, when set, makes
+// the final write also conditional on the lease having ended by then (an
+// interrupted run, settled by the sweeper or by a redelivery).
+type run struct {
+	rec              *driver.Record
+	token            string
+	started, leaseBy time.Time
+}
+
+// end records how run r ended: a failed run whose kind allows another
+// attempt goes back to the queue, anything else is final. A run whose
+// owner cancelled it ends cancelled. ctx bounds every call (the
+// final-write budget).
+func (e *engine) end(ctx context.Context, r run, ex execution) ending {
+	end := e.decide(ctx, r, ex)
+	recordEnding(ctx, r.rec, end, r.started, e.now())
 	return end
 }
 
-func (e *engine) decide(ctx context.Context, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
+func (e *engine) decide(ctx context.Context, r run, ex execution) ending {
+	rec := r.rec
 	log := e.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.Int("attempt", rec.Attempt))
 	if rec.CancelRequested {
 		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
 	}
 	if ex.Status == StatusFailed && e.reg != nil {
 		if k, ok := e.reg.lookup(rec.Kind); ok && shouldRetry(k.retry, ex, rec.Attempt-rec.AttemptBase) {
-			return e.requeue(ctx, log, k, rec, token, ex, started, leaseBy)
+			return e.requeue(ctx, log, k, r, ex)
 		}
 	}
-	return e.finish(ctx, log, rec, token, ex, started, leaseBy)
+	return e.finish(ctx, log, r, ex)
 }
 
 // interrupt settles a running job whose lease has ended (its worker died
@@ -131,20 +144,21 @@ func (e *engine) decide(ctx context.Context, rec *driver.Record, token string, e
 // its claim token and its lease, so a late worker or another sweeper racing
 // it cannot produce a second outcome.
 func (e *engine) interrupt(ctx context.Context, cur *driver.Record) ending {
-	now := e.now()
-	return e.end(ctx, cur, cur.ClaimToken, execution{Status: StatusFailed, Code: CodeInterrupted, Cause: "lease_expired"}, cur.StartedAt, now)
+	return e.end(ctx, run{rec: cur, token: cur.ClaimToken, started: cur.StartedAt, leaseBy: e.now()},
+		execution{Status: StatusFailed, Code: CodeInterrupted, Cause: "lease_expired"})
 }
 
 // finish writes a run's final outcome.
-func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
+func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex execution) ending {
+	rec := r.rec
 	at := e.now()
 	write := func(ex execution) error {
 		out := driver.Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(e.retention),
-			LeaseExpiredBy: leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec)}
+			LeaseExpiredBy: r.leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec)}
 		if ex.Status == StatusCancelled {
 			out.Result, out.Code = nil, ""
 		}
-		err := e.store.Finish(ctx, rec.ID, token, out)
+		err := e.store.Finish(ctx, rec.ID, r.token, out)
 		if ownWrite(err, out.Status, at) {
 			return nil
 		}
@@ -159,8 +173,8 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *driver.Recor
 	switch {
 	case err == nil:
 		attrs := []slog.Attr{slog.String("status", string(ex.Status))}
-		if !started.IsZero() {
-			attrs = append(attrs, slog.Int64("duration_ms", at.Sub(started).Milliseconds()))
+		if !r.started.IsZero() {
+			attrs = append(attrs, slog.Int64("duration_ms", at.Sub(r.started).Milliseconds()))
 		}
 		level := slog.LevelInfo
 		if ex.Status != StatusSucceeded {
@@ -200,7 +214,8 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *driver.Recor
 // requeue sends a failed run back to the queue for another attempt at
 // run_at, after the backoff, delivered as the delivery rule says (by the
 // queue's delay up to 15 minutes, beyond that by the sweeper).
-func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
+func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r run, ex execution) ending {
+	rec := r.rec
 	now := e.now()
 	delay := ex.RetryDelay
 	if delay <= 0 {
@@ -213,13 +228,13 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, rec 
 		runAt = rec.LeaseUntil
 	}
 	d := e.deliveryAt(now, runAt)
-	err := e.store.Requeue(ctx, rec.ID, token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, LastError: ex.Code, LeaseExpiredBy: leaseBy})
+	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, LastError: ex.Code, LeaseExpiredBy: r.leaseBy})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil // our requeue landed; its answer was lost
 	}
 	switch {
 	case errors.Is(err, driver.ErrCancelRequested):
-		return e.finish(ctx, log, rec, token, execution{Status: StatusCancelled, Cause: "cancelled"}, started, leaseBy)
+		return e.finish(ctx, log, r, execution{Status: StatusCancelled, Cause: "cancelled"})
 	case isConflict(err):
 		log.LogAttrs(ctx, slog.LevelWarn, "job was settled by someone else before this write", slog.String("outcome_dropped", "retry"))
 		return ending{ex: ex, res: superseded}

@@ -75,7 +75,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.PageTokenKey != nil && len(cfg.PageTokenKey) < 32 {
 		return nil, errors.New("jobs: PageTokenKey must be at least 32 bytes")
 	}
-	eng := newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention)
+	eng := newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention})
 	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
 		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey}, nil
 }

@@ -62,7 +62,7 @@ func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
 	if cfg.Store == nil || cfg.Queue == nil {
 		return nil, errors.New("jobs: NewSweeper needs a Store and a Queue")
 	}
-	s := &Sweeper{eng: newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention),
+	s := &Sweeper{eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention}),
 		log: orLogger(cfg.Logger), limit: cfg.PageSize, reserve: cfg.Reserve, metrics: cfg.Metrics}
 	if s.limit <= 0 {
 		s.limit = 200

@@ -114,7 +114,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		eng: newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention),
+		eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention}),
 		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
 		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
 		metrics: cfg.Metrics, tracer: tracerOf(cfg.TracerProvider),
@@ -407,7 +407,7 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 	}
 	wctx, cancel := inv.finalWriteContext(ctx)
 	defer cancel()
-	return w.eng.end(wctx, rec, token, ex, now, time.Time{}).res == unsettled
+	return w.eng.end(wctx, run{rec: rec, token: token, started: now}, ex).res == unsettled
 }
 
 // execute runs the handler with a context that ends at the invocation's

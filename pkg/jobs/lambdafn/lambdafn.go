@@ -239,6 +239,10 @@ type Deps struct {
 // Option adjusts what Main and Build build.
 type Option func(*Deps)
 
+// WithLogger sets the functions' logger (Main's: lambdacontext's JSON
+// logger with the request id; Build's default: none).
+func WithLogger(l *slog.Logger) Option { return func(d *Deps) { d.Logger = l } }
+
 // WithRoutes gives the worker routes for messages that other AWS services
 // drop on the queue (see jobs.Routes).
 func WithRoutes(r *jobs.Routes) Option { return func(d *Deps) { d.Routes = r } }
@@ -461,7 +465,7 @@ func Main(fn Function, reg *jobs.Registry, opts ...Option) {
 		os.Exit(0)
 	}
 	logger := lambdacontext.NewLogger()
-	handler, err := Build(context.Background(), fn, reg, os.Getenv, logger, opts...)
+	handler, err := Build(context.Background(), fn, reg, os.Getenv, append([]Option{WithLogger(logger)}, opts...)...)
 	if err != nil {
 		logger.Error("function cannot start", slog.String("error", err.Error()))
 		os.Exit(1)
@@ -469,13 +473,14 @@ func Main(fn Function, reg *jobs.Registry, opts ...Option) {
 	lambda.Start(handler)
 }
 
-// Build is Main without the runtime: configuration, clients and handler.
-func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, logger *slog.Logger, opts ...Option) (any, error) {
+// Build is Main without the runtime: configuration (read with getenv),
+// clients and handler.
+func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, opts ...Option) (any, error) {
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
-	d, err := NewDeps(ctx, cfg, logger)
+	d, err := NewDeps(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
 	}
