@@ -13,9 +13,11 @@ import (
 
 // engine is the one owner of a job's transitions. The Service, the Worker
 // and the Sweeper decide nothing about a job's state themselves: they ask
-// the engine to claim, publish, end (succeed, fail, retry, interrupt),
-// cancel, and to settle or abort a batch. docs/STATE_MACHINE.md draws what
-// it does.
+// the engine to create (record, create), claim, publish, end (succeed,
+// fail, retry, interrupt), cancel and resubmit a job, and to settle or
+// abort a batch; and the engine's delivery rule (deliveryAt) says whether
+// the queue or the sweeper brings a job to a worker. docs/STATE_MACHINE.md
+// draws what it does.
 //
 // Every transition is one conditional write in the Store. The engine also
 // tells a condition that failed because of our own write (the SDK retried a
