@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 )
 
 // alarm is one CloudWatch alarm of the construct.
@@ -108,7 +110,7 @@ func (s *Jobs) jobAlarms() {
 	jobsMetric := func(name, service, stat string) awscloudwatch.Metric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace: jsii.String(s.Names.MetricsNamespace), MetricName: jsii.String(name),
-			DimensionsMap: &map[string]*string{"service": jsii.String(service)},
+			DimensionsMap: &map[string]*string{metricnames.Service: jsii.String(service)},
 			Period:        minute, Statistic: jsii.String(stat),
 		})
 	}
@@ -116,17 +118,17 @@ func (s *Jobs) jobAlarms() {
 		metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
 			Expression: jsii.String("FILL(wi, 0) + FILL(wt, 0) + FILL(si, 0)"),
 			UsingMetrics: &map[string]awscloudwatch.IMetric{
-				"wi": jobsMetric("JobsInterrupted", "worker", "Sum"), "wt": jobsMetric("JobsTimedOut", "worker", "Sum"),
-				"si": jobsMetric("JobsInterrupted", "sweeper", "Sum"),
+				"wi": jobsMetric(metricnames.JobsInterrupted, "worker", "Sum"), "wt": jobsMetric(metricnames.JobsTimedOut, "worker", "Sum"),
+				"si": jobsMetric(metricnames.JobsInterrupted, "sweeper", "Sum"),
 			},
 			Period: minute, Label: jsii.String("jobs interrupted or timed out per minute"),
 		}), threshold: 1})
 	s.add(alarm{id: "JobFailuresAlarm", description: fmt.Sprintf("%d or more jobs failed in a minute (any kind, any code).", cfg.FailuresAlarm),
-		metric: jobsMetric("JobsFailed", "worker", "Sum"), threshold: float64(cfg.FailuresAlarm)})
+		metric: jobsMetric(metricnames.JobsFailed, "worker", "Sum"), threshold: float64(cfg.FailuresAlarm)})
 	s.add(alarm{id: "QueueLatencyAlarm", description: fmt.Sprintf("Jobs waited more than %v from enqueue (or run_at) to start (p99, 5 minutes).", cfg.QueueLatencyAlarm),
-		metric: jobsMetric("QueueLatency", "worker", "p99"), threshold: float64(cfg.QueueLatencyAlarm.Milliseconds()), periods: 5})
+		metric: jobsMetric(metricnames.QueueLatency, "worker", "p99"), threshold: float64(cfg.QueueLatencyAlarm.Milliseconds()), periods: 5})
 	s.add(alarm{id: "SweepIncompleteAlarm", description: "Sweeps ran out of time for 5 minutes: more unfinished jobs are due than one sweep can settle.",
-		metric: jobsMetric("SweepComplete", "sweeper", "Minimum"), threshold: 1, periods: 5, below: true})
+		metric: jobsMetric(metricnames.SweepComplete, "sweeper", "Minimum"), threshold: 1, periods: 5, below: true})
 }
 
 // DLQGrowthExpression is the metric math of the dead-letter alarms: the

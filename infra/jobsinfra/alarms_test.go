@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 )
 
 func TestEveryAlarm(t *testing.T) {
@@ -72,6 +74,38 @@ func TestDashboardAndMetrics(t *testing.T) {
 		for _, fn := range FunctionNames {
 			if env := jsonString(s.function(t, fn)["Environment"]); !strings.Contains(env, `"JOBS_METRICS_NAMESPACE":"`+s.jobs.Names.MetricsNamespace+`"`) {
 				t.Errorf("%s %s: no metrics namespace: %s", name, fn, env)
+			}
+		}
+	}
+}
+
+// The alarms and the dashboard read only metrics the functions write: every
+// name they give in the environment's namespace is one internal/metricnames
+// defines (pkg/jobs's tests hold the writers to the same list).
+func TestAlarmsAndDashboardReadWrittenMetrics(t *testing.T) {
+	for name, s := range environments(t) {
+		ns := regexp.QuoteMeta(s.jobs.Names.MetricsNamespace)
+		var read []string
+		for _, a := range s.resources("AWS::CloudWatch::Alarm") {
+			for _, m := range regexp.MustCompile(`"MetricName":"([^"]+)","Namespace":"`+ns+`"`).FindAllStringSubmatch(jsonString(props(a)), -1) {
+				read = append(read, m[1])
+			}
+		}
+		board := jsonString(s.resources("AWS::CloudWatch::Dashboard"))
+		for _, re := range []*regexp.Regexp{
+			regexp.MustCompile(`MetricName=\\"([^"\\]+)\\"`),         // SEARCH expressions
+			regexp.MustCompile(`\[\\"` + ns + `\\",\\"([^"\\]+)\\"`), // plain metrics: [namespace, name, ...]
+		} {
+			for _, m := range re.FindAllStringSubmatch(board, -1) {
+				read = append(read, m[1])
+			}
+		}
+		if len(read) < 10 {
+			t.Fatalf("%s: found %d metric names of the namespace (%v): the patterns no longer match the template", name, len(read), read)
+		}
+		for _, m := range read {
+			if !metricnames.Known(m) {
+				t.Errorf("%s: the template reads metric %q, which no function writes (not in internal/metricnames)", name, m)
 			}
 		}
 	}

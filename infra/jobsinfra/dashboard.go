@@ -6,6 +6,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 )
 
 // dashboard draws an environment on one CloudWatch dashboard: jobs by
@@ -32,29 +34,29 @@ func (s *Jobs) dashboard() {
 	}
 	sweeper := func(metric, stat string) awscloudwatch.IMetric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(ns), MetricName: jsii.String(metric),
-			DimensionsMap: &map[string]*string{"service": jsii.String("sweeper")}, Period: minute, Statistic: jsii.String(stat)})
+			DimensionsMap: &map[string]*string{metricnames.Service: jsii.String("sweeper")}, Period: minute, Statistic: jsii.String(stat)})
 	}
 	s.Dashboard = awscloudwatch.NewDashboard(s.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(s.Names.Dashboard),
 		Widgets: &[]*[]awscloudwatch.IWidget{
-			{graph("Jobs succeeded per minute, by kind", search("succeeded", "JobsSucceeded", "Sum")),
+			{graph("Jobs succeeded per minute, by kind", search("succeeded", metricnames.JobsSucceeded, "Sum")),
 				graph("Jobs failed per minute, by kind and code", awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-					Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,code,kind,service} MetricName="JobsFailed" service="worker"', 'Sum', 60)`, ns)),
+					Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,code,kind,service} MetricName="%s" service="worker"', 'Sum', 60)`, ns, metricnames.JobsFailed)),
 					Label:      jsii.String("failed"), Period: minute,
 				}))},
 			{graph("Jobs retried, timed out, interrupted, cancelled per minute",
-				search("retried", "JobsRetried", "Sum"), search("timed out", "JobsTimedOut", "Sum"),
-				search("interrupted", "JobsInterrupted", "Sum"), search("cancelled", "JobsCancelled", "Sum")),
-				graph("Jobs started per minute, by kind", search("started", "JobsStarted", "Sum"))},
-			{graph("Run duration p50 and p99 (ms), by kind", search("p50", "RunDuration", "p50"), search("p99", "RunDuration", "p99")),
-				graph("Queue latency p50 and p99 (ms), by kind", search("p50", "QueueLatency", "p50"), search("p99", "QueueLatency", "p99"))},
+				search("retried", metricnames.JobsRetried, "Sum"), search("timed out", metricnames.JobsTimedOut, "Sum"),
+				search("interrupted", metricnames.JobsInterrupted, "Sum"), search("cancelled", metricnames.JobsCancelled, "Sum")),
+				graph("Jobs started per minute, by kind", search("started", metricnames.JobsStarted, "Sum"))},
+			{graph("Run duration p50 and p99 (ms), by kind", search("p50", metricnames.RunDuration, "p50"), search("p99", metricnames.RunDuration, "p99")),
+				graph("Queue latency p50 and p99 (ms), by kind", search("p50", metricnames.QueueLatency, "p50"), search("p99", metricnames.QueueLatency, "p99"))},
 			{graph("Queue depth and oldest message age (s)",
 				s.Queue.MetricApproximateNumberOfMessagesVisible(peak), s.Queue.MetricApproximateAgeOfOldestMessage(peak)),
 				graph("Dead-letter queue depth", s.DLQ.MetricApproximateNumberOfMessagesVisible(peak))},
 			{graph("Function errors", fnErrors...), graph("Function throttles", fnThrottles...)},
 			{graph("Sweeper: re-sent, interrupted, batches, errors",
-				sweeper("SweepResent", "Sum"), sweeper("SweepInterrupted", "Sum"), sweeper("SweepBatches", "Sum"), sweeper("SweepErrors", "Sum")),
-				graph("Sweeper: duration (ms) and completed sweeps", sweeper("SweepDuration", "Maximum"), sweeper("SweepComplete", "Sum"))},
+				sweeper(metricnames.SweepResent, "Sum"), sweeper(metricnames.SweepInterrupted, "Sum"), sweeper(metricnames.SweepBatches, "Sum"), sweeper(metricnames.SweepErrors, "Sum")),
+				graph("Sweeper: duration (ms) and completed sweeps", sweeper(metricnames.SweepDuration, "Maximum"), sweeper(metricnames.SweepComplete, "Sum"))},
 		},
 	})
 }

@@ -28,8 +28,10 @@ type batchView struct {
 }
 
 // batch submits the jobs of a JSON-lines reader ({"kind", "payload"} per
-// line) as one batch, and with wait follows it with one progress bar.
-func (c *client) batch(ctx context.Context, lines io.Reader, completion, key string, wait bool) int {
+// line) as one batch, with -completion and -key, and with -wait follows it
+// with one progress bar.
+func (c *client) batch(ctx context.Context, lines io.Reader) int {
+	completion, key := c.opts.completion, c.opts.key
 	var jobs []json.RawMessage
 	sc := bufio.NewScanner(lines)
 	sc.Buffer(make([]byte, 0, 1<<20), 1<<20)
@@ -74,7 +76,7 @@ func (c *client) batch(ctx context.Context, lines io.Reader, completion, key str
 		fmt.Fprintln(c.stderr, "ljob: unexpected answer:", err)
 		return 1
 	}
-	if !wait {
+	if !c.opts.wait {
 		c.printBatch(b, resp)
 		return 0
 	}
@@ -111,7 +113,7 @@ func (c *client) watchBatch(ctx context.Context, id string) int {
 		if code != 0 {
 			return code
 		}
-		if line := BatchProgress(b.ID, b.Status, b.Total, b.Counts.Succeeded, b.Counts.Failed, b.Counts.Cancelled); line != last {
+		if line := batchProgress(b); line != last {
 			last = line
 			switch {
 			case c.jsonOut:
@@ -154,14 +156,15 @@ func (c *client) printBatch(b batchView, raw []byte) {
 	}
 }
 
-// BatchProgress renders a batch as one progress line.
-func BatchProgress(id, status string, total, succeeded, failed, cancelled int) string {
+// batchProgress renders a batch as one progress line.
+func batchProgress(b batchView) string {
+	succeeded, failed, cancelled := b.Counts.Succeeded, b.Counts.Failed, b.Counts.Cancelled
 	done := succeeded + failed + cancelled
 	const width = 30
 	n := 0
-	if total > 0 {
-		n = done * width / total
+	if b.Total > 0 {
+		n = done * width / b.Total
 	}
-	return fmt.Sprintf("%-9s %s [%s%s] %d/%d (%d failed, %d cancelled)", status, id,
-		strings.Repeat("#", n), strings.Repeat(".", width-n), done, total, failed, cancelled)
+	return fmt.Sprintf("%-9s %s [%s%s] %d/%d (%d failed, %d cancelled)", b.Status, b.ID,
+		strings.Repeat("#", n), strings.Repeat(".", width-n), done, b.Total, failed, cancelled)
 }

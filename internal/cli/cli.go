@@ -27,29 +27,50 @@ import (
 // DefaultAPI is the local stack's address.
 const DefaultAPI = "http://127.0.0.1:8080"
 
-const usage = `ljob: enqueue and watch lambdajobs jobs.
+// command is one ljob command: its name, the arguments it takes (between
+// min and max of them), its lines of the usage, and what it runs. Main
+// reads the table; the usage is written from it.
+type command struct {
+	name     string
+	args     string   // as the usage shows them
+	min, max int      // how many arguments it takes
+	help     []string // what it does, one usage line each
+	run      func(c *client, ctx context.Context, args []string) int
+}
 
-Usage:
-  ljob [flags] enqueue KIND [PAYLOAD]   enqueue a job (PAYLOAD is JSON, "-" or absent: read stdin)
-  ljob [flags] get ID                   show a job
-  ljob [flags] watch ID                 follow a job until it ends, with a progress bar
-  ljob [flags] cancel ID                cancel a job (a running one stops at its next check)
-  ljob [flags] list                     your jobs, newest first (-status, -kind, -limit N, -all: every page)
-  ljob [flags] retry ID                 queue a failed or cancelled job again (-wait: watch it)
-  ljob [flags] ui                       the web dashboard over the API, on -listen (127.0.0.1:8081, loopback
-                                        only), signing as the CLI does; -operator: any owner's jobs and the
-                                        dead-letter queue, through the admin routes
-  ljob [flags] batch [FILE]             submit the JSON lines of FILE (or stdin), {"kind", "payload"}
-                                        each, as one batch; -wait follows it with one progress bar
-  ljob [flags] get-batch ID             show a batch and its counts
-  ljob [flags] stats                    the local stack's metrics per kind: counts by outcome,
-                                        p50/p99 run duration and queue latency
-  ljob [flags] schedules                the declared schedules and their next fire times (local stack)
-  ljob [flags] drop [FILE]              send a raw message (an S3 notification, an EventBridge
-                                        event, an envelope...) to the queue, as another AWS service
-                                        would, and print the ids of the jobs it becomes
+var commands = []command{
+	{name: "enqueue", args: "KIND [PAYLOAD]", min: 1, max: 2, run: (*client).enqueueCommand,
+		help: []string{`enqueue a job (PAYLOAD is JSON, "-" or absent: read stdin)`}},
+	{name: "get", args: "ID", min: 1, max: 1, run: func(c *client, ctx context.Context, args []string) int { return c.get(ctx, args[0]) },
+		help: []string{"show a job"}},
+	{name: "watch", args: "ID", min: 1, max: 1, run: func(c *client, ctx context.Context, args []string) int { return c.watch(ctx, args[0]) },
+		help: []string{"follow a job until it ends, with a progress bar"}},
+	{name: "cancel", args: "ID", min: 1, max: 1, run: func(c *client, ctx context.Context, args []string) int { return c.cancel(ctx, args[0]) },
+		help: []string{"cancel a job (a running one stops at its next check)"}},
+	{name: "list", run: func(c *client, ctx context.Context, _ []string) int { return c.list(ctx) },
+		help: []string{"your jobs, newest first (-status, -kind, -limit N, -all: every page)"}},
+	{name: "retry", args: "ID", min: 1, max: 1, run: func(c *client, ctx context.Context, args []string) int { return c.retry(ctx, args[0]) },
+		help: []string{"queue a failed or cancelled job again (-wait: watch it)"}},
+	{name: "ui", run: func(c *client, ctx context.Context, _ []string) int { return c.ui(ctx) },
+		help: []string{"the web dashboard over the API, on -listen (127.0.0.1:8081, loopback",
+			"only), signing as the CLI does; -operator: any owner's jobs and the",
+			"dead-letter queue, through the admin routes"}},
+	{name: "batch", args: "[FILE]", max: 1, run: (*client).batchCommand,
+		help: []string{`submit the JSON lines of FILE (or stdin), {"kind", "payload"}`,
+			"each, as one batch; -wait follows it with one progress bar"}},
+	{name: "get-batch", args: "ID", min: 1, max: 1, run: (*client).getBatchCommand,
+		help: []string{"show a batch and its counts"}},
+	{name: "stats", run: func(c *client, ctx context.Context, _ []string) int { return c.stats(ctx) },
+		help: []string{"the local stack's metrics per kind: counts by outcome,", "p50/p99 run duration and queue latency"}},
+	{name: "schedules", run: func(c *client, ctx context.Context, _ []string) int { return c.schedules(ctx) },
+		help: []string{"the declared schedules and their next fire times (local stack)"}},
+	{name: "drop", args: "[FILE]", max: 1, run: (*client).dropCommand,
+		help: []string{"send a raw message (an S3 notification, an EventBridge",
+			"event, an envelope...) to the queue, as another AWS service",
+			"would, and print the ids of the jobs it becomes"}},
+}
 
-Flags:
+const flagsUsage = `Flags:
   -api URL       the API (env LJOB_API; default http://127.0.0.1:8080, the local stack)
   -caller NAME   local caller, sent as X-Local-Caller (env LJOB_CALLER)
   -key KEY       Idempotency-Key for enqueue
@@ -68,127 +89,176 @@ Flags:
 Exit status: 0 success (or job succeeded), 1 usage or request error, 2 job failed.
 `
 
+// usage is the command's help: its commands (from the table) and flags.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("ljob: enqueue and watch lambdajobs jobs.\n\nUsage:\n")
+	for _, cmd := range commands {
+		fmt.Fprintf(&b, "  ljob [flags] %-25s%s\n", strings.TrimSpace(cmd.name+" "+cmd.args), cmd.help[0])
+		for _, line := range cmd.help[1:] {
+			fmt.Fprintf(&b, "%40s%s\n", "", line)
+		}
+	}
+	b.WriteString("\n" + flagsUsage)
+	return b.String()
+}
+
+// Env is what a run of the command uses besides its arguments: the
+// process's own in cmd/ljob, buffers in tests.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+}
+
+// options are the flags the commands read (those of the client itself are
+// set on it).
+type options struct {
+	key        string        // -key: the Idempotency-Key of enqueue and batch
+	wait       bool          // -wait
+	delay      time.Duration // -delay (enqueue)
+	at         string        // -at (enqueue)
+	queue      string        // -queue (drop)
+	endpoint   string        // -sqs-endpoint (drop)
+	owner      string        // -owner (drop)
+	completion string        // -completion (batch)
+	listen     string        // -listen (ui)
+	operator   bool          // -operator (ui)
+	status     string        // -status (list)
+	kind       string        // -kind (list)
+	limit      int           // -limit (list)
+	all        bool          // -all (list)
+}
+
 // Main runs the command with args (without the program name) and returns
 // its exit status.
-func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+func Main(ctx context.Context, args []string, env Env) int {
+	c, rest, ok := newClient(ctx, args, env)
+	if !ok {
+		return 1
+	}
+	if len(rest) > 0 {
+		for _, cmd := range commands {
+			if cmd.name == rest[0] && len(rest)-1 >= cmd.min && len(rest)-1 <= cmd.max {
+				return cmd.run(c, ctx, rest[1:])
+			}
+		}
+	}
+	fmt.Fprint(env.Stderr, usage())
+	return 1
+}
+
+// newClient parses the flags of args into a client, and returns it with
+// the arguments after the flags; false (having said why) if it cannot.
+func newClient(ctx context.Context, args []string, env Env) (*client, []string, bool) {
 	fs := flag.NewFlagSet("ljob", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
-	c := &client{stdout: stdout, stderr: stderr}
-	api := fs.String("api", envOr(getenv, "LJOB_API", DefaultAPI), "")
-	fs.StringVar(&c.caller, "caller", getenv("LJOB_CALLER"), "")
-	key := fs.String("key", "", "")
-	wait := fs.Bool("wait", false, "")
-	delay := fs.Duration("delay", 0, "")
-	at := fs.String("at", "", "")
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() { fmt.Fprint(env.Stderr, usage()) }
+	c := &client{stdin: env.Stdin, stdout: env.Stdout, stderr: env.Stderr}
+	o := &c.opts
+	api := fs.String("api", envOr(env.Getenv, "LJOB_API", DefaultAPI), "")
+	fs.StringVar(&c.caller, "caller", env.Getenv("LJOB_CALLER"), "")
+	fs.StringVar(&o.key, "key", "", "")
+	fs.BoolVar(&o.wait, "wait", false, "")
+	fs.DurationVar(&o.delay, "delay", 0, "")
+	fs.StringVar(&o.at, "at", "", "")
 	fs.BoolVar(&c.jsonOut, "json", false, "")
 	sig := fs.Bool("sigv4", false, "")
-	fs.StringVar(&c.region, "region", getenv("AWS_REGION"), "")
+	fs.StringVar(&c.region, "region", env.Getenv("AWS_REGION"), "")
 	fs.DurationVar(&c.interval, "interval", 500*time.Millisecond, "")
-	queue := fs.String("queue", envOr(getenv, "LJOB_QUEUE", "lambdajobs-local"), "")
-	sqsEndpoint := fs.String("sqs-endpoint", envOr(getenv, "LJOB_SQS_ENDPOINT", "http://127.0.0.1:4566"), "")
-	owner := fs.String("owner", "arn:aws:iam::000000000000:user/local", "")
-	completion := fs.String("completion", "", "")
-	listen := fs.String("listen", "127.0.0.1:8081", "")
-	operator := fs.Bool("operator", false, "")
-	status := fs.String("status", "", "")
-	kind := fs.String("kind", "", "")
-	limit := fs.Int("limit", 20, "")
-	all := fs.Bool("all", false, "")
+	fs.StringVar(&o.queue, "queue", envOr(env.Getenv, "LJOB_QUEUE", "lambdajobs-local"), "")
+	fs.StringVar(&o.endpoint, "sqs-endpoint", envOr(env.Getenv, "LJOB_SQS_ENDPOINT", "http://127.0.0.1:4566"), "")
+	fs.StringVar(&o.owner, "owner", "arn:aws:iam::000000000000:user/local", "")
+	fs.StringVar(&o.completion, "completion", "", "")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8081", "")
+	fs.BoolVar(&o.operator, "operator", false, "")
+	fs.StringVar(&o.status, "status", "", "")
+	fs.StringVar(&o.kind, "kind", "", "")
+	fs.IntVar(&o.limit, "limit", 20, "")
+	fs.BoolVar(&o.all, "all", false, "")
 	if err := fs.Parse(args); err != nil {
-		return 1
+		return nil, nil, false
 	}
 	u, err := url.Parse(strings.TrimRight(*api, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		fmt.Fprintf(stderr, "ljob: -api %q is not an http(s) URL\n", *api)
-		return 1
+		fmt.Fprintf(env.Stderr, "ljob: -api %q is not an http(s) URL\n", *api)
+		return nil, nil, false
 	}
 	c.base = u
 	c.http = &http.Client{Timeout: 30 * time.Second}
 	if *sig || strings.HasSuffix(u.Hostname(), ".amazonaws.com") {
 		if err := c.setupSigV4(ctx); err != nil {
-			fmt.Fprintln(stderr, "ljob:", err)
-			return 1
+			fmt.Fprintln(env.Stderr, "ljob:", err)
+			return nil, nil, false
 		}
 	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		fs.Usage()
+	return c, fs.Args(), true
+}
+
+// enqueueCommand is ljob enqueue KIND [PAYLOAD].
+func (c *client) enqueueCommand(ctx context.Context, args []string) int {
+	payload := "-"
+	if len(args) == 2 {
+		payload = args[1]
+	}
+	if payload == "-" {
+		b, err := io.ReadAll(io.LimitReader(c.stdin, 16<<20))
+		if err != nil {
+			fmt.Fprintln(c.stderr, "ljob: read payload:", err)
+			return 1
+		}
+		payload = string(b)
+	}
+	var runAt *time.Time
+	if c.opts.at != "" {
+		t, err := time.Parse(time.RFC3339, c.opts.at)
+		if err != nil {
+			fmt.Fprintln(c.stderr, "ljob: -at wants an RFC 3339 time such as 2026-12-01T09:00:00Z")
+			return 1
+		}
+		runAt = &t
+	}
+	return c.enqueue(ctx, args[0], payload, runAt)
+}
+
+// getBatchCommand is ljob get-batch ID.
+func (c *client) getBatchCommand(ctx context.Context, args []string) int {
+	b, raw, code := c.getBatch(ctx, args[0])
+	if code == 0 {
+		c.printBatch(b, raw)
+	}
+	return code
+}
+
+// batchCommand is ljob batch [FILE].
+func (c *client) batchCommand(ctx context.Context, args []string) int {
+	in := c.stdin
+	if len(args) == 1 && args[0] != "-" {
+		f, err := os.Open(args[0])
+		if err != nil {
+			fmt.Fprintln(c.stderr, "ljob:", err)
+			return 1
+		}
+		defer f.Close()
+		in = f
+	}
+	return c.batch(ctx, in)
+}
+
+// dropCommand is ljob drop [FILE].
+func (c *client) dropCommand(ctx context.Context, args []string) int {
+	var body []byte
+	var err error
+	if len(args) == 1 && args[0] != "-" {
+		body, err = os.ReadFile(args[0])
+	} else {
+		body, err = io.ReadAll(io.LimitReader(c.stdin, 1<<20))
+	}
+	if err != nil {
+		fmt.Fprintln(c.stderr, "ljob:", err)
 		return 1
 	}
-	switch cmd := rest[0]; {
-	case cmd == "enqueue" && (len(rest) == 2 || len(rest) == 3):
-		payload := "-"
-		if len(rest) == 3 {
-			payload = rest[2]
-		}
-		if payload == "-" {
-			b, err := io.ReadAll(io.LimitReader(stdin, 16<<20))
-			if err != nil {
-				fmt.Fprintln(stderr, "ljob: read payload:", err)
-				return 1
-			}
-			payload = string(b)
-		}
-		var runAt *time.Time
-		if *at != "" {
-			t, err := time.Parse(time.RFC3339, *at)
-			if err != nil {
-				fmt.Fprintln(stderr, "ljob: -at wants an RFC 3339 time such as 2026-12-01T09:00:00Z")
-				return 1
-			}
-			runAt = &t
-		}
-		return c.enqueue(ctx, rest[1], payload, *key, *wait, *delay, runAt)
-	case cmd == "get" && len(rest) == 2:
-		return c.get(ctx, rest[1])
-	case cmd == "ui" && len(rest) == 1:
-		return c.ui(ctx, *listen, *operator)
-	case cmd == "list" && len(rest) == 1:
-		return c.list(ctx, *status, *kind, *limit, *all)
-	case cmd == "retry" && len(rest) == 2:
-		return c.retry(ctx, rest[1], *wait)
-	case cmd == "stats" && len(rest) == 1:
-		return c.stats(ctx)
-	case cmd == "schedules" && len(rest) == 1:
-		return c.schedules(ctx)
-	case cmd == "watch" && len(rest) == 2:
-		return c.watch(ctx, rest[1])
-	case cmd == "cancel" && len(rest) == 2:
-		return c.cancel(ctx, rest[1], *wait)
-	case cmd == "get-batch" && len(rest) == 2:
-		b, raw, code := c.getBatch(ctx, rest[1])
-		if code == 0 {
-			c.printBatch(b, raw)
-		}
-		return code
-	case cmd == "batch" && len(rest) <= 2:
-		in := stdin
-		if len(rest) == 2 && rest[1] != "-" {
-			f, err := os.Open(rest[1])
-			if err != nil {
-				fmt.Fprintln(stderr, "ljob:", err)
-				return 1
-			}
-			defer f.Close()
-			in = f
-		}
-		return c.batch(ctx, in, *completion, *key, *wait)
-	case cmd == "drop" && len(rest) <= 2:
-		var body []byte
-		if len(rest) == 2 && rest[1] != "-" {
-			body, err = os.ReadFile(rest[1])
-		} else {
-			body, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, "ljob:", err)
-			return 1
-		}
-		return c.drop(ctx, *queue, *sqsEndpoint, *owner, body, *wait)
-	}
-	fs.Usage()
-	return 1
+	return c.drop(ctx, body)
 }
 
 func envOr(getenv func(string) string, k, def string) string {
@@ -199,6 +269,7 @@ func envOr(getenv func(string) string, k, def string) string {
 }
 
 type client struct {
+	opts     options
 	base     *url.URL
 	http     *http.Client
 	caller   string
@@ -207,6 +278,7 @@ type client struct {
 	region   string
 	creds    aws.CredentialsProvider
 	signer   *v4.Signer
+	stdin    io.Reader
 	stdout   io.Writer
 	stderr   io.Writer
 }
@@ -336,13 +408,15 @@ func (c *client) fail(status int, body []byte) int {
 	return 1
 }
 
-func (c *client) enqueue(ctx context.Context, kind, payload, key string, wait bool, delay time.Duration, runAt *time.Time) int {
+// enqueue enqueues a job of kind with payload, run at runAt when given
+// (else after -delay), with -key; with -wait it watches it.
+func (c *client) enqueue(ctx context.Context, kind, payload string, runAt *time.Time) int {
 	if !json.Valid([]byte(payload)) {
 		fmt.Fprintln(c.stderr, "ljob: the payload is not valid JSON")
 		return 1
 	}
 	req := map[string]any{"kind": kind, "payload": json.RawMessage(payload)}
-	if delay > 0 {
+	if delay := c.opts.delay; delay > 0 {
 		req["delay"] = int64((delay + time.Second - 1) / time.Second)
 	}
 	if runAt != nil {
@@ -350,8 +424,8 @@ func (c *client) enqueue(ctx context.Context, kind, payload, key string, wait bo
 	}
 	body, _ := json.Marshal(req)
 	headers := map[string]string{"Content-Type": "application/json"}
-	if key != "" {
-		headers["Idempotency-Key"] = key
+	if c.opts.key != "" {
+		headers["Idempotency-Key"] = c.opts.key
 	}
 	status, resp, _, err := c.do(ctx, http.MethodPost, "/v1/jobs", body, headers)
 	if err != nil {
@@ -366,7 +440,7 @@ func (c *client) enqueue(ctx context.Context, kind, payload, key string, wait bo
 		fmt.Fprintln(c.stderr, "ljob: unexpected answer:", err)
 		return 1
 	}
-	if wait {
+	if c.opts.wait {
 		if !c.jsonOut {
 			fmt.Fprintf(c.stderr, "enqueued %s (%s)\n", j.ID, j.Kind)
 		}
@@ -474,7 +548,8 @@ func (c *client) watch(ctx context.Context, id string) int {
 	}
 }
 
-func (c *client) cancel(ctx context.Context, id string, wait bool) int {
+// cancel cancels the job id; with -wait it watches it stop.
+func (c *client) cancel(ctx context.Context, id string) int {
 	status, resp, _, err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/cancel", nil, nil)
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
@@ -488,7 +563,7 @@ func (c *client) cancel(ctx context.Context, id string, wait bool) int {
 		fmt.Fprintln(c.stderr, "ljob: unexpected answer:", err)
 		return 1
 	}
-	if wait && !j.final() {
+	if c.opts.wait && !j.final() {
 		c.watch(ctx, id)
 		return 0
 	}

@@ -77,7 +77,7 @@ func runCLI(t *testing.T, url string, args ...string) (int, string, string) {
 		}
 		return ""
 	}
-	code := cli.Main(context.Background(), append([]string{"-interval", "1ms"}, args...), strings.NewReader(`{"steps":2}`), &out, &errOut, env)
+	code := cli.Main(context.Background(), append([]string{"-interval", "1ms"}, args...), cli.Env{Stdin: strings.NewReader(`{"steps":2}`), Stdout: &out, Stderr: &errOut, Getenv: env})
 	return code, out.String(), errOut.String()
 }
 
@@ -198,14 +198,14 @@ func TestBatchCommand(t *testing.T) {
 		return ""
 	}
 	lines := strings.NewReader("{\"kind\":\"steps\",\"payload\":{\"steps\":1}}\n\n{\"kind\":\"steps\",\"payload\":{\"steps\":2}}\n")
-	code := cli.Main(context.Background(), []string{"-interval", "1ms", "-wait", "batch"}, lines, &out, &errOut, env)
+	code := cli.Main(context.Background(), []string{"-interval", "1ms", "-wait", "batch"}, cli.Env{Stdin: lines, Stdout: &out, Stderr: &errOut, Getenv: env})
 	if code != 0 || !strings.Contains(out.String(), "status:    succeeded") || !strings.Contains(errOut.String(), "2/2") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out.String(), errOut.String())
 	}
 	bad := strings.NewReader("{\"kind\":\"steps\",\"payload\":{\"steps\":1}}\n{\"kind\":\"nope\",\"payload\":{}}\n")
 	out.Reset()
 	errOut.Reset()
-	if code := cli.Main(context.Background(), []string{"batch"}, bad, &out, &errOut, env); code != 1 || !strings.Contains(errOut.String(), "jobs[1]") {
+	if code := cli.Main(context.Background(), []string{"batch"}, cli.Env{Stdin: bad, Stdout: &out, Stderr: &errOut, Getenv: env}); code != 1 || !strings.Contains(errOut.String(), "jobs[1]") {
 		t.Fatalf("bad batch: exit %d %s", code, errOut.String())
 	}
 }
@@ -324,7 +324,7 @@ func TestUI(t *testing.T) {
 	done := make(chan int)
 	var out, errOut syncBuf
 	go func() {
-		done <- cli.Main(ctx, []string{"-api", api.URL, "-caller", "ops", "-listen", addr, "ui"}, strings.NewReader(""), &out, &errOut, func(string) string { return "" })
+		done <- cli.Main(ctx, []string{"-api", api.URL, "-caller", "ops", "-listen", addr, "ui"}, cli.Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }})
 	}()
 	var body string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {

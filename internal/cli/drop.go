@@ -15,9 +15,11 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 )
 
-// drop sends body to the queue as another AWS service would, and prints
-// the ids of the jobs the worker will make of it.
-func (c *client) drop(ctx context.Context, queue, endpoint, owner string, body []byte, wait bool) int {
+// drop sends body to the queue (-queue, on -sqs-endpoint) as another AWS
+// service would, and prints the ids of the jobs the worker will make of it
+// (with -owner's envelope route); with -wait it watches them.
+func (c *client) drop(ctx context.Context, body []byte) int {
+	queue, endpoint, owner := c.opts.queue, c.opts.endpoint, c.opts.owner
 	var client *sqs.Client
 	queueURL := queue
 	if strings.HasPrefix(queue, "https://") {
@@ -60,7 +62,7 @@ func (c *client) drop(ctx context.Context, queue, endpoint, owner string, body [
 			fmt.Fprintf(c.stdout, "job %s\n", id)
 		}
 	}
-	if !wait {
+	if !c.opts.wait {
 		return 0
 	}
 	code := 0

@@ -11,9 +11,10 @@ import (
 	"time"
 )
 
-// list prints the caller's jobs, newest first (GET /v1/jobs), following
-// the pages while all is set.
-func (c *client) list(ctx context.Context, status, kind string, limit int, all bool) int {
+// list prints the caller's jobs, newest first (GET /v1/jobs), with
+// -status, -kind and -limit, following the pages with -all.
+func (c *client) list(ctx context.Context) int {
+	status, kind, limit, all := c.opts.status, c.opts.kind, c.opts.limit, c.opts.all
 	q := url.Values{}
 	if status != "" {
 		q.Set("status", status)
@@ -86,7 +87,7 @@ func (c *client) list(ctx context.Context, status, kind string, limit int, all b
 }
 
 // retry queues a failed or cancelled job again (POST /v1/jobs/{id}/retry).
-func (c *client) retry(ctx context.Context, id string, wait bool) int {
+func (c *client) retry(ctx context.Context, id string) int {
 	status, resp, _, err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/retry", nil, nil)
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
@@ -95,7 +96,7 @@ func (c *client) retry(ctx context.Context, id string, wait bool) int {
 	if status != http.StatusOK {
 		return c.fail(status, resp)
 	}
-	if wait {
+	if c.opts.wait {
 		return c.watch(ctx, id)
 	}
 	var j Job

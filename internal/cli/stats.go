@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sort"
 	"text/tabwriter"
+
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 )
 
 // statsPath is the local stack's metrics endpoint (localstack.StatsPath).
@@ -76,8 +78,8 @@ func (c *client) stats(ctx context.Context) int {
 			}
 			return fmt.Sprintf("%.0f/%.0f", v.P50, v.P99)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t\n", k, n("JobsEnqueued"), n("JobsStarted"), n("JobsSucceeded"),
-			n("JobsFailed"), n("JobsRetried"), n("JobsTimedOut"), n("JobsInterrupted"), n("JobsCancelled"), s.PerMinute, d("RunDuration"), d("QueueLatency"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t\n", k, n(metricnames.JobsEnqueued), n(metricnames.JobsStarted), n(metricnames.JobsSucceeded),
+			n(metricnames.JobsFailed), n(metricnames.JobsRetried), n(metricnames.JobsTimedOut), n(metricnames.JobsInterrupted), n(metricnames.JobsCancelled), s.PerMinute, d(metricnames.RunDuration), d(metricnames.QueueLatency))
 	}
 	if err := tw.Flush(); err != nil {
 		return 1

@@ -16,7 +16,8 @@ import (
 // operator also gets the dead-letter queue, through the API's operators'
 // routes (served by a known sender of the queue: no SQS permission is
 // needed, and the queue's policy would deny a person's send).
-func (c *client) ui(ctx context.Context, listen string, operator bool) int {
+func (c *client) ui(ctx context.Context) int {
+	listen, operator := c.opts.listen, c.opts.operator
 	host, _, err := net.SplitHostPort(listen)
 	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 		fmt.Fprintf(c.stderr, "ljob: ui listens on a loopback address only (such as 127.0.0.1:8081), not %q\n", listen)

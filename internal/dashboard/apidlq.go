@@ -28,7 +28,7 @@ type APIDeadLetters struct {
 }
 
 func (d *APIDeadLetters) call(ctx context.Context, method, path string, body, out any) error {
-	status, problem, err := apiClient{api: d.API, do: d.Do, caller: d.Caller}.call(ctx, method, path, nil, body, out)
+	status, problem, err := apiClient{api: d.API, do: d.Do, caller: d.Caller}.call(ctx, method, path, body, out)
 	switch {
 	case err != nil:
 		return err

@@ -225,8 +225,17 @@ func (s *Server) routes() {
 }
 
 // call sends one request to the jobs API as the dashboard's caller.
-func (s *Server) call(ctx context.Context, method, path string, query url.Values, body any, out any) (int, string, error) {
-	return apiClient{api: s.cfg.API, do: s.cfg.Do, caller: s.cfg.Caller}.call(ctx, method, path, query, body, out)
+func (s *Server) call(ctx context.Context, method, target string, body, out any) (int, string, error) {
+	return apiClient{api: s.cfg.API, do: s.cfg.Do, caller: s.cfg.Caller}.call(ctx, method, target, body, out)
+}
+
+// withQuery is path with the query q (none when q is empty), as call's
+// target.
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
 }
 
 // apiClient sends requests to the jobs API.
@@ -236,12 +245,14 @@ type apiClient struct {
 	caller string
 }
 
-// call sends one request to the jobs API and decodes a JSON answer into
-// out; it returns the status and, for a problem, its detail.
-func (c apiClient) call(ctx context.Context, method, path string, query url.Values, body any, out any) (int, string, error) {
+// call sends one request to the jobs API, to target (a path and its
+// query: see withQuery), with body as JSON (nil: none), and decodes a JSON
+// answer into out; it returns the status and, for a problem, its detail.
+func (c apiClient) call(ctx context.Context, method, target string, body, out any) (int, string, error) {
 	u := *c.api
+	path, query, _ := strings.Cut(target, "?")
 	u.Path = strings.TrimRight(u.Path, "/") + path
-	u.RawQuery = query.Encode()
+	u.RawQuery = query
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 )
@@ -47,7 +48,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	d := overviewData{}
 	if d.ShowNow = !s.cfg.Operator; d.ShowNow {
 		var now jobs.UnfinishedCounts
-		switch status, problem, err := s.call(ctx, http.MethodGet, httpapi.CountsPath, nil, nil, &now); {
+		switch status, problem, err := s.call(ctx, http.MethodGet, httpapi.CountsPath, nil, &now); {
 		case err != nil:
 			d.NowErr = err.Error()
 		case status != http.StatusOK:
@@ -103,10 +104,10 @@ func (s *Server) stats(ctx context.Context) ([]kindRow, error) {
 	var rows []kindRow
 	for k, v := range out.Kinds {
 		c := v.Counts
-		rows = append(rows, kindRow{Kind: k, Enqueued: c["JobsEnqueued"], Started: c["JobsStarted"], Succeeded: c["JobsSucceeded"],
-			Failed: c["JobsFailed"], Retried: c["JobsRetried"], Cancelled: c["JobsCancelled"], TimedOut: c["JobsTimedOut"],
-			RunP50: v.Durations["RunDuration"].P50, RunP99: v.Durations["RunDuration"].P99,
-			QueueP50: v.Durations["QueueLatency"].P50, QueueP99: v.Durations["QueueLatency"].P99, PerMinute: v.PerMinute})
+		rows = append(rows, kindRow{Kind: k, Enqueued: c[metricnames.JobsEnqueued], Started: c[metricnames.JobsStarted], Succeeded: c[metricnames.JobsSucceeded],
+			Failed: c[metricnames.JobsFailed], Retried: c[metricnames.JobsRetried], Cancelled: c[metricnames.JobsCancelled], TimedOut: c[metricnames.JobsTimedOut],
+			RunP50: v.Durations[metricnames.RunDuration].P50, RunP99: v.Durations[metricnames.RunDuration].P99,
+			QueueP50: v.Durations[metricnames.QueueLatency].P50, QueueP99: v.Durations[metricnames.QueueLatency].P99, PerMinute: v.PerMinute})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Kind < rows[j].Kind })
 	return rows, nil
@@ -150,7 +151,7 @@ func (s *Server) jobList(w http.ResponseWriter, r *http.Request) {
 		api.Set("page_token", d.PageToken)
 	}
 	var list httpapi.JobList
-	status, problem, err := s.call(r.Context(), http.MethodGet, listPath, api, nil, &list)
+	status, problem, err := s.call(r.Context(), http.MethodGet, withQuery(listPath, api), nil, &list)
 	if err != nil {
 		s.fail(w, "jobs", err)
 		return
@@ -192,11 +193,11 @@ type jobData struct {
 func (s *Server) getJob(ctx context.Context, id string) (jobData, int, string, error) {
 	if s.cfg.Operator {
 		var a httpapi.AdminJob
-		status, problem, err := s.call(ctx, http.MethodGet, s.jobPath(id), nil, nil, &a)
+		status, problem, err := s.call(ctx, http.MethodGet, s.jobPath(id), nil, &a)
 		return jobData{View: a.Job, Owner: a.Owner}, status, problem, err
 	}
 	var v jobs.View
-	status, problem, err := s.call(ctx, http.MethodGet, s.jobPath(id), nil, nil, &v)
+	status, problem, err := s.call(ctx, http.MethodGet, s.jobPath(id), nil, &v)
 	return jobData{View: v}, status, problem, err
 }
 
@@ -229,7 +230,7 @@ func (s *Server) jobAction(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		var v jobs.View
-		status, problem, err := s.call(r.Context(), http.MethodPost, s.jobPath(id)+"/"+action, nil, nil, &v)
+		status, problem, err := s.call(r.Context(), http.MethodPost, s.jobPath(id)+"/"+action, nil, &v)
 		switch {
 		case err != nil:
 			s.fail(w, "jobs", err)
@@ -268,7 +269,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	matched, changed := 0, 0
 	for range 20 {
 		var res httpapi.BulkResult
-		status, problem, err := s.call(r.Context(), http.MethodPost, "/v1/bulk/"+action, nil, body, &res)
+		status, problem, err := s.call(r.Context(), http.MethodPost, "/v1/bulk/"+action, body, &res)
 		if err != nil {
 			s.fail(w, "jobs", err)
 			return
@@ -289,7 +290,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) batchDetail(w http.ResponseWriter, r *http.Request) {
 	var b jobs.Batch
-	status, problem, err := s.call(r.Context(), http.MethodGet, "/v1/batches/"+url.PathEscape(r.PathValue("id")), url.Values{"limit": {"50"}}, nil, &b)
+	status, problem, err := s.call(r.Context(), http.MethodGet, withQuery("/v1/batches/"+url.PathEscape(r.PathValue("id")), url.Values{"limit": {"50"}}), nil, &b)
 	if err != nil {
 		s.fail(w, "jobs", err)
 		return
@@ -305,7 +306,7 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request) {
 	var list struct {
 		Schedules []httpapi.ScheduleView `json:"schedules"`
 	}
-	status, problem, err := s.call(r.Context(), http.MethodGet, "/v1/schedules", nil, nil, &list)
+	status, problem, err := s.call(r.Context(), http.MethodGet, "/v1/schedules", nil, &list)
 	if err != nil {
 		s.fail(w, "schedules", err)
 		return

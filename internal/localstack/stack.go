@@ -126,6 +126,8 @@ type Stack struct {
 	DashboardURL string
 
 	cfg Config
+	// env is every function's environment (setFunctionEnv).
+	env []string
 	// payloadKey is the JOBS_PAYLOAD_KEY=... the functions seal with.
 	payloadKey string
 	calls      *iamcalls.Recorder
@@ -148,11 +150,58 @@ type Stack struct {
 	stopOnce       sync.Once
 }
 
-// Start brings the whole system up: emulators, table and queues, the six
-// functions under the Runtime Interface Emulator, the gateway (with the
-// local Scheduler's API), the SQS event source, the declared schedules and
-// the sweeper's schedule. Stop undoes it.
+// Start brings the whole system up, in steps: the emulators, the table
+// and queues, the six functions under the Runtime Interface Emulator, the
+// gateway (with the local Scheduler's API), the SQS event source, the
+// declared schedules and the sweeper's schedule, and the dashboard. Stop
+// undoes it.
 func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
+	cfg = cfg.withDefaults()
+	s := &Stack{cfg: cfg, Table: cfg.Table, Stats: NewStats()}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	if err := s.startEmulators(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.createTableAndQueues(ctx); err != nil {
+		return nil, err
+	}
+	// The gateway's address before the functions: the schedules function
+	// calls the local Scheduler there.
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.APIAddr, err)
+	}
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
+	s.APIURL = "http://" + ln.Addr().String()
+	if err := s.setFunctionEnv(); err != nil {
+		return nil, err
+	}
+	api, err := s.startFunctions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.serveGateway(ctx, ln, api); err != nil {
+		return nil, err
+	}
+	s.startEventSource()
+	s.startSchedules()
+	if err := s.serveDashboard(); err != nil {
+		return nil, err
+	}
+	cfg.Logger.Info("local stack up", slog.String("api", s.APIURL))
+	return s, nil
+}
+
+// withDefaults returns cfg with DefaultConfig's values where it has none.
+func (cfg Config) withDefaults() Config {
 	def := DefaultConfig()
 	if cfg.Bootstraps == "" {
 		cfg.Bootstraps = def.Bootstraps
@@ -190,19 +239,18 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Stack{cfg: cfg, Table: cfg.Table, Stats: NewStats()}
-	defer func() {
-		if err != nil {
-			s.Stop()
-		}
-	}()
+	return cfg
+}
 
-	// 1. Emulators.
+// startEmulators starts DynamoDB Local and fauxqs, unless the
+// configuration names running ones.
+func (s *Stack) startEmulators(ctx context.Context) error {
+	cfg := s.cfg
 	s.DynamoDBEndpoint = cfg.DynamoDBEndpoint
 	if s.DynamoDBEndpoint == "" {
 		p, err := localaws.StartDynamoDB(ctx, localaws.Options{Port: cfg.DynamoDBPort, Root: cfg.Root, Output: prefixed(cfg.Output, "dynamodb")})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.procs = append(s.procs, p)
 		s.DynamoDBEndpoint = p.Endpoint
@@ -211,44 +259,45 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if s.SQSEndpoint == "" {
 		p, err := localaws.StartSQS(ctx, localaws.Options{Port: cfg.SQSPort, Root: cfg.Root, Output: prefixed(cfg.Output, "sqs")})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.procs = append(s.procs, p)
 		s.SQSEndpoint = p.Endpoint
 	}
 	cfg.Logger.Info("emulators up", slog.String("dynamodb", s.DynamoDBEndpoint), slog.String("sqs", s.SQSEndpoint))
+	return nil
+}
 
-	// 2. Table and queues, from the shared definitions.
+// createTableAndQueues creates the table and the queues from their shared
+// definitions, then the recording proxies in front of the emulators, if
+// calls are recorded.
+func (s *Stack) createTableAndQueues(ctx context.Context) error {
+	cfg := s.cfg
 	ddb := localaws.DynamoDBClient(s.DynamoDBEndpoint)
 	if err := ensureTable(ctx, ddb, cfg.Table); err != nil {
-		return nil, err
+		return err
 	}
 	sqsClient := localaws.SQSClient(s.SQSEndpoint)
 	spec := sqsqueue.DefaultSpec(cfg.WorkerTimeout)
+	var err error
 	if s.Queues, err = sqsqueue.Create(ctx, sqsClient, cfg.Queue, spec); err != nil {
-		return nil, err
+		return err
 	}
 	cfg.Logger.Info("table and queues ready", slog.String("table", cfg.Table), slog.String("queue", s.Queues.Queue), slog.String("dlq", s.Queues.DLQ))
-	if err := s.record(cfg.RecordCalls); err != nil {
-		return nil, err
-	}
+	return s.record(cfg.RecordCalls)
+}
 
-	// 3. The functions under the emulator. The gateway's address first:
-	// the schedules function calls the local Scheduler there.
-	ln, err := net.Listen("tcp", cfg.APIAddr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.APIAddr, err)
-	}
-	defer func() {
-		if err != nil {
-			ln.Close()
-		}
-	}()
-	s.APIURL = "http://" + ln.Addr().String()
+// setFunctionEnv sets the environment every function gets: the table and
+// queues, the emulators' endpoints, fresh page token and payload keys (a
+// payload key of the configuration's own is kept), the operator, the local
+// Scheduler, then Config.FunctionEnv. It refuses a JOBS_ variable the
+// deployment's descriptor does not list, as the construct sets only those.
+func (s *Stack) setFunctionEnv() error {
+	cfg := s.cfg
 	// The page token key every getjob and cancel instance shares.
 	pageKey := make([]byte, 32)
 	if _, err := rand.Read(pageKey); err != nil {
-		return nil, err
+		return err
 	}
 	keyEnvPage := "JOBS_PAGE_TOKEN_KEY=" + base64.StdEncoding.EncodeToString(pageKey)
 	// Without a configured payload
@@ -257,7 +306,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if !hasEnv(cfg.FunctionEnv, "JOBS_PAYLOAD_KEY") {
 		key := make([]byte, 32)
 		if _, err := rand.Read(key); err != nil {
-			return nil, err
+			return err
 		}
 		keyEnv = append(keyEnv, "JOBS_PAYLOAD_KEY="+base64.StdEncoding.EncodeToString(key))
 	}
@@ -297,94 +346,114 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	for _, kv := range env {
 		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "JOBS_") {
 			if _, ok := deploy.Lookup(name); !ok {
-				return nil, fmt.Errorf("localstack: %s is not in the deployment's descriptor (internal/deploy)", name)
+				return fmt.Errorf("localstack: %s is not in the deployment's descriptor (internal/deploy)", name)
 			}
 		}
 	}
-	env = append(env, cfg.FunctionEnv...)
-	start := func(name, instance string, timeout time.Duration) (*Function, error) {
-		label := name
-		if instance != "" {
-			label = name + "-" + instance
-		}
-		bootstrap := filepath.Join(cfg.Bootstraps, name, "bootstrap")
-		if cfg.Bootstrap != "" {
-			bootstrap = cfg.Bootstrap
-		}
-		// Each function signs as itself (iamcalls: its role in AWS).
-		fenv := append(slices.Clone(env), "JOBS_FUNCTION="+name, "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(name))
-		if name == "worker" {
-			// As the construct sets it: the worker refuses a kind that
-			// needs more handler time than its invocations have.
-			fenv = append(fenv, "JOBS_WORKER_TIMEOUT="+timeout.String())
-		}
-		f, err := StartFunction(ctx, FunctionConfig{
-			Name: name, RIE: cfg.RIE, Bootstrap: bootstrap,
-			Timeout: timeout, Env: fenv,
-			Output: s.Stats.Writer(prefixed(cfg.Output, label)),
-		})
-		if err != nil {
-			return nil, err
-		}
-		s.functions = append(s.functions, f)
-		return f, nil
+	s.env = append(env, cfg.FunctionEnv...)
+	return nil
+}
+
+// apiFunctions are the functions behind the gateway.
+type apiFunctions struct {
+	enqueue, getjob, cancel, schedules *Function
+}
+
+// startFunctions starts the six functions under the emulator, the worker
+// once per instance.
+func (s *Stack) startFunctions(ctx context.Context) (api apiFunctions, err error) {
+	cfg := s.cfg
+	if api.enqueue, err = s.startFunction(ctx, "enqueue", "", cfg.APITimeout); err != nil {
+		return api, err
 	}
-	enqueue, err := start("enqueue", "", cfg.APITimeout)
-	if err != nil {
-		return nil, err
+	if api.getjob, err = s.startFunction(ctx, "getjob", "", cfg.APITimeout); err != nil {
+		return api, err
 	}
-	getjob, err := start("getjob", "", cfg.APITimeout)
-	if err != nil {
-		return nil, err
-	}
-	cancelFn, err := start("cancel", "", cfg.APITimeout)
-	if err != nil {
-		return nil, err
+	if api.cancel, err = s.startFunction(ctx, "cancel", "", cfg.APITimeout); err != nil {
+		return api, err
 	}
 	for i := range cfg.WorkerInstances {
-		w, err := start("worker", strconv.Itoa(i+1), cfg.WorkerTimeout)
+		w, err := s.startFunction(ctx, "worker", strconv.Itoa(i+1), cfg.WorkerTimeout)
 		if err != nil {
-			return nil, err
+			return api, err
 		}
 		s.workers = append(s.workers, w)
 	}
-	if s.sweeper, err = start("sweeper", "", cfg.SweeperTimeout); err != nil {
-		return nil, err
+	if s.sweeper, err = s.startFunction(ctx, "sweeper", "", cfg.SweeperTimeout); err != nil {
+		return api, err
 	}
-	schedulesFn, err := start("schedules", "", cfg.APITimeout)
+	api.schedules, err = s.startFunction(ctx, "schedules", "", cfg.APITimeout)
+	return api, err
+}
+
+// startFunction starts one instance of the function name under the
+// emulator, with the functions' environment, its own identity and
+// timeout.
+func (s *Stack) startFunction(ctx context.Context, name, instance string, timeout time.Duration) (*Function, error) {
+	cfg := s.cfg
+	label := name
+	if instance != "" {
+		label = name + "-" + instance
+	}
+	// Each function signs as itself (iamcalls: its role in AWS).
+	fenv := append(slices.Clone(s.env), "JOBS_FUNCTION="+name, "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(name))
+	if name == "worker" {
+		// As the construct sets it: the worker refuses a kind that
+		// needs more handler time than its invocations have.
+		fenv = append(fenv, "JOBS_WORKER_TIMEOUT="+timeout.String())
+	}
+	f, err := StartFunction(ctx, FunctionConfig{
+		Name: name, RIE: cfg.RIE, Bootstrap: s.bootstrap(name),
+		Timeout: timeout, Env: fenv,
+		Output: s.Stats.Writer(prefixed(cfg.Output, label)),
+	})
 	if err != nil {
 		return nil, err
 	}
+	s.functions = append(s.functions, f)
+	return f, nil
+}
 
-	// 4. The gateway (listening since step 3), which also serves the
-	// local Scheduler's API.
+// bootstrap is the executable of the function name.
+func (s *Stack) bootstrap(name string) string {
+	if s.cfg.Bootstrap != "" {
+		return s.cfg.Bootstrap
+	}
+	return filepath.Join(s.cfg.Bootstraps, name, "bootstrap")
+}
+
+// serveGateway serves on ln the gateway to the API's functions, the local
+// Scheduler's API (with the declared schedules, read from the worker) and
+// the stats.
+func (s *Stack) serveGateway(ctx context.Context, ln net.Listener, api apiFunctions) error {
+	cfg := s.cfg
 	mux := http.NewServeMux()
 	mux.Handle("GET "+StatsPath, s.Stats)
-	workerBootstrap := filepath.Join(cfg.Bootstraps, "worker", "bootstrap")
-	if cfg.Bootstrap != "" {
-		workerBootstrap = cfg.Bootstrap
-	}
-	declared, err := declaredSchedules(ctx, workerBootstrap, env)
+	declared, err := declaredSchedules(ctx, s.bootstrap("worker"), s.env)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Scheduler sends fires with its own role.
 	s.Scheduler = &Scheduler{Schedules: declared, Start: time.Now(), Send: sqsSender(s.SQSAs(iamcalls.Scheduler), s.Queues.Queue), Log: cfg.Logger}
 	mux.Handle("GET "+SchedulesPath, s.Scheduler)
 	mux.Handle(SchedulerAPIPrefix, SchedulerAPI{Scheduler: s.Scheduler, Calls: s.calls})
 	mux.Handle("/", &Gateway{
-		Enqueue: timeoutInvoker{enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{getjob, cfg.APITimeout},
-		Cancel: timeoutInvoker{cancelFn, cfg.APITimeout}, Schedules: timeoutInvoker{schedulesFn, cfg.APITimeout}, Logger: cfg.Logger,
+		Enqueue: timeoutInvoker{api.enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{api.getjob, cfg.APITimeout},
+		Cancel: timeoutInvoker{api.cancel, cfg.APITimeout}, Schedules: timeoutInvoker{api.schedules, cfg.APITimeout}, Logger: cfg.Logger,
 		Calls: s.calls,
 	})
 	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.runCtx = cancel, runCtx
+	s.runCtx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); _ = s.server.Serve(ln) }()
+	return nil
+}
 
-	// 5. The event source: one poller per worker instance, polling with
-	// the worker's role as Lambda's event source mapping does.
+// startEventSource makes one poller per worker instance, polling with the
+// worker's role as Lambda's event source mapping does, and starts them
+// unless the stack starts paused.
+func (s *Stack) startEventSource() {
+	cfg := s.cfg
 	for _, w := range s.workers {
 		es := &EventSource{
 			SQS: s.SQSAs("worker"), QueueURL: s.Queues.Queue, QueueARN: s.Queues.QueueARN,
@@ -396,8 +465,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if !cfg.StartPaused {
 		s.Resume()
 	}
+}
 
-	// 6. The declared schedules, and the sweeper's.
+// startSchedules fires the declared schedules (unless NoSchedules) and
+// the sweeper every SweepEvery.
+func (s *Stack) startSchedules() {
+	cfg, runCtx := s.cfg, s.runCtx
 	if !cfg.NoSchedules {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.Scheduler.Run(runCtx) }()
@@ -420,24 +493,29 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			}
 		}()
 	}
-	if cfg.DashboardAddr != "" {
-		dln, err := net.Listen("tcp", cfg.DashboardAddr)
-		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", cfg.DashboardAddr, err)
-		}
-		dash, err := s.Dashboard("local", dln.Addr().String())
-		if err != nil {
-			dln.Close()
-			return nil, err
-		}
-		s.DashboardURL = "http://" + dln.Addr().String()
-		dsrv := &http.Server{Handler: dash, ReadHeaderTimeout: 10 * time.Second}
-		s.extra = append(s.extra, dsrv)
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); _ = dsrv.Serve(dln) }()
+}
+
+// serveDashboard serves the dashboard on DashboardAddr, if set.
+func (s *Stack) serveDashboard() error {
+	addr := s.cfg.DashboardAddr
+	if addr == "" {
+		return nil
 	}
-	cfg.Logger.Info("local stack up", slog.String("api", s.APIURL))
-	return s, nil
+	dln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	dash, err := s.Dashboard("local", dln.Addr().String())
+	if err != nil {
+		dln.Close()
+		return err
+	}
+	s.DashboardURL = "http://" + dln.Addr().String()
+	dsrv := &http.Server{Handler: dash, ReadHeaderTimeout: 10 * time.Second}
+	s.extra = append(s.extra, dsrv)
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); _ = dsrv.Serve(dln) }()
+	return nil
 }
 
 // LocalOperator is the local stack's operator (X-Local-Caller: operator):

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 )
 
 // StatsPath is where the local stack serves the metrics its functions
@@ -76,7 +78,7 @@ func (s *Stats) read(line []byte) {
 	if json.Unmarshal(line, &rec) != nil {
 		return
 	}
-	kind, _ := rec["kind"].(string)
+	kind, _ := rec[metricnames.Kind].(string)
 	aws, _ := rec["_aws"].(map[string]any)
 	directives, _ := aws["CloudWatchMetrics"].([]any)
 	if kind == "" || len(directives) == 0 {
@@ -110,7 +112,7 @@ func (s *Stats) read(line []byte) {
 		for _, v := range vals {
 			s.counts[kind][name] += v
 		}
-		if name == "JobsSucceeded" || name == "JobsFailed" || name == "JobsCancelled" {
+		if name == metricnames.JobsSucceeded || name == metricnames.JobsFailed || name == metricnames.JobsCancelled {
 			ts, _ := aws["Timestamp"].(float64)
 			for _, v := range vals {
 				s.ended[kind] = append(s.ended[kind], stamp{at: time.UnixMilli(int64(ts)), n: v})

@@ -132,27 +132,28 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 	if req.IdempotencyKey != "" {
 		batchID = wire.DerivedID("batch-idempotency", req.Owner, req.IdempotencyKey)
 	}
+	n := len(req.Jobs)
+	b := &driver.Batch{ID: batchID, Owner: req.Owner, Status: StatusRunning, Creating: true, Total: n, Shards: driver.Shards(n),
+		Remaining: n, CreatedAt: now, SweepAt: now.Add(s.grace)}
 	whole := request{[]byte("batch")}
-	recs := make([]*driver.Record, len(req.Jobs))
-	reqs := make([]request, len(req.Jobs))
-	for i, j := range req.Jobs {
-		rec, r, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: j.Kind, Payload: j.Payload}, wire.BatchJobID(batchID, i), now)
+	specs := make([]newJob, n)
+	reqs := make([]request, n)
+	for i, spec := range req.Jobs {
+		j, r, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: spec.Kind, Payload: spec.Payload}, wire.BatchJobID(batchID, i), now)
 		if err != nil {
 			return nil, false, &BatchJobError{Index: i, Err: err}
 		}
-		rec.BatchID, rec.BatchIndex, rec.BatchSize, rec.BatchShards = batchID, i, len(req.Jobs), driver.Shards(len(req.Jobs))
-		recs[i], reqs[i] = rec, r
+		j.batch, j.index = b, i
+		specs[i], reqs[i] = j, r
 		whole = append(whole, r...)
 	}
-	b := &driver.Batch{ID: batchID, Owner: req.Owner, Status: StatusRunning, Creating: true, Total: len(recs), Shards: driver.Shards(len(recs)),
-		Remaining: len(recs), CreatedAt: now, SweepAt: now.Add(s.grace)}
 	if req.Completion != nil {
 		c, r, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: req.Completion.Kind, Payload: req.Completion.Payload},
 			wire.DerivedID("batch-completion", batchID), now)
 		if err != nil {
 			return nil, false, &BatchJobError{Index: -1, Err: err}
 		}
-		b.CompletionKind, b.CompletionPayload = c.Kind, c.Payload
+		b.CompletionKind, b.CompletionPayload = c.kind, c.payload
 		whole = append(append(whole, []byte("completion")), r...)
 	}
 	b.RequestHash = s.hasher.sum(whole)
@@ -175,7 +176,8 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 	default:
 		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
-	if err := s.createAll(ctx, recs, reqs); err != nil {
+	recs, err := s.createAll(ctx, specs, reqs)
+	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "batch jobs not all stored; a retry with the same key finishes the batch, else the sweeper aborts it",
 			slog.String("batch_id", batchID), slog.String("err_types", errtypes.Of(err)))
 		return nil, false, err
@@ -189,11 +191,7 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 	} else if counted, err := s.store.CountBatch(ctx, stored); err == nil {
 		stored = counted
 	}
-	ids := make([]string, len(recs))
-	for i, r := range recs {
-		ids[i] = r.ID
-	}
-	if err := s.queue.SendBatch(ctx, ids); err != nil {
+	if err := s.eng.deliverAll(ctx, now, recs); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "batch stored but not all sent; the sweeper will send the rest",
 			slog.String("batch_id", batchID), slog.String("err_types", errtypes.Of(err)))
 	}
@@ -204,20 +202,23 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 	return stored, created, nil
 }
 
-// createAll stores the batch's jobs, 16 at a time; a job that exists from
-// an earlier try of the same request is fine, any other is a conflict.
-func (s *Service) createAll(ctx context.Context, recs []*driver.Record, reqs []request) error {
+// createAll stores the batch's jobs, 16 at a time, and returns their
+// records; a job that exists from an earlier try of the same request is
+// fine, any other is a conflict.
+func (s *Service) createAll(ctx context.Context, specs []newJob, reqs []request) ([]*driver.Record, error) {
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error
+	recs := make([]*driver.Record, len(specs))
 	sem := make(chan struct{}, 16)
-	for i, rec := range recs {
+	for i, j := range specs {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			err := s.store.Create(ctx, rec)
+			rec, err := s.eng.create(ctx, j)
+			recs[i] = rec
 			var ce *driver.ConflictError
 			switch {
 			case err == nil:
@@ -234,7 +235,7 @@ func (s *Service) createAll(ctx context.Context, recs []*driver.Record, reqs []r
 		}()
 	}
 	wg.Wait()
-	return first
+	return recs, first
 }
 
 // GetBatch returns owner's batch with its counts (a read of each of its

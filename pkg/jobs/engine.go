@@ -13,9 +13,11 @@ import (
 
 // engine is the one owner of a job's transitions. The Service, the Worker
 // and the Sweeper decide nothing about a job's state themselves: they ask
-// the engine to claim, publish, end (succeed, fail, retry, interrupt),
-// cancel, and to settle or abort a batch. docs/STATE_MACHINE.md draws what
-// it does.
+// the engine to create (record, create), claim, publish, end (succeed,
+// fail, retry, interrupt), cancel and resubmit a job, and to settle or
+// abort a batch; and the engine's delivery rule (deliveryAt) says whether
+// the queue or the sweeper brings a job to a worker. docs/STATE_MACHINE.md
+// draws what it does.
 //
 // Every transition is one conditional write in the Store. The engine also
 // tells a condition that failed because of our own write (the SDK retried a
@@ -32,14 +34,17 @@ type engine struct {
 	retention time.Duration
 }
 
-func newEngine(reg *Registry, store driver.Store, queue driver.Queue, clock Clock, log *slog.Logger, grace, retention time.Duration) *engine {
-	if grace <= 0 {
-		grace = DefaultDispatchGrace
+// newEngine returns e with its defaults filled in: the wall clock, the
+// default logger, DefaultDispatchGrace and DefaultRetention.
+func newEngine(e engine) *engine {
+	if e.grace <= 0 {
+		e.grace = DefaultDispatchGrace
 	}
-	if retention <= 0 {
-		retention = DefaultRetention
+	if e.retention <= 0 {
+		e.retention = DefaultRetention
 	}
-	return &engine{reg: reg, store: store, queue: queue, clock: orClock(clock), log: orLogger(log), grace: grace, retention: retention}
+	e.clock, e.log = orClock(e.clock), orLogger(e.log)
+	return &e
 }
 
 // now is the time written to the store: the injected clock, at the store's
@@ -100,29 +105,39 @@ func (e *engine) publish(ctx context.Context, id, token string, body []byte) err
 	return e.store.Publish(ctx, id, token, body, e.now())
 }
 
-// end records how the run of rec named by token ended: a failed run whose
-// kind allows another attempt goes back to the queue, anything else is
-// final. leaseBy, when set, makes the write also conditional on the lease
-// having ended by then (an interrupted run, settled by the sweeper or by a
-// redelivery). A run whose owner cancelled it ends cancelled. ctx bounds
-// every call (the final-write budget).
-func (e *engine) end(ctx context.Context, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
-	end := e.decide(ctx, rec, token, ex, started, leaseBy)
-	recordEnding(ctx, rec, end, started, e.now())
+// run is a run of a job that end settles: the job as its claim returned it
+// (or as read, for a run whose lease ended), the claim token every write of
+// the run is conditional on, and when it started. leaseBy, when set, makes
+// the final write also conditional on the lease having ended by then (an
+// interrupted run, settled by the sweeper or by a redelivery).
+type run struct {
+	rec              *driver.Record
+	token            string
+	started, leaseBy time.Time
+}
+
+// end records how run r ended: a failed run whose kind allows another
+// attempt goes back to the queue, anything else is final. A run whose
+// owner cancelled it ends cancelled. ctx bounds every call (the
+// final-write budget).
+func (e *engine) end(ctx context.Context, r run, ex execution) ending {
+	end := e.decide(ctx, r, ex)
+	recordEnding(ctx, r.rec, end, r.started, e.now())
 	return end
 }
 
-func (e *engine) decide(ctx context.Context, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
+func (e *engine) decide(ctx context.Context, r run, ex execution) ending {
+	rec := r.rec
 	log := e.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.Int("attempt", rec.Attempt))
 	if rec.CancelRequested {
 		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
 	}
 	if ex.Status == StatusFailed && e.reg != nil {
 		if k, ok := e.reg.lookup(rec.Kind); ok && shouldRetry(k.retry, ex, rec.Attempt-rec.AttemptBase) {
-			return e.requeue(ctx, log, k, rec, token, ex, started, leaseBy)
+			return e.requeue(ctx, log, k, r, ex)
 		}
 	}
-	return e.finish(ctx, log, rec, token, ex, started, leaseBy)
+	return e.finish(ctx, log, r, ex)
 }
 
 // interrupt settles a running job whose lease has ended (its worker died
@@ -131,20 +146,21 @@ func (e *engine) decide(ctx context.Context, rec *driver.Record, token string, e
 // its claim token and its lease, so a late worker or another sweeper racing
 // it cannot produce a second outcome.
 func (e *engine) interrupt(ctx context.Context, cur *driver.Record) ending {
-	now := e.now()
-	return e.end(ctx, cur, cur.ClaimToken, execution{Status: StatusFailed, Code: CodeInterrupted, Cause: "lease_expired"}, cur.StartedAt, now)
+	return e.end(ctx, run{rec: cur, token: cur.ClaimToken, started: cur.StartedAt, leaseBy: e.now()},
+		execution{Status: StatusFailed, Code: CodeInterrupted, Cause: "lease_expired"})
 }
 
 // finish writes a run's final outcome.
-func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
+func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex execution) ending {
+	rec := r.rec
 	at := e.now()
 	write := func(ex execution) error {
 		out := driver.Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(e.retention),
-			LeaseExpiredBy: leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec)}
+			LeaseExpiredBy: r.leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec)}
 		if ex.Status == StatusCancelled {
 			out.Result, out.Code = nil, ""
 		}
-		err := e.store.Finish(ctx, rec.ID, token, out)
+		err := e.store.Finish(ctx, rec.ID, r.token, out)
 		if ownWrite(err, out.Status, at) {
 			return nil
 		}
@@ -159,8 +175,8 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *driver.Recor
 	switch {
 	case err == nil:
 		attrs := []slog.Attr{slog.String("status", string(ex.Status))}
-		if !started.IsZero() {
-			attrs = append(attrs, slog.Int64("duration_ms", at.Sub(started).Milliseconds()))
+		if !r.started.IsZero() {
+			attrs = append(attrs, slog.Int64("duration_ms", at.Sub(r.started).Milliseconds()))
 		}
 		level := slog.LevelInfo
 		if ex.Status != StatusSucceeded {
@@ -197,10 +213,11 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, rec *driver.Recor
 	}
 }
 
-// requeue sends a failed run back to the queue: run_at after the backoff,
-// the message delayed by SQS up to 15 minutes, and beyond that left to the
-// sweeper.
-func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
+// requeue sends a failed run back to the queue for another attempt at
+// run_at, after the backoff, delivered as the delivery rule says (by the
+// queue's delay up to 15 minutes, beyond that by the sweeper).
+func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r run, ex execution) ending {
+	rec := r.rec
 	now := e.now()
 	delay := ex.RetryDelay
 	if delay <= 0 {
@@ -210,20 +227,16 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, rec 
 	if ex.Abandoned && rec.LeaseUntil.After(runAt) {
 		// Its handler may still be running until the lease ends: no second
 		// run of the job before then.
-		runAt, delay = rec.LeaseUntil, rec.LeaseUntil.Sub(now)
+		runAt = rec.LeaseUntil
 	}
-	sweepAt := runAt
-	viaQueue := e.queue != nil && delay <= driver.MaxQueueDelay
-	if viaQueue {
-		sweepAt = runAt.Add(e.grace)
-	}
-	err := e.store.Requeue(ctx, rec.ID, token, driver.Requeue{At: now, RunAt: runAt, SweepAt: sweepAt, LastError: ex.Code, LeaseExpiredBy: leaseBy})
+	d := e.deliveryAt(now, runAt)
+	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, LastError: ex.Code, LeaseExpiredBy: r.leaseBy})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil // our requeue landed; its answer was lost
 	}
 	switch {
 	case errors.Is(err, driver.ErrCancelRequested):
-		return e.finish(ctx, log, rec, token, execution{Status: StatusCancelled, Cause: "cancelled"}, started, leaseBy)
+		return e.finish(ctx, log, r, execution{Status: StatusCancelled, Cause: "cancelled"})
 	case isConflict(err):
 		log.LogAttrs(ctx, slog.LevelWarn, "job was settled by someone else before this write", slog.String("outcome_dropped", "retry"))
 		return ending{ex: ex, res: superseded}
@@ -232,28 +245,142 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, rec 
 			slog.String("err_types", errtypes.Of(err)))
 		return ending{ex: ex, res: unsettled}
 	}
-	if viaQueue {
-		if err := e.queue.SendDelayed(ctx, rec.ID, delay); err != nil {
-			log.LogAttrs(ctx, slog.LevelWarn, "retry not sent; the sweeper will send it", slog.String("err_types", errtypes.Of(err)))
-		}
+	if err := e.deliver(ctx, rec.ID, d); err != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "retry not sent; the sweeper will send it", slog.String("err_types", errtypes.Of(err)))
 	}
 	log.LogAttrs(ctx, slog.LevelWarn, "job will retry", slog.String("code", ex.Code), slog.String("cause", ex.Cause),
 		slog.Int("max_attempts", k.retry.MaxAttempts), slog.Time("run_at", runAt))
 	return ending{ex: ex, retried: true, res: landed}
 }
 
-// sendAt sends id's reference to be delivered at runAt: at once when it is
-// due, delayed by the queue up to MaxQueueDelay, and beyond that not at all
-// (the sweeper sends it when it is due).
-func (e *engine) sendAt(ctx context.Context, id string, runAt time.Time) error {
-	switch wait := runAt.Sub(e.clock.Now()); {
-	case runAt.IsZero() || wait <= 0:
-		return e.queue.Send(ctx, id)
-	case wait <= driver.MaxQueueDelay:
-		return e.queue.SendDelayed(ctx, id, wait)
-	default:
-		return nil
+// Creating a job. Every path that makes one (an enqueue and a batch's
+// jobs, a foreign message, a schedule's fire, a batch's completion job)
+// says what it knows in a newJob; record builds the queued record from it
+// and create stores it, so the rules of a new job are written once: queued,
+// created and updated at its creation time, its run time at the store's
+// precision, its sweep time the delivery rule's, and created once even when
+// the answer to its put is lost.
+
+// newJob is a job to create.
+type newJob struct {
+	id, kind, owner string
+	payload         []byte // as stored: canonical, its secret fields sealed
+	requestHash     string
+	// at is its creation time (engine.now); runAt when it may run (zero,
+	// or not after at: at once).
+	at, runAt time.Time
+	// fresh: its id was drawn for it (wire.NewID), so a job already under
+	// that id is this very write, retried by the SDK after its answer was
+	// lost. A derived id (an idempotency key, a message, a fire, a batch)
+	// may be another request's.
+	fresh bool
+	// batch and index place a batch's job in its batch; counts are the
+	// counts a batch's completion job reports.
+	batch  *driver.Batch
+	index  int
+	counts *BatchCounts
+}
+
+// record returns the queued record of j.
+func (e *engine) record(j newJob) *driver.Record {
+	runAt := time.Time{}
+	if j.runAt.After(j.at) {
+		runAt = j.runAt.Truncate(time.Millisecond)
 	}
+	rec := &driver.Record{
+		ID: j.id, Kind: j.kind, Owner: j.owner, Status: StatusQueued, Payload: j.payload, RequestHash: j.requestHash,
+		CreatedAt: j.at, UpdatedAt: j.at, RunAt: runAt, SweepAt: e.deliveryAt(j.at, runAt).sweepAt, BatchCounts: j.counts,
+	}
+	if b := j.batch; b != nil {
+		rec.BatchID, rec.BatchIndex, rec.BatchSize, rec.BatchShards = b.ID, j.index, b.Total, b.Shards
+	}
+	return rec
+}
+
+// create stores j's record and returns it. The error is nil when the
+// record is stored: by this write, or by this write's earlier try whose
+// answer was lost (the job under a fresh id with j's owner, request and
+// creation time). When a job was already stored under the id (an earlier
+// request with the same idempotency key, an earlier delivery of the same
+// message or fire), it is a *driver.ConflictError matching
+// driver.ErrExists that carries that job when the store read it: whether
+// it is the same job is the caller's to judge. Any other error: nothing is
+// known to be stored.
+func (e *engine) create(ctx context.Context, j newJob) (*driver.Record, error) {
+	rec := e.record(j)
+	err := e.store.Create(ctx, rec)
+	var ce *driver.ConflictError
+	if j.fresh && errors.As(err, &ce) && errors.Is(err, driver.ErrExists) && ce.Current != nil &&
+		ce.Current.Owner == rec.Owner && ce.Current.RequestHash == rec.RequestHash && ce.Current.CreatedAt.Equal(rec.CreatedAt) {
+		return rec, nil // our own put, retried by the SDK after its answer was lost
+	}
+	return rec, err
+}
+
+// The delivery rule: who brings a queued job to a worker, the queue or the
+// sweeper. A job due now is sent at once; one due within the queue's
+// longest delay (driver.MaxQueueDelay, SQS's 15 minutes) is sent delayed
+// until then; either way the sweeper looks at it the dispatch grace after
+// it is due, in case its message never arrives. A job due later, or any
+// delayed job when there is no queue, is not sent: its sweep time is its
+// run time, and the sweeper sends it then. Creation, a retry, a resubmit,
+// an early delivery sent again, a hand-back and the sweeper's sends all
+// follow it (deliveryAt, then deliver).
+
+// delivery is what the rule decided for one job.
+type delivery struct {
+	send    bool          // send its reference to the queue now...
+	delay   time.Duration // ...to be delivered after this (0: at once)
+	sweepAt time.Time     // when the sweeper looks at it
+}
+
+// deliveryAt applies the delivery rule at now to a job due at runAt (zero:
+// now).
+func (e *engine) deliveryAt(now, runAt time.Time) delivery {
+	switch wait := runAt.Sub(now); {
+	case runAt.IsZero() || wait <= 0:
+		return delivery{send: e.queue != nil, sweepAt: now.Add(e.grace)}
+	case e.queue != nil && wait <= driver.MaxQueueDelay:
+		return delivery{send: true, delay: wait, sweepAt: runAt.Add(e.grace)}
+	default:
+		return delivery{sweepAt: runAt}
+	}
+}
+
+// deliver sends id's reference as d says: nothing when the sweeper
+// delivers it.
+func (e *engine) deliver(ctx context.Context, id string, d delivery) error {
+	switch {
+	case !d.send:
+		return nil
+	case d.delay > 0:
+		return e.queue.SendDelayed(ctx, id, d.delay)
+	default:
+		return e.queue.Send(ctx, id)
+	}
+}
+
+// deliverAll delivers the jobs recs, each as the delivery rule says at
+// now, those due at once in as few requests as the queue can.
+func (e *engine) deliverAll(ctx context.Context, now time.Time, recs []*driver.Record) error {
+	var due []string
+	var errs []error
+	for _, rec := range recs {
+		switch d := e.deliveryAt(now, rec.RunAt); {
+		case d.send && d.delay == 0:
+			due = append(due, rec.ID)
+		default:
+			if err := e.deliver(ctx, rec.ID, d); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(due) > 0 {
+		if err := e.queue.SendBatch(ctx, due); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // cancel cancels rec, as read a moment ago: a queued job at once, a running
@@ -278,14 +405,15 @@ func (e *engine) cancel(ctx context.Context, rec *driver.Record) error {
 // grace).
 func (e *engine) resubmit(ctx context.Context, rec *driver.Record) error {
 	now := e.now()
-	err := e.store.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: now.Add(e.grace)})
+	d := e.deliveryAt(now, time.Time{})
+	err := e.store.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: d.sweepAt})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil // our write landed; its answer was lost
 	}
 	if err != nil {
 		return err
 	}
-	if serr := e.sendAt(ctx, rec.ID, now); serr != nil {
+	if serr := e.deliver(ctx, rec.ID, d); serr != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "retried job not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(serr)))
 	}
@@ -414,11 +542,13 @@ func (e *engine) settleBatch(ctx context.Context, b *driver.Batch) bool {
 	}
 	b = counted
 	now := e.now()
+	var completion *driver.Record
 	if id := b.CompletionJobID(); id != "" {
 		counts := BatchCounts{BatchID: b.ID, Total: b.Total, Succeeded: b.Succeeded, Failed: b.Failed, Cancelled: b.Cancelled}
-		rec := &driver.Record{ID: id, Kind: b.CompletionKind, Owner: b.Owner, Status: StatusQueued, Payload: b.CompletionPayload,
-			RequestHash: "completion-" + b.ID, BatchCounts: &counts, CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(e.grace)}
-		if err := e.store.Create(ctx, rec); err != nil && !errors.Is(err, driver.ErrExists) {
+		// Created once: its id is derived from the batch's.
+		completion, err = e.create(ctx, newJob{id: id, kind: b.CompletionKind, owner: b.Owner, payload: b.CompletionPayload,
+			requestHash: "completion-" + b.ID, at: now, counts: &counts})
+		if err != nil && !errors.Is(err, driver.ErrExists) {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "batch completion job not created; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", errtypes.Of(err)))
 			return false
 		}
@@ -438,8 +568,8 @@ func (e *engine) settleBatch(ctx context.Context, b *driver.Batch) bool {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "batch end not recorded; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", errtypes.Of(err)))
 		return false
 	}
-	if id := b.CompletionJobID(); id != "" && e.queue != nil {
-		_ = e.queue.Send(ctx, id) // if lost, the sweeper sends the queued completion job
+	if completion != nil {
+		_ = e.deliver(ctx, completion.ID, e.deliveryAt(now, completion.RunAt)) // if lost, the sweeper sends the queued completion job
 	}
 	return true
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
@@ -223,7 +224,7 @@ func (s *Service) Resubmit(ctx context.Context, owner, id string) (*View, error)
 		}
 		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
-	s.count(rec.Kind, "JobsResubmitted", 1)
+	s.count(rec.Kind, metricnames.JobsResubmitted, 1)
 	if rec, err = s.get(ctx, owner, id); err != nil {
 		return nil, err
 	}
@@ -262,7 +263,7 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 	res := &BulkResult{}
 	counted := map[string]int{} // kind -> changed
 	defer func() {
-		name := map[BulkAction]string{BulkCancel: "JobsCancelled", BulkResubmit: "JobsResubmitted"}[req.Action]
+		name := map[BulkAction]string{BulkCancel: metricnames.JobsCancelled, BulkResubmit: metricnames.JobsResubmitted}[req.Action]
 		for kind, n := range counted {
 			s.count(kind, name, n)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/emf"
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
@@ -29,16 +30,19 @@ import (
 //	JobsRetried        Count         sent back for another attempt
 //	JobsCancelled      Count         runs that ended cancelled, and queued jobs cancelled through the API
 //	JobsResubmitted    Count         failed or cancelled jobs queued again through the API
+//	JobsHandedBack     Count         jobs sent again unclaimed: too little of the invocation was left to start them
 //	RunDuration        Milliseconds  from claim to final write
 //	Attempts           Count         attempts of a job that ended
 //	HandlersAbandoned  Count         handlers that ignored their deadline
 //	FiresEnqueued      Count         schedule fire deliveries handed to their job (a redelivered fire counts again)
 //	FiresSkipped       Count         schedule fires skipped (OverlapSkip: the previous run was unfinished)
-//	SweepResent, SweepInterrupted, SweepRetried, SweepBatches, SweepErrors  Count
+//	SweepResent, SweepInterrupted, SweepRetried, SweepBatches, SweepAfter, SweepErrors  Count
 //	SweepDuration      Milliseconds
 //	SweepComplete      Count         1 when a sweep finished before its deadline
 //
-// lambdafn adds ColdStart (Count, once per process).
+// lambdafn adds ColdStart (Count, once per process). The names are
+// constants in internal/metricnames, which the construct's alarms and
+// dashboard, the local stack and the CLI read too.
 type Metrics struct {
 	// Namespace of the metrics, e.g. "lambdajobs/prod".
 	Namespace string
@@ -53,7 +57,7 @@ func (m *Metrics) batch() *emf.Batch {
 	if m == nil || m.Writer == nil {
 		return nil
 	}
-	return emf.New(m.Namespace, map[string]string{"service": m.Service})
+	return emf.New(m.Namespace, map[string]string{metricnames.Service: m.Service})
 }
 
 func (m *Metrics) flush(b *emf.Batch, now time.Time) {
@@ -78,12 +82,12 @@ func metricsOf(ctx context.Context) *emf.Batch {
 
 // count adds 1 to name for kind.
 func count(ctx context.Context, kind, name string) {
-	metricsOf(ctx).Add(map[string]string{"kind": kind}, name, emf.Count, 1)
+	metricsOf(ctx).Add(map[string]string{metricnames.Kind: kind}, name, emf.Count, 1)
 }
 
 // measure records a duration of kind.
 func measure(ctx context.Context, kind, name string, d time.Duration) {
-	metricsOf(ctx).Add(map[string]string{"kind": kind}, name, emf.Milliseconds, float64(d.Milliseconds()))
+	metricsOf(ctx).Add(map[string]string{metricnames.Kind: kind}, name, emf.Milliseconds, float64(d.Milliseconds()))
 }
 
 // recordEnding counts how a run ended.
@@ -95,24 +99,24 @@ func recordEnding(ctx context.Context, rec *driver.Record, end ending, started, 
 	k := rec.Kind
 	switch {
 	case end.retried:
-		count(ctx, k, "JobsRetried")
+		count(ctx, k, metricnames.JobsRetried)
 	case end.ex.Status == StatusSucceeded:
-		count(ctx, k, "JobsSucceeded")
+		count(ctx, k, metricnames.JobsSucceeded)
 	case end.ex.Status == StatusCancelled:
-		count(ctx, k, "JobsCancelled")
+		count(ctx, k, metricnames.JobsCancelled)
 	case end.ex.Status == StatusFailed:
-		metricsOf(ctx).Add(map[string]string{"kind": k, "code": end.ex.Code}, "JobsFailed", emf.Count, 1)
+		metricsOf(ctx).Add(map[string]string{metricnames.Kind: k, metricnames.Code: end.ex.Code}, metricnames.JobsFailed, emf.Count, 1)
 	}
 	switch end.ex.Code {
 	case CodeTimedOut:
-		count(ctx, k, "JobsTimedOut")
+		count(ctx, k, metricnames.JobsTimedOut)
 	case CodeInterrupted:
-		count(ctx, k, "JobsInterrupted")
+		count(ctx, k, metricnames.JobsInterrupted)
 	}
 	if !end.retried {
-		metricsOf(ctx).Add(map[string]string{"kind": k}, "Attempts", emf.Count, float64(rec.Attempt))
+		metricsOf(ctx).Add(map[string]string{metricnames.Kind: k}, metricnames.Attempts, emf.Count, float64(rec.Attempt))
 	}
 	if !started.IsZero() && at.After(started) && end.ex.Code != CodeInterrupted {
-		measure(ctx, k, "RunDuration", at.Sub(started))
+		measure(ctx, k, metricnames.RunDuration, at.Sub(started))
 	}
 }

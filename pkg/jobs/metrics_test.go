@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -72,6 +73,9 @@ func parseEMF(t *testing.T, out string) []emfRecord {
 		for _, m := range ms {
 			mm := m.(map[string]any)
 			name, unit := mm["Name"].(string), mm["Unit"].(string)
+			if !metricnames.Known(name) {
+				t.Fatalf("metric %q is not named in internal/metricnames, where the alarms, the dashboard and the CLI find it", name)
+			}
 			if unit != "Count" && unit != "Milliseconds" {
 				t.Fatalf("unit %q", unit)
 			}
@@ -255,6 +259,29 @@ func TestMetricsOfTheAPIsTransitions(t *testing.T) {
 	for name, want := range map[string]float64{"JobsEnqueued": 3, "JobsCancelled": 4, "JobsResubmitted": 4} {
 		if got, _ := value(recs, name, map[string]string{"kind": "ok", "service": "cancel"}); got != want {
 			t.Errorf("%s = %v, want %v\n%s", name, got, want, out.String())
+		}
+	}
+}
+
+// A sweep writes every sweeper metric, each one a name the alarms and the
+// dashboard can find.
+func TestMetricsOfASweep(t *testing.T) {
+	var out syncBuffer
+	sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: jobstest.NewMemStore(nil), Queue: &jobstest.MemQueue{},
+		Metrics: &jobs.Metrics{Namespace: "lambdajobs/test", Service: "sweeper", Writer: &out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := sw.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs := parseEMF(t, out.String())
+	for _, name := range []string{metricnames.SweepResent, metricnames.SweepInterrupted, metricnames.SweepRetried, metricnames.SweepBatches,
+		metricnames.SweepAfter, metricnames.SweepErrors, metricnames.SweepComplete, metricnames.SweepDuration} {
+		if _, found := value(recs, name, map[string]string{metricnames.Service: "sweeper"}); !found {
+			t.Errorf("a sweep did not write %s\n%s", name, out.String())
 		}
 	}
 }

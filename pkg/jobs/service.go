@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
@@ -73,7 +75,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.PageTokenKey != nil && len(cfg.PageTokenKey) < 32 {
 		return nil, errors.New("jobs: PageTokenKey must be at least 32 bytes")
 	}
-	eng := newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention)
+	eng := newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention})
 	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
 		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey}, nil
 }
@@ -109,17 +111,14 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*EnqueueResu
 // enqueue is Enqueue, returning the stored record and whether it was
 // created now.
 func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Record, bool, error) {
-	rec, r, err := s.prepare(req)
+	j, r, err := s.prepare(req)
 	if err != nil {
 		return nil, false, err
 	}
-	err = s.store.Create(ctx, rec)
+	rec, err := s.eng.create(ctx, j)
 	var ce *driver.ConflictError
 	switch {
 	case err == nil:
-	case errors.As(err, &ce) && errors.Is(err, driver.ErrExists) && ce.Current != nil && req.IdempotencyKey == "" &&
-		ce.Current.Owner == rec.Owner && ce.Current.RequestHash == rec.RequestHash && ce.Current.CreatedAt.Equal(rec.CreatedAt):
-		// Our own put, retried by the SDK after its answer was lost: it landed.
 	case errors.As(err, &ce) && errors.Is(err, driver.ErrExists) && req.IdempotencyKey != "" && ce.Current != nil:
 		cur := ce.Current
 		if cur.Owner != req.Owner || cur.Kind != req.Kind || !s.hasher.matches(cur.RequestHash, r) {
@@ -133,14 +132,14 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	s.dispatch(ctx, rec)
-	s.count(rec.Kind, "JobsEnqueued", 1)
+	s.count(rec.Kind, metricnames.JobsEnqueued, 1)
 	return rec, true, nil
 }
 
 // count writes one metric record of the API's transitions (see Metrics).
 func (s *Service) count(kind, name string, n int) {
 	if m := s.metrics.batch(); m != nil && n > 0 {
-		m.Add(map[string]string{"kind": kind}, name, "Count", float64(n))
+		m.Add(map[string]string{metricnames.Kind: kind}, name, emf.Count, float64(n))
 		s.metrics.flush(m, s.clock.Now())
 	}
 }
@@ -152,72 +151,64 @@ func (s *Service) count(kind, name string, n int) {
 // Dispatch. If the dispatch never happens, the sweeper sends the job after
 // the dispatch grace, so a committed job always runs.
 func (s *Service) Prepare(req EnqueueRequest) (*driver.Record, error) {
-	rec, _, err := s.prepare(req)
-	return rec, err
+	j, _, err := s.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	return s.eng.record(j), nil
 }
 
-// prepare is Prepare, also returning what the request hash covers.
-func (s *Service) prepare(req EnqueueRequest) (*driver.Record, request, error) {
+// prepare is Prepare, returning the job to create and what its request
+// hash covers.
+func (s *Service) prepare(req EnqueueRequest) (newJob, request, error) {
 	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
-		return nil, nil, err
+		return newJob{}, nil, err
 	}
 	id := wire.NewID()
 	if req.IdempotencyKey != "" {
 		id = wire.DerivedID("idempotency", req.Owner, req.IdempotencyKey)
 	}
-	return s.prepareAs(req, id, s.eng.now())
+	j, r, err := s.prepareAs(req, id, s.eng.now())
+	j.fresh = req.IdempotencyKey == ""
+	return j, r, err
 }
 
 // prepareAs is prepare with the job's id and creation time given.
-func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (*driver.Record, request, error) {
+func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJob, request, error) {
 	if err := checkOwner(req.Owner); err != nil {
-		return nil, nil, err
+		return newJob{}, nil, err
 	}
 	if err := s.reg.Validate(req.Kind, req.Payload); err != nil {
-		return nil, nil, err
+		return newJob{}, nil, err
 	}
 	k, _ := s.reg.lookup(req.Kind)
 	canonical, err := k.canonical(req.Payload)
 	if err != nil {
-		return nil, nil, err
+		return newJob{}, nil, err
 	}
 	runAt := req.RunAt
 	switch {
 	case req.Delay < 0 || (req.Delay > 0 && !req.RunAt.IsZero()):
-		return nil, nil, refuse(codeInvalidRequest, `give "run_at" or "delay", not both, and no negative delay`)
+		return newJob{}, nil, refuse(codeInvalidRequest, `give "run_at" or "delay", not both, and no negative delay`)
 	case req.Delay > 0:
 		runAt = now.Add(req.Delay)
 	}
-	sweepAt := now.Add(s.grace)
-	if runAt.After(now) {
-		if runAt.Sub(now) > MaxDelay {
-			return nil, nil, refuse(codeInvalidRequest, `"run_at" is more than 365 days ahead`)
-		}
-		runAt = runAt.Truncate(time.Millisecond)
-		sweepAt = runAt // the sweeper sends it when due...
-		if runAt.Sub(now) <= driver.MaxQueueDelay {
-			sweepAt = runAt.Add(s.grace) // ...unless the queue delays it
-		}
-	} else {
-		runAt = time.Time{}
+	if runAt.Sub(now) > MaxDelay {
+		return newJob{}, nil, refuse(codeInvalidRequest, `"run_at" is more than 365 days ahead`)
 	}
 	stored, err := sealPayload(s.sealer, id, k.secrets, canonical)
 	if err != nil {
-		return nil, nil, fmt.Errorf("jobs: seal payload: %w", err)
+		return newJob{}, nil, fmt.Errorf("jobs: seal payload: %w", err)
 	}
 	r := jobRequest(req.Kind, canonical, req.RunAt, req.Delay)
-	return &driver.Record{
-		ID: id, Kind: req.Kind, Owner: req.Owner, Status: StatusQueued,
-		Payload: stored, RequestHash: s.hasher.sum(r),
-		CreatedAt: now, UpdatedAt: now, SweepAt: sweepAt, RunAt: runAt,
-	}, r, nil
+	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt}, r, nil
 }
 
 // Dispatch sends the reference of a job stored by a committed transaction
 // (see Prepare). It is the one call after the commit; if it fails, the
 // sweeper sends the job after the dispatch grace.
 func (s *Service) Dispatch(ctx context.Context, rec *driver.Record) error {
-	if err := s.eng.sendAt(ctx, rec.ID, rec.RunAt); err != nil {
+	if err := s.eng.deliver(ctx, rec.ID, s.eng.deliveryAt(s.clock.Now(), rec.RunAt)); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "job stored but not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
 			slog.Time("sweep_at", rec.SweepAt), slog.String("err_types", errtypes.Of(err)))
@@ -264,7 +255,7 @@ func (s *Service) cancel(ctx context.Context, owner, id string) (*driver.Record,
 		return nil, err
 	}
 	if rec.Status == StatusQueued {
-		s.count(rec.Kind, "JobsCancelled", 1)
+		s.count(rec.Kind, metricnames.JobsCancelled, 1)
 	}
 	return s.get(ctx, owner, id)
 }

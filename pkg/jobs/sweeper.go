@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/internal/storekey"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
@@ -60,7 +62,7 @@ func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
 	if cfg.Store == nil || cfg.Queue == nil {
 		return nil, errors.New("jobs: NewSweeper needs a Store and a Queue")
 	}
-	s := &Sweeper{eng: newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention),
+	s := &Sweeper{eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention}),
 		log: orLogger(cfg.Logger), limit: cfg.PageSize, reserve: cfg.Reserve, metrics: cfg.Metrics}
 	if s.limit <= 0 {
 		s.limit = 200
@@ -97,11 +99,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 	ctx = withMetrics(ctx, m)
 	began := s.eng.clock.Now()
 	defer func() {
-		for name, v := range map[string]int{"SweepResent": rep.Resent, "SweepInterrupted": rep.Interrupted, "SweepRetried": rep.Retried,
-			"SweepBatches": rep.Batches, "SweepAfter": rep.After, "SweepErrors": rep.Errors, "SweepComplete": map[bool]int{true: 1}[rep.Complete]} {
-			m.Add(nil, name, "Count", float64(v))
+		for name, v := range map[string]int{metricnames.SweepResent: rep.Resent, metricnames.SweepInterrupted: rep.Interrupted, metricnames.SweepRetried: rep.Retried,
+			metricnames.SweepBatches: rep.Batches, metricnames.SweepAfter: rep.After, metricnames.SweepErrors: rep.Errors, metricnames.SweepComplete: map[bool]int{true: 1}[rep.Complete]} {
+			m.Add(nil, name, emf.Count, float64(v))
 		}
-		m.Add(nil, "SweepDuration", "Milliseconds", float64(s.eng.clock.Now().Sub(began).Milliseconds()))
+		m.Add(nil, metricnames.SweepDuration, emf.Milliseconds, float64(s.eng.clock.Now().Sub(began).Milliseconds()))
 		s.metrics.flush(m, s.eng.clock.Now())
 	}()
 	seen := map[string]bool{}
@@ -171,8 +173,8 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 			}
 			switch rec.Status {
 			case StatusQueued:
-				if rec.RunAt.After(now) {
-					s.sweepDelayed(ctx, now, rec, rep, count)
+				if d := s.eng.deliveryAt(s.eng.clock.Now(), rec.RunAt); !d.send || d.delay > 0 {
+					s.sweepDelayed(ctx, rec, d, rep, count)
 					return
 				}
 				count(func() { resend = append(resend, rec) })
@@ -223,21 +225,17 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 // minutes (with the default 3-minute grace), not every few hours.
 const maxDispatchShift = 3
 
-// sweepDelayed handles a queued job that runs later: within SQS's delay
-// limit it is sent with the remaining delay; beyond, its sweep time moves to
-// its run time.
-func (s *Sweeper) sweepDelayed(ctx context.Context, now time.Time, rec *driver.Record, rep *SweepReport, count func(func())) {
-	wait := rec.RunAt.Sub(now)
-	next := rec.RunAt
-	if wait <= driver.MaxQueueDelay {
-		if err := s.eng.sendAt(ctx, rec.ID, rec.RunAt); err != nil {
-			count(func() { rep.Errors++ })
-			return
-		}
-		next = rec.RunAt.Add(s.eng.grace)
+// sweepDelayed handles a queued job that runs later, as the delivery rule
+// d says: within SQS's delay limit it is sent with the remaining delay and
+// looked at again the grace after its run time; beyond, its sweep time
+// moves to its run time.
+func (s *Sweeper) sweepDelayed(ctx context.Context, rec *driver.Record, d delivery, rep *SweepReport, count func(func())) {
+	if err := s.eng.deliver(ctx, rec.ID, d); err != nil {
+		count(func() { rep.Errors++ })
+		return
 	}
-	switch err := s.eng.store.Reschedule(ctx, rec.ID, driver.Expect{Status: StatusQueued}, next); {
-	case err == nil && wait <= driver.MaxQueueDelay:
+	switch err := s.eng.store.Reschedule(ctx, rec.ID, driver.Expect{Status: StatusQueued}, d.sweepAt); {
+	case err == nil && d.send:
 		count(func() { rep.Resent++ })
 	case err == nil:
 		count(func() { rep.Deferred++ })

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
@@ -113,7 +114,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		eng: newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention),
+		eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention}),
 		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
 		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
 		metrics: cfg.Metrics, tracer: tracerOf(cfg.TracerProvider),
@@ -232,12 +233,9 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	if err != nil {
 		stored = []byte("null")
 	}
-	rec := &driver.Record{
-		ID: j.ID, Kind: j.Kind, Owner: j.Owner, Status: StatusQueued, Payload: stored,
-		RequestHash: w.hasher.sum(jobRequest(j.Kind, payload, time.Time{}, 0)), CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(w.eng.grace),
-	}
 	cctx, cancel := inv.callContext(ctx)
-	err = w.eng.store.Create(cctx, rec)
+	_, err = w.eng.create(cctx, newJob{id: j.ID, kind: j.Kind, owner: j.Owner, payload: stored,
+		requestHash: w.hasher.sum(jobRequest(j.Kind, payload, time.Time{}, 0)), at: now})
 	cancel()
 	switch {
 	case err == nil:
@@ -308,7 +306,7 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 				switch {
 				case err == nil && !prev.Status.Final():
 					log.LogAttrs(ctx, slog.LevelInfo, "fire skipped: the previous run is unfinished", slog.String("previous_job_id", last))
-					count(ctx, s.Kind, "FiresSkipped")
+					count(ctx, s.Kind, metricnames.FiresSkipped)
 					return false
 				case err != nil && !errors.Is(err, ErrNotFound):
 					log.LogAttrs(ctx, slog.LevelWarn, "previous run not read; the fire will come back", slog.String("err_types", errtypes.Of(err)))
@@ -327,7 +325,7 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 		log.LogAttrs(ctx, slog.LevelWarn, "fire of a runtime schedule whose kind this worker does not register; its job fails unknown_kind",
 			slog.String("kind", s.Kind))
 	}
-	count(ctx, s.Kind, "FiresEnqueued")
+	count(ctx, s.Kind, metricnames.FiresEnqueued)
 	return w.runRouted(ctx, inv, messageID, routedJob{ID: id, Kind: s.Kind, Owner: s.Owner, Payload: s.Payload, Source: "schedule"})
 }
 
@@ -352,17 +350,18 @@ func (w *Worker) skipKinds(left time.Duration) []string {
 // (or there is no queue) the message comes back as it is; the job is in
 // the sweep index either way.
 func (w *Worker) handBack(ctx context.Context, inv invocation, id, kind string) bool {
+	now := w.eng.clock.Now()
 	attrs := []slog.Attr{slog.String("job_id", id)}
 	if kind != "" {
 		attrs = append(attrs, slog.String("kind", kind))
 	}
-	if w.eng.queue != nil {
+	if d := w.eng.deliveryAt(now, now.Add(handBackDelay)); d.send {
 		cctx, cancel := inv.callContext(ctx)
-		err := w.eng.queue.SendDelayed(cctx, id, handBackDelay)
+		err := w.eng.deliver(cctx, id, d)
 		cancel()
 		if err == nil {
 			if kind != "" {
-				count(ctx, kind, "JobsHandedBack")
+				count(ctx, kind, metricnames.JobsHandedBack)
 			}
 			w.log.LogAttrs(ctx, slog.LevelInfo, "too little time left to start this job; sent again for a later invocation", attrs...)
 			return false
@@ -391,13 +390,13 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 	if err != nil {
 		return w.claimFailed(ctx, inv, id, err, left)
 	}
-	count(ctx, rec.Kind, "JobsStarted")
+	count(ctx, rec.Kind, metricnames.JobsStarted)
 	traceJob(ctx, rec)
 	if since := rec.CreatedAt; !since.IsZero() {
 		if rec.RunAt.After(since) {
 			since = rec.RunAt
 		}
-		measure(ctx, rec.Kind, "QueueLatency", now.Sub(since))
+		measure(ctx, rec.Kind, metricnames.QueueLatency, now.Sub(since))
 	}
 	var ex execution
 	k, ok := w.reg.lookup(rec.Kind)
@@ -408,7 +407,7 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 	}
 	wctx, cancel := inv.finalWriteContext(ctx)
 	defer cancel()
-	return w.eng.end(wctx, rec, token, ex, now, time.Time{}).res == unsettled
+	return w.eng.end(wctx, run{rec: rec, token: token, started: now}, ex).res == unsettled
 }
 
 // execute runs the handler with a context that ends at the invocation's
@@ -494,7 +493,7 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 // abandon counts a handler that did not return by its deadline; its
 // goroutine lives on until it returns, beyond the worker's control.
 func (w *Worker) abandon(ctx context.Context, rec *driver.Record, done <-chan execution) {
-	count(ctx, rec.Kind, "HandlersAbandoned")
+	count(ctx, rec.Kind, metricnames.HandlersAbandoned)
 	n := w.abandoned.Add(1)
 	go func() { <-done; w.abandoned.Add(-1) }()
 	w.log.LogAttrs(ctx, slog.LevelWarn, "handler ignored its deadline and was abandoned", slog.String("job_id", rec.ID),
@@ -526,9 +525,9 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 		case cur.Status == StatusQueued && cur.RunAt.After(now):
 			// Delivered before its run time (a retry or a delayed job): send
 			// it again for then; beyond 15 minutes the sweeper does.
-			if w.eng.queue != nil {
+			if d := w.eng.deliveryAt(now, cur.RunAt); d.send {
 				cctx, cancel := inv.callContext(ctx)
-				err := w.eng.sendAt(cctx, cur.ID, cur.RunAt)
+				err := w.eng.deliver(cctx, cur.ID, d)
 				cancel()
 				if err != nil {
 					log.LogAttrs(ctx, slog.LevelWarn, "early delivery not re-sent; the message will come back", slog.String("err_types", errtypes.Of(err)))

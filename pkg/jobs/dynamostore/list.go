@@ -435,7 +435,7 @@ func (s *Store) Resubmit(ctx context.Context, id string, r driver.Resubmit) erro
 		And(expression.AttributeNotExists(expression.Name("batch_id"))).
 		And(expression.Or(expression.AttributeNotExists(expression.Name(attrLease)),
 			expression.Name(attrLease).LessThanEqual(expression.Value(ms(r.At)))))
-	_, err := s.update(ctx, "resubmit", id, upd, cond, jobs.ErrNotResubmittable)
+	_, err := s.update(ctx, id, change{op: "resubmit", upd: upd, cond: cond, sentinel: jobs.ErrNotResubmittable})
 	return err
 }
 

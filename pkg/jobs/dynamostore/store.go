@@ -366,13 +366,24 @@ func (s *Store) Get(ctx context.Context, id string) (*driver.Record, error) {
 	return rec, nil
 }
 
-// update runs one conditional UpdateItem and returns the new item.
-func (s *Store) update(ctx context.Context, op, id string, upd expression.UpdateBuilder, cond expression.ConditionBuilder, sentinel error) (map[string]types.AttributeValue, error) {
-	return s.updateFor(ctx, op, id, "", upd, cond, sentinel)
+// change is one conditional UpdateItem of a job: op names it (in errors
+// and capacity reports), upd is the update, cond its condition and
+// sentinel what a failed condition matches. token, when set, names the run
+// that writes: a run whose cancel was requested then gets
+// driver.ErrCancelRequested.
+type change struct {
+	op       string
+	token    string
+	upd      expression.UpdateBuilder
+	cond     expression.ConditionBuilder
+	sentinel error
 }
 
-func (s *Store) updateFor(ctx context.Context, op, id, token string, upd expression.UpdateBuilder, cond expression.ConditionBuilder, sentinel error) (map[string]types.AttributeValue, error) {
-	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+// update runs the change c of job id and returns the new item (for a
+// claim; nothing for the others).
+func (s *Store) update(ctx context.Context, id string, c change) (map[string]types.AttributeValue, error) {
+	op := c.op
+	expr, err := expression.NewBuilder().WithUpdate(c.upd).WithCondition(c.cond).Build()
 	if err != nil {
 		return nil, err
 	}
@@ -388,7 +399,7 @@ func (s *Store) updateFor(ctx context.Context, op, id, token string, upd express
 		ReturnConsumedCapacity:              s.capacity(),
 	})
 	if old, ok := conditionFailed(err); ok {
-		return nil, s.conflictFor(sentinel, token, old)
+		return nil, s.conflictFor(c.sentinel, c.token, old)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dynamostore: %s %s: %w", op, id, err)
@@ -436,7 +447,7 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 		}
 		cond = cond.And(expression.Not(expression.Name(attrKind).In(kinds[0], kinds[1:]...)))
 	}
-	av, err := s.update(ctx, "claim", id, upd, cond, driver.ErrNotQueued)
+	av, err := s.update(ctx, id, change{op: "claim", upd: upd, cond: cond, sentinel: driver.ErrNotQueued})
 	if err != nil {
 		return nil, err
 	}
@@ -447,7 +458,7 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 func (s *Store) Publish(ctx context.Context, id, token string, result []byte, at time.Time) error {
 	upd := expression.Set(expression.Name(attrResult), expression.Value(string(result))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(at)))
-	_, err := s.updateFor(ctx, "publish", id, token, upd, notCancelled(runningUnder(token)), jobs.ErrLostClaim)
+	_, err := s.update(ctx, id, change{op: "publish", token: token, upd: upd, cond: notCancelled(runningUnder(token)), sentinel: jobs.ErrLostClaim})
 	return err
 }
 
@@ -455,7 +466,7 @@ func (s *Store) Publish(ctx context.Context, id, token string, result []byte, at
 func (s *Store) Heartbeat(ctx context.Context, id, token string, leaseUntil, at time.Time) error {
 	upd := expression.Set(expression.Name(attrLease), expression.Value(ms(leaseUntil))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(at)))
-	_, err := s.updateFor(ctx, "heartbeat", id, token, upd, notCancelled(runningUnder(token)), jobs.ErrLostClaim)
+	_, err := s.update(ctx, id, change{op: "heartbeat", token: token, upd: upd, cond: notCancelled(runningUnder(token)), sentinel: jobs.ErrLostClaim})
 	return err
 }
 
@@ -467,7 +478,7 @@ func (s *Store) Checkpoint(ctx context.Context, id, token string, c driver.Check
 	upd := expression.Set(expression.Name(attrCheckpoint), expression.Value(c.Data)).
 		Set(expression.Name(attrLease), expression.Value(ms(c.LeaseUntil))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(c.At)))
-	_, err := s.updateFor(ctx, "checkpoint", id, token, upd, notCancelled(runningUnder(token)), jobs.ErrLostClaim)
+	_, err := s.update(ctx, id, change{op: "checkpoint", token: token, upd: upd, cond: notCancelled(runningUnder(token)), sentinel: jobs.ErrLostClaim})
 	return err
 }
 
@@ -503,7 +514,7 @@ func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) 
 	if !o.LeaseExpiredBy.IsZero() {
 		cond = cond.And(expression.Name(attrLease).LessThanEqual(expression.Value(ms(o.LeaseExpiredBy))))
 	}
-	_, err := s.updateFor(ctx, "finish", id, token, upd, cond, jobs.ErrLostClaim)
+	_, err := s.update(ctx, id, change{op: "finish", token: token, upd: upd, cond: cond, sentinel: jobs.ErrLostClaim})
 	return err
 }
 
@@ -537,7 +548,7 @@ func (s *Store) DoneAfter(ctx context.Context, id string) error {
 	upd := expression.Remove(expression.Name(attrAfter)).
 		Remove(expression.Name(AttrSweepShard)).
 		Remove(expression.Name(AttrSweepAt))
-	_, err := s.update(ctx, "done_after", id, upd, expression.AttributeExists(expression.Name(attrAfter)), jobs.ErrLostClaim)
+	_, err := s.update(ctx, id, change{op: "done_after", upd: upd, cond: expression.AttributeExists(expression.Name(attrAfter)), sentinel: jobs.ErrLostClaim})
 	if errors.Is(err, jobs.ErrLostClaim) || errors.Is(err, jobs.ErrNotFound) {
 		return nil // done by another caller (or expired)
 	}
@@ -565,7 +576,7 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 	if !r.LeaseExpiredBy.IsZero() {
 		cond = cond.And(expression.Name(attrLease).LessThanEqual(expression.Value(ms(r.LeaseExpiredBy))))
 	}
-	_, err := s.updateFor(ctx, "requeue", id, token, upd, cond, jobs.ErrLostClaim)
+	_, err := s.update(ctx, id, change{op: "requeue", token: token, upd: upd, cond: cond, sentinel: jobs.ErrLostClaim})
 	return err
 }
 
@@ -583,7 +594,7 @@ func (s *Store) CancelQueued(ctx context.Context, id string, c driver.CancelQueu
 		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
 		Set(expression.Name(attrFinished), expression.Value(ms(c.At))).
 		Set(expression.Name(AttrExpires), expression.Value(c.ExpiresAt.Unix())), c.After))
-	_, err := s.update(ctx, "cancel", id, upd, statusIs(jobs.StatusQueued), driver.ErrNotQueued)
+	_, err := s.update(ctx, id, change{op: "cancel", upd: upd, cond: statusIs(jobs.StatusQueued), sentinel: driver.ErrNotQueued})
 	return err
 }
 
@@ -591,7 +602,7 @@ func (s *Store) CancelQueued(ctx context.Context, id string, c driver.CancelQueu
 func (s *Store) RequestCancel(ctx context.Context, id string, at time.Time) error {
 	upd := expression.Set(expression.Name(attrCancel), expression.Value(true)).
 		Set(expression.Name(attrUpdated), expression.Value(ms(at)))
-	_, err := s.update(ctx, "request_cancel", id, upd, statusIs(jobs.StatusRunning), driver.ErrNotRunning)
+	_, err := s.update(ctx, id, change{op: "request_cancel", upd: upd, cond: statusIs(jobs.StatusRunning), sentinel: driver.ErrNotRunning})
 	return err
 }
 
@@ -609,7 +620,7 @@ func (s *Store) Reschedule(ctx context.Context, id string, expect driver.Expect,
 		return fmt.Errorf("dynamostore: reschedule: status %q has no sweep", expect.Status)
 	}
 	cond = cond.And(expression.AttributeExists(expression.Name(AttrSweepShard)))
-	_, err := s.update(ctx, "reschedule", id, upd, cond, jobs.ErrLostClaim)
+	_, err := s.update(ctx, id, change{op: "reschedule", upd: upd, cond: cond, sentinel: jobs.ErrLostClaim})
 	return err
 }
 

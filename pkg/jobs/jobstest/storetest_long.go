@@ -11,14 +11,12 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
-// runLongWorkTests is the conformance suite's part for work longer than
-// one invocation: heartbeats, checkpoints and continuations.
-func runLongWorkTests(t *testing.T, newStore NewStoreFunc) {
+// longWork is the conformance suite's part for work longer than one
+// invocation: heartbeats, checkpoints and continuations.
+func (c suite) longWork(t *testing.T) {
 	ctx := context.Background()
-	start := func(t *testing.T) (driver.Store, *Clock, *driver.Record, string) {
+	start := func(t *testing.T, s driver.Store, clock *Clock) (*driver.Record, string) {
 		t.Helper()
-		clock := NewClock(Epoch)
-		s := newStore(t, clock)
 		rec := NewRecord(wire.NewID(), clock.Now())
 		if err := s.Create(ctx, rec); err != nil {
 			t.Fatal(err)
@@ -31,7 +29,7 @@ func runLongWorkTests(t *testing.T, newStore NewStoreFunc) {
 		if !got.FirstStartedAt.Equal(clock.Now()) {
 			t.Fatalf("first start %v, want the claim's time", got.FirstStartedAt)
 		}
-		return s, clock, got, token
+		return got, token
 	}
 	conflict := func(t *testing.T, err, want error) {
 		t.Helper()
@@ -41,8 +39,8 @@ func runLongWorkTests(t *testing.T, newStore NewStoreFunc) {
 		}
 	}
 
-	t.Run("HeartbeatExtendsTheLeaseOfItsOwnRunOnly", func(t *testing.T) {
-		s, clock, rec, token := start(t)
+	c.run(t, "HeartbeatExtendsTheLeaseOfItsOwnRunOnly", func(t *testing.T, s driver.Store, clock *Clock) {
+		rec, token := start(t, s, clock)
 		later := clock.Now().Add(10 * time.Minute)
 		if err := s.Heartbeat(ctx, rec.ID, token, later, clock.Now()); err != nil {
 			t.Fatal(err)
@@ -60,8 +58,8 @@ func runLongWorkTests(t *testing.T, newStore NewStoreFunc) {
 		}
 	})
 
-	t.Run("CheckpointIsStoredWithItsRunsLeaseAndKeptForTheNextRun", func(t *testing.T) {
-		s, clock, rec, token := start(t)
+	c.run(t, "CheckpointIsStoredWithItsRunsLeaseAndKeptForTheNextRun", func(t *testing.T, s driver.Store, clock *Clock) {
+		rec, token := start(t, s, clock)
 		lease := clock.Now().Add(5 * time.Minute)
 		if err := s.Checkpoint(ctx, rec.ID, token, driver.Checkpoint{Data: []byte("sealed-1"), LeaseUntil: lease, At: clock.Now()}); err != nil {
 			t.Fatal(err)

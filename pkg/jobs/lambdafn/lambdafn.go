@@ -44,6 +44,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/internal/keyring"
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -237,6 +238,10 @@ type Deps struct {
 
 // Option adjusts what Main and Build build.
 type Option func(*Deps)
+
+// WithLogger sets the functions' logger (Main's: lambdacontext's JSON
+// logger with the request id; Build's default: none).
+func WithLogger(l *slog.Logger) Option { return func(d *Deps) { d.Logger = l } }
 
 // WithRoutes gives the worker routes for messages that other AWS services
 // drop on the queue (see jobs.Routes).
@@ -460,7 +465,7 @@ func Main(fn Function, reg *jobs.Registry, opts ...Option) {
 		os.Exit(0)
 	}
 	logger := lambdacontext.NewLogger()
-	handler, err := Build(context.Background(), fn, reg, os.Getenv, logger, opts...)
+	handler, err := Build(context.Background(), fn, reg, os.Getenv, append([]Option{WithLogger(logger)}, opts...)...)
 	if err != nil {
 		logger.Error("function cannot start", slog.String("error", err.Error()))
 		os.Exit(1)
@@ -468,13 +473,14 @@ func Main(fn Function, reg *jobs.Registry, opts ...Option) {
 	lambda.Start(handler)
 }
 
-// Build is Main without the runtime: configuration, clients and handler.
-func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, logger *slog.Logger, opts ...Option) (any, error) {
+// Build is Main without the runtime: configuration (read with getenv),
+// clients and handler.
+func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, opts ...Option) (any, error) {
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
-	d, err := NewDeps(ctx, cfg, logger)
+	d, err := NewDeps(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -511,8 +517,8 @@ func functionName(getenv func(string) string) string {
 // coldStart writes the ColdStart metric, once per process: Build runs at
 // a function's init.
 func coldStart(m *jobs.Metrics) {
-	b := emf.New(m.Namespace, map[string]string{"service": m.Service})
-	b.Add(nil, "ColdStart", emf.Count, 1)
+	b := emf.New(m.Namespace, map[string]string{metricnames.Service: m.Service})
+	b.Add(nil, metricnames.ColdStart, emf.Count, 1)
 	_ = b.Flush(m.Writer, time.Now())
 }
 

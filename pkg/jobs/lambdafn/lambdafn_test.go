@@ -61,19 +61,19 @@ func TestBuildNeedsQueueForEnqueueAndSweeper(t *testing.T) {
 	t.Parallel()
 	getenv := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_PAGE_TOKEN_KEY": strings.Repeat("k", 32)})
 	for name, fn := range map[string]lambdafn.Function{"enqueue": lambdafn.Enqueue, "sweeper": lambdafn.Sweeper, "cancel": lambdafn.Cancel} {
-		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, nil); err == nil || !strings.Contains(err.Error(), "JOBS_QUEUE_URL") {
+		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv); err == nil || !strings.Contains(err.Error(), "JOBS_QUEUE_URL") {
 			t.Fatalf("%s without a queue: %v", name, err)
 		}
 	}
 	for name, fn := range map[string]lambdafn.Function{"getjob": lambdafn.GetJob, "worker": lambdafn.Worker} {
-		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, nil); err != nil {
+		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
 	// The functions that list need the page token key.
 	bare := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_QUEUE_URL": "http://127.0.0.1:1/q"})
 	for name, fn := range map[string]lambdafn.Function{"getjob": lambdafn.GetJob, "cancel": lambdafn.Cancel} {
-		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), bare, nil); err == nil || !strings.Contains(err.Error(), "JOBS_PAGE_TOKEN") {
+		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), bare); err == nil || !strings.Contains(err.Error(), "JOBS_PAGE_TOKEN") {
 			t.Fatalf("%s without a page token key: %v", name, err)
 		}
 	}
@@ -92,13 +92,13 @@ func TestWorkerRefusesASourceWithoutRoute(t *testing.T) {
 	jobs.MustRegister(reg, "order", func(context.Context, *jobs.Job[events.EventBridgeEvent]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
 	}, nil)
-	_, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg, getenv, nil)
+	_, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg, getenv)
 	if err == nil || !strings.Contains(err.Error(), "has no route") || !strings.Contains(err.Error(), "EventBridge source shop.orders (detail type OrderPlaced)") ||
 		!strings.Contains(err.Error(), "S3 bucket uploads") {
 		t.Fatalf("worker without routes: %v, want both sources named", err)
 	}
 	routes := &jobs.Routes{EventBridge: []jobs.EventBridgeRoute{{Source: "shop.orders", Kind: "order", Owner: "o"}}}
-	_, err = lambdafn.Build(context.Background(), lambdafn.Worker, reg, getenv, nil, lambdafn.WithRoutes(routes))
+	_, err = lambdafn.Build(context.Background(), lambdafn.Worker, reg, getenv, lambdafn.WithRoutes(routes))
 	if err == nil || strings.Contains(err.Error(), "EventBridge source shop.orders") || !strings.Contains(err.Error(), "S3 bucket uploads") {
 		t.Fatalf("worker routing EventBridge only: %v, want only the bucket refused", err)
 	}
@@ -131,12 +131,12 @@ func TestWorkerRefusesAKindLongerThanItsTimeout(t *testing.T) {
 		}
 		return env(m)
 	}
-	_, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg(), getenv(map[string]string{"JOBS_WORKER_TIMEOUT": "1m"}), nil)
+	_, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg(), getenv(map[string]string{"JOBS_WORKER_TIMEOUT": "1m"}))
 	if err == nil || !strings.Contains(err.Error(), `kind "report"`) {
 		t.Fatalf("a 1m worker with a kind needing 2m: %v, want the kind refused", err)
 	}
 	for _, extra := range []map[string]string{{"JOBS_WORKER_TIMEOUT": "5m"}, {}} {
-		if _, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg(), getenv(extra), nil); err != nil {
+		if _, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg(), getenv(extra)); err != nil {
 			t.Fatalf("worker with %v: %v", extra, err)
 		}
 	}

@@ -58,7 +58,7 @@ func TestTracingSendsSpansToTheDaemon(t *testing.T) {
 	}
 	getenv := env(map[string]string{"JOBS_TABLE": table, "JOBS_FUNCTION": "worker", "JOBS_TRACING": "on",
 		"AWS_XRAY_DAEMON_ADDRESS": "tcp:127.0.0.1:1 udp:" + daemon.LocalAddr().String()})
-	h, err := lambdafn.Build(ctx, lambdafn.Worker, reg, getenv, nil)
+	h, err := lambdafn.Build(ctx, lambdafn.Worker, reg, getenv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,66 @@
+// Package metricnames names the metrics the functions write in Embedded
+// Metric Format, once, for everyone who writes or reads them: pkg/jobs and
+// lambdafn write them; the construct's alarms and dashboard
+// (infra/jobsinfra), the local stack's stats, `ljob stats` and the
+// dashboard read them. A name misspelt on either side is a compile error
+// rather than an alarm that never fires.
+//
+// pkg/jobs's Metrics documents what each one counts and its unit.
+package metricnames
+
+import "slices"
+
+// The dimensions of the records: every record carries Service (which
+// function wrote it); job metrics also Kind, and JobsFailed Code.
+const (
+	Service = "service"
+	Kind    = "kind"
+	Code    = "code"
+)
+
+// Job metrics, per kind.
+const (
+	JobsEnqueued      = "JobsEnqueued"      // Count: jobs accepted (not idempotent replays)
+	JobsStarted       = "JobsStarted"       // Count: claims
+	QueueLatency      = "QueueLatency"      // Milliseconds: from created (or run_at) to started
+	JobsSucceeded     = "JobsSucceeded"     // Count
+	JobsFailed        = "JobsFailed"        // Count, with the Code dimension
+	JobsTimedOut      = "JobsTimedOut"      // Count: failed or retried as timed_out
+	JobsInterrupted   = "JobsInterrupted"   // Count: failed or retried as interrupted
+	JobsRetried       = "JobsRetried"       // Count: sent back for another attempt
+	JobsCancelled     = "JobsCancelled"     // Count: runs that ended cancelled, queued jobs cancelled
+	JobsResubmitted   = "JobsResubmitted"   // Count: failed or cancelled jobs queued again
+	JobsHandedBack    = "JobsHandedBack"    // Count: jobs sent again unclaimed for want of time
+	RunDuration       = "RunDuration"       // Milliseconds: from claim to final write
+	Attempts          = "Attempts"          // Count: attempts of a job that ended
+	HandlersAbandoned = "HandlersAbandoned" // Count: handlers that ignored their deadline
+	FiresEnqueued     = "FiresEnqueued"     // Count: schedule fires handed to their job
+	FiresSkipped      = "FiresSkipped"      // Count: schedule fires skipped (OverlapSkip)
+)
+
+// Sweeper metrics, one record per sweep.
+const (
+	SweepResent      = "SweepResent"      // Count
+	SweepInterrupted = "SweepInterrupted" // Count
+	SweepRetried     = "SweepRetried"     // Count
+	SweepBatches     = "SweepBatches"     // Count
+	SweepAfter       = "SweepAfter"       // Count
+	SweepErrors      = "SweepErrors"      // Count
+	SweepDuration    = "SweepDuration"    // Milliseconds
+	SweepComplete    = "SweepComplete"    // Count: 1 when a sweep finished before its deadline
+)
+
+// ColdStart counts a function's process starts (lambdafn, once per
+// process).
+const ColdStart = "ColdStart"
+
+// All lists every metric name above.
+var All = []string{
+	JobsEnqueued, JobsStarted, QueueLatency, JobsSucceeded, JobsFailed, JobsTimedOut, JobsInterrupted, JobsRetried,
+	JobsCancelled, JobsResubmitted, JobsHandedBack, RunDuration, Attempts, HandlersAbandoned, FiresEnqueued, FiresSkipped,
+	SweepResent, SweepInterrupted, SweepRetried, SweepBatches, SweepAfter, SweepErrors, SweepDuration, SweepComplete,
+	ColdStart,
+}
+
+// Known reports whether name is one of the metric names above.
+func Known(name string) bool { return slices.Contains(All, name) }

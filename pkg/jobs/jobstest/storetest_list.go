@@ -1,0 +1,142 @@
+package jobstest
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+)
+
+// listing checks finding an owner's jobs: listed newest first, filtered and
+// paged, and counted, never another owner's.
+func (c suite) listing(t *testing.T) {
+	ctx := context.Background()
+
+	c.run(t, "ListIsOwnedNewestFirstFilteredAndPaged", func(t *testing.T, s driver.Store, clock *Clock) {
+		mine, theirs := wire.OwnerKey("alice"), wire.OwnerKey("bob")
+		var ids []string // alice's, oldest first
+		for i := range 7 {
+			rec := NewRecord(wire.NewID(), clock.Now())
+			rec.Owner = "alice"
+			if i%2 == 1 {
+				rec.Kind = "other"
+			}
+			if err := s.Create(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, rec.ID)
+			clock.Advance(time.Second)
+		}
+		bobs := NewRecord(wire.NewID(), clock.Now())
+		bobs.Owner = "bob"
+		if err := s.Create(ctx, bobs); err != nil {
+			t.Fatal(err)
+		}
+		// ids[0] fails, ids[1] is cancelled while queued, ids[2] succeeds.
+		_, tok := mustClaim(t, s, ids[0], clock.Now())
+		if err := s.Finish(ctx, ids[0], tok, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CancelQueued(ctx, ids[1], driver.CancelQueued{At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		_, tok = mustClaim(t, s, ids[2], clock.Now())
+		if err := s.Finish(ctx, ids[2], tok, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		all := func(q driver.ListQuery) []string {
+			t.Helper()
+			var got []string
+			for i := 0; i < 50; i++ {
+				page, err := s.List(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Records) > q.Limit {
+					t.Fatalf("a page of %d with limit %d", len(page.Records), q.Limit)
+				}
+				for _, r := range page.Records {
+					if wire.OwnerKey(r.Owner) != q.OwnerKey {
+						t.Fatalf("listed %s's job", r.Owner)
+					}
+					got = append(got, r.ID)
+				}
+				if page.Next == "" {
+					return got
+				}
+				q.After = page.Next
+			}
+			t.Fatal("the listing never ended")
+			return nil
+		}
+		rev := func(xs ...string) []string {
+			out := append([]string(nil), xs...)
+			slices.Reverse(out)
+			return out
+		}
+		for name, c := range map[string]struct {
+			q    driver.ListQuery
+			want []string
+		}{
+			"all, in pages of 3": {driver.ListQuery{OwnerKey: mine, Limit: 3}, rev(ids...)},
+			"failed":             {driver.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusFailed}, ids[:1]},
+			"cancelled":          {driver.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusCancelled}, ids[1:2]},
+			"succeeded":          {driver.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusSucceeded}, ids[2:3]},
+			"queued":             {driver.ListQuery{OwnerKey: mine, Limit: 2, Status: jobs.StatusQueued}, rev(ids[3:]...)},
+			"kind other":         {driver.ListQuery{OwnerKey: mine, Limit: 2, Kind: "other"}, rev(ids[1], ids[3], ids[5])},
+			"cancelled of kind":  {driver.ListQuery{OwnerKey: mine, Limit: 2, Kind: "other", Status: jobs.StatusCancelled}, ids[1:2]},
+			"created before":     {driver.ListQuery{OwnerKey: mine, Limit: 10, CreatedBefore: Epoch.Add(2 * time.Second)}, rev(ids[:2]...)},
+			"bob's":              {driver.ListQuery{OwnerKey: theirs, Limit: 10}, nil},
+		} {
+			got := all(c.q)
+			if name == "bob's" {
+				c.want = []string{bobs.ID}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("%s: %v, want %v", name, got, c.want)
+			}
+		}
+		// Retried, the failed job is queued again and no longer failed.
+		if err := s.Resubmit(ctx, ids[0], driver.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := all(driver.ListQuery{OwnerKey: mine, Limit: 5, Status: jobs.StatusFailed}); len(got) != 0 {
+			t.Fatalf("a retried job is still listed as failed: %v", got)
+		}
+	})
+
+	c.run(t, "CountUnfinishedCountsTheOwnersQueuedAndRunning", func(t *testing.T, s driver.Store, clock *Clock) {
+		now := clock.Now()
+		mk := func(owner, kind string) *driver.Record {
+			rec := NewRecord(wire.NewID(), now)
+			rec.Owner, rec.Kind = owner, kind
+			if err := s.Create(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			return rec
+		}
+		mk("o", "a")
+		mk("o", "a")
+		running := mk("o", "b")
+		mustClaim(t, s, running.ID, now)
+		done := mk("o", "b")
+		_, tok := mustClaim(t, s, done.ID, now)
+		if err := s.Finish(ctx, done.ID, tok, driver.Outcome{Status: jobs.StatusSucceeded, At: now}); err != nil {
+			t.Fatal(err)
+		}
+		mk("p", "a")
+		got, err := s.CountUnfinished(ctx, wire.OwnerKey("o"), 100)
+		want := map[string]jobs.KindCounts{"a": {Queued: 2}, "b": {Running: 1}}
+		if err != nil || got.Truncated || !reflect.DeepEqual(got.Kinds, want) {
+			t.Fatalf("counts %+v %v, want %v", got, err, want)
+		}
+		if got, _ := s.CountUnfinished(ctx, wire.OwnerKey("o"), 2); !got.Truncated {
+			t.Fatalf("counts at most 2: %+v, want truncated", got)
+		}
+	})
+}
