@@ -39,6 +39,8 @@ var Env = []Var{
 	{"JOBS_FUNCTION", "", "which function a one-main bootstrap (`lambdafn.Serve`) is: " + strings.Join(FunctionNames(), ", "), nil, true},
 	{"JOBS_TABLE", "required", "the DynamoDB table", nil, true},
 	{"JOBS_QUEUE_URL", "", "the SQS queue's URL (required by " + strings.Join(queueFns, ", ") + ")", queueFns, true},
+	{"JOBS_LANE_QUEUE_URLS", "", "the other lanes' queues, as JSON by lane (`{\"urgent\": url}`): every send goes to its job's lane", queueFns, false},
+	{"JOBS_LANE", "", "the lane whose queue this worker serves (its hand-backs go back to it)", workerOnly, false},
 	{"JOBS_DLQ_URL", "", "its dead-letter queue's URL: the operators' dead-letter routes", []string{Cancel}, true},
 	{"JOBS_DISPATCH_GRACE", "3m", "when the sweeper first looks at a job that is not final; keep it above the worker timeout", nil, true},
 	{"JOBS_RETENTION", "168h", "how long finished jobs stay readable (DynamoDB TTL)", nil, true},

@@ -60,7 +60,11 @@ func TestBatchOfAThousandSettlesWithExactCounts(t *testing.T) {
 	for i := range ids {
 		ids[i] = wire.BatchJobID(b.ID, i)
 	}
-	if err := s.queue.SendBatch(ctx, ids); err != nil {
+	msgs := make([]driver.Message, len(ids))
+	for i, id := range ids {
+		msgs[i] = driver.Message{JobID: id}
+	}
+	if err := s.queue.Send(ctx, msgs...); err != nil {
 		t.Fatal(err)
 	}
 	s.drain()

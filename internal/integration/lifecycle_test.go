@@ -73,7 +73,7 @@ func TestDuplicateDeliveryRunsHandlerOnce(t *testing.T) {
 	ctx := context.Background()
 	// The same message three more times: SQS at-least-once, and a producer retrying.
 	for range 3 {
-		if err := s.queue.Send(ctx, v.ID); err != nil {
+		if err := s.queue.Send(ctx, driver.Message{JobID: v.ID}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -245,7 +245,7 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 			slog.String("err_types", errtypes.Of(err)))
 		return ending{ex: ex, res: unsettled}
 	}
-	if err := e.deliver(ctx, rec.ID, d); err != nil {
+	if err := e.deliver(ctx, rec.ID, rec.Lane, d); err != nil {
 		log.LogAttrs(ctx, slog.LevelWarn, "retry not sent; the sweeper will send it", slog.String("err_types", errtypes.Of(err)))
 	}
 	log.LogAttrs(ctx, slog.LevelWarn, "job will retry", slog.String("code", ex.Code), slog.String("cause", ex.Cause),
@@ -279,6 +279,8 @@ type newJob struct {
 	batch  *driver.Batch
 	index  int
 	counts *BatchCounts
+	// lane, when set, overrides the kind's lane (EnqueueOpts.Lane).
+	lane string
 }
 
 // record returns the queued record of j.
@@ -293,6 +295,13 @@ func (e *engine) record(j newJob) *driver.Record {
 	}
 	if b := j.batch; b != nil {
 		rec.BatchID, rec.BatchIndex, rec.BatchSize, rec.BatchShards = b.ID, j.index, b.Total, b.Shards
+	}
+	rec.Lane = j.lane
+	if e.reg == nil || rec.Lane != "" {
+		return rec
+	}
+	if k, ok := e.reg.lookup(j.kind); ok {
+		rec.Lane = k.lane
 	}
 	return rec
 }
@@ -347,40 +356,28 @@ func (e *engine) deliveryAt(now, runAt time.Time) delivery {
 	}
 }
 
-// deliver sends id's reference as d says: nothing when the sweeper
-// delivers it.
-func (e *engine) deliver(ctx context.Context, id string, d delivery) error {
-	switch {
-	case !d.send:
+// deliver sends the reference of the job id of lane as d says: nothing
+// when the sweeper delivers it.
+func (e *engine) deliver(ctx context.Context, id, lane string, d delivery) error {
+	if !d.send {
 		return nil
-	case d.delay > 0:
-		return e.queue.SendDelayed(ctx, id, d.delay)
-	default:
-		return e.queue.Send(ctx, id)
 	}
+	return e.queue.Send(ctx, driver.Message{JobID: id, Lane: lane, Delay: d.delay})
 }
 
 // deliverAll delivers the jobs recs, each as the delivery rule says at
 // now, those due at once in as few requests as the queue can.
 func (e *engine) deliverAll(ctx context.Context, now time.Time, recs []*driver.Record) error {
-	var due []string
-	var errs []error
+	var msgs []driver.Message
 	for _, rec := range recs {
-		switch d := e.deliveryAt(now, rec.RunAt); {
-		case d.send && d.delay == 0:
-			due = append(due, rec.ID)
-		default:
-			if err := e.deliver(ctx, rec.ID, d); err != nil {
-				errs = append(errs, err)
-			}
+		if d := e.deliveryAt(now, rec.RunAt); d.send {
+			msgs = append(msgs, driver.Message{JobID: rec.ID, Lane: rec.Lane, Delay: d.delay})
 		}
 	}
-	if len(due) > 0 {
-		if err := e.queue.SendBatch(ctx, due); err != nil {
-			errs = append(errs, err)
-		}
+	if len(msgs) == 0 {
+		return nil
 	}
-	return errors.Join(errs...)
+	return e.queue.Send(ctx, msgs...)
 }
 
 // cancel cancels rec, as read a moment ago: a queued job at once, a running
@@ -413,7 +410,7 @@ func (e *engine) resubmit(ctx context.Context, rec *driver.Record) error {
 	if err != nil {
 		return err
 	}
-	if serr := e.deliver(ctx, rec.ID, d); serr != nil {
+	if serr := e.deliver(ctx, rec.ID, rec.Lane, d); serr != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "retried job not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(serr)))
 	}
@@ -569,7 +566,7 @@ func (e *engine) settleBatch(ctx context.Context, b *driver.Batch) bool {
 		return false
 	}
 	if completion != nil {
-		_ = e.deliver(ctx, completion.ID, e.deliveryAt(now, completion.RunAt)) // if lost, the sweeper sends the queued completion job
+		_ = e.deliver(ctx, completion.ID, completion.Lane, e.deliveryAt(now, completion.RunAt)) // if lost, the sweeper sends the queued completion job
 	}
 	return true
 }

@@ -73,6 +73,11 @@ type KindOpts struct {
 	// back at every delivery, no attempt spent: they stay queued, never run
 	// and never end.
 	MinRunTime time.Duration
+	// Lane is the lane the kind's jobs run in: its own queue, dead-letter
+	// queue and workers, so a backlog in one lane never delays another's
+	// jobs ("" is the default lane). The CDK construct creates the lanes
+	// the registry uses (Registry.Lanes); see docs/LANES.md.
+	Lane string
 }
 
 // kindConfig is KindOpts checked.
@@ -80,6 +85,7 @@ type kindConfig struct {
 	codes  map[string]bool
 	retry  RetryPolicy
 	minRun time.Duration
+	lane   string
 }
 
 func (o *KindOpts) check() (kindConfig, error) {
@@ -99,7 +105,10 @@ func (o *KindOpts) check() (kindConfig, error) {
 	if o.MinRunTime < 0 || o.MinRunTime > 15*time.Minute {
 		return c, fmt.Errorf("minimum run time %v: want 0 to 15m", o.MinRunTime)
 	}
-	c.retry, c.minRun = o.Retry, o.MinRunTime
+	if !driver.ValidLane(o.Lane) {
+		return c, fmt.Errorf("lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-'", o.Lane)
+	}
+	c.retry, c.minRun, c.lane = o.Retry, o.MinRunTime, o.Lane
 	return c, nil
 }
 
@@ -110,6 +119,7 @@ type kindDef struct {
 	secrets []string // JSON names of payload fields tagged jobs:"secret"
 	retry   RetryPolicy
 	minRun  time.Duration // 0: the worker's default
+	lane    string
 	// payloadType is P, so routes can check what they deliver.
 	payloadType reflect.Type
 	validate    func(raw []byte) error
@@ -177,6 +187,7 @@ func Register[P any, R Result](reg *Registry, kind string, handle func(ctx conte
 		payloadType: reflect.TypeFor[P](),
 		retry:       cfg.retry,
 		minRun:      cfg.minRun,
+		lane:        cfg.lane,
 		validate: func(raw []byte) error {
 			_, err := decodePayload[P](raw)
 			return err
@@ -220,6 +231,24 @@ func MustRegister[P any, R Result](reg *Registry, kind string, handle func(ctx c
 		panic(err)
 	}
 	return k
+}
+
+// Lanes returns the lanes the registry's kinds run in, sorted, the default
+// lane ("") first: the CDK construct creates a queue and workers for each
+// (JobsProps.Lanes).
+func (reg *Registry) Lanes() []string {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	set := map[string]bool{"": true}
+	for _, k := range reg.kinds {
+		set[k.lane] = true
+	}
+	out := make([]string, 0, len(set))
+	for l := range set {
+		out = append(out, l)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Kinds returns the registered kind names, sorted.

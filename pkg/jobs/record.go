@@ -28,6 +28,8 @@ type View struct {
 	// CancelRequested is true once the owner cancelled a running job, until
 	// it ends cancelled.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Lane is the job's lane, when it is not the default lane.
+	Lane string `json:"lane,omitempty"`
 	// BatchID names the job's batch, if any.
 	BatchID *string `json:"batch_id,omitempty"`
 	// Payload is the job's payload with its jobs:"secret" fields masked
@@ -48,6 +50,7 @@ func viewOf(r *driver.Record) View {
 		ID:        r.ID,
 		Kind:      r.Kind,
 		Status:    r.Status,
+		Lane:      r.Lane,
 		Result:    r.Result,
 		Attempt:   r.Attempt,
 		CreatedAt: r.CreatedAt.UTC(),

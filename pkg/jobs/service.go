@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/emf"
@@ -196,19 +197,22 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 	if runAt.Sub(now) > MaxDelay {
 		return newJob{}, nil, refuse(codeInvalidRequest, `"run_at" is more than 365 days ahead`)
 	}
+	if req.Lane != "" && !slices.Contains(s.reg.Lanes(), req.Lane) {
+		return newJob{}, nil, refuse(codeInvalidRequest, fmt.Sprintf("lane %q: this deployment has no such lane", req.Lane))
+	}
 	stored, err := sealPayload(s.sealer, id, k.secrets, canonical)
 	if err != nil {
 		return newJob{}, nil, fmt.Errorf("jobs: seal payload: %w", err)
 	}
 	r := jobRequest(req.Kind, canonical, req.RunAt, req.Delay)
-	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt}, r, nil
+	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane}, r, nil
 }
 
 // Dispatch sends the reference of a job stored by a committed transaction
 // (see Prepare). It is the one call after the commit; if it fails, the
 // sweeper sends the job after the dispatch grace.
 func (s *Service) Dispatch(ctx context.Context, rec *driver.Record) error {
-	if err := s.eng.deliver(ctx, rec.ID, s.eng.deliveryAt(s.clock.Now(), rec.RunAt)); err != nil {
+	if err := s.eng.deliver(ctx, rec.ID, rec.Lane, s.eng.deliveryAt(s.clock.Now(), rec.RunAt)); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "job stored but not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
 			slog.Time("sweep_at", rec.SweepAt), slog.String("err_types", errtypes.Of(err)))

@@ -44,6 +44,9 @@ type EnqueueOpts struct {
 	// RunAt or Delay, not both). An idempotent retry with the same Delay is
 	// the same request, though it comes later.
 	Delay time.Duration
+	// Lane runs this job in another lane than its kind's (one of
+	// Registry.Lanes: a lane the deployment has).
+	Lane string
 }
 
 // EnqueueResult is what an enqueue did.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -34,6 +35,7 @@ type Worker struct {
 	cancelCheck time.Duration
 	metrics     *Metrics
 	tracer      trace.Tracer
+	lane        string
 	// slow lists the kinds whose minimum run time is above the default,
 	// slowest first.
 	slow []kindMin
@@ -53,6 +55,9 @@ type WorkerConfig struct {
 	Store    driver.Store
 	Clock    Clock
 	Logger   *slog.Logger
+	// Lane is the lane whose queue the worker serves ("" the default):
+	// what it hands back before claiming goes back to it.
+	Lane string
 	// Concurrency bounds how many records of one batch run at once
 	// (default 8).
 	Concurrency int
@@ -117,7 +122,10 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention}),
 		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
 		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
-		metrics: cfg.Metrics, tracer: tracerOf(cfg.TracerProvider),
+		metrics: cfg.Metrics, tracer: tracerOf(cfg.TracerProvider), lane: cfg.Lane,
+	}
+	if !driver.ValidLane(cfg.Lane) {
+		return nil, fmt.Errorf("jobs: lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-'", cfg.Lane)
 	}
 	if w.cancelCheck == 0 {
 		w.cancelCheck = 5 * time.Second
@@ -357,7 +365,7 @@ func (w *Worker) handBack(ctx context.Context, inv invocation, id, kind string) 
 	}
 	if d := w.eng.deliveryAt(now, now.Add(handBackDelay)); d.send {
 		cctx, cancel := inv.callContext(ctx)
-		err := w.eng.deliver(cctx, id, d)
+		err := w.eng.deliver(cctx, id, w.lane, d)
 		cancel()
 		if err == nil {
 			if kind != "" {
@@ -527,7 +535,7 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 			// it again for then; beyond 15 minutes the sweeper does.
 			if d := w.eng.deliveryAt(now, cur.RunAt); d.send {
 				cctx, cancel := inv.callContext(ctx)
-				err := w.eng.deliver(cctx, cur.ID, d)
+				err := w.eng.deliver(cctx, cur.ID, cur.Lane, d)
 				cancel()
 				if err != nil {
 					log.LogAttrs(ctx, slog.LevelWarn, "early delivery not re-sent; the message will come back", slog.String("err_types", errtypes.Of(err)))

@@ -2,23 +2,38 @@ package driver
 
 import (
 	"context"
+	"regexp"
 	"time"
 )
 
-// Queue sends job references to the workers. The SQS implementation is in
-// package sqsqueue.
+// Message is one job's reference as a queue carries it.
+type Message struct {
+	JobID string
+	// Lane names the job's lane: each lane is its own queue with its own
+	// workers ("" is the default lane; see ValidLane).
+	Lane string
+	// Group, when set, is the message's group id: the job's tenant, which
+	// SQS fair queues serve fairly against the others.
+	Group string
+	// Delay holds the message back this long (at most MaxQueueDelay).
+	Delay time.Duration
+}
+
+// Queue sends job references to the workers: each message to its lane's
+// queue. The SQS implementation is in package sqsqueue.
 type Queue interface {
-	// Send sends one job's reference.
-	Send(ctx context.Context, id string) error
-	// SendBatch sends several job references, in as few requests as the
-	// queue allows; it returns an error if any was not sent.
-	SendBatch(ctx context.Context, ids []string) error
-	// SendDelayed sends one job's reference to be delivered after delay
-	// (at most MaxQueueDelay).
-	SendDelayed(ctx context.Context, id string, delay time.Duration) error
+	// Send sends msgs, in as few requests as the queues allow; it returns
+	// an error saying how many were not sent if any was not.
+	Send(ctx context.Context, msgs ...Message) error
 }
 
 // MaxQueueDelay is the longest delivery delay SQS allows. Longer delays
 // (delayed jobs, retries with long backoffs) wait in the sweep index; the
 // sweeper sends them when they are due.
 const MaxQueueDelay = 15 * time.Minute
+
+var laneName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,15}$`)
+
+// ValidLane reports whether lane can name a lane: "" (the default lane), or
+// a lower-case letter then up to 15 lower-case letters, digits or '-'.
+func ValidLane(lane string) bool { return lane == "" || laneName.MatchString(lane) }

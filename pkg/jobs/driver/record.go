@@ -9,9 +9,12 @@ import (
 // (Result is nil until a result is published). ErrorCode is set only on a
 // failed job. ClaimToken and LeaseUntil are set only while the job runs.
 type Record struct {
-	ID      string
-	Kind    string
-	Owner   string
+	ID    string
+	Kind  string
+	Owner string
+	// Lane is the lane the job runs in ("" the default): its messages go to
+	// that lane's queue, its retries and re-sends too.
+	Lane    string
 	Status  Status
 	Payload json.RawMessage
 	Result  json.RawMessage

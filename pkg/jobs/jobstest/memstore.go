@@ -465,10 +465,9 @@ func (m *MemStore) All() []*driver.Record {
 
 // MemQueue is an in-memory driver.Queue that records what was sent.
 type MemQueue struct {
-	mu     sync.Mutex
-	sent   []string
-	fail   error
-	delays map[string]time.Duration
+	mu   sync.Mutex
+	sent []driver.Message
+	fail error
 }
 
 // SetFail makes every later send return err (nil: succeed again).
@@ -478,55 +477,45 @@ func (q *MemQueue) SetFail(err error) {
 	q.mu.Unlock()
 }
 
-// Send records id.
-func (q *MemQueue) Send(_ context.Context, id string) error {
+// Send records msgs.
+func (q *MemQueue) Send(_ context.Context, msgs ...driver.Message) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.fail != nil {
 		return q.fail
 	}
-	q.sent = append(q.sent, id)
+	q.sent = append(q.sent, msgs...)
 	return nil
 }
 
-// SendBatch records ids.
-func (q *MemQueue) SendBatch(_ context.Context, ids []string) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.fail != nil {
-		return q.fail
-	}
-	q.sent = append(q.sent, ids...)
-	return nil
-}
-
-// SendDelayed records id (the delay is recorded by Delays).
-func (q *MemQueue) SendDelayed(_ context.Context, id string, delay time.Duration) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.fail != nil {
-		return q.fail
-	}
-	q.sent = append(q.sent, id)
-	if q.delays == nil {
-		q.delays = map[string]time.Duration{}
-	}
-	q.delays[id] = delay
-	return nil
-}
-
-// Delay returns the delay of the last delayed send of id (0 if none).
+// Delay returns the delay of the last send of id (0 if none).
 func (q *MemQueue) Delay(id string) time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.delays[id]
+	for i := len(q.sent) - 1; i >= 0; i-- {
+		if q.sent[i].JobID == id {
+			return q.sent[i].Delay
+		}
+	}
+	return 0
+}
+
+// Messages returns the messages sent so far, in order.
+func (q *MemQueue) Messages() []driver.Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.sent)
 }
 
 // Sent returns the ids sent so far, in order.
 func (q *MemQueue) Sent() []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return slices.Clone(q.sent)
+	ids := make([]string, len(q.sent))
+	for i, m := range q.sent {
+		ids[i] = m.JobID
+	}
+	return ids
 }
 
 // LastFire returns the job of the schedule's last enqueued fire.

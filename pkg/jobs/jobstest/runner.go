@@ -13,6 +13,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // Runner is the whole job system in memory, for a team's tests: a
@@ -146,19 +147,11 @@ func (q *runnerQueue) takeDue(max int) []string {
 	return ids
 }
 
-func (q *runnerQueue) Send(_ context.Context, id string) error {
-	q.send(id, 0)
-	return nil
-}
-
-func (q *runnerQueue) SendBatch(_ context.Context, ids []string) error {
-	for _, id := range ids {
-		q.send(id, 0)
+// Send queues msgs, each visible after its delay; the Runner's worker
+// serves every lane.
+func (q *runnerQueue) Send(_ context.Context, msgs ...driver.Message) error {
+	for _, m := range msgs {
+		q.send(m.JobID, m.Delay)
 	}
-	return nil
-}
-
-func (q *runnerQueue) SendDelayed(_ context.Context, id string, delay time.Duration) error {
-	q.send(id, delay)
 	return nil
 }

@@ -57,6 +57,11 @@ import (
 type Config struct {
 	Table    string
 	QueueURL string
+	// LaneQueueURLs are the other lanes' queues, by lane
+	// (JOBS_LANE_QUEUE_URLS, JSON); Lane is the lane a worker serves
+	// (JOBS_LANE).
+	LaneQueueURLs map[string]string
+	Lane          string
 	// DLQURL is the dead-letter queue the operators' routes read and
 	// redrive (JOBS_DLQ_URL; cancel only).
 	DLQURL        string
@@ -107,6 +112,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		Table:     getenv("JOBS_TABLE"),
 		QueueURL:  getenv("JOBS_QUEUE_URL"),
+		Lane:      getenv("JOBS_LANE"),
 		DLQURL:    getenv("JOBS_DLQ_URL"),
 		Deadlines: jobs.DefaultDeadlines,
 		Service:   functionName(getenv),
@@ -199,6 +205,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.KeyRingSecret != "" && c.Sealer != nil {
 		errs = append(errs, errors.New("JOBS_PAYLOAD_KEYRING_SECRET and JOBS_PAYLOAD_KEY/JOBS_PAYLOAD_SECRET: give one"))
 	}
+	if v := getenv("JOBS_LANE_QUEUE_URLS"); v != "" {
+		if err := json.Unmarshal([]byte(v), &c.LaneQueueURLs); err != nil {
+			errs = append(errs, errors.New(`JOBS_LANE_QUEUE_URLS: want a JSON object such as {"urgent":"https://sqs..."}`))
+		}
+	}
+	if !driver.ValidLane(c.Lane) {
+		errs = append(errs, fmt.Errorf("JOBS_LANE=%q: want a lower-case letter, then up to 15 lower-case letters, digits or '-'", c.Lane))
+	}
 	if v := getenv("JOBS_SOURCES"); v != "" {
 		dec := json.NewDecoder(strings.NewReader(v))
 		dec.DisallowUnknownFields()
@@ -268,7 +282,11 @@ func NewDeps(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error
 	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger, aws: awsCfg, tracing: tr}
 	if cfg.QueueURL != "" {
 		d.sqs = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { tr.instrument(&o.TracerProvider) })
-		d.Queue = sqsqueue.New(d.sqs, cfg.QueueURL)
+		urls := map[string]string{"": cfg.QueueURL}
+		for lane, u := range cfg.LaneQueueURLs {
+			urls[lane] = u
+		}
+		d.Queue = sqsqueue.NewLanes(d.sqs, urls)
 	}
 	return d, nil
 }
@@ -377,7 +395,7 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Timeout: d.Config.WorkerTimeout, Retention: d.Config.Retention,
 		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace, Metrics: d.metrics,
-		Queue: queueOrNil(d.Queue), TracerProvider: d.tracing.provider(),
+		Queue: queueOrNil(d.Queue), TracerProvider: d.tracing.provider(), Lane: d.Config.Lane,
 	})
 	if err != nil {
 		return nil, err
@@ -525,9 +543,7 @@ func coldStart(m *jobs.Metrics) {
 // noQueue is the getjob function's queue: it never sends.
 type noQueue struct{}
 
-func (noQueue) Send(context.Context, string) error        { return errors.New("getjob does not send") }
-func (noQueue) SendBatch(context.Context, []string) error { return errors.New("getjob does not send") }
-func (noQueue) SendDelayed(context.Context, string, time.Duration) error {
+func (noQueue) Send(context.Context, ...driver.Message) error {
 	return errors.New("getjob does not send")
 }
 

@@ -27,89 +27,121 @@ type API interface {
 // MaxBatch is the most entries SQS takes in one SendMessageBatch.
 const MaxBatch = 10
 
-// Queue is a driver.Queue on one SQS queue.
+// Queue is a driver.Queue over SQS: one queue per lane.
 type Queue struct {
-	api API
-	url *string
+	api  API
+	urls map[string]*string
 }
 
 var _ driver.Queue = (*Queue)(nil)
 
-// New returns a Queue sending to the queue at url.
-func New(api API, url string) *Queue { return &Queue{api: api, url: aws.String(url)} }
+// New returns a Queue sending the default lane's messages to the queue at
+// url (and refusing any other lane's).
+func New(api API, url string) *Queue { return NewLanes(api, map[string]string{"": url}) }
 
-// Send sends one job reference.
-func (q *Queue) Send(ctx context.Context, id string) error {
-	_, err := q.api.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:                q.url,
-		MessageBody:             aws.String(message.Encode(id)),
-		MessageSystemAttributes: traceHeader(ctx),
-	})
-	if err != nil {
-		return fmt.Errorf("sqsqueue: send %s: %w", id, err)
+// NewLanes returns a Queue sending each lane's messages to its queue, by
+// lane name ("" the default lane).
+func NewLanes(api API, urls map[string]string) *Queue {
+	q := &Queue{api: api, urls: map[string]*string{}}
+	for lane, u := range urls {
+		q.urls[lane] = aws.String(u)
 	}
-	return nil
+	return q
 }
 
-// SendDelayed sends one job reference, delivered after delay (rounded up to
-// whole seconds, at most 15 minutes).
-func (q *Queue) SendDelayed(ctx context.Context, id string, delay time.Duration) error {
-	secs := int32((delay + time.Second - 1) / time.Second)
-	secs = max(0, min(secs, int32(driver.MaxQueueDelay/time.Second)))
-	_, err := q.api.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:                q.url,
-		MessageBody:             aws.String(message.Encode(id)),
-		DelaySeconds:            secs,
-		MessageSystemAttributes: traceHeader(ctx),
-	})
-	if err != nil {
-		return fmt.Errorf("sqsqueue: send %s delayed %ds: %w", id, secs, err)
+// Send sends msgs, each to its lane's queue, ten to a request. Entries SQS
+// reports as failed are sent once more; if any still fail it returns an
+// error naming how many.
+func (q *Queue) Send(ctx context.Context, msgs ...driver.Message) error {
+	if len(msgs) == 1 {
+		return q.sendOne(ctx, msgs[0])
 	}
-	return nil
-}
-
-// SendBatch sends job references ten to a request. Entries SQS reports as
-// failed are sent once more; if any still fail it returns an error naming
-// how many.
-func (q *Queue) SendBatch(ctx context.Context, ids []string) error {
-	for start := 0; start < len(ids); start += MaxBatch {
-		chunk := ids[start:min(start+MaxBatch, len(ids))]
-		failed, err := q.sendChunk(ctx, chunk)
-		if err != nil {
-			return err
+	byLane := map[string][]driver.Message{}
+	var order []string
+	for _, m := range msgs {
+		if _, seen := byLane[m.Lane]; !seen {
+			order = append(order, m.Lane)
 		}
-		if len(failed) > 0 {
-			if failed, err = q.sendChunk(ctx, failed); err != nil {
+		byLane[m.Lane] = append(byLane[m.Lane], m)
+	}
+	for _, lane := range order {
+		url, ok := q.urls[lane]
+		if !ok {
+			return fmt.Errorf("sqsqueue: no queue for lane %q", lane)
+		}
+		lm := byLane[lane]
+		for start := 0; start < len(lm); start += MaxBatch {
+			chunk := lm[start:min(start+MaxBatch, len(lm))]
+			failed, err := q.sendChunk(ctx, url, chunk)
+			if err != nil {
 				return err
 			}
 			if len(failed) > 0 {
-				return fmt.Errorf("sqsqueue: %d of %d messages not sent", len(failed), len(chunk))
+				if failed, err = q.sendChunk(ctx, url, failed); err != nil {
+					return err
+				}
+				if len(failed) > 0 {
+					return fmt.Errorf("sqsqueue: %d of %d messages not sent", len(failed), len(chunk))
+				}
 			}
 		}
 	}
 	return nil
 }
 
-func (q *Queue) sendChunk(ctx context.Context, ids []string) ([]string, error) {
-	entries := make([]types.SendMessageBatchRequestEntry, len(ids))
-	for i, id := range ids {
+// delaySeconds is d rounded up to whole seconds, at most 15 minutes.
+func delaySeconds(d time.Duration) int32 {
+	secs := int32((d + time.Second - 1) / time.Second)
+	return max(0, min(secs, int32(driver.MaxQueueDelay/time.Second)))
+}
+
+func groupID(m driver.Message) *string {
+	if m.Group == "" {
+		return nil
+	}
+	return aws.String(m.Group)
+}
+
+func (q *Queue) sendOne(ctx context.Context, m driver.Message) error {
+	url, ok := q.urls[m.Lane]
+	if !ok {
+		return fmt.Errorf("sqsqueue: no queue for lane %q", m.Lane)
+	}
+	_, err := q.api.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl:                url,
+		MessageBody:             aws.String(message.Encode(m.JobID)),
+		DelaySeconds:            delaySeconds(m.Delay),
+		MessageGroupId:          groupID(m),
+		MessageSystemAttributes: traceHeader(ctx),
+	})
+	if err != nil {
+		return fmt.Errorf("sqsqueue: send %s: %w", m.JobID, err)
+	}
+	return nil
+}
+
+func (q *Queue) sendChunk(ctx context.Context, url *string, msgs []driver.Message) ([]driver.Message, error) {
+	entries := make([]types.SendMessageBatchRequestEntry, len(msgs))
+	for i, m := range msgs {
 		entries[i] = types.SendMessageBatchRequestEntry{
 			Id:                      aws.String(strconv.Itoa(i)),
-			MessageBody:             aws.String(message.Encode(id)),
+			MessageBody:             aws.String(message.Encode(m.JobID)),
+			DelaySeconds:            delaySeconds(m.Delay),
+			MessageGroupId:          groupID(m),
 			MessageSystemAttributes: traceHeader(ctx),
 		}
 	}
-	out, err := q.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: q.url, Entries: entries})
+	out, err := q.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: url, Entries: entries})
 	if err != nil {
 		return nil, fmt.Errorf("sqsqueue: send batch: %w", err)
 	}
-	var failed []string
+	var failed []driver.Message
 	for _, f := range out.Failed {
 		i, err := strconv.Atoi(aws.ToString(f.Id))
-		if err != nil || i < 0 || i >= len(ids) {
+		if err != nil || i < 0 || i >= len(msgs) {
 			return nil, fmt.Errorf("sqsqueue: send batch: unexpected entry id %q", aws.ToString(f.Id))
 		}
-		failed = append(failed, ids[i])
+		failed = append(failed, msgs[i])
 	}
 	return failed, nil
 }

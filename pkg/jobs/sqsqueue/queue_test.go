@@ -3,6 +3,7 @@ package sqsqueue_test
 import (
 	"context"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
@@ -47,7 +49,7 @@ func TestSendAndSendBatch(t *testing.T) {
 	ctx := context.Background()
 	var want []string
 	one := wire.NewID()
-	if err := q.Send(ctx, one); err != nil {
+	if err := q.Send(ctx, driver.Message{JobID: one}); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, one)
@@ -55,7 +57,7 @@ func TestSendAndSendBatch(t *testing.T) {
 	for range 23 { // three requests: 10 + 10 + 3
 		batch = append(batch, wire.NewID())
 	}
-	if err := q.SendBatch(ctx, batch); err != nil {
+	if err := q.Send(ctx, messages(batch...)...); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, batch...)
@@ -127,13 +129,13 @@ func TestSendsCarryTheTraceHeader(t *testing.T) {
 	const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 	//lint:ignore SA1029 the key aws-lambda-go itself puts the trace header under
 	ctx := context.WithValue(context.Background(), "x-amzn-trace-id", header)
-	if err := q.Send(ctx, wire.NewID()); err != nil {
+	if err := q.Send(ctx, driver.Message{JobID: wire.NewID()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.SendDelayed(ctx, wire.NewID(), time.Second); err != nil {
+	if err := q.Send(ctx, driver.Message{JobID: wire.NewID(), Delay: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.SendBatch(ctx, []string{wire.NewID(), wire.NewID()}); err != nil {
+	if err := q.Send(ctx, messages(wire.NewID(), wire.NewID())...); err != nil {
 		t.Fatal(err)
 	}
 	if len(api.attrs) != 4 {
@@ -145,7 +147,7 @@ func TestSendsCarryTheTraceHeader(t *testing.T) {
 		}
 	}
 	api.attrs = nil
-	if err := q.Send(context.Background(), wire.NewID()); err != nil || api.attrs[0] != nil {
+	if err := q.Send(context.Background(), driver.Message{JobID: wire.NewID()}); err != nil || api.attrs[0] != nil {
 		t.Fatalf("a send outside a traced invocation: %v %v", err, api.attrs)
 	}
 }
@@ -162,11 +164,44 @@ func TestSendsCarryTheCurrentSpan(t *testing.T) {
 	tid, _ := trace.TraceIDFromHex("5759e988bd862e3fe1be46a994272793")
 	sid, _ := trace.SpanIDFromHex("53995c3f42cd8ad8")
 	ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
-	if err := q.Send(ctx, wire.NewID()); err != nil {
+	if err := q.Send(ctx, driver.Message{JobID: wire.NewID()}); err != nil {
 		t.Fatal(err)
 	}
 	const want = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 	if got := aws.ToString(api.attrs[0]["AWSTraceHeader"].StringValue); got != want {
 		t.Fatalf("AWSTraceHeader %q, want %q", got, want)
+	}
+}
+
+func messages(ids ...string) []driver.Message {
+	out := make([]driver.Message, len(ids))
+	for i, id := range ids {
+		out[i] = driver.Message{JobID: id}
+	}
+	return out
+}
+
+// Each lane's messages go to its own queue; a lane without a queue is
+// refused, and nothing of the request is sent to another lane's queue.
+func TestLanesGoToTheirQueues(t *testing.T) {
+	client := testenv.SQS(t)
+	def := testenv.NewQueues(t, client, sqsqueue.DefaultSpec(30*time.Second))
+	urgent := testenv.NewQueues(t, client, sqsqueue.DefaultSpec(30*time.Second))
+	q := sqsqueue.NewLanes(client, map[string]string{"": def.Queue, "urgent": urgent.Queue})
+	ctx := context.Background()
+	a, b, c := wire.NewID(), wire.NewID(), wire.NewID()
+	if err := q.Send(ctx, driver.Message{JobID: a}, driver.Message{JobID: b, Lane: "urgent"}, driver.Message{JobID: c, Lane: "urgent"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveAll(t, client, def.Queue, 1); len(got) != 1 || got[0] != a {
+		t.Fatalf("default lane received %v, want [%s]", got, a)
+	}
+	want := []string{b, c}
+	sort.Strings(want)
+	if got := receiveAll(t, client, urgent.Queue, 2); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("urgent lane received %v, want %v", got, want)
+	}
+	if err := q.Send(ctx, driver.Message{JobID: wire.NewID(), Lane: "bulk"}); err == nil || !strings.Contains(err.Error(), `lane "bulk"`) {
+		t.Fatalf("a lane without a queue: %v, want it refused", err)
 	}
 }
