@@ -70,7 +70,9 @@ const (
 type ending struct {
 	ex      execution // the outcome as recorded (cancelled if the owner's cancel won)
 	retried bool      // sent back to the queue for another attempt
-	res     result
+	// continued: sent back to the queue to go on (a continuation)
+	continued bool
+	res       result
 }
 
 // ownWrite reports whether err is a failed condition that found the job as
@@ -131,6 +133,9 @@ func (e *engine) decide(ctx context.Context, r run, ex execution) ending {
 	log := e.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.Int("attempt", rec.Attempt))
 	if rec.CancelRequested {
 		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
+	}
+	if ex.Continue {
+		return e.continueRun(ctx, log, r, ex)
 	}
 	if ex.Status == StatusFailed && e.reg != nil {
 		if k, ok := e.reg.lookup(rec.Kind); ok && shouldRetry(k.retry, ex, rec.Attempt-rec.AttemptBase) {
@@ -251,6 +256,36 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 	log.LogAttrs(ctx, slog.LevelWarn, "job will retry", slog.String("code", ex.Code), slog.String("cause", ex.Cause),
 		slog.Int("max_attempts", k.retry.MaxAttempts), slog.Time("run_at", runAt))
 	return ending{ex: ex, retried: true, res: landed}
+}
+
+// continueRun ends run r in a continuation: the job goes back to its queue
+// at once, the attempt its claim counted given back, with the checkpoint
+// the run ended with (if any), and is sent now.
+func (e *engine) continueRun(ctx context.Context, log *slog.Logger, r run, ex execution) ending {
+	rec := r.rec
+	now := e.now()
+	d := e.deliveryAt(now, now)
+	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: now, SweepAt: d.sweepAt, LeaseExpiredBy: r.leaseBy,
+		Continue: true, Checkpoint: ex.Checkpoint})
+	if ownWrite(err, StatusQueued, now) {
+		err = nil
+	}
+	switch {
+	case errors.Is(err, driver.ErrCancelRequested):
+		return e.finish(ctx, log, r, execution{Status: StatusCancelled, Cause: "cancelled"})
+	case isConflict(err):
+		log.LogAttrs(ctx, slog.LevelWarn, "job was settled by someone else before this write", slog.String("outcome_dropped", "continue"))
+		return ending{ex: ex, res: superseded}
+	case err != nil:
+		log.LogAttrs(ctx, slog.LevelError, "continuation write failed; the job stays running until a redelivery or the sweeper settles it",
+			slog.String("err_types", errtypes.Of(err)))
+		return ending{ex: ex, res: unsettled}
+	}
+	if err := e.deliver(ctx, rec.ID, rec.Lane, d); err != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "continuation not sent; the sweeper will send it", slog.String("err_types", errtypes.Of(err)))
+	}
+	log.LogAttrs(ctx, slog.LevelInfo, "job continues", slog.Int("continuations", rec.Continuations+1), slog.String("cause", ex.Cause))
+	return ending{ex: ex, continued: true, res: landed}
 }
 
 // Creating a job. Every path that makes one (an enqueue and a batch's

@@ -1,6 +1,9 @@
 package jobs
 
-import "github.com/lambdajobs/lambdajobs/internal/jsonin"
+import (
+	"github.com/lambdajobs/lambdajobs/internal/jsonin"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+)
 
 // For the external tests: the decoder every path uses, and its depth limit.
 
@@ -23,3 +26,6 @@ var (
 	ErrUnknownKind     = errUnknownKind
 	ErrInvalidSchedule = errInvalidSchedule
 )
+
+// DriverOf is the service's store, for tests that look at what it holds.
+func DriverOf(s *Service) driver.Store { return s.store }

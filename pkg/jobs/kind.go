@@ -23,7 +23,7 @@ type Job[P any] struct {
 	// Batch, for a batch's completion job, is how the batch's jobs ended.
 	Batch *BatchCounts
 
-	publish func(context.Context, []byte) error
+	h *runHandle
 }
 
 func init() {
@@ -34,21 +34,21 @@ func init() {
 	}
 }
 
-func (j *Job[P]) setPublish(f func(context.Context, []byte) error) { j.publish = f }
+func (j *Job[P]) setPublish(f func(context.Context, []byte) error) { j.h = &runHandle{publish: f} }
 
 // Publish stores partial as the job's latest result, which GET returns while
 // the job runs. Each call is one conditional write (one write unit for a
 // small result). It fails with ErrLostClaim when this run no longer owns the
 // job (it timed out, or a sweeper failed it): the handler should stop.
 func (j *Job[P]) Publish(ctx context.Context, partial Result) error {
-	if j.publish == nil {
+	if j.h == nil || j.h.publish == nil {
 		return nil // a Job built by hand, as in a user's unit test
 	}
 	body, code := publicJSON(partial)
 	if code != "" {
 		return fmt.Errorf("jobs: partial result refused (%s)", code)
 	}
-	return j.publish(ctx, body)
+	return j.h.publish(ctx, body)
 }
 
 // KindOpts are a kind's options at registration; nil means none. Each
@@ -78,6 +78,23 @@ type KindOpts struct {
 	// jobs ("" is the default lane). The CDK construct creates the lanes
 	// the registry uses (Registry.Lanes); see docs/LANES.md.
 	Lane string
+	// Heartbeat makes a run of the kind hold its job by a lease of this
+	// length, renewed by Job.Heartbeat and Job.Checkpoint, instead of the
+	// worker's whole Lambda deadline: a run whose worker died is then
+	// interrupted (and retried, from its last checkpoint) one lease after
+	// its last heartbeat. Each heartbeat is one write. 0: no heartbeats;
+	// else 1 second to 2 hours.
+	Heartbeat time.Duration
+	// MaxRunTime is the longest a job of the kind may go on, from its first
+	// run's start through its continuations and retries: past it the job
+	// ends failed, timed_out, when it is next claimed. 0: no bound.
+	MaxRunTime time.Duration
+	// AutoContinue continues a run whose handler returned because its
+	// context's deadline came (the invocation's handler time ran out)
+	// instead of failing it timed_out: a new invocation resumes from the
+	// last checkpoint, no attempt spent. A handler that ignores its
+	// context is still abandoned and timed out.
+	AutoContinue bool
 }
 
 // kindConfig is KindOpts checked.
@@ -86,6 +103,9 @@ type kindConfig struct {
 	retry  RetryPolicy
 	minRun time.Duration
 	lane   string
+	// heartbeat, maxRun and autoContinue: see KindOpts.
+	heartbeat, maxRun time.Duration
+	autoContinue      bool
 }
 
 func (o *KindOpts) check() (kindConfig, error) {
@@ -108,7 +128,14 @@ func (o *KindOpts) check() (kindConfig, error) {
 	if !driver.ValidLane(o.Lane) {
 		return c, fmt.Errorf("lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-'", o.Lane)
 	}
+	if o.Heartbeat != 0 && (o.Heartbeat < time.Second || o.Heartbeat > 2*time.Hour) {
+		return c, fmt.Errorf("heartbeat %v: want 0, or 1s to 2h", o.Heartbeat)
+	}
+	if o.MaxRunTime < 0 {
+		return c, fmt.Errorf("max run time %v: want 0 (no bound) or more", o.MaxRunTime)
+	}
 	c.retry, c.minRun, c.lane = o.Retry, o.MinRunTime, o.Lane
+	c.heartbeat, c.maxRun, c.autoContinue = o.Heartbeat, o.MaxRunTime, o.AutoContinue
 	return c, nil
 }
 
@@ -126,7 +153,10 @@ type kindDef struct {
 	// canonical re-encodes a valid payload through P, so every path stores
 	// the same bytes for the same value.
 	canonical func(raw []byte) ([]byte, error)
-	run       func(ctx context.Context, rec *driver.Record, payload []byte, publish func(context.Context, []byte) error) (Result, error)
+	run       func(ctx context.Context, rec *driver.Record, payload []byte, h *runHandle) (Result, error)
+	// heartbeat, maxRun and autoContinue: see KindOpts.
+	heartbeat, maxRun time.Duration
+	autoContinue      bool
 }
 
 // Registry holds the job kinds. Register every kind at start-up, before the
@@ -188,19 +218,20 @@ func Register[P any, R Result](reg *Registry, kind string, handle func(ctx conte
 		retry:       cfg.retry,
 		minRun:      cfg.minRun,
 		lane:        cfg.lane,
+		heartbeat:   cfg.heartbeat, maxRun: cfg.maxRun, autoContinue: cfg.autoContinue,
 		validate: func(raw []byte) error {
 			_, err := decodePayload[P](raw)
 			return err
 		},
 		canonical: canonicalPayload[P],
-		run: func(ctx context.Context, rec *driver.Record, payload []byte, publish func(context.Context, []byte) error) (Result, error) {
+		run: func(ctx context.Context, rec *driver.Record, payload []byte, h *runHandle) (Result, error) {
 			p, err := decodePayload[P](payload)
 			if err != nil {
 				return nil, errPayload
 			}
 			job := &Job[P]{
 				ID: rec.ID, Kind: rec.Kind, Owner: rec.Owner, Attempt: rec.Attempt,
-				CreatedAt: rec.CreatedAt, Payload: p, Batch: rec.BatchCounts, publish: publish,
+				CreatedAt: rec.CreatedAt, Payload: p, Batch: rec.BatchCounts, h: h,
 			}
 			r, err := handle(ctx, job)
 			if err != nil {

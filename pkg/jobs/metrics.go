@@ -28,6 +28,7 @@ import (
 //	JobsTimedOut       Count         failed or retried as timed_out
 //	JobsInterrupted    Count         failed or retried as interrupted
 //	JobsRetried        Count         sent back for another attempt
+//	JobsContinued      Count         runs that ended in a continuation (Continue; no attempt spent)
 //	JobsCancelled      Count         runs that ended cancelled, and queued jobs cancelled through the API
 //	JobsResubmitted    Count         failed or cancelled jobs queued again through the API
 //	JobsHandedBack     Count         jobs sent again unclaimed: too little of the invocation was left to start them
@@ -98,6 +99,8 @@ func recordEnding(ctx context.Context, rec *driver.Record, end ending, started, 
 	traceEnding(ctx, end)
 	k := rec.Kind
 	switch {
+	case end.continued:
+		count(ctx, k, metricnames.JobsContinued)
 	case end.retried:
 		count(ctx, k, metricnames.JobsRetried)
 	case end.ex.Status == StatusSucceeded:
@@ -113,7 +116,7 @@ func recordEnding(ctx context.Context, rec *driver.Record, end ending, started, 
 	case CodeInterrupted:
 		count(ctx, k, metricnames.JobsInterrupted)
 	}
-	if !end.retried {
+	if !end.retried && !end.continued {
 		metricsOf(ctx).Add(map[string]string{metricnames.Kind: k}, metricnames.Attempts, emf.Count, float64(rec.Attempt))
 	}
 	if !started.IsZero() && at.After(started) && end.ex.Code != CodeInterrupted {

@@ -89,6 +89,8 @@ func shouldRetry(p RetryPolicy, ex execution, attempt int) bool {
 	switch {
 	case ex.Retryable:
 		return true
+	case ex.Cause == "max_run_time":
+		return false // past the kind's longest run: another attempt would be too
 	case ex.Code == CodeTimedOut || ex.Code == CodeInterrupted:
 		return true
 	case p.RetryErrors && ex.Code == CodeInternal && (ex.Cause == "error" || ex.Cause == "panic"):

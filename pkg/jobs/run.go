@@ -38,12 +38,17 @@ type execution struct {
 	// it may still be running until the run's lease ends, so no other run
 	// of the job may start before then.
 	Abandoned bool
+	// Continue is set when the run asked to go on in a new invocation
+	// (Continue, or KindOpts.AutoContinue); Checkpoint is the sealed
+	// checkpoint to store with it (nil: keep the last).
+	Continue   bool
+	Checkpoint []byte
 }
 
 // execute runs the kind's handler for rec and maps what it returns to an
 // outcome. A panic becomes CodeInternal with the stack's function names
 // (never the panic value).
-func (k *kindDef) execute(ctx context.Context, rec *driver.Record, sealer Sealer, publish func(context.Context, []byte) error) (ex execution) {
+func (k *kindDef) execute(ctx context.Context, rec *driver.Record, sealer Sealer, h *runHandle) (ex execution) {
 	defer func() {
 		if p := recover(); p != nil {
 			ex = execution{Status: StatusFailed, Code: CodeInternal, Cause: "panic", Stack: stackFrames(3)}
@@ -53,8 +58,24 @@ func (k *kindDef) execute(ctx context.Context, rec *driver.Record, sealer Sealer
 	if err != nil {
 		return execution{Status: StatusFailed, Code: CodeInvalidPayload, Cause: "unseal"}
 	}
-	r, err := k.run(ctx, rec, payload, publish)
-	if err != nil {
+	r, err := k.run(ctx, rec, payload, h)
+	var cont *continuation
+	switch {
+	case errors.As(err, &cont):
+		ex := execution{Continue: true, Cause: "continue"}
+		if cont.v != nil {
+			raw, err := json.Marshal(cont.v)
+			if err == nil {
+				ex.Checkpoint, err = sealCheckpoint(sealer, rec.ID, raw)
+			}
+			if err != nil {
+				return execution{Status: StatusFailed, Code: CodeInternal, Cause: "checkpoint", ErrTypes: errtypes.Of(err)}
+			}
+		}
+		return ex
+	case err != nil && k.autoContinue && ctx.Err() == context.DeadlineExceeded && errors.Is(err, context.DeadlineExceeded):
+		return execution{Continue: true, Cause: "auto_continue"}
+	case err != nil:
 		return k.classify(ctx, err)
 	}
 	body, code := publicJSON(r)

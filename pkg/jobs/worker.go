@@ -408,9 +408,13 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 	}
 	var ex execution
 	k, ok := w.reg.lookup(rec.Kind)
-	if !ok {
+	switch {
+	case !ok:
 		ex = execution{Status: StatusFailed, Code: CodeUnknownKind, Cause: "unknown_kind"}
-	} else {
+	case k.maxRun > 0 && !rec.FirstStartedAt.IsZero() && now.Sub(rec.FirstStartedAt) >= k.maxRun:
+		// Past the kind's longest run, continuations and retries included.
+		ex = execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "max_run_time"}
+	default:
 		ex = w.execute(ctx, inv, k, rec, token)
 	}
 	wctx, cancel := inv.finalWriteContext(ctx)
@@ -430,30 +434,35 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 	defer cancel()
 	noticed := make(chan struct{})
 	notice := sync.OnceFunc(func() { close(noticed); cancel() })
-	publish := func(pctx context.Context, body []byte) error {
-		err := w.eng.publish(pctx, rec.ID, token, body)
+	// cancelled maps a write refused for a cancel to ErrCancelled, and
+	// cancels the handler's context.
+	cancelled := func(err error) error {
 		if errors.Is(err, driver.ErrCancelRequested) {
 			notice()
 			return ErrCancelled
 		}
 		return err
 	}
+	h, err := w.handle(ctx, inv, k, rec, token, cancelled)
+	if err != nil {
+		return execution{Status: StatusFailed, Code: CodeInternal, Cause: "checkpoint", ErrTypes: errtypes.Of(err)}
+	}
 	done := make(chan execution, 1)
-	go func() { done <- k.execute(hctx, rec, w.sealer, publish) }()
+	go func() { done <- k.execute(hctx, rec, w.sealer, h) }()
 	var tick <-chan time.Time
 	if w.cancelCheck > 0 {
 		t := time.NewTicker(w.cancelCheck)
 		defer t.Stop()
 		tick = t.C
 	}
-	cancelled := execution{Status: StatusCancelled, Cause: "cancelled"}
+	cancelledRun := execution{Status: StatusCancelled, Cause: "cancelled"}
 	// stopped waits for a cancelled handler to return, until its deadline.
 	stopped := func() execution {
 		deadline := time.NewTimer(time.Until(inv.handler) + abandonGrace)
 		defer deadline.Stop()
 		select {
 		case <-done:
-			return cancelled
+			return cancelledRun
 		case <-deadline.C:
 			w.abandon(ctx, rec, done)
 			return execution{Status: StatusCancelled, Cause: "cancelled", Abandoned: true}
@@ -464,7 +473,7 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 		case ex := <-done:
 			select {
 			case <-noticed:
-				return cancelled
+				return cancelledRun
 			default:
 				return ex
 			}
@@ -496,6 +505,53 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 			return execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "abandoned", Abandoned: true}
 		}
 	}
+}
+
+// handle returns what the run's Job reaches the system through: Publish,
+// and for work longer than one invocation Heartbeat and Checkpoint (each a
+// write conditional on token, which also renews the lease of a kind with
+// KindOpts.Heartbeat) and the checkpoint to resume from. A kind with
+// heartbeats starts its run with one: its lease shrinks from the
+// invocation's deadline to one heartbeat.
+func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, rec *driver.Record, token string, cancelled func(error) error) (*runHandle, error) {
+	resume, err := openCheckpoint(w.sealer, rec)
+	if err != nil {
+		return nil, err
+	}
+	lease := func() time.Time {
+		l := inv.leaseUntil(w.eng.now())
+		if hb := w.eng.now().Add(k.heartbeat); k.heartbeat > 0 && hb.Before(l) {
+			l = hb
+		}
+		return l
+	}
+	h := &runHandle{
+		resume: resume,
+		publish: func(pctx context.Context, body []byte) error {
+			return cancelled(w.eng.publish(pctx, rec.ID, token, body))
+		},
+		checkpoint: func(pctx context.Context, raw []byte) error {
+			sealed, err := sealCheckpoint(w.sealer, rec.ID, raw)
+			if err != nil {
+				return err
+			}
+			return cancelled(w.eng.store.Checkpoint(pctx, rec.ID, token, driver.Checkpoint{Data: sealed, LeaseUntil: lease(), At: w.eng.now()}))
+		},
+	}
+	if k.heartbeat > 0 {
+		h.heartbeat = func(pctx context.Context) error {
+			return cancelled(w.eng.store.Heartbeat(pctx, rec.ID, token, lease(), w.eng.now()))
+		}
+		cctx, cancel := inv.callContext(ctx)
+		defer cancel()
+		if err := h.heartbeat(cctx); err != nil && !errors.Is(err, ErrCancelled) {
+			// The lease stays the invocation's deadline: only slower to
+			// notice a dead worker.
+			w.log.LogAttrs(ctx, slog.LevelWarn, "first heartbeat failed; the run keeps its invocation's lease", slog.String("job_id", rec.ID),
+				slog.String("err_types", errtypes.Of(err)))
+		}
+	}
+	return h, nil
 }
 
 // abandon counts a handler that did not return by its deadline; its

@@ -255,8 +255,10 @@ type Requeue struct {
 	LeaseExpiredBy time.Time
 	// Continue marks a continuation: the run asked to go on in a new
 	// invocation, so the attempt its claim counted is given back and
-	// Continuations counts one more.
-	Continue bool
+	// Continuations counts one more. Checkpoint, when set, replaces the
+	// job's checkpoint in the same write.
+	Continue   bool
+	Checkpoint []byte
 }
 
 // Checkpoint is what Store.Checkpoint stamps on a running job.

@@ -574,6 +574,9 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 		upd = upd.Add(expression.Name(attrAttempt), expression.Value(-1)).
 			Add(expression.Name(attrContinuations), expression.Value(1))
 	}
+	if r.Checkpoint != nil {
+		upd = upd.Set(expression.Name(attrCheckpoint), expression.Value(r.Checkpoint))
+	}
 	cond := notCancelled(runningUnder(token))
 	if !r.LeaseExpiredBy.IsZero() {
 		cond = cond.And(expression.Name(attrLease).LessThanEqual(expression.Value(ms(r.LeaseExpiredBy))))

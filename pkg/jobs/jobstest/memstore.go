@@ -362,6 +362,9 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q driver.Requeue
 		r.Attempt--
 		r.Continuations++
 	}
+	if q.Checkpoint != nil {
+		r.Checkpoint = bytes.Clone(q.Checkpoint)
+	}
 	r.ClaimToken = ""
 	r.LeaseUntil = time.Time{}
 	r.Dispatches = 0

@@ -1,0 +1,129 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+)
+
+// Work longer than one invocation. A run holds its job by a lease: the
+// worker's Lambda deadline, or, for a kind with KindOpts.Heartbeat, a
+// shorter lease the handler renews (Job.Heartbeat, Job.Checkpoint), so a
+// run whose worker died is interrupted one lease after its last sign of
+// life rather than one deadline later. A handler stores its progress with
+// Job.Checkpoint (sealed, private: never returned by the API) and ends its
+// invocation with Continue: the job goes back to the queue at once, no
+// attempt spent, and its next run reads the checkpoint with Job.Resume (so
+// does a retry after an interruption). KindOpts.MaxRunTime bounds the whole
+// run, continuations included; KindOpts.AutoContinue continues a run whose
+// handler time ran out. docs/LONG_RUNS.md has the details and the costs.
+
+// runHandle is how a running Job reaches the system: nil for a Job built by
+// hand, whose Publish, Heartbeat and Checkpoint then do nothing.
+type runHandle struct {
+	publish    func(ctx context.Context, body []byte) error
+	heartbeat  func(ctx context.Context) error
+	checkpoint func(ctx context.Context, raw []byte) error
+	// resume is the job's last stored checkpoint, opened (JSON); nil when
+	// it has none.
+	resume []byte
+}
+
+// Heartbeat tells the system this run is alive: for a kind with
+// KindOpts.Heartbeat it extends the run's lease by that long (one
+// conditional write), so neither the sweeper nor a redelivery interrupts
+// it; a run that stops heartbeating is interrupted one lease later. For
+// other kinds the lease is the invocation's deadline and Heartbeat does
+// nothing. It returns ErrCancelled once the owner cancelled the job and
+// ErrLostClaim when this run no longer owns it: the handler should stop.
+func (j *Job[P]) Heartbeat(ctx context.Context) error {
+	if j.h == nil || j.h.heartbeat == nil {
+		return nil
+	}
+	return j.h.heartbeat(ctx)
+}
+
+// Checkpoint stores v, encoded as JSON and sealed, as the job's
+// checkpoint: the state a later run of the job resumes from (after a
+// Continue, a retry or an interruption; see Resume). It is private: never
+// returned by the API or shown by the dashboard, at most 64 KiB sealed.
+// Each call is one conditional write and a heartbeat; its errors are
+// Heartbeat's. A Job built by hand keeps the checkpoint in memory, for
+// Resume.
+func (j *Job[P]) Checkpoint(ctx context.Context, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("jobs: encode checkpoint: %w", err)
+	}
+	if j.h == nil {
+		j.h = &runHandle{}
+	}
+	if j.h.checkpoint == nil {
+		j.h.resume = raw
+		return nil
+	}
+	if err := j.h.checkpoint(ctx, raw); err != nil {
+		return err
+	}
+	j.h.resume = raw
+	return nil
+}
+
+// Resume decodes the job's last stored checkpoint into v and reports
+// whether there was one.
+func (j *Job[P]) Resume(v any) (bool, error) {
+	if j.h == nil || j.h.resume == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(j.h.resume, v); err != nil {
+		return false, fmt.Errorf("jobs: decode checkpoint: %w", err)
+	}
+	return true, nil
+}
+
+// Continue is what a handler returns to end its invocation and go on in a
+// new one: the job goes back to its queue at once with no attempt spent,
+// and the next run resumes from checkpoint (stored with the same write; nil
+// keeps the last one Checkpoint stored). A kind's KindOpts.MaxRunTime
+// bounds how long a job goes on through its continuations.
+//
+//	if deadline, _ := ctx.Deadline(); time.Until(deadline) < chunkTime {
+//		return jobs.NoResult{}, jobs.Continue(progress)
+//	}
+func Continue(checkpoint any) error { return &continuation{v: checkpoint} }
+
+type continuation struct{ v any }
+
+func (*continuation) Error() string { return "jobs: continue in a new invocation" }
+
+// checkpointAAD binds a sealed checkpoint to its job.
+func checkpointAAD(id string) []byte { return []byte(id + "\x00checkpoint") }
+
+// sealCheckpoint seals raw (a checkpoint's JSON) for job id.
+func sealCheckpoint(s Sealer, id string, raw []byte) ([]byte, error) {
+	if s == nil {
+		return nil, errors.New("jobs: a checkpoint is stored sealed: configure a Sealer (the construct gives the worker the payload key ring; locally JOBS_PAYLOAD_KEY)")
+	}
+	sealed, err := s.Seal(raw, checkpointAAD(id))
+	if err != nil {
+		return nil, fmt.Errorf("jobs: seal checkpoint: %w", err)
+	}
+	if len(sealed) > driver.MaxCheckpointBytes {
+		return nil, fmt.Errorf("jobs: checkpoint of %d bytes sealed, over %d", len(sealed), driver.MaxCheckpointBytes)
+	}
+	return []byte(sealed), nil
+}
+
+// openCheckpoint opens rec's checkpoint (nil when it has none).
+func openCheckpoint(s Sealer, rec *driver.Record) ([]byte, error) {
+	if len(rec.Checkpoint) == 0 {
+		return nil, nil
+	}
+	if s == nil {
+		return nil, errNoSealer
+	}
+	return s.Open(string(rec.Checkpoint), checkpointAAD(rec.ID))
+}

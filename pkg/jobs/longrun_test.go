@@ -1,0 +1,293 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+type exportPayload struct{ Chunks, PerRun int }
+
+type exportState struct{ Next int }
+
+// chunkLog records each chunk a handler processed, to show none ran twice.
+type chunkLog struct {
+	mu   sync.Mutex
+	runs map[int]int
+}
+
+func (l *chunkLog) did(i int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.runs == nil {
+		l.runs = map[int]int{}
+	}
+	l.runs[i]++
+}
+
+func (l *chunkLog) twice() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []int
+	for i, n := range l.runs {
+		if n > 1 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// A job longer than one run goes on through continuations: each run
+// resumes from the checkpoint the last one stored, none spends an attempt,
+// no chunk is processed twice, and the checkpoint never shows in the API.
+func TestContinuationsResumeFromTheCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	reg := jobs.NewRegistry()
+	var chunks chunkLog
+	runs := 0
+	export := jobs.MustRegister(reg, "export", func(ctx context.Context, job *jobs.Job[exportPayload]) (jobs.JSON[int], error) {
+		runs++
+		var st exportState
+		if _, err := job.Resume(&st); err != nil {
+			return jobs.JSON[int]{}, err
+		}
+		for done := 0; st.Next < job.Payload.Chunks; done++ {
+			if done == job.Payload.PerRun {
+				return jobs.JSON[int]{}, jobs.Continue(st)
+			}
+			chunks.did(st.Next)
+			st.Next++
+			if err := job.Checkpoint(ctx, st); err != nil {
+				return jobs.JSON[int]{}, err
+			}
+		}
+		return jobs.JSON[int]{V: st.Next}, nil
+	}, nil)
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := export.Enqueue(ctx, r.Service, "o", exportPayload{Chunks: 10, PerRun: 3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, err := r.Service.Get(ctx, "o", res.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != jobs.StatusSucceeded || v.Attempt != 1 || string(v.Result) != "10" || runs != 4 {
+		t.Fatalf("%s attempt %d result %s after %d runs, want succeeded on attempt 1 with 10 chunks in 4 runs", v.Status, v.Attempt, v.Result, runs)
+	}
+	if twice := chunks.twice(); len(twice) > 0 {
+		t.Fatalf("chunks %v processed twice", twice)
+	}
+	if strings.Contains(string(v.Payload)+string(v.Result), "Next") {
+		t.Fatalf("the checkpoint shows in the API: %s %s", v.Payload, v.Result)
+	}
+}
+
+// A run that dies after storing a checkpoint is retried from it: the
+// chunks whose checkpoint landed do not run again.
+func TestARetryResumesFromTheLastLandedCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	reg := jobs.NewRegistry()
+	var chunks chunkLog
+	export := jobs.MustRegister(reg, "export", func(ctx context.Context, job *jobs.Job[exportPayload]) (jobs.JSON[int], error) {
+		var st exportState
+		if _, err := job.Resume(&st); err != nil {
+			return jobs.JSON[int]{}, err
+		}
+		for ; st.Next < job.Payload.Chunks; st.Next++ {
+			chunks.did(st.Next)
+			if job.Attempt == 1 && st.Next == 4 {
+				panic("the worker dies with chunk 4 done but not checkpointed")
+			}
+			if err := job.Checkpoint(ctx, exportState{Next: st.Next + 1}); err != nil {
+				return jobs.JSON[int]{}, err
+			}
+		}
+		return jobs.JSON[int]{V: st.Next}, nil
+	}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second, RetryErrors: true}})
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := export.Enqueue(ctx, r.Service, "o", exportPayload{Chunks: 8}, nil)
+	for range 3 {
+		if _, err := r.Work(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.Clock.Advance(time.Minute)
+	}
+	v, _ := r.Service.Get(ctx, "o", res.Job.ID)
+	if v.Status != jobs.StatusSucceeded || v.Attempt != 2 || string(v.Result) != "8" {
+		t.Fatalf("%s attempt %d result %s, want succeeded on attempt 2", v.Status, v.Attempt, v.Result)
+	}
+	// Chunk 4 ran twice (its checkpoint never landed); no other did.
+	if twice := chunks.twice(); len(twice) != 1 || twice[0] != 4 {
+		t.Fatalf("chunks processed twice: %v, want only 4 (its checkpoint never landed)", twice)
+	}
+}
+
+// A kind's longest run time bounds a job through its continuations: past
+// it the job ends timed_out, not retried.
+func TestMaxRunTimeEndsAJobThatGoesOnTooLong(t *testing.T) {
+	ctx := context.Background()
+	reg := jobs.NewRegistry()
+	var r *jobstest.Runner
+	forever := jobs.MustRegister(reg, "forever", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		r.Clock.Advance(time.Minute) // each run takes a minute
+		return jobs.NoResult{}, jobs.Continue(nil)
+	}, &jobs.KindOpts{MaxRunTime: 10 * time.Minute, Retry: jobs.RetryPolicy{MaxAttempts: 5}})
+	var err error
+	if r, err = jobstest.NewRunner(reg); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := forever.Enqueue(ctx, r.Service, "o", struct{}{}, nil)
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := r.Service.Get(ctx, "o", res.Job.ID)
+	if v.Status != jobs.StatusFailed || v.Error == nil || *v.Error != jobs.CodeTimedOut || v.Attempt != 1 {
+		t.Fatalf("%s %v attempt %d, want failed timed_out on attempt 1 (not retried)", v.Status, v.Error, v.Attempt)
+	}
+}
+
+// A run that heartbeats holds its job by a short lease it keeps renewing:
+// for five dispatch graces the sweeper leaves it running; once it stops,
+// the sweeper interrupts it within one lease.
+func TestHeartbeatsKeepALongRunAliveAndTheirAbsenceEndsIt(t *testing.T) {
+	ctx := context.Background()
+	clock := jobstest.NewClock(jobstest.Epoch)
+	store := jobstest.NewMemStore(clock)
+	const grace, lease = time.Minute, 20 * time.Second
+	sweeper, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, DispatchGrace: grace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := jobstest.NewRecord(wire.NewID(), clock.Now())
+	rec.SweepAt = clock.Now().Add(grace)
+	if err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	token := wire.NewID()
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: token, At: clock.Now(), LeaseUntil: clock.Now().Add(lease)}); err != nil {
+		t.Fatal(err)
+	}
+	for clock.Now().Before(jobstest.Epoch.Add(5 * grace)) {
+		clock.Advance(lease / 2)
+		if err := store.Heartbeat(ctx, rec.ID, token, clock.Now().Add(lease), clock.Now()); err != nil {
+			t.Fatalf("heartbeat at %v: %v", clock.Now().Sub(jobstest.Epoch), err)
+		}
+		if _, err := sweeper.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := store.Get(ctx, rec.ID); got.Status != jobs.StatusRunning {
+			t.Fatalf("a heartbeating run was %s at %v", got.Status, clock.Now().Sub(jobstest.Epoch))
+		}
+	}
+	last := clock.Now()
+	for clock.Now().Before(last.Add(lease)) {
+		clock.Advance(time.Second)
+		if _, err := sweeper.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(time.Second)
+	if _, err := sweeper.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := store.Get(ctx, rec.ID)
+	if got.Status != jobs.StatusFailed || got.ErrorCode != jobs.CodeInterrupted {
+		t.Fatalf("%v after its last heartbeat: %s %q, want failed interrupted within one lease (%v)", clock.Now().Sub(last), got.Status, got.ErrorCode, lease)
+	}
+	// A heartbeat from the stale run changes nothing.
+	if err := store.Heartbeat(ctx, rec.ID, token, clock.Now().Add(lease), clock.Now()); !errors.Is(err, jobs.ErrLostClaim) {
+		t.Fatalf("a stale run's heartbeat: %v, want ErrLostClaim", err)
+	}
+}
+
+// A kind with heartbeats starts its run with one (its lease shrinks from
+// the invocation's deadline to a heartbeat), and Job.Heartbeat renews it.
+func TestAHeartbeatKindsRunHoldsAShortLease(t *testing.T) {
+	ctx := context.Background()
+	reg := jobs.NewRegistry()
+	var r *jobstest.Runner
+	var leases []time.Duration
+	beat := jobs.MustRegister(reg, "beat", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		rec, _ := jobs.DriverOf(r.Service).Get(ctx, job.ID)
+		leases = append(leases, rec.LeaseUntil.Sub(r.Clock.Now()))
+		r.Clock.Advance(10 * time.Second)
+		if err := job.Heartbeat(ctx); err != nil {
+			return jobs.NoResult{}, err
+		}
+		rec, _ = jobs.DriverOf(r.Service).Get(ctx, job.ID)
+		leases = append(leases, rec.LeaseUntil.Sub(r.Clock.Now()))
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{Heartbeat: 30 * time.Second})
+	var err error
+	if r, err = jobstest.NewRunner(reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := beat.Enqueue(ctx, r.Service, "o", struct{}{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != 2 || leases[0] != 30*time.Second || leases[1] != 30*time.Second {
+		t.Fatalf("leases left %v, want 30s at the start and 30s after a heartbeat", leases)
+	}
+}
+
+// A kind with AutoContinue whose handler runs out of handler time goes on
+// in a new invocation from its last checkpoint, no attempt spent, instead
+// of failing timed_out.
+func TestAutoContinueWhenTheHandlerTimeRunsOut(t *testing.T) {
+	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "slow", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		if err := job.Checkpoint(ctx, exportState{Next: 7}); err != nil {
+			return jobs.NoResult{}, err
+		}
+		<-ctx.Done()
+		return jobs.NoResult{}, ctx.Err()
+	}, &jobs.KindOpts{AutoContinue: true})
+	key := make([]byte, 32)
+	sealer, _ := jobs.NewAESSealer(key)
+	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer,
+		Deadlines: jobs.Deadlines{Reserve: 600 * time.Millisecond, FinalWrite: 100 * time.Millisecond, Call: 100 * time.Millisecond, MinRun: 100 * time.Millisecond, Safety: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "slow", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	if resp, _ := w.HandleSQS(ctx, sqsEvent(message.Encode(res.Job.ID))); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v", resp.BatchItemFailures)
+	}
+	got, _ := store.Get(context.Background(), res.Job.ID)
+	if got.Status != jobs.StatusQueued || got.Attempt != 0 || got.Continuations != 1 || len(got.Checkpoint) == 0 {
+		t.Fatalf("%s attempt %d continuations %d checkpoint %d bytes, want queued to continue with its checkpoint, no attempt spent",
+			got.Status, got.Attempt, got.Continuations, len(got.Checkpoint))
+	}
+	if sent := queue.Sent(); len(sent) != 2 || sent[1] != res.Job.ID {
+		t.Fatalf("sent %v, want the enqueue and the continuation", sent)
+	}
+}
