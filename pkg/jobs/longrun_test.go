@@ -188,7 +188,7 @@ func TestHeartbeatsKeepALongRunAliveAndTheirAbsenceEndsIt(t *testing.T) {
 	}
 	for clock.Now().Before(jobstest.Epoch.Add(5 * grace)) {
 		clock.Advance(lease / 2)
-		if err := store.Heartbeat(ctx, rec.ID, token, clock.Now().Add(lease), clock.Now()); err != nil {
+		if err := store.Heartbeat(ctx, rec.ID, token, driver.Heartbeat{LeaseUntil: clock.Now().Add(lease), At: clock.Now()}); err != nil {
 			t.Fatalf("heartbeat at %v: %v", clock.Now().Sub(jobstest.Epoch), err)
 		}
 		if _, err := sweeper.Sweep(ctx); err != nil {
@@ -214,7 +214,7 @@ func TestHeartbeatsKeepALongRunAliveAndTheirAbsenceEndsIt(t *testing.T) {
 		t.Fatalf("%v after its last heartbeat: %s %q, want failed interrupted within one lease (%v)", clock.Now().Sub(last), got.Status, got.ErrorCode, lease)
 	}
 	// A heartbeat from the stale run changes nothing.
-	if err := store.Heartbeat(ctx, rec.ID, token, clock.Now().Add(lease), clock.Now()); !errors.Is(err, jobs.ErrLostClaim) {
+	if err := store.Heartbeat(ctx, rec.ID, token, driver.Heartbeat{LeaseUntil: clock.Now().Add(lease), At: clock.Now()}); !errors.Is(err, jobs.ErrLostClaim) {
 		t.Fatalf("a stale run's heartbeat: %v, want ErrLostClaim", err)
 	}
 }

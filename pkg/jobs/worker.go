@@ -540,11 +540,15 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, rec *dr
 	}
 	if k.heartbeat > 0 {
 		h.heartbeat = func(pctx context.Context) error {
-			return cancelled(w.eng.store.Heartbeat(pctx, rec.ID, token, lease(), w.eng.now()))
+			return cancelled(w.eng.store.Heartbeat(pctx, rec.ID, token, driver.Heartbeat{LeaseUntil: lease(), At: w.eng.now()}))
 		}
+		// The first also moves the sweep time to the lease's end, so a dead
+		// worker's run is found one lease later, not one dispatch grace.
 		cctx, cancel := inv.callContext(ctx)
 		defer cancel()
-		if err := h.heartbeat(cctx); err != nil && !errors.Is(err, ErrCancelled) {
+		l := lease()
+		err := cancelled(w.eng.store.Heartbeat(cctx, rec.ID, token, driver.Heartbeat{LeaseUntil: l, At: w.eng.now(), SweepAt: l}))
+		if err != nil && !errors.Is(err, ErrCancelled) {
 			// The lease stays the invocation's deadline: only slower to
 			// notice a dead worker.
 			w.log.LogAttrs(ctx, slog.LevelWarn, "first heartbeat failed; the run keeps its invocation's lease", slog.String("job_id", rec.ID),

@@ -38,11 +38,12 @@ type Store interface {
 	Publish(ctx context.Context, id, token string, result []byte, at time.Time) error
 
 	// Heartbeat extends the lease of the run named by token to
-	// leaseUntil, provided the job still runs under that token and no
-	// cancel was requested; otherwise it returns a *ConflictError matching
+	// hb.LeaseUntil (and moves its sweep time to hb.SweepAt when set),
+	// provided the job still runs under that token and no cancel was
+	// requested; otherwise it returns a *ConflictError matching
 	// ErrCancelRequested or ErrLostClaim. A heartbeat from a stale run
 	// changes nothing.
-	Heartbeat(ctx context.Context, id, token string, leaseUntil, at time.Time) error
+	Heartbeat(ctx context.Context, id, token string, hb Heartbeat) error
 
 	// Checkpoint stores c.Data as the job's checkpoint and extends the
 	// run's lease to c.LeaseUntil, with Heartbeat's conditions and errors.
@@ -259,6 +260,15 @@ type Requeue struct {
 	// job's checkpoint in the same write.
 	Continue   bool
 	Checkpoint []byte
+}
+
+// Heartbeat is what Store.Heartbeat stamps on a running job.
+type Heartbeat struct {
+	LeaseUntil, At time.Time
+	// SweepAt, when set, moves the job's sweep time: a run's first
+	// heartbeat moves it to the lease's end, so the sweeper looks at the
+	// run one lease after it started rather than one dispatch grace.
+	SweepAt time.Time
 }
 
 // Checkpoint is what Store.Checkpoint stamps on a running job.

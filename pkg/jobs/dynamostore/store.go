@@ -465,9 +465,12 @@ func (s *Store) Publish(ctx context.Context, id, token string, result []byte, at
 }
 
 // Heartbeat extends the lease of the run named by token.
-func (s *Store) Heartbeat(ctx context.Context, id, token string, leaseUntil, at time.Time) error {
-	upd := expression.Set(expression.Name(attrLease), expression.Value(ms(leaseUntil))).
-		Set(expression.Name(attrUpdated), expression.Value(ms(at)))
+func (s *Store) Heartbeat(ctx context.Context, id, token string, hb driver.Heartbeat) error {
+	upd := expression.Set(expression.Name(attrLease), expression.Value(ms(hb.LeaseUntil))).
+		Set(expression.Name(attrUpdated), expression.Value(ms(hb.At)))
+	if !hb.SweepAt.IsZero() {
+		upd = upd.Set(expression.Name(AttrSweepAt), expression.Value(ms(hb.SweepAt)))
+	}
 	_, err := s.update(ctx, id, change{op: "heartbeat", token: token, upd: upd, cond: notCancelled(runningUnder(token)), sentinel: jobs.ErrLostClaim})
 	return err
 }

@@ -137,14 +137,17 @@ func (m *MemStore) Publish(_ context.Context, id, token string, result []byte, a
 }
 
 // Heartbeat extends the run's lease.
-func (m *MemStore) Heartbeat(_ context.Context, id, token string, leaseUntil, at time.Time) error {
+func (m *MemStore) Heartbeat(_ context.Context, id, token string, hb driver.Heartbeat) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, err := m.runningUnder(id, token, false)
 	if err != nil {
 		return err
 	}
-	r.LeaseUntil, r.UpdatedAt = leaseUntil, at
+	r.LeaseUntil, r.UpdatedAt = hb.LeaseUntil, hb.At
+	if !hb.SweepAt.IsZero() {
+		r.SweepAt = hb.SweepAt
+	}
 	return nil
 }
 

@@ -42,17 +42,17 @@ func (c suite) longWork(t *testing.T) {
 	c.run(t, "HeartbeatExtendsTheLeaseOfItsOwnRunOnly", func(t *testing.T, s driver.Store, clock *Clock) {
 		rec, token := start(t, s, clock)
 		later := clock.Now().Add(10 * time.Minute)
-		if err := s.Heartbeat(ctx, rec.ID, token, later, clock.Now()); err != nil {
+		if err := s.Heartbeat(ctx, rec.ID, token, driver.Heartbeat{LeaseUntil: later, At: clock.Now(), SweepAt: later}); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := s.Get(ctx, rec.ID); !got.LeaseUntil.Equal(later) {
-			t.Fatalf("lease %v, want %v", got.LeaseUntil, later)
+		if got, _ := s.Get(ctx, rec.ID); !got.LeaseUntil.Equal(later) || !got.SweepAt.Equal(later) {
+			t.Fatalf("lease %v sweep %v, want both %v", got.LeaseUntil, got.SweepAt, later)
 		}
-		conflict(t, s.Heartbeat(ctx, rec.ID, "stale", later.Add(time.Hour), clock.Now()), jobs.ErrLostClaim)
+		conflict(t, s.Heartbeat(ctx, rec.ID, "stale", driver.Heartbeat{LeaseUntil: later.Add(time.Hour), At: clock.Now()}), jobs.ErrLostClaim)
 		if err := s.RequestCancel(ctx, rec.ID, clock.Now()); err != nil {
 			t.Fatal(err)
 		}
-		conflict(t, s.Heartbeat(ctx, rec.ID, token, later.Add(time.Hour), clock.Now()), driver.ErrCancelRequested)
+		conflict(t, s.Heartbeat(ctx, rec.ID, token, driver.Heartbeat{LeaseUntil: later.Add(time.Hour), At: clock.Now()}), driver.ErrCancelRequested)
 		if got, _ := s.Get(ctx, rec.ID); !got.LeaseUntil.Equal(later) {
 			t.Fatalf("a refused heartbeat moved the lease to %v", got.LeaseUntil)
 		}
