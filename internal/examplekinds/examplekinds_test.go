@@ -3,7 +3,9 @@ package examplekinds_test
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -66,7 +68,7 @@ func TestRegister(t *testing.T) {
 	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	if got := reg.Kinds(); len(got) != 8 {
+	if got := reg.Kinds(); len(got) != 9 {
 		t.Fatalf("kinds %v", got)
 	}
 	if s := reg.Schedules(); len(s) != 1 || s[0].Name != examplekinds.TickSchedule || s[0].Expression != "rate(1 minute)" || s[0].Overlap != jobs.OverlapSkip {
@@ -86,5 +88,29 @@ func TestSendReceiptMasksTheAddress(t *testing.T) {
 	var f *jobs.Failure
 	if _, err := examplekinds.SendReceipt(context.Background(), jobstest.NewJob(examplekinds.ReceiptPayload{OrderID: "o-2"}, nil)); !errors.As(err, &f) || f.Code != examplekinds.CodeNoEmail {
 		t.Fatalf("no email: %v", err)
+	}
+}
+
+// example.export works through its chunks from its checkpoint, writing one
+// file per chunk, and continues when too little handler time is left.
+func TestExportResumesAndContinues(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(examplekinds.ExportDirEnv, dir)
+	job := jobstest.NewJob(examplekinds.ExportPayload{Chunks: 5, ChunkMS: 1}, nil)
+	if err := job.Checkpoint(context.Background(), examplekinds.ExportState{Next: 2}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := examplekinds.ExportChunks(context.Background(), job)
+	if err != nil || got.V.Done != 5 {
+		t.Fatalf("export %+v %v, want 5 done", got, err)
+	}
+	files, _ := os.ReadDir(dir)
+	if len(files) != 3 {
+		t.Fatalf("%d chunk files, want 3 (chunks 2 to 4: the checkpoint said 2)", len(files))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if _, err := examplekinds.ExportChunks(ctx, jobstest.NewJob(examplekinds.ExportPayload{Chunks: 5, ChunkMS: 1000}, nil)); err == nil {
+		t.Fatal("an export with less than a chunk of handler time left did not continue")
 	}
 }

@@ -60,6 +60,7 @@ type HTTPProxy struct {
 	mu     sync.Mutex
 	faults Faults
 	rng    *rand.Rand
+	hold   func(target string, body []byte)
 
 	requests, throttled, serverErrors, lost, slowed, stalled atomic.Int64
 	transactions, conflicts, txThrottled                     atomic.Int64
@@ -94,6 +95,16 @@ func (p *HTTPProxy) SetFaults(f Faults) {
 	p.mu.Unlock()
 }
 
+// SetHold makes the proxy call hold with each request's X-Amz-Target and
+// body before it forwards the request: hold may block, keeping the request
+// in flight (a test kills a worker while its write is on the wire). nil
+// stops it.
+func (p *HTTPProxy) SetHold(hold func(target string, body []byte)) {
+	p.mu.Lock()
+	p.hold = hold
+	p.mu.Unlock()
+}
+
 // Stats returns what the proxy did so far.
 func (p *HTTPProxy) Stats() Stats {
 	return Stats{p.requests.Load(), p.throttled.Load(), p.serverErrors.Load(), p.lost.Load(), p.slowed.Load(), p.stalled.Load(),
@@ -115,6 +126,18 @@ func (p *HTTPProxy) draw() (f Faults, r float64) {
 // ServeHTTP forwards the request, or misbehaves.
 func (p *HTTPProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.requests.Add(1)
+	p.mu.Lock()
+	hold := p.hold
+	p.mu.Unlock()
+	if hold != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "SerializationException", "unreadable body")
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		hold(r.Header.Get("X-Amz-Target"), body)
+	}
 	f, x := p.draw()
 	dynamo := strings.HasPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB")
 	if r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.TransactWriteItems" {

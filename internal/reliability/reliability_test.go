@@ -401,7 +401,7 @@ func writeReport(path string) error {
 	var b strings.Builder
 	b.WriteString(reportHeader)
 	b.WriteString("| scenario | load | faults injected | jobs lost | jobs stuck | max time to settle | bound promised | what happened |\n|---|---|---|---|---|---|---|---|\n")
-	for _, key := range []string{"faults", "batch", "sigkill", "scale"} {
+	for _, key := range []string{"faults", "batch", "sigkill", "long", "scale"} {
 		r, ok := results[key]
 		if !ok {
 			continue

@@ -291,3 +291,65 @@ func TestAutoContinueWhenTheHandlerTimeRunsOut(t *testing.T) {
 		t.Fatalf("sent %v, want the enqueue and the continuation", sent)
 	}
 }
+
+// Lambda Managed Instances run several invocations of the worker in one
+// process at once, which the Runtime Interface Emulator cannot: one
+// Worker's HandleSQS called from many goroutines at once (under -race in
+// make test) runs every job once, its long-run handles included.
+func TestOneWorkerServesConcurrentInvocations(t *testing.T) {
+	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "export", func(ctx context.Context, job *jobs.Job[exportPayload]) (jobs.JSON[int], error) {
+		var st exportState
+		if _, err := job.Resume(&st); err != nil {
+			return jobs.JSON[int]{}, err
+		}
+		for ; st.Next < job.Payload.Chunks; st.Next++ {
+			if err := job.Checkpoint(ctx, exportState{Next: st.Next + 1}); err != nil {
+				return jobs.JSON[int]{}, err
+			}
+			if err := job.Heartbeat(ctx); err != nil {
+				return jobs.JSON[int]{}, err
+			}
+		}
+		return jobs.JSON[int]{V: st.Next}, nil
+	}, &jobs.KindOpts{Heartbeat: time.Minute})
+	key := make([]byte, 32)
+	sealer, _ := jobs.NewAESSealer(key)
+	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const invocations, perBatch = 8, 5
+	var ids []string
+	for range invocations * perBatch {
+		res, err := svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "export", Payload: []byte(`{"Chunks":20}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Job.ID)
+	}
+	var wg sync.WaitGroup
+	for i := range invocations {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var msgs []string
+			for _, id := range ids[i*perBatch : (i+1)*perBatch] {
+				msgs = append(msgs, message.Encode(id))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if resp, _ := w.HandleSQS(ctx, sqsEvent(msgs...)); len(resp.BatchItemFailures) != 0 {
+				t.Errorf("invocation %d: failures %v", i, resp.BatchItemFailures)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if rec, _ := store.Get(context.Background(), id); rec.Status != jobs.StatusSucceeded || rec.Attempt != 1 {
+			t.Fatalf("job %s: %s attempt %d", id, rec.Status, rec.Attempt)
+		}
+	}
+}

@@ -551,3 +551,68 @@ func TestUnfinishedListingReadsOnlyTheUnfinished(t *testing.T) {
 		t.Errorf("queued: a page read %g units, want at most %g", worst, budget)
 	}
 }
+
+// What work longer than one invocation adds, measured the same way: a
+// heartbeat, a run's first heartbeat (which moves the sweep time), a
+// checkpoint, and a continuation (its requeue and the next claim).
+func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	log := &capacityLog{}
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+	rec := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
+		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
+	if err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	measure := func(f func() error) float64 {
+		t.Helper()
+		log.table, log.index = map[string]float64{}, map[string]float64{}
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+		var sum float64
+		for op := range log.table {
+			sum += log.table[op] + log.index[op]
+		}
+		for op := range log.index {
+			if _, ok := log.table[op]; !ok {
+				sum += log.index[op]
+			}
+		}
+		return sum
+	}
+	first := measure(func() error {
+		return store.Heartbeat(ctx, rec.ID, "a", driver.Heartbeat{LeaseUntil: now.Add(30 * time.Second), At: now, SweepAt: now.Add(30 * time.Second)})
+	})
+	beat := measure(func() error {
+		return store.Heartbeat(ctx, rec.ID, "a", driver.Heartbeat{LeaseUntil: now.Add(40 * time.Second), At: now})
+	})
+	checkpoint := measure(func() error {
+		return store.Checkpoint(ctx, rec.ID, "a", driver.Checkpoint{Data: make([]byte, 300), LeaseUntil: now.Add(40 * time.Second), At: now})
+	})
+	continuation := measure(func() error {
+		if err := store.Requeue(ctx, rec.ID, "a", driver.Requeue{At: now, RunAt: now, SweepAt: now.Add(time.Minute), Continue: true}); err != nil {
+			return err
+		}
+		_, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "b", At: now, LeaseUntil: now.Add(time.Minute)})
+		return err
+	})
+	got := map[string]float64{"first heartbeat": first, "heartbeat": beat, "checkpoint (300 B)": checkpoint, "continuation": continuation}
+	want := map[string]float64{
+		"first heartbeat":    3, // 1 + the sweep entry moved (out 1, in 1)
+		"heartbeat":          1,
+		"checkpoint (300 B)": 1, // the item stays under 1 KB
+		"continuation":       8, // as a retry: requeue 1 + sweep key moved 2 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
+	}
+	for name, w := range want {
+		t.Logf("%s: %v write units", name, got[name])
+		if got[name] != w {
+			t.Errorf("%s: %v write units, want %v", name, got[name], w)
+		}
+	}
+}
