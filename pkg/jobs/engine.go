@@ -250,7 +250,7 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 			slog.String("err_types", errtypes.Of(err)))
 		return ending{ex: ex, res: unsettled}
 	}
-	if err := e.deliver(ctx, rec.ID, rec.Lane, d); err != nil {
+	if err := e.deliver(ctx, rec, d); err != nil {
 		log.LogAttrs(ctx, slog.LevelWarn, "retry not sent; the sweeper will send it", slog.String("err_types", errtypes.Of(err)))
 	}
 	log.LogAttrs(ctx, slog.LevelWarn, "job will retry", slog.String("code", ex.Code), slog.String("cause", ex.Cause),
@@ -281,7 +281,7 @@ func (e *engine) continueRun(ctx context.Context, log *slog.Logger, r run, ex ex
 			slog.String("err_types", errtypes.Of(err)))
 		return ending{ex: ex, res: unsettled}
 	}
-	if err := e.deliver(ctx, rec.ID, rec.Lane, d); err != nil {
+	if err := e.deliver(ctx, rec, d); err != nil {
 		log.LogAttrs(ctx, slog.LevelWarn, "continuation not sent; the sweeper will send it", slog.String("err_types", errtypes.Of(err)))
 	}
 	log.LogAttrs(ctx, slog.LevelInfo, "job continues", slog.Int("continuations", rec.Continuations+1), slog.String("cause", ex.Cause))
@@ -314,8 +314,9 @@ type newJob struct {
 	batch  *driver.Batch
 	index  int
 	counts *BatchCounts
-	// lane, when set, overrides the kind's lane (EnqueueOpts.Lane).
-	lane string
+	// lane, when set, overrides the kind's lane (EnqueueOpts.Lane);
+	// tenant is EnqueueOpts.Tenant.
+	lane, tenant string
 }
 
 // record returns the queued record of j.
@@ -331,7 +332,7 @@ func (e *engine) record(j newJob) *driver.Record {
 	if b := j.batch; b != nil {
 		rec.BatchID, rec.BatchIndex, rec.BatchSize, rec.BatchShards = b.ID, j.index, b.Total, b.Shards
 	}
-	rec.Lane = j.lane
+	rec.Lane, rec.Tenant = j.lane, j.tenant
 	if e.reg == nil || rec.Lane != "" {
 		return rec
 	}
@@ -391,13 +392,35 @@ func (e *engine) deliveryAt(now, runAt time.Time) delivery {
 	}
 }
 
-// deliver sends the reference of the job id of lane as d says: nothing
-// when the sweeper delivers it.
-func (e *engine) deliver(ctx context.Context, id, lane string, d delivery) error {
+// deliver sends rec's reference as d says: nothing when the sweeper
+// delivers it.
+func (e *engine) deliver(ctx context.Context, rec *driver.Record, d delivery) error {
+	return e.deliverMessage(ctx, messageOf(rec), d)
+}
+
+// deliverMessage sends m as d says (its delay d's).
+func (e *engine) deliverMessage(ctx context.Context, m driver.Message, d delivery) error {
 	if !d.send {
 		return nil
 	}
-	return e.queue.Send(ctx, driver.Message{JobID: id, Lane: lane, Delay: d.delay})
+	m.Delay = d.delay
+	return e.queue.Send(ctx, m)
+}
+
+// messageOf is rec's message: its lane's queue, its tenant's group.
+func messageOf(rec *driver.Record) driver.Message {
+	return driver.Message{JobID: rec.ID, Lane: rec.Lane, Group: groupOf(rec)}
+}
+
+// groupOf is the message group of rec's tenant (its owner by default).
+func groupOf(rec *driver.Record) string {
+	switch {
+	case rec.Tenant != "":
+		return wire.GroupID(rec.Tenant)
+	case rec.Owner != "":
+		return wire.GroupID(rec.Owner)
+	}
+	return ""
 }
 
 // deliverAll delivers the jobs recs, each as the delivery rule says at
@@ -406,7 +429,9 @@ func (e *engine) deliverAll(ctx context.Context, now time.Time, recs []*driver.R
 	var msgs []driver.Message
 	for _, rec := range recs {
 		if d := e.deliveryAt(now, rec.RunAt); d.send {
-			msgs = append(msgs, driver.Message{JobID: rec.ID, Lane: rec.Lane, Delay: d.delay})
+			m := messageOf(rec)
+			m.Delay = d.delay
+			msgs = append(msgs, m)
 		}
 	}
 	if len(msgs) == 0 {
@@ -445,7 +470,7 @@ func (e *engine) resubmit(ctx context.Context, rec *driver.Record) error {
 	if err != nil {
 		return err
 	}
-	if serr := e.deliver(ctx, rec.ID, rec.Lane, d); serr != nil {
+	if serr := e.deliver(ctx, rec, d); serr != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "retried job not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(serr)))
 	}
@@ -601,7 +626,7 @@ func (e *engine) settleBatch(ctx context.Context, b *driver.Batch) bool {
 		return false
 	}
 	if completion != nil {
-		_ = e.deliver(ctx, completion.ID, completion.Lane, e.deliveryAt(now, completion.RunAt)) // if lost, the sweeper sends the queued completion job
+		_ = e.deliver(ctx, completion, e.deliveryAt(now, completion.RunAt)) // if lost, the sweeper sends the queued completion job
 	}
 	return true
 }

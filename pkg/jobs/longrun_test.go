@@ -353,3 +353,58 @@ func TestOneWorkerServesConcurrentInvocations(t *testing.T) {
 		}
 	}
 }
+
+// Every message the system sends for a job carries its tenant's group id
+// (SQS fair queues serve tenants fairly by it): the enqueue, a batch's
+// jobs, a retry, a continuation, the sweeper's re-send and a resubmit.
+func TestEverySendCarriesTheTenantsGroup(t *testing.T) {
+	ctx := context.Background()
+	clock := jobstest.NewClock(jobstest.Epoch)
+	store, queue := jobstest.NewMemStore(clock), &jobstest.MemQueue{}
+	reg := jobs.NewRegistry()
+	first := map[string]bool{}
+	var mu sync.Mutex
+	jobs.MustRegister(reg, "steps", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !first[job.ID] {
+			first[job.ID] = true
+			return jobs.NoResult{}, jobs.Continue(nil) // a continuation
+		}
+		return jobs.NoResult{}, jobs.Retry(errors.New("again")) // then retries until out of attempts
+	}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second}})
+	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Clock: clock})
+	w, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Clock: clock})
+	sw, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock})
+	a, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "service-role", Kind: "steps", Payload: []byte(`{}`), EnqueueOpts: jobs.EnqueueOpts{Tenant: "customer-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: "service-role", Jobs: []jobs.JobSpec{{Kind: "steps", Payload: []byte(`{}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{a.Job.ID: wire.GroupID("customer-a"), wire.BatchJobID(b.Batch.ID, 0): wire.GroupID("service-role")}
+	for range 4 { // run what was sent: continuations, retries
+		for _, m := range queue.Messages() {
+			_, _ = w.HandleSQS(ctx, sqsEvent(message.Encode(m.JobID)))
+		}
+		clock.Advance(time.Minute)
+	}
+	clock.Advance(time.Hour)
+	if _, err := sw.Sweep(ctx); err != nil { // re-sends what is still queued
+		t.Fatal(err)
+	}
+	if _, err := svc.Resubmit(ctx, "service-role", a.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	msgs := queue.Messages()
+	if len(msgs) < 6 {
+		t.Fatalf("only %d messages sent: the scenario did not exercise the paths", len(msgs))
+	}
+	for _, m := range msgs {
+		if m.Group == "" || m.Group != want[m.JobID] {
+			t.Errorf("message %+v: group %q, want %q", m, m.Group, want[m.JobID])
+		}
+	}
+}

@@ -197,6 +197,9 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 	if runAt.Sub(now) > MaxDelay {
 		return newJob{}, nil, refuse(codeInvalidRequest, `"run_at" is more than 365 days ahead`)
 	}
+	if req.Tenant != "" && !wire.ValidOwner(req.Tenant) {
+		return newJob{}, nil, refuse(codeInvalidRequest, fmt.Sprintf("tenant: 1 to %d printable ASCII characters", wire.MaxOwnerBytes))
+	}
 	if req.Lane != "" && !slices.Contains(s.reg.Lanes(), req.Lane) {
 		return newJob{}, nil, refuse(codeInvalidRequest, fmt.Sprintf("lane %q: this deployment has no such lane", req.Lane))
 	}
@@ -205,14 +208,14 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 		return newJob{}, nil, fmt.Errorf("jobs: seal payload: %w", err)
 	}
 	r := jobRequest(req.Kind, canonical, req.RunAt, req.Delay)
-	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane}, r, nil
+	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane, tenant: req.Tenant}, r, nil
 }
 
 // Dispatch sends the reference of a job stored by a committed transaction
 // (see Prepare). It is the one call after the commit; if it fails, the
 // sweeper sends the job after the dispatch grace.
 func (s *Service) Dispatch(ctx context.Context, rec *driver.Record) error {
-	if err := s.eng.deliver(ctx, rec.ID, rec.Lane, s.eng.deliveryAt(s.clock.Now(), rec.RunAt)); err != nil {
+	if err := s.eng.deliver(ctx, rec, s.eng.deliveryAt(s.clock.Now(), rec.RunAt)); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "job stored but not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
 			slog.Time("sweep_at", rec.SweepAt), slog.String("err_types", errtypes.Of(err)))

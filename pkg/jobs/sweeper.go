@@ -200,7 +200,7 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 	}
 	msgs := make([]driver.Message, len(resend))
 	for i, r := range resend {
-		msgs[i] = driver.Message{JobID: r.ID, Lane: r.Lane}
+		msgs[i] = messageOf(r)
 	}
 	if err := s.eng.queue.Send(ctx, msgs...); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "sweep could not re-send queued jobs", slog.Int("jobs", len(msgs)), slog.String("err_types", errtypes.Of(err)))
@@ -230,7 +230,7 @@ const maxDispatchShift = 3
 // looked at again the grace after its run time; beyond, its sweep time
 // moves to its run time.
 func (s *Sweeper) sweepDelayed(ctx context.Context, rec *driver.Record, d delivery, rep *SweepReport, count func(func())) {
-	if err := s.eng.deliver(ctx, rec.ID, rec.Lane, d); err != nil {
+	if err := s.eng.deliver(ctx, rec, d); err != nil {
 		count(func() { rep.Errors++ })
 		return
 	}

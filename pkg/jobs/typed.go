@@ -47,6 +47,12 @@ type EnqueueOpts struct {
 	// Lane runs this job in another lane than its kind's (one of
 	// Registry.Lanes: a lane the deployment has).
 	Lane string
+	// Tenant names who the job is for when it is not its owner: a service
+	// that enqueues for its own customers names each customer. Every
+	// message of the job carries the tenant's group id, which SQS fair
+	// queues serve fairly (docs/FLOW_CONTROL.md); per-tenant limits key on
+	// it. Default: the owner. At most 512 printable ASCII characters.
+	Tenant string
 }
 
 // EnqueueResult is what an enqueue did.

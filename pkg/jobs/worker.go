@@ -196,7 +196,7 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 		}
 	}()
 	if id, err := message.Decode(msg.Body); err == nil {
-		return w.runJob(ctx, inv, id)
+		return w.runJob(ctx, inv, driver.Message{JobID: id, Lane: w.lane, Group: msg.Attributes["MessageGroupId"]})
 	}
 	if f, ok := wire.DecodeFire(msg.Body); ok {
 		return w.runFire(ctx, inv, msg.MessageId, f)
@@ -259,7 +259,7 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	}
 	// The job exists (in the sweep index too): from here on a lack of time
 	// sends its own message again; the foreign message is done with.
-	return w.runJob(ctx, inv, j.ID)
+	return w.runJob(ctx, inv, driver.Message{JobID: j.ID, Lane: w.lane, Group: wire.GroupID(j.Owner)})
 }
 
 // runFire turns a schedule's fire into its job (once per fire: the id is
@@ -357,15 +357,15 @@ func (w *Worker) skipKinds(left time.Duration) []string {
 // maxReceiveCount) nor waits out a visibility timeout. If that send fails
 // (or there is no queue) the message comes back as it is; the job is in
 // the sweep index either way.
-func (w *Worker) handBack(ctx context.Context, inv invocation, id, kind string) bool {
+func (w *Worker) handBack(ctx context.Context, inv invocation, m driver.Message, kind string) bool {
 	now := w.eng.clock.Now()
-	attrs := []slog.Attr{slog.String("job_id", id)}
+	attrs := []slog.Attr{slog.String("job_id", m.JobID)}
 	if kind != "" {
 		attrs = append(attrs, slog.String("kind", kind))
 	}
 	if d := w.eng.deliveryAt(now, now.Add(handBackDelay)); d.send {
 		cctx, cancel := inv.callContext(ctx)
-		err := w.eng.deliver(cctx, id, w.lane, d)
+		err := w.eng.deliverMessage(cctx, m, d)
 		cancel()
 		if err == nil {
 			if kind != "" {
@@ -384,11 +384,13 @@ func (w *Worker) handBack(ctx context.Context, inv invocation, id, kind string) 
 // moment, so that another invocation (with its whole time) picks it up.
 const handBackDelay = time.Second
 
-// runJob claims the job, runs its handler and records the outcome.
-func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry bool) {
+// runJob claims the job of the message m, runs its handler and records
+// the outcome.
+func (w *Worker) runJob(ctx context.Context, inv invocation, m driver.Message) (retry bool) {
+	id := m.JobID
 	left := inv.handlerTimeLeft()
 	if !inv.canStart(0) {
-		return w.handBack(ctx, inv, id, "")
+		return w.handBack(ctx, inv, m, "")
 	}
 	now := w.eng.now()
 	token := wire.NewID()
@@ -396,7 +398,7 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, id string) (retry b
 	rec, err := w.eng.claim(cctx, id, driver.Claim{Token: token, At: now, LeaseUntil: inv.leaseUntil(now), SkipKinds: w.skipKinds(left)})
 	cancel()
 	if err != nil {
-		return w.claimFailed(ctx, inv, id, err, left)
+		return w.claimFailed(ctx, inv, m, err, left)
 	}
 	count(ctx, rec.Kind, metricnames.JobsStarted)
 	traceJob(ctx, rec)
@@ -574,7 +576,8 @@ const abandonGrace = 50 * time.Millisecond
 
 // claimFailed decides what to do with a message whose job could not be
 // claimed, and reports whether the message must come back.
-func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err error, left time.Duration) bool {
+func (w *Worker) claimFailed(ctx context.Context, inv invocation, m driver.Message, err error, left time.Duration) bool {
+	id := m.JobID
 	log := w.log.With(slog.String("job_id", id))
 	var ce *driver.ConflictError
 	switch {
@@ -595,7 +598,7 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 			// it again for then; beyond 15 minutes the sweeper does.
 			if d := w.eng.deliveryAt(now, cur.RunAt); d.send {
 				cctx, cancel := inv.callContext(ctx)
-				err := w.eng.deliver(cctx, cur.ID, cur.Lane, d)
+				err := w.eng.deliver(cctx, cur, d)
 				cancel()
 				if err != nil {
 					log.LogAttrs(ctx, slog.LevelWarn, "early delivery not re-sent; the message will come back", slog.String("err_types", errtypes.Of(err)))
@@ -605,12 +608,12 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, id string, err
 			log.LogAttrs(ctx, slog.LevelInfo, "early delivery of a job that runs later", slog.Time("run_at", cur.RunAt))
 			return false
 		case cur.Status == StatusQueued && slices.Contains(w.skipKinds(left), cur.Kind):
-			return w.handBack(ctx, inv, id, cur.Kind)
+			return w.handBack(ctx, inv, messageOf(cur), cur.Kind)
 		case cur.Status == StatusQueued:
 			// Due, but not at the claim's time (its run time fell between
 			// the claim's clock reading and now): run it from a fresh
 			// message rather than leave it to the sweeper.
-			return w.handBack(ctx, inv, id, cur.Kind)
+			return w.handBack(ctx, inv, messageOf(cur), cur.Kind)
 		case cur.Status == StatusRunning && !cur.LeaseUntil.After(now):
 			// Its worker died or lost its final write: settle it now.
 			wctx, cancel := inv.finalWriteContext(ctx)

@@ -14,7 +14,11 @@ type Record struct {
 	Owner string
 	// Lane is the lane the job runs in ("" the default): its messages go to
 	// that lane's queue, its retries and re-sends too.
-	Lane    string
+	Lane string
+	// Tenant is who the job is for when not its owner (a service role
+	// enqueueing for its customers): every message of the job carries its
+	// group id, which SQS fair queues serve fairly ("" is the owner).
+	Tenant  string
 	Status  Status
 	Payload json.RawMessage
 	Result  json.RawMessage

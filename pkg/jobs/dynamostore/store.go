@@ -95,6 +95,7 @@ type item struct {
 	After       []string `dynamodbav:"af,stringset,omitempty"`
 	AttemptBase int      `dynamodbav:"ab,omitempty"`
 	Lane        string   `dynamodbav:"ln,omitempty"`
+	Tenant      string   `dynamodbav:"tn,omitempty"`
 	Checkpoint  []byte   `dynamodbav:"cp,omitempty"`
 	Continued   int      `dynamodbav:"cn,omitempty"`
 	FirstStart  int64    `dynamodbav:"fs,omitempty"`
@@ -152,7 +153,7 @@ func toItem(r *driver.Record) item {
 		Created: ms(r.CreatedAt), Updated: ms(r.UpdatedAt), Started: ms(r.StartedAt), Finished: ms(r.FinishedAt),
 		RunAt: ms(r.RunAt), LastError: r.LastError, Cancel: r.CancelRequested, BatchID: r.BatchID,
 		BatchIdx: r.BatchIndex, BatchSize: r.BatchSize, BatchShard: r.BatchShards, After: r.After, AttemptBase: r.AttemptBase,
-		Lane: r.Lane, Checkpoint: r.Checkpoint, Continued: r.Continuations, FirstStart: ms(r.FirstStartedAt),
+		Lane: r.Lane, Tenant: r.Tenant, Checkpoint: r.Checkpoint, Continued: r.Continuations, FirstStart: ms(r.FirstStartedAt),
 	}
 	if r.Owner != "" {
 		key := wire.OwnerKey(r.Owner)
@@ -195,7 +196,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		StartedAt: fromMS(it.Started), FinishedAt: fromMS(it.Finished),
 		RunAt: fromMS(it.RunAt), LastError: it.LastError, CancelRequested: it.Cancel, BatchID: it.BatchID,
 		BatchIndex: it.BatchIdx, BatchSize: it.BatchSize, BatchShards: it.BatchShard, After: it.After, AttemptBase: it.AttemptBase,
-		Lane: it.Lane, Checkpoint: it.Checkpoint, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
+		Lane: it.Lane, Tenant: it.Tenant, Checkpoint: it.Checkpoint, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
 	}
 	if it.BatchCount != "" {
 		var bc jobs.BatchCounts

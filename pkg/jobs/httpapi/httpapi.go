@@ -67,6 +67,8 @@ type enqueueBody struct {
 	RunAt *time.Time `json:"run_at"`
 	Delay *int64     `json:"delay"`
 	Lane  string     `json:"lane"`
+	// Tenant: EnqueueOpts.Tenant.
+	Tenant string `json:"tenant"`
 }
 
 // Enqueue serves POST /v1/jobs: 202 with the job and its Location, or a
@@ -107,7 +109,7 @@ func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		delay = time.Duration(*in.Delay) * time.Second
 	}
 	res, err := a.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: *in.Kind, Payload: in.Payload,
-		EnqueueOpts: jobs.EnqueueOpts{RunAt: runAt, Delay: delay, Lane: in.Lane, IdempotencyKey: header(req, "idempotency-key")}})
+		EnqueueOpts: jobs.EnqueueOpts{RunAt: runAt, Delay: delay, Lane: in.Lane, Tenant: in.Tenant, IdempotencyKey: header(req, "idempotency-key")}})
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}

@@ -103,19 +103,42 @@ func TestCreateAppliesSpec(t *testing.T) {
 // receive, so the test asserts the requests themselves.
 type recordingAPI struct {
 	sqsqueue.API
-	attrs []map[string]types.MessageSystemAttributeValue
+	attrs  []map[string]types.MessageSystemAttributeValue
+	groups []string
 }
 
 func (r *recordingAPI) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	r.attrs = append(r.attrs, in.MessageSystemAttributes)
+	r.groups = append(r.groups, aws.ToString(in.MessageGroupId))
 	return r.API.SendMessage(ctx, in, opts...)
 }
 
 func (r *recordingAPI) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	for _, e := range in.Entries {
 		r.attrs = append(r.attrs, e.MessageSystemAttributes)
+		r.groups = append(r.groups, aws.ToString(e.MessageGroupId))
 	}
 	return r.API.SendMessageBatch(ctx, in, opts...)
+}
+
+// A message's group (its job's tenant) is its MessageGroupId on the wire,
+// in a single send and in a batch, which a standard queue takes (SQS fair
+// queues; fauxqs accepts it too).
+func TestSendsCarryTheGroupID(t *testing.T) {
+	client := testenv.SQS(t)
+	urls := testenv.NewQueues(t, client, sqsqueue.DefaultSpec(30*time.Second))
+	api := &recordingAPI{API: client}
+	q := sqsqueue.New(api, urls.Queue)
+	ctx := context.Background()
+	if err := q.Send(ctx, driver.Message{JobID: wire.NewID(), Group: "ta"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Send(ctx, driver.Message{JobID: wire.NewID(), Group: "ta"}, driver.Message{JobID: wire.NewID(), Group: "tb", Delay: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(api.groups, ","); got != "ta,ta,tb" {
+		t.Fatalf("group ids sent: %s, want ta,ta,tb", got)
+	}
 }
 
 // Inside a traced Lambda invocation, every send carries the invocation's
