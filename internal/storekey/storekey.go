@@ -24,3 +24,12 @@ const OwnerSchedulesPrefix = "schedules#"
 
 // IsBatch reports whether a key from Store.Due is a batch's.
 func IsBatch(key string) bool { return strings.HasPrefix(key, BatchPrefix) }
+
+// SlotPrefix, RatePrefix and UniquePrefix start the store keys of flow
+// control's items: a concurrency limit's slots, a rate limit's token
+// bucket, a unique key. Never in the sweep index, never a job.
+const (
+	SlotPrefix   = "slots#"
+	RatePrefix   = "rate#"
+	UniquePrefix = "unique#"
+)

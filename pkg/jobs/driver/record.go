@@ -73,6 +73,16 @@ type Record struct {
 	// FirstStartedAt is when the job's first run was claimed: a kind's
 	// longest total run time counts from it.
 	FirstStartedAt time.Time
+	// WaitingOn says what a parked job waits for ("concurrency", "rate"),
+	// until its next claim.
+	WaitingOn string
+	// UniqueKey is the unique key the job holds (see Store.ClaimUnique),
+	// released when UniqueUntil says ("finished" or "started"; "" for a key
+	// that frees itself at its time).
+	UniqueKey, UniqueUntil string
+	// StartBy, when set, is when a job that has not started ends cancelled
+	// (code expired) instead.
+	StartBy time.Time
 
 	CreatedAt  time.Time
 	UpdatedAt  time.Time

@@ -49,6 +49,30 @@ type Store interface {
 	// run's lease to c.LeaseUntil, with Heartbeat's conditions and errors.
 	Checkpoint(ctx context.Context, id, token string, c Checkpoint) error
 
+	// AcquireSlot takes a slot of the slot item key for c.Holder (a job id)
+	// until c.LeaseUntil, if fewer than c.Max holders hold one whose lease
+	// has not ended at c.At (a holder that holds one renews it); it
+	// reports whether it did. A slot whose lease ended frees itself: a
+	// killed worker's run holds its slot no longer than its lease.
+	AcquireSlot(ctx context.Context, key string, c SlotClaim) (bool, error)
+	// ReleaseSlot frees holder's slot of key (nothing when it holds none).
+	ReleaseSlot(ctx context.Context, key, holder string) error
+	// TakeToken takes a token of the token bucket key, filled at
+	// b.PerSecond up to b.Burst, and returns 0; when the bucket is empty it
+	// takes nothing and returns how long until a token is there.
+	TakeToken(ctx context.Context, key string, b TokenBucket) (time.Duration, error)
+	// ClaimUnique takes the unique key for u.JobID unless a live holder
+	// has it (one that is not released, and whose u.Until, when it was
+	// set, has not passed at u.At); it returns the key's holder: u.JobID
+	// when it took it.
+	ClaimUnique(ctx context.Context, key string, u UniqueClaim) (string, error)
+	// ReleaseUnique frees the unique key if jobID holds it.
+	ReleaseUnique(ctx context.Context, key, jobID string) error
+	// Debounce replaces the payload, request hash and run time of a job
+	// that is still queued (a *ConflictError matching ErrNotQueued
+	// otherwise): a debounced enqueue's later request.
+	Debounce(ctx context.Context, id string, d Debounce) error
+
 	// Finish records the outcome of the run named by token: the job must be
 	// running under that token (and, when o.LeaseExpiredBy is set, its lease
 	// must have ended by then), otherwise it returns a *ConflictError
@@ -260,6 +284,40 @@ type Requeue struct {
 	// job's checkpoint in the same write.
 	Continue   bool
 	Checkpoint []byte
+	// WaitingOn parks the job: it could not start (a concurrency slot, a
+	// rate), so the attempt its claim counted is given back and the job
+	// waits until RunAt, saying on what. Cleared by its next claim.
+	WaitingOn string
+}
+
+// SlotClaim asks Store.AcquireSlot for a slot.
+type SlotClaim struct {
+	Holder         string
+	Max            int
+	LeaseUntil, At time.Time
+}
+
+// TokenBucket is a rate: PerSecond tokens a second, at most Burst saved.
+type TokenBucket struct {
+	PerSecond, Burst float64
+	At               time.Time
+}
+
+// UniqueClaim asks Store.ClaimUnique for a unique key.
+type UniqueClaim struct {
+	JobID string
+	// Until, when set, frees the key by itself then (a uniqueness for a
+	// period).
+	Until, At time.Time
+}
+
+// Debounce is what Store.Debounce writes on a queued job.
+type Debounce struct {
+	Payload     []byte
+	RequestHash string
+	RunAt       time.Time
+	SweepAt     time.Time
+	At          time.Time
 }
 
 // Heartbeat is what Store.Heartbeat stamps on a running job.

@@ -120,6 +120,8 @@ const (
 	attrCheckpoint    = "cp"
 	attrContinuations = "cn"
 	attrFirstStarted  = "fs"
+	// What a parked job waits on (see driver.Requeue.WaitingOn).
+	attrWaitingOn = "wo"
 )
 
 // CreateTableInput returns the table definition for CreateTable: on-demand

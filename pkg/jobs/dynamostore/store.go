@@ -96,6 +96,10 @@ type item struct {
 	AttemptBase int      `dynamodbav:"ab,omitempty"`
 	Lane        string   `dynamodbav:"ln,omitempty"`
 	Tenant      string   `dynamodbav:"tn,omitempty"`
+	WaitingOn   string   `dynamodbav:"wo,omitempty"`
+	UniqueKey   string   `dynamodbav:"uk,omitempty"`
+	UniqueUntil string   `dynamodbav:"uu,omitempty"`
+	StartBy     int64    `dynamodbav:"sb,omitempty"`
 	Checkpoint  []byte   `dynamodbav:"cp,omitempty"`
 	Continued   int      `dynamodbav:"cn,omitempty"`
 	FirstStart  int64    `dynamodbav:"fs,omitempty"`
@@ -153,7 +157,8 @@ func toItem(r *driver.Record) item {
 		Created: ms(r.CreatedAt), Updated: ms(r.UpdatedAt), Started: ms(r.StartedAt), Finished: ms(r.FinishedAt),
 		RunAt: ms(r.RunAt), LastError: r.LastError, Cancel: r.CancelRequested, BatchID: r.BatchID,
 		BatchIdx: r.BatchIndex, BatchSize: r.BatchSize, BatchShard: r.BatchShards, After: r.After, AttemptBase: r.AttemptBase,
-		Lane: r.Lane, Tenant: r.Tenant, Checkpoint: r.Checkpoint, Continued: r.Continuations, FirstStart: ms(r.FirstStartedAt),
+		Lane: r.Lane, Tenant: r.Tenant, WaitingOn: r.WaitingOn, UniqueKey: r.UniqueKey, UniqueUntil: r.UniqueUntil, StartBy: ms(r.StartBy),
+		Checkpoint: r.Checkpoint, Continued: r.Continuations, FirstStart: ms(r.FirstStartedAt),
 	}
 	if r.Owner != "" {
 		key := wire.OwnerKey(r.Owner)
@@ -196,7 +201,8 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		StartedAt: fromMS(it.Started), FinishedAt: fromMS(it.Finished),
 		RunAt: fromMS(it.RunAt), LastError: it.LastError, CancelRequested: it.Cancel, BatchID: it.BatchID,
 		BatchIndex: it.BatchIdx, BatchSize: it.BatchSize, BatchShards: it.BatchShard, After: it.After, AttemptBase: it.AttemptBase,
-		Lane: it.Lane, Tenant: it.Tenant, Checkpoint: it.Checkpoint, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
+		Lane: it.Lane, Tenant: it.Tenant, WaitingOn: it.WaitingOn, UniqueKey: it.UniqueKey, UniqueUntil: it.UniqueUntil, StartBy: fromMS(it.StartBy),
+		Checkpoint: it.Checkpoint, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
 	}
 	if it.BatchCount != "" {
 		var bc jobs.BatchCounts
@@ -438,6 +444,7 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 		Set(expression.Name(attrLease), expression.Value(ms(c.LeaseUntil))).
 		Set(expression.Name(attrStarted), expression.Value(ms(c.At))).
 		Set(expression.Name(attrFirstStarted), expression.IfNotExists(expression.Name(attrFirstStarted), expression.Value(ms(c.At)))).
+		Remove(expression.Name(attrWaitingOn)).
 		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
 		Add(expression.Name(attrAttempt), expression.Value(1))
 	due := expression.AttributeNotExists(expression.Name(attrRunAt)).
@@ -580,6 +587,9 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 	}
 	if r.Checkpoint != nil {
 		upd = upd.Set(expression.Name(attrCheckpoint), expression.Value(r.Checkpoint))
+	}
+	if r.WaitingOn != "" {
+		upd = upd.Add(expression.Name(attrAttempt), expression.Value(-1)).Set(expression.Name(attrWaitingOn), expression.Value(r.WaitingOn))
 	}
 	cond := notCancelled(runningUnder(token))
 	if !r.LeaseExpiredBy.IsZero() {

@@ -29,7 +29,20 @@ type MemStore struct {
 	done   map[string]map[int]bool             // batch id -> its done shards
 	fires  map[string]string                   // schedule -> its last enqueued fire's job
 	owned  map[string]map[string]jobs.Schedule // owner key -> name -> runtime schedule
+	slots  map[string]map[string]time.Time     // slot key -> holder -> lease end
+	tokens map[string]bucketState               // bucket key -> its state
+	unique map[string]uniqueHold                // unique key -> its holder
 	clock  jobs.Clock
+}
+
+type bucketState struct {
+	tokens float64
+	filled time.Time
+}
+
+type uniqueHold struct {
+	job   string
+	until time.Time
 }
 
 var _ driver.Store = (*MemStore)(nil)
@@ -40,7 +53,8 @@ func NewMemStore(clock jobs.Clock) *MemStore {
 		clock = wallclock.Clock{}
 	}
 	return &MemStore{jobs: map[string]*driver.Record{}, batches: map[string]*driver.Batch{}, clock: clock,
-		shards: map[string]map[int]map[jobs.Status]map[int]bool{}, done: map[string]map[int]bool{}}
+		shards: map[string]map[int]map[jobs.Status]map[int]bool{}, done: map[string]map[int]bool{},
+		slots: map[string]map[string]time.Time{}, tokens: map[string]bucketState{}, unique: map[string]uniqueHold{}}
 }
 
 func clone(r *driver.Record) *driver.Record {
@@ -104,6 +118,7 @@ func (m *MemStore) Claim(_ context.Context, id string, c driver.Claim) (*driver.
 	if r.FirstStartedAt.IsZero() {
 		r.FirstStartedAt = c.At
 	}
+	r.WaitingOn = ""
 	r.UpdatedAt = c.At
 	r.Attempt++
 	return clone(r), nil
@@ -367,6 +382,10 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q driver.Requeue
 	}
 	if q.Checkpoint != nil {
 		r.Checkpoint = bytes.Clone(q.Checkpoint)
+	}
+	if q.WaitingOn != "" {
+		r.Attempt--
+		r.WaitingOn = q.WaitingOn
 	}
 	r.ClaimToken = ""
 	r.LeaseUntil = time.Time{}

@@ -41,6 +41,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	c.listing(t)
 	c.schedules(t)
 	c.longWork(t)
+	c.flowControl(t)
 }
 
 // suite is the conformance suite over the stores of one implementation.
