@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -11,6 +12,17 @@ import (
 // NewID returns a new job id: a UUIDv7, so ids sort by creation time.
 func NewID() string {
 	return uuid.Must(uuid.NewV7()).String()
+}
+
+// IDTime is when the UUIDv7 id was made (by NewID, on the wall clock);
+// false for an id of another version.
+func IDTime(id string) (time.Time, bool) {
+	u, err := uuid.Parse(id)
+	if err != nil || u.Version() != 7 {
+		return time.Time{}, false
+	}
+	sec, nsec := u.Time().UnixTime()
+	return time.Unix(sec, nsec), true
 }
 
 // DerivedID returns the job id for a name that must always map to the same

@@ -70,9 +70,10 @@ const (
 type ending struct {
 	ex      execution // the outcome as recorded (cancelled if the owner's cancel won)
 	retried bool      // sent back to the queue for another attempt
-	// continued: sent back to the queue to go on (a continuation)
-	continued bool
-	res       result
+	// continued: sent back to the queue to go on (a continuation); parked:
+	// sent back to wait for a slot or a rate
+	continued, parked bool
+	res               result
 }
 
 // ownWrite reports whether err is a failed condition that found the job as
@@ -159,11 +160,20 @@ func (e *engine) interrupt(ctx context.Context, cur *driver.Record) ending {
 func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex execution) ending {
 	rec := r.rec
 	at := e.now()
+	retention := e.retention
+	if e.reg != nil {
+		if k, ok := e.reg.lookup(rec.Kind); ok && k.retention > 0 {
+			retention = k.retention
+		}
+	}
 	write := func(ex execution) error {
-		out := driver.Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(e.retention),
+		out := driver.Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(retention),
 			LeaseExpiredBy: r.leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec)}
 		if ex.Status == StatusCancelled {
-			out.Result, out.Code = nil, ""
+			out.Result = nil
+			if ex.Code != CodeExpired {
+				out.Code = ""
+			}
 		}
 		err := e.store.Finish(ctx, rec.ID, r.token, out)
 		if ownWrite(err, out.Status, at) {
@@ -317,6 +327,10 @@ type newJob struct {
 	// lane, when set, overrides the kind's lane (EnqueueOpts.Lane);
 	// tenant is EnqueueOpts.Tenant.
 	lane, tenant string
+	// uniqueKey, uniqueUntil: the unique key the job holds and when it is
+	// released (see driver.Record); startBy: EnqueueOpts.StartBy.
+	uniqueKey, uniqueUntil string
+	startBy                time.Time
 }
 
 // record returns the queued record of j.
@@ -333,6 +347,7 @@ func (e *engine) record(j newJob) *driver.Record {
 		rec.BatchID, rec.BatchIndex, rec.BatchSize, rec.BatchShards = b.ID, j.index, b.Total, b.Shards
 	}
 	rec.Lane, rec.Tenant = j.lane, j.tenant
+	rec.UniqueKey, rec.UniqueUntil, rec.StartBy = j.uniqueKey, j.uniqueUntil, j.startBy
 	if e.reg == nil || rec.Lane != "" {
 		return rec
 	}
@@ -505,15 +520,22 @@ const (
 	// afterBatch counts the job's outcome in its batch, and ends the batch
 	// if it was the last.
 	afterBatch = "batch"
+	// afterUnique frees the unique key the job held (a uniqueness until
+	// the job finished, or a start that could not free it).
+	afterUnique = "unique"
 )
 
 // afterSteps returns the post-outcome steps of rec's outcome; none for a
 // plain job, which pays nothing for the mechanism.
 func afterSteps(rec *driver.Record) []string {
+	var steps []string
 	if rec.BatchID != "" && rec.BatchShards > 0 {
-		return []string{afterBatch}
+		steps = append(steps, afterBatch)
 	}
-	return nil
+	if rec.UniqueKey != "" && rec.UniqueUntil != "" {
+		steps = append(steps, afterUnique)
+	}
+	return steps
 }
 
 // after runs the pending post-outcome steps of the final job rec and, if
@@ -525,6 +547,8 @@ func (e *engine) after(ctx context.Context, rec *driver.Record) bool {
 		switch step {
 		case afterBatch:
 			err = e.countInBatch(ctx, rec)
+		case afterUnique:
+			err = e.store.ReleaseUnique(ctx, rec.UniqueKey, rec.ID)
 		default:
 			// Written by a newer version: leave it to one that knows it.
 			e.log.LogAttrs(ctx, slog.LevelWarn, "unknown post-outcome step left pending", slog.String("job_id", rec.ID), slog.String("step", step))

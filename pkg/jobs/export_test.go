@@ -29,3 +29,13 @@ var (
 
 // DriverOf is the service's store, for tests that look at what it holds.
 func DriverOf(s *Service) driver.Store { return s.store }
+
+// SlotKeys are the store's slot items a run of rec holds.
+func SlotKeys(reg *Registry, rec *driver.Record) []string {
+	k, _ := reg.lookup(rec.Kind)
+	var out []string
+	for _, s := range k.slotKeys(rec) {
+		out = append(out, s.key)
+	}
+	return out
+}

@@ -95,6 +95,22 @@ type KindOpts struct {
 	// last checkpoint, no attempt spent. A handler that ignores its
 	// context is still abandoned and timed out.
 	AutoContinue bool
+	// Concurrency bounds how many jobs of the kind run at once, across
+	// every worker (0: no bound). A job that cannot get a slot waits,
+	// queued, no attempt spent, and never reaches the dead-letter queue
+	// for waiting; a slot whose worker died frees itself at the run's
+	// lease. RateLimit bounds how many start per RatePeriod (1 second
+	// when unset); a job over it waits likewise. The per-key bounds do
+	// the same for the jobs that share LimitKey's value: "owner",
+	// "tenant", or "payload.<field>" (a top-level field of the payload,
+	// not jobs:"secret"). docs/FLOW_CONTROL.md has what each costs.
+	Concurrency, ConcurrencyPerKey int
+	RateLimit, RateLimitPerKey     int
+	RatePeriod                     time.Duration
+	LimitKey                       string
+	// Retention is how long the kind's finished jobs stay readable (0:
+	// the deployment's).
+	Retention time.Duration
 }
 
 // kindConfig is KindOpts checked.
@@ -106,6 +122,8 @@ type kindConfig struct {
 	// heartbeat, maxRun and autoContinue: see KindOpts.
 	heartbeat, maxRun time.Duration
 	autoContinue      bool
+	limits            limits
+	retention         time.Duration
 }
 
 func (o *KindOpts) check() (kindConfig, error) {
@@ -136,6 +154,14 @@ func (o *KindOpts) check() (kindConfig, error) {
 	}
 	c.retry, c.minRun, c.lane = o.Retry, o.MinRunTime, o.Lane
 	c.heartbeat, c.maxRun, c.autoContinue = o.Heartbeat, o.MaxRunTime, o.AutoContinue
+	l, err := o.limits()
+	if err != nil {
+		return c, err
+	}
+	if o.Retention < 0 {
+		return c, fmt.Errorf("retention %v: want 0 (the deployment's) or more", o.Retention)
+	}
+	c.limits, c.retention = l, o.Retention
 	return c, nil
 }
 
@@ -157,6 +183,8 @@ type kindDef struct {
 	// heartbeat, maxRun and autoContinue: see KindOpts.
 	heartbeat, maxRun time.Duration
 	autoContinue      bool
+	limits            limits
+	retention         time.Duration
 }
 
 // Registry holds the job kinds. Register every kind at start-up, before the
@@ -219,6 +247,7 @@ func Register[P any, R Result](reg *Registry, kind string, handle func(ctx conte
 		minRun:      cfg.minRun,
 		lane:        cfg.lane,
 		heartbeat:   cfg.heartbeat, maxRun: cfg.maxRun, autoContinue: cfg.autoContinue,
+		limits: cfg.limits, retention: cfg.retention,
 		validate: func(raw []byte) error {
 			_, err := decodePayload[P](raw)
 			return err

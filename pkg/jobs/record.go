@@ -30,6 +30,11 @@ type View struct {
 	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// Lane is the job's lane, when it is not the default lane.
 	Lane string `json:"lane,omitempty"`
+	// WaitingOn says what a queued job that could not start waits for:
+	// "concurrency" (a slot of its kind's concurrency limit), "rate" (its
+	// reserved start under a rate limit, at RunAt) or "store" (a limit's
+	// item could not be read; it tries again).
+	WaitingOn string `json:"waiting_on,omitempty"`
 	// BatchID names the job's batch, if any.
 	BatchID *string `json:"batch_id,omitempty"`
 	// Payload is the job's payload with its jobs:"secret" fields masked
@@ -59,7 +64,7 @@ func viewOf(r *driver.Record) View {
 	if len(v.Result) == 0 {
 		v.Result = json.RawMessage("null")
 	}
-	if r.Status == StatusFailed && r.ErrorCode != "" {
+	if (r.Status == StatusFailed || r.Status == StatusCancelled) && r.ErrorCode != "" {
 		code := r.ErrorCode
 		v.Error = &code
 	}
@@ -70,6 +75,9 @@ func viewOf(r *driver.Record) View {
 	if r.Status == StatusQueued && !r.RunAt.IsZero() {
 		t := r.RunAt.UTC()
 		v.RunAt = &t
+	}
+	if r.Status == StatusQueued {
+		v.WaitingOn = r.WaitingOn
 	}
 	if r.Status == StatusQueued && r.LastError != "" {
 		code := r.LastError

@@ -102,6 +102,9 @@ type EnqueueRequest struct {
 // job is never lost. A retry with the same idempotency key re-sends a job
 // that is still queued at once.
 func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*EnqueueResult, error) {
+	if req.UniqueKey != "" {
+		return s.enqueueUnique(ctx, req)
+	}
 	rec, created, err := s.enqueue(ctx, req)
 	if err != nil {
 		return nil, err
@@ -200,6 +203,9 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 	if req.Tenant != "" && !wire.ValidOwner(req.Tenant) {
 		return newJob{}, nil, refuse(codeInvalidRequest, fmt.Sprintf("tenant: 1 to %d printable ASCII characters", wire.MaxOwnerBytes))
 	}
+	if err := checkUnique(req.EnqueueOpts); err != nil {
+		return newJob{}, nil, err
+	}
 	if req.Lane != "" && !slices.Contains(s.reg.Lanes(), req.Lane) {
 		return newJob{}, nil, refuse(codeInvalidRequest, fmt.Sprintf("lane %q: this deployment has no such lane", req.Lane))
 	}
@@ -208,7 +214,7 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 		return newJob{}, nil, fmt.Errorf("jobs: seal payload: %w", err)
 	}
 	r := jobRequest(req.Kind, canonical, req.RunAt, req.Delay)
-	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane, tenant: req.Tenant}, r, nil
+	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane, tenant: req.Tenant, startBy: req.StartBy}, r, nil
 }
 
 // Dispatch sends the reference of a job stored by a committed transaction

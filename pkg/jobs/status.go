@@ -24,6 +24,9 @@ const (
 	CodeInterrupted = "interrupted"
 	// CodeResultTooLarge: the result's public JSON exceeds [MaxResultBytes].
 	CodeResultTooLarge = "result_too_large"
+	// CodeExpired: the job was cancelled because it had not started by its
+	// EnqueueOpts.StartBy.
+	CodeExpired = "expired"
 )
 
 var reservedCodes = map[string]bool{
@@ -33,6 +36,7 @@ var reservedCodes = map[string]bool{
 	CodeTimedOut:       true,
 	CodeInterrupted:    true,
 	CodeResultTooLarge: true,
+	CodeExpired:        true,
 }
 
 var codePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)

@@ -53,7 +53,38 @@ type EnqueueOpts struct {
 	// queues serve fairly (docs/FLOW_CONTROL.md); per-tenant limits key on
 	// it. Default: the owner. At most 512 printable ASCII characters.
 	Tenant string
+	// UniqueKey makes the job unique among the owner's jobs of its kind:
+	// while a job holds the key (Unique says until when), an enqueue with
+	// the same key makes no job and answers with the one holding it
+	// (EnqueueResult.Duplicate says so); concurrent enqueues with one key
+	// make exactly one job. UniqueFor is the period of UniqueForPeriod and
+	// the window of UniqueDebounce.
+	UniqueKey string
+	Unique    Unique
+	UniqueFor time.Duration
+	// StartBy, when set, is when a job that has not started ends
+	// cancelled, code expired, instead of running late.
+	StartBy time.Time
 }
+
+// Unique is how long an enqueue's unique key holds (EnqueueOpts.Unique).
+type Unique string
+
+// The uniqueness modes.
+const (
+	// UniqueUntilFinished: until the job finishes (the default).
+	UniqueUntilFinished Unique = "until_finished"
+	// UniqueUntilStarted: until it starts, so at most one job waits while
+	// another runs.
+	UniqueUntilStarted Unique = "until_started"
+	// UniqueForPeriod: for UniqueFor from the enqueue, whatever the job
+	// does.
+	UniqueForPeriod Unique = "period"
+	// UniqueDebounce: while the job waits to start, an enqueue with the
+	// key replaces its payload and pushes its start out to UniqueFor from
+	// now; the job runs once, with the last payload. Until it starts.
+	UniqueDebounce Unique = "debounce"
+)
 
 // EnqueueResult is what an enqueue did.
 type EnqueueResult struct {
@@ -61,8 +92,11 @@ type EnqueueResult struct {
 	// idempotent retry found it.
 	Job View
 	// Replayed is set when an idempotent retry returned the first job
-	// instead of enqueuing another.
-	Replayed bool
+	// instead of enqueuing another, or a unique key the job holding it;
+	// Duplicate then says which ("unique", or "debounced" when the
+	// enqueue rewrote the waiting job); "" for an idempotent retry.
+	Replayed  bool
+	Duplicate string
 }
 
 // errPayloadType  the service's registry has the kind with another payload

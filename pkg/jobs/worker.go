@@ -416,8 +416,17 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, m driver.Message) (
 	case k.maxRun > 0 && !rec.FirstStartedAt.IsZero() && now.Sub(rec.FirstStartedAt) >= k.maxRun:
 		// Past the kind's longest run, continuations and retries included.
 		ex = execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "max_run_time"}
+	case !rec.StartBy.IsZero() && now.After(rec.StartBy):
+		ex = execution{Status: StatusCancelled, Code: CodeExpired, Cause: "expired"}
 	default:
+		if on, wait := w.admit(ctx, inv, k, rec); on != "" {
+			wctx, cancel := inv.finalWriteContext(ctx)
+			defer cancel()
+			return w.eng.park(wctx, run{rec: rec, token: token, started: now}, on, wait).res == unsettled
+		}
+		w.releaseUniqueAtStart(ctx, rec)
 		ex = w.execute(ctx, inv, k, rec, token)
+		w.release(ctx, rec, k.slotKeys(rec))
 	}
 	wctx, cancel := inv.finalWriteContext(ctx)
 	defer cancel()

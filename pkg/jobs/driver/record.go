@@ -73,8 +73,10 @@ type Record struct {
 	// FirstStartedAt is when the job's first run was claimed: a kind's
 	// longest total run time counts from it.
 	FirstStartedAt time.Time
-	// WaitingOn says what a parked job waits for ("concurrency", "rate"),
-	// until its next claim.
+	// WaitingOn says what a parked job waits for: "concurrency" (a slot),
+	// "rate" (its reserved start under a rate limit, at RunAt) or "store"
+	// (a limit's item could not be read; it tries again). It stays
+	// through the next claim, to the run's next Requeue or Finish.
 	WaitingOn string
 	// UniqueKey is the unique key the job holds (see Store.ClaimUnique),
 	// released when UniqueUntil says ("finished" or "started"; "" for a key

@@ -57,9 +57,12 @@ type Store interface {
 	AcquireSlot(ctx context.Context, key string, c SlotClaim) (bool, error)
 	// ReleaseSlot frees holder's slot of key (nothing when it holds none).
 	ReleaseSlot(ctx context.Context, key, holder string) error
-	// TakeToken takes a token of the token bucket key, filled at
-	// b.PerSecond up to b.Burst, and returns 0; when the bucket is empty it
-	// takes nothing and returns how long until a token is there.
+	// TakeToken reserves the next token of the token bucket key (filled at
+	// b.PerSecond, holding at most b.Burst) and returns how long after b.At
+	// it is due: 0 when the bucket had one. A reservation is never given
+	// back: the caller starts at its time, so the bucket's starts keep to
+	// its rate however many callers queue (the generic cell rate
+	// algorithm: one write, no read).
 	TakeToken(ctx context.Context, key string, b TokenBucket) (time.Duration, error)
 	// ClaimUnique takes the unique key for u.JobID unless a live holder
 	// has it (one that is not released, and whose u.Until, when it was
@@ -286,8 +289,12 @@ type Requeue struct {
 	Checkpoint []byte
 	// WaitingOn parks the job: it could not start (a concurrency slot, a
 	// rate), so the attempt its claim counted is given back and the job
-	// waits until RunAt, saying on what. Cleared by its next claim.
+	// waits until RunAt, saying on what; Unstart also forgets the claim's
+	// start when it was the job's first (StartedAt, FirstStartedAt). WaitingOn stays
+	// on the record through its next claim (the worker reads it then) and
+	// is cleared by the run's next Requeue or Finish.
 	WaitingOn string
+	Unstart   bool
 }
 
 // SlotClaim asks Store.AcquireSlot for a slot.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -24,18 +23,25 @@ import (
 // lease ended, and writes the rest with itself conditional on the version
 // it read, so two acquires cannot both take the last slot, and a release
 // racing an acquire cannot be undone by it. A token bucket holds its
-// tokens ("tk"), when it was last filled ("t") and a version. A unique
+// next free time ("n"; see TakeToken). A unique
 // key's item holds its job ("j") and, for a uniqueness for a period, when
 // it frees itself ("u"). Each is one item: its key's heat is the kind's
 // (or the key's) rate, which docs/FLOW_CONTROL.md bounds.
 const (
-	attrHolders = "h"
-	attrVersion = "v"
-	attrTokens  = "tk"
-	attrFilled  = "t"
-	attrUJob    = "j"
-	attrUUntil  = "u"
+	attrHolders  = "h"
+	attrVersion  = "v"
+	attrNextFree = "n"
+	attrUJob     = "j"
+	attrUUntil   = "u"
 )
+
+// flowItemTTL is how long a flow control item stays once nothing needs
+// it (its last lease, reservation, release or period past): every item
+// carries the TTL attribute, so the keys of per-key limits and unique
+// keys do not pile up. A slot's lease is at most 15 minutes and a
+// reservation's horizon is the bucket's backlog, both within a day of
+// the write that set them, which every later write moves on.
+const flowItemTTL = 24 * time.Hour
 
 // flowTries bounds an acquire's retries when another writer moved the item
 // between its read and its write.
@@ -109,7 +115,8 @@ func (s *Store) AcquireSlot(ctx context.Context, slotKey string, c driver.SlotCl
 		}
 		live[c.Holder] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ms(c.LeaseUntil), 10)}
 		ok, err := s.writeVersioned(ctx, "acquire_slot", id, versionOf(item),
-			expression.Set(expression.Name(attrHolders), expression.Value(&types.AttributeValueMemberM{Value: live})))
+			expression.Set(expression.Name(attrHolders), expression.Value(&types.AttributeValueMemberM{Value: live})).
+				Set(expression.Name(AttrExpires), expression.Value(c.LeaseUntil.Add(flowItemTTL).Unix())))
 		if err != nil || ok {
 			return ok, err
 		}
@@ -149,38 +156,88 @@ func (s *Store) ReleaseSlot(ctx context.Context, slotKey, holder string) error {
 	return fmt.Errorf("dynamostore: release slot %s: the item kept changing", slotKey)
 }
 
-// TakeToken takes a token of the bucket key.
+// TakeToken reserves the bucket key's next token. The item holds the
+// bucket's next free time ("n", Unix microseconds: the generic cell rate
+// algorithm's theoretical arrival time). While that is not in the past,
+// a take adds one interval to it (one conditional write, answering the
+// old value: the reservation); when it is, or there is no item, a take
+// sets it to now plus one interval and starts now. A failed condition
+// answers the item, which says which of the two to write next.
 func (s *Store) TakeToken(ctx context.Context, bucketKey string, b driver.TokenBucket) (time.Duration, error) {
 	id := storekey.RatePrefix + bucketKey
+	interval := int64(float64(time.Second/time.Microsecond) / b.PerSecond)
+	tolerance := int64((b.Burst - 1) * float64(interval))
+	now := b.At.UnixMicro()
+	expires := expression.Value(b.At.Add(flowItemTTL).Unix())
+	busy := true // the common case under load; an idle bucket pays one failed condition
 	for range flowTries {
-		item, err := s.readFlowItem(ctx, id)
+		var upd expression.UpdateBuilder
+		var cond expression.ConditionBuilder
+		if busy {
+			upd = expression.Set(expression.Name(attrNextFree), expression.Plus(expression.Name(attrNextFree), expression.Value(interval)))
+			cond = expression.Name(attrNextFree).GreaterThanEqual(expression.Value(now))
+		} else {
+			upd = expression.Set(expression.Name(attrNextFree), expression.Value(now+interval))
+			cond = expression.AttributeNotExists(expression.Name(attrNextFree)).Or(expression.Name(attrNextFree).LessThan(expression.Value(now)))
+		}
+		upd = upd.Set(expression.Name(AttrExpires), expires)
+		expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 		if err != nil {
 			return 0, err
 		}
-		tokens, filled := b.Burst, b.At
-		if n, ok := item[attrTokens].(*types.AttributeValueMemberN); ok {
-			tokens, _ = strconv.ParseFloat(n.Value, 64)
-			if t, ok := item[attrFilled].(*types.AttributeValueMemberN); ok {
-				ms, _ := strconv.ParseInt(t.Value, 10, 64)
-				filled = time.UnixMilli(ms)
-			}
-			if dt := b.At.Sub(filled).Seconds(); dt > 0 {
-				tokens = math.Min(b.Burst, tokens+dt*b.PerSecond)
-			}
+		out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{TableName: s.table, Key: key(id),
+			UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+			ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+			ReturnValues: types.ReturnValueUpdatedOld, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			ReturnConsumedCapacity: s.capacity()})
+		if cur, failed := conditionFailed(err); failed {
+			next, ok := microsOf(cur[attrNextFree])
+			busy = ok && next >= now
+			continue
 		}
-		if tokens < 1 {
-			return time.Duration((1 - tokens) / b.PerSecond * float64(time.Second)), nil
-		}
-		ok, err := s.writeVersioned(ctx, "take_token", id, versionOf(item),
-			expression.Set(expression.Name(attrTokens), expression.Value(tokens-1)).Set(expression.Name(attrFilled), expression.Value(ms(b.At))))
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("dynamostore: take token %s: %w", bucketKey, err)
 		}
-		if ok {
+		s.report("take_token", out.ConsumedCapacity)
+		if !busy {
 			return 0, nil
 		}
+		old, _ := microsOf(out.Attributes[attrNextFree])
+		wait := max(0, time.Duration(old-tolerance-now)*time.Microsecond)
+		if wait > flowItemTTL/2 {
+			// A backlog of more than half a day: keep the item past its
+			// last reservation (rare: one more write).
+			s.extendTTL(ctx, id, b.At.Add(wait+flowItemTTL))
+		}
+		return wait, nil
 	}
-	return time.Duration(float64(time.Second) / b.PerSecond), nil // busy: come back after about one token's time
+	return 0, fmt.Errorf("dynamostore: take token %s: the item kept changing", bucketKey)
+}
+
+// extendTTL moves item id's TTL to at, if that is later (best effort: a
+// failure leaves the item a day after its last write).
+func (s *Store) extendTTL(ctx context.Context, id string, at time.Time) {
+	v := expression.Value(at.Unix())
+	expr, err := expression.NewBuilder().WithUpdate(expression.Set(expression.Name(AttrExpires), v)).
+		WithCondition(expression.Name(AttrExpires).LessThan(v)).Build()
+	if err != nil {
+		return
+	}
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{TableName: s.table, Key: key(id),
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), ReturnConsumedCapacity: s.capacity()})
+	if err == nil {
+		s.report("extend_ttl", out.ConsumedCapacity)
+	}
+}
+
+func microsOf(av types.AttributeValue) (int64, bool) {
+	n, ok := av.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(n.Value, 10, 64)
+	return v, err == nil
 }
 
 // ClaimUnique takes the unique key for u.JobID unless a live holder has it.
@@ -188,9 +245,11 @@ func (s *Store) ClaimUnique(ctx context.Context, uniqueKey string, u driver.Uniq
 	id := storekey.UniquePrefix + uniqueKey
 	upd := expression.Set(expression.Name(attrUJob), expression.Value(u.JobID))
 	if !u.Until.IsZero() {
-		upd = upd.Set(expression.Name(attrUUntil), expression.Value(ms(u.Until)))
+		upd = upd.Set(expression.Name(attrUUntil), expression.Value(ms(u.Until))).
+			Set(expression.Name(AttrExpires), expression.Value(u.Until.Add(flowItemTTL).Unix()))
 	} else {
-		upd = upd.Remove(expression.Name(attrUUntil))
+		// Held until released: TTL must not take it meanwhile.
+		upd = upd.Remove(expression.Name(attrUUntil)).Remove(expression.Name(AttrExpires))
 	}
 	// Free: no holder, its time passed, or this job already holds it (a
 	// retried claim whose answer was lost).
@@ -223,7 +282,8 @@ func (s *Store) ClaimUnique(ctx context.Context, uniqueKey string, u driver.Uniq
 func (s *Store) ReleaseUnique(ctx context.Context, uniqueKey, jobID string) error {
 	id := storekey.UniquePrefix + uniqueKey
 	expr, err := expression.NewBuilder().
-		WithUpdate(expression.Remove(expression.Name(attrUJob)).Remove(expression.Name(attrUUntil))).
+		WithUpdate(expression.Remove(expression.Name(attrUJob)).Remove(expression.Name(attrUUntil)).
+			Set(expression.Name(AttrExpires), expression.Value(s.clock.Now().Add(flowItemTTL).Unix()))).
 		WithCondition(expression.Name(attrUJob).Equal(expression.Value(jobID))).Build()
 	if err != nil {
 		return err

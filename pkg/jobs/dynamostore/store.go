@@ -444,7 +444,6 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 		Set(expression.Name(attrLease), expression.Value(ms(c.LeaseUntil))).
 		Set(expression.Name(attrStarted), expression.Value(ms(c.At))).
 		Set(expression.Name(attrFirstStarted), expression.IfNotExists(expression.Name(attrFirstStarted), expression.Value(ms(c.At)))).
-		Remove(expression.Name(attrWaitingOn)).
 		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
 		Add(expression.Name(attrAttempt), expression.Value(1))
 	due := expression.AttributeNotExists(expression.Name(attrRunAt)).
@@ -541,7 +540,7 @@ func moveUnfinished(upd expression.UpdateBuilder, to, from string) expression.Up
 
 // finished takes a job out of both unfinished indexes.
 func finished(upd expression.UpdateBuilder) expression.UpdateBuilder {
-	return upd.Remove(expression.Name(AttrQueued)).Remove(expression.Name(AttrRunning))
+	return upd.Remove(expression.Name(AttrQueued)).Remove(expression.Name(AttrRunning)).Remove(expression.Name(attrWaitingOn))
 }
 
 // afterOutcome ends a job's sweep schedule at its final write, or, when
@@ -590,6 +589,11 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 	}
 	if r.WaitingOn != "" {
 		upd = upd.Add(expression.Name(attrAttempt), expression.Value(-1)).Set(expression.Name(attrWaitingOn), expression.Value(r.WaitingOn))
+	} else {
+		upd = upd.Remove(expression.Name(attrWaitingOn))
+	}
+	if r.Unstart {
+		upd = upd.Remove(expression.Name(attrFirstStarted)).Remove(expression.Name(attrStarted))
 	}
 	cond := notCancelled(runningUnder(token))
 	if !r.LeaseExpiredBy.IsZero() {

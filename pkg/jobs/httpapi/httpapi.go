@@ -69,6 +69,12 @@ type enqueueBody struct {
 	Lane  string     `json:"lane"`
 	// Tenant: EnqueueOpts.Tenant.
 	Tenant string `json:"tenant"`
+	// UniqueKey, Unique and UniqueFor (whole seconds): EnqueueOpts's;
+	// StartBy (RFC 3339) too.
+	UniqueKey string      `json:"unique_key"`
+	Unique    jobs.Unique `json:"unique"`
+	UniqueFor int64       `json:"unique_for"`
+	StartBy   *time.Time  `json:"start_by"`
 }
 
 // Enqueue serves POST /v1/jobs: 202 with the job and its Location, or a
@@ -108,12 +114,24 @@ func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		}
 		delay = time.Duration(*in.Delay) * time.Second
 	}
-	res, err := a.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: *in.Kind, Payload: in.Payload,
-		EnqueueOpts: jobs.EnqueueOpts{RunAt: runAt, Delay: delay, Lane: in.Lane, Tenant: in.Tenant, IdempotencyKey: header(req, "idempotency-key")}})
+	if in.UniqueFor < 0 || in.UniqueFor > int64(jobs.MaxDelay/time.Second) {
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"unique_for" is whole seconds from 1 to 31536000 (365 days)`}), nil
+	}
+	opts := jobs.EnqueueOpts{RunAt: runAt, Delay: delay, Lane: in.Lane, Tenant: in.Tenant, IdempotencyKey: header(req, "idempotency-key"),
+		UniqueKey: in.UniqueKey, Unique: in.Unique, UniqueFor: time.Duration(in.UniqueFor) * time.Second}
+	if in.StartBy != nil {
+		opts.StartBy = *in.StartBy
+	}
+	res, err := a.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: *in.Kind, Payload: in.Payload, EnqueueOpts: opts})
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}
-	return accepted(res.Job, JobsPath+"/"+res.Job.ID, !res.Replayed), nil
+	resp = accepted(res.Job, JobsPath+"/"+res.Job.ID, !res.Replayed)
+	if res.Duplicate != "" {
+		// The job holding the unique key answers, as a replay does.
+		resp.Headers["Duplicate"] = res.Duplicate
+	}
+	return resp, nil
 }
 
 // GetJob serves GET /v1/jobs/{id}: 200 with the job and its payload (its

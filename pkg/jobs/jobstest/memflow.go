@@ -2,7 +2,6 @@ package jobstest
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -42,24 +41,19 @@ func (m *MemStore) ReleaseSlot(_ context.Context, key, holder string) error {
 	return nil
 }
 
-// TakeToken takes a token of the bucket key, or says how long until one.
+// TakeToken reserves the bucket key's next token: how long until it is
+// due.
 func (m *MemStore) TakeToken(_ context.Context, key string, b driver.TokenBucket) (time.Duration, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st, ok := m.tokens[key]
-	if !ok {
-		st = bucketState{tokens: b.Burst, filled: b.At}
+	interval := time.Duration(float64(time.Second) / b.PerSecond)
+	tolerance := time.Duration((b.Burst - 1) * float64(interval))
+	tat := m.tokens[key]
+	if tat.Before(b.At) {
+		tat = b.At
 	}
-	if dt := b.At.Sub(st.filled).Seconds(); dt > 0 {
-		st.tokens, st.filled = math.Min(b.Burst, st.tokens+dt*b.PerSecond), b.At
-	}
-	if st.tokens < 1 {
-		m.tokens[key] = st
-		return time.Duration((1 - st.tokens) / b.PerSecond * float64(time.Second)), nil
-	}
-	st.tokens--
-	m.tokens[key] = st
-	return 0, nil
+	m.tokens[key] = tat.Add(interval)
+	return max(0, tat.Add(-tolerance).Sub(b.At)), nil
 }
 
 // ClaimUnique takes the unique key for u.JobID unless a live holder has it.

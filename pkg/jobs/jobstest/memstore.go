@@ -30,14 +30,9 @@ type MemStore struct {
 	fires  map[string]string                   // schedule -> its last enqueued fire's job
 	owned  map[string]map[string]jobs.Schedule // owner key -> name -> runtime schedule
 	slots  map[string]map[string]time.Time     // slot key -> holder -> lease end
-	tokens map[string]bucketState               // bucket key -> its state
-	unique map[string]uniqueHold                // unique key -> its holder
+	tokens map[string]time.Time                // bucket key -> its next token's time
+	unique map[string]uniqueHold               // unique key -> its holder
 	clock  jobs.Clock
-}
-
-type bucketState struct {
-	tokens float64
-	filled time.Time
 }
 
 type uniqueHold struct {
@@ -54,7 +49,7 @@ func NewMemStore(clock jobs.Clock) *MemStore {
 	}
 	return &MemStore{jobs: map[string]*driver.Record{}, batches: map[string]*driver.Batch{}, clock: clock,
 		shards: map[string]map[int]map[jobs.Status]map[int]bool{}, done: map[string]map[int]bool{},
-		slots: map[string]map[string]time.Time{}, tokens: map[string]bucketState{}, unique: map[string]uniqueHold{}}
+		slots: map[string]map[string]time.Time{}, tokens: map[string]time.Time{}, unique: map[string]uniqueHold{}}
 }
 
 func clone(r *driver.Record) *driver.Record {
@@ -118,7 +113,6 @@ func (m *MemStore) Claim(_ context.Context, id string, c driver.Claim) (*driver.
 	if r.FirstStartedAt.IsZero() {
 		r.FirstStartedAt = c.At
 	}
-	r.WaitingOn = ""
 	r.UpdatedAt = c.At
 	r.Attempt++
 	return clone(r), nil
@@ -193,6 +187,7 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o driver.Outcome)
 		return &driver.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
 	}
 	r.Status = o.Status
+	r.WaitingOn = ""
 	r.UpdatedAt = o.At
 	r.FinishedAt = o.At
 	r.ExpiresAt = o.ExpiresAt
@@ -383,9 +378,12 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q driver.Requeue
 	if q.Checkpoint != nil {
 		r.Checkpoint = bytes.Clone(q.Checkpoint)
 	}
+	r.WaitingOn = q.WaitingOn
 	if q.WaitingOn != "" {
 		r.Attempt--
-		r.WaitingOn = q.WaitingOn
+	}
+	if q.Unstart {
+		r.FirstStartedAt, r.StartedAt = time.Time{}, time.Time{}
 	}
 	r.ClaimToken = ""
 	r.LeaseUntil = time.Time{}
@@ -405,6 +403,7 @@ func (m *MemStore) CancelQueued(_ context.Context, id string, c driver.CancelQue
 		return &driver.ConflictError{Err: driver.ErrNotQueued, Current: clone(r)}
 	}
 	r.Status = jobs.StatusCancelled
+	r.WaitingOn = ""
 	r.UpdatedAt, r.FinishedAt, r.ExpiresAt = c.At, c.At, c.ExpiresAt
 	m.afterOutcome(r, c.After)
 	return nil

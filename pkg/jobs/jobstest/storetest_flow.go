@@ -3,12 +3,14 @@ package jobstest
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
@@ -71,21 +73,84 @@ func (c suite) flowControl(t *testing.T) {
 			t.Fatalf("%d holders for 5 slots", got.Load())
 		}
 	})
-	c.run(t, "TokenBucketGivesItsRate", func(t *testing.T, s driver.Store, clock *Clock) {
+	c.run(t, "TokenBucketReservesStartsAtItsRate", func(t *testing.T, s driver.Store, clock *Clock) {
+		take := func(b driver.TokenBucket) time.Duration {
+			t.Helper()
+			wait, err := s.TakeToken(ctx, "r", b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return wait
+		}
+		// 10 a second with a burst of 2: two starts now, then one each
+		// 100ms, reserved in turn however many ask at once.
 		b := driver.TokenBucket{PerSecond: 10, Burst: 2, At: clock.Now()}
-		for i := range 2 {
-			if wait, err := s.TakeToken(ctx, "r", b); err != nil || wait != 0 {
-				t.Fatalf("token %d of the burst: wait %v %v", i, wait, err)
+		var got []time.Duration
+		for range 5 {
+			got = append(got, take(b))
+		}
+		want := []time.Duration{0, 0, 100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond}
+		if !slices.Equal(got, want) {
+			t.Fatalf("reservations %v, want %v", got, want)
+		}
+		// Halfway to the last reservation, the next is after it.
+		clock.Advance(150 * time.Millisecond)
+		b.At = clock.Now()
+		if w := take(b); w != 250*time.Millisecond {
+			t.Fatalf("a take 150ms later waits %v, want 250ms (after the reservations made)", w)
+		}
+		// Idle for long: the burst is back, no more.
+		clock.Advance(time.Hour)
+		b.At = clock.Now()
+		if w1, w2, w3 := take(b), take(b), take(b); w1 != 0 || w2 != 0 || w3 != 100*time.Millisecond {
+			t.Fatalf("after an idle hour: %v %v %v, want 0 0 100ms", w1, w2, w3)
+		}
+	})
+	c.run(t, "ConcurrentTakesReserveDistinctStarts", func(t *testing.T, s driver.Store, clock *Clock) {
+		b := driver.TokenBucket{PerSecond: 20, Burst: 1, At: clock.Now()}
+		var mu sync.Mutex
+		seen := map[time.Duration]bool{}
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() {
+				wait, err := s.TakeToken(ctx, "c", b)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				seen[wait] = true
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		for i := range 20 {
+			if w := time.Duration(i) * 50 * time.Millisecond; !seen[w] {
+				t.Fatalf("20 concurrent takes at 20 a second reserved %v, want each 50ms step from 0 to 950ms once", seen)
 			}
 		}
-		wait, err := s.TakeToken(ctx, "r", b)
-		if err != nil || wait <= 0 || wait > 100*time.Millisecond {
-			t.Fatalf("an empty bucket: wait %v %v, want up to one token's time (100ms)", wait, err)
+	})
+	c.run(t, "ParkingGivesBackTheAttemptAndKeepsWhatItWaitsOn", func(t *testing.T, s driver.Store, clock *Clock) {
+		rec := mustCreate(t, s, clock.Now())
+		_, token := mustClaim(t, s, rec.ID, clock.Now())
+		next := clock.Now().Add(time.Second)
+		if err := s.Requeue(ctx, rec.ID, token, driver.Requeue{At: clock.Now(), RunAt: next, SweepAt: next.Add(time.Minute), WaitingOn: "rate", Unstart: true}); err != nil {
+			t.Fatal(err)
 		}
-		clock.Advance(100 * time.Millisecond)
-		b.At = clock.Now()
-		if wait, err := s.TakeToken(ctx, "r", b); err != nil || wait != 0 {
-			t.Fatalf("after one token's time: wait %v %v", wait, err)
+		got := mustGet(t, s, rec.ID)
+		if got.Status != jobs.StatusQueued || got.Attempt != 0 || got.WaitingOn != "rate" || !got.FirstStartedAt.IsZero() || !got.StartedAt.IsZero() {
+			t.Fatalf("parked %+v, want queued, attempt 0, waiting on rate, never started", got)
+		}
+		clock.Advance(time.Second)
+		again, token := mustClaim(t, s, rec.ID, clock.Now())
+		if again.Attempt != 1 || again.WaitingOn != "rate" {
+			t.Fatalf("claimed after parking: attempt %d, waiting on %q; want 1 and the claim to still say rate", again.Attempt, again.WaitingOn)
+		}
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, rec.ID); got.WaitingOn != "" {
+			t.Fatalf("finished job still waiting on %q", got.WaitingOn)
 		}
 	})
 	c.run(t, "UniqueKeysHaveOneHolder", func(t *testing.T, s driver.Store, clock *Clock) {

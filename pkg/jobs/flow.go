@@ -1,0 +1,303 @@
+package jobs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/metricnames"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+)
+
+// Flow control. A kind's limits (KindOpts.Concurrency, RateLimit and
+// their per-key forms) are enforced when a job is claimed: the worker
+// takes a slot of the kind's concurrency (a slot item of the store,
+// sharded so a large limit is no hot item: each shard holds at most
+// slotsPerShard of the limit and a job's shard is fixed by its id), a slot
+// of its key's, and a token of each rate. A job that cannot get one waits:
+// its claim's attempt is given back and it goes back to the queue, parked
+// (Record.WaitingOn says on what) until a moment later, with a new message,
+// so waiting never counts towards the queue's maxReceiveCount and never
+// reaches the dead-letter queue, however long it lasts. That is the one
+// waiting state and its one wake-up path: a parked job's own delayed
+// message. A run's slots are released as soon as its handler has
+// returned (before the run's final write: the slot bounds running
+// handlers); a slot whose worker died frees itself at the run's lease.
+// Kinds without limits pay nothing: no read, no write, no request.
+// docs/FLOW_CONTROL.md has the design and the costs.
+
+// limits are a kind's flow control, checked.
+type limits struct {
+	concurrency, perKey int
+	rate, ratePerKey    float64 // starts per second
+	burst, burstPerKey  float64
+	key                 string // "owner", "tenant" or a payload field
+}
+
+func (l limits) any() bool {
+	return l.concurrency > 0 || l.perKey > 0 || l.rate > 0 || l.ratePerKey > 0
+}
+
+// slotsPerShard bounds the holders of one slot item: a kind's concurrency
+// of n is spread over ceil(n/slotsPerShard) items.
+const slotsPerShard = 16
+
+func (o *KindOpts) limits() (limits, error) {
+	var l limits
+	if o.Concurrency < 0 || o.ConcurrencyPerKey < 0 || o.RateLimit < 0 || o.RateLimitPerKey < 0 || o.RatePeriod < 0 {
+		return l, errors.New("flow control: limits must not be negative")
+	}
+	period := o.RatePeriod
+	if period == 0 {
+		period = time.Second
+	}
+	l.concurrency, l.perKey = o.Concurrency, o.ConcurrencyPerKey
+	l.rate, l.ratePerKey = float64(o.RateLimit)/period.Seconds(), float64(o.RateLimitPerKey)/period.Seconds()
+	// A burst of one start: the rate holds over any window, not only on
+	// average.
+	l.burst, l.burstPerKey = 1, 1
+	switch key := o.LimitKey; {
+	case key == "" && (o.ConcurrencyPerKey > 0 || o.RateLimitPerKey > 0):
+		return l, errors.New(`flow control: a per-key limit needs LimitKey ("owner", "tenant" or "payload.<field>")`)
+	case key == "", key == "owner", key == "tenant":
+		l.key = key
+	case strings.HasPrefix(key, "payload.") && len(key) > len("payload."):
+		l.key = key
+	default:
+		return l, fmt.Errorf(`flow control: LimitKey %q: want "owner", "tenant" or "payload.<field>"`, key)
+	}
+	return l, nil
+}
+
+// limitKeyOf is rec's value of the kind's LimitKey, hashed ("" when it has
+// none: a payload without the field).
+func (k *kindDef) limitKeyOf(rec *driver.Record) string {
+	var v string
+	switch k.limits.key {
+	case "owner":
+		v = rec.Owner
+	case "tenant":
+		v = rec.Tenant
+		if v == "" {
+			v = rec.Owner
+		}
+	default:
+		field := strings.TrimPrefix(k.limits.key, "payload.")
+		if slices.Contains(k.secrets, field) {
+			return "" // sealed: never a key (refused at registration too)
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(rec.Payload, &obj) != nil {
+			return ""
+		}
+		v = string(obj[field])
+	}
+	if v == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(h[:8])
+}
+
+// shardOf is the shard of a limit of n that job id's slot is in.
+func shardOf(id string, n int) int {
+	return shardOfN(id, (n+slotsPerShard-1)/slotsPerShard)
+}
+
+// shardOfN is job id's shard of shards.
+func shardOfN(id string, shards int) int {
+	h := sha256.Sum256([]byte(id))
+	return int(binary.BigEndian.Uint32(h[:4]) % uint32(shards))
+}
+
+// shardMax is how many of a limit of n the shard holds.
+func shardMax(n, shard int) int {
+	shards := (n + slotsPerShard - 1) / slotsPerShard
+	m := n / shards
+	if shard < n%shards {
+		m++
+	}
+	return m
+}
+
+// slotKeys are the slot items a run of the kind's job rec holds: the
+// kind's shard, and its key's.
+func (k *kindDef) slotKeys(rec *driver.Record) []slotKey {
+	var out []slotKey
+	if n := k.limits.concurrency; n > 0 {
+		s := shardOf(rec.ID, n)
+		out = append(out, slotKey{key: fmt.Sprintf("%s#%d", k.name, s), max: shardMax(n, s)})
+	}
+	if n := k.limits.perKey; n > 0 {
+		if kv := k.limitKeyOf(rec); kv != "" {
+			s := shardOf(rec.ID, n)
+			out = append(out, slotKey{key: fmt.Sprintf("%s#k#%s#%d", k.name, kv, s), max: shardMax(n, s)})
+		}
+	}
+	return out
+}
+
+type slotKey struct {
+	key string
+	max int
+}
+
+// What a parked job waits on (Record.WaitingOn, View.WaitingOn).
+const (
+	waitConcurrency = "concurrency" // a slot of a concurrency limit
+	waitRate        = "rate"        // its reserved start under a rate limit
+	waitStore       = "store"       // a limit's item could not be read
+)
+
+// admit takes what a run of rec needs before its handler starts: a
+// reservation of each rate it is under (unless it holds one: it waited on
+// the rate and its time has come), then its slots. It returns "" when the
+// run may start, else what it waits on and for how long (its slots
+// released). A job whose reserved start came but whose slot is taken
+// waits on the slot and reserves again later: its first reservation is
+// spent, which only lowers the rate.
+func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, rec *driver.Record) (waitingOn string, wait time.Duration) {
+	if !k.limits.any() {
+		return "", 0
+	}
+	cctx, cancel := inv.callContext(ctx)
+	defer cancel()
+	now := w.eng.now()
+	if rec.WaitingOn != waitRate {
+		var longest time.Duration
+		for _, b := range k.buckets(rec) {
+			wait, err := w.eng.store.TakeToken(cctx, b.key, driver.TokenBucket{PerSecond: b.rate, Burst: b.burst, At: now})
+			if err != nil {
+				w.log.LogAttrs(ctx, slog.LevelWarn, "rate not read; the job waits", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
+				return waitStore, jitter(slotWait)
+			}
+			longest = max(longest, wait)
+		}
+		if longest > 0 {
+			return waitRate, longest
+		}
+	}
+	var held []slotKey
+	for _, s := range k.slotKeys(rec) {
+		ok, err := w.eng.store.AcquireSlot(cctx, s.key, driver.SlotClaim{Holder: rec.ID, Max: s.max, LeaseUntil: inv.leaseUntil(now), At: now})
+		if err == nil && ok {
+			held = append(held, s)
+			continue
+		}
+		w.release(ctx, rec, held)
+		if err != nil {
+			w.log.LogAttrs(ctx, slog.LevelWarn, "slot not taken; the job waits", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
+			return waitStore, jitter(slotWait)
+		}
+		return waitConcurrency, jitter(slotWait)
+	}
+	return "", 0
+}
+
+type bucket struct {
+	key         string
+	rate, burst float64
+}
+
+// buckets are the token buckets a start of rec reserves from. A rate of
+// r starts a second is spread over ceil(r/startsPerBucket) buckets, each
+// of its share, and a job's bucket is fixed by its id: one bucket item
+// takes at most startsPerBucket writes a second.
+func (k *kindDef) buckets(rec *driver.Record) []bucket {
+	var out []bucket
+	add := func(key string, rate, burst float64) {
+		shards := int(math.Ceil(rate / startsPerBucket))
+		s := shardOfN(rec.ID, shards)
+		out = append(out, bucket{key: fmt.Sprintf("%s#%d", key, s), rate: rate / float64(shards), burst: max(1, burst/float64(shards))})
+	}
+	if k.limits.rate > 0 {
+		add(k.name, k.limits.rate, k.limits.burst)
+	}
+	if k.limits.ratePerKey > 0 {
+		if kv := k.limitKeyOf(rec); kv != "" {
+			add(k.name+"#k#"+kv, k.limits.ratePerKey, k.limits.burstPerKey)
+		}
+	}
+	return out
+}
+
+// startsPerBucket bounds the starts a second one token bucket item
+// reserves (each one write): a tenth of a partition's write budget.
+const startsPerBucket = 100
+
+// slotWait is how long a job that found its kind's slots taken waits
+// before it tries again (jittered): runs end at any moment, so soon.
+const slotWait = time.Second
+
+// jitter returns a duration between d/2 and 3d/2.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d)))
+}
+
+// release frees the slots a run of rec holds (best effort: a slot not
+// released frees itself at the run's lease).
+func (w *Worker) release(ctx context.Context, rec *driver.Record, held []slotKey) {
+	if len(held) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.deadlines.Call)
+	defer cancel()
+	for _, s := range held {
+		if err := w.eng.store.ReleaseSlot(rctx, s.key, rec.ID); err != nil {
+			w.log.LogAttrs(ctx, slog.LevelWarn, "slot not released; it frees itself at the run's lease", slog.String("job_id", rec.ID),
+				slog.String("err_types", errtypes.Of(err)))
+		}
+	}
+}
+
+// park sends run r's job back to the queue to wait on waitingOn for wait,
+// its claim's attempt given back.
+func (e *engine) park(ctx context.Context, r run, waitingOn string, wait time.Duration) ending {
+	rec := r.rec
+	now := e.now()
+	runAt := now.Add(wait).Truncate(time.Millisecond)
+	d := e.deliveryAt(now, runAt)
+	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, WaitingOn: waitingOn,
+		Unstart: rec.FirstStartedAt.Equal(rec.StartedAt)})
+	if ownWrite(err, StatusQueued, now) {
+		err = nil
+	}
+	log := e.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind))
+	switch {
+	case errors.Is(err, driver.ErrCancelRequested):
+		return e.finish(ctx, log, r, execution{Status: StatusCancelled, Cause: "cancelled"})
+	case isConflict(err):
+		return ending{res: superseded}
+	case err != nil:
+		log.LogAttrs(ctx, slog.LevelError, "park write failed; the job stays running until a redelivery or the sweeper settles it",
+			slog.String("err_types", errtypes.Of(err)))
+		return ending{res: unsettled}
+	}
+	if err := e.deliver(ctx, rec, d); err != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "parked job not sent; the sweeper will send it", slog.String("err_types", errtypes.Of(err)))
+	}
+	count(ctx, rec.Kind, metricnames.JobsWaited)
+	log.LogAttrs(ctx, slog.LevelDebug, "job waits", slog.String("waiting_on", waitingOn), slog.Time("run_at", runAt))
+	return ending{res: landed, parked: true}
+}
+
+// uniqueKeyOf is the store key of owner's unique key for kind.
+func uniqueKeyOf(owner, kind, key string) string {
+	h := sha256.Sum256([]byte(key))
+	return wire.OwnerKey(owner) + "#" + kind + "#" + hex.EncodeToString(h[:16])
+}

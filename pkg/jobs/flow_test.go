@@ -1,0 +1,420 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+// Flow control (issue 28) under testing/synctest: a model of SQS's
+// receive counts and dead-letter queue, workers polling it at once, and
+// handlers that count how many of them run.
+
+// sqsSim is what these tests need of SQS: a received message is deleted
+// when its record succeeded, or, given back, received again after the
+// visibility timeout with its receive count up, and moved to the
+// dead-letter queue at its maxReceive-th receive; a send is a new message.
+type sqsSim struct {
+	visibility time.Duration
+	maxReceive int
+	timeout    time.Duration // each invocation's, the Lambda timeout
+
+	mu       sync.Mutex
+	seq      int
+	msgs     []*simMsg
+	dlq      []string
+	receives map[string]int // job id -> the most receives of one of its messages
+}
+
+type simMsg struct {
+	id, jobID string
+	visible   time.Time
+	receives  int
+}
+
+func newSQSSim() *sqsSim {
+	return &sqsSim{visibility: 30 * time.Second, maxReceive: 5, timeout: time.Minute, receives: map[string]int{}}
+}
+
+func (q *sqsSim) Send(_ context.Context, msgs ...driver.Message) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, m := range msgs {
+		q.seq++
+		q.msgs = append(q.msgs, &simMsg{id: fmt.Sprint("m", q.seq), jobID: m.JobID, visible: time.Now().Add(m.Delay)})
+	}
+	return nil
+}
+
+// receive takes up to n visible messages, hiding each for the
+// visibility timeout.
+func (q *sqsSim) receive(n int) []*simMsg {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []*simMsg
+	now := time.Now()
+	for _, m := range q.msgs {
+		if len(out) == n {
+			break
+		}
+		if !m.visible.After(now) {
+			m.visible = now.Add(q.visibility)
+			m.receives++
+			q.receives[m.jobID] = max(q.receives[m.jobID], m.receives)
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// settle deletes the batch's messages that succeeded; one given back
+// stays hidden until its visibility timeout, or goes to the DLQ.
+func (q *sqsSim) settle(batch []*simMsg, resp events.SQSEventResponse) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	back := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		back[f.ItemIdentifier] = true
+	}
+	q.msgs = slices.DeleteFunc(q.msgs, func(m *simMsg) bool {
+		if !slices.Contains(batch, m) {
+			return false
+		}
+		if back[m.id] && m.receives >= q.maxReceive {
+			q.dlq = append(q.dlq, m.jobID)
+			return true
+		}
+		return !back[m.id]
+	})
+}
+
+// poll runs w over the queue until ctx ends: batches of ten, each one
+// invocation of a Lambda with q.timeout.
+func (q *sqsSim) poll(ctx context.Context, w *jobs.Worker) {
+	for ctx.Err() == nil {
+		batch := q.receive(10)
+		if len(batch) == 0 {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		var ev events.SQSEvent
+		for _, m := range batch {
+			ev.Records = append(ev.Records, events.SQSMessage{MessageId: m.id, Body: message.Encode(m.jobID)})
+		}
+		ictx, cancel := context.WithTimeout(ctx, q.timeout)
+		resp, _ := w.HandleSQS(ictx, ev)
+		cancel()
+		q.settle(batch, resp)
+	}
+}
+
+// gauge counts the handlers running at once, overall and per key.
+type gauge struct {
+	mu            sync.Mutex
+	now, peak     int
+	byKey, keyMax map[string]int
+	starts        []time.Time
+}
+
+func (g *gauge) hold(key string, d time.Duration) {
+	g.mu.Lock()
+	if g.byKey == nil {
+		g.byKey, g.keyMax = map[string]int{}, map[string]int{}
+	}
+	g.now++
+	g.peak = max(g.peak, g.now)
+	g.byKey[key]++
+	g.keyMax[key] = max(g.keyMax[key], g.byKey[key])
+	g.starts = append(g.starts, time.Now())
+	g.mu.Unlock()
+	time.Sleep(d)
+	g.mu.Lock()
+	g.now--
+	g.byKey[key]--
+	g.mu.Unlock()
+}
+
+type heldPayload struct {
+	Account string `json:"account"`
+	N       int    `json:"n"`
+}
+
+// flowRig is a service, workers polling an sqsSim, and kinds whose
+// handlers hold for hold, counted by g.
+type flowRig struct {
+	mem   *jobstest.MemStore
+	store driver.Store
+	q     *sqsSim
+	svc   *jobs.Service
+	reg   *jobs.Registry
+	g     gauge
+}
+
+func newFlowRig(t *testing.T, store driver.Store, mem *jobstest.MemStore, register func(r *flowRig)) *flowRig {
+	t.Helper()
+	r := &flowRig{mem: mem, store: store, q: newSQSSim(), reg: jobs.NewRegistry()}
+	register(r)
+	var err error
+	if r.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: r.reg, Store: store, Queue: r.q}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// holding registers kind, whose runs hold for d, counted per account.
+func (r *flowRig) holding(kind string, d time.Duration, opts *jobs.KindOpts) {
+	jobs.MustRegister(r.reg, kind, func(ctx context.Context, j *jobs.Job[heldPayload]) (jobs.NoResult, error) {
+		r.g.hold(j.Payload.Account, d)
+		return jobs.NoResult{}, nil
+	}, opts)
+}
+
+// start runs pollers, each a Worker running up to 10 records at once,
+// until the function it returns stops them.
+func (r *flowRig) start(t *testing.T, pollers int) context.CancelFunc {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range pollers {
+		w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: r.reg, Store: r.store, Queue: r.q, Concurrency: 10, CancelCheck: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { r.q.poll(ctx, w) })
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+func (r *flowRig) enqueue(t *testing.T, kind string, p heldPayload) string {
+	t.Helper()
+	raw := fmt.Sprintf(`{"account":%q,"n":%d}`, p.Account, p.N)
+	res, err := r.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: kind, Payload: []byte(raw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Job.ID
+}
+
+// waitFinal waits (in bubble time) until every job in ids is final, and
+// fails the test after limit.
+func (r *flowRig) waitFinal(t *testing.T, ids []string, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		done := 0
+		for _, id := range ids {
+			if rec, err := r.store.Get(context.Background(), id); err == nil && rec.Status.Final() {
+				done++
+			}
+		}
+		if done == len(ids) {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("%d of %d jobs final after %v", done, len(ids), limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// assertRanOnce checks each job succeeded on its first attempt, and
+// that no message of it was received twice or dead-lettered: waiting
+// spent nothing.
+func (r *flowRig) assertRanOnce(t *testing.T, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		rec, err := r.store.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status != jobs.StatusSucceeded || rec.Attempt != 1 {
+			t.Fatalf("job %s: %s after %d attempts, want succeeded on attempt 1", id, rec.Status, rec.Attempt)
+		}
+	}
+	r.q.mu.Lock()
+	defer r.q.mu.Unlock()
+	if len(r.q.dlq) != 0 {
+		t.Fatalf("dead-lettered: %v", r.q.dlq)
+	}
+	for id, n := range r.q.receives {
+		if n > 1 {
+			t.Fatalf("a message of job %s was received %d times: waiting counts towards maxReceiveCount", id, n)
+		}
+	}
+}
+
+// A kind limited to 5 runs 5 at once across two workers of 10 handler
+// slots each, never 6; the same jobs without the limit run wider. Every
+// job succeeds on its first attempt, and no message is received twice.
+func TestConcurrencyLimitHoldsAcrossWorkers(t *testing.T) {
+	for _, limit := range []int{0, 5} {
+		t.Run(fmt.Sprint("limit ", limit), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := jobstest.NewMemStore(nil)
+				r := newFlowRig(t, mem, mem, func(r *flowRig) {
+					r.holding("held", 200*time.Millisecond, &jobs.KindOpts{Concurrency: limit})
+				})
+				var ids []string
+				for i := range 100 {
+					ids = append(ids, r.enqueue(t, "held", heldPayload{Account: "a", N: i}))
+				}
+				defer r.start(t, 2)()
+				r.waitFinal(t, ids, 5*time.Minute)
+				r.assertRanOnce(t, ids)
+				switch {
+				case limit == 0 && r.g.peak <= 5:
+					t.Fatalf("unlimited peak %d: the rig cannot show a limit of 5", r.g.peak)
+				case limit > 0 && r.g.peak != limit:
+					t.Fatalf("peak %d with a limit of %d", r.g.peak, limit)
+				}
+			})
+		})
+	}
+}
+
+// A per-key limit of 1 over 10 accounts runs each account alone and the
+// 10 at once.
+func TestPerKeyLimitRunsEachKeyAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		r := newFlowRig(t, mem, mem, func(r *flowRig) {
+			r.holding("sync", 200*time.Millisecond, &jobs.KindOpts{ConcurrencyPerKey: 1, LimitKey: "payload.account"})
+		})
+		var ids []string
+		for i := range 50 {
+			ids = append(ids, r.enqueue(t, "sync", heldPayload{Account: fmt.Sprint("acct-", i%10), N: i}))
+		}
+		defer r.start(t, 2)()
+		r.waitFinal(t, ids, 5*time.Minute)
+		r.assertRanOnce(t, ids)
+		for key, n := range r.g.keyMax {
+			if n != 1 {
+				t.Fatalf("account %s ran %d at once, want 1", key, n)
+			}
+		}
+		if r.g.peak != 10 {
+			t.Fatalf("peak %d over 10 accounts, want 10", r.g.peak)
+		}
+	})
+}
+
+// A job that waits for a slot for more than 10 visibility timeouts (the
+// slot held by another worker's run meanwhile) is never dead-lettered,
+// none of its messages received twice, says what it waits on, and runs
+// when the slot frees, on its first attempt.
+func TestWaitingForASlotNeverDeadLetters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		r := newFlowRig(t, mem, mem, func(r *flowRig) {
+			r.holding("one", 0, &jobs.KindOpts{Concurrency: 1})
+		})
+		id := r.enqueue(t, "one", heldPayload{})
+		rec, _ := mem.Get(context.Background(), id)
+		wait := 10*r.q.visibility + 5*time.Second
+		for _, key := range jobs.SlotKeys(r.reg, rec) {
+			if ok, err := mem.AcquireSlot(context.Background(), key, driver.SlotClaim{Holder: "elsewhere", Max: 1, LeaseUntil: time.Now().Add(wait), At: time.Now()}); !ok || err != nil {
+				t.Fatalf("holding the slot: %v %v", ok, err)
+			}
+		}
+		defer r.start(t, 1)()
+		time.Sleep(wait - time.Second)
+		if rec, _ := mem.Get(context.Background(), id); rec.Status != jobs.StatusQueued || rec.WaitingOn != "concurrency" || rec.Attempt != 0 {
+			t.Fatalf("after %v the job is %s (waiting on %q) after %d attempts, want queued, waiting on concurrency, no attempt", wait, rec.Status, rec.WaitingOn, rec.Attempt)
+		}
+		r.waitFinal(t, []string{id}, time.Minute)
+		r.assertRanOnce(t, []string{id})
+	})
+}
+
+// releaseLost drops the releases of one job's slots: its worker died
+// after its handler, before it could free them.
+type releaseLost struct {
+	*jobstest.MemStore
+	dead atomic.Value // job id
+}
+
+func (s *releaseLost) ReleaseSlot(ctx context.Context, key, holder string) error {
+	if holder == s.dead.Load() {
+		return nil
+	}
+	return s.MemStore.ReleaseSlot(ctx, key, holder)
+}
+
+// A slot whose worker died frees itself at the run's lease (the
+// invocation's end): the next job waits that long, then runs.
+func TestKilledWorkersSlotFreesAtItsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		store := &releaseLost{MemStore: mem}
+		started := map[int]time.Time{}
+		var mu sync.Mutex
+		r := newFlowRig(t, store, mem, func(r *flowRig) {
+			jobs.MustRegister(r.reg, "one", func(ctx context.Context, j *jobs.Job[heldPayload]) (jobs.NoResult, error) {
+				mu.Lock()
+				started[j.Payload.N] = time.Now()
+				mu.Unlock()
+				return jobs.NoResult{}, nil
+			}, &jobs.KindOpts{Concurrency: 1})
+		})
+		first := r.enqueue(t, "one", heldPayload{N: 0})
+		store.dead.Store(first)
+		t0 := time.Now()
+		defer r.start(t, 1)()
+		time.Sleep(time.Second)
+		second := r.enqueue(t, "one", heldPayload{N: 1})
+		r.waitFinal(t, []string{first, second}, 5*time.Minute)
+		r.assertRanOnce(t, []string{first, second})
+		mu.Lock()
+		defer mu.Unlock()
+		// The first run's lease is its invocation's end: a minute after t0.
+		if got := started[1].Sub(t0); got < time.Minute || got > time.Minute+5*time.Second {
+			t.Fatalf("the second job started %v after the first, want just after the dead run's lease (1m)", got)
+		}
+	})
+}
+
+// A rate of 20 a second holds over 10 s of a backlog of 200: starts in
+// any second at most 20 (a burst of one), the whole within 10% of 10 s,
+// each job waiting once, on its reserved start.
+func TestRateLimitKeepsItsRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		r := newFlowRig(t, mem, mem, func(r *flowRig) {
+			r.holding("call", 10*time.Millisecond, &jobs.KindOpts{RateLimit: 20})
+		})
+		var ids []string
+		for i := range 200 {
+			ids = append(ids, r.enqueue(t, "call", heldPayload{N: i}))
+		}
+		defer r.start(t, 2)()
+		took := r.waitFinal(t, ids, 5*time.Minute)
+		r.assertRanOnce(t, ids)
+		starts := slices.Clone(r.g.starts)
+		slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+		for i := range starts {
+			j := i
+			for j < len(starts) && starts[j].Sub(starts[i]) < time.Second {
+				j++
+			}
+			if j-i > 20 {
+				t.Fatalf("%d starts within a second from %v, want at most 20", j-i, starts[i])
+			}
+		}
+		span := starts[len(starts)-1].Sub(starts[0])
+		if span < 9*time.Second || span > 11*time.Second {
+			t.Fatalf("200 starts at 20 a second spanned %v (all final after %v), want 10s within 10%%", span, took)
+		}
+	})
+}
