@@ -233,6 +233,8 @@ type Deps struct {
 	tracing *otelTracing
 	// pageKeyBytes, once read (see pageKey).
 	pageKeyBytes []byte
+	// setup times Build's steps (nil outside Build).
+	setup *setupClock
 }
 
 // Option adjusts what Main and Build build.
@@ -245,26 +247,33 @@ func WithRoutes(r *jobs.Routes) Option { return func(d *Deps) { d.Routes = r } }
 // NewDeps loads the AWS configuration (default credential chain, region,
 // AWS_ENDPOINT_URL_* overrides) and builds the store and queue.
 func NewDeps(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
+	return newDeps(ctx, cfg, logger, nil)
+}
+
+func newDeps(ctx context.Context, cfg Config, logger *slog.Logger, clock *setupClock) (*Deps, error) {
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
+	clock.step("aws")
 	var tr *otelTracing
 	if cfg.Tracing {
 		if tr, err = newTracing(ctx, cfg.XRayDaemon, cfg.Service); err != nil {
 			return nil, err
 		}
+		clock.step("tracing")
 	}
 	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		// DynamoDB Local does not send response checksums.
 		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
 		tr.instrument(&o.TracerProvider)
 	})
-	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger, aws: awsCfg, tracing: tr}
+	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger, aws: awsCfg, tracing: tr, setup: clock}
 	if cfg.QueueURL != "" {
 		d.sqs = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { tr.instrument(&o.TracerProvider) })
 		d.Queue = sqsqueue.New(d.sqs, cfg.QueueURL)
 	}
+	clock.step("clients")
 	return d, nil
 }
 
@@ -281,7 +290,9 @@ func (d *Deps) sealer(ctx context.Context) (jobs.Sealer, error) {
 		return d.Config.Sealer, nil
 	}
 	if d.ring == nil {
+		began := time.Now()
 		s, err := LoadKeyRing(ctx, d.secrets(), d.Config.KeyRingSecret)
+		d.setup.secretsRead(time.Since(began))
 		if err != nil {
 			return nil, err
 		}
@@ -459,24 +470,35 @@ func Main(fn Function, reg *jobs.Registry, opts ...Option) {
 		}
 		os.Exit(0)
 	}
+	mainTook := time.Since(processStart)
 	logger := lambdacontext.NewLogger()
-	handler, err := Build(context.Background(), fn, reg, os.Getenv, logger, opts...)
+	ctx := context.Background()
+	handler, clock, err := build(ctx, fn, reg, os.Getenv, logger, opts...)
 	if err != nil {
 		logger.Error("function cannot start", slog.String("error", err.Error()))
 		os.Exit(1)
 	}
+	clock.log(ctx, logger, mainTook)
 	lambda.Start(handler)
 }
 
 // Build is Main without the runtime: configuration, clients and handler.
 func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, logger *slog.Logger, opts ...Option) (any, error) {
+	h, _, err := build(ctx, fn, reg, getenv, logger, opts...)
+	return h, err
+}
+
+// build is Build, timing its steps (see setup.go).
+func build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, logger *slog.Logger, opts ...Option) (any, *setupClock, error) {
+	clock := newSetupClock()
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	d, err := NewDeps(ctx, cfg, logger)
+	clock.step("config")
+	d, err := newDeps(ctx, cfg, logger, clock)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, o := range opts {
 		o(d)
@@ -484,12 +506,17 @@ func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(str
 	if cfg.MetricsNamespace != "" {
 		d.metrics = &jobs.Metrics{Namespace: cfg.MetricsNamespace, Service: cfg.Service, Writer: metricsOut}
 		coldStart(d.metrics)
+		clock.step("metrics")
 	}
 	h, err := fn(d, reg)
-	if err != nil || d.tracing == nil {
-		return h, err
+	if err != nil {
+		return nil, nil, err
 	}
-	return d.tracing.wrap(cfg.Service, h), nil
+	if d.tracing != nil {
+		h = d.tracing.wrap(cfg.Service, h)
+	}
+	clock.step("handler")
+	return h, clock, nil
 }
 
 // metricsOut is where metrics go: stdout, which Lambda sends to CloudWatch
