@@ -18,6 +18,7 @@ type report struct {
 	Overhead   []overheadResult
 	Throughput []level
 	Cold       []coldResult
+	ColdRuns   int
 	Sweep      sweepResult
 }
 
@@ -86,6 +87,7 @@ func createFile(path string) (*os.File, error) { return os.Create(path) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 
+// markdown is BENCHMARKS.md: every section.
 func (r *report) markdown() string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -94,7 +96,37 @@ func (r *report) markdown() string {
 	w("run against DynamoDB Local 3.3.1, the fauxqs SQS emulator and the AWS Lambda Runtime Interface\n")
 	w("Emulator on this machine; counts (requests, capacity units) are what AWS would bill, timings are\n")
 	w("this machine's and only comparable side by side.\n\n")
+	b.WriteString(r.costsMD())
+	b.WriteString(r.overheadMD())
+	b.WriteString(r.throughputMD())
+	b.WriteString(r.coldMD())
+	b.WriteString(r.sweepMD())
+	w("## Reproduce\n\n```sh\nmake bench   # about 8 minutes on 2 cores; rewrites this file and docs/bench-throughput.png\n")
+	w("cd bench && go run . -only coldstart   # one step alone, printed (-only costs, sweep, coldstart, throughput)\n```\n")
+	return b.String()
+}
 
+// sections are the sections of the steps in only, for bench -only.
+func (r *report) sections(only map[string]bool) string {
+	var b strings.Builder
+	if only["costs"] {
+		b.WriteString(r.costsMD())
+	}
+	if only["throughput"] {
+		b.WriteString(r.throughputMD())
+	}
+	if only["coldstart"] {
+		b.WriteString(r.coldMD())
+	}
+	if only["sweep"] {
+		b.WriteString(r.sweepMD())
+	}
+	return b.String()
+}
+
+func (r *report) costsMD() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("## 1. Requests, capacity and dollars per job\n\n")
 	w("Each scenario runs %d jobs through the real handlers (enqueue, the worker with the SQS event\n", r.Costs[0].Jobs)
 	w("source at batch size 10); an SDK middleware counts every AWS request and DynamoDB reports the\n")
@@ -144,6 +176,12 @@ func (r *report) markdown() string {
 	w("a failed job pays 1 more than a succeeded one (its entry among the failed jobs); a job of a batch\n")
 	w("costs 10 (its final write and the batch's counter are one transaction, billed double) and the batch\n")
 	w("5 (its item, its opening once its jobs are stored, its end).\n\n")
+	return b.String()
+}
+
+func (r *report) overheadMD() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("## 2. Overhead against the bare AWS calls\n\n")
 	if len(r.Overhead) == 0 {
 		w("(not run: pass -overhead)\n\n")
@@ -164,7 +202,12 @@ func (r *report) markdown() string {
 		w("goroutine and context, the result's public JSON, the log line. The enqueue handler adds the\n")
 		w("strict payload decoding and canonical re-encoding, the request hash and the problem mapping.\n\n")
 	}
+	return b.String()
+}
 
+func (r *report) throughputMD() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("## 3. Throughput on the local stack\n\n")
 	w("The functions under the Runtime Interface Emulator, the local SQS event source at batch size 10\n")
 	w("and the given maximum concurrency (one emulator instance each), no-op jobs (`example.hash`, one\n")
@@ -184,28 +227,112 @@ func (r *report) markdown() string {
 		w("them; in AWS each worker is its own execution environment and DynamoDB and SQS are elsewhere.\n\n")
 	}
 	w("![throughput and latency against worker concurrency](bench-throughput.png)\n\n")
+	return b.String()
+}
 
+func (r *report) coldMD() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("## 4. Cold start\n\n")
 	w("Each function's deployable bootstrap (arm64, `make build` flags) and its first invoke under the\n")
-	w("Runtime Interface Emulator (built for this machine the same way; median of 5 fresh starts),\n")
-	w("against a hello-world aws-lambda-go bootstrap. The first invoke includes the process start, the\n")
-	w("configuration and client set-up and, for getjob and schedules, one DynamoDB read.\n\n")
-	w("| function | bootstrap size | first invoke | second invoke | first invoke vs hello |\n|---|---|---|---|---|\n")
-	var hello coldResult
+	w("Runtime Interface Emulator (built for this machine the same way), against a hello-world\n")
+	w("aws-lambda-go bootstrap: the median of %d fresh starts each, the bootstraps taking turns so that\n", r.ColdRuns)
+	w("the machine's load falls on all alike, in an environment holding only what Lambda and the\n")
+	w("construct set. Each function is built twice: as a team's main that does not import\n")
+	w("`lambdafn/tracing` (`-tags lambdajobs.notracing` here), and as this repository's `make build`\n")
+	w("builds it, with tracing linked but off. The first invoke is what the caller waits for: the\n")
+	w("process's start, the Go runtime and package initialisation, the function's set-up (together\n")
+	w("the emulator's *init*, up to the runtime's first request for work) and the first invocation\n")
+	w("itself (for getjob and schedules one DynamoDB read; for the sweeper its first sweep, 8 index\n")
+	w("queries, measured apart from its start in the next column).\n\n")
+	w("| function | bootstrap size | OpenTelemetry modules (`go version -m`) | first invoke | of which init | first invocation | second invoke | first invoke vs hello |\n|---|---|---|---|---|---|---|---|\n")
+	hello := r.cold("hello", false)
 	for _, c := range r.Cold {
-		if c.Name == "hello" {
-			hello = c
+		otel := "none"
+		if len(c.OTel) > 0 {
+			otel = fmt.Sprintf("%d", len(c.OTel))
+		}
+		name := c.Name
+		if c.Traced {
+			name += ", tracing linked"
+		}
+		w("| %s | %.1f MB | %s | %s | %s | %s | %s | **%.2fx** |\n", name, float64(c.SizeARM64)/1e6, otel, ms(c.First), ms(c.Init), ms(c.Invoke), ms(c.Warm), float64(c.First)/float64(hello.First))
+	}
+	w("\nThe set-up breakdown of the bootstraps without tracing: milliseconds of each step, medians of\n")
+	w("%d more starts of each bootstrap run directly (it sets up, then exits for want of a Runtime\n", r.ColdRuns)
+	w("API), with `GODEBUG=inittrace=1` and lambdafn's DEBUG line \"function set up\", which Main\n")
+	w("writes once per process:\n\n")
+	var plain []coldResult
+	for _, c := range r.Cold {
+		if !c.Traced {
+			plain = append(plain, c)
 		}
 	}
-	for _, c := range r.Cold {
-		w("| %s | %.1f MB | %s | %s | %.2fx |\n", c.Name, float64(c.SizeARM64)/1e6, ms(c.First), ms(c.Warm), float64(c.First)/float64(hello.First))
+	w("| step |")
+	for _, c := range plain {
+		w(" %s |", c.Name)
 	}
-	w("\nThe sweeper's invoke runs a sweep (8 index queries), so even its second invoke takes longer.\n")
-	w("The bootstraps are larger than hello world because they carry the AWS SDK's DynamoDB and SQS\n")
-	w("clients and its configuration loader (credential providers, SSO, STS), and the OpenTelemetry SDK\n")
-	w("and protobuf for tracing (about 2.4 MB; set up only with `JOBS_TRACING=on`); that code is loaded,\n")
-	w("not run, so the first-invoke ratio stays far below the size ratio.\n\n")
+	w("\n|---|")
+	for range plain {
+		w("---|")
+	}
+	w("\n")
+	for _, row := range setupRows {
+		w("| %s |", row.label)
+		for _, c := range plain {
+			v, ok := c.Steps[row.key]
+			switch {
+			case row.key == "inits":
+				w(" %.2f |", c.Inits)
+			case row.key == "inits+tracing":
+				if t := r.cold(c.Name, true); t != nil {
+					w(" %.2f |", t.Inits)
+				} else {
+					w(" - |")
+				}
+			case ok:
+				w(" %.2f |", v)
+			default:
+				w(" - |")
+			}
+		}
+		w("\n")
+	}
+	w("\n")
+	return b.String()
+}
 
+// cold returns the cold start of function name, with or without tracing
+// linked (nil when not measured).
+func (r *report) cold(name string, traced bool) *coldResult {
+	for i, c := range r.Cold {
+		if c.Name == name && c.Traced == traced {
+			return &r.Cold[i]
+		}
+	}
+	return nil
+}
+
+// setupRows are the rows of the set-up breakdown: GODEBUG=inittrace=1's sum,
+// then lambdafn's steps (see pkg/jobs/lambdafn/setup.go).
+var setupRows = []struct{ key, label string }{
+	{"inits", "package initialisation (inittrace)"},
+	{"inits+tracing", "the same with tracing linked"},
+	{"main", "main, before lambdafn.Main (the registry)"},
+	{"config", "configuration from the environment"},
+	{"aws", "AWS configuration"},
+	{"clients", "AWS clients"},
+	{"tracing", "tracing"},
+	{"metrics", "ColdStart metric"},
+	{"handler", "the handler (services, registry checks, keys)"},
+	{"secrets", "of which Secrets Manager reads"},
+	{"setup", "lambdafn set-up in all"},
+	{"cpu", "CPU time at the end of set-up (process)"},
+}
+
+func (r *report) sweepMD() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	s := r.Sweep
 	w("## 5. Sweeper cost against table size\n\n")
 	w("A table holding %d finished jobs and %d stuck ones (claimed by workers that died); one sweep:\n\n", s.Finished, s.Stuck)
@@ -217,8 +344,6 @@ func (r *report) markdown() string {
 	w("| **%d** | %d | %s | %.1f | %.1f | %s |\n\n", s.Due, s.Interrupted, strings.Join(reqs, ", "), s.ReadUnits, s.WriteUnits, ms(s.Took))
 	w("The sweep reads the %d stuck jobs, never the %d finished ones: the sparse `sweep` index holds only\n", s.Stuck, s.Finished)
 	w("unfinished jobs (8 shard queries, then one read and one write per stuck job).\n\n")
-
-	w("## Reproduce\n\n```sh\nmake bench   # about 6 minutes on 2 cores; rewrites this file and docs/bench-throughput.png\n```\n")
 	return b.String()
 }
 
