@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
 	"github.com/lambdajobs/lambdajobs/internal/message"
@@ -32,7 +31,7 @@ type Worker struct {
 	routes      *Routes
 	cancelCheck time.Duration
 	metrics     *Metrics
-	tracer      trace.Tracer
+	tracer      Tracer
 	// slow lists the kinds whose minimum run time is above the default,
 	// slowest first.
 	slow []kindMin
@@ -86,9 +85,9 @@ type WorkerConfig struct {
 	// request while its handler works (default 5s; negative: only at
 	// Publish). Each check is one read.
 	CancelCheck time.Duration
-	// TracerProvider, when set, traces each record (see trace.go); nil
-	// costs nothing.
-	TracerProvider trace.TracerProvider
+	// Tracer, when set, traces each record (see Tracer); nil costs
+	// nothing.
+	Tracer Tracer
 }
 
 // NewWorker returns a Worker; it puts the registry to use.
@@ -116,7 +115,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		eng: newEngine(cfg.Registry, cfg.Store, cfg.Queue, cfg.Clock, cfg.Logger, cfg.DispatchGrace, cfg.Retention),
 		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
 		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
-		metrics: cfg.Metrics, tracer: tracerOf(cfg.TracerProvider),
+		metrics: cfg.Metrics, tracer: cfg.Tracer,
 	}
 	if w.cancelCheck == 0 {
 		w.cancelCheck = 5 * time.Second

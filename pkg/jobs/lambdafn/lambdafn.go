@@ -44,6 +44,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/internal/keyring"
+	"github.com/lambdajobs/lambdajobs/internal/tracehook"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -230,7 +231,7 @@ type Deps struct {
 	// by Build.
 	metrics *jobs.Metrics
 	// tracing, when on (nil: off).
-	tracing *otelTracing
+	tracing tracehook.Tracing
 	// pageKeyBytes, once read (see pageKey).
 	pageKeyBytes []byte
 	// setup times Build's steps (nil outside Build).
@@ -256,9 +257,9 @@ func newDeps(ctx context.Context, cfg Config, logger *slog.Logger, clock *setupC
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
 	clock.step("aws")
-	var tr *otelTracing
+	var tr tracehook.Tracing
 	if cfg.Tracing {
-		if tr, err = newTracing(ctx, cfg.XRayDaemon, cfg.Service); err != nil {
+		if tr, err = startTracing(ctx, cfg); err != nil {
 			return nil, err
 		}
 		clock.step("tracing")
@@ -266,11 +267,11 @@ func newDeps(ctx context.Context, cfg Config, logger *slog.Logger, clock *setupC
 	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		// DynamoDB Local does not send response checksums.
 		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
-		tr.instrument(&o.TracerProvider)
+		instrument(tr, &o.TracerProvider)
 	})
 	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger, aws: awsCfg, tracing: tr, setup: clock}
 	if cfg.QueueURL != "" {
-		d.sqs = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { tr.instrument(&o.TracerProvider) })
+		d.sqs = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { instrument(tr, &o.TracerProvider) })
 		d.Queue = sqsqueue.New(d.sqs, cfg.QueueURL)
 	}
 	clock.step("clients")
@@ -280,7 +281,7 @@ func newDeps(ctx context.Context, cfg Config, logger *slog.Logger, clock *setupC
 // secrets is the Secrets Manager client, for the cold-start reads of the
 // key ring and the page token key.
 func (d *Deps) secrets() *secretsmanager.Client {
-	return secretsmanager.NewFromConfig(d.aws, func(o *secretsmanager.Options) { d.tracing.instrument(&o.TracerProvider) })
+	return secretsmanager.NewFromConfig(d.aws, func(o *secretsmanager.Options) { instrument(d.tracing, &o.TracerProvider) })
 }
 
 // sealer returns the payload sealer of a function that seals or opens
@@ -383,7 +384,7 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Timeout: d.Config.WorkerTimeout, Retention: d.Config.Retention,
 		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace, Metrics: d.metrics,
-		Queue: queueOrNil(d.Queue), TracerProvider: d.tracing.provider(),
+		Queue: queueOrNil(d.Queue), Tracer: workerTracer(d.tracing),
 	})
 	if err != nil {
 		return nil, err
@@ -409,7 +410,7 @@ func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 // (POST and GET /v1/schedules, GET and DELETE /v1/schedules/{name}): it
 // alone may create and delete schedules in the runtime group.
 func Schedules(d *Deps, reg *jobs.Registry) (any, error) {
-	sched, err := schedulerapi.New(scheduler.NewFromConfig(d.aws, func(o *scheduler.Options) { d.tracing.instrument(&o.TracerProvider) }), d.Config.Scheduler)
+	sched, err := schedulerapi.New(scheduler.NewFromConfig(d.aws, func(o *scheduler.Options) { instrument(d.tracing, &o.TracerProvider) }), d.Config.Scheduler)
 	if err != nil {
 		return nil, err
 	}
@@ -513,7 +514,7 @@ func build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(str
 		return nil, nil, err
 	}
 	if d.tracing != nil {
-		h = d.tracing.wrap(cfg.Service, h)
+		h = d.tracing.Wrap(cfg.Service, h)
 	}
 	clock.step("handler")
 	return h, clock, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
+	_ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing" // the current span's header (wire.SpanHeader)
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 

@@ -1,4 +1,4 @@
-package lambdafn_test
+package tracing_test
 
 import (
 	"context"
@@ -19,11 +19,14 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
+	_ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 type noPayload struct{}
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 // With JOBS_TRACING=on, a worker invocation against DynamoDB Local sends
 // its spans to the X-Ray daemon's UDP address in the daemon's framing: the
