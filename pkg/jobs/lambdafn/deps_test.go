@@ -55,3 +55,22 @@ func TestTracingOnWithoutTheTracingPackageRefusesToStart(t *testing.T) {
 		}
 	}
 }
+
+// The functions read their AWS configuration from Lambda's environment
+// (awsenv.go): they link neither the SDK's shared-config loader nor the
+// clients of the credential sources Lambda never uses (SSO, SSO OIDC, STS,
+// sign-in, instance metadata), whose package initialisation every cold
+// start paid for.
+func TestFunctionsLinkNoSharedConfigLoader(t *testing.T) {
+	t.Parallel()
+	forbidden := []string{"github.com/aws/aws-sdk-go-v2/config", "github.com/aws/aws-sdk-go-v2/credentials", "github.com/aws/aws-sdk-go-v2/feature/ec2/imds",
+		"github.com/aws/aws-sdk-go-v2/service/sso", "github.com/aws/aws-sdk-go-v2/service/ssooidc", "github.com/aws/aws-sdk-go-v2/service/sts",
+		"github.com/aws/aws-sdk-go-v2/service/signin"}
+	for _, dep := range deps(t, "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn") {
+		for _, f := range forbidden {
+			if dep == f || strings.HasPrefix(dep, f+"/") {
+				t.Errorf("lambdafn imports %s", dep)
+			}
+		}
+	}
+}

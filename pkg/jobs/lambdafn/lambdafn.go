@@ -14,9 +14,13 @@
 //
 // The environment each function reads (its defaults, and which the CDK
 // construct sets) is docs/CONFIGURATION.md, rendered from the deployment's
-// descriptor (internal/deploy); AWS_ENDPOINT_URL_DYNAMODB, _SQS and
-// _SCHEDULER point the SDK at local emulators. A team's other function or
-// program enqueues with NewService.
+// descriptor (internal/deploy). The AWS configuration is the one Lambda's
+// environment gives (AWS_REGION, the role's credentials; see awsenv.go);
+// AWS_ENDPOINT_URL_DYNAMODB, _SQS and _SCHEDULER point the SDK at local
+// emulators. A team's other function or program enqueues with NewService.
+//
+// Tracing (JOBS_TRACING=on) needs the main to import package
+// pkg/jobs/lambdafn/tracing; see there.
 package lambdafn
 
 import (
@@ -35,7 +39,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -245,19 +248,20 @@ type Option func(*Deps)
 // drop on the queue (see jobs.Routes).
 func WithRoutes(r *jobs.Routes) Option { return func(d *Deps) { d.Routes = r } }
 
-// NewDeps loads the AWS configuration (default credential chain, region,
-// AWS_ENDPOINT_URL_* overrides) and builds the store and queue.
+// NewDeps reads the AWS configuration from the environment (region,
+// credentials, AWS_ENDPOINT_URL_* overrides: see awsenv.go) and builds the
+// store and queue.
 func NewDeps(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
-	return newDeps(ctx, cfg, logger, nil)
+	awsCfg, err := awsConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return newDeps(ctx, cfg, awsCfg, logger, nil)
 }
 
-func newDeps(ctx context.Context, cfg Config, logger *slog.Logger, clock *setupClock) (*Deps, error) {
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS config: %w", err)
-	}
-	clock.step("aws")
+func newDeps(ctx context.Context, cfg Config, awsCfg aws.Config, logger *slog.Logger, clock *setupClock) (*Deps, error) {
 	var tr tracehook.Tracing
+	var err error
 	if cfg.Tracing {
 		if tr, err = startTracing(ctx, cfg); err != nil {
 			return nil, err
@@ -265,8 +269,9 @@ func newDeps(ctx context.Context, cfg Config, logger *slog.Logger, clock *setupC
 		clock.step("tracing")
 	}
 	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
-		// DynamoDB Local does not send response checksums.
-		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
+		// DynamoDB Local (an endpoint override) sends no response
+		// checksums.
+		o.DisableValidateResponseChecksum = o.BaseEndpoint != nil
 		instrument(tr, &o.TracerProvider)
 	})
 	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger, aws: awsCfg, tracing: tr, setup: clock}
@@ -497,7 +502,12 @@ func build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(str
 		return nil, nil, err
 	}
 	clock.step("config")
-	d, err := newDeps(ctx, cfg, logger, clock)
+	awsCfg, err := awsConfigFromEnv(getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	clock.step("aws")
+	d, err := newDeps(ctx, cfg, awsCfg, logger, clock)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -576,7 +586,33 @@ func queueOrNil(q *sqsqueue.Queue) driver.Queue {
 //
 // The service enqueues and reads back its own enqueues' idempotent
 // replays; GrantEnqueue gives nothing else (no reads, no listing).
+//
+// Its AWS configuration is the environment's, as Lambda gives it (region,
+// credentials, endpoint overrides: see awsenv.go); without credentials in
+// the environment it returns an error that says so. A program whose
+// credentials come from a profile, SSO or instance metadata uses
+// NewServiceWithConfig.
 func NewService(ctx context.Context, reg *jobs.Registry) (*jobs.Service, error) {
+	awsCfg, err := awsConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := awsCfg.Credentials.Retrieve(ctx); errors.Is(err, errNoEnvCredentials) {
+		return nil, err
+	}
+	return NewServiceWithConfig(ctx, reg, awsCfg)
+}
+
+// NewServiceWithConfig is NewService with the AWS configuration given: for
+// a program outside Lambda whose credentials come from a profile, SSO or
+// instance metadata, which NewService does not read (see awsenv.go):
+//
+//	awsCfg, err := config.LoadDefaultConfig(ctx)
+//	...
+//	svc, err := lambdafn.NewServiceWithConfig(ctx, reg, awsCfg)
+//
+// The rest of its configuration comes from the environment, as NewService's.
+func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Config) (*jobs.Service, error) {
 	cfg, err := ConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
@@ -584,7 +620,7 @@ func NewService(ctx context.Context, reg *jobs.Registry) (*jobs.Service, error) 
 	if cfg.Table == "" || cfg.QueueURL == "" {
 		return nil, errors.New("lambdafn: JOBS_TABLE and JOBS_QUEUE_URL are required (jobsinfra's GrantEnqueue sets them)")
 	}
-	d, err := NewDeps(ctx, cfg, slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	d, err := newDeps(ctx, cfg, awsCfg, slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -42,10 +42,6 @@ func TestTracingSendsSpansToTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer daemon.Close()
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", testenv.DynamoDBEndpoint(t))
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	reg := jobs.NewRegistry()
 	kind := jobs.MustRegister(reg, "traced", func(context.Context, *jobs.Job[noPayload]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
@@ -60,6 +56,7 @@ func TestTracingSendsSpansToTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	getenv := env(map[string]string{"JOBS_TABLE": table, "JOBS_FUNCTION": "worker", "JOBS_TRACING": "on",
+		"AWS_ENDPOINT_URL_DYNAMODB": testenv.DynamoDBEndpoint(t), "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 		"AWS_XRAY_DAEMON_ADDRESS": "tcp:127.0.0.1:1 udp:" + daemon.LocalAddr().String()})
 	h, err := lambdafn.Build(ctx, lambdafn.Worker, reg, getenv, nil)
 	if err != nil {
