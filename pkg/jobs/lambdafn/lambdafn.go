@@ -39,10 +39,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/emf"
@@ -227,9 +224,9 @@ type Deps struct {
 	// Routes turn foreign messages into jobs (worker only; see WithRoutes).
 	Routes *jobs.Routes
 
-	aws  aws.Config
-	ring *jobs.AESSealer
-	sqs  *sqs.Client
+	aws     aws.Config
+	ring    *jobs.AESSealer
+	clients clients
 	// metrics of the function being built (nil: off); its Service is set
 	// by Build.
 	metrics *jobs.Metrics
@@ -268,16 +265,12 @@ func newDeps(ctx context.Context, cfg Config, awsCfg aws.Config, logger *slog.Lo
 		}
 		clock.step("tracing")
 	}
-	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
-		// DynamoDB Local (an endpoint override) sends no response
-		// checksums.
-		o.DisableValidateResponseChecksum = o.BaseEndpoint != nil
-		instrument(tr, &o.TracerProvider)
-	})
-	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger, aws: awsCfg, tracing: tr, setup: clock}
+	d := &Deps{Config: cfg, Logger: logger, aws: awsCfg, tracing: tr, setup: clock}
+	d.initClients()
+	d.Store = dynamostore.New(d.dynamo(), cfg.Table, dynamostore.Options{})
 	if cfg.QueueURL != "" {
-		d.sqs = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { instrument(tr, &o.TracerProvider) })
-		d.Queue = sqsqueue.New(d.sqs, cfg.QueueURL)
+		// Its client is built at the first send (see clients.go).
+		d.Queue = sqsqueue.New(lazySQS{&d.clients.sqs}, cfg.QueueURL)
 	}
 	clock.step("clients")
 	return d, nil
@@ -285,9 +278,7 @@ func newDeps(ctx context.Context, cfg Config, awsCfg aws.Config, logger *slog.Lo
 
 // secrets is the Secrets Manager client, for the cold-start reads of the
 // key ring and the page token key.
-func (d *Deps) secrets() *secretsmanager.Client {
-	return secretsmanager.NewFromConfig(d.aws, func(o *secretsmanager.Options) { instrument(d.tracing, &o.TracerProvider) })
-}
+func (d *Deps) secrets() *secretsmanager.Client { return d.clients.secrets.get() }
 
 // sealer returns the payload sealer of a function that seals or opens
 // payloads: from the environment, or read from the key ring secret once.
@@ -324,6 +315,8 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
 	}
+	// Every enqueue sends: its SQS client is built now, at the start.
+	d.clients.sqs.get()
 	sealer, err := d.sealer(context.Background())
 	if err != nil {
 		return nil, err
@@ -368,7 +361,7 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 	}
 	api := httpapi.New(svc, d.Logger).WithOperators(d.Config.Operators)
 	if d.Config.DLQURL != "" {
-		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: d.sqs, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL})
+		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL})
 	}
 	return api.Route, nil
 }
@@ -415,7 +408,7 @@ func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 // (POST and GET /v1/schedules, GET and DELETE /v1/schedules/{name}): it
 // alone may create and delete schedules in the runtime group.
 func Schedules(d *Deps, reg *jobs.Registry) (any, error) {
-	sched, err := schedulerapi.New(scheduler.NewFromConfig(d.aws, func(o *scheduler.Options) { instrument(d.tracing, &o.TracerProvider) }), d.Config.Scheduler)
+	sched, err := schedulerapi.New(lazyScheduler{&d.clients.scheduler}, d.Config.Scheduler)
 	if err != nil {
 		return nil, err
 	}
