@@ -113,7 +113,12 @@ func (e *engine) end(ctx context.Context, rec *driver.Record, token string, ex e
 }
 
 func (e *engine) decide(ctx context.Context, rec *driver.Record, token string, ex execution, started, leaseBy time.Time) ending {
-	log := e.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.Int("attempt", rec.Attempt))
+	// A run's lines name its attempt only when it is not the first.
+	attrs := []any{slog.String("job_id", rec.ID), slog.String("kind", rec.Kind)}
+	if rec.Attempt > 1 {
+		attrs = append(attrs, slog.Int("attempt", rec.Attempt))
+	}
+	log := e.log.With(attrs...)
 	if rec.CancelRequested {
 		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
 	}

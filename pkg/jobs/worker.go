@@ -240,7 +240,9 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	cancel()
 	switch {
 	case err == nil:
-		w.log.LogAttrs(ctx, slog.LevelInfo, "job created from a message", slog.String("job_id", j.ID), slog.String("kind", j.Kind),
+		// At DEBUG: the run's own line follows; its id derives from the
+		// message's, so the message is found from the job.
+		w.log.LogAttrs(ctx, slog.LevelDebug, "job created from a message", slog.String("job_id", j.ID), slog.String("kind", j.Kind),
 			slog.String("source", j.Source), slog.String("message_id", messageID))
 	case errors.Is(err, driver.ErrExists):
 		// Delivered before: the claim below tells a finished job from one
