@@ -155,18 +155,28 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 		wg       sync.WaitGroup
 		sem      = make(chan struct{}, w.concurrency)
 	)
+	run := func(msg *events.SQSMessage) {
+		defer func() { <-sem }()
+		if retry := w.handleRecord(ctx, inv, msg); retry {
+			mu.Lock()
+			failures = append(failures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
+			mu.Unlock()
+		}
+	}
 	for i := range ev.Records {
 		msg := &ev.Records[i]
 		sem <- struct{}{}
+		if i == len(ev.Records)-1 {
+			// The last record runs on this goroutine, whose stack earlier
+			// invocations grew: a fresh goroutine's grows again on each
+			// record's SDK calls.
+			run(msg)
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			if retry := w.handleRecord(ctx, inv, msg); retry {
-				mu.Lock()
-				failures = append(failures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
-				mu.Unlock()
-			}
+			run(msg)
 		}()
 	}
 	wg.Wait()
