@@ -3,10 +3,13 @@ package benchmarks_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -45,12 +48,20 @@ func setup(b *testing.B) *env {
 	e.store = dynamostore.New(e.ddb, e.table, dynamostore.Options{})
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "noop", func(context.Context, *jobs.Job[noopPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: e.store, Queue: sqsqueue.New(e.sqs, e.queue)})
+	// As deployed: the functions' JSON log lines at INFO (Lambda's format)
+	// and their metrics on, written where Lambda would send them (here
+	// nowhere, but encoded all the same).
+	logger := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{ReplaceAttr: lambdacontext.ReplaceAttr})).
+		With(slog.String("requestId", "00000000-0000-0000-0000-000000000000"))
+	metrics := func(service string) *jobs.Metrics {
+		return &jobs.Metrics{Namespace: "lambdajobs/bench", Service: service, Writer: io.Discard}
+	}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: e.store, Queue: sqsqueue.New(e.sqs, e.queue), Logger: logger, Metrics: metrics("enqueue")})
 	if err != nil {
 		b.Fatal(err)
 	}
-	e.api = httpapi.New(svc, nil)
-	if e.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: e.store, CancelCheck: -1}); err != nil {
+	e.api = httpapi.New(svc, logger)
+	if e.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: e.store, CancelCheck: -1, Logger: logger, Metrics: metrics("worker")}); err != nil {
 		b.Fatal(err)
 	}
 	return e
