@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/perf/benchmath"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
 
 type report struct {
@@ -124,7 +126,7 @@ func (r *report) markdown() string {
 	b.WriteString(r.throughputMD())
 	b.WriteString(r.coldMD())
 	b.WriteString(r.sweepMD())
-	w("## Reproduce\n\n```sh\nmake bench   # about 8 minutes on 2 cores; rewrites this file and docs/bench-throughput.png\n")
+	w("## Reproduce\n\n```sh\nmake bench   # about 5 minutes on 2 cores; rewrites this file and docs/bench-throughput.png\n")
 	w("cd bench && go run . -only coldstart   # one step alone, printed (-only costs, sweep, coldstart, throughput)\n```\n")
 	return b.String()
 }
@@ -305,7 +307,7 @@ func (r *report) coldMD() string {
 	w("builds it, with tracing linked but off. The first invoke is what the caller waits for: the\n")
 	w("process's start, the Go runtime and package initialisation, the function's set-up (together\n")
 	w("the emulator's *init*, up to the runtime's first request for work) and the first invocation\n")
-	w("itself (for getjob and schedules one DynamoDB read; for the sweeper its first sweep, 8 index\n")
+	w("itself (for getjob and schedules one DynamoDB read; for the sweeper its first sweep, %d index\n", dynamostore.Shards)
 	w("queries, measured apart from its start in the next column).\n\n")
 	w("| function | bootstrap size | OpenTelemetry modules (`go version -m`) | first invoke | of which init | first invocation | second invoke | first invoke vs hello |\n|---|---|---|---|---|---|---|---|\n")
 	hello := r.cold("hello", false)
@@ -462,7 +464,7 @@ func (r *report) sweepMD() string {
 	}
 	w("| **%d** | %d | %s | %.1f | %.1f | %s |\n\n", s.Due, s.Interrupted, strings.Join(reqs, ", "), s.ReadUnits, s.WriteUnits, ms(s.Took))
 	w("The sweep reads the %d stuck jobs, never the %d finished ones: the sparse `sweep` index holds only\n", s.Stuck, s.Finished)
-	w("unfinished jobs (8 shard queries, then one read and one write per stuck job).\n\n")
+	w("unfinished jobs (%d shard queries, then one read and one write per stuck job).\n\n", dynamostore.Shards)
 	return b.String()
 }
 
