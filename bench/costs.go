@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -52,8 +53,9 @@ type cost struct {
 	Invocations    float64            // Lambda invocations per job
 	GBSeconds      float64            // per job, measured locally
 	APICalls       float64
-	LogBytes       float64 // per job: the functions' log lines and metrics (EMF), as CloudWatch Logs would ingest them
-	LogBytesAtWarn float64 // the same with the functions' log level at WARN
+	LogBytes       float64            // per job: the functions' log lines and metrics (EMF), as CloudWatch Logs would ingest them
+	LogBytesAtWarn float64            // the same with the functions' log level at WARN
+	LogLines       map[string]float64 // LogBytes by line: each service's metrics, each log message
 }
 
 func (c cost) sqsRequests() float64 {
@@ -79,8 +81,13 @@ func (c cost) dollars() (ddb, sqsCost, lambdaReq, lambdaDur, api, logs, total fl
 
 // byteCounter counts what the functions would write to CloudWatch Logs:
 // all of it (at the default level, INFO), and what is left at WARN (the
-// warnings, errors and the metrics, which no level filters).
-type byteCounter struct{ n, atWarn atomic.Int64 }
+// warnings, errors and the metrics, which no level filters), and by line:
+// each service's metrics, each log message.
+type byteCounter struct {
+	n, atWarn atomic.Int64
+	mu        sync.Mutex
+	byLine    map[string]int64
+}
 
 func (b *byteCounter) Write(p []byte) (int, error) {
 	b.n.Add(int64(len(p)))
@@ -88,6 +95,23 @@ func (b *byteCounter) Write(p []byte) (int, error) {
 		if bytes.Contains(line, []byte(`"_aws":`)) || bytes.Contains(line, []byte(`"level":"WARN"`)) || bytes.Contains(line, []byte(`"level":"ERROR"`)) {
 			b.atWarn.Add(int64(len(line)))
 		}
+		var fields struct {
+			AWS     json.RawMessage `json:"_aws"`
+			Service string          `json:"service"`
+			Message string          `json:"message"`
+			Level   string          `json:"level"`
+		}
+		_ = json.Unmarshal(line, &fields)
+		what := fmt.Sprintf("%s log line %q", fields.Level, fields.Message)
+		if fields.AWS != nil {
+			what = fmt.Sprintf("metrics of %s (EMF)", fields.Service)
+		}
+		b.mu.Lock()
+		if b.byLine == nil {
+			b.byLine = map[string]int64{}
+		}
+		b.byLine[what] += int64(len(line))
+		b.mu.Unlock()
 	}
 	return len(p), nil
 }
@@ -140,9 +164,11 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string) (*ha
 	}
 	sealer, _ := jobs.NewAESSealer(make([]byte, 32))
 	queue := sqsqueue.New(h.sqs, h.urls.Queue)
-	// The functions' logs as Lambda ingests them (JSON at Info, with the
-	// request id lambdacontext adds) and their metrics (EMF), counted.
-	logger := slog.New(slog.NewJSONHandler(&h.logs, nil)).With(slog.String("requestId", "00000000-0000-0000-0000-000000000000"))
+	// The functions' logs as Lambda ingests them (JSON at Info in
+	// aws-lambda-go's format, with the request id lambdacontext adds) and
+	// their metrics (EMF), counted.
+	logger := slog.New(slog.NewJSONHandler(&h.logs, &slog.HandlerOptions{ReplaceAttr: lambdacontext.ReplaceAttr})).
+		With(slog.String("requestId", "00000000-0000-0000-0000-000000000000"))
 	metrics := func(service string) *jobs.Metrics {
 		return &jobs.Metrics{Namespace: "lambdajobs/bench", Service: service, Writer: &h.logs}
 	}
@@ -226,6 +252,12 @@ func (h *harness) result(name string, n int, enqueueInvokes, apiCalls float64) c
 	c.APICalls = apiCalls
 	c.LogBytes = float64(h.logs.n.Load()) / float64(n)
 	c.LogBytesAtWarn = float64(h.logs.atWarn.Load()) / float64(n)
+	c.LogLines = map[string]float64{}
+	h.logs.mu.Lock()
+	for k, v := range h.logs.byLine {
+		c.LogLines[k] = float64(v) / float64(n)
+	}
+	h.logs.mu.Unlock()
 	return c
 }
 

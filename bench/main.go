@@ -4,6 +4,10 @@
 // latency on the local stack at worker concurrency 1, 2, 4 and 8; cold
 // start under the Runtime Interface Emulator; and the sweeper's cost against
 // table size. `make bench` runs it with everything it needs.
+//
+// -only runs the named steps alone (costs, sweep, coldstart, throughput,
+// comma-separated) and prints their sections instead of rewriting
+// BENCHMARKS.md: `cd bench && go run . -only coldstart`.
 package main
 
 import (
@@ -12,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -22,19 +27,45 @@ func main() {
 	jobsN := flag.Int("jobs", 1000, "jobs per cost scenario")
 	throughputN := flag.Int("throughput-jobs", 400, "jobs per throughput level")
 	tableSize := flag.Int("table-size", 100000, "finished jobs in the sweeper's table")
+	coldRuns := flag.Int("cold-runs", 21, "fresh starts of each function whose median is its first invoke")
+	only := flag.String("only", "", "run only these steps (costs, sweep, coldstart, throughput; comma-separated) and print their results instead of writing BENCHMARKS.md")
 	flag.Parse()
-	if err := run(*out, *overhead, *jobsN, *throughputN, *tableSize); err != nil {
+	o := options{out: *out, overhead: *overhead, jobs: *jobsN, throughputJobs: *throughputN, tableSize: *tableSize, coldRuns: *coldRuns}
+	if *only != "" {
+		o.only = map[string]bool{}
+		for _, s := range strings.Split(*only, ",") {
+			s = strings.TrimSpace(s)
+			if !slices.Contains(steps, s) {
+				fmt.Fprintf(os.Stderr, "bench: -only %q: want some of %s\n", s, strings.Join(steps, ", "))
+				os.Exit(2)
+			}
+			o.only[s] = true
+		}
+	}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, overheadFile string, jobsN, throughputN, tableSize int) error {
+// steps are the measurements, in the order run runs them.
+var steps = []string{"costs", "sweep", "coldstart", "throughput"}
+
+type options struct {
+	out, overhead                             string
+	jobs, throughputJobs, tableSize, coldRuns int
+	only                                      map[string]bool // nil: every step, and BENCHMARKS.md written
+}
+
+func run(o options) error {
 	ctx := context.Background()
 	started := time.Now()
-	r := &report{Machine: machine(), Started: started}
+	r := &report{Machine: machine(), Started: started, ColdRuns: o.coldRuns}
 	var err error
-	step := func(name string, f func() error) error {
+	step := func(key, name string, f func() error) error {
+		if o.only != nil && !o.only[key] {
+			return nil
+		}
 		t := time.Now()
 		fmt.Fprintf(os.Stderr, "bench: %s...\n", name)
 		if err := f(); err != nil {
@@ -43,28 +74,32 @@ func run(out, overheadFile string, jobsN, throughputN, tableSize int) error {
 		fmt.Fprintf(os.Stderr, "bench: %s done in %v\n", name, time.Since(t).Round(time.Second))
 		return nil
 	}
-	if err = step("cost per job", func() error { r.Costs, err = costs(ctx, jobsN); return err }); err != nil {
+	if err = step("costs", "cost per job", func() error { r.Costs, err = costs(ctx, o.jobs); return err }); err != nil {
 		return err
 	}
-	if err = step("sweeper against table size", func() error { r.Sweep, err = sweepCost(ctx, tableSize); return err }); err != nil {
+	if err = step("sweep", "sweeper against table size", func() error { r.Sweep, err = sweepCost(ctx, o.tableSize); return err }); err != nil {
 		return err
 	}
-	if err = step("cold start", func() error { r.Cold, err = coldStart(ctx); return err }); err != nil {
+	if err = step("coldstart", "cold start", func() error { r.Cold, err = coldStart(ctx, o.coldRuns); return err }); err != nil {
 		return err
 	}
-	if err = step("throughput", func() error { r.Throughput, err = throughput(ctx, throughputN); return err }); err != nil {
+	if err = step("throughput", "throughput", func() error { r.Throughput, err = throughput(ctx, o.throughputJobs); return err }); err != nil {
 		return err
 	}
-	if overheadFile != "" {
-		if r.Overhead, err = readOverhead(overheadFile); err != nil {
+	if o.overhead != "" {
+		if r.Overhead, err = readOverhead(o.overhead); err != nil {
 			return err
 		}
 	}
 	r.Took = time.Since(started)
-	if err := plotThroughput(r.Throughput, out+"/bench-throughput.png"); err != nil {
+	if o.only != nil {
+		_, err := os.Stdout.WriteString(r.sections(o.only))
 		return err
 	}
-	return os.WriteFile(out+"/BENCHMARKS.md", []byte(r.markdown()), 0o644)
+	if err := plotThroughput(r.Throughput, o.out+"/bench-throughput.png"); err != nil {
+		return err
+	}
+	return os.WriteFile(o.out+"/BENCHMARKS.md", []byte(r.markdown()), 0o644)
 }
 
 func machine() string {

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
+	_ "github.com/lambdajobs/lambdajobs/internal/withtracing" // JOBS_TRACING=on works (-tags lambdajobs.notracing: left out)
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
 )
 

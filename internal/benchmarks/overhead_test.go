@@ -3,10 +3,13 @@ package benchmarks_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -45,12 +48,20 @@ func setup(b *testing.B) *env {
 	e.store = dynamostore.New(e.ddb, e.table, dynamostore.Options{})
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "noop", func(context.Context, *jobs.Job[noopPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: e.store, Queue: sqsqueue.New(e.sqs, e.queue)})
+	// As deployed: the functions' JSON log lines at INFO (Lambda's format)
+	// and their metrics on, written where Lambda would send them (here
+	// nowhere, but encoded all the same).
+	logger := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{ReplaceAttr: lambdacontext.ReplaceAttr})).
+		With(slog.String("requestId", "00000000-0000-0000-0000-000000000000"))
+	metrics := func(service string) *jobs.Metrics {
+		return &jobs.Metrics{Namespace: "lambdajobs/bench", Service: service, Writer: io.Discard}
+	}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: e.store, Queue: sqsqueue.New(e.sqs, e.queue), Logger: logger, Metrics: metrics("enqueue")})
 	if err != nil {
 		b.Fatal(err)
 	}
-	e.api = httpapi.New(svc, nil)
-	if e.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: e.store, CancelCheck: -1}); err != nil {
+	e.api = httpapi.New(svc, logger)
+	if e.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: e.store, CancelCheck: -1, Logger: logger, Metrics: metrics("worker")}); err != nil {
 		b.Fatal(err)
 	}
 	return e
@@ -126,16 +137,23 @@ func (e *env) enqueue(b *testing.B, ctx context.Context) string {
 	return resp.Headers["Location"][len(httpapi.JobsPath)+1:]
 }
 
+// bareOwner is the owner of the benchmark's jobs.
+const bareOwner = "arn:aws:iam::000000000000:user/bench"
+
 // bareEnqueue makes the two calls enqueue must make, nothing else: a
-// conditional PutItem of the same item and a SendMessage of the same body.
+// conditional PutItem of the same item (its index entries included: the
+// sweep index, the owner's listing and the queued jobs') and a SendMessage
+// of the same body.
 func (e *env) bareEnqueue(b *testing.B, ctx context.Context) {
 	id := wire.NewID()
 	now := time.Now()
+	list := dynamostore.ListKey(wire.OwnerKey(bareOwner), id)
 	item, _ := attributevalue.MarshalMap(map[string]any{
-		"id": id, "kind": "noop", "owner": "arn:aws:iam::000000000000:user/bench", "status": "queued",
+		"id": id, "kind": "noop", "owner": bareOwner, "status": "queued",
 		"payload": `{"n":1}`, "req_hash": "0123456789abcdef0123456789abcdef", "attempt": 0,
 		"created_ms": now.UnixMilli(), "updated_ms": now.UnixMilli(),
 		"sweep_shard": dynamostore.ShardOf(id), "sweep_at": now.Add(3 * time.Minute).UnixMilli(),
+		dynamostore.AttrListOwner: list, dynamostore.AttrListCreated: fmt.Sprintf("%013d", now.UnixMilli()), dynamostore.AttrQueued: list,
 	})
 	if _, err := e.ddb.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(e.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(id)"),
@@ -148,14 +166,16 @@ func (e *env) bareEnqueue(b *testing.B, ctx context.Context) {
 }
 
 // bareClaimFinish makes the two conditional updates the worker's per-job
-// path must make: the claim (returning the item) and the final write.
+// path must make: the claim (returning the item; the job moves from the
+// queued jobs' index to the running ones') and the final write (out of the
+// running jobs' and the sweep index).
 func (e *env) bareClaimFinish(b *testing.B, ctx context.Context, id string) {
 	key := map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}}
 	token := wire.NewID()
 	now := fmt.Sprint(time.Now().UnixMilli())
 	if _, err := e.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(e.table), Key: key,
-		UpdateExpression:         aws.String("SET #s = :r, #t = :t, lease_ms = :l, started_ms = :n, updated_ms = :n ADD attempt :one"),
+		UpdateExpression:         aws.String("SET #s = :r, #t = :t, lease_ms = :l, started_ms = :n, updated_ms = :n, ur = lo REMOVE uq ADD attempt :one"),
 		ConditionExpression:      aws.String("#s = :q"),
 		ExpressionAttributeNames: map[string]string{"#s": "status", "#t": "token"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
@@ -169,7 +189,7 @@ func (e *env) bareClaimFinish(b *testing.B, ctx context.Context, id string) {
 	}
 	if _, err := e.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(e.table), Key: key,
-		UpdateExpression:         aws.String("SET #s = :d, updated_ms = :n, finished_ms = :n, expires = :e, #r = :res REMOVE #t, lease_ms, sweep_shard, sweep_at"),
+		UpdateExpression:         aws.String("SET #s = :d, updated_ms = :n, finished_ms = :n, expires = :e, #r = :res REMOVE #t, lease_ms, sweep_shard, sweep_at, ur"),
 		ConditionExpression:      aws.String("#s = :r AND #t = :t"),
 		ExpressionAttributeNames: map[string]string{"#s": "status", "#t": "token", "#r": "result"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{

@@ -11,6 +11,11 @@
 // A Batch gathers the metrics of one invocation, one record per set of
 // dimension values, and writes them in one go: a busy worker writes a few
 // lines per batch of jobs, not a line per event.
+//
+// Records are as short as the specification allows: a Count metric is
+// written without its Unit, which the specification reads as None (the
+// same statistics; no alarm or dashboard of the construct names a unit),
+// so each is 15 bytes shorter; Milliseconds keeps its unit.
 package emf
 
 import (
@@ -139,7 +144,7 @@ func (b *Batch) encode(r *record, now time.Time) ([]byte, error) {
 	}
 	type metric struct {
 		Name string `json:"Name"`
-		Unit string `json:"Unit"`
+		Unit string `json:"Unit,omitempty"` // none for Count
 	}
 	names := slices.Clone(r.names)
 	if len(names) > MaxMetrics {
@@ -149,6 +154,9 @@ func (b *Batch) encode(r *record, now time.Time) ([]byte, error) {
 	doc := map[string]any{}
 	for i, n := range names {
 		metrics[i] = metric{Name: n, Unit: r.units[n]}
+		if metrics[i].Unit == Count {
+			metrics[i].Unit = ""
+		}
 		if v := r.values[n]; len(v) == 1 {
 			doc[n] = v[0]
 		} else {

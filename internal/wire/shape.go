@@ -7,23 +7,21 @@ import (
 	"sort"
 
 	"github.com/lambdajobs/lambdajobs/internal/jsonin"
-	"go.opentelemetry.io/contrib/propagators/aws/xray"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 )
 
-// TraceHeader returns the X-Ray trace header of ctx's span ("Root=...;
-// Parent=...;Sampled=..."), or "" when ctx has no valid span.
+// SpanHeader returns the X-Ray trace header of ctx's span ("Root=...;
+// Parent=...;Sampled=..."), or "" when ctx has none. Package
+// pkg/jobs/lambdafn/tracing sets it when a main links tracing; without
+// it, nothing of a tracing library is linked and no span exists.
+var SpanHeader func(ctx context.Context) string
+
+// TraceHeader returns the X-Ray trace header of ctx's span, or "" when ctx
+// has no valid span (or no tracing is linked: see SpanHeader).
 func TraceHeader(ctx context.Context) string {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	if SpanHeader == nil {
 		return ""
 	}
-	c := propagation.MapCarrier{}
-	xray.Propagator{}.Inject(ctx, c)
-	for _, v := range c {
-		return v
-	}
-	return ""
+	return SpanHeader(ctx)
 }
 
 // DescribeShape names the shape of a message body without quoting it, for

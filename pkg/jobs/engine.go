@@ -131,7 +131,12 @@ func (e *engine) end(ctx context.Context, r run, ex execution) ending {
 
 func (e *engine) decide(ctx context.Context, r run, ex execution) ending {
 	rec := r.rec
-	log := e.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.Int("attempt", rec.Attempt))
+	// A run's lines name its attempt only when it is not the first.
+	attrs := []any{slog.String("job_id", rec.ID), slog.String("kind", rec.Kind)}
+	if rec.Attempt > 1 {
+		attrs = append(attrs, slog.Int("attempt", rec.Attempt))
+	}
+	log := e.log.With(attrs...)
 	if rec.CancelRequested {
 		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
 	}

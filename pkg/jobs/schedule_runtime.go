@@ -33,7 +33,8 @@ const maxSchedulePayloadBytes = 8 << 10
 
 // runtimeName is a runtime schedule's name: short enough for Scheduler's
 // 64 characters once prefixed with 16 characters of owner key and '-'.
-var runtimeName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,47}$`)
+// (Its length is checked apart: see codePattern.)
+var runtimeName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
 // ScheduleRequest asks for a runtime schedule.
 type ScheduleRequest struct {
@@ -112,7 +113,7 @@ func (s *ScheduleService) Create(ctx context.Context, req ScheduleRequest) (*Sch
 	if err := checkOwner(req.Owner); err != nil {
 		return nil, err
 	}
-	if !runtimeName.MatchString(req.Name) {
+	if len(req.Name) > 47 || !runtimeName.MatchString(req.Name) {
 		return nil, refuse(codeInvalidRequest, fmt.Sprintf("schedule %q: the name must be 1 to 47 letters, digits, '-', '_' or '.'", req.Name))
 	}
 	sc := Schedule{Name: req.Name, Expression: req.Expression, TimeZone: req.TimeZone, Kind: req.Kind, Payload: req.Payload, Overlap: req.Overlap, Owner: req.Owner}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
 	"github.com/lambdajobs/lambdajobs/internal/message"
@@ -34,7 +33,7 @@ type Worker struct {
 	routes      *Routes
 	cancelCheck time.Duration
 	metrics     *Metrics
-	tracer      trace.Tracer
+	tracer      Tracer
 	lane        string
 	// slow lists the kinds whose minimum run time is above the default,
 	// slowest first.
@@ -92,9 +91,9 @@ type WorkerConfig struct {
 	// request while its handler works (default 5s; negative: only at
 	// Publish). Each check is one read.
 	CancelCheck time.Duration
-	// TracerProvider, when set, traces each record (see trace.go); nil
-	// costs nothing.
-	TracerProvider trace.TracerProvider
+	// Tracer, when set, traces each record (see Tracer); nil costs
+	// nothing.
+	Tracer Tracer
 }
 
 // NewWorker returns a Worker; it puts the registry to use.
@@ -122,7 +121,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention}),
 		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
 		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
-		metrics: cfg.Metrics, tracer: tracerOf(cfg.TracerProvider), lane: cfg.Lane,
+		metrics: cfg.Metrics, tracer: cfg.Tracer, lane: cfg.Lane,
 	}
 	if !driver.ValidLane(cfg.Lane) {
 		return nil, fmt.Errorf("jobs: lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-'", cfg.Lane)
@@ -165,18 +164,28 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 		wg       sync.WaitGroup
 		sem      = make(chan struct{}, w.concurrency)
 	)
+	run := func(msg *events.SQSMessage) {
+		defer func() { <-sem }()
+		if retry := w.handleRecord(ctx, inv, msg); retry {
+			mu.Lock()
+			failures = append(failures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
+			mu.Unlock()
+		}
+	}
 	for i := range ev.Records {
 		msg := &ev.Records[i]
 		sem <- struct{}{}
+		if i == len(ev.Records)-1 {
+			// The last record runs on this goroutine, whose stack earlier
+			// invocations grew: a fresh goroutine's grows again on each
+			// record's SDK calls.
+			run(msg)
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			if retry := w.handleRecord(ctx, inv, msg); retry {
-				mu.Lock()
-				failures = append(failures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
-				mu.Unlock()
-			}
+			run(msg)
 		}()
 	}
 	wg.Wait()
@@ -247,7 +256,9 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	cancel()
 	switch {
 	case err == nil:
-		w.log.LogAttrs(ctx, slog.LevelInfo, "job created from a message", slog.String("job_id", j.ID), slog.String("kind", j.Kind),
+		// At DEBUG: the run's own line follows; its id derives from the
+		// message's, so the message is found from the job.
+		w.log.LogAttrs(ctx, slog.LevelDebug, "job created from a message", slog.String("job_id", j.ID), slog.String("kind", j.Kind),
 			slog.String("source", j.Source), slog.String("message_id", messageID))
 	case errors.Is(err, driver.ErrExists):
 		// Delivered before: the claim below tells a finished job from one

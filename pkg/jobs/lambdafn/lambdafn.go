@@ -14,9 +14,13 @@
 //
 // The environment each function reads (its defaults, and which the CDK
 // construct sets) is docs/CONFIGURATION.md, rendered from the deployment's
-// descriptor (internal/deploy); AWS_ENDPOINT_URL_DYNAMODB, _SQS and
-// _SCHEDULER point the SDK at local emulators. A team's other function or
-// program enqueues with NewService.
+// descriptor (internal/deploy). The AWS configuration is the one Lambda's
+// environment gives (AWS_REGION, the role's credentials; see awsenv.go);
+// AWS_ENDPOINT_URL_DYNAMODB, _SQS and _SCHEDULER point the SDK at local
+// emulators. A team's other function or program enqueues with NewService.
+//
+// Tracing (JOBS_TRACING=on) needs the main to import package
+// pkg/jobs/lambdafn/tracing; see there.
 package lambdafn
 
 import (
@@ -35,16 +39,13 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/internal/keyring"
 	"github.com/lambdajobs/lambdajobs/internal/metricnames"
+	"github.com/lambdajobs/lambdajobs/internal/tracehook"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -238,16 +239,18 @@ type Deps struct {
 	// Routes turn foreign messages into jobs (worker only; see WithRoutes).
 	Routes *jobs.Routes
 
-	aws  aws.Config
-	ring *jobs.AESSealer
-	sqs  *sqs.Client
+	aws     aws.Config
+	ring    *jobs.AESSealer
+	clients clients
 	// metrics of the function being built (nil: off); its Service is set
 	// by Build.
 	metrics *jobs.Metrics
 	// tracing, when on (nil: off).
-	tracing *otelTracing
+	tracing tracehook.Tracing
 	// pageKeyBytes, once read (see pageKey).
 	pageKeyBytes []byte
+	// setup times Build's steps (nil outside Build).
+	setup *setupClock
 }
 
 // Option adjusts what Main and Build build.
@@ -261,41 +264,44 @@ func WithLogger(l *slog.Logger) Option { return func(d *Deps) { d.Logger = l } }
 // drop on the queue (see jobs.Routes).
 func WithRoutes(r *jobs.Routes) Option { return func(d *Deps) { d.Routes = r } }
 
-// NewDeps loads the AWS configuration (default credential chain, region,
-// AWS_ENDPOINT_URL_* overrides) and builds the store and queue.
+// NewDeps reads the AWS configuration from the environment (region,
+// credentials, AWS_ENDPOINT_URL_* overrides: see awsenv.go) and builds the
+// store and queue.
 func NewDeps(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	awsCfg, err := awsConfigFromEnv(os.Getenv)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS config: %w", err)
+		return nil, err
 	}
-	var tr *otelTracing
+	return newDeps(ctx, cfg, awsCfg, logger, nil)
+}
+
+func newDeps(ctx context.Context, cfg Config, awsCfg aws.Config, logger *slog.Logger, clock *setupClock) (*Deps, error) {
+	var tr tracehook.Tracing
+	var err error
 	if cfg.Tracing {
-		if tr, err = newTracing(ctx, cfg.XRayDaemon, cfg.Service); err != nil {
+		if tr, err = startTracing(ctx, cfg); err != nil {
 			return nil, err
 		}
+		clock.step("tracing")
 	}
-	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
-		// DynamoDB Local does not send response checksums.
-		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
-		tr.instrument(&o.TracerProvider)
-	})
-	d := &Deps{Config: cfg, Store: dynamostore.New(ddb, cfg.Table, dynamostore.Options{}), Logger: logger, aws: awsCfg, tracing: tr}
+	d := &Deps{Config: cfg, Logger: logger, aws: awsCfg, tracing: tr, setup: clock}
+	d.initClients()
+	d.Store = dynamostore.New(d.dynamo(), cfg.Table, dynamostore.Options{})
 	if cfg.QueueURL != "" {
-		d.sqs = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { tr.instrument(&o.TracerProvider) })
+		// Its client is built at the first send (see clients.go).
 		urls := map[string]string{"": cfg.QueueURL}
 		for lane, u := range cfg.LaneQueueURLs {
 			urls[lane] = u
 		}
-		d.Queue = sqsqueue.NewLanes(d.sqs, urls)
+		d.Queue = sqsqueue.NewLanes(lazySQS{&d.clients.sqs}, urls)
 	}
+	clock.step("clients")
 	return d, nil
 }
 
 // secrets is the Secrets Manager client, for the cold-start reads of the
 // key ring and the page token key.
-func (d *Deps) secrets() *secretsmanager.Client {
-	return secretsmanager.NewFromConfig(d.aws, func(o *secretsmanager.Options) { d.tracing.instrument(&o.TracerProvider) })
-}
+func (d *Deps) secrets() *secretsmanager.Client { return d.clients.secrets.get() }
 
 // sealer returns the payload sealer of a function that seals or opens
 // payloads: from the environment, or read from the key ring secret once.
@@ -304,7 +310,9 @@ func (d *Deps) sealer(ctx context.Context) (jobs.Sealer, error) {
 		return d.Config.Sealer, nil
 	}
 	if d.ring == nil {
+		began := time.Now()
 		s, err := LoadKeyRing(ctx, d.secrets(), d.Config.KeyRingSecret)
+		d.setup.secretsRead(time.Since(began))
 		if err != nil {
 			return nil, err
 		}
@@ -330,6 +338,8 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
 	}
+	// Every enqueue sends: its SQS client is built now, at the start.
+	d.clients.sqs.get()
 	sealer, err := d.sealer(context.Background())
 	if err != nil {
 		return nil, err
@@ -374,7 +384,7 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 	}
 	api := httpapi.New(svc, d.Logger).WithOperators(d.Config.Operators)
 	if d.Config.DLQURL != "" {
-		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: d.sqs, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL})
+		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL})
 	}
 	return api.Route, nil
 }
@@ -395,7 +405,7 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Timeout: d.Config.WorkerTimeout, Retention: d.Config.Retention,
 		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace, Metrics: d.metrics,
-		Queue: queueOrNil(d.Queue), TracerProvider: d.tracing.provider(), Lane: d.Config.Lane,
+		Queue: queueOrNil(d.Queue), Tracer: workerTracer(d.tracing), Lane: d.Config.Lane,
 	})
 	if err != nil {
 		return nil, err
@@ -421,7 +431,7 @@ func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 // (POST and GET /v1/schedules, GET and DELETE /v1/schedules/{name}): it
 // alone may create and delete schedules in the runtime group.
 func Schedules(d *Deps, reg *jobs.Registry) (any, error) {
-	sched, err := schedulerapi.New(scheduler.NewFromConfig(d.aws, func(o *scheduler.Options) { d.tracing.instrument(&o.TracerProvider) }), d.Config.Scheduler)
+	sched, err := schedulerapi.New(lazyScheduler{&d.clients.scheduler}, d.Config.Scheduler)
 	if err != nil {
 		return nil, err
 	}
@@ -482,25 +492,41 @@ func Main(fn Function, reg *jobs.Registry, opts ...Option) {
 		}
 		os.Exit(0)
 	}
+	mainTook := time.Since(processStart)
 	logger := lambdacontext.NewLogger()
-	handler, err := Build(context.Background(), fn, reg, os.Getenv, append([]Option{WithLogger(logger)}, opts...)...)
+	ctx := context.Background()
+	handler, clock, err := build(ctx, fn, reg, os.Getenv, append([]Option{WithLogger(logger)}, opts...)...)
 	if err != nil {
 		logger.Error("function cannot start", slog.String("error", err.Error()))
 		os.Exit(1)
 	}
+	clock.log(ctx, logger, mainTook)
 	lambda.Start(handler)
 }
 
 // Build is Main without the runtime: configuration (read with getenv),
 // clients and handler.
 func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, opts ...Option) (any, error) {
+	h, _, err := build(ctx, fn, reg, getenv, opts...)
+	return h, err
+}
+
+// build is Build, timing its steps (see setup.go).
+func build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, opts ...Option) (any, *setupClock, error) {
+	clock := newSetupClock()
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	d, err := NewDeps(ctx, cfg, nil)
+	clock.step("config")
+	awsCfg, err := awsConfigFromEnv(getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	clock.step("aws")
+	d, err := newDeps(ctx, cfg, awsCfg, nil, clock)
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, o := range opts {
 		o(d)
@@ -508,12 +534,17 @@ func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(str
 	if cfg.MetricsNamespace != "" {
 		d.metrics = &jobs.Metrics{Namespace: cfg.MetricsNamespace, Service: cfg.Service, Writer: metricsOut}
 		coldStart(d.metrics)
+		clock.step("metrics")
 	}
 	h, err := fn(d, reg)
-	if err != nil || d.tracing == nil {
-		return h, err
+	if err != nil {
+		return nil, nil, err
 	}
-	return d.tracing.wrap(cfg.Service, h), nil
+	if d.tracing != nil {
+		h = d.tracing.Wrap(cfg.Service, h)
+	}
+	clock.step("handler")
+	return h, clock, nil
 }
 
 // metricsOut is where metrics go: stdout, which Lambda sends to CloudWatch
@@ -570,7 +601,33 @@ func queueOrNil(q *sqsqueue.Queue) driver.Queue {
 //
 // The service enqueues and reads back its own enqueues' idempotent
 // replays; GrantEnqueue gives nothing else (no reads, no listing).
+//
+// Its AWS configuration is the environment's, as Lambda gives it (region,
+// credentials, endpoint overrides: see awsenv.go); without credentials in
+// the environment it returns an error that says so. A program whose
+// credentials come from a profile, SSO or instance metadata uses
+// NewServiceWithConfig.
 func NewService(ctx context.Context, reg *jobs.Registry) (*jobs.Service, error) {
+	awsCfg, err := awsConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := awsCfg.Credentials.Retrieve(ctx); errors.Is(err, errNoEnvCredentials) {
+		return nil, err
+	}
+	return NewServiceWithConfig(ctx, reg, awsCfg)
+}
+
+// NewServiceWithConfig is NewService with the AWS configuration given: for
+// a program outside Lambda whose credentials come from a profile, SSO or
+// instance metadata, which NewService does not read (see awsenv.go):
+//
+//	awsCfg, err := config.LoadDefaultConfig(ctx)
+//	...
+//	svc, err := lambdafn.NewServiceWithConfig(ctx, reg, awsCfg)
+//
+// The rest of its configuration comes from the environment, as NewService's.
+func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Config) (*jobs.Service, error) {
 	cfg, err := ConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
@@ -578,7 +635,7 @@ func NewService(ctx context.Context, reg *jobs.Registry) (*jobs.Service, error) 
 	if cfg.Table == "" || cfg.QueueURL == "" {
 		return nil, errors.New("lambdafn: JOBS_TABLE and JOBS_QUEUE_URL are required (jobsinfra's GrantEnqueue sets them)")
 	}
-	d, err := NewDeps(ctx, cfg, slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	d, err := newDeps(ctx, cfg, awsCfg, slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -37,7 +38,9 @@ func (d *Deps) pageKey(ctx context.Context) ([]byte, error) {
 		return nil, errors.New("listing needs JOBS_PAGE_TOKEN_SECRET (the construct sets it) or JOBS_PAGE_TOKEN_KEY")
 	}
 	if d.pageKeyBytes == nil {
+		began := time.Now()
 		out, err := d.secrets().GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(d.Config.PageTokenSecret)})
+		d.setup.secretsRead(time.Since(began))
 		if err != nil {
 			return nil, fmt.Errorf("read the page token secret %s: %w", d.Config.PageTokenSecret, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+	_ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing" // the current span's header (wire.SpanHeader)
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 

@@ -1,4 +1,4 @@
-package lambdafn_test
+package tracing_test
 
 import (
 	"context"
@@ -19,11 +19,14 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
+	_ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 type noPayload struct{}
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 // With JOBS_TRACING=on, a worker invocation against DynamoDB Local sends
 // its spans to the X-Ray daemon's UDP address in the daemon's framing: the
@@ -39,10 +42,6 @@ func TestTracingSendsSpansToTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer daemon.Close()
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", testenv.DynamoDBEndpoint(t))
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	reg := jobs.NewRegistry()
 	kind := jobs.MustRegister(reg, "traced", func(context.Context, *jobs.Job[noPayload]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
@@ -57,6 +56,7 @@ func TestTracingSendsSpansToTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	getenv := env(map[string]string{"JOBS_TABLE": table, "JOBS_FUNCTION": "worker", "JOBS_TRACING": "on",
+		"AWS_ENDPOINT_URL_DYNAMODB": testenv.DynamoDBEndpoint(t), "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 		"AWS_XRAY_DAEMON_ADDRESS": "tcp:127.0.0.1:1 udp:" + daemon.LocalAddr().String()})
 	h, err := lambdafn.Build(ctx, lambdafn.Worker, reg, getenv)
 	if err != nil {

@@ -1,0 +1,5 @@
+//go:build !lambdajobs.notracing
+
+package withtracing
+
+import _ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"

@@ -1,0 +1,120 @@
+package lambdafn
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+)
+
+// Each function builds, at its start, the AWS clients its role uses on
+// every invocation and no other; the clients only some invocations use are
+// built at their first use, once. The environment is the one the construct
+// gives every function (all of internal/deploy's construct variables),
+// with the payload key ring and the page token key in Secrets Manager
+// (moto), as deployed.
+func TestEachRoleBuildsOnlyItsClients(t *testing.T) {
+	sm, endpoint := motoSecretsAt(t)
+	ctx := context.Background()
+	for name, value := range map[string]string{"ring": strings.Repeat("r", 32), "page": strings.Repeat("p", 32)} {
+		if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(value)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sample := map[string]string{
+		"JOBS_TABLE": "t", "JOBS_QUEUE_URL": "http://127.0.0.1:1/000000000000/q", "JOBS_DLQ_URL": "http://127.0.0.1:1/000000000000/dlq",
+		"JOBS_DISPATCH_GRACE": "3m", "JOBS_RETENTION": "168h", "JOBS_WORKER_CONCURRENCY": "8", "JOBS_HANDLER_RESERVE": "3s",
+		"JOBS_FINAL_WRITE_TIMEOUT": "2s", "JOBS_WORKER_TIMEOUT": "5m", "JOBS_PAYLOAD_KEYRING_SECRET": "ring", "JOBS_SOURCES": "",
+		"JOBS_METRICS_NAMESPACE": "", "JOBS_TRACING": "off", "JOBS_SCHEDULE_GROUP": "g", "JOBS_QUEUE_ARN": "arn:aws:sqs:us-east-1:000000000000:q",
+		"JOBS_SCHEDULER_ROLE_ARN": "arn:aws:iam::000000000000:role/s", "JOBS_SCHEDULE_DLQ_ARN": "arn:aws:sqs:us-east-1:000000000000:sdlq",
+		"JOBS_SCHEDULE_MAX_EVENT_AGE": "1h", "JOBS_PAGE_TOKEN_SECRET": "page", "JOBS_OPERATORS": "arn:aws:iam::000000000000:role/ops",
+	}
+	env := map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER": endpoint, "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:1", "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:1"}
+	for _, name := range deploy.ConstructVars() {
+		if name == "JOBS_FUNCTION" {
+			continue
+		}
+		v, ok := sample[name]
+		if !ok {
+			t.Fatalf("the construct sets %s: give it a value here", name)
+		}
+		env[name] = v
+	}
+	const (
+		ddb, sqsC, secrets, sched = "DynamoDB", "SQS", "Secrets Manager", "Scheduler"
+	)
+	tests := []struct {
+		name     string
+		fn       Function
+		atStart  []string
+		firstUse func(ctx context.Context, d *Deps) // a call only some invocations make
+		later    []string                           // what it adds
+	}{
+		{"enqueue", Enqueue, []string{ddb, sqsC, secrets}, nil, nil},
+		{"getjob", GetJob, []string{ddb, secrets}, nil, nil},
+		{"cancel", Cancel, []string{ddb, secrets}, func(ctx context.Context, d *Deps) { _ = d.Queue.Send(ctx, driver.Message{JobID: "x"}) }, []string{sqsC}},
+		{"worker", Worker, []string{ddb, secrets}, func(ctx context.Context, d *Deps) {
+			_ = d.Queue.Send(ctx, driver.Message{JobID: "x", Delay: time.Second})
+		}, []string{sqsC}},
+		{"sweeper", Sweeper, []string{ddb}, func(ctx context.Context, d *Deps) {
+			_ = d.Queue.Send(ctx, driver.Message{JobID: "x"}, driver.Message{JobID: "y"})
+		}, []string{sqsC}},
+		{"schedules", Schedules, []string{ddb}, func(ctx context.Context, d *Deps) {
+			_, _ = lazyScheduler{&d.clients.scheduler}.DeleteSchedule(ctx, nil)
+		}, []string{sched}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if k == "JOBS_FUNCTION" {
+					return tt.name
+				}
+				return env[k]
+			}
+			cfg, err := ConfigFromEnv(getenv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			awsCfg, err := awsConfigFromEnv(getenv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := newDeps(ctx, cfg, awsCfg, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tt.fn(d, jobs.NewRegistry()); err != nil {
+				t.Fatal(err)
+			}
+			if got := sorted(d.builtClients()); !slices.Equal(got, sorted(tt.atStart)) {
+				t.Errorf("clients built at the start: got %v, want %v", got, sorted(tt.atStart))
+			}
+			if tt.firstUse == nil {
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			tt.firstUse(cctx, d)
+			tt.firstUse(cctx, d)
+			want := sorted(append(slices.Clone(tt.atStart), tt.later...))
+			if got := sorted(d.builtClients()); !slices.Equal(got, want) {
+				t.Errorf("clients built after two calls only some invocations make: got %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func sorted(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
