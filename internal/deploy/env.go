@@ -68,6 +68,7 @@ var Env = []Var{
 	{"JOBS_PRINT_SCHEDULES", "", "`1`: a bootstrap prints its registry's declared schedules as JSON and exits (how the local stack learns what to fire)", nil, false},
 	{"JOBS_EXAMPLE_ROUTE_OWNER", "", "the owner of the jobs this repository's example routes make from foreign messages (its worker reads it)", []string{Worker}, false},
 	{"JOBS_EXAMPLE_EXPORT_DIR", "", "a directory where this repository's `example.export` writes one file per chunk (tests count them)", []string{Worker}, false},
+	{"JOBS_EXAMPLE_SPANS_DIR", "", "a directory where this repository's `example.hold*` kinds write one file per run, its start and end (tests count how many ran at once)", []string{Worker}, false},
 	{"JOBS_EXAMPLE_KINDS", "", "`on` makes this repository's own functions serve its example kinds (the local stack and its dev stack set it)", nil, false},
 }
 

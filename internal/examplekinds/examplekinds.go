@@ -205,7 +205,7 @@ type Kinds struct {
 // enqueued from Go.
 func Register(reg *jobs.Registry) (Kinds, error) {
 	var k Kinds
-	var errs [9]error
+	var errs [10]error
 	k.Hash, errs[0] = jobs.Register(reg, Hash, HashText, &jobs.KindOpts{FailureCodes: []string{CodeInvalidRounds}})
 	k.Sleep, errs[1] = jobs.Register(reg, Sleep, SleepSteps, &jobs.KindOpts{FailureCodes: []string{CodeInvalidSleep}})
 	_, errs[2] = jobs.Register(reg, Fail, FailModes, &jobs.KindOpts{FailureCodes: []string{CodeExampleFailed, CodeInvalidMode}})
@@ -214,6 +214,7 @@ func Register(reg *jobs.Registry) (Kinds, error) {
 	_, errs[5] = jobs.Register(reg, S3Object, DescribeObject, nil)
 	_, errs[6] = jobs.Register(reg, Event, DescribeEvent, nil)
 	_, errs[8] = jobs.Register(reg, Export, ExportChunks, &ExportOpts)
+	errs[9] = registerHolds(reg)
 	if errs[6] == nil {
 		errs[7] = registerTick(reg)
 	}

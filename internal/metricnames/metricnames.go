@@ -30,6 +30,7 @@ const (
 	JobsRetried       = "JobsRetried"       // Count: sent back for another attempt
 	JobsContinued     = "JobsContinued"     // Count: runs that ended in a continuation (no attempt spent)
 	JobsWaited        = "JobsWaited"        // Count: claims that parked their job to wait for a slot or a rate (no attempt spent)
+	JobsWoken         = "JobsWoken"         // Count: waiters a released slot woke
 	JobsCancelled     = "JobsCancelled"     // Count: runs that ended cancelled, queued jobs cancelled
 	JobsResubmitted   = "JobsResubmitted"   // Count: failed or cancelled jobs queued again
 	JobsHandedBack    = "JobsHandedBack"    // Count: jobs sent again unclaimed for want of time
@@ -58,7 +59,7 @@ const ColdStart = "ColdStart"
 
 // All lists every metric name above.
 var All = []string{
-	JobsEnqueued, JobsStarted, QueueLatency, JobsSucceeded, JobsFailed, JobsTimedOut, JobsInterrupted, JobsRetried, JobsContinued, JobsWaited,
+	JobsEnqueued, JobsStarted, QueueLatency, JobsSucceeded, JobsFailed, JobsTimedOut, JobsInterrupted, JobsRetried, JobsContinued, JobsWaited, JobsWoken,
 	JobsCancelled, JobsResubmitted, JobsHandedBack, RunDuration, Attempts, HandlersAbandoned, FiresEnqueued, FiresSkipped,
 	SweepResent, SweepInterrupted, SweepRetried, SweepBatches, SweepAfter, SweepErrors, SweepDuration, SweepComplete,
 	ColdStart,

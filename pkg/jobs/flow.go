@@ -161,16 +161,26 @@ const (
 	waitStore       = "store"       // a limit's item could not be read
 )
 
+// admission is why a run may not start yet: what it waits on, when it
+// may (RunAt: a reserved start; now when any delivery may try again), and
+// when its next message comes (a woken waiter's comes sooner).
+type admission struct {
+	on    string
+	runAt time.Time
+	delay time.Duration
+}
+
 // admit takes what a run of rec needs before its handler starts: a
 // reservation of each rate it is under (unless it holds one: it waited on
-// the rate and its time has come), then its slots. It returns "" when the
-// run may start, else what it waits on and for how long (its slots
-// released). A job whose reserved start came but whose slot is taken
-// waits on the slot and reserves again later: its first reservation is
-// spent, which only lowers the rate.
-func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, rec *driver.Record) (waitingOn string, wait time.Duration) {
+// the rate and its time has come), then its slots. A reservation due
+// within inlineRateWait is waited for here, holding the claim. It returns
+// nil when the run may start, else why not (its slots released). A job
+// whose reserved start came but whose slot is taken waits on the slot and
+// reserves again later: its first reservation is spent, which only lowers
+// the rate.
+func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, rec *driver.Record) *admission {
 	if !k.limits.any() {
-		return "", 0
+		return nil
 	}
 	cctx, cancel := inv.callContext(ctx)
 	defer cancel()
@@ -181,30 +191,99 @@ func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, rec *dri
 			wait, err := w.eng.store.TakeToken(cctx, b.key, driver.TokenBucket{PerSecond: b.rate, Burst: b.burst, At: now})
 			if err != nil {
 				w.log.LogAttrs(ctx, slog.LevelWarn, "rate not read; the job waits", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
-				return waitStore, jitter(slotWait)
+				return &admission{on: waitStore, runAt: now, delay: jitter(slotWait)}
 			}
 			longest = max(longest, wait)
 		}
-		if longest > 0 {
-			return waitRate, longest
+		switch {
+		case longest == 0:
+		case longest <= inlineRateWait && inv.canStart(longest+k.minRun) && sleepCtx(ctx, longest):
+			now = w.eng.now()
+		default:
+			// The message comes back up to a second early (SQS delays are
+			// whole seconds) and waits out the rest (claimFailed), so the
+			// start is on time, not bunched at the second.
+			return &admission{on: waitRate, runAt: now.Add(longest), delay: longest.Truncate(time.Second)}
 		}
 	}
 	var held []slotKey
 	for _, s := range k.slotKeys(rec) {
-		ok, err := w.eng.store.AcquireSlot(cctx, s.key, driver.SlotClaim{Holder: rec.ID, Max: s.max, LeaseUntil: inv.leaseUntil(now), At: now})
-		if err == nil && ok {
+		state, err := w.eng.store.AcquireSlot(cctx, s.key, driver.SlotClaim{Holder: rec.ID, Max: s.max, LeaseUntil: inv.leaseUntil(now), At: now,
+			Waiters: waitersFor(s.max)})
+		if err == nil && state == driver.SlotHeld {
 			held = append(held, s)
 			continue
 		}
 		w.release(ctx, rec, held)
-		if err != nil {
+		switch {
+		case err != nil:
 			w.log.LogAttrs(ctx, slog.LevelWarn, "slot not taken; the job waits", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
-			return waitStore, jitter(slotWait)
+			return &admission{on: waitStore, runAt: now, delay: jitter(slotWait)}
+		case state == driver.SlotQueued:
+			return &admission{on: waitConcurrency, runAt: now, delay: jitter(wakeBackstop)}
+		default:
+			return &admission{on: waitConcurrency, runAt: now, delay: jitter(w.overflowWait(k.name, s.max))}
 		}
-		return waitConcurrency, jitter(slotWait)
 	}
-	return "", 0
+	return nil
 }
+
+// sleepCtx sleeps d, or until ctx ends: whether it slept d.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Waiting on a concurrency slot. A job that finds its slot item full is
+// queued among the item's waiters (at most waitersFor of them) and parked
+// for wakeBackstop: a run that releases a slot wakes the first waiter (a
+// message sent now), so it starts when the slot frees; the backstop only
+// covers a wake that was lost (a worker killed between its release and
+// its send, or a slot freed by its lease). A job that finds the waiters
+// full too parks for about half the time they take to drain (see
+// overflowWait) and looks again.
+const (
+	wakeBackstop = 30 * time.Second
+	// inlineRateWait is the longest reserved start a worker waits for
+	// holding the claim rather than parking the job.
+	inlineRateWait = time.Second
+)
+
+// overflowWait is how long a job that found kind's slot item of slots
+// slots and its waiters full waits before it looks again: half the time
+// the waiters take to drain, at this worker's measure of the kind's runs
+// (a second when it has none), from 1 to 30 seconds. Sooner and the
+// overflow's looks cost more than they bring; later and the slots idle
+// once the waiters are through.
+func (w *Worker) overflowWait(kind string, slots int) time.Duration {
+	hold := time.Second
+	if v, ok := w.holds.Load(kind); ok {
+		hold = v.(time.Duration)
+	}
+	drain := time.Duration(waitersFor(slots)) * hold / time.Duration(slots)
+	return min(30*time.Second, max(drain/2, time.Second))
+}
+
+// noteHold adds a run of kind that held its slots for d to this worker's
+// measure (a moving average).
+func (w *Worker) noteHold(kind string, d time.Duration) {
+	old, ok := w.holds.Load(kind)
+	if ok {
+		d = (old.(time.Duration)*7 + d) / 8
+	}
+	w.holds.Store(kind, d)
+}
+
+// waitersFor bounds the waiters of a slot item of max slots: enough to
+// keep it busy for a while, few enough that the item stays small (each
+// waiter is a job id of 36 bytes; an acquire and a release write it all).
+func waitersFor(max int) int { return min(4*max+64, 128) }
 
 type bucket struct {
 	key         string
@@ -249,8 +328,9 @@ func jitter(d time.Duration) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d)))
 }
 
-// release frees the slots a run of rec holds (best effort: a slot not
-// released frees itself at the run's lease).
+// release frees the slots a run of rec holds and wakes each slot's first
+// waiter (best effort: a slot not released frees itself at the run's
+// lease, and a waiter not woken looks again at its backstop).
 func (w *Worker) release(ctx context.Context, rec *driver.Record, held []slotKey) {
 	if len(held) == 0 {
 		return
@@ -258,21 +338,50 @@ func (w *Worker) release(ctx context.Context, rec *driver.Record, held []slotKey
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.deadlines.Call)
 	defer cancel()
 	for _, s := range held {
-		if err := w.eng.store.ReleaseSlot(rctx, s.key, rec.ID); err != nil {
+		next, err := w.eng.store.ReleaseSlot(rctx, s.key, rec.ID)
+		if err != nil {
 			w.log.LogAttrs(ctx, slog.LevelWarn, "slot not released; it frees itself at the run's lease", slog.String("job_id", rec.ID),
 				slog.String("err_types", errtypes.Of(err)))
+			continue
+		}
+		if next != "" {
+			w.wake(rctx, next)
 		}
 	}
 }
 
-// park sends run r's job back to the queue to wait on waitingOn for wait,
-// its claim's attempt given back.
-func (e *engine) park(ctx context.Context, r run, waitingOn string, wait time.Duration) ending {
+// wake sends the message of job id, a waiter on a slot just freed. A
+// waiter that is still parking (it queued itself, then writes its park) is
+// sent its message a second later, by when its park has landed; one that
+// finished or went is left alone.
+func (w *Worker) wake(ctx context.Context, id string) {
+	rec, err := w.eng.store.Get(ctx, id)
+	if err != nil || rec.Status.Final() {
+		return
+	}
+	m := messageOf(rec)
+	if rec.Status != StatusQueued {
+		m.Delay = time.Second
+	}
+	if err := w.eng.queue.Send(ctx, m); err != nil {
+		w.log.LogAttrs(ctx, slog.LevelWarn, "waiter not woken; it looks again at its backstop", slog.String("job_id", id),
+			slog.String("err_types", errtypes.Of(err)))
+		return
+	}
+	count(ctx, rec.Kind, metricnames.JobsWoken)
+}
+
+// park sends run r's job back to the queue to wait as a says, its
+// claim's attempt given back.
+func (e *engine) park(ctx context.Context, r run, a *admission) ending {
 	rec := r.rec
 	now := e.now()
-	runAt := now.Add(wait).Truncate(time.Millisecond)
-	d := e.deliveryAt(now, runAt)
-	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, WaitingOn: waitingOn,
+	runAt := a.runAt.Truncate(time.Millisecond)
+	d := e.deliveryAt(now, now.Add(a.delay))
+	if at := runAt.Add(e.grace); at.After(d.sweepAt) {
+		d.sweepAt = at
+	}
+	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, WaitingOn: a.on,
 		Unstart: rec.FirstStartedAt.Equal(rec.StartedAt)})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil
@@ -292,7 +401,7 @@ func (e *engine) park(ctx context.Context, r run, waitingOn string, wait time.Du
 		log.LogAttrs(ctx, slog.LevelWarn, "parked job not sent; the sweeper will send it", slog.String("err_types", errtypes.Of(err)))
 	}
 	count(ctx, rec.Kind, metricnames.JobsWaited)
-	log.LogAttrs(ctx, slog.LevelDebug, "job waits", slog.String("waiting_on", waitingOn), slog.Time("run_at", runAt))
+	log.LogAttrs(ctx, slog.LevelDebug, "job waits", slog.String("waiting_on", a.on), slog.Time("run_at", runAt))
 	return ending{res: landed, parked: true}
 }
 

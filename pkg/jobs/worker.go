@@ -23,6 +23,9 @@ import (
 // Worker runs the jobs referenced by an SQS batch. It is the worker Lambda's
 // handler: see HandleSQS.
 type Worker struct {
+	// holds: kind -> this worker's moving average of its runs' holds of
+	// their slots (see overflowWait).
+	holds       sync.Map
 	eng         *engine
 	reg         *Registry
 	log         *slog.Logger
@@ -398,6 +401,12 @@ const handBackDelay = time.Second
 // runJob claims the job of the message m, runs its handler and records
 // the outcome.
 func (w *Worker) runJob(ctx context.Context, inv invocation, m driver.Message) (retry bool) {
+	return w.runJobAt(ctx, inv, m, false)
+}
+
+// runJobAt is runJob; waited says the message came early and the worker
+// waited for its run time already (it does once).
+func (w *Worker) runJobAt(ctx context.Context, inv invocation, m driver.Message, waited bool) (retry bool) {
 	id := m.JobID
 	left := inv.handlerTimeLeft()
 	if !inv.canStart(0) {
@@ -409,7 +418,7 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, m driver.Message) (
 	rec, err := w.eng.claim(cctx, id, driver.Claim{Token: token, At: now, LeaseUntil: inv.leaseUntil(now), SkipKinds: w.skipKinds(left)})
 	cancel()
 	if err != nil {
-		return w.claimFailed(ctx, inv, m, err, left)
+		return w.claimFailed(ctx, inv, m, err, left, waited)
 	}
 	count(ctx, rec.Kind, metricnames.JobsStarted)
 	traceJob(ctx, rec)
@@ -430,14 +439,17 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, m driver.Message) (
 	case !rec.StartBy.IsZero() && now.After(rec.StartBy):
 		ex = execution{Status: StatusCancelled, Code: CodeExpired, Cause: "expired"}
 	default:
-		if on, wait := w.admit(ctx, inv, k, rec); on != "" {
+		if a := w.admit(ctx, inv, k, rec); a != nil {
 			wctx, cancel := inv.finalWriteContext(ctx)
 			defer cancel()
-			return w.eng.park(wctx, run{rec: rec, token: token, started: now}, on, wait).res == unsettled
+			return w.eng.park(wctx, run{rec: rec, token: token, started: now}, a).res == unsettled
 		}
 		w.releaseUniqueAtStart(ctx, rec)
 		ex = w.execute(ctx, inv, k, rec, token)
-		w.release(ctx, rec, k.slotKeys(rec))
+		if k.limits.concurrency > 0 || k.limits.perKey > 0 {
+			w.noteHold(k.name, w.eng.now().Sub(now))
+			w.release(ctx, rec, k.slotKeys(rec))
+		}
 	}
 	wctx, cancel := inv.finalWriteContext(ctx)
 	defer cancel()
@@ -596,7 +608,7 @@ const abandonGrace = 50 * time.Millisecond
 
 // claimFailed decides what to do with a message whose job could not be
 // claimed, and reports whether the message must come back.
-func (w *Worker) claimFailed(ctx context.Context, inv invocation, m driver.Message, err error, left time.Duration) bool {
+func (w *Worker) claimFailed(ctx context.Context, inv invocation, m driver.Message, err error, left time.Duration, waited bool) bool {
 	id := m.JobID
 	log := w.log.With(slog.String("job_id", id))
 	var ce *driver.ConflictError
@@ -613,6 +625,12 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, m driver.Messa
 		case cur.Status.Final():
 			log.LogAttrs(ctx, slog.LevelInfo, "duplicate delivery of a finished job", slog.String("status", string(cur.Status)))
 			return false
+		case cur.Status == StatusQueued && cur.RunAt.After(now) && cur.RunAt.Sub(now) <= time.Second && !waited &&
+			inv.canStart(cur.RunAt.Sub(now)) && sleepCtx(ctx, cur.RunAt.Sub(now)):
+			// Up to a second early (SQS delays are whole seconds; a rate's
+			// reservation is delivered early on purpose): wait it out and
+			// claim again, so the start is on time.
+			return w.runJobAt(ctx, inv, m, true)
 		case cur.Status == StatusQueued && cur.RunAt.After(now):
 			// Delivered before its run time (a retry or a delayed job): send
 			// it again for then; beyond 15 minutes the sweeper does.

@@ -51,12 +51,19 @@ type Store interface {
 
 	// AcquireSlot takes a slot of the slot item key for c.Holder (a job id)
 	// until c.LeaseUntil, if fewer than c.Max holders hold one whose lease
-	// has not ended at c.At (a holder that holds one renews it); it
-	// reports whether it did. A slot whose lease ended frees itself: a
-	// killed worker's run holds its slot no longer than its lease.
-	AcquireSlot(ctx context.Context, key string, c SlotClaim) (bool, error)
-	// ReleaseSlot frees holder's slot of key (nothing when it holds none).
-	ReleaseSlot(ctx context.Context, key, holder string) error
+	// has not ended at c.At (a holder that holds one renews it), and says
+	// SlotHeld. When every slot is held it says SlotQueued after putting
+	// the holder at the end of the item's waiters (once; at most c.Waiters
+	// of them), or SlotFull when they are as many or c.Waiters is 0. A
+	// holder that takes a slot leaves the waiters. A slot whose lease ended
+	// frees itself: a killed worker's run holds its slot no longer than its
+	// lease.
+	AcquireSlot(ctx context.Context, key string, c SlotClaim) (SlotState, error)
+	// ReleaseSlot frees holder's slot of key (nothing when it holds none)
+	// and takes the first of the item's waiters off, answering it ("" when
+	// none): the caller wakes it, so a waiting job starts when a slot
+	// frees rather than when it next looks.
+	ReleaseSlot(ctx context.Context, key, holder string) (string, error)
 	// TakeToken reserves the next token of the token bucket key (filled at
 	// b.PerSecond, holding at most b.Burst) and returns how long after b.At
 	// it is due: 0 when the bucket had one. A reservation is never given
@@ -302,7 +309,22 @@ type SlotClaim struct {
 	Holder         string
 	Max            int
 	LeaseUntil, At time.Time
+	// Waiters bounds the item's waiters (0: do not queue the holder).
+	Waiters int
 }
+
+// SlotState is what Store.AcquireSlot did.
+type SlotState int
+
+const (
+	// SlotFull: every slot is held and the holder was not queued.
+	SlotFull SlotState = iota
+	// SlotHeld: the holder holds a slot.
+	SlotHeld
+	// SlotQueued: every slot is held; the holder is among the waiters a
+	// release wakes.
+	SlotQueued
+)
 
 // TokenBucket is a rate: PerSecond tokens a second, at most Burst saved.
 type TokenBucket struct {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,7 +20,8 @@ import (
 )
 
 // Flow control's items. A slot item holds its holders and their leases
-// (attribute "h", a map of job id to lease end in ms) and a version ("v")
+// (attribute "h", a map of job id to lease end in ms), its waiters ("w",
+// a bounded list of job ids, in order) and a version ("v")
 // every change bumps: an acquire reads the item, drops the holders whose
 // lease ended, and writes the rest with itself conditional on the version
 // it read, so two acquires cannot both take the last slot, and a release
@@ -29,6 +32,7 @@ import (
 // (or the key's) rate, which docs/FLOW_CONTROL.md bounds.
 const (
 	attrHolders  = "h"
+	attrWaiters  = "w"
 	attrVersion  = "v"
 	attrNextFree = "n"
 	attrUJob     = "j"
@@ -43,9 +47,24 @@ const (
 // the write that set them, which every later write moves on.
 const flowItemTTL = 24 * time.Hour
 
-// flowTries bounds an acquire's retries when another writer moved the item
-// between its read and its write.
-const flowTries = 4
+// flowTries bounds a flow item's read-modify-write retries when another
+// writer moved the item between its read and its write; between tries it
+// backs off (backoff), so many workers at one item take turns rather
+// than collide again at once.
+const flowTries = 8
+
+// backoff waits before try i (from 1) of a flow item's write: a random
+// 1 to 2^i milliseconds, at most 64.
+func backoff(ctx context.Context, i int) {
+	if i == 0 {
+		return
+	}
+	d := time.Duration(1+rand.IntN(min(1<<i, 64))) * time.Millisecond
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
 
 // readFlowItem reads a flow control item (strongly consistent), nil when
 // there is none.
@@ -92,13 +111,15 @@ func (s *Store) writeVersioned(ctx context.Context, op, id string, v int64, upd 
 	return true, nil
 }
 
-// AcquireSlot takes a slot of the slot item key.
-func (s *Store) AcquireSlot(ctx context.Context, slotKey string, c driver.SlotClaim) (bool, error) {
+// AcquireSlot takes a slot of the slot item key, or queues c.Holder
+// among its waiters.
+func (s *Store) AcquireSlot(ctx context.Context, slotKey string, c driver.SlotClaim) (driver.SlotState, error) {
 	id := storekey.SlotPrefix + slotKey
-	for range flowTries {
+	for i := range flowTries {
+		backoff(ctx, i)
 		item, err := s.readFlowItem(ctx, id)
 		if err != nil {
-			return false, err
+			return driver.SlotFull, err
 		}
 		live := map[string]types.AttributeValue{}
 		if m, ok := item[attrHolders].(*types.AttributeValueMemberM); ok {
@@ -110,36 +131,78 @@ func (s *Store) AcquireSlot(ctx context.Context, slotKey string, c driver.SlotCl
 				}
 			}
 		}
-		if len(live) >= c.Max {
-			return false, nil
+		waiters := waitersOf(item)
+		state := driver.SlotHeld
+		switch {
+		case len(live) < c.Max:
+			live[c.Holder] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ms(c.LeaseUntil), 10)}
+			waiters = slices.DeleteFunc(waiters, func(w string) bool { return w == c.Holder })
+		case slices.Contains(waiters, c.Holder):
+			return driver.SlotQueued, nil
+		case len(waiters) < c.Waiters:
+			waiters, state = append(waiters, c.Holder), driver.SlotQueued
+		default:
+			return driver.SlotFull, nil
 		}
-		live[c.Holder] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ms(c.LeaseUntil), 10)}
 		ok, err := s.writeVersioned(ctx, "acquire_slot", id, versionOf(item),
-			expression.Set(expression.Name(attrHolders), expression.Value(&types.AttributeValueMemberM{Value: live})).
+			setWaiters(expression.Set(expression.Name(attrHolders), expression.Value(&types.AttributeValueMemberM{Value: live})), waiters).
 				Set(expression.Name(AttrExpires), expression.Value(c.LeaseUntil.Add(flowItemTTL).Unix())))
-		if err != nil || ok {
-			return ok, err
+		if err != nil {
+			return driver.SlotFull, err
+		}
+		if ok {
+			return state, nil
 		}
 	}
-	return false, nil // busy: the caller waits as for a full item
+	return driver.SlotFull, fmt.Errorf("dynamostore: acquire slot %s: the item kept changing", slotKey)
 }
 
-// ReleaseSlot frees holder's slot of key: a read, and a write of the
-// holders without it conditional on the version read (no nested path, so
-// the write is the same whole-attribute SET an acquire makes).
-func (s *Store) ReleaseSlot(ctx context.Context, slotKey, holder string) error {
+// waitersOf is a slot item's waiters, in order.
+func waitersOf(item map[string]types.AttributeValue) []string {
+	l, _ := item[attrWaiters].(*types.AttributeValueMemberL)
+	if l == nil {
+		return nil
+	}
+	out := make([]string, 0, len(l.Value))
+	for _, v := range l.Value {
+		if s, ok := v.(*types.AttributeValueMemberS); ok {
+			out = append(out, s.Value)
+		}
+	}
+	return out
+}
+
+// setWaiters adds the write of a slot item's waiters (whole, like its
+// holders) to upd.
+func setWaiters(upd expression.UpdateBuilder, waiters []string) expression.UpdateBuilder {
+	if len(waiters) == 0 {
+		return upd.Remove(expression.Name(attrWaiters))
+	}
+	l := make([]types.AttributeValue, len(waiters))
+	for i, w := range waiters {
+		l[i] = &types.AttributeValueMemberS{Value: w}
+	}
+	return upd.Set(expression.Name(attrWaiters), expression.Value(&types.AttributeValueMemberL{Value: l}))
+}
+
+// ReleaseSlot frees holder's slot of key and takes the first waiter off:
+// a read, and a write of the holders and waiters without them,
+// conditional on the version read (no nested path, so the write is the
+// same whole-attribute SET an acquire makes).
+func (s *Store) ReleaseSlot(ctx context.Context, slotKey, holder string) (string, error) {
 	id := storekey.SlotPrefix + slotKey
-	for range flowTries {
+	for i := range flowTries {
+		backoff(ctx, i)
 		item, err := s.readFlowItem(ctx, id)
 		if err != nil {
-			return err
+			return "", err
 		}
 		m, ok := item[attrHolders].(*types.AttributeValueMemberM)
 		if !ok {
-			return nil
+			return "", nil
 		}
 		if _, held := m.Value[holder]; !held {
-			return nil
+			return "", nil
 		}
 		rest := map[string]types.AttributeValue{}
 		for h, v := range m.Value {
@@ -147,13 +210,21 @@ func (s *Store) ReleaseSlot(ctx context.Context, slotKey, holder string) error {
 				rest[h] = v
 			}
 		}
+		var next string
+		waiters := waitersOf(item)
+		if len(waiters) > 0 {
+			next, waiters = waiters[0], waiters[1:]
+		}
 		ok, err = s.writeVersioned(ctx, "release_slot", id, versionOf(item),
-			expression.Set(expression.Name(attrHolders), expression.Value(&types.AttributeValueMemberM{Value: rest})))
-		if err != nil || ok {
-			return err
+			setWaiters(expression.Set(expression.Name(attrHolders), expression.Value(&types.AttributeValueMemberM{Value: rest})), waiters))
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return next, nil
 		}
 	}
-	return fmt.Errorf("dynamostore: release slot %s: the item kept changing", slotKey)
+	return "", fmt.Errorf("dynamostore: release slot %s: the item kept changing", slotKey)
 }
 
 // TakeToken reserves the bucket key's next token. The item holds the

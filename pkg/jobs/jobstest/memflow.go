@@ -2,43 +2,71 @@ package jobstest
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
+// slotItem is a slot item: its holders' leases and its waiters, in
+// order.
+type slotItem struct {
+	holders map[string]time.Time
+	waiters []string
+}
+
 // AcquireSlot takes a slot of key for c.Holder if fewer than c.Max live
-// holders hold one.
-func (m *MemStore) AcquireSlot(_ context.Context, key string, c driver.SlotClaim) (bool, error) {
+// holders hold one, else queues it among the waiters.
+func (m *MemStore) AcquireSlot(_ context.Context, key string, c driver.SlotClaim) (driver.SlotState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	holders := m.slots[key]
-	if holders == nil {
-		holders = map[string]time.Time{}
-		m.slots[key] = holders
+	item := m.slots[key]
+	if item == nil {
+		item = &slotItem{holders: map[string]time.Time{}}
+		m.slots[key] = item
 	}
 	live := 0
-	for h, lease := range holders {
+	for h, lease := range item.holders {
 		switch {
 		case !lease.After(c.At):
-			delete(holders, h)
+			delete(item.holders, h)
 		case h != c.Holder:
 			live++
 		}
 	}
-	if live >= c.Max {
-		return false, nil
+	if live < c.Max {
+		item.holders[c.Holder] = c.LeaseUntil
+		item.waiters = slices.DeleteFunc(item.waiters, func(w string) bool { return w == c.Holder })
+		return driver.SlotHeld, nil
 	}
-	holders[c.Holder] = c.LeaseUntil
-	return true, nil
+	if slices.Contains(item.waiters, c.Holder) {
+		return driver.SlotQueued, nil
+	}
+	if len(item.waiters) < c.Waiters {
+		item.waiters = append(item.waiters, c.Holder)
+		return driver.SlotQueued, nil
+	}
+	return driver.SlotFull, nil
 }
 
-// ReleaseSlot frees holder's slot of key.
-func (m *MemStore) ReleaseSlot(_ context.Context, key, holder string) error {
+// ReleaseSlot frees holder's slot of key and takes its first waiter off.
+func (m *MemStore) ReleaseSlot(_ context.Context, key, holder string) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.slots[key], holder)
-	return nil
+	item := m.slots[key]
+	if item == nil {
+		return "", nil
+	}
+	if _, held := item.holders[holder]; !held {
+		return "", nil
+	}
+	delete(item.holders, holder)
+	if len(item.waiters) == 0 {
+		return "", nil
+	}
+	next := item.waiters[0]
+	item.waiters = item.waiters[1:]
+	return next, nil
 }
 
 // TakeToken reserves the bucket key's next token: how long until it is

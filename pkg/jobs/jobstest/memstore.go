@@ -29,7 +29,7 @@ type MemStore struct {
 	done   map[string]map[int]bool             // batch id -> its done shards
 	fires  map[string]string                   // schedule -> its last enqueued fire's job
 	owned  map[string]map[string]jobs.Schedule // owner key -> name -> runtime schedule
-	slots  map[string]map[string]time.Time     // slot key -> holder -> lease end
+	slots  map[string]*slotItem                // slot key -> its holders and waiters
 	tokens map[string]time.Time                // bucket key -> its next token's time
 	unique map[string]uniqueHold               // unique key -> its holder
 	clock  jobs.Clock
@@ -49,7 +49,7 @@ func NewMemStore(clock jobs.Clock) *MemStore {
 	}
 	return &MemStore{jobs: map[string]*driver.Record{}, batches: map[string]*driver.Batch{}, clock: clock,
 		shards: map[string]map[int]map[jobs.Status]map[int]bool{}, done: map[string]map[int]bool{},
-		slots: map[string]map[string]time.Time{}, tokens: map[string]time.Time{}, unique: map[string]uniqueHold{}}
+		slots: map[string]*slotItem{}, tokens: map[string]time.Time{}, unique: map[string]uniqueHold{}}
 }
 
 func clone(r *driver.Record) *driver.Record {

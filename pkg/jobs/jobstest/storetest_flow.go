@@ -22,11 +22,17 @@ func (c suite) flowControl(t *testing.T) {
 		now := clock.Now()
 		claim := func(holder string, lease time.Duration) bool {
 			t.Helper()
-			ok, err := s.AcquireSlot(ctx, "k", driver.SlotClaim{Holder: holder, Max: 2, LeaseUntil: now.Add(lease), At: now})
+			st, err := s.AcquireSlot(ctx, "k", driver.SlotClaim{Holder: holder, Max: 2, LeaseUntil: now.Add(lease), At: now})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return ok
+			return st == driver.SlotHeld
+		}
+		release := func(holder string) {
+			t.Helper()
+			if next, err := s.ReleaseSlot(ctx, "k", holder); err != nil || next != "" {
+				t.Fatalf("release by %s: %q %v, want no waiter", holder, next, err)
+			}
 		}
 		if !claim("a", time.Minute) || !claim("b", time.Second) || claim("c", time.Minute) {
 			t.Fatal("want a and b to hold the two slots, c refused")
@@ -34,9 +40,7 @@ func (c suite) flowControl(t *testing.T) {
 		if !claim("a", time.Minute) {
 			t.Fatal("a holder renewing its own slot was refused")
 		}
-		if err := s.ReleaseSlot(ctx, "k", "a"); err != nil {
-			t.Fatal(err)
-		}
+		release("a")
 		if !claim("c", time.Minute) || claim("d", time.Minute) {
 			t.Fatal("after a's release: want c in, d refused")
 		}
@@ -44,8 +48,56 @@ func (c suite) flowControl(t *testing.T) {
 		if !claim("d", time.Minute) || claim("e", time.Minute) {
 			t.Fatal("after b's lease: want d in, e refused")
 		}
-		if err := s.ReleaseSlot(ctx, "never-held", "x"); err != nil {
-			t.Fatalf("releasing a slot of an unknown item: %v", err)
+		release("x") // holds nothing: nothing happens
+		if next, err := s.ReleaseSlot(ctx, "never-held", "x"); err != nil || next != "" {
+			t.Fatalf("releasing a slot of an unknown item: %q %v", next, err)
+		}
+	})
+	c.run(t, "ReleasesWakeTheWaitersInOrder", func(t *testing.T, s driver.Store, clock *Clock) {
+		now := clock.Now()
+		acquire := func(holder string) driver.SlotState {
+			t.Helper()
+			st, err := s.AcquireSlot(ctx, "w", driver.SlotClaim{Holder: holder, Max: 1, LeaseUntil: now.Add(time.Minute), At: now, Waiters: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		release := func(holder string) string {
+			t.Helper()
+			next, err := s.ReleaseSlot(ctx, "w", holder)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return next
+		}
+		if acquire("a") != driver.SlotHeld {
+			t.Fatal("a: want the slot")
+		}
+		if acquire("b") != driver.SlotQueued || acquire("c") != driver.SlotQueued || acquire("b") != driver.SlotQueued {
+			t.Fatal("b and c: want them queued, b once")
+		}
+		if acquire("d") != driver.SlotFull {
+			t.Fatal("d: want full, the waiters being at their bound")
+		}
+		if next := release("a"); next != "b" {
+			t.Fatalf("a's release woke %q, want b, the first waiter", next)
+		}
+		if acquire("b") != driver.SlotHeld {
+			t.Fatal("b, woken: want the slot")
+		}
+		if next := release("b"); next != "c" {
+			t.Fatalf("b's release woke %q, want c (b left the waiters when it took the slot)", next)
+		}
+		// c, woken, finds the slot taken by d meanwhile: it waits again.
+		if acquire("d") != driver.SlotHeld || acquire("c") != driver.SlotQueued {
+			t.Fatal("want d in and c queued again")
+		}
+		if next := release("d"); next != "c" {
+			t.Fatalf("d's release woke %q, want c", next)
+		}
+		if next := release("d"); next != "" {
+			t.Fatalf("a second release woke %q", next)
 		}
 	})
 	c.run(t, "ConcurrentAcquiresTakeAtMostMax", func(t *testing.T, s driver.Store, clock *Clock) {
@@ -55,13 +107,12 @@ func (c suite) flowControl(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for range 3 { // a store may answer "busy" under contention: a caller tries again later
-					ok, err := s.AcquireSlot(ctx, "race", driver.SlotClaim{Holder: wire.NewID(), Max: 5, LeaseUntil: clock.Now().Add(time.Minute), At: clock.Now()})
+				for range 3 { // a store may answer busy (an error) under contention: a caller tries again later
+					st, err := s.AcquireSlot(ctx, "race", driver.SlotClaim{Holder: wire.NewID(), Max: 5, LeaseUntil: clock.Now().Add(time.Minute), At: clock.Now()})
 					if err != nil {
-						t.Error(err)
-						return
+						continue // busy: the item kept changing
 					}
-					if ok {
+					if st == driver.SlotHeld {
 						got.Add(1)
 						return
 					}
