@@ -31,8 +31,10 @@ import (
 // (Record.WaitingOn says on what) until a moment later, with a new message,
 // so waiting never counts towards the queue's maxReceiveCount and never
 // reaches the dead-letter queue, however long it lasts. That is the one
-// waiting state and its one wake-up path: a parked job's own delayed
-// message. A run's slots are released as soon as its handler has
+// waiting state, and a new message is its one wake-up path: sent when a
+// run releases the slot the job queued for (its slot item keeps a bounded
+// list of waiters), or the parked job's own delayed message when no
+// release comes (a backstop). A run's slots are released as soon as its handler has
 // returned (before the run's final write: the slot bounds running
 // handlers); a slot whose worker died frees itself at the run's lease.
 // Kinds without limits pay nothing: no read, no write, no request.

@@ -427,3 +427,69 @@ func TestRateLimitKeepsItsRate(t *testing.T) {
 		}
 	})
 }
+
+// noFlowStore fails a test on any flow control call: a kind with no limit
+// and no unique key must pay nothing for the feature (issue 28).
+type noFlowStore struct {
+	driver.Store
+	calls atomic.Int32
+}
+
+func (s *noFlowStore) AcquireSlot(ctx context.Context, key string, c driver.SlotClaim) (driver.SlotState, error) {
+	s.calls.Add(1)
+	return s.Store.AcquireSlot(ctx, key, c)
+}
+
+func (s *noFlowStore) ReleaseSlot(ctx context.Context, key, holder string) (string, error) {
+	s.calls.Add(1)
+	return s.Store.ReleaseSlot(ctx, key, holder)
+}
+
+func (s *noFlowStore) TakeToken(ctx context.Context, key string, b driver.TokenBucket) (time.Duration, error) {
+	s.calls.Add(1)
+	return s.Store.TakeToken(ctx, key, b)
+}
+
+func (s *noFlowStore) ClaimUnique(ctx context.Context, key string, u driver.UniqueClaim) (string, error) {
+	s.calls.Add(1)
+	return s.Store.ClaimUnique(ctx, key, u)
+}
+
+func (s *noFlowStore) ReleaseUnique(ctx context.Context, key, jobID string) error {
+	s.calls.Add(1)
+	return s.Store.ReleaseUnique(ctx, key, jobID)
+}
+
+func (s *noFlowStore) Debounce(ctx context.Context, id string, d driver.Debounce) error {
+	s.calls.Add(1)
+	return s.Store.Debounce(ctx, id, d)
+}
+
+// A kind with no limit and no unique key makes no flow control call from
+// enqueue to outcome, so its requests and write units per job are what
+// they were before flow control (docs/BENCHMARKS.md's figures); a limited
+// kind beside it does make them (else this test could not fail).
+func TestUnlimitedKindsMakeNoFlowCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		store := &noFlowStore{Store: mem}
+		r := newFlowRig(t, store, mem, func(r *flowRig) {
+			r.holding("plain", 10*time.Millisecond, nil)
+			r.holding("limited", 10*time.Millisecond, &jobs.KindOpts{Concurrency: 2})
+		})
+		var ids []string
+		for i := range 20 {
+			ids = append(ids, r.enqueue(t, "plain", heldPayload{Account: "a", N: i}))
+		}
+		defer r.start(t, 2)()
+		r.waitFinal(t, ids, time.Minute)
+		if n := store.calls.Load(); n != 0 {
+			t.Fatalf("20 jobs of a kind without limits made %d flow control calls, want 0", n)
+		}
+		limited := r.enqueue(t, "limited", heldPayload{Account: "a"})
+		r.waitFinal(t, []string{limited}, time.Minute)
+		if store.calls.Load() == 0 {
+			t.Fatal("a limited kind made no flow control call: the wrapper sees nothing")
+		}
+	})
+}

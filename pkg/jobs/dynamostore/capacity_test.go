@@ -616,3 +616,76 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 		}
 	}
 }
+
+// What flow control adds per job (docs/FLOW_CONTROL.md, "Costs"): each
+// figure is one call on DynamoDB Local's reported consumed capacity. A
+// kind with no limit and no unique key makes none of these calls
+// (TestUnlimitedKindsMakeNoFlowCalls in package jobs).
+func TestWriteUnitsPerFlowControl(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	log := &capacityLog{}
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+	measure := func(f func() error) float64 {
+		t.Helper()
+		log.table, log.index = map[string]float64{}, map[string]float64{}
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+		var sum float64
+		for _, v := range log.table {
+			sum += v
+		}
+		for _, v := range log.index {
+			sum += v
+		}
+		return sum
+	}
+	lease := now.Add(time.Minute)
+	claim := func(holder string) driver.SlotClaim {
+		return driver.SlotClaim{Holder: holder, Max: 1, LeaseUntil: lease, At: now, Waiters: 8}
+	}
+	acquire := measure(func() error { _, err := store.AcquireSlot(ctx, "slots", claim("a")); return err })
+	queue := measure(func() error {
+		st, err := store.AcquireSlot(ctx, "slots", claim("b"))
+		if err == nil && st != driver.SlotQueued {
+			t.Errorf("second holder of 1 slot: state %v, want queued", st)
+		}
+		return err
+	})
+	release := measure(func() error {
+		next, err := store.ReleaseSlot(ctx, "slots", "a")
+		if err == nil && next != "b" {
+			t.Errorf("release woke %q, want b", next)
+		}
+		return err
+	})
+	bucket := driver.TokenBucket{PerSecond: 20, Burst: 1, At: now}
+	tokenIdle := measure(func() error { _, err := store.TakeToken(ctx, "bucket", bucket); return err })
+	tokenBusy := measure(func() error { _, err := store.TakeToken(ctx, "bucket", bucket); return err })
+	unique := measure(func() error { _, err := store.ClaimUnique(ctx, "u", driver.UniqueClaim{JobID: "j", At: now}); return err })
+	duplicate := measure(func() error { _, err := store.ClaimUnique(ctx, "u", driver.UniqueClaim{JobID: "k", At: now}); return err })
+	unlock := measure(func() error { return store.ReleaseUnique(ctx, "u", "j") })
+	got := map[string]float64{"slot taken": acquire, "slot queued": queue, "slot released": release,
+		"token (idle bucket)": tokenIdle, "token (busy bucket)": tokenBusy,
+		"unique key taken": unique, "unique key held": duplicate, "unique key freed": unlock}
+	// DynamoDB Local reports no capacity for a write whose condition
+	// failed; AWS charges it a write unit (docs/FLOW_CONTROL.md adds it).
+	want := map[string]float64{
+		"slot taken":          2, // a consistent read (1 read unit), then the versioned write (1)
+		"slot queued":         2,
+		"slot released":       2,
+		"token (idle bucket)": 1, // + 1 on AWS: the busy path's condition fails first
+		"token (busy bucket)": 1,
+		"unique key taken":    1,
+		"unique key held":     0, // + 1 on AWS: the failed condition, which returns the holder (no read)
+		"unique key freed":    1,
+	}
+	for name, w := range want {
+		t.Logf("%s: %v capacity units", name, got[name])
+		if got[name] != w {
+			t.Errorf("%s: %v capacity units, want %v", name, got[name], w)
+		}
+	}
+}
