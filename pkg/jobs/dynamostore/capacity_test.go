@@ -664,8 +664,14 @@ func TestWriteUnitsPerFlowControl(t *testing.T) {
 	bucket := driver.TokenBucket{PerSecond: 20, Burst: 1, At: now}
 	tokenIdle := measure(func() error { _, err := store.TakeToken(ctx, "bucket", bucket); return err })
 	tokenBusy := measure(func() error { _, err := store.TakeToken(ctx, "bucket", bucket); return err })
-	unique := measure(func() error { _, err := store.ClaimUnique(ctx, "u", driver.UniqueClaim{JobID: "j", At: now}); return err })
-	duplicate := measure(func() error { _, err := store.ClaimUnique(ctx, "u", driver.UniqueClaim{JobID: "k", At: now}); return err })
+	unique := measure(func() error {
+		_, err := store.ClaimUnique(ctx, "u", driver.UniqueClaim{JobID: "j", At: now})
+		return err
+	})
+	duplicate := measure(func() error {
+		_, err := store.ClaimUnique(ctx, "u", driver.UniqueClaim{JobID: "k", At: now})
+		return err
+	})
 	unlock := measure(func() error { return store.ReleaseUnique(ctx, "u", "j") })
 	got := map[string]float64{"slot taken": acquire, "slot queued": queue, "slot released": release,
 		"token (idle bucket)": tokenIdle, "token (busy bucket)": tokenBusy,
