@@ -216,6 +216,11 @@ func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, rec *dri
 			held = append(held, s)
 			continue
 		}
+		if err != nil {
+			// The write may have landed though its answer did not: a
+			// release of a slot not held changes nothing.
+			held = append(held, s)
+		}
 		w.release(ctx, rec, held)
 		switch {
 		case err != nil:

@@ -188,7 +188,10 @@ func setWaiters(upd expression.UpdateBuilder, waiters []string) expression.Updat
 // ReleaseSlot frees holder's slot of key and takes the first waiter off:
 // a read, and a write of the holders and waiters without them,
 // conditional on the version read (no nested path, so the write is the
-// same whole-attribute SET an acquire makes).
+// same whole-attribute SET an acquire makes). A release must land however
+// busy the item is (a slot not freed idles until the run's lease ends):
+// when the item keeps changing it frees the slot alone (freeHolder),
+// leaving the waiters to their backstop.
 func (s *Store) ReleaseSlot(ctx context.Context, slotKey, holder string) (string, error) {
 	id := storekey.SlotPrefix + slotKey
 	for i := range flowTries {
@@ -224,7 +227,33 @@ func (s *Store) ReleaseSlot(ctx context.Context, slotKey, holder string) (string
 			return next, nil
 		}
 	}
-	return "", fmt.Errorf("dynamostore: release slot %s: the item kept changing", slotKey)
+	return "", s.freeHolder(ctx, id, holder)
+}
+
+// freeHolder removes holder from slot item id's holders in one write with
+// no read, bumping the version so an acquire that read the item before
+// writes again (an unconditional write cannot fail for contention; it is
+// conditional only on the holder still being there).
+func (s *Store) freeHolder(ctx context.Context, id, holder string) error {
+	path := expression.Name(attrHolders).AppendName(expression.Name(holder))
+	expr, err := expression.NewBuilder().
+		WithUpdate(expression.Remove(path).Add(expression.Name(attrVersion), expression.Value(1))).
+		WithCondition(expression.AttributeExists(path)).Build()
+	if err != nil {
+		return err
+	}
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{TableName: s.table, Key: key(id),
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnConsumedCapacity: s.capacity()})
+	if _, failed := conditionFailed(err); failed {
+		return nil // released already, or freed by its lease and taken
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: release slot %s: %w", id, err)
+	}
+	s.report("release_slot", out.ConsumedCapacity)
+	return nil
 }
 
 // TakeToken reserves the bucket key's next token. The item holds the

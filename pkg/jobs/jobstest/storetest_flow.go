@@ -124,6 +124,57 @@ func (c suite) flowControl(t *testing.T) {
 			t.Fatalf("%d holders for 5 slots", got.Load())
 		}
 	})
+	// A release lands however busy the item is: a slot not freed would
+	// idle until its run's lease ended (on DynamoDB, 30 writers at one
+	// item made read-modify-writes give up before the fallback).
+	c.run(t, "ReleasesLandUnderContention", func(t *testing.T, s driver.Store, clock *Clock) {
+		const n = 16
+		claim := func(holder string) driver.SlotClaim {
+			return driver.SlotClaim{Holder: holder, Max: n, LeaseUntil: clock.Now().Add(time.Hour), At: clock.Now(), Waiters: 64}
+		}
+		var holders []string
+		for range n {
+			h := wire.NewID()
+			if st, err := s.AcquireSlot(ctx, "busy", claim(h)); err != nil || st != driver.SlotHeld {
+				t.Fatalf("filling the slots: %v %v", st, err)
+			}
+			holders = append(holders, h)
+		}
+		var wg sync.WaitGroup
+		var raced atomic.Int32 // racing acquires that got a slot
+		errs := make(chan error, n)
+		for _, h := range holders {
+			wg.Go(func() {
+				if _, err := s.ReleaseSlot(ctx, "busy", h); err != nil {
+					errs <- err
+				}
+			})
+			wg.Go(func() { // waiters queueing meanwhile, or taking a freed slot
+				if st, err := s.AcquireSlot(ctx, "busy", claim(wire.NewID())); err == nil && st == driver.SlotHeld {
+					raced.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("a release under contention: %v", err)
+		}
+		// Every released slot is free: the rest of the n go to new holders.
+		free := 0
+		for range n {
+			st, err := s.AcquireSlot(ctx, "busy", driver.SlotClaim{Holder: wire.NewID(), Max: n, LeaseUntil: clock.Now().Add(time.Hour), At: clock.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st == driver.SlotHeld {
+				free++
+			}
+		}
+		if want := n - int(raced.Load()); free != want {
+			t.Fatalf("%d slots free after %d releases and %d racing acquires that got one, want %d: a release did not land", free, n, raced.Load(), want)
+		}
+	})
 	c.run(t, "TokenBucketReservesStartsAtItsRate", func(t *testing.T, s driver.Store, clock *Clock) {
 		take := func(b driver.TokenBucket) time.Duration {
 			t.Helper()
