@@ -211,7 +211,7 @@ func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, rec *dri
 	var held []slotKey
 	for _, s := range k.slotKeys(rec) {
 		state, err := w.eng.store.AcquireSlot(cctx, s.key, driver.SlotClaim{Holder: rec.ID, Max: s.max, LeaseUntil: inv.leaseUntil(now), At: now,
-			Waiters: waitersFor(s.max)})
+			Waiters: waitersFor(s.max), First: rec.WaitingOn == waitConcurrency})
 		if err == nil && state == driver.SlotHeld {
 			held = append(held, s)
 			continue

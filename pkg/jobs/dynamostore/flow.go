@@ -139,6 +139,8 @@ func (s *Store) AcquireSlot(ctx context.Context, slotKey string, c driver.SlotCl
 			waiters = slices.DeleteFunc(waiters, func(w string) bool { return w == c.Holder })
 		case slices.Contains(waiters, c.Holder):
 			return driver.SlotQueued, nil
+		case len(waiters) < c.Waiters && c.First:
+			waiters, state = slices.Insert(waiters, 0, c.Holder), driver.SlotQueued
 		case len(waiters) < c.Waiters:
 			waiters, state = append(waiters, c.Holder), driver.SlotQueued
 		default:

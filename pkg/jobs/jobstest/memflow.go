@@ -43,7 +43,11 @@ func (m *MemStore) AcquireSlot(_ context.Context, key string, c driver.SlotClaim
 		return driver.SlotQueued, nil
 	}
 	if len(item.waiters) < c.Waiters {
-		item.waiters = append(item.waiters, c.Holder)
+		if c.First {
+			item.waiters = slices.Insert(item.waiters, 0, c.Holder)
+		} else {
+			item.waiters = append(item.waiters, c.Holder)
+		}
 		return driver.SlotQueued, nil
 	}
 	return driver.SlotFull, nil
