@@ -85,6 +85,11 @@ const flagsUsage = `Flags:
   -sqs-endpoint  drop: SQS endpoint for a queue name (env LJOB_SQS_ENDPOINT; default http://127.0.0.1:4566)
   -owner ARN     drop: the envelope route's owner, to derive keyed envelope ids (default the local caller)
   -completion J  batch: the completion job, {"kind": ..., "payload": ...}
+  -unique-key K  enqueue: one job of the kind per key among yours (docs/FLOW_CONTROL.md)
+  -unique MODE   enqueue: until_finished (default), until_started, period or debounce
+  -unique-for D  enqueue: the period of -unique period, the window of -unique debounce
+  -tenant T      enqueue: who the job is for (its fair-queue group and per-tenant limits)
+  -start-by TIME enqueue: a job not started by TIME (RFC 3339) ends cancelled, code expired
 
 Exit status: 0 success (or job succeeded), 1 usage or request error, 2 job failed.
 `
@@ -128,6 +133,11 @@ type options struct {
 	kind       string        // -kind (list)
 	limit      int           // -limit (list)
 	all        bool          // -all (list)
+	uniqueKey  string        // -unique-key (enqueue)
+	unique     string        // -unique (enqueue)
+	uniqueFor  time.Duration // -unique-for (enqueue)
+	tenant     string        // -tenant (enqueue)
+	startBy    string        // -start-by (enqueue)
 }
 
 // Main runs the command with args (without the program name) and returns
@@ -176,6 +186,11 @@ func newClient(ctx context.Context, args []string, env Env) (*client, []string, 
 	fs.StringVar(&o.kind, "kind", "", "")
 	fs.IntVar(&o.limit, "limit", 20, "")
 	fs.BoolVar(&o.all, "all", false, "")
+	fs.StringVar(&o.uniqueKey, "unique-key", "", "")
+	fs.StringVar(&o.unique, "unique", "", "")
+	fs.DurationVar(&o.uniqueFor, "unique-for", 0, "")
+	fs.StringVar(&o.tenant, "tenant", "", "")
+	fs.StringVar(&o.startBy, "start-by", "", "")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, false
 	}
@@ -292,6 +307,7 @@ type Job struct {
 	Error      *string         `json:"error"`
 	Attempt    int             `json:"attempt"`
 	RunAt      *time.Time      `json:"run_at,omitempty"`
+	WaitingOn  string          `json:"waiting_on,omitempty"`
 	LastError  *string         `json:"last_error,omitempty"`
 	Cancel     bool            `json:"cancel_requested,omitempty"`
 	CreatedAt  time.Time       `json:"created_at"`
@@ -422,12 +438,29 @@ func (c *client) enqueue(ctx context.Context, kind, payload string, runAt *time.
 	if runAt != nil {
 		req["run_at"] = runAt.UTC().Format(time.RFC3339Nano)
 	}
+	if o := c.opts; o.uniqueKey != "" || o.unique != "" || o.uniqueFor > 0 {
+		req["unique_key"], req["unique"] = o.uniqueKey, o.unique
+		if o.uniqueFor > 0 {
+			req["unique_for"] = int64((o.uniqueFor + time.Second - 1) / time.Second)
+		}
+	}
+	if c.opts.tenant != "" {
+		req["tenant"] = c.opts.tenant
+	}
+	if c.opts.startBy != "" {
+		t, err := time.Parse(time.RFC3339, c.opts.startBy)
+		if err != nil {
+			fmt.Fprintln(c.stderr, "ljob: -start-by: want an RFC 3339 time such as 2026-12-01T15:04:05Z")
+			return 1
+		}
+		req["start_by"] = t.UTC().Format(time.RFC3339Nano)
+	}
 	body, _ := json.Marshal(req)
 	headers := map[string]string{"Content-Type": "application/json"}
 	if c.opts.key != "" {
 		headers["Idempotency-Key"] = c.opts.key
 	}
-	status, resp, _, err := c.do(ctx, http.MethodPost, "/v1/jobs", body, headers)
+	status, resp, hdr, err := c.do(ctx, http.MethodPost, "/v1/jobs", body, headers)
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
 		return 1
@@ -439,6 +472,9 @@ func (c *client) enqueue(ctx context.Context, kind, payload string, runAt *time.
 	if err := json.Unmarshal(resp, &j); err != nil {
 		fmt.Fprintln(c.stderr, "ljob: unexpected answer:", err)
 		return 1
+	}
+	if d := hdr.Get("Duplicate"); d != "" && !c.jsonOut {
+		fmt.Fprintf(c.stderr, "ljob: no new job (%s): %s holds the unique key\n", d, j.ID)
 	}
 	if c.opts.wait {
 		if !c.jsonOut {
@@ -484,6 +520,9 @@ func (c *client) print(j Job, raw []byte) {
 	fmt.Fprintf(c.stdout, "id:       %s\nkind:     %s\nstatus:   %s\nattempt:  %d\ncreated:  %s\n", j.ID, j.Kind, j.Status, j.Attempt, j.CreatedAt.Format(time.RFC3339Nano))
 	if j.RunAt != nil {
 		fmt.Fprintf(c.stdout, "next run: %s (in %s)\n", j.RunAt.Format(time.RFC3339Nano), time.Until(*j.RunAt).Round(time.Second))
+	}
+	if j.WaitingOn != "" && j.Status == "queued" {
+		fmt.Fprintf(c.stdout, "waiting:  on %s (flow control; no attempt spent)\n", j.WaitingOn)
 	}
 	if j.LastError != nil {
 		fmt.Fprintf(c.stdout, "retrying: the last attempt failed with %s\n", *j.LastError)

@@ -369,3 +369,25 @@ type syncBuf struct {
 
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// The flow control options of enqueue reach the API: a second enqueue
+// with the unique key makes no job and says which job holds the key; a
+// tenant and a start-by are accepted; a malformed start-by is refused
+// before any request.
+func TestEnqueueUniqueTenantAndStartBy(t *testing.T) {
+	url := server(t)
+	args := []string{"-json", "-delay", "1h", "-unique-key", "k1", "-unique", "until_started", "-tenant", "acme",
+		"-start-by", time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339), "enqueue", "steps", `{"steps":2}`}
+	code, out, errOut := runCLI(t, url, args...)
+	if code != 0 {
+		t.Fatalf("first: exit %d %s %s", code, out, errOut)
+	}
+	first := out[len(`{"id":"`):][:36]
+	code, out, errOut = runCLI(t, url, args[1:]...) // without -json: the duplicate is said on stderr
+	if code != 0 || !strings.Contains(errOut, "no new job (unique): "+first+" holds the unique key") || !strings.Contains(out, "id:       "+first) {
+		t.Fatalf("second: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, url, "-start-by", "tomorrow", "enqueue", "steps", `{"steps":2}`); code != 1 || !strings.Contains(errOut, "-start-by") {
+		t.Fatalf("a malformed -start-by: exit %d %s", code, errOut)
+	}
+}
