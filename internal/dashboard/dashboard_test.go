@@ -39,6 +39,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"jobs":[{"id":"j1","kind":"<script>alert(1)</script>","status":"failed","error":"boom","attempt":2,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}],"next_page_token":"tok"}`)
 	case r.URL.Path == "/v1/jobs/j1":
 		io.WriteString(w, `{"id":"j1","kind":"k","status":"running","result":{"done":2,"total":4},"error":null,"attempt":1,"batch_id":"b1","payload":{"customer":"c-42","card":"[secret]"},"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+	case r.URL.Path == "/v1/jobs/j2":
+		io.WriteString(w, `{"id":"j2","kind":"k","status":"queued","waiting_on":"concurrency","error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j1/cancel" && r.Method == http.MethodPost:
 		io.WriteString(w, `{"id":"j1","kind":"k","status":"cancelled","error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/nope":
@@ -232,5 +234,14 @@ func TestOverviewShowsThroughput(t *testing.T) {
 	code, body, _ := get(t, srv.URL+"/")
 	if code != http.StatusOK || !strings.Contains(body, "example.hash") || !strings.Contains(body, "<td>8.4</td>") || !strings.Contains(body, "12 / 40") {
 		t.Fatalf("overview: %d %s", code, body)
+	}
+}
+
+// A queued job that waits on a limit says so on its page.
+func TestJobPageShowsWhatAJobWaitsOn(t *testing.T) {
+	srv, _ := newServer(t)
+	status, body, _ := get(t, srv.URL+"/jobs/j2")
+	if status != http.StatusOK || !strings.Contains(body, `<dd id="waiting">concurrency (flow control: no attempt spent)</dd>`) {
+		t.Fatalf("status %d, body:\n%s", status, body)
 	}
 }
