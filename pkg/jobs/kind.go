@@ -1,8 +1,8 @@
 package jobs
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"sort"

@@ -128,7 +128,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	w := &Worker{
 		eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention,
-		bus: cfg.Bus, allEvents: cfg.AllEvents}),
+			bus: cfg.Bus, allEvents: cfg.AllEvents}),
 		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
 		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
 		metrics: cfg.Metrics, tracer: cfg.Tracer, lane: cfg.Lane,
