@@ -132,7 +132,9 @@ func TestOnFailureKindIsChecked(t *testing.T) {
 	}{
 		{"not registered", func(reg *jobs.Registry) {}, "is not registered"},
 		{"takes another payload", func(reg *jobs.Registry) {
-			jobs.MustRegister(reg, "notify", func(context.Context, *jobs.Job[struct{ To string }]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
+			jobs.MustRegister(reg, "notify", func(context.Context, *jobs.Job[struct{ To string }]) (jobs.NoResult, error) {
+				return jobs.NoResult{}, nil
+			}, nil)
 		}, "does not take a jobs.FailedJob payload"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

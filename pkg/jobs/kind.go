@@ -331,6 +331,18 @@ func (reg *Registry) Lanes() []string {
 	return out
 }
 
+// EventKinds returns the kinds that announce their outcomes
+// (KindOpts.Events), sorted: their workers need an event bus.
+func (reg *Registry) EventKinds() []string {
+	var out []string
+	for _, name := range reg.Kinds() {
+		if k, _ := reg.lookup(name); k.events {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // Kinds returns the registered kind names, sorted.
 func (reg *Registry) Kinds() []string {
 	reg.mu.Lock()
