@@ -92,7 +92,7 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 	}, res: map[string]string{
 		"table": id(j.Table), "queue": id(j.Queue), "dlq": id(j.DLQ), "scheduledlq": id(j.ScheduleDLQ),
 		"secret/payload": id(j.payloadSecret), "secret/page": id(j.pageSecret), "api": id(j.API),
-		"role/scheduler": id(j.SchedulerRole),
+		"role/scheduler": id(j.SchedulerRole), "bus": id(j.EventBus),
 	}, group: j.Names.RuntimeScheduleGroup}
 	for _, f := range FunctionNames {
 		d.roles[f] = id(j.Functions[f].Role())
@@ -145,6 +145,9 @@ func (d *iamDeployment) arnOf(resource string) (string, string, error) {
 	case strings.HasPrefix(resource, "secret/"):
 		arn, err := t.ref(d.res[resource])
 		return arn, d.res[resource], err
+	case resource == "bus":
+		arn, err := t.getAtt(d.res[resource], "Arn")
+		return arn, "", err
 	case resource == "role/scheduler":
 		arn, err := t.getAtt(d.res[resource], "Arn")
 		return arn, "", err
@@ -405,6 +408,7 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 				allowed = append(allowed, authz{principal: c.Principal, action: c.Action, resource: c.Resource, context: c.Context, why: "recorded"})
 			}
 			allowed = append(allowed, d.coldStarts()...)
+			allowed = append(allowed, d.eventSenders(t)...)
 			sourceARN, _ := d.t.getAtt(d.rule, "Arn")
 			allowed = append(allowed,
 				authz{principal: "s3.amazonaws.com", action: "sqs:SendMessage", resource: "queue", why: "the S3 source",
@@ -418,6 +422,9 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 			denied := []authz{
 				{principal: "getjob", action: "sqs:SendMessage", resource: "queue"},
 				{principal: "getjob", action: "dynamodb:UpdateItem", resource: "table"},
+				{principal: "getjob", action: "events:PutEvents", resource: "bus"},
+				{principal: "enqueue", action: "events:PutEvents", resource: "bus"},
+				{principal: stranger, action: "events:PutEvents", resource: "bus"},
 				{principal: "worker", action: "secretsmanager:GetSecretValue", resource: "secret/page"},
 				{principal: stranger, action: "sqs:SendMessage", resource: "queue"},
 				{principal: stranger, action: "secretsmanager:GetSecretValue", resource: "secret/payload"},
