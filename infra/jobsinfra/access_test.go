@@ -41,8 +41,8 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 			"getjob": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:Query logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue",
 			// ...and ends a batch whose last job it cancels (PutItem: the
 			// completion job), and serves the operators' dead-letter routes.
-			"cancel": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
-				"events:PutEvents secretsmanager:GetSecretValue sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:ReceiveMessage sqs:SendMessage",
+			"cancel": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem events:PutEvents logs:CreateLogStream logs:PutLogEvents " +
+				"secretsmanager:GetSecretValue sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:ReceiveMessage sqs:SendMessage",
 			// The three that write outcomes send their job events.
 			"sweeper": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem events:PutEvents logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
 			"worker": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem events:PutEvents logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue " +

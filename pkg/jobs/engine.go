@@ -497,6 +497,11 @@ func (e *engine) cancel(ctx context.Context, rec *driver.Record) error {
 // attempt, and sends it (a send that fails is the sweeper's, after the
 // grace).
 func (e *engine) resubmit(ctx context.Context, rec *driver.Record) error {
+	if len(rec.After) > 0 {
+		// The last outcome's steps (its event, its follow-up) first: the
+		// store refuses a resubmit while they are pending.
+		e.after(ctx, rec)
+	}
 	now := e.now()
 	d := e.deliveryAt(now, time.Time{})
 	err := e.store.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: d.sweepAt})

@@ -400,3 +400,25 @@ func TestEventIDsAreDistinctPerOutcome(t *testing.T) {
 		t.Fatalf("event ids %v, want %v", got, want)
 	}
 }
+
+// A retry of a job whose last event is still pending sends that event
+// first; while it cannot be sent the retry is refused, so no outcome's
+// event is ever lost to a retry.
+func TestRetrySendsThePendingEventFirst(t *testing.T) {
+	t.Parallel()
+	r := newEventRig(t, nil)
+	id := r.enqueue(t, "ev", "declared")
+	r.bus.SetFail(errors.New("eventbridge: unavailable"))
+	r.run(t, context.Background(), id)
+	ctx := context.Background()
+	if _, err := r.svc.Resubmit(ctx, "alice", id); !errors.Is(err, jobs.ErrNotResubmittable) {
+		t.Fatalf("retry with the event unsendable: %v, want ErrNotResubmittable", err)
+	}
+	r.bus.SetFail(nil)
+	if _, err := r.svc.Resubmit(ctx, "alice", id); err != nil {
+		t.Fatalf("retry once the bus is back: %v", err)
+	}
+	if evs := r.eventsOf(id); len(evs) != 1 || evs[0].ID != id+"/1" || evs[0].Status != jobs.StatusFailed {
+		t.Fatalf("events %+v, want the failed outcome's, once", evs)
+	}
+}
