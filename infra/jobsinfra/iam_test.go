@@ -212,11 +212,25 @@ func (d *iamDeployment) implied(a authz) []authz {
 // coldStarts are the calls lambdafn makes at a function's cold start, from
 // the environment the construct gives it: reading each secret it names.
 func (d *iamDeployment) coldStarts() []authz {
+	var out []authz
+	for principal, vars := range d.functionEnvs() {
+		for name, secret := range map[string]string{"JOBS_PAYLOAD_KEYRING_SECRET": "secret/payload", "JOBS_PAGE_TOKEN_SECRET": "secret/page"} {
+			if ref, ok := vars[name].(map[string]any); ok && ref["Ref"] == d.res[secret] {
+				out = append(out, authz{principal: principal, action: "secretsmanager:GetSecretValue", resource: secret, why: "cold start: " + name})
+			}
+		}
+	}
+	return out
+}
+
+// functionEnvs returns each function's environment variables, by the
+// principal of its role.
+func (d *iamDeployment) functionEnvs() map[string]map[string]any {
 	byRole := map[string]string{}
 	for p, r := range d.roles {
 		byRole[r] = p
 	}
-	var out []authz
+	out := map[string]map[string]any{}
 	for _, r := range d.t.resources {
 		if r.Type != "AWS::Lambda::Function" {
 			continue
@@ -228,11 +242,8 @@ func (d *iamDeployment) coldStarts() []authz {
 		if len(role) == 0 || vars == nil {
 			continue
 		}
-		principal := byRole[fmt.Sprint(role[0])]
-		for name, secret := range map[string]string{"JOBS_PAYLOAD_KEYRING_SECRET": "secret/payload", "JOBS_PAGE_TOKEN_SECRET": "secret/page"} {
-			if ref, ok := vars[name].(map[string]any); ok && ref["Ref"] == d.res[secret] {
-				out = append(out, authz{principal: principal, action: "secretsmanager:GetSecretValue", resource: secret, why: "cold start: " + name})
-			}
+		if p, ok := byRole[fmt.Sprint(role[0])]; ok {
+			out[p] = vars
 		}
 	}
 	return out
@@ -408,7 +419,7 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 				allowed = append(allowed, authz{principal: c.Principal, action: c.Action, resource: c.Resource, context: c.Context, why: "recorded"})
 			}
 			allowed = append(allowed, d.coldStarts()...)
-			allowed = append(allowed, d.eventSenders(t)...)
+			allowed = append(allowed, d.eventSenders()...)
 			sourceARN, _ := d.t.getAtt(d.rule, "Arn")
 			allowed = append(allowed,
 				authz{principal: "s3.amazonaws.com", action: "sqs:SendMessage", resource: "queue", why: "the S3 source",
