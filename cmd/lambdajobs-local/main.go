@@ -145,12 +145,13 @@ lambdajobs is running:
   Dashboard    %s
   DynamoDB     %s   table %s
   SQS          %s   queue %s
+  Job events   %s   (logged as "event"; JOBS_EVENTS=all announces every kind's)
 Try:
 `+try+`
 A program of yours enqueues with lambdafn.NewService after:
   export %s
 Ctrl-C stops everything.
-`, stack.APIURL, stack.DashboardURL, stack.DynamoDBEndpoint, stack.Table, stack.SQSEndpoint, stack.Queues.Queue, stack.APIURL,
+`, stack.APIURL, stack.DashboardURL, stack.DynamoDBEndpoint, stack.Table, stack.SQSEndpoint, stack.Queues.Queue, stack.APIURL+localstack.EventBusPath, stack.APIURL,
 		strings.Join(stack.EnqueuerEnv(), " \\\n         "))
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "stopping...")

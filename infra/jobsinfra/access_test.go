@@ -41,10 +41,11 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 			"getjob": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:Query logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue",
 			// ...and ends a batch whose last job it cancels (PutItem: the
 			// completion job), and serves the operators' dead-letter routes.
-			"cancel": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents " +
+			"cancel": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem events:PutEvents logs:CreateLogStream logs:PutLogEvents " +
 				"secretsmanager:GetSecretValue sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:ReceiveMessage sqs:SendMessage",
-			"sweeper": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
-			"worker": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue " +
+			// The three that write outcomes send their job events.
+			"sweeper": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem events:PutEvents logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
+			"worker": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem events:PutEvents logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue " +
 				"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueUrl sqs:ReceiveMessage sqs:SendMessage",
 		}
 		for fn, actions := range want {

@@ -101,6 +101,9 @@ func (t *cfnTemplate) getAtt(id, attr string) (string, error) {
 		return "https://" + id + ".execute-api." + t.region + ".amazonaws.com", nil
 	case "AWS::Events::Rule.Arn":
 		return t.arn("events", "rule/"+id), nil
+	case "AWS::Events::EventBus.Arn":
+		name, err := t.resolveString(r.Properties["Name"])
+		return t.arn("events", "event-bus/"+name), err
 	}
 	return "", fmt.Errorf("GetAtt %s.%s (%s) is not modelled", id, attr, r.Type)
 }

@@ -151,6 +151,14 @@ type Config struct {
 	// the construct's own functions, those given GrantEnqueue, and AWS
 	// services sending for a configured source (S3, EventBridge, SNS).
 	EnvelopeSenders []string
+
+	// EventBusArn is an existing EventBridge bus the job events go to;
+	// empty, the construct creates one (Jobs.EventBus, named
+	// Names.EventBus). AllEvents announces every kind's outcomes, not only
+	// those of kinds with KindOpts.Events (JOBS_EVENTS=all). See
+	// docs/EVENTS.md.
+	EventBusArn string
+	AllEvents   bool
 }
 
 // JWTConfig configures a JWT authorizer.

@@ -92,7 +92,7 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 	}, res: map[string]string{
 		"table": id(j.Table), "queue": id(j.Queue), "dlq": id(j.DLQ), "scheduledlq": id(j.ScheduleDLQ),
 		"secret/payload": id(j.payloadSecret), "secret/page": id(j.pageSecret), "api": id(j.API),
-		"role/scheduler": id(j.SchedulerRole),
+		"role/scheduler": id(j.SchedulerRole), "bus": id(j.EventBus),
 	}, group: j.Names.RuntimeScheduleGroup}
 	for _, f := range FunctionNames {
 		d.roles[f] = id(j.Functions[f].Role())
@@ -145,6 +145,9 @@ func (d *iamDeployment) arnOf(resource string) (string, string, error) {
 	case strings.HasPrefix(resource, "secret/"):
 		arn, err := t.ref(d.res[resource])
 		return arn, d.res[resource], err
+	case resource == "bus":
+		arn, err := t.getAtt(d.res[resource], "Arn")
+		return arn, "", err
 	case resource == "role/scheduler":
 		arn, err := t.getAtt(d.res[resource], "Arn")
 		return arn, "", err
@@ -209,11 +212,25 @@ func (d *iamDeployment) implied(a authz) []authz {
 // coldStarts are the calls lambdafn makes at a function's cold start, from
 // the environment the construct gives it: reading each secret it names.
 func (d *iamDeployment) coldStarts() []authz {
+	var out []authz
+	for principal, vars := range d.functionEnvs() {
+		for name, secret := range map[string]string{"JOBS_PAYLOAD_KEYRING_SECRET": "secret/payload", "JOBS_PAGE_TOKEN_SECRET": "secret/page"} {
+			if ref, ok := vars[name].(map[string]any); ok && ref["Ref"] == d.res[secret] {
+				out = append(out, authz{principal: principal, action: "secretsmanager:GetSecretValue", resource: secret, why: "cold start: " + name})
+			}
+		}
+	}
+	return out
+}
+
+// functionEnvs returns each function's environment variables, by the
+// principal of its role.
+func (d *iamDeployment) functionEnvs() map[string]map[string]any {
 	byRole := map[string]string{}
 	for p, r := range d.roles {
 		byRole[r] = p
 	}
-	var out []authz
+	out := map[string]map[string]any{}
 	for _, r := range d.t.resources {
 		if r.Type != "AWS::Lambda::Function" {
 			continue
@@ -225,11 +242,8 @@ func (d *iamDeployment) coldStarts() []authz {
 		if len(role) == 0 || vars == nil {
 			continue
 		}
-		principal := byRole[fmt.Sprint(role[0])]
-		for name, secret := range map[string]string{"JOBS_PAYLOAD_KEYRING_SECRET": "secret/payload", "JOBS_PAGE_TOKEN_SECRET": "secret/page"} {
-			if ref, ok := vars[name].(map[string]any); ok && ref["Ref"] == d.res[secret] {
-				out = append(out, authz{principal: principal, action: "secretsmanager:GetSecretValue", resource: secret, why: "cold start: " + name})
-			}
+		if p, ok := byRole[fmt.Sprint(role[0])]; ok {
+			out[p] = vars
 		}
 	}
 	return out
@@ -405,6 +419,7 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 				allowed = append(allowed, authz{principal: c.Principal, action: c.Action, resource: c.Resource, context: c.Context, why: "recorded"})
 			}
 			allowed = append(allowed, d.coldStarts()...)
+			allowed = append(allowed, d.eventSenders()...)
 			sourceARN, _ := d.t.getAtt(d.rule, "Arn")
 			allowed = append(allowed,
 				authz{principal: "s3.amazonaws.com", action: "sqs:SendMessage", resource: "queue", why: "the S3 source",
@@ -418,6 +433,9 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 			denied := []authz{
 				{principal: "getjob", action: "sqs:SendMessage", resource: "queue"},
 				{principal: "getjob", action: "dynamodb:UpdateItem", resource: "table"},
+				{principal: "getjob", action: "events:PutEvents", resource: "bus"},
+				{principal: "enqueue", action: "events:PutEvents", resource: "bus"},
+				{principal: stranger, action: "events:PutEvents", resource: "bus"},
 				{principal: "worker", action: "secretsmanager:GetSecretValue", resource: "secret/page"},
 				{principal: stranger, action: "sqs:SendMessage", resource: "queue"},
 				{principal: stranger, action: "secretsmanager:GetSecretValue", resource: "secret/payload"},

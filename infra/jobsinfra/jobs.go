@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -73,6 +74,8 @@ type Jobs struct {
 	// Key encrypts the table, the queues and the secrets when
 	// Config.CustomerManagedKey is set; nil otherwise.
 	Key awskms.Key
+	// EventBus receives the job events (created, or Config.EventBusArn).
+	EventBus awsevents.IEventBus
 	// The groups of the declared and of the runtime schedules, and the
 	// environment's dashboard.
 	ScheduleGroup, RuntimeScheduleGroup awsscheduler.CfnScheduleGroup
@@ -127,6 +130,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	s.queuePolicy()
 	s.apiPermissions()
 	s.backgroundPermissions()
+	s.events()
 	s.triggers()
 	s.api()
 	s.sources()

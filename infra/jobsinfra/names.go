@@ -38,6 +38,9 @@ type Names struct {
 	// Format), which the alarms and the dashboard read: "lambdajobs/" +
 	// the base. The functions are told it in JOBS_METRICS_NAMESPACE.
 	MetricsNamespace string
+	// EventBus is the job events' bus when the construct creates it: the
+	// base + "-events".
+	EventBus string
 }
 
 // The limits the base must keep for every name made of it: a schedule
@@ -69,5 +72,6 @@ func names(c constructs.Construct, prefix string) Names {
 		Dashboard:            base,
 		API:                  base,
 		MetricsNamespace:     "lambdajobs/" + base,
+		EventBus:             base + "-events",
 	}
 }

@@ -244,7 +244,7 @@ func TestNamePrefix(t *testing.T) {
 	cfg.NamePrefix = "lambdajobs-dev"
 	s := synth(t, cfg, nil)
 	want := Names{ScheduleGroup: "lambdajobs-dev", RuntimeScheduleGroup: "lambdajobs-dev-runtime", Dashboard: "lambdajobs-dev",
-		API: "lambdajobs-dev", MetricsNamespace: "lambdajobs/lambdajobs-dev"}
+		API: "lambdajobs-dev", MetricsNamespace: "lambdajobs/lambdajobs-dev", EventBus: "lambdajobs-dev-events"}
 	if s.jobs.Names != want {
 		t.Errorf("names %+v, want %+v", s.jobs.Names, want)
 	}

@@ -32,6 +32,10 @@ var (
 	listingFns = []string{GetJob, Cancel}
 	queueFns   = []string{Enqueue, Cancel, Worker, Sweeper}
 	workerOnly = []string{Worker}
+	// eventFns write outcomes, so send their events; creatingFns create
+	// jobs, so mark those whose outcomes are announced.
+	eventFns    = []string{Cancel, Worker, Sweeper}
+	creatingFns = []string{Enqueue, Cancel, Worker, Sweeper}
 )
 
 // Env is every variable lambdafn reads, in the order the docs list them.
@@ -54,6 +58,8 @@ var Env = []Var{
 	{"JOBS_PAYLOAD_SECRET", "", "or a random string of 32+ characters the key is derived from (SHA-256)", sealingFns, false},
 	{"JOBS_PAYLOAD_KEYRING_SECRET", "", "a Secrets Manager secret holding the key ring, read at cold start (docs/OPERATIONS.md \"The payload key\")", sealingFns, true},
 	{"JOBS_SOURCES", "", "the foreign sources connected to the queue, as JSON; the worker refuses to start when its routes do not accept one", workerOnly, true},
+	{"JOBS_EVENT_BUS", "", "the EventBridge bus job events go to (name or ARN), sent by the functions that write outcomes; required when a kind has `KindOpts.Events` (docs/EVENTS.md)", eventFns, true},
+	{"JOBS_EVENTS", "kinds", "`kinds`: the outcomes of kinds with `KindOpts.Events` are announced; `all`: every kind's", creatingFns, true},
 	{"JOBS_METRICS_NAMESPACE", "", "turns on the per-kind metrics (EMF, with the logs) in this namespace", nil, true},
 	{"JOBS_TRACING", "off", "`on`: OpenTelemetry spans to Lambda's X-Ray daemon (docs/OPERATIONS.md \"Tracing\")", nil, true},
 	{"JOBS_SCHEDULE_GROUP", "", "the Scheduler group runtime schedules are created in", []string{Schedules}, true},

@@ -12,6 +12,9 @@ type Names struct {
 	Table string
 	Queue string
 	DLQ   string
+	// EventBus is the job events' bus (its name or ARN, as the functions
+	// are told it).
+	EventBus string
 }
 
 func (n Names) table(name string) (string, error) {
@@ -46,6 +49,8 @@ func (n Names) queue(url string) (string, error) {
 //     forms, which are checked as the single ones (SendMessageBatch as
 //     sqs:SendMessage, DeleteMessageBatch as sqs:DeleteMessage,
 //     ChangeMessageVisibilityBatch as sqs:ChangeMessageVisibility).
+//   - EventBridge: PutEvents is events:PutEvents on each bus its entries
+//     name (the account's default bus for an entry that names none).
 //
 // An operation it does not know is an error, so a new kind of call cannot
 // go unchecked.
@@ -59,6 +64,8 @@ func Map(principal, target string, body []byte, n Names) ([]Call, error) {
 		return mapDynamoDB(principal, op, body, n)
 	case "AmazonSQS":
 		return mapSQS(principal, op, body, n)
+	case "AWSEvents":
+		return mapEvents(principal, op, body, n)
 	}
 	return nil, fmt.Errorf("iamcalls: service %q", service)
 }
@@ -149,4 +156,31 @@ func mapSQS(principal, op string, body []byte, n Names) ([]Call, error) {
 		return nil, err
 	}
 	return []Call{{Principal: principal, Action: "sqs:" + action, Resource: res}}, nil
+}
+
+func mapEvents(principal, op string, body []byte, n Names) ([]Call, error) {
+	if op != "PutEvents" {
+		return nil, fmt.Errorf("iamcalls: EventBridge operation %s has no mapping", op)
+	}
+	var req struct {
+		Entries []struct{ EventBusName string }
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fmt.Errorf("iamcalls: EventBridge %s body: %w", op, err)
+	}
+	if len(req.Entries) == 0 {
+		return nil, fmt.Errorf("iamcalls: %s without Entries", op)
+	}
+	seen := map[string]bool{}
+	var calls []Call
+	for _, e := range req.Entries {
+		if e.EventBusName == "" || e.EventBusName != n.EventBus {
+			return nil, fmt.Errorf("iamcalls: event bus %q is not the stack's", e.EventBusName)
+		}
+		if !seen[e.EventBusName] {
+			seen[e.EventBusName] = true
+			calls = append(calls, Call{Principal: principal, Action: "events:PutEvents", Resource: "bus"})
+		}
+	}
+	return calls, nil
 }

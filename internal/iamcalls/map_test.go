@@ -182,3 +182,27 @@ func TestProxyRecordsEachPrincipalsCallsOnce(t *testing.T) {
 		t.Errorf("%d files, want 1", len(files))
 	}
 }
+
+// PutEvents is events:PutEvents on the bus its entries name, once per
+// bus; a bus that is not the stack's, or an entry on the default bus, is
+// an error, not an unchecked call.
+func TestMapPutEvents(t *testing.T) {
+	t.Parallel()
+	n := Names{Table: "t", Queue: "q", DLQ: "d", EventBus: "arn:aws:events:us-east-1:000000000000:event-bus/jobs-events"}
+	body := `{"Entries":[{"EventBusName":"` + n.EventBus + `","Source":"lambdajobs","DetailType":"Job Finished","Detail":"{}"},{"EventBusName":"` + n.EventBus + `"}]}`
+	got, err := Map("worker", "AWSEvents.PutEvents", []byte(body), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Call{{Principal: "worker", Action: "events:PutEvents", Resource: "bus"}}; len(got) != 1 || got[0].Principal != want[0].Principal || got[0].Action != want[0].Action || got[0].Resource != want[0].Resource {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for _, bad := range []string{`{"Entries":[{"EventBusName":"other"}]}`, `{"Entries":[{"Source":"x"}]}`, `{"Entries":[]}`} {
+		if _, err := Map("worker", "AWSEvents.PutEvents", []byte(bad), n); err == nil {
+			t.Errorf("%s mapped; want an error", bad)
+		}
+	}
+	if _, err := Map("worker", "AWSEvents.PutRule", []byte(`{}`), n); err == nil {
+		t.Error("PutRule mapped; want an error")
+	}
+}

@@ -83,6 +83,7 @@ func run(m *testing.M) (int, error) {
 	if err := localstack.BuildBootstraps(root, dir); err != nil {
 		return 0, err
 	}
+	e2eRoot, e2eBootstraps, e2eRIE = root, dir, rie
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	stack, err = localstack.Start(ctx, localstack.Config{

@@ -122,6 +122,9 @@ type Stack struct {
 	Stats *Stats
 	// Scheduler fires the declared schedules (GET SchedulesPath).
 	Scheduler *Scheduler
+	// Events is the local event bus, where the job events go (GET
+	// EventBusPath).
+	Events *EventBus
 	// DashboardURL is where the dashboard is served (Config.DashboardAddr).
 	DashboardURL string
 
@@ -340,6 +343,9 @@ func (s *Stack) setFunctionEnv() error {
 		"JOBS_QUEUE_ARN=" + s.Queues.QueueARN,
 		"JOBS_SCHEDULER_ROLE_ARN=arn:aws:iam::" + LocalAccount + ":role/lambdajobs-local-scheduler",
 		"JOBS_SCHEDULE_DLQ_ARN=" + s.Queues.DLQARN,
+		// Job events go to the local bus (EventBus).
+		"AWS_ENDPOINT_URL_EVENTBRIDGE=" + s.APIURL + EventBusPath,
+		"JOBS_EVENT_BUS=" + LocalEventBus,
 	}, keyEnv...)
 	// The stack sets only what the deployment's descriptor lists, as the
 	// construct does.
@@ -437,6 +443,8 @@ func (s *Stack) serveGateway(ctx context.Context, ln net.Listener, api apiFuncti
 	s.Scheduler = &Scheduler{Schedules: declared, Start: time.Now(), Send: sqsSender(s.SQSAs(iamcalls.Scheduler), s.Queues.Queue), Log: cfg.Logger}
 	mux.Handle("GET "+SchedulesPath, s.Scheduler)
 	mux.Handle(SchedulerAPIPrefix, SchedulerAPI{Scheduler: s.Scheduler, Calls: s.calls})
+	s.Events = &EventBus{Calls: s.calls, Log: cfg.Logger}
+	mux.Handle(EventBusPath, s.Events)
 	mux.Handle("/", &Gateway{
 		Enqueue: timeoutInvoker{api.enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{api.getjob, cfg.APITimeout},
 		Cancel: timeoutInvoker{api.cancel, cfg.APITimeout}, Schedules: timeoutInvoker{api.schedules, cfg.APITimeout}, Logger: cfg.Logger,

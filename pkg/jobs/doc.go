@@ -76,11 +76,21 @@
 // time: it re-sends queued jobs whose message never arrived and fails as
 // [CodeInterrupted] running jobs whose lease ended.
 //
+// # Events and follow-ups
+//
+// A kind with KindOpts.Events announces each outcome on the deployment's
+// event bus as an [Event] whose id (job id and outcome sequence) is stable
+// across deliveries: once per outcome, delivered at least once, the
+// sweeper sending what a dead worker could not. KindOpts.OnFailure
+// enqueues a follow-up kind, once per failed outcome, with a [FailedJob].
+// docs/EVENTS.md has the rules and the costs.
+//
 // # Packages
 //
 // lambdafn builds the Lambda functions and, with NewService, enqueues from
 // a team's other code; jobstest runs what was enqueued in a team's tests
 // (Runner); httpapi maps API Gateway requests. driver is the contract of the
-// parts jobs drives, which dynamostore (DynamoDB), sqsqueue (SQS) and
-// schedulerapi (EventBridge Scheduler) implement.
+// parts jobs drives, which dynamostore (DynamoDB), sqsqueue (SQS),
+// schedulerapi (EventBridge Scheduler) and eventbus (EventBridge)
+// implement.
 package jobs

@@ -32,6 +32,10 @@ type engine struct {
 	log       *slog.Logger
 	grace     time.Duration
 	retention time.Duration
+	// bus publishes job events (nil: this role leaves them pending, to a
+	// role with a bus); allEvents announces every kind's outcomes.
+	bus       driver.Bus
+	allEvents bool
 }
 
 // newEngine returns e with its defaults filled in: the wall clock, the
@@ -171,9 +175,10 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex executi
 			retention = k.retention
 		}
 	}
+	var out driver.Outcome
 	write := func(ex execution) error {
-		out := driver.Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(retention),
-			LeaseExpiredBy: r.leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec)}
+		out = driver.Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(retention),
+			LeaseExpiredBy: r.leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec, ex.Status), Seq: outcomeSeq(rec)}
 		if ex.Status == StatusCancelled {
 			out.Result = nil
 			if ex.Code != CodeExpired {
@@ -213,9 +218,15 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex executi
 			attrs = append(attrs, slog.String("stack", ex.Stack))
 		}
 		log.LogAttrs(ctx, level, "job finished", attrs...)
-		if steps := afterSteps(rec); len(steps) > 0 {
+		if len(out.After) > 0 {
 			done := *rec
-			done.Status, done.After = ex.Status, steps
+			done.Status, done.After, done.ErrorCode, done.FinishedAt = out.Status, out.After, out.Code, at
+			if out.Seq > 0 {
+				done.Outcomes = out.Seq
+			}
+			if out.Result != nil {
+				done.Result = out.Result
+			}
 			e.after(ctx, &done)
 		}
 		return ending{ex: ex, res: landed}
@@ -353,11 +364,16 @@ func (e *engine) record(j newJob) *driver.Record {
 	}
 	rec.Lane, rec.Tenant = j.lane, j.tenant
 	rec.UniqueKey, rec.UniqueUntil, rec.StartBy = j.uniqueKey, j.uniqueUntil, j.startBy
-	if e.reg == nil || rec.Lane != "" {
+	rec.Events = e.allEvents
+	if e.reg == nil {
 		return rec
 	}
 	if k, ok := e.reg.lookup(j.kind); ok {
-		rec.Lane = k.lane
+		if rec.Lane == "" {
+			rec.Lane = k.lane
+		}
+		rec.Events = rec.Events || k.events
+		rec.OnFailure = k.onFailure
 	}
 	return rec
 }
@@ -481,6 +497,11 @@ func (e *engine) cancel(ctx context.Context, rec *driver.Record) error {
 // attempt, and sends it (a send that fails is the sweeper's, after the
 // grace).
 func (e *engine) resubmit(ctx context.Context, rec *driver.Record) error {
+	if len(rec.After) > 0 {
+		// The last outcome's steps (its event, its follow-up) first: the
+		// store refuses a resubmit while they are pending.
+		e.after(ctx, rec)
+	}
 	now := e.now()
 	d := e.deliveryAt(now, time.Time{})
 	err := e.store.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: d.sweepAt})
@@ -501,14 +522,17 @@ func (e *engine) resubmit(ctx context.Context, rec *driver.Record) error {
 // post-outcome steps (its count in its batch).
 func (e *engine) cancelQueued(ctx context.Context, rec *driver.Record) error {
 	now := e.now()
-	steps := afterSteps(rec)
-	err := e.store.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(e.retention), After: steps})
+	steps, seq := afterSteps(rec, StatusCancelled), outcomeSeq(rec)
+	err := e.store.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(e.retention), After: steps, Seq: seq})
 	if ownWrite(err, StatusCancelled, now) {
 		err = nil // our cancel landed; its answer was lost
 	}
 	if err == nil && len(steps) > 0 {
 		done := *rec
-		done.Status, done.After = StatusCancelled, steps
+		done.Status, done.After, done.ErrorCode, done.FinishedAt = StatusCancelled, steps, "", now
+		if seq > 0 {
+			done.Outcomes = seq
+		}
 		e.after(ctx, &done)
 	}
 	return err
@@ -528,11 +552,13 @@ const (
 	// afterUnique frees the unique key the job held (a uniqueness until
 	// the job finished, or a start that could not free it).
 	afterUnique = "unique"
+	// afterFollowUp and afterEvent: see events.go. The event runs last,
+	// once every other step has: it is batched (announce).
 )
 
-// afterSteps returns the post-outcome steps of rec's outcome; none for a
-// plain job, which pays nothing for the mechanism.
-func afterSteps(rec *driver.Record) []string {
+// afterSteps returns the post-outcome steps of rec's outcome st; none for
+// a plain job, which pays nothing for the mechanism.
+func afterSteps(rec *driver.Record, st Status) []string {
 	var steps []string
 	if rec.BatchID != "" && rec.BatchShards > 0 {
 		steps = append(steps, afterBatch)
@@ -540,13 +566,21 @@ func afterSteps(rec *driver.Record) []string {
 	if rec.UniqueKey != "" && rec.UniqueUntil != "" {
 		steps = append(steps, afterUnique)
 	}
+	if rec.OnFailure != "" && st == StatusFailed {
+		steps = append(steps, afterFollowUp)
+	}
+	if rec.Events {
+		steps = append(steps, afterEvent)
+	}
 	return steps
 }
 
 // after runs the pending post-outcome steps of the final job rec and, if
-// all of them ran, clears them. It reports whether they are done; if not,
-// the sweeper runs them again later.
+// all of them ran, clears them. It reports whether they are done (or, for
+// an event, handed to ctx's outbox, which clears them when it is sent);
+// if not, the sweeper runs them again later.
 func (e *engine) after(ctx context.Context, rec *driver.Record) bool {
+	event := false
 	for _, step := range rec.After {
 		var err error
 		switch step {
@@ -554,6 +588,10 @@ func (e *engine) after(ctx context.Context, rec *driver.Record) bool {
 			err = e.countInBatch(ctx, rec)
 		case afterUnique:
 			err = e.store.ReleaseUnique(ctx, rec.UniqueKey, rec.ID)
+		case afterFollowUp:
+			err = e.followUp(ctx, rec)
+		case afterEvent:
+			event = true
 		default:
 			// Written by a newer version: leave it to one that knows it.
 			e.log.LogAttrs(ctx, slog.LevelWarn, "unknown post-outcome step left pending", slog.String("job_id", rec.ID), slog.String("step", step))
@@ -564,6 +602,13 @@ func (e *engine) after(ctx context.Context, rec *driver.Record) bool {
 				slog.String("step", step), slog.String("err_types", errtypes.Of(err)))
 			return false
 		}
+	}
+	if event {
+		if ob, ok := ctx.Value(outboxKey{}).(*outbox); ok && e.bus != nil {
+			ob.add(rec)
+			return true
+		}
+		return e.announce(ctx, []*driver.Record{rec}) == 1
 	}
 	if err := e.store.DoneAfter(ctx, rec.ID); err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "post-outcome steps not cleared; the sweeper will", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))

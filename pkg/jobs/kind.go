@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"sort"
@@ -111,6 +112,16 @@ type KindOpts struct {
 	// Retention is how long the kind's finished jobs stay readable (0:
 	// the deployment's).
 	Retention time.Duration
+	// Events announces each outcome of the kind's jobs (succeeded, failed,
+	// cancelled) on the deployment's event bus, once per outcome with a
+	// stable id (see [Event] and docs/EVENTS.md). Each outcome then costs
+	// one PutEvents entry and about one write unit more.
+	Events bool
+	// OnFailure names a kind that is enqueued, exactly once, each time a
+	// job of this kind ends failed (timed out and interrupted included),
+	// with a [FailedJob] payload and the failed job's owner. The kind must
+	// be registered in the same registry and take a FailedJob payload.
+	OnFailure string
 }
 
 // kindConfig is KindOpts checked.
@@ -124,6 +135,8 @@ type kindConfig struct {
 	autoContinue      bool
 	limits            limits
 	retention         time.Duration
+	events            bool
+	onFailure         string
 }
 
 func (o *KindOpts) check() (kindConfig, error) {
@@ -162,6 +175,10 @@ func (o *KindOpts) check() (kindConfig, error) {
 		return c, fmt.Errorf("retention %v: want 0 (the deployment's) or more", o.Retention)
 	}
 	c.limits, c.retention = l, o.Retention
+	if o.OnFailure != "" && !validKind(o.OnFailure) {
+		return c, fmt.Errorf("on-failure kind %q: not a valid kind name", o.OnFailure)
+	}
+	c.events, c.onFailure = o.Events, o.OnFailure
 	return c, nil
 }
 
@@ -185,6 +202,9 @@ type kindDef struct {
 	autoContinue      bool
 	limits            limits
 	retention         time.Duration
+	// events and onFailure: see KindOpts.
+	events    bool
+	onFailure string
 }
 
 // Registry holds the job kinds. Register every kind at start-up, before the
@@ -247,7 +267,7 @@ func Register[P any, R Result](reg *Registry, kind string, handle func(ctx conte
 		minRun:      cfg.minRun,
 		lane:        cfg.lane,
 		heartbeat:   cfg.heartbeat, maxRun: cfg.maxRun, autoContinue: cfg.autoContinue,
-		limits: cfg.limits, retention: cfg.retention,
+		limits: cfg.limits, retention: cfg.retention, events: cfg.events, onFailure: cfg.onFailure,
 		validate: func(raw []byte) error {
 			_, err := decodePayload[P](raw)
 			return err
@@ -308,6 +328,18 @@ func (reg *Registry) Lanes() []string {
 		out = append(out, l)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// EventKinds returns the kinds that announce their outcomes
+// (KindOpts.Events), sorted: their workers need an event bus.
+func (reg *Registry) EventKinds() []string {
+	var out []string
+	for _, name := range reg.Kinds() {
+		if k, _ := reg.lookup(name); k.events {
+			out = append(out, name)
+		}
+	}
 	return out
 }
 
@@ -372,6 +404,26 @@ func (reg *Registry) freeze(sealer Sealer) error {
 		case !keyed(sealer):
 			return fmt.Errorf("%w: kind %q has secret fields, and the Sealer does not key request hashes (implement jobs.HashKeyer with a key of 32 bytes or more)", errNoSealer, k.name)
 		}
+		if err := reg.checkOnFailure(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkOnFailure refuses an on-failure kind that is not registered or
+// does not take a FailedJob payload (reg.mu held).
+func (reg *Registry) checkOnFailure(k *kindDef) error {
+	if k.onFailure == "" {
+		return nil
+	}
+	f, ok := reg.kinds[k.onFailure]
+	if !ok {
+		return fmt.Errorf("jobs: kind %q: its on-failure kind %q is not registered", k.name, k.onFailure)
+	}
+	sample, _ := json.Marshal(FailedJob{JobID: "x", Kind: k.name, Code: CodeInternal, Attempt: 1})
+	if err := f.validate(sample); err != nil {
+		return fmt.Errorf("jobs: kind %q: its on-failure kind %q does not take a jobs.FailedJob payload", k.name, k.onFailure)
 	}
 	return nil
 }

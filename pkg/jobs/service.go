@@ -63,6 +63,12 @@ type ServiceConfig struct {
 	// PageTokenKey signs page and continuation tokens (at least 32
 	// bytes); required to list. Every instance that lists must share it.
 	PageTokenKey []byte
+	// Bus publishes job events (see Event); nil leaves the events of the
+	// outcomes this role writes pending, for a role with a bus (the
+	// sweeper). AllEvents announces the outcomes of every kind, not only
+	// those with KindOpts.Events: set it alike on every role.
+	Bus       driver.Bus
+	AllEvents bool
 }
 
 // NewService returns a Service; it puts the registry to use.
@@ -76,7 +82,8 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.PageTokenKey != nil && len(cfg.PageTokenKey) < 32 {
 		return nil, errors.New("jobs: PageTokenKey must be at least 32 bytes")
 	}
-	eng := newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention})
+	eng := newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention,
+		bus: cfg.Bus, allEvents: cfg.AllEvents})
 	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
 		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey}, nil
 }

@@ -55,6 +55,12 @@ type SweeperConfig struct {
 	Registry *Registry
 	// Metrics, when set, writes what each sweep did (see Metrics).
 	Metrics *Metrics
+	// Bus publishes job events (see Event); nil leaves the events of the
+	// outcomes this role writes pending, for a role with a bus (the
+	// sweeper). AllEvents announces the outcomes of every kind, not only
+	// those with KindOpts.Events: set it alike on every role.
+	Bus       driver.Bus
+	AllEvents bool
 }
 
 // NewSweeper returns a Sweeper.
@@ -62,7 +68,8 @@ func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
 	if cfg.Store == nil || cfg.Queue == nil {
 		return nil, errors.New("jobs: NewSweeper needs a Store and a Queue")
 	}
-	s := &Sweeper{eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention}),
+	s := &Sweeper{eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention,
+		bus: cfg.Bus, allEvents: cfg.AllEvents}),
 		log: orLogger(cfg.Logger), limit: cfg.PageSize, reserve: cfg.Reserve, metrics: cfg.Metrics}
 	if s.limit <= 0 {
 		s.limit = 200
@@ -152,6 +159,7 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 		resend []*driver.Record
 	)
 	count := func(f func()) { mu.Lock(); f(); mu.Unlock() }
+	ctx, ob := withOutbox(ctx)
 	for _, id := range ids {
 		sem <- struct{}{}
 		wg.Add(1)
@@ -195,6 +203,9 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 		}()
 	}
 	wg.Wait()
+	if _, pending := s.eng.flushEvents(ctx, ob); pending > 0 {
+		rep.Errors += pending // still pending: the next sweep sends them
+	}
 	if len(resend) == 0 {
 		return
 	}

@@ -97,6 +97,12 @@ type WorkerConfig struct {
 	// Tracer, when set, traces each record (see Tracer); nil costs
 	// nothing.
 	Tracer Tracer
+	// Bus publishes job events (see Event); nil leaves the events of the
+	// outcomes this role writes pending, for a role with a bus (the
+	// sweeper). AllEvents announces the outcomes of every kind, not only
+	// those with KindOpts.Events: set it alike on every role.
+	Bus       driver.Bus
+	AllEvents bool
 }
 
 // NewWorker returns a Worker; it puts the registry to use.
@@ -121,7 +127,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention}),
+		eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention,
+			bus: cfg.Bus, allEvents: cfg.AllEvents}),
 		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
 		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
 		metrics: cfg.Metrics, tracer: cfg.Tracer, lane: cfg.Lane,
@@ -161,6 +168,7 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 	m := w.metrics.batch()
 	ctx = withMetrics(ctx, m)
 	defer func() { w.metrics.flush(m, w.eng.clock.Now()) }()
+	ctx, ob := withOutbox(ctx)
 	var (
 		mu       sync.Mutex
 		failures []events.SQSBatchItemFailure
@@ -192,6 +200,11 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 		}()
 	}
 	wg.Wait()
+	// The batch's job events, in as few requests as the bus takes; those
+	// not sent stay pending on their jobs, for the sweeper.
+	ectx, cancel := inv.callContext(context.WithoutCancel(ctx))
+	w.eng.flushEvents(ectx, ob)
+	cancel()
 	return events.SQSEventResponse{BatchItemFailures: failures}, nil
 }
 

@@ -85,6 +85,15 @@ type Record struct {
 	// StartBy, when set, is when a job that has not started ends cancelled
 	// (code expired) instead.
 	StartBy time.Time
+	// Events: the job's outcomes are announced on the event bus (its kind
+	// opted in, or the deployment did). OnFailure names the kind of the
+	// follow-up job each failed outcome creates ("" none). A job with
+	// either counts its final writes in Outcomes (Outcome.Seq): an
+	// outcome's event id and follow-up job id derive from the job's id and
+	// that count. A job with neither pays nothing for them.
+	Events    bool
+	OnFailure string
+	Outcomes  int
 
 	CreatedAt  time.Time
 	UpdatedAt  time.Time

@@ -181,8 +181,8 @@ type Store interface {
 	// reading at most max entries of the indexes that hold only unfinished
 	// jobs (never the owner's history); Truncated says max was reached.
 	CountUnfinished(ctx context.Context, ownerKey string, max int) (UnfinishedCounts, error)
-	// Resubmit puts a failed or cancelled job that belongs to no batch
-	// back in the queue, for another attempt under the same id; else a
+	// Resubmit puts a failed or cancelled job that belongs to no batch,
+	// and whose post-outcome steps have all run, back in the queue, for another attempt under the same id; else a
 	// *ConflictError wrapping ErrNotResubmittable (with the current job), or
 	// ErrNotFound.
 	Resubmit(ctx context.Context, id string, r Resubmit) error
@@ -269,13 +269,19 @@ type Outcome struct {
 	// landed (see engine.after): the job stays in the sweep index with
 	// them pending until DoneAfter.
 	After []string
+	// Seq, when non-zero, counts the outcome: the write sets
+	// Record.Outcomes to Seq, and is also conditional on it being Seq-1
+	// (a *ConflictError with the sentinel of the write's other conditions
+	// otherwise). Zero leaves Outcomes alone and costs nothing.
+	Seq int
 }
 
 // CancelQueued is the write that cancels a queued job.
 type CancelQueued struct {
 	At, ExpiresAt time.Time
-	// After: as Outcome.After.
+	// After and Seq: as Outcome's.
 	After []string
+	Seq   int
 }
 
 // Requeue is the write that sends a run back to the queue: a failed run

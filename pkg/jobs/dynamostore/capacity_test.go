@@ -695,3 +695,49 @@ func TestWriteUnitsPerFlowControl(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteUnitsPerAnnouncedJob measures what announcing a job's outcome
+// (KindOpts.Events) adds to a small job's life: the final write also
+// counts the outcome (same item, same write) and keeps the job in the
+// sweep index until the event is sent; DoneAfter then clears the step and
+// the index entry. A job of a kind without events pays nothing
+// (TestWriteUnitsPerJob's 11 is unchanged). docs/EVENTS.md quotes it.
+func TestWriteUnitsPerAnnouncedJob(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	log := &capacityLog{}
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	rec := &driver.Record{
+		ID: wire.NewID(), Kind: "example.hash", Owner: "arn:aws:iam::123456789012:user/alice", Status: jobs.StatusQueued,
+		Payload: []byte(`{"text":"` + strings.Repeat("a", 28) + `"}`), RequestHash: "0123456789abcdef0123456789abcdef",
+		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute), Events: true,
+	}
+	if err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	token := wire.NewID()
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: token, At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Publish(ctx, rec.ID, token, []byte(`{"rounds_done":500000}`), now); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`{"sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}`),
+		At: now, ExpiresAt: now.Add(time.Hour), After: []string{"event"}, Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.DoneAfter(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	var cells []string
+	for _, op := range []string{"create", "claim", "publish", "finish", "done_after"} {
+		total += log.table[op] + log.index[op]
+		cells = append(cells, fmt.Sprintf("%s %g+%g", op, log.table[op], log.index[op]))
+	}
+	t.Logf("announced small job: %s; total %g WRU", strings.Join(cells, ", "), total)
+	if total != 12 {
+		t.Errorf("%g write units for an announced job, want 12 (the plain job's 11, plus DoneAfter's write, whose index removal the final write no longer makes)", total)
+	}
+}

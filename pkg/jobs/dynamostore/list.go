@@ -433,6 +433,7 @@ func (s *Store) Resubmit(ctx context.Context, id string, r driver.Resubmit) erro
 		Remove(expression.Name(attrCancel))
 	cond := expression.Or(statusIs(jobs.StatusFailed), statusIs(jobs.StatusCancelled)).
 		And(expression.AttributeNotExists(expression.Name("batch_id"))).
+		And(expression.AttributeNotExists(expression.Name(attrAfter))).
 		And(expression.Or(expression.AttributeNotExists(expression.Name(attrLease)),
 			expression.Name(attrLease).LessThanEqual(expression.Value(ms(r.At)))))
 	_, err := s.update(ctx, id, change{op: "resubmit", upd: upd, cond: cond, sentinel: jobs.ErrNotResubmittable})

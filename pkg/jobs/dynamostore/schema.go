@@ -114,6 +114,9 @@ const (
 	attrCancel     = "cancel_requested"
 	// attrAfter is the post-outcome steps still pending (a string set).
 	attrAfter = "af"
+	// attrOutcomes counts the final writes of a job with events or an
+	// on-failure follow-up (driver.Outcome.Seq).
+	attrOutcomes = "oc"
 	// attrAttemptBase is the attempt count at the last resubmit.
 	attrAttemptBase = "ab"
 	// The last checkpoint (sealed), the continuations, the first start.

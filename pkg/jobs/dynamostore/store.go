@@ -103,6 +103,9 @@ type item struct {
 	Checkpoint  []byte   `dynamodbav:"cp,omitempty"`
 	Continued   int      `dynamodbav:"cn,omitempty"`
 	FirstStart  int64    `dynamodbav:"fs,omitempty"`
+	Events      bool     `dynamodbav:"ev,omitempty"`
+	OnFailure   string   `dynamodbav:"of,omitempty"`
+	Outcomes    int      `dynamodbav:"oc,omitempty"`
 	// The listing indexes' keys (see OwnerIndex, QueuedIndex).
 	ListOwner   string `dynamodbav:"lo,omitempty"`
 	ListCreated string `dynamodbav:"lc,omitempty"`
@@ -159,6 +162,7 @@ func toItem(r *driver.Record) item {
 		BatchIdx: r.BatchIndex, BatchSize: r.BatchSize, BatchShard: r.BatchShards, After: r.After, AttemptBase: r.AttemptBase,
 		Lane: r.Lane, Tenant: r.Tenant, WaitingOn: r.WaitingOn, UniqueKey: r.UniqueKey, UniqueUntil: r.UniqueUntil, StartBy: ms(r.StartBy),
 		Checkpoint: r.Checkpoint, Continued: r.Continuations, FirstStart: ms(r.FirstStartedAt),
+		Events: r.Events, OnFailure: r.OnFailure, Outcomes: r.Outcomes,
 	}
 	if r.Owner != "" {
 		key := wire.OwnerKey(r.Owner)
@@ -203,6 +207,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		BatchIndex: it.BatchIdx, BatchSize: it.BatchSize, BatchShards: it.BatchShard, After: it.After, AttemptBase: it.AttemptBase,
 		Lane: it.Lane, Tenant: it.Tenant, WaitingOn: it.WaitingOn, UniqueKey: it.UniqueKey, UniqueUntil: it.UniqueUntil, StartBy: fromMS(it.StartBy),
 		Checkpoint: it.Checkpoint, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
+		Events: it.Events, OnFailure: it.OnFailure, Outcomes: it.Outcomes,
 	}
 	if it.BatchCount != "" {
 		var bc jobs.BatchCounts
@@ -526,6 +531,7 @@ func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) 
 	if !o.LeaseExpiredBy.IsZero() {
 		cond = cond.And(expression.Name(attrLease).LessThanEqual(expression.Value(ms(o.LeaseExpiredBy))))
 	}
+	upd, cond = countOutcome(upd, cond, o.Seq)
 	_, err := s.update(ctx, id, change{op: "finish", token: token, upd: upd, cond: cond, sentinel: jobs.ErrLostClaim})
 	return err
 }
@@ -552,6 +558,19 @@ func afterOutcome(upd expression.UpdateBuilder, steps []string) expression.Updat
 		return upd.Remove(expression.Name(AttrSweepShard)).Remove(expression.Name(AttrSweepAt))
 	}
 	return upd.Set(expression.Name(attrAfter), expression.Value(&types.AttributeValueMemberSS{Value: steps}))
+}
+
+// countOutcome makes a final write count outcome seq (0: none, and no
+// byte written): it sets the count, conditional on the previous one.
+func countOutcome(upd expression.UpdateBuilder, cond expression.ConditionBuilder, seq int) (expression.UpdateBuilder, expression.ConditionBuilder) {
+	if seq <= 0 {
+		return upd, cond
+	}
+	prev := expression.AttributeNotExists(expression.Name(attrOutcomes))
+	if seq > 1 {
+		prev = expression.Name(attrOutcomes).Equal(expression.Value(seq - 1))
+	}
+	return upd.Set(expression.Name(attrOutcomes), expression.Value(seq)), cond.And(prev)
 }
 
 // DoneAfter clears a final job's post-outcome steps and its sweep
@@ -617,7 +636,8 @@ func (s *Store) CancelQueued(ctx context.Context, id string, c driver.CancelQueu
 		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
 		Set(expression.Name(attrFinished), expression.Value(ms(c.At))).
 		Set(expression.Name(AttrExpires), expression.Value(c.ExpiresAt.Unix())), c.After))
-	_, err := s.update(ctx, id, change{op: "cancel", upd: upd, cond: statusIs(jobs.StatusQueued), sentinel: driver.ErrNotQueued})
+	upd, cond := countOutcome(upd, statusIs(jobs.StatusQueued), c.Seq)
+	_, err := s.update(ctx, id, change{op: "cancel", upd: upd, cond: cond, sentinel: driver.ErrNotQueued})
 	return err
 }
 

@@ -183,8 +183,11 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o driver.Outcome)
 	if err != nil {
 		return err
 	}
-	if !o.LeaseExpiredBy.IsZero() && r.LeaseUntil.After(o.LeaseExpiredBy) {
+	if !o.LeaseExpiredBy.IsZero() && r.LeaseUntil.After(o.LeaseExpiredBy) || !seqFits(r, o.Seq) {
 		return &driver.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+	}
+	if o.Seq > 0 {
+		r.Outcomes = o.Seq
 	}
 	r.Status = o.Status
 	r.WaitingOn = ""
@@ -204,6 +207,10 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o driver.Outcome)
 	m.afterOutcome(r, o.After)
 	return nil
 }
+
+// seqFits reports whether a final write counting outcome seq (0: none)
+// may land on r.
+func seqFits(r *driver.Record, seq int) bool { return seq == 0 || r.Outcomes == seq-1 }
 
 // afterOutcome ends a final job's sweep schedule, or keeps it with its
 // post-outcome steps pending.
@@ -399,8 +406,11 @@ func (m *MemStore) CancelQueued(_ context.Context, id string, c driver.CancelQue
 	if !ok {
 		return jobs.ErrNotFound
 	}
-	if r.Status != jobs.StatusQueued {
+	if r.Status != jobs.StatusQueued || !seqFits(r, c.Seq) {
 		return &driver.ConflictError{Err: driver.ErrNotQueued, Current: clone(r)}
+	}
+	if c.Seq > 0 {
+		r.Outcomes = c.Seq
 	}
 	r.Status = jobs.StatusCancelled
 	r.WaitingOn = ""
@@ -680,7 +690,7 @@ func (m *MemStore) Resubmit(_ context.Context, id string, rs driver.Resubmit) er
 	if !ok {
 		return jobs.ErrNotFound
 	}
-	if (r.Status != jobs.StatusFailed && r.Status != jobs.StatusCancelled) || r.BatchID != "" || r.LeaseUntil.After(rs.At) {
+	if (r.Status != jobs.StatusFailed && r.Status != jobs.StatusCancelled) || r.BatchID != "" || r.LeaseUntil.After(rs.At) || len(r.After) > 0 {
 		return &driver.ConflictError{Err: jobs.ErrNotResubmittable, Current: clone(r)}
 	}
 	r.AttemptBase, r.Dispatches, r.LeaseUntil = r.Attempt, 0, time.Time{}

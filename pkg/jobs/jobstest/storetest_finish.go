@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
@@ -197,6 +198,78 @@ func (c suite) publishAndFinish(t *testing.T) {
 		}
 		if ids, _ := s.Due(ctx, now.Add(time.Hour), 10); !set(ids)[other.ID] {
 			t.Fatalf("a cancelled job with a step pending is not due: %v", ids)
+		}
+	})
+	c.run(t, "EachFinalWriteCountsItsOutcome", func(t *testing.T, s driver.Store, clock *Clock) {
+		// Cancelled, resubmitted, cancelled again, resubmitted, run and
+		// failed: three outcomes, counted 1, 2, 3; a write that counts from
+		// a stale count lands nothing.
+		now := clock.Now()
+		rec := NewRecord(wire.NewID(), now)
+		rec.Events = true
+		if err := s.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		cancel := func(seq int) error {
+			return s.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour), Seq: seq})
+		}
+		resubmit := func() {
+			t.Helper()
+			clock.Advance(time.Second)
+			if err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
+				t.Fatalf("Resubmit: %v", err)
+			}
+		}
+		if err := cancel(1); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, rec.ID); got.Outcomes != 1 || !got.Events {
+			t.Fatalf("after the first cancel: outcomes %d events %v, want 1 true", got.Outcomes, got.Events)
+		}
+		resubmit()
+		wantConflict(t, cancel(1), driver.ErrNotQueued, jobs.StatusQueued) // a cancel that read the job before the resubmit
+		clock.Advance(time.Second)
+		if err := cancel(2); err != nil {
+			t.Fatal(err)
+		}
+		resubmit()
+		_, token := mustClaim(t, s, rec.ID, clock.Now())
+		err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now(), Seq: 2})
+		wantConflict(t, err, jobs.ErrLostClaim, jobs.StatusRunning)
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now(), Seq: 3}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, rec.ID); got.Outcomes != 3 || got.Status != jobs.StatusFailed {
+			t.Fatalf("after the third outcome: %s, outcomes %d; want failed, 3", got.Status, got.Outcomes)
+		}
+	})
+
+	c.run(t, "OutcomesAreNotCountedWithoutSeq", func(t *testing.T, s driver.Store, clock *Clock) {
+		rec := mustCreate(t, s, clock.Now())
+		_, token := mustClaim(t, s, rec.ID, clock.Now())
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, rec.ID); got.Outcomes != 0 || got.Events || got.OnFailure != "" {
+			t.Fatalf("plain job: outcomes %d events %v on-failure %q; want none", got.Outcomes, got.Events, got.OnFailure)
+		}
+	})
+
+	c.run(t, "NoResubmitWhileStepsArePending", func(t *testing.T, s driver.Store, clock *Clock) {
+		// A retry must not start a new outcome before the last one's steps
+		// (its event) have run: the pending event would be lost.
+		now := clock.Now()
+		rec := mustCreate(t, s, now)
+		if err := s.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(time.Hour), After: []string{"event"}}); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: now.Add(time.Minute)})
+		wantConflict(t, err, jobs.ErrNotResubmittable, jobs.StatusCancelled)
+		if err := s.DoneAfter(ctx, rec.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: now.Add(time.Minute)}); err != nil {
+			t.Fatalf("Resubmit once the steps ran: %v", err)
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -17,7 +18,8 @@ import (
 // worker's retries and hand-backs, the sweeper's re-sends and cancel's
 // retries and redrives; Scheduler for the schedules function's writes),
 // and never the others (SQS for getjob and schedules, Scheduler but for
-// schedules). TestEachRoleBuildsOnlyItsClients counts them.
+// schedules; EventBridge for the job events of worker, sweeper and cancel,
+// with JOBS_EVENT_BUS). TestEachRoleBuildsOnlyItsClients counts them.
 
 // clients holds the AWS clients of one function, each built once.
 type clients struct {
@@ -27,6 +29,7 @@ type clients struct {
 	sqs       lazy[*sqs.Client]
 	secrets   lazy[*secretsmanager.Client]
 	scheduler lazy[*scheduler.Client]
+	events    lazy[*eventbridge.Client]
 }
 
 // initClients sets how each lazy client is built.
@@ -38,6 +41,10 @@ func (d *Deps) initClients() {
 	d.clients.secrets.build = func() *secretsmanager.Client {
 		d.clients.count("Secrets Manager")
 		return secretsmanager.NewFromConfig(d.aws, func(o *secretsmanager.Options) { instrument(d.tracing, &o.TracerProvider) })
+	}
+	d.clients.events.build = func() *eventbridge.Client {
+		d.clients.count("EventBridge")
+		return eventbridge.NewFromConfig(d.aws, func(o *eventbridge.Options) { instrument(d.tracing, &o.TracerProvider) })
 	}
 	d.clients.scheduler.build = func() *scheduler.Client {
 		d.clients.count("Scheduler")
@@ -127,4 +134,12 @@ func (l lazyScheduler) UpdateSchedule(ctx context.Context, in *scheduler.UpdateS
 
 func (l lazyScheduler) DeleteSchedule(ctx context.Context, in *scheduler.DeleteScheduleInput, opts ...func(*scheduler.Options)) (*scheduler.DeleteScheduleOutput, error) {
 	return l.c.get().DeleteSchedule(ctx, in, opts...)
+}
+
+// lazyEventBridge is the EventBridge client, built at its first call
+// (eventbus.API).
+type lazyEventBridge struct{ c *lazy[*eventbridge.Client] }
+
+func (l lazyEventBridge) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	return l.c.get().PutEvents(ctx, in, opts...)
 }

@@ -36,9 +36,11 @@ func TestEachRoleBuildsOnlyItsClients(t *testing.T) {
 		"JOBS_METRICS_NAMESPACE": "", "JOBS_TRACING": "off", "JOBS_SCHEDULE_GROUP": "g", "JOBS_QUEUE_ARN": "arn:aws:sqs:us-east-1:000000000000:q",
 		"JOBS_SCHEDULER_ROLE_ARN": "arn:aws:iam::000000000000:role/s", "JOBS_SCHEDULE_DLQ_ARN": "arn:aws:sqs:us-east-1:000000000000:sdlq",
 		"JOBS_SCHEDULE_MAX_EVENT_AGE": "1h", "JOBS_PAGE_TOKEN_SECRET": "page", "JOBS_OPERATORS": "arn:aws:iam::000000000000:role/ops",
+		"JOBS_EVENT_BUS": "jobs-bus", "JOBS_EVENTS": "kinds",
 	}
 	env := map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER": endpoint, "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:1", "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:1"}
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER": endpoint, "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:1", "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:1",
+		"AWS_ENDPOINT_URL_EVENTBRIDGE": "http://127.0.0.1:1"}
 	for _, name := range deploy.ConstructVars() {
 		if name == "JOBS_FUNCTION" {
 			continue
@@ -50,8 +52,12 @@ func TestEachRoleBuildsOnlyItsClients(t *testing.T) {
 		env[name] = v
 	}
 	const (
-		ddb, sqsC, secrets, sched = "DynamoDB", "SQS", "Secrets Manager", "Scheduler"
+		ddb, sqsC, secrets, sched, eb = "DynamoDB", "SQS", "Secrets Manager", "Scheduler", "EventBridge"
 	)
+	// put is a job event's send: the roles that write outcomes make it.
+	put := func(ctx context.Context, d *Deps) {
+		_, _ = d.eventBus.Put(ctx, []driver.Event{{DetailType: "Job Finished", Detail: []byte(`{}`)}})
+	}
 	tests := []struct {
 		name     string
 		fn       Function
@@ -61,13 +67,18 @@ func TestEachRoleBuildsOnlyItsClients(t *testing.T) {
 	}{
 		{"enqueue", Enqueue, []string{ddb, sqsC, secrets}, nil, nil},
 		{"getjob", GetJob, []string{ddb, secrets}, nil, nil},
-		{"cancel", Cancel, []string{ddb, secrets}, func(ctx context.Context, d *Deps) { _ = d.Queue.Send(ctx, driver.Message{JobID: "x"}) }, []string{sqsC}},
+		{"cancel", Cancel, []string{ddb, secrets}, func(ctx context.Context, d *Deps) {
+			_ = d.Queue.Send(ctx, driver.Message{JobID: "x"})
+			put(ctx, d)
+		}, []string{sqsC, eb}},
 		{"worker", Worker, []string{ddb, secrets}, func(ctx context.Context, d *Deps) {
 			_ = d.Queue.Send(ctx, driver.Message{JobID: "x", Delay: time.Second})
-		}, []string{sqsC}},
+			put(ctx, d)
+		}, []string{sqsC, eb}},
 		{"sweeper", Sweeper, []string{ddb}, func(ctx context.Context, d *Deps) {
 			_ = d.Queue.Send(ctx, driver.Message{JobID: "x"}, driver.Message{JobID: "y"})
-		}, []string{sqsC}},
+			put(ctx, d)
+		}, []string{sqsC, eb}},
 		{"schedules", Schedules, []string{ddb}, func(ctx context.Context, d *Deps) {
 			_, _ = lazyScheduler{&d.clients.scheduler}.DeleteSchedule(ctx, nil)
 		}, []string{sched}},
@@ -97,6 +108,9 @@ func TestEachRoleBuildsOnlyItsClients(t *testing.T) {
 			}
 			if got := sorted(d.builtClients()); !slices.Equal(got, sorted(tt.atStart)) {
 				t.Errorf("clients built at the start: got %v, want %v", got, sorted(tt.atStart))
+			}
+			if sends := slices.Contains(tt.later, eb); sends != (d.eventBus != nil) {
+				t.Errorf("event bus set up: %v, want %v (only the roles that write outcomes send events)", d.eventBus != nil, sends)
 			}
 			if tt.firstUse == nil {
 				return

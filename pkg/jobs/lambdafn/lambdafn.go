@@ -49,6 +49,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/eventbus"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/schedulerapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
@@ -106,6 +107,13 @@ type Config struct {
 	// Operators may use the admin routes (JOBS_OPERATORS: owner
 	// identities, comma-separated, as the API derives them).
 	Operators []string
+	// EventBus is the EventBridge bus job events go to (JOBS_EVENT_BUS);
+	// the roles that write outcomes (worker, sweeper, cancel) send them.
+	// AllEvents announces every kind's outcomes (JOBS_EVENTS=all), not
+	// only those of kinds with KindOpts.Events (JOBS_EVENTS=kinds, the
+	// default).
+	EventBus  string
+	AllEvents bool
 }
 
 // ConfigFromEnv reads Config from the environment (see the package doc).
@@ -221,6 +229,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, errors.New(`JOBS_SOURCES: want a JSON list such as [{"type":"s3","bucket":"uploads"}]`))
 		}
 	}
+	c.EventBus = getenv("JOBS_EVENT_BUS")
+	switch v := getenv("JOBS_EVENTS"); v {
+	case "", "kinds":
+	case "all":
+		c.AllEvents = true
+	default:
+		errs = append(errs, fmt.Errorf("JOBS_EVENTS=%q: want kinds or all", v))
+	}
 	if c.Table == "" {
 		errs = append(errs, errors.New("JOBS_TABLE is required"))
 	}
@@ -251,6 +267,8 @@ type Deps struct {
 	pageKeyBytes []byte
 	// setup times Build's steps (nil outside Build).
 	setup *setupClock
+	// eventBus, once a role that sends events asked for it (see bus).
+	eventBus *eventbus.Bus
 }
 
 // Option adjusts what Main and Build build.
@@ -330,6 +348,27 @@ func (d *Deps) readOnlySealer() jobs.Sealer {
 	return newNoKey()
 }
 
+// bus returns the event bus of a role that writes outcomes (worker,
+// sweeper, cancel), whose EventBridge client is built at its first send;
+// nil without JOBS_EVENT_BUS. Refused when the registry has a kind that
+// announces its outcomes and there is no bus: their events would stay
+// pending for ever.
+func (d *Deps) bus(reg *jobs.Registry) (driver.Bus, error) {
+	if d.Config.EventBus == "" {
+		if d.Config.AllEvents {
+			return nil, errors.New("JOBS_EVENTS=all: JOBS_EVENT_BUS is required")
+		}
+		if k := reg.EventKinds(); len(k) > 0 {
+			return nil, fmt.Errorf("kinds %v announce their outcomes (KindOpts.Events): JOBS_EVENT_BUS is required", k)
+		}
+		return nil, nil
+	}
+	if d.eventBus == nil {
+		d.eventBus = eventbus.New(lazyEventBridge{&d.clients.events}, d.Config.EventBus, eventbus.Options{})
+	}
+	return d.eventBus, nil
+}
+
 // Function builds one function's handler from its dependencies.
 type Function func(d *Deps, reg *jobs.Registry) (any, error)
 
@@ -344,7 +383,8 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Sealer: sealer, Retention: d.Config.Retention, Metrics: d.metrics})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Sealer: sealer, Retention: d.Config.Retention, Metrics: d.metrics,
+		AllEvents: d.Config.AllEvents})
 	if err != nil {
 		return nil, err
 	}
@@ -377,8 +417,13 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	bus, err := d.bus(reg)
+	if err != nil {
+		return nil, err
+	}
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, Sealer: d.readOnlySealer(),
-		Retention: d.Config.Retention, DispatchGrace: d.Config.DispatchGrace, PageTokenKey: key, Metrics: d.metrics})
+		Retention: d.Config.Retention, DispatchGrace: d.Config.DispatchGrace, PageTokenKey: key, Metrics: d.metrics,
+		Bus: bus, AllEvents: d.Config.AllEvents})
 	if err != nil {
 		return nil, err
 	}
@@ -401,11 +446,16 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	bus, err := d.bus(reg)
+	if err != nil {
+		return nil, err
+	}
 	w, err := jobs.NewWorker(jobs.WorkerConfig{
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Timeout: d.Config.WorkerTimeout, Retention: d.Config.Retention,
 		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace, Metrics: d.metrics,
 		Queue: queueOrNil(d.Queue), Tracer: workerTracer(d.tracing), Lane: d.Config.Lane,
+		Bus: bus, AllEvents: d.Config.AllEvents,
 	})
 	if err != nil {
 		return nil, err
@@ -418,7 +468,12 @@ func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
 	}
-	s, err := jobs.NewSweeper(jobs.SweeperConfig{Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Retention: d.Config.Retention, Registry: reg, Metrics: d.metrics})
+	bus, err := d.bus(reg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := jobs.NewSweeper(jobs.SweeperConfig{Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Retention: d.Config.Retention, Registry: reg, Metrics: d.metrics,
+		Bus: bus, AllEvents: d.Config.AllEvents})
 	if err != nil {
 		return nil, err
 	}

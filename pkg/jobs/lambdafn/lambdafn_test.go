@@ -2,6 +2,7 @@ package lambdafn_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,31 @@ func TestFunctionNamed(t *testing.T) {
 	}
 	if _, err := lambdafn.FunctionNamed("workr"); err == nil || !strings.Contains(err.Error(), "JOBS_FUNCTION") {
 		t.Errorf("a misspelt role: %v", err)
+	}
+}
+
+// A kind that announces its outcomes, or JOBS_EVENTS=all, without an
+// event bus: the roles that send events refuse to start rather than leave
+// every event pending; those that do not send start.
+func TestEventsWithoutABusRefuseToStart(t *testing.T) {
+	t.Parallel()
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "announced", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, &jobs.KindOpts{Events: true})
+	base := map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_QUEUE_URL": "http://127.0.0.1:1/000000000000/q", "JOBS_PAGE_TOKEN_KEY": strings.Repeat("k", 32)}
+	for name, fn := range map[string]lambdafn.Function{"worker": lambdafn.Worker, "sweeper": lambdafn.Sweeper, "cancel": lambdafn.Cancel} {
+		_, err := lambdafn.Build(context.Background(), fn, reg, env(base))
+		if err == nil || !strings.Contains(err.Error(), "JOBS_EVENT_BUS is required") {
+			t.Errorf("%s with an announcing kind and no bus: %v, want JOBS_EVENT_BUS required", name, err)
+		}
+		withBus := maps.Clone(base)
+		withBus["JOBS_EVENT_BUS"] = "jobs-bus"
+		if _, err := lambdafn.Build(context.Background(), fn, reg, env(withBus)); err != nil {
+			t.Errorf("%s with a bus: %v", name, err)
+		}
+	}
+	all := maps.Clone(base)
+	all["JOBS_EVENTS"] = "all"
+	if _, err := lambdafn.Build(context.Background(), lambdafn.Worker, jobs.NewRegistry(), env(all)); err == nil || !strings.Contains(err.Error(), "JOBS_EVENT_BUS is required") {
+		t.Errorf("worker with JOBS_EVENTS=all and no bus: %v, want JOBS_EVENT_BUS required", err)
 	}
 }
