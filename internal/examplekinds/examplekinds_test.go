@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,8 +69,9 @@ func TestRegister(t *testing.T) {
 	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	if got := reg.Kinds(); len(got) != 9 {
-		t.Fatalf("kinds %v", got)
+	want := "example.event example.export example.fail example.flaky example.hash example.hold example.hold_limited example.hold_per_account example.hold_rate example.receipt example.s3_object example.sleep example.tick"
+	if got := strings.Join(reg.Kinds(), " "); got != want {
+		t.Fatalf("kinds %s\nwant  %s", got, want)
 	}
 	if s := reg.Schedules(); len(s) != 1 || s[0].Name != examplekinds.TickSchedule || s[0].Expression != "rate(1 minute)" || s[0].Overlap != jobs.OverlapSkip {
 		t.Fatalf("schedules %+v", s)

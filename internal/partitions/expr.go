@@ -23,10 +23,13 @@ import (
 // paths are #names (resolved through ExpressionAttributeNames) or plain
 // names.
 //
-// Refused, with an error the model reports (see ErrUnsupported): nested
-// paths (#a.#b, #a[0]): the model keeps top-level attributes only, and a
-// nested change could not be told apart from a change of an index key.
-// A malformed expression is refused the same way, never guessed at.
+// One nested form is understood: REMOVE of a map's member (#a.#b), which
+// is how a slot item drops one holder without reading the item first.
+// Refused, with an error the model reports (see ErrUnsupported): every
+// other nested path (SET #a.#b, #a[0], deeper paths): the model keeps
+// top-level attributes, and a nested change could not be told apart from
+// a change of an index key. A malformed expression is refused the same
+// way, never guessed at.
 
 // ErrUnsupported is a request the model cannot charge exactly: an update
 // expression it does not parse, a key condition without the partition key,
@@ -101,9 +104,10 @@ type operand struct {
 }
 
 type action struct {
-	name string
-	val  *operand // SET
-	arg  *value   // ADD, DELETE
+	name   string
+	member string   // REMOVE name.member: one member of a map
+	val    *operand // SET
+	arg    *value   // ADD, DELETE
 }
 
 // update is a parsed update expression.
@@ -175,7 +179,13 @@ func (p *parser) update() (*update, error) {
 		}
 		seen[kw] = true
 		for {
-			name, err := p.path()
+			var name, member string
+			var err error
+			if kw == "REMOVE" {
+				name, member, err = p.memberPath()
+			} else {
+				name, err = p.path()
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -190,7 +200,7 @@ func (p *parser) update() (*update, error) {
 				}
 				u.set = append(u.set, action{name: name, val: v})
 			case "REMOVE":
-				u.remove = append(u.remove, action{name: name})
+				u.remove = append(u.remove, action{name: name, member: member})
 			case "ADD", "DELETE":
 				v, err := p.value()
 				if err != nil {
@@ -211,8 +221,44 @@ func (p *parser) update() (*update, error) {
 	}
 }
 
+// memberPath reads a top-level path or a map's member (#a.#b) and
+// returns the attribute's name and the member's ("" for a top-level path).
+func (p *parser) memberPath() (name, member string, err error) {
+	t, _ := p.peek()
+	top := t.text
+	if name, err = p.attrName(); err != nil {
+		return "", "", err
+	}
+	if n, ok := p.peek(); !ok || n.kind != '.' {
+		return name, "", p.refuseNested(top)
+	}
+	p.pos++
+	if member, err = p.attrName(); err != nil {
+		return "", "", err
+	}
+	return name, member, p.refuseNested(top)
+}
+
 // path reads a top-level attribute path and returns its name.
 func (p *parser) path() (string, error) {
+	t, _ := p.peek()
+	name, err := p.attrName()
+	if err != nil {
+		return "", err
+	}
+	return name, p.refuseNested(t.text)
+}
+
+// refuseNested fails when the path goes on (a '.' or a '[' follows).
+func (p *parser) refuseNested(top string) error {
+	if n, ok := p.peek(); ok && (n.kind == '.' || n.kind == '[') {
+		return fmt.Errorf("nested path %s%s... is not modelled", top, n.text)
+	}
+	return nil
+}
+
+// attrName reads one #name or plain name and resolves it.
+func (p *parser) attrName() (string, error) {
 	t, ok := p.next()
 	if !ok {
 		return "", errors.New("expected a path, found the end")
@@ -229,9 +275,6 @@ func (p *parser) path() (string, error) {
 		name = t.text
 	default:
 		return "", fmt.Errorf("expected a path, found %q", t.text)
-	}
-	if n, ok := p.peek(); ok && (n.kind == '.' || n.kind == '[') {
-		return "", fmt.Errorf("nested path %s%s... is not modelled", t.text, n.text)
 	}
 	return name, nil
 }
@@ -331,7 +374,24 @@ func (u *update) apply(old, key item) (item, error) {
 		out[a.name] = v
 	}
 	for _, a := range u.remove {
-		delete(out, a.name)
+		if a.member == "" {
+			delete(out, a.name)
+			continue
+		}
+		// DynamoDB refuses a member path into a missing attribute or a
+		// non-map ("The document path provided in the update expression is
+		// invalid for update"); a missing member is a no-op.
+		cur := old[a.name]
+		if cur == nil || cur.t != "M" {
+			return nil, fmt.Errorf("%w: REMOVE %s.%s of a missing or non-map attribute", errInvalid, a.name, a.member)
+		}
+		m := make(map[string]*value, len(cur.m))
+		for k, v := range cur.m {
+			if k != a.member {
+				m[k] = v
+			}
+		}
+		out[a.name] = &value{t: "M", m: m}
 	}
 	for _, a := range u.add {
 		cur := old[a.name]

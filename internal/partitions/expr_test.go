@@ -117,6 +117,9 @@ func TestUpdateByHand(t *testing.T) {
 		{"remove a SET b = :v", `{"a":{"S":"x"}}`, `{"b":{"S":"x"}}`},
 		{"  Add n :n  ", `{"n":{"N":"40"}}`, `{"n":{"N":"42"}}`},
 		{"SET a = b", `{"b":{"S":"copied"}}`, `{"a":{"S":"copied"},"b":{"S":"copied"}}`},
+		// A slot item's release drops one holder from its map.
+		{"REMOVE h.w1 ADD n :n", `{"h":{"M":{"w1":{"N":"1"},"w2":{"N":"2"}}},"n":{"N":"1"}}`, `{"h":{"M":{"w2":{"N":"2"}}},"n":{"N":"3"}}`},
+		{"REMOVE h.gone", `{"h":{"M":{"w1":{"N":"1"}}}}`, `{"h":{"M":{"w1":{"N":"1"}}}}`},
 	}
 	for _, tc := range cases {
 		u, err := parseUpdate(tc.expr, nil, values)
@@ -141,6 +144,8 @@ func TestUpdateRefused(t *testing.T) {
 	cases := []struct{ name, expr string }{
 		{"nested map path", "SET #0.#1 = :0"},
 		{"list element", "SET #0[1] = :0"},
+		{"a removed list element", "REMOVE #0[1]"},
+		{"a removed member's member", "REMOVE #0.#1.#0"},
 		{"name not given", "SET #9 = :0"},
 		{"value not given", "SET #0 = :9"},
 		{"two SET clauses", "SET #0 = :0 SET #1 = :0"},
@@ -168,6 +173,15 @@ func TestUpdateThatDynamoDBRefuses(t *testing.T) {
 	}
 	if _, err := u.apply(item{}, item{}); !errors.Is(err, errInvalid) {
 		t.Fatalf("a copy of a missing attribute: %v, want errInvalid", err)
+	}
+	u, err = parseUpdate("REMOVE a.b", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, old := range []string{`{}`, `{"a":{"S":"x"}}`} {
+		if _, err := u.apply(mustItem(t, old), item{}); !errors.Is(err, errInvalid) {
+			t.Errorf("a member of %s removed: %v, want errInvalid", old, err)
+		}
 	}
 }
 

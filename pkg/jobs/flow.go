@@ -211,7 +211,7 @@ func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, rec *dri
 	var held []slotKey
 	for _, s := range k.slotKeys(rec) {
 		state, err := w.eng.store.AcquireSlot(cctx, s.key, driver.SlotClaim{Holder: rec.ID, Max: s.max, LeaseUntil: inv.leaseUntil(now), At: now,
-			Waiters: waitersFor(s.max), First: rec.WaitingOn == waitConcurrency})
+			Waiters: waitersFor(s.max)})
 		if err == nil && state == driver.SlotHeld {
 			held = append(held, s)
 			continue
@@ -264,12 +264,14 @@ const (
 
 // overflowWait is how long a job that found kind's slot item of slots
 // slots and its waiters full waits before it looks again: half the time
-// the waiters take to drain, at this worker's measure of the kind's runs
-// (a second when it has none), from 1 to 30 seconds. Sooner and the
-// overflow's looks cost more than they bring; later and the slots idle
-// once the waiters are through.
+// the waiters take to drain, at this worker's measure of the kind's runs,
+// from 1 to 30 seconds. Sooner and the overflow's looks cost more than
+// they bring; later and the slots idle once the waiters are through. A
+// worker that has no measure yet (a new instance, the first runs of a
+// burst) looks again after the floor: guessing a hold of a second made a
+// burst's overflow wait up to 12 s for waiters that drained in 3.
 func (w *Worker) overflowWait(kind string, slots int) time.Duration {
-	hold := time.Second
+	var hold time.Duration
 	if v, ok := w.holds.Load(kind); ok {
 		hold = v.(time.Duration)
 	}

@@ -68,7 +68,7 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 			j.runAt = j.at.Add(req.UniqueFor)
 		}
 	}
-	for range 3 {
+	for try := range 5 {
 		holder, err := s.store.ClaimUnique(ctx, j.uniqueKey, claim)
 		if err != nil {
 			return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
@@ -76,7 +76,9 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 		if holder == j.id {
 			rec, err := s.eng.create(ctx, j)
 			if err != nil {
-				_ = s.store.ReleaseUnique(context.WithoutCancel(ctx), j.uniqueKey, j.id)
+				// The job may be stored though the answer was lost: the key
+				// stays its. If it is not, the next enqueue with the key
+				// finds the holder missing and frees it (holderOf).
 				return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 			}
 			s.dispatch(ctx, rec)
@@ -110,8 +112,13 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 			RunAt: j.runAt.Truncate(time.Millisecond), SweepAt: d.sweepAt, At: j.at})
 		switch {
 		case errors.Is(err, driver.ErrNotQueued):
-			// It started meanwhile (its start frees the key): a new job.
-			_ = s.store.ReleaseUnique(ctx, j.uniqueKey, holder)
+			// A worker has it: either it starts, and its start frees the
+			// key (the next try takes it: a new job), or it is parked back
+			// to wait (the next try debounces it). Freeing the key here
+			// would make a second job beside one that is only waiting.
+			if !sleepCtx(ctx, time.Duration(50<<try)*time.Millisecond) {
+				return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+			}
 			continue
 		case err != nil:
 			return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)

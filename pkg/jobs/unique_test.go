@@ -268,3 +268,40 @@ func TestStartByExpiresAJobThatDidNotStart(t *testing.T) {
 		t.Fatalf("runs %+v, want only the on-time job", u.runs)
 	}
 }
+
+// StartBy bounds a job's first start only: a job that started in time and
+// is retried after its StartBy runs its retry.
+func TestStartByDoesNotExpireARetry(t *testing.T) {
+	reg := jobs.NewRegistry()
+	runs := 0
+	kind := jobs.MustRegister(reg, "flaky", func(ctx context.Context, j *jobs.Job[syncPayload]) (jobs.NoResult, error) {
+		runs++
+		if runs == 1 {
+			return jobs.NoResult{}, jobs.RetryAfter(2*time.Minute, errors.New("later"))
+		}
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 3}})
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := kind.Enqueue(ctx, r.Service, "team", syncPayload{}, &jobs.EnqueueOpts{StartBy: r.Clock.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.Clock.Advance(3 * time.Minute)
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, err := r.Service.Get(ctx, "team", res.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != jobs.StatusSucceeded || v.Attempt != 2 || runs != 2 {
+		t.Fatalf("%s on attempt %d after %d runs, want succeeded on attempt 2: a retry after start_by was expired", v.Status, v.Attempt, runs)
+	}
+}

@@ -449,7 +449,9 @@ func (w *Worker) runJobAt(ctx context.Context, inv invocation, m driver.Message,
 	case k.maxRun > 0 && !rec.FirstStartedAt.IsZero() && now.Sub(rec.FirstStartedAt) >= k.maxRun:
 		// Past the kind's longest run, continuations and retries included.
 		ex = execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "max_run_time"}
-	case !rec.StartBy.IsZero() && now.After(rec.StartBy):
+	case !rec.StartBy.IsZero() && now.After(rec.StartBy) && rec.FirstStartedAt.Equal(rec.StartedAt):
+		// Its first start, late (a retry or continuation of a job that
+		// started in time runs).
 		ex = execution{Status: StatusCancelled, Code: CodeExpired, Cause: "expired"}
 	default:
 		if a := w.admit(ctx, inv, k, rec); a != nil {
@@ -459,7 +461,11 @@ func (w *Worker) runJobAt(ctx context.Context, inv invocation, m driver.Message,
 		}
 		w.releaseUniqueAtStart(ctx, rec)
 		ex = w.execute(ctx, inv, k, rec, token)
-		if k.limits.concurrency > 0 || k.limits.perKey > 0 {
+		// A handler abandoned at its deadline may still be running (in
+		// this process on managed instances, or when the environment
+		// thaws): its slots stay held until the run's lease, as its job
+		// does, so the limit is not exceeded.
+		if (k.limits.concurrency > 0 || k.limits.perKey > 0) && !ex.Abandoned {
 			w.noteHold(k.name, w.eng.now().Sub(now))
 			w.release(ctx, rec, k.slotKeys(rec))
 		}

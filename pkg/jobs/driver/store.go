@@ -317,9 +317,6 @@ type SlotClaim struct {
 	LeaseUntil, At time.Time
 	// Waiters bounds the item's waiters (0: do not queue the holder).
 	Waiters int
-	// First queues the holder first rather than last: a job that waited
-	// already and was woken, but found its slot taken, is next.
-	First bool
 }
 
 // SlotState is what Store.AcquireSlot did.

@@ -139,8 +139,6 @@ func (s *Store) AcquireSlot(ctx context.Context, slotKey string, c driver.SlotCl
 			waiters = slices.DeleteFunc(waiters, func(w string) bool { return w == c.Holder })
 		case slices.Contains(waiters, c.Holder):
 			return driver.SlotQueued, nil
-		case len(waiters) < c.Waiters && c.First:
-			waiters, state = slices.Insert(waiters, 0, c.Holder), driver.SlotQueued
 		case len(waiters) < c.Waiters:
 			waiters, state = append(waiters, c.Holder), driver.SlotQueued
 		default:
@@ -200,7 +198,7 @@ func (s *Store) ReleaseSlot(ctx context.Context, slotKey, holder string) (string
 		backoff(ctx, i)
 		item, err := s.readFlowItem(ctx, id)
 		if err != nil {
-			return "", err
+			break // throttled or failed: free the slot alone
 		}
 		m, ok := item[attrHolders].(*types.AttributeValueMemberM)
 		if !ok {
@@ -223,11 +221,14 @@ func (s *Store) ReleaseSlot(ctx context.Context, slotKey, holder string) (string
 		ok, err = s.writeVersioned(ctx, "release_slot", id, versionOf(item),
 			setWaiters(expression.Set(expression.Name(attrHolders), expression.Value(&types.AttributeValueMemberM{Value: rest})), waiters))
 		if err != nil {
-			return "", err
+			break
 		}
 		if ok {
 			return next, nil
 		}
+	}
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("dynamostore: release slot %s: %w", slotKey, ctx.Err())
 	}
 	return "", s.freeHolder(ctx, id, holder)
 }

@@ -43,11 +43,7 @@ func (m *MemStore) AcquireSlot(_ context.Context, key string, c driver.SlotClaim
 		return driver.SlotQueued, nil
 	}
 	if len(item.waiters) < c.Waiters {
-		if c.First {
-			item.waiters = slices.Insert(item.waiters, 0, c.Holder)
-		} else {
-			item.waiters = append(item.waiters, c.Holder)
-		}
+		item.waiters = append(item.waiters, c.Holder)
 		return driver.SlotQueued, nil
 	}
 	return driver.SlotFull, nil

@@ -100,23 +100,6 @@ func (c suite) flowControl(t *testing.T) {
 			t.Fatalf("a second release woke %q", next)
 		}
 	})
-	c.run(t, "AWaiterThatWaitedBeforeGoesFirst", func(t *testing.T, s driver.Store, clock *Clock) {
-		now := clock.Now()
-		acquire := func(holder string, first bool) driver.SlotState {
-			t.Helper()
-			st, err := s.AcquireSlot(ctx, "f", driver.SlotClaim{Holder: holder, Max: 1, LeaseUntil: now.Add(time.Minute), At: now, Waiters: 4, First: first})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}
-		if acquire("a", false) != driver.SlotHeld || acquire("b", false) != driver.SlotQueued || acquire("c", true) != driver.SlotQueued {
-			t.Fatal("want a holding, b and c queued")
-		}
-		if next, err := s.ReleaseSlot(ctx, "f", "a"); err != nil || next != "c" {
-			t.Fatalf("a's release woke %q %v, want c, queued first", next, err)
-		}
-	})
 	c.run(t, "ConcurrentAcquiresTakeAtMostMax", func(t *testing.T, s driver.Store, clock *Clock) {
 		var got atomic.Int32
 		var wg sync.WaitGroup
