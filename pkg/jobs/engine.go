@@ -25,13 +25,25 @@ import (
 // it) from one that failed because someone else got there first: the first
 // counts as done, the second leaves the stored outcome alone.
 type engine struct {
-	reg       *Registry // nil: no kind's retry policy applies (a sweeper without kinds)
-	store     driver.Store
-	queue     driver.Queue // nil: retries and early deliveries wait for the sweeper
-	clock     Clock
-	log       *slog.Logger
-	grace     time.Duration
+	reg   *Registry // nil: no kind's retry policy applies (a sweeper without kinds)
+	store driver.Store
+	queue driver.Queue // nil: retries and early deliveries wait for the sweeper
+	clock Clock
+	log   *slog.Logger
+	grace time.Duration
+	// laneGrace is the dispatch grace of each lane whose worker runs
+	// longer than the default lane's (its timeout, plus the same margin);
+	// a lane not in it has grace.
+	laneGrace map[string]time.Duration
 	retention time.Duration
+}
+
+// graceOf is the dispatch grace of the lane's jobs.
+func (e *engine) graceOf(lane string) time.Duration {
+	if g, ok := e.laneGrace[lane]; ok && g > 0 {
+		return g
+	}
+	return e.grace
 }
 
 // newEngine returns e with its defaults filled in: the wall clock, the
@@ -249,7 +261,7 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 		// run of the job before then.
 		runAt = rec.LeaseUntil
 	}
-	d := e.deliveryAt(now, runAt)
+	d := e.deliveryAt(now, runAt, rec.Lane)
 	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, LastError: ex.Code, LeaseExpiredBy: r.leaseBy})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil // our requeue landed; its answer was lost
@@ -279,7 +291,7 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 func (e *engine) continueRun(ctx context.Context, log *slog.Logger, r run, ex execution) ending {
 	rec := r.rec
 	now := e.now()
-	d := e.deliveryAt(now, now)
+	d := e.deliveryAt(now, now, rec.Lane)
 	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: now, SweepAt: d.sweepAt, LeaseExpiredBy: r.leaseBy,
 		Continue: true, Checkpoint: ex.Checkpoint})
 	if ownWrite(err, StatusQueued, now) {
@@ -346,19 +358,19 @@ func (e *engine) record(j newJob) *driver.Record {
 	}
 	rec := &driver.Record{
 		ID: j.id, Kind: j.kind, Owner: j.owner, Status: StatusQueued, Payload: j.payload, RequestHash: j.requestHash,
-		CreatedAt: j.at, UpdatedAt: j.at, RunAt: runAt, SweepAt: e.deliveryAt(j.at, runAt).sweepAt, BatchCounts: j.counts,
+		CreatedAt: j.at, UpdatedAt: j.at, RunAt: runAt, BatchCounts: j.counts,
 	}
 	if b := j.batch; b != nil {
 		rec.BatchID, rec.BatchIndex, rec.BatchSize, rec.BatchShards = b.ID, j.index, b.Total, b.Shards
 	}
 	rec.Lane, rec.Tenant = j.lane, j.tenant
 	rec.UniqueKey, rec.UniqueUntil, rec.StartBy = j.uniqueKey, j.uniqueUntil, j.startBy
-	if e.reg == nil || rec.Lane != "" {
-		return rec
+	if rec.Lane == "" && e.reg != nil {
+		if k, ok := e.reg.lookup(j.kind); ok {
+			rec.Lane = k.lane
+		}
 	}
-	if k, ok := e.reg.lookup(j.kind); ok {
-		rec.Lane = k.lane
-	}
+	rec.SweepAt = e.deliveryAt(j.at, runAt, rec.Lane).sweepAt
 	return rec
 }
 
@@ -399,14 +411,15 @@ type delivery struct {
 	sweepAt time.Time     // when the sweeper looks at it
 }
 
-// deliveryAt applies the delivery rule at now to a job due at runAt (zero:
-// now).
-func (e *engine) deliveryAt(now, runAt time.Time) delivery {
+// deliveryAt applies the delivery rule at now to a job of lane due at
+// runAt (zero: now), with the lane's grace.
+func (e *engine) deliveryAt(now, runAt time.Time, lane string) delivery {
+	grace := e.graceOf(lane)
 	switch wait := runAt.Sub(now); {
 	case runAt.IsZero() || wait <= 0:
-		return delivery{send: e.queue != nil, sweepAt: now.Add(e.grace)}
+		return delivery{send: e.queue != nil, sweepAt: now.Add(grace)}
 	case e.queue != nil && wait <= driver.MaxQueueDelay:
-		return delivery{send: true, delay: wait, sweepAt: runAt.Add(e.grace)}
+		return delivery{send: true, delay: wait, sweepAt: runAt.Add(grace)}
 	default:
 		return delivery{sweepAt: runAt}
 	}
@@ -448,7 +461,7 @@ func groupOf(rec *driver.Record) string {
 func (e *engine) deliverAll(ctx context.Context, now time.Time, recs []*driver.Record) error {
 	var msgs []driver.Message
 	for _, rec := range recs {
-		if d := e.deliveryAt(now, rec.RunAt); d.send {
+		if d := e.deliveryAt(now, rec.RunAt, rec.Lane); d.send {
 			m := messageOf(rec)
 			m.Delay = d.delay
 			msgs = append(msgs, m)
@@ -482,7 +495,7 @@ func (e *engine) cancel(ctx context.Context, rec *driver.Record) error {
 // grace).
 func (e *engine) resubmit(ctx context.Context, rec *driver.Record) error {
 	now := e.now()
-	d := e.deliveryAt(now, time.Time{})
+	d := e.deliveryAt(now, time.Time{}, rec.Lane)
 	err := e.store.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: d.sweepAt})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil // our write landed; its answer was lost
@@ -655,7 +668,7 @@ func (e *engine) settleBatch(ctx context.Context, b *driver.Batch) bool {
 		return false
 	}
 	if completion != nil {
-		_ = e.deliver(ctx, completion, e.deliveryAt(now, completion.RunAt)) // if lost, the sweeper sends the queued completion job
+		_ = e.deliver(ctx, completion, e.deliveryAt(now, completion.RunAt, completion.Lane)) // if lost, the sweeper sends the queued completion job
 	}
 	return true
 }

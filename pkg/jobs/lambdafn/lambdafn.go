@@ -63,6 +63,10 @@ type Config struct {
 	// (JOBS_LANE).
 	LaneQueueURLs map[string]string
 	Lane          string
+	// LaneDispatchGraces are the dispatch graces of the lanes whose worker
+	// runs longer than the default lane's (JOBS_LANE_DISPATCH_GRACES, JSON
+	// of durations by lane).
+	LaneDispatchGraces map[string]time.Duration
 	// DLQURL is the dead-letter queue the operators' routes read and
 	// redrive (JOBS_DLQ_URL; cancel only).
 	DLQURL        string
@@ -211,6 +215,21 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, errors.New(`JOBS_LANE_QUEUE_URLS: want a JSON object such as {"urgent":"https://sqs..."}`))
 		}
 	}
+	if v := getenv("JOBS_LANE_DISPATCH_GRACES"); v != "" {
+		var graces map[string]string
+		err := json.Unmarshal([]byte(v), &graces)
+		c.LaneDispatchGraces = map[string]time.Duration{}
+		for lane, g := range graces {
+			d, derr := time.ParseDuration(g)
+			if derr != nil || d <= 0 {
+				err = errors.Join(err, derr, errors.New("not positive"))
+			}
+			c.LaneDispatchGraces[lane] = d
+		}
+		if err != nil {
+			errs = append(errs, errors.New(`JOBS_LANE_DISPATCH_GRACES: want a JSON object of positive durations such as {"long":"17m"}`))
+		}
+	}
 	if !driver.ValidLane(c.Lane) {
 		errs = append(errs, fmt.Errorf("JOBS_LANE=%q: want a lower-case letter, then up to 15 lower-case letters, digits or '-'", c.Lane))
 	}
@@ -344,7 +363,7 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Sealer: sealer, Retention: d.Config.Retention, Metrics: d.metrics})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Sealer: sealer, Retention: d.Config.Retention, Metrics: d.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +397,7 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 		return nil, err
 	}
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, Sealer: d.readOnlySealer(),
-		Retention: d.Config.Retention, DispatchGrace: d.Config.DispatchGrace, PageTokenKey: key, Metrics: d.metrics})
+		Retention: d.Config.Retention, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, PageTokenKey: key, Metrics: d.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +423,7 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	w, err := jobs.NewWorker(jobs.WorkerConfig{
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Timeout: d.Config.WorkerTimeout, Retention: d.Config.Retention,
-		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace, Metrics: d.metrics,
+		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Metrics: d.metrics,
 		Queue: queueOrNil(d.Queue), Tracer: workerTracer(d.tracing), Lane: d.Config.Lane,
 	})
 	if err != nil {
@@ -418,7 +437,7 @@ func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
 	}
-	s, err := jobs.NewSweeper(jobs.SweeperConfig{Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Retention: d.Config.Retention, Registry: reg, Metrics: d.metrics})
+	s, err := jobs.NewSweeper(jobs.SweeperConfig{Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Retention: d.Config.Retention, Registry: reg, Metrics: d.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -644,5 +663,5 @@ func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Co
 		return nil, err
 	}
 	return jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger,
-		DispatchGrace: d.Config.DispatchGrace, Sealer: sealer, Retention: d.Config.Retention})
+		DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Sealer: sealer, Retention: d.Config.Retention})
 }
