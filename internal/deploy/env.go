@@ -71,6 +71,7 @@ var Env = []Var{
 	{"JOBS_PAGE_TOKEN_KEY", "", "or that value itself, 32+ characters (the local stack sets a random one)", listingFns, false},
 	{"JOBS_OPERATORS", "", "callers (owner identities or role ARNs, comma-separated) who may use the admin routes", listingFns, true},
 	{"JOBS_PRINT_SCHEDULES", "", "`1`: a bootstrap prints its registry's declared schedules as JSON and exits (how the local stack learns what to fire)", nil, false},
+	{"JOBS_PRINT_LANES", "", "`1`: a bootstrap prints the lanes its registry's kinds run in as JSON and exits (how the local stack learns which queues and workers to run)", nil, false},
 	{"JOBS_EXAMPLE_ROUTE_OWNER", "", "the owner of the jobs this repository's example routes make from foreign messages (its worker reads it)", []string{Worker}, false},
 	{"JOBS_EXAMPLE_EXPORT_DIR", "", "a directory where this repository's `example.export` writes one file per chunk (tests count them)", []string{Worker}, false},
 	{"JOBS_EXAMPLE_SPANS_DIR", "", "a directory where this repository's `example.hold*` kinds write one file per run, its start and end (tests count how many ran at once)", []string{Worker}, false},

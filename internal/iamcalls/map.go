@@ -12,6 +12,9 @@ type Names struct {
 	Table string
 	Queue string
 	DLQ   string
+	// LaneQueues and LaneDLQs are the other lanes' queues' URLs, by lane:
+	// recorded as "queue/LANE" and "dlq/LANE".
+	LaneQueues, LaneDLQs map[string]string
 }
 
 func (n Names) table(name string) (string, error) {
@@ -27,6 +30,16 @@ func (n Names) queue(url string) (string, error) {
 		return "queue", nil
 	case n.DLQ:
 		return "dlq", nil
+	}
+	for lane, u := range n.LaneQueues {
+		if u == url {
+			return "queue/" + lane, nil
+		}
+	}
+	for lane, u := range n.LaneDLQs {
+		if u == url {
+			return "dlq/" + lane, nil
+		}
 	}
 	return "", fmt.Errorf("iamcalls: queue %q is not the stack's", url)
 }

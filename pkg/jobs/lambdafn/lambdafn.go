@@ -503,13 +503,19 @@ func Serve(reg *jobs.Registry, opts ...Option) {
 // runtime; it exits the process with status 1 if the function cannot start.
 //
 // With JOBS_PRINT_SCHEDULES=1 it instead prints the registry's declared
-// schedules as JSON and exits: how the local stack learns what to fire.
+// schedules as JSON and exits: how the local stack learns what to fire;
+// with JOBS_PRINT_LANES=1, the lanes the registry's kinds run in.
 func Main(fn Function, reg *jobs.Registry, opts ...Option) {
-	if os.Getenv("JOBS_PRINT_SCHEDULES") == "1" {
-		if err := json.NewEncoder(os.Stdout).Encode(reg.Schedules()); err != nil {
-			os.Exit(1)
+	for name, what := range map[string]func() any{
+		"JOBS_PRINT_SCHEDULES": func() any { return reg.Schedules() },
+		"JOBS_PRINT_LANES":     func() any { return reg.Lanes() },
+	} {
+		if os.Getenv(name) == "1" {
+			if err := json.NewEncoder(os.Stdout).Encode(what()); err != nil {
+				os.Exit(1)
+			}
+			os.Exit(0)
 		}
-		os.Exit(0)
 	}
 	mainTook := time.Since(processStart)
 	logger := lambdacontext.NewLogger()
