@@ -399,6 +399,9 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 		"cancel sqs:ReceiveMessage dlq",            // the operators' redrive
 		"sweeper dynamodb:Query table/index/sweep", // a sweep
 		"worker sqs:ReceiveMessage queue",          // the event source, as the worker's role
+		"enqueue sqs:SendMessage queue/bulk",       // a job sent to its kind's lane
+		"workerbulk sqs:ReceiveMessage queue/bulk", // a lane's event source, as its worker's role
+		"workerurgent dynamodb:UpdateItem table",   // a lane's worker claims
 		"scheduler sqs:SendMessage queue",          // a schedule's fire
 		"schedules scheduler:CreateSchedule schedule/runtime/*",
 		"schedules scheduler:GetSchedule schedule/runtime/*",    // a create's outcome, learned
