@@ -255,7 +255,8 @@ func (s *Jobs) apiPermissions() {
 	// needs to send to the queue.
 	s.grantSend(cancelFn, cancelFn.Role().RoleArn())
 	allow(cancelFn, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}, s.DLQ.QueueArn())
-	allow(cancelFn, []string{"sqs:GetQueueAttributes"}, s.Queue.QueueArn())
+	// ...and show every lane's queue depth beside the DLQ's.
+	allow(cancelFn, []string{"sqs:GetQueueAttributes"}, *s.queueARNs()...)
 	cancelFn.AddEnvironment(jsii.String("JOBS_DLQ_URL"), s.DLQ.QueueUrl(), nil)
 }
 

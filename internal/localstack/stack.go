@@ -362,14 +362,7 @@ func (s *Stack) setFunctionEnv() error {
 		"JOBS_SCHEDULER_ROLE_ARN=arn:aws:iam::" + LocalAccount + ":role/lambdajobs-local-scheduler",
 		"JOBS_SCHEDULE_DLQ_ARN=" + s.Queues.DLQARN,
 	}, keyEnv...)
-	if len(s.Lanes) > 0 {
-		urls := map[string]string{}
-		for lane, q := range s.Lanes {
-			urls[lane] = q.Queue
-		}
-		b, _ := json.Marshal(urls)
-		env = append(env, "JOBS_LANE_QUEUE_URLS="+string(b))
-	}
+	env = append(env, s.laneEnv()...)
 	// The stack sets only what the deployment's descriptor lists, as the
 	// construct does.
 	for _, kv := range env {
@@ -752,14 +745,28 @@ func (s *Stack) record(dir string) error {
 	return nil
 }
 
+// laneEnv is JOBS_LANE_QUEUE_URLS, the other lanes' queues, when there
+// are other lanes.
+func (s *Stack) laneEnv() []string {
+	if len(s.Lanes) == 0 {
+		return nil
+	}
+	urls := map[string]string{}
+	for lane, q := range s.Lanes {
+		urls[lane] = q.Queue
+	}
+	b, _ := json.Marshal(urls)
+	return []string{"JOBS_LANE_QUEUE_URLS=" + string(b)}
+}
+
 // EnqueuerEnv is the environment a program of a team's needs to enqueue
 // into this stack with lambdafn.NewService, as jobsinfra's GrantEnqueue
 // gives a function in AWS: the table, the queue, the emulators' endpoints,
-// the payload key, and credentials that sign as iamcalls.Enqueuer (so its
+// the payload key, the other lanes' queues, and credentials that sign as iamcalls.Enqueuer (so its
 // calls are recorded and evaluated against GrantEnqueue's policy).
 // lambdajobs-local prints it at start.
 func (s *Stack) EnqueuerEnv() []string {
-	return []string{
+	return append([]string{
 		"JOBS_TABLE=" + s.Table,
 		"JOBS_QUEUE_URL=" + s.Queues.Queue,
 		s.payloadKey,
@@ -768,7 +775,7 @@ func (s *Stack) EnqueuerEnv() []string {
 		"AWS_REGION=" + localaws.Region,
 		"AWS_ACCESS_KEY_ID=" + iamcalls.AccessKeyID(iamcalls.Enqueuer),
 		"AWS_SECRET_ACCESS_KEY=local",
-	}
+	}, s.laneEnv()...)
 }
 
 // DynamoDBAs and SQSAs return clients that sign as a principal of the

@@ -403,7 +403,8 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 	}
 	api := httpapi.New(svc, d.Logger).WithOperators(d.Config.Operators)
 	if d.Config.DLQURL != "" {
-		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL})
+		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL,
+			LaneQueueURLs: d.Config.LaneQueueURLs})
 	}
 	return api.Route, nil
 }
