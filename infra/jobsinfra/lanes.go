@@ -133,7 +133,7 @@ func (c Config) dispatchGrace(l LaneConfig) time.Duration {
 func (c Config) validateLanes() error {
 	for _, name := range slices.Sorted(maps.Keys(c.Lanes)) {
 		if name == "" || !driver.ValidLane(name) {
-			return fmt.Errorf("%s: lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-' (the default lane is tuned by Config's own fields)", c.Name, name)
+			return fmt.Errorf("%s: lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-', not \"default\" (the default lane is tuned by Config's own fields)", c.Name, name)
 		}
 		l := c.lane(name)
 		longest := 15 * time.Minute
@@ -179,7 +179,7 @@ func laneNames(lanes []string) []string {
 	out := []string{""}
 	for _, l := range lanes {
 		if !driver.ValidLane(l) {
-			panic(fmt.Sprintf("jobsinfra: lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-'", l))
+			panic(fmt.Sprintf("jobsinfra: lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-', not \"default\"", l))
 		}
 		if !slices.Contains(out, l) {
 			out = append(out, l)

@@ -3,6 +3,7 @@ package examplekinds_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -68,8 +69,13 @@ func TestRegister(t *testing.T) {
 	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	if got := reg.Kinds(); len(got) != 9 {
+	if got := reg.Kinds(); len(got) != 15 {
 		t.Fatalf("kinds %v", got)
+	}
+	// The lanes the example kinds run in: the local stack and the dev
+	// stack create these.
+	if got := fmt.Sprint(reg.Lanes()); got != "[ bulk urgent]" {
+		t.Fatalf("lanes %s, want the default lane, bulk and urgent", got)
 	}
 	if s := reg.Schedules(); len(s) != 1 || s[0].Name != examplekinds.TickSchedule || s[0].Expression != "rate(1 minute)" || s[0].Overlap != jobs.OverlapSkip {
 		t.Fatalf("schedules %+v", s)

@@ -132,7 +132,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		metrics: cfg.Metrics, tracer: cfg.Tracer, lane: cfg.Lane,
 	}
 	if !driver.ValidLane(cfg.Lane) {
-		return nil, fmt.Errorf("jobs: lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-'", cfg.Lane)
+		return nil, fmt.Errorf("jobs: lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-', not \"default\"", cfg.Lane)
 	}
 	if w.cancelCheck == 0 {
 		w.cancelCheck = 5 * time.Second

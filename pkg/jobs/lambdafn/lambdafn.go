@@ -231,7 +231,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	if !driver.ValidLane(c.Lane) {
-		errs = append(errs, fmt.Errorf("JOBS_LANE=%q: want a lower-case letter, then up to 15 lower-case letters, digits or '-'", c.Lane))
+		errs = append(errs, fmt.Errorf("JOBS_LANE=%q: want a lower-case letter, then up to 15 lower-case letters, digits or '-', not \"default\"", c.Lane))
 	}
 	if v := getenv("JOBS_SOURCES"); v != "" {
 		dec := json.NewDecoder(strings.NewReader(v))
