@@ -6,7 +6,7 @@
 // table size. `make bench` runs it with everything it needs.
 //
 // -only runs the named steps alone (costs, sweep, coldstart, throughput,
-// comma-separated) and prints their sections instead of rewriting
+// lanes, comma-separated) and prints their sections instead of rewriting
 // BENCHMARKS.md: `cd bench && go run . -only coldstart`.
 package main
 
@@ -28,7 +28,7 @@ func main() {
 	throughputN := flag.Int("throughput-jobs", 400, "jobs per throughput level")
 	tableSize := flag.Int("table-size", 100000, "finished jobs in the sweeper's table")
 	coldRuns := flag.Int("cold-runs", 21, "fresh starts of each function whose median is its first invoke")
-	only := flag.String("only", "", "run only these steps (costs, sweep, coldstart, throughput; comma-separated) and print their results instead of writing BENCHMARKS.md")
+	only := flag.String("only", "", "run only these steps (costs, sweep, coldstart, throughput, lanes; comma-separated) and print their results instead of writing BENCHMARKS.md")
 	flag.Parse()
 	o := options{out: *out, overhead: *overhead, jobs: *jobsN, throughputJobs: *throughputN, tableSize: *tableSize, coldRuns: *coldRuns}
 	if *only != "" {
@@ -49,7 +49,7 @@ func main() {
 }
 
 // steps are the measurements, in the order run runs them.
-var steps = []string{"costs", "sweep", "coldstart", "throughput"}
+var steps = []string{"costs", "sweep", "coldstart", "throughput", "lanes"}
 
 type options struct {
 	out, overhead                             string
@@ -84,6 +84,9 @@ func run(o options) error {
 		return err
 	}
 	if err = step("throughput", "throughput", func() error { r.Throughput, err = throughput(ctx, o.throughputJobs); return err }); err != nil {
+		return err
+	}
+	if err = step("lanes", "an urgent job behind a bulk backlog", func() error { r.Lanes, err = lanes(ctx); return err }); err != nil {
 		return err
 	}
 	if o.overhead != "" {

@@ -24,6 +24,7 @@ type report struct {
 	Cold       []coldResult
 	ColdRuns   int
 	Sweep      sweepResult
+	Lanes      lanesResult
 }
 
 // overheadResult is one path's mean over the benchmark's runs, and its
@@ -126,8 +127,9 @@ func (r *report) markdown() string {
 	b.WriteString(r.throughputMD())
 	b.WriteString(r.coldMD())
 	b.WriteString(r.sweepMD())
+	b.WriteString(r.lanesMD())
 	w("## Reproduce\n\n```sh\nmake bench   # about 5 minutes on 2 cores; rewrites this file and docs/bench-throughput.png\n")
-	w("cd bench && go run . -only coldstart   # one step alone, printed (-only costs, sweep, coldstart, throughput)\n```\n")
+	w("cd bench && go run . -only coldstart   # one step alone, printed (-only costs, sweep, coldstart, throughput, lanes)\n```\n")
 	return b.String()
 }
 
@@ -145,6 +147,9 @@ func (r *report) sections(only map[string]bool) string {
 	}
 	if only["sweep"] {
 		b.WriteString(r.sweepMD())
+	}
+	if only["lanes"] {
+		b.WriteString(r.lanesMD())
 	}
 	return b.String()
 }

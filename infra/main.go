@@ -61,7 +61,7 @@ func build(app awscdk.App) error {
 		examples = v == "true"
 	}
 	NewJobsStack(app, "lambdajobs-"+cfg.Name, &StackProps{StackProps: awscdk.StackProps{Env: pin}, Config: cfg, Bootstraps: bootstraps, ExampleKinds: examples,
-		Schedules: schedulesFor(cfg.Name, examples)})
+		Schedules: schedulesFor(cfg.Name, examples), Lanes: lanesFor(examples)})
 	return nil
 }
 
@@ -122,6 +122,15 @@ func schedulesFor(env string, examples bool) []jobs.Schedule {
 		return nil
 	}
 	return exampleSchedules(env)
+}
+
+// lanesFor is the lanes the app creates: the example kinds' where they run
+// (a team's app passes its own registry's Lanes()).
+func lanesFor(examples bool) []string {
+	if !examples {
+		return nil
+	}
+	return exampleLanes()
 }
 
 // env pins the stack to CDK_DEFAULT_ACCOUNT/REGION when both are set

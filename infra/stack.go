@@ -23,8 +23,10 @@ type StackProps struct {
 	// examplekinds.Switch=on (through Config.Environment), which only this
 	// repository's mains read.
 	ExampleKinds bool
-	// Schedules are the periodic jobs to fire (see jobsinfra.JobsProps).
+	// Schedules are the periodic jobs to fire, and Lanes the lanes the
+	// registry's kinds run in (see jobsinfra.JobsProps).
 	Schedules []jobs.Schedule
+	Lanes     []string
 }
 
 // exampleSchedules are the example kinds' periodic jobs (example.tick):
@@ -33,11 +35,18 @@ func exampleSchedules(env string) []jobs.Schedule {
 	if env == "prod" {
 		return nil
 	}
+	return exampleRegistry().Schedules()
+}
+
+// exampleLanes are the lanes the example kinds run in (bulk, urgent).
+func exampleLanes() []string { return exampleRegistry().Lanes() }
+
+func exampleRegistry() *jobs.Registry {
 	reg := jobs.NewRegistry()
 	if _, err := examplekinds.Register(reg); err != nil {
 		panic(err)
 	}
-	return reg.Schedules()
+	return reg
 }
 
 // JobsStack is one environment of this repository's own deployment: a stack
@@ -66,7 +75,7 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 		cfg.Environment[examplekinds.Switch] = "on"
 	}
 	jobs := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{
-		Config: cfg, Bootstraps: props.Bootstraps, Bootstrap: props.Bootstrap, Schedules: props.Schedules,
+		Config: cfg, Bootstraps: props.Bootstraps, Bootstrap: props.Bootstrap, Schedules: props.Schedules, Lanes: props.Lanes,
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: jobs.API.ApiEndpoint(), Description: jsii.String("the HTTP API (ljob -api)")})
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: jobs.Table.TableName()})

@@ -184,8 +184,11 @@ func TestAppEnvironments(t *testing.T) {
 				schedules++
 			}
 		}
-		if want := map[bool]int{true: functions, false: 0}[c.examples]; examples != want || functions != len(jobsinfra.FunctionNames) {
-			t.Errorf("%s: %d of %d functions serve the example kinds, want %d", name, examples, functions, want)
+		// Where the example kinds run, so do their lanes (bulk and urgent):
+		// a worker each.
+		lanes := map[bool]int{true: len(exampleLanes()) - 1, false: 0}[c.examples]
+		if want := map[bool]int{true: functions, false: 0}[c.examples]; examples != want || functions != len(jobsinfra.FunctionNames)+lanes {
+			t.Errorf("%s: %d of %d functions serve the example kinds, want %d of %d", name, examples, functions, want, len(jobsinfra.FunctionNames)+lanes)
 		}
 		if schedules != c.schedules {
 			t.Errorf("%s: %d schedules, want %d", name, schedules, c.schedules)

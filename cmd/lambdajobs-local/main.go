@@ -38,9 +38,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -146,16 +148,29 @@ lambdajobs is running:
   DynamoDB     %s   table %s
   SQS          %s   queue %s
   Job events   %s   (logged as "event"; JOBS_EVENTS=all announces every kind's)
+  Lanes        %s
 Try:
 `+try+`
 A program of yours enqueues with lambdafn.NewService after:
   export %s
 Ctrl-C stops everything.
-`, stack.APIURL, stack.DashboardURL, stack.DynamoDBEndpoint, stack.Table, stack.SQSEndpoint, stack.Queues.Queue, stack.APIURL+localstack.EventBusPath, stack.APIURL,
+`, stack.APIURL, stack.DashboardURL, stack.DynamoDBEndpoint, stack.Table, stack.SQSEndpoint, stack.Queues.Queue, stack.APIURL+localstack.EventBusPath, lanes(stack), stack.APIURL,
 		strings.Join(stack.EnqueuerEnv(), " \\\n         "))
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "stopping...")
 	stack.Stop()
 	fmt.Fprintln(os.Stderr, "stopped")
 	return nil
+}
+
+// lanes describes the stack's other lanes: each one's queue.
+func lanes(stack *localstack.Stack) string {
+	if len(stack.Lanes) == 0 {
+		return "only the default lane"
+	}
+	var out []string
+	for _, lane := range slices.Sorted(maps.Keys(stack.Lanes)) {
+		out = append(out, lane+" "+stack.Lanes[lane].Queue)
+	}
+	return strings.Join(out, ", ") + " (docs/LANES.md)"
 }

@@ -57,12 +57,18 @@ func combine(grants ...awsiam.Grant) awsiam.Grant {
 	return out
 }
 
-// grantSend lets a principal send to the queue: sqs:SendMessage (and the
-// queue key's use, with a customer-managed key) in its policy, and its
-// role among the queue policy's known senders.
+// grantSend lets a principal send to every lane's queue (a job goes to
+// its lane's): sqs:SendMessage (and the queue key's use, with a
+// customer-managed key) in its policy, and its role among the queue
+// policies' known senders.
 func (s *Jobs) grantSend(grantee awsiam.IGrantable, roleARN *string) awsiam.Grant {
+	return s.grantSendTo(grantee, roleARN, s.queueARNs())
+}
+
+// grantSendTo is grantSend to the queues arns only.
+func (s *Jobs) grantSendTo(grantee awsiam.IGrantable, roleARN *string, arns *[]*string) awsiam.Grant {
 	send := awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-		Grantee: grantee, Actions: jsii.Strings("sqs:SendMessage"), ResourceArns: &[]*string{s.Queue.QueueArn()},
+		Grantee: grantee, Actions: jsii.Strings("sqs:SendMessage"), ResourceArns: arns,
 	})
 	s.senders.add(roleARN)
 	return combine(send, s.grantKey(grantee, keySend))
@@ -145,6 +151,9 @@ func (s *Jobs) GrantEnqueue(fn awslambda.Function) awsiam.Grant {
 	fn.AddEnvironment(jsii.String("JOBS_TABLE"), s.Table.TableName(), nil)
 	fn.AddEnvironment(jsii.String("JOBS_QUEUE_URL"), s.Queue.QueueUrl(), nil)
 	fn.AddEnvironment(jsii.String("JOBS_DISPATCH_GRACE"), jsii.String(s.cfg.DispatchGrace.String()), nil)
+	for k, v := range s.laneEnv() {
+		fn.AddEnvironment(jsii.String(k), v, nil)
+	}
 	return combine(g, s.grantKeyRing(fn))
 }
 

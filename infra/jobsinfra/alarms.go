@@ -70,11 +70,7 @@ func (s *Jobs) alarms() {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	five := awscdk.Duration_Minutes(jsii.Number(5))
 	sum := &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}
-	s.add(alarm{id: "DeadLettersAlarm", description: "Messages reached the dead-letter queue (more than a minute ago): unroutable messages or jobs that could not be settled.",
-		metric: dlqGrowth(s.DLQ), threshold: 1})
-	s.add(alarm{id: "OldestMessageAlarm", description: fmt.Sprintf("The oldest queued message is older than %v: workers are not keeping up.", cfg.OldestMessageAlarm),
-		metric:    s.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
-		threshold: cfg.OldestMessageAlarm.Seconds()})
+	s.laneAlarms()
 	for _, name := range FunctionNames {
 		s.add(alarm{id: strings.ToUpper(name[:1]) + name[1:] + "ErrorsAlarm", description: "The " + name + " function failed (an invocation, not a job).",
 			metric: s.Functions[name].MetricErrors(sum), threshold: 1})
@@ -99,6 +95,35 @@ func (s *Jobs) alarms() {
 	s.add(alarm{id: "Api5xxAlarm", description: "The API answered 5xx: a dependency is down or a function fails.", metric: apiMetric("5xx", "Sum"), threshold: 5})
 	s.add(alarm{id: "ApiLatencyAlarm", description: "The API's p99 latency was over 2 s for 5 minutes.", metric: apiMetric("Latency", "p99"), threshold: 2000, periods: 5})
 	s.jobAlarms()
+}
+
+// laneAlarms watch each lane's queues (the default lane's alarms keep
+// their ids): its dead-letter queue grows; its oldest message is older
+// than Config.OldestMessageAlarm, plus how much longer the lane's worker
+// runs than the default lane's (a long lane's message is in flight for a
+// whole run); and, for the other lanes, its worker errs or is throttled.
+func (s *Jobs) laneAlarms() {
+	cfg := s.cfg
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	sum := &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}
+	for _, name := range s.laneOrder {
+		lane, id, which := s.Lanes[name], laneID(name), "the"
+		if name != "" {
+			which = "the " + name + " lane's"
+		}
+		oldest := cfg.OldestMessageAlarm + max(0, lane.Config.WorkerTimeout-cfg.WorkerTimeout)
+		s.add(alarm{id: id + "DeadLettersAlarm", description: "Messages reached " + which + " dead-letter queue (more than a minute ago): unroutable messages or jobs that could not be settled.",
+			metric: dlqGrowth(lane.DLQ), threshold: 1})
+		s.add(alarm{id: id + "OldestMessageAlarm", description: fmt.Sprintf("The oldest message of %s queue is older than %v: its workers are not keeping up.", which, oldest),
+			metric:    lane.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
+			threshold: oldest.Seconds()})
+		if name == "" {
+			continue // the worker's own alarms, with the other functions'
+		}
+		s.add(alarm{id: id + "WorkerErrorsAlarm", description: "The " + name + " lane's worker failed (an invocation, not a job).",
+			metric: lane.Worker.MetricErrors(sum), threshold: 1})
+		s.add(alarm{id: id + "WorkerThrottlesAlarm", description: "The " + name + " lane's worker was throttled.", metric: lane.Worker.MetricThrottles(sum), threshold: 1})
+	}
 }
 
 // jobAlarms watch the functions' own metrics (Embedded Metric Format;

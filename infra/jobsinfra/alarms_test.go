@@ -62,7 +62,7 @@ func TestDashboardAndMetrics(t *testing.T) {
 		}
 		body := jsonString(boards)
 		for _, w := range []string{"Jobs succeeded per minute, by kind", "Jobs failed per minute, by kind and code",
-			"Run duration p50 and p99", "Queue latency p50 and p99", "Queue depth and oldest message age", "Dead-letter queue depth",
+			"Run duration p50 and p99", "Queue latency p50 and p99", "Queue depth by lane", "Oldest message age (s) by lane", "Dead-letter queue depth by lane",
 			"Function errors", "Function throttles", "Sweeper: re-sent", "Sweeper: duration"} {
 			if !strings.Contains(body, w) {
 				t.Errorf("%s: the dashboard lacks %q", name, w)

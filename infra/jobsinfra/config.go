@@ -45,6 +45,12 @@ type Config struct {
 	BatchWindow    time.Duration
 	MaxConcurrency int
 
+	// Lanes tunes the lanes the registry uses (JobsProps.Lanes), by name;
+	// each lane starts from its preset (LanePreset: urgent, bulk and long
+	// have their own, any other lane the default lane's settings above).
+	// A lane here that the registry does not use creates nothing.
+	Lanes map[string]LaneConfig
+
 	// API and sweeper functions.
 	APIMemoryMB    int
 	APITimeout     time.Duration
@@ -270,6 +276,9 @@ func (c Config) Validate() error {
 				return fmt.Errorf("%s: JWT scopes for %q: want one of %v", c.Name, route, RouteKeys)
 			}
 		}
+	}
+	if err := c.validateLanes(); err != nil {
+		return err
 	}
 	if c.CORS != nil && len(c.CORS.AllowOrigins) == 0 {
 		return fmt.Errorf("%s: CORS needs AllowOrigins", c.Name)

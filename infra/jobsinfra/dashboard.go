@@ -25,12 +25,29 @@ func (s *Jobs) dashboard() {
 	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(12)})
 	}
-	peak := &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}
 	sum := &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}
 	var fnErrors, fnThrottles []awscloudwatch.IMetric
 	for _, name := range FunctionNames {
 		fnErrors = append(fnErrors, s.Functions[name].MetricErrors(sum))
 		fnThrottles = append(fnThrottles, s.Functions[name].MetricThrottles(sum))
+	}
+	// Each lane's queue depth, oldest message and dead letters, labelled
+	// by lane.
+	var depth, age, dead []awscloudwatch.IMetric
+	for _, name := range s.laneOrder {
+		lane, label := s.Lanes[name], name
+		if name == "" {
+			label = "default"
+		} else {
+			fnErrors = append(fnErrors, lane.Worker.MetricErrors(sum))
+			fnThrottles = append(fnThrottles, lane.Worker.MetricThrottles(sum))
+		}
+		opts := func(what string) *awscloudwatch.MetricOptions {
+			return &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(label + " " + what)}
+		}
+		depth = append(depth, lane.Queue.MetricApproximateNumberOfMessagesVisible(opts("depth")))
+		age = append(age, lane.Queue.MetricApproximateAgeOfOldestMessage(opts("oldest (s)")))
+		dead = append(dead, lane.DLQ.MetricApproximateNumberOfMessagesVisible(opts("dead letters")))
 	}
 	sweeper := func(metric, stat string) awscloudwatch.IMetric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(ns), MetricName: jsii.String(metric),
@@ -50,9 +67,8 @@ func (s *Jobs) dashboard() {
 				graph("Jobs started per minute, by kind", search("started", metricnames.JobsStarted, "Sum"))},
 			{graph("Run duration p50 and p99 (ms), by kind", search("p50", metricnames.RunDuration, "p50"), search("p99", metricnames.RunDuration, "p99")),
 				graph("Queue latency p50 and p99 (ms), by kind", search("p50", metricnames.QueueLatency, "p50"), search("p99", metricnames.QueueLatency, "p99"))},
-			{graph("Queue depth and oldest message age (s)",
-				s.Queue.MetricApproximateNumberOfMessagesVisible(peak), s.Queue.MetricApproximateAgeOfOldestMessage(peak)),
-				graph("Dead-letter queue depth", s.DLQ.MetricApproximateNumberOfMessagesVisible(peak))},
+			{graph("Queue depth by lane", depth...), graph("Oldest message age (s) by lane", age...)},
+			{graph("Dead-letter queue depth by lane", dead...)},
 			{graph("Function errors", fnErrors...), graph("Function throttles", fnThrottles...)},
 			{graph("Sweeper: re-sent, interrupted, batches, errors",
 				sweeper(metricnames.SweepResent, "Sum"), sweeper(metricnames.SweepInterrupted, "Sum"), sweeper(metricnames.SweepBatches, "Sum"), sweeper(metricnames.SweepErrors, "Sum")),

@@ -3,6 +3,7 @@ package jobsinfra
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
@@ -26,8 +27,7 @@ func (s *Jobs) events() {
 	}
 	busVar, _ := deploy.Lookup("JOBS_EVENT_BUS")
 	modeVar, _ := deploy.Lookup("JOBS_EVENTS")
-	for _, name := range FunctionNames {
-		f := s.Functions[name]
+	tell := func(name string, f awslambda.Function) {
 		if busVar.ReadBy(name) {
 			s.GrantPutEvents(f)
 			f.AddEnvironment(jsii.String(busVar.Name), s.EventBus.EventBusArn(), nil)
@@ -35,6 +35,13 @@ func (s *Jobs) events() {
 		if modeVar.ReadBy(name) {
 			f.AddEnvironment(jsii.String(modeVar.Name), jsii.String(mode), nil)
 		}
+	}
+	for _, name := range FunctionNames {
+		tell(name, s.Functions[name])
+	}
+	// The other lanes' workers write outcomes as the default lane's does.
+	for _, w := range s.workers()[1:] {
+		tell("worker", w)
 	}
 }
 

@@ -10,11 +10,11 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
 
@@ -37,12 +37,12 @@ func (s *Jobs) functions() {
 		// OpenTelemetry spans to Lambda's X-Ray daemon (see lambdafn).
 		s.env["JOBS_TRACING"] = jsii.String("on")
 	}
-	s.Enqueue = s.function("enqueue", cfg.APIMemoryMB, cfg.APITimeout)
-	s.GetJob = s.function("getjob", cfg.APIMemoryMB, cfg.APITimeout)
-	s.Cancel = s.function("cancel", cfg.APIMemoryMB, cfg.APITimeout)
-	s.Worker = s.function("worker", cfg.WorkerMemoryMB, cfg.WorkerTimeout)
-	s.Sweeper = s.function("sweeper", cfg.APIMemoryMB, cfg.SweeperTimeout)
-	s.Schedules = s.function("schedules", cfg.APIMemoryMB, cfg.APITimeout)
+	s.Enqueue = s.function("enqueue", "enqueue", cfg.APIMemoryMB, cfg.APITimeout)
+	s.GetJob = s.function("getjob", "getjob", cfg.APIMemoryMB, cfg.APITimeout)
+	s.Cancel = s.function("cancel", "cancel", cfg.APIMemoryMB, cfg.APITimeout)
+	s.Worker = s.function("worker", "worker", cfg.WorkerMemoryMB, cfg.WorkerTimeout)
+	s.Sweeper = s.function("sweeper", "sweeper", cfg.APIMemoryMB, cfg.SweeperTimeout)
+	s.Schedules = s.function("schedules", "schedules", cfg.APIMemoryMB, cfg.APITimeout)
 	// Only the functions that seal or open payloads read the key ring, at
 	// cold start; no key material is in any environment or template.
 	for _, f := range []awslambda.Function{s.Enqueue, s.Worker} {
@@ -51,16 +51,18 @@ func (s *Jobs) functions() {
 	// The worker refuses to start with a kind whose minimum run time
 	// (KindOpts.MinRunTime) its invocations cannot give (jobs.WorkerConfig.Timeout).
 	s.Worker.AddEnvironment(jsii.String("JOBS_WORKER_TIMEOUT"), jsii.String(cfg.WorkerTimeout.String()), nil)
+	s.Lanes[""].Worker = s.Worker
 	if sources := cfg.sources(); sources != "" {
 		// The worker refuses to start if a source has no route in its code.
 		s.Worker.AddEnvironment(jsii.String("JOBS_SOURCES"), jsii.String(sources), nil)
 	}
 }
 
-// function creates one of the six functions, with its log group and role.
-func (s *Jobs) function(name string, memory int, timeout time.Duration) awslambda.Function {
+// function creates one of the six functions (or a lane's worker, id
+// "worker-<lane>"), with its log group and role.
+func (s *Jobs) function(name, id string, memory int, timeout time.Duration) awslambda.Function {
 	cfg := s.cfg
-	logs := s.logGroup(name, name+"Logs")
+	logs := s.logGroup(id, id+"Logs")
 	arch := awslambda.Architecture_ARM_64()
 	if cfg.Architecture == "x86_64" {
 		arch = awslambda.Architecture_X86_64()
@@ -73,12 +75,14 @@ func (s *Jobs) function(name string, memory int, timeout time.Duration) awslambd
 		ApplicationLogLevelV2: logLevel(cfg.LogLevel),
 		Description:           jsii.String("lambdajobs " + cfg.Name + " " + name),
 	}
-	fixed := fixedFunction{name: name, timeout: timeout, logs: logs, role: s.functionRole(name, logs)}
+	fixed := fixedFunction{name: name, timeout: timeout, logs: logs, role: s.functionRole(id, logs)}
 	s.fixFunction(props, fixed)
 	s.overrides.function(name, props)
 	s.fixFunction(props, fixed)
-	f := awslambda.NewFunction(s.Construct, jsii.String(name), props)
-	s.Functions[name] = f
+	f := awslambda.NewFunction(s.Construct, jsii.String(id), props)
+	if id == name {
+		s.Functions[name] = f
+	}
 	return f
 }
 
@@ -179,6 +183,12 @@ func (s *Jobs) functionEnv(name string) map[string]*string {
 func (s *Jobs) ownEnv(name string) map[string]*string {
 	env := maps.Clone(s.env)
 	env["JOBS_FUNCTION"] = jsii.String(name)
+	// The lanes, to the functions that send (as the descriptor says).
+	for k, v := range s.laneEnv() {
+		if d, ok := deploy.Lookup(k); ok && d.ReadBy(name) {
+			env[k] = v
+		}
+	}
 	return env
 }
 
@@ -192,17 +202,22 @@ func (s *Jobs) queuePolicy() {
 	for _, arn := range s.cfg.EnvelopeSenders {
 		s.senders.add(jsii.String(arn))
 	}
-	s.Queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:        jsii.String("OnlyKnownSenders"),
-		Effect:     awsiam.Effect_DENY,
-		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
-		Actions:    jsii.Strings("sqs:SendMessage"),
-		Resources:  &[]*string{s.Queue.QueueArn()},
-		Conditions: &map[string]any{
-			"Null":       map[string]any{"aws:SourceArn": "true"},
-			"ArnNotLike": map[string]any{"aws:PrincipalArn": s.senders.list()},
-		},
-	}))
+	// Every lane's queue: each sender may send to every lane (a job goes
+	// to its own lane's queue whoever sends it).
+	for _, name := range s.laneOrder {
+		q := s.Lanes[name].Queue
+		q.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("OnlyKnownSenders"),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions:    jsii.Strings("sqs:SendMessage"),
+			Resources:  &[]*string{q.QueueArn()},
+			Conditions: &map[string]any{
+				"Null":       map[string]any{"aws:SourceArn": "true"},
+				"ArnNotLike": map[string]any{"aws:PrincipalArn": s.senders.list()},
+			},
+		}))
+	}
 }
 
 // enqueueTableActions are what a jobs.Service that enqueues does on the
@@ -240,26 +255,31 @@ func (s *Jobs) apiPermissions() {
 	// needs to send to the queue.
 	s.grantSend(cancelFn, cancelFn.Role().RoleArn())
 	allow(cancelFn, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}, s.DLQ.QueueArn())
-	allow(cancelFn, []string{"sqs:GetQueueAttributes"}, s.Queue.QueueArn())
+	// ...and show every lane's queue depth beside the DLQ's.
+	allow(cancelFn, []string{"sqs:GetQueueAttributes"}, *s.queueARNs()...)
 	cancelFn.AddEnvironment(jsii.String("JOBS_DLQ_URL"), s.DLQ.QueueUrl(), nil)
 }
 
 // backgroundPermissions grants the worker and the sweeper exactly their
 // actions, and every function its uses of the customer-managed key.
 func (s *Jobs) backgroundPermissions() {
-	worker, sweeper := s.Worker, s.Sweeper
+	sweeper := s.Sweeper
 	table := s.Table.TableArn()
-	// The worker claims, publishes and finishes (UpdateItem), reads a job
-	// it may interrupt, and creates jobs from foreign messages (PutItem).
-	allow(worker, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, table)
-	// Batches: the job that ends a batch sums its shards' counts (the
-	// worker, the sweeper, the cancel of its last job, the retry of its
-	// enqueue), reading them at once.
-	for _, f := range []awslambda.Function{worker, sweeper} {
-		allow(f, []string{"dynamodb:BatchGetItem"}, table)
+	// Every lane's worker claims, publishes and finishes (UpdateItem),
+	// reads a job it may interrupt, and creates jobs from foreign messages
+	// (PutItem).
+	for _, w := range s.workers() {
+		allow(w, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, table)
+		// Batches: the job that ends a batch sums its shards' counts (the
+		// worker, the sweeper, the cancel of its last job, the retry of
+		// its enqueue), reading them at once.
+		allow(w, []string{"dynamodb:BatchGetItem"}, table)
+		// ...and sends retries, early deliveries and jobs of another lane
+		// (a foreign message's, a fire's) with a delay.
+		s.grantSend(w, w.Role().RoleArn())
+		s.grantKey(w, keyWrite)
 	}
-	// ...and sends retries and early deliveries back with a delay.
-	s.grantSend(worker, worker.Role().RoleArn())
+	allow(sweeper, []string{"dynamodb:BatchGetItem"}, table)
 	allow(sweeper, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.SweepIndex))
 	allow(sweeper, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
 	// ...and creates the completion job of a batch whose end was never recorded.
@@ -268,22 +288,19 @@ func (s *Jobs) backgroundPermissions() {
 	// With a customer-managed key: each function uses it for its table
 	// writes and reads (the worker's receives are its event source's,
 	// granted by CDK; the DLQ's, cancel's).
-	for _, f := range []awslambda.Function{s.Enqueue, s.Cancel, worker, sweeper, s.Schedules} {
+	for _, f := range []awslambda.Function{s.Enqueue, s.Cancel, sweeper, s.Schedules} {
 		s.grantKey(f, keyWrite)
 	}
 	s.grantKey(s.GetJob, keyDecrypt)
 }
 
-// triggers connects the worker to the queue (partial batch responses) and
-// runs the sweeper every minute, never retried (the next minute is the
-// retry).
+// triggers connects each lane's worker to its queue (partial batch
+// responses) and runs the sweeper every minute, never retried (the next
+// minute is the retry).
 func (s *Jobs) triggers() {
-	s.Worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(s.Queue, &awslambdaeventsources.SqsEventSourceProps{
-		BatchSize:               jsii.Number(float64(s.cfg.BatchSize)),
-		MaxBatchingWindow:       batchWindow(s.cfg.BatchWindow),
-		MaxConcurrency:          jsii.Number(float64(s.cfg.MaxConcurrency)),
-		ReportBatchItemFailures: jsii.Bool(true),
-	}))
+	for _, name := range s.laneOrder {
+		s.laneTrigger(s.Lanes[name])
+	}
 	s.Sweeper.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{RetryAttempts: jsii.Number(0)})
 	awsevents.NewRule(s.Construct, jsii.String("SweepEveryMinute"), &awsevents.RuleProps{
 		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),

@@ -62,7 +62,8 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	j := NewJobs(stack, "Jobs", &JobsProps{Config: cfg, Bootstraps: fakeBootstraps(t), Schedules: reg.Schedules()})
+	// The example kinds' lanes, as the local stack runs them.
+	j := NewJobs(stack, "Jobs", &JobsProps{Config: cfg, Bootstraps: fakeBootstraps(t), Schedules: reg.Schedules(), Lanes: reg.Lanes()})
 	enqueuer := awslambda.NewFunction(stack, jsii.String("Enqueuer"), &awslambda.FunctionProps{
 		Runtime: awslambda.Runtime_PROVIDED_AL2023(), Handler: jsii.String("bootstrap"),
 		Code: awslambda.Code_FromAsset(jsii.String(filepath.Join(fakeBootstraps(t), "enqueue")), nil),
@@ -96,6 +97,15 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 	}, group: j.Names.RuntimeScheduleGroup}
 	for _, f := range FunctionNames {
 		d.roles[f] = id(j.Functions[f].Role())
+	}
+	// Each other lane: its queues ("queue/LANE", "dlq/LANE") and its
+	// worker's role (iamcalls.LaneWorker).
+	for lane, l := range j.Lanes {
+		if lane == "" {
+			continue
+		}
+		d.res["queue/"+lane], d.res["dlq/"+lane] = id(l.Queue), id(l.DLQ)
+		d.roles[iamcalls.LaneWorker(lane)] = id(l.Worker.Role())
 	}
 	if j.Key != nil {
 		d.res["key"] = id(j.Key)
@@ -139,7 +149,10 @@ func (d *iamDeployment) arnOf(resource string) (string, string, error) {
 	case resource == "table" || strings.HasPrefix(resource, "table/index/"):
 		arn, err := t.getAtt(d.res["table"], "Arn")
 		return arn + strings.TrimPrefix(resource, "table"), d.res["table"], err
-	case resource == "queue" || resource == "dlq" || resource == "scheduledlq" || resource == "key":
+	case resource == "queue" || resource == "dlq" || resource == "scheduledlq" || resource == "key" || isLaneQueue(resource):
+		if d.res[resource] == "" {
+			return "", "", fmt.Errorf("resource %q: no such lane in the deployment", resource)
+		}
 		arn, err := t.getAtt(d.res[resource], "Arn")
 		return arn, d.res[resource], err
 	case strings.HasPrefix(resource, "secret/"):
@@ -160,6 +173,12 @@ func (d *iamDeployment) arnOf(resource string) (string, string, error) {
 	return "", "", fmt.Errorf("resource %q is not modelled", resource)
 }
 
+// isLaneQueue reports whether resource is another lane's queue or DLQ,
+// as iamcalls records them ("queue/LANE", "dlq/LANE").
+func isLaneQueue(resource string) bool {
+	return strings.HasPrefix(resource, "queue/") || strings.HasPrefix(resource, "dlq/")
+}
+
 // encrypted reports whether a resource's data is encrypted with the
 // customer-managed key, and the service that calls KMS for it.
 func (d *iamDeployment) encrypted(resource string) (string, bool) {
@@ -169,7 +188,7 @@ func (d *iamDeployment) encrypted(resource string) (string, bool) {
 	switch {
 	case resource == "table" || strings.HasPrefix(resource, "table/index/"):
 		return "dynamodb", true
-	case resource == "queue" || resource == "dlq" || resource == "scheduledlq":
+	case resource == "queue" || resource == "dlq" || resource == "scheduledlq" || isLaneQueue(resource):
 		return "sqs", true
 	case strings.HasPrefix(resource, "secret/"):
 		return "secretsmanager", true
@@ -394,6 +413,9 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 		"cancel sqs:ReceiveMessage dlq",            // the operators' redrive
 		"sweeper dynamodb:Query table/index/sweep", // a sweep
 		"worker sqs:ReceiveMessage queue",          // the event source, as the worker's role
+		"enqueue sqs:SendMessage queue/bulk",       // a job sent to its kind's lane
+		"workerbulk sqs:ReceiveMessage queue/bulk", // a lane's event source, as its worker's role
+		"workerurgent dynamodb:UpdateItem table",   // a lane's worker claims
 		"scheduler sqs:SendMessage queue",          // a schedule's fire
 		"schedules scheduler:CreateSchedule schedule/runtime/*",
 		"schedules scheduler:GetSchedule schedule/runtime/*",    // a create's outcome, learned

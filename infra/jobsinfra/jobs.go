@@ -46,6 +46,11 @@ type JobsProps struct {
 	// must declare the same ones (it turns a fire into its job from its
 	// own declaration).
 	Schedules []jobs.Schedule
+	// Lanes are the lanes your registry's kinds run in (your registry's
+	// Lanes()): besides the default lane, each is its own queue pair,
+	// worker and event source, tuned by its preset and Config.Lanes (see
+	// docs/LANES.md). Like Schedules, the worker's registry must match.
+	Lanes []string
 	// Overrides, when set, change the props of the resources the
 	// construct creates, before it creates them (see Overrides for what
 	// it re-asserts).
@@ -62,7 +67,11 @@ type Jobs struct {
 	Table awsdynamodb.Table
 	Queue awssqs.Queue
 	DLQ   awssqs.Queue
-	// The six functions, also by name in Functions.
+	// Lanes are every lane's resources by name, the default lane ("":
+	// Queue, DLQ and Worker) included.
+	Lanes map[string]*Lane
+	// The six functions, also by name in Functions (the other lanes'
+	// workers are in Lanes).
 	Enqueue, GetJob, Cancel, Worker, Sweeper, Schedules awslambda.Function
 	Functions                                           map[string]awslambda.Function
 	API                                                 awsapigatewayv2.HttpApi
@@ -86,6 +95,8 @@ type Jobs struct {
 
 	cfg       Config
 	overrides *Overrides
+	// laneOrder are the lanes' names, the default lane first.
+	laneOrder []string
 	// asset is the folder of a function's bootstrap; removal what becomes
 	// of the data and logs when the stack is deleted.
 	asset   func(function string) string
@@ -113,7 +124,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	if err := cfg.Validate(); err != nil {
 		panic("jobsinfra: " + err.Error())
 	}
-	s := &Jobs{Functions: map[string]awslambda.Function{}, cfg: cfg, overrides: props.Overrides, asset: assets(props), removal: awscdk.RemovalPolicy_DESTROY,
+	s := &Jobs{Functions: map[string]awslambda.Function{}, Lanes: map[string]*Lane{}, laneOrder: laneNames(props.Lanes), cfg: cfg, overrides: props.Overrides, asset: assets(props), removal: awscdk.RemovalPolicy_DESTROY,
 		senders: &principals{}, payloadReaders: &principals{}, pageReaders: &principals{}, operators: &principals{}}
 	// A construct of its own (jsii's way for a Go type): *Jobs is a scope
 	// and an IConstruct wherever CDK takes one (Stack_Of, Tags_Of, ...).
@@ -125,8 +136,10 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	s.key()
 	s.table()
 	s.queues()
+	s.laneQueues()
 	s.secrets()
 	s.functions()
+	s.laneWorkers()
 	s.queuePolicy()
 	s.apiPermissions()
 	s.backgroundPermissions()

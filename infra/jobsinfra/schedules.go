@@ -84,7 +84,9 @@ func (s *Jobs) schedulerRole() {
 		}),
 		Description: jsii.String("lambdajobs " + s.cfg.Name + ": EventBridge Scheduler sends schedule fires to the queue"),
 	})
-	s.grantSend(role, role.RoleArn())
+	// Fires go to the default lane's queue; the worker sends each job to
+	// its own lane.
+	s.grantSendTo(role, role.RoleArn(), &[]*string{s.Queue.QueueArn()})
 	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("sqs:SendMessage"),
 		Resources: &[]*string{s.ScheduleDLQ.QueueArn()},

@@ -115,6 +115,7 @@ func (s *Jobs) queues() {
 		props.VisibilityTimeout = dur(spec.VisibilityTimeout)
 		props.DeadLetterQueue = &awssqs.DeadLetterQueue{Queue: s.DLQ, MaxReceiveCount: jsii.Number(float64(spec.MaxReceiveCount))}
 	})
+	s.Lanes[""] = &Lane{Queue: s.Queue, DLQ: s.DLQ, Config: s.cfg.lane("")}
 }
 
 // queue creates one of the construct's queues (named for

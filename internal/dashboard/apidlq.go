@@ -41,10 +41,10 @@ func (d *APIDeadLetters) call(ctx context.Context, method, path string, body, ou
 }
 
 // Depths reads the queues' depths (GET): nothing changes.
-func (d *APIDeadLetters) Depths(ctx context.Context) (int, int, error) {
+func (d *APIDeadLetters) Depths(ctx context.Context) (sqsqueue.Depths, error) {
 	var out sqsqueue.Depths
 	err := d.call(ctx, http.MethodGet, httpapi.DeadLettersPath, nil, &out)
-	return out.Queue, out.DeadLetters, err
+	return out, err
 }
 
 // Peek shows up to max dead letters by their shape.

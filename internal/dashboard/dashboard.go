@@ -69,7 +69,8 @@ type Config struct {
 type DLQ interface {
 	// Depths returns the approximate number of messages in the queue
 	// and in the dead-letter queue.
-	Depths(ctx context.Context) (queue, dlq int, err error)
+	// and in the dead-letter queue, and in each other lane's queue.
+	Depths(ctx context.Context) (sqsqueue.Depths, error)
 	// Peek returns up to max messages of the dead-letter queue without
 	// taking them.
 	Peek(ctx context.Context, max int) ([]DeadLetter, error)

@@ -33,6 +33,7 @@ type overviewData struct {
 	HasStats       bool
 	HasQueues      bool
 	Queue, DLQ     int
+	Lanes          map[string]int // each other lane's queue depth
 	QueueErr       string
 	Failed, Queued int
 }
@@ -67,8 +68,8 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if s.cfg.DLQ != nil {
-		q, dl, err := s.cfg.DLQ.Depths(ctx)
-		d.HasQueues, d.Queue, d.DLQ = true, q, dl
+		depths, err := s.cfg.DLQ.Depths(ctx)
+		d.HasQueues, d.Queue, d.DLQ, d.Lanes = true, depths.Queue, depths.DeadLetters, depths.Lanes
 		if err != nil {
 			d.QueueErr = err.Error()
 		}
@@ -322,6 +323,7 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request) {
 // the messages.
 type dlqData struct {
 	Queue, DLQ int
+	Lanes      map[string]int // each other lane's queue depth
 	DepthErr   string
 	Peeked     bool
 	Messages   []DeadLetter
@@ -337,8 +339,8 @@ func (s *Server) hasDLQ(w http.ResponseWriter) bool {
 }
 
 func (s *Server) depths(ctx context.Context) dlqData {
-	q, dl, err := s.cfg.DLQ.Depths(ctx)
-	d := dlqData{Queue: q, DLQ: dl}
+	depths, err := s.cfg.DLQ.Depths(ctx)
+	d := dlqData{Queue: depths.Queue, DLQ: depths.DeadLetters, Lanes: depths.Lanes}
 	if err != nil {
 		d.DepthErr = err.Error()
 	}

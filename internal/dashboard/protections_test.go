@@ -64,9 +64,9 @@ func (f *fakeDLQ) total() (all, changing int) {
 	return all, changing
 }
 
-func (f *fakeDLQ) Depths(context.Context) (int, int, error) {
+func (f *fakeDLQ) Depths(context.Context) (sqsqueue.Depths, error) {
 	f.count("Depths")
-	return 3, 7, nil
+	return sqsqueue.Depths{Queue: 3, DeadLetters: 7, Lanes: map[string]int{"bulk": 1999}}, nil
 }
 
 func (f *fakeDLQ) Peek(context.Context, int) ([]dashboard.DeadLetter, error) {
@@ -286,5 +286,17 @@ func TestDeadLettersAreShownByAPost(t *testing.T) {
 	}
 	if q.n("Redrive")+q.n("RedriveAll") != 0 {
 		t.Errorf("the peek moved messages")
+	}
+}
+
+// The overview and the dead-letter page show each other lane's queue
+// depth beside the default queue's.
+func TestPagesShowEachLanesDepth(t *testing.T) {
+	srv, _, _ := fullServer(t)
+	for _, path := range []string{"/", "/dlq"} {
+		r := send(t, http.MethodGet, srv.URL+path, "", nil, nil)
+		if r.status != http.StatusOK || !strings.Contains(r.body, `data-lane="bulk">1999<`) || !strings.Contains(r.body, "Messages in the bulk lane") {
+			t.Errorf("GET %s: %d, want the bulk lane's depth 1999 shown:\n%s", path, r.status, r.body)
+		}
 	}
 }

@@ -24,6 +24,10 @@ type Var struct {
 // replace the keys it hands out through Secrets Manager: reserved too.
 var keysHandedOut = []string{"JOBS_PAYLOAD_KEY", "JOBS_PAYLOAD_SECRET", "JOBS_PAGE_TOKEN_KEY"}
 
+// laneVars are variables the construct sets only in a deployment with
+// lanes besides the default one: reserved too.
+var laneVars = []string{"JOBS_LANE_QUEUE_URLS", "JOBS_LANE_DISPATCH_GRACES", "JOBS_LANE"}
+
 // ReadBy reports whether function fn reads v.
 func (v Var) ReadBy(fn string) bool { return v.Readers == nil || slices.Contains(v.Readers, fn) }
 
@@ -44,6 +48,7 @@ var Env = []Var{
 	{"JOBS_TABLE", "required", "the DynamoDB table", nil, true},
 	{"JOBS_QUEUE_URL", "", "the SQS queue's URL (required by " + strings.Join(queueFns, ", ") + ")", queueFns, true},
 	{"JOBS_LANE_QUEUE_URLS", "", "the other lanes' queues, as JSON by lane (`{\"urgent\": url}`): every send goes to its job's lane", queueFns, false},
+	{"JOBS_LANE_DISPATCH_GRACES", "", "the dispatch grace of each lane whose worker runs longer than the default lane's, as JSON by lane (`{\"long\": \"17m\"}`); a lane not in it has `JOBS_DISPATCH_GRACE`", queueFns, false},
 	{"JOBS_LANE", "", "the lane whose queue this worker serves (its hand-backs go back to it)", workerOnly, false},
 	{"JOBS_DLQ_URL", "", "its dead-letter queue's URL: the operators' dead-letter routes", []string{Cancel}, true},
 	{"JOBS_DISPATCH_GRACE", "3m", "when the sweeper first looks at a job that is not final; keep it above the worker timeout", nil, true},
@@ -72,6 +77,7 @@ var Env = []Var{
 	{"JOBS_PAGE_TOKEN_KEY", "", "or that value itself, 32+ characters (the local stack sets a random one)", listingFns, false},
 	{"JOBS_OPERATORS", "", "callers (owner identities or role ARNs, comma-separated) who may use the admin routes", listingFns, true},
 	{"JOBS_PRINT_SCHEDULES", "", "`1`: a bootstrap prints its registry's declared schedules as JSON and exits (how the local stack learns what to fire)", nil, false},
+	{"JOBS_PRINT_LANES", "", "`1`: a bootstrap prints the lanes its registry's kinds run in as JSON and exits (how the local stack learns which queues and workers to run)", nil, false},
 	{"JOBS_EXAMPLE_ROUTE_OWNER", "", "the owner of the jobs this repository's example routes make from foreign messages (its worker reads it)", []string{Worker}, false},
 	{"JOBS_EXAMPLE_EXPORT_DIR", "", "a directory where this repository's `example.export` writes one file per chunk (tests count them)", []string{Worker}, false},
 	{"JOBS_EXAMPLE_SPANS_DIR", "", "a directory where this repository's `example.hold*` kinds write one file per run, its start and end (tests count how many ran at once)", []string{Worker}, false},
@@ -100,9 +106,9 @@ func ConstructVars() []string {
 }
 
 // ReservedVars are the variables a team's Config.Environment may not set:
-// those the construct sets, and those that would replace the keys it hands
-// out.
-func ReservedVars() []string { return append(ConstructVars(), keysHandedOut...) }
+// those the construct sets (the lanes' when there are lanes), and those
+// that would replace the keys it hands out.
+func ReservedVars() []string { return append(append(ConstructVars(), laneVars...), keysHandedOut...) }
 
 // EnvTable renders Env as the Markdown table of docs/CONFIGURATION.md.
 func EnvTable() string {

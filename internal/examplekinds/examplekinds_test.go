@@ -3,6 +3,7 @@ package examplekinds_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -69,9 +70,14 @@ func TestRegister(t *testing.T) {
 	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	want := "example.event example.export example.fail example.flaky example.hash example.hold example.hold_limited example.hold_per_account example.hold_rate example.receipt example.s3_object example.sleep example.tick"
+	want := "example.event example.export example.fail example.flaky example.hash example.hold example.hold_bulk example.hold_limited example.hold_per_account example.hold_rate example.hold_urgent example.receipt example.s3_object example.sleep example.tick"
 	if got := strings.Join(reg.Kinds(), " "); got != want {
 		t.Fatalf("kinds %s\nwant  %s", got, want)
+	}
+	// The lanes the example kinds run in: the local stack and the dev
+	// stack create these.
+	if got := fmt.Sprint(reg.Lanes()); got != "[ bulk urgent]" {
+		t.Fatalf("lanes %s, want the default lane, bulk and urgent", got)
 	}
 	if s := reg.Schedules(); len(s) != 1 || s[0].Name != examplekinds.TickSchedule || s[0].Expression != "rate(1 minute)" || s[0].Overlap != jobs.OverlapSkip {
 		t.Fatalf("schedules %+v", s)

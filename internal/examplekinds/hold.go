@@ -22,6 +22,10 @@ const (
 	HoldPerAccount = "example.hold_per_account"
 	// HoldRate starts at most 20 a second.
 	HoldRate = "example.hold_rate"
+	// HoldBulk and HoldUrgent run in the bulk and urgent lanes (their own
+	// queues and workers): a backlog of the first never delays the second.
+	HoldBulk   = "example.hold_bulk"
+	HoldUrgent = "example.hold_urgent"
 )
 
 // CodeInvalidHold: ms out of range.
@@ -44,6 +48,8 @@ var HoldOpts = map[string]jobs.KindOpts{
 	HoldLimited:    {Concurrency: 5},
 	HoldPerAccount: {ConcurrencyPerKey: 1, LimitKey: "payload.account"},
 	HoldRate:       {RateLimit: 20},
+	HoldBulk:       {Lane: "bulk"},
+	HoldUrgent:     {Lane: "urgent"},
 }
 
 // HoldFor runs a hold kind: it waits ms (or until its context ends) and
@@ -70,7 +76,7 @@ func HoldFor(ctx context.Context, job *jobs.Job[HoldPayload]) (jobs.NoResult, er
 }
 
 func registerHolds(reg *jobs.Registry) error {
-	for _, kind := range []string{Hold, HoldLimited, HoldPerAccount, HoldRate} {
+	for _, kind := range []string{Hold, HoldLimited, HoldPerAccount, HoldRate, HoldBulk, HoldUrgent} {
 		opts := HoldOpts[kind]
 		opts.FailureCodes = []string{CodeInvalidHold}
 		if _, err := jobs.Register(reg, kind, HoldFor, &opts); err != nil {

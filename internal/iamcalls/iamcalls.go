@@ -80,6 +80,17 @@ var principalPattern = regexp.MustCompile(`^[a-z]{1,32}$`)
 
 // AccessKeyID is the access key id a principal signs with locally: its
 // name (DynamoDB Local accepts only letters and digits in it).
+// LaneWorker is the principal of the worker of lane: "worker" and the
+// lane's letters (a lane's worker is its own function, with its own role).
+func LaneWorker(lane string) string {
+	return "worker" + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' {
+			return r
+		}
+		return -1
+	}, lane)
+}
+
 func AccessKeyID(principal string) string {
 	if !principalPattern.MatchString(principal) {
 		panic(fmt.Sprintf("iamcalls: principal %q: want 1-32 lower-case letters", principal))

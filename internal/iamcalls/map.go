@@ -15,6 +15,9 @@ type Names struct {
 	// EventBus is the job events' bus (its name or ARN, as the functions
 	// are told it).
 	EventBus string
+	// LaneQueues and LaneDLQs are the other lanes' queues' URLs, by lane:
+	// recorded as "queue/LANE" and "dlq/LANE".
+	LaneQueues, LaneDLQs map[string]string
 }
 
 func (n Names) table(name string) (string, error) {
@@ -30,6 +33,16 @@ func (n Names) queue(url string) (string, error) {
 		return "queue", nil
 	case n.DLQ:
 		return "dlq", nil
+	}
+	for lane, u := range n.LaneQueues {
+		if u == url {
+			return "queue/" + lane, nil
+		}
+	}
+	for lane, u := range n.LaneDLQs {
+		if u == url {
+			return "dlq/" + lane, nil
+		}
 	}
 	return "", fmt.Errorf("iamcalls: queue %q is not the stack's", url)
 }

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -117,6 +119,10 @@ type Stack struct {
 	SQSEndpoint      string
 	Queues           sqsqueue.URLs
 	Table            string
+	// Lanes are the other lanes' queues, by lane: the lanes the worker's
+	// registry uses (JOBS_PRINT_LANES), each with its own queue pair
+	// (Config.Queue-LANE), worker instance and event source.
+	Lanes map[string]sqsqueue.URLs
 
 	// Stats are the metrics the functions wrote (GET StatsPath).
 	Stats *Stats
@@ -145,6 +151,7 @@ type Stack struct {
 	procs          []*localaws.Process
 	functions      []*Function
 	workers        []*Function
+	laneWorkers    map[string]*Function
 	sweeper        *Function
 	server         *http.Server
 	extra          []*http.Server
@@ -286,7 +293,21 @@ func (s *Stack) createTableAndQueues(ctx context.Context) error {
 	if s.Queues, err = sqsqueue.Create(ctx, sqsClient, cfg.Queue, spec); err != nil {
 		return err
 	}
-	cfg.Logger.Info("table and queues ready", slog.String("table", cfg.Table), slog.String("queue", s.Queues.Queue), slog.String("dlq", s.Queues.DLQ))
+	lanes, err := registryLanes(ctx, s.bootstrap("worker"), cfg.FunctionEnv)
+	if err != nil {
+		return err
+	}
+	s.Lanes = map[string]sqsqueue.URLs{}
+	for _, lane := range lanes {
+		if lane == "" {
+			continue
+		}
+		if s.Lanes[lane], err = sqsqueue.Create(ctx, sqsClient, cfg.Queue+"-"+lane, spec); err != nil {
+			return err
+		}
+	}
+	cfg.Logger.Info("table and queues ready", slog.String("table", cfg.Table), slog.String("queue", s.Queues.Queue), slog.String("dlq", s.Queues.DLQ),
+		slog.Any("lanes", lanes))
 	return s.record(cfg.RecordCalls)
 }
 
@@ -347,6 +368,7 @@ func (s *Stack) setFunctionEnv() error {
 		"AWS_ENDPOINT_URL_EVENTBRIDGE=" + s.APIURL + EventBusPath,
 		"JOBS_EVENT_BUS=" + LocalEventBus,
 	}, keyEnv...)
+	env = append(env, s.laneEnv()...)
 	// The stack sets only what the deployment's descriptor lists, as the
 	// construct does.
 	for _, kv := range env {
@@ -385,6 +407,16 @@ func (s *Stack) startFunctions(ctx context.Context) (api apiFunctions, err error
 		}
 		s.workers = append(s.workers, w)
 	}
+	// One worker instance per other lane, serving its lane (JOBS_LANE) and
+	// signing as its own function.
+	s.laneWorkers = map[string]*Function{}
+	for _, lane := range slices.Sorted(maps.Keys(s.Lanes)) {
+		w, err := s.startFunctionAs(ctx, "worker", lane, iamcalls.LaneWorker(lane), cfg.WorkerTimeout, "JOBS_LANE="+lane)
+		if err != nil {
+			return api, err
+		}
+		s.laneWorkers[lane] = w
+	}
 	if s.sweeper, err = s.startFunction(ctx, "sweeper", "", cfg.SweeperTimeout); err != nil {
 		return api, err
 	}
@@ -396,13 +428,20 @@ func (s *Stack) startFunctions(ctx context.Context) (api apiFunctions, err error
 // emulator, with the functions' environment, its own identity and
 // timeout.
 func (s *Stack) startFunction(ctx context.Context, name, instance string, timeout time.Duration) (*Function, error) {
+	return s.startFunctionAs(ctx, name, instance, name, timeout)
+}
+
+// startFunctionAs is startFunction signing as principal (iamcalls), with
+// more environment.
+func (s *Stack) startFunctionAs(ctx context.Context, name, instance, principal string, timeout time.Duration, more ...string) (*Function, error) {
 	cfg := s.cfg
 	label := name
 	if instance != "" {
 		label = name + "-" + instance
 	}
 	// Each function signs as itself (iamcalls: its role in AWS).
-	fenv := append(slices.Clone(s.env), "JOBS_FUNCTION="+name, "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(name))
+	fenv := append(slices.Clone(s.env), "JOBS_FUNCTION="+name, "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(principal))
+	fenv = append(fenv, more...)
 	if name == "worker" {
 		// As the construct sets it: the worker refuses a kind that
 		// needs more handler time than its invocations have.
@@ -469,6 +508,16 @@ func (s *Stack) startEventSource() {
 			Concurrency: 1, Timeout: cfg.WorkerTimeout + 5*time.Second, Logger: cfg.Logger, Gate: &s.gate,
 		}
 		s.pollers = append(s.pollers, es)
+	}
+	// Each other lane: its own event source, with its batch size
+	// (LaneBatchSize), polling as the lane's worker.
+	for lane, w := range s.laneWorkers {
+		q := s.Lanes[lane]
+		s.pollers = append(s.pollers, &EventSource{
+			SQS: s.SQSAs(iamcalls.LaneWorker(lane)), QueueURL: q.Queue, QueueARN: q.QueueARN,
+			Invoke: invokeWorker(w), BatchSize: LaneBatchSize(lane, cfg.BatchSize), Window: cfg.BatchWindow,
+			Concurrency: 1, Timeout: cfg.WorkerTimeout + 5*time.Second, Logger: cfg.Logger, Gate: &s.gate,
+		})
 	}
 	if !cfg.StartPaused {
 		s.Resume()
@@ -601,8 +650,46 @@ func (s *Stack) SweepNow(ctx context.Context) error {
 	return err
 }
 
-// Workers returns the worker function instances (tests kill them).
+// Workers returns the default lane's worker function instances (tests
+// kill them).
 func (s *Stack) Workers() []*Function { return s.workers }
+
+// LaneWorker returns the worker instance of another lane (nil: no such
+// lane).
+func (s *Stack) LaneWorker(lane string) *Function { return s.laneWorkers[lane] }
+
+// LaneBatchSize is the batch size of a lane's event source on the local
+// stack, as the construct's presets (jobsinfra.LanePreset) within what
+// one receive returns: 1 for urgent, 10 for bulk, the default lane's for
+// any other.
+func LaneBatchSize(lane string, def int) int {
+	switch lane {
+	case "urgent":
+		return 1
+	case "bulk":
+		return 10
+	}
+	return def
+}
+
+// registryLanes asks a bootstrap which lanes its registry's kinds run in
+// (lambdafn prints them and exits when JOBS_PRINT_LANES=1).
+func registryLanes(ctx context.Context, bootstrap string, env []string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, bootstrap)
+	// The example kinds, as every function of the stack (setFunctionEnv).
+	cmd.Env = append([]string{"JOBS_EXAMPLE_KINDS=on"}, env...)
+	cmd.Env = append(cmd.Env, "JOBS_FUNCTION=worker", "JOBS_PRINT_LANES=1")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("list the lanes of %s: %w: %s", bootstrap, err, errOut.String())
+	}
+	var lanes []string
+	if err := json.Unmarshal(out.Bytes(), &lanes); err != nil {
+		return nil, fmt.Errorf("list the lanes of %s: %w", bootstrap, err)
+	}
+	return lanes, nil
+}
 
 // Stop stops everything Start started, in reverse order.
 func (s *Stack) Stop() {
@@ -651,7 +738,10 @@ func (s *Stack) record(dir string) error {
 		return fmt.Errorf("record the AWS calls: %w", err)
 	}
 	s.calls = rec
-	names := iamcalls.Names{Table: s.Table, Queue: s.Queues.Queue, DLQ: s.Queues.DLQ}
+	names := iamcalls.Names{Table: s.Table, Queue: s.Queues.Queue, DLQ: s.Queues.DLQ, LaneQueues: map[string]string{}, LaneDLQs: map[string]string{}}
+	for lane, q := range s.Lanes {
+		names.LaneQueues[lane], names.LaneDLQs[lane] = q.Queue, q.DLQ
+	}
 	for _, ep := range []*string{&s.ddbFor, &s.sqsFor} {
 		p, err := iamcalls.StartProxy(*ep, names, rec)
 		if err != nil {
@@ -663,14 +753,28 @@ func (s *Stack) record(dir string) error {
 	return nil
 }
 
+// laneEnv is JOBS_LANE_QUEUE_URLS, the other lanes' queues, when there
+// are other lanes.
+func (s *Stack) laneEnv() []string {
+	if len(s.Lanes) == 0 {
+		return nil
+	}
+	urls := map[string]string{}
+	for lane, q := range s.Lanes {
+		urls[lane] = q.Queue
+	}
+	b, _ := json.Marshal(urls)
+	return []string{"JOBS_LANE_QUEUE_URLS=" + string(b)}
+}
+
 // EnqueuerEnv is the environment a program of a team's needs to enqueue
 // into this stack with lambdafn.NewService, as jobsinfra's GrantEnqueue
 // gives a function in AWS: the table, the queue, the emulators' endpoints,
-// the payload key, and credentials that sign as iamcalls.Enqueuer (so its
+// the payload key, the other lanes' queues, and credentials that sign as iamcalls.Enqueuer (so its
 // calls are recorded and evaluated against GrantEnqueue's policy).
 // lambdajobs-local prints it at start.
 func (s *Stack) EnqueuerEnv() []string {
-	return []string{
+	return append([]string{
 		"JOBS_TABLE=" + s.Table,
 		"JOBS_QUEUE_URL=" + s.Queues.Queue,
 		s.payloadKey,
@@ -679,7 +783,7 @@ func (s *Stack) EnqueuerEnv() []string {
 		"AWS_REGION=" + localaws.Region,
 		"AWS_ACCESS_KEY_ID=" + iamcalls.AccessKeyID(iamcalls.Enqueuer),
 		"AWS_SECRET_ACCESS_KEY=local",
-	}
+	}, s.laneEnv()...)
 }
 
 // DynamoDBAs and SQSAs return clients that sign as a principal of the

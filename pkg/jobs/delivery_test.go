@@ -16,24 +16,31 @@ type anyQueue struct{ driver.Queue }
 func TestDeliveryRule(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	const grace = 3 * time.Minute
-	withQueue := &engine{queue: anyQueue{}, grace: grace}
+	const longGrace = 20 * time.Minute
+	withQueue := &engine{queue: anyQueue{}, grace: grace, laneGrace: map[string]time.Duration{"long": longGrace}}
 	noQueue := &engine{grace: grace}
 	for _, c := range []struct {
 		name  string
 		eng   *engine
 		runAt time.Time
 		want  delivery
+		lane  string
 	}{
-		{"due now: sent at once", withQueue, time.Time{}, delivery{send: true, sweepAt: now.Add(grace)}},
-		{"due in the past: sent at once", withQueue, now.Add(-time.Hour), delivery{send: true, sweepAt: now.Add(grace)}},
-		{"due within 15 minutes: sent delayed", withQueue, now.Add(10 * time.Minute), delivery{send: true, delay: 10 * time.Minute, sweepAt: now.Add(10*time.Minute + grace)}},
-		{"due in exactly 15 minutes: sent delayed", withQueue, now.Add(driver.MaxQueueDelay), delivery{send: true, delay: driver.MaxQueueDelay, sweepAt: now.Add(driver.MaxQueueDelay + grace)}},
-		{"due later: the sweeper sends it then", withQueue, now.Add(time.Hour), delivery{sweepAt: now.Add(time.Hour)}},
-		{"no queue, due now: the sweeper looks after the grace", noQueue, time.Time{}, delivery{sweepAt: now.Add(grace)}},
-		{"no queue, due soon: the sweeper sends it then", noQueue, now.Add(time.Minute), delivery{sweepAt: now.Add(time.Minute)}},
+		{"due now: sent at once", withQueue, time.Time{}, delivery{send: true, sweepAt: now.Add(grace)}, ""},
+		{"due in the past: sent at once", withQueue, now.Add(-time.Hour), delivery{send: true, sweepAt: now.Add(grace)}, ""},
+		{"due within 15 minutes: sent delayed", withQueue, now.Add(10 * time.Minute), delivery{send: true, delay: 10 * time.Minute, sweepAt: now.Add(10*time.Minute + grace)}, ""},
+		{"due in exactly 15 minutes: sent delayed", withQueue, now.Add(driver.MaxQueueDelay), delivery{send: true, delay: driver.MaxQueueDelay, sweepAt: now.Add(driver.MaxQueueDelay + grace)}, ""},
+		{"due later: the sweeper sends it then", withQueue, now.Add(time.Hour), delivery{sweepAt: now.Add(time.Hour)}, ""},
+		{"no queue, due now: the sweeper looks after the grace", noQueue, time.Time{}, delivery{sweepAt: now.Add(grace)}, ""},
+		{"no queue, due soon: the sweeper sends it then", noQueue, now.Add(time.Minute), delivery{sweepAt: now.Add(time.Minute)}, ""},
+		// A lane whose worker runs longer has its own grace, so a message
+		// in a long run's batch is not re-sent while it waits its turn.
+		{"long lane, due now: its own grace", withQueue, time.Time{}, delivery{send: true, sweepAt: now.Add(longGrace)}, "long"},
+		{"long lane, delayed: its own grace after", withQueue, now.Add(time.Minute), delivery{send: true, delay: time.Minute, sweepAt: now.Add(time.Minute + longGrace)}, "long"},
+		{"another lane: the grace", withQueue, time.Time{}, delivery{send: true, sweepAt: now.Add(grace)}, "urgent"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := c.eng.deliveryAt(now, c.runAt); got != c.want {
+			if got := c.eng.deliveryAt(now, c.runAt, c.lane); got != c.want {
 				t.Errorf("got %+v, want %+v", got, c.want)
 			}
 		})

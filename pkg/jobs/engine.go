@@ -25,17 +25,29 @@ import (
 // it) from one that failed because someone else got there first: the first
 // counts as done, the second leaves the stored outcome alone.
 type engine struct {
-	reg       *Registry // nil: no kind's retry policy applies (a sweeper without kinds)
-	store     driver.Store
-	queue     driver.Queue // nil: retries and early deliveries wait for the sweeper
-	clock     Clock
-	log       *slog.Logger
-	grace     time.Duration
+	reg   *Registry // nil: no kind's retry policy applies (a sweeper without kinds)
+	store driver.Store
+	queue driver.Queue // nil: retries and early deliveries wait for the sweeper
+	clock Clock
+	log   *slog.Logger
+	grace time.Duration
+	// laneGrace is the dispatch grace of each lane whose worker runs
+	// longer than the default lane's (its timeout, plus the same margin);
+	// a lane not in it has grace.
+	laneGrace map[string]time.Duration
 	retention time.Duration
 	// bus publishes job events (nil: this role leaves them pending, to a
 	// role with a bus); allEvents announces every kind's outcomes.
 	bus       driver.Bus
 	allEvents bool
+}
+
+// graceOf is the dispatch grace of the lane's jobs.
+func (e *engine) graceOf(lane string) time.Duration {
+	if g, ok := e.laneGrace[lane]; ok && g > 0 {
+		return g
+	}
+	return e.grace
 }
 
 // newEngine returns e with its defaults filled in: the wall clock, the
@@ -260,7 +272,7 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 		// run of the job before then.
 		runAt = rec.LeaseUntil
 	}
-	d := e.deliveryAt(now, runAt)
+	d := e.deliveryAt(now, runAt, rec.Lane)
 	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, LastError: ex.Code, LeaseExpiredBy: r.leaseBy})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil // our requeue landed; its answer was lost
@@ -290,7 +302,7 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 func (e *engine) continueRun(ctx context.Context, log *slog.Logger, r run, ex execution) ending {
 	rec := r.rec
 	now := e.now()
-	d := e.deliveryAt(now, now)
+	d := e.deliveryAt(now, now, rec.Lane)
 	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: now, SweepAt: d.sweepAt, LeaseExpiredBy: r.leaseBy,
 		Continue: true, Checkpoint: ex.Checkpoint})
 	if ownWrite(err, StatusQueued, now) {
@@ -357,7 +369,7 @@ func (e *engine) record(j newJob) *driver.Record {
 	}
 	rec := &driver.Record{
 		ID: j.id, Kind: j.kind, Owner: j.owner, Status: StatusQueued, Payload: j.payload, RequestHash: j.requestHash,
-		CreatedAt: j.at, UpdatedAt: j.at, RunAt: runAt, SweepAt: e.deliveryAt(j.at, runAt).sweepAt, BatchCounts: j.counts,
+		CreatedAt: j.at, UpdatedAt: j.at, RunAt: runAt, BatchCounts: j.counts,
 	}
 	if b := j.batch; b != nil {
 		rec.BatchID, rec.BatchIndex, rec.BatchSize, rec.BatchShards = b.ID, j.index, b.Total, b.Shards
@@ -365,16 +377,16 @@ func (e *engine) record(j newJob) *driver.Record {
 	rec.Lane, rec.Tenant = j.lane, j.tenant
 	rec.UniqueKey, rec.UniqueUntil, rec.StartBy = j.uniqueKey, j.uniqueUntil, j.startBy
 	rec.Events = e.allEvents
-	if e.reg == nil {
-		return rec
-	}
-	if k, ok := e.reg.lookup(j.kind); ok {
-		if rec.Lane == "" {
-			rec.Lane = k.lane
+	if e.reg != nil {
+		if k, ok := e.reg.lookup(j.kind); ok {
+			if rec.Lane == "" {
+				rec.Lane = k.lane
+			}
+			rec.Events = rec.Events || k.events
+			rec.OnFailure = k.onFailure
 		}
-		rec.Events = rec.Events || k.events
-		rec.OnFailure = k.onFailure
 	}
+	rec.SweepAt = e.deliveryAt(j.at, runAt, rec.Lane).sweepAt
 	return rec
 }
 
@@ -415,14 +427,15 @@ type delivery struct {
 	sweepAt time.Time     // when the sweeper looks at it
 }
 
-// deliveryAt applies the delivery rule at now to a job due at runAt (zero:
-// now).
-func (e *engine) deliveryAt(now, runAt time.Time) delivery {
+// deliveryAt applies the delivery rule at now to a job of lane due at
+// runAt (zero: now), with the lane's grace.
+func (e *engine) deliveryAt(now, runAt time.Time, lane string) delivery {
+	grace := e.graceOf(lane)
 	switch wait := runAt.Sub(now); {
 	case runAt.IsZero() || wait <= 0:
-		return delivery{send: e.queue != nil, sweepAt: now.Add(e.grace)}
+		return delivery{send: e.queue != nil, sweepAt: now.Add(grace)}
 	case e.queue != nil && wait <= driver.MaxQueueDelay:
-		return delivery{send: true, delay: wait, sweepAt: runAt.Add(e.grace)}
+		return delivery{send: true, delay: wait, sweepAt: runAt.Add(grace)}
 	default:
 		return delivery{sweepAt: runAt}
 	}
@@ -464,7 +477,7 @@ func groupOf(rec *driver.Record) string {
 func (e *engine) deliverAll(ctx context.Context, now time.Time, recs []*driver.Record) error {
 	var msgs []driver.Message
 	for _, rec := range recs {
-		if d := e.deliveryAt(now, rec.RunAt); d.send {
+		if d := e.deliveryAt(now, rec.RunAt, rec.Lane); d.send {
 			m := messageOf(rec)
 			m.Delay = d.delay
 			msgs = append(msgs, m)
@@ -503,7 +516,7 @@ func (e *engine) resubmit(ctx context.Context, rec *driver.Record) error {
 		e.after(ctx, rec)
 	}
 	now := e.now()
-	d := e.deliveryAt(now, time.Time{})
+	d := e.deliveryAt(now, time.Time{}, rec.Lane)
 	err := e.store.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: d.sweepAt})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil // our write landed; its answer was lost
@@ -700,7 +713,7 @@ func (e *engine) settleBatch(ctx context.Context, b *driver.Batch) bool {
 		return false
 	}
 	if completion != nil {
-		_ = e.deliver(ctx, completion, e.deliveryAt(now, completion.RunAt)) // if lost, the sweeper sends the queued completion job
+		_ = e.deliver(ctx, completion, e.deliveryAt(now, completion.RunAt, completion.Lane)) // if lost, the sweeper sends the queued completion job
 	}
 	return true
 }

@@ -191,7 +191,7 @@ func (e *engine) followUp(ctx context.Context, rec *driver.Record) error {
 	case err != nil:
 		return err
 	}
-	if serr := e.deliver(ctx, j, e.deliveryAt(now, time.Time{})); serr != nil {
+	if serr := e.deliver(ctx, j, e.deliveryAt(now, time.Time{}, j.Lane)); serr != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "on-failure job not sent; the sweeper will send it", slog.String("job_id", j.ID), slog.String("err_types", errtypes.Of(serr)))
 	}
 	return nil

@@ -386,8 +386,8 @@ func (e *engine) park(ctx context.Context, r run, a *admission) ending {
 	rec := r.rec
 	now := e.now()
 	runAt := a.runAt.Truncate(time.Millisecond)
-	d := e.deliveryAt(now, now.Add(a.delay))
-	if at := runAt.Add(e.grace); at.After(d.sweepAt) {
+	d := e.deliveryAt(now, now.Add(a.delay), rec.Lane)
+	if at := runAt.Add(e.graceOf(rec.Lane)); at.After(d.sweepAt) {
 		d.sweepAt = at
 	}
 	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, WaitingOn: a.on,

@@ -157,7 +157,7 @@ func (o *KindOpts) check() (kindConfig, error) {
 		return c, fmt.Errorf("minimum run time %v: want 0 to 15m", o.MinRunTime)
 	}
 	if !driver.ValidLane(o.Lane) {
-		return c, fmt.Errorf("lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-'", o.Lane)
+		return c, fmt.Errorf("lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-', not \"default\"", o.Lane)
 	}
 	if o.Heartbeat != 0 && (o.Heartbeat < time.Second || o.Heartbeat > 2*time.Hour) {
 		return c, fmt.Errorf("heartbeat %v: want 0, or 1s to 2h", o.Heartbeat)

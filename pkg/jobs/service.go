@@ -53,6 +53,11 @@ type ServiceConfig struct {
 	Logger   *slog.Logger
 	// DispatchGrace: see DefaultDispatchGrace.
 	DispatchGrace time.Duration
+	// LaneDispatchGrace is the dispatch grace of each lane whose worker
+	// runs longer than the default lane's (a lane not in it has
+	// DispatchGrace): a queued job of the lane is re-sent no sooner, so a
+	// message waiting in a long worker's batch is not sent twice.
+	LaneDispatchGrace map[string]time.Duration
 	// Sealer seals secret payload fields; required when a kind has some.
 	Sealer Sealer
 	// Retention is how long a cancelled job stays readable
@@ -82,7 +87,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.PageTokenKey != nil && len(cfg.PageTokenKey) < 32 {
 		return nil, errors.New("jobs: PageTokenKey must be at least 32 bytes")
 	}
-	eng := newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention,
+	eng := newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention,
 		bus: cfg.Bus, allEvents: cfg.AllEvents})
 	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
 		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey}, nil
@@ -228,7 +233,7 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 // (see Prepare). It is the one call after the commit; if it fails, the
 // sweeper sends the job after the dispatch grace.
 func (s *Service) Dispatch(ctx context.Context, rec *driver.Record) error {
-	if err := s.eng.deliver(ctx, rec, s.eng.deliveryAt(s.clock.Now(), rec.RunAt)); err != nil {
+	if err := s.eng.deliver(ctx, rec, s.eng.deliveryAt(s.clock.Now(), rec.RunAt, rec.Lane)); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "job stored but not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind),
 			slog.Time("sweep_at", rec.SweepAt), slog.String("err_types", errtypes.Of(err)))

@@ -42,6 +42,11 @@ type SweeperConfig struct {
 	// further re-send waits twice as long, up to 8 times (default
 	// DefaultDispatchGrace). Use the service's value.
 	DispatchGrace time.Duration
+	// LaneDispatchGrace is the dispatch grace of each lane whose worker
+	// runs longer than the default lane's (a lane not in it has
+	// DispatchGrace): a queued job of the lane is re-sent no sooner, so a
+	// message waiting in a long worker's batch is not sent twice.
+	LaneDispatchGrace map[string]time.Duration
 	// Retention of finished jobs (default DefaultRetention).
 	Retention time.Duration
 	// PageSize is how many due jobs are read per index query (default 200).
@@ -68,7 +73,7 @@ func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
 	if cfg.Store == nil || cfg.Queue == nil {
 		return nil, errors.New("jobs: NewSweeper needs a Store and a Queue")
 	}
-	s := &Sweeper{eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention,
+	s := &Sweeper{eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention,
 		bus: cfg.Bus, allEvents: cfg.AllEvents}),
 		log: orLogger(cfg.Logger), limit: cfg.PageSize, reserve: cfg.Reserve, metrics: cfg.Metrics}
 	if s.limit <= 0 {
@@ -181,7 +186,7 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 			}
 			switch rec.Status {
 			case StatusQueued:
-				if d := s.eng.deliveryAt(s.eng.clock.Now(), rec.RunAt); !d.send || d.delay > 0 {
+				if d := s.eng.deliveryAt(s.eng.clock.Now(), rec.RunAt, rec.Lane); !d.send || d.delay > 0 {
 					s.sweepDelayed(ctx, rec, d, rep, count)
 					return
 				}
@@ -221,7 +226,7 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 	for _, r := range resend {
 		// Back off: grace, 2x, 4x, then 8x grace after each re-send (a
 		// retry or a resubmit counts its re-sends from 0 again).
-		next := now.Add(s.eng.grace << min(r.Dispatches+1, maxDispatchShift))
+		next := now.Add(s.eng.graceOf(r.Lane) << min(r.Dispatches+1, maxDispatchShift))
 		if err := s.eng.store.Reschedule(ctx, r.ID, driver.Expect{Status: StatusQueued}, next); err != nil && !isConflict(err) {
 			rep.Errors++
 			continue

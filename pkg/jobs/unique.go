@@ -107,7 +107,7 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 		if err != nil {
 			return nil, err
 		}
-		d := s.eng.deliveryAt(j.at, j.runAt)
+		d := s.eng.deliveryAt(j.at, j.runAt, cur.Lane)
 		err = s.store.Debounce(ctx, holder, driver.Debounce{Payload: again.payload, RequestHash: again.requestHash,
 			RunAt: j.runAt.Truncate(time.Millisecond), SweepAt: d.sweepAt, At: j.at})
 		switch {

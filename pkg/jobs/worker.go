@@ -87,6 +87,11 @@ type WorkerConfig struct {
 	// DispatchGrace is the sweep delay of jobs made from foreign messages
 	// and retries (default DefaultDispatchGrace); use the service's value.
 	DispatchGrace time.Duration
+	// LaneDispatchGrace is the dispatch grace of each lane whose worker
+	// runs longer than the default lane's (a lane not in it has
+	// DispatchGrace): a queued job of the lane is re-sent no sooner, so a
+	// message waiting in a long worker's batch is not sent twice.
+	LaneDispatchGrace map[string]time.Duration
 	// Queue sends retries and early deliveries back with a delay. Without
 	// it they wait for the sweeper.
 	Queue driver.Queue
@@ -127,14 +132,14 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, retention: cfg.Retention,
+		eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention,
 			bus: cfg.Bus, allEvents: cfg.AllEvents}),
 		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
 		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
 		metrics: cfg.Metrics, tracer: cfg.Tracer, lane: cfg.Lane,
 	}
 	if !driver.ValidLane(cfg.Lane) {
-		return nil, fmt.Errorf("jobs: lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-'", cfg.Lane)
+		return nil, fmt.Errorf("jobs: lane %q: want a lower-case letter, then up to 15 lower-case letters, digits or '-', not \"default\"", cfg.Lane)
 	}
 	if w.cancelCheck == 0 {
 		w.cancelCheck = 5 * time.Second
@@ -267,7 +272,7 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 		stored = []byte("null")
 	}
 	cctx, cancel := inv.callContext(ctx)
-	_, err = w.eng.create(cctx, newJob{id: j.ID, kind: j.Kind, owner: j.Owner, payload: stored,
+	rec, err := w.eng.create(cctx, newJob{id: j.ID, kind: j.Kind, owner: j.Owner, payload: stored,
 		requestHash: w.hasher.sum(jobRequest(j.Kind, payload, time.Time{}, 0)), at: now})
 	cancel()
 	switch {
@@ -284,9 +289,30 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 			slog.String("job_id", j.ID), slog.String("source", j.Source), slog.String("err_types", errtypes.Of(err)))
 		return true
 	}
+	if rec.Lane != w.lane {
+		// Its kind runs in another lane (foreign messages and fires reach
+		// the default lane's queue): its lane's workers run it.
+		return w.sendToLane(ctx, inv, rec)
+	}
 	// The job exists (in the sweep index too): from here on a lack of time
 	// sends its own message again; the foreign message is done with.
 	return w.runJob(ctx, inv, driver.Message{JobID: j.ID, Lane: w.lane, Group: wire.GroupID(j.Owner)})
+}
+
+// sendToLane sends rec, made here from a foreign message or a fire, to its
+// own lane's queue instead of running it, and reports whether the message
+// that made it must come back (the send failed: its next delivery sends
+// again; a duplicate is harmless, as the job is claimed once).
+func (w *Worker) sendToLane(ctx context.Context, inv invocation, rec *driver.Record) (retry bool) {
+	cctx, cancel := inv.callContext(ctx)
+	err := w.eng.deliver(cctx, rec, w.eng.deliveryAt(w.eng.now(), time.Time{}, rec.Lane))
+	cancel()
+	if err != nil {
+		w.log.LogAttrs(ctx, slog.LevelWarn, "job made from a message not sent to its lane; the message will come back",
+			slog.String("job_id", rec.ID), slog.String("lane", rec.Lane), slog.String("err_types", errtypes.Of(err)))
+		return true
+	}
+	return false
 }
 
 // runFire turns a schedule's fire into its job (once per fire: the id is
@@ -390,7 +416,7 @@ func (w *Worker) handBack(ctx context.Context, inv invocation, m driver.Message,
 	if kind != "" {
 		attrs = append(attrs, slog.String("kind", kind))
 	}
-	if d := w.eng.deliveryAt(now, now.Add(handBackDelay)); d.send {
+	if d := w.eng.deliveryAt(now, now.Add(handBackDelay), m.Lane); d.send {
 		cctx, cancel := inv.callContext(ctx)
 		err := w.eng.deliverMessage(cctx, m, d)
 		cancel()
@@ -653,7 +679,7 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, m driver.Messa
 		case cur.Status == StatusQueued && cur.RunAt.After(now):
 			// Delivered before its run time (a retry or a delayed job): send
 			// it again for then; beyond 15 minutes the sweeper does.
-			if d := w.eng.deliveryAt(now, cur.RunAt); d.send {
+			if d := w.eng.deliveryAt(now, cur.RunAt, cur.Lane); d.send {
 				cctx, cancel := inv.callContext(ctx)
 				err := w.eng.deliver(cctx, cur, d)
 				cancel()

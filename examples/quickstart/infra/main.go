@@ -47,7 +47,7 @@ func Build(app awscdk.App, bootstrap string) error {
 		stack := awscdk.NewStack(app, jsii.String("reports-"+cfg.Name), &awscdk.StackProps{
 			Env: env(), TerminationProtection: jsii.Bool(cfg.Retain),
 		})
-		j := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{Config: cfg, Bootstrap: bootstrap, Schedules: reg.Schedules()})
+		j := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{Config: cfg, Bootstrap: bootstrap, Schedules: reg.Schedules(), Lanes: reg.Lanes()})
 		awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: j.API.ApiEndpoint()})
 	}
 	return nil

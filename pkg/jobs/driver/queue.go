@@ -34,6 +34,13 @@ const MaxQueueDelay = 15 * time.Minute
 
 var laneName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,15}$`)
 
+// DefaultLaneName is reserved: the default lane is "", so that "default"
+// cannot name a second lane that a reader would take for it.
+const DefaultLaneName = "default"
+
 // ValidLane reports whether lane can name a lane: "" (the default lane), or
-// a lower-case letter then up to 15 lower-case letters, digits or '-'.
-func ValidLane(lane string) bool { return lane == "" || laneName.MatchString(lane) }
+// a lower-case letter then up to 15 lower-case letters, digits or '-',
+// other than DefaultLaneName.
+func ValidLane(lane string) bool {
+	return lane == "" || (lane != DefaultLaneName && laneName.MatchString(lane))
+}

@@ -21,7 +21,7 @@ func TestReadsWhatTheDescriptorLists(t *testing.T) {
 	})
 	// Read outside ConfigFromEnv: by Main, and by this repository's own
 	// functions (examplekinds.Enabled).
-	read["JOBS_PRINT_SCHEDULES"], read[examplekinds.Switch], read["JOBS_EXAMPLE_ROUTE_OWNER"], read[examplekinds.ExportDirEnv], read[examplekinds.SpansDirEnv] = true, true, true, true, true
+	read["JOBS_PRINT_SCHEDULES"], read["JOBS_PRINT_LANES"], read[examplekinds.Switch], read["JOBS_EXAMPLE_ROUTE_OWNER"], read[examplekinds.ExportDirEnv], read[examplekinds.SpansDirEnv] = true, true, true, true, true, true
 	for name := range read {
 		if _, ok := deploy.Lookup(name); !ok && strings.HasPrefix(name, "JOBS_") && read[name] {
 			t.Errorf("%s is read but not in the descriptor (internal/deploy)", name)

@@ -64,6 +64,10 @@ type Config struct {
 	// (JOBS_LANE).
 	LaneQueueURLs map[string]string
 	Lane          string
+	// LaneDispatchGraces are the dispatch graces of the lanes whose worker
+	// runs longer than the default lane's (JOBS_LANE_DISPATCH_GRACES, JSON
+	// of durations by lane).
+	LaneDispatchGraces map[string]time.Duration
 	// DLQURL is the dead-letter queue the operators' routes read and
 	// redrive (JOBS_DLQ_URL; cancel only).
 	DLQURL        string
@@ -219,8 +223,23 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, errors.New(`JOBS_LANE_QUEUE_URLS: want a JSON object such as {"urgent":"https://sqs..."}`))
 		}
 	}
+	if v := getenv("JOBS_LANE_DISPATCH_GRACES"); v != "" {
+		var graces map[string]string
+		err := json.Unmarshal([]byte(v), &graces)
+		c.LaneDispatchGraces = map[string]time.Duration{}
+		for lane, g := range graces {
+			d, derr := time.ParseDuration(g)
+			if derr != nil || d <= 0 {
+				err = errors.Join(err, derr, errors.New("not positive"))
+			}
+			c.LaneDispatchGraces[lane] = d
+		}
+		if err != nil {
+			errs = append(errs, errors.New(`JOBS_LANE_DISPATCH_GRACES: want a JSON object of positive durations such as {"long":"17m"}`))
+		}
+	}
 	if !driver.ValidLane(c.Lane) {
-		errs = append(errs, fmt.Errorf("JOBS_LANE=%q: want a lower-case letter, then up to 15 lower-case letters, digits or '-'", c.Lane))
+		errs = append(errs, fmt.Errorf("JOBS_LANE=%q: want a lower-case letter, then up to 15 lower-case letters, digits or '-', not \"default\"", c.Lane))
 	}
 	if v := getenv("JOBS_SOURCES"); v != "" {
 		dec := json.NewDecoder(strings.NewReader(v))
@@ -383,7 +402,7 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Sealer: sealer, Retention: d.Config.Retention, Metrics: d.metrics,
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Sealer: sealer, Retention: d.Config.Retention, Metrics: d.metrics,
 		AllEvents: d.Config.AllEvents})
 	if err != nil {
 		return nil, err
@@ -422,14 +441,15 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 		return nil, err
 	}
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, Sealer: d.readOnlySealer(),
-		Retention: d.Config.Retention, DispatchGrace: d.Config.DispatchGrace, PageTokenKey: key, Metrics: d.metrics,
+		Retention: d.Config.Retention, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, PageTokenKey: key, Metrics: d.metrics,
 		Bus: bus, AllEvents: d.Config.AllEvents})
 	if err != nil {
 		return nil, err
 	}
 	api := httpapi.New(svc, d.Logger).WithOperators(d.Config.Operators)
 	if d.Config.DLQURL != "" {
-		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL})
+		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL,
+			LaneQueueURLs: d.Config.LaneQueueURLs})
 	}
 	return api.Route, nil
 }
@@ -453,7 +473,7 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	w, err := jobs.NewWorker(jobs.WorkerConfig{
 		Registry: reg, Store: d.Store, Logger: d.Logger,
 		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Timeout: d.Config.WorkerTimeout, Retention: d.Config.Retention,
-		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace, Metrics: d.metrics,
+		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Metrics: d.metrics,
 		Queue: queueOrNil(d.Queue), Tracer: workerTracer(d.tracing), Lane: d.Config.Lane,
 		Bus: bus, AllEvents: d.Config.AllEvents,
 	})
@@ -472,7 +492,7 @@ func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := jobs.NewSweeper(jobs.SweeperConfig{Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, Retention: d.Config.Retention, Registry: reg, Metrics: d.metrics,
+	s, err := jobs.NewSweeper(jobs.SweeperConfig{Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Retention: d.Config.Retention, Registry: reg, Metrics: d.metrics,
 		Bus: bus, AllEvents: d.Config.AllEvents})
 	if err != nil {
 		return nil, err
@@ -539,13 +559,19 @@ func Serve(reg *jobs.Registry, opts ...Option) {
 // runtime; it exits the process with status 1 if the function cannot start.
 //
 // With JOBS_PRINT_SCHEDULES=1 it instead prints the registry's declared
-// schedules as JSON and exits: how the local stack learns what to fire.
+// schedules as JSON and exits: how the local stack learns what to fire;
+// with JOBS_PRINT_LANES=1, the lanes the registry's kinds run in.
 func Main(fn Function, reg *jobs.Registry, opts ...Option) {
-	if os.Getenv("JOBS_PRINT_SCHEDULES") == "1" {
-		if err := json.NewEncoder(os.Stdout).Encode(reg.Schedules()); err != nil {
-			os.Exit(1)
+	for name, what := range map[string]func() any{
+		"JOBS_PRINT_SCHEDULES": func() any { return reg.Schedules() },
+		"JOBS_PRINT_LANES":     func() any { return reg.Lanes() },
+	} {
+		if os.Getenv(name) == "1" {
+			if err := json.NewEncoder(os.Stdout).Encode(what()); err != nil {
+				os.Exit(1)
+			}
+			os.Exit(0)
 		}
-		os.Exit(0)
 	}
 	mainTook := time.Since(processStart)
 	logger := lambdacontext.NewLogger()
@@ -699,5 +725,5 @@ func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Co
 		return nil, err
 	}
 	return jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger,
-		DispatchGrace: d.Config.DispatchGrace, Sealer: sealer, Retention: d.Config.Retention})
+		DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Sealer: sealer, Retention: d.Config.Retention})
 }

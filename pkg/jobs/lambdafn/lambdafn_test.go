@@ -21,6 +21,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"JOBS_TABLE": "jobs-dev", "JOBS_QUEUE_URL": "https://sqs.example/q",
 		"JOBS_DISPATCH_GRACE": "5m", "JOBS_RETENTION": "24h", "JOBS_WORKER_CONCURRENCY": "16",
 		"JOBS_HANDLER_RESERVE": "4s", "JOBS_FINAL_WRITE_TIMEOUT": "3s",
+		"JOBS_LANE_QUEUE_URLS": `{"long":"https://sqs.example/q-long"}`, "JOBS_LANE_DISPATCH_GRACES": `{"long":"17m"}`, "JOBS_LANE": "long",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -28,6 +29,9 @@ func TestConfigFromEnv(t *testing.T) {
 	if cfg.Table != "jobs-dev" || cfg.DispatchGrace != 5*time.Minute || cfg.Retention != 24*time.Hour ||
 		cfg.Concurrency != 16 || cfg.Deadlines.Reserve != 4*time.Second || cfg.Deadlines.FinalWrite != 3*time.Second {
 		t.Fatalf("config %+v", cfg)
+	}
+	if cfg.Lane != "long" || cfg.LaneQueueURLs["long"] != "https://sqs.example/q-long" || cfg.LaneDispatchGraces["long"] != 17*time.Minute {
+		t.Fatalf("lanes: %q %v %v", cfg.Lane, cfg.LaneQueueURLs, cfg.LaneDispatchGraces)
 	}
 	def, err := lambdafn.ConfigFromEnv(env(map[string]string{"JOBS_TABLE": "t"}))
 	if err != nil || def.DispatchGrace != jobs.DefaultDispatchGrace || def.Concurrency != 8 || def.Deadlines != jobs.DefaultDeadlines {
@@ -46,6 +50,9 @@ func TestConfigFromEnvRefuses(t *testing.T) {
 		"negative duration":   {map[string]string{"JOBS_TABLE": "t", "JOBS_DISPATCH_GRACE": "-1m"}, "JOBS_DISPATCH_GRACE"},
 		"bad concurrency":     {map[string]string{"JOBS_TABLE": "t", "JOBS_WORKER_CONCURRENCY": "0"}, "JOBS_WORKER_CONCURRENCY"},
 		"reserve below write": {map[string]string{"JOBS_TABLE": "t", "JOBS_HANDLER_RESERVE": "1s", "JOBS_FINAL_WRITE_TIMEOUT": "2s"}, "reserve"},
+		"lane grace not JSON": {map[string]string{"JOBS_TABLE": "t", "JOBS_LANE_DISPATCH_GRACES": "long=17m"}, "JOBS_LANE_DISPATCH_GRACES"},
+		"lane grace negative": {map[string]string{"JOBS_TABLE": "t", "JOBS_LANE_DISPATCH_GRACES": `{"long":"-1m"}`}, "JOBS_LANE_DISPATCH_GRACES"},
+		"lane default":        {map[string]string{"JOBS_TABLE": "t", "JOBS_LANE": "default"}, "JOBS_LANE"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

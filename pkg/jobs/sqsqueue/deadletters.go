@@ -34,6 +34,9 @@ type DeadLetters struct {
 	SQS      DeadLetterAPI
 	QueueURL string
 	DLQURL   string
+	// LaneQueueURLs are the other lanes' queues, by lane, whose depths
+	// Depths reads too.
+	LaneQueueURLs map[string]string
 }
 
 // DeadLetter is one message of the dead-letter queue, described by its
@@ -49,10 +52,12 @@ type DeadLetter struct {
 }
 
 // Depths are the approximate numbers of messages (visible and in flight)
-// in the queue and in its dead-letter queue.
+// in the queue and in its dead-letter queue, and in each other lane's
+// queue (DeadLetters.LaneQueueURLs).
 type Depths struct {
-	Queue       int `json:"queue"`
-	DeadLetters int `json:"dead_letters"`
+	Queue       int            `json:"queue"`
+	DeadLetters int            `json:"dead_letters"`
+	Lanes       map[string]int `json:"lanes,omitempty"`
 }
 
 // ErrNoSuchDeadLetter: Redrive did not find the message (redriven or
@@ -80,7 +85,21 @@ func (d *DeadLetters) Depths(ctx context.Context) (Depths, error) {
 		return Depths{}, err
 	}
 	dl, err := count(d.DLQURL)
-	return Depths{Queue: q, DeadLetters: dl}, err
+	if err != nil {
+		return Depths{}, err
+	}
+	out := Depths{Queue: q, DeadLetters: dl}
+	for lane, url := range d.LaneQueueURLs {
+		n, err := count(url)
+		if err != nil {
+			return Depths{}, err
+		}
+		if out.Lanes == nil {
+			out.Lanes = map[string]int{}
+		}
+		out.Lanes[lane] = n
+	}
+	return out, nil
 }
 
 func (d *DeadLetters) receive(ctx context.Context, visibility int32) ([]types.Message, error) {

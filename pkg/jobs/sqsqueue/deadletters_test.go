@@ -31,10 +31,15 @@ func TestDeadLettersOnSQS(t *testing.T) {
 		}
 		ids = append(ids, aws.ToString(out.MessageId))
 	}
-	d := &sqsqueue.DeadLetters{SQS: client, QueueURL: urls.Queue, DLQURL: urls.DLQ}
+	// Another lane's queue, holding one message: its depth is shown too.
+	lane := testenv.NewQueues(t, client, sqsqueue.DefaultSpec(30*time.Second))
+	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(lane.Queue), MessageBody: aws.String(`{"job_id":"b"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	d := &sqsqueue.DeadLetters{SQS: client, QueueURL: urls.Queue, DLQURL: urls.DLQ, LaneQueueURLs: map[string]string{"bulk": lane.Queue}}
 	depths, err := d.Depths(ctx)
-	if err != nil || depths.DeadLetters != 3 || depths.Queue != 0 {
-		t.Fatalf("depths %+v, %v", depths, err)
+	if err != nil || depths.DeadLetters != 3 || depths.Queue != 0 || depths.Lanes["bulk"] != 1 {
+		t.Fatalf("depths %+v, %v; want 3 dead letters, 0 queued, 1 in the bulk lane", depths, err)
 	}
 	peeked, err := d.Peek(ctx, 10)
 	if err != nil || len(peeked) != 3 {

@@ -1,0 +1,139 @@
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+)
+
+// LaneRace is what UrgentBehindBulk measured.
+type LaneRace struct {
+	// BulkQueued is how many bulk jobs were queued before the pollers
+	// started.
+	BulkQueued int
+	// Starts are each urgent job's start (its claim) after its enqueue,
+	// and BulkLeft the bulk jobs still queued (visible) at that moment.
+	Starts   []time.Duration
+	BulkLeft []int
+	// Lanes are the lanes the urgent jobs ran in.
+	Lanes []string
+}
+
+// UrgentBehindBulk measures how soon an urgent job starts behind a bulk
+// backlog, on a stack started paused (Config.StartPaused) whose registry
+// has a bulk and an urgent lane: it queues bulk jobs of bulkKind (in
+// batches of 1,000, as caller "lanes"), resumes the event sources, waits
+// until the bulk lane's worker holds a batch, then enqueues urgent jobs of
+// urgentKind one after another, each once the last one started.
+func (s *Stack) UrgentBehindBulk(ctx context.Context, bulkKind string, bulkPayload json.RawMessage, bulk int, urgentKind string, urgentPayload json.RawMessage, urgent int) (LaneRace, error) {
+	var r LaneRace
+	bulkQ, ok := s.Lanes["bulk"]
+	if !ok || s.Lanes["urgent"].Queue == "" {
+		return r, fmt.Errorf("localstack: lanes %v: want bulk and urgent", s.Lanes)
+	}
+	api := &http.Client{Timeout: 60 * time.Second}
+	for i := 0; i < bulk; i += 1000 {
+		var specs []jobs.JobSpec
+		for range min(1000, bulk-i) {
+			specs = append(specs, jobs.JobSpec{Kind: bulkKind, Payload: bulkPayload})
+		}
+		body, _ := json.Marshal(map[string]any{"jobs": specs})
+		if _, err := s.post(ctx, api, "/v1/batches", body, "lanes-bulk-"+strconv.Itoa(i)); err != nil {
+			return r, err
+		}
+	}
+	sqsc := localaws.SQSClient(s.SQSEndpoint)
+	var err error
+	if r.BulkQueued, err = queueDepth(ctx, sqsc, bulkQ.Queue, sqstypes.QueueAttributeNameApproximateNumberOfMessages); err != nil {
+		return r, err
+	}
+	s.Resume()
+	for busy := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		n, err := queueDepth(ctx, sqsc, bulkQ.Queue, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)
+		if err != nil {
+			return r, err
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(busy) {
+			return r, fmt.Errorf("localstack: the bulk lane's worker never took a batch")
+		}
+	}
+	store := dynamostore.New(localaws.DynamoDBClient(s.DynamoDBEndpoint), s.Table, dynamostore.Options{})
+	for i := range urgent {
+		body, _ := json.Marshal(jobs.JobSpec{Kind: urgentKind, Payload: urgentPayload})
+		enqueued := time.Now()
+		out, err := s.post(ctx, api, "/v1/jobs", body, "lanes-urgent-"+strconv.Itoa(i))
+		if err != nil {
+			return r, err
+		}
+		var v jobs.View
+		if err := json.Unmarshal(out, &v); err != nil {
+			return r, err
+		}
+		for deadline := enqueued.Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			rec, err := store.Get(ctx, v.ID)
+			if err == nil && !rec.StartedAt.IsZero() {
+				left, err := queueDepth(ctx, sqsc, bulkQ.Queue, sqstypes.QueueAttributeNameApproximateNumberOfMessages)
+				if err != nil {
+					return r, err
+				}
+				r.Starts, r.BulkLeft, r.Lanes = append(r.Starts, rec.StartedAt.Sub(enqueued)), append(r.BulkLeft, left), append(r.Lanes, rec.Lane)
+				break
+			}
+			if time.Now().After(deadline) {
+				return r, fmt.Errorf("localstack: urgent job %s did not start within 30 s", v.ID)
+			}
+		}
+	}
+	return r, nil
+}
+
+// post sends body to the API's path as the caller "lanes", retrying a
+// 5xx or a failed request a few times, and returns the answer.
+func (s *Stack) post(ctx context.Context, c *http.Client, path string, body []byte, key string) ([]byte, error) {
+	var last error
+	for range 5 {
+		req, _ := http.NewRequestWithContext(ctx, "POST", s.APIURL+path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set(CallerHeader, "lanes")
+		resp, err := c.Do(req)
+		if err != nil {
+			last = err
+			continue
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == 200 || resp.StatusCode == 202:
+			return out, nil
+		case resp.StatusCode < 500:
+			return nil, fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, out)
+		}
+		last = fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, out)
+	}
+	return nil, last
+}
+
+func queueDepth(ctx context.Context, c *sqs.Client, url string, attr sqstypes.QueueAttributeName) (int, error) {
+	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{attr}})
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(out.Attributes[string(attr)])
+}
