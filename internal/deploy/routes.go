@@ -62,6 +62,7 @@ var Routes = []Route{
 	{"ListJobs", "GET", "/v1/jobs", GetJob, false},
 	{"Counts", "GET", "/v1/counts", GetJob, false},
 	{"RetryJob", "POST", "/v1/jobs/{id}/retry", Cancel, false},
+	{"ReplayJob", "POST", "/v1/jobs/{id}/replay", Enqueue, false},
 	{"BulkAction", "POST", "/v1/bulk/{action}", Cancel, false},
 	{"EnqueueBatch", "POST", "/v1/batches", Enqueue, false},
 	{"GetBatch", "GET", "/v1/batches/{id}", GetJob, false},

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -189,19 +190,30 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex executi
 	}
 	var out driver.Outcome
 	write := func(ex execution) error {
-		out = driver.Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(retention),
-			LeaseExpiredBy: r.leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec, ex.Status), Seq: outcomeSeq(rec)}
-		if ex.Status == StatusCancelled {
-			out.Result = nil
-			if ex.Code != CodeExpired {
-				out.Code = ""
+		for try := 0; ; try++ {
+			out = driver.Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(retention),
+				LeaseExpiredBy: r.leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec, ex.Status), Seq: outcomeSeq(rec),
+				Dependents: len(rec.Dependents)}
+			if ex.Status == StatusCancelled {
+				out.Result = nil
+				if ex.Code != CodeExpired {
+					out.Code = ""
+				}
 			}
+			err := e.store.Finish(ctx, rec.ID, r.token, out)
+			if ownWrite(err, out.Status, at) {
+				return nil
+			}
+			if cur := dependentsChanged(err, rec); cur != nil && try < 3 {
+				// A job that runs after this one was enqueued while it ran:
+				// write again with it among the steps' dependents.
+				fresh := *rec
+				fresh.Dependents = cur.Dependents
+				rec = &fresh
+				continue
+			}
+			return err
 		}
-		err := e.store.Finish(ctx, rec.ID, r.token, out)
-		if ownWrite(err, out.Status, at) {
-			return nil
-		}
-		return err
 	}
 	err := write(ex)
 	if errors.Is(err, driver.ErrCancelRequested) {
@@ -359,6 +371,10 @@ type newJob struct {
 	// released (see driver.Record); startBy: EnqueueOpts.StartBy.
 	uniqueKey, uniqueUntil string
 	startBy                time.Time
+	// parents: EnqueueOpts.After (the job waits on them); replayOf: the
+	// job a replay replays.
+	parents  []string
+	replayOf string
 }
 
 // record returns the queued record of j.
@@ -376,6 +392,10 @@ func (e *engine) record(j newJob) *driver.Record {
 	}
 	rec.Lane, rec.Tenant = j.lane, j.tenant
 	rec.UniqueKey, rec.UniqueUntil, rec.StartBy = j.uniqueKey, j.uniqueUntil, j.startBy
+	if len(j.parents) > 0 {
+		rec.Parents, rec.WaitingOn = j.parents, driver.WaitParents
+	}
+	rec.ReplayOf = j.replayOf
 	rec.Events = e.allEvents
 	if e.reg != nil {
 		if k, ok := e.reg.lookup(j.kind); ok {
@@ -515,40 +535,113 @@ func (e *engine) resubmit(ctx context.Context, rec *driver.Record) error {
 		// store refuses a resubmit while they are pending.
 		e.after(ctx, rec)
 	}
+	if len(rec.Parents) > 0 {
+		// A job whose parent failed waits for that parent's retry: it
+		// comes back when the parent succeeds.
+		i, err := e.failedParent(ctx, rec)
+		if err != nil {
+			return err
+		}
+		if i >= 0 {
+			return refuse(CodeDependencyFailed, fmt.Sprintf(`"after"[%d] failed or was cancelled: retry that job; this one comes back when it succeeds`, i))
+		}
+	}
+	_, err := e.resubmitAs(ctx, rec)
+	return err
+}
+
+// resubmitAs puts the failed or cancelled rec back in the queue and sends
+// it; a job with parents waits on them again instead (awaitParents). It
+// returns the job as it then is.
+func (e *engine) resubmitAs(ctx context.Context, rec *driver.Record) (*driver.Record, error) {
 	now := e.now()
 	d := e.deliveryAt(now, time.Time{}, rec.Lane)
-	err := e.store.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: d.sweepAt})
+	rs := driver.Resubmit{At: now, SweepAt: d.sweepAt}
+	if len(rec.Parents) > 0 {
+		rs.WaitingOn = driver.WaitParents
+	}
+	err := e.store.Resubmit(ctx, rec.ID, rs)
 	if ownWrite(err, StatusQueued, now) {
 		err = nil // our write landed; its answer was lost
 	}
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if len(rec.Parents) > 0 {
+		// In the sweep schedule until it waits: the sweeper finishes what
+		// this does not.
+		cur, err := e.store.Get(ctx, rec.ID)
+		if err == nil {
+			cur, err = e.awaitParents(ctx, cur)
+		}
+		if err != nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "retried job's parents not all read; the sweeper finishes it",
+				slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
+		}
+		return cur, nil
 	}
 	if serr := e.deliver(ctx, rec, d); serr != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "retried job not sent; the sweeper will send it",
 			slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(serr)))
 	}
-	return nil
+	return rec, nil
 }
 
 // cancelQueued moves a queued job to cancelled, then runs its
 // post-outcome steps (its count in its batch).
 func (e *engine) cancelQueued(ctx context.Context, rec *driver.Record) error {
+	_, err := e.cancelQueuedAs(ctx, rec, "", "")
+	return err
+}
+
+// cancelQueuedAs is cancelQueued with the cancelled job's code and the
+// parent whose failure cancelled it (dependency_failed) when set; it
+// returns the job as cancelled.
+func (e *engine) cancelQueuedAs(ctx context.Context, rec *driver.Record, code, by string) (*driver.Record, error) {
 	now := e.now()
-	steps, seq := afterSteps(rec, StatusCancelled), outcomeSeq(rec)
-	err := e.store.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(e.retention), After: steps, Seq: seq})
-	if ownWrite(err, StatusCancelled, now) {
-		err = nil // our cancel landed; its answer was lost
-	}
-	if err == nil && len(steps) > 0 {
-		done := *rec
-		done.Status, done.After, done.ErrorCode, done.FinishedAt = StatusCancelled, steps, "", now
-		if seq > 0 {
-			done.Outcomes = seq
+	var steps []string
+	var seq int
+	var err error
+	for try := 0; ; try++ {
+		steps, seq = afterSteps(rec, StatusCancelled), outcomeSeq(rec)
+		err = e.store.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(e.retention), After: steps, Seq: seq,
+			Code: code, CancelledBy: by, Dependents: len(rec.Dependents)})
+		if ownWrite(err, StatusCancelled, now) {
+			err = nil // our cancel landed; its answer was lost
 		}
+		if cur := dependentsChanged(err, rec); cur != nil && try < 3 {
+			rec = cur
+			continue
+		}
+		break
+	}
+	if err != nil {
+		return rec, err
+	}
+	done := *rec
+	done.Status, done.After, done.ErrorCode, done.CancelledBy, done.FinishedAt, done.WaitingOn = StatusCancelled, steps, code, by, now, ""
+	if seq > 0 {
+		done.Outcomes = seq
+	}
+	if len(steps) > 0 {
 		e.after(ctx, &done)
 	}
-	return err
+	return &done, nil
+}
+
+// dependentsChanged returns the job as the store found it when a final
+// write of rec failed only because a dependent was recorded since rec was
+// read (nil otherwise): the write goes again with it.
+func dependentsChanged(err error, rec *driver.Record) *driver.Record {
+	var ce *driver.ConflictError
+	if !errors.As(err, &ce) || ce.Current == nil {
+		return nil
+	}
+	cur := ce.Current
+	if cur.Status != rec.Status || cur.ClaimToken != rec.ClaimToken || len(cur.Dependents) == len(rec.Dependents) {
+		return nil
+	}
+	return cur
 }
 
 // The post-outcome steps: what must happen exactly once after a job's
@@ -582,6 +675,9 @@ func afterSteps(rec *driver.Record, st Status) []string {
 	if rec.OnFailure != "" && st == StatusFailed {
 		steps = append(steps, afterFollowUp)
 	}
+	if len(rec.Dependents) > 0 {
+		steps = append(steps, afterDependents)
+	}
 	if rec.Events {
 		steps = append(steps, afterEvent)
 	}
@@ -603,6 +699,8 @@ func (e *engine) after(ctx context.Context, rec *driver.Record) bool {
 			err = e.store.ReleaseUnique(ctx, rec.UniqueKey, rec.ID)
 		case afterFollowUp:
 			err = e.followUp(ctx, rec)
+		case afterDependents:
+			err = e.settleDependents(ctx, rec)
 		case afterEvent:
 			event = true
 		default:

@@ -219,8 +219,8 @@ func (s *Service) Resubmit(ctx context.Context, owner, id string) (*View, error)
 	}
 	if err := s.eng.resubmit(ctx, rec); err != nil {
 		var ce *driver.ConflictError
-		if errors.As(err, &ce) || errors.Is(err, ErrNotFound) {
-			return nil, err
+		if errors.As(err, &ce) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidRequest) {
+			return nil, err // not retryable; or a parent failed (dependency_failed)
 		}
 		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}

@@ -32,9 +32,17 @@ type View struct {
 	Lane string `json:"lane,omitempty"`
 	// WaitingOn says what a queued job that could not start waits for:
 	// "concurrency" (a slot of its kind's concurrency limit), "rate" (its
-	// reserved start under a rate limit, at RunAt) or "store" (a limit's
-	// item could not be read; it tries again).
+	// reserved start under a rate limit, at RunAt), "store" (a limit's
+	// item could not be read; it tries again) or "parents" (the jobs it
+	// runs after: see After).
 	WaitingOn string `json:"waiting_on,omitempty"`
+	// After names the jobs this one runs after (EnqueueOpts.After);
+	// ParentsLeft counts those not succeeded yet while it waits on them
+	// (WaitingOn "parents").
+	After       []string `json:"after,omitempty"`
+	ParentsLeft int      `json:"parents_left,omitempty"`
+	// ReplayOf names the job this one replays (Service.Replay).
+	ReplayOf string `json:"replay_of,omitempty"`
 	// BatchID names the job's batch, if any.
 	BatchID *string `json:"batch_id,omitempty"`
 	// Payload is the job's payload with its jobs:"secret" fields masked
@@ -92,5 +100,7 @@ func viewOf(r *driver.Record) View {
 		t := r.FinishedAt.UTC()
 		v.FinishedAt = &t
 	}
+	parentsView(&v, r)
+	v.ReplayOf = r.ReplayOf
 	return v
 }

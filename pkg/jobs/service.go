@@ -101,6 +101,8 @@ type EnqueueRequest struct {
 	Kind    string
 	Payload json.RawMessage
 	EnqueueOpts
+	// replayOf names the job a replay replays (Service.Replay).
+	replayOf string
 }
 
 // Enqueue validates req, stores the job as queued and sends its reference to
@@ -131,6 +133,11 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 	if err != nil {
 		return nil, false, err
 	}
+	if len(req.After) > 0 {
+		if err := s.checkParents(ctx, req.Owner, req.After); err != nil {
+			return nil, false, err
+		}
+	}
 	rec, err := s.eng.create(ctx, j)
 	var ce *driver.ConflictError
 	switch {
@@ -141,15 +148,31 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 			return nil, false, ErrIdempotencyConflict
 		}
 		if cur.Status == StatusQueued {
-			s.dispatch(ctx, cur)
+			cur = s.start(ctx, cur)
 		}
 		return cur, false, nil
 	default:
 		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
-	s.dispatch(ctx, rec)
+	rec = s.start(ctx, rec)
 	s.count(rec.Kind, metricnames.JobsEnqueued, 1)
 	return rec, true, nil
+}
+
+// start sends the queued job rec (dispatch), or, when it runs after other
+// jobs, registers it on them (awaitParents), and returns it as it then
+// is. Either may fail and leave the job to the sweeper, after the grace.
+func (s *Service) start(ctx context.Context, rec *driver.Record) *driver.Record {
+	if rec.WaitingOn != driver.WaitParents {
+		s.dispatch(ctx, rec)
+		return rec
+	}
+	got, err := s.eng.awaitParents(ctx, rec)
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "job stored but not registered on all its parents; the sweeper finishes it",
+			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.String("err_types", errtypes.Of(err)))
+	}
+	return got
 }
 
 // count writes one metric record of the API's transitions (see Metrics).
@@ -167,6 +190,9 @@ func (s *Service) count(kind, name string, n int) {
 // Dispatch. If the dispatch never happens, the sweeper sends the job after
 // the dispatch grace, so a committed job always runs.
 func (s *Service) Prepare(req EnqueueRequest) (*driver.Record, error) {
+	if len(req.After) > 0 {
+		return nil, refuse(codeInvalidRequest, `"after" is not supported in a transactional enqueue`)
+	}
 	j, _, err := s.prepare(req)
 	if err != nil {
 		return nil, err
@@ -218,6 +244,9 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 	if err := checkUnique(req.EnqueueOpts); err != nil {
 		return newJob{}, nil, err
 	}
+	if err := checkAfter(req.EnqueueOpts); err != nil {
+		return newJob{}, nil, err
+	}
 	if req.Lane != "" && !slices.Contains(s.reg.Lanes(), req.Lane) {
 		return newJob{}, nil, refuse(codeInvalidRequest, fmt.Sprintf("lane %q: this deployment has no such lane", req.Lane))
 	}
@@ -226,7 +255,13 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 		return newJob{}, nil, fmt.Errorf("jobs: seal payload: %w", err)
 	}
 	r := jobRequest(req.Kind, canonical, req.RunAt, req.Delay)
-	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane, tenant: req.Tenant, startBy: req.StartBy}, r, nil
+	for _, part := range [][]byte{afterRequest(req.After), replayRequest(req.replayOf)} {
+		if part != nil {
+			r = append(r, part)
+		}
+	}
+	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane,
+		tenant: req.Tenant, startBy: req.StartBy, parents: slices.Clone(req.After), replayOf: req.replayOf}, r, nil
 }
 
 // Dispatch sends the reference of a job stored by a committed transaction

@@ -27,16 +27,20 @@ const (
 	// CodeExpired: the job was cancelled because it had not started by its
 	// EnqueueOpts.StartBy.
 	CodeExpired = "expired"
+	// CodeDependencyFailed: the job was cancelled because a job it runs
+	// after (EnqueueOpts.After) failed or was cancelled.
+	CodeDependencyFailed = "dependency_failed"
 )
 
 var reservedCodes = map[string]bool{
-	CodeInternal:       true,
-	CodeUnknownKind:    true,
-	CodeInvalidPayload: true,
-	CodeTimedOut:       true,
-	CodeInterrupted:    true,
-	CodeResultTooLarge: true,
-	CodeExpired:        true,
+	CodeInternal:         true,
+	CodeUnknownKind:      true,
+	CodeInvalidPayload:   true,
+	CodeTimedOut:         true,
+	CodeInterrupted:      true,
+	CodeResultTooLarge:   true,
+	CodeExpired:          true,
+	CodeDependencyFailed: true,
 }
 
 // The patterns bound their length apart: a counted repetition ({0,63})

@@ -186,6 +186,16 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 			}
 			switch rec.Status {
 			case StatusQueued:
+				if rec.WaitingOn == driver.WaitParents {
+					// Its enqueue died before it registered on every parent
+					// (or a resubmit or revive did): finish that.
+					if _, err := s.eng.awaitParents(ctx, rec); err != nil {
+						count(func() { rep.Errors++ })
+						return
+					}
+					count(func() { rep.Deferred++ })
+					return
+				}
 				if d := s.eng.deliveryAt(s.eng.clock.Now(), rec.RunAt, rec.Lane); !d.send || d.delay > 0 {
 					s.sweepDelayed(ctx, rec, d, rep, count)
 					return

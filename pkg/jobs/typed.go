@@ -65,6 +65,14 @@ type EnqueueOpts struct {
 	// StartBy, when set, is when a job that has not started ends
 	// cancelled, code expired, instead of running late.
 	StartBy time.Time
+	// After names jobs of the owner's (at most MaxAfter, each with at
+	// most 100 jobs after it) that must all succeed before this one runs:
+	// it waits until then (View.WaitingOn "parents"), spending no attempt.
+	// If one fails or is cancelled, this job ends cancelled, code
+	// dependency_failed, and so do the jobs after it; retried and
+	// succeeded, that job brings them back. Not with UniqueKey, nor in a
+	// transactional enqueue (Prepare).
+	After []string
 }
 
 // Unique is how long an enqueue's unique key holds (EnqueueOpts.Unique).

@@ -670,6 +670,10 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, m driver.Messa
 		case cur.Status.Final():
 			log.LogAttrs(ctx, slog.LevelInfo, "duplicate delivery of a finished job", slog.String("status", string(cur.Status)))
 			return false
+		case cur.Status == StatusQueued && cur.WaitingOn == driver.WaitParents:
+			// Its parents send it when the last of them succeeded.
+			log.LogAttrs(ctx, slog.LevelInfo, "delivery of a job that waits on its parents; they send it")
+			return false
 		case cur.Status == StatusQueued && cur.RunAt.After(now) && cur.RunAt.Sub(now) <= time.Second && !waited &&
 			inv.canStart(cur.RunAt.Sub(now)) && sleepCtx(ctx, cur.RunAt.Sub(now)):
 			// Up to a second early (SQS delays are whole seconds; a rate's

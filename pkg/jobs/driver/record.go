@@ -85,6 +85,20 @@ type Record struct {
 	// StartBy, when set, is when a job that has not started ends cancelled
 	// (code expired) instead.
 	StartBy time.Time
+	// Parents are the jobs this one runs after (EnqueueOpts.After), in the
+	// order given, and ParentsDone the indexes among them of those that
+	// succeeded and were counted: the job waits (WaitingOn "parents")
+	// until every parent is counted. CancelledBy names the parent whose
+	// failure or cancel cancelled it (its code then "dependency_failed").
+	Parents     []string
+	ParentsDone []int
+	CancelledBy string
+	// Dependents are the jobs that run after this one: each a job id and
+	// its index among that job's Parents. The job's final write names the
+	// post-outcome step that counts it in each (or cancels them).
+	Dependents []Dependent
+	// ReplayOf names the job this one replays (Service.Replay).
+	ReplayOf string
 	// Events: the job's outcomes are announced on the event bus (its kind
 	// opted in, or the deployment did). OnFailure names the kind of the
 	// follow-up job each failed outcome creates ("" none). A job with
@@ -103,6 +117,16 @@ type Record struct {
 	// treat an expired job as absent.
 	ExpiresAt time.Time
 }
+
+// Dependent is a job that runs after another: its id, and the other's
+// index among its Parents.
+type Dependent struct {
+	JobID string
+	Index int
+}
+
+// ParentsLeft is how many of the job's parents are not counted yet.
+func (r *Record) ParentsLeft() int { return len(r.Parents) - len(r.ParentsDone) }
 
 // Expired reports whether the job's retention has passed at now.
 func (r *Record) Expired(now time.Time) bool {

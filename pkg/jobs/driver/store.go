@@ -25,8 +25,8 @@ type Store interface {
 	Get(ctx context.Context, id string) (*Record, error)
 
 	// Claim moves a queued job whose run time has come (no RunAt, or RunAt
-	// at or before c.At) and whose kind is not one of c.SkipKinds to
-	// running, stamping c's token and lease and counting an attempt, and
+	// at or before c.At), that does not wait on its parents (WaitParents)
+	// and whose kind is not one of c.SkipKinds to running, stamping c's token and lease and counting an attempt, and
 	// returns the job as claimed. If the job is not queued, not due or of a
 	// skipped kind it returns a *ConflictError matching ErrNotQueued with the
 	// job as it is; if there is no such job, ErrNotFound.
@@ -107,7 +107,8 @@ type Store interface {
 
 	// CancelQueued moves a queued job to cancelled (a *ConflictError
 	// matching ErrNotQueued otherwise), with the post-outcome steps c.After
-	// pending as Finish does.
+	// pending as Finish does; a job out of the sweep schedule (one that
+	// waited on its parents) is put back in it at c.At while they are.
 	CancelQueued(ctx context.Context, id string, c CancelQueued) error
 
 	// CreateBatch stores b, being created (b.Creating), unless a live batch
@@ -181,6 +182,29 @@ type Store interface {
 	// reading at most max entries of the indexes that hold only unfinished
 	// jobs (never the owner's history); Truncated says max was reached.
 	CountUnfinished(ctx context.Context, ownerKey string, max int) (UnfinishedCounts, error)
+	// AddDependent records d.Dependent as a dependent of the job parentID,
+	// provided that job belongs to d.Owner and is queued or running (once
+	// however often it is called). A parent that has finished gives a
+	// *ConflictError matching ErrFinished with the parent as it ended (its
+	// outcome is the caller's to count); another owner's or no such job,
+	// ErrNotFound. Recorded before the parent's final write, the dependent
+	// is in the Dependents that write's post-outcome step reads: the two
+	// are ordered by the parent's item.
+	AddDependent(ctx context.Context, parentID string, d DependentOf) error
+	// CountParents adds c.Done to the ParentsDone of the job id (a set:
+	// once each), and with c.Await also takes the job out of the sweep
+	// schedule (its parents now hold what must happen next), provided the
+	// job is queued and waits on its parents (WaitingOn "parents");
+	// otherwise a *ConflictError matching ErrNotQueued with the job as it
+	// is. It returns the job as written.
+	CountParents(ctx context.Context, id string, c ParentCount) (*Record, error)
+	// ReleaseParents ends the wait of a job whose parents are all counted:
+	// WaitingOn is cleared and its sweep schedule set to r.SweepAt, so the
+	// queue or the sweeper delivers it; a *ConflictError matching
+	// ErrNotQueued when it no longer waits on its parents (released or
+	// cancelled meanwhile).
+	ReleaseParents(ctx context.Context, id string, r ReleaseParents) error
+
 	// Resubmit puts a failed or cancelled job that belongs to no batch,
 	// and whose post-outcome steps have all run, back in the queue, for another attempt under the same id; else a
 	// *ConflictError wrapping ErrNotResubmittable (with the current job), or
@@ -235,7 +259,34 @@ type ListPage struct {
 type Resubmit struct {
 	At      time.Time
 	SweepAt time.Time
+	// WaitingOn, when set ("parents"), makes the job wait again: a job
+	// with parents goes back to waiting on those not yet counted.
+	WaitingOn string
 }
+
+// DependentOf asks Store.AddDependent to record a dependent.
+type DependentOf struct {
+	// Owner must own the parent.
+	Owner string
+	Dependent
+}
+
+// ParentCount is what Store.CountParents adds.
+type ParentCount struct {
+	Done  []int
+	Await bool
+	At    time.Time
+}
+
+// ReleaseParents is what Store.ReleaseParents stamps on a job whose
+// parents are all counted.
+type ReleaseParents struct {
+	At, SweepAt time.Time
+}
+
+// WaitParents is the WaitingOn of a job that waits on its parents. A
+// claim never takes such a job (Store.Claim answers ErrNotQueued).
+const WaitParents = "parents"
 
 // Claim is what a worker stamps on a job it claims.
 type Claim struct {
@@ -274,6 +325,13 @@ type Outcome struct {
 	// (a *ConflictError with the sentinel of the write's other conditions
 	// otherwise). Zero leaves Outcomes alone and costs nothing.
 	Seq int
+	// Dependents is how many dependents the writer knows the job has
+	// (len(Record.Dependents)): the write is also conditional on the job
+	// having that many, so a dependent recorded since the job was read is
+	// never missed by the post-outcome steps (a *ConflictError with the
+	// sentinel of the write's other conditions and the job as it is
+	// otherwise: read its Dependents and write again).
+	Dependents int
 }
 
 // CancelQueued is the write that cancels a queued job.
@@ -282,6 +340,11 @@ type CancelQueued struct {
 	// After and Seq: as Outcome's.
 	After []string
 	Seq   int
+	// Code, when set, is the cancelled job's code (expired,
+	// dependency_failed); CancelledBy names the parent that failed.
+	Code, CancelledBy string
+	// Dependents: as Outcome's.
+	Dependents int
 }
 
 // Requeue is the write that sends a run back to the queue: a failed run
@@ -405,6 +468,8 @@ var (
 	// ErrNotResubmittable: Resubmit found the job neither failed nor
 	// cancelled, or part of a batch.
 	ErrNotResubmittable = errors.New("jobs: only a failed or cancelled job outside a batch can be retried")
+	// ErrFinished: AddDependent found the parent finished.
+	ErrFinished = errors.New("jobs: job has finished")
 	// ErrScheduleLimit: the owner has as many schedules as allowed.
 	ErrScheduleLimit = errors.New("jobs: the owner has the most schedules allowed")
 )

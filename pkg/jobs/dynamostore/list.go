@@ -430,7 +430,11 @@ func (s *Store) Resubmit(ctx context.Context, id string, r driver.Resubmit) erro
 		Remove(expression.Name(attrFinished)).
 		Remove(expression.Name(attrErrorCode)).
 		Remove(expression.Name(attrResult)).
-		Remove(expression.Name(attrCancel))
+		Remove(expression.Name(attrCancel)).
+		Remove(expression.Name(attrCancelledBy))
+	if r.WaitingOn != "" {
+		upd = upd.Set(expression.Name(attrWaitingOn), expression.Value(r.WaitingOn))
+	}
 	cond := expression.Or(statusIs(jobs.StatusFailed), statusIs(jobs.StatusCancelled)).
 		And(expression.AttributeNotExists(expression.Name("batch_id"))).
 		And(expression.AttributeNotExists(expression.Name(attrAfter))).

@@ -125,6 +125,14 @@ const (
 	attrFirstStarted  = "fs"
 	// What a parked job waits on (see driver.Requeue.WaitingOn).
 	attrWaitingOn = "wo"
+	// A job's parents (a list of ids), the indexes of those counted (a
+	// number set), the parent whose failure cancelled it, its dependents
+	// (a string set of "id/index"), the job it replays.
+	attrParents     = "pa"
+	attrParentsDone = "pd"
+	attrCancelledBy = "cb"
+	attrDependents  = "dp"
+	attrReplayOf    = "rp"
 )
 
 // CreateTableInput returns the table definition for CreateTable: on-demand

@@ -106,6 +106,11 @@ type item struct {
 	Events      bool     `dynamodbav:"ev,omitempty"`
 	OnFailure   string   `dynamodbav:"of,omitempty"`
 	Outcomes    int      `dynamodbav:"oc,omitempty"`
+	Parents     []string `dynamodbav:"pa,omitempty"`
+	ParentsDone []int    `dynamodbav:"pd,numberset,omitempty"`
+	CancelledBy string   `dynamodbav:"cb,omitempty"`
+	Dependents  []string `dynamodbav:"dp,stringset,omitempty"`
+	ReplayOf    string   `dynamodbav:"rp,omitempty"`
 	// The listing indexes' keys (see OwnerIndex, QueuedIndex).
 	ListOwner   string `dynamodbav:"lo,omitempty"`
 	ListCreated string `dynamodbav:"lc,omitempty"`
@@ -163,6 +168,7 @@ func toItem(r *driver.Record) item {
 		Lane: r.Lane, Tenant: r.Tenant, WaitingOn: r.WaitingOn, UniqueKey: r.UniqueKey, UniqueUntil: r.UniqueUntil, StartBy: ms(r.StartBy),
 		Checkpoint: r.Checkpoint, Continued: r.Continuations, FirstStart: ms(r.FirstStartedAt),
 		Events: r.Events, OnFailure: r.OnFailure, Outcomes: r.Outcomes,
+		Parents: r.Parents, ParentsDone: r.ParentsDone, CancelledBy: r.CancelledBy, Dependents: dependentsOf(r.Dependents), ReplayOf: r.ReplayOf,
 	}
 	if r.Owner != "" {
 		key := wire.OwnerKey(r.Owner)
@@ -208,6 +214,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		Lane: it.Lane, Tenant: it.Tenant, WaitingOn: it.WaitingOn, UniqueKey: it.UniqueKey, UniqueUntil: it.UniqueUntil, StartBy: fromMS(it.StartBy),
 		Checkpoint: it.Checkpoint, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
 		Events: it.Events, OnFailure: it.OnFailure, Outcomes: it.Outcomes,
+		Parents: it.Parents, ParentsDone: it.ParentsDone, CancelledBy: it.CancelledBy, Dependents: parseDependents(it.Dependents), ReplayOf: it.ReplayOf,
 	}
 	if it.BatchCount != "" {
 		var bc jobs.BatchCounts
@@ -423,7 +430,7 @@ func (s *Store) update(ctx context.Context, id string, c change) (map[string]typ
 }
 
 func returnValues(op string) types.ReturnValue {
-	if op == "claim" {
+	if op == "claim" || op == "count_parents" {
 		return types.ReturnValueAllNew
 	}
 	return types.ReturnValueNone
@@ -453,7 +460,11 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 		Add(expression.Name(attrAttempt), expression.Value(1))
 	due := expression.AttributeNotExists(expression.Name(attrRunAt)).
 		Or(expression.Name(attrRunAt).LessThanEqual(expression.Value(ms(c.At))))
-	cond := statusIs(jobs.StatusQueued).And(due)
+	// A job that waits on its parents is not claimed (a message of it
+	// that came anyway finds it so).
+	free := expression.AttributeNotExists(expression.Name(attrWaitingOn)).
+		Or(expression.Name(attrWaitingOn).NotEqual(expression.Value(driver.WaitParents)))
+	cond := statusIs(jobs.StatusQueued).And(due).And(free)
 	if len(c.SkipKinds) > 0 {
 		kinds := make([]expression.OperandBuilder, len(c.SkipKinds))
 		for i, k := range c.SkipKinds {
@@ -511,7 +522,7 @@ func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) 
 	if !o.KeepLease {
 		upd = upd.Remove(expression.Name(attrLease))
 	}
-	upd = afterOutcome(upd, o.After)
+	upd = afterOutcome(upd, id, o.At, o.After)
 	if !o.ExpiresAt.IsZero() {
 		upd = upd.Set(expression.Name(AttrExpires), expression.Value(o.ExpiresAt.Unix()))
 	}
@@ -532,8 +543,19 @@ func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) 
 		cond = cond.And(expression.Name(attrLease).LessThanEqual(expression.Value(ms(o.LeaseExpiredBy))))
 	}
 	upd, cond = countOutcome(upd, cond, o.Seq)
+	cond = cond.And(hasDependents(o.Dependents))
 	_, err := s.update(ctx, id, change{op: "finish", token: token, upd: upd, cond: cond, sentinel: jobs.ErrLostClaim})
 	return err
+}
+
+// hasDependents is the condition that the job has n dependents: a final
+// write is conditional on the dependents its writer knows (no byte is
+// written for it, and a plain job's condition is one attribute_not_exists).
+func hasDependents(n int) expression.ConditionBuilder {
+	if n == 0 {
+		return expression.AttributeNotExists(expression.Name(attrDependents))
+	}
+	return expression.Name(attrDependents).Size().Equal(expression.Value(n))
 }
 
 // moveUnfinished puts the job in the unfinished index keyed by to (its
@@ -553,11 +575,16 @@ func finished(upd expression.UpdateBuilder) expression.UpdateBuilder {
 // steps follow the outcome, keeps it (the sweeper runs them if their
 // runner dies) and records them: no index write either way beyond the
 // entry's removal a plain job pays too (now or at DoneAfter).
-func afterOutcome(upd expression.UpdateBuilder, steps []string) expression.UpdateBuilder {
+func afterOutcome(upd expression.UpdateBuilder, id string, at time.Time, steps []string) expression.UpdateBuilder {
 	if len(steps) == 0 {
 		return upd.Remove(expression.Name(AttrSweepShard)).Remove(expression.Name(AttrSweepAt))
 	}
-	return upd.Set(expression.Name(attrAfter), expression.Value(&types.AttributeValueMemberSS{Value: steps}))
+	// A job out of the sweep schedule (one that waited on its parents)
+	// goes back in it while its steps are pending: one index write, only
+	// for such a job.
+	return upd.Set(expression.Name(attrAfter), expression.Value(&types.AttributeValueMemberSS{Value: steps})).
+		Set(expression.Name(AttrSweepShard), expression.IfNotExists(expression.Name(AttrSweepShard), expression.Value(ShardOf(id)))).
+		Set(expression.Name(AttrSweepAt), expression.IfNotExists(expression.Name(AttrSweepAt), expression.Value(ms(at))))
 }
 
 // countOutcome makes a final write count outcome seq (0: none, and no
@@ -635,8 +662,15 @@ func (s *Store) CancelQueued(ctx context.Context, id string, c driver.CancelQueu
 	upd := needsAttention(afterOutcome(finished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusCancelled)))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
 		Set(expression.Name(attrFinished), expression.Value(ms(c.At))).
-		Set(expression.Name(AttrExpires), expression.Value(c.ExpiresAt.Unix())), c.After))
+		Set(expression.Name(AttrExpires), expression.Value(c.ExpiresAt.Unix())), id, c.At, c.After))
+	if c.Code != "" {
+		upd = upd.Set(expression.Name(attrErrorCode), expression.Value(c.Code))
+	}
+	if c.CancelledBy != "" {
+		upd = upd.Set(expression.Name(attrCancelledBy), expression.Value(c.CancelledBy))
+	}
 	upd, cond := countOutcome(upd, statusIs(jobs.StatusQueued), c.Seq)
+	cond = cond.And(hasDependents(c.Dependents))
 	_, err := s.update(ctx, id, change{op: "cancel", upd: upd, cond: cond, sentinel: driver.ErrNotQueued})
 	return err
 }

@@ -63,6 +63,12 @@ func New(svc *jobs.Service, logger *slog.Logger) *API {
 type enqueueBody struct {
 	Kind    *string         `json:"kind"`
 	Payload json.RawMessage `json:"payload"`
+	optsBody
+}
+
+// optsBody are the enqueue options of a POST /v1/jobs body, and of a
+// replay's.
+type optsBody struct {
 	// RunAt (RFC 3339) or Delay (whole seconds) delays the job.
 	RunAt *time.Time `json:"run_at"`
 	Delay *int64     `json:"delay"`
@@ -75,6 +81,8 @@ type enqueueBody struct {
 	Unique    jobs.Unique `json:"unique"`
 	UniqueFor int64       `json:"unique_for"`
 	StartBy   *time.Time  `json:"start_by"`
+	// After: EnqueueOpts.After.
+	After []string `json:"after"`
 }
 
 // Enqueue serves POST /v1/jobs: 202 with the job and its Location, or a
@@ -101,26 +109,9 @@ func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 	if len(in.Payload) == 0 {
 		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"payload" is required (use {} for none)`}), nil
 	}
-	var runAt time.Time
-	var delay time.Duration
-	switch {
-	case in.RunAt != nil && in.Delay != nil:
-		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `give "run_at" or "delay", not both`}), nil
-	case in.RunAt != nil:
-		runAt = *in.RunAt
-	case in.Delay != nil:
-		if *in.Delay < 0 || *in.Delay > int64(jobs.MaxDelay/time.Second) {
-			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"delay" is whole seconds from 0 to 31536000 (365 days)`}), nil
-		}
-		delay = time.Duration(*in.Delay) * time.Second
-	}
-	if in.UniqueFor < 0 || in.UniqueFor > int64(jobs.MaxDelay/time.Second) {
-		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"unique_for" is whole seconds from 1 to 31536000 (365 days)`}), nil
-	}
-	opts := jobs.EnqueueOpts{RunAt: runAt, Delay: delay, Lane: in.Lane, Tenant: in.Tenant, IdempotencyKey: header(req, "idempotency-key"),
-		UniqueKey: in.UniqueKey, Unique: in.Unique, UniqueFor: time.Duration(in.UniqueFor) * time.Second}
-	if in.StartBy != nil {
-		opts.StartBy = *in.StartBy
+	opts, err := in.opts(req)
+	if err != nil {
+		return problem(ctx, a.log, err), nil
 	}
 	res, err := a.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: *in.Kind, Payload: in.Payload, EnqueueOpts: opts})
 	if err != nil {
@@ -132,6 +123,32 @@ func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		resp.Headers["Duplicate"] = res.Duplicate
 	}
 	return resp, nil
+}
+
+// opts are the enqueue options the body and the request's headers give.
+func (in optsBody) opts(req events.APIGatewayV2HTTPRequest) (jobs.EnqueueOpts, error) {
+	var runAt time.Time
+	var delay time.Duration
+	switch {
+	case in.RunAt != nil && in.Delay != nil:
+		return jobs.EnqueueOpts{}, &requestError{code: "invalid_request", detail: `give "run_at" or "delay", not both`}
+	case in.RunAt != nil:
+		runAt = *in.RunAt
+	case in.Delay != nil:
+		if *in.Delay < 0 || *in.Delay > int64(jobs.MaxDelay/time.Second) {
+			return jobs.EnqueueOpts{}, &requestError{code: "invalid_request", detail: `"delay" is whole seconds from 0 to 31536000 (365 days)`}
+		}
+		delay = time.Duration(*in.Delay) * time.Second
+	}
+	if in.UniqueFor < 0 || in.UniqueFor > int64(jobs.MaxDelay/time.Second) {
+		return jobs.EnqueueOpts{}, &requestError{code: "invalid_request", detail: `"unique_for" is whole seconds from 1 to 31536000 (365 days)`}
+	}
+	opts := jobs.EnqueueOpts{RunAt: runAt, Delay: delay, Lane: in.Lane, Tenant: in.Tenant, IdempotencyKey: header(req, "idempotency-key"),
+		UniqueKey: in.UniqueKey, Unique: in.Unique, UniqueFor: time.Duration(in.UniqueFor) * time.Second, After: in.After}
+	if in.StartBy != nil {
+		opts.StartBy = *in.StartBy
+	}
+	return opts, nil
 }
 
 // GetJob serves GET /v1/jobs/{id}: 200 with the job and its payload (its
@@ -248,7 +265,7 @@ func (a *API) handlers() map[string]handlerFunc {
 	return map[string]handlerFunc{
 		"Enqueue": a.Enqueue, "EnqueueBatch": a.EnqueueBatch,
 		"GetJob": a.GetJob, "ListJobs": a.ListJobs, "Counts": a.Counts, "GetBatch": a.GetBatch,
-		"CancelJob": a.CancelJob, "RetryJob": a.RetryJob, "BulkAction": a.Bulk,
+		"CancelJob": a.CancelJob, "RetryJob": a.RetryJob, "BulkAction": a.Bulk, "ReplayJob": a.ReplayJob,
 		"AdminListJobs": admin, "AdminGetJob": admin, "AdminCounts": admin,
 		"AdminJobAction": admin, "AdminDeadLetters": admin, "AdminDeadLetterAction": admin,
 	}

@@ -58,6 +58,7 @@ func clone(r *driver.Record) *driver.Record {
 	c.Result = bytes.Clone(r.Result)
 	c.After = slices.Clone(r.After)
 	c.Checkpoint = bytes.Clone(r.Checkpoint)
+	c.Parents, c.ParentsDone, c.Dependents = slices.Clone(r.Parents), slices.Clone(r.ParentsDone), slices.Clone(r.Dependents)
 	if r.BatchCounts != nil {
 		bc := *r.BatchCounts
 		c.BatchCounts = &bc
@@ -103,7 +104,7 @@ func (m *MemStore) Claim(_ context.Context, id string, c driver.Claim) (*driver.
 	if !ok {
 		return nil, jobs.ErrNotFound
 	}
-	if r.Status != jobs.StatusQueued || r.RunAt.After(c.At) || slices.Contains(c.SkipKinds, r.Kind) {
+	if r.Status != jobs.StatusQueued || r.RunAt.After(c.At) || slices.Contains(c.SkipKinds, r.Kind) || r.WaitingOn == driver.WaitParents {
 		return nil, &driver.ConflictError{Err: driver.ErrNotQueued, Current: clone(r)}
 	}
 	r.Status = jobs.StatusRunning
@@ -183,7 +184,7 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o driver.Outcome)
 	if err != nil {
 		return err
 	}
-	if !o.LeaseExpiredBy.IsZero() && r.LeaseUntil.After(o.LeaseExpiredBy) || !seqFits(r, o.Seq) {
+	if !o.LeaseExpiredBy.IsZero() && r.LeaseUntil.After(o.LeaseExpiredBy) || !seqFits(r, o.Seq) || len(r.Dependents) != o.Dependents {
 		return &driver.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
 	}
 	if o.Seq > 0 {
@@ -204,7 +205,7 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o driver.Outcome)
 	if !o.KeepLease {
 		r.LeaseUntil = time.Time{}
 	}
-	m.afterOutcome(r, o.After)
+	m.afterOutcome(r, o.At, o.After)
 	return nil
 }
 
@@ -214,12 +215,15 @@ func seqFits(r *driver.Record, seq int) bool { return seq == 0 || r.Outcomes == 
 
 // afterOutcome ends a final job's sweep schedule, or keeps it with its
 // post-outcome steps pending.
-func (m *MemStore) afterOutcome(r *driver.Record, steps []string) {
+func (m *MemStore) afterOutcome(r *driver.Record, at time.Time, steps []string) {
 	if len(steps) == 0 {
 		r.SweepAt = time.Time{}
 		return
 	}
 	r.After = slices.Clone(steps)
+	if r.SweepAt.IsZero() {
+		r.SweepAt = at // one that waited on its parents: back in the schedule
+	}
 }
 
 // DoneAfter clears a final job's post-outcome steps and sweep schedule.
@@ -406,7 +410,7 @@ func (m *MemStore) CancelQueued(_ context.Context, id string, c driver.CancelQue
 	if !ok {
 		return jobs.ErrNotFound
 	}
-	if r.Status != jobs.StatusQueued || !seqFits(r, c.Seq) {
+	if r.Status != jobs.StatusQueued || !seqFits(r, c.Seq) || len(r.Dependents) != c.Dependents {
 		return &driver.ConflictError{Err: driver.ErrNotQueued, Current: clone(r)}
 	}
 	if c.Seq > 0 {
@@ -415,7 +419,13 @@ func (m *MemStore) CancelQueued(_ context.Context, id string, c driver.CancelQue
 	r.Status = jobs.StatusCancelled
 	r.WaitingOn = ""
 	r.UpdatedAt, r.FinishedAt, r.ExpiresAt = c.At, c.At, c.ExpiresAt
-	m.afterOutcome(r, c.After)
+	if c.Code != "" {
+		r.ErrorCode = c.Code
+	}
+	if c.CancelledBy != "" {
+		r.CancelledBy = c.CancelledBy
+	}
+	m.afterOutcome(r, c.At, c.After)
 	return nil
 }
 
@@ -699,7 +709,10 @@ func (m *MemStore) Resubmit(_ context.Context, id string, rs driver.Resubmit) er
 		r.LastError = string(jobs.StatusCancelled)
 	}
 	r.Status, r.UpdatedAt, r.RunAt, r.SweepAt = jobs.StatusQueued, rs.At, rs.At, rs.SweepAt
-	r.ErrorCode, r.Result, r.CancelRequested = "", nil, false
+	r.ErrorCode, r.Result, r.CancelRequested, r.CancelledBy = "", nil, false, ""
 	r.FinishedAt, r.ExpiresAt = time.Time{}, time.Time{}
+	if rs.WaitingOn != "" {
+		r.WaitingOn = rs.WaitingOn
+	}
 	return nil
 }
