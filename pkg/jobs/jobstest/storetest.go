@@ -42,6 +42,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	c.schedules(t)
 	c.longWork(t)
 	c.flowControl(t)
+	c.parents(t)
 }
 
 // suite is the conformance suite over the stores of one implementation.
