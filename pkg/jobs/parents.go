@@ -319,4 +319,3 @@ func parentsView(v *View, r *driver.Record) {
 		v.ParentsLeft = r.ParentsLeft()
 	}
 }
-

@@ -12,11 +12,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
 // capacityLog sums the consumed capacity DynamoDB reports, per operation.
@@ -739,5 +743,87 @@ func TestWriteUnitsPerAnnouncedJob(t *testing.T) {
 	t.Logf("announced small job: %s; total %g WRU", strings.Join(cells, ", "), total)
 	if total != 12 {
 		t.Errorf("%g write units for an announced job, want 12 (the plain job's 11, plus DoneAfter's write, whose index removal the final write no longer makes)", total)
+	}
+}
+
+// TestUnitsPerDependency measures, through the engine on DynamoDB Local,
+// what a job that runs after another costs beside two plain jobs: the
+// dependent's enqueue reads its parent and records itself on it, waits out
+// of the sweep index, and is counted and released by its parent's
+// post-outcome step. docs/DEPENDENCIES.md records the figures.
+func TestUnitsPerDependency(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	log := &capacityLog{}
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "k", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
+	queue := &jobstest.MemQueue{}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, CancelCheck: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	owner := "arn:aws:iam::123456789012:user/alice"
+	run := func(id string) {
+		t.Helper()
+		if resp, _ := worker.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m", Body: message.Encode(id)}}}); len(resp.BatchItemFailures) > 0 {
+			t.Fatalf("batch item failures %v", resp.BatchItemFailures)
+		}
+	}
+	total := func() (writes, reads float64) {
+		for op := range log.table {
+			units := log.table[op] + log.index[op]
+			if op == "get" || op == "list" || op == "due" {
+				reads += units
+			} else {
+				writes += units
+			}
+		}
+		log.table, log.index = map[string]float64{}, map[string]float64{}
+		return writes, reads
+	}
+	// Two plain jobs.
+	for range 2 {
+		res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: "k", Payload: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(res.Job.ID)
+	}
+	plainW, plainR := total()
+	// A parent and a job after it.
+	a, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: "k", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: "k", Payload: []byte(`{}`), EnqueueOpts: jobs.EnqueueOpts{After: []string{a.Job.ID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(a.Job.ID)
+	run(b.Job.ID)
+	var ops []string
+	for _, op := range log.order {
+		if u := log.table[op] + log.index[op]; u > 0 {
+			ops = append(ops, fmt.Sprintf("%s %g", op, u))
+		}
+	}
+	depW, depR := total()
+	if got, err := store.Get(ctx, b.Job.ID); err != nil || got.Status != jobs.StatusSucceeded {
+		t.Fatalf("the dependent: %v %v", got, err)
+	}
+	t.Logf("two plain jobs: %g write units, %g read units; a parent and a job after it: %g and %g (%s)", plainW, plainR, depW, depR, strings.Join(ops, ", "))
+	// 3 per parent (recorded on it 1, counted on the dependent 1, the
+	// parent's post-outcome step cleared 1) and 4 per dependent (out of
+	// the sweep index while it waits 2, back in when released 2).
+	if extra := depW - plainW; extra != 7 {
+		t.Errorf("a dependency costs %g write units more than two plain jobs, want 7", extra)
+	}
+	if extra := depR - plainR; extra != 1 {
+		t.Errorf("a dependency costs %g read units more than two plain jobs, want 1 (the parent read at enqueue)", extra)
 	}
 }
