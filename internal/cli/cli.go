@@ -51,6 +51,9 @@ var commands = []command{
 		help: []string{"your jobs, newest first (-status, -kind, -limit N, -all: every page)"}},
 	{name: "retry", args: "ID", min: 1, max: 1, run: func(c *client, ctx context.Context, args []string) int { return c.retry(ctx, args[0]) },
 		help: []string{"queue a failed or cancelled job again (-wait: watch it)"}},
+	{name: "replay", args: "ID [PAYLOAD]", min: 1, max: 2, run: (*client).replayCommand,
+		help: []string{"enqueue a new job from one of yours, with its payload or PAYLOAD",
+			`(a secret field given as "[secret]" keeps its value); the enqueue flags apply`}},
 	{name: "ui", run: func(c *client, ctx context.Context, _ []string) int { return c.ui(ctx) },
 		help: []string{"the web dashboard over the API, on -listen (127.0.0.1:8081, loopback",
 			"only), signing as the CLI does; -operator: any owner's jobs and the",
@@ -90,6 +93,7 @@ const flagsUsage = `Flags:
   -unique-for D  enqueue: the period of -unique period, the window of -unique debounce
   -tenant T      enqueue: who the job is for (its fair-queue group and per-tenant limits)
   -start-by TIME enqueue: a job not started by TIME (RFC 3339) ends cancelled, code expired
+  -after IDS     enqueue: run after these jobs of yours (comma-separated) have all succeeded
 
 Exit status: 0 success (or job succeeded), 1 usage or request error, 2 job failed.
 `
@@ -138,6 +142,7 @@ type options struct {
 	uniqueFor  time.Duration // -unique-for (enqueue)
 	tenant     string        // -tenant (enqueue)
 	startBy    string        // -start-by (enqueue)
+	after      string        // -after (enqueue)
 }
 
 // Main runs the command with args (without the program name) and returns
@@ -191,6 +196,7 @@ func newClient(ctx context.Context, args []string, env Env) (*client, []string, 
 	fs.DurationVar(&o.uniqueFor, "unique-for", 0, "")
 	fs.StringVar(&o.tenant, "tenant", "", "")
 	fs.StringVar(&o.startBy, "start-by", "", "")
+	fs.StringVar(&o.after, "after", "", "")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, false
 	}
@@ -224,16 +230,32 @@ func (c *client) enqueueCommand(ctx context.Context, args []string) int {
 		}
 		payload = string(b)
 	}
-	var runAt *time.Time
-	if c.opts.at != "" {
-		t, err := time.Parse(time.RFC3339, c.opts.at)
-		if err != nil {
-			fmt.Fprintln(c.stderr, "ljob: -at wants an RFC 3339 time such as 2026-12-01T09:00:00Z")
+	if !json.Valid([]byte(payload)) {
+		fmt.Fprintln(c.stderr, "ljob: the payload is not valid JSON")
+		return 1
+	}
+	req, ok := c.enqueueOptions()
+	if !ok {
+		return 1
+	}
+	req["kind"], req["payload"] = args[0], json.RawMessage(payload)
+	return c.submit(ctx, "/v1/jobs", req)
+}
+
+// replayCommand is ljob replay ID [PAYLOAD].
+func (c *client) replayCommand(ctx context.Context, args []string) int {
+	req, ok := c.enqueueOptions()
+	if !ok {
+		return 1
+	}
+	if len(args) == 2 {
+		if !json.Valid([]byte(args[1])) {
+			fmt.Fprintln(c.stderr, "ljob: the payload is not valid JSON")
 			return 1
 		}
-		runAt = &t
+		req["payload"] = json.RawMessage(args[1])
 	}
-	return c.enqueue(ctx, args[0], payload, runAt)
+	return c.submit(ctx, "/v1/jobs/"+url.PathEscape(args[0])+"/replay", req)
 }
 
 // getBatchCommand is ljob get-batch ID.
@@ -308,6 +330,9 @@ type Job struct {
 	Attempt    int             `json:"attempt"`
 	RunAt      *time.Time      `json:"run_at,omitempty"`
 	WaitingOn  string          `json:"waiting_on,omitempty"`
+	After      []string        `json:"after,omitempty"`
+	Left       int             `json:"parents_left,omitempty"`
+	ReplayOf   string          `json:"replay_of,omitempty"`
 	LastError  *string         `json:"last_error,omitempty"`
 	Cancel     bool            `json:"cancel_requested,omitempty"`
 	CreatedAt  time.Time       `json:"created_at"`
@@ -424,19 +449,20 @@ func (c *client) fail(status int, body []byte) int {
 	return 1
 }
 
-// enqueue enqueues a job of kind with payload, run at runAt when given
-// (else after -delay), with -key; with -wait it watches it.
-func (c *client) enqueue(ctx context.Context, kind, payload string, runAt *time.Time) int {
-	if !json.Valid([]byte(payload)) {
-		fmt.Fprintln(c.stderr, "ljob: the payload is not valid JSON")
-		return 1
-	}
-	req := map[string]any{"kind": kind, "payload": json.RawMessage(payload)}
+// enqueueOptions are the enqueue flags as the body of POST /v1/jobs (or of
+// a replay) gives them; false, having said why, for a malformed one.
+func (c *client) enqueueOptions() (map[string]any, bool) {
+	req := map[string]any{}
 	if delay := c.opts.delay; delay > 0 {
 		req["delay"] = int64((delay + time.Second - 1) / time.Second)
 	}
-	if runAt != nil {
-		req["run_at"] = runAt.UTC().Format(time.RFC3339Nano)
+	if c.opts.at != "" {
+		t, err := time.Parse(time.RFC3339, c.opts.at)
+		if err != nil {
+			fmt.Fprintln(c.stderr, "ljob: -at wants an RFC 3339 time such as 2026-12-01T09:00:00Z")
+			return nil, false
+		}
+		req["run_at"] = t.UTC().Format(time.RFC3339Nano)
 	}
 	if o := c.opts; o.uniqueKey != "" || o.unique != "" || o.uniqueFor > 0 {
 		req["unique_key"], req["unique"] = o.uniqueKey, o.unique
@@ -451,16 +477,25 @@ func (c *client) enqueue(ctx context.Context, kind, payload string, runAt *time.
 		t, err := time.Parse(time.RFC3339, c.opts.startBy)
 		if err != nil {
 			fmt.Fprintln(c.stderr, "ljob: -start-by: want an RFC 3339 time such as 2026-12-01T15:04:05Z")
-			return 1
+			return nil, false
 		}
 		req["start_by"] = t.UTC().Format(time.RFC3339Nano)
 	}
+	if c.opts.after != "" {
+		req["after"] = strings.Split(c.opts.after, ",")
+	}
+	return req, true
+}
+
+// submit posts req to path (POST /v1/jobs, or a replay), with -key; with
+// -wait it watches the job it made.
+func (c *client) submit(ctx context.Context, path string, req map[string]any) int {
 	body, _ := json.Marshal(req)
 	headers := map[string]string{"Content-Type": "application/json"}
 	if c.opts.key != "" {
 		headers["Idempotency-Key"] = c.opts.key
 	}
-	status, resp, hdr, err := c.do(ctx, http.MethodPost, "/v1/jobs", body, headers)
+	status, resp, hdr, err := c.do(ctx, http.MethodPost, path, body, headers)
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
 		return 1
@@ -521,8 +556,17 @@ func (c *client) print(j Job, raw []byte) {
 	if j.RunAt != nil {
 		fmt.Fprintf(c.stdout, "next run: %s (in %s)\n", j.RunAt.Format(time.RFC3339Nano), time.Until(*j.RunAt).Round(time.Second))
 	}
-	if j.WaitingOn != "" && j.Status == "queued" {
+	switch {
+	case j.WaitingOn == "parents" && j.Status == "queued":
+		fmt.Fprintf(c.stdout, "waiting:  on %d of the jobs it runs after (no attempt spent)\n", j.Left)
+	case j.WaitingOn != "" && j.Status == "queued":
 		fmt.Fprintf(c.stdout, "waiting:  on %s (flow control; no attempt spent)\n", j.WaitingOn)
+	}
+	if len(j.After) > 0 {
+		fmt.Fprintf(c.stdout, "after:    %s\n", strings.Join(j.After, ", "))
+	}
+	if j.ReplayOf != "" {
+		fmt.Fprintf(c.stdout, "replays:  %s\n", j.ReplayOf)
 	}
 	if j.LastError != nil {
 		fmt.Fprintf(c.stdout, "retrying: the last attempt failed with %s\n", *j.LastError)

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -389,5 +390,31 @@ func TestEnqueueUniqueTenantAndStartBy(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, url, "-start-by", "tomorrow", "enqueue", "steps", `{"steps":2}`); code != 1 || !strings.Contains(errOut, "-start-by") {
 		t.Fatalf("a malformed -start-by: exit %d %s", code, errOut)
+	}
+}
+
+func TestEnqueueAfterAndReplay(t *testing.T) {
+	url := server(t)
+	code, out, errOut := runCLI(t, url, "-json", "enqueue", "steps", `{"steps":1}`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var first cli.Job
+	if err := json.Unmarshal([]byte(out), &first); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCLI(t, url, "-after", first.ID, "enqueue", "steps", `{"steps":1}`)
+	if code != 0 || !strings.Contains(out, "waiting:  on 1 of the jobs it runs after") || !strings.Contains(out, "after:    "+first.ID) {
+		t.Fatalf("enqueue -after: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut = runCLI(t, url, "-after", "nope", "enqueue", "steps", `{"steps":1}`); code != 1 || !strings.Contains(errOut, "invalid_request") {
+		t.Fatalf("enqueue -after nope: exit %d %s", code, errOut)
+	}
+	code, out, errOut = runCLI(t, url, "-wait", "replay", first.ID, `{"steps":2}`)
+	if code != 0 || !strings.Contains(out, "replays:  "+first.ID) || !strings.Contains(out, `result:   {"done":2,"total":2}`) {
+		t.Fatalf("replay -wait: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut = runCLI(t, url, "replay", "0190b8a2-7b8e-7c4e-9d2f-3a1b2c3d4e5f"); code != 1 || !strings.Contains(errOut, "not_found") {
+		t.Fatalf("replay of an unknown job: exit %d %s", code, errOut)
 	}
 }
