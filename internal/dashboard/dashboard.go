@@ -217,6 +217,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/jobs/{id}", s.jobJSON)
 	s.mux.HandleFunc("POST /jobs/{id}/cancel", s.jobAction("cancel"))
 	s.mux.HandleFunc("POST /jobs/{id}/retry", s.jobAction("retry"))
+	s.mux.HandleFunc("POST /jobs/{id}/replay", s.replay)
 	s.mux.HandleFunc("POST /bulk/{action}", s.bulk)
 	s.mux.HandleFunc("GET /batches/{id}", s.batchDetail)
 	s.mux.HandleFunc("GET /schedules", s.schedules)

@@ -17,8 +17,9 @@ import (
 // every request ("METHOD /path") and the bulk requests' bodies.
 type fakeAPI struct {
 	mu    sync.Mutex
-	calls []string
-	bulk  []map[string]string
+	calls   []string
+	bulk    []map[string]string
+	replays []string // the bodies of replays
 }
 
 // requests returns the requests the API received.
@@ -43,6 +44,15 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"id":"j2","kind":"k","status":"queued","waiting_on":"concurrency","error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j1/cancel" && r.Method == http.MethodPost:
 		io.WriteString(w, `{"id":"j1","kind":"k","status":"cancelled","error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+	case r.URL.Path == "/v1/jobs/j3":
+		io.WriteString(w, `{"id":"j3","kind":"k","status":"queued","waiting_on":"parents","after":["j1","j2"],"parents_left":1,"replay_of":"j0","error":null,"attempt":0,"payload":{},"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+	case r.URL.Path == "/v1/jobs/j1/replay" && r.Method == http.MethodPost:
+		b, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.replays = append(f.replays, string(b))
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+		io.WriteString(w, `{"id":"j7","kind":"k","status":"queued","replay_of":"j1","error":null,"attempt":0,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/nope":
 		w.WriteHeader(http.StatusNotFound)
 		io.WriteString(w, `{"type":"x","title":"Not found","status":404,"detail":"no such job","code":"not_found"}`)
@@ -243,5 +253,48 @@ func TestJobPageShowsWhatAJobWaitsOn(t *testing.T) {
 	status, body, _ := get(t, srv.URL+"/jobs/j2")
 	if status != http.StatusOK || !strings.Contains(body, `<dd id="waiting">concurrency (flow control: no attempt spent)</dd>`) {
 		t.Fatalf("status %d, body:\n%s", status, body)
+	}
+}
+
+func TestJobPageShowsWhatAJobRunsAfter(t *testing.T) {
+	srv, _ := newServer(t)
+	status, body, _ := get(t, srv.URL+"/jobs/j3")
+	for _, want := range []string{`<dd id="waiting">1 of the jobs it runs after (no attempt spent)</dd>`,
+		`<li><a href="/jobs/j1">j1</a></li><li><a href="/jobs/j2">j2</a></li>`, `<dt>Replays</dt><dd><a href="/jobs/j0">j0</a></dd>`} {
+		if status != http.StatusOK || !strings.Contains(body, want) {
+			t.Fatalf("status %d, want %s in:\n%s", status, want, body)
+		}
+	}
+}
+
+// The Replay buttons post to the API's replay, the edited one with its
+// payload, and show the new job.
+func TestReplayFromTheJobPage(t *testing.T) {
+	srv, f := newServer(t)
+	_, page, _ := get(t, srv.URL+"/jobs/j1")
+	if !strings.Contains(page, `action="/jobs/j1/replay"`) || !strings.Contains(page, `<textarea id="replay-payload" name="payload"`) {
+		t.Fatalf("no replay forms on the job page:\n%s", page)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, form := range []url.Values{nil, {"payload": {`{"customer":"c-43","card":"[secret]"}`}}, {"payload": {`{nope`}}} {
+		resp, err := client.PostForm(srv.URL+"/jobs/j1/replay", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		loc := resp.Header.Get("Location")
+		switch {
+		case form.Get("payload") == "{nope":
+			if !strings.HasPrefix(loc, "/jobs/j1?") || !strings.Contains(loc, "not+valid+JSON") {
+				t.Fatalf("a replay with a malformed payload: %d %s", resp.StatusCode, loc)
+			}
+		case resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/jobs/j7?"):
+			t.Fatalf("after the replay: %d %s", resp.StatusCode, loc)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.replays) != 2 || f.replays[0] != "" || f.replays[1] != `{"payload":{"customer":"c-43","card":"[secret]"}}` {
+		t.Fatalf("replay bodies %q", f.replays)
 	}
 }

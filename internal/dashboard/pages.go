@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/metricnames"
@@ -244,6 +245,35 @@ func (s *Server) jobAction(action string) http.HandlerFunc {
 		default:
 			redirect(w, r, "/jobs/"+url.PathEscape(id), "Queued again as attempt "+fmt.Sprint(v.Attempt+1)+".")
 		}
+	}
+}
+
+// replay enqueues a new job from the job (POST /v1/jobs/{id}/replay),
+// with the form's payload when it gives one, and shows the new job. Not
+// for operators: the new job would be theirs, not its owner's.
+func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if s.cfg.Operator || r.ParseForm() != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	var body any
+	if p := strings.TrimSpace(r.PostForm.Get("payload")); p != "" {
+		if !json.Valid([]byte(p)) {
+			redirect(w, r, "/jobs/"+url.PathEscape(id), "Not done: the payload is not valid JSON.")
+			return
+		}
+		body = map[string]json.RawMessage{"payload": json.RawMessage(p)}
+	}
+	var v jobs.View
+	status, problem, err := s.call(r.Context(), http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/replay", body, &v)
+	switch {
+	case err != nil:
+		s.fail(w, "jobs", err)
+	case status >= 300:
+		redirect(w, r, "/jobs/"+url.PathEscape(id), "Not done: "+problem)
+	default:
+		redirect(w, r, "/jobs/"+url.PathEscape(v.ID), "Replayed as a new job.")
 	}
 }
 

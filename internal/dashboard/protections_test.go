@@ -137,6 +137,7 @@ func send(t *testing.T, method, u, host string, header http.Header, form url.Val
 var postRoutes = map[string]url.Values{
 	"/jobs/j1/cancel": nil,
 	"/jobs/j1/retry":  nil,
+	"/jobs/j1/replay": nil,
 	"/bulk/cancel":    {"status": {"queued"}, "query": {"status=queued"}},
 	"/bulk/retry":     {"status": {"failed"}, "query": {"status=failed"}},
 	"/dlq/redrive":    {},
