@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 
 // EventBusPath is where the local event bus is served, on the gateway's
 // address: the functions' EventBridge endpoint (AWS_ENDPOINT_URL_EVENTBRIDGE)
-// takes PutEvents there, and GET lists the events it got.
+// takes PutEvents there, and GET lists the events it got (ServeHTTP).
 const EventBusPath = "/_local/eventbus"
 
 // LocalEventBus is the name the functions are told (JOBS_EVENT_BUS).
@@ -21,9 +22,9 @@ const LocalEventBus = "lambdajobs-local-events"
 
 // EventBus stands in for EventBridge: it answers PutEvents in EventBridge's
 // JSON protocol, keeps the events in memory, and logs each. Unlike
-// EventBridge it has no rules, targets or retries, never refuses an entry
-// of its own bus (so no partial failure), and forgets everything when the
-// stack stops.
+// EventBridge it has no rules, targets or retries, never refuses an entry of its
+// own bus (so no partial failure), and forgets everything when the stack
+// stops.
 type EventBus struct {
 	// Calls, when set, records each PutEvents as IAM authorises it.
 	Calls *iamcalls.Recorder
@@ -33,13 +34,17 @@ type EventBus struct {
 	events []BusEvent
 }
 
-// BusEvent is an event the local bus got.
+// BusEvent is an event the local bus got. Its ID is "local-N" for the Nth
+// event the bus took: the order they arrived in.
 type BusEvent struct {
 	ID         string          `json:"id"`
 	Source     string          `json:"source"`
 	DetailType string          `json:"detail_type"`
 	Detail     json.RawMessage `json:"detail"`
 	Time       time.Time       `json:"time"`
+
+	// kind and status are the detail's, for GET's filters.
+	kind, status string
 }
 
 // Events returns the events the bus got, oldest first.
@@ -59,10 +64,14 @@ type putResult struct {
 	ErrorMessage string `json:",omitempty"`
 }
 
+// ServeHTTP takes PutEvents (POST, X-Amz-Target AWSEvents.PutEvents) and
+// lists the events (GET): a JSON array, oldest first, of the events whose
+// detail has the kind and status the query's kind and status name (when
+// given), received after the event the query's after names (a BusEvent
+// ID, for following the bus), at most the newest limit of them.
 func (b *EventBus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(b.Events())
+		b.list(w, r)
 		return
 	}
 	fail := func(status int, typ string) {
@@ -94,6 +103,9 @@ func (b *EventBus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		ev := BusEvent{ID: "local-" + strconv.Itoa(len(b.events)+1), Source: e.Source, DetailType: e.DetailType, Detail: json.RawMessage(e.Detail), Time: time.Now().UTC()}
+		var d struct{ Kind, Status string }
+		_ = json.Unmarshal(ev.Detail, &d) // any JSON: a detail of another shape has neither
+		ev.kind, ev.status = d.Kind, d.Status
 		b.events = append(b.events, ev)
 		out.Entries = append(out.Entries, putResult{EventId: ev.ID})
 		if b.Log != nil {
@@ -102,5 +114,44 @@ func (b *EventBus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b.mu.Unlock()
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// list answers GET (see ServeHTTP).
+func (b *EventBus) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, after := 0, 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			http.Error(w, "limit: want a positive number", http.StatusBadRequest)
+			return
+		}
+		limit = n
+	}
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(v, "local-"))
+		if err != nil || n < 0 || !strings.HasPrefix(v, "local-") {
+			http.Error(w, "after: want an event id such as local-12", http.StatusBadRequest)
+			return
+		}
+		after = n
+	}
+	kind, status := q.Get("kind"), q.Get("status")
+	b.mu.Lock()
+	// The Nth event is events[N-1]: those after N start at events[N].
+	evs := b.events[min(after, len(b.events)):]
+	out := make([]BusEvent, 0, len(evs))
+	for _, ev := range evs {
+		if (kind == "" || ev.kind == kind) && (status == "" || ev.status == status) {
+			out = append(out, ev)
+		}
+	}
+	b.mu.Unlock()
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(out)
 }
