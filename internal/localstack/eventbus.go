@@ -21,14 +21,18 @@ const EventBusPath = "/_local/eventbus"
 const LocalEventBus = "lambdajobs-local-events"
 
 // EventBus stands in for EventBridge: it answers PutEvents in EventBridge's
-// JSON protocol, keeps the events in memory, and logs each. Unlike
-// EventBridge it has no rules, targets or retries, never refuses an entry of its
+// JSON protocol, keeps the events in memory, logs each, and hands each to
+// its Webhook, if any, as a rule to an API destination would. Unlike
+// EventBridge it has no rules or archive, never refuses an entry of its
 // own bus (so no partial failure), and forgets everything when the stack
 // stops.
 type EventBus struct {
 	// Calls, when set, records each PutEvents as IAM authorises it.
 	Calls *iamcalls.Recorder
 	Log   *slog.Logger
+	// Webhook, when set, is given every event the bus takes (set it before
+	// the bus serves).
+	Webhook *Webhook
 
 	mu     sync.Mutex
 	events []BusEvent
@@ -95,6 +99,7 @@ func (b *EventBus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		FailedEntryCount int
 		Entries          []putResult
 	}{}
+	var taken []BusEvent
 	b.mu.Lock()
 	for _, e := range req.Entries {
 		if e.EventBusName != LocalEventBus || !json.Valid([]byte(e.Detail)) {
@@ -107,12 +112,16 @@ func (b *EventBus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(ev.Detail, &d) // any JSON: a detail of another shape has neither
 		ev.kind, ev.status = d.Kind, d.Status
 		b.events = append(b.events, ev)
+		taken = append(taken, ev)
 		out.Entries = append(out.Entries, putResult{EventId: ev.ID})
 		if b.Log != nil {
 			b.Log.Info("event", slog.String("detail_type", ev.DetailType), slog.String("detail", e.Detail))
 		}
 	}
 	b.mu.Unlock()
+	for _, ev := range taken {
+		b.Webhook.Send(ev) // never blocks (Webhook.Send)
+	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	_ = json.NewEncoder(w).Encode(out)
 }
