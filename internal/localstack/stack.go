@@ -599,9 +599,9 @@ func (s *Stack) serveDashboard() error {
 const LocalOperator = "arn:aws:iam::" + LocalAccount + ":user/operator"
 
 // Dashboard returns a dashboard over this stack's API as caller, with its
-// metrics and its dead-letter queue (through the operators' routes, as the
-// local operator), that answers at addr, the address its listener
-// reports (dashboard.Config.Addr).
+// metrics, its event bus and its dead-letter queue (through the operators'
+// routes, as the local operator), that answers at addr, the address its
+// listener reports (dashboard.Config.Addr).
 func (s *Stack) Dashboard(caller, addr string) (*dashboard.Server, error) {
 	cfg, err := s.dashboardConfig(caller, addr)
 	if err != nil {
@@ -618,9 +618,10 @@ func (s *Stack) dashboardConfig(caller, addr string) (dashboard.Config, error) {
 		return dashboard.Config{}, err
 	}
 	stats, _ := url.Parse(s.APIURL + StatsPath)
+	bus, _ := url.Parse(s.APIURL + EventBusPath)
 	// The dead-letter page uses the operators' routes, as the local
 	// operator (X-Local-Caller: operator), whoever the dashboard's caller.
-	return dashboard.Config{Addr: addr, API: api, Caller: caller, Stats: stats, Log: s.cfg.Logger,
+	return dashboard.Config{Addr: addr, API: api, Caller: caller, Stats: stats, Events: bus, Log: s.cfg.Logger,
 		DLQ: &dashboard.APIDeadLetters{API: api, Caller: "operator"}}, nil
 }
 
