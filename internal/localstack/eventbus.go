@@ -36,6 +36,19 @@ type EventBus struct {
 
 	mu     sync.Mutex
 	events []BusEvent
+	hold   func(principal string, details []string) bool
+}
+
+// SetHold makes the bus call hold with each PutEvents request's principal
+// (the function that signed it, iamcalls.PrincipalOf) and its entries'
+// details before it takes them. hold may block, keeping the request in
+// flight (a test kills the sender while its request is held); when it
+// returns false, the bus drops the request unanswered, taking nothing, as
+// if it never arrived. nil stops it.
+func (b *EventBus) SetHold(hold func(principal string, details []string) bool) {
+	b.mu.Lock()
+	b.hold = hold
+	b.mu.Unlock()
 }
 
 // BusEvent is an event the local bus got. Its ID is "local-N" for the Nth
@@ -92,8 +105,21 @@ func (b *EventBus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, "ValidationException")
 		return
 	}
-	if p := iamcalls.PrincipalOf(r); b.Calls != nil && p != "" && p != iamcalls.Harness {
+	p := iamcalls.PrincipalOf(r)
+	if b.Calls != nil && p != "" && p != iamcalls.Harness {
 		b.Calls.Record(iamcalls.Call{Principal: p, Action: "events:PutEvents", Resource: "bus"})
+	}
+	b.mu.Lock()
+	hold := b.hold
+	b.mu.Unlock()
+	if hold != nil {
+		details := make([]string, len(req.Entries))
+		for i, e := range req.Entries {
+			details[i] = e.Detail
+		}
+		if !hold(p, details) {
+			panic(http.ErrAbortHandler) // the connection is cut, nothing answered
+		}
 	}
 	out := struct {
 		FailedEntryCount int
