@@ -27,6 +27,8 @@
 //	JOBS_LOCAL_BATCH_WINDOW    how long to gather a batch (0s)
 //	JOBS_LOCAL_WORKER_TIMEOUT  the worker's Lambda timeout (30s)
 //	JOBS_LOCAL_SWEEP_EVERY     sweeper schedule (1m)
+//	JOBS_LOCAL_WEBHOOK         a URL on this machine the local bus POSTs each job event to, as an
+//	                           EventBridge rule to an API destination would (docs/EVENTS.md); unset: none
 //	JOBS_LOCAL_VERBOSE         set to show the Runtime Interface Emulator's own log lines
 //	JOBS_LOCAL_CACHE           where -main installs the emulators (the user's cache; when set, used
 //	                           even inside this repository)
@@ -105,6 +107,7 @@ func run() error {
 	dur("JOBS_LOCAL_BATCH_WINDOW", &cfg.BatchWindow)
 	dur("JOBS_LOCAL_WORKER_TIMEOUT", &cfg.WorkerTimeout)
 	dur("JOBS_LOCAL_SWEEP_EVERY", &cfg.SweepEvery)
+	str("JOBS_LOCAL_WEBHOOK", &cfg.Webhook)
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
@@ -148,19 +151,28 @@ lambdajobs is running:
   DynamoDB     %s   table %s
   SQS          %s   queue %s
   Job events   %s   (logged as "event"; JOBS_EVENTS=all announces every kind's)
+  Webhook      %s
   Lanes        %s
 Try:
 `+try+`
 A program of yours enqueues with lambdafn.NewService after:
   export %s
 Ctrl-C stops everything.
-`, stack.APIURL, stack.DashboardURL, stack.DynamoDBEndpoint, stack.Table, stack.SQSEndpoint, stack.Queues.Queue, stack.APIURL+localstack.EventBusPath, lanes(stack), stack.APIURL,
+`, stack.APIURL, stack.DashboardURL, stack.DynamoDBEndpoint, stack.Table, stack.SQSEndpoint, stack.Queues.Queue, stack.APIURL+localstack.EventBusPath, webhook(cfg), lanes(stack), stack.APIURL,
 		strings.Join(stack.EnqueuerEnv(), " \\\n         "))
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "stopping...")
 	stack.Stop()
 	fmt.Fprintln(os.Stderr, "stopped")
 	return nil
+}
+
+// webhook describes where the local bus posts its events.
+func webhook(cfg localstack.Config) string {
+	if cfg.Webhook == "" {
+		return "none (JOBS_LOCAL_WEBHOOK=http://127.0.0.1:9000/hook posts each event there)"
+	}
+	return cfg.Webhook + " gets each event (POST, the event's detail as the body)"
 }
 
 // lanes describes the stack's other lanes: each one's queue.

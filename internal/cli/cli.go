@@ -67,6 +67,9 @@ var commands = []command{
 		help: []string{"the local stack's metrics per kind: counts by outcome,", "p50/p99 run duration and queue latency"}},
 	{name: "schedules", run: func(c *client, ctx context.Context, _ []string) int { return c.schedules(ctx) },
 		help: []string{"the declared schedules and their next fire times (local stack)"}},
+	{name: "events", run: func(c *client, ctx context.Context, _ []string) int { return c.events(ctx) },
+		help: []string{"the job events the local stack's bus received, newest first",
+			"(-kind, -status, -limit N; -follow: the last N oldest first,", "then each new one as it arrives, until Ctrl-C)"}},
 	{name: "drop", args: "[FILE]", max: 1, run: (*client).dropCommand,
 		help: []string{"send a raw message (an S3 notification, an EventBridge",
 			"event, an envelope...) to the queue, as another AWS service",
@@ -83,7 +86,7 @@ const flagsUsage = `Flags:
   -json          print JSON only (one object per line when watching)
   -sigv4         sign requests with SigV4 (default credential chain); on by default for *.amazonaws.com
   -region R      region for SigV4 (default: from the API host or AWS_REGION)
-  -interval D    watch poll interval (default 500ms)
+  -interval D    watch (and events -follow) poll interval (default 500ms)
   -queue Q       drop: the queue's URL, or its name on -sqs-endpoint (env LJOB_QUEUE; default lambdajobs-local)
   -sqs-endpoint  drop: SQS endpoint for a queue name (env LJOB_SQS_ENDPOINT; default http://127.0.0.1:4566)
   -owner ARN     drop: the envelope route's owner, to derive keyed envelope ids (default the local caller)
@@ -133,10 +136,11 @@ type options struct {
 	completion string        // -completion (batch)
 	listen     string        // -listen (ui)
 	operator   bool          // -operator (ui)
-	status     string        // -status (list)
-	kind       string        // -kind (list)
-	limit      int           // -limit (list)
+	status     string        // -status (list, events)
+	kind       string        // -kind (list, events)
+	limit      int           // -limit (list, events)
 	all        bool          // -all (list)
+	follow     bool          // -follow (events)
 	uniqueKey  string        // -unique-key (enqueue)
 	unique     string        // -unique (enqueue)
 	uniqueFor  time.Duration // -unique-for (enqueue)
@@ -191,6 +195,7 @@ func newClient(ctx context.Context, args []string, env Env) (*client, []string, 
 	fs.StringVar(&o.kind, "kind", "", "")
 	fs.IntVar(&o.limit, "limit", 20, "")
 	fs.BoolVar(&o.all, "all", false, "")
+	fs.BoolVar(&o.follow, "follow", false, "")
 	fs.StringVar(&o.uniqueKey, "unique-key", "", "")
 	fs.StringVar(&o.unique, "unique", "", "")
 	fs.DurationVar(&o.uniqueFor, "unique-for", 0, "")

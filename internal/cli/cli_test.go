@@ -18,10 +18,14 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/eventbus"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 )
 
 type stepsPayload struct {
@@ -416,5 +420,86 @@ func TestEnqueueAfterAndReplay(t *testing.T) {
 	}
 	if code, _, errOut = runCLI(t, url, "replay", "0190b8a2-7b8e-7c4e-9d2f-3a1b2c3d4e5f"); code != 1 || !strings.Contains(errOut, "not_found") {
 		t.Fatalf("replay of an unknown job: exit %d %s", code, errOut)
+	}
+}
+
+// busServer serves a local event bus as the local stack does, and returns
+// its URL with a function that puts job events on it as the functions do.
+func busServer(t *testing.T) (string, func(details ...string)) {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(localstack.EventBusPath, &localstack.EventBus{})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	client := eventbridge.New(eventbridge.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
+		Credentials: aws.AnonymousCredentials{}})
+	bus := eventbus.New(client, localstack.LocalEventBus, eventbus.Options{})
+	return srv.URL, func(details ...string) {
+		t.Helper()
+		evs := make([]driver.Event, len(details))
+		for i, d := range details {
+			evs[i] = driver.Event{DetailType: jobs.EventDetailType, Detail: []byte(d)}
+		}
+		if _, err := bus.Put(context.Background(), evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ljob events lists the local bus's events newest first, filtered by kind
+// and status and bounded by -limit, says where a deployed environment's
+// are, and with -follow prints new events as they arrive until stopped.
+func TestEvents(t *testing.T) {
+	url, put := busServer(t)
+	put(`{"id":"a/1","kind":"k1","status":"failed","code":"boom","attempt":2,"finished_at":"2026-12-01T10:00:00Z"}`,
+		`{"id":"b/1","kind":"k2","status":"succeeded","attempt":1}`, `{"id":"c/1","kind":"k1","status":"succeeded","attempt":1}`)
+	code, out, errOut := runCLI(t, url, "events")
+	a, b, c := strings.Index(out, "a/1"), strings.Index(out, "b/1"), strings.Index(out, "c/1")
+	if code != 0 || a < 0 || b < 0 || c < 0 || !(c < b && b < a) || !strings.Contains(out, "boom") || !strings.Contains(out, "2026-12-01T10:00:00.000Z") {
+		t.Fatalf("events: exit %d, want a/1, b/1, c/1 newest first:\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := runCLI(t, url, "-kind", "k1", "-status", "failed", "events"); code != 0 || !strings.Contains(out, "a/1") || strings.Contains(out, "b/1") || strings.Contains(out, "c/1") {
+		t.Fatalf("-kind k1 -status failed: %d\n%s", code, out)
+	}
+	if code, out, _ := runCLI(t, url, "-limit", "1", "-json", "events"); code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"id":"local-3"`) {
+		t.Fatalf("-limit 1 -json: %d\n%s", code, out)
+	}
+	gone := httptest.NewServer(http.NotFoundHandler())
+	defer gone.Close()
+	if code, _, errOut := runCLI(t, gone.URL, "events"); code != 1 || !strings.Contains(errOut, "EventBridge bus") {
+		t.Fatalf("against a deployed API: exit %d, stderr %s", code, errOut)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var fout, ferr syncBuf
+	done := make(chan int)
+	go func() {
+		done <- cli.Main(ctx, []string{"-api", url, "-interval", "1ms", "-limit", "2", "-follow", "events"},
+			cli.Env{Stdin: strings.NewReader(""), Stdout: &fout, Stderr: &ferr, Getenv: func(string) string { return "" }})
+	}()
+	waitFor := func(s string) {
+		t.Helper()
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(10 * time.Second)
+		for !strings.Contains(fout.String(), s) {
+			select {
+			case <-tick.C:
+			case <-deadline:
+				t.Fatalf("-follow never printed %s:\n%s%s", s, fout.String(), ferr.String())
+			}
+		}
+	}
+	waitFor("c/1")
+	put(`{"id":"d/1","kind":"k1","status":"cancelled","attempt":1}`)
+	waitFor("d/1")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("-follow exited %d: %s", code, ferr.String())
+	}
+	got := fout.String()
+	if strings.Contains(got, "a/1") || strings.Count(got, "c/1") != 1 || !(strings.Index(got, "b/1") < strings.Index(got, "c/1") && strings.Index(got, "c/1") < strings.Index(got, "d/1")) {
+		t.Fatalf("-follow -limit 2: want b/1, c/1 then d/1, each once:\n%s", got)
 	}
 }

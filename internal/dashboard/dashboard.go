@@ -1,7 +1,7 @@
 // Package dashboard is the web dashboard: find jobs and act on them, over
 // the jobs HTTP API (so it sees exactly what its caller may see, and acts
 // with the caller's identity), plus the dead-letter queue and, on the local
-// stack, the functions' metrics. Server-rendered with html/template and a
+// stack, the functions' metrics and the job events of the local bus. Server-rendered with html/template and a
 // little JavaScript for live updates; every asset is embedded. `make run`
 // serves it at http://127.0.0.1:8081/ against the local stack, `ljob ui`
 // against a deployed API (signing with the operator's AWS credentials).
@@ -56,6 +56,9 @@ type Config struct {
 	Caller string
 	// Stats, when set, is the local stack's metrics endpoint.
 	Stats *url.URL
+	// Events, when set, is the local stack's event bus (its GET lists the
+	// job events it received): the Events page reads it.
+	Events *url.URL
 	// DLQ, when set, is the dead-letter queue the dashboard shows and
 	// redrives.
 	DLQ DLQ
@@ -221,6 +224,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /bulk/{action}", s.bulk)
 	s.mux.HandleFunc("GET /batches/{id}", s.batchDetail)
 	s.mux.HandleFunc("GET /schedules", s.schedules)
+	s.mux.HandleFunc("GET /events", s.events)
 	s.mux.HandleFunc("GET /dlq", s.dlq)
 	s.mux.HandleFunc("POST /dlq/peek", s.dlqPeek)
 	s.mux.HandleFunc("POST /dlq/redrive", s.redrive)

@@ -16,7 +16,7 @@ import (
 // fakeAPI answers the jobs API's routes with canned bodies and records
 // every request ("METHOD /path") and the bulk requests' bodies.
 type fakeAPI struct {
-	mu    sync.Mutex
+	mu      sync.Mutex
 	calls   []string
 	bulk    []map[string]string
 	replays []string // the bodies of replays
@@ -296,5 +296,72 @@ func TestReplayFromTheJobPage(t *testing.T) {
 	defer f.mu.Unlock()
 	if len(f.replays) != 2 || f.replays[0] != "" || f.replays[1] != `{"payload":{"customer":"c-43","card":"[secret]"}}` {
 		t.Fatalf("replay bodies %q", f.replays)
+	}
+}
+
+// fakeBus is the local event bus as the Events page reads it: canned
+// events, oldest first; it records each request ("METHOD query").
+type fakeBus struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *fakeBus) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeBus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.calls = append(f.calls, r.Method+" "+r.URL.RawQuery)
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `[{"id":"local-1","detail_type":"Job Finished","time":"2026-12-01T10:00:01Z",`+
+		`"detail":{"id":"j1/1","job_id":"j1","sequence":1,"kind":"<b>k</b>","status":"failed","code":"boom","attempt":2,"finished_at":"2026-12-01T10:00:00Z"}},`+
+		`{"id":"local-2","detail_type":"Job Finished","time":"2026-12-01T10:05:01Z",`+
+		`"detail":{"id":"j2/1","job_id":"j2","sequence":1,"kind":"k","status":"succeeded","attempt":1,"result":{"ok":true},"finished_at":"2026-12-01T10:05:00Z"}}]`)
+}
+
+// newBus starts a fake event bus and returns it with its URL.
+func newBus(t *testing.T) (*fakeBus, *url.URL) {
+	t.Helper()
+	f := &fakeBus{}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL + "/_local/eventbus")
+	return f, u
+}
+
+// The Events page lists the local bus's events newest first, each linked
+// to its job, escaped, with the filter passed to the bus; a dashboard
+// without a bus says where a deployment's events are.
+func TestEventsPage(t *testing.T) {
+	bus, bu := newBus(t)
+	_, u := newAPI(t)
+	srv := serve(t, dashboard.Config{API: u, Events: bu})
+	code, body, h := get(t, srv.URL+"/events?kind=k&status=failed&limit=7")
+	if code != http.StatusOK {
+		t.Fatalf("GET /events: %d %s", code, body)
+	}
+	for _, want := range []string{`<a href="/jobs/j1">j1</a>`, `<a href="/jobs/j2">j2</a>`, "&lt;b&gt;k&lt;/b&gt;", "<td>boom</td>", "2026-12-01 10:05:01.000",
+		`<label for="e-status">`, `value="failed" selected`, `aria-current="page">Events`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET /events lacks %q", want)
+		}
+	}
+	if i, j := strings.Index(body, "j2/1"), strings.Index(body, "j1/1"); i < 0 || j < 0 || i > j {
+		t.Errorf("the events are not newest first (j2/1 at %d, j1/1 at %d)", i, j)
+	}
+	if strings.Contains(body, "<b>k</b>") {
+		t.Error("the page shows markup from the bus unescaped")
+	}
+	noFraming(t, "/events", h)
+	if got := bus.requests(); len(got) != 1 || got[0] != "GET kind=k&limit=7&status=failed" {
+		t.Errorf("the bus received %v, want one GET with the filter", got)
+	}
+	plain := serve(t, dashboard.Config{API: u})
+	if code, body, _ := get(t, plain.URL+"/events"); code != http.StatusNotFound || !strings.Contains(body, "EventBridge bus") {
+		t.Errorf("without a bus: %d %s", code, body)
 	}
 }

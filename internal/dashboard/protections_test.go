@@ -85,9 +85,15 @@ func (f *fakeDLQ) RedriveAll(context.Context) (int, error) {
 	return 1, nil
 }
 
-// fullServer serves a dashboard with every source: the API, the metrics
-// and the queues.
+// fullServer serves a dashboard with every source: the API, the metrics,
+// the event bus and the queues.
 func fullServer(t *testing.T) (*httptest.Server, *fakeAPI, *fakeDLQ) {
+	srv, f, q, _ := fullServerWithBus(t)
+	return srv, f, q
+}
+
+// fullServerWithBus is fullServer, with its event bus.
+func fullServerWithBus(t *testing.T) (*httptest.Server, *fakeAPI, *fakeDLQ, *fakeBus) {
 	t.Helper()
 	f, u := newAPI(t)
 	stats := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -95,9 +101,10 @@ func fullServer(t *testing.T) (*httptest.Server, *fakeAPI, *fakeDLQ) {
 	}))
 	t.Cleanup(stats.Close)
 	su, _ := url.Parse(stats.URL)
+	bus, bu := newBus(t)
 	q := &fakeDLQ{}
-	srv := serve(t, dashboard.Config{API: u, Stats: su, DLQ: q})
-	return srv, f, q
+	srv := serve(t, dashboard.Config{API: u, Stats: su, DLQ: q, Events: bu})
+	return srv, f, q, bus
 }
 
 type reply struct {
@@ -197,11 +204,11 @@ func TestSameOriginPostsWork(t *testing.T) {
 // of another site) gets no page and makes no call, whatever its method;
 // localhost with the dashboard's port is the same dashboard.
 func TestOtherHostsGetNoPage(t *testing.T) {
-	srv, api, q := fullServer(t)
+	srv, api, q, bus := fullServerWithBus(t)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	for _, host := range []string{"evil.example", "evil.example:" + port, "127.0.0.1", "127.0.0.1:1", "localhost", "localhost.:" + port, "127.0.0.1.nip.io:" + port} {
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
-			for _, path := range []string{"/", "/jobs", "/dlq", "/jobs/j1/cancel", "/bulk/cancel", "/dlq/peek"} {
+			for _, path := range []string{"/", "/jobs", "/events", "/dlq", "/jobs/j1/cancel", "/bulk/cancel", "/dlq/peek"} {
 				r := send(t, method, srv.URL+path, host, http.Header{"Sec-Fetch-Site": {"same-origin"}}, url.Values{"status": {"queued"}})
 				if r.status != http.StatusMisdirectedRequest || strings.Contains(r.body, "<html") || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") {
 					t.Errorf("Host %s, %s %s: %d %.60q, want 421 and no page", host, method, path, r.status, r.body)
@@ -210,8 +217,8 @@ func TestOtherHostsGetNoPage(t *testing.T) {
 			}
 		}
 	}
-	if got := api.requests(); len(got) != 0 {
-		t.Errorf("the API received %v for other hosts, want nothing", got)
+	if got := append(api.requests(), bus.requests()...); len(got) != 0 {
+		t.Errorf("the API and the event bus received %v for other hosts, want nothing", got)
 	}
 	if all, _ := q.total(); all != 0 {
 		t.Errorf("SQS received %d calls for other hosts, want none", all)
@@ -241,16 +248,19 @@ func TestNewNeedsTheListenAddress(t *testing.T) {
 // No GET changes anything: every page reads the API with GETs only and the
 // queues' attributes only; the dead-letter page receives nothing.
 func TestNoGetChangesAnything(t *testing.T) {
-	srv, api, q := fullServer(t)
-	for _, path := range []string{"/", "/jobs", "/jobs?status=failed&kind=k", "/jobs?partial=rows", "/jobs/j1", "/api/jobs/j1", "/batches/b1", "/schedules", "/dlq", "/dlq?flash=x", "/assets/app.js"} {
+	srv, api, q, bus := fullServerWithBus(t)
+	for _, path := range []string{"/", "/jobs", "/jobs?status=failed&kind=k", "/jobs?partial=rows", "/jobs/j1", "/api/jobs/j1", "/batches/b1", "/schedules", "/events", "/events?status=failed", "/dlq", "/dlq?flash=x", "/assets/app.js"} {
 		if r := send(t, http.MethodGet, srv.URL+path, "", nil, nil); r.status != http.StatusOK {
 			t.Errorf("GET %s: %d %q", path, r.status, r.body)
 		}
 	}
-	for _, c := range api.requests() {
+	for _, c := range append(api.requests(), bus.requests()...) {
 		if !strings.HasPrefix(c, "GET ") {
-			t.Errorf("a GET of the dashboard sent %s to the API", c)
+			t.Errorf("a GET of the dashboard sent %s to the API or the event bus", c)
 		}
+	}
+	if len(bus.requests()) != 2 {
+		t.Errorf("the event bus got %v for the two GETs of /events", bus.requests())
 	}
 	if q.n("Peek") != 0 {
 		t.Errorf("GETs peeked %d times at the dead-letter queue, want 0", q.n("Peek"))

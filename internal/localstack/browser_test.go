@@ -17,14 +17,18 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/chromedp/chromedp"
 
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/eventbus"
 )
 
 // browser starts headless Chromium (Debian's chromium, which make test
@@ -230,6 +234,34 @@ func TestDashboardRedrivesADeadLetter(t *testing.T) {
 		t.Fatalf("the overview shows %q", overview)
 	}
 	screenshot(t, ctx, "dashboard-overview")
+}
+
+// The Events page shows what the local bus received, newest first, and
+// leads to each event's job. (The shared stack announces no outcomes: the
+// test puts its job's event on the bus as the worker would.)
+func TestDashboardShowsTheLocalBusEvents(t *testing.T) {
+	ctx, base := browser(t, "browser-events")
+	v := enqueue(t, "browser-events", "example.hash", `{"text":"event","rounds":1}`)
+	done, _ := waitFinal(t, "browser-events", v.ID, 30*time.Second)
+	detail, _ := json.Marshal(jobs.Event{ID: v.ID + "/1", JobID: v.ID, Sequence: 1, Kind: done.Kind, Status: done.Status, Attempt: done.Attempt, FinishedAt: time.Now().UTC()})
+	client := eventbridge.New(eventbridge.Options{Region: localaws.Region, BaseEndpoint: aws.String(stack.APIURL + localstack.EventBusPath), Credentials: aws.AnonymousCredentials{}})
+	if _, err := eventbus.New(client, localstack.LocalEventBus, eventbus.Options{}).Put(context.Background(), []driver.Event{{DetailType: jobs.EventDetailType, Detail: detail}}); err != nil {
+		t.Fatal(err)
+	}
+	link := chromedp.CSS(`#events a[href="/jobs/` + v.ID + `"]`)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/events?kind=example.hash"), chromedp.WaitVisible(link)); err != nil {
+		t.Fatalf("the events page: %v", err)
+	}
+	row, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#events tbody tr:first-child`)))
+	if err != nil || !strings.Contains(row, v.ID+"/1") || !strings.Contains(row, "succeeded") {
+		t.Fatalf("the newest event's row: %q %v", row, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(link), chromedp.WaitVisible(chromedp.CSS(`#job`))); err != nil {
+		t.Fatalf("the event's job: %v", err)
+	}
+	if status, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#status`))); err != nil || status != "succeeded" {
+		t.Fatalf("the event's job page shows %q %v", status, err)
+	}
 }
 
 // Another website the operator visits cannot make the dashboard act with

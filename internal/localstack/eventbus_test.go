@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -49,5 +50,72 @@ func TestLocalEventBusSpeaksPutEvents(t *testing.T) {
 	var listed []localstack.BusEvent
 	if err := json.NewDecoder(resp.Body).Decode(&listed); err != nil || len(listed) != 2 {
 		t.Fatalf("GET %s: %d events, %v", localstack.EventBusPath, len(listed), err)
+	}
+}
+
+// putDetails puts one event per detail on the bus served at base, as the
+// functions do.
+func putDetails(t *testing.T, base string, details ...string) {
+	t.Helper()
+	client := eventbridge.New(eventbridge.Options{Region: "us-east-1", BaseEndpoint: aws.String(base + localstack.EventBusPath),
+		Credentials: aws.AnonymousCredentials{}})
+	evs := make([]driver.Event, len(details))
+	for i, d := range details {
+		evs[i] = driver.Event{DetailType: "Job Finished", Detail: []byte(d)}
+	}
+	if accepted, err := eventbus.New(client, localstack.LocalEventBus, eventbus.Options{}).Put(context.Background(), evs); err != nil || len(accepted) != len(evs) {
+		t.Fatalf("Put: %v %v", accepted, err)
+	}
+}
+
+// GET filters on the detail's kind and status, keeps what came after an
+// event (for following the bus) and the newest limit, oldest first; a
+// malformed filter is a 400.
+func TestLocalEventBusListFilters(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.Handle(localstack.EventBusPath, &localstack.EventBus{})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	putDetails(t, srv.URL,
+		`{"id":"a/1","kind":"k1","status":"failed"}`, `{"id":"b/1","kind":"k2","status":"succeeded"}`,
+		`{"id":"c/1","kind":"k1","status":"succeeded"}`, `{"id":"d/1","kind":"k1","status":"failed"}`, `"not an object"`)
+	for query, want := range map[string][]string{
+		"":                         {"local-1", "local-2", "local-3", "local-4", "local-5"},
+		"?kind=k1":                 {"local-1", "local-3", "local-4"},
+		"?kind=k1&status=failed":   {"local-1", "local-4"},
+		"?status=succeeded":        {"local-2", "local-3"},
+		"?limit=2":                 {"local-4", "local-5"},
+		"?kind=k1&limit=1":         {"local-4"},
+		"?after=local-3":           {"local-4", "local-5"},
+		"?after=local-3&kind=k2":   {},
+		"?after=local-0&limit=1":   {"local-5"},
+		"?after=local-9":           {},
+		"?kind=nope&status=failed": {},
+	} {
+		resp, err := http.Get(srv.URL + localstack.EventBusPath + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []localstack.BusEvent
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		ids := []string{}
+		for _, ev := range got {
+			ids = append(ids, ev.ID)
+		}
+		if err != nil || resp.StatusCode != http.StatusOK || strings.Join(ids, ",") != strings.Join(want, ",") {
+			t.Errorf("GET %s: %d %v %v, want %v", query, resp.StatusCode, ids, err, want)
+		}
+	}
+	for _, query := range []string{"?limit=0", "?limit=x", "?after=12", "?after=local-x"} {
+		resp, err := http.Get(srv.URL + localstack.EventBusPath + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("GET %s: %d, want 400", query, resp.StatusCode)
+		}
 	}
 }

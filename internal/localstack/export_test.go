@@ -8,3 +8,9 @@ import "github.com/lambdajobs/lambdajobs/internal/dashboard"
 func (s *Stack) DashboardConfig(caller, addr string) (dashboard.Config, error) {
 	return s.dashboardConfig(caller, addr)
 }
+
+// WebhookBacklog is how many events a Webhook holds before it drops one.
+const WebhookBacklog = webhookBacklog
+
+// LoopbackOnly is the check of every address a Webhook dials.
+var LoopbackOnly = loopbackOnly

@@ -186,11 +186,15 @@ func (f *Function) Stop() {
 }
 
 // Kill sends SIGKILL to the emulator and its function at once, as when a
-// Lambda execution environment dies mid-invoke. The next Invoke starts a
+// Lambda execution environment dies mid-invoke, and returns once the
+// emulator has exited: nothing of the instance runs on after it (a
+// request it had in flight is never retried). The next Invoke starts a
 // fresh instance.
 func (f *Function) Kill() {
 	f.pmu.Lock()
-	defer f.pmu.Unlock()
 	localaws.KillTree(f.cmd.Process.Pid)
 	_ = syscall.Kill(-f.cmd.Process.Pid, syscall.SIGKILL)
+	done := f.done
+	f.pmu.Unlock()
+	<-done
 }

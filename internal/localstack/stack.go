@@ -78,6 +78,10 @@ type Config struct {
 	// must be one address (port 0 takes any free one), not every
 	// interface: the dashboard answers only requests addressed to it.
 	DashboardAddr string
+	// Webhook, when set, is a URL on this machine (ParseWebhook) the local
+	// bus POSTs each event to, as an EventBridge rule to an API
+	// destination would (Webhook); Start refuses any other host.
+	Webhook string
 	// NoSchedules keeps the declared schedules from firing on their own
 	// (tests fire them with FireSchedule).
 	NoSchedules bool
@@ -131,6 +135,8 @@ type Stack struct {
 	// Events is the local event bus, where the job events go (GET
 	// EventBusPath).
 	Events *EventBus
+	// Webhook is the bus's webhook target (Config.Webhook; nil without).
+	Webhook *Webhook
 	// DashboardURL is where the dashboard is served (Config.DashboardAddr).
 	DashboardURL string
 
@@ -162,12 +168,21 @@ type Stack struct {
 
 // Start brings the whole system up, in steps: the emulators, the table
 // and queues, the six functions under the Runtime Interface Emulator, the
-// gateway (with the local Scheduler's API), the SQS event source, the
-// declared schedules and the sweeper's schedule, and the dashboard. Stop
-// undoes it.
+// gateway (with the local Scheduler's API and the local event bus, with its
+// webhook target), the SQS event source, the declared schedules and the
+// sweeper's schedule, and the dashboard. It refuses a webhook that is not
+// on this machine before starting anything. Stop undoes it.
 func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	cfg = cfg.withDefaults()
 	s := &Stack{cfg: cfg, Table: cfg.Table, Stats: NewStats()}
+	// Before anything starts: the webhook posts only to this machine.
+	if cfg.Webhook != "" {
+		u, err := ParseWebhook(cfg.Webhook)
+		if err != nil {
+			return nil, err
+		}
+		s.Webhook = &Webhook{URL: u, Log: cfg.Logger}
+	}
 	defer func() {
 		if err != nil {
 			s.Stop()
@@ -482,7 +497,7 @@ func (s *Stack) serveGateway(ctx context.Context, ln net.Listener, api apiFuncti
 	s.Scheduler = &Scheduler{Schedules: declared, Start: time.Now(), Send: sqsSender(s.SQSAs(iamcalls.Scheduler), s.Queues.Queue), Log: cfg.Logger}
 	mux.Handle("GET "+SchedulesPath, s.Scheduler)
 	mux.Handle(SchedulerAPIPrefix, SchedulerAPI{Scheduler: s.Scheduler, Calls: s.calls})
-	s.Events = &EventBus{Calls: s.calls, Log: cfg.Logger}
+	s.Events = &EventBus{Calls: s.calls, Log: cfg.Logger, Webhook: s.Webhook}
 	mux.Handle(EventBusPath, s.Events)
 	mux.Handle("/", &Gateway{
 		Enqueue: timeoutInvoker{api.enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{api.getjob, cfg.APITimeout},
@@ -491,6 +506,10 @@ func (s *Stack) serveGateway(ctx context.Context, ln net.Listener, api apiFuncti
 	})
 	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	s.runCtx, s.cancel = context.WithCancel(context.Background())
+	if s.Webhook != nil {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.Webhook.Run(s.runCtx) }()
+	}
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); _ = s.server.Serve(ln) }()
 	return nil
@@ -580,9 +599,9 @@ func (s *Stack) serveDashboard() error {
 const LocalOperator = "arn:aws:iam::" + LocalAccount + ":user/operator"
 
 // Dashboard returns a dashboard over this stack's API as caller, with its
-// metrics and its dead-letter queue (through the operators' routes, as the
-// local operator), that answers at addr, the address its listener
-// reports (dashboard.Config.Addr).
+// metrics, its event bus and its dead-letter queue (through the operators'
+// routes, as the local operator), that answers at addr, the address its
+// listener reports (dashboard.Config.Addr).
 func (s *Stack) Dashboard(caller, addr string) (*dashboard.Server, error) {
 	cfg, err := s.dashboardConfig(caller, addr)
 	if err != nil {
@@ -599,9 +618,10 @@ func (s *Stack) dashboardConfig(caller, addr string) (dashboard.Config, error) {
 		return dashboard.Config{}, err
 	}
 	stats, _ := url.Parse(s.APIURL + StatsPath)
+	bus, _ := url.Parse(s.APIURL + EventBusPath)
 	// The dead-letter page uses the operators' routes, as the local
 	// operator (X-Local-Caller: operator), whoever the dashboard's caller.
-	return dashboard.Config{Addr: addr, API: api, Caller: caller, Stats: stats, Log: s.cfg.Logger,
+	return dashboard.Config{Addr: addr, API: api, Caller: caller, Stats: stats, Events: bus, Log: s.cfg.Logger,
 		DLQ: &dashboard.APIDeadLetters{API: api, Caller: "operator"}}, nil
 }
 
