@@ -85,6 +85,11 @@
 // enqueues a follow-up kind, once per failed outcome, with a [FailedJob].
 // docs/EVENTS.md has the rules and the costs.
 //
+// EnqueueOpts.After makes a job wait until the jobs it names have all
+// succeeded; if one fails or is cancelled, it ends cancelled with
+// [CodeDependencyFailed]. [Service.Replay] makes a new job from an old
+// one. docs/DEPENDENCIES.md has the rules.
+//
 // # Packages
 //
 // lambdafn builds the Lambda functions and, with NewService, enqueues from

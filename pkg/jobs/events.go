@@ -33,8 +33,9 @@ type Event struct {
 	Kind     string `json:"kind"`
 	Owner    string `json:"owner"`
 	// Status is succeeded, failed or cancelled; Code the failure code of
-	// a failed job (timed_out and interrupted included), or expired for a
-	// job cancelled because it could not start in time.
+	// a failed job (timed_out and interrupted included), or for a
+	// cancelled one expired (it could not start in time) or
+	// dependency_failed (a job it ran after failed or was cancelled).
 	Status  Status `json:"status"`
 	Code    string `json:"code,omitempty"`
 	Attempt int    `json:"attempt"`
