@@ -43,6 +43,9 @@ func server(t *testing.T) string {
 			}
 			return jobs.JSON[map[string]int]{V: map[string]int{"done": j.Payload.Steps, "total": j.Payload.Steps}}, nil
 		}, &jobs.KindOpts{FailureCodes: []string{"no_steps"}})
+	jobs.MustRegister(reg, "export", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{Lane: "long"})
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
 	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
 	worker, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store})
@@ -389,5 +392,16 @@ func TestEnqueueUniqueTenantAndStartBy(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, url, "-start-by", "tomorrow", "enqueue", "steps", `{"steps":2}`); code != 1 || !strings.Contains(errOut, "-start-by") {
 		t.Fatalf("a malformed -start-by: exit %d %s", code, errOut)
+	}
+}
+
+// ljob get says a job's lane: its kind's, or "default".
+func TestGetShowsTheLane(t *testing.T) {
+	url := server(t)
+	for kind, want := range map[string]string{"export": "lane:     long\n", "steps": "lane:     default\n"} {
+		code, out, errOut := runCLI(t, url, "enqueue", kind, `{}`)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("ljob enqueue %s: exit %d, stdout\n%s\nstderr %s\nwant %q", kind, code, out, errOut, want)
+		}
 	}
 }
