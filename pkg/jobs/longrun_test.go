@@ -408,3 +408,63 @@ func TestEverySendCarriesTheTenantsGroup(t *testing.T) {
 		}
 	}
 }
+
+type paddedState struct {
+	Next int
+	Pad  string
+}
+
+// A checkpoint is bounded: over 64 KiB sealed, Job.Checkpoint refuses it
+// with ErrCheckpointTooLarge and stores nothing (the next run resumes
+// from the last one that fitted); one under the cap is stored. A run that
+// ends with Continue and an oversized checkpoint fails internal_error.
+func TestAnOversizedCheckpointIsRefused(t *testing.T) {
+	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+	reg := jobs.NewRegistry()
+	over := paddedState{Next: 99, Pad: strings.Repeat("x", driver.MaxCheckpointBytes)}
+	var refused, fitted error
+	var resumed []int
+	jobs.MustRegister(reg, "big", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		var st paddedState
+		if _, err := job.Resume(&st); err != nil {
+			return jobs.NoResult{}, err
+		}
+		resumed = append(resumed, st.Next)
+		if len(resumed) > 1 {
+			return jobs.NoResult{}, jobs.Continue(over)
+		}
+		// 40 KiB of JSON is about 54 KiB sealed: under the cap.
+		fitted = job.Checkpoint(ctx, paddedState{Next: 1, Pad: strings.Repeat("y", 40<<10)})
+		refused = job.Checkpoint(ctx, over)
+		return jobs.NoResult{}, jobs.Continue(nil)
+	}, nil)
+	sealer, _ := jobs.NewAESSealer(make([]byte, 32))
+	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, CancelCheck: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "big", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the run, then its continuation
+		if resp, _ := w.HandleSQS(context.Background(), sqsEvent(message.Encode(res.Job.ID))); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("failures %v", resp.BatchItemFailures)
+		}
+	}
+	if fitted != nil {
+		t.Fatalf("a checkpoint under the cap: %v, want stored", fitted)
+	}
+	if !errors.Is(refused, jobs.ErrCheckpointTooLarge) || strings.Contains(refused.Error(), "xxx") {
+		t.Fatalf("an oversized checkpoint: %v, want ErrCheckpointTooLarge, without its content", refused)
+	}
+	if len(resumed) != 2 || resumed[1] != 1 {
+		t.Fatalf("runs resumed from %v, want 0 then 1 (the oversized checkpoint was not stored)", resumed)
+	}
+	got, _ := store.Get(context.Background(), res.Job.ID)
+	if got.Status != jobs.StatusFailed || got.ErrorCode != jobs.CodeInternal || len(got.Checkpoint) > driver.MaxCheckpointBytes {
+		t.Fatalf("%s %q with a %d-byte checkpoint, want failed internal_error (Continue with an oversized checkpoint), the last one kept",
+			got.Status, got.ErrorCode, len(got.Checkpoint))
+	}
+}
