@@ -26,6 +26,7 @@
 //	JOBS_LOCAL_BATCH_SIZE      messages per worker invocation, 1..10 (10)
 //	JOBS_LOCAL_BATCH_WINDOW    how long to gather a batch (0s)
 //	JOBS_LOCAL_WORKER_TIMEOUT  the worker's Lambda timeout (30s)
+//	JOBS_LOCAL_LONG_WORKER_TIMEOUT  the long lane's worker timeout (1m)
 //	JOBS_LOCAL_SWEEP_EVERY     sweeper schedule (1m)
 //	JOBS_LOCAL_VERBOSE         set to show the Runtime Interface Emulator's own log lines
 //	JOBS_LOCAL_CACHE           where -main installs the emulators (the user's cache; when set, used
@@ -104,6 +105,9 @@ func run() error {
 	num("JOBS_LOCAL_BATCH_SIZE", &cfg.BatchSize)
 	dur("JOBS_LOCAL_BATCH_WINDOW", &cfg.BatchWindow)
 	dur("JOBS_LOCAL_WORKER_TIMEOUT", &cfg.WorkerTimeout)
+	long := cfg.LaneTimeouts["long"]
+	dur("JOBS_LOCAL_LONG_WORKER_TIMEOUT", &long)
+	cfg.LaneTimeouts = map[string]time.Duration{"long": long}
 	dur("JOBS_LOCAL_SWEEP_EVERY", &cfg.SweepEvery)
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
@@ -127,7 +128,7 @@ func (c Config) lane(name string) LaneConfig {
 // whose worker runs longer than the default lane's, by the same margin
 // over its timeout and batching window.
 func (c Config) dispatchGrace(l LaneConfig) time.Duration {
-	return max(c.DispatchGrace, l.WorkerTimeout+l.BatchWindow+c.DispatchGrace-c.WorkerTimeout)
+	return deploy.LaneDispatchGrace(c.DispatchGrace, c.WorkerTimeout, l.WorkerTimeout, l.BatchWindow)
 }
 
 // deadlines are the handler reserve and final-write bound of the lane's
