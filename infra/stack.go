@@ -38,7 +38,7 @@ func exampleSchedules(env string) []jobs.Schedule {
 	return exampleRegistry().Schedules()
 }
 
-// exampleLanes are the lanes the example kinds run in (bulk, urgent).
+// exampleLanes are the lanes the example kinds run in (bulk, long, urgent).
 func exampleLanes() []string { return exampleRegistry().Lanes() }
 
 func exampleRegistry() *jobs.Registry {

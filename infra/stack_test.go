@@ -184,7 +184,7 @@ func TestAppEnvironments(t *testing.T) {
 				schedules++
 			}
 		}
-		// Where the example kinds run, so do their lanes (bulk and urgent):
+		// Where the example kinds run, so do their lanes (bulk, long and urgent):
 		// a worker each.
 		lanes := map[bool]int{true: len(exampleLanes()) - 1, false: 0}[c.examples]
 		if want := map[bool]int{true: functions, false: 0}[c.examples]; examples != want || functions != len(jobsinfra.FunctionNames)+lanes {

@@ -26,6 +26,7 @@
 //	JOBS_LOCAL_BATCH_SIZE      messages per worker invocation, 1..10 (10)
 //	JOBS_LOCAL_BATCH_WINDOW    how long to gather a batch (0s)
 //	JOBS_LOCAL_WORKER_TIMEOUT  the worker's Lambda timeout (30s)
+//	JOBS_LOCAL_LONG_WORKER_TIMEOUT  the long lane's worker timeout (1m)
 //	JOBS_LOCAL_SWEEP_EVERY     sweeper schedule (1m)
 //	JOBS_LOCAL_WEBHOOK         a URL on this machine the local bus POSTs each job event to, as an
 //	                           EventBridge rule to an API destination would (docs/EVENTS.md); unset: none
@@ -106,6 +107,9 @@ func run() error {
 	num("JOBS_LOCAL_BATCH_SIZE", &cfg.BatchSize)
 	dur("JOBS_LOCAL_BATCH_WINDOW", &cfg.BatchWindow)
 	dur("JOBS_LOCAL_WORKER_TIMEOUT", &cfg.WorkerTimeout)
+	long := cfg.LaneTimeouts["long"]
+	dur("JOBS_LOCAL_LONG_WORKER_TIMEOUT", &long)
+	cfg.LaneTimeouts = map[string]time.Duration{"long": long}
 	dur("JOBS_LOCAL_SWEEP_EVERY", &cfg.SweepEvery)
 	str("JOBS_LOCAL_WEBHOOK", &cfg.Webhook)
 	if len(errs) > 0 {

@@ -34,7 +34,9 @@ type Config struct {
 	WorkerMemoryMB int
 	WorkerTimeout  time.Duration
 	// HandlerReserve: handler contexts end this long before the worker's
-	// deadline; FinalWriteTimeout bounds the final write inside it.
+	// deadline; FinalWriteTimeout bounds the final write inside it. A
+	// worker whose timeout is longer than 180 final writes (a long lane)
+	// gets more of both: jobs.Deadlines.ForTimeout, docs/LANES.md.
 	HandlerReserve    time.Duration
 	FinalWriteTimeout time.Duration
 	// WorkerConcurrency: records of one batch run at once.

@@ -62,8 +62,8 @@ func TestOnlyOutcomeWritersMayPutJobEvents(t *testing.T) {
 		}
 	}
 	sort.Strings(want)
-	if !slices.Equal(got, want) || readers != 3 || len(want) != 5 {
-		t.Fatalf("functions told JOBS_EVENT_BUS: %v, want %v (cancel, sweeper, worker and the bulk and urgent lanes' workers)", got, want)
+	if !slices.Equal(got, want) || readers != 3 || len(want) != 6 {
+		t.Fatalf("functions told JOBS_EVENT_BUS: %v, want %v (cancel, sweeper, worker and the bulk, long and urgent lanes' workers)", got, want)
 	}
 	var denied []authz
 	for _, f := range FunctionNames {

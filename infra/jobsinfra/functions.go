@@ -51,6 +51,7 @@ func (s *Jobs) functions() {
 	// The worker refuses to start with a kind whose minimum run time
 	// (KindOpts.MinRunTime) its invocations cannot give (jobs.WorkerConfig.Timeout).
 	s.Worker.AddEnvironment(jsii.String("JOBS_WORKER_TIMEOUT"), jsii.String(cfg.WorkerTimeout.String()), nil)
+	s.deadlineEnv(s.Worker, cfg.lane(""))
 	s.Lanes[""].Worker = s.Worker
 	if sources := cfg.sources(); sources != "" {
 		// The worker refuses to start if a source has no route in its code.

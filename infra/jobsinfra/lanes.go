@@ -16,6 +16,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
@@ -126,7 +128,23 @@ func (c Config) lane(name string) LaneConfig {
 // whose worker runs longer than the default lane's, by the same margin
 // over its timeout and batching window.
 func (c Config) dispatchGrace(l LaneConfig) time.Duration {
-	return max(c.DispatchGrace, l.WorkerTimeout+l.BatchWindow+c.DispatchGrace-c.WorkerTimeout)
+	return deploy.LaneDispatchGrace(c.DispatchGrace, c.WorkerTimeout, l.WorkerTimeout, l.BatchWindow)
+}
+
+// deadlines are the handler reserve and final-write bound of the lane's
+// worker: Config's, grown for a long timeout (jobs.Deadlines.ForTimeout:
+// a final write that settles a long run is given 1/180 of the timeout,
+// 30 s for 90 minutes, and the reserve as much more).
+func (c Config) deadlines(l LaneConfig) jobs.Deadlines {
+	return jobs.Deadlines{Reserve: c.HandlerReserve, FinalWrite: c.FinalWriteTimeout}.ForTimeout(l.WorkerTimeout)
+}
+
+// deadlineEnv tells a lane's worker its deadlines (they replace the
+// functions' shared JOBS_HANDLER_RESERVE and JOBS_FINAL_WRITE_TIMEOUT).
+func (s *Jobs) deadlineEnv(fn awslambda.Function, l LaneConfig) {
+	d := s.cfg.deadlines(l)
+	fn.AddEnvironment(jsii.String("JOBS_HANDLER_RESERVE"), jsii.String(d.Reserve.String()), nil)
+	fn.AddEnvironment(jsii.String("JOBS_FINAL_WRITE_TIMEOUT"), jsii.String(d.FinalWrite.String()), nil)
 }
 
 // validateLanes checks Config.Lanes.
@@ -144,8 +162,8 @@ func (c Config) validateLanes() error {
 			}
 		}
 		switch {
-		case l.WorkerTimeout <= 2*c.HandlerReserve || l.WorkerTimeout > longest:
-			return fmt.Errorf("%s: lane %s: worker timeout %v: more than twice the reserve %v, at most %v", c.Name, name, l.WorkerTimeout, c.HandlerReserve, longest)
+		case l.WorkerTimeout <= 2*c.deadlines(l).Reserve || l.WorkerTimeout > longest:
+			return fmt.Errorf("%s: lane %s: worker timeout %v: more than twice the reserve %v, at most %v", c.Name, name, l.WorkerTimeout, c.deadlines(l).Reserve, longest)
 		case 6*l.WorkerTimeout+l.BatchWindow > 12*time.Hour:
 			return fmt.Errorf("%s: lane %s: the queue's visibility timeout (6x the worker timeout + the batching window) would exceed 12 hours", c.Name, name)
 		case l.BatchSize < 1 || l.BatchSize > 10000 || (l.BatchSize > 10 && l.BatchWindow == 0):
@@ -243,6 +261,7 @@ func (s *Jobs) laneWorkers() {
 		fn := s.function("worker", "worker-"+name, l.WorkerMemoryMB, min(timeout, 15*time.Minute))
 		fn.AddEnvironment(jsii.String("JOBS_LANE"), jsii.String(name), nil)
 		fn.AddEnvironment(jsii.String("JOBS_WORKER_TIMEOUT"), jsii.String(timeout.String()), nil)
+		s.deadlineEnv(fn, l)
 		if timeout > 15*time.Minute {
 			// CDK's Function refuses more than 15 minutes; Lambda accepts
 			// up to 90 on managed instances.

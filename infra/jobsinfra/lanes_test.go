@@ -94,7 +94,8 @@ func (s *laneStack) logicalID(lane, what string) string {
 // Each lane the registry uses is its own queue, dead-letter queue, worker
 // (the worker's code, JOBS_LANE, its own timeout) and event source (its
 // batch size, window and maximum concurrency); a lane only Config names
-// creates nothing. The queue's visibility follows the lane's timeout.
+// creates nothing. The queue's visibility and the worker's handler
+// reserve and final write follow the lane's timeout.
 func TestEachLaneIsItsOwnQueueWorkerAndEventSource(t *testing.T) {
 	s := synthLanes(t)
 	if got := strings.Join(s.jobs.laneOrder, ","); got != ",bulk,long,urgent" {
@@ -120,11 +121,14 @@ func TestEachLaneIsItsOwnQueueWorkerAndEventSource(t *testing.T) {
 		batch, window, maxConc float64
 		timeout                time.Duration
 		pollers                float64
+		// The handler reserve and final write's bound: DevConfig's 3 s
+		// and 2 s, the final write given 1/180 of a long timeout.
+		reserve, finalWrite string
 	}{
-		{"", 10, 0, 5, 60 * time.Second, 0},
-		{"urgent", 1, 0, 0, 60 * time.Second, 2}, // provisioned: no maximum concurrency
-		{"bulk", 100, 2, 2, 60 * time.Second, 0},
-		{"long", 1, 0, 5, 90 * time.Minute, 0},
+		{"", 10, 0, 5, 60 * time.Second, 0, "3s", "2s"},
+		{"urgent", 1, 0, 0, 60 * time.Second, 2, "3s", "2s"}, // provisioned: no maximum concurrency
+		{"bulk", 100, 2, 2, 60 * time.Second, 0, "3s", "2s"},
+		{"long", 1, 0, 5, 90 * time.Minute, 0, "31s", "30s"},
 	} {
 		q := s.t.resources[s.logicalID(c.lane, "queue")].Properties
 		qarn, err := s.t.getAtt(s.logicalID(c.lane, "queue"), "Arn")
@@ -169,6 +173,9 @@ func TestEachLaneIsItsOwnQueueWorkerAndEventSource(t *testing.T) {
 		}
 		if got, _ := vars["JOBS_WORKER_TIMEOUT"].(string); got == "" || parseDur(t, got) != c.timeout.Seconds() {
 			t.Errorf("lane %q: worker's JOBS_WORKER_TIMEOUT %q, want %v", c.lane, got, c.timeout)
+		}
+		if vars["JOBS_HANDLER_RESERVE"] != c.reserve || vars["JOBS_FINAL_WRITE_TIMEOUT"] != c.finalWrite {
+			t.Errorf("lane %q: worker's reserve %v and final write %v, want %s and %s", c.lane, vars["JOBS_HANDLER_RESERVE"], vars["JOBS_FINAL_WRITE_TIMEOUT"], c.reserve, c.finalWrite)
 		}
 		_, sources := vars["JOBS_SOURCES"]
 		if sources && c.lane != "" {

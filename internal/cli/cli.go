@@ -338,6 +338,7 @@ type Job struct {
 	After      []string        `json:"after,omitempty"`
 	Left       int             `json:"parents_left,omitempty"`
 	ReplayOf   string          `json:"replay_of,omitempty"`
+	Lane       string          `json:"lane,omitempty"`
 	LastError  *string         `json:"last_error,omitempty"`
 	Cancel     bool            `json:"cancel_requested,omitempty"`
 	CreatedAt  time.Time       `json:"created_at"`
@@ -557,7 +558,11 @@ func (c *client) print(j Job, raw []byte) {
 		fmt.Fprintln(c.stdout, strings.TrimSpace(string(raw)))
 		return
 	}
-	fmt.Fprintf(c.stdout, "id:       %s\nkind:     %s\nstatus:   %s\nattempt:  %d\ncreated:  %s\n", j.ID, j.Kind, j.Status, j.Attempt, j.CreatedAt.Format(time.RFC3339Nano))
+	lane := j.Lane
+	if lane == "" {
+		lane = "default"
+	}
+	fmt.Fprintf(c.stdout, "id:       %s\nkind:     %s\nlane:     %s\nstatus:   %s\nattempt:  %d\ncreated:  %s\n", j.ID, j.Kind, lane, j.Status, j.Attempt, j.CreatedAt.Format(time.RFC3339Nano))
 	if j.RunAt != nil {
 		fmt.Fprintf(c.stdout, "next run: %s (in %s)\n", j.RunAt.Format(time.RFC3339Nano), time.Until(*j.RunAt).Round(time.Second))
 	}

@@ -48,6 +48,9 @@ func server(t *testing.T) string {
 			}
 			return jobs.JSON[map[string]int]{V: map[string]int{"done": j.Payload.Steps, "total": j.Payload.Steps}}, nil
 		}, &jobs.KindOpts{FailureCodes: []string{"no_steps"}})
+	jobs.MustRegister(reg, "export", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{Lane: "long"})
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
 	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
 	worker, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store})
@@ -501,5 +504,16 @@ func TestEvents(t *testing.T) {
 	got := fout.String()
 	if strings.Contains(got, "a/1") || strings.Count(got, "c/1") != 1 || !(strings.Index(got, "b/1") < strings.Index(got, "c/1") && strings.Index(got, "c/1") < strings.Index(got, "d/1")) {
 		t.Fatalf("-follow -limit 2: want b/1, c/1 then d/1, each once:\n%s", got)
+	}
+}
+
+// ljob get says a job's lane: its kind's, or "default".
+func TestGetShowsTheLane(t *testing.T) {
+	url := server(t)
+	for kind, want := range map[string]string{"export": "lane:     long\n", "steps": "lane:     default\n"} {
+		code, out, errOut := runCLI(t, url, "enqueue", kind, `{}`)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("ljob enqueue %s: exit %d, stdout\n%s\nstderr %s\nwant %q", kind, code, out, errOut, want)
+		}
 	}
 }

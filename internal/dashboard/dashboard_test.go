@@ -139,7 +139,7 @@ func TestPages(t *testing.T) {
 	for path, want := range map[string][]string{
 		"/":              {"Jobs by kind", "CloudWatch dashboard", `<th scope="row">report</th><td><a href="/jobs?kind=report&amp;status=queued">5000</a></td><td><a href="/jobs?kind=report&amp;status=running">3</a></td>`},
 		"/jobs":          {"&lt;script&gt;alert(1)&lt;/script&gt;", `href="/jobs?limit=25&amp;page_token=tok"`, `<label for="f-status">`, `aria-live="polite"`},
-		"/jobs/j1":       {`id="status"`, "running", `&#34;done&#34;: 2`, `href="/batches/b1"`, `id="retry" disabled`},
+		"/jobs/j1":       {`id="status"`, "running", `<dd id="lane">default</dd>`, `&#34;done&#34;: 2`, `href="/batches/b1"`, `id="retry" disabled`},
 		"/batches/b1":    {`max="4" value="3"`, `href="/jobs/j1"`},
 		"/schedules":     {"nightly", "cron(0 2 * * ? *)", "Europe/Paris"},
 		"/jobs?kind=x":   {`action="/bulk/cancel"`, `data-confirm=`},

@@ -76,8 +76,25 @@ func TestRegister(t *testing.T) {
 	}
 	// The lanes the example kinds run in: the local stack and the dev
 	// stack create these.
-	if got := fmt.Sprint(reg.Lanes()); got != "[ bulk urgent]" {
-		t.Fatalf("lanes %s, want the default lane, bulk and urgent", got)
+	if got := fmt.Sprint(reg.Lanes()); got != "[ bulk long urgent]" {
+		t.Fatalf("lanes %s, want the default lane, bulk, long and urgent", got)
+	}
+	// Each kind's jobs are stored in its lane.
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind, want := range map[string]string{
+		examplekinds.Export: "long", examplekinds.HoldBulk: "bulk", examplekinds.HoldUrgent: "urgent", examplekinds.Hash: "",
+	} {
+		payload := map[string]string{examplekinds.Export: `{"chunks":1,"chunk_ms":1}`, examplekinds.Hash: `{"text":"x","rounds":1}`}[kind]
+		if payload == "" {
+			payload = `{"ms":0}`
+		}
+		res, err := r.Service.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: kind, Payload: []byte(payload)})
+		if err != nil || res.Job.Lane != want {
+			t.Errorf("a job of %s: lane %q, %v; want %q", kind, res.Job.Lane, err, want)
+		}
 	}
 	if s := reg.Schedules(); len(s) != 1 || s[0].Name != examplekinds.TickSchedule || s[0].Expression != "rate(1 minute)" || s[0].Overlap != jobs.OverlapSkip {
 		t.Fatalf("schedules %+v", s)

@@ -43,17 +43,22 @@ type ExportProgress struct {
 	Total int `json:"total"`
 }
 
-// ExportOpts are example.export's options: heartbeats every few seconds
-// (a dead worker's run is found one lease later), a bound on the whole
-// run, automatic continuation, and retries for interrupted runs (each
-// resumes from the last checkpoint).
+// ExportLane is the lane example.export runs in: the long lane, whose
+// worker has a timeout of its own (the construct's LaneLong preset; the
+// local stack's LaneTimeout).
+const ExportLane = "long"
+
+// ExportOpts are example.export's options: the long lane, heartbeats every
+// few seconds (a dead worker's run is found one lease later), a bound on
+// the whole run, automatic continuation, and retries for interrupted runs
+// (each resumes from the last checkpoint).
 var ExportOpts = jobs.KindOpts{
+	Lane:         ExportLane,
 	FailureCodes: []string{CodeInvalidExport},
 	Heartbeat:    3 * time.Second,
 	MaxRunTime:   time.Hour,
 	AutoContinue: true,
 	Retry:        jobs.RetryPolicy{MaxAttempts: 10, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
-	// TODO(lanes): run in the "long" lane once the deployment has lanes.
 }
 
 // ExportChunks runs example.export: from the last checkpoint, each chunk

@@ -60,7 +60,7 @@ type HTTPProxy struct {
 	mu     sync.Mutex
 	faults Faults
 	rng    *rand.Rand
-	hold   func(target string, body []byte)
+	hold   func(target string, body []byte) bool
 
 	requests, throttled, serverErrors, lost, slowed, stalled atomic.Int64
 	transactions, conflicts, txThrottled                     atomic.Int64
@@ -97,9 +97,10 @@ func (p *HTTPProxy) SetFaults(f Faults) {
 
 // SetHold makes the proxy call hold with each request's X-Amz-Target and
 // body before it forwards the request: hold may block, keeping the request
-// in flight (a test kills a worker while its write is on the wire). nil
-// stops it.
-func (p *HTTPProxy) SetHold(hold func(target string, body []byte)) {
+// in flight (a test kills a worker while its write is on the wire), and
+// returns whether to forward it (false: it is dropped, answered 500, as a
+// request whose sender died before it reached the service). nil stops it.
+func (p *HTTPProxy) SetHold(hold func(target string, body []byte) (forward bool)) {
 	p.mu.Lock()
 	p.hold = hold
 	p.mu.Unlock()
@@ -136,7 +137,10 @@ func (p *HTTPProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		hold(r.Header.Get("X-Amz-Target"), body)
+		if !hold(r.Header.Get("X-Amz-Target"), body) {
+			writeError(w, http.StatusInternalServerError, serverErrorType(strings.HasPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB")), "Request dropped (injected)")
+			return
+		}
 	}
 	f, x := p.draw()
 	dynamo := strings.HasPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB")

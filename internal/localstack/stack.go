@@ -33,6 +33,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
@@ -65,6 +66,12 @@ type Config struct {
 	// WorkerTimeout, APITimeout and SweeperTimeout are the functions'
 	// Lambda timeouts, enforced by the emulator.
 	WorkerTimeout, APITimeout, SweeperTimeout time.Duration
+	// LaneTimeouts are the other lanes' worker timeouts, by lane (nil:
+	// DefaultConfig's, the long lane's 1 minute); a lane not in it has
+	// WorkerTimeout. As in the construct, the lane's queue visibility,
+	// dispatch grace, handler reserve and event source follow it (see
+	// LaneTimeout).
+	LaneTimeouts map[string]time.Duration
 	// WorkerInstances is the event source's maximum concurrency: one
 	// emulator instance (and poller) each.
 	WorkerInstances int
@@ -111,6 +118,10 @@ func DefaultConfig() Config {
 		APIAddr: "127.0.0.1:8080", DynamoDBPort: 8000, SQSPort: 4566,
 		Table: "lambdajobs-local", Queue: "lambdajobs-local",
 		WorkerTimeout: 30 * time.Second, APITimeout: 10 * time.Second, SweeperTimeout: 60 * time.Second,
+		// Longer than the default lane's, as the construct's long lane
+		// (15 minutes); short enough that example.export's two minutes of
+		// work show its continuations.
+		LaneTimeouts:    map[string]time.Duration{"long": time.Minute},
 		WorkerInstances: 2, BatchSize: 10, SweepEvery: time.Minute,
 		DashboardAddr: "127.0.0.1:8081",
 	}
@@ -246,6 +257,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.WorkerTimeout == 0 {
 		cfg.WorkerTimeout = def.WorkerTimeout
 	}
+	if cfg.LaneTimeouts == nil {
+		cfg.LaneTimeouts = def.LaneTimeouts
+	}
 	if cfg.APITimeout == 0 {
 		cfg.APITimeout = def.APITimeout
 	}
@@ -317,7 +331,8 @@ func (s *Stack) createTableAndQueues(ctx context.Context) error {
 		if lane == "" {
 			continue
 		}
-		if s.Lanes[lane], err = sqsqueue.Create(ctx, sqsClient, cfg.Queue+"-"+lane, spec); err != nil {
+		// Its visibility follows its worker's timeout.
+		if s.Lanes[lane], err = sqsqueue.Create(ctx, sqsClient, cfg.Queue+"-"+lane, sqsqueue.DefaultSpec(cfg.LaneTimeout(lane))); err != nil {
 			return err
 		}
 	}
@@ -422,11 +437,11 @@ func (s *Stack) startFunctions(ctx context.Context) (api apiFunctions, err error
 		}
 		s.workers = append(s.workers, w)
 	}
-	// One worker instance per other lane, serving its lane (JOBS_LANE) and
-	// signing as its own function.
+	// One worker instance per other lane, serving its lane (JOBS_LANE),
+	// with its own timeout and signing as its own function.
 	s.laneWorkers = map[string]*Function{}
 	for _, lane := range slices.Sorted(maps.Keys(s.Lanes)) {
-		w, err := s.startFunctionAs(ctx, "worker", lane, iamcalls.LaneWorker(lane), cfg.WorkerTimeout, "JOBS_LANE="+lane)
+		w, err := s.startFunctionAs(ctx, "worker", lane, iamcalls.LaneWorker(lane), cfg.LaneTimeout(lane), cfg.laneWorkerEnv(lane)...)
 		if err != nil {
 			return api, err
 		}
@@ -535,7 +550,7 @@ func (s *Stack) startEventSource() {
 		s.pollers = append(s.pollers, &EventSource{
 			SQS: s.SQSAs(iamcalls.LaneWorker(lane)), QueueURL: q.Queue, QueueARN: q.QueueARN,
 			Invoke: invokeWorker(w), BatchSize: LaneBatchSize(lane, cfg.BatchSize), Window: cfg.BatchWindow,
-			Concurrency: 1, Timeout: cfg.WorkerTimeout + 5*time.Second, Logger: cfg.Logger, Gate: &s.gate,
+			Concurrency: 1, Timeout: cfg.LaneTimeout(lane) + 5*time.Second, Logger: cfg.Logger, Gate: &s.gate,
 		})
 	}
 	if !cfg.StartPaused {
@@ -680,11 +695,11 @@ func (s *Stack) LaneWorker(lane string) *Function { return s.laneWorkers[lane] }
 
 // LaneBatchSize is the batch size of a lane's event source on the local
 // stack, as the construct's presets (jobsinfra.LanePreset) within what
-// one receive returns: 1 for urgent, 10 for bulk, the default lane's for
-// any other.
+// one receive returns: 1 for urgent and long, 10 for bulk, the default
+// lane's for any other.
 func LaneBatchSize(lane string, def int) int {
 	switch lane {
-	case "urgent":
+	case "urgent", "long":
 		return 1
 	case "bulk":
 		return 10
@@ -774,17 +789,65 @@ func (s *Stack) record(dir string) error {
 }
 
 // laneEnv is JOBS_LANE_QUEUE_URLS, the other lanes' queues, when there
-// are other lanes.
+// are other lanes, and JOBS_LANE_DISPATCH_GRACES for those whose worker
+// runs longer than the default lane's.
 func (s *Stack) laneEnv() []string {
 	if len(s.Lanes) == 0 {
 		return nil
 	}
 	urls := map[string]string{}
+	graces := map[string]string{}
+	grace := envDuration(s.cfg.FunctionEnv, "JOBS_DISPATCH_GRACE", jobs.DefaultDispatchGrace)
 	for lane, q := range s.Lanes {
 		urls[lane] = q.Queue
+		if g := deploy.LaneDispatchGrace(grace, s.cfg.WorkerTimeout, s.cfg.LaneTimeout(lane), s.cfg.BatchWindow); g != grace {
+			graces[lane] = g.String()
+		}
 	}
 	b, _ := json.Marshal(urls)
-	return []string{"JOBS_LANE_QUEUE_URLS=" + string(b)}
+	env := []string{"JOBS_LANE_QUEUE_URLS=" + string(b)}
+	if len(graces) > 0 {
+		g, _ := json.Marshal(graces)
+		env = append(env, "JOBS_LANE_DISPATCH_GRACES="+string(g))
+	}
+	return env
+}
+
+// LaneTimeout is the worker timeout of lane on this stack: LaneTimeouts',
+// else WorkerTimeout (the default lane's always).
+func (cfg Config) LaneTimeout(lane string) time.Duration {
+	if t := cfg.LaneTimeouts[lane]; lane != "" && t > 0 {
+		return t
+	}
+	return cfg.WorkerTimeout
+}
+
+// laneWorkerEnv is what a lane's worker is told beyond every function's
+// environment: its lane, and, when its timeout is long enough to grow
+// them (jobs.Deadlines.ForTimeout), its handler reserve and final write's
+// bound, as the construct sets them.
+func (cfg Config) laneWorkerEnv(lane string) []string {
+	env := []string{"JOBS_LANE=" + lane}
+	base := jobs.Deadlines{
+		Reserve:    envDuration(cfg.FunctionEnv, "JOBS_HANDLER_RESERVE", jobs.DefaultDeadlines.Reserve),
+		FinalWrite: envDuration(cfg.FunctionEnv, "JOBS_FINAL_WRITE_TIMEOUT", jobs.DefaultDeadlines.FinalWrite),
+	}
+	if d := base.ForTimeout(cfg.LaneTimeout(lane)); d.Reserve != base.Reserve {
+		env = append(env, "JOBS_HANDLER_RESERVE="+d.Reserve.String(), "JOBS_FINAL_WRITE_TIMEOUT="+d.FinalWrite.String())
+	}
+	return env
+}
+
+// envDuration is the duration the last name=... of env says, else def.
+func envDuration(env []string, name string, def time.Duration) time.Duration {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+			if d, err := time.ParseDuration(v); err == nil {
+				return d
+			}
+		}
+	}
+	return def
 }
 
 // EnqueuerEnv is the environment a program of a team's needs to enqueue

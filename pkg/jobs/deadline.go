@@ -57,6 +57,34 @@ var DefaultDeadlines = Deadlines{
 	NoDeadline: 15 * time.Minute,
 }
 
+// ForTimeout returns d as a worker whose Lambda timeout is timeout should
+// use it. What the reserve holds takes no longer at the end of a long run
+// (one conditional write, a small answer), but a final write given up
+// costs more: the job stays running until its lease ends, is interrupted
+// and retried, and the work since its last checkpoint is done again (for
+// a kind without checkpoints, the whole run: up to 90 minutes on Lambda
+// Managed Instances). The store retries a throttled or conflicting final
+// write until its budget ends, so a long run's budget is longer:
+// FinalWrite becomes timeout/180 when that is more (5 s for 15 minutes,
+// 30 s for 90; 100 ms steps), and Reserve grows by as much, keeping its
+// margin over FinalWrite. The handler gives up at most about 0.6% of its
+// time for it. Safety, the moment the answer needs to leave, does not
+// grow. A timeout up to 180 FinalWrites (6 minutes for the default 2 s)
+// leaves d as it is. The CDK construct applies it to every lane's worker
+// (JOBS_HANDLER_RESERVE, JOBS_FINAL_WRITE_TIMEOUT).
+func (d Deadlines) ForTimeout(timeout time.Duration) Deadlines {
+	d = d.withDefaults()
+	if w := (timeout / finalWriteShare).Truncate(100 * time.Millisecond); w > d.FinalWrite {
+		d.Reserve += w - d.FinalWrite
+		d.FinalWrite = w
+	}
+	return d
+}
+
+// finalWriteShare: a long run's final write may take up to this share
+// (1/finalWriteShare) of its worker's timeout (Deadlines.ForTimeout).
+const finalWriteShare = 180
+
 // withDefaults fills the zero fields added after the first release, so a
 // Deadlines written before them keeps working.
 func (d Deadlines) withDefaults() Deadlines {

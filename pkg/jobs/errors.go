@@ -38,6 +38,11 @@ var (
 	// its job (it timed out, or a sweeper failed it): the handler should
 	// stop.
 	ErrLostClaim = driver.ErrLostClaim
+	// ErrCheckpointTooLarge is what Job.Checkpoint returns for a
+	// checkpoint over driver.MaxCheckpointBytes (64 KiB) once sealed:
+	// nothing is stored, the last checkpoint stands. A run that ends with
+	// Continue and such a checkpoint fails internal_error.
+	ErrCheckpointTooLarge = errors.New("jobs: checkpoint too large")
 	// ErrScheduleExists: the owner has a schedule of that name with
 	// another definition.
 	ErrScheduleExists = driver.ErrScheduleExists

@@ -2,10 +2,14 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -65,4 +69,140 @@ func TestRoutedJobRunsInItsKindsLane(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every send of a job goes to its own lane's queue, whoever sends it and
+// whichever lane its kind names: the enqueue, a continuation, a retry (the
+// requeue), a resubmit from the API, the sweeper's re-send of a job whose
+// message was lost, a park (waiting for a concurrency slot) and the wake
+// that follows it. A job enqueued into another lane than its kind's
+// (EnqueueOpts.Lane) stays there. Each message is delivered to its lane's
+// worker, as the lanes' event sources do.
+func TestEverySendKeepsTheJobInItsLane(t *testing.T) {
+	ctx := context.Background()
+	clock := jobstest.NewClock(jobstest.Epoch)
+	store, queue := jobstest.NewMemStore(clock), &jobstest.MemQueue{}
+	reg := jobs.NewRegistry()
+	var mu sync.Mutex
+	ran := map[string]int{}
+	jobs.MustRegister(reg, "steps", func(_ context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ran[job.ID]++; ran[job.ID] == 1 {
+			return jobs.NoResult{}, jobs.Continue(nil)
+		}
+		return jobs.NoResult{}, jobs.Retry(errors.New("again")) // until out of attempts
+	}, &jobs.KindOpts{Lane: "bulk", Retry: jobs.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second}})
+	// While one "held" job runs, the next one's delivery parks it.
+	var whileHeld func()
+	jobs.MustRegister(reg, "held", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		if f := whileHeld; f != nil {
+			whileHeld = nil
+			f()
+		}
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{Lane: "bulk", Concurrency: 1})
+	jobs.MustRegister(reg, "alert", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{Lane: "urgent"})
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := map[string]*jobs.Worker{}
+	for _, lane := range reg.Lanes() {
+		if workers[lane], err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Clock: clock, Lane: lane, CancelCheck: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lanes := map[string]string{} // job id -> the lane it must stay in
+	enqueue := func(kind, lane, want string) string {
+		t.Helper()
+		res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: kind, Payload: []byte(`{}`), EnqueueOpts: jobs.EnqueueOpts{Lane: lane}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lanes[res.Job.ID] = want
+		return res.Job.ID
+	}
+	deliver := func(id string) {
+		t.Helper()
+		resp, err := workers[lanes[id]].HandleSQS(ctx, sqsEvent(message.Encode(id)))
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("job %s: failures %v, err %v", id, resp.BatchItemFailures, err)
+		}
+	}
+	// sends runs do and checks that it sent a message for each of ids
+	// (else the scenario did not take the path), each message to its
+	// job's lane.
+	sends := func(what string, do func(), ids ...string) {
+		t.Helper()
+		before := len(queue.Messages())
+		do()
+		sent := map[string]bool{}
+		for _, m := range queue.Messages()[before:] {
+			sent[m.JobID] = true
+			if m.Lane != lanes[m.JobID] {
+				t.Errorf("%s: job %s sent to lane %q, want %q", what, m.JobID, m.Lane, lanes[m.JobID])
+			}
+		}
+		for _, id := range ids {
+			if !sent[id] {
+				t.Fatalf("%s: nothing sent for job %s: the scenario did not take that path", what, id)
+			}
+		}
+	}
+
+	var bulk, moved string
+	sends("enqueue", func() {
+		bulk = enqueue("steps", "", "bulk")          // its kind's lane
+		moved = enqueue("steps", "urgent", "urgent") // another lane than its kind's
+	})
+	for _, id := range []string{bulk, moved} {
+		sends("continuation", func() { deliver(id) }, id)
+		sends("retry", func() { deliver(id) }, id)
+		clock.Advance(time.Minute)
+		deliver(id) // out of attempts: failed
+		if rec, _ := store.Get(ctx, id); rec.Status != jobs.StatusFailed {
+			t.Fatalf("job %s %s after its retries, want failed", id, rec.Status)
+		}
+		sends("resubmit", func() {
+			if _, err := svc.Resubmit(ctx, "o", id); err != nil {
+				t.Fatal(err)
+			}
+		}, id)
+	}
+	queue.SetFail(errors.New("send lost"))
+	lost := enqueue("steps", "", "bulk")
+	queue.SetFail(nil)
+	clock.Advance(time.Hour) // past its dispatch grace
+	sends("sweeper's re-send", func() {
+		if _, err := sw.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}, lost)
+	first, second := enqueue("held", "", "bulk"), enqueue("held", "", "bulk")
+	sends("park", func() { whileHeld = func() { deliver(second) }; deliver(first) }, second)
+	if rec, _ := store.Get(ctx, second); rec.Status != jobs.StatusQueued || rec.WaitingOn != "concurrency" {
+		t.Fatalf("job %s %s waiting on %q, want queued, parked on its kind's concurrency", second, rec.Status, rec.WaitingOn)
+	}
+	// The park's own send (delayed to its backstop) and the wake's when
+	// the first freed its slot.
+	if n := countSent(queue, second); n < 3 {
+		t.Fatalf("%d messages of the parked job, want its enqueue, its park and its wake", n)
+	}
+}
+
+func countSent(q *jobstest.MemQueue, id string) int {
+	n := 0
+	for _, m := range q.Messages() {
+		if m.JobID == id {
+			n++
+		}
+	}
+	return n
 }

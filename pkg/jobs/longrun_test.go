@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
@@ -407,4 +408,205 @@ func TestEverySendCarriesTheTenantsGroup(t *testing.T) {
 			t.Errorf("message %+v: group %q, want %q", m, m.Group, want[m.JobID])
 		}
 	}
+}
+
+type paddedState struct {
+	Next int
+	Pad  string
+}
+
+// A checkpoint is bounded: over 64 KiB sealed, Job.Checkpoint refuses it
+// with ErrCheckpointTooLarge and stores nothing (the next run resumes
+// from the last one that fitted); one under the cap is stored. A run that
+// ends with Continue and an oversized checkpoint fails internal_error.
+func TestAnOversizedCheckpointIsRefused(t *testing.T) {
+	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+	reg := jobs.NewRegistry()
+	over := paddedState{Next: 99, Pad: strings.Repeat("x", driver.MaxCheckpointBytes)}
+	var refused, fitted error
+	var resumed []int
+	jobs.MustRegister(reg, "big", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		var st paddedState
+		if _, err := job.Resume(&st); err != nil {
+			return jobs.NoResult{}, err
+		}
+		resumed = append(resumed, st.Next)
+		if len(resumed) > 1 {
+			return jobs.NoResult{}, jobs.Continue(over)
+		}
+		// 40 KiB of JSON is about 54 KiB sealed: under the cap.
+		fitted = job.Checkpoint(ctx, paddedState{Next: 1, Pad: strings.Repeat("y", 40<<10)})
+		refused = job.Checkpoint(ctx, over)
+		return jobs.NoResult{}, jobs.Continue(nil)
+	}, nil)
+	sealer, _ := jobs.NewAESSealer(make([]byte, 32))
+	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, CancelCheck: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "big", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the run, then its continuation
+		if resp, _ := w.HandleSQS(context.Background(), sqsEvent(message.Encode(res.Job.ID))); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("failures %v", resp.BatchItemFailures)
+		}
+	}
+	if fitted != nil {
+		t.Fatalf("a checkpoint under the cap: %v, want stored", fitted)
+	}
+	if !errors.Is(refused, jobs.ErrCheckpointTooLarge) || strings.Contains(refused.Error(), "xxx") {
+		t.Fatalf("an oversized checkpoint: %v, want ErrCheckpointTooLarge, without its content", refused)
+	}
+	if len(resumed) != 2 || resumed[1] != 1 {
+		t.Fatalf("runs resumed from %v, want 0 then 1 (the oversized checkpoint was not stored)", resumed)
+	}
+	got, _ := store.Get(context.Background(), res.Job.ID)
+	if got.Status != jobs.StatusFailed || got.ErrorCode != jobs.CodeInternal || len(got.Checkpoint) > driver.MaxCheckpointBytes {
+		t.Fatalf("%s %q with a %d-byte checkpoint, want failed internal_error (Continue with an oversized checkpoint), the last one kept",
+			got.Status, got.ErrorCode, len(got.Checkpoint))
+	}
+}
+
+// The worker's own heartbeat path on fake time (testing/synctest): a
+// handler of a kind with a 30 s heartbeat lease that calls Job.Heartbeat
+// in a loop for five dispatch graces, in one 15-minute invocation, while
+// a Sweeper sweeps every minute, is never interrupted (the sweeper looks
+// at it and defers it) and ends succeeded on its first attempt. Then a
+// run whose worker dies (its handler blocks, its invocation makes no
+// call again) is interrupted by the sweeper once its lease has ended: no
+// earlier, and no later than the first sweep after it (a lease and a
+// sweeper period after its last heartbeat), long before the invocation's
+// deadline, the lease a run without heartbeats holds.
+func TestWorkerHeartbeatsKeepARunAliveOnFakeTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			grace, lease, sweepEvery = 2 * time.Minute, 30 * time.Second, time.Minute
+			invocation               = 15 * time.Minute
+		)
+		ctx := context.Background()
+		store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+		reg := jobs.NewRegistry()
+		dead := make(chan struct{}) // the dying run blocks on it
+		var mu sync.Mutex
+		lastBeat := map[string]time.Time{}
+		jobs.MustRegister(reg, "beat", func(ctx context.Context, job *jobs.Job[struct{ Die bool }]) (jobs.NoResult, error) {
+			start := time.Now()
+			for time.Since(start) < 5*grace {
+				if job.Payload.Die && time.Since(start) >= grace {
+					<-dead // the worker died: nothing more from this run
+					return jobs.NoResult{}, nil
+				}
+				time.Sleep(lease / 2)
+				if err := job.Heartbeat(ctx); err != nil {
+					return jobs.NoResult{}, err
+				}
+				mu.Lock()
+				lastBeat[job.ID] = time.Now()
+				mu.Unlock()
+			}
+			return jobs.NoResult{}, nil
+		}, &jobs.KindOpts{Lane: "long", Heartbeat: lease})
+		svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, DispatchGrace: grace})
+		w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Lane: "long", DispatchGrace: grace, CancelCheck: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Registry: reg, DispatchGrace: grace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The sweeper, every minute; each sweep's report.
+		var reps []jobs.SweepReport
+		sweepCtx, stopSweeps := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		defer func() { // also on a failure: the bubble ends with its goroutines
+			close(dead)
+			stopSweeps()
+			wg.Wait()
+		}()
+		wg.Go(func() {
+			tick := time.NewTicker(sweepEvery)
+			defer tick.Stop()
+			for {
+				select {
+				case <-sweepCtx.Done():
+					return
+				case <-tick.C:
+				}
+				rep, err := sw.Sweep(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				reps = append(reps, rep)
+				mu.Unlock()
+			}
+		})
+		// invoke runs one worker invocation of the job, as the long lane's
+		// event source would, in its own goroutine.
+		invoke := func(id string) {
+			wg.Go(func() {
+				ictx, cancel := context.WithTimeout(ctx, invocation)
+				defer cancel()
+				_, _ = w.HandleSQS(ictx, sqsEvent(message.Encode(id)))
+			})
+		}
+		enqueue := func(payload string) string {
+			res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "beat", Payload: []byte(payload)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.Job.ID
+		}
+
+		// 1. Heartbeats for five dispatch graces: never interrupted.
+		alive := enqueue(`{"Die":false}`)
+		start := time.Now()
+		invoke(alive)
+		for rec, _ := store.Get(ctx, alive); !rec.Status.Final(); rec, _ = store.Get(ctx, alive) {
+			if rec.Status != jobs.StatusRunning && rec.Status != jobs.StatusQueued {
+				t.Fatalf("the heartbeating run is %s at %v", rec.Status, time.Since(start))
+			}
+			time.Sleep(time.Second)
+		}
+		took := time.Since(start)
+		rec, _ := store.Get(ctx, alive)
+		mu.Lock()
+		var deferred, interrupted int
+		for _, r := range reps {
+			deferred, interrupted = deferred+r.Deferred, interrupted+r.Interrupted
+		}
+		mu.Unlock()
+		if rec.Status != jobs.StatusSucceeded || rec.Attempt != 1 || took < 5*grace || interrupted != 0 {
+			t.Fatalf("after %v: %s on attempt %d, %d interrupted by the sweeper; want succeeded on attempt 1 after 5 graces (%v), never interrupted",
+				took, rec.Status, rec.Attempt, interrupted, 5*grace)
+		}
+		if deferred < 5 {
+			t.Fatalf("the sweeper deferred the run %d times in %v: it did not judge it by its lease", deferred, took)
+		}
+
+		// 2. Its worker dies after a grace of heartbeats.
+		dying := enqueue(`{"Die":true}`)
+		invoke(dying)
+		for rec, _ := store.Get(ctx, dying); !rec.Status.Final(); rec, _ = store.Get(ctx, dying) {
+			time.Sleep(time.Second)
+		}
+		found := time.Now()
+		rec, _ = store.Get(ctx, dying)
+		mu.Lock()
+		last := lastBeat[dying]
+		mu.Unlock()
+		after := found.Sub(last)
+		if rec.Status != jobs.StatusFailed || rec.ErrorCode != jobs.CodeInterrupted {
+			t.Fatalf("the dead run: %s %q, want failed interrupted", rec.Status, rec.ErrorCode)
+		}
+		if bound := lease + sweepEvery + time.Second; after < lease || after > bound {
+			t.Fatalf("the dead run was interrupted %v after its last heartbeat, want after its %v lease and by the next sweep (%v); its invocation's deadline was %v",
+				after, lease, bound, invocation)
+		}
+		t.Logf("heartbeating run: %v, deferred %d times; dead run interrupted %v after its last heartbeat", took, deferred, after)
+	})
 }

@@ -558,7 +558,9 @@ func TestUnfinishedListingReadsOnlyTheUnfinished(t *testing.T) {
 
 // What work longer than one invocation adds, measured the same way: a
 // heartbeat, a run's first heartbeat (which moves the sweep time), a
-// checkpoint, and a continuation (its requeue and the next claim).
+// checkpoint, a continuation (its requeue and the next claim), and the
+// sweeper's look at a live heartbeating run (its read and the deferral of
+// its sweep entry); write units unless named read units.
 func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	ctx := context.Background()
@@ -599,6 +601,17 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 	checkpoint := measure(func() error {
 		return store.Checkpoint(ctx, rec.ID, "a", driver.Checkpoint{Data: make([]byte, 300), LeaseUntil: now.Add(40 * time.Second), At: now})
 	})
+	// The sweeper's look at a live heartbeating run, when its sweep entry
+	// comes due (about once per lease, at most once per sweep): it reads
+	// the job (a consistent read, 1 read unit under 4 KB), finds the lease
+	// renewed, and moves the entry to the lease's end.
+	sweepRead := measure(func() error {
+		_, err := store.Get(ctx, rec.ID)
+		return err
+	})
+	sweepMove := measure(func() error {
+		return store.Reschedule(ctx, rec.ID, driver.Expect{Status: jobs.StatusRunning, Token: "a"}, now.Add(41*time.Second))
+	})
 	continuation := measure(func() error {
 		if err := store.Requeue(ctx, rec.ID, "a", driver.Requeue{At: now, RunAt: now, SweepAt: now.Add(time.Minute), Continue: true}); err != nil {
 			return err
@@ -606,17 +619,20 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 		_, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "b", At: now, LeaseUntil: now.Add(time.Minute)})
 		return err
 	})
-	got := map[string]float64{"first heartbeat": first, "heartbeat": beat, "checkpoint (300 B)": checkpoint, "continuation": continuation}
+	got := map[string]float64{"first heartbeat": first, "heartbeat": beat, "checkpoint (300 B)": checkpoint, "continuation": continuation,
+		"sweeper's read (read units)": sweepRead, "sweeper's deferral": sweepMove}
 	want := map[string]float64{
-		"first heartbeat":    3, // 1 + the sweep entry moved (out 1, in 1)
-		"heartbeat":          1,
-		"checkpoint (300 B)": 1, // the item stays under 1 KB
-		"continuation":       8, // as a retry: requeue 1 + sweep key moved 2 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
+		"sweeper's read (read units)": 1,
+		"sweeper's deferral":          3, // 1 + the sweep entry moved (out 1, in 1)
+		"first heartbeat":             3, // 1 + the sweep entry moved (out 1, in 1)
+		"heartbeat":                   1,
+		"checkpoint (300 B)":          1, // the item stays under 1 KB
+		"continuation":                8, // as a retry: requeue 1 + sweep key moved 2 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
 	}
 	for name, w := range want {
-		t.Logf("%s: %v write units", name, got[name])
+		t.Logf("%s: %v units", name, got[name])
 		if got[name] != w {
-			t.Errorf("%s: %v write units, want %v", name, got[name], w)
+			t.Errorf("%s: %v units, want %v", name, got[name], w)
 		}
 	}
 }
