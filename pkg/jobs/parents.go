@@ -35,8 +35,8 @@ import (
 //
 // docs/DEPENDENCIES.md has the design and the costs.
 
-// MaxAfter bounds the jobs one job runs after (EnqueueOpts.After).
-const MaxAfter = 100
+// maxAfter bounds the jobs one job runs after (EnqueueOpts.After).
+const maxAfter = 100
 
 // maxDependents bounds the jobs that run after one job, checked when a
 // dependent is enqueued (concurrent enqueues may take a parent a few
@@ -64,8 +64,8 @@ func checkAfter(o EnqueueOpts) error {
 	if len(o.After) == 0 {
 		return nil
 	}
-	if len(o.After) > MaxAfter {
-		return refuse(codeInvalidRequest, fmt.Sprintf(`"after": at most %d jobs`, MaxAfter))
+	if len(o.After) > maxAfter {
+		return refuse(codeInvalidRequest, fmt.Sprintf(`"after": at most %d jobs`, maxAfter))
 	}
 	if o.UniqueKey != "" {
 		return refuse(codeInvalidRequest, `"after" cannot be combined with "unique_key"`)

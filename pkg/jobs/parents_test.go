@@ -441,7 +441,7 @@ func TestAfterIsValidatedAndChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	many := make([]string, jobs.MaxAfter+1)
+	many := make([]string, 101)
 	for i := range many {
 		many[i] = a.ID
 	}

@@ -65,7 +65,7 @@ type EnqueueOpts struct {
 	// StartBy, when set, is when a job that has not started ends
 	// cancelled, code expired, instead of running late.
 	StartBy time.Time
-	// After names jobs of the owner's (at most MaxAfter, each with at
+	// After names jobs of the owner's (at most 100, each with at
 	// most 100 jobs after it) that must all succeed before this one runs:
 	// it waits until then (View.WaitingOn "parents"), spending no attempt.
 	// If one fails or is cancelled, this job ends cancelled, code
