@@ -658,8 +658,9 @@ const (
 	// afterUnique frees the unique key the job held (a uniqueness until
 	// the job finished, or a start that could not free it).
 	afterUnique = "unique"
-	// afterFollowUp and afterEvent: see events.go. The event runs last,
-	// once every other step has: it is batched (announce).
+	// afterFollowUp and afterEvent: see events.go; afterDependents:
+	// parents.go. The event runs last, once every other step has: it is
+	// batched (announce).
 )
 
 // afterSteps returns the post-outcome steps of rec's outcome st; none for
