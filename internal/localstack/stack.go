@@ -411,7 +411,8 @@ func (s *Stack) startFunctions(ctx context.Context) (api apiFunctions, err error
 	// signing as its own function.
 	s.laneWorkers = map[string]*Function{}
 	for _, lane := range slices.Sorted(maps.Keys(s.Lanes)) {
-		w, err := s.startFunctionAs(ctx, "worker", lane, iamcalls.LaneWorker(lane), cfg.WorkerTimeout, "JOBS_LANE="+lane)
+		w, err := s.startFunctionAs(ctx, instanceOf{name: "worker", instance: lane, principal: iamcalls.LaneWorker(lane), timeout: cfg.WorkerTimeout,
+			env: []string{"JOBS_LANE=" + lane}})
 		if err != nil {
 			return api, err
 		}
@@ -428,20 +429,30 @@ func (s *Stack) startFunctions(ctx context.Context) (api apiFunctions, err error
 // emulator, with the functions' environment, its own identity and
 // timeout.
 func (s *Stack) startFunction(ctx context.Context, name, instance string, timeout time.Duration) (*Function, error) {
-	return s.startFunctionAs(ctx, name, instance, name, timeout)
+	return s.startFunctionAs(ctx, instanceOf{name: name, instance: instance, principal: name, timeout: timeout})
 }
 
-// startFunctionAs is startFunction signing as principal (iamcalls), with
-// more environment.
-func (s *Stack) startFunctionAs(ctx context.Context, name, instance, principal string, timeout time.Duration, more ...string) (*Function, error) {
+// instanceOf is one instance of a function: the function's name, the
+// instance's ("" for the only one), the principal it signs as
+// (iamcalls), its timeout, and environment beside the functions'.
+type instanceOf struct {
+	name, instance, principal string
+	timeout                   time.Duration
+	env                       []string
+}
+
+// startFunctionAs is startFunction for the instance fi: signing as its
+// principal, with its environment.
+func (s *Stack) startFunctionAs(ctx context.Context, fi instanceOf) (*Function, error) {
 	cfg := s.cfg
+	name, timeout := fi.name, fi.timeout
 	label := name
-	if instance != "" {
-		label = name + "-" + instance
+	if fi.instance != "" {
+		label = name + "-" + fi.instance
 	}
 	// Each function signs as itself (iamcalls: its role in AWS).
-	fenv := append(slices.Clone(s.env), "JOBS_FUNCTION="+name, "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(principal))
-	fenv = append(fenv, more...)
+	fenv := append(slices.Clone(s.env), "JOBS_FUNCTION="+name, "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(fi.principal))
+	fenv = append(fenv, fi.env...)
 	if name == "worker" {
 		// As the construct sets it: the worker refuses a kind that
 		// needs more handler time than its invocations have.
