@@ -241,8 +241,8 @@ func (s *Jobs) laneWorkers() {
 		l := lane.Config
 		timeout := l.WorkerTimeout
 		fn := s.function("worker", "worker-"+name, l.WorkerMemoryMB, min(timeout, 15*time.Minute))
-		fn.AddEnvironment(jsii.String("JOBS_LANE"), jsii.String(name), nil)
-		fn.AddEnvironment(jsii.String("JOBS_WORKER_TIMEOUT"), jsii.String(timeout.String()), nil)
+		s.tell(fn, "JOBS_LANE", jsii.String(name))
+		s.tell(fn, "JOBS_WORKER_TIMEOUT", jsii.String(timeout.String()))
 		if timeout > 15*time.Minute {
 			// CDK's Function refuses more than 15 minutes; Lambda accepts
 			// up to 90 on managed instances.

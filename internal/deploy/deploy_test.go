@@ -67,3 +67,17 @@ func TestRoutesAreUnambiguous(t *testing.T) {
 		}
 	}
 }
+
+// Every variable lambdafn.NewService reads (what GrantEnqueue passes on)
+// is a variable of the descriptor that the enqueue function reads.
+func TestServiceVarsAreTheEnqueueFunctions(t *testing.T) {
+	for _, name := range ServiceVars {
+		v, ok := Lookup(name)
+		switch {
+		case !ok:
+			t.Errorf("ServiceVars lists %s, which Env does not", name)
+		case !v.ReadBy(Enqueue):
+			t.Errorf("ServiceVars lists %s, which the enqueue function does not read", name)
+		}
+	}
+}

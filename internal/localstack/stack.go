@@ -136,11 +136,9 @@ type Stack struct {
 
 	cfg Config
 	// env is every function's environment (setFunctionEnv).
-	env []string
-	// payloadKey is the JOBS_PAYLOAD_KEY=... the functions seal with.
-	payloadKey string
-	calls      *iamcalls.Recorder
-	proxies    []*iamcalls.Proxy
+	env     []string
+	calls   *iamcalls.Recorder
+	proxies []*iamcalls.Proxy
 	// The endpoints the principals of the deployment call: the emulators',
 	// or a recording proxy in front of each.
 	ddbFor, sqsFor string
@@ -333,11 +331,6 @@ func (s *Stack) setFunctionEnv() error {
 			return err
 		}
 		keyEnv = append(keyEnv, "JOBS_PAYLOAD_KEY="+base64.StdEncoding.EncodeToString(key))
-	}
-	for _, e := range append(keyEnv, cfg.FunctionEnv...) {
-		if strings.HasPrefix(e, "JOBS_PAYLOAD_KEY=") {
-			s.payloadKey = e
-		}
 	}
 	env := append([]string{
 		"JOBS_TABLE=" + cfg.Table,
@@ -780,21 +773,26 @@ func (s *Stack) laneEnv() []string {
 
 // EnqueuerEnv is the environment a program of a team's needs to enqueue
 // into this stack with lambdafn.NewService, as jobsinfra's GrantEnqueue
-// gives a function in AWS: the table, the queue, the emulators' endpoints,
-// the payload key, the other lanes' queues, and credentials that sign as iamcalls.Enqueuer (so its
-// calls are recorded and evaluated against GrantEnqueue's policy).
-// lambdajobs-local prints it at start.
+// gives a function in AWS: each variable NewService reads
+// (deploy.ServiceVars) that the functions are given, with their values
+// (the table, the queues, the payload key, and any of the stack's
+// Config.FunctionEnv), the emulators' endpoints, and credentials that sign
+// as iamcalls.Enqueuer (so its calls are recorded and evaluated against
+// GrantEnqueue's policy). lambdajobs-local prints it at start.
 func (s *Stack) EnqueuerEnv() []string {
-	return append([]string{
-		"JOBS_TABLE=" + s.Table,
-		"JOBS_QUEUE_URL=" + s.Queues.Queue,
-		s.payloadKey,
-		"AWS_ENDPOINT_URL_DYNAMODB=" + s.ddbFor,
-		"AWS_ENDPOINT_URL_SQS=" + s.sqsFor,
-		"AWS_REGION=" + localaws.Region,
-		"AWS_ACCESS_KEY_ID=" + iamcalls.AccessKeyID(iamcalls.Enqueuer),
+	var out []string
+	for _, kv := range s.env {
+		if name, _, _ := strings.Cut(kv, "="); slices.Contains(deploy.ServiceVars, name) {
+			out = append(out, kv)
+		}
+	}
+	return append(out,
+		"AWS_ENDPOINT_URL_DYNAMODB="+s.ddbFor,
+		"AWS_ENDPOINT_URL_SQS="+s.sqsFor,
+		"AWS_REGION="+localaws.Region,
+		"AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(iamcalls.Enqueuer),
 		"AWS_SECRET_ACCESS_KEY=local",
-	}, s.laneEnv()...)
+	)
 }
 
 // DynamoDBAs and SQSAs return clients that sign as a principal of the
