@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -79,5 +81,50 @@ func TestServiceVarsAreTheEnqueueFunctions(t *testing.T) {
 		case !v.ReadBy(Enqueue):
 			t.Errorf("ServiceVars lists %s, which the enqueue function does not read", name)
 		}
+	}
+}
+
+// Every list of the deployment's functions written out in the repository
+// (in a comment or a doc: enqueue, getjob and the rest, in their order)
+// names all of them: a list that forgot one (the quickstart's main named
+// five) fails.
+func TestWrittenListsOfTheFunctionsNameThemAll(t *testing.T) {
+	root := filepath.Join("..", "..")
+	list := regexp.MustCompile(`enqueue, getjob, cancel, ` + `worker[^);.]*`)
+	// A list may wrap over comment lines.
+	wrap := regexp.MustCompile(`\s*\n\s*(?://\s*)?`)
+	found := 0
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (n == "node_modules" || n == "build" || n == "bin" || n == "cdk.out" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if ext := filepath.Ext(path); ext != ".go" && ext != ".md" {
+			return nil
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range list.FindAllString(wrap.ReplaceAllString(string(raw), " "), -1) {
+			found++
+			for _, fn := range FunctionNames() {
+				if !regexp.MustCompile(`\b` + fn + `\b`).MatchString(m) {
+					t.Errorf("%s lists the functions as %q, without %s", path, m, fn)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found == 0 {
+		t.Fatal("found no list of the functions: the walk missed the repository")
 	}
 }

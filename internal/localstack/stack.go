@@ -44,8 +44,8 @@ type Config struct {
 	// directory when empty.
 	Root string
 	// Bootstraps is the folder holding <function>/bootstrap (enqueue, getjob,
-	// cancel, worker, sweeper) built for this
-	// machine (make build-local).
+	// cancel, worker, sweeper, schedules) built for this machine (make
+	// build-local).
 	Bootstraps string
 	// Bootstrap, when set, is one bootstrap that serves every function
 	// (lambdafn.Serve); each is told its role in JOBS_FUNCTION, as the CDK
