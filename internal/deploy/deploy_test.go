@@ -19,7 +19,7 @@ func TestConfigurationDocIsRenderedFromTheDescriptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(raw)
-	for _, sec := range []struct{ name, table string }{{"env", EnvTable()}, {"routes", RouteTable()}} {
+	for _, sec := range []struct{ name, table string }{{"env", EnvTable()}, {"service", ServiceList()}, {"routes", RouteTable()}} {
 		begin, end := "<!-- deploy:"+sec.name+" -->\n", "<!-- /deploy:"+sec.name+" -->"
 		i, j := strings.Index(doc, begin), strings.Index(doc, end)
 		if i < 0 || j < i {

@@ -145,6 +145,15 @@ func EnvTable() string {
 	return b.String()
 }
 
+// ServiceList renders ServiceVars as the list of docs/CONFIGURATION.md.
+func ServiceList() string {
+	names := make([]string, len(ServiceVars))
+	for i, n := range ServiceVars {
+		names[i] = "`" + n + "`"
+	}
+	return strings.Join(names, ", ") + ".\n"
+}
+
 // RouteTable renders Routes as the Markdown table of docs/CONFIGURATION.md.
 func RouteTable() string {
 	var b strings.Builder
