@@ -167,6 +167,18 @@ func (e *engine) decide(ctx context.Context, r run, ex execution) ending {
 	return e.finish(ctx, log, r, ex)
 }
 
+// retentionOf is how long a finished job of kind stays readable: its
+// kind's KindOpts.Retention, else the deployment's. Every final write of a
+// job takes its expiry from here.
+func (e *engine) retentionOf(kind string) time.Duration {
+	if e.reg != nil {
+		if k, ok := e.reg.lookup(kind); ok && k.retention > 0 {
+			return k.retention
+		}
+	}
+	return e.retention
+}
+
 // interrupt settles a running job whose lease has ended (its worker died
 // or never landed its final write): a retry if its kind allows one, else
 // failed as interrupted; cancelled if its owner cancelled it. Conditional on
@@ -181,12 +193,7 @@ func (e *engine) interrupt(ctx context.Context, cur *driver.Record) ending {
 func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex execution) ending {
 	rec := r.rec
 	at := e.now()
-	retention := e.retention
-	if e.reg != nil {
-		if k, ok := e.reg.lookup(rec.Kind); ok && k.retention > 0 {
-			retention = k.retention
-		}
-	}
+	retention := e.retentionOf(rec.Kind)
 	var out driver.Outcome
 	write := func(ex execution) error {
 		out = driver.Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(retention),
@@ -536,7 +543,7 @@ func (e *engine) resubmit(ctx context.Context, rec *driver.Record) error {
 func (e *engine) cancelQueued(ctx context.Context, rec *driver.Record) error {
 	now := e.now()
 	steps, seq := afterSteps(rec, StatusCancelled), outcomeSeq(rec)
-	err := e.store.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(e.retention), After: steps, Seq: seq})
+	err := e.store.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(e.retentionOf(rec.Kind)), After: steps, Seq: seq})
 	if ownWrite(err, StatusCancelled, now) {
 		err = nil // our cancel landed; its answer was lost
 	}
