@@ -44,8 +44,8 @@ func lanes(ctx context.Context) (lanesResult, error) {
 		return lanesResult{}, err
 	}
 	defer stack.Stop()
-	race, err := stack.UrgentBehindBulk(ctx, examplekinds.HoldBulk, json.RawMessage(`{"ms":100}`), lanesBulk,
-		examplekinds.HoldUrgent, json.RawMessage(`{"ms":0}`), lanesUrgent)
+	race, err := stack.UrgentBehindBulk(ctx, localstack.LaneLoad{Kind: examplekinds.HoldBulk, Payload: json.RawMessage(`{"ms":100}`), Jobs: lanesBulk},
+		localstack.LaneLoad{Kind: examplekinds.HoldUrgent, Payload: json.RawMessage(`{"ms":0}`), Jobs: lanesUrgent})
 	if err != nil {
 		return lanesResult{}, err
 	}

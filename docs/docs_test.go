@@ -1,7 +1,8 @@
 // Package docs holds the project's documentation; its test checks what a
 // reader relies on: the README stays a landing page, every relative link
 // leads somewhere, and no figure contradicts where it is measured
-// (CAPACITY.md for write units, BENCHMARKS.md for requests and dollars).
+// (CAPACITY.md for write and read units, BENCHMARKS.md for requests and
+// dollars).
 package docs
 
 import (
@@ -78,7 +79,10 @@ var (
 
 // A job's write units are measured once (CAPACITY.md) and its dollars once
 // (BENCHMARKS.md): the benchmark's own write units agree with the first,
-// and any doc that states either states the measured figure.
+// any doc that states either states the measured figure, and any doc
+// (BENCHMARKS.md included) that states the units of a job shape
+// CAPACITY.md measures (a transactional enqueue, a retry, a cancel, a job
+// of a batch, "what is running now?") states CAPACITY.md's.
 func TestFiguresAgreeWithWhereTheyAreMeasured(t *testing.T) {
 	capacity, bench := read(t, "CAPACITY.md"), read(t, "BENCHMARKS.md")
 	m := capacityPerJob.FindStringSubmatch(capacity)
@@ -97,7 +101,9 @@ func TestFiguresAgreeWithWhereTheyAreMeasured(t *testing.T) {
 	if mm := benchMeasured.FindStringSubmatch(bench); mm == nil || mm[1] != dollars {
 		t.Errorf("BENCHMARKS.md's summary says %v, its table $%s", mm, dollars)
 	}
-	for path, text := range markdown(t) {
+	docs := markdown(t)
+	shapesAgree(t, docs)
+	for path, text := range docs {
 		if path == "CAPACITY.md" || path == "BENCHMARKS.md" {
 			continue
 		}
@@ -113,6 +119,73 @@ func TestFiguresAgreeWithWhereTheyAreMeasured(t *testing.T) {
 		}
 	}
 }
+
+// shapes are the job shapes whose units CAPACITY.md measures: measured
+// finds the figure there, claims find a statement of it elsewhere (in
+// text whose whitespace is folded to single spaces).
+var shapes = []struct {
+	name     string
+	measured *regexp.Regexp
+	claims   []*regexp.Regexp
+}{
+	{"a job enqueued inside the caller's own transaction", regexp.MustCompile(`costs \*\*(\d+)\*\* write units for its put`), []*regexp.Regexp{
+		regexp.MustCompile(`(?i)\b(?:inside|in|within) (?:the caller's|your) own (?:DynamoDB )?transaction\b[^.;]*?\b(?:costs|pays|takes) \**(\d+)\b`),
+		regexp.MustCompile(`(?i)\btransactional (?:enqueue|put)s? (?:costs|pays|takes) \**(\d+)\b`),
+	}},
+	{"each retry", regexp.MustCompile(`\| each retry \| \*\*(\d+)\*\*`), []*regexp.Regexp{
+		regexp.MustCompile(`(?i)\b(?:each|a) retry (?:costs|pays|adds|takes) \**(\d+)\b`),
+	}},
+	{"cancelling a queued job", regexp.MustCompile(`\| cancel a queued job \| \*\*(\d+)\*\*`), []*regexp.Regexp{
+		regexp.MustCompile(`(?i)\bcancel(?:ling|ing)? a queued (?:job|one) (?:costs |pays |takes )?\**(\d+)\b`),
+	}},
+	{"cancelling a running job", regexp.MustCompile(`\| cancel a running job \| \*\*(\d+)\*\*`), []*regexp.Regexp{
+		regexp.MustCompile(`(?i)\bcancel(?:ling|ing)? a running (?:job|one) (?:costs |pays |takes )?\**(\d+)\b`),
+	}},
+	{"a retry from the API", regexp.MustCompile(`\| retry from the API[^|]*\| \*\*(\d+)\*\*`), []*regexp.Regexp{
+		regexp.MustCompile(`(?i)\b(?:a )?retry (?:from|through) the API (?:costs|pays|takes) \**(\d+)\b`),
+	}},
+	{"a job of a batch", regexp.MustCompile(`A job of a batch costs \*\*(\d+)\*\* write units`), []*regexp.Regexp{
+		regexp.MustCompile(`(?i)\b(?:a|each) (?:job of a batch|batched job) (?:costs|pays|takes) \**(\d+)\b`),
+	}},
+	{`"what is running now?" for an owner's 3 running jobs`, regexp.MustCompile(`\| the 3 running jobs of an owner[^|]*\| ([\d.]+),`), []*regexp.Regexp{
+		regexp.MustCompile(`(?i)what is running now\?"?[^.;]*?\b([\d.]+) read units`),
+	}},
+}
+
+var whitespace = regexp.MustCompile(`\s+`)
+
+// shapesAgree checks that every statement of a job shape's write or read
+// units in docs (the README, the docs with BENCHMARKS.md's text, the
+// CHANGELOG) agrees with CAPACITY.md, where the tests measure them: a
+// stale figure left behind by a change of the measured one fails here
+// (better: link to it).
+func shapesAgree(t *testing.T, docs map[string]string) {
+	t.Helper()
+	capacity := whitespace.ReplaceAllString(read(t, "CAPACITY.md"), " ")
+	for _, sh := range shapes {
+		m := sh.measured.FindStringSubmatch(capacity)
+		if m == nil {
+			t.Errorf("CAPACITY.md no longer states %s's units as this test reads them", sh.name)
+			continue
+		}
+		for path, text := range docs {
+			if path == "CAPACITY.md" {
+				continue
+			}
+			text = whitespace.ReplaceAllString(fenced.ReplaceAllString(text, ""), " ")
+			for _, claim := range sh.claims {
+				for _, c := range claim.FindAllStringSubmatch(text, -1) {
+					if c[1] != m[1] {
+						t.Errorf("%s says %q: %s costs %s, CAPACITY.md measures %s (link to it instead)", path, c[0], sh.name, c[1], m[1])
+					}
+				}
+			}
+		}
+	}
+}
+
+// fenced is a fenced code block.
+var fenced = regexp.MustCompile("(?s)```.*?```")
 
 // The quickstart is what a team copies: its tests run jobs through
 // jobstest.Runner and the local stack, never by writing the queue's wire

@@ -79,14 +79,14 @@ func (s *Jobs) grantSendTo(grantee awsiam.IGrantable, roleARN *string, arns *[]*
 // tells it where it is.
 func (s *Jobs) grantKeyRing(fn awslambda.Function) awsiam.Grant {
 	g := s.grantSecret(fn, s.payloadSecret, s.payloadReaders)
-	fn.AddEnvironment(jsii.String("JOBS_PAYLOAD_KEYRING_SECRET"), s.payloadSecret.SecretArn(), nil)
+	s.tell(fn, "JOBS_PAYLOAD_KEYRING_SECRET", s.payloadSecret.SecretArn())
 	return g
 }
 
 // grantPageKey lets fn read the page token key, at cold start.
 func (s *Jobs) grantPageKey(fn awslambda.Function) {
 	s.grantSecret(fn, s.pageSecret, s.pageReaders)
-	fn.AddEnvironment(jsii.String("JOBS_PAGE_TOKEN_SECRET"), s.pageSecret.SecretArn(), nil)
+	s.tell(fn, "JOBS_PAGE_TOKEN_SECRET", s.pageSecret.SecretArn())
 }
 
 func (s *Jobs) grantSecret(fn awslambda.Function, secret awssecretsmanager.Secret, readers *principals) awsiam.Grant {
@@ -131,12 +131,15 @@ func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 // + TransactPut + Dispatch inside its own DynamoDB transaction). It grants
 // exactly what the construct's enqueue function does on the jobs table
 // (dynamodb:PutItem for a job; UpdateItem, GetItem and BatchGetItem for a
-// batch) and sqs:SendMessage on the queue (and makes the function one of
-// the queue's known senders), and sets the
-// environment lambdafn.ConfigFromEnv reads (JOBS_TABLE, JOBS_QUEUE_URL,
-// JOBS_DISPATCH_GRACE, and JOBS_PAYLOAD_KEYRING_SECRET with
-// secretsmanager:GetSecretValue on the key ring). The function's own items
-// in the same transaction need their own grants.
+// batch) and sqs:SendMessage on every lane's queue (and makes the function
+// one of the queues' known senders), secretsmanager:GetSecretValue on the
+// payload key ring, and tells the function the environment lambdafn.NewService
+// reads (internal/deploy's ServiceVars) with the values the construct's
+// own enqueue function has: the table, the queues, the dispatch graces,
+// the retention, the key ring's secret and which kinds announce their
+// outcomes (JOBS_EVENTS), so its jobs are stored, sent, sealed and
+// announced as the enqueue function's are. The function's own items in
+// the same transaction need their own grants.
 //
 // It takes an awslambda.Function, not an awsiam.IGrantable, because it
 // also sets the function's environment (AddEnvironment) and names its role
@@ -147,14 +150,14 @@ func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 // senders are not part of it.
 func (s *Jobs) GrantEnqueue(fn awslambda.Function) awsiam.Grant {
 	put := allow(fn, enqueueTableActions, s.Table.TableArn())
-	g := combine(put, s.grantKey(fn, keyWrite), s.grantSend(fn, fn.Role().RoleArn()))
-	fn.AddEnvironment(jsii.String("JOBS_TABLE"), s.Table.TableName(), nil)
-	fn.AddEnvironment(jsii.String("JOBS_QUEUE_URL"), s.Queue.QueueUrl(), nil)
-	fn.AddEnvironment(jsii.String("JOBS_DISPATCH_GRACE"), jsii.String(s.cfg.DispatchGrace.String()), nil)
-	for k, v := range s.laneEnv() {
-		fn.AddEnvironment(jsii.String(k), v, nil)
+	g := combine(put, s.grantKey(fn, keyWrite), s.grantSend(fn, fn.Role().RoleArn()), s.grantSecret(fn, s.payloadSecret, s.payloadReaders))
+	told := s.told[*s.Enqueue.Node().Path()]
+	for _, name := range deploy.ServiceVars {
+		if v, ok := told[name]; ok {
+			fn.AddEnvironment(jsii.String(name), v, nil)
+		}
 	}
-	return combine(g, s.grantKeyRing(fn))
+	return g
 }
 
 // callerRoutes are the API's routes for callers (all but the operators').

@@ -4,11 +4,15 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
@@ -98,7 +102,7 @@ func TestGrantEnqueue(t *testing.T) {
 		t.Fatal("no orders function")
 	}
 	vars := jsonString(fn["Environment"])
-	for _, v := range []string{"JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_DISPATCH_GRACE", "JOBS_PAYLOAD_KEYRING_SECRET"} {
+	for _, v := range []string{"JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_DISPATCH_GRACE", "JOBS_RETENTION", "JOBS_EVENTS", "JOBS_PAYLOAD_KEYRING_SECRET"} {
 		if !strings.Contains(vars, v) {
 			t.Errorf("orders function lacks %s: %s", v, vars)
 		}
@@ -115,6 +119,56 @@ func TestGrantEnqueue(t *testing.T) {
 	}
 	if got := strings.Join(actions, " "); got != `["dynamodb:BatchGetItem","dynamodb:GetItem","dynamodb:PutItem","dynamodb:UpdateItem"] "sqs:SendMessage" "secretsmanager:GetSecretValue"` {
 		t.Errorf("orders function may %s, want exactly the enqueue function's table actions (jobs and batches), SendMessage and reading the key ring", got)
+	}
+}
+
+// A function given GrantEnqueue is told every variable lambdafn.NewService
+// reads (deploy.ServiceVars) that the construct tells its own enqueue
+// function, with the same value: its jobs are stored, sent to their lanes,
+// swept, sealed, kept and announced as the enqueue function's are. The
+// stack has lanes, a retention and JOBS_EVENTS=all away from their
+// defaults, so a variable left out or set otherwise shows.
+func TestGrantEnqueueTellsWhatTheEnqueueFunctionIsTold(t *testing.T) {
+	cfg := DevConfig("granted")
+	cfg.AllEvents = true
+	cfg.Retention = 30 * 24 * time.Hour
+	app := awscdk.NewApp(&awscdk.AppProps{Context: cdkContext(t), Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("lambdajobs-granted"), nil)
+	j := NewJobs(stack, "Jobs", &JobsProps{Config: cfg, Bootstraps: fakeBootstraps(t), Lanes: []string{LaneUrgent}})
+	orders := awslambda.NewFunction(stack, jsii.String("Orders"), &awslambda.FunctionProps{
+		Runtime: awslambda.Runtime_PROVIDED_AL2023(), Handler: jsii.String("bootstrap"),
+		Code: awslambda.Code_FromAsset(jsii.String(j.asset("enqueue")), nil),
+	})
+	j.GrantEnqueue(orders)
+	resources := (*assertions.Template_FromStack(stack, nil).ToJSON())["Resources"].(map[string]any)
+	envOf := func(fn awslambda.Function) map[string]any {
+		id := *stack.GetLogicalId(fn.Node().DefaultChild().(awscdk.CfnElement))
+		return props(resources[id].(map[string]any))["Environment"].(map[string]any)["Variables"].(map[string]any)
+	}
+	enqueue, granted := envOf(j.Enqueue), envOf(orders)
+	passed := 0
+	for _, name := range deploy.ServiceVars {
+		want, ok := enqueue[name]
+		if !ok {
+			if got, ok := granted[name]; ok {
+				t.Errorf("%s: the granted function is told %s, the enqueue function nothing", name, jsonString(got))
+			}
+			continue
+		}
+		passed++
+		if got := granted[name]; jsonString(got) != jsonString(want) {
+			t.Errorf("%s: the granted function is told %s, the enqueue function %s", name, jsonString(got), jsonString(want))
+		}
+	}
+	for name, want := range map[string]string{"JOBS_EVENTS": `"all"`, "JOBS_RETENTION": `"720h0m0s"`} {
+		if got := jsonString(enqueue[name]); got != want {
+			t.Errorf("the enqueue function is told %s=%s, want %s: the stack does not exercise it", name, got, want)
+		}
+	}
+	// The table, the queue, the lanes' queues and graces, the dispatch
+	// grace, the retention, the key ring and JOBS_EVENTS.
+	if passed != 8 {
+		t.Errorf("%d of ServiceVars passed on, want 8 (the enqueue function is told %v)", passed, enqueue)
 	}
 }
 

@@ -30,10 +30,10 @@ func (s *Jobs) events() {
 	tell := func(name string, f awslambda.Function) {
 		if busVar.ReadBy(name) {
 			s.GrantPutEvents(f)
-			f.AddEnvironment(jsii.String(busVar.Name), s.EventBus.EventBusArn(), nil)
+			s.tell(f, busVar.Name, s.EventBus.EventBusArn())
 		}
 		if modeVar.ReadBy(name) {
-			f.AddEnvironment(jsii.String(modeVar.Name), jsii.String(mode), nil)
+			s.tell(f, modeVar.Name, jsii.String(mode))
 		}
 	}
 	for _, name := range FunctionNames {

@@ -50,12 +50,12 @@ func (s *Jobs) functions() {
 	}
 	// The worker refuses to start with a kind whose minimum run time
 	// (KindOpts.MinRunTime) its invocations cannot give (jobs.WorkerConfig.Timeout).
-	s.Worker.AddEnvironment(jsii.String("JOBS_WORKER_TIMEOUT"), jsii.String(cfg.WorkerTimeout.String()), nil)
+	s.tell(s.Worker, "JOBS_WORKER_TIMEOUT", jsii.String(cfg.WorkerTimeout.String()))
 	s.deadlineEnv(s.Worker, cfg.lane(""))
 	s.Lanes[""].Worker = s.Worker
 	if sources := cfg.sources(); sources != "" {
 		// The worker refuses to start if a source has no route in its code.
-		s.Worker.AddEnvironment(jsii.String("JOBS_SOURCES"), jsii.String(sources), nil)
+		s.tell(s.Worker, "JOBS_SOURCES", jsii.String(sources))
 	}
 }
 
@@ -81,6 +81,7 @@ func (s *Jobs) function(name, id string, memory int, timeout time.Duration) awsl
 	s.overrides.function(name, props)
 	s.fixFunction(props, fixed)
 	f := awslambda.NewFunction(s.Construct, jsii.String(id), props)
+	s.told[*f.Node().Path()] = s.ownEnv(name)
 	if id == name {
 		s.Functions[name] = f
 	}
@@ -179,6 +180,15 @@ func (s *Jobs) functionEnv(name string) map[string]*string {
 	return env
 }
 
+// tell sets the variable name of f's environment to v, and records it
+// among what the construct told f (told) when f is one of its own.
+func (s *Jobs) tell(f awslambda.Function, name string, v *string) {
+	f.AddEnvironment(jsii.String(name), v, nil)
+	if told, ok := s.told[*f.Node().Path()]; ok {
+		told[name] = v
+	}
+}
+
 // ownEnv is what the construct tells a function at creation: its role
 // (JOBS_FUNCTION) and what every function is told.
 func (s *Jobs) ownEnv(name string) map[string]*string {
@@ -246,7 +256,7 @@ func (s *Jobs) apiPermissions() {
 		allow(f, []string{"dynamodb:BatchGetItem"}, table)
 		s.grantPageKey(f)
 		// Operators: Config.Operators, and the roles given GrantOperate.
-		f.AddEnvironment(jsii.String("JOBS_OPERATORS"), awscdk.Lazy_String(&joined{s.operators}, nil), nil)
+		s.tell(f, "JOBS_OPERATORS", awscdk.Lazy_String(&joined{s.operators}, nil))
 	}
 	for _, op := range s.cfg.Operators {
 		s.operators.add(jsii.String(op))
@@ -258,7 +268,7 @@ func (s *Jobs) apiPermissions() {
 	allow(cancelFn, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}, s.DLQ.QueueArn())
 	// ...and show every lane's queue depth beside the DLQ's.
 	allow(cancelFn, []string{"sqs:GetQueueAttributes"}, *s.queueARNs()...)
-	cancelFn.AddEnvironment(jsii.String("JOBS_DLQ_URL"), s.DLQ.QueueUrl(), nil)
+	s.tell(cancelFn, "JOBS_DLQ_URL", s.DLQ.QueueUrl())
 }
 
 // backgroundPermissions grants the worker and the sweeper exactly their

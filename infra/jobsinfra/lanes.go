@@ -143,8 +143,8 @@ func (c Config) deadlines(l LaneConfig) jobs.Deadlines {
 // functions' shared JOBS_HANDLER_RESERVE and JOBS_FINAL_WRITE_TIMEOUT).
 func (s *Jobs) deadlineEnv(fn awslambda.Function, l LaneConfig) {
 	d := s.cfg.deadlines(l)
-	fn.AddEnvironment(jsii.String("JOBS_HANDLER_RESERVE"), jsii.String(d.Reserve.String()), nil)
-	fn.AddEnvironment(jsii.String("JOBS_FINAL_WRITE_TIMEOUT"), jsii.String(d.FinalWrite.String()), nil)
+	s.tell(fn, "JOBS_HANDLER_RESERVE", jsii.String(d.Reserve.String()))
+	s.tell(fn, "JOBS_FINAL_WRITE_TIMEOUT", jsii.String(d.FinalWrite.String()))
 }
 
 // validateLanes checks Config.Lanes.
@@ -259,8 +259,8 @@ func (s *Jobs) laneWorkers() {
 		l := lane.Config
 		timeout := l.WorkerTimeout
 		fn := s.function("worker", "worker-"+name, l.WorkerMemoryMB, min(timeout, 15*time.Minute))
-		fn.AddEnvironment(jsii.String("JOBS_LANE"), jsii.String(name), nil)
-		fn.AddEnvironment(jsii.String("JOBS_WORKER_TIMEOUT"), jsii.String(timeout.String()), nil)
+		s.tell(fn, "JOBS_LANE", jsii.String(name))
+		s.tell(fn, "JOBS_WORKER_TIMEOUT", jsii.String(timeout.String()))
 		s.deadlineEnv(fn, l)
 		if timeout > 15*time.Minute {
 			// CDK's Function refuses more than 15 minutes; Lambda accepts

@@ -126,7 +126,7 @@ func (s *Jobs) schedulesFunction() {
 		"JOBS_SCHEDULE_GROUP": s.RuntimeScheduleGroup.Ref(), "JOBS_QUEUE_ARN": s.Queue.QueueArn(), "JOBS_SCHEDULER_ROLE_ARN": s.SchedulerRole.RoleArn(),
 		"JOBS_SCHEDULE_DLQ_ARN": s.ScheduleDLQ.QueueArn(), "JOBS_SCHEDULE_MAX_EVENT_AGE": jsii.String(cfg.ScheduleMaxEventAge.String()),
 	} {
-		fn.AddEnvironment(jsii.String(k), v, nil)
+		s.tell(fn, k, v)
 	}
 }
 

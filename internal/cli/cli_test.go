@@ -309,6 +309,51 @@ func TestListAndRetry(t *testing.T) {
 	}
 }
 
+// ljob list says at once that nothing matches: "(nothing running)" after
+// the one request an empty last page takes, with -all too, and no "more"
+// hint; -json prints the page alone.
+func TestListSaysNothingRunning(t *testing.T) {
+	var mu sync.Mutex
+	requests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/v1/jobs" {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		requests++
+		mu.Unlock()
+		fmt.Fprint(w, `{"jobs":[],"next_page_token":null}`)
+	}))
+	defer srv.Close()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-status", "running", "list"}, "(nothing running)\n"},
+		{[]string{"-status", "running", "-all", "list"}, "(nothing running)\n"},
+		{[]string{"-status", "queued", "list"}, "(nothing queued)\n"},
+		{[]string{"-status", "failed", "list"}, "(no failed job)\n"},
+		{[]string{"list"}, "(no job)\n"},
+		{[]string{"-json", "-status", "running", "list"}, `{"jobs":[],"next_page_token":null}` + "\n"},
+	} {
+		mu.Lock()
+		requests = 0
+		mu.Unlock()
+		code, out, errOut := runCLI(t, srv.URL, c.args...)
+		mu.Lock()
+		n := requests
+		mu.Unlock()
+		if code != 0 || !strings.HasSuffix(out, c.want) || strings.Contains(out, "more") || n != 1 {
+			t.Errorf("ljob %v: exit %d after %d requests, printed %q (stderr %q); want %q after one request",
+				c.args, code, n, out, errOut, c.want)
+		}
+		if strings.Contains(c.want, "nothing") && strings.Count(out, "\n") != 2 {
+			t.Errorf("ljob %v printed %q: want the header and the message alone", c.args, out)
+		}
+	}
+}
+
 // ljob ui serves the dashboard on loopback only, over the API it is given.
 func TestUI(t *testing.T) {
 	if code, _, errOut := runCLI(t, "http://127.0.0.1:1", "-listen", "0.0.0.0:8081", "ui"); code != 1 || !strings.Contains(errOut, "loopback") {

@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +19,7 @@ func TestConfigurationDocIsRenderedFromTheDescriptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(raw)
-	for _, sec := range []struct{ name, table string }{{"env", EnvTable()}, {"routes", RouteTable()}} {
+	for _, sec := range []struct{ name, table string }{{"env", EnvTable()}, {"service", ServiceList()}, {"routes", RouteTable()}} {
 		begin, end := "<!-- deploy:"+sec.name+" -->\n", "<!-- /deploy:"+sec.name+" -->"
 		i, j := strings.Index(doc, begin), strings.Index(doc, end)
 		if i < 0 || j < i {
@@ -65,5 +67,64 @@ func TestRoutesAreUnambiguous(t *testing.T) {
 		if !slices.Equal(matches, []string{r.Key()}) {
 			t.Errorf("%s %s matches %v", r.Method, path, matches)
 		}
+	}
+}
+
+// Every variable lambdafn.NewService reads (what GrantEnqueue passes on)
+// is a variable of the descriptor that the enqueue function reads.
+func TestServiceVarsAreTheEnqueueFunctions(t *testing.T) {
+	for _, name := range ServiceVars {
+		v, ok := Lookup(name)
+		switch {
+		case !ok:
+			t.Errorf("ServiceVars lists %s, which Env does not", name)
+		case !v.ReadBy(Enqueue):
+			t.Errorf("ServiceVars lists %s, which the enqueue function does not read", name)
+		}
+	}
+}
+
+// Every list of the deployment's functions written out in the repository
+// (in a comment or a doc: enqueue, getjob and the rest, in their order)
+// names all of them: a list that forgot one (the quickstart's main named
+// five) fails.
+func TestWrittenListsOfTheFunctionsNameThemAll(t *testing.T) {
+	root := filepath.Join("..", "..")
+	list := regexp.MustCompile(`enqueue, getjob, cancel, ` + `worker[^);.]*`)
+	// A list may wrap over comment lines.
+	wrap := regexp.MustCompile(`\s*\n\s*(?://\s*)?`)
+	found := 0
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (n == "node_modules" || n == "build" || n == "bin" || n == "cdk.out" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if ext := filepath.Ext(path); ext != ".go" && ext != ".md" {
+			return nil
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range list.FindAllString(wrap.ReplaceAllString(string(raw), " "), -1) {
+			found++
+			for _, fn := range FunctionNames() {
+				if !regexp.MustCompile(`\b` + fn + `\b`).MatchString(m) {
+					t.Errorf("%s lists the functions as %q, without %s", path, m, fn)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found == 0 {
+		t.Fatal("found no list of the functions: the walk missed the repository")
 	}
 }

@@ -84,6 +84,16 @@ var Env = []Var{
 	{"JOBS_EXAMPLE_KINDS", "", "`on` makes this repository's own functions serve its example kinds (the local stack and its dev stack set it)", nil, false},
 }
 
+// ServiceVars are the variables lambdafn.NewService reads: the enqueue
+// function's Service as a team's own function builds it. jobsinfra's
+// GrantEnqueue tells that function each of them that the construct tells
+// its own enqueue function, with the same value, so both store, send,
+// seal and announce jobs alike.
+var ServiceVars = []string{
+	"JOBS_TABLE", "JOBS_QUEUE_URL", "JOBS_LANE_QUEUE_URLS", "JOBS_DISPATCH_GRACE", "JOBS_LANE_DISPATCH_GRACES", "JOBS_RETENTION",
+	"JOBS_PAYLOAD_KEY", "JOBS_PAYLOAD_SECRET", "JOBS_PAYLOAD_KEYRING_SECRET", "JOBS_EVENTS",
+}
+
 // Lookup returns the variable named name.
 func Lookup(name string) (Var, bool) {
 	for _, v := range Env {
@@ -133,6 +143,15 @@ func EnvTable() string {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", v.Name, def, readers, set, v.Doc)
 	}
 	return b.String()
+}
+
+// ServiceList renders ServiceVars as the list of docs/CONFIGURATION.md.
+func ServiceList() string {
+	names := make([]string, len(ServiceVars))
+	for i, n := range ServiceVars {
+		names[i] = "`" + n + "`"
+	}
+	return strings.Join(names, ", ") + ".\n"
 }
 
 // RouteTable renders Routes as the Markdown table of docs/CONFIGURATION.md.

@@ -36,7 +36,7 @@ func TestEnqueueFromAnotherProgramWithOneCall(t *testing.T) {
 	}
 	v, _ := waitFinal(t, "local", res.Job.ID, 30*time.Second)
 	// The handler ran with the field opened: it fails with its declared
-	// code (a payload it could not open fails invalid_payload).
+	// code (a payload it could not open fails payload_unreadable).
 	if v.Status != jobs.StatusFailed || v.Error == nil || *v.Error != examplekinds.CodeExampleFailed {
 		t.Fatalf("job %s: %s %v, want failed %s", res.Job.ID, v.Status, v.Error, examplekinds.CodeExampleFailed)
 	}

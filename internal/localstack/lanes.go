@@ -32,23 +32,30 @@ type LaneRace struct {
 	Lanes []string
 }
 
+// LaneLoad is the jobs one lane is given: Jobs jobs of Kind with Payload.
+type LaneLoad struct {
+	Kind    string
+	Payload json.RawMessage
+	Jobs    int
+}
+
 // UrgentBehindBulk measures how soon an urgent job starts behind a bulk
 // backlog, on a stack started paused (Config.StartPaused) whose registry
-// has a bulk and an urgent lane: it queues bulk jobs of bulkKind (in
-// batches of 1,000, as caller "lanes"), resumes the event sources, waits
-// until the bulk lane's worker holds a batch, then enqueues urgent jobs of
-// urgentKind one after another, each once the last one started.
-func (s *Stack) UrgentBehindBulk(ctx context.Context, bulkKind string, bulkPayload json.RawMessage, bulk int, urgentKind string, urgentPayload json.RawMessage, urgent int) (LaneRace, error) {
+// has a bulk and an urgent lane: it queues the bulk jobs (in batches of
+// 1,000, as caller "lanes"), resumes the event sources, waits until the
+// bulk lane's worker holds a batch, then enqueues the urgent jobs one
+// after another, each once the last one started.
+func (s *Stack) UrgentBehindBulk(ctx context.Context, bulk, urgent LaneLoad) (LaneRace, error) {
 	var r LaneRace
 	bulkQ, ok := s.Lanes["bulk"]
 	if !ok || s.Lanes["urgent"].Queue == "" {
 		return r, fmt.Errorf("localstack: lanes %v: want bulk and urgent", s.Lanes)
 	}
 	api := &http.Client{Timeout: 60 * time.Second}
-	for i := 0; i < bulk; i += 1000 {
+	for i := 0; i < bulk.Jobs; i += 1000 {
 		var specs []jobs.JobSpec
-		for range min(1000, bulk-i) {
-			specs = append(specs, jobs.JobSpec{Kind: bulkKind, Payload: bulkPayload})
+		for range min(1000, bulk.Jobs-i) {
+			specs = append(specs, jobs.JobSpec{Kind: bulk.Kind, Payload: bulk.Payload})
 		}
 		body, _ := json.Marshal(map[string]any{"jobs": specs})
 		if _, err := s.post(ctx, api, "/v1/batches", body, "lanes-bulk-"+strconv.Itoa(i)); err != nil {
@@ -74,8 +81,8 @@ func (s *Stack) UrgentBehindBulk(ctx context.Context, bulkKind string, bulkPaylo
 		}
 	}
 	store := dynamostore.New(localaws.DynamoDBClient(s.DynamoDBEndpoint), s.Table, dynamostore.Options{})
-	for i := range urgent {
-		body, _ := json.Marshal(jobs.JobSpec{Kind: urgentKind, Payload: urgentPayload})
+	for i := range urgent.Jobs {
+		body, _ := json.Marshal(jobs.JobSpec{Kind: urgent.Kind, Payload: urgent.Payload})
 		enqueued := time.Now()
 		out, err := s.post(ctx, api, "/v1/jobs", body, "lanes-urgent-"+strconv.Itoa(i))
 		if err != nil {

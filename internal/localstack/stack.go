@@ -45,8 +45,8 @@ type Config struct {
 	// directory when empty.
 	Root string
 	// Bootstraps is the folder holding <function>/bootstrap (enqueue, getjob,
-	// cancel, worker, sweeper) built for this
-	// machine (make build-local).
+	// cancel, worker, sweeper, schedules) built for this machine (make
+	// build-local).
 	Bootstraps string
 	// Bootstrap, when set, is one bootstrap that serves every function
 	// (lambdafn.Serve); each is told its role in JOBS_FUNCTION, as the CDK
@@ -153,11 +153,9 @@ type Stack struct {
 
 	cfg Config
 	// env is every function's environment (setFunctionEnv).
-	env []string
-	// payloadKey is the JOBS_PAYLOAD_KEY=... the functions seal with.
-	payloadKey string
-	calls      *iamcalls.Recorder
-	proxies    []*iamcalls.Proxy
+	env     []string
+	calls   *iamcalls.Recorder
+	proxies []*iamcalls.Proxy
 	// The endpoints the principals of the deployment call: the emulators',
 	// or a recording proxy in front of each.
 	ddbFor, sqsFor string
@@ -364,11 +362,6 @@ func (s *Stack) setFunctionEnv() error {
 		}
 		keyEnv = append(keyEnv, "JOBS_PAYLOAD_KEY="+base64.StdEncoding.EncodeToString(key))
 	}
-	for _, e := range append(keyEnv, cfg.FunctionEnv...) {
-		if strings.HasPrefix(e, "JOBS_PAYLOAD_KEY=") {
-			s.payloadKey = e
-		}
-	}
 	env := append([]string{
 		"JOBS_TABLE=" + cfg.Table,
 		"JOBS_QUEUE_URL=" + s.Queues.Queue,
@@ -441,7 +434,8 @@ func (s *Stack) startFunctions(ctx context.Context) (api apiFunctions, err error
 	// with its own timeout and signing as its own function.
 	s.laneWorkers = map[string]*Function{}
 	for _, lane := range slices.Sorted(maps.Keys(s.Lanes)) {
-		w, err := s.startFunctionAs(ctx, "worker", lane, iamcalls.LaneWorker(lane), cfg.LaneTimeout(lane), cfg.laneWorkerEnv(lane)...)
+		w, err := s.startFunctionAs(ctx, instanceOf{name: "worker", instance: lane, principal: iamcalls.LaneWorker(lane), timeout: cfg.LaneTimeout(lane),
+			env: cfg.laneWorkerEnv(lane)})
 		if err != nil {
 			return api, err
 		}
@@ -458,20 +452,30 @@ func (s *Stack) startFunctions(ctx context.Context) (api apiFunctions, err error
 // emulator, with the functions' environment, its own identity and
 // timeout.
 func (s *Stack) startFunction(ctx context.Context, name, instance string, timeout time.Duration) (*Function, error) {
-	return s.startFunctionAs(ctx, name, instance, name, timeout)
+	return s.startFunctionAs(ctx, instanceOf{name: name, instance: instance, principal: name, timeout: timeout})
 }
 
-// startFunctionAs is startFunction signing as principal (iamcalls), with
-// more environment.
-func (s *Stack) startFunctionAs(ctx context.Context, name, instance, principal string, timeout time.Duration, more ...string) (*Function, error) {
+// instanceOf is one instance of a function: the function's name, the
+// instance's ("" for the only one), the principal it signs as
+// (iamcalls), its timeout, and environment beside the functions'.
+type instanceOf struct {
+	name, instance, principal string
+	timeout                   time.Duration
+	env                       []string
+}
+
+// startFunctionAs is startFunction for the instance fi: signing as its
+// principal, with its environment.
+func (s *Stack) startFunctionAs(ctx context.Context, fi instanceOf) (*Function, error) {
 	cfg := s.cfg
+	name, timeout := fi.name, fi.timeout
 	label := name
-	if instance != "" {
-		label = name + "-" + instance
+	if fi.instance != "" {
+		label = name + "-" + fi.instance
 	}
 	// Each function signs as itself (iamcalls: its role in AWS).
-	fenv := append(slices.Clone(s.env), "JOBS_FUNCTION="+name, "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(principal))
-	fenv = append(fenv, more...)
+	fenv := append(slices.Clone(s.env), "JOBS_FUNCTION="+name, "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(fi.principal))
+	fenv = append(fenv, fi.env...)
 	if name == "worker" {
 		// As the construct sets it: the worker refuses a kind that
 		// needs more handler time than its invocations have.
@@ -852,21 +856,26 @@ func envDuration(env []string, name string, def time.Duration) time.Duration {
 
 // EnqueuerEnv is the environment a program of a team's needs to enqueue
 // into this stack with lambdafn.NewService, as jobsinfra's GrantEnqueue
-// gives a function in AWS: the table, the queue, the emulators' endpoints,
-// the payload key, the other lanes' queues, and credentials that sign as iamcalls.Enqueuer (so its
-// calls are recorded and evaluated against GrantEnqueue's policy).
-// lambdajobs-local prints it at start.
+// gives a function in AWS: each variable NewService reads
+// (deploy.ServiceVars) that the functions are given, with their values
+// (the table, the queues, the payload key, and any of the stack's
+// Config.FunctionEnv), the emulators' endpoints, and credentials that sign
+// as iamcalls.Enqueuer (so its calls are recorded and evaluated against
+// GrantEnqueue's policy). lambdajobs-local prints it at start.
 func (s *Stack) EnqueuerEnv() []string {
-	return append([]string{
-		"JOBS_TABLE=" + s.Table,
-		"JOBS_QUEUE_URL=" + s.Queues.Queue,
-		s.payloadKey,
-		"AWS_ENDPOINT_URL_DYNAMODB=" + s.ddbFor,
-		"AWS_ENDPOINT_URL_SQS=" + s.sqsFor,
-		"AWS_REGION=" + localaws.Region,
-		"AWS_ACCESS_KEY_ID=" + iamcalls.AccessKeyID(iamcalls.Enqueuer),
+	var out []string
+	for _, kv := range s.env {
+		if name, _, _ := strings.Cut(kv, "="); slices.Contains(deploy.ServiceVars, name) {
+			out = append(out, kv)
+		}
+	}
+	return append(out,
+		"AWS_ENDPOINT_URL_DYNAMODB="+s.ddbFor,
+		"AWS_ENDPOINT_URL_SQS="+s.sqsFor,
+		"AWS_REGION="+localaws.Region,
+		"AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(iamcalls.Enqueuer),
 		"AWS_SECRET_ACCESS_KEY=local",
-	}, s.laneEnv()...)
+	)
 }
 
 // DynamoDBAs and SQSAs return clients that sign as a principal of the

@@ -45,7 +45,8 @@ func TestUrgentStartsBehindBulkBacklog(t *testing.T) {
 	if stack.LaneWorker("bulk") == nil || stack.LaneWorker("urgent") == nil {
 		t.Fatalf("lanes %v: want bulk and urgent, each with its queue and worker", stack.Lanes)
 	}
-	r, err := stack.UrgentBehindBulk(ctx, examplekinds.HoldBulk, json.RawMessage(`{"ms":100}`), 2000, examplekinds.HoldUrgent, json.RawMessage(`{"ms":0}`), 1)
+	r, err := stack.UrgentBehindBulk(ctx, localstack.LaneLoad{Kind: examplekinds.HoldBulk, Payload: json.RawMessage(`{"ms":100}`), Jobs: 2000},
+		localstack.LaneLoad{Kind: examplekinds.HoldUrgent, Payload: json.RawMessage(`{"ms":0}`), Jobs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

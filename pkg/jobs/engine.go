@@ -168,6 +168,18 @@ func (e *engine) decide(ctx context.Context, r run, ex execution) ending {
 	return e.finish(ctx, log, r, ex)
 }
 
+// retentionOf is how long a finished job of kind stays readable: its
+// kind's KindOpts.Retention, else the deployment's. Every final write of a
+// job takes its expiry from here.
+func (e *engine) retentionOf(kind string) time.Duration {
+	if e.reg != nil {
+		if k, ok := e.reg.lookup(kind); ok && k.retention > 0 {
+			return k.retention
+		}
+	}
+	return e.retention
+}
+
 // interrupt settles a running job whose lease has ended (its worker died
 // or never landed its final write): a retry if its kind allows one, else
 // failed as interrupted; cancelled if its owner cancelled it. Conditional on
@@ -182,12 +194,7 @@ func (e *engine) interrupt(ctx context.Context, cur *driver.Record) ending {
 func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex execution) ending {
 	rec := r.rec
 	at := e.now()
-	retention := e.retention
-	if e.reg != nil {
-		if k, ok := e.reg.lookup(rec.Kind); ok && k.retention > 0 {
-			retention = k.retention
-		}
-	}
+	retention := e.retentionOf(rec.Kind)
 	var out driver.Outcome
 	write := func(ex execution) error {
 		for try := 0; ; try++ {
@@ -604,7 +611,7 @@ func (e *engine) cancelQueuedAs(ctx context.Context, rec *driver.Record, code, b
 	var err error
 	for try := 0; ; try++ {
 		steps, seq = afterSteps(rec, StatusCancelled), outcomeSeq(rec)
-		err = e.store.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(e.retention), After: steps, Seq: seq,
+		err = e.store.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(e.retentionOf(rec.Kind)), After: steps, Seq: seq,
 			Code: code, CancelledBy: by, Dependents: len(rec.Dependents)})
 		if ownWrite(err, StatusCancelled, now) {
 			err = nil // our cancel landed; its answer was lost

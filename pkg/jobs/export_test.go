@@ -27,6 +27,9 @@ var (
 	ErrInvalidSchedule = errInvalidSchedule
 )
 
+// ReservedCodes are the runner's own failure codes.
+func ReservedCodes() map[string]bool { return reservedCodes }
+
 // DriverOf is the service's store, for tests that look at what it holds.
 func DriverOf(s *Service) driver.Store { return s.store }
 

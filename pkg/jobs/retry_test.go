@@ -129,6 +129,41 @@ func TestRetriesExhausted(t *testing.T) {
 	}
 }
 
+// A retry through the API (Service.Resubmit: POST /v1/jobs/{id}/retry)
+// restarts the kind's retry policy: a job that spent its 3 attempts and
+// failed, retried by its owner, fails again and gets its automatic retries
+// again, 3 more attempts (4 to 6; the attempt count goes on), before it
+// fails for good (docs/OPERATIONS.md says so).
+func TestManualRetryRestartsTheRetryPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var runs atomic.Int32
+	l := newLifecycle(t, jobs.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second}, failingUntil(&runs))
+	rec, _, _ := enqueued(l.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{"fail_times":99,"code":"rate_limited"}`)}))
+	for range 5 {
+		l.deliver(t)
+		l.clock.Advance(time.Hour)
+	}
+	if got := l.get(t, rec.ID); got.Status != jobs.StatusFailed || got.Attempt != 3 {
+		t.Fatalf("before the retry: %s after %d attempts, want failed after 3", got.Status, got.Attempt)
+	}
+	if _, err := l.svc.Resubmit(ctx, "o", rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	l.deliver(t) // attempt 4 fails: retried automatically, as a first attempt would be
+	if got := l.get(t, rec.ID); got.Status != jobs.StatusQueued || got.Attempt != 4 || got.LastError != "rate_limited" || !got.RunAt.After(l.clock.Now()) {
+		t.Fatalf("after the manual retry's first failure: %s after %d attempts (last error %q, run at %v); want queued for an automatic retry",
+			got.Status, got.Attempt, got.LastError, got.RunAt)
+	}
+	for range 5 {
+		l.clock.Advance(time.Hour)
+		l.deliver(t)
+	}
+	if got := l.get(t, rec.ID); got.Status != jobs.StatusFailed || got.ErrorCode != "rate_limited" || got.Attempt != 6 || runs.Load() != 6 {
+		t.Fatalf("got %s %q after %d attempts and %d runs, want failed rate_limited after 6", got.Status, got.ErrorCode, got.Attempt, runs.Load())
+	}
+}
+
 func TestDefaultPolicyKeepsFailuresFinal(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int32

@@ -56,7 +56,7 @@ func (k *kindDef) execute(ctx context.Context, rec *driver.Record, sealer Sealer
 	}()
 	payload, err := openPayload(sealer, rec.ID, k.secrets, rec.Payload)
 	if err != nil {
-		return execution{Status: StatusFailed, Code: CodeInvalidPayload, Cause: "unseal"}
+		return execution{Status: StatusFailed, Code: CodePayloadUnreadable, Cause: "unseal"}
 	}
 	r, err := k.run(ctx, rec, payload, h)
 	var cont *continuation

@@ -233,3 +233,52 @@ func TestCustomSealerMustKeyRequestHashes(t *testing.T) {
 		}
 	}
 }
+
+// A payload whose secret fields the worker's key ring cannot open fails
+// with its own reserved code, payload_unreadable, without running the
+// handler: an operator looks at the key ring, not at the payload's type
+// (which invalid_payload would send them to).
+func TestPayloadSealedWithAnotherKeyFailsUnreadable(t *testing.T) {
+	t.Parallel()
+	enqueuer, err := jobs.NewAESSealer(newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := jobs.NewAESSealer(newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	registry := func() *jobs.Registry {
+		reg := jobs.NewRegistry()
+		jobs.MustRegister(reg, "charge", func(_ context.Context, j *jobs.Job[chargePayload]) (jobs.NoResult, error) {
+			ran = true
+			return jobs.NoResult{}, nil
+		}, nil)
+		return reg
+	}
+	store := jobstest.NewMemStore(nil)
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: registry(), Store: store, Queue: &jobstest.MemQueue{}, Sealer: enqueuer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Sealer: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rec, _, err := enqueued(svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "charge", Payload: []byte(`{"customer":"c1","card_token":"tok","PIN":1}`)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := w.HandleSQS(ctx, sqsEvent(message.Encode(rec.ID))); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v: the failure is final", failedIDs(resp))
+	}
+	got, _ := store.Get(ctx, rec.ID)
+	if got.Status != jobs.StatusFailed || got.ErrorCode != jobs.CodePayloadUnreadable || ran {
+		t.Fatalf("job %s %q, handler ran %v; want failed %s without a run", got.Status, got.ErrorCode, ran, jobs.CodePayloadUnreadable)
+	}
+	if !jobs.ReservedCodes()[jobs.CodePayloadUnreadable] {
+		t.Fatalf("%s is not reserved: a kind could declare it", jobs.CodePayloadUnreadable)
+	}
+}

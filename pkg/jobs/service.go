@@ -61,7 +61,8 @@ type ServiceConfig struct {
 	// Sealer seals secret payload fields; required when a kind has some.
 	Sealer Sealer
 	// Retention is how long a cancelled job stays readable
-	// (default DefaultRetention).
+	// (default DefaultRetention; a kind's KindOpts.Retention instead,
+	// when it has one).
 	Retention time.Duration
 	// Metrics, when set, counts accepted jobs per kind (see Metrics).
 	Metrics *Metrics

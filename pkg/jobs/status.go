@@ -17,6 +17,12 @@ const (
 	// CodeInvalidPayload: the stored payload no longer decodes into the
 	// kind's payload type (the type changed after the job was enqueued).
 	CodeInvalidPayload = "invalid_payload"
+	// CodePayloadUnreadable: a secret field of the stored payload cannot
+	// be opened with the worker's key ring (the key that sealed it was
+	// dropped from the ring too early, or the worker was given another
+	// ring): the payload itself may be fine (docs/OPERATIONS.md "The
+	// payload key").
+	CodePayloadUnreadable = "payload_unreadable"
 	// CodeTimedOut: the handler did not return before its deadline.
 	CodeTimedOut = "timed_out"
 	// CodeInterrupted: the worker running the job died or lost its lease
@@ -33,14 +39,15 @@ const (
 )
 
 var reservedCodes = map[string]bool{
-	CodeInternal:         true,
-	CodeUnknownKind:      true,
-	CodeInvalidPayload:   true,
-	CodeTimedOut:         true,
-	CodeInterrupted:      true,
-	CodeResultTooLarge:   true,
-	CodeExpired:          true,
-	CodeDependencyFailed: true,
+	CodeInternal:          true,
+	CodeUnknownKind:       true,
+	CodeInvalidPayload:    true,
+	CodePayloadUnreadable: true,
+	CodeTimedOut:          true,
+	CodeInterrupted:       true,
+	CodeResultTooLarge:    true,
+	CodeExpired:           true,
+	CodeDependencyFailed:  true,
 }
 
 // The patterns bound their length apart: a counted repetition ({0,63})

@@ -114,3 +114,41 @@ func TestOverlappingSweepersAndLateWorker(t *testing.T) {
 		}
 	}
 }
+
+// A queued job whose message keeps getting lost is re-sent by every sweep
+// that finds it, each time looked at again later: 2, 4, then 8 times the
+// dispatch grace after the re-send, and never later than 8 however many
+// re-sends follow (issue 24: the wait could grow to 64 graces, a job lost
+// for hours).
+func TestSweeperResendBackoffIsCappedAtEightGraces(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const grace = time.Minute
+	clock := jobstest.NewClock(jobstest.Epoch)
+	store, queue := jobstest.NewMemStore(clock), &jobstest.MemQueue{}
+	sweeper, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock, DispatchGrace: grace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := jobstest.NewRecord(wire.NewID(), clock.Now())
+	rec.SweepAt = clock.Now().Add(grace)
+	if err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	for i, graces := range []int{2, 4, 8, 8, 8, 8} {
+		clock.Set(rec.SweepAt) // the next sweep that finds it
+		rep, err := sweeper.Sweep(ctx)
+		if err != nil || rep.Resent != 1 {
+			t.Fatalf("sweep %d: %+v, %v; want the job re-sent", i+1, rep, err)
+		}
+		if rec, err = store.Get(ctx, rec.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := rec.SweepAt.Sub(clock.Now()), time.Duration(graces)*grace; got != want {
+			t.Errorf("after re-send %d: looked at again %v later, want %v (%d graces)", i+1, got, want, graces)
+		}
+	}
+	if n := len(queue.Sent()); n != 6 {
+		t.Fatalf("%d messages sent, want one per sweep (6)", n)
+	}
+}

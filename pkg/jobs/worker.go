@@ -457,7 +457,7 @@ func (w *Worker) runJobAt(ctx context.Context, inv invocation, m driver.Message,
 	rec, err := w.eng.claim(cctx, id, driver.Claim{Token: token, At: now, LeaseUntil: inv.leaseUntil(now), SkipKinds: w.skipKinds(left)})
 	cancel()
 	if err != nil {
-		return w.claimFailed(ctx, inv, m, err, left, waited)
+		return w.claimFailed(ctx, inv, pickup{m: m, left: left, waited: waited}, err)
 	}
 	count(ctx, rec.Kind, metricnames.JobsStarted)
 	traceJob(ctx, rec)
@@ -522,7 +522,7 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 		}
 		return err
 	}
-	h, err := w.handle(ctx, inv, k, rec, token, cancelled)
+	h, err := w.handle(ctx, inv, k, run{rec: rec, token: token}, cancelled)
 	if err != nil {
 		return execution{Status: StatusFailed, Code: CodeInternal, Cause: "checkpoint", ErrTypes: errtypes.Of(err)}
 	}
@@ -591,8 +591,10 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 // write conditional on token, which also renews the lease of a kind with
 // KindOpts.Heartbeat) and the checkpoint to resume from. A kind with
 // heartbeats starts its run with one: its lease shrinks from the
-// invocation's deadline to one heartbeat.
-func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, rec *driver.Record, token string, cancelled func(error) error) (*runHandle, error) {
+// invocation's deadline to one heartbeat. r is the run (its job and claim
+// token; its times are not read).
+func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, cancelled func(error) error) (*runHandle, error) {
+	rec, token := r.rec, r.token
 	resume, err := openCheckpoint(w.sealer, rec)
 	if err != nil {
 		return nil, err
@@ -651,9 +653,19 @@ func (w *Worker) abandon(ctx context.Context, rec *driver.Record, done <-chan ex
 // return before the worker abandons it.
 const abandonGrace = 50 * time.Millisecond
 
-// claimFailed decides what to do with a message whose job could not be
-// claimed, and reports whether the message must come back.
-func (w *Worker) claimFailed(ctx context.Context, inv invocation, m driver.Message, err error, left time.Duration, waited bool) bool {
+// pickup is a message whose job the worker tried to claim: the message,
+// the handler time left when it tried, and whether it had already waited
+// for the job's run time (it does once).
+type pickup struct {
+	m      driver.Message
+	left   time.Duration
+	waited bool
+}
+
+// claimFailed decides what to do with p, whose job could not be claimed
+// (err), and reports whether the message must come back.
+func (w *Worker) claimFailed(ctx context.Context, inv invocation, p pickup, err error) bool {
+	m, left, waited := p.m, p.left, p.waited
 	id := m.JobID
 	log := w.log.With(slog.String("job_id", id))
 	var ce *driver.ConflictError

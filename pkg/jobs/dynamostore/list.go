@@ -27,9 +27,10 @@ const maxIndexQueries = 4 * (ListShards + 1)
 var ErrBadPosition = errors.New("dynamostore: list position does not belong to this query")
 
 // List reads an owner's jobs newest first from OwnerIndex, or, for failed
-// and cancelled jobs, from the sparse AttentionIndex: the owner's
-// ListShards partitions of the index (and the partition of its jobs created
-// before the shards), merged newest first. A kind filter is applied to the
+// and cancelled jobs, from the sparse AttentionIndex, and for queued and
+// running jobs from QueuedIndex and RunningIndex: the owner's ListShards
+// partitions of the index (and, for the owner and attention indexes, the
+// partition of its jobs created before the shards), merged newest first. A kind filter is applied to the
 // index entries (the kind is projected), so the jobs read are the ones
 // returned. A status the index cannot tell (queued, running, succeeded) is
 // checked on the jobs themselves, reading at most q.MaxReads of them
@@ -42,15 +43,16 @@ func (s *Store) List(ctx context.Context, q driver.ListQuery) (driver.ListPage, 
 	index, pkAttr := OwnerIndex, AttrListOwner
 	// exact: the index alone selects the jobs, so no read budget applies.
 	exact := q.Status == ""
-	partitions := listPartitions(q.OwnerKey)
+	legacy := true
 	switch q.Status {
 	case jobs.StatusFailed, jobs.StatusCancelled:
 		index, pkAttr, exact = AttentionIndex, AttrAttention, true
 	case jobs.StatusQueued:
-		index, pkAttr, exact = QueuedIndex, AttrQueued, true
+		index, pkAttr, exact, legacy = QueuedIndex, AttrQueued, true, false
 	case jobs.StatusRunning:
-		index, pkAttr, exact = RunningIndex, AttrRunning, true
+		index, pkAttr, exact, legacy = RunningIndex, AttrRunning, true, false
 	}
+	partitions := listPartitions(q.OwnerKey, legacy)
 	maxReads := q.MaxReads
 	if maxReads <= 0 {
 		maxReads = 2 * q.Limit
@@ -124,14 +126,19 @@ func (s *Store) List(ctx context.Context, q driver.ListQuery) (driver.ListPage, 
 	return page, nil
 }
 
-// listPartitions are the partition key values of an owner's entries: its
-// ListShards shards, and its key alone (entries written before the shards).
-func listPartitions(ownerKey string) []string {
+// listPartitions are the partition key values of an owner's entries in an
+// index: its ListShards shards and, with legacy, its key alone. Only the
+// owner and attention indexes have that one (entries written before the
+// shards); the queued and running indexes were created sharded.
+func listPartitions(ownerKey string, legacy bool) []string {
 	pks := make([]string, 0, ListShards+1)
 	for i := range ListShards {
 		pks = append(pks, ownerKey+"#"+strconv.Itoa(i))
 	}
-	return append(pks, ownerKey)
+	if legacy {
+		pks = append(pks, ownerKey)
+	}
+	return pks
 }
 
 // position is an entry's place in a listing: its creation time (the sort
@@ -446,7 +453,9 @@ func (s *Store) Resubmit(ctx context.Context, id string, r driver.Resubmit) erro
 
 // CountUnfinished reads the owner's entries of QueuedIndex and
 // RunningIndex (keys and kind only, eventually consistent: half a read
-// unit per 4 KB, about 40 entries) and counts them by kind, at most max.
+// unit per 4 KB, about 40 entries, and at least half a unit for each of
+// the owner's ListShards partitions of each) and counts them by kind, at
+// most max.
 func (s *Store) CountUnfinished(ctx context.Context, ownerKey string, max int) (jobs.UnfinishedCounts, error) {
 	out := jobs.UnfinishedCounts{Kinds: map[string]jobs.KindCounts{}}
 	n := 0
@@ -454,7 +463,7 @@ func (s *Store) CountUnfinished(ctx context.Context, ownerKey string, max int) (
 		index, pk string
 		running   bool
 	}{{QueuedIndex, AttrQueued, false}, {RunningIndex, AttrRunning, true}} {
-		for _, part := range listPartitions(ownerKey) {
+		for _, part := range listPartitions(ownerKey, false) {
 			kc := expression.Key(ix.pk).Equal(expression.Value(part))
 			expr, err := expression.NewBuilder().WithKeyCondition(kc).WithProjection(expression.NamesList(expression.Name(attrKind))).Build()
 			if err != nil {

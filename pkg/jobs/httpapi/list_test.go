@@ -135,6 +135,43 @@ func TestListJobs(t *testing.T) {
 	}
 }
 
+// A listing whose last page holds exactly its limit answers
+// "next_page_token": null there, as the README promises, not a token that
+// leads to an empty page.
+func TestListJobsExactlyFullLastPageHasNullToken(t *testing.T) {
+	e := newEnv(t)
+	for i := range 4 {
+		e.enqueueAs(t, "me", string(rune('a'+i)))
+	}
+	for _, q := range []map[string]string{{"limit": "2"}, {"limit": "2", "status": "queued"}} {
+		pages := 0
+		for {
+			resp := e.route(t, caller(t, "me", http.MethodGet, "/v1/jobs", q, ""))
+			l := decodeList(t, resp)
+			pages++
+			if len(l.Jobs) != 2 {
+				t.Fatalf("%v: page %d holds %d jobs, want 2", q, pages, len(l.Jobs))
+			}
+			if l.NextPageToken == nil {
+				if !strings.Contains(resp.Body, `"next_page_token":null`) {
+					t.Errorf("%v: last page %s, want \"next_page_token\":null", q, resp.Body)
+				}
+				break
+			}
+			if pages == 2 {
+				t.Fatalf("%v: the exactly full last page carries a token %q", q, *l.NextPageToken)
+			}
+			q = map[string]string{"limit": "2", "status": q["status"], "page_token": *l.NextPageToken}
+			if q["status"] == "" {
+				delete(q, "status")
+			}
+		}
+		if pages != 2 {
+			t.Errorf("%v: %d pages, want 2", q, pages)
+		}
+	}
+}
+
 // POST /v1/jobs/{id}/retry: a failed or cancelled job is queued again
 // (200), any other status is a 409, another caller's job a 404.
 func TestRetryJob(t *testing.T) {

@@ -110,6 +110,55 @@ func (c suite) listing(t *testing.T) {
 		}
 	})
 
+	c.run(t, "ExactlyFullLastPageHasNoNext", func(t *testing.T, s driver.Store, clock *Clock) {
+		// An owner's 4 jobs, 2 failed and 2 queued, and another owner's:
+		// every listing that ends on a page holding exactly its limit says
+		// it is the last (GET /v1/jobs answers "next_page_token": null).
+		key := wire.OwnerKey("alice")
+		for i := range 4 {
+			rec := NewRecord(wire.NewID(), clock.Now())
+			rec.Owner = "alice"
+			if err := s.Create(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			if i < 2 {
+				_, tok := mustClaim(t, s, rec.ID, clock.Now())
+				if err := s.Finish(ctx, rec.ID, tok, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clock.Advance(time.Second)
+		}
+		other := NewRecord(wire.NewID(), clock.Now())
+		other.Owner = "bob"
+		if err := s.Create(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+		for name, c := range map[string]struct {
+			q     driver.ListQuery
+			pages []int // the jobs of each page
+		}{
+			"all, 2 pages of 2": {driver.ListQuery{OwnerKey: key, Limit: 2}, []int{2, 2}},
+			"all, 1 page of 4":  {driver.ListQuery{OwnerKey: key, Limit: 4}, []int{4}},
+			"failed, 1 of 2":    {driver.ListQuery{OwnerKey: key, Limit: 2, Status: jobs.StatusFailed}, []int{2}},
+			"queued, 2 of 1":    {driver.ListQuery{OwnerKey: key, Limit: 1, Status: jobs.StatusQueued}, []int{1, 1}},
+		} {
+			q := c.q
+			for i, want := range c.pages {
+				page, err := s.List(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				last := i == len(c.pages)-1
+				if len(page.Records) != want || (page.Next == "") != last {
+					t.Errorf("%s: page %d holds %d jobs, next %q; want %d and a next position only if a page follows", name, i+1, len(page.Records), page.Next, want)
+					break
+				}
+				q.After = page.Next
+			}
+		}
+	})
+
 	c.run(t, "CountUnfinishedCountsTheOwnersQueuedAndRunning", func(t *testing.T, s driver.Store, clock *Clock) {
 		now := clock.Now()
 		mk := func(owner, kind string) *driver.Record {

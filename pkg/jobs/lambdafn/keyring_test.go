@@ -147,7 +147,7 @@ func TestKeyRingRotation(t *testing.T) {
 	oldWorker, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Sealer: before})
 	body, _ = json.Marshal(map[string]string{"job_id": fresh.ID})
 	oldWorker.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m2", Body: string(body)}}})
-	if got, _ := store.Get(ctx, fresh.ID); got.ErrorCode != jobs.CodeInvalidPayload {
+	if got, _ := store.Get(ctx, fresh.ID); got.ErrorCode != jobs.CodePayloadUnreadable {
 		t.Fatalf("a job sealed with the new key opened by the old ring alone: %s %q", got.Status, got.ErrorCode)
 	}
 }

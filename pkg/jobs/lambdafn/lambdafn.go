@@ -670,11 +670,12 @@ func queueOrNil(q *sqsqueue.Queue) driver.Queue {
 // NewService returns a jobs.Service for enqueueing from a team's own code:
 // another Lambda function given jobsinfra's GrantEnqueue, or a program
 // outside Lambda (a script, a server; `make run` prints the variables for
-// the local stack). It reads what GrantEnqueue sets: JOBS_TABLE,
-// JOBS_QUEUE_URL and JOBS_DISPATCH_GRACE, and the payload key ring from
-// JOBS_PAYLOAD_KEYRING_SECRET (read from Secrets Manager now, once) or
-// JOBS_PAYLOAD_KEY, so kinds with jobs:"secret" fields seal as the
-// system's own enqueue does. Call it once, at start-up:
+// the local stack). It reads what GrantEnqueue sets, the variables
+// internal/deploy's ServiceVars lists (the table, the queues, the dispatch
+// graces, the retention, JOBS_EVENTS, and the payload key ring from
+// JOBS_PAYLOAD_KEYRING_SECRET, read from Secrets Manager now, once, or
+// JOBS_PAYLOAD_KEY), so its jobs are stored, sent, sealed and announced as
+// the system's own enqueue function's are. Call it once, at start-up:
 //
 //	svc, err := lambdafn.NewService(ctx, reg)
 //	...
@@ -725,5 +726,6 @@ func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Co
 		return nil, err
 	}
 	return jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger,
-		DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Sealer: sealer, Retention: d.Config.Retention})
+		DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Sealer: sealer, Retention: d.Config.Retention,
+		AllEvents: d.Config.AllEvents})
 }

@@ -1,6 +1,6 @@
 // Command jobs is the team's one Lambda main: it serves every function
-// (enqueue, getjob, cancel, worker, sweeper); the CDK construct tells each
-// which it is (JOBS_FUNCTION).
+// (enqueue, getjob, cancel, worker, sweeper, schedules); the CDK construct
+// tells each which it is (JOBS_FUNCTION).
 package main
 
 import (
