@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/awscount"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
+	"github.com/lambdajobs/lambdajobs/internal/lambdalog"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -43,6 +43,12 @@ const (
 	floorPerMillion = 3.7
 	sfnPerMillion   = 76.0
 )
+
+// deployedNamespace is a metrics namespace as long as the construct
+// derives one for a stack named lambdajobs-dev ("lambdajobs/" and the
+// stack's and construct's unique name): every EMF record carries it, so
+// its length counts.
+const deployedNamespace = "lambdajobs/lambdajobs-dev-Jobs-CDA8A673"
 
 // cost is one scenario's measured requests and units, per job.
 type cost struct {
@@ -103,7 +109,10 @@ func (b *byteCounter) Write(p []byte) (int, error) {
 		}
 		_ = json.Unmarshal(line, &fields)
 		what := fmt.Sprintf("%s log line %q", fields.Level, fields.Message)
-		if fields.AWS != nil {
+		switch {
+		case fields.AWS != nil && fields.Service == "" && bytes.Contains(line, []byte(`"JobsEnqueued"`)):
+			what = "metrics of enqueue (EMF, JobsEnqueued by kind)"
+		case fields.AWS != nil:
 			what = fmt.Sprintf("metrics of %s (EMF)", fields.Service)
 		}
 		b.mu.Lock()
@@ -164,13 +173,12 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string) (*ha
 	}
 	sealer, _ := jobs.NewAESSealer(make([]byte, 32))
 	queue := sqsqueue.New(h.sqs, h.urls.Queue)
-	// The functions' logs as Lambda ingests them (JSON at Info in
-	// aws-lambda-go's format, with the request id lambdacontext adds) and
-	// their metrics (EMF), counted.
-	logger := slog.New(slog.NewJSONHandler(&h.logs, &slog.HandlerOptions{ReplaceAttr: lambdacontext.ReplaceAttr})).
-		With(slog.String("requestId", "00000000-0000-0000-0000-000000000000"))
+	// The functions' logs as Lambda ingests them (their own logger, at
+	// INFO; the request id on warnings comes from the invocation's context,
+	// set by invoke) and their metrics (EMF), counted.
+	logger := lambdalog.New(&h.logs, func(string) string { return "" })
 	metrics := func(service string) *jobs.Metrics {
-		return &jobs.Metrics{Namespace: "lambdajobs/bench", Service: service, Writer: &h.logs}
+		return &jobs.Metrics{Namespace: deployedNamespace, Service: service, Writer: &h.logs}
 	}
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("enqueue")})
 	if err != nil {
@@ -184,7 +192,7 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string) (*ha
 	}
 	h.source = &localstack.EventSource{SQS: h.sqs, QueueURL: h.urls.Queue, BatchSize: 10, Invoke: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		t := time.Now()
-		resp, err := h.worker.HandleSQS(ctx, ev)
+		resp, err := h.worker.HandleSQS(invocation(ctx), ev)
 		h.mu.Lock()
 		h.invokes++
 		h.workerD += time.Since(t)
@@ -192,6 +200,12 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string) (*ha
 		return resp, err
 	}}
 	return h, nil
+}
+
+// invocation is ctx as Lambda gives it to a handler: with the invocation's
+// request id, which the functions' warnings carry.
+func invocation(ctx context.Context) context.Context {
+	return lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "00000000-0000-0000-0000-000000000000"})
 }
 
 func (h *harness) reset() {
@@ -203,7 +217,7 @@ func (h *harness) reset() {
 
 func (h *harness) enqueue(ctx context.Context, body string) error {
 	t := time.Now()
-	resp, _ := h.api.Enqueue(ctx, events.APIGatewayV2HTTPRequest{
+	resp, _ := h.api.Enqueue(invocation(ctx), events.APIGatewayV2HTTPRequest{
 		Body: body, Headers: map[string]string{"content-type": "application/json"},
 		RequestContext: events.APIGatewayV2HTTPRequestContext{Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
 			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/bench"}}},

@@ -4,18 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lambdajobs/lambdajobs/internal/lambdalog"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -51,8 +50,7 @@ func setup(b *testing.B) *env {
 	// As deployed: the functions' JSON log lines at INFO (Lambda's format)
 	// and their metrics on, written where Lambda would send them (here
 	// nowhere, but encoded all the same).
-	logger := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{ReplaceAttr: lambdacontext.ReplaceAttr})).
-		With(slog.String("requestId", "00000000-0000-0000-0000-000000000000"))
+	logger := lambdalog.New(io.Discard, func(string) string { return "" })
 	metrics := func(service string) *jobs.Metrics {
 		return &jobs.Metrics{Namespace: "lambdajobs/bench", Service: service, Writer: io.Discard}
 	}

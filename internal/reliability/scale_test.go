@@ -66,7 +66,7 @@ const scaleOwner = "arn:aws:iam::" + localstack.LocalAccount + ":user/reliabilit
 // so jobs are created at R, then the workers run the batch at R.
 //
 // Every job must end succeeded (example.hash), each handler must run once
-// (one claim per job, one "job finished" per job), the batch must end
+// (one claim per job, one "job succeeded" (or failed, or cancelled) per job), the batch must end
 // once with exact counts and its completion job run once, and no key may
 // go over its budget: a throttled request means a key that at 10,000 jobs
 // a second would need more than its partition gives. The key-heat report
@@ -491,7 +491,7 @@ func (l *runLog) read(line []byte) {
 		return
 	}
 	switch {
-	case rec.Message == "job finished":
+	case rec.Message == "job succeeded" || rec.Message == "job failed" || rec.Message == "job cancelled":
 		l.finished[rec.JobID]++
 	case rec.Message == "batch ended":
 		l.batchEnded++

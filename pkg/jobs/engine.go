@@ -230,7 +230,9 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex executi
 	}
 	switch {
 	case err == nil:
-		attrs := []slog.Attr{slog.String("status", string(ex.Status))}
+		// The run's one line: its status is in the message ("job
+		// succeeded", "job failed", "job cancelled").
+		var attrs []slog.Attr
 		if !r.started.IsZero() {
 			attrs = append(attrs, slog.Int64("duration_ms", at.Sub(r.started).Milliseconds()))
 		}
@@ -248,7 +250,7 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex executi
 		if ex.Stack != "" {
 			attrs = append(attrs, slog.String("stack", ex.Stack))
 		}
-		log.LogAttrs(ctx, level, "job finished", attrs...)
+		log.LogAttrs(ctx, level, "job "+string(ex.Status), attrs...)
 		if len(out.After) > 0 {
 			done := *rec
 			done.Status, done.After, done.ErrorCode, done.FinishedAt = out.Status, out.After, out.Code, at

@@ -259,7 +259,7 @@ func TestLostAnswersOnUpdatesCountAsDone(t *testing.T) {
 		if rec := r.get(t, id); rec.Status != jobs.StatusSucceeded {
 			t.Fatalf("job %s, want succeeded", rec.Status)
 		}
-		if logs := r.log(); strings.Contains(logs, "settled by someone else") || !strings.Contains(logs, `"msg":"job finished"`) {
+		if logs := r.log(); strings.Contains(logs, "settled by someone else") || !strings.Contains(logs, `"msg":"job succeeded"`) {
 			t.Fatalf("a final write whose answer was lost is reported as someone else's:\n%s", logs)
 		}
 	})

@@ -16,9 +16,10 @@ import (
 // one invocation at its end (a few lines per SQS batch); a Service one line
 // per enqueue; a Sweeper one line per sweep.
 //
-// Every record carries the "service" dimension; job metrics also "kind",
-// and failures "code" (a declared or reserved code: bounded). Never a job
-// id or an owner.
+// Every record carries the "service" dimension but JobsEnqueued's (by
+// "kind" and in all: one record per enqueue, so its bytes count); job
+// metrics also "kind", and failures "code" (a declared or reserved code:
+// bounded). Never a job id or an owner.
 //
 //	JobsEnqueued       Count         jobs accepted (not idempotent replays)
 //	JobsStarted        Count         claims
@@ -59,6 +60,14 @@ func (m *Metrics) batch() *emf.Batch {
 		return nil
 	}
 	return emf.New(m.Namespace, map[string]string{metricnames.Service: m.Service})
+}
+
+// bare is batch without the service dimension.
+func (m *Metrics) bare() *emf.Batch {
+	if m == nil || m.Writer == nil {
+		return nil
+	}
+	return emf.New(m.Namespace, nil)
 }
 
 func (m *Metrics) flush(b *emf.Batch, now time.Time) {

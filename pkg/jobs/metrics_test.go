@@ -53,7 +53,12 @@ func parseEMF(t *testing.T, out string) []emfRecord {
 		if len(sets) == 0 || len(sets) > 2 {
 			t.Fatalf("Dimensions %v", d["Dimensions"])
 		}
-		if len(sets) == 2 && jsonString(sets[1]) != `["service"]` {
+		_, enqueues := raw["JobsEnqueued"]
+		switch {
+		case enqueues && (jsonString(sets) != `[["kind"],[]]` || raw["service"] != nil):
+			// One record per enqueue: by kind and in all, no service.
+			t.Fatalf("JobsEnqueued's dimension sets %v (service %v), want [[kind],[]] and no service", sets, raw["service"])
+		case !enqueues && len(sets) == 2 && jsonString(sets[1]) != `["service"]`:
 			t.Fatalf("the second dimension set must be the service alone (for alarms): %v", sets[1])
 		}
 		for _, name := range sets[0].([]any) {
@@ -209,7 +214,7 @@ func TestMetricsOfEveryOutcome(t *testing.T) {
 		if _, found := value(recs, "JobsSucceeded", map[string]string{"kind": "flaky"}); found {
 			t.Error("a retried job counted as succeeded")
 		}
-		if got, _ := value(parseEMF(t, enqueued.String()), "JobsEnqueued", map[string]string{"service": "enqueue"}); got != 4 {
+		if got, _ := value(parseEMF(t, enqueued.String()), "JobsEnqueued", map[string]string{}); got != 4 {
 			t.Errorf("JobsEnqueued = %v, want 4", got)
 		}
 		if n := strings.Count(out.String(), "\n"); n > 12 {
@@ -258,7 +263,11 @@ func TestMetricsOfTheAPIsTransitions(t *testing.T) {
 	}
 	recs := parseEMF(t, out.String())
 	for name, want := range map[string]float64{"JobsEnqueued": 3, "JobsCancelled": 4, "JobsResubmitted": 4} {
-		if got, _ := value(recs, name, map[string]string{"kind": "ok", "service": "cancel"}); got != want {
+		dims := map[string]string{"kind": "ok", "service": "cancel"}
+		if name == "JobsEnqueued" {
+			dims = map[string]string{"kind": "ok"}
+		}
+		if got, _ := value(recs, name, dims); got != want {
 			t.Errorf("%s = %v, want %v\n%s", name, got, want, out.String())
 		}
 	}

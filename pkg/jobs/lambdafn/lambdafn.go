@@ -37,11 +37,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
+	"github.com/lambdajobs/lambdajobs/internal/lambdalog"
 	"github.com/lambdajobs/lambdajobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/internal/keyring"
 	"github.com/lambdajobs/lambdajobs/internal/metricnames"
@@ -293,8 +293,8 @@ type Deps struct {
 // Option adjusts what Main and Build build.
 type Option func(*Deps)
 
-// WithLogger sets the functions' logger (Main's: lambdacontext's JSON
-// logger with the request id; Build's default: none).
+// WithLogger sets the functions' logger (Main's: JSON lines in Lambda's
+// format, the request id on warnings and errors; Build's default: none).
 func WithLogger(l *slog.Logger) Option { return func(d *Deps) { d.Logger = l } }
 
 // WithRoutes gives the worker routes for messages that other AWS services
@@ -549,7 +549,7 @@ var functions = map[string]Function{
 func Serve(reg *jobs.Registry, opts ...Option) {
 	fn, err := FunctionNamed(os.Getenv("JOBS_FUNCTION"))
 	if err != nil {
-		lambdacontext.NewLogger().Error("function cannot start", slog.String("error", err.Error()))
+		lambdalog.New(os.Stdout, os.Getenv).Error("function cannot start", slog.String("error", err.Error()))
 		os.Exit(1)
 	}
 	Main(fn, reg, opts...)
@@ -574,7 +574,7 @@ func Main(fn Function, reg *jobs.Registry, opts ...Option) {
 		}
 	}
 	mainTook := time.Since(processStart)
-	logger := lambdacontext.NewLogger()
+	logger := lambdalog.New(os.Stdout, os.Getenv)
 	ctx := context.Background()
 	handler, clock, err := build(ctx, fn, reg, os.Getenv, append([]Option{WithLogger(logger)}, opts...)...)
 	if err != nil {
