@@ -41,9 +41,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
-	"github.com/lambdajobs/lambdajobs/internal/lambdalog"
 	"github.com/lambdajobs/lambdajobs/internal/emf"
 	"github.com/lambdajobs/lambdajobs/internal/keyring"
+	"github.com/lambdajobs/lambdajobs/internal/lambdalog"
 	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/internal/tracehook"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
