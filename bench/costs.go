@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
+	"strings"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/smithy-go/middleware"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -24,7 +28,9 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/eventbus"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
@@ -40,6 +46,7 @@ const (
 	priceLogsGB     = 0.50         // CloudWatch Logs ingestion, per GB
 	enqueueMemoryGB = 0.25         // the dev configuration
 	workerMemoryGB  = 0.5
+	priceEvents     = 1.00 // EventBridge PutEvents, per million entries of up to 64 KB
 	floorPerMillion = 3.7
 	sfnPerMillion   = 76.0
 )
@@ -62,6 +69,20 @@ type cost struct {
 	LogBytes       float64            // per job: the functions' log lines and metrics (EMF), as CloudWatch Logs would ingest them
 	LogBytesAtWarn float64            // the same with the functions' log level at WARN
 	LogLines       map[string]float64 // LogBytes by line: each service's metrics, each log message
+	Entries        float64            // EventBridge entries per job (job events)
+}
+
+// events is the EventBridge entries per job: one per PutEvents entry the
+// counter saw (ten to a request).
+func (c cost) events() float64 { return c.Entries }
+
+// totalRequests is the AWS requests per job.
+func (c cost) totalRequests() float64 {
+	var n float64
+	for _, v := range c.Requests {
+		n += v
+	}
+	return n
 }
 
 func (c cost) sqsRequests() float64 {
@@ -82,7 +103,8 @@ func (c cost) dollars() (ddb, sqsCost, lambdaReq, lambdaDur, api, logs, total fl
 	lambdaDur = c.GBSeconds * priceGBSecond * 1e6
 	api = c.APICalls * priceHTTPAPI
 	logs = c.LogBytes / 1e9 * priceLogsGB * 1e6
-	return ddb, sqsCost, lambdaReq, lambdaDur, api, logs, ddb + sqsCost + lambdaReq + lambdaDur + api + logs
+	total = ddb + sqsCost + lambdaReq + lambdaDur + api + logs + c.events()*priceEvents
+	return ddb, sqsCost, lambdaReq, lambdaDur, api, logs, total
 }
 
 // byteCounter counts what the functions would write to CloudWatch Logs:
@@ -143,9 +165,14 @@ type harness struct {
 	invokes int
 	workerD time.Duration
 	enqD    time.Duration
+	closers []func()
+	bus     *localstack.EventBus // with allEvents
 }
 
-func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string) (*harness, error) {
+// newHarness builds the system on the emulators, with table and queue
+// name; allEvents announces every outcome on a local event bus (its
+// PutEvents counted as the other requests are).
+func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string, allEvents bool) (*harness, error) {
 	h := &harness{counter: &awscount.Counter{}}
 	h.ddb = localaws.DynamoDBClient(ddbEndpoint, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, h.counter.APIOption) })
 	h.sqs = localaws.SQSClient(sqsEndpoint, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, h.counter.APIOption) })
@@ -180,13 +207,23 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string) (*ha
 	metrics := func(service string) *jobs.Metrics {
 		return &jobs.Metrics{Namespace: deployedNamespace, Service: service, Writer: &h.logs}
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("enqueue")})
+	var bus driver.Bus
+	if allEvents {
+		h.bus = &localstack.EventBus{}
+		srv := httptest.NewServer(h.bus)
+		h.closers = append(h.closers, srv.Close)
+		client := eventbridge.New(eventbridge.Options{Region: localaws.Region, BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
+			Credentials: aws.AnonymousCredentials{}, APIOptions: []func(*middleware.Stack) error{h.counter.APIOption}})
+		bus = eventbus.New(client, localstack.LocalEventBus, eventbus.Options{})
+	}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("enqueue"),
+		AllEvents: allEvents, Bus: bus})
 	if err != nil {
 		return nil, err
 	}
 	h.api = httpapi.New(svc, logger)
 	h.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("worker"),
-		Routes: examplekinds.Routes("arn:aws:iam::000000000000:user/bench"), CancelCheck: -1})
+		Routes: examplekinds.Routes("arn:aws:iam::000000000000:user/bench"), CancelCheck: -1, AllEvents: allEvents, Bus: bus})
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +245,19 @@ func invocation(ctx context.Context) context.Context {
 	return lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "00000000-0000-0000-0000-000000000000"})
 }
 
+func (h *harness) close() {
+	for _, c := range h.closers {
+		c()
+	}
+}
+
+// The scenarios that cost what a feature adds to a plain API job (the
+// first scenario): its outcome announced, or run after another job.
+const (
+	scenarioEvents = "API-enqueued job announcing its outcome (job events for every kind)"
+	scenarioAfter  = "API-enqueued jobs, half of them after the other half (one parent each)"
+)
+
 func (h *harness) reset() {
 	h.counter.Reset()
 	h.mu.Lock()
@@ -216,6 +266,12 @@ func (h *harness) reset() {
 }
 
 func (h *harness) enqueue(ctx context.Context, body string) error {
+	_, err := h.enqueueID(ctx, body)
+	return err
+}
+
+// enqueueID is enqueue, returning the job's id.
+func (h *harness) enqueueID(ctx context.Context, body string) (string, error) {
 	t := time.Now()
 	resp, _ := h.api.Enqueue(invocation(ctx), events.APIGatewayV2HTTPRequest{
 		Body: body, Headers: map[string]string{"content-type": "application/json"},
@@ -226,9 +282,9 @@ func (h *harness) enqueue(ctx context.Context, body string) error {
 	h.enqD += time.Since(t)
 	h.mu.Unlock()
 	if resp.StatusCode != 202 {
-		return fmt.Errorf("enqueue: %d %s", resp.StatusCode, resp.Body)
+		return "", fmt.Errorf("enqueue: %d %s", resp.StatusCode, resp.Body)
 	}
-	return nil
+	return strings.TrimPrefix(resp.Headers["Location"], httpapi.JobsPath+"/"), nil
 }
 
 // drain runs the event source until the queue is empty. The depth checks
@@ -266,6 +322,9 @@ func (h *harness) result(name string, n int, enqueueInvokes, apiCalls float64) c
 	c.APICalls = apiCalls
 	c.LogBytes = float64(h.logs.n.Load()) / float64(n)
 	c.LogBytesAtWarn = float64(h.logs.atWarn.Load()) / float64(n)
+	if h.bus != nil {
+		c.Entries = float64(len(h.bus.Events())) / float64(n)
+	}
 	c.LogLines = map[string]float64{}
 	h.logs.mu.Lock()
 	for k, v := range h.logs.byLine {
@@ -321,12 +380,37 @@ func costs(ctx context.Context, n int) ([]cost, error) {
 			}
 			return 1, 1, h.drain(ctx)
 		}},
+		{scenarioEvents, func(h *harness) (float64, float64, error) {
+			for i := range n {
+				if err := h.enqueue(ctx, fmt.Sprintf(`{"kind":"example.hash","payload":{"text":"job %d","rounds":1}}`, i)); err != nil {
+					return 0, 0, err
+				}
+			}
+			return 1, 1, h.drain(ctx)
+		}},
+		{scenarioAfter, func(h *harness) (float64, float64, error) {
+			parents := make([]string, n/2)
+			for i := range parents {
+				id, err := h.enqueueID(ctx, fmt.Sprintf(`{"kind":"example.hash","payload":{"text":"parent %d","rounds":1}}`, i))
+				if err != nil {
+					return 0, 0, err
+				}
+				parents[i] = id
+			}
+			for i, p := range parents {
+				if err := h.enqueue(ctx, fmt.Sprintf(`{"kind":"example.hash","payload":{"text":"child %d","rounds":1},"after":[%q]}`, i, p)); err != nil {
+					return 0, 0, err
+				}
+			}
+			return 1, 1, h.drain(ctx)
+		}},
 	}
 	for i, sc := range scenarios {
-		h, err := newHarness(ctx, ddbP.Endpoint, sqsP.Endpoint, fmt.Sprintf("bench-cost-%d", i))
+		h, err := newHarness(ctx, ddbP.Endpoint, sqsP.Endpoint, fmt.Sprintf("bench-cost-%d", i), sc.name == scenarioEvents)
 		if err != nil {
 			return nil, err
 		}
+		defer h.close()
 		h.reset()
 		enq, api, err := sc.run(h)
 		if err != nil {

@@ -96,13 +96,30 @@ func run(o options) error {
 	}
 	r.Took = time.Since(started)
 	if o.only != nil {
-		_, err := os.Stdout.WriteString(r.sections(o.only))
-		return err
+		if _, err := os.Stdout.WriteString(r.sections(o.only)); err != nil {
+			return err
+		}
+		return r.checked()
 	}
 	if err := plotThroughput(r.Throughput, o.out+"/bench-throughput.png"); err != nil {
 		return err
 	}
-	return os.WriteFile(o.out+"/BENCHMARKS.md", []byte(r.markdown()), 0o644)
+	if err := os.WriteFile(o.out+"/BENCHMARKS.md", []byte(r.markdown()), 0o644); err != nil {
+		return err
+	}
+	return r.checked()
+}
+
+// checked returns an error naming the checks that do not hold.
+func (r *report) checked() error {
+	var bad []string
+	for _, c := range r.failed() {
+		bad = append(bad, fmt.Sprintf("%s: %s, want %s", c.what, c.got, c.limit))
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%d limits not kept (docs/BENCHMARKS.md section 7):\n  %s", len(bad), strings.Join(bad, "\n  "))
+	}
+	return nil
 }
 
 func machine() string {

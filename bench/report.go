@@ -128,6 +128,7 @@ func (r *report) markdown() string {
 	b.WriteString(r.coldMD())
 	b.WriteString(r.sweepMD())
 	b.WriteString(r.lanesMD())
+	b.WriteString(r.checksMD())
 	w("## Reproduce\n\n```sh\nmake bench   # about 5 minutes on 2 cores; rewrites this file and docs/bench-throughput.png\n")
 	w("cd bench && go run . -only coldstart   # one step alone, printed (-only costs, sweep, coldstart, throughput, lanes)\n```\n")
 	return b.String()
@@ -151,6 +152,7 @@ func (r *report) sections(only map[string]bool) string {
 	if only["lanes"] {
 		b.WriteString(r.lanesMD())
 	}
+	b.WriteString(r.checksMD())
 	return b.String()
 }
 
@@ -202,19 +204,25 @@ func (r *report) costsMD() string {
 		w("| %s | %.0f |\n", k, api.LogLines[k])
 	}
 	w("| **in all** | **%.0f** |\n\n", api.LogBytes)
-	w("Before issue 30 the same job wrote %.0f bytes ($%.2f per million). Dropped since, as nothing an operator\n", before.logBytes, before.logDollars)
-	w("reads is lost: the run's `attempt` when it is the first (its absence says so; a retry's lines still\n")
-	w("name theirs), each EMF count's `\"Unit\":\"Count\"` (the specification's default unit, None, gives the\n")
-	w("same statistics, and no alarm or dashboard names a unit), and, for a job made from a foreign message\n")
-	w("or a schedule's fire, the INFO line of its creation (now DEBUG: the run's own line follows, and the\n")
-	w("job's id derives from the message's). The rest is what an operator reads or the specification\n")
-	w("requires: the run's one line (Lambda's timestamp, level and request id; the job's id, kind, status\n")
-	w("and duration), the enqueue's record (its timestamp, namespace, the two dimension sets alarms and\n")
-	w("dashboards use, the kind and the count) and the worker's share of its batch's record. So the aim of\n")
-	w("350 bytes is not met: the enqueue's record alone is %.0f bytes, and a run's line with the job's id\n", api.LogLines["metrics of enqueue (EMF)"])
-	w("and the request id is over 200. Meeting it means dropping the per-enqueue record's kind (the\n")
-	w("transition's count per kind) or replacing the run's line by one line per worker invocation that\n")
-	w("lists its succeeded jobs (about 55 bytes a job instead of %.0f): a decision, not a compaction.\n\n", api.LogLines["INFO log line \"job finished\""])
+	w("Before issue 30 the same job wrote %.0f bytes ($%.2f per million, measured with a metrics namespace of\n", before.logBytes, before.logDollars)
+	w("16 characters; the construct derives one of about 40, which every record carries, as here). Dropped\n")
+	w("since, as nothing an operator reads is lost: each line's own timestamp (CloudWatch Logs stamps every\n")
+	w("event it ingests, which is Logs Insights' `@timestamp`); the request id on INFO lines (a run's line\n")
+	w("names its job, which is how it is found; warnings and errors keep it, to find the invocation's other\n")
+	w("lines); the run's status as a field of its own (it is in the message: `job succeeded`, `job failed`,\n")
+	w("`job cancelled`); the run's `attempt` when it is the first; each EMF count's `\"Unit\":\"Count\"` (the\n")
+	w("specification's default, None, gives the same statistics); the `service` dimension of the\n")
+	w("enqueue's record, whose total no alarm reads (JobsEnqueued is by kind and in all); and for a job made\n")
+	w("from a foreign message or a schedule's fire the INFO line of its creation (now DEBUG). What is left is\n")
+	w("what an operator reads or the specification requires: the run's one line (level, message, the job's\n")
+	w("id, kind and duration) and the enqueue's record (its timestamp, namespace, dimension sets, the kind\n")
+	w("and the count), and the worker's share of its batch's record.\n\n")
+	w("The aim of 350 bytes is not met (%.0f): the enqueue's record alone is %.0f bytes, most of them the\n", api.LogBytes, api.LogLines["metrics of enqueue (EMF, JobsEnqueued by kind)"])
+	w("specification's (its `_aws` metadata and the namespace). Meeting it means not counting each enqueue\n")
+	w("by kind (docs/DESIGN guarantee 15 asks for every transition by kind), or gathering the counts of many\n")
+	w("enqueues in one record across invocations, which loses those a frozen execution environment holds\n")
+	w("when Lambda retires it. Not counted here, and billed alike: Lambda's own START and REPORT lines per\n")
+	w("invocation and API Gateway's access log line per request (docs/OPERATIONS.md, \"Logs\").\n\n")
 	_, _, _, _, _, apiLogs, _ := api.dollars()
 	w("Against the $%.2f per million measured on %s (commit %s, %.0f write units and $%.2f of logs per\n", baseline.total, baseline.date, baseline.commit, baseline.wru, baseline.logs)
 	w("job): the queued and running indexes of the listing since added %.0f write units ($%.2f, commit\n", api.WRU-baseline.wru, (api.WRU-baseline.wru)*priceWRU)
@@ -228,6 +236,18 @@ func (r *report) costsMD() string {
 	w("that GET /v1/jobs reads and 4 in and out of the queued and running indexes; see docs/CAPACITY.md),\n")
 	w("and Lambda duration, which the floor does not count. Each partial result adds one write unit\n")
 	w("(scenario 3).\n\n")
+
+	if ev, after := r.costNamed(scenarioEvents), r.costNamed(scenarioAfter); ev != nil && after != nil {
+		_, _, _, _, _, _, evTotal := ev.dollars()
+		_, _, _, _, _, _, afterTotal := after.dollars()
+		w("What the features add to that job (scenarios 4 and 5 against scenario 1): announcing its outcome,\n")
+		w("%.2f write units, %.2f requests and %.2f EventBridge entries, **$%.2f** per million jobs; running after\n",
+			ev.WRU-api.WRU, ev.totalRequests()-api.totalRequests(), ev.Entries, evTotal-apiTotal)
+		w("another job (half the jobs of scenario 5 wait on the other half), per such job %.2f write units,\n", 2*(after.WRU-api.WRU))
+		w("%.2f read units and %.2f requests, **$%.2f** per million. A kind that uses neither pays nothing:\n",
+			2*(after.RRU-api.RRU), 2*(after.totalRequests()-api.totalRequests()), 2*(afterTotal-apiTotal))
+		w("scenario 1 makes exactly the requests and write units it made before them (section 7 checks it).\n\n")
+	}
 
 	// Stated once, where the tests measure them: a figure here would go
 	// stale (it did: docs/docs_test.go checks every doc against CAPACITY.md).
@@ -424,6 +444,16 @@ var before = struct {
 	logBytes: 561, logDollars: 0.28,
 	workerMedian: 1.149, workerLo: 1.117, workerHi: 1.179,
 	enqueueMedian: 1.083, enqueueLo: 1.070, enqueueHi: 1.133,
+}
+
+// costNamed returns the cost scenario named name (nil when not run).
+func (r *report) costNamed(name string) *cost {
+	for i := range r.Costs {
+		if r.Costs[i].Name == name {
+			return &r.Costs[i]
+		}
+	}
+	return nil
 }
 
 // cold returns the cold start of function name, with or without tracing
