@@ -119,4 +119,3 @@ func (r *report) checksMD() string {
 	b.WriteString("\n")
 	return b.String()
 }
-
