@@ -49,15 +49,15 @@ type Store interface {
 	// run's lease to c.LeaseUntil, with Heartbeat's conditions and errors.
 	Checkpoint(ctx context.Context, id, token string, c Checkpoint) error
 
-	// AcquireSlot takes a slot of the slot item key for c.Holder (a job id)
-	// until c.LeaseUntil, if fewer than c.Max holders hold one whose lease
-	// has not ended at c.At (a holder that holds one renews it), and says
+	// AcquireSlot takes a slot of the slot item key for c.Holder until
+	// c.LeaseUntil, if fewer than c.Max holders hold one whose lease has
+	// not ended at c.At (a holder that holds one renews it), and says
 	// SlotHeld. When every slot is held it says SlotQueued after putting
-	// the holder at the end of the item's waiters (once; at most c.Waiters
-	// of them), or SlotFull when they are as many or c.Waiters is 0. A
-	// holder that takes a slot leaves the waiters. A slot whose lease ended
-	// frees itself: a killed worker's run holds its slot no longer than its
-	// lease.
+	// the waiter (c.WaiterOf()) at the end of the item's waiters (once; at
+	// most c.Waiters of them), or SlotFull when they are as many or
+	// c.Waiters is 0. A waiter that takes a slot leaves the waiters. A
+	// slot whose lease ended frees itself: a killed worker's run holds its
+	// slot no longer than its lease.
 	AcquireSlot(ctx context.Context, key string, c SlotClaim) (SlotState, error)
 	// ReleaseSlot frees holder's slot of key (nothing when it holds none)
 	// and takes the first of the item's waiters off, answering it ("" when
@@ -312,11 +312,43 @@ type Requeue struct {
 
 // SlotClaim asks Store.AcquireSlot for a slot.
 type SlotClaim struct {
-	Holder         string
+	// Holder names who holds the slot: the worker passes its run's claim
+	// token, so a later run of the same job never counts as holding it.
+	Holder string
+	// Waiter is the job queued among the waiters when every slot is held
+	// (Holder when empty): what a release or a pop answers, to be woken.
+	Waiter         string
 	Max            int
 	LeaseUntil, At time.Time
 	// Waiters bounds the item's waiters (0: do not queue the holder).
 	Waiters int
+	// ExpectFull says the caller expects every slot held (its last
+	// acquire of the key queued): the store may try to queue first, which
+	// spares a write when it is right and costs one when it is wrong.
+	ExpectFull bool
+}
+
+// WaiterOf is the waiter c queues: c.Waiter, or c.Holder when unset.
+func (c SlotClaim) WaiterOf() string {
+	if c.Waiter != "" {
+		return c.Waiter
+	}
+	return c.Holder
+}
+
+// WaiterPopper is implemented by a Store whose slots can pass from run to
+// run: a worker whose run ends takes the next waiter off the slot item
+// and runs it under the slot it holds, one write instead of a release and
+// the waiter's acquire, and no other job takes the slot in between. On a
+// Store without it the worker releases the slot (ReleaseSlot) and the
+// waiter it woke acquires one. jobstest.RunStoreTests checks it when the
+// store has it.
+type WaiterPopper interface {
+	// PopWaiter takes the first of the slot item key's waiters off, if
+	// holder holds a slot (whose lease it leaves as it is), and answers it
+	// ("" when there is none, or holder holds no slot) and how many
+	// waiters are left behind it.
+	PopWaiter(ctx context.Context, key, holder string) (waiter string, left int, err error)
 }
 
 // SlotState is what Store.AcquireSlot did.

@@ -654,10 +654,26 @@ func TestWriteUnitsPerFlowControl(t *testing.T) {
 		}
 		return err
 	})
+	queueFirst := measure(func() error {
+		c := claim("c")
+		c.ExpectFull = true
+		st, err := store.AcquireSlot(ctx, "slots", c)
+		if err == nil && st != driver.SlotQueued {
+			t.Errorf("third holder of 1 slot: state %v, want queued", st)
+		}
+		return err
+	})
+	pop := measure(func() error {
+		next, _, err := store.PopWaiter(ctx, "slots", "a")
+		if err == nil && next != "b" {
+			t.Errorf("pop took %q off, want b", next)
+		}
+		return err
+	})
 	release := measure(func() error {
 		next, err := store.ReleaseSlot(ctx, "slots", "a")
-		if err == nil && next != "b" {
-			t.Errorf("release woke %q, want b", next)
+		if err == nil && next != "c" {
+			t.Errorf("release woke %q, want c", next)
 		}
 		return err
 	})
@@ -673,15 +689,17 @@ func TestWriteUnitsPerFlowControl(t *testing.T) {
 		return err
 	})
 	unlock := measure(func() error { return store.ReleaseUnique(ctx, "u", "j") })
-	got := map[string]float64{"slot taken": acquire, "slot queued": queue, "slot released": release,
+	got := map[string]float64{"slot taken": acquire, "slot queued": queue, "slot queued first": queueFirst, "waiter popped": pop, "slot released": release,
 		"token (idle bucket)": tokenIdle, "token (busy bucket)": tokenBusy,
 		"unique key taken": unique, "unique key held": duplicate, "unique key freed": unlock}
 	// DynamoDB Local reports no capacity for a write whose condition
 	// failed; AWS charges it a write unit (docs/FLOW_CONTROL.md adds it).
 	want := map[string]float64{
-		"slot taken":          2, // a consistent read (1 read unit), then the versioned write (1)
-		"slot queued":         2,
-		"slot released":       2,
+		"slot taken":          1, // one write, no read (the first makes the item: + 1 on AWS, the take's failed condition)
+		"slot queued":         1, // + 1 on AWS: the take's condition fails first (the item is full)
+		"slot queued first":   1, // ExpectFull: the join first
+		"waiter popped":       1, // the slot passed on: one write, no release nor acquire
+		"slot released":       1,
 		"token (idle bucket)": 1, // + 1 on AWS: the busy path's condition fails first
 		"token (busy bucket)": 1,
 		"unique key taken":    1,
