@@ -47,7 +47,7 @@ func TestCancelEndsABatchAndOperatorsRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// "What is queued, what is running now?", from the unfinished jobs only.
-	if c := call(t, "GET", "/v1/counts", "ops", "", ""); c.status != 200 || !strings.Contains(c.body, `"example.hash":{"queued":2,"running":0}`) {
+	if c := call(t, "GET", "/v1/counts", "ops", "", ""); c.status != 200 || !strings.Contains(c.body, `"example.hash":{"queued":2,"running":0,"waiting":0}`) {
 		t.Fatalf("counts while the batch waits: %d %s", c.status, c.body)
 	}
 	if r := call(t, "GET", "/v1/jobs?status=running", "ops", "", ""); r.status != 200 || r.body != `{"jobs":[],"next_page_token":null}` {

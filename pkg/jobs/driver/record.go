@@ -76,8 +76,15 @@ type Record struct {
 	// WaitingOn says what a parked job waits for: "concurrency" (a slot),
 	// "rate" (its reserved start under a rate limit, at RunAt) or "store"
 	// (a limit's item could not be read; it tries again). It stays
-	// through the next claim, to the run's next Requeue or Finish.
+	// through the next claim, to the run's next Requeue or Finish. A
+	// queued job with WaitingOn set (whatever its value) is counted as
+	// waiting (KindCounts.Waiting).
 	WaitingOn string
+	// QueueCapped: the job's kind caps how many of its jobs are queued
+	// (KindOpts.MaxQueued), so the store counts the job among its kind's
+	// queued jobs while it is queued (QueueCounter). Set at creation, never
+	// changed; a job of a kind without a cap pays nothing for it.
+	QueueCapped bool
 	// UniqueKey is the unique key the job holds (see Store.ClaimUnique),
 	// released when UniqueUntil says ("finished" or "started"; "" for a key
 	// that frees itself at its time).

@@ -217,6 +217,30 @@ type UnfinishedCounts struct {
 type KindCounts struct {
 	Queued  int `json:"queued"`
 	Running int `json:"running"`
+	// Waiting is how many of the queued wait on something before they can
+	// start (Record.WaitingOn: a concurrency slot, a rate, ...), rather
+	// than for a worker.
+	Waiting int `json:"waiting"`
+}
+
+// QueueCounter is implemented by a Store that counts queued jobs, for the
+// caps on them (KindOpts.MaxQueued and MaxQueuedPerOwner): jobs.NewService
+// refuses a registry with a capped kind over a store without it.
+// jobstest.RunStoreTests checks it when a store has it.
+type QueueCounter interface {
+	// CountQueued counts the queued jobs of q.Kind: those of the owner
+	// whose key is q.OwnerKey (wire.OwnerKey), or, without one, every
+	// owner's that were created QueueCapped. It may stop at q.Limit (0: no
+	// limit), answering at least that. It reads only entries of queued
+	// jobs, never the table, and may lag the latest writes by a moment.
+	CountQueued(ctx context.Context, q QueueCount) (int, error)
+}
+
+// QueueCount asks QueueCounter.CountQueued for a count.
+type QueueCount struct {
+	Kind     string
+	OwnerKey string
+	Limit    int
 }
 
 // ListPage is one page of Store.List.

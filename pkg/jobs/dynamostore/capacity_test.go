@@ -759,3 +759,62 @@ func TestWriteUnitsPerAnnouncedJob(t *testing.T) {
 		t.Errorf("%g write units for an announced job, want 12 (the plain job's 11, plus DoneAfter's write, whose index removal the final write no longer makes)", total)
 	}
 }
+
+// TestWriteUnitsPerCapAndWait measures what the indexes of the caps and
+// of the waiting count add to a small job: a job of a kind that caps its
+// queued jobs (QueueCapped) is in KindQueuedIndex while queued (in at
+// creation, out at the claim: 2 units over TestWriteUnitsPerJob's 11), and
+// a park (a requeue that waits, then the next claim) puts the job in
+// WaitingIndex and takes it out (2 units over a retry's 8). A job of a
+// kind without a cap that never waits pays neither (TestWriteUnitsPerJob
+// and TestWriteUnitsPerRetryAndCancel are unchanged).
+func TestWriteUnitsPerCapAndWait(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	total := func(log *capacityLog) (sum, index float64) {
+		for op, v := range log.table {
+			sum += v + log.index[op]
+			index += log.index[op]
+		}
+		return sum, index
+	}
+	capped := &capacityLog{}
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: capped.record})
+	rec := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
+		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute), QueueCapped: true}
+	if err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Finish(ctx, rec.ID, "a", driver.Outcome{Status: jobs.StatusSucceeded, At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, index := total(capped); got != 12 || index != 9 {
+		t.Errorf("a capped kind's job (create, claim, finish): %v write units (%v index), want 12 (9: the uncapped job's 7 + KindQueuedIndex in and out)", got, index)
+	}
+
+	park := &capacityLog{}
+	store = dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: park.record})
+	rec = &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
+		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
+	if err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	park.table, park.index = map[string]float64{}, map[string]float64{} // count from the park
+	if err := store.Requeue(ctx, rec.ID, "a", driver.Requeue{At: now, RunAt: now, SweepAt: now.Add(4 * time.Minute), WaitingOn: "concurrency", Unstart: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "b", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := total(park); got != 10 {
+		t.Errorf("a park and the next claim: %v write units, want 10 (a retry's 8 + WaitingIndex in and out)", got)
+	}
+	t.Logf("a capped job: 12 write units (a plain one 10 without its publish); a park and its next claim: 10 (a retry 8)")
+}

@@ -111,6 +111,8 @@ type item struct {
 	ListCreated string `dynamodbav:"lc,omitempty"`
 	Queued      string `dynamodbav:"uq,omitempty"`
 	Running     string `dynamodbav:"ur,omitempty"`
+	// The capped kinds' index key (see KindQueuedIndex).
+	KindCap string `dynamodbav:"kc,omitempty"`
 }
 
 // listCreated is a job's OwnerIndex sort key: its creation time in
@@ -145,6 +147,12 @@ func ListKey(ownerKey, id string) string {
 	return ownerKey + "#" + strconv.Itoa(int(hashOf(id)%ListShards))
 }
 
+// KindCapKey returns the KindQueuedIndex partition key of job id of a
+// capped kind: the kind and the job's shard.
+func KindCapKey(kind, id string) string {
+	return kind + "#" + strconv.Itoa(int(hashOf(id)%KindShards))
+}
+
 func hashOf(id string) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(id))
@@ -173,6 +181,9 @@ func toItem(r *driver.Record) item {
 		case jobs.StatusRunning:
 			it.Running = it.ListOwner
 		}
+	}
+	if r.QueueCapped {
+		it.KindCap = KindCapKey(r.Kind, r.ID)
 	}
 	if r.BatchCounts != nil {
 		b, _ := json.Marshal(r.BatchCounts)
@@ -207,7 +218,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		BatchIndex: it.BatchIdx, BatchSize: it.BatchSize, BatchShards: it.BatchShard, After: it.After, AttemptBase: it.AttemptBase,
 		Lane: it.Lane, Tenant: it.Tenant, WaitingOn: it.WaitingOn, UniqueKey: it.UniqueKey, UniqueUntil: it.UniqueUntil, StartBy: fromMS(it.StartBy),
 		Checkpoint: it.Checkpoint, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
-		Events: it.Events, OnFailure: it.OnFailure, Outcomes: it.Outcomes,
+		Events: it.Events, OnFailure: it.OnFailure, Outcomes: it.Outcomes, QueueCapped: it.KindCap != "",
 	}
 	if it.BatchCount != "" {
 		var bc jobs.BatchCounts
