@@ -327,9 +327,9 @@ type Requeue struct {
 	// WaitingOn parks the job: it could not start (a concurrency slot, a
 	// rate), so the attempt its claim counted is given back and the job
 	// waits until RunAt, saying on what; Unstart also forgets the claim's
-	// start when it was the job's first (StartedAt, FirstStartedAt). WaitingOn stays
-	// on the record through its next claim (the worker reads it then) and
-	// is cleared by the run's next Requeue or Finish.
+	// start when it was the job's first (StartedAt, FirstStartedAt). The
+	// next claim clears WaitingOn from the job and returns it on the
+	// claimed record (the worker reads it then).
 	WaitingOn string
 	Unstart   bool
 }

@@ -435,7 +435,7 @@ func (s *Store) update(ctx context.Context, id string, c change) (map[string]typ
 
 func returnValues(op string) types.ReturnValue {
 	if op == "claim" {
-		return types.ReturnValueAllNew
+		return types.ReturnValueAllOld
 	}
 	return types.ReturnValueNone
 }
@@ -453,7 +453,11 @@ func notCancelled(c expression.ConditionBuilder) expression.ConditionBuilder {
 	return c.And(expression.AttributeNotExists(expression.Name(attrCancel)))
 }
 
-// Claim moves a queued job to running under c.
+// Claim moves a queued job to running under c, and out of WaitingIndex
+// (what it waited on is removed with its queued key, so no later write
+// of the job touches that index's keys while it is in neither). It asks
+// for the item as it was (ALL_OLD, no read unit) and returns it as the
+// claim made it, saying what it waited on.
 func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
 	upd := moveUnfinished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusRunning))), AttrRunning, AttrQueued).
 		Set(expression.Name(attrToken), expression.Value(c.Token)).
@@ -461,7 +465,8 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 		Set(expression.Name(attrStarted), expression.Value(ms(c.At))).
 		Set(expression.Name(attrFirstStarted), expression.IfNotExists(expression.Name(attrFirstStarted), expression.Value(ms(c.At)))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
-		Add(expression.Name(attrAttempt), expression.Value(1))
+		Add(expression.Name(attrAttempt), expression.Value(1)).
+		Remove(expression.Name(attrWaitingOn))
 	due := expression.AttributeNotExists(expression.Name(attrRunAt)).
 		Or(expression.Name(attrRunAt).LessThanEqual(expression.Value(ms(c.At))))
 	cond := statusIs(jobs.StatusQueued).And(due)
@@ -476,7 +481,18 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 	if err != nil {
 		return nil, err
 	}
-	return fromItem(av)
+	rec, err := fromItem(av)
+	if err != nil {
+		return nil, err
+	}
+	// The update above, applied to the job as it was.
+	rec.Status, rec.ClaimToken = jobs.StatusRunning, c.Token
+	rec.LeaseUntil, rec.StartedAt, rec.UpdatedAt = fromMS(ms(c.LeaseUntil)), fromMS(ms(c.At)), fromMS(ms(c.At))
+	if rec.FirstStartedAt.IsZero() {
+		rec.FirstStartedAt = rec.StartedAt
+	}
+	rec.Attempt++
+	return rec, nil
 }
 
 // Publish stores a partial result of the run named by token.

@@ -115,7 +115,9 @@ func (m *MemStore) Claim(_ context.Context, id string, c driver.Claim) (*driver.
 	}
 	r.UpdatedAt = c.At
 	r.Attempt++
-	return clone(r), nil
+	claimed := clone(r)
+	r.WaitingOn = "" // the claimed record says what it waited on; the job no longer waits
+	return claimed, nil
 }
 
 func (m *MemStore) runningUnder(id, token string, allowCancel bool) (*driver.Record, error) {

@@ -359,6 +359,10 @@ func (c suite) flowControl(t *testing.T) {
 		if again.Attempt != 1 || again.WaitingOn != "rate" {
 			t.Fatalf("claimed after parking: attempt %d, waiting on %q; want 1 and the claim to still say rate", again.Attempt, again.WaitingOn)
 		}
+		if got := mustGet(t, s, rec.ID); got.WaitingOn != "" || got.Status != jobs.StatusRunning || got.Attempt != 1 || got.ClaimToken != token ||
+			!got.StartedAt.Equal(again.StartedAt) || !got.FirstStartedAt.Equal(again.FirstStartedAt) || !got.LeaseUntil.Equal(again.LeaseUntil) {
+			t.Fatalf("stored after the claim %+v, claimed %+v: want the claim's record but no longer waiting", got, again)
+		}
 		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now()}); err != nil {
 			t.Fatal(err)
 		}
