@@ -147,7 +147,7 @@ func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 // senders are not part of it.
 func (s *Jobs) GrantEnqueue(fn awslambda.Function) awsiam.Grant {
 	put := allow(fn, enqueueTableActions, s.Table.TableArn())
-	g := combine(put, s.grantKey(fn, keyWrite), s.grantSend(fn, fn.Role().RoleArn()))
+	g := combine(put, s.enqueueCounts(fn), s.grantKey(fn, keyWrite), s.grantSend(fn, fn.Role().RoleArn()))
 	fn.AddEnvironment(jsii.String("JOBS_TABLE"), s.Table.TableName(), nil)
 	fn.AddEnvironment(jsii.String("JOBS_QUEUE_URL"), s.Queue.QueueUrl(), nil)
 	fn.AddEnvironment(jsii.String("JOBS_DISPATCH_GRACE"), jsii.String(s.cfg.DispatchGrace.String()), nil)
