@@ -49,6 +49,9 @@ type limits struct {
 	rate, ratePerKey    float64 // starts per second
 	burst, burstPerKey  float64
 	key                 string // "owner", "tenant" or a payload field
+	// rateN, ratePerKeyN and period are the rates as registered (KindInfo).
+	rateN, ratePerKeyN int
+	period             time.Duration
 }
 
 func (l limits) any() bool {
@@ -70,6 +73,7 @@ func (o *KindOpts) limits() (limits, error) {
 	}
 	l.concurrency, l.perKey = o.Concurrency, o.ConcurrencyPerKey
 	l.rate, l.ratePerKey = float64(o.RateLimit)/period.Seconds(), float64(o.RateLimitPerKey)/period.Seconds()
+	l.rateN, l.ratePerKeyN, l.period = o.RateLimit, o.RateLimitPerKey, period
 	// A burst of one start: the rate holds over any window, not only on
 	// average.
 	l.burst, l.burstPerKey = 1, 1

@@ -458,3 +458,40 @@ func isNil(v any) bool {
 	}
 	return false
 }
+
+// KindInfo is a registered kind as GET /v1/kinds shows it: its lane and
+// its flow control (a zero limit or cap is none).
+type KindInfo struct {
+	Name string `json:"name"`
+	// Lane is the kind's lane ("" the default lane).
+	Lane string `json:"lane,omitempty"`
+	// Concurrency, ConcurrencyPerKey, RateLimit, RateLimitPerKey,
+	// RatePeriod (in seconds), LimitKey, MaxQueued and MaxQueuedPerOwner
+	// are the kind's KindOpts.
+	Concurrency       int     `json:"concurrency,omitempty"`
+	ConcurrencyPerKey int     `json:"concurrency_per_key,omitempty"`
+	RateLimit         int     `json:"rate_limit,omitempty"`
+	RateLimitPerKey   int     `json:"rate_limit_per_key,omitempty"`
+	RatePeriod        float64 `json:"rate_period_seconds,omitempty"`
+	LimitKey          string  `json:"limit_key,omitempty"`
+	MaxQueued         int     `json:"max_queued,omitempty"`
+	MaxQueuedPerOwner int     `json:"max_queued_per_owner,omitempty"`
+}
+
+// Kinds returns the registered kinds with their lanes and flow control,
+// sorted by name.
+func (s *Service) Kinds() []KindInfo {
+	names := s.reg.Kinds()
+	out := make([]KindInfo, 0, len(names))
+	for _, name := range names {
+		k, _ := s.reg.lookup(name)
+		info := KindInfo{Name: name, Lane: k.lane, Concurrency: k.limits.concurrency, ConcurrencyPerKey: k.limits.perKey,
+			RateLimit: k.limits.rateN, RateLimitPerKey: k.limits.ratePerKeyN, LimitKey: k.limits.key,
+			MaxQueued: k.caps.kind, MaxQueuedPerOwner: k.caps.perOwner}
+		if info.RateLimit > 0 || info.RateLimitPerKey > 0 {
+			info.RatePeriod = k.limits.period.Seconds()
+		}
+		out = append(out, info)
+	}
+	return out
+}

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
@@ -90,5 +92,52 @@ func TestQueueFullIs429WithRetryAfter(t *testing.T) {
 	s.check(t, "/v1/batches", "POST", resp)
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("a batch past the cap: %d %s", resp.StatusCode, resp.Body)
+	}
+}
+
+// GET /v1/kinds lists the registered kinds with their lane and flow
+// control, for any caller; GET /v1/counts says how many of the caller's
+// queued jobs wait on a limit.
+func TestKindsAndWaitingCounts(t *testing.T) {
+	s := loadSpec(t)
+	e := newFlowEnv(t)
+	resp := e.route(t, caller(t, "me", http.MethodGet, "/v1/kinds", nil, ""))
+	s.check(t, "/v1/kinds", "GET", resp)
+	var kinds httpapi.KindList
+	if err := json.Unmarshal([]byte(resp.Body), &kinds); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("kinds: %d %s", resp.StatusCode, resp.Body)
+	}
+	want := []jobs.KindInfo{{Name: "echo"}, {Name: "limited", Lane: "bulk", Concurrency: 5, RateLimitPerKey: 20, RatePeriod: 1, LimitKey: "owner", MaxQueued: 2, MaxQueuedPerOwner: 1}}
+	if len(kinds.Kinds) != 2 || kinds.Kinds[0] != want[0] || kinds.Kinds[1] != want[1] {
+		t.Fatalf("kinds %+v, want %+v", kinds.Kinds, want)
+	}
+	if !strings.Contains(resp.Body, `"rate_limit_per_key":20`) || strings.Contains(resp.Body, `"concurrency_per_key"`) {
+		t.Fatalf("kinds body %s: want the limits set, and none unset", resp.Body)
+	}
+	anon := caller(t, "me", http.MethodGet, "/v1/kinds", nil, "")
+	anon.RequestContext.Authorizer = nil
+	if resp := e.route(t, anon); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("kinds without a caller: %d", resp.StatusCode)
+	}
+
+	me, _ := httpapi.Owner(caller(t, "me", http.MethodGet, "/", nil, ""))
+	now := time.Now()
+	parked := jobstest.NewRecord(wire.NewID(), now)
+	parked.Owner, parked.Kind = me, "limited"
+	_ = e.store.Create(context.Background(), parked)
+	_, _ = e.store.Claim(context.Background(), parked.ID, driver.Claim{Token: "t", At: now, LeaseUntil: now.Add(time.Minute)})
+	if err := e.store.Requeue(context.Background(), parked.ID, "t", driver.Requeue{At: now, RunAt: now, SweepAt: now.Add(time.Minute), WaitingOn: "concurrency"}); err != nil {
+		t.Fatal(err)
+	}
+	e.enqueueAs(t, "me", "plain")
+	resp = e.route(t, caller(t, "me", http.MethodGet, "/v1/counts", nil, ""))
+	s.check(t, "/v1/counts", "GET", resp)
+	var counts jobs.UnfinishedCounts
+	_ = json.Unmarshal([]byte(resp.Body), &counts)
+	if got := counts.Kinds["limited"]; got != (jobs.KindCounts{Queued: 1, Waiting: 1}) {
+		t.Fatalf("counts of the limited kind %+v (%s), want 1 queued, waiting", got, resp.Body)
+	}
+	if got := counts.Kinds["echo"]; got != (jobs.KindCounts{Queued: 1}) {
+		t.Fatalf("counts of echo %+v, want 1 queued, none waiting", got)
 	}
 }
