@@ -144,13 +144,13 @@ func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 // It takes an awslambda.Function, not an awsiam.IGrantable, because it
 // also sets the function's environment (AddEnvironment) and names its role
 // among the queue's known senders. The Grant it returns holds the
-// statements added to the function's role (the table's actions,
-// sqs:SendMessage, secretsmanager:GetSecretValue, and the key's uses with
+// statements added to the function's role (the table's actions, the
+// queries that count queued jobs for the kinds' caps, sqs:SendMessage, secretsmanager:GetSecretValue, and the key's uses with
 // a customer-managed key); the environment and the queue policy's list of
 // senders are not part of it.
 func (s *Jobs) GrantEnqueue(fn awslambda.Function) awsiam.Grant {
 	put := allow(fn, enqueueTableActions, s.Table.TableArn())
-	g := combine(put, s.grantKey(fn, keyWrite), s.grantSend(fn, fn.Role().RoleArn()), s.grantSecret(fn, s.payloadSecret, s.payloadReaders))
+	g := combine(put, s.enqueueCounts(fn), s.grantKey(fn, keyWrite), s.grantSend(fn, fn.Role().RoleArn()), s.grantSecret(fn, s.payloadSecret, s.payloadReaders))
 	told := s.told[*s.Enqueue.Node().Path()]
 	for _, name := range deploy.ServiceVars {
 		if v, ok := told[name]; ok {

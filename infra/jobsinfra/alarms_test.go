@@ -63,9 +63,17 @@ func TestDashboardAndMetrics(t *testing.T) {
 		body := jsonString(boards)
 		for _, w := range []string{"Jobs succeeded per minute, by kind", "Jobs failed per minute, by kind and code",
 			"Run duration p50 and p99", "Queue latency p50 and p99", "Queue depth by lane", "Oldest message age (s) by lane", "Dead-letter queue depth by lane",
-			"Function errors", "Function throttles", "Sweeper: re-sent", "Sweeper: duration"} {
+			"Function errors", "Function throttles", "Sweeper: re-sent", "Sweeper: duration",
+			"Flow control: jobs waited, woken", "Backpressure: jobs refused at a queue cap"} {
 			if !strings.Contains(body, w) {
 				t.Errorf("%s: the dashboard lacks %q", name, w)
+			}
+		}
+		// Flow control's counts, by the metrics the worker and the enqueue
+		// write.
+		for _, m := range []string{metricnames.JobsWaited, metricnames.JobsWoken, metricnames.JobsRefused} {
+			if !regexp.MustCompile(`MetricName=[\\"]*` + m + `[\\"]`).MatchString(body) {
+				t.Errorf("%s: the dashboard does not graph %s", name, m)
 			}
 		}
 		if !strings.Contains(body, "{"+s.jobs.Names.MetricsNamespace+",") {

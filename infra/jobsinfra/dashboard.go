@@ -11,8 +11,9 @@ import (
 )
 
 // dashboard draws an environment on one CloudWatch dashboard: jobs by
-// status and kind, run duration and queue latency, the queue and its DLQ,
-// the functions, the sweeper.
+// status and kind, run duration and queue latency, flow control (jobs
+// waiting and woken, the worker's; jobs refused at a cap, the enqueue's),
+// the queue and its DLQ, the functions, the sweeper.
 func (s *Jobs) dashboard() {
 	ns := s.Names.MetricsNamespace
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
@@ -67,6 +68,12 @@ func (s *Jobs) dashboard() {
 				graph("Jobs started per minute, by kind", search("started", metricnames.JobsStarted, "Sum"))},
 			{graph("Run duration p50 and p99 (ms), by kind", search("p50", metricnames.RunDuration, "p50"), search("p99", metricnames.RunDuration, "p99")),
 				graph("Queue latency p50 and p99 (ms), by kind", search("p50", metricnames.QueueLatency, "p50"), search("p99", metricnames.QueueLatency, "p99"))},
+			{graph("Flow control: jobs waited, woken per minute, by kind",
+				search("waited", metricnames.JobsWaited, "Sum"), search("woken", metricnames.JobsWoken, "Sum")),
+				graph("Backpressure: jobs refused at a queue cap per minute, by kind", awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+					Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,kind,service} MetricName="%s"', 'Sum', 60)`, ns, metricnames.JobsRefused)),
+					Label:      jsii.String("refused"), Period: minute,
+				}))},
 			{graph("Queue depth by lane", depth...), graph("Oldest message age (s) by lane", age...)},
 			{graph("Dead-letter queue depth by lane", dead...)},
 			{graph("Function errors", fnErrors...), graph("Function throttles", fnThrottles...)},

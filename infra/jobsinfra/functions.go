@@ -238,12 +238,21 @@ func (s *Jobs) queuePolicy() {
 // counts at once).
 var enqueueTableActions = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem"}
 
+// enqueueCounts grants fn the queries a jobs.Service makes to check a
+// kind's caps on its queued jobs (KindOpts.MaxQueued, MaxQueuedPerOwner):
+// a count of the kind's entries of the capped kinds' index, or of the
+// owner's of the queued index. Keys and kinds only; never the table.
+func (s *Jobs) enqueueCounts(fn awslambda.Function) awsiam.Grant {
+	return allow(fn, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.KindQueuedIndex), s.tableIndex(dynamostore.QueuedIndex))
+}
+
 // apiPermissions grants the API's functions (enqueue, getjob, cancel)
 // exactly their actions, each on its own resources.
 func (s *Jobs) apiPermissions() {
 	enqueue, getjob, cancelFn := s.Enqueue, s.GetJob, s.Cancel
 	table := s.Table.TableArn()
 	allow(enqueue, enqueueTableActions, table)
+	s.enqueueCounts(enqueue)
 	s.grantSend(enqueue, enqueue.Role().RoleArn())
 	allow(getjob, []string{"dynamodb:GetItem"}, table)
 	// Cancel, retry (and a batch's completion job, created when the cancel
@@ -252,7 +261,7 @@ func (s *Jobs) apiPermissions() {
 	// Listing: the two listing indexes, and the jobs they name.
 	for _, f := range []awslambda.Function{getjob, cancelFn} {
 		allow(f, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.OwnerIndex), s.tableIndex(dynamostore.AttentionIndex),
-			s.tableIndex(dynamostore.QueuedIndex), s.tableIndex(dynamostore.RunningIndex))
+			s.tableIndex(dynamostore.QueuedIndex), s.tableIndex(dynamostore.RunningIndex), s.tableIndex(dynamostore.WaitingIndex))
 		allow(f, []string{"dynamodb:BatchGetItem"}, table)
 		s.grantPageKey(f)
 		// Operators: Config.Operators, and the roles given GrantOperate.

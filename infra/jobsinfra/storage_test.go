@@ -100,12 +100,40 @@ func TestListingIndexesAndGrants(t *testing.T) {
 		for index, want := range map[string][]string{
 			"owner":           {`"AttributeName":"lo","KeyType":"HASH"`, `"AttributeName":"lc","KeyType":"RANGE"`, `"NonKeyAttributes":["kind"],"ProjectionType":"INCLUDE"`},
 			"owner_attention": {`"AttributeName":"ls","KeyType":"HASH"`, `"AttributeName":"lc","KeyType":"RANGE"`, `"NonKeyAttributes":["kind","status"],"ProjectionType":"INCLUDE"`},
+			// Flow control: the queued jobs that wait (a park puts the job in
+			// it), and the queued jobs of capped kinds (only theirs carry kc).
+			"owner_waiting": {`"AttributeName":"uq","KeyType":"HASH"`, `"AttributeName":"wo","KeyType":"RANGE"`, `"NonKeyAttributes":["kind"],"ProjectionType":"INCLUDE"`},
+			"kind_queued":   {`"AttributeName":"kc","KeyType":"HASH"`, `"AttributeName":"uq","KeyType":"RANGE"`, `"ProjectionType":"KEYS_ONLY"`},
 		} {
 			for _, w := range want {
 				if !strings.Contains(gsis[index], w) {
 					t.Errorf("%s: index %s %s lacks %s", name, index, gsis[index], w)
 				}
 			}
+		}
+		// The enqueue function counts queued jobs for the caps: it may
+		// query the capped kinds' index and the queued one, no other.
+		enqueueRole := s.function(t, "enqueue")["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+		queries := 0
+		for _, pol := range s.resources("AWS::IAM::Policy") {
+			p := props(pol)
+			if !strings.Contains(jsonString(p["Roles"]), enqueueRole) {
+				continue
+			}
+			for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+				stmt := jsonString(st)
+				if !strings.Contains(stmt, `"dynamodb:Query"`) {
+					continue
+				}
+				queries++
+				if !strings.Contains(stmt, "/index/kind_queued") || !strings.Contains(stmt, "/index/owner_queued") ||
+					strings.Contains(stmt, "/index/owner\"") || strings.Contains(stmt, "/index/sweep") {
+					t.Errorf("%s enqueue may query %s", name, stmt)
+				}
+			}
+		}
+		if queries == 0 {
+			t.Errorf("%s: the enqueue function may not count queued jobs (a capped kind would get 503)", name)
 		}
 		for _, fn := range []string{"getjob", "cancel"} {
 			f := s.function(t, fn)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -236,13 +237,19 @@ func TestStats(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		fmt.Fprint(w, `{"kinds":{"example.hash":{"counts":{"JobsEnqueued":3,"JobsStarted":3,"JobsSucceeded":2,"JobsFailed":1},`+
+		fmt.Fprint(w, `{"kinds":{"example.hash":{"counts":{"JobsEnqueued":3,"JobsStarted":3,"JobsSucceeded":2,"JobsFailed":1,"JobsWaited":17,"JobsWoken":16,"JobsRefused":4},`+
 			`"durations_ms":{"RunDuration":{"n":3,"p50":12,"p99":40},"QueueLatency":{"n":3,"p50":5,"p99":9}}}}}`)
 	}))
 	defer srv.Close()
 	code, out, errOut := runCLI(t, srv.URL, "stats")
 	if code != 0 || !strings.Contains(out, "example.hash") || !strings.Contains(out, "12/40") || !strings.Contains(out, "5/9") {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr: %s", code, out, errOut)
+	}
+	// Flow control's counts: waited, woken, refused at a cap.
+	header, row, _ := strings.Cut(out, "\n")
+	if !strings.Contains(header, "waited") || !strings.Contains(header, "woken") || !strings.Contains(header, "refused") ||
+		!regexp.MustCompile(`\b17\s+16\s+4\b`).MatchString(row) {
+		t.Fatalf("stats without flow control's counts:\n%s", out)
 	}
 	gone := httptest.NewServer(http.NotFoundHandler())
 	defer gone.Close()
@@ -560,5 +567,44 @@ func TestGetShowsTheLane(t *testing.T) {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("ljob enqueue %s: exit %d, stdout\n%s\nstderr %s\nwant %q", kind, code, out, errOut, want)
 		}
+	}
+}
+
+// ljob kinds prints each kind's lane, limits and caps (GET /v1/kinds);
+// ljob counts the caller's queued, waiting and running jobs by kind (GET
+// /v1/counts).
+func TestKindsAndCounts(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/kinds":
+			fmt.Fprint(w, `{"kinds":[{"name":"example.hash"},{"name":"example.hold_limited","concurrency":5},`+
+				`{"name":"crm.sync","lane":"bulk","concurrency_per_key":1,"limit_key":"payload.account","rate_limit":50,"rate_period_seconds":1,"max_queued":1000,"max_queued_per_owner":100}]}`)
+		case "/v1/counts":
+			fmt.Fprint(w, `{"kinds":{"example.hold_limited":{"queued":95,"running":5,"waiting":90},"example.hash":{"queued":1,"running":0,"waiting":0}},"truncated":false}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	code, out, errOut := runCLI(t, srv.URL, "kinds")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 4 || !strings.Contains(lines[0], "max queued") {
+		t.Fatalf("kinds: exit %d, stdout:\n%s\nstderr: %s", code, out, errOut)
+	}
+	for i, want := range [][]string{
+		{"example.hash", "default", "-", "-", "-", "-", "-", "-", "-"},
+		{"example.hold_limited", "default", "5", "-", "-", "-", "-", "-", "-"},
+		{"crm.sync", "bulk", "-", "1", "50/1s", "-", "payload.account", "1000", "100"},
+	} {
+		if got := strings.Fields(lines[i+1]); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("kinds line %d: %q, want %q", i+1, got, want)
+		}
+	}
+	code, out, errOut = runCLI(t, srv.URL, "counts")
+	if code != 0 || !regexp.MustCompile(`example.hold_limited\s+95\s+90\s+5`).MatchString(out) || !regexp.MustCompile(`example.hash\s+1\s+0\s+0`).MatchString(out) {
+		t.Fatalf("counts: exit %d, stdout:\n%s\nstderr: %s", code, out, errOut)
+	}
+	if code, out, _ := runCLI(t, srv.URL, "-json", "counts"); code != 0 || !strings.Contains(out, `"waiting":90`) {
+		t.Fatalf("counts -json: exit %d, %s", code, out)
 	}
 }

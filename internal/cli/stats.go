@@ -67,7 +67,7 @@ func (c *client) stats(ctx context.Context) int {
 	}
 	sort.Strings(kinds)
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "kind\tenqueued\tstarted\tsucceeded\tfailed\tretried\ttimed out\tinterrupted\tcancelled\tended/min (5 min)\trun p50/p99 ms\tqueue p50/p99 ms\t")
+	fmt.Fprintln(tw, "kind\tenqueued\tstarted\tsucceeded\tfailed\tretried\ttimed out\tinterrupted\tcancelled\twaited\twoken\trefused\tended/min (5 min)\trun p50/p99 ms\tqueue p50/p99 ms\t")
 	for _, k := range kinds {
 		s := out.Kinds[k]
 		n := func(name string) string { return fmt.Sprint(s.Counts[name]) }
@@ -78,8 +78,9 @@ func (c *client) stats(ctx context.Context) int {
 			}
 			return fmt.Sprintf("%.0f/%.0f", v.P50, v.P99)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t\n", k, n(metricnames.JobsEnqueued), n(metricnames.JobsStarted), n(metricnames.JobsSucceeded),
-			n(metricnames.JobsFailed), n(metricnames.JobsRetried), n(metricnames.JobsTimedOut), n(metricnames.JobsInterrupted), n(metricnames.JobsCancelled), s.PerMinute, d(metricnames.RunDuration), d(metricnames.QueueLatency))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t\n", k, n(metricnames.JobsEnqueued), n(metricnames.JobsStarted), n(metricnames.JobsSucceeded),
+			n(metricnames.JobsFailed), n(metricnames.JobsRetried), n(metricnames.JobsTimedOut), n(metricnames.JobsInterrupted), n(metricnames.JobsCancelled),
+			n(metricnames.JobsWaited), n(metricnames.JobsWoken), n(metricnames.JobsRefused), s.PerMinute, d(metricnames.RunDuration), d(metricnames.QueueLatency))
 	}
 	if err := tw.Flush(); err != nil {
 		return 1

@@ -59,7 +59,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/v1/batches/b1":
 		io.WriteString(w, `{"id":"b1","status":"running","total":4,"counts":{"pending":1,"succeeded":2,"failed":1,"cancelled":0},"completion_job_id":null,"created_at":"2026-11-30T08:00:00Z","job_ids":["j1"],"next_page_token":null}`)
 	case r.URL.Path == "/v1/counts":
-		io.WriteString(w, `{"kinds":{"report":{"queued":5000,"running":3}},"truncated":false}`)
+		io.WriteString(w, `{"kinds":{"report":{"queued":5000,"running":3,"waiting":4990}},"truncated":false}`)
+	case r.URL.Path == "/v1/kinds":
+		// A kind name with markup too.
+		io.WriteString(w, `{"kinds":[{"name":"<b>plain</b>"},{"name":"report","lane":"bulk","concurrency":3,"rate_limit_per_key":2,"rate_period_seconds":60,"limit_key":"owner","max_queued":10000}]}`)
 	case r.URL.Path == "/v1/schedules":
 		io.WriteString(w, `{"schedules":[{"name":"nightly","expression":"cron(0 2 * * ? *)","time_zone":"Europe/Paris","kind":"k","payload":{},"overlap":"skip","created_at":"2026-11-30T08:00:00Z","next_fire":"2026-12-01T01:00:00Z"}]}`)
 	case r.URL.Path == "/v1/admin/jobs":
@@ -137,7 +140,8 @@ func get(t *testing.T, u string) (int, string, http.Header) {
 func TestPages(t *testing.T) {
 	srv, _ := newServer(t)
 	for path, want := range map[string][]string{
-		"/":              {"Jobs by kind", "CloudWatch dashboard", `<th scope="row">report</th><td><a href="/jobs?kind=report&amp;status=queued">5000</a></td><td><a href="/jobs?kind=report&amp;status=running">3</a></td>`},
+		"/": {"Jobs by kind", "CloudWatch dashboard", `<th scope="row">report</th><td><a href="/jobs?kind=report&amp;status=queued">5000</a></td><td>4990</td><td><a href="/jobs?kind=report&amp;status=running">3</a></td>`,
+			"Kinds and their limits", `<th scope="row">&lt;b&gt;plain&lt;/b&gt;</th><td>default</td><td></td>`},
 		"/jobs":          {"&lt;script&gt;alert(1)&lt;/script&gt;", `href="/jobs?limit=25&amp;page_token=tok"`, `<label for="f-status">`, `aria-live="polite"`},
 		"/jobs/j1":       {`id="status"`, "running", `<dd id="lane">default</dd>`, `&#34;done&#34;: 2`, `href="/batches/b1"`, `id="retry" disabled`},
 		"/batches/b1":    {`max="4" value="3"`, `href="/jobs/j1"`},
@@ -363,5 +367,28 @@ func TestEventsPage(t *testing.T) {
 	plain := serve(t, dashboard.Config{API: u})
 	if code, body, _ := get(t, plain.URL+"/events"); code != http.StatusNotFound || !strings.Contains(body, "EventBridge bus") {
 		t.Errorf("without a bus: %d %s", code, body)
+	}
+}
+
+// The overview shows each kind's lane, limits and caps (GET /v1/kinds)
+// and how many of the caller's jobs wait on them (GET /v1/counts); an
+// operator, who reads one owner at a time, sees the limits only.
+func TestOverviewShowsLimitsAndWaiting(t *testing.T) {
+	srv, _ := newServer(t)
+	code, body, _ := get(t, srv.URL+"/")
+	want := `<tr data-kind="report"><th scope="row">report</th><td>bulk</td><td>3</td><td></td><td></td><td>2 per 60s</td><td>owner</td><td>10000</td><td></td><td class="waiting">4990</td></tr>`
+	if code != http.StatusOK || !strings.Contains(body, want) {
+		t.Fatalf("overview: %d, want the row\n%s\nin\n%s", code, want, body)
+	}
+	f, u := newAPI(t)
+	op := serve(t, dashboard.Config{API: u, Operator: true})
+	code, body, _ = get(t, op.URL+"/")
+	if code != http.StatusOK || !strings.Contains(body, `<td>10000</td><td></td><td class="waiting">-</td>`) || strings.Contains(body, `id="now"`) {
+		t.Fatalf("operator overview: %d\n%s", code, body)
+	}
+	for _, c := range f.requests() {
+		if strings.HasSuffix(c, "/v1/counts") {
+			t.Fatalf("the operator's overview read %s: counts are the caller's own", c)
+		}
 	}
 }

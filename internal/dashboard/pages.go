@@ -26,10 +26,14 @@ type kindRow struct {
 type overviewData struct {
 	// Now: the caller's queued and running jobs by kind (GET /v1/counts;
 	// not for an operator, who reads one owner at a time).
-	ShowNow        bool
-	Now            []nowRow
-	NowTruncated   bool
-	NowErr         string
+	ShowNow      bool
+	Now          []nowRow
+	NowTruncated bool
+	NowErr       string
+	// Limits: every kind's lane, limits and caps (GET /v1/kinds), with
+	// how many of the caller's jobs wait on them (GET /v1/counts).
+	Limits         []limitRow
+	LimitsErr      string
 	Kinds          []kindRow
 	HasStats       bool
 	HasQueues      bool
@@ -41,15 +45,31 @@ type overviewData struct {
 
 // nowRow is one kind's unfinished jobs on the overview.
 type nowRow struct {
-	Kind            string
-	Queued, Running int
+	Kind                     string
+	Queued, Waiting, Running int
+}
+
+// limitRow is one kind's lane, limits and caps on the overview, and how
+// many of the caller's jobs wait ("-" for an operator, who reads one
+// owner at a time).
+type limitRow struct {
+	jobs.KindInfo
+	Waiting string
+}
+
+// Rate is a rate limit as the overview shows it ("" for none).
+func (r limitRow) Rate(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d per %gs", n, r.RatePeriod)
 }
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	d := overviewData{}
+	var now jobs.UnfinishedCounts
 	if d.ShowNow = !s.cfg.Operator; d.ShowNow {
-		var now jobs.UnfinishedCounts
 		switch status, problem, err := s.call(ctx, http.MethodGet, httpapi.CountsPath, nil, &now); {
 		case err != nil:
 			d.NowErr = err.Error()
@@ -57,10 +77,25 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 			d.NowErr = problem
 		default:
 			for k, c := range now.Kinds {
-				d.Now = append(d.Now, nowRow{Kind: k, Queued: c.Queued, Running: c.Running})
+				d.Now = append(d.Now, nowRow{Kind: k, Queued: c.Queued, Waiting: c.Waiting, Running: c.Running})
 			}
 			sort.Slice(d.Now, func(i, j int) bool { return d.Now[i].Kind < d.Now[j].Kind })
 			d.NowTruncated = now.Truncated
+		}
+	}
+	var kinds httpapi.KindList
+	switch status, problem, err := s.call(ctx, http.MethodGet, httpapi.KindsPath, nil, &kinds); {
+	case err != nil:
+		d.LimitsErr = err.Error()
+	case status != http.StatusOK:
+		d.LimitsErr = problem
+	default:
+		for _, k := range kinds.Kinds {
+			row := limitRow{KindInfo: k, Waiting: "-"}
+			if d.ShowNow && d.NowErr == "" {
+				row.Waiting = fmt.Sprint(now.Kinds[k.Name].Waiting)
+			}
+			d.Limits = append(d.Limits, row)
 		}
 	}
 	if s.cfg.Stats != nil {

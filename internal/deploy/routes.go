@@ -61,6 +61,7 @@ var Routes = []Route{
 	{"GetJob", "GET", "/v1/jobs/{id}", GetJob, false},
 	{"ListJobs", "GET", "/v1/jobs", GetJob, false},
 	{"Counts", "GET", "/v1/counts", GetJob, false},
+	{"ListKinds", "GET", "/v1/kinds", GetJob, false},
 	{"RetryJob", "POST", "/v1/jobs/{id}/retry", Cancel, false},
 	{"ReplayJob", "POST", "/v1/jobs/{id}/replay", Enqueue, false},
 	{"BulkAction", "POST", "/v1/bulk/{action}", Cancel, false},

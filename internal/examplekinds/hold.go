@@ -10,9 +10,9 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// The flow control examples: four kinds with one handler, which holds
-// for ms milliseconds, and different limits, so a test (or a user with
-// make run) sees each limit at work.
+// The flow control examples: kinds with one handler, which holds for ms
+// milliseconds, and different limits, so a test (or a user with make
+// run) sees each limit at work.
 const (
 	// Hold has no limit: it runs as wide as the workers.
 	Hold = "example.hold"
@@ -22,6 +22,8 @@ const (
 	HoldPerAccount = "example.hold_per_account"
 	// HoldRate starts at most 20 a second.
 	HoldRate = "example.hold_rate"
+	// HoldCapped has at most 10 jobs queued (429 beyond).
+	HoldCapped = "example.hold_capped"
 	// HoldBulk and HoldUrgent run in the bulk and urgent lanes (their own
 	// queues and workers): a backlog of the first never delays the second.
 	HoldBulk   = "example.hold_bulk"
@@ -48,6 +50,7 @@ var HoldOpts = map[string]jobs.KindOpts{
 	HoldLimited:    {Concurrency: 5},
 	HoldPerAccount: {ConcurrencyPerKey: 1, LimitKey: "payload.account"},
 	HoldRate:       {RateLimit: 20},
+	HoldCapped:     {MaxQueued: 10},
 	HoldBulk:       {Lane: "bulk"},
 	HoldUrgent:     {Lane: "urgent"},
 }
@@ -76,7 +79,7 @@ func HoldFor(ctx context.Context, job *jobs.Job[HoldPayload]) (jobs.NoResult, er
 }
 
 func registerHolds(reg *jobs.Registry) error {
-	for _, kind := range []string{Hold, HoldLimited, HoldPerAccount, HoldRate, HoldBulk, HoldUrgent} {
+	for _, kind := range []string{Hold, HoldLimited, HoldPerAccount, HoldRate, HoldCapped, HoldBulk, HoldUrgent} {
 		opts := HoldOpts[kind]
 		opts.FailureCodes = []string{CodeInvalidHold}
 		if _, err := jobs.Register(reg, kind, HoldFor, &opts); err != nil {

@@ -92,3 +92,42 @@ func TestDebouncedPostsKeepTheLastPayloadOnDynamoDB(t *testing.T) {
 		t.Fatalf("debounced job %+v payload %s, want the last payload and a run time", v, v.Payload)
 	}
 }
+
+// A kind's cap on its queued jobs, on DynamoDB Local through the HTTP
+// API: example.hold_capped holds at most 10 queued (counted from the
+// kind's sparse index of queued jobs); the 11th POST is a 429 queue_full
+// with Retry-After, and neither a job nor a message is stored for it.
+func TestQueueCapOnDynamoDB(t *testing.T) {
+	s := newStack(t, options{})
+	for i := range 10 {
+		if st, _, _ := s.postBody(fmt.Sprintf(`{"kind":"example.hold_capped","payload":{"ms":%d}}`, i)); st != 202 {
+			t.Fatalf("job %d under the cap: %d", i, st)
+		}
+	}
+	req := events.APIGatewayV2HTTPRequest{
+		RawPath: "/v1/jobs", Body: `{"kind":"example.hold_capped","payload":{"ms":10}}`,
+		Headers:        map[string]string{"content-type": "application/json"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{Authorizer: iamAuth, HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/v1/jobs"}},
+	}
+	resp, err := s.api.Enqueue(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Code string `json:"code"`
+	}
+	_ = json.Unmarshal([]byte(resp.Body), &p)
+	if resp.StatusCode != 429 || p.Code != "queue_full" || resp.Headers["Retry-After"] == "" {
+		t.Fatalf("the 11th job: %d %v %s, want 429 queue_full with Retry-After", resp.StatusCode, resp.Headers, resp.Body)
+	}
+	if n := s.queueDepth(); n != 10 {
+		t.Fatalf("%d messages on the queue, want the 10 accepted jobs'", n)
+	}
+	counts, err := s.svc.CountUnfinished(context.Background(), alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counts.Kinds["example.hold_capped"]; got.Queued != 10 {
+		t.Fatalf("%+v queued, want 10: the refused job was stored", got)
+	}
+}

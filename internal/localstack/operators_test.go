@@ -47,7 +47,7 @@ func TestCancelEndsABatchAndOperatorsRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// "What is queued, what is running now?", from the unfinished jobs only.
-	if c := call(t, "GET", "/v1/counts", "ops", "", ""); c.status != 200 || !strings.Contains(c.body, `"example.hash":{"queued":2,"running":0}`) {
+	if c := call(t, "GET", "/v1/counts", "ops", "", ""); c.status != 200 || !strings.Contains(c.body, `"example.hash":{"queued":2,"running":0,"waiting":0}`) {
 		t.Fatalf("counts while the batch waits: %d %s", c.status, c.body)
 	}
 	if r := call(t, "GET", "/v1/jobs?status=running", "ops", "", ""); r.status != 200 || r.body != `{"jobs":[],"next_page_token":null}` {
@@ -108,5 +108,31 @@ func TestCancelEndsABatchAndOperatorsRedrive(t *testing.T) {
 	}
 	if err := stack.SweepNow(ctx); err != nil {
 		t.Fatalf("a sweep: %v", err)
+	}
+}
+
+// Flow control through the real functions: example.hold_capped holds at
+// most 10 queued jobs, so the 11th POST (counted by the enqueue function
+// from the capped kinds' index) is a 429 queue_full with Retry-After;
+// GET /v1/kinds (the getjob function) shows the cap. Not parallel: it
+// pauses the event source to keep the jobs queued.
+func TestQueueCapOnTheLocalStack(t *testing.T) {
+	stack.Pause()
+	defer stack.Unpause()
+	for i := range 10 {
+		if a := call(t, "POST", "/v1/jobs", "capper", "application/json", fmt.Sprintf(`{"kind":"example.hold_capped","payload":{"ms":%d}}`, i)); a.status != 202 {
+			t.Fatalf("job %d under the cap: %d %s", i, a.status, a.body)
+		}
+	}
+	a := call(t, "POST", "/v1/jobs", "capper", "application/json", `{"kind":"example.hold_capped","payload":{"ms":10}}`)
+	if a.status != 429 || a.header.Get("Retry-After") == "" || !strings.Contains(a.body, `"code":"queue_full"`) {
+		t.Fatalf("the 11th job: %d %v %s, want 429 queue_full with Retry-After", a.status, a.header, a.body)
+	}
+	if c := call(t, "GET", "/v1/counts", "capper", "", ""); c.status != 200 || !strings.Contains(c.body, `"example.hold_capped":{"queued":10,"running":0,"waiting":0}`) {
+		t.Fatalf("counts: %d %s, want the 10 accepted", c.status, c.body)
+	}
+	if k := call(t, "GET", "/v1/kinds", "capper", "", ""); k.status != 200 || !strings.Contains(k.body, `{"name":"example.hold_capped","max_queued":10}`) ||
+		!strings.Contains(k.body, `{"name":"example.hold_limited","concurrency":5}`) {
+		t.Fatalf("kinds: %d %s", k.status, k.body)
 	}
 }

@@ -30,7 +30,8 @@ const (
 	JobsRetried       = "JobsRetried"       // Count: sent back for another attempt
 	JobsContinued     = "JobsContinued"     // Count: runs that ended in a continuation (no attempt spent)
 	JobsWaited        = "JobsWaited"        // Count: claims that parked their job to wait for a slot or a rate (no attempt spent)
-	JobsWoken         = "JobsWoken"         // Count: waiters a released slot woke
+	JobsWoken         = "JobsWoken"         // Count: waiters a freed slot started (run by its worker, or sent their message)
+	JobsRefused       = "JobsRefused"       // Count: jobs an enqueue refused at a cap on queued jobs (429)
 	JobsCancelled     = "JobsCancelled"     // Count: runs that ended cancelled, queued jobs cancelled
 	JobsResubmitted   = "JobsResubmitted"   // Count: failed or cancelled jobs queued again
 	JobsHandedBack    = "JobsHandedBack"    // Count: jobs sent again unclaimed for want of time
@@ -60,7 +61,7 @@ const ColdStart = "ColdStart"
 // All lists every metric name above.
 var All = []string{
 	JobsEnqueued, JobsStarted, QueueLatency, JobsSucceeded, JobsFailed, JobsTimedOut, JobsInterrupted, JobsRetried, JobsContinued, JobsWaited, JobsWoken,
-	JobsCancelled, JobsResubmitted, JobsHandedBack, RunDuration, Attempts, HandlersAbandoned, FiresEnqueued, FiresSkipped,
+	JobsRefused, JobsCancelled, JobsResubmitted, JobsHandedBack, RunDuration, Attempts, HandlersAbandoned, FiresEnqueued, FiresSkipped,
 	SweepResent, SweepInterrupted, SweepRetried, SweepBatches, SweepAfter, SweepErrors, SweepDuration, SweepComplete,
 	ColdStart,
 }

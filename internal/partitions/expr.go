@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -23,13 +24,15 @@ import (
 // paths are #names (resolved through ExpressionAttributeNames) or plain
 // names.
 //
-// One nested form is understood: REMOVE of a map's member (#a.#b), which
-// is how a slot item drops one holder without reading the item first.
-// Refused, with an error the model reports (see ErrUnsupported): every
-// other nested path (SET #a.#b, #a[0], deeper paths): the model keeps
-// top-level attributes, and a nested change could not be told apart from
-// a change of an index key. A malformed expression is refused the same
-// way, never guessed at.
+// Three nested forms are understood, one level deep, which is how a slot
+// item changes without being read first: SET and REMOVE of a map's member
+// (#a.#b: a holder's lease set, a holder dropped) and REMOVE of a list's
+// element (#a[0]: the first waiter taken off). None can touch an index
+// key, which is a top-level scalar. Refused, with an error the model
+// reports (see ErrUnsupported): every other nested path (SET #a[0],
+// deeper paths), and a nested path in an operand: a nested change could
+// not be told apart from a change of an index key. A malformed expression
+// is refused the same way, never guessed at.
 
 // ErrUnsupported is a request the model cannot charge exactly: an update
 // expression it does not parse, a key condition without the partition key,
@@ -105,7 +108,8 @@ type operand struct {
 
 type action struct {
 	name   string
-	member string   // REMOVE name.member: one member of a map
+	member string   // SET or REMOVE name.member: one member of a map
+	index  int      // REMOVE name[index]: one element of a list (-1: none)
 	val    *operand // SET
 	arg    *value   // ADD, DELETE
 }
@@ -180,10 +184,14 @@ func (p *parser) update() (*update, error) {
 		seen[kw] = true
 		for {
 			var name, member string
+			index := -1
 			var err error
-			if kw == "REMOVE" {
-				name, member, err = p.memberPath()
-			} else {
+			switch kw {
+			case "REMOVE":
+				name, member, index, err = p.memberPath(true)
+			case "SET":
+				name, member, _, err = p.memberPath(false)
+			default:
 				name, err = p.path()
 			}
 			if err != nil {
@@ -198,9 +206,9 @@ func (p *parser) update() (*update, error) {
 				if err != nil {
 					return nil, err
 				}
-				u.set = append(u.set, action{name: name, val: v})
+				u.set = append(u.set, action{name: name, member: member, index: -1, val: v})
 			case "REMOVE":
-				u.remove = append(u.remove, action{name: name, member: member})
+				u.remove = append(u.remove, action{name: name, member: member, index: index})
 			case "ADD", "DELETE":
 				v, err := p.value()
 				if err != nil {
@@ -221,22 +229,37 @@ func (p *parser) update() (*update, error) {
 	}
 }
 
-// memberPath reads a top-level path or a map's member (#a.#b) and
-// returns the attribute's name and the member's ("" for a top-level path).
-func (p *parser) memberPath() (name, member string, err error) {
+// memberPath reads a top-level path, a map's member (#a.#b) or, with
+// elements, a list's element (#a[0]), and returns the attribute's name,
+// the member's ("" for none) and the element's index (-1 for none).
+func (p *parser) memberPath(elements bool) (name, member string, index int, err error) {
 	t, _ := p.peek()
 	top := t.text
+	index = -1
 	if name, err = p.attrName(); err != nil {
-		return "", "", err
+		return "", "", -1, err
 	}
-	if n, ok := p.peek(); !ok || n.kind != '.' {
-		return name, "", p.refuseNested(top)
+	n, ok := p.peek()
+	switch {
+	case ok && n.kind == '.':
+		p.pos++
+		if member, err = p.attrName(); err != nil {
+			return "", "", -1, err
+		}
+	case ok && n.kind == '[' && elements:
+		p.pos++
+		d, ok := p.next()
+		if !ok || d.kind != 'd' {
+			return "", "", -1, fmt.Errorf("expected an index in %s[...]", top)
+		}
+		if index, err = strconv.Atoi(d.text); err != nil {
+			return "", "", -1, err
+		}
+		if err := p.expect(']'); err != nil {
+			return "", "", -1, err
+		}
 	}
-	p.pos++
-	if member, err = p.attrName(); err != nil {
-		return "", "", err
-	}
-	return name, member, p.refuseNested(top)
+	return name, member, index, p.refuseNested(top)
 }
 
 // path reads a top-level attribute path and returns its name.
@@ -366,32 +389,70 @@ func (u *update) apply(old, key item) (item, error) {
 	if out == nil {
 		out = key.clone()
 	}
+	// member sets (v) or, with v nil, removes one member of map name:
+	// DynamoDB refuses a member path into a missing attribute or a non-map
+	// ("The document path provided in the update expression is invalid for
+	// update"); a missing member's removal is a no-op. Members of one map
+	// changed by one update all apply.
+	member := func(op, name, key string, v *value) error {
+		if cur := old[name]; cur == nil || cur.t != "M" {
+			return fmt.Errorf("%w: %s %s.%s of a missing or non-map attribute", errInvalid, op, name, key)
+		}
+		base := out[name]
+		m := make(map[string]*value, len(base.m)+1)
+		for k, e := range base.m {
+			if k != key {
+				m[k] = e
+			}
+		}
+		if v != nil {
+			m[key] = v
+		}
+		out[name] = &value{t: "M", m: m}
+		return nil
+	}
 	for _, a := range u.set {
 		v, err := eval(a.val, old)
 		if err != nil {
 			return nil, err
 		}
-		out[a.name] = v
-	}
-	for _, a := range u.remove {
-		if a.member == "" {
-			delete(out, a.name)
+		if a.member != "" {
+			if err := member("SET", a.name, a.member, v); err != nil {
+				return nil, err
+			}
 			continue
 		}
-		// DynamoDB refuses a member path into a missing attribute or a
-		// non-map ("The document path provided in the update expression is
-		// invalid for update"); a missing member is a no-op.
-		cur := old[a.name]
-		if cur == nil || cur.t != "M" {
-			return nil, fmt.Errorf("%w: REMOVE %s.%s of a missing or non-map attribute", errInvalid, a.name, a.member)
+		out[a.name] = v
+	}
+	// Elements removed from one list by one update are its elements at
+	// those indexes before the update; an index past the end is a no-op.
+	drop := map[string]map[int]bool{}
+	for _, a := range u.remove {
+		switch {
+		case a.member != "":
+			if err := member("REMOVE", a.name, a.member, nil); err != nil {
+				return nil, err
+			}
+		case a.index >= 0:
+			if cur := old[a.name]; cur == nil || cur.t != "L" {
+				return nil, fmt.Errorf("%w: REMOVE %s[%d] of a missing or non-list attribute", errInvalid, a.name, a.index)
+			}
+			if drop[a.name] == nil {
+				drop[a.name] = map[int]bool{}
+			}
+			drop[a.name][a.index] = true
+		default:
+			delete(out, a.name)
 		}
-		m := make(map[string]*value, len(cur.m))
-		for k, v := range cur.m {
-			if k != a.member {
-				m[k] = v
+	}
+	for name, at := range drop {
+		l := []*value{}
+		for i, e := range old[name].l {
+			if !at[i] {
+				l = append(l, e)
 			}
 		}
-		out[a.name] = &value{t: "M", m: m}
+		out[name] = &value{t: "L", l: l}
 	}
 	for _, a := range u.add {
 		cur := old[a.name]

@@ -120,6 +120,13 @@ func TestUpdateByHand(t *testing.T) {
 		// A slot item's release drops one holder from its map.
 		{"REMOVE h.w1 ADD n :n", `{"h":{"M":{"w1":{"N":"1"},"w2":{"N":"2"}}},"n":{"N":"1"}}`, `{"h":{"M":{"w2":{"N":"2"}}},"n":{"N":"3"}}`},
 		{"REMOVE h.gone", `{"h":{"M":{"w1":{"N":"1"}}}}`, `{"h":{"M":{"w1":{"N":"1"}}}}`},
+		// A take sets one holder's lease; a release or a pop takes the first
+		// waiter off the list (an index past its end changes nothing).
+		{"SET h.w2 = :n ADD n :n", `{"h":{"M":{"w1":{"N":"1"}}},"n":{"N":"1"}}`, `{"h":{"M":{"w1":{"N":"1"},"w2":{"N":"2"}}},"n":{"N":"3"}}`},
+		{"REMOVE h.w1, w[0]", `{"h":{"M":{"w1":{"N":"1"}}},"w":{"L":[{"S":"a"},{"S":"b"}]}}`, `{"h":{"M":{}},"w":{"L":[{"S":"b"}]}}`},
+		{"REMOVE w[0], w[2]", `{"w":{"L":[{"S":"a"},{"S":"b"},{"S":"c"}]}}`, `{"w":{"L":[{"S":"b"}]}}`},
+		{"REMOVE w[0]", `{"w":{"L":[]}}`, `{"w":{"L":[]}}`},
+		{"SET h.a = :v REMOVE h.w1", `{"h":{"M":{"w1":{"N":"1"}}}}`, `{"h":{"M":{"a":{"S":"x"}}}}`},
 	}
 	for _, tc := range cases {
 		u, err := parseUpdate(tc.expr, nil, values)
@@ -142,10 +149,11 @@ func TestUpdateRefused(t *testing.T) {
 	names := map[string]string{"#0": "a", "#1": "b"}
 	values := map[string]*value{":0": {t: "S", s: "x"}}
 	cases := []struct{ name, expr string }{
-		{"nested map path", "SET #0.#1 = :0"},
+		{"a member's member", "SET #0.#1.#0 = :0"},
 		{"list element", "SET #0[1] = :0"},
-		{"a removed list element", "REMOVE #0[1]"},
+		{"a removed list element's member", "REMOVE #0[1].#1"},
 		{"a removed member's member", "REMOVE #0.#1.#0"},
+		{"a member as an operand", "SET #0 = #1.#0"},
 		{"name not given", "SET #9 = :0"},
 		{"value not given", "SET #0 = :9"},
 		{"two SET clauses", "SET #0 = :0 SET #1 = :0"},
@@ -181,6 +189,19 @@ func TestUpdateThatDynamoDBRefuses(t *testing.T) {
 	for _, old := range []string{`{}`, `{"a":{"S":"x"}}`} {
 		if _, err := u.apply(mustItem(t, old), item{}); !errors.Is(err, errInvalid) {
 			t.Errorf("a member of %s removed: %v, want errInvalid", old, err)
+		}
+	}
+	for _, expr := range []string{"SET a.b = :v", "REMOVE a[0]"} {
+		u, err := parseUpdate(expr, nil, map[string]*value{":v": {t: "S", s: "x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The release of a slot item written before its waiters were
+		// always there: DynamoDB refuses it, and so does the model.
+		for _, old := range []string{`{}`, `{"a":{"S":"x"}}`} {
+			if _, err := u.apply(mustItem(t, old), item{}); !errors.Is(err, errInvalid) {
+				t.Errorf("%s on %s: %v, want errInvalid", expr, old, err)
+			}
 		}
 	}
 }

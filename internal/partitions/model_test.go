@@ -18,6 +18,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/partitions"
+	"github.com/lambdajobs/lambdajobs/internal/storekey"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -423,7 +424,7 @@ func TestBatchWriteLeavesThrottledRequestsUnprocessed(t *testing.T) {
 
 func TestWhatTheModelCannotChargeIsRefusedLoudly(t *testing.T) {
 	e := newEnv(t, partitions.Limits{})
-	_, err := e.update("j1", expression.Set(expression.Name("m.inner"), expression.Value("x")))
+	_, err := e.update("j1", expression.Set(expression.Name("m.inner.deeper"), expression.Value("x")))
 	var api smithy.APIError
 	if !errors.As(err, &api) || api.ErrorCode() != "ValidationException" || !strings.Contains(api.ErrorMessage(), "partition model") {
 		t.Fatalf("a nested path: %v, want a ValidationException from the partition model", err)
@@ -512,5 +513,67 @@ func TestAWindowIsASecondOfTheService(t *testing.T) {
 	throttled(t, e.put(hot), "TableWriteKeyRangeThroughputExceeded")
 	if top := e.model.Report(1).Keys[0]; top.Write.Peak != 1100 {
 		t.Fatalf("peak %v, want 1,100 units in the window (its 10 s)", top.Write.Peak)
+	}
+}
+
+// The slot items' protocol (dynamostore's takes, joins, pops, releases,
+// a waiter leaving the list, a lease's end, and the release of an item
+// written before its waiters were always present) is charged by the
+// model, never refused as a nested path it cannot charge: the writes of
+// a slot item's holders and waiters are one level deep and touch no
+// index key.
+func TestSlotItemsAreCharged(t *testing.T) {
+	e := newEnv(t, partitions.Limits{})
+	store := dynamostore.New(e.ddb, e.table, dynamostore.Options{Clock: e.clock})
+	ctx := context.Background()
+	now := e.clock.Now()
+	claim := func(holder, waiter string, lease time.Duration) driver.SlotClaim {
+		return driver.SlotClaim{Holder: holder, Waiter: waiter, Max: 1, LeaseUntil: now.Add(lease), At: now, Waiters: 4}
+	}
+	steps := []func() error{
+		func() error { _, err := store.AcquireSlot(ctx, "k", claim("ta", "a", time.Minute)); return err }, // create
+		func() error { _, err := store.AcquireSlot(ctx, "k", claim("tb", "b", time.Minute)); return err }, // take fails, join
+		func() error {
+			c := claim("tc", "c", time.Minute)
+			c.ExpectFull = true
+			_, err := store.AcquireSlot(ctx, "k", c) // join first
+			return err
+		},
+		func() error { _, _, err := store.PopWaiter(ctx, "k", "ta"); return err },
+		func() error { _, err := store.ReleaseSlot(ctx, "k", "ta"); return err },
+		func() error { _, err := store.AcquireSlot(ctx, "k", claim("tb2", "b", time.Second)); return err }, // b takes it, c waits on
+		func() error {
+			now = now.Add(2 * time.Second) // b's lease ends: the next take drops it
+			_, err := store.AcquireSlot(ctx, "k", claim("td", "d", time.Minute))
+			return err
+		},
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	if _, err := e.direct.PutItem(ctx, &dynamodb.PutItemInput{TableName: &e.table, Item: map[string]types.AttributeValue{
+		"id": s(storekey.SlotPrefix + "old"), "h": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"t": n("99999999999999")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ReleaseSlot(ctx, "old", "t"); err != nil {
+		t.Fatalf("releasing an item without waiters: %v", err)
+	}
+	r := e.model.Report(-1)
+	if r.ErrorCount != 0 {
+		t.Fatalf("the model refused slot writes: %v", r.Errors)
+	}
+	charged := false
+	for _, k := range r.Keys {
+		if k.Index == "" && k.Key == storekey.SlotPrefix+"k" {
+			charged = true
+			if k.Write.Total < float64(len(steps)) {
+				t.Fatalf("slot item charged %v write units for at least %d writes", k.Write.Total, len(steps))
+			}
+		}
+	}
+	if !charged {
+		t.Fatalf("no charge for the slot item among %d keys", len(r.Keys))
 	}
 }

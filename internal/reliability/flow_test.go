@@ -28,15 +28,15 @@ import (
 // TestFlowControlOnTheLocalStack runs the flow control examples through
 // the whole local stack with 30 handler slots (3 worker instances, batches
 // of 10, 10 at once), counting inside the handlers (each run writes its
-// span) how many ran at once:
+// span) how many ran at once (issue 28's load test):
 //   - 100 jobs of 200 ms without a limit run more than 5 at once;
-//   - 200 limited to 5 never run more than 5 at once, all succeed on
-//     their first attempt, none is dead-lettered (how busy the 5 slots
-//     stay is logged, not asserted: it is the wake-up latency);
+//   - 500 limited to 5 run exactly 5 at once at the most, all succeed on
+//     their first attempt, none is dead-lettered, and all are final
+//     within about 26 s (20 s of work at 5 at once);
 //   - 100 limited to 1 per account over 10 accounts run 10 at once, each
 //     account alone;
-//   - 300 under a rate of 20 a second start at 20 a second on average,
-//     within 10%, over 15 s.
+//   - 300 under a rate of 20 a second (601 under make reliability: 30 s)
+//     start at 20 a second on average, within 10%.
 func TestFlowControlOnTheLocalStack(t *testing.T) {
 	ctx := context.Background()
 	spans := t.TempDir()
@@ -89,18 +89,24 @@ func TestFlowControlOnTheLocalStack(t *testing.T) {
 		}
 	})
 	t.Run("concurrency 5", func(t *testing.T) {
-		const n = 200
+		const n = 500
 		got, took := run(t, examplekinds.HoldLimited, n, hold(200), 2*time.Minute)
 		peak, _ := overlap(got)
 		ideal := time.Duration(n/5) * 200 * time.Millisecond
-		t.Logf("%d jobs of 200 ms limited to 5: peak %d at once, all final %v after the first enqueue (%v if every slot were always busy; starts a second: %v)",
-			n, peak, took.Round(100*time.Millisecond), ideal, perSecond(got))
-		// The guarantee is the peak. How busy the slots stay depends on how
-		// soon a woken waiter's message is delivered (docs/FLOW_CONTROL.md
-		// records what this run shows); a run that never overlaps would
-		// mean the limit serialises the kind.
-		if peak > 5 || peak < 2 {
-			t.Fatalf("peak %d, want at most 5 and more than 1", peak)
+		t.Logf("%d jobs of 200 ms limited to 5: peak %d at once, all final %v after the first enqueue (%v if every slot were always busy; starts a second: %v; time at each number running: %v)",
+			n, peak, took.Round(100*time.Millisecond), ideal, perSecond(got), busyTimes(got))
+		if peak != 5 {
+			t.Fatalf("peak %d, want exactly 5", peak)
+		}
+		// The issue's bound: 500 such jobs in about 26 s (20 s of work at
+		// 5 at once), with 10% for a machine shared with other work, under
+		// make reliability, which runs its scenarios alone. make test runs
+		// this package beside the others on 2 cores, where the same code
+		// has taken 31 s: there the bound is twice the issue's, which
+		// still fails a limit whose slots sit idle.
+		bound := time.Duration(size(2*26*10, 26*11)) * time.Second / 10
+		if took > bound {
+			t.Fatalf("%d jobs took %v, want at most about 26 s (%v here)", n, took.Round(100*time.Millisecond), bound)
 		}
 	})
 	t.Run("1 per account", func(t *testing.T) {
@@ -117,7 +123,8 @@ func TestFlowControlOnTheLocalStack(t *testing.T) {
 		}
 	})
 	t.Run("rate 20 per second", func(t *testing.T) {
-		got, _ := run(t, examplekinds.HoldRate, 300, hold(0), 2*time.Minute)
+		n := size(300, 601)
+		got, _ := run(t, examplekinds.HoldRate, n, hold(0), 2*time.Minute)
 		starts := make([]time.Time, len(got))
 		for i, s := range got {
 			starts[i] = s.start
@@ -133,12 +140,12 @@ func TestFlowControlOnTheLocalStack(t *testing.T) {
 			}
 			worst = max(worst, j-i)
 		}
-		t.Logf("300 jobs under 20 a second: started over %v, %.2f a second, at most %d in one second", spanned.Round(100*time.Millisecond), rate, worst)
+		t.Logf("%d jobs under 20 a second: started over %v, %.2f a second, at most %d in one second", n, spanned.Round(100*time.Millisecond), rate, worst)
 		if rate < 18 || rate > 22 {
 			t.Fatalf("observed %.2f starts a second, want 20 within 10%%", rate)
 		}
 	})
-	record(row{Scenario: "flow", Load: "200 jobs of 200 ms limited to 5; 100 at 1 per account; 300 at 20/s", Faults: "none",
+	record(row{Scenario: "flow", Load: "500 jobs of 200 ms limited to 5; 100 at 1 per account; 601 at 20/s", Faults: "none",
 		Notes: "see TestFlowControlOnTheLocalStack's log for the peaks and the rate"})
 }
 
@@ -246,6 +253,34 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// busyTimes is how long each number of spans ran at once, from the
+// first start to the last end: how busy a limit's slots stayed.
+func busyTimes(spans []span) map[int]time.Duration {
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	var edges []edge
+	for _, s := range spans {
+		edges = append(edges, edge{s.start, 1}, edge{s.end, -1})
+	}
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.d - b.d
+	})
+	out := map[int]time.Duration{}
+	now := 0
+	for i, e := range edges {
+		now += e.d
+		if i+1 < len(edges) {
+			out[now] += edges[i+1].at.Sub(e.at).Round(time.Millisecond)
+		}
+	}
+	return out
 }
 
 func perSecond(spans []span) []int {

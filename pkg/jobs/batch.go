@@ -98,7 +98,8 @@ func (e *BatchJobError) Error() string {
 func (e *BatchJobError) Unwrap() error { return e.Err }
 
 // EnqueueBatch validates every job of req (one refused job refuses the
-// whole request and stores nothing), stores the batch as being created,
+// whole request and stores nothing, as do jobs that would pass a cap of
+// their kind on queued jobs: a *QueueFullError), stores the batch as being created,
 // then its jobs, then opens the batch and sends the jobs.
 //
 // The batch comes first so that its id, and with it the request, is taken
@@ -157,6 +158,23 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 		whole = append(append(whole, []byte("completion")), r...)
 	}
 	b.RequestHash = s.hasher.sum(whole)
+	queued := map[*kindDef]int{} // the batch's jobs of capped kinds
+	for _, j := range specs {
+		if k, _ := s.reg.lookup(j.kind); k.caps.any() {
+			queued[k]++
+		}
+	}
+	for k, n := range queued {
+		if err := s.checkCaps(ctx, k, req.Owner, n); err != nil {
+			if !errors.Is(err, ErrQueueFull) || req.IdempotencyKey == "" {
+				return nil, false, err
+			}
+			if _, gerr := s.store.GetBatch(ctx, batchID); gerr != nil {
+				return nil, false, err // not a retry of a stored batch
+			}
+			break // a retry: it finishes or answers the first request's batch
+		}
+	}
 	stored, err := s.store.CreateBatch(ctx, b)
 	created := err == nil
 	switch {
@@ -188,6 +206,9 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 	stored.Creating = false
 	if created {
 		stored.Remaining = stored.Total
+		for k, n := range queued {
+			s.noteQueued(k, req.Owner, n)
+		}
 	} else if counted, err := s.store.CountBatch(ctx, stored); err == nil {
 		stored = counted
 	}

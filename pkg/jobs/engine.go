@@ -413,6 +413,7 @@ func (e *engine) record(j newJob) *driver.Record {
 			}
 			rec.Events = rec.Events || k.events
 			rec.OnFailure = k.onFailure
+			rec.QueueCapped = k.caps.kind > 0
 		}
 	}
 	rec.SweepAt = e.deliveryAt(j.at, runAt, rec.Lane).sweepAt

@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
@@ -38,14 +40,13 @@ var (
 	// its job (it timed out, or a sweeper failed it): the handler should
 	// stop.
 	ErrLostClaim = driver.ErrLostClaim
-	// ErrCheckpointTooLarge is what Job.Checkpoint returns for a
-	// checkpoint over driver.MaxCheckpointBytes (64 KiB) once sealed:
-	// nothing is stored, the last checkpoint stands. A run that ends with
-	// Continue and such a checkpoint fails internal_error.
-	ErrCheckpointTooLarge = errors.New("jobs: checkpoint too large")
 	// ErrScheduleExists: the owner has a schedule of that name with
 	// another definition.
 	ErrScheduleExists = driver.ErrScheduleExists
+	// ErrQueueFull matches every *QueueFullError: the kind's queued jobs
+	// (or the owner's of the kind) are at its cap (KindOpts.MaxQueued,
+	// MaxQueuedPerOwner). Nothing was stored; retry later.
+	ErrQueueFull = errors.New("jobs: the kind's queue is at its cap")
 	// ErrScheduleUnconfirmed comes with ErrUnavailable from
 	// ScheduleService.Create when Scheduler did not confirm the schedule
 	// and its definition is kept: the schedule is listed, the same request
@@ -85,3 +86,24 @@ var (
 	errOwner     = refuse(codeInvalidRequest, "the caller identity cannot name a job owner")
 	errPageToken = refuse(codeInvalidRequest, "the page token is malformed, or was given for another caller or another filter")
 )
+
+// QueueFullError is an enqueue refused because the kind's queued jobs
+// are at a cap: KindOpts.MaxQueued (every owner's) or, with PerOwner,
+// MaxQueuedPerOwner (the caller's). It matches ErrQueueFull; nothing was
+// stored. RetryAfter is when the count is read again (at least a second).
+type QueueFullError struct {
+	Kind       string
+	Cap        int
+	PerOwner   bool
+	RetryAfter time.Duration
+}
+
+func (e *QueueFullError) Error() string {
+	if e.PerOwner {
+		return fmt.Sprintf("jobs: the owner's queued jobs of kind %q are at the kind's cap of %d per owner", e.Kind, e.Cap)
+	}
+	return fmt.Sprintf("jobs: the queued jobs of kind %q are at the kind's cap", e.Kind)
+}
+
+// Is reports whether target is ErrQueueFull.
+func (e *QueueFullError) Is(target error) bool { return target == ErrQueueFull }

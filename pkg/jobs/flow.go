@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
@@ -31,10 +32,12 @@ import (
 // (Record.WaitingOn says on what) until a moment later, with a new message,
 // so waiting never counts towards the queue's maxReceiveCount and never
 // reaches the dead-letter queue, however long it lasts. That is the one
-// waiting state, and a new message is its one wake-up path: sent when a
-// run releases the slot the job queued for (its slot item keeps a bounded
-// list of waiters), or the parked job's own delayed message when no
-// release comes (a backstop). A run's slots are released as soon as its handler has
+// waiting state, with one wake-up path: a run that frees the slot the
+// job queued for (its slot item keeps a bounded list of waiters) takes
+// the first waiter off and starts it, on its own goroutine under the same
+// slot when it can (see slotChain), else by sending its message; the
+// parked job's own delayed message is a backstop when no release comes.
+// A run's slots are passed on or released as soon as its handler has
 // returned (before the run's final write: the slot bounds running
 // handlers); a slot whose worker died frees itself at the run's lease.
 // Kinds without limits pay nothing: no read, no write, no request.
@@ -46,6 +49,9 @@ type limits struct {
 	rate, ratePerKey    float64 // starts per second
 	burst, burstPerKey  float64
 	key                 string // "owner", "tenant" or a payload field
+	// rateN, ratePerKeyN and period are the rates as registered (KindInfo).
+	rateN, ratePerKeyN int
+	period             time.Duration
 }
 
 func (l limits) any() bool {
@@ -67,6 +73,7 @@ func (o *KindOpts) limits() (limits, error) {
 	}
 	l.concurrency, l.perKey = o.Concurrency, o.ConcurrencyPerKey
 	l.rate, l.ratePerKey = float64(o.RateLimit)/period.Seconds(), float64(o.RateLimitPerKey)/period.Seconds()
+	l.rateN, l.ratePerKeyN, l.period = o.RateLimit, o.RateLimitPerKey, period
 	// A burst of one start: the rate holds over any window, not only on
 	// average.
 	l.burst, l.burstPerKey = 1, 1
@@ -172,15 +179,17 @@ type admission struct {
 	delay time.Duration
 }
 
-// admit takes what a run of rec needs before its handler starts: a
+// admit takes what a run of cl.rec needs before its handler starts: a
 // reservation of each rate it is under (unless it holds one: it waited on
-// the rate and its time has come), then its slots. A reservation due
-// within inlineRateWait is waited for here, holding the claim. It returns
-// nil when the run may start, else why not (its slots released). A job
-// whose reserved start came but whose slot is taken waits on the slot and
-// reserves again later: its first reservation is spent, which only lowers
-// the rate.
-func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, rec *driver.Record) *admission {
+// the rate and its time has come), then its slots, each held by holder
+// (the run's claim token), but the slot its goroutine holds already (c,
+// the slot chain it runs under). A reservation due within inlineRateWait
+// is waited for here, holding the claim. It returns nil when the run may
+// start, else why not (its slots released). A job whose reserved start
+// came but whose slot is taken waits on the slot and reserves again
+// later: its first reservation is spent, which only lowers the rate.
+func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, cl claimed) *admission {
+	rec, holder, c := cl.rec, cl.token, cl.chain
 	if !k.limits.any() {
 		return nil
 	}
@@ -210,8 +219,14 @@ func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, rec *dri
 	}
 	var held []slotKey
 	for _, s := range k.slotKeys(rec) {
-		state, err := w.eng.store.AcquireSlot(cctx, s.key, driver.SlotClaim{Holder: rec.ID, Max: s.max, LeaseUntil: inv.leaseUntil(now), At: now,
-			Waiters: waitersFor(s.max)})
+		if c != nil && s.key == c.key {
+			continue
+		}
+		state, err := w.eng.store.AcquireSlot(cctx, s.key, driver.SlotClaim{Holder: holder, Waiter: rec.ID, Max: s.max, LeaseUntil: inv.leaseUntil(now), At: now,
+			Waiters: waitersFor(s.max), ExpectFull: w.busy.get(s.key)})
+		if err == nil && state != driver.SlotHeld {
+			w.busy.set(s.key, true)
+		}
 		if err == nil && state == driver.SlotHeld {
 			held = append(held, s)
 			continue
@@ -221,7 +236,7 @@ func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, rec *dri
 			// release of a slot not held changes nothing.
 			held = append(held, s)
 		}
-		w.release(ctx, rec, held)
+		w.release(ctx, holder, held, false)
 		switch {
 		case err != nil:
 			w.log.LogAttrs(ctx, slog.LevelWarn, "slot not taken; the job waits", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
@@ -249,10 +264,11 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // Waiting on a concurrency slot. A job that finds its slot item full is
 // queued among the item's waiters (at most waitersFor of them) and parked
-// for wakeBackstop: a run that releases a slot wakes the first waiter (a
-// message sent now), so it starts when the slot frees; the backstop only
-// covers a wake that was lost (a worker killed between its release and
-// its send, or a slot freed by its lease). A job that finds the waiters
+// for wakeBackstop: a run that frees a slot starts the first waiter (run
+// by its own worker, or sent its message), so it starts when the slot
+// frees; the backstop only covers a wake that was lost (a worker killed
+// between taking the waiter off and starting it, or a slot freed by its
+// lease). A job that finds the waiters
 // full too parks for about half the time they take to drain (see
 // overflowWait) and looks again.
 const (
@@ -289,9 +305,40 @@ func (w *Worker) noteHold(kind string, d time.Duration) {
 	w.holds.Store(kind, d)
 }
 
+// busyHints remember, per slot key, whether this worker's last acquire
+// of it found every slot held: its next acquire tries queueing first
+// (driver.SlotClaim.ExpectFull), and a chain whose slot's list was busy
+// pops before it releases. At most maxBusyHints keys (per-key limits may
+// have many); past that it forgets them all.
+type busyHints struct {
+	mu   sync.Mutex
+	full map[string]bool
+}
+
+const maxBusyHints = 4096
+
+func (b *busyHints) get(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.full[key]
+}
+
+func (b *busyHints) set(key string, full bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.full == nil || len(b.full) >= maxBusyHints {
+		b.full = map[string]bool{}
+	}
+	if full {
+		b.full[key] = true
+	} else {
+		delete(b.full, key)
+	}
+}
+
 // waitersFor bounds the waiters of a slot item of max slots: enough to
 // keep it busy for a while, few enough that the item stays small (each
-// waiter is a job id of 36 bytes; an acquire and a release write it all).
+// waiter is a job id of 36 bytes; a join and a pop write it all).
 func waitersFor(max int) int { return min(4*max+64, 128) }
 
 type bucket struct {
@@ -337,47 +384,155 @@ func jitter(d time.Duration) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d)))
 }
 
-// release frees the slots a run of rec holds and wakes each slot's first
-// waiter (best effort: a slot not released frees itself at the run's
-// lease, and a waiter not woken looks again at its backstop).
-func (w *Worker) release(ctx context.Context, rec *driver.Record, held []slotKey) {
+// release frees the slots held by holder (a run's claim token) and wakes
+// each slot's first waiter (best effort: a slot not released frees
+// itself at the run's lease, and a waiter not woken looks again at its
+// backstop). With chain, the first waiter it takes off is not sent its
+// message but returned: the caller runs it on its own goroutine
+// (runNext), so it starts when the slot frees rather than when its
+// message has been received behind the queue's others.
+func (w *Worker) release(ctx context.Context, holder string, held []slotKey, chain bool) (next string) {
 	if len(held) == 0 {
-		return
+		return ""
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.deadlines.Call)
 	defer cancel()
 	for _, s := range held {
-		next, err := w.eng.store.ReleaseSlot(rctx, s.key, rec.ID)
-		if err != nil {
-			w.log.LogAttrs(ctx, slog.LevelWarn, "slot not released; it frees itself at the run's lease", slog.String("job_id", rec.ID),
-				slog.String("err_types", errtypes.Of(err)))
-			continue
-		}
-		if next != "" {
-			w.wake(rctx, next)
+		waiter, err := w.eng.store.ReleaseSlot(rctx, s.key, holder)
+		switch {
+		case err != nil:
+			w.log.LogAttrs(ctx, slog.LevelWarn, "slot not released; it frees itself at the run's lease", slog.String("err_types", errtypes.Of(err)))
+		case waiter == "":
+		case chain && next == "":
+			next = waiter
+		default:
+			w.wake(rctx, waiter)
 		}
 	}
+	return next
 }
 
-// wake sends the message of job id, a waiter on a slot just freed. A
-// waiter that is still parking (it queued itself, then writes its park) is
-// sent its message a second later, by when its park has landed; one that
-// finished or went is left alone.
+// wake sends the message of job id, a waiter on a slot just freed.
 func (w *Worker) wake(ctx context.Context, id string) {
 	rec, err := w.eng.store.Get(ctx, id)
 	if err != nil || rec.Status.Final() {
 		return
 	}
+	w.wakeRec(ctx, rec)
+}
+
+// wakeRec sends the message of rec, a waiter on a slot just freed, as
+// read. A waiter that is still parking (it queued itself, then writes its
+// park) is sent its message a second later, by when its park has landed.
+func (w *Worker) wakeRec(ctx context.Context, rec *driver.Record) {
 	m := messageOf(rec)
 	if rec.Status != StatusQueued {
 		m.Delay = time.Second
 	}
 	if err := w.eng.queue.Send(ctx, m); err != nil {
-		w.log.LogAttrs(ctx, slog.LevelWarn, "waiter not woken; it looks again at its backstop", slog.String("job_id", id),
+		w.log.LogAttrs(ctx, slog.LevelWarn, "waiter not woken; it looks again at its backstop", slog.String("job_id", rec.ID),
 			slog.String("err_types", errtypes.Of(err)))
 		return
 	}
 	count(ctx, rec.Kind, metricnames.JobsWoken)
+}
+
+// slotChain is a concurrency slot one goroutine holds across runs, on a
+// store whose slots pass from run to run (driver.WaiterPopper): the chain's
+// first run took it, holding it by its claim token, and each run that ends
+// takes the next waiter off the slot's list and runs it under the same
+// slot (one write, PopWaiter) instead of releasing it for the waiter to
+// take (a release, a message, a receive, an acquire): the slot passes
+// from run to run without a trip through the queue, and no other job
+// takes it in between. The goroutine releases it when no waiter is left,
+// or when its invocation has too little time left for another run.
+type slotChain struct {
+	key, holder string
+	// pop: the slot's list had waiters when last seen: take the next off
+	// first (one write); else release first (one write) and run the
+	// waiter the release answers, if any, taking its own slot.
+	pop bool
+}
+
+// successor is what a goroutine runs after a run: a woken waiter (id)
+// and the slot chain it runs under (nil: it takes its own slots), or,
+// with no id, the next waiter the chain takes off. settle, when set, is
+// the previous run's final write, which runNext starts once it has
+// claimed the next job (or found none).
+type successor struct {
+	id     string
+	chain  *slotChain
+	settle func()
+}
+
+func (s successor) any() bool { return s.id != "" || s.chain != nil }
+
+// chainOf is the slot chain a run of rec (claimed under token) holds its
+// first slot in: c when it runs under one, a new one on a store whose
+// slots pass from run to run (its holder the run's token), nil on any
+// other store or for a kind without concurrency slots.
+func (w *Worker) chainOf(k *kindDef, rec *driver.Record, token string, c *slotChain) *slotChain {
+	if c != nil || w.popper == nil {
+		return c
+	}
+	keys := k.slotKeys(rec)
+	if len(keys) == 0 {
+		return nil
+	}
+	return &slotChain{key: keys[0].key, holder: token, pop: w.busy.get(keys[0].key)}
+}
+
+// popAhead takes chain c's next waiter off its slot's list while the
+// chain's current run goes on, answering it ("" when none, or the pop
+// failed: the run's end then releases the slot, or pops again).
+func (w *Worker) popAhead(ctx context.Context, inv invocation, c *slotChain) <-chan string {
+	out := make(chan string, 1)
+	go func() {
+		cctx, cancel := inv.callContext(context.WithoutCancel(ctx))
+		defer cancel()
+		id, left, err := w.popper.PopWaiter(cctx, c.key, c.holder)
+		if err == nil {
+			c.pop = left > 0
+			w.busy.set(c.key, id != "")
+		}
+		out <- id
+	}()
+	return out
+}
+
+// afterRun frees the slots of a run of rec (claimed under token) whose
+// handler has returned, but its chain's (c, from chainOf), and says what
+// the goroutine runs next: the chain's next waiter, or, on a store whose
+// slots do not pass from run to run (no chain), the first waiter the
+// release of its slots took off, which takes its own. Waiters of the
+// run's other slots are woken by message.
+func (w *Worker) afterRun(ctx context.Context, k *kindDef, rec *driver.Record, token string, c *slotChain) successor {
+	keys := k.slotKeys(rec)
+	if c == nil {
+		return successor{id: w.release(ctx, token, keys, true)}
+	}
+	w.release(ctx, token, slices.DeleteFunc(keys, func(s slotKey) bool { return s.key == c.key }), false)
+	return successor{chain: c}
+}
+
+// passOn takes the next waiter off chain c's slot, or releases the slot:
+// it returns the waiter to run, with c when it runs under the chain's
+// slot, or with nil when the slot was released (a waiter the release
+// took off takes its own slot); "" when there is none.
+func (w *Worker) passOn(ctx context.Context, inv invocation, c *slotChain) (string, *slotChain) {
+	if c.pop {
+		cctx, cancel := inv.callContext(ctx)
+		id, left, err := w.popper.PopWaiter(cctx, c.key, c.holder)
+		cancel()
+		if err == nil && id != "" {
+			c.pop = left > 0
+			return id, c
+		}
+		// None left (or the pop failed): release the slot.
+	}
+	id := w.release(ctx, c.holder, []slotKey{{key: c.key}}, true)
+	w.busy.set(c.key, id != "")
+	return id, nil
 }
 
 // park sends run r's job back to the queue to wait as a says, its

@@ -109,6 +109,19 @@ type KindOpts struct {
 	RateLimit, RateLimitPerKey     int
 	RatePeriod                     time.Duration
 	LimitKey                       string
+	// MaxQueued caps the kind's queued jobs across every owner, and
+	// MaxQueuedPerOwner each owner's (0: no cap). An enqueue that would
+	// pass a cap is refused with ErrQueueFull (HTTP 429 queue_full, with
+	// Retry-After) and stores nothing. Queued jobs are counted from indexes
+	// that hold only them (delayed jobs and jobs waiting on a limit or a
+	// retry's backoff included), each instance reading a count again after
+	// at most a second: a cap holds within what every instance accepts in
+	// that second. It applies to Enqueue and EnqueueBatch (POST /v1/jobs,
+	// /v1/batches); Prepare, routed messages, schedule fires, on-failure
+	// follow-ups and retries are not refused (their jobs are counted). A
+	// kind without a cap pays nothing; with MaxQueued each of its jobs pays
+	// 2 write units more (docs/FLOW_CONTROL.md).
+	MaxQueued, MaxQueuedPerOwner int
 	// Retention is how long the kind's finished jobs stay readable (0:
 	// the deployment's).
 	Retention time.Duration
@@ -134,6 +147,7 @@ type kindConfig struct {
 	heartbeat, maxRun time.Duration
 	autoContinue      bool
 	limits            limits
+	caps              queueCaps
 	retention         time.Duration
 	events            bool
 	onFailure         string
@@ -174,7 +188,11 @@ func (o *KindOpts) check() (kindConfig, error) {
 	if o.Retention < 0 {
 		return c, fmt.Errorf("retention %v: want 0 (the deployment's) or more", o.Retention)
 	}
+	if o.MaxQueued < 0 || o.MaxQueuedPerOwner < 0 {
+		return c, fmt.Errorf("queue caps %d and %d per owner: want 0 (no cap) or more", o.MaxQueued, o.MaxQueuedPerOwner)
+	}
 	c.limits, c.retention = l, o.Retention
+	c.caps = queueCaps{kind: o.MaxQueued, perOwner: o.MaxQueuedPerOwner}
 	if o.OnFailure != "" && !validKind(o.OnFailure) {
 		return c, fmt.Errorf("on-failure kind %q: not a valid kind name", o.OnFailure)
 	}
@@ -201,6 +219,7 @@ type kindDef struct {
 	heartbeat, maxRun time.Duration
 	autoContinue      bool
 	limits            limits
+	caps              queueCaps
 	retention         time.Duration
 	// events and onFailure: see KindOpts.
 	events    bool
@@ -267,7 +286,7 @@ func Register[P any, R Result](reg *Registry, kind string, handle func(ctx conte
 		minRun:      cfg.minRun,
 		lane:        cfg.lane,
 		heartbeat:   cfg.heartbeat, maxRun: cfg.maxRun, autoContinue: cfg.autoContinue,
-		limits: cfg.limits, retention: cfg.retention, events: cfg.events, onFailure: cfg.onFailure,
+		limits: cfg.limits, caps: cfg.caps, retention: cfg.retention, events: cfg.events, onFailure: cfg.onFailure,
 		validate: func(raw []byte) error {
 			_, err := decodePayload[P](raw)
 			return err
@@ -438,4 +457,41 @@ func isNil(v any) bool {
 		return rv.IsNil()
 	}
 	return false
+}
+
+// KindInfo is a registered kind as GET /v1/kinds shows it: its lane and
+// its flow control (a zero limit or cap is none).
+type KindInfo struct {
+	Name string `json:"name"`
+	// Lane is the kind's lane ("" the default lane).
+	Lane string `json:"lane,omitempty"`
+	// Concurrency, ConcurrencyPerKey, RateLimit, RateLimitPerKey,
+	// RatePeriod (in seconds), LimitKey, MaxQueued and MaxQueuedPerOwner
+	// are the kind's KindOpts.
+	Concurrency       int     `json:"concurrency,omitempty"`
+	ConcurrencyPerKey int     `json:"concurrency_per_key,omitempty"`
+	RateLimit         int     `json:"rate_limit,omitempty"`
+	RateLimitPerKey   int     `json:"rate_limit_per_key,omitempty"`
+	RatePeriod        float64 `json:"rate_period_seconds,omitempty"`
+	LimitKey          string  `json:"limit_key,omitempty"`
+	MaxQueued         int     `json:"max_queued,omitempty"`
+	MaxQueuedPerOwner int     `json:"max_queued_per_owner,omitempty"`
+}
+
+// Kinds returns the registered kinds with their lanes and flow control,
+// sorted by name.
+func (s *Service) Kinds() []KindInfo {
+	names := s.reg.Kinds()
+	out := make([]KindInfo, 0, len(names))
+	for _, name := range names {
+		k, _ := s.reg.lookup(name)
+		info := KindInfo{Name: name, Lane: k.lane, Concurrency: k.limits.concurrency, ConcurrencyPerKey: k.limits.perKey,
+			RateLimit: k.limits.rateN, RateLimitPerKey: k.limits.ratePerKeyN, LimitKey: k.limits.key,
+			MaxQueued: k.caps.kind, MaxQueuedPerOwner: k.caps.perOwner}
+		if info.RateLimit > 0 || info.RateLimitPerKey > 0 {
+			info.RatePeriod = k.limits.period.Seconds()
+		}
+		out = append(out, info)
+	}
+	return out
 }

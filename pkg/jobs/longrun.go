@@ -50,7 +50,7 @@ func (j *Job[P]) Heartbeat(ctx context.Context) error {
 // checkpoint: the state a later run of the job resumes from (after a
 // Continue, a retry or an interruption; see Resume). It is private: never
 // returned by the API or shown by the dashboard, at most 64 KiB sealed
-// (over it: ErrCheckpointTooLarge, nothing stored). Each call is one
+// (over it: an error saying so, nothing stored). Each call is one
 // conditional write and a heartbeat; its other errors are Heartbeat's. A Job built by hand keeps the checkpoint in memory, for
 // Resume.
 func (j *Job[P]) Checkpoint(ctx context.Context, v any) error {
@@ -112,7 +112,8 @@ func sealCheckpoint(s Sealer, id string, raw []byte) ([]byte, error) {
 		return nil, fmt.Errorf("jobs: seal checkpoint: %w", err)
 	}
 	if len(sealed) > driver.MaxCheckpointBytes {
-		return nil, fmt.Errorf("%w: %d bytes sealed, over %d", ErrCheckpointTooLarge, len(sealed), driver.MaxCheckpointBytes)
+		// A handler's bug, not a condition to branch on: described.
+		return nil, fmt.Errorf("jobs: checkpoint too large: %d bytes sealed, over %d", len(sealed), driver.MaxCheckpointBytes)
 	}
 	return []byte(sealed), nil
 }

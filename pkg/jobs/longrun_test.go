@@ -416,7 +416,7 @@ type paddedState struct {
 }
 
 // A checkpoint is bounded: over 64 KiB sealed, Job.Checkpoint refuses it
-// with ErrCheckpointTooLarge and stores nothing (the next run resumes
+// as too large and stores nothing (the next run resumes
 // from the last one that fitted); one under the cap is stored. A run that
 // ends with Continue and an oversized checkpoint fails internal_error.
 func TestAnOversizedCheckpointIsRefused(t *testing.T) {
@@ -457,8 +457,8 @@ func TestAnOversizedCheckpointIsRefused(t *testing.T) {
 	if fitted != nil {
 		t.Fatalf("a checkpoint under the cap: %v, want stored", fitted)
 	}
-	if !errors.Is(refused, jobs.ErrCheckpointTooLarge) || strings.Contains(refused.Error(), "xxx") {
-		t.Fatalf("an oversized checkpoint: %v, want ErrCheckpointTooLarge, without its content", refused)
+	if refused == nil || !strings.Contains(refused.Error(), "checkpoint too large") || strings.Contains(refused.Error(), "xxx") {
+		t.Fatalf("an oversized checkpoint: %v, want it refused as too large, without its content", refused)
 	}
 	if len(resumed) != 2 || resumed[1] != 1 {
 		t.Fatalf("runs resumed from %v, want 0 then 1 (the oversized checkpoint was not stored)", resumed)

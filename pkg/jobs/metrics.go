@@ -30,6 +30,9 @@ import (
 //	JobsInterrupted    Count         failed or retried as interrupted
 //	JobsRetried        Count         sent back for another attempt
 //	JobsContinued      Count         runs that ended in a continuation (Continue; no attempt spent)
+//	JobsWaited         Count         claims that parked their job to wait on a limit (no attempt spent)
+//	JobsWoken          Count         waiters a freed slot started (run by the worker that freed it, or sent their message)
+//	JobsRefused        Count         jobs an enqueue refused at a cap on queued jobs (ErrQueueFull, 429)
 //	JobsCancelled      Count         runs that ended cancelled, and queued jobs cancelled through the API
 //	JobsResubmitted    Count         failed or cancelled jobs queued again through the API
 //	JobsHandedBack     Count         jobs sent again unclaimed: too little of the invocation was left to start them

@@ -42,6 +42,10 @@ type Service struct {
 	hasher  requestHasher
 	metrics *Metrics
 	pageKey []byte
+	// counter counts queued jobs for the caps (nil: no kind has one, or
+	// the store cannot); capCounts are this instance's counts.
+	counter   driver.QueueCounter
+	capCounts capCounts
 }
 
 // ServiceConfig configures a Service. Registry, Store and Queue are required.
@@ -88,10 +92,15 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.PageTokenKey != nil && len(cfg.PageTokenKey) < 32 {
 		return nil, errors.New("jobs: PageTokenKey must be at least 32 bytes")
 	}
+	counter, err := capsNeedCounter(cfg.Registry, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
 	eng := newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention,
 		bus: cfg.Bus, allEvents: cfg.AllEvents})
 	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
-		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey}, nil
+		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey,
+		counter: counter}, nil
 }
 
 // EnqueueRequest is one job to enqueue.
@@ -111,7 +120,10 @@ type EnqueueRequest struct {
 // returned the first job.
 //
 // Nothing is stored unless the kind is registered and the payload decodes
-// strictly into the kind's payload type. Once the put succeeds the job is
+// strictly into the kind's payload type, nor when the job would pass a cap
+// of the kind on queued jobs (a *QueueFullError matching ErrQueueFull; an
+// idempotent retry of an accepted job still answers with it, and a unique
+// key's holder too). Once the put succeeds the job is
 // accepted: if the send then fails (after the SDK's retries), the job stays
 // queued and the sweeper sends it after the dispatch grace, so an accepted
 // job is never lost. A retry with the same idempotency key re-sends a job
@@ -132,6 +144,10 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*EnqueueResu
 func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Record, bool, error) {
 	j, r, err := s.prepare(req)
 	if err != nil {
+		return nil, false, err
+	}
+	k, _ := s.reg.lookup(req.Kind)
+	if err := s.checkCaps(ctx, k, req.Owner, 1); err != nil && !s.replaysAtCap(ctx, err, req.IdempotencyKey, j.id) {
 		return nil, false, err
 	}
 	if len(req.After) > 0 {
@@ -157,6 +173,7 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 	}
 	rec = s.start(ctx, rec)
 	s.count(rec.Kind, metricnames.JobsEnqueued, 1)
+	s.noteQueued(k, req.Owner, 1)
 	return rec, true, nil
 }
 
@@ -192,7 +209,8 @@ func (s *Service) count(kind, name string, n int) {
 }
 
 // Prepare validates req exactly as Enqueue does and returns the job record
-// Enqueue would store, without storing or sending anything. It is the first
+// Enqueue would store, without storing or sending anything; it makes no
+// call, so it does not count a kind's queued jobs against its caps. It is the first
 // half of a transactional enqueue: put the record in your own DynamoDB
 // transaction (dynamostore.Store.TransactPut), and after the commit call
 // Dispatch. If the dispatch never happens, the sweeper sends the job after

@@ -74,6 +74,12 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 			return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 		}
 		if holder == j.id {
+			k, _ := s.reg.lookup(req.Kind)
+			if err := s.checkCaps(ctx, k, req.Owner, 1); err != nil {
+				// Refused at a cap: the key is not this job's after all.
+				_ = s.store.ReleaseUnique(ctx, j.uniqueKey, j.id)
+				return nil, err
+			}
 			rec, err := s.eng.create(ctx, j)
 			if err != nil {
 				// The job may be stored though the answer was lost: the key
@@ -83,6 +89,7 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 			}
 			s.dispatch(ctx, rec)
 			s.count(rec.Kind, metricnames.JobsEnqueued, 1)
+			s.noteQueued(k, req.Owner, 1)
 			return &EnqueueResult{Job: viewOf(rec)}, nil
 		}
 		cur, err := s.holderOf(ctx, holder)

@@ -25,7 +25,11 @@ import (
 type Worker struct {
 	// holds: kind -> this worker's moving average of its runs' holds of
 	// their slots (see overflowWait).
-	holds       sync.Map
+	holds sync.Map
+	// busy: the slot keys this worker last found full (see busyHints);
+	// popper: the store, when its slots pass from run to run.
+	busy        busyHints
+	popper      driver.WaiterPopper
 	eng         *engine
 	reg         *Registry
 	log         *slog.Logger
@@ -144,6 +148,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if w.cancelCheck == 0 {
 		w.cancelCheck = 5 * time.Second
 	}
+	w.popper, _ = cfg.Store.(driver.WaiterPopper)
 	for _, name := range cfg.Registry.Kinds() {
 		if k, _ := cfg.Registry.lookup(name); k.minRun > cfg.Deadlines.MinRun {
 			w.slow = append(w.slow, kindMin{name, k.minRun})
@@ -444,7 +449,11 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, m driver.Message) (
 }
 
 // runJobAt is runJob; waited says the message came early and the worker
-// waited for its run time already (it does once).
+// waited for its run time already (it does once). A run that releases a
+// concurrency slot with waiters then runs the first of them on this
+// goroutine, and so on while waiters are left (see slotChain and
+// runNext); each run's final write lands meanwhile, and all have landed
+// when it returns.
 func (w *Worker) runJobAt(ctx context.Context, inv invocation, m driver.Message, waited bool) (retry bool) {
 	id := m.JobID
 	left := inv.handlerTimeLeft()
@@ -459,6 +468,42 @@ func (w *Worker) runJobAt(ctx context.Context, inv invocation, m driver.Message,
 	if err != nil {
 		return w.claimFailed(ctx, inv, pickup{m: m, left: left, waited: waited}, err)
 	}
+	first, next := w.runClaimed(ctx, inv, claimed{rec: rec, token: token, at: now})
+	var woken []<-chan bool
+	until := time.Now().Add(chainFor)
+	for next.any() {
+		var done <-chan bool
+		done, next = w.runNext(ctx, inv, next, until)
+		if done != nil {
+			woken = append(woken, done)
+		}
+	}
+	for _, done := range woken {
+		<-done
+	}
+	return <-first
+}
+
+// claimed is a job a worker claimed: the record as the claim returned it,
+// the run's claim token, when it was claimed, and the slot chain the run
+// goes on under (nil: it takes all its slots).
+type claimed struct {
+	rec   *driver.Record
+	token string
+	at    time.Time
+	chain *slotChain
+}
+
+// runClaimed runs the claimed job cl.rec, claimed under cl.token at cl.at,
+// under the slot chain cl.chain (nil: it takes all its slots), and
+// records its outcome. It answers on
+// the channel whether the run is unsettled (its message must come back),
+// and returns what the goroutine runs next (see successor): then the
+// run's final write goes on beside that next run instead of before it, so
+// a busy limit's slot passes from run to run without waiting for the
+// bookkeeping.
+func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-chan bool, successor) {
+	rec, token, now, c := cl.rec, cl.token, cl.at, cl.chain
 	count(ctx, rec.Kind, metricnames.JobsStarted)
 	traceJob(ctx, rec)
 	if since := rec.CreatedAt; !since.IsZero() {
@@ -467,7 +512,11 @@ func (w *Worker) runJobAt(ctx context.Context, inv invocation, m driver.Message,
 		}
 		measure(ctx, rec.Kind, metricnames.QueueLatency, now.Sub(since))
 	}
+	done := make(chan bool, 1)
 	var ex execution
+	// A chain's slot this run does not use (it ends before its handler,
+	// or waits) passes to the next waiter.
+	next := successor{chain: c}
 	k, ok := w.reg.lookup(rec.Kind)
 	switch {
 	case !ok:
@@ -480,25 +529,127 @@ func (w *Worker) runJobAt(ctx context.Context, inv invocation, m driver.Message,
 		// started in time runs).
 		ex = execution{Status: StatusCancelled, Code: CodeExpired, Cause: "expired"}
 	default:
-		if a := w.admit(ctx, inv, k, rec); a != nil {
+		if a := w.admit(ctx, inv, k, claimed{rec: rec, token: token, chain: c}); a != nil {
 			wctx, cancel := inv.finalWriteContext(ctx)
 			defer cancel()
-			return w.eng.park(wctx, run{rec: rec, token: token, started: now}, a).res == unsettled
+			done <- w.eng.park(wctx, run{rec: rec, token: token, started: now}, a).res == unsettled
+			return done, next
 		}
 		w.releaseUniqueAtStart(ctx, rec)
+		c = w.chainOf(k, rec, token, c)
+		// While the handler runs, the chain takes its next waiter off the
+		// slot's list, so the slot passes on with one write (the waiter's
+		// claim) when the handler returns.
+		var ahead <-chan string
+		if c != nil && c.pop {
+			ahead = w.popAhead(ctx, inv, c)
+		}
 		ex = w.execute(ctx, inv, k, rec, token)
-		// A handler abandoned at its deadline may still be running (in
-		// this process on managed instances, or when the environment
-		// thaws): its slots stay held until the run's lease, as its job
-		// does, so the limit is not exceeded.
-		if (k.limits.concurrency > 0 || k.limits.perKey > 0) && !ex.Abandoned {
+		popped := ""
+		if ahead != nil {
+			popped = <-ahead
+		}
+		switch {
+		case ex.Abandoned:
+			// A handler abandoned at its deadline may still be running (in
+			// this process on managed instances, or when the environment
+			// thaws): its slots, a chain's included, stay held until the
+			// run's lease, as its job does, so the limit is not exceeded.
+			// A waiter taken off for it is woken by its message.
+			if popped != "" {
+				wctx, cancel := inv.callContext(context.WithoutCancel(ctx))
+				w.wake(wctx, popped)
+				cancel()
+			}
+			next = successor{}
+		case k.limits.concurrency > 0 || k.limits.perKey > 0:
 			w.noteHold(k.name, w.eng.now().Sub(now))
-			w.release(ctx, rec, k.slotKeys(rec))
+			next = w.afterRun(ctx, k, rec, token, c)
+			if popped != "" {
+				next.id = popped
+			}
 		}
 	}
-	wctx, cancel := inv.finalWriteContext(ctx)
+	end := func() {
+		wctx, cancel := inv.finalWriteContext(ctx)
+		defer cancel()
+		done <- w.eng.end(wctx, run{rec: rec, token: token, started: now}, ex).res == unsettled
+	}
+	if !next.any() {
+		end()
+		return done, next
+	}
+	next.settle = end
+	return done, next
+}
+
+// chainFor bounds how long a goroutine goes on running the waiters its
+// runs woke (see runNext): past it, the next waiter is sent its message
+// and the slot released, so a busy limit's chains hand their invocations
+// back (a chain keeps its invocation going, and with it the handler slots
+// of its batch, which sit idle) and other messages are received.
+const chainFor = 10 * time.Second
+
+// runNext runs what a run left its goroutine (next): a waiter it woke, or
+// the waiter its chain takes off the chain's slot's list (passOn), here
+// instead of through a message (its message, the park's backstop, finds
+// it claimed and is dropped). It answers as runClaimed does, nil when
+// nothing ran. A waiter that cannot run here is sent its message
+// (wakeRec): one still parking, not due yet, or when the invocation has
+// too little time left or the goroutine has run waiters until until (the
+// chain's slot is then released); one that ended is left alone. A woken
+// job runs on the worker that woke it whatever its lane (its kind's
+// minimum run time is checked, as at any claim).
+func (w *Worker) runNext(ctx context.Context, inv invocation, next successor, until time.Time) (<-chan bool, successor) {
+	// The previous run's final write starts once this run is claimed: the
+	// claim, which the slot waits for, goes first.
+	settle := func() {
+		if next.settle != nil {
+			go next.settle()
+			next.settle = nil
+		}
+	}
+	defer settle()
+	id, c := next.id, next.chain
+	if id == "" {
+		if id, c = w.passOn(ctx, inv, c); id == "" {
+			return nil, successor{}
+		}
+	}
+	if !inv.canStart(0) || !time.Now().Before(until) {
+		wctx, cancel := inv.callContext(ctx)
+		defer cancel()
+		if c != nil {
+			if other := w.release(ctx, c.holder, []slotKey{{key: c.key}}, true); other != "" {
+				w.wake(wctx, other)
+			}
+		}
+		w.wake(wctx, id)
+		return nil, successor{}
+	}
+	ctx, span := w.startRecord(ctx, &events.SQSMessage{})
+	defer span.End()
+	now := w.eng.now()
+	token := wire.NewID()
+	cctx, cancel := inv.callContext(ctx)
 	defer cancel()
-	return w.eng.end(wctx, run{rec: rec, token: token, started: now}, ex).res == unsettled
+	rec, err := w.eng.claim(cctx, id, driver.Claim{Token: token, At: now, LeaseUntil: inv.leaseUntil(now), SkipKinds: w.skipKinds(inv.handlerTimeLeft())})
+	settle()
+	var ce *driver.ConflictError
+	switch {
+	case err == nil:
+	case errors.As(err, &ce) && ce.Current != nil && !ce.Current.Status.Final():
+		w.wakeRec(cctx, ce.Current)
+		return nil, successor{chain: c}
+	default:
+		if !errors.As(err, &ce) && !errors.Is(err, ErrNotFound) {
+			w.log.LogAttrs(ctx, slog.LevelWarn, "waiter not claimed; it looks again at its backstop", slog.String("job_id", id),
+				slog.String("err_types", errtypes.Of(err)))
+		}
+		return nil, successor{chain: c}
+	}
+	count(ctx, rec.Kind, metricnames.JobsWoken)
+	return w.runClaimed(ctx, inv, claimed{rec: rec, token: token, at: now, chain: c})
 }
 
 // execute runs the handler with a context that ends at the invocation's

@@ -75,9 +75,16 @@ type Record struct {
 	FirstStartedAt time.Time
 	// WaitingOn says what a parked job waits for: "concurrency" (a slot),
 	// "rate" (its reserved start under a rate limit, at RunAt) or "store"
-	// (a limit's item could not be read; it tries again). It stays
-	// through the next claim, to the run's next Requeue or Finish.
+	// (a limit's item could not be read; it tries again). A queued job
+	// with WaitingOn set (whatever its value) is counted as waiting
+	// (KindCounts.Waiting). The next claim clears it from the job, and
+	// the record the claim returns still says it (the worker reads it).
 	WaitingOn string
+	// QueueCapped: the job's kind caps how many of its jobs are queued
+	// (KindOpts.MaxQueued), so the store counts the job among its kind's
+	// queued jobs while it is queued (QueueCounter). Set at creation, never
+	// changed; a job of a kind without a cap pays nothing for it.
+	QueueCapped bool
 	// UniqueKey is the unique key the job holds (see Store.ClaimUnique),
 	// released when UniqueUntil says ("finished" or "started"; "" for a key
 	// that frees itself at its time).

@@ -49,15 +49,15 @@ type Store interface {
 	// run's lease to c.LeaseUntil, with Heartbeat's conditions and errors.
 	Checkpoint(ctx context.Context, id, token string, c Checkpoint) error
 
-	// AcquireSlot takes a slot of the slot item key for c.Holder (a job id)
-	// until c.LeaseUntil, if fewer than c.Max holders hold one whose lease
-	// has not ended at c.At (a holder that holds one renews it), and says
+	// AcquireSlot takes a slot of the slot item key for c.Holder until
+	// c.LeaseUntil, if fewer than c.Max holders hold one whose lease has
+	// not ended at c.At (a holder that holds one renews it), and says
 	// SlotHeld. When every slot is held it says SlotQueued after putting
-	// the holder at the end of the item's waiters (once; at most c.Waiters
-	// of them), or SlotFull when they are as many or c.Waiters is 0. A
-	// holder that takes a slot leaves the waiters. A slot whose lease ended
-	// frees itself: a killed worker's run holds its slot no longer than its
-	// lease.
+	// the waiter (c.WaiterOf()) at the end of the item's waiters (once; at
+	// most c.Waiters of them), or SlotFull when they are as many or
+	// c.Waiters is 0. A waiter that takes a slot leaves the waiters. A
+	// slot whose lease ended frees itself: a killed worker's run holds its
+	// slot no longer than its lease.
 	AcquireSlot(ctx context.Context, key string, c SlotClaim) (SlotState, error)
 	// ReleaseSlot frees holder's slot of key (nothing when it holds none)
 	// and takes the first of the item's waiters off, answering it ("" when
@@ -241,6 +241,30 @@ type UnfinishedCounts struct {
 type KindCounts struct {
 	Queued  int `json:"queued"`
 	Running int `json:"running"`
+	// Waiting is how many of the queued wait on something before they can
+	// start (Record.WaitingOn: a concurrency slot, a rate, ...), rather
+	// than for a worker.
+	Waiting int `json:"waiting"`
+}
+
+// QueueCounter is implemented by a Store that counts queued jobs, for the
+// caps on them (KindOpts.MaxQueued and MaxQueuedPerOwner): jobs.NewService
+// refuses a registry with a capped kind over a store without it.
+// jobstest.RunStoreTests checks it when a store has it.
+type QueueCounter interface {
+	// CountQueued counts the queued jobs of q.Kind: those of the owner
+	// whose key is q.OwnerKey (wire.OwnerKey), or, without one, every
+	// owner's that were created QueueCapped. It may stop at q.Limit (0: no
+	// limit), answering at least that. It reads only entries of queued
+	// jobs, never the table, and may lag the latest writes by a moment.
+	CountQueued(ctx context.Context, q QueueCount) (int, error)
+}
+
+// QueueCount asks QueueCounter.CountQueued for a count.
+type QueueCount struct {
+	Kind     string
+	OwnerKey string
+	Limit    int
 }
 
 // ListPage is one page of Store.List.
@@ -366,20 +390,52 @@ type Requeue struct {
 	// WaitingOn parks the job: it could not start (a concurrency slot, a
 	// rate), so the attempt its claim counted is given back and the job
 	// waits until RunAt, saying on what; Unstart also forgets the claim's
-	// start when it was the job's first (StartedAt, FirstStartedAt). WaitingOn stays
-	// on the record through its next claim (the worker reads it then) and
-	// is cleared by the run's next Requeue or Finish.
+	// start when it was the job's first (StartedAt, FirstStartedAt). The
+	// next claim clears WaitingOn from the job and returns it on the
+	// claimed record (the worker reads it then).
 	WaitingOn string
 	Unstart   bool
 }
 
 // SlotClaim asks Store.AcquireSlot for a slot.
 type SlotClaim struct {
-	Holder         string
+	// Holder names who holds the slot: the worker passes its run's claim
+	// token, so a later run of the same job never counts as holding it.
+	Holder string
+	// Waiter is the job queued among the waiters when every slot is held
+	// (Holder when empty): what a release or a pop answers, to be woken.
+	Waiter         string
 	Max            int
 	LeaseUntil, At time.Time
 	// Waiters bounds the item's waiters (0: do not queue the holder).
 	Waiters int
+	// ExpectFull says the caller expects every slot held (its last
+	// acquire of the key queued): the store may try to queue first, which
+	// spares a write when it is right and costs one when it is wrong.
+	ExpectFull bool
+}
+
+// WaiterOf is the waiter c queues: c.Waiter, or c.Holder when unset.
+func (c SlotClaim) WaiterOf() string {
+	if c.Waiter != "" {
+		return c.Waiter
+	}
+	return c.Holder
+}
+
+// WaiterPopper is implemented by a Store whose slots can pass from run to
+// run: a worker whose run ends takes the next waiter off the slot item
+// and runs it under the slot it holds, one write instead of a release and
+// the waiter's acquire, and no other job takes the slot in between. On a
+// Store without it the worker releases the slot (ReleaseSlot) and the
+// waiter it woke acquires one. jobstest.RunStoreTests checks it when the
+// store has it.
+type WaiterPopper interface {
+	// PopWaiter takes the first of the slot item key's waiters off, if
+	// holder holds a slot (whose lease it leaves as it is), and answers it
+	// ("" when there is none, or holder holds no slot) and how many
+	// waiters are left behind it.
+	PopWaiter(ctx context.Context, key, holder string) (waiter string, left int, err error)
 }
 
 // SlotState is what Store.AcquireSlot did.

@@ -686,10 +686,26 @@ func TestWriteUnitsPerFlowControl(t *testing.T) {
 		}
 		return err
 	})
+	queueFirst := measure(func() error {
+		c := claim("c")
+		c.ExpectFull = true
+		st, err := store.AcquireSlot(ctx, "slots", c)
+		if err == nil && st != driver.SlotQueued {
+			t.Errorf("third holder of 1 slot: state %v, want queued", st)
+		}
+		return err
+	})
+	pop := measure(func() error {
+		next, _, err := store.PopWaiter(ctx, "slots", "a")
+		if err == nil && next != "b" {
+			t.Errorf("pop took %q off, want b", next)
+		}
+		return err
+	})
 	release := measure(func() error {
 		next, err := store.ReleaseSlot(ctx, "slots", "a")
-		if err == nil && next != "b" {
-			t.Errorf("release woke %q, want b", next)
+		if err == nil && next != "c" {
+			t.Errorf("release woke %q, want c", next)
 		}
 		return err
 	})
@@ -705,15 +721,17 @@ func TestWriteUnitsPerFlowControl(t *testing.T) {
 		return err
 	})
 	unlock := measure(func() error { return store.ReleaseUnique(ctx, "u", "j") })
-	got := map[string]float64{"slot taken": acquire, "slot queued": queue, "slot released": release,
+	got := map[string]float64{"slot taken": acquire, "slot queued": queue, "slot queued first": queueFirst, "waiter popped": pop, "slot released": release,
 		"token (idle bucket)": tokenIdle, "token (busy bucket)": tokenBusy,
 		"unique key taken": unique, "unique key held": duplicate, "unique key freed": unlock}
 	// DynamoDB Local reports no capacity for a write whose condition
 	// failed; AWS charges it a write unit (docs/FLOW_CONTROL.md adds it).
 	want := map[string]float64{
-		"slot taken":          2, // a consistent read (1 read unit), then the versioned write (1)
-		"slot queued":         2,
-		"slot released":       2,
+		"slot taken":          1, // one write, no read (the first makes the item: + 1 on AWS, the take's failed condition)
+		"slot queued":         1, // + 1 on AWS: the take's condition fails first (the item is full)
+		"slot queued first":   1, // ExpectFull: the join first
+		"waiter popped":       1, // the slot passed on: one write, no release nor acquire
+		"slot released":       1,
 		"token (idle bucket)": 1, // + 1 on AWS: the busy path's condition fails first
 		"token (busy bucket)": 1,
 		"unique key taken":    1,
@@ -846,12 +864,72 @@ func TestUnitsPerDependency(t *testing.T) {
 	}
 	t.Logf("two plain jobs: %g write units, %g read units; a parent and a job after it: %g and %g (%s)", plainW, plainR, depW, depR, strings.Join(ops, ", "))
 	// 3 per parent (recorded on it 1, counted on the dependent 1, the
-	// parent's post-outcome step cleared 1) and 4 per dependent (out of
-	// the sweep index while it waits 2, back in when released 2).
-	if extra := depW - plainW; extra != 7 {
-		t.Errorf("a dependency costs %g write units more than two plain jobs, want 7", extra)
+	// parent's post-outcome step cleared 1) and 6 per dependent (out of
+	// the sweep index while it waits 2, back in when released 2; in the
+	// waiting jobs' index while it waits 2).
+	if extra := depW - plainW; extra != 9 {
+		t.Errorf("a dependency costs %g write units more than two plain jobs, want 9", extra)
 	}
 	if extra := depR - plainR; extra != 1 {
 		t.Errorf("a dependency costs %g read units more than two plain jobs, want 1 (the parent read at enqueue)", extra)
 	}
+}
+
+// TestWriteUnitsPerCapAndWait measures what the indexes of the caps and
+// of the waiting count add to a small job: a job of a kind that caps its
+// queued jobs (QueueCapped) is in KindQueuedIndex while queued (in at
+// creation, out at the claim: 2 units over TestWriteUnitsPerJob's 11), and
+// a park (a requeue that waits, then the next claim) puts the job in
+// WaitingIndex and takes it out (2 units over a retry's 8). A job of a
+// kind without a cap that never waits pays neither (TestWriteUnitsPerJob
+// and TestWriteUnitsPerRetryAndCancel are unchanged).
+func TestWriteUnitsPerCapAndWait(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	total := func(log *capacityLog) (sum, index float64) {
+		for op, v := range log.table {
+			sum += v + log.index[op]
+			index += log.index[op]
+		}
+		return sum, index
+	}
+	capped := &capacityLog{}
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: capped.record})
+	rec := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
+		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute), QueueCapped: true}
+	if err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Finish(ctx, rec.ID, "a", driver.Outcome{Status: jobs.StatusSucceeded, At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, index := total(capped); got != 12 || index != 9 {
+		t.Errorf("a capped kind's job (create, claim, finish): %v write units (%v index), want 12 (9: the uncapped job's 7 + KindQueuedIndex in and out)", got, index)
+	}
+
+	park := &capacityLog{}
+	store = dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: park.record})
+	rec = &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
+		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
+	if err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	park.table, park.index = map[string]float64{}, map[string]float64{} // count from the park
+	if err := store.Requeue(ctx, rec.ID, "a", driver.Requeue{At: now, RunAt: now, SweepAt: now.Add(4 * time.Minute), WaitingOn: "concurrency", Unstart: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "b", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := total(park); got != 10 {
+		t.Errorf("a park and the next claim: %v write units, want 10 (a retry's 8 + WaitingIndex in and out)", got)
+	}
+	t.Logf("a capped job: 12 write units (a plain one 10 without its publish); a park and its next claim: 10 (a retry 8)")
 }

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/lambdajobs/lambdajobs/internal/storekey"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -21,15 +21,18 @@ import (
 
 // Flow control's items. A slot item holds its holders and their leases
 // (attribute "h", a map of job id to lease end in ms), its waiters ("w",
-// a bounded list of job ids, in order) and a version ("v")
-// every change bumps: an acquire reads the item, drops the holders whose
-// lease ended, and writes the rest with itself conditional on the version
-// it read, so two acquires cannot both take the last slot, and a release
-// racing an acquire cannot be undone by it. A token bucket holds its
-// next free time ("n"; see TakeToken). A unique
-// key's item holds its job ("j") and, for a uniqueness for a period, when
-// it frees itself ("u"). Each is one item: its key's heat is the kind's
-// (or the key's) rate, which docs/FLOW_CONTROL.md bounds.
+// a bounded list of job ids, in order, always present once the item is)
+// and a version ("v") every change bumps. A take, a join and a release
+// are each one conditional write with no read (see AcquireSlot and
+// ReleaseSlot), so workers at one item never collide on a version: 30
+// handlers at one busy limit made the read-modify-writes of an earlier
+// version give up and wait a second on "store". Only a holder whose lease
+// ended (a killed worker's run) is dropped by a read-modify-write
+// conditional on the version. A token bucket holds its next free time
+// ("n"; see TakeToken). A unique key's item holds its job ("j") and, for a
+// uniqueness for a period, when it frees itself ("u"). Each is one item:
+// its key's heat is the kind's (or the key's) rate, which
+// docs/FLOW_CONTROL.md bounds.
 const (
 	attrHolders  = "h"
 	attrWaiters  = "w"
@@ -47,10 +50,11 @@ const (
 // the write that set them, which every later write moves on.
 const flowItemTTL = 24 * time.Hour
 
-// flowTries bounds a flow item's read-modify-write retries when another
-// writer moved the item between its read and its write; between tries it
-// backs off (backoff), so many workers at one item take turns rather
-// than collide again at once.
+// flowTries bounds a flow item's retries when its state changed between
+// what a failed condition answered and the next write (a slot freed as a
+// job was joining the waiters, a bucket went idle); between tries it backs
+// off (backoff), so many workers at one item take turns rather than
+// collide again at once.
 const flowTries = 8
 
 // backoff waits before try i (from 1) of a flow item's write: a random
@@ -66,18 +70,6 @@ func backoff(ctx context.Context, i int) {
 	}
 }
 
-// readFlowItem reads a flow control item (strongly consistent), nil when
-// there is none.
-func (s *Store) readFlowItem(ctx context.Context, id string) (map[string]types.AttributeValue, error) {
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: s.table, Key: key(id), ConsistentRead: aws.Bool(true),
-		ReturnConsumedCapacity: s.capacity()})
-	if err != nil {
-		return nil, fmt.Errorf("dynamostore: read %s: %w", id, err)
-	}
-	s.report("flow_read", out.ConsumedCapacity)
-	return out.Item, nil
-}
-
 func versionOf(item map[string]types.AttributeValue) int64 {
 	if v, ok := item[attrVersion].(*types.AttributeValueMemberN); ok {
 		n, _ := strconv.ParseInt(v.Value, 10, 64)
@@ -86,75 +78,194 @@ func versionOf(item map[string]types.AttributeValue) int64 {
 	return 0
 }
 
-// writeVersioned runs upd on item id conditional on its version still
-// being v (0: no item yet), bumping it; false when another writer moved it.
-func (s *Store) writeVersioned(ctx context.Context, op, id string, v int64, upd expression.UpdateBuilder) (bool, error) {
-	cond := expression.AttributeNotExists(expression.Name(attrVersion))
-	if v != 0 {
-		cond = expression.Name(attrVersion).Equal(expression.Value(v))
-	}
-	expr, err := expression.NewBuilder().WithUpdate(upd.Set(expression.Name(attrVersion), expression.Value(v+1))).WithCondition(cond).Build()
+// slotWrite runs one conditional update of slot item id, bumping its
+// version, and returns the item as it was before (ReturnValues ALL_OLD,
+// which costs no read unit) and whether the condition held; when it did
+// not, the item is as the condition found it (nil: no item).
+func (s *Store) slotWrite(ctx context.Context, op, id string, upd expression.UpdateBuilder, cond expression.ConditionBuilder) (map[string]types.AttributeValue, bool, error) {
+	expr, err := expression.NewBuilder().WithUpdate(upd.Add(expression.Name(attrVersion), expression.Value(1))).WithCondition(cond).Build()
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{TableName: s.table, Key: key(id),
 		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValues: types.ReturnValueAllOld, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		ReturnConsumedCapacity: s.capacity()})
-	if _, failed := conditionFailed(err); failed {
-		return false, nil
+	if old, failed := conditionFailed(err); failed {
+		return old, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("dynamostore: %s %s: %w", op, id, err)
+		return nil, false, fmt.Errorf("dynamostore: %s %s: %w", op, id, err)
 	}
 	s.report(op, out.ConsumedCapacity)
-	return true, nil
+	return out.Attributes, true, nil
 }
 
-// AcquireSlot takes a slot of the slot item key, or queues c.Holder
-// among its waiters.
+// holderPath is holder's lease in a slot item's holders.
+func holderPath(holder string) expression.NameBuilder {
+	return expression.Name(attrHolders).AppendName(expression.Name(holder))
+}
+
+// emptyList is an empty waiters list.
+var emptyList = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+
+// AcquireSlot takes a slot of the slot item key, or queues c's waiter
+// among its waiters. Each step is one conditional write, with no read:
+//
+//   - take: the holder's lease set in the holders, if they are fewer than
+//     c.Max or the holder is one of them (a renewal);
+//   - join, when the take finds the item full (or first, when
+//     c.ExpectFull): the waiter appended to the waiters, if every slot is
+//     still held and the list has room and lacks it.
+//
+// A failed condition answers the item (ALL_OLD), which says what comes
+// next: create the item (the first take), drop the holders whose lease
+// ended (a read-modify-write of the holders conditional on the version:
+// only a killed worker's run leaves one), say queued (the waiter is one
+// already) or full, or try the other step.
 func (s *Store) AcquireSlot(ctx context.Context, slotKey string, c driver.SlotClaim) (driver.SlotState, error) {
 	id := storekey.SlotPrefix + slotKey
+	waiter := c.WaiterOf()
+	ttl := expression.Value(c.LeaseUntil.Add(flowItemTTL).Unix())
+	join := c.ExpectFull && c.Waiters > 0
 	for i := range flowTries {
 		backoff(ctx, i)
-		item, err := s.readFlowItem(ctx, id)
-		if err != nil {
-			return driver.SlotFull, err
-		}
-		live := map[string]types.AttributeValue{}
-		if m, ok := item[attrHolders].(*types.AttributeValueMemberM); ok {
-			for holder, lease := range m.Value {
-				if n, ok := lease.(*types.AttributeValueMemberN); ok {
-					if ms, _ := strconv.ParseInt(n.Value, 10, 64); ms > c.At.UnixMilli() && holder != c.Holder {
-						live[holder] = n
-					}
+		if join {
+			st, old, done, err := s.joinWaiters(ctx, id, c, waiter, ttl)
+			if err != nil || done {
+				return st, err
+			}
+			if holders, ok := old[attrHolders].(*types.AttributeValueMemberM); ok && len(holders.Value) >= c.Max {
+				// Full, and the list too, or the holders' leases ended:
+				// the take below says which.
+				if st, done := queuedOrFull(old, c, waiter); done && len(liveHolders(holders, c.At)) >= c.Max {
+					return st, nil
 				}
 			}
 		}
-		waiters := waitersOf(item)
-		state := driver.SlotHeld
-		switch {
-		case len(live) < c.Max:
-			live[c.Holder] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ms(c.LeaseUntil), 10)}
-			waiters = slices.DeleteFunc(waiters, func(w string) bool { return w == c.Holder })
-		case slices.Contains(waiters, c.Holder):
-			return driver.SlotQueued, nil
-		case len(waiters) < c.Waiters:
-			waiters, state = append(waiters, c.Holder), driver.SlotQueued
-		default:
-			return driver.SlotFull, nil
-		}
-		ok, err := s.writeVersioned(ctx, "acquire_slot", id, versionOf(item),
-			setWaiters(expression.Set(expression.Name(attrHolders), expression.Value(&types.AttributeValueMemberM{Value: live})), waiters).
-				Set(expression.Name(AttrExpires), expression.Value(c.LeaseUntil.Add(flowItemTTL).Unix())))
+		join = true
+		me := holderPath(c.Holder)
+		old, ok, err := s.slotWrite(ctx, "acquire_slot", id, expression.Set(me, expression.Value(ms(c.LeaseUntil))).Set(expression.Name(AttrExpires), ttl),
+			expression.AttributeExists(expression.Name(attrHolders)).And(
+				expression.Name(attrHolders).Size().LessThan(expression.Value(c.Max)).Or(expression.AttributeExists(me))))
 		if err != nil {
 			return driver.SlotFull, err
 		}
 		if ok {
-			return state, nil
+			s.leaveWaiters(ctx, id, waiter, waitersOf(old))
+			return driver.SlotHeld, nil
+		}
+		holders, hasHolders := old[attrHolders].(*types.AttributeValueMemberM)
+		if !hasHolders {
+			// No item yet (or one without holders): create its holders.
+			mine := &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{c.Holder: &types.AttributeValueMemberN{Value: strconv.FormatInt(ms(c.LeaseUntil), 10)}}}
+			_, ok, err := s.slotWrite(ctx, "acquire_slot", id,
+				expression.Set(expression.Name(attrHolders), expression.Value(mine)).
+					Set(expression.Name(attrWaiters), expression.IfNotExists(expression.Name(attrWaiters), expression.Value(emptyList))).
+					Set(expression.Name(AttrExpires), ttl),
+				expression.AttributeNotExists(expression.Name(attrHolders)))
+			if err != nil {
+				return driver.SlotFull, err
+			}
+			if ok {
+				s.leaveWaiters(ctx, id, waiter, waitersOf(old))
+				return driver.SlotHeld, nil
+			}
+			join = false
+			continue
+		}
+		if live := liveHolders(holders, c.At); len(live) < len(holders.Value) && len(live) < c.Max {
+			// A holder's lease ended: its slot frees itself.
+			live[c.Holder] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ms(c.LeaseUntil), 10)}
+			rest := slices.DeleteFunc(waitersOf(old), func(w string) bool { return w == waiter })
+			cond := expression.Name(attrVersion).Equal(expression.Value(versionOf(old)))
+			if versionOf(old) == 0 {
+				cond = expression.AttributeNotExists(expression.Name(attrVersion))
+			}
+			_, ok, err := s.slotWrite(ctx, "acquire_slot", id,
+				setWaiters(expression.Set(expression.Name(attrHolders), expression.Value(&types.AttributeValueMemberM{Value: live})), rest).
+					Set(expression.Name(AttrExpires), ttl), cond)
+			if err != nil {
+				return driver.SlotFull, err
+			}
+			if ok {
+				return driver.SlotHeld, nil
+			}
+			join = false
+			continue
+		}
+		if st, done := queuedOrFull(old, c, waiter); done {
+			return st, nil
 		}
 	}
 	return driver.SlotFull, fmt.Errorf("dynamostore: acquire slot %s: the item kept changing", slotKey)
+}
+
+// queuedOrFull says, from a full item as read, whether c's waiter is
+// queued already or the waiters are at their bound (done), or it may join.
+func queuedOrFull(item map[string]types.AttributeValue, c driver.SlotClaim, waiter string) (driver.SlotState, bool) {
+	waiters := waitersOf(item)
+	switch {
+	case slices.Contains(waiters, waiter):
+		return driver.SlotQueued, true
+	case len(waiters) >= c.Waiters:
+		return driver.SlotFull, true
+	}
+	return driver.SlotFull, false
+}
+
+// joinWaiters appends waiter to slot item id's waiters, if every slot is
+// held (counting holders whose lease ended: AcquireSlot's take drops
+// those) and the list has room and lacks it. done says it answered
+// (queued); else old is the item as the condition found it.
+func (s *Store) joinWaiters(ctx context.Context, id string, c driver.SlotClaim, waiter string, ttl expression.OperandBuilder) (driver.SlotState, map[string]types.AttributeValue, bool, error) {
+	mine := &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: waiter}}}
+	w := expression.Name(attrWaiters)
+	old, ok, err := s.slotWrite(ctx, "queue_slot", id,
+		expression.Set(w, expression.ListAppend(expression.IfNotExists(w, expression.Value(emptyList)), expression.Value(mine))).
+			Set(expression.Name(AttrExpires), ttl),
+		expression.Name(attrHolders).Size().GreaterThanEqual(expression.Value(c.Max)).And(
+			expression.AttributeNotExists(w).Or(w.Size().LessThan(expression.Value(c.Waiters)).And(expression.Not(expression.Contains(w, waiter))))))
+	switch {
+	case err != nil:
+		return driver.SlotFull, nil, true, err
+	case ok:
+		return driver.SlotQueued, old, true, nil
+	}
+	return driver.SlotFull, old, false, nil
+}
+
+// liveHolders are the holders whose lease has not ended at at.
+func liveHolders(holders *types.AttributeValueMemberM, at time.Time) map[string]types.AttributeValue {
+	live := map[string]types.AttributeValue{}
+	for holder, lease := range holders.Value {
+		if n, ok := lease.(*types.AttributeValueMemberN); ok {
+			if v, _ := strconv.ParseInt(n.Value, 10, 64); v > at.UnixMilli() {
+				live[holder] = n
+			}
+		}
+	}
+	return live
+}
+
+// leaveWaiters takes holder, which just took a slot, out of the waiters
+// (as they were before its take) when it was one: a waiter whose message
+// came while it was queued. Best effort, a few tries: a waiter left in
+// the list is woken in its turn, finds itself running and is dropped.
+func (s *Store) leaveWaiters(ctx context.Context, id, holder string, waiters []string) {
+	for range 3 {
+		i := slices.Index(waiters, holder)
+		if i < 0 {
+			return
+		}
+		at := expression.Name(fmt.Sprintf("%s[%d]", attrWaiters, i))
+		old, ok, err := s.slotWrite(ctx, "acquire_slot", id, expression.Remove(at), at.Equal(expression.Value(holder)))
+		if ok || err != nil {
+			return
+		}
+		waiters = waitersOf(old)
+	}
 }
 
 // waitersOf is a slot item's waiters, in order.
@@ -173,11 +284,9 @@ func waitersOf(item map[string]types.AttributeValue) []string {
 }
 
 // setWaiters adds the write of a slot item's waiters (whole, like its
-// holders) to upd.
+// holders) to upd; an empty list stays, so that a release can take its
+// first element off.
 func setWaiters(upd expression.UpdateBuilder, waiters []string) expression.UpdateBuilder {
-	if len(waiters) == 0 {
-		return upd.Remove(expression.Name(attrWaiters))
-	}
 	l := make([]types.AttributeValue, len(waiters))
 	for i, w := range waiters {
 		l[i] = &types.AttributeValueMemberS{Value: w}
@@ -185,78 +294,52 @@ func setWaiters(upd expression.UpdateBuilder, waiters []string) expression.Updat
 	return upd.Set(expression.Name(attrWaiters), expression.Value(&types.AttributeValueMemberL{Value: l}))
 }
 
-// ReleaseSlot frees holder's slot of key and takes the first waiter off:
-// a read, and a write of the holders and waiters without them,
-// conditional on the version read (no nested path, so the write is the
-// same whole-attribute SET an acquire makes). A release must land however
-// busy the item is (a slot not freed idles until the run's lease ends):
-// when the item keeps changing it frees the slot alone (freeHolder),
-// leaving the waiters to their backstop.
+// ReleaseSlot frees holder's slot of key and takes the first waiter off,
+// in one write with no read: the holder's member and the waiters' first
+// element removed, conditional on the holder holding a slot; the item as
+// it was (ALL_OLD, no read unit) names the waiter taken. It cannot fail
+// for contention. An item written before its waiters were always present
+// refuses the removal of a list's element: the slot is then freed alone
+// and the list created.
 func (s *Store) ReleaseSlot(ctx context.Context, slotKey, holder string) (string, error) {
 	id := storekey.SlotPrefix + slotKey
-	for i := range flowTries {
-		backoff(ctx, i)
-		item, err := s.readFlowItem(ctx, id)
-		if err != nil {
-			break // throttled or failed: free the slot alone
-		}
-		m, ok := item[attrHolders].(*types.AttributeValueMemberM)
-		if !ok {
-			return "", nil
-		}
-		if _, held := m.Value[holder]; !held {
-			return "", nil
-		}
-		rest := map[string]types.AttributeValue{}
-		for h, v := range m.Value {
-			if h != holder {
-				rest[h] = v
-			}
-		}
-		var next string
-		waiters := waitersOf(item)
-		if len(waiters) > 0 {
-			next, waiters = waiters[0], waiters[1:]
-		}
-		ok, err = s.writeVersioned(ctx, "release_slot", id, versionOf(item),
-			setWaiters(expression.Set(expression.Name(attrHolders), expression.Value(&types.AttributeValueMemberM{Value: rest})), waiters))
-		if err != nil {
-			break
-		}
-		if ok {
-			return next, nil
-		}
+	path := holderPath(holder)
+	old, ok, err := s.slotWrite(ctx, "release_slot", id,
+		expression.Remove(path).Remove(expression.Name(attrWaiters+"[0]")), expression.AttributeExists(path))
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" {
+		w := expression.Name(attrWaiters)
+		_, _, err = s.slotWrite(ctx, "release_slot", id,
+			expression.Remove(path).Set(w, expression.IfNotExists(w, expression.Value(emptyList))), expression.AttributeExists(path))
+		return "", err
 	}
-	if ctx.Err() != nil {
-		return "", fmt.Errorf("dynamostore: release slot %s: %w", slotKey, ctx.Err())
+	if err != nil || !ok {
+		return "", err // !ok: it holds none (released already, or freed by its lease)
 	}
-	return "", s.freeHolder(ctx, id, holder)
+	if waiters := waitersOf(old); len(waiters) > 0 {
+		return waiters[0], nil
+	}
+	return "", nil
 }
 
-// freeHolder removes holder from slot item id's holders in one write with
-// no read, bumping the version so an acquire that read the item before
-// writes again (an unconditional write cannot fail for contention; it is
-// conditional only on the holder still being there).
-func (s *Store) freeHolder(ctx context.Context, id, holder string) error {
-	path := expression.Name(attrHolders).AppendName(expression.Name(holder))
-	expr, err := expression.NewBuilder().
-		WithUpdate(expression.Remove(path).Add(expression.Name(attrVersion), expression.Value(1))).
-		WithCondition(expression.AttributeExists(path)).Build()
-	if err != nil {
-		return err
+var _ driver.WaiterPopper = (*Store)(nil)
+
+// PopWaiter takes the first waiter off slot item key, if holder holds a
+// slot: one write (the list's first element removed, conditional on the
+// holder and a waiter being there), whose ALL_OLD names the waiter.
+func (s *Store) PopWaiter(ctx context.Context, slotKey, holder string) (string, int, error) {
+	id := storekey.SlotPrefix + slotKey
+	w := expression.Name(attrWaiters)
+	old, ok, err := s.slotWrite(ctx, "pop_waiter", id, expression.Remove(expression.Name(attrWaiters+"[0]")),
+		expression.AttributeExists(holderPath(holder)).And(w.Size().GreaterThan(expression.Value(0))))
+	if err != nil || !ok {
+		return "", 0, err
 	}
-	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{TableName: s.table, Key: key(id),
-		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-		ReturnConsumedCapacity: s.capacity()})
-	if _, failed := conditionFailed(err); failed {
-		return nil // released already, or freed by its lease and taken
+	waiters := waitersOf(old)
+	if len(waiters) == 0 {
+		return "", 0, nil
 	}
-	if err != nil {
-		return fmt.Errorf("dynamostore: release slot %s: %w", id, err)
-	}
-	s.report("release_slot", out.ConsumedCapacity)
-	return nil
+	return waiters[0], len(waiters) - 1, nil
 }
 
 // TakeToken reserves the bucket key's next token. The item holds the

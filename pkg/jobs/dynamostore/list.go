@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -453,9 +454,10 @@ func (s *Store) Resubmit(ctx context.Context, id string, r driver.Resubmit) erro
 
 // CountUnfinished reads the owner's entries of QueuedIndex and
 // RunningIndex (keys and kind only, eventually consistent: half a read
-// unit per 4 KB, about 40 entries, and at least half a unit for each of
-// the owner's ListShards partitions of each) and counts them by kind, at
-// most max.
+// unit per 4 KB, about 40 entries) and counts them by kind, at most max,
+// and, for each partition holding queued entries, those of WaitingIndex:
+// the queued jobs that wait (an owner with nothing queued reads no more
+// than before).
 func (s *Store) CountUnfinished(ctx context.Context, ownerKey string, max int) (jobs.UnfinishedCounts, error) {
 	out := jobs.UnfinishedCounts{Kinds: map[string]jobs.KindCounts{}}
 	n := 0
@@ -464,44 +466,147 @@ func (s *Store) CountUnfinished(ctx context.Context, ownerKey string, max int) (
 		running   bool
 	}{{QueuedIndex, AttrQueued, false}, {RunningIndex, AttrRunning, true}} {
 		for _, part := range listPartitions(ownerKey, false) {
-			kc := expression.Key(ix.pk).Equal(expression.Value(part))
-			expr, err := expression.NewBuilder().WithKeyCondition(kc).WithProjection(expression.NamesList(expression.Name(attrKind))).Build()
+			queued, err := s.countKinds(ctx, ix.index, ix.pk, part, func(kind string) bool {
+				if n == max {
+					out.Truncated = true
+					return false
+				}
+				n++
+				c := out.Kinds[kind]
+				if ix.running {
+					c.Running++
+				} else {
+					c.Queued++
+				}
+				out.Kinds[kind] = c
+				return true
+			})
 			if err != nil {
 				return out, err
 			}
-			in := &dynamodb.QueryInput{TableName: s.table, IndexName: aws.String(ix.index),
-				KeyConditionExpression: expr.KeyCondition(), ProjectionExpression: expr.Projection(),
-				ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), ReturnConsumedCapacity: s.capacity()}
-			for {
-				res, err := s.api.Query(ctx, in)
-				if err != nil {
-					return out, fmt.Errorf("dynamostore: count unfinished: %w", err)
-				}
-				s.report("count_unfinished", res.ConsumedCapacity)
-				for _, it := range res.Items {
-					if n == max {
-						out.Truncated = true
-						return out, nil
-					}
-					n++
-					kind := ""
-					if v, ok := it[attrKind].(*types.AttributeValueMemberS); ok {
-						kind = v.Value
-					}
-					c := out.Kinds[kind]
-					if ix.running {
-						c.Running++
-					} else {
-						c.Queued++
-					}
-					out.Kinds[kind] = c
-				}
-				if len(res.LastEvaluatedKey) == 0 {
-					break
-				}
-				in.ExclusiveStartKey = res.LastEvaluatedKey
+			if out.Truncated {
+				return out, nil
+			}
+			if ix.running || queued == 0 {
+				continue
+			}
+			if _, err := s.countKinds(ctx, WaitingIndex, AttrQueued, part, func(kind string) bool {
+				c := out.Kinds[kind]
+				c.Waiting = min(c.Waiting+1, c.Queued)
+				out.Kinds[kind] = c
+				return true
+			}); err != nil {
+				return out, err
 			}
 		}
 	}
 	return out, nil
+}
+
+// countKinds reads the entries of partition part (pk's value) of index,
+// projecting only the kind, and calls add with each entry's kind until it
+// says stop; it returns how many it read.
+func (s *Store) countKinds(ctx context.Context, index, pk, part string, add func(kind string) bool) (int, error) {
+	kc := expression.Key(pk).Equal(expression.Value(part))
+	expr, err := expression.NewBuilder().WithKeyCondition(kc).WithProjection(expression.NamesList(expression.Name(attrKind))).Build()
+	if err != nil {
+		return 0, err
+	}
+	in := &dynamodb.QueryInput{TableName: s.table, IndexName: aws.String(index),
+		KeyConditionExpression: expr.KeyCondition(), ProjectionExpression: expr.Projection(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), ReturnConsumedCapacity: s.capacity()}
+	read := 0
+	for {
+		res, err := s.api.Query(ctx, in)
+		if err != nil {
+			return read, fmt.Errorf("dynamostore: count unfinished: %w", err)
+		}
+		s.report("count_unfinished", res.ConsumedCapacity)
+		for _, it := range res.Items {
+			kind := ""
+			if v, ok := it[attrKind].(*types.AttributeValueMemberS); ok {
+				kind = v.Value
+			}
+			read++
+			if !add(kind) {
+				return read, nil
+			}
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			return read, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+}
+
+var _ driver.QueueCounter = (*Store)(nil)
+
+// CountQueued counts q.Kind's queued jobs with Select COUNT queries (no
+// item returned; half a read unit per 4 KB of entries read, eventually
+// consistent), at most 8 at once: an owner's (q.OwnerKey) from its
+// QueuedIndex partitions, filtered on the kind (every queued entry of the
+// owner is read), or the kind's across owners from its KindShards
+// KindQueuedIndex partitions (about 37 entries per half unit). A partition
+// stops being read once q.Limit entries are counted in all.
+func (s *Store) CountQueued(ctx context.Context, q driver.QueueCount) (int, error) {
+	var parts []*dynamodb.QueryInput
+	if q.OwnerKey != "" {
+		for _, part := range listPartitions(q.OwnerKey, false) {
+			expr, err := expression.NewBuilder().WithKeyCondition(expression.Key(AttrQueued).Equal(expression.Value(part))).
+				WithFilter(expression.Name(attrKind).Equal(expression.Value(q.Kind))).Build()
+			if err != nil {
+				return 0, err
+			}
+			parts = append(parts, &dynamodb.QueryInput{IndexName: aws.String(QueuedIndex), KeyConditionExpression: expr.KeyCondition(),
+				FilterExpression: expr.Filter(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()})
+		}
+	} else {
+		for i := range KindShards {
+			expr, err := expression.NewBuilder().WithKeyCondition(expression.Key(AttrKindCap).Equal(expression.Value(q.Kind + "#" + strconv.Itoa(i)))).Build()
+			if err != nil {
+				return 0, err
+			}
+			parts = append(parts, &dynamodb.QueryInput{IndexName: aws.String(KindQueuedIndex), KeyConditionExpression: expr.KeyCondition(),
+				ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()})
+		}
+	}
+	var (
+		mu    sync.Mutex
+		total int
+		first error
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, 8)
+	)
+	enough := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return first != nil || (q.Limit > 0 && total >= q.Limit)
+	}
+	for _, in := range parts {
+		in.TableName, in.Select, in.ReturnConsumedCapacity = s.table, types.SelectCount, s.capacity()
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for !enough() {
+				res, err := s.api.Query(ctx, in)
+				mu.Lock()
+				if err != nil {
+					if first == nil {
+						first = fmt.Errorf("dynamostore: count queued: %w", err)
+					}
+					mu.Unlock()
+					return
+				}
+				total += int(res.Count)
+				mu.Unlock()
+				s.report("count_queued", res.ConsumedCapacity)
+				if len(res.LastEvaluatedKey) == 0 {
+					return
+				}
+				in.ExclusiveStartKey = res.LastEvaluatedKey
+			}
+		})
+	}
+	wg.Wait()
+	return total, first
 }

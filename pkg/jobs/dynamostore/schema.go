@@ -90,6 +90,35 @@ const (
 	RunningIndex = "owner_running"
 	AttrQueued   = "uq"
 	AttrRunning  = "ur"
+
+	// WaitingIndex lists an owner's queued jobs that wait on something
+	// (a concurrency slot, a rate: driver.Record.WaitingOn): its partition
+	// key is AttrQueued, its sort key AttrWaitingOn, so a job is in it
+	// exactly while it is queued and says what it waits on, with no write
+	// of its own to get in or out: the park that sets AttrWaitingOn puts
+	// the job in QueuedIndex in the same write, and the claim that takes it
+	// out of QueuedIndex takes it out of this one. A job that never waits
+	// is never in it (a kind without limits pays nothing); one that waits
+	// pays 2 write units a wait (in, out). It projects the kind, for the
+	// counts (GET /v1/counts: waiting). Its partitions are QueuedIndex's,
+	// with at most their heat.
+	WaitingIndex  = "owner_waiting"
+	AttrWaitingOn = "wo"
+
+	// KindQueuedIndex holds the queued jobs of kinds that cap their
+	// queued jobs (KindOpts.MaxQueued), across owners: its partition key
+	// AttrKindCap, set at creation only on such a kind's jobs, is the kind
+	// and the job's shard (KindShards), its sort key AttrQueued, so a job
+	// is in it exactly while queued (both keys needed), moved in and out
+	// by the writes that move it in and out of QueuedIndex. Keys only: a
+	// count reads about 110 bytes an entry. A capped kind's job pays 2
+	// write units a run (in at creation or a requeue, out at its claim or
+	// cancel); at 10,000 such jobs a second each of the 32 partitions takes
+	// 625 write units a second. Any other job is never in it.
+	KindQueuedIndex = "kind_queued"
+	AttrKindCap     = "kc"
+	// KindShards is the number of KindQueuedIndex partitions of a kind.
+	KindShards = 32
 )
 
 // Other attributes of a job item.
@@ -123,8 +152,9 @@ const (
 	attrCheckpoint    = "cp"
 	attrContinuations = "cn"
 	attrFirstStarted  = "fs"
-	// What a parked job waits on (see driver.Requeue.WaitingOn).
-	attrWaitingOn = "wo"
+	// What a parked job waits on (see driver.Requeue.WaitingOn): also
+	// WaitingIndex's sort key.
+	attrWaitingOn = AttrWaitingOn
 	// A job's parents (a list of ids), the indexes of those counted (a
 	// number set), the parent whose failure cancelled it, its dependents
 	// (a string set of "id/index"), the job it replays.
@@ -151,6 +181,8 @@ func CreateTableInput(table string) *dynamodb.CreateTableInput {
 			{AttributeName: aws.String(AttrAttention), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(AttrQueued), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(AttrRunning), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(AttrWaitingOn), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(AttrKindCap), AttributeType: types.ScalarAttributeTypeS},
 		},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(AttrID), KeyType: types.KeyTypeHash},
@@ -176,7 +208,21 @@ func CreateTableInput(table string) *dynamodb.CreateTableInput {
 				{AttributeName: aws.String(AttrListCreated), KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: AttentionIndexProjection},
-		}, unfinishedIndex(QueuedIndex, AttrQueued), unfinishedIndex(RunningIndex, AttrRunning)},
+		}, unfinishedIndex(QueuedIndex, AttrQueued), unfinishedIndex(RunningIndex, AttrRunning), {
+			IndexName: aws.String(WaitingIndex),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(AttrQueued), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(AttrWaitingOn), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: UnfinishedIndexProjection},
+		}, {
+			IndexName: aws.String(KindQueuedIndex),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(AttrKindCap), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(AttrQueued), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		}},
 	}
 }
 

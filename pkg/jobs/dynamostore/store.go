@@ -116,6 +116,8 @@ type item struct {
 	ListCreated string `dynamodbav:"lc,omitempty"`
 	Queued      string `dynamodbav:"uq,omitempty"`
 	Running     string `dynamodbav:"ur,omitempty"`
+	// The capped kinds' index key (see KindQueuedIndex).
+	KindCap string `dynamodbav:"kc,omitempty"`
 }
 
 // listCreated is a job's OwnerIndex sort key: its creation time in
@@ -150,6 +152,12 @@ func ListKey(ownerKey, id string) string {
 	return ownerKey + "#" + strconv.Itoa(int(hashOf(id)%ListShards))
 }
 
+// KindCapKey returns the KindQueuedIndex partition key of job id of a
+// capped kind: the kind and the job's shard.
+func KindCapKey(kind, id string) string {
+	return kind + "#" + strconv.Itoa(int(hashOf(id)%KindShards))
+}
+
 func hashOf(id string) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(id))
@@ -179,6 +187,9 @@ func toItem(r *driver.Record) item {
 		case jobs.StatusRunning:
 			it.Running = it.ListOwner
 		}
+	}
+	if r.QueueCapped {
+		it.KindCap = KindCapKey(r.Kind, r.ID)
 	}
 	if r.BatchCounts != nil {
 		b, _ := json.Marshal(r.BatchCounts)
@@ -213,7 +224,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		BatchIndex: it.BatchIdx, BatchSize: it.BatchSize, BatchShards: it.BatchShard, After: it.After, AttemptBase: it.AttemptBase,
 		Lane: it.Lane, Tenant: it.Tenant, WaitingOn: it.WaitingOn, UniqueKey: it.UniqueKey, UniqueUntil: it.UniqueUntil, StartBy: fromMS(it.StartBy),
 		Checkpoint: it.Checkpoint, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
-		Events: it.Events, OnFailure: it.OnFailure, Outcomes: it.Outcomes,
+		Events: it.Events, OnFailure: it.OnFailure, Outcomes: it.Outcomes, QueueCapped: it.KindCap != "",
 		Parents: it.Parents, ParentsDone: it.ParentsDone, CancelledBy: it.CancelledBy, Dependents: parseDependents(it.Dependents), ReplayOf: it.ReplayOf,
 	}
 	if it.BatchCount != "" {
@@ -430,7 +441,10 @@ func (s *Store) update(ctx context.Context, id string, c change) (map[string]typ
 }
 
 func returnValues(op string) types.ReturnValue {
-	if op == "claim" || op == "count_parents" {
+	switch op {
+	case "claim":
+		return types.ReturnValueAllOld
+	case "count_parents":
 		return types.ReturnValueAllNew
 	}
 	return types.ReturnValueNone
@@ -449,7 +463,11 @@ func notCancelled(c expression.ConditionBuilder) expression.ConditionBuilder {
 	return c.And(expression.AttributeNotExists(expression.Name(attrCancel)))
 }
 
-// Claim moves a queued job to running under c.
+// Claim moves a queued job to running under c, and out of WaitingIndex
+// (what it waited on is removed with its queued key, so no later write
+// of the job touches that index's keys while it is in neither). It asks
+// for the item as it was (ALL_OLD, no read unit) and returns it as the
+// claim made it, saying what it waited on.
 func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
 	upd := moveUnfinished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusRunning))), AttrRunning, AttrQueued).
 		Set(expression.Name(attrToken), expression.Value(c.Token)).
@@ -457,7 +475,8 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 		Set(expression.Name(attrStarted), expression.Value(ms(c.At))).
 		Set(expression.Name(attrFirstStarted), expression.IfNotExists(expression.Name(attrFirstStarted), expression.Value(ms(c.At)))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
-		Add(expression.Name(attrAttempt), expression.Value(1))
+		Add(expression.Name(attrAttempt), expression.Value(1)).
+		Remove(expression.Name(attrWaitingOn))
 	due := expression.AttributeNotExists(expression.Name(attrRunAt)).
 		Or(expression.Name(attrRunAt).LessThanEqual(expression.Value(ms(c.At))))
 	// A job that waits on its parents is not claimed (a message of it
@@ -476,7 +495,18 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 	if err != nil {
 		return nil, err
 	}
-	return fromItem(av)
+	rec, err := fromItem(av)
+	if err != nil {
+		return nil, err
+	}
+	// The update above, applied to the job as it was.
+	rec.Status, rec.ClaimToken = jobs.StatusRunning, c.Token
+	rec.LeaseUntil, rec.StartedAt, rec.UpdatedAt = fromMS(ms(c.LeaseUntil)), fromMS(ms(c.At)), fromMS(ms(c.At))
+	if rec.FirstStartedAt.IsZero() {
+		rec.FirstStartedAt = rec.StartedAt
+	}
+	rec.Attempt++
+	return rec, nil
 }
 
 // Publish stores a partial result of the run named by token.

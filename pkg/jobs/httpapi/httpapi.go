@@ -264,7 +264,7 @@ func (a *API) handlers() map[string]handlerFunc {
 	}
 	return map[string]handlerFunc{
 		"Enqueue": a.Enqueue, "EnqueueBatch": a.EnqueueBatch,
-		"GetJob": a.GetJob, "ListJobs": a.ListJobs, "Counts": a.Counts, "GetBatch": a.GetBatch,
+		"GetJob": a.GetJob, "ListJobs": a.ListJobs, "Counts": a.Counts, "ListKinds": a.ListKinds, "GetBatch": a.GetBatch,
 		"CancelJob": a.CancelJob, "RetryJob": a.RetryJob, "BulkAction": a.Bulk, "ReplayJob": a.ReplayJob,
 		"AdminListJobs": admin, "AdminGetJob": admin, "AdminCounts": admin,
 		"AdminJobAction": admin, "AdminDeadLetters": admin, "AdminDeadLetterAction": admin,

@@ -163,3 +163,22 @@ func (a *API) countsAs(ctx context.Context, owner string) events.APIGatewayV2HTT
 	}
 	return jsonResponse(http.StatusOK, c)
 }
+
+// KindsPath is GET KindsPath: the registered kinds with their lanes and
+// flow control (jobs.KindInfo), the same for every caller.
+const KindsPath = "/v1/kinds"
+
+// KindList is GET /v1/kinds's answer.
+type KindList struct {
+	Kinds []jobs.KindInfo `json:"kinds"`
+}
+
+// ListKinds serves GET /v1/kinds. It reads nothing: the kinds are the
+// deployment's code.
+func (a *API) ListKinds(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	defer a.recover(ctx, &resp)
+	if _, ok := Owner(req); !ok {
+		return problem(ctx, a.log, errUnauthenticated), nil
+	}
+	return jsonResponse(http.StatusOK, KindList{Kinds: a.svc.Kinds()}), nil
+}

@@ -273,7 +273,7 @@ func TestCounts(t *testing.T) {
 	e.enqueueAs(t, "me", "b")
 	e.enqueueAs(t, "other", "c")
 	resp := e.route(t, caller(t, "me", http.MethodGet, "/v1/counts", nil, ""))
-	if resp.StatusCode != http.StatusOK || resp.Body != `{"kinds":{"echo":{"queued":2,"running":0}},"truncated":false}` {
+	if resp.StatusCode != http.StatusOK || resp.Body != `{"kinds":{"echo":{"queued":2,"running":0,"waiting":0}},"truncated":false}` {
 		t.Fatalf("counts: %d %s", resp.StatusCode, resp.Body)
 	}
 	me, _ := httpapi.Owner(caller(t, "me", http.MethodGet, "/", nil, ""))

@@ -191,6 +191,10 @@ func typeIn(v any, allowed []string) bool {
 			if f, ok := v.(float64); ok && f == float64(int64(f)) {
 				return true
 			}
+		case "number":
+			if _, ok := v.(float64); ok {
+				return true
+			}
 		case "boolean":
 			if _, ok := v.(bool); ok {
 				return true

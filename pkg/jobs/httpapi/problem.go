@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strconv"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -73,6 +75,7 @@ var statuses = map[string]struct {
 	"unsupported_media_type":  {http.StatusUnsupportedMediaType, "Unsupported media type"},
 	"unknown_kind":            {http.StatusUnprocessableEntity, "Unknown job kind"},
 	"invalid_payload":         {http.StatusUnprocessableEntity, "Invalid payload"},
+	"queue_full":              {http.StatusTooManyRequests, "Queue full"},
 	"unavailable":             {http.StatusServiceUnavailable, "Service unavailable"},
 	"internal":                {http.StatusInternalServerError, "Internal error"},
 }
@@ -82,6 +85,7 @@ func classify(err error) (code, detail string) {
 	var re *requestError
 	var je *jobs.RequestError
 	var pe *jobs.PayloadError
+	var qe *jobs.QueueFullError
 	switch {
 	case errors.As(err, &re):
 		return re.code, re.detail
@@ -93,6 +97,11 @@ func classify(err error) (code, detail string) {
 		return "not_found", "no such message in the dead-letter queue (redriven, or expired)"
 	case errors.As(err, &pe):
 		return "invalid_payload", "the payload does not fit the kind: " + pe.Reason
+	case errors.As(err, &qe):
+		if qe.PerOwner {
+			return "queue_full", fmt.Sprintf("you have %d queued jobs of kind %q, its cap per owner; retry after the Retry-After seconds", qe.Cap, qe.Kind)
+		}
+		return "queue_full", fmt.Sprintf("the queued jobs of kind %q are at the kind's cap; retry after the Retry-After seconds", qe.Kind)
 	case errors.Is(err, jobs.ErrIdempotencyConflict):
 		return "idempotency_conflict", "this Idempotency-Key was used with a different kind or payload"
 	case errors.Is(err, jobs.ErrNotResubmittable):
@@ -127,8 +136,12 @@ func problem(ctx context.Context, log *slog.Logger, err error) events.APIGateway
 	}
 	resp := jsonResponse(st.status, p)
 	resp.Headers["Content-Type"] = "application/problem+json"
-	if st.status == http.StatusServiceUnavailable {
+	var qe *jobs.QueueFullError
+	switch {
+	case st.status == http.StatusServiceUnavailable:
 		resp.Headers["Retry-After"] = "1"
+	case errors.As(err, &qe):
+		resp.Headers["Retry-After"] = strconv.Itoa(int(max(time.Second, qe.RetryAfter).Round(time.Second) / time.Second))
 	}
 	return resp
 }

@@ -16,7 +16,7 @@ type slotItem struct {
 }
 
 // AcquireSlot takes a slot of key for c.Holder if fewer than c.Max live
-// holders hold one, else queues it among the waiters.
+// holders hold one, else queues its waiter.
 func (m *MemStore) AcquireSlot(_ context.Context, key string, c driver.SlotClaim) (driver.SlotState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -34,16 +34,17 @@ func (m *MemStore) AcquireSlot(_ context.Context, key string, c driver.SlotClaim
 			live++
 		}
 	}
+	waiter := c.WaiterOf()
 	if live < c.Max {
 		item.holders[c.Holder] = c.LeaseUntil
-		item.waiters = slices.DeleteFunc(item.waiters, func(w string) bool { return w == c.Holder })
+		item.waiters = slices.DeleteFunc(item.waiters, func(w string) bool { return w == waiter })
 		return driver.SlotHeld, nil
 	}
-	if slices.Contains(item.waiters, c.Holder) {
+	if slices.Contains(item.waiters, waiter) {
 		return driver.SlotQueued, nil
 	}
 	if len(item.waiters) < c.Waiters {
-		item.waiters = append(item.waiters, c.Holder)
+		item.waiters = append(item.waiters, waiter)
 		return driver.SlotQueued, nil
 	}
 	return driver.SlotFull, nil
@@ -67,6 +68,24 @@ func (m *MemStore) ReleaseSlot(_ context.Context, key, holder string) (string, e
 	next := item.waiters[0]
 	item.waiters = item.waiters[1:]
 	return next, nil
+}
+
+var _ driver.WaiterPopper = (*MemStore)(nil)
+
+// PopWaiter takes key's first waiter off if holder holds a slot.
+func (m *MemStore) PopWaiter(_ context.Context, key, holder string) (string, int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	item := m.slots[key]
+	if item == nil {
+		return "", 0, nil
+	}
+	if _, held := item.holders[holder]; !held || len(item.waiters) == 0 {
+		return "", 0, nil
+	}
+	next := item.waiters[0]
+	item.waiters = item.waiters[1:]
+	return next, len(item.waiters), nil
 }
 
 // TakeToken reserves the bucket key's next token: how long until it is

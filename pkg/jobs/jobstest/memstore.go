@@ -116,7 +116,9 @@ func (m *MemStore) Claim(_ context.Context, id string, c driver.Claim) (*driver.
 	}
 	r.UpdatedAt = c.At
 	r.Attempt++
-	return clone(r), nil
+	claimed := clone(r)
+	r.WaitingOn = "" // the claimed record says what it waited on; the job no longer waits
+	return claimed, nil
 }
 
 func (m *MemStore) runningUnder(id, token string, allowCancel bool) (*driver.Record, error) {
@@ -686,10 +688,35 @@ func (m *MemStore) CountUnfinished(_ context.Context, ownerKey string, max int) 
 			c.Running++
 		} else {
 			c.Queued++
+			if r.WaitingOn != "" {
+				c.Waiting++
+			}
 		}
 		out.Kinds[r.Kind] = c
 	}
 	return out, nil
+}
+
+var _ driver.QueueCounter = (*MemStore)(nil)
+
+// CountQueued counts q.Kind's queued jobs: the owner's, or every owner's
+// created QueueCapped.
+func (m *MemStore) CountQueued(_ context.Context, q driver.QueueCount) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, r := range m.jobs {
+		if r.Status != jobs.StatusQueued || r.Kind != q.Kind || r.Expired(m.clock.Now()) {
+			continue
+		}
+		if (q.OwnerKey != "" && wire.OwnerKey(r.Owner) != q.OwnerKey) || (q.OwnerKey == "" && !r.QueueCapped) {
+			continue
+		}
+		if n++; q.Limit > 0 && n >= q.Limit {
+			break
+		}
+	}
+	return n, nil
 }
 
 // Resubmit puts a failed or cancelled job outside a batch back to queued.

@@ -100,6 +100,118 @@ func (c suite) flowControl(t *testing.T) {
 			t.Fatalf("a second release woke %q", next)
 		}
 	})
+	// The worker holds a slot by its run's claim token and queues the job:
+	// a release answers the job, and the job that takes a slot by another
+	// run's token leaves the waiters.
+	c.run(t, "HoldersAreRunsWaitersAreJobs", func(t *testing.T, s driver.Store, clock *Clock) {
+		now := clock.Now()
+		acquire := func(run, job string) driver.SlotState {
+			t.Helper()
+			st, err := s.AcquireSlot(ctx, "rw", driver.SlotClaim{Holder: run, Waiter: job, Max: 1, LeaseUntil: now.Add(time.Minute), At: now, Waiters: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		if acquire("run-a1", "a") != driver.SlotHeld || acquire("run-b1", "b") != driver.SlotQueued || acquire("run-c1", "c") != driver.SlotQueued {
+			t.Fatal("want a's run to hold the slot, b and c queued")
+		}
+		if acquire("run-a2", "a") != driver.SlotQueued {
+			t.Fatal("another run of job a took the slot a's first run holds: a run holds it, not its job")
+		}
+		if next, err := s.ReleaseSlot(ctx, "rw", "a"); err != nil || next != "" {
+			t.Fatalf("a release by the job's id, not its run's: %q %v, want nothing", next, err)
+		}
+		if next, err := s.ReleaseSlot(ctx, "rw", "run-a1"); err != nil || next != "b" {
+			t.Fatalf("the run's release woke %q %v, want job b", next, err)
+		}
+		// c's message came before its wake: it takes the slot by its run
+		// and leaves the waiters, so the next release wakes a, not c.
+		if acquire("run-c2", "c") != driver.SlotHeld {
+			t.Fatal("c: want the freed slot")
+		}
+		if next, err := s.ReleaseSlot(ctx, "rw", "run-c2"); err != nil || next != "a" {
+			t.Fatalf("c's release woke %q %v, want a (c left the waiters when it took the slot)", next, err)
+		}
+	})
+	// ExpectFull only changes which write a store tries first: a free slot
+	// is still taken, a full item still queues, a missing item is made.
+	c.run(t, "ExpectFullTakesAFreeSlotAndQueuesOnAFullOne", func(t *testing.T, s driver.Store, clock *Clock) {
+		now := clock.Now()
+		acquire := func(holder string) driver.SlotState {
+			t.Helper()
+			st, err := s.AcquireSlot(ctx, "ef", driver.SlotClaim{Holder: holder, Max: 2, LeaseUntil: now.Add(time.Minute), At: now, Waiters: 1, ExpectFull: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		if acquire("a") != driver.SlotHeld || acquire("b") != driver.SlotHeld {
+			t.Fatal("want a and b to take the two free slots")
+		}
+		first, again := acquire("c"), acquire("c")
+		if first != driver.SlotQueued || again != driver.SlotQueued || acquire("d") != driver.SlotFull {
+			t.Fatal("want c queued, once, and d refused (one waiter at most)")
+		}
+		now = now.Add(2 * time.Minute) // every lease ended
+		if acquire("d") != driver.SlotHeld {
+			t.Fatal("after the leases ended: want d in")
+		}
+	})
+	c.run(t, "PopWaiterPassesTheSlot", func(t *testing.T, s driver.Store, clock *Clock) {
+		p, ok := s.(driver.WaiterPopper)
+		if !ok {
+			t.Skip("the store does not pass slots (driver.WaiterPopper)")
+		}
+		now := clock.Now()
+		acquire := func(holder string) driver.SlotState {
+			t.Helper()
+			st, err := s.AcquireSlot(ctx, "pop", driver.SlotClaim{Holder: holder, Max: 1, LeaseUntil: now.Add(time.Minute), At: now, Waiters: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		pop := func(holder string) (string, int) {
+			t.Helper()
+			w, left, err := p.PopWaiter(ctx, "pop", holder)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return w, left
+		}
+		if w, _ := pop("nobody"); w != "" {
+			t.Fatalf("a pop of an unknown item answered %q", w)
+		}
+		if acquire("a") != driver.SlotHeld || acquire("b") != driver.SlotQueued || acquire("c") != driver.SlotQueued {
+			t.Fatal("want a in, b and c queued")
+		}
+		if w, left := pop("x"); w != "" || left != 0 {
+			t.Fatalf("a pop by a holder of nothing: %q %d, want nothing", w, left)
+		}
+		if w, left := pop("a"); w != "b" || left != 1 {
+			t.Fatalf("a's pop: %q with %d left, want b with 1", w, left)
+		}
+		// a still holds the slot: b runs under it; nobody else gets in.
+		if acquire("d") != driver.SlotQueued {
+			t.Fatal("d took the slot a passes on")
+		}
+		if w, left := pop("a"); w != "c" || left != 1 {
+			t.Fatalf("a's second pop: %q with %d left, want c with 1 (d)", w, left)
+		}
+		if w, left := pop("a"); w != "d" || left != 0 {
+			t.Fatalf("a's third pop: %q with %d left, want d with none", w, left)
+		}
+		if w, _ := pop("a"); w != "" {
+			t.Fatalf("a pop of an empty list answered %q", w)
+		}
+		if next, err := s.ReleaseSlot(ctx, "pop", "a"); err != nil || next != "" {
+			t.Fatalf("the release: %q %v, want no waiter", next, err)
+		}
+		if acquire("e") != driver.SlotHeld {
+			t.Fatal("after the release: want e in")
+		}
+	})
 	c.run(t, "ConcurrentAcquiresTakeAtMostMax", func(t *testing.T, s driver.Store, clock *Clock) {
 		var got atomic.Int32
 		var wg sync.WaitGroup
@@ -247,6 +359,10 @@ func (c suite) flowControl(t *testing.T) {
 		again, token := mustClaim(t, s, rec.ID, clock.Now())
 		if again.Attempt != 1 || again.WaitingOn != "rate" {
 			t.Fatalf("claimed after parking: attempt %d, waiting on %q; want 1 and the claim to still say rate", again.Attempt, again.WaitingOn)
+		}
+		if got := mustGet(t, s, rec.ID); got.WaitingOn != "" || got.Status != jobs.StatusRunning || got.Attempt != 1 || got.ClaimToken != token ||
+			!got.StartedAt.Equal(again.StartedAt) || !got.FirstStartedAt.Equal(again.FirstStartedAt) || !got.LeaseUntil.Equal(again.LeaseUntil) {
+			t.Fatalf("stored after the claim %+v, claimed %+v: want the claim's record but no longer waiting", got, again)
 		}
 		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now()}); err != nil {
 			t.Fatal(err)

@@ -188,4 +188,113 @@ func (c suite) listing(t *testing.T) {
 			t.Fatalf("counts at most 2: %+v, want truncated", got)
 		}
 	})
+	// A queued job that waits on something (a park's WaitingOn, whatever
+	// its value) is counted queued and waiting; once claimed, running only
+	// (its WaitingOn stays on it through the claim); parked again, waiting
+	// again; retried, queued only.
+	c.run(t, "CountUnfinishedCountsTheWaiting", func(t *testing.T, s driver.Store, clock *Clock) {
+		now := clock.Now()
+		mk := func(kind string) *driver.Record {
+			rec := NewRecord(wire.NewID(), now)
+			rec.Owner, rec.Kind = "o", kind
+			if err := s.Create(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			return rec
+		}
+		park := func(id, on string) {
+			t.Helper()
+			_, tok := mustClaim(t, s, id, now)
+			if err := s.Requeue(ctx, id, tok, driver.Requeue{At: now, RunAt: now, SweepAt: now.Add(time.Minute), WaitingOn: on}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		counts := func() map[string]jobs.KindCounts {
+			t.Helper()
+			got, err := s.CountUnfinished(ctx, wire.OwnerKey("o"), 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got.Kinds
+		}
+		a, b, c := mk("limited"), mk("limited"), mk("limited")
+		mk("plain")
+		park(a.ID, "concurrency")
+		park(b.ID, "parents") // any value: what a job waits on is the feature's
+		if got, want := counts(), map[string]jobs.KindCounts{"limited": {Queued: 3, Waiting: 2}, "plain": {Queued: 1}}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("after two parks: %+v, want %+v", got, want)
+		}
+		_, tok := mustClaim(t, s, a.ID, now)
+		if got, want := counts()["limited"], (jobs.KindCounts{Queued: 2, Running: 1, Waiting: 1}); got != want {
+			t.Fatalf("a waiter claimed: %+v, want %+v", got, want)
+		}
+		if err := s.Requeue(ctx, a.ID, tok, driver.Requeue{At: now, RunAt: now, SweepAt: now.Add(time.Minute), LastError: "boom"}); err != nil {
+			t.Fatal(err)
+		}
+		park(c.ID, "rate")
+		if got, want := counts()["limited"], (jobs.KindCounts{Queued: 3, Waiting: 2}); got != want {
+			t.Fatalf("a retried and c parked: %+v, want %+v", got, want)
+		}
+	})
+	c.run(t, "CountQueuedCountsAKindsQueuedJobs", func(t *testing.T, s driver.Store, clock *Clock) {
+		qc, ok := s.(driver.QueueCounter)
+		if !ok {
+			t.Skip("the store does not count queued jobs (driver.QueueCounter)")
+		}
+		now := clock.Now()
+		mk := func(owner, kind string, capped bool) *driver.Record {
+			rec := NewRecord(wire.NewID(), now)
+			rec.Owner, rec.Kind, rec.QueueCapped = owner, kind, capped
+			if err := s.Create(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			return rec
+		}
+		count := func(q driver.QueueCount) int {
+			t.Helper()
+			n, err := qc.CountQueued(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		var capped []*driver.Record
+		for i := range 5 {
+			capped = append(capped, mk([]string{"o", "p"}[i%2], "capped", true))
+		}
+		mk("o", "other", true)
+		mk("o", "plain", false)
+		running := capped[0]
+		mustClaim(t, s, running.ID, now)
+		if err := s.CancelQueued(ctx, capped[1].ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		// Queued: capped[2] (o), capped[3] (p), capped[4] (o).
+		if got := count(driver.QueueCount{Kind: "capped"}); got != 3 {
+			t.Fatalf("the kind's queued jobs: %d, want 3 (one runs, one was cancelled)", got)
+		}
+		if got := count(driver.QueueCount{Kind: "capped", OwnerKey: wire.OwnerKey("o")}); got != 2 {
+			t.Fatalf("owner o's queued jobs of the kind: %d, want 2", got)
+		}
+		if got := count(driver.QueueCount{Kind: "plain"}); got != 0 {
+			t.Fatalf("a kind created without the cap counted %d across owners, want 0 (only capped jobs are)", got)
+		}
+		if got := count(driver.QueueCount{Kind: "plain", OwnerKey: wire.OwnerKey("o")}); got != 1 {
+			t.Fatalf("owner o's queued jobs of a kind without a kind cap: %d, want 1", got)
+		}
+		if got := count(driver.QueueCount{Kind: "capped", Limit: 2}); got < 2 || got > 3 {
+			t.Fatalf("counted up to 2: %d, want 2 or 3", got)
+		}
+		// Back to queued (a retry): counted again.
+		_, tok := mustClaim(t, s, capped[2].ID, now)
+		if got := count(driver.QueueCount{Kind: "capped"}); got != 2 {
+			t.Fatalf("after a claim: %d, want 2", got)
+		}
+		if err := s.Requeue(ctx, capped[2].ID, tok, driver.Requeue{At: now, RunAt: now, SweepAt: now.Add(time.Minute), LastError: "boom"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := count(driver.QueueCount{Kind: "capped"}); got != 3 {
+			t.Fatalf("after a retry: %d, want 3", got)
+		}
+	})
 }
