@@ -114,6 +114,13 @@ func withOutbox(ctx context.Context) (context.Context, *outbox) {
 	return context.WithValue(ctx, outboxKey{}, ob), ob
 }
 
+// empty reports whether the outbox holds no event.
+func (ob *outbox) empty() bool {
+	ob.mu.Lock()
+	defer ob.mu.Unlock()
+	return len(ob.recs) == 0
+}
+
 func (ob *outbox) add(rec *driver.Record) {
 	ob.mu.Lock()
 	ob.recs = append(ob.recs, rec)

@@ -212,9 +212,11 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 	wg.Wait()
 	// The batch's job events, in as few requests as the bus takes; those
 	// not sent stay pending on their jobs, for the sweeper.
-	ectx, cancel := inv.callContext(context.WithoutCancel(ctx))
-	w.eng.flushEvents(ectx, ob)
-	cancel()
+	if !ob.empty() {
+		ectx, cancel := inv.callContext(context.WithoutCancel(ctx))
+		w.eng.flushEvents(ectx, ob)
+		cancel()
+	}
 	return events.SQSEventResponse{BatchItemFailures: failures}, nil
 }
 
