@@ -211,9 +211,15 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex executi
 			if ownWrite(err, out.Status, at) {
 				return nil
 			}
-			if cur := dependentsChanged(err, rec); cur != nil && try < 3 {
+			if cur := dependentsChanged(err, rec); cur != nil {
+				if try > hardMaxDependents || ctx.Err() != nil {
+					// Not superseded: the outcome is still this run's to
+					// write; the job stays running for the redelivery.
+					return fmt.Errorf("jobs: dependents kept arriving during the final write: %w", ctx.Err())
+				}
 				// A job that runs after this one was enqueued while it ran:
-				// write again with it among the steps' dependents.
+				// write again with it among the steps' dependents (each
+				// try, another landed; a job takes a bounded number).
 				fresh := *rec
 				fresh.Dependents = cur.Dependents
 				rec = &fresh
@@ -417,6 +423,11 @@ func (e *engine) record(j newJob) *driver.Record {
 		}
 	}
 	rec.SweepAt = e.deliveryAt(j.at, runAt, rec.Lane).sweepAt
+	if len(rec.Parents) > 0 {
+		// Until it has registered on its parents, the sweeper looks at it
+		// the grace after its creation, however far its run time.
+		rec.SweepAt = j.at.Add(e.graceOf(rec.Lane))
+	}
 	return rec
 }
 
@@ -619,7 +630,7 @@ func (e *engine) cancelQueuedAs(ctx context.Context, rec *driver.Record, code, b
 		if ownWrite(err, StatusCancelled, now) {
 			err = nil // our cancel landed; its answer was lost
 		}
-		if cur := dependentsChanged(err, rec); cur != nil && try < 3 {
+		if cur := dependentsChanged(err, rec); cur != nil && try <= hardMaxDependents && ctx.Err() == nil {
 			rec = cur
 			continue
 		}
@@ -633,7 +644,7 @@ func (e *engine) cancelQueuedAs(ctx context.Context, rec *driver.Record, code, b
 	if seq > 0 {
 		done.Outcomes = seq
 	}
-	if len(steps) > 0 {
+	if len(steps) > 0 && inlineSteps(ctx) {
 		e.after(ctx, &done)
 	}
 	return &done, nil

@@ -314,5 +314,8 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 
 // movedOn reports an error that means the job was no longer as listed.
 func movedOn(err error) bool {
-	return isConflict(err) || errors.Is(err, ErrNotResubmittable) || errors.Is(err, ErrAlreadyFinal)
+	// ErrInvalidRequest: a job that runs after one still failed
+	// (dependency_failed) waits for that job's retry; it is matched, not
+	// changed, and the action goes on with the others.
+	return isConflict(err) || errors.Is(err, ErrNotResubmittable) || errors.Is(err, ErrAlreadyFinal) || errors.Is(err, ErrInvalidRequest)
 }

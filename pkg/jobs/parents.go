@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
 	"github.com/lambdajobs/lambdajobs/internal/metricnames"
@@ -39,10 +40,15 @@ import (
 const maxAfter = 100
 
 // maxDependents bounds the jobs that run after one job, checked when a
-// dependent is enqueued (concurrent enqueues may take a parent a few
-// past it): each is about 40 bytes on the parent's item, which every
-// later write of the parent pays for.
-const maxDependents = 100
+// dependent is enqueued: each is about 40 bytes on the parent's item,
+// which every later write of the parent pays for. Concurrent enqueues may
+// take a parent past it, up to hardMaxDependents, which the store's write
+// enforces: a job that would pass it is cancelled, dependency_failed, as
+// if its parent had failed (it can never count it).
+const (
+	maxDependents     = 100
+	hardMaxDependents = 2 * maxDependents
+)
 
 // afterDependents counts a final job's outcome in its dependents.
 const afterDependents = "dependents"
@@ -126,6 +132,10 @@ func forEach(n int, f func(i int)) {
 // sweeper (for a job whose enqueue died before it finished), a resubmit
 // and a revived dependent call it again. An error leaves rec in the sweep
 // schedule, for the sweeper to call it again.
+//
+// A failed or cancelled parent records rec too, and rec is then
+// cancelled: when that parent is retried and succeeds, its post-outcome
+// step brings rec back (revive).
 func (e *engine) awaitParents(ctx context.Context, rec *driver.Record) (*driver.Record, error) {
 	var (
 		mu       sync.Mutex
@@ -137,19 +147,25 @@ func (e *engine) awaitParents(ctx context.Context, rec *driver.Record) (*driver.
 		if slices.Contains(rec.ParentsDone, i) {
 			return
 		}
-		err := e.store.AddDependent(ctx, rec.Parents[i], driver.DependentOf{Owner: rec.Owner, Dependent: driver.Dependent{JobID: rec.ID, Index: i}})
-		var ce *driver.ConflictError
+		p, err := e.store.AddDependent(ctx, rec.Parents[i], driver.DependentOf{Owner: rec.Owner, Max: hardMaxDependents,
+			Dependent: driver.Dependent{JobID: rec.ID, Index: i}})
 		mu.Lock()
 		defer mu.Unlock()
-		switch {
-		case err == nil:
-		case errors.As(err, &ce) && errors.Is(err, driver.ErrFinished) && ce.Current != nil && ce.Current.Status == StatusSucceeded:
-			done = append(done, i)
-		case errors.Is(err, driver.ErrFinished), errors.Is(err, ErrNotFound):
-			// Failed or cancelled; or gone (expired since it was named).
+		failed := func() {
 			if failedBy < 0 || i < failedBy {
 				failedBy = i
 			}
+		}
+		switch {
+		case err == nil && (p.Status == StatusFailed || p.Status == StatusCancelled):
+			failed() // recorded: its retry's success brings rec back
+		case err == nil:
+		case errors.Is(err, driver.ErrFinished):
+			done = append(done, i) // succeeded already
+		case errors.Is(err, driver.ErrDependentsFull), errors.Is(err, ErrNotFound):
+			// Full (enqueues raced past the check), or gone (expired since
+			// it was named): it can never count rec.
+			failed()
 		default:
 			errs = append(errs, err)
 		}
@@ -160,16 +176,46 @@ func (e *engine) awaitParents(ctx context.Context, rec *driver.Record) (*driver.
 	if len(errs) > 0 {
 		return rec, errors.Join(errs...)
 	}
-	got, err := e.store.CountParents(ctx, rec.ID, driver.ParentCount{Done: done, Await: true, At: e.now()})
-	switch {
-	case isConflict(err):
-		return rec, nil // released or cancelled meanwhile: not ours
-	case err != nil:
-		return rec, err
-	case got.ParentsLeft() == 0:
-		return got, e.releaseParents(ctx, got)
+	// One write: the counts as this enqueue found them, conditional on
+	// the job's counts being those it read; when that makes every parent
+	// counted, it releases the job too, so no moment has it out of the
+	// sweep schedule with nothing left to wake it.
+	for range 5 {
+		now := e.now()
+		pc := driver.ParentCount{Done: done, Await: true, Known: len(rec.ParentsDone), At: now}
+		counted := len(rec.ParentsDone)
+		for _, i := range done {
+			if !slices.Contains(rec.ParentsDone, i) {
+				counted++
+			}
+		}
+		d := e.deliveryAt(now, rec.RunAt, rec.Lane)
+		if counted == len(rec.Parents) {
+			pc.Release = &driver.ReleaseParents{At: now, SweepAt: d.sweepAt}
+		}
+		got, err := e.store.CountParents(ctx, rec.ID, pc)
+		var ce *driver.ConflictError
+		switch {
+		case errors.As(err, &ce) && ce.Current != nil && ce.Current.Status == StatusQueued && ce.Current.WaitingOn == driver.WaitParents:
+			rec = ce.Current // a parent counted itself since: count again from there
+			continue
+		case isConflict(err):
+			if cur, gerr := e.store.Get(ctx, rec.ID); gerr == nil {
+				return cur, nil // released or cancelled meanwhile: not ours
+			}
+			return rec, nil
+		case err != nil:
+			return rec, err
+		case pc.Release != nil:
+			if serr := e.deliver(ctx, got, d); serr != nil {
+				e.log.LogAttrs(ctx, slog.LevelWarn, "released job not sent; the sweeper will send it", slog.String("job_id", got.ID),
+					slog.String("err_types", errtypes.Of(serr)))
+			}
+			count(ctx, got.Kind, metricnames.JobsWoken)
+		}
+		return got, nil
 	}
-	return got, nil
+	return rec, errors.New("jobs: the job's parents kept counting themselves")
 }
 
 // releaseParents ends the wait of rec, whose parents are all counted, and
@@ -198,6 +244,7 @@ func (e *engine) releaseParents(ctx context.Context, rec *driver.Record) error {
 // parentID failed or was cancelled, and returns it as cancelled (its own
 // post-outcome steps run: its dependents are cancelled in turn).
 func (e *engine) cancelForParent(ctx context.Context, rec *driver.Record, parentID string) (*driver.Record, error) {
+	ctx = withCascade(ctx)
 	done, err := e.cancelQueuedAs(ctx, rec, CodeDependencyFailed, parentID)
 	if isConflict(err) {
 		return rec, nil // it moved on: cancelled by its owner, or by another parent
@@ -210,6 +257,7 @@ func (e *engine) cancelForParent(ctx context.Context, rec *driver.Record, parent
 // a failed or cancelled one cancels each that still waits. Each write is
 // conditional and repeating it changes nothing, so the step may run twice.
 func (e *engine) settleDependents(ctx context.Context, parent *driver.Record) error {
+	ctx = withCascade(ctx) // one budget for the whole cascade below
 	errs := make([]error, len(parent.Dependents))
 	forEach(len(parent.Dependents), func(i int) {
 		d := parent.Dependents[i]
@@ -300,13 +348,42 @@ func (e *engine) failedParent(ctx context.Context, rec *driver.Record) (int, err
 	return slices.Index(failed, true), nil
 }
 
+// A cancel that cascades runs the cancelled jobs' own post-outcome steps
+// (their dependents' cancels, and theirs) in the same call, up to
+// cascadeBudget cancels in all; past it, each job cancelled keeps its
+// steps pending in the sweep schedule, and the sweeper goes on with them
+// (as many again per sweep). So one cancel of a wide, deep tree neither
+// outlasts its API call nor holds a worker.
+const cascadeBudget = 100
+
+type cascadeKey struct{}
+
+// withCascade returns ctx carrying a cascade's budget (the one it carries
+// already, if any).
+func withCascade(ctx context.Context) context.Context {
+	if _, ok := ctx.Value(cascadeKey{}).(*atomic.Int32); ok {
+		return ctx
+	}
+	b := &atomic.Int32{}
+	b.Store(cascadeBudget)
+	return context.WithValue(ctx, cascadeKey{}, b)
+}
+
+// inlineSteps reports whether a cancel in ctx may run its job's steps
+// now (a cascade's budget is not spent), spending one of it.
+func inlineSteps(ctx context.Context) bool {
+	b, ok := ctx.Value(cascadeKey{}).(*atomic.Int32)
+	return !ok || b.Add(-1) >= 0
+}
+
 // afterRequest is the part of an enqueue's request hash that names its
 // parents (none for a job without).
 func afterRequest(after []string) []byte {
 	if len(after) == 0 {
 		return nil
 	}
-	return []byte("after=" + strings.Join(after, ","))
+	// In any order: the same parents are the same request.
+	return []byte("after=" + strings.Join(slices.Sorted(slices.Values(after)), ","))
 }
 
 // parentsView is the part of a job's view that names its parents.

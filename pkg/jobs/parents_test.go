@@ -78,7 +78,7 @@ func newDepRig(t *testing.T, wrap func(*jobstest.MemStore) driver.Store) *depRig
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, Sealer: sealer}); err != nil {
+	if r.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, Sealer: sealer, PageTokenKey: make([]byte, 32)}); err != nil {
 		t.Fatal(err)
 	}
 	if r.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, Sealer: sealer, CancelCheck: -1}); err != nil {
@@ -345,9 +345,9 @@ type failAdd struct {
 	armed *bool
 }
 
-func (s failAdd) AddDependent(ctx context.Context, parent string, d driver.DependentOf) error {
+func (s failAdd) AddDependent(ctx context.Context, parent string, d driver.DependentOf) (*driver.Record, error) {
 	if *s.armed {
-		return errWorkerDied
+		return nil, errWorkerDied
 	}
 	return s.MemStore.AddDependent(ctx, parent, d)
 }
@@ -550,5 +550,126 @@ func TestReplayMakesANewJobFromAnOldOne(t *testing.T) {
 	}
 	if r.mem.Len() != before {
 		t.Fatal("a refused replay stored a job")
+	}
+}
+
+// failRelease fails every ReleaseParents: a dependent whose enqueue
+// counts its last parent must still be released (the count and the
+// release are one write), never left out of the sweep schedule waiting.
+type failRelease struct{ *jobstest.MemStore }
+
+func (s failRelease) ReleaseParents(context.Context, string, driver.ReleaseParents) error {
+	return errWorkerDied
+}
+
+func TestAJobAfterSucceededParentsIsReleasedByItsEnqueue(t *testing.T) {
+	t.Parallel()
+	r := newDepRig(t, func(m *jobstest.MemStore) driver.Store { return failRelease{m} })
+	a, b := r.enqueue(t, "a", false), r.enqueue(t, "b", false)
+	r.drain(t)
+	c := r.enqueue(t, "c", false, a.ID, b.ID)
+	rec := r.get(t, c.ID)
+	if rec.WaitingOn != "" || rec.SweepAt.IsZero() || rec.Status != jobs.StatusQueued {
+		t.Fatalf("c after two succeeded parents: %s waiting on %q, sweep %v; want released, in the sweep schedule", rec.Status, rec.WaitingOn, rec.SweepAt)
+	}
+	r.drain(t)
+	if got := r.get(t, c.ID); got.Status != jobs.StatusSucceeded {
+		t.Fatalf("c: %s, want succeeded", got.Status)
+	}
+}
+
+// A job enqueued after a parent that had failed already is created
+// cancelled, and comes back when that parent is retried and succeeds.
+func TestAJobAfterAFailedParentComesBackWithItsRetry(t *testing.T) {
+	t.Parallel()
+	r := newDepRig(t, nil)
+	a := r.enqueue(t, "a", true)
+	r.drain(t)
+	c := r.enqueue(t, "c", false, a.ID)
+	if c.Status != jobs.StatusCancelled || c.Error == nil || *c.Error != jobs.CodeDependencyFailed {
+		t.Fatalf("c after a failed parent: %+v, want cancelled, dependency_failed", c)
+	}
+	r.mu.Lock()
+	r.fixed["a"] = true
+	r.mu.Unlock()
+	if _, err := r.svc.Resubmit(context.Background(), "alice", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.drain(t)
+	if got := r.get(t, c.ID); got.Status != jobs.StatusSucceeded {
+		t.Fatalf("c after its parent's retry succeeded: %s, want succeeded", got.Status)
+	}
+}
+
+// A bulk retry over jobs a failed parent cancelled goes on past them:
+// each is matched and left as it is, and the parent is retried.
+func TestBulkRetryGoesOnPastJobsWaitingForAParentsRetry(t *testing.T) {
+	t.Parallel()
+	r := newDepRig(t, nil)
+	a := r.enqueue(t, "a", true)
+	r.enqueue(t, "b", false, a.ID)
+	r.drain(t)
+	res, err := r.svc.Bulk(context.Background(), "alice", jobs.BulkRequest{Action: jobs.BulkResubmit, Kind: "step"})
+	if err != nil {
+		t.Fatalf("bulk retry: %v", err)
+	}
+	if res.Matched != 2 || res.Changed != 1 {
+		t.Fatalf("bulk retry: matched %d changed %d, want 2 and 1 (the parent)", res.Matched, res.Changed)
+	}
+}
+
+// A retry of a keyed enqueue answers with its job, though its parent has
+// taken its most dependents since.
+func TestAKeyedRetryAfterAFullParentAnswersItsJob(t *testing.T) {
+	t.Parallel()
+	r := newDepRig(t, nil)
+	a := r.enqueue(t, "a", false)
+	body, _ := json.Marshal(stepPayload{Name: "keyed"})
+	req := jobs.EnqueueRequest{Owner: "alice", Kind: "step", Payload: body, EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: "k", After: []string{a.ID}}}
+	first, err := r.svc.Enqueue(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 99 {
+		r.enqueue(t, fmt.Sprintf("d%d", i), false, a.ID)
+	}
+	again, err := r.svc.Enqueue(context.Background(), req)
+	if err != nil || again.Job.ID != first.Job.ID || !again.Replayed {
+		t.Fatalf("the retry: %+v %v, want the first job, replayed", again, err)
+	}
+}
+
+// A failure that cancels a wide, deep tree does the first 100 cancels'
+// own steps at once and leaves the rest to the sweeper, which finishes.
+func TestACascadeBeyondItsBudgetFinishesInTheSweeper(t *testing.T) {
+	t.Parallel()
+	r := newDepRig(t, nil)
+	a := r.enqueue(t, "a", true)
+	var leaves []string
+	for i := range 100 {
+		child := r.enqueue(t, fmt.Sprintf("c%d", i), false, a.ID)
+		grand := r.enqueue(t, fmt.Sprintf("g%d", i), false, child.ID)
+		leaves = append(leaves, r.enqueue(t, fmt.Sprintf("l%d", i), false, grand.ID).ID)
+	}
+	r.drain(t)
+	waiting := 0
+	for _, id := range leaves {
+		if r.get(t, id).Status == jobs.StatusQueued {
+			waiting++
+		}
+	}
+	if waiting == 0 {
+		t.Fatal("every leaf was cancelled inline: the cascade had no budget")
+	}
+	for range 3 {
+		r.sweepLater(t)
+	}
+	for _, id := range leaves {
+		if got := r.get(t, id); got.Status != jobs.StatusCancelled || got.ErrorCode != jobs.CodeDependencyFailed {
+			t.Fatalf("leaf %s after the sweeps: %s %q, want cancelled, dependency_failed", id, got.Status, got.ErrorCode)
+		}
+	}
+	if len(r.ranNames()) != 1 {
+		t.Fatalf("ran %v, want only a", r.ranNames())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // ReplayRequest asks Service.Replay for a new job made from one of the
@@ -72,9 +73,19 @@ func keepSecrets(edited, old json.RawMessage, secrets []string) (json.RawMessage
 	if json.Unmarshal(edited, &obj) != nil || obj == nil {
 		return edited, nil // not an object: the kind's decoder says what is wrong
 	}
+	// The payload's own field names, matched to the secret ones as Go's
+	// decoder matches them (case-insensitively).
+	name := func(f string) string {
+		for k := range obj {
+			if strings.EqualFold(k, f) {
+				return k
+			}
+		}
+		return f
+	}
 	masked := false
 	for _, f := range secrets {
-		if string(obj[f]) == `"`+secretMask+`"` {
+		if string(obj[name(f)]) == `"`+secretMask+`"` {
 			masked = true
 		}
 	}
@@ -85,13 +96,14 @@ func keepSecrets(edited, old json.RawMessage, secrets []string) (json.RawMessage
 		return nil, fmt.Errorf("jobs: replay: the old payload: %w", err)
 	}
 	for _, f := range secrets {
-		if string(obj[f]) != `"`+secretMask+`"` {
+		k := name(f)
+		if string(obj[k]) != `"`+secretMask+`"` {
 			continue
 		}
 		if v, ok := was[f]; ok {
-			obj[f] = v
+			obj[k] = v
 		} else {
-			delete(obj, f)
+			delete(obj, k)
 		}
 	}
 	out, err := json.Marshal(obj)

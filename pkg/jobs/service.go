@@ -150,7 +150,7 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 	if err := s.checkCaps(ctx, k, req.Owner, 1); err != nil && !s.replaysAtCap(ctx, err, req.IdempotencyKey, j.id) {
 		return nil, false, err
 	}
-	if len(req.After) > 0 {
+	if len(req.After) > 0 && !s.storedBefore(ctx, req, j.id) {
 		if err := s.checkParents(ctx, req.Owner, req.After); err != nil {
 			return nil, false, err
 		}
@@ -175,6 +175,17 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 	s.count(rec.Kind, metricnames.JobsEnqueued, 1)
 	s.noteQueued(k, req.Owner, 1)
 	return rec, true, nil
+}
+
+// storedBefore reports whether an enqueue with an idempotency key was
+// stored before under id (one read): its retry answers with that job as
+// the first answer did, whatever its parents became since.
+func (s *Service) storedBefore(ctx context.Context, req EnqueueRequest, id string) bool {
+	if req.IdempotencyKey == "" {
+		return false
+	}
+	cur, err := s.store.Get(ctx, id)
+	return err == nil && cur.Owner == req.Owner
 }
 
 // start sends the queued job rec (dispatch), or, when it runs after other

@@ -190,6 +190,9 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 					// Its enqueue died before it registered on every parent
 					// (or a resubmit or revive did): finish that.
 					if _, err := s.eng.awaitParents(ctx, rec); err != nil {
+						// Looked at again later, backing off as a re-send does.
+						next := now.Add(s.eng.graceOf(rec.Lane) << min(rec.Dispatches+1, maxDispatchShift))
+						_ = s.eng.store.Reschedule(ctx, rec.ID, driver.Expect{Status: StatusQueued}, next)
 						count(func() { rep.Errors++ })
 						return
 					}

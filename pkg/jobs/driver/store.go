@@ -182,21 +182,27 @@ type Store interface {
 	// reading at most max entries of the indexes that hold only unfinished
 	// jobs (never the owner's history); Truncated says max was reached.
 	CountUnfinished(ctx context.Context, ownerKey string, max int) (UnfinishedCounts, error)
-	// AddDependent records d.Dependent as a dependent of the job parentID,
-	// provided that job belongs to d.Owner and is queued or running (once
-	// however often it is called). A parent that has finished gives a
-	// *ConflictError matching ErrFinished with the parent as it ended (its
-	// outcome is the caller's to count); another owner's or no such job,
-	// ErrNotFound. Recorded before the parent's final write, the dependent
+	// AddDependent records d.Dependent as a dependent of the job parentID
+	// (once however often it is called), provided that job belongs to
+	// d.Owner, has not succeeded, and has fewer than d.Max dependents, and
+	// returns the parent as written. A parent that succeeded gives a
+	// *ConflictError matching ErrFinished with the parent (the caller
+	// counts it), one with d.Max dependents a *ConflictError matching
+	// ErrDependentsFull; another owner's or no such job, ErrNotFound. A
+	// failed or cancelled parent records it too: retried, its next outcome
+	// reaches it. Recorded before the parent's final write, the dependent
 	// is in the Dependents that write's post-outcome step reads: the two
 	// are ordered by the parent's item.
-	AddDependent(ctx context.Context, parentID string, d DependentOf) error
+	AddDependent(ctx context.Context, parentID string, d DependentOf) (*Record, error)
 	// CountParents adds c.Done to the ParentsDone of the job id (a set:
-	// once each), and with c.Await also takes the job out of the sweep
-	// schedule (its parents now hold what must happen next), provided the
-	// job is queued and waits on its parents (WaitingOn "parents");
-	// otherwise a *ConflictError matching ErrNotQueued with the job as it
-	// is. It returns the job as written.
+	// once each), provided the job is queued and waits on its parents
+	// (WaitingOn "parents"), and returns the job as written. With c.Await
+	// it is also conditional on the job having c.Known parents counted
+	// (what its writer read), and either takes the job out of the sweep
+	// schedule (its parents now hold what must happen next) or, with
+	// c.Release, ends its wait as ReleaseParents does, in the same write.
+	// A failed condition gives a *ConflictError matching ErrNotQueued with
+	// the job as it is.
 	CountParents(ctx context.Context, id string, c ParentCount) (*Record, error)
 	// ReleaseParents ends the wait of a job whose parents are all counted:
 	// WaitingOn is cleared and its sweep schedule set to r.SweepAt, so the
@@ -290,8 +296,9 @@ type Resubmit struct {
 
 // DependentOf asks Store.AddDependent to record a dependent.
 type DependentOf struct {
-	// Owner must own the parent.
+	// Owner must own the parent; Max bounds its dependents.
 	Owner string
+	Max   int
 	Dependent
 }
 
@@ -299,7 +306,11 @@ type DependentOf struct {
 type ParentCount struct {
 	Done  []int
 	Await bool
-	At    time.Time
+	// Known is how many parents the writer read counted (with Await);
+	// Release, when set, ends the wait in the same write (with Await).
+	Known   int
+	Release *ReleaseParents
+	At      time.Time
 }
 
 // ReleaseParents is what Store.ReleaseParents stamps on a job whose
@@ -524,8 +535,11 @@ var (
 	// ErrNotResubmittable: Resubmit found the job neither failed nor
 	// cancelled, or part of a batch.
 	ErrNotResubmittable = errors.New("jobs: only a failed or cancelled job outside a batch can be retried")
-	// ErrFinished: AddDependent found the parent finished.
+	// ErrFinished: AddDependent found the parent succeeded.
 	ErrFinished = errors.New("jobs: job has finished")
+	// ErrDependentsFull: AddDependent found the parent with the most
+	// dependents allowed.
+	ErrDependentsFull = errors.New("jobs: the job has the most dependents allowed")
 	// ErrScheduleLimit: the owner has as many schedules as allowed.
 	ErrScheduleLimit = errors.New("jobs: the owner has the most schedules allowed")
 )

@@ -47,18 +47,29 @@ func parseDependents(ss []string) []driver.Dependent {
 	return out
 }
 
-// AddDependent adds d to the parent's dependents while it is unfinished.
-func (s *Store) AddDependent(ctx context.Context, parentID string, d driver.DependentOf) error {
-	upd := expression.Add(expression.Name(attrDependents),
-		expression.Value(&types.AttributeValueMemberSS{Value: dependentsOf([]driver.Dependent{d.Dependent})}))
+// AddDependent adds d to the parent's dependents unless it succeeded or
+// has d.Max of them, and returns the parent.
+func (s *Store) AddDependent(ctx context.Context, parentID string, d driver.DependentOf) (*driver.Record, error) {
+	entry := dependentsOf([]driver.Dependent{d.Dependent})
+	upd := expression.Add(expression.Name(attrDependents), expression.Value(&types.AttributeValueMemberSS{Value: entry}))
+	room := expression.AttributeNotExists(expression.Name(attrDependents)).
+		Or(expression.Name(attrDependents).Size().LessThan(expression.Value(d.Max))).
+		Or(expression.Contains(expression.Name(attrDependents), entry[0])) // recorded before: a repeat
 	cond := expression.Name(attrOwner).Equal(expression.Value(d.Owner)).
-		And(expression.Or(statusIs(jobs.StatusQueued), statusIs(jobs.StatusRunning)))
-	_, err := s.update(ctx, parentID, change{op: "add_dependent", upd: upd, cond: cond, sentinel: driver.ErrFinished})
+		And(expression.AttributeExists(expression.Name(attrKind))).
+		And(expression.Not(statusIs(jobs.StatusSucceeded))).
+		And(room)
+	av, err := s.update(ctx, parentID, change{op: "add_dependent", upd: upd, cond: cond, sentinel: driver.ErrFinished})
 	var ce *driver.ConflictError
-	if errors.As(err, &ce) && (ce.Current == nil || ce.Current.Owner != d.Owner || ce.Current.Kind == "") {
-		return jobs.ErrNotFound // another owner's, or not a job: as if absent
+	switch {
+	case errors.As(err, &ce) && (ce.Current == nil || ce.Current.Owner != d.Owner || ce.Current.Kind == ""):
+		return nil, jobs.ErrNotFound // another owner's, or not a job: as if absent
+	case errors.As(err, &ce) && ce.Current.Status != jobs.StatusSucceeded:
+		return nil, &driver.ConflictError{Err: driver.ErrDependentsFull, Current: ce.Current}
+	case err != nil:
+		return nil, err
 	}
-	return err
+	return fromItem(av)
 }
 
 // waitsOnParents is the condition of the writes that count and release a
@@ -77,15 +88,30 @@ func (s *Store) CountParents(ctx context.Context, id string, c driver.ParentCoun
 		}
 		upd = upd.Add(expression.Name(attrParentsDone), expression.Value(&types.AttributeValueMemberNS{Value: ns}))
 	}
-	if c.Await {
+	cond := waitsOnParents()
+	switch {
+	case c.Await && c.Release != nil:
+		// Every parent counted: released in this very write.
+		upd = release(upd, id, *c.Release)
+	case c.Await:
 		// Out of the sweep schedule while it waits: its parents' own
 		// schedules (kept until their post-outcome steps ran) wake it.
 		upd = upd.Remove(expression.Name(AttrSweepShard)).Remove(expression.Name(AttrSweepAt))
 	}
+	if c.Await {
+		// As its writer read it: a parent counted since may have been the
+		// last, and then this write must not take the job out of the
+		// sweep schedule.
+		known := expression.AttributeNotExists(expression.Name(attrParentsDone))
+		if c.Known > 0 {
+			known = expression.Name(attrParentsDone).Size().Equal(expression.Value(c.Known))
+		}
+		cond = cond.And(known)
+	}
 	if len(c.Done) == 0 && !c.Await {
 		return s.Get(ctx, id)
 	}
-	av, err := s.update(ctx, id, change{op: "count_parents", upd: upd, cond: waitsOnParents(), sentinel: driver.ErrNotQueued})
+	av, err := s.update(ctx, id, change{op: "count_parents", upd: upd, cond: cond, sentinel: driver.ErrNotQueued})
 	if err != nil {
 		return nil, err
 	}
@@ -94,10 +120,15 @@ func (s *Store) CountParents(ctx context.Context, id string, c driver.ParentCoun
 
 // ReleaseParents ends a job's wait on its parents.
 func (s *Store) ReleaseParents(ctx context.Context, id string, r driver.ReleaseParents) error {
-	upd := expression.Remove(expression.Name(attrWaitingOn)).
+	_, err := s.update(ctx, id, change{op: "release_parents", upd: release(expression.UpdateBuilder{}, id, r), cond: waitsOnParents(), sentinel: driver.ErrNotQueued})
+	return err
+}
+
+// release ends a job's wait on its parents: it waits no more, and is back
+// in the sweep schedule at r.SweepAt.
+func release(upd expression.UpdateBuilder, id string, r driver.ReleaseParents) expression.UpdateBuilder {
+	return upd.Remove(expression.Name(attrWaitingOn)).
 		Set(expression.Name(AttrSweepShard), expression.Value(ShardOf(id))).
 		Set(expression.Name(AttrSweepAt), expression.Value(ms(r.SweepAt))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(r.At)))
-	_, err := s.update(ctx, id, change{op: "release_parents", upd: upd, cond: waitsOnParents(), sentinel: driver.ErrNotQueued})
-	return err
 }

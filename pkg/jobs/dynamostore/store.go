@@ -444,7 +444,7 @@ func returnValues(op string) types.ReturnValue {
 	switch op {
 	case "claim":
 		return types.ReturnValueAllOld
-	case "count_parents":
+	case "count_parents", "add_dependent":
 		return types.ReturnValueAllNew
 	}
 	return types.ReturnValueNone

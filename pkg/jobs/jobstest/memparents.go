@@ -9,21 +9,24 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
-// AddDependent records a dependent of an unfinished parent.
-func (m *MemStore) AddDependent(_ context.Context, parentID string, d driver.DependentOf) error {
+// AddDependent records a dependent of a parent that has not succeeded.
+func (m *MemStore) AddDependent(_ context.Context, parentID string, d driver.DependentOf) (*driver.Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.live(parentID)
 	if !ok || p.Owner != d.Owner {
-		return jobs.ErrNotFound
+		return nil, jobs.ErrNotFound
 	}
-	if p.Status.Final() {
-		return &driver.ConflictError{Err: driver.ErrFinished, Current: clone(p)}
-	}
-	if !slices.Contains(p.Dependents, d.Dependent) {
+	switch {
+	case p.Status == jobs.StatusSucceeded:
+		return nil, &driver.ConflictError{Err: driver.ErrFinished, Current: clone(p)}
+	case slices.Contains(p.Dependents, d.Dependent):
+	case len(p.Dependents) >= d.Max:
+		return nil, &driver.ConflictError{Err: driver.ErrDependentsFull, Current: clone(p)}
+	default:
 		p.Dependents = append(p.Dependents, d.Dependent)
 	}
-	return nil
+	return clone(p), nil
 }
 
 // waiting returns the job id while it waits on its parents.
@@ -46,13 +49,19 @@ func (m *MemStore) CountParents(_ context.Context, id string, c driver.ParentCou
 	if err != nil {
 		return nil, err
 	}
+	if c.Await && len(r.ParentsDone) != c.Known {
+		return nil, &driver.ConflictError{Err: driver.ErrNotQueued, Current: clone(r)}
+	}
 	for _, n := range c.Done {
 		if !slices.Contains(r.ParentsDone, n) {
 			r.ParentsDone = append(r.ParentsDone, n)
 		}
 	}
 	slices.Sort(r.ParentsDone)
-	if c.Await {
+	switch {
+	case c.Await && c.Release != nil:
+		r.WaitingOn, r.SweepAt, r.UpdatedAt = "", c.Release.SweepAt, c.Release.At
+	case c.Await:
 		r.SweepAt = time.Time{}
 	}
 	return clone(r), nil

@@ -30,29 +30,39 @@ func (c suite) parents(t *testing.T) {
 	c.run(t, "DependentsAreRecordedOnUnfinishedParentsOnly", func(t *testing.T, s driver.Store, clock *Clock) {
 		now := clock.Now()
 		p := mustCreate(t, s, now)
-		d := driver.DependentOf{Owner: p.Owner, Dependent: driver.Dependent{JobID: wire.NewID(), Index: 3}}
+		d := driver.DependentOf{Owner: p.Owner, Max: 2, Dependent: driver.Dependent{JobID: wire.NewID(), Index: 3}}
 		for range 2 { // once however often
-			if err := s.AddDependent(ctx, p.ID, d); err != nil {
+			got, err := s.AddDependent(ctx, p.ID, d)
+			if err != nil {
 				t.Fatal(err)
+			}
+			if got.ID != p.ID || len(got.Dependents) != 1 {
+				t.Fatalf("AddDependent answered %+v, want the parent with its one dependent", got)
 			}
 		}
 		if got := mustGet(t, s, p.ID).Dependents; !slices.Equal(got, []driver.Dependent{d.Dependent}) {
 			t.Fatalf("dependents %v, want %v once", got, d.Dependent)
 		}
-		if err := s.AddDependent(ctx, p.ID, driver.DependentOf{Owner: "someone else", Dependent: d.Dependent}); !errors.Is(err, jobs.ErrNotFound) {
+		if _, err := s.AddDependent(ctx, p.ID, driver.DependentOf{Owner: "someone else", Max: 2, Dependent: d.Dependent}); !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("another owner's parent: %v, want ErrNotFound", err)
 		}
-		if err := s.AddDependent(ctx, wire.NewID(), d); !errors.Is(err, jobs.ErrNotFound) {
+		if _, err := s.AddDependent(ctx, wire.NewID(), d); !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("no such parent: %v, want ErrNotFound", err)
 		}
 		// Running: still recorded.
 		_, token := mustClaim(t, s, p.ID, now)
-		d2 := driver.DependentOf{Owner: p.Owner, Dependent: driver.Dependent{JobID: wire.NewID(), Index: 0}}
-		if err := s.AddDependent(ctx, p.ID, d2); err != nil {
+		d2 := driver.DependentOf{Owner: p.Owner, Max: 2, Dependent: driver.Dependent{JobID: wire.NewID(), Index: 0}}
+		if _, err := s.AddDependent(ctx, p.ID, d2); err != nil {
 			t.Fatal(err)
 		}
+		// Max reached: a third is refused, a repeat of one recorded is not.
+		_, err := s.AddDependent(ctx, p.ID, driver.DependentOf{Owner: p.Owner, Max: 2, Dependent: driver.Dependent{JobID: wire.NewID()}})
+		wantConflict(t, err, driver.ErrDependentsFull, jobs.StatusRunning)
+		if _, err := s.AddDependent(ctx, p.ID, d2); err != nil {
+			t.Fatalf("a repeat at the most dependents: %v", err)
+		}
 		// The final write is conditional on the dependents its writer knows.
-		err := s.Finish(ctx, p.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: now, ExpiresAt: now.Add(time.Hour), Dependents: 1})
+		err = s.Finish(ctx, p.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: now, ExpiresAt: now.Add(time.Hour), Dependents: 1})
 		wantConflict(t, err, jobs.ErrLostClaim, jobs.StatusRunning)
 		var ce *driver.ConflictError
 		errors.As(err, &ce)
@@ -62,13 +72,22 @@ func (c suite) parents(t *testing.T) {
 		if err := s.Finish(ctx, p.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: now, ExpiresAt: now.Add(time.Hour), Dependents: 2}); err != nil {
 			t.Fatal(err)
 		}
-		err = s.AddDependent(ctx, p.ID, d2)
+		_, err = s.AddDependent(ctx, p.ID, d2)
 		wantConflict(t, err, driver.ErrFinished, jobs.StatusSucceeded)
+		// A failed parent records a dependent: its retry's outcome reaches it.
+		f := mustCreate(t, s, now)
+		_, ftoken := mustClaim(t, s, f.ID, now)
+		if err := s.Finish(ctx, f.ID, ftoken, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.AddDependent(ctx, f.ID, driver.DependentOf{Owner: f.Owner, Max: 2, Dependent: driver.Dependent{JobID: wire.NewID()}}); err != nil || got.Status != jobs.StatusFailed || len(got.Dependents) != 1 {
+			t.Fatalf("a dependent of a failed parent: %+v %v, want recorded, the parent failed", got, err)
+		}
 	})
 	c.run(t, "ACancelIsConditionalOnTheDependentsAndKeepsItsCode", func(t *testing.T, s driver.Store, clock *Clock) {
 		now := clock.Now()
 		rec := mustWaiting(t, s, now, wire.NewID())
-		if err := s.AddDependent(ctx, rec.ID, driver.DependentOf{Owner: rec.Owner, Dependent: driver.Dependent{JobID: wire.NewID()}}); err != nil {
+		if _, err := s.AddDependent(ctx, rec.ID, driver.DependentOf{Owner: rec.Owner, Max: 2, Dependent: driver.Dependent{JobID: wire.NewID()}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.CountParents(ctx, rec.ID, driver.ParentCount{Await: true, At: now}); err != nil {
@@ -109,6 +128,9 @@ func (c suite) parents(t *testing.T) {
 		rec := mustWaiting(t, s, now, wire.NewID(), wire.NewID())
 		_, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "t", At: now, LeaseUntil: now.Add(time.Minute)})
 		wantConflict(t, err, driver.ErrNotQueued, jobs.StatusQueued)
+		// Await is conditional on the counts its writer read.
+		_, err = s.CountParents(ctx, rec.ID, driver.ParentCount{Done: []int{1}, Await: true, Known: 1, At: now})
+		wantConflict(t, err, driver.ErrNotQueued, jobs.StatusQueued)
 		got, err := s.CountParents(ctx, rec.ID, driver.ParentCount{Done: []int{1}, Await: true, At: now})
 		if err != nil {
 			t.Fatal(err)
@@ -139,6 +161,15 @@ func (c suite) parents(t *testing.T) {
 		}
 		if _, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "t", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
 			t.Fatalf("claim of the released job: %v", err)
+		}
+		// Counted and released in one write.
+		one := mustWaiting(t, s, now, wire.NewID())
+		rel, err := s.CountParents(ctx, one.ID, driver.ParentCount{Done: []int{0}, Await: true, Release: &driver.ReleaseParents{At: now, SweepAt: sweep}, At: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rel.WaitingOn != "" || !rel.SweepAt.Equal(sweep) || rel.ParentsLeft() != 0 {
+			t.Fatalf("counted and released: waiting %q sweep %v left %d", rel.WaitingOn, rel.SweepAt, rel.ParentsLeft())
 		}
 	})
 }
