@@ -424,31 +424,26 @@ func (s *Store) getMany(ctx context.Context, ids []string) (map[string]*driver.R
 // policy counts from there (AttemptBase). A job whose last run's handler
 // was abandoned keeps its lease until it ends: not before then.
 func (s *Store) Resubmit(ctx context.Context, id string, r driver.Resubmit) error {
-	upd := moveUnfinished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusQueued))), AttrQueued, AttrRunning).
-		Set(expression.Name(attrAttemptBase), expression.Name(attrAttempt)).
-		Remove(expression.Name(attrDispatches)).
-		Remove(expression.Name(attrLease)).
-		Set(expression.Name(attrUpdated), expression.Value(ms(r.At))).
-		Set(expression.Name(attrRunAt), expression.Value(ms(r.At))).
-		Set(expression.Name(AttrSweepShard), expression.Value(ShardOf(id))).
-		Set(expression.Name(AttrSweepAt), expression.Value(ms(r.SweepAt))).
-		Set(expression.Name(attrLastError), expression.IfNotExists(expression.Name(attrErrorCode), expression.Value(string(jobs.StatusCancelled)))).
-		Remove(expression.Name(AttrAttention)).
-		Remove(expression.Name(AttrExpires)).
-		Remove(expression.Name(attrFinished)).
-		Remove(expression.Name(attrErrorCode)).
-		Remove(expression.Name(attrResult)).
-		Remove(expression.Name(attrCancel)).
-		Remove(expression.Name(attrCancelledBy))
+	e := newExpr()
+	at := e.vn(ms(r.At))
+	e.setTo(attrStatus, e.vs(string(jobs.StatusQueued)))
+	e.moveUnfinished(AttrQueued, AttrRunning)
+	e.setTo(attrAttemptBase, e.n(attrAttempt))
+	e.setTo(attrUpdated, at)
+	e.setTo(attrRunAt, at)
+	e.setTo(AttrSweepShard, e.vs(ShardOf(id)))
+	e.setTo(AttrSweepAt, e.vn(ms(r.SweepAt)))
+	e.setTo(attrLastError, e.ifNotExists(attrErrorCode, e.vs(string(jobs.StatusCancelled))))
+	e.del(attrDispatches, attrLease, AttrAttention, AttrExpires, attrFinished, attrErrorCode, attrResult, attrCancel, attrCancelledBy)
 	if r.WaitingOn != "" {
-		upd = upd.Set(expression.Name(attrWaitingOn), expression.Value(r.WaitingOn))
+		e.setTo(attrWaitingOn, e.vs(r.WaitingOn))
 	}
-	cond := expression.Or(statusIs(jobs.StatusFailed), statusIs(jobs.StatusCancelled)).
-		And(expression.AttributeNotExists(expression.Name("batch_id"))).
-		And(expression.AttributeNotExists(expression.Name(attrAfter))).
-		And(expression.Or(expression.AttributeNotExists(expression.Name(attrLease)),
-			expression.Name(attrLease).LessThanEqual(expression.Value(ms(r.At)))))
-	_, err := s.update(ctx, id, change{op: "resubmit", upd: upd, cond: cond, sentinel: jobs.ErrNotResubmittable})
+	failed, cancelled := e.vs(string(jobs.StatusFailed)), e.vs(string(jobs.StatusCancelled))
+	e.when(e.n(attrStatus) + " = " + failed + " OR " + e.n(attrStatus) + " = " + cancelled)
+	e.when("attribute_not_exists(" + e.n("batch_id") + ")")
+	e.when("attribute_not_exists(" + e.n(attrAfter) + ")")
+	e.when("attribute_not_exists(" + e.n(attrLease) + ") OR " + e.n(attrLease) + " <= " + at)
+	_, err := s.update(ctx, id, change{op: "resubmit", raw: e, sentinel: jobs.ErrNotResubmittable})
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -408,6 +409,7 @@ type change struct {
 	token    string
 	upd      expression.UpdateBuilder
 	cond     expression.ConditionBuilder
+	raw      *expr // instead of upd and cond: the writes every job makes
 	sentinel error
 }
 
@@ -415,21 +417,25 @@ type change struct {
 // claim; nothing for the others).
 func (s *Store) update(ctx context.Context, id string, c change) (map[string]types.AttributeValue, error) {
 	op := c.op
-	expr, err := expression.NewBuilder().WithUpdate(c.upd).WithCondition(c.cond).Build()
-	if err != nil {
-		return nil, err
-	}
-	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+	in := &dynamodb.UpdateItemInput{
 		TableName:                           s.table,
 		Key:                                 key(id),
-		UpdateExpression:                    expr.Update(),
-		ConditionExpression:                 expr.Condition(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
 		ReturnValues:                        returnValues(op),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		ReturnConsumedCapacity:              s.capacity(),
-	})
+	}
+	if c.raw != nil {
+		in.UpdateExpression, in.ConditionExpression = c.raw.update(), c.raw.condition()
+		in.ExpressionAttributeNames, in.ExpressionAttributeValues = c.raw.names, c.raw.values
+	} else {
+		built, err := expression.NewBuilder().WithUpdate(c.upd).WithCondition(c.cond).Build()
+		if err != nil {
+			return nil, err
+		}
+		in.UpdateExpression, in.ConditionExpression = built.Update(), built.Condition()
+		in.ExpressionAttributeNames, in.ExpressionAttributeValues = built.Names(), built.Values()
+	}
+	out, err := s.updateItem(ctx, in)
 	if old, ok := conditionFailed(err); ok {
 		return nil, s.conflictFor(c.sentinel, c.token, old)
 	}
@@ -454,44 +460,36 @@ func statusIs(st jobs.Status) expression.ConditionBuilder {
 	return expression.Name(attrStatus).Equal(expression.Value(string(st)))
 }
 
-func runningUnder(token string) expression.ConditionBuilder {
-	return statusIs(jobs.StatusRunning).And(expression.Name(attrToken).Equal(expression.Value(token)))
-}
-
-// notCancelled adds "and no cancel was requested".
-func notCancelled(c expression.ConditionBuilder) expression.ConditionBuilder {
-	return c.And(expression.AttributeNotExists(expression.Name(attrCancel)))
-}
-
 // Claim moves a queued job to running under c, and out of WaitingIndex
 // (what it waited on is removed with its queued key, so no later write
 // of the job touches that index's keys while it is in neither). It asks
 // for the item as it was (ALL_OLD, no read unit) and returns it as the
 // claim made it, saying what it waited on.
 func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
-	upd := moveUnfinished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusRunning))), AttrRunning, AttrQueued).
-		Set(expression.Name(attrToken), expression.Value(c.Token)).
-		Set(expression.Name(attrLease), expression.Value(ms(c.LeaseUntil))).
-		Set(expression.Name(attrStarted), expression.Value(ms(c.At))).
-		Set(expression.Name(attrFirstStarted), expression.IfNotExists(expression.Name(attrFirstStarted), expression.Value(ms(c.At)))).
-		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
-		Add(expression.Name(attrAttempt), expression.Value(1)).
-		Remove(expression.Name(attrWaitingOn))
-	due := expression.AttributeNotExists(expression.Name(attrRunAt)).
-		Or(expression.Name(attrRunAt).LessThanEqual(expression.Value(ms(c.At))))
+	e := newExpr()
+	at := e.vn(ms(c.At))
+	e.setTo(attrStatus, e.vs(string(jobs.StatusRunning)))
+	e.moveUnfinished(AttrRunning, AttrQueued)
+	e.setTo(attrToken, e.vs(c.Token))
+	e.setTo(attrLease, e.vn(ms(c.LeaseUntil)))
+	e.setTo(attrStarted, at)
+	e.setTo(attrFirstStarted, e.ifNotExists(attrFirstStarted, at))
+	e.setTo(attrUpdated, at)
+	e.del(attrWaitingOn)
+	e.add = append(e.add, e.n(attrAttempt)+" "+e.vn(1))
+	e.when(e.n(attrStatus) + " = " + e.vs(string(jobs.StatusQueued)))
+	e.when("attribute_not_exists(" + e.n(attrRunAt) + ") OR " + e.n(attrRunAt) + " <= " + at)
 	// A job that waits on its parents is not claimed (a message of it
 	// that came anyway finds it so).
-	free := expression.AttributeNotExists(expression.Name(attrWaitingOn)).
-		Or(expression.Name(attrWaitingOn).NotEqual(expression.Value(driver.WaitParents)))
-	cond := statusIs(jobs.StatusQueued).And(due).And(free)
+	e.when("attribute_not_exists(" + e.n(attrWaitingOn) + ") OR " + e.n(attrWaitingOn) + " <> " + e.vs(driver.WaitParents))
 	if len(c.SkipKinds) > 0 {
-		kinds := make([]expression.OperandBuilder, len(c.SkipKinds))
+		kinds := make([]string, len(c.SkipKinds))
 		for i, k := range c.SkipKinds {
-			kinds[i] = expression.Value(k)
+			kinds[i] = e.vs(k)
 		}
-		cond = cond.And(expression.Not(expression.Name(attrKind).In(kinds[0], kinds[1:]...)))
+		e.when("NOT (" + e.n(attrKind) + " IN (" + strings.Join(kinds, ", ") + "))")
 	}
-	av, err := s.update(ctx, id, change{op: "claim", upd: upd, cond: cond, sentinel: driver.ErrNotQueued})
+	av, err := s.update(ctx, id, change{op: "claim", raw: e, sentinel: driver.ErrNotQueued})
 	if err != nil {
 		return nil, err
 	}
@@ -511,20 +509,26 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 
 // Publish stores a partial result of the run named by token.
 func (s *Store) Publish(ctx context.Context, id, token string, result []byte, at time.Time) error {
-	upd := expression.Set(expression.Name(attrResult), expression.Value(string(result))).
-		Set(expression.Name(attrUpdated), expression.Value(ms(at)))
-	_, err := s.update(ctx, id, change{op: "publish", token: token, upd: upd, cond: notCancelled(runningUnder(token)), sentinel: jobs.ErrLostClaim})
+	e := newExpr()
+	e.setTo(attrResult, e.vs(string(result)))
+	e.setTo(attrUpdated, e.vn(ms(at)))
+	e.runningUnder(token)
+	e.notCancelled()
+	_, err := s.update(ctx, id, change{op: "publish", token: token, raw: e, sentinel: jobs.ErrLostClaim})
 	return err
 }
 
 // Heartbeat extends the lease of the run named by token.
 func (s *Store) Heartbeat(ctx context.Context, id, token string, hb driver.Heartbeat) error {
-	upd := expression.Set(expression.Name(attrLease), expression.Value(ms(hb.LeaseUntil))).
-		Set(expression.Name(attrUpdated), expression.Value(ms(hb.At)))
+	e := newExpr()
+	e.setTo(attrLease, e.vn(ms(hb.LeaseUntil)))
+	e.setTo(attrUpdated, e.vn(ms(hb.At)))
 	if !hb.SweepAt.IsZero() {
-		upd = upd.Set(expression.Name(AttrSweepAt), expression.Value(ms(hb.SweepAt)))
+		e.setTo(AttrSweepAt, e.vn(ms(hb.SweepAt)))
 	}
-	_, err := s.update(ctx, id, change{op: "heartbeat", token: token, upd: upd, cond: notCancelled(runningUnder(token)), sentinel: jobs.ErrLostClaim})
+	e.runningUnder(token)
+	e.notCancelled()
+	_, err := s.update(ctx, id, change{op: "heartbeat", token: token, raw: e, sentinel: jobs.ErrLostClaim})
 	return err
 }
 
@@ -533,10 +537,13 @@ func (s *Store) Checkpoint(ctx context.Context, id, token string, c driver.Check
 	if len(c.Data) > driver.MaxCheckpointBytes {
 		return fmt.Errorf("dynamostore: checkpoint of %d bytes, over %d", len(c.Data), driver.MaxCheckpointBytes)
 	}
-	upd := expression.Set(expression.Name(attrCheckpoint), expression.Value(c.Data)).
-		Set(expression.Name(attrLease), expression.Value(ms(c.LeaseUntil))).
-		Set(expression.Name(attrUpdated), expression.Value(ms(c.At)))
-	_, err := s.update(ctx, id, change{op: "checkpoint", token: token, upd: upd, cond: notCancelled(runningUnder(token)), sentinel: jobs.ErrLostClaim})
+	e := newExpr()
+	e.setTo(attrCheckpoint, e.v(&types.AttributeValueMemberB{Value: c.Data}))
+	e.setTo(attrLease, e.vn(ms(c.LeaseUntil)))
+	e.setTo(attrUpdated, e.vn(ms(c.At)))
+	e.runningUnder(token)
+	e.notCancelled()
+	_, err := s.update(ctx, id, change{op: "checkpoint", token: token, raw: e, sentinel: jobs.ErrLostClaim})
 	return err
 }
 
@@ -545,89 +552,40 @@ func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) 
 	if !o.Status.Final() {
 		return fmt.Errorf("dynamostore: finish: status %q is not final", o.Status)
 	}
-	upd := finished(expression.Set(expression.Name(attrStatus), expression.Value(string(o.Status)))).
-		Set(expression.Name(attrUpdated), expression.Value(ms(o.At))).
-		Set(expression.Name(attrFinished), expression.Value(ms(o.At))).
-		Remove(expression.Name(attrToken))
+	e := newExpr()
+	at := e.vn(ms(o.At))
+	e.setTo(attrStatus, e.vs(string(o.Status)))
+	e.setTo(attrUpdated, at)
+	e.setTo(attrFinished, at)
+	e.finished()
+	e.del(attrToken)
 	if !o.KeepLease {
-		upd = upd.Remove(expression.Name(attrLease))
+		e.del(attrLease)
 	}
-	upd = afterOutcome(upd, id, o.At, o.After)
+	e.afterOutcome(id, at, o.After)
 	if !o.ExpiresAt.IsZero() {
-		upd = upd.Set(expression.Name(AttrExpires), expression.Value(o.ExpiresAt.Unix()))
+		e.setTo(AttrExpires, e.vn(o.ExpiresAt.Unix()))
 	}
 	if o.Result != nil {
-		upd = upd.Set(expression.Name(attrResult), expression.Value(string(o.Result)))
+		e.setTo(attrResult, e.vs(string(o.Result)))
 	}
 	if o.Code != "" {
-		upd = upd.Set(expression.Name(attrErrorCode), expression.Value(o.Code))
+		e.setTo(attrErrorCode, e.vs(o.Code))
 	}
 	if o.Status == jobs.StatusFailed || o.Status == jobs.StatusCancelled {
-		upd = needsAttention(upd)
+		e.needsAttention()
 	}
-	cond := runningUnder(token)
+	e.runningUnder(token)
 	if o.Status != jobs.StatusCancelled {
-		cond = notCancelled(cond)
+		e.notCancelled()
 	}
 	if !o.LeaseExpiredBy.IsZero() {
-		cond = cond.And(expression.Name(attrLease).LessThanEqual(expression.Value(ms(o.LeaseExpiredBy))))
+		e.when(e.n(attrLease) + " <= " + e.vn(ms(o.LeaseExpiredBy)))
 	}
-	upd, cond = countOutcome(upd, cond, o.Seq)
-	cond = cond.And(hasDependents(o.Dependents))
-	_, err := s.update(ctx, id, change{op: "finish", token: token, upd: upd, cond: cond, sentinel: jobs.ErrLostClaim})
+	e.countOutcome(o.Seq)
+	e.hasDependents(o.Dependents)
+	_, err := s.update(ctx, id, change{op: "finish", token: token, raw: e, sentinel: jobs.ErrLostClaim})
 	return err
-}
-
-// hasDependents is the condition that the job has n dependents: a final
-// write is conditional on the dependents its writer knows (no byte is
-// written for it, and a plain job's condition is one attribute_not_exists).
-func hasDependents(n int) expression.ConditionBuilder {
-	if n == 0 {
-		return expression.AttributeNotExists(expression.Name(attrDependents))
-	}
-	return expression.Name(attrDependents).Size().Equal(expression.Value(n))
-}
-
-// moveUnfinished puts the job in the unfinished index keyed by to (its
-// key copied from AttrListOwner; "-", never listed, for a job stored
-// without an owner) and out of the one keyed by from.
-func moveUnfinished(upd expression.UpdateBuilder, to, from string) expression.UpdateBuilder {
-	return upd.Set(expression.Name(to), expression.IfNotExists(expression.Name(AttrListOwner), expression.Value("-"))).
-		Remove(expression.Name(from))
-}
-
-// finished takes a job out of both unfinished indexes.
-func finished(upd expression.UpdateBuilder) expression.UpdateBuilder {
-	return upd.Remove(expression.Name(AttrQueued)).Remove(expression.Name(AttrRunning)).Remove(expression.Name(attrWaitingOn))
-}
-
-// afterOutcome ends a job's sweep schedule at its final write, or, when
-// steps follow the outcome, keeps it (the sweeper runs them if their
-// runner dies) and records them: no index write either way beyond the
-// entry's removal a plain job pays too (now or at DoneAfter).
-func afterOutcome(upd expression.UpdateBuilder, id string, at time.Time, steps []string) expression.UpdateBuilder {
-	if len(steps) == 0 {
-		return upd.Remove(expression.Name(AttrSweepShard)).Remove(expression.Name(AttrSweepAt))
-	}
-	// A job out of the sweep schedule (one that waited on its parents)
-	// goes back in it while its steps are pending: one index write, only
-	// for such a job.
-	return upd.Set(expression.Name(attrAfter), expression.Value(&types.AttributeValueMemberSS{Value: steps})).
-		Set(expression.Name(AttrSweepShard), expression.IfNotExists(expression.Name(AttrSweepShard), expression.Value(ShardOf(id)))).
-		Set(expression.Name(AttrSweepAt), expression.IfNotExists(expression.Name(AttrSweepAt), expression.Value(ms(at))))
-}
-
-// countOutcome makes a final write count outcome seq (0: none, and no
-// byte written): it sets the count, conditional on the previous one.
-func countOutcome(upd expression.UpdateBuilder, cond expression.ConditionBuilder, seq int) (expression.UpdateBuilder, expression.ConditionBuilder) {
-	if seq <= 0 {
-		return upd, cond
-	}
-	prev := expression.AttributeNotExists(expression.Name(attrOutcomes))
-	if seq > 1 {
-		prev = expression.Name(attrOutcomes).Equal(expression.Value(seq - 1))
-	}
-	return upd.Set(expression.Name(attrOutcomes), expression.Value(seq)), cond.And(prev)
 }
 
 // DoneAfter clears a final job's post-outcome steps and its sweep
@@ -645,63 +603,70 @@ func (s *Store) DoneAfter(ctx context.Context, id string) error {
 
 // Requeue sends the run named by token back to the queue for a retry.
 func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue) error {
-	upd := moveUnfinished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusQueued))), AttrQueued, AttrRunning).
-		Set(expression.Name(attrUpdated), expression.Value(ms(r.At))).
-		Set(expression.Name(attrRunAt), expression.Value(ms(r.RunAt))).
-		Set(expression.Name(AttrSweepShard), expression.Value(ShardOf(id))).
-		Set(expression.Name(AttrSweepAt), expression.Value(ms(r.SweepAt))).
-		Remove(expression.Name(attrToken)).
-		Remove(expression.Name(attrLease)).
-		Remove(expression.Name(attrDispatches))
+	e := newExpr()
+	e.setTo(attrStatus, e.vs(string(jobs.StatusQueued)))
+	e.moveUnfinished(AttrQueued, AttrRunning)
+	e.setTo(attrUpdated, e.vn(ms(r.At)))
+	e.setTo(attrRunAt, e.vn(ms(r.RunAt)))
+	e.setTo(AttrSweepShard, e.vs(ShardOf(id)))
+	e.setTo(AttrSweepAt, e.vn(ms(r.SweepAt)))
+	e.del(attrToken, attrLease, attrDispatches)
 	if r.LastError != "" {
-		upd = upd.Set(expression.Name(attrLastError), expression.Value(r.LastError))
+		e.setTo(attrLastError, e.vs(r.LastError))
 	}
+	// A continuation or a park does not spend the attempt its claim
+	// counted.
+	attempt := int64(0)
 	if r.Continue {
-		upd = upd.Add(expression.Name(attrAttempt), expression.Value(-1)).
-			Add(expression.Name(attrContinuations), expression.Value(1))
+		attempt--
+		e.add = append(e.add, e.n(attrContinuations)+" "+e.vn(1))
 	}
 	if r.Checkpoint != nil {
-		upd = upd.Set(expression.Name(attrCheckpoint), expression.Value(r.Checkpoint))
+		e.setTo(attrCheckpoint, e.v(&types.AttributeValueMemberB{Value: r.Checkpoint}))
 	}
 	if r.WaitingOn != "" {
-		upd = upd.Add(expression.Name(attrAttempt), expression.Value(-1)).Set(expression.Name(attrWaitingOn), expression.Value(r.WaitingOn))
+		attempt--
+		e.setTo(attrWaitingOn, e.vs(r.WaitingOn))
 	} else {
-		upd = upd.Remove(expression.Name(attrWaitingOn))
+		e.del(attrWaitingOn)
+	}
+	if attempt != 0 {
+		e.add = append(e.add, e.n(attrAttempt)+" "+e.vn(attempt))
 	}
 	if r.Unstart {
-		upd = upd.Remove(expression.Name(attrFirstStarted)).Remove(expression.Name(attrStarted))
+		e.del(attrFirstStarted, attrStarted)
 	}
-	cond := notCancelled(runningUnder(token))
+	e.runningUnder(token)
+	e.notCancelled()
 	if !r.LeaseExpiredBy.IsZero() {
-		cond = cond.And(expression.Name(attrLease).LessThanEqual(expression.Value(ms(r.LeaseExpiredBy))))
+		e.when(e.n(attrLease) + " <= " + e.vn(ms(r.LeaseExpiredBy)))
 	}
-	_, err := s.update(ctx, id, change{op: "requeue", token: token, upd: upd, cond: cond, sentinel: jobs.ErrLostClaim})
+	_, err := s.update(ctx, id, change{op: "requeue", token: token, raw: e, sentinel: jobs.ErrLostClaim})
 	return err
-}
-
-// needsAttention puts a failed or cancelled job in the AttentionIndex: its
-// key is the owner's key the job was created with (a job stored without
-// one goes under "-", which nobody lists).
-func needsAttention(upd expression.UpdateBuilder) expression.UpdateBuilder {
-	return upd.Set(expression.Name(AttrAttention), expression.IfNotExists(expression.Name(AttrListOwner), expression.Value("-")))
 }
 
 // CancelQueued moves a queued job to cancelled and out of the sweep index
 // (or, with post-outcome steps, keeps it there until DoneAfter).
 func (s *Store) CancelQueued(ctx context.Context, id string, c driver.CancelQueued) error {
-	upd := needsAttention(afterOutcome(finished(expression.Set(expression.Name(attrStatus), expression.Value(string(jobs.StatusCancelled)))).
-		Set(expression.Name(attrUpdated), expression.Value(ms(c.At))).
-		Set(expression.Name(attrFinished), expression.Value(ms(c.At))).
-		Set(expression.Name(AttrExpires), expression.Value(c.ExpiresAt.Unix())), id, c.At, c.After))
+	e := newExpr()
+	at := e.vn(ms(c.At))
+	e.setTo(attrStatus, e.vs(string(jobs.StatusCancelled)))
+	e.finished()
+	e.setTo(attrUpdated, at)
+	e.setTo(attrFinished, at)
+	e.setTo(AttrExpires, e.vn(c.ExpiresAt.Unix()))
+	e.afterOutcome(id, at, c.After)
+	e.needsAttention()
 	if c.Code != "" {
-		upd = upd.Set(expression.Name(attrErrorCode), expression.Value(c.Code))
+		e.setTo(attrErrorCode, e.vs(c.Code))
 	}
 	if c.CancelledBy != "" {
-		upd = upd.Set(expression.Name(attrCancelledBy), expression.Value(c.CancelledBy))
+		e.setTo(attrCancelledBy, e.vs(c.CancelledBy))
 	}
-	upd, cond := countOutcome(upd, statusIs(jobs.StatusQueued), c.Seq)
-	cond = cond.And(hasDependents(c.Dependents))
-	_, err := s.update(ctx, id, change{op: "cancel", upd: upd, cond: cond, sentinel: driver.ErrNotQueued})
+	e.when(e.n(attrStatus) + " = " + e.vs(string(jobs.StatusQueued)))
+	e.countOutcome(c.Seq)
+	e.hasDependents(c.Dependents)
+	_, err := s.update(ctx, id, change{op: "cancel", raw: e, sentinel: driver.ErrNotQueued})
 	return err
 }
 
@@ -715,19 +680,19 @@ func (s *Store) RequestCancel(ctx context.Context, id string, at time.Time) erro
 
 // Reschedule moves the sweep time of a job still as expected.
 func (s *Store) Reschedule(ctx context.Context, id string, expect driver.Expect, at time.Time) error {
-	upd := expression.Set(expression.Name(AttrSweepAt), expression.Value(ms(at)))
-	var cond expression.ConditionBuilder
+	e := newExpr()
+	e.setTo(AttrSweepAt, e.vn(ms(at)))
 	switch expect.Status {
 	case jobs.StatusQueued:
-		upd = upd.Add(expression.Name(attrDispatches), expression.Value(1))
-		cond = statusIs(jobs.StatusQueued)
+		e.add = append(e.add, e.n(attrDispatches)+" "+e.vn(1))
+		e.when(e.n(attrStatus) + " = " + e.vs(string(jobs.StatusQueued)))
 	case jobs.StatusRunning:
-		cond = runningUnder(expect.Token)
+		e.runningUnder(expect.Token)
 	default:
 		return fmt.Errorf("dynamostore: reschedule: status %q has no sweep", expect.Status)
 	}
-	cond = cond.And(expression.AttributeExists(expression.Name(AttrSweepShard)))
-	_, err := s.update(ctx, id, change{op: "reschedule", upd: upd, cond: cond, sentinel: jobs.ErrLostClaim})
+	e.when("attribute_exists(" + e.n(AttrSweepShard) + ")")
+	_, err := s.update(ctx, id, change{op: "reschedule", raw: e, sentinel: jobs.ErrLostClaim})
 	return err
 }
 
