@@ -126,7 +126,7 @@ func TestBatchUnderThrottlesAndLostAnswers(t *testing.T) {
 			specs[i].Kind == "example.hash" && rec.Status != jobs.StatusSucceeded:
 			wrong++
 			if wrong <= 5 {
-				t.Errorf("job %d (%s) ended %s %q, not its handler's outcome", i, specs[i].Kind, rec.Status, rec.ErrorCode)
+				t.Errorf("job %d (%s) ended %s %q, not its handler's outcome; its log lines:\n%s", i, specs[i].Kind, rec.Status, rec.ErrorCode, linesNaming(&logs, id))
 			}
 		}
 	}
@@ -163,4 +163,16 @@ func (s *syncWriter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.(*bytes.Buffer).String()
+}
+
+// linesNaming is the stack's log lines that name id (no handler text is
+// ever logged), to tell why a job ended as it did.
+func linesNaming(logs *syncWriter, id string) string {
+	var out []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, id) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

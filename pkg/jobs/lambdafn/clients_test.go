@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/smithy-go"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -131,4 +133,48 @@ func sorted(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return out
+}
+
+// A throttled DynamoDB call is retried within the deadlines the calls run
+// under: no wait between tries is longer than dynamoMaxBackoff (the
+// client's default waits up to a second, then two, before retrying a
+// throttle: a 2 s final write's budget spent asleep), there are
+// dynamoMaxAttempts tries, and AWS_MAX_ATTEMPTS still sets their number.
+func TestDynamoDBRetriesFitTheDeadlines(t *testing.T) {
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
+	for _, tc := range []struct {
+		maxAttempts, want int
+	}{{0, dynamoMaxAttempts}, {3, 3}} {
+		d := &Deps{aws: aws.Config{Region: "us-east-1", RetryMaxAttempts: tc.maxAttempts}}
+		r := d.dynamo().Options().Retryer
+		if got := r.MaxAttempts(); got != tc.want {
+			t.Errorf("AWS_MAX_ATTEMPTS %d: %d tries, want %d", tc.maxAttempts, got, tc.want)
+		}
+		if !r.IsErrorRetryable(throttle) {
+			t.Fatal("a throttle is not retried")
+		}
+		var longest time.Duration
+		for range 200 {
+			for attempt := 1; attempt < r.MaxAttempts(); attempt++ {
+				delay, err := r.RetryDelay(attempt, throttle)
+				if err != nil {
+					t.Fatal(err)
+				}
+				longest = max(longest, delay)
+			}
+		}
+		if longest > dynamoMaxBackoff || longest < dynamoMaxBackoff/4 {
+			t.Errorf("longest wait before retrying a throttle %v, want up to %v", longest, dynamoMaxBackoff)
+		}
+	}
+	// What the client would do without: the reason for the retryer.
+	def := dynamodb.New(dynamodb.Options{Region: "us-east-1"}).Options().Retryer
+	var longest time.Duration
+	for range 200 {
+		delay, _ := def.RetryDelay(2, throttle)
+		longest = max(longest, delay)
+	}
+	if longest <= time.Second {
+		t.Errorf("the SDK's default waits at most %v before its second retry of a throttle: is this retryer still needed?", longest)
+	}
 }
