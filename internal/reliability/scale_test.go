@@ -309,7 +309,7 @@ func TestScaleOneOwner(t *testing.T) {
 	record(row{
 		Scenario: "scale", Load: fmt.Sprintf("one owner: a batch of %d jobs through the Go API and %d jobs over HTTP at once, at the rate this machine runs (%.0f jobs/s) standing for 10,000 jobs/s, 3 workers", n, m, rate),
 		Faults: fmt.Sprintf("DynamoDB's partition limits, scaled (%.1f write and %.1f read units/s per key), and transaction conflicts (partition model)", limits.WriteUnitsPerSecond, limits.ReadUnitsPerSecond),
-		Lost:   lost, Stuck: stuck, MaxSettle: settled, Bound: bound,
+		Lost:   lost, Stuck: stuck, MaxSettle: settled, Bound: bound.Round(time.Second),
 		Notes: fmt.Sprintf("%d requests throttled, %d transaction conflicts; every job ran once; key heat in [%s](%s)", report.Throttled, report.Conflicts, HeatReportFile, HeatReportFile),
 	})
 	t.Logf("key heat:\n%s", heat)
