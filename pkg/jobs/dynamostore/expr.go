@@ -9,14 +9,17 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// expr writes one UpdateItem's update and condition expressions for the
-// writes every job makes (its claim and its final write). The SDK's
-// expression.Builder, which the store's other writes use, builds a tree
-// and marshals each value by reflection: on the worker's path that was as
-// much CPU as the rest of the worker's own bookkeeping (BenchmarkOverhead's
-// profile). Here every attribute name is a placeholder (#n0, #n1, ...)
-// and every value an AttributeValue given as it is sent (:v0, :v1, ...),
-// so no name can collide with a reserved word and nothing is reflected.
+// expr writes one UpdateItem's update and condition expressions for a
+// job's own writes (its claim, partial results, heartbeats, checkpoints,
+// final write, requeue, the cancel of a queued job, a reschedule, a
+// resubmit). The SDK's expression.Builder, which the store's other writes
+// use, builds a tree and marshals each value by reflection: on the
+// worker's path that was a fifth of its CPU per job, as much as the rest of
+// the worker's own bookkeeping (BenchmarkOverhead's profile). Here every
+// attribute name is a placeholder (#n0, #n1, ...) and every value an
+// AttributeValue given as it is sent (:v0, :v1, ...), so no name can
+// collide with a reserved word and nothing is reflected. Conditions are
+// joined with AND, each in parentheses.
 type expr struct {
 	set, remove, add, cond []string
 	names                  map[string]string

@@ -409,7 +409,7 @@ type change struct {
 	token    string
 	upd      expression.UpdateBuilder
 	cond     expression.ConditionBuilder
-	raw      *expr // instead of upd and cond: the writes every job makes
+	raw      *expr // instead of upd and cond: a job's own writes (see expr)
 	sentinel error
 }
 
