@@ -62,7 +62,9 @@ func (d *Deps) dynamo() *dynamodb.Client {
 		// DynamoDB Local (an endpoint override) sends no response
 		// checksums.
 		o.DisableValidateResponseChecksum = o.BaseEndpoint != nil
-		o.Retryer = dynamoRetryer(d.aws.RetryMaxAttempts)
+		if d.aws.Retryer == nil { // a program's own (NewServiceWithConfig) stands
+			o.Retryer = dynamoRetryer(d.aws.RetryMaxAttempts)
+		}
 		instrument(d.tracing, &o.TracerProvider)
 	})
 }
@@ -77,10 +79,12 @@ func (d *Deps) dynamo() *dynamodb.Client {
 // at full size: one to three jobs in 1,000 with 5% of requests
 // throttled). Here a retry waits at most dynamoMaxBackoff (jittered,
 // doubling from 25 ms), over dynamoMaxAttempts tries, or
-// AWS_MAX_ATTEMPTS's; the caller's deadline ends them in any case. The
+// AWS_MAX_ATTEMPTS's; the caller's deadline ends them in any case (a
+// service's Retry-After header can stretch one wait). The
 // standard retryer's quota of retries stays, so a throttled table is not
 // retried ever harder. AWS_RETRY_MODE does not apply to DynamoDB: adaptive
-// mode's client-side rate limiter would sleep too.
+// mode's client-side rate limiter would sleep too. A configuration given
+// to NewServiceWithConfig with a Retryer of its own keeps it.
 const (
 	dynamoMaxAttempts = 6
 	dynamoMaxBackoff  = 200 * time.Millisecond

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/smithy-go"
@@ -166,6 +167,15 @@ func TestDynamoDBRetriesFitTheDeadlines(t *testing.T) {
 		if longest > dynamoMaxBackoff || longest < dynamoMaxBackoff/4 {
 			t.Errorf("longest wait before retrying a throttle %v, want up to %v", longest, dynamoMaxBackoff)
 		}
+	}
+	if got := dynamoRetryer(3).MaxAttempts(); got != 3 {
+		t.Errorf("dynamoRetryer(3): %d tries", got)
+	}
+	// A program's own retryer (NewServiceWithConfig) stands.
+	own := retry.AddWithMaxAttempts(retry.NewStandard(), 9)
+	d := &Deps{aws: aws.Config{Region: "us-east-1", Retryer: func() aws.Retryer { return own }}}
+	if got := d.dynamo().Options().Retryer.MaxAttempts(); got != 9 {
+		t.Errorf("a configuration's own retryer: %d tries, want its 9", got)
 	}
 	// What the client would do without: the reason for the retryer.
 	def := dynamodb.New(dynamodb.Options{Region: "us-east-1"}).Options().Retryer
