@@ -27,8 +27,9 @@ type Deadlines struct {
 	// Reserve is how long before the Lambda deadline the handler's context
 	// ends. Must be at least FinalWrite + Safety.
 	Reserve time.Duration
-	// FinalWrite bounds the final conditional write (with the SDK's retries
-	// and the store's retries of transaction conflicts).
+	// FinalWrite bounds the final conditional write (with the SDK's retries,
+	// whose waits lambdafn keeps short enough to fit, and the store's
+	// retries of transaction conflicts).
 	FinalWrite time.Duration
 	// Call bounds each other AWS call on the worker's path: the claim, the
 	// create of a job from a foreign message, a re-send, a cancel check, a

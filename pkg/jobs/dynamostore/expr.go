@@ -63,6 +63,18 @@ func (e *expr) del(names ...string) {
 }
 func (e *expr) when(c string) { e.cond = append(e.cond, c) }
 
+// addTo adds n to the number attribute name (ADD).
+func (e *expr) addTo(name string, n int64) { e.add = append(e.add, e.n(name)+" "+e.vn(n)) }
+
+// notExists is attribute_not_exists(name).
+func (e *expr) notExists(name string) string { return "attribute_not_exists(" + e.n(name) + ")" }
+
+// statusIs is the condition that the job's status is st.
+func (e *expr) statusIs(st jobs.Status) string { return e.n(attrStatus) + " = " + e.vs(string(st)) }
+
+// leaseEndedBy adds the condition that the run's lease ended by t (ms).
+func (e *expr) leaseEndedBy(t int64) { e.when(e.n(attrLease) + " <= " + e.vn(t)) }
+
 // ifNotExists is if_not_exists(name, value).
 func (e *expr) ifNotExists(name, value string) string {
 	return "if_not_exists(" + e.n(name) + ", " + value + ")"
@@ -70,7 +82,7 @@ func (e *expr) ifNotExists(name, value string) string {
 
 // runningUnder is the condition runningUnder builds for the SDK's builder.
 func (e *expr) runningUnder(token string) {
-	e.when(e.n(attrStatus) + " = " + e.vs(string(jobs.StatusRunning)))
+	e.when(e.statusIs(jobs.StatusRunning))
 	e.when(e.n(attrToken) + " = " + e.vs(token))
 }
 
@@ -103,7 +115,7 @@ func (e *expr) condition() *string {
 }
 
 // notCancelled adds "and no cancel was requested".
-func (e *expr) notCancelled() { e.when("attribute_not_exists(" + e.n(attrCancel) + ")") }
+func (e *expr) notCancelled() { e.when(e.notExists(attrCancel)) }
 
 // moveUnfinished puts the job in the unfinished index keyed by to (its
 // key copied from AttrListOwner; "-", never listed, for a job stored
@@ -149,7 +161,7 @@ func (e *expr) countOutcome(seq int) {
 	if seq > 1 {
 		e.when(e.n(attrOutcomes) + " = " + e.vn(int64(seq-1)))
 	} else {
-		e.when("attribute_not_exists(" + e.n(attrOutcomes) + ")")
+		e.when(e.notExists(attrOutcomes))
 	}
 }
 
@@ -158,7 +170,7 @@ func (e *expr) countOutcome(seq int) {
 // written for it, and a plain job's condition is one attribute_not_exists).
 func (e *expr) hasDependents(n int) {
 	if n == 0 {
-		e.when("attribute_not_exists(" + e.n(attrDependents) + ")")
+		e.when(e.notExists(attrDependents))
 		return
 	}
 	e.when("size(" + e.n(attrDependents) + ") = " + e.vn(int64(n)))

@@ -438,11 +438,10 @@ func (s *Store) Resubmit(ctx context.Context, id string, r driver.Resubmit) erro
 	if r.WaitingOn != "" {
 		e.setTo(attrWaitingOn, e.vs(r.WaitingOn))
 	}
-	failed, cancelled := e.vs(string(jobs.StatusFailed)), e.vs(string(jobs.StatusCancelled))
-	e.when(e.n(attrStatus) + " = " + failed + " OR " + e.n(attrStatus) + " = " + cancelled)
-	e.when("attribute_not_exists(" + e.n("batch_id") + ")")
-	e.when("attribute_not_exists(" + e.n(attrAfter) + ")")
-	e.when("attribute_not_exists(" + e.n(attrLease) + ") OR " + e.n(attrLease) + " <= " + at)
+	e.when(e.statusIs(jobs.StatusFailed) + " OR " + e.statusIs(jobs.StatusCancelled))
+	e.when(e.notExists("batch_id"))
+	e.when(e.notExists(attrAfter))
+	e.when(e.notExists(attrLease) + " OR " + e.n(attrLease) + " <= " + at)
 	_, err := s.update(ctx, id, change{op: "resubmit", raw: e, sentinel: jobs.ErrNotResubmittable})
 	return err
 }

@@ -476,12 +476,12 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 	e.setTo(attrFirstStarted, e.ifNotExists(attrFirstStarted, at))
 	e.setTo(attrUpdated, at)
 	e.del(attrWaitingOn)
-	e.add = append(e.add, e.n(attrAttempt)+" "+e.vn(1))
-	e.when(e.n(attrStatus) + " = " + e.vs(string(jobs.StatusQueued)))
-	e.when("attribute_not_exists(" + e.n(attrRunAt) + ") OR " + e.n(attrRunAt) + " <= " + at)
+	e.addTo(attrAttempt, 1)
+	e.when(e.statusIs(jobs.StatusQueued))
+	e.when(e.notExists(attrRunAt) + " OR " + e.n(attrRunAt) + " <= " + at)
 	// A job that waits on its parents is not claimed (a message of it
 	// that came anyway finds it so).
-	e.when("attribute_not_exists(" + e.n(attrWaitingOn) + ") OR " + e.n(attrWaitingOn) + " <> " + e.vs(driver.WaitParents))
+	e.when(e.notExists(attrWaitingOn) + " OR " + e.n(attrWaitingOn) + " <> " + e.vs(driver.WaitParents))
 	if len(c.SkipKinds) > 0 {
 		kinds := make([]string, len(c.SkipKinds))
 		for i, k := range c.SkipKinds {
@@ -580,7 +580,7 @@ func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) 
 		e.notCancelled()
 	}
 	if !o.LeaseExpiredBy.IsZero() {
-		e.when(e.n(attrLease) + " <= " + e.vn(ms(o.LeaseExpiredBy)))
+		e.leaseEndedBy(ms(o.LeaseExpiredBy))
 	}
 	e.countOutcome(o.Seq)
 	e.hasDependents(o.Dependents)
@@ -619,7 +619,7 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 	attempt := int64(0)
 	if r.Continue {
 		attempt--
-		e.add = append(e.add, e.n(attrContinuations)+" "+e.vn(1))
+		e.addTo(attrContinuations, 1)
 	}
 	if r.Checkpoint != nil {
 		e.setTo(attrCheckpoint, e.v(&types.AttributeValueMemberB{Value: r.Checkpoint}))
@@ -631,7 +631,7 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 		e.del(attrWaitingOn)
 	}
 	if attempt != 0 {
-		e.add = append(e.add, e.n(attrAttempt)+" "+e.vn(attempt))
+		e.addTo(attrAttempt, attempt)
 	}
 	if r.Unstart {
 		e.del(attrFirstStarted, attrStarted)
@@ -639,7 +639,7 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 	e.runningUnder(token)
 	e.notCancelled()
 	if !r.LeaseExpiredBy.IsZero() {
-		e.when(e.n(attrLease) + " <= " + e.vn(ms(r.LeaseExpiredBy)))
+		e.leaseEndedBy(ms(r.LeaseExpiredBy))
 	}
 	_, err := s.update(ctx, id, change{op: "requeue", token: token, raw: e, sentinel: jobs.ErrLostClaim})
 	return err
@@ -663,7 +663,7 @@ func (s *Store) CancelQueued(ctx context.Context, id string, c driver.CancelQueu
 	if c.CancelledBy != "" {
 		e.setTo(attrCancelledBy, e.vs(c.CancelledBy))
 	}
-	e.when(e.n(attrStatus) + " = " + e.vs(string(jobs.StatusQueued)))
+	e.when(e.statusIs(jobs.StatusQueued))
 	e.countOutcome(c.Seq)
 	e.hasDependents(c.Dependents)
 	_, err := s.update(ctx, id, change{op: "cancel", raw: e, sentinel: driver.ErrNotQueued})
@@ -684,8 +684,8 @@ func (s *Store) Reschedule(ctx context.Context, id string, expect driver.Expect,
 	e.setTo(AttrSweepAt, e.vn(ms(at)))
 	switch expect.Status {
 	case jobs.StatusQueued:
-		e.add = append(e.add, e.n(attrDispatches)+" "+e.vn(1))
-		e.when(e.n(attrStatus) + " = " + e.vs(string(jobs.StatusQueued)))
+		e.addTo(attrDispatches, 1)
+		e.when(e.statusIs(jobs.StatusQueued))
 	case jobs.StatusRunning:
 		e.runningUnder(expect.Token)
 	default:
