@@ -17,10 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/lambdajobs/lambdajobs/internal/awscount"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
@@ -212,8 +210,8 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string, allE
 		h.bus = &localstack.EventBus{}
 		srv := httptest.NewServer(h.bus)
 		h.closers = append(h.closers, srv.Close)
-		client := eventbridge.New(eventbridge.Options{Region: localaws.Region, BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
-			Credentials: aws.AnonymousCredentials{}, APIOptions: []func(*middleware.Stack) error{h.counter.APIOption}})
+		client := eventbus.NewClient(aws.Config{Region: localaws.Region, BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
+			Credentials: aws.AnonymousCredentials{}, HTTPClient: h.counter.HTTPClient("EventBridge", nil)}, eventbus.ClientOptions{})
 		bus = eventbus.New(client, localstack.LocalEventBus, eventbus.Options{})
 	}
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("enqueue"),

@@ -5,9 +5,13 @@ package awscount
 
 import (
 	"context"
+	"net/http"
 	"sort"
+	"strings"
 	"sync"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go/middleware"
 )
@@ -64,4 +68,27 @@ func (c *Counter) Reset() {
 	c.mu.Lock()
 	c.counts = nil
 	c.mu.Unlock()
+}
+
+// HTTPClient counts the requests of a client that is not the SDK's (such
+// as internal/awsjson's, for EventBridge) as "service.Operation", the
+// operation read from the request's X-Amz-Target ("AWSEvents.PutEvents"),
+// then sends them with next (nil: the SDK's default HTTP client).
+func (c *Counter) HTTPClient(service string, next aws.HTTPClient) aws.HTTPClient {
+	if next == nil {
+		next = awshttp.NewBuildableClient()
+	}
+	return countingClient{c, service, next}
+}
+
+type countingClient struct {
+	c       *Counter
+	service string
+	next    aws.HTTPClient
+}
+
+func (cc countingClient) Do(req *http.Request) (*http.Response, error) {
+	_, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
+	cc.c.add(cc.service + "." + op)
+	return cc.next.Do(req)
 }

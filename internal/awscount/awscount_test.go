@@ -2,6 +2,8 @@ package awscount_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,5 +29,25 @@ func TestCountsEveryRequestByOperation(t *testing.T) {
 	c.Reset()
 	if len(c.Counts()) != 0 {
 		t.Fatal("Reset kept counts")
+	}
+}
+
+// A client that is not the SDK's is counted by its requests' target.
+func TestHTTPClientCountsByTarget(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer srv.Close()
+	var c awscount.Counter
+	hc := c.HTTPClient("EventBridge", nil)
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+		req.Header.Set("X-Amz-Target", "AWSEvents.PutEvents")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if got := c.Counts(); len(got) != 1 || got["EventBridge.PutEvents"] != 2 {
+		t.Fatalf("counts %v", got)
 	}
 }

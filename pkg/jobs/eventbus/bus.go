@@ -9,15 +9,74 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	smithytracing "github.com/aws/smithy-go/tracing"
 
+	"github.com/lambdajobs/lambdajobs/internal/awsjson"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
-// API is the part of the EventBridge client the bus uses.
+// API is EventBridge's PutEvents, as the bus calls it: a Client, or a
+// test's fake.
 type API interface {
-	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
+	PutEvents(ctx context.Context, in *PutEventsInput) (*PutEventsOutput, error)
+}
+
+// PutEventsInput is a PutEvents request: the fields of EventBridge's that
+// the bus sends.
+type PutEventsInput struct {
+	Entries []Entry `json:"Entries"`
+}
+
+// Entry is one event of a PutEvents request.
+type Entry struct {
+	Source       string `json:"Source"`
+	DetailType   string `json:"DetailType"`
+	Detail       string `json:"Detail"`
+	EventBusName string `json:"EventBusName"`
+	// Time is the event's time in seconds since the epoch (the JSON
+	// protocol's timestamps); 0 leaves it to EventBridge.
+	Time float64 `json:"Time,omitempty"`
+}
+
+// PutEventsOutput is PutEvents' answer: one result per entry, in order.
+type PutEventsOutput struct {
+	FailedEntryCount int      `json:"FailedEntryCount"`
+	Entries          []Result `json:"Entries"`
+}
+
+// Result is an entry's result: its event id, or the error that refused it.
+type Result struct {
+	EventID      string `json:"EventId,omitempty"`
+	ErrorCode    string `json:"ErrorCode,omitempty"`
+	ErrorMessage string `json:"ErrorMessage,omitempty"`
+}
+
+// Client is API over Amazon EventBridge. It signs and sends PutEvents
+// itself, with the SDK's signer, retryer and error types
+// (internal/awsjson): the SDK's EventBridge client would add its schemas'
+// initialisation to every cold start of the functions that link it.
+type Client struct{ c *awsjson.Client }
+
+// ClientOptions adjusts a Client.
+type ClientOptions struct {
+	// TracerProvider, when set, opens a span per PutEvents call.
+	TracerProvider smithytracing.TracerProvider
+}
+
+// NewClient returns a Client with cfg's region, credentials, endpoint
+// (AWS_ENDPOINT_URL_EVENTBRIDGE among the configuration's sources, or
+// BaseEndpoint), HTTP client and retry settings.
+func NewClient(cfg aws.Config, opts ClientOptions) *Client {
+	return &Client{awsjson.New(cfg, awsjson.EventBridge, func(o *awsjson.Options) { o.TracerProvider = opts.TracerProvider })}
+}
+
+// PutEvents sends one PutEvents request.
+func (c *Client) PutEvents(ctx context.Context, in *PutEventsInput) (*PutEventsOutput, error) {
+	out := &PutEventsOutput{}
+	if err := c.c.Call(ctx, "PutEvents", in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // PutEvents' limits: entries per request, and bytes per request as
@@ -33,7 +92,7 @@ const DefaultSource = "lambdajobs"
 // Bus is a driver.Bus over one EventBridge event bus.
 type Bus struct {
 	api    API
-	name   *string
+	name   string
 	source string
 	now    func() time.Time
 }
@@ -52,7 +111,7 @@ type Options struct {
 // New returns a Bus putting events on the bus named name (a name or an
 // ARN).
 func New(api API, name string, opts Options) *Bus {
-	b := &Bus{api: api, name: aws.String(name), source: opts.Source, now: opts.Now}
+	b := &Bus{api: api, name: name, source: opts.Source, now: opts.Now}
 	if b.source == "" {
 		b.source = DefaultSource
 	}
@@ -89,13 +148,12 @@ func (b *Bus) Put(ctx context.Context, evs []driver.Event) ([]bool, error) {
 // put sends the entries idx of evs in one request, marks those accepted,
 // and returns the indexes refused.
 func (b *Bus) put(ctx context.Context, evs []driver.Event, idx []int, accepted []bool) ([]int, error) {
-	at := aws.Time(b.now())
-	entries := make([]types.PutEventsRequestEntry, len(idx))
+	at := float64(b.now().UnixMilli()) / 1e3
+	entries := make([]Entry, len(idx))
 	for i, j := range idx {
-		entries[i] = types.PutEventsRequestEntry{EventBusName: b.name, Source: aws.String(b.source),
-			DetailType: aws.String(evs[j].DetailType), Detail: aws.String(string(evs[j].Detail)), Time: at}
+		entries[i] = Entry{EventBusName: b.name, Source: b.source, DetailType: evs[j].DetailType, Detail: string(evs[j].Detail), Time: at}
 	}
-	out, err := b.api.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
+	out, err := b.api.PutEvents(ctx, &PutEventsInput{Entries: entries})
 	if err != nil {
 		return idx, fmt.Errorf("eventbus: put events: %w", err)
 	}
@@ -103,7 +161,7 @@ func (b *Bus) put(ctx context.Context, evs []driver.Event, idx []int, accepted [
 	for i, j := range idx {
 		// An entry is accepted when its result has an event id and no error
 		// code; a response shorter than the request accepts nothing more.
-		if i < len(out.Entries) && out.Entries[i].ErrorCode == nil && out.Entries[i].EventId != nil {
+		if i < len(out.Entries) && out.Entries[i].ErrorCode == "" && out.Entries[i].EventID != "" {
 			accepted[j] = true
 			continue
 		}

@@ -7,10 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
-
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/eventbus"
 )
@@ -18,25 +14,25 @@ import (
 // fakeAPI answers PutEvents: refuse[detail] is how many more times that
 // entry is refused; fail fails whole requests.
 type fakeAPI struct {
-	requests [][]types.PutEventsRequestEntry
+	requests [][]eventbus.Entry
 	refuse   map[string]int
 	fail     error
 }
 
-func (f *fakeAPI) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+func (f *fakeAPI) PutEvents(_ context.Context, in *eventbus.PutEventsInput) (*eventbus.PutEventsOutput, error) {
 	f.requests = append(f.requests, in.Entries)
 	if f.fail != nil {
 		return nil, f.fail
 	}
-	out := &eventbridge.PutEventsOutput{}
+	out := &eventbus.PutEventsOutput{}
 	for i, e := range in.Entries {
-		if f.refuse[*e.Detail] > 0 {
-			f.refuse[*e.Detail]--
+		if f.refuse[e.Detail] > 0 {
+			f.refuse[e.Detail]--
 			out.FailedEntryCount++
-			out.Entries = append(out.Entries, types.PutEventsResultEntry{ErrorCode: aws.String("ThrottlingException")})
+			out.Entries = append(out.Entries, eventbus.Result{ErrorCode: "ThrottlingException"})
 			continue
 		}
-		out.Entries = append(out.Entries, types.PutEventsResultEntry{EventId: aws.String(fmt.Sprint(i))})
+		out.Entries = append(out.Entries, eventbus.Result{EventID: fmt.Sprint(i)})
 	}
 	return out, nil
 }
@@ -83,9 +79,9 @@ func TestPutSplitsByEntriesAndBytes(t *testing.T) {
 			for _, req := range api.requests {
 				size := 0
 				for _, e := range req {
-					size += 14 + len(*e.Source) + len(*e.DetailType) + len(*e.Detail)
-					if *e.EventBusName != "jobs-bus" || *e.Source != eventbus.DefaultSource {
-						t.Fatalf("entry bus %q source %q", *e.EventBusName, *e.Source)
+					size += 14 + len(e.Source) + len(e.DetailType) + len(e.Detail)
+					if e.EventBusName != "jobs-bus" || e.Source != eventbus.DefaultSource {
+						t.Fatalf("entry bus %q source %q", e.EventBusName, e.Source)
 					}
 				}
 				if len(req) > eventbus.MaxEntries || size > eventbus.MaxBytes {

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/lambdajobs/lambdajobs/internal/awsjson"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -35,18 +35,20 @@ import (
 // run, and idempotent retries still match (request hashes use the ring's
 // oldest key and name it).
 
-// secretsAPI is the part of the Secrets Manager client the key ring uses.
-type secretsAPI interface {
-	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+// LoadKeyRing reads the key ring secret (an ARN or a name) with cfg's
+// credentials and returns its sealer.
+func LoadKeyRing(ctx context.Context, cfg aws.Config, secret string) (*jobs.AESSealer, error) {
+	c := awsjson.New(cfg, awsjson.SecretsManager)
+	return loadKeyRing(ctx, func(ctx context.Context, id string) (string, error) { return secretString(ctx, c, id) }, secret)
 }
 
-// LoadKeyRing reads the key ring secret and returns its sealer.
-func LoadKeyRing(ctx context.Context, api secretsAPI, secret string) (*jobs.AESSealer, error) {
-	out, err := api.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(secret)})
+// loadKeyRing is LoadKeyRing, reading the secret with read.
+func loadKeyRing(ctx context.Context, read func(ctx context.Context, id string) (string, error), secret string) (*jobs.AESSealer, error) {
+	str, err := read(ctx, secret)
 	if err != nil {
 		return nil, fmt.Errorf("read the payload key ring %s: %w", secret, err)
 	}
-	strs, err := parseKeyRing(aws.ToString(out.SecretString))
+	strs, err := parseKeyRing(str)
 	if err != nil {
 		return nil, fmt.Errorf("payload key ring %s: %w", secret, err)
 	}

@@ -21,13 +21,14 @@ import (
 )
 
 // motoSecrets starts moto_server (part of these machines' image) on a free
-// loopback port and returns a Secrets Manager client for it. No AWS
+// loopback port and returns the SDK's Secrets Manager client for it (the
+// tests' own writes) and the configuration that reaches it. No AWS
 // emulator of our own speaks Secrets Manager; moto is lenient, so the test
 // asserts only what AWS documents (GetSecretValue returns SecretString).
-func motoSecrets(t *testing.T) *secretsmanager.Client {
+func motoSecrets(t *testing.T) (*secretsmanager.Client, aws.Config) {
 	t.Helper()
-	c, _ := motoSecretsAt(t)
-	return c
+	c, endpoint := motoSecretsAt(t)
+	return c, aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
 }
 
 // motoSecretsAt is motoSecrets, with moto's endpoint.
@@ -80,7 +81,7 @@ func (r cardResult) PublicJSON() ([]byte, error) {
 // and an idempotent replay made after it still matches the first request.
 func TestKeyRingRotation(t *testing.T) {
 	ctx := context.Background()
-	sm := motoSecrets(t)
+	sm, cfg := motoSecrets(t)
 	oldSecret, newSecret := strings.Repeat("o", 40), strings.Repeat("n", 40)
 	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("ring"), SecretString: aws.String(oldSecret)}); err != nil {
 		t.Fatal(err)
@@ -96,7 +97,7 @@ func TestKeyRingRotation(t *testing.T) {
 		return reg
 	}
 	// Before the rotation: the construct's one generated secret string.
-	before, err := LoadKeyRing(ctx, sm, "ring")
+	before, err := LoadKeyRing(ctx, cfg, "ring")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestKeyRingRotation(t *testing.T) {
 	if _, err := sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: aws.String("ring"), SecretString: aws.String(string(ring))}); err != nil {
 		t.Fatal(err)
 	}
-	after, err := LoadKeyRing(ctx, sm, "ring")
+	after, err := LoadKeyRing(ctx, cfg, "ring")
 	if err != nil {
 		t.Fatal(err)
 	}

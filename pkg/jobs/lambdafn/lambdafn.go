@@ -38,7 +38,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/emf"
@@ -336,9 +335,11 @@ func newDeps(ctx context.Context, cfg Config, awsCfg aws.Config, logger *slog.Lo
 	return d, nil
 }
 
-// secrets is the Secrets Manager client, for the cold-start reads of the
-// key ring and the page token key.
-func (d *Deps) secrets() *secretsmanager.Client { return d.clients.secrets.get() }
+// secrets reads a secret's string with Secrets Manager, for the cold-start
+// reads of the key ring and the page token key.
+func (d *Deps) secrets(ctx context.Context, id string) (string, error) {
+	return secretString(ctx, d.clients.secrets.get(), id)
+}
 
 // sealer returns the payload sealer of a function that seals or opens
 // payloads: from the environment, or read from the key ring secret once.
@@ -348,7 +349,7 @@ func (d *Deps) sealer(ctx context.Context) (jobs.Sealer, error) {
 	}
 	if d.ring == nil {
 		began := time.Now()
-		s, err := LoadKeyRing(ctx, d.secrets(), d.Config.KeyRingSecret)
+		s, err := loadKeyRing(ctx, d.secrets, d.Config.KeyRingSecret)
 		d.setup.secretsRead(time.Since(began))
 		if err != nil {
 			return nil, err

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 )
 
 // The page token key signs the listing's page and continuation tokens
@@ -39,12 +37,12 @@ func (d *Deps) pageKey(ctx context.Context) ([]byte, error) {
 	}
 	if d.pageKeyBytes == nil {
 		began := time.Now()
-		out, err := d.secrets().GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(d.Config.PageTokenSecret)})
+		str, err := d.secrets(ctx, d.Config.PageTokenSecret)
 		d.setup.secretsRead(time.Since(began))
 		if err != nil {
 			return nil, fmt.Errorf("read the page token secret %s: %w", d.Config.PageTokenSecret, err)
 		}
-		k, err := pageKeyFrom(aws.ToString(out.SecretString))
+		k, err := pageKeyFrom(str)
 		if err != nil {
 			return nil, fmt.Errorf("page token secret %s: %w", d.Config.PageTokenSecret, err)
 		}
