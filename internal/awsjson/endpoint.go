@@ -3,7 +3,7 @@ package awsjson
 import (
 	"context"
 	"errors"
-	"regexp"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 )
@@ -53,32 +53,57 @@ func resolveEndpoint(cfg aws.Config, svc Service) (string, error) {
 // partition is the part of an AWS partition an endpoint is made of.
 type partition struct {
 	id                      string
-	regions                 *regexp.Regexp
 	dnsSuffix, dualStackDNS string
 }
 
-// partitions are the SDK's (internal/endpoints/awsrulesfn), which every
+// The SDK's partitions (internal/endpoints/awsrulesfn), which every
 // service's endpoint rules use; the first is the default.
-var partitions = []partition{
-	{"aws", regexp.MustCompile(`^(us|eu|ap|sa|ca|me|af|il|mx)\-\w+\-\d+$`), "amazonaws.com", "api.aws"},
-	{"aws-cn", regexp.MustCompile(`^cn\-\w+\-\d+$`), "amazonaws.com.cn", "api.amazonwebservices.com.cn"},
-	{"aws-eusc", regexp.MustCompile(`^eusc\-(de)\-\w+\-\d+$`), "amazonaws.eu", "api.amazonwebservices.eu"},
-	{"aws-iso", regexp.MustCompile(`^us\-iso\-\w+\-\d+$`), "c2s.ic.gov", "api.aws.ic.gov"},
-	{"aws-iso-b", regexp.MustCompile(`^us\-isob\-\w+\-\d+$`), "sc2s.sgov.gov", "api.aws.scloud"},
-	{"aws-iso-e", regexp.MustCompile(`^eu\-isoe\-\w+\-\d+$`), "cloud.adc-e.uk", "api.cloud-aws.adc-e.uk"},
-	{"aws-iso-f", regexp.MustCompile(`^us\-isof\-\w+\-\d+$`), "csp.hci.ic.gov", "api.aws.hci.ic.gov"},
-	{"aws-us-gov", regexp.MustCompile(`^us\-gov\-\w+\-\d+$`), "amazonaws.com", "api.aws"},
+var (
+	awsPartition = partition{"aws", "amazonaws.com", "api.aws"}
+	partitions   = map[string]partition{
+		"cn":      {"aws-cn", "amazonaws.com.cn", "api.amazonwebservices.com.cn"},
+		"eusc-de": {"aws-eusc", "amazonaws.eu", "api.amazonwebservices.eu"},
+		"us-iso":  {"aws-iso", "c2s.ic.gov", "api.aws.ic.gov"},
+		"us-isob": {"aws-iso-b", "sc2s.sgov.gov", "api.aws.scloud"},
+		"eu-isoe": {"aws-iso-e", "cloud.adc-e.uk", "api.cloud-aws.adc-e.uk"},
+		"us-isof": {"aws-iso-f", "csp.hci.ic.gov", "api.aws.hci.ic.gov"},
+		"us-gov":  {"aws-us-gov", "amazonaws.com", "api.aws"},
+	}
+)
+
+// partitionOf is the region's partition, as the SDK's patterns match a
+// region: <prefix>-<word>-<number>, the prefix naming the partition
+// ("us-gov", "cn", ...; us, eu, ap, sa, ca, me, af, il and mx for aws);
+// the default for a region of no pattern. A loop, not the SDK's regular
+// expressions: a package's patterns compile at every cold start.
+func partitionOf(region string) partition {
+	parts := strings.Split(region, "-")
+	if len(parts) < 3 || !isNumber(parts[len(parts)-1]) || !isWord(parts[len(parts)-2]) {
+		return awsPartition
+	}
+	if p, ok := partitions[strings.Join(parts[:len(parts)-2], "-")]; ok {
+		return p
+	}
+	return awsPartition
 }
 
-// partitionOf is the region's partition (the default for a region no
-// pattern matches, as the SDK's rules have it).
-func partitionOf(region string) partition {
-	for _, p := range partitions {
-		if p.regions.MatchString(region) {
-			return p
+func isNumber(s string) bool {
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
 		}
 	}
-	return partitions[0]
+	return s != ""
+}
+
+// isWord is \w+: letters, digits and '_'.
+func isWord(s string) bool {
+	for _, c := range []byte(s) {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // regionalEndpoint is the service's endpoint in region, as its rules give

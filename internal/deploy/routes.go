@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -20,11 +19,20 @@ type Route struct {
 // Key is the route key, as API Gateway and JWTConfig.Scopes name it.
 func (r Route) Key() string { return r.Method + " " + r.Path }
 
-var pathParam = regexp.MustCompile(`\{[^}]+\}`)
-
 // ARNPath is the path as an execute-api ARN matches it: each {param}
 // matches any one value.
-func (r Route) ARNPath() string { return pathParam.ReplaceAllString(r.Path, "*") }
+func (r Route) ARNPath() string { return r.pathWith("*") }
+
+// pathWith is the path with each {param} replaced by v.
+func (r Route) pathWith(v string) string {
+	segs := strings.Split(r.Path, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			segs[i] = v
+		}
+	}
+	return strings.Join(segs, "/")
+}
 
 // Match reports whether a request's method and path fit the route, and
 // its path parameters.

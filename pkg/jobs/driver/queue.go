@@ -2,7 +2,6 @@ package driver
 
 import (
 	"context"
-	"regexp"
 	"time"
 )
 
@@ -32,8 +31,6 @@ type Queue interface {
 // sweeper sends them when they are due.
 const MaxQueueDelay = 15 * time.Minute
 
-var laneName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,15}$`)
-
 // DefaultLaneName is reserved: the default lane is "", so that "default"
 // cannot name a second lane that a reader would take for it.
 const DefaultLaneName = "default"
@@ -42,5 +39,16 @@ const DefaultLaneName = "default"
 // a lower-case letter then up to 15 lower-case letters, digits or '-',
 // other than DefaultLaneName.
 func ValidLane(lane string) bool {
-	return lane == "" || (lane != DefaultLaneName && laneName.MatchString(lane))
+	if lane == "" {
+		return true
+	}
+	if lane == DefaultLaneName || len(lane) > 16 || lane[0] < 'a' || lane[0] > 'z' {
+		return false
+	}
+	for _, c := range []byte(lane) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/cron"
@@ -61,9 +60,20 @@ const (
 // DefaultScheduleOwner owns the jobs of a schedule that names no Owner.
 const DefaultScheduleOwner = "scheduler"
 
-// scheduleName is a schedule's name, at most 64 characters (checked apart:
-// a counted repetition compiles into that many copies at every start).
-var scheduleName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+// validScheduleName reports whether name is 1 to 64 letters, digits, '-',
+// '_' or '.' (a loop, not a pattern: a package's patterns compile at every
+// cold start).
+func validScheduleName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
 
 // Check checks what a schedule says on its own (name, expression, time
 // zone, overlap, owner), as AddSchedule does before checking its kind and
@@ -74,7 +84,7 @@ func (s Schedule) Check() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("schedule %q: %s", s.Name, fmt.Sprintf(format, a...))
 	}
-	if len(s.Name) > 64 || !scheduleName.MatchString(s.Name) {
+	if !validScheduleName(s.Name) {
 		return bad("the name must be 1 to 64 letters, digits, '-', '_' or '.'")
 	}
 	if _, err := cron.Parse(s.Expression); err != nil {
