@@ -544,9 +544,10 @@ var functions = map[string]Function{
 //		lambdafn.Serve(reg, lambdafn.WithRoutes(myjobs.Routes))
 //	}
 //
-// The binary is the same size either way (every function links the same
-// packages), so one asset costs nothing at run time and builds and
-// uploads once.
+// The binary links every function's code, so it is a little larger than a
+// bootstrap of one function (whose main calls Main with that function and
+// links only what it reaches); it builds and uploads once, and each
+// function's cold start runs the same package initialisation either way.
 func Serve(reg *jobs.Registry, opts ...Option) {
 	fn, err := FunctionNamed(os.Getenv("JOBS_FUNCTION"))
 	if err != nil {
