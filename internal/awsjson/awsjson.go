@@ -15,7 +15,10 @@
 //
 // What the SDK client does and this does not: clock-skew correction of a
 // retried signature, the Retry-After header, endpoint discovery, response
-// checksums (neither service sends one), and the SDK's own metrics. A call
+// checksums (neither service sends one), the configuration's APIOptions
+// and interceptors (middleware of the SDK's stack, which this has not), and
+// the SDK's own metrics. Its requests' User-Agent is UserAgent, which
+// CloudTrail records. A call
 // retries as the SDK's client does: the configuration's Retryer when it has
 // one, else the standard retryer (adaptive with AWS_RETRY_MODE=adaptive),
 // with RetryMaxAttempts when set.
@@ -64,6 +67,9 @@ var (
 	EventBridge    = Service{ID: "EventBridge", SigningName: "events", EndpointPrefix: "events", TargetPrefix: "AWSEvents"}
 	SecretsManager = Service{ID: "Secrets Manager", SigningName: "secretsmanager", EndpointPrefix: "secretsmanager", TargetPrefix: "secretsmanager"}
 )
+
+// UserAgent is the requests' User-Agent header.
+const UserAgent = "lambdajobs-awsjson aws-sdk-go-v2-signer"
 
 // Client calls one service's operations.
 type Client struct {
@@ -259,6 +265,7 @@ func (c *Client) request(ctx context.Context, op string, body []byte) (*http.Req
 	}
 	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
 	req.Header.Set("X-Amz-Target", c.svc.TargetPrefix+"."+op)
+	req.Header.Set("User-Agent", UserAgent)
 	if c.cfg.Credentials == nil {
 		return req, nil
 	}
