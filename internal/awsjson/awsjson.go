@@ -14,10 +14,12 @@
 // in every partition.
 //
 // What the SDK client does and this does not: clock-skew correction of a
-// retried signature, the Retry-After header, endpoint discovery, response
-// checksums (neither service sends one), the configuration's APIOptions
-// and interceptors (middleware of the SDK's stack, which this has not), and
-// the SDK's own metrics. Its requests' User-Agent is UserAgent, which
+// retried signature, endpoint discovery, response checksums (neither
+// service sends one), the configuration's APIOptions, interceptors,
+// ServiceOptions and endpoint resolvers (parts of the SDK's clients, which
+// this has not), error types of their own for the errors the SDK models
+// (here each is a smithy.GenericAPIError with the same code and message),
+// and the SDK's own metrics. Its requests' User-Agent is UserAgent, which
 // CloudTrail records. A call
 // retries as the SDK's client does: the configuration's Retryer when it has
 // one, else the standard retryer (adaptive with AWS_RETRY_MODE=adaptive),
@@ -35,6 +37,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,7 +170,21 @@ func (c *Client) Call(ctx context.Context, op string, in, out any) (err error) {
 			o.Properties.Set("rpc.method", op)
 		})
 		defer func() {
+			// The SDK's properties of a call's span.
 			if err != nil {
+				span.SetProperty("exception.type", fmt.Sprintf("%T", err))
+				span.SetProperty("exception.message", err.Error())
+				var ae smithy.APIError
+				if errors.As(err, &ae) {
+					span.SetProperty("api.error_code", ae.ErrorCode())
+					span.SetProperty("api.error_message", ae.ErrorMessage())
+					span.SetProperty("api.error_fault", ae.ErrorFault().String())
+				}
+			}
+			span.SetProperty("error", err != nil)
+			if err == nil {
+				span.SetStatus(smithytracing.SpanStatusOK)
+			} else {
 				span.SetStatus(smithytracing.SpanStatusError)
 			}
 			span.End()
@@ -222,6 +240,7 @@ func (c *Client) Call(ctx context.Context, op string, in, out any) (err error) {
 		if derr != nil {
 			return derr
 		}
+		delay = retryAfter(delay, err)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -246,15 +265,44 @@ func (c *Client) attempt(ctx context.Context, op string, body []byte) ([]byte, e
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, &smithyhttp.RequestSendError{Err: err}
+		// An answer cut short: the request was received, so it is not
+		// sent again (a PutEvents twice is two events), unless the SDK
+		// would (a timeout, a reset connection).
+		return nil, &awshttp.ResponseError{
+			ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: resp}, Err: &smithy.DeserializationError{Err: err}},
+			RequestID:     requestID(resp),
+		}
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return answer, nil
 	}
 	return nil, &awshttp.ResponseError{
 		ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: resp}, Err: apiError(resp, answer)},
-		RequestID:     resp.Header.Get("X-Amzn-Requestid"),
+		RequestID:     requestID(resp),
 	}
+}
+
+// requestID is the answer's request id, as the SDK reads it.
+func requestID(resp *http.Response) string {
+	if id := resp.Header.Get("X-Amzn-Requestid"); id != "" {
+		return id
+	}
+	return resp.Header.Get("X-Amz-Request-Id")
+}
+
+// retryAfter is the SDK's wait before a retry of a throttled call: the
+// service's x-amz-retry-after (milliseconds), clamped to the backoff and
+// 5 s more.
+func retryAfter(backoff time.Duration, err error) time.Duration {
+	var re *smithyhttp.ResponseError
+	if !errors.As(err, &re) || re.Response == nil || re.Response.Response == nil {
+		return backoff
+	}
+	ms, perr := strconv.ParseInt(re.Response.Header.Get("X-Amz-Retry-After"), 10, 64)
+	if perr != nil || ms < 0 {
+		return backoff
+	}
+	return min(max(time.Duration(ms)*time.Millisecond, backoff), backoff+5*time.Second)
 }
 
 // request builds the signed request.
@@ -266,10 +314,15 @@ func (c *Client) request(ctx context.Context, op string, body []byte) (*http.Req
 	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
 	req.Header.Set("X-Amz-Target", c.svc.TargetPrefix+"."+op)
 	req.Header.Set("User-Agent", UserAgent)
-	if c.cfg.Credentials == nil {
-		return req, nil
+	// The SDK's recursion detection: in Lambda, the invocation's trace
+	// header (which the runtime sets in _X_AMZN_TRACE_ID) goes with the
+	// request, so EventBridge passes the trace on to an event's targets.
+	if _, inLambda := os.LookupEnv("AWS_LAMBDA_FUNCTION_NAME"); inLambda && req.Header.Get("X-Amzn-Trace-Id") == "" {
+		if id, ok := os.LookupEnv("_X_AMZN_TRACE_ID"); ok {
+			req.Header.Set("X-Amzn-Trace-Id", percentEncode(id))
+		}
 	}
-	if _, anonymous := c.cfg.Credentials.(aws.AnonymousCredentials); anonymous {
+	if c.cfg.Credentials == nil || aws.IsCredentialsProvider(c.cfg.Credentials, (*aws.AnonymousCredentials)(nil)) {
 		return req, nil
 	}
 	creds, err := c.cfg.Credentials.Retrieve(ctx)
@@ -280,6 +333,21 @@ func (c *Client) request(ctx context.Context, op string, body []byte) (*http.Req
 		return nil, fmt.Errorf("failed to sign request: %w", err)
 	}
 	return req, nil
+}
+
+// percentEncode is the SDK's encoding of a trace header: bytes other than
+// letters, digits and -=;:+&[]{}"', as %XX.
+func percentEncode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-=;:+&[]{}\"',", c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
 }
 
 // hexSHA256 is SigV4's payload hash.

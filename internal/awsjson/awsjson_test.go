@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -398,16 +399,23 @@ type span struct {
 	kind    smithytracing.SpanKind
 	service any
 	failed  bool
+	code    any
 }
 
 func (s *span) SetStatus(st smithytracing.SpanStatus) { s.failed = st == smithytracing.SpanStatusError }
+
+func (s *span) SetProperty(k, v any) {
+	if k == "api.error_code" {
+		s.code = v
+	}
+}
 
 func (s *span) End() {
 	s.r.mu.Lock()
 	defer s.r.mu.Unlock()
 	name := s.name
 	if s.failed {
-		name += " failed"
+		name += fmt.Sprintf(" failed (%v)", s.code)
 	}
 	if s.kind != smithytracing.SpanKindClient || s.service == nil {
 		name += " (not a client span of a service)"
@@ -416,7 +424,8 @@ func (s *span) End() {
 }
 
 // With a tracer provider, each call is one client span named as the SDK
-// names its calls' spans, marked failed when the call failed.
+// names its calls' spans, marked failed with the service's error code
+// when the call failed.
 func TestCallsAreSpans(t *testing.T) {
 	srv := &server{answers: []answer{{status: 200, body: `{}`}, {status: 400, body: `{"__type":"ValidationException"}`}}}
 	ts := httptest.NewServer(srv)
@@ -426,7 +435,110 @@ func TestCallsAreSpans(t *testing.T) {
 		func(o *Options) { o.TracerProvider = rec })
 	_ = c.Call(context.Background(), "PutEvents", map[string]any{}, nil)
 	_ = c.Call(context.Background(), "PutEvents", map[string]any{}, nil)
-	if want := []string{"EventBridge.PutEvents", "EventBridge.PutEvents failed"}; !slices.Equal(rec.ended, want) {
+	if want := []string{"EventBridge.PutEvents", "EventBridge.PutEvents failed (ValidationException)"}; !slices.Equal(rec.ended, want) {
 		t.Fatalf("spans %v, want %v", rec.ended, want)
+	}
+}
+
+// An answer cut short after its status is not a reason to send the
+// request again: PutEvents twice would be two events. The SDK does not
+// retry it either.
+func TestAnAnswerCutShortIsNotSentAgain(t *testing.T) {
+	var n int
+	var mu sync.Mutex
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(200)
+		_, _ = io.WriteString(w, `{"FailedEntryCount":0,`)
+	}))
+	defer ts.Close()
+	c := New(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(ts.URL), Credentials: testCreds}, EventBridge)
+	err := c.Call(context.Background(), "PutEvents", map[string]any{}, &struct{}{})
+	var de *smithy.DeserializationError
+	if !errors.As(err, &de) || n != 1 {
+		t.Fatalf("%d requests, %v: want one, and a deserialization error", n, err)
+	}
+}
+
+// In Lambda, a request carries the invocation's trace header, as the
+// SDK's recursion detection sends it (encoded); outside Lambda it does
+// not.
+func TestTraceHeaderInLambda(t *testing.T) {
+	srv := &server{answers: []answer{{status: 200, body: `{}`}}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	c := New(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(ts.URL), Credentials: testCreds}, EventBridge)
+	t.Setenv("_X_AMZN_TRACE_ID", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1;Lineage=a87bd80c:0|b")
+	if err := c.Call(context.Background(), "PutEvents", map[string]any{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "worker")
+	if err := c.Call(context.Background(), "PutEvents", map[string]any{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.requests()
+	if h := got[0].header.Get("X-Amzn-Trace-Id"); h != "" {
+		t.Errorf("outside Lambda: trace header %q", h)
+	}
+	if h, want := got[1].header.Get("X-Amzn-Trace-Id"), "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1;Lineage=a87bd80c:0%7Cb"; h != want {
+		t.Errorf("in Lambda: trace header %q, want %q", h, want)
+	}
+}
+
+// A retry waits what the service's x-amz-retry-after asks, between the
+// backoff and 5 s more, as the SDK waits.
+func TestRetryAfterIsClamped(t *testing.T) {
+	errWith := func(v string) error {
+		resp := &http.Response{Header: http.Header{}}
+		if v != "" {
+			resp.Header.Set("X-Amz-Retry-After", v)
+		}
+		return &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: resp}, Err: errors.New("throttled")}
+	}
+	backoff := 100 * time.Millisecond
+	for v, want := range map[string]time.Duration{
+		"": backoff, "junk": backoff, "-5": backoff, "50": backoff, "1500": 1500 * time.Millisecond, "60000": backoff + 5*time.Second,
+	} {
+		if got := retryAfter(backoff, errWith(v)); got != want {
+			t.Errorf("x-amz-retry-after %q: wait %v, want %v", v, got, want)
+		}
+	}
+}
+
+// ignoring is a source that sets AWS_IGNORE_CONFIGURED_ENDPOINT_URLS.
+type ignoring struct{ source }
+
+func (ignoring) GetIgnoreConfiguredEndpoints(context.Context) (bool, bool, error) {
+	return true, true, nil
+}
+
+// AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true ignores the service's own
+// endpoint variable, as the SDK does.
+func TestIgnoredEndpointOverrides(t *testing.T) {
+	cfg := aws.Config{Region: "us-east-1", ConfigSources: []any{ignoring{source{"AWS_ENDPOINT_URL_EVENTBRIDGE": "http://127.0.0.1:9"}}}}
+	if got, err := resolveEndpoint(cfg, EventBridge); err != nil || got != "https://events.us-east-1.amazonaws.com" {
+		t.Fatalf("%q, %v", got, err)
+	}
+}
+
+// Anonymous credentials, however given, send the request unsigned, as
+// the SDK does.
+func TestAnonymousCredentialsSignNothing(t *testing.T) {
+	srv := &server{answers: []answer{{status: 200, body: `{}`}}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	for _, creds := range []aws.CredentialsProvider{aws.AnonymousCredentials{}, &aws.AnonymousCredentials{}} {
+		c := New(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(ts.URL), Credentials: creds}, EventBridge)
+		if err := c.Call(context.Background(), "PutEvents", map[string]any{}, nil); err != nil {
+			t.Fatalf("%T: %v", creds, err)
+		}
+	}
+	for _, r := range srv.requests() {
+		if r.header.Get("Authorization") != "" {
+			t.Fatalf("signed: %s", r.header.Get("Authorization"))
+		}
 	}
 }

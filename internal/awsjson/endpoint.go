@@ -15,12 +15,18 @@ import (
 // (AWS_USE_FIPS_ENDPOINT, AWS_USE_DUALSTACK_ENDPOINT).
 func resolveEndpoint(cfg aws.Config, svc Service) (string, error) {
 	ctx := context.Background()
-	for _, src := range cfg.ConfigSources {
-		if s, ok := src.(interface {
-			GetServiceBaseEndpoint(context.Context, string) (string, bool, error)
-		}); ok {
-			if v, found, err := s.GetServiceBaseEndpoint(ctx, svc.ID); err == nil && found {
-				return v, nil
+	if !ignoreConfiguredEndpoints(ctx, cfg.ConfigSources) {
+		for _, src := range cfg.ConfigSources {
+			if s, ok := src.(interface {
+				GetServiceBaseEndpoint(context.Context, string) (string, bool, error)
+			}); ok {
+				v, found, err := s.GetServiceBaseEndpoint(ctx, svc.ID)
+				if err != nil {
+					break
+				}
+				if found {
+					return v, nil
+				}
 			}
 		}
 	}
@@ -48,6 +54,22 @@ func resolveEndpoint(cfg aws.Config, svc Service) (string, error) {
 		}
 	}
 	return regionalEndpoint(svc, cfg.Region, fips, dual), nil
+}
+
+// ignoreConfiguredEndpoints is AWS_IGNORE_CONFIGURED_ENDPOINT_URLS, as the
+// first source that sets it says (the SDK then ignores the services' own
+// endpoint variables; AWS_ENDPOINT_URL is already out of BaseEndpoint).
+func ignoreConfiguredEndpoints(ctx context.Context, sources []any) bool {
+	for _, src := range sources {
+		if s, ok := src.(interface {
+			GetIgnoreConfiguredEndpoints(context.Context) (bool, bool, error)
+		}); ok {
+			if v, found, err := s.GetIgnoreConfiguredEndpoints(ctx); err == nil && found {
+				return v
+			}
+		}
+	}
+	return false
 }
 
 // partition is the part of an AWS partition an endpoint is made of.
