@@ -29,10 +29,10 @@ type PutEventsInput struct {
 
 // Entry is one event of a PutEvents request.
 type Entry struct {
-	Source       string `json:"Source"`
-	DetailType   string `json:"DetailType"`
-	Detail       string `json:"Detail"`
-	EventBusName string `json:"EventBusName"`
+	Source       string `json:"Source,omitempty"`
+	DetailType   string `json:"DetailType,omitempty"`
+	Detail       string `json:"Detail,omitempty"`
+	EventBusName string `json:"EventBusName,omitempty"`
 	// Time is the event's time in seconds since the epoch (the JSON
 	// protocol's timestamps); 0 leaves it to EventBridge.
 	Time float64 `json:"Time,omitempty"`

@@ -36,7 +36,9 @@ import (
 // oldest key and name it).
 
 // LoadKeyRing reads the key ring secret (an ARN or a name) with cfg's
-// credentials and returns its sealer.
+// region, credentials, endpoint, HTTP client and retry settings, and
+// returns its sealer. The read is not the SDK's Secrets Manager client
+// (see clients.go): cfg's APIOptions and interceptors do not apply to it.
 func LoadKeyRing(ctx context.Context, cfg aws.Config, secret string) (*jobs.AESSealer, error) {
 	c := awsjson.New(cfg, awsjson.SecretsManager)
 	return loadKeyRing(ctx, func(ctx context.Context, id string) (string, error) { return secretString(ctx, c, id) }, secret)

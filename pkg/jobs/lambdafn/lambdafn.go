@@ -711,6 +711,9 @@ func NewService(ctx context.Context, reg *jobs.Registry) (*jobs.Service, error) 
 //	svc, err := lambdafn.NewServiceWithConfig(ctx, reg, awsCfg)
 //
 // The rest of its configuration comes from the environment, as NewService's.
+// The configuration's APIOptions and interceptors apply to the DynamoDB
+// and SQS clients, not to the key ring's read from Secrets Manager (see
+// clients.go).
 func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Config) (*jobs.Service, error) {
 	cfg, err := ConfigFromEnv(os.Getenv)
 	if err != nil {
