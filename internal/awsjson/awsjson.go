@@ -6,9 +6,9 @@
 // It exists for the functions' two single-operation services, EventBridge
 // (PutEvents) and Secrets Manager (GetSecretValue). Their SDK clients link
 // each service's whole schema package, which the process builds when it
-// starts whether or not the function ever calls the service: 0.4 ms of
-// package initialisation and 0.4 MB of bootstrap between the two
-// (docs/BENCHMARKS.md, section 4). TestRequestsAreTheSDKs holds each
+// starts whether or not the function ever calls the service: package
+// initialisation and bootstrap size that every function paid
+// (docs/BENCHMARKS.md, section 4, measures them). TestRequestsAreTheSDKs holds each
 // request equal to the SDK client's (method, path, headers, signature and
 // body) and TestEndpointsAreTheSDKs the endpoints equal to the SDK's rules
 // in every partition.

@@ -31,8 +31,8 @@ import (
 // operation each (PutEvents, GetSecretValue), are not the SDK's clients
 // but internal/awsjson's, which signs, retries and fails as they do: a
 // bootstrap that imports an SDK client's package runs its schemas'
-// initialisation at every start, used or not (0.4 ms and 0.4 MB for these
-// two; docs/BENCHMARKS.md, section 4).
+// initialisation at every start, used or not (docs/BENCHMARKS.md, section
+// 4, measures what these two cost).
 
 // clients holds the AWS clients of one function, each built once.
 type clients struct {
