@@ -129,7 +129,7 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 		return nil, false, refuse(codeInvalidRequest, "a batch holds 1 to 10000 jobs")
 	}
 	now := s.eng.now()
-	batchID := wire.NewID()
+	batchID := s.eng.newID()
 	if req.IdempotencyKey != "" {
 		batchID = wire.DerivedID("batch-idempotency", req.Owner, req.IdempotencyKey)
 	}

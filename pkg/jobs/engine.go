@@ -41,6 +41,19 @@ type engine struct {
 	// role with a bus); allEvents announces every kind's outcomes.
 	bus       driver.Bus
 	allEvents bool
+	// rand draws ids, claim tokens and jitter (see Rand).
+	rand Rand
+}
+
+// newID returns a fresh job id, batch id or claim token.
+func (e *engine) newID() string { return e.rand.NewID() }
+
+// jitter returns a duration between d/2 and 3d/2.
+func (e *engine) jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + time.Duration(e.rand.Int64N(int64(d)))
 }
 
 // graceOf is the dispatch grace of the lane's jobs.
@@ -60,7 +73,7 @@ func newEngine(e engine) *engine {
 	if e.retention <= 0 {
 		e.retention = DefaultRetention
 	}
-	e.clock, e.log = orClock(e.clock), orLogger(e.log)
+	e.clock, e.log, e.rand = orClock(e.clock), orLogger(e.log), orRand(e.rand)
 	return &e
 }
 
@@ -291,7 +304,7 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 	now := e.now()
 	delay := ex.RetryDelay
 	if delay <= 0 {
-		delay = k.retry.backoff(rec.Attempt - rec.AttemptBase)
+		delay = k.retry.backoff(rec.Attempt-rec.AttemptBase, e.rand)
 	}
 	runAt := now.Add(delay).Truncate(time.Millisecond)
 	if ex.Abandoned && rec.LeaseUntil.After(runAt) {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -202,7 +201,7 @@ func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, cl claim
 			wait, err := w.eng.store.TakeToken(cctx, b.key, driver.TokenBucket{PerSecond: b.rate, Burst: b.burst, At: now})
 			if err != nil {
 				w.log.LogAttrs(ctx, slog.LevelWarn, "rate not read; the job waits", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
-				return &admission{on: waitStore, runAt: now, delay: jitter(slotWait)}
+				return &admission{on: waitStore, runAt: now, delay: w.eng.jitter(slotWait)}
 			}
 			longest = max(longest, wait)
 		}
@@ -240,11 +239,11 @@ func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, cl claim
 		switch {
 		case err != nil:
 			w.log.LogAttrs(ctx, slog.LevelWarn, "slot not taken; the job waits", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
-			return &admission{on: waitStore, runAt: now, delay: jitter(slotWait)}
+			return &admission{on: waitStore, runAt: now, delay: w.eng.jitter(slotWait)}
 		case state == driver.SlotQueued:
-			return &admission{on: waitConcurrency, runAt: now, delay: jitter(wakeBackstop)}
+			return &admission{on: waitConcurrency, runAt: now, delay: w.eng.jitter(wakeBackstop)}
 		default:
-			return &admission{on: waitConcurrency, runAt: now, delay: jitter(w.overflowWait(k.name, s.max))}
+			return &admission{on: waitConcurrency, runAt: now, delay: w.eng.jitter(w.overflowWait(k.name, s.max))}
 		}
 	}
 	return nil
@@ -376,13 +375,6 @@ const startsPerBucket = 100
 // before it tries again (jittered): runs end at any moment, so soon.
 const slotWait = time.Second
 
-// jitter returns a duration between d/2 and 3d/2.
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d/2 + time.Duration(rand.Int64N(int64(d)))
-}
 
 // release frees the slots held by holder (a run's claim token) and wakes
 // each slot's first waiter (best effort: a slot not released frees

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"errors"
-	"math/rand/v2"
 	"time"
 )
 
@@ -37,7 +36,7 @@ func (p RetryPolicy) check() error {
 // backoff returns the wait before the attempt after attempt (1-based):
 // BaseDelay * 2^(attempt-1), capped at MaxDelay, with "equal jitter" (half
 // fixed, half random) so that retries of many jobs spread out.
-func (p RetryPolicy) backoff(attempt int) time.Duration {
+func (p RetryPolicy) backoff(attempt int, r Rand) time.Duration {
 	base, max := p.BaseDelay, p.MaxDelay
 	if base <= 0 {
 		base = 5 * time.Second
@@ -51,7 +50,7 @@ func (p RetryPolicy) backoff(attempt int) time.Duration {
 	}
 	d = min(d, max)
 	half := d / 2
-	return half + time.Duration(rand.Int64N(int64(half)+1))
+	return half + time.Duration(r.Int64N(int64(half)+1))
 }
 
 // RetryableError marks a handler error as worth another attempt (see Retry

@@ -79,6 +79,8 @@ type ServiceConfig struct {
 	// those with KindOpts.Events: set it alike on every role.
 	Bus       driver.Bus
 	AllEvents bool
+	// Rand draws job and batch ids (nil: the system's; see Rand).
+	Rand Rand
 }
 
 // NewService returns a Service; it puts the registry to use.
@@ -97,7 +99,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		return nil, err
 	}
 	eng := newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention,
-		bus: cfg.Bus, allEvents: cfg.AllEvents})
+		bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand})
 	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
 		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey,
 		counter: counter}, nil
@@ -243,7 +245,7 @@ func (s *Service) prepare(req EnqueueRequest) (newJob, request, error) {
 	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
 		return newJob{}, nil, err
 	}
-	id := wire.NewID()
+	id := s.eng.newID()
 	if req.IdempotencyKey != "" {
 		id = wire.DerivedID("idempotency", req.Owner, req.IdempotencyKey)
 	}

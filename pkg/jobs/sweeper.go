@@ -66,6 +66,8 @@ type SweeperConfig struct {
 	// those with KindOpts.Events: set it alike on every role.
 	Bus       driver.Bus
 	AllEvents bool
+	// Rand draws the jitter of retries (nil: the system's; see Rand).
+	Rand Rand
 }
 
 // NewSweeper returns a Sweeper.
@@ -74,7 +76,7 @@ func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
 		return nil, errors.New("jobs: NewSweeper needs a Store and a Queue")
 	}
 	s := &Sweeper{eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention,
-		bus: cfg.Bus, allEvents: cfg.AllEvents}),
+		bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand}),
 		log: orLogger(cfg.Logger), limit: cfg.PageSize, reserve: cfg.Reserve, metrics: cfg.Metrics}
 	if s.limit <= 0 {
 		s.limit = 200

@@ -112,6 +112,9 @@ type WorkerConfig struct {
 	// those with KindOpts.Events: set it alike on every role.
 	Bus       driver.Bus
 	AllEvents bool
+	// Rand draws claim tokens and the jitter of retries and waits (nil:
+	// the system's; see Rand).
+	Rand Rand
 }
 
 // NewWorker returns a Worker; it puts the registry to use.
@@ -137,7 +140,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	w := &Worker{
 		eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention,
-			bus: cfg.Bus, allEvents: cfg.AllEvents}),
+			bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand}),
 		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
 		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
 		metrics: cfg.Metrics, tracer: cfg.Tracer, lane: cfg.Lane,
@@ -463,7 +466,7 @@ func (w *Worker) runJobAt(ctx context.Context, inv invocation, m driver.Message,
 		return w.handBack(ctx, inv, m, "")
 	}
 	now := w.eng.now()
-	token := wire.NewID()
+	token := w.eng.newID()
 	cctx, cancel := inv.callContext(ctx)
 	rec, err := w.eng.claim(cctx, id, driver.Claim{Token: token, At: now, LeaseUntil: inv.leaseUntil(now), SkipKinds: w.skipKinds(left)})
 	cancel()
@@ -632,7 +635,7 @@ func (w *Worker) runNext(ctx context.Context, inv invocation, next successor, un
 	ctx, span := w.startRecord(ctx, &events.SQSMessage{})
 	defer span.End()
 	now := w.eng.now()
-	token := wire.NewID()
+	token := w.eng.newID()
 	cctx, cancel := inv.callContext(ctx)
 	defer cancel()
 	rec, err := w.eng.claim(cctx, id, driver.Claim{Token: token, At: now, LeaseUntil: inv.leaseUntil(now), SkipKinds: w.skipKinds(inv.handlerTimeLeft())})

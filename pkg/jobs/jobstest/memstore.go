@@ -462,7 +462,14 @@ func (m *MemStore) Due(_ context.Context, now time.Time, limit int) ([]string, e
 			due = append(due, &driver.Record{ID: storekey.BatchPrefix + b.ID, SweepAt: b.SweepAt})
 		}
 	}
-	sort.Slice(due, func(i, j int) bool { return due[i].SweepAt.Before(due[j].SweepAt) })
+	// In (time, id) order, so that a seeded simulation replays the same
+	// sweep: map iteration and an unstable sort would not.
+	sort.Slice(due, func(i, j int) bool {
+		if !due[i].SweepAt.Equal(due[j].SweepAt) {
+			return due[i].SweepAt.Before(due[j].SweepAt)
+		}
+		return due[i].ID < due[j].ID
+	})
 	ids := make([]string, 0, min(limit, len(due)))
 	for _, r := range due[:min(limit, len(due))] {
 		ids = append(ids, r.ID)

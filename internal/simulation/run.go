@@ -1,0 +1,203 @@
+package simulation
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+)
+
+// Result is what one seed's run found.
+type Result struct {
+	Seed       uint64
+	Violations []string
+	// Trace is every scheduled call, one line each, with its simulated
+	// time and the fault injected into it.
+	Trace []string
+	// Coverage counts each fault, call and mechanism that fired.
+	Coverage map[string]int
+	Steps    int
+	Jobs     int
+	// Elapsed is the simulated time until the world was quiet.
+	Elapsed time.Duration
+}
+
+// settleWithin bounds how long a world may take to settle after its last
+// client operation (in simulated time): longer is a stuck job.
+const settleWithin = 6 * time.Hour
+
+// Run runs seed's world in a synctest bubble and checks the invariants.
+func Run(t *testing.T, seed uint64, opts Options) *Result {
+	t.Helper()
+	var res *Result
+	synctest.Test(t, func(t *testing.T) {
+		res = run(seed, opts)
+	})
+	return res
+}
+
+func run(seed uint64, opts Options) *Result {
+	w := newWorld(seed, opts)
+	began := time.Now()
+	ctx, stop := context.WithCancel(context.Background())
+	schedDone := make(chan struct{})
+	schedExit := make(chan struct{})
+	go func() {
+		w.sched.loop(schedDone)
+		close(schedExit)
+	}()
+
+	var bg sync.WaitGroup
+	for _, lane := range []string{"", laneBulk} {
+		for i := range w.pollers {
+			bg.Go(func() { w.poller(ctx, lane, i) })
+		}
+	}
+	bg.Go(func() { w.sweeps(ctx) })
+
+	var clients sync.WaitGroup
+	nClients := 1 + w.setup.IntN(3)
+	for i := range nClients {
+		clients.Go(func() { w.client(ctx, i, max(1, w.opts.Jobs/nClients), 10*time.Minute) })
+	}
+	clients.Wait()
+	w.cover("mechanism", "clients done")
+
+	deadline := time.Now().Add(settleWithin)
+	for time.Now().Before(deadline) {
+		if !sleep(ctx, time.Minute) {
+			break
+		}
+		if w.settled() {
+			break
+		}
+	}
+	elapsed := time.Since(began)
+	stop()
+	bg.Wait()
+	// Abandoned invocations and requests held in the network end by their
+	// own deadlines; the scheduler serves them until then.
+	w.stragglers.Wait()
+	close(schedDone)
+	<-schedExit
+	w.check()
+	msgs, dead := w.sqs.depth()
+	w.sched.tracef("end: %d jobs, %d messages left, %d dead letters", w.mem.Len(), msgs, dead)
+	return &Result{Seed: seed, Violations: w.violations, Trace: w.sched.trace, Coverage: w.coverage, Steps: w.sched.steps, Jobs: w.mem.Len(), Elapsed: elapsed}
+}
+
+// settled reports whether every job of the world is final with its
+// post-outcome steps done, and every batch ended.
+func (w *world) settled() bool {
+	for _, r := range w.mem.All() {
+		if !r.Status.Final() || len(r.After) > 0 {
+			return false
+		}
+	}
+	for id := range w.batches {
+		if b, err := w.mem.GetBatch(context.Background(), id); err != nil || b.Status == jobs.StatusRunning {
+			return false
+		}
+	}
+	return true
+}
+
+// check runs the invariants at quiescence.
+func (w *world) check() {
+	ctx := context.Background()
+	all := map[string]*driver.Record{}
+	for _, r := range w.mem.All() {
+		all[r.ID] = r
+	}
+	// Nothing lost: every accepted job is stored.
+	for _, id := range sortedKeys(w.accepted) {
+		if _, ok := all[id]; !ok {
+			if _, err := w.mem.Get(ctx, id); err != nil {
+				w.violate("job %s (%s) was accepted and is lost", id, w.accepted[id])
+			}
+		}
+	}
+	// Every job ends, or waits for a reason that still holds.
+	for _, id := range sortedKeys(all) {
+		r := all[id]
+		switch {
+		case !r.Status.Final():
+			queued, dead := w.sqs.holds(id)
+			w.violate("job %s (%s) is still %s after %v (waiting on %q, run at %v, sweep at %v, message queued %v, dead-lettered %v)",
+				id, r.Kind, r.Status, settleWithin, r.WaitingOn, r.RunAt.Sub(w.sched.start), r.SweepAt.Sub(w.sched.start), queued, dead)
+		case len(r.After) > 0:
+			w.violate("job %s is %s with its post-outcome steps %v still pending", id, r.Status, r.After)
+		}
+		if r.WaitingOn == driver.WaitParents && !r.Status.Final() {
+			for _, p := range r.Parents {
+				if pr, ok := all[p]; ok && pr.Status.Final() {
+					w.violate("job %s waits on its parent %s, which is %s", id, p, pr.Status)
+				}
+			}
+		}
+		// One event per outcome.
+		if r.Events && r.Status.Final() {
+			for seq := 1; seq <= r.Outcomes; seq++ {
+				eid := fmt.Sprintf("%s/%d", id, seq)
+				if w.bus.accepted[eid] == 0 {
+					w.violate("outcome %s of job %s was never announced", eid, r.Status)
+				}
+			}
+			if n := w.bus.accepted[fmt.Sprintf("%s/%d", id, r.Outcomes+1)]; n > 0 {
+				w.violate("job %s: an event for outcome %d, which it never had", id, r.Outcomes+1)
+			}
+			if st := w.bus.statusOf[fmt.Sprintf("%s/%d", id, r.Outcomes)]; st != "" && st != string(r.Status) {
+				w.violate("job %s: its last event says %s, the job is %s", id, st, r.Status)
+			}
+		}
+		// A failed job of a kind with a follow-up had it run.
+		if r.OnFailure != "" && r.Status == jobs.StatusFailed {
+			if _, ok := all[wire.DerivedID("on-failure", id, strconv.Itoa(r.Outcomes))]; !ok {
+				w.violate("job %s failed and its on-failure job was never made", id)
+			}
+		}
+	}
+	// A batch settles once, with exact counts.
+	for _, id := range sortedKeys(w.batches) {
+		b, err := w.mem.GetBatch(ctx, id)
+		if err != nil {
+			w.violate("batch %s is lost", id)
+			continue
+		}
+		if b.Status == jobs.StatusRunning {
+			w.violate("batch %s never ended", id)
+			continue
+		}
+		var want jobs.BatchCounts
+		for i := range w.batches[id] {
+			r := all[wire.BatchJobID(id, i)]
+			if r == nil {
+				continue
+			}
+			switch r.Status {
+			case jobs.StatusSucceeded:
+				want.Succeeded++
+			case jobs.StatusFailed:
+				want.Failed++
+			case jobs.StatusCancelled:
+				want.Cancelled++
+			}
+		}
+		seen := w.completions.get(wire.CompletionJobID(id))
+		if _, ok := all[wire.CompletionJobID(id)]; !ok && !b.Creating {
+			w.violate("batch %s ended %s and its completion job was never made", id, b.Status)
+		}
+		for _, got := range seen {
+			if got.Succeeded != want.Succeeded || got.Failed != want.Failed || got.Cancelled != want.Cancelled {
+				w.violate("batch %s's completion saw %+v, its jobs ended %+v", id, got, want)
+			}
+		}
+	}
+}

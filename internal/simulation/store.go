@@ -1,0 +1,63 @@
+package simulation
+
+import (
+	"context"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+// gatedStore is the Store an actor sees: every call waits for the
+// scheduler, which may inject a fault into it.
+type gatedStore struct {
+	a  *actor
+	st *jobstest.MemStore
+}
+
+var (
+	_ driver.Store        = (*gatedStore)(nil)
+	_ driver.QueueCounter = (*gatedStore)(nil)
+	_ driver.WaiterPopper = (*gatedStore)(nil)
+)
+
+// finish is Finish, with the planted defect when the world has one: every
+// plantEvery-th final write drops its token condition (it lands on a job
+// running under another claim), which the invariants must catch.
+func (s *gatedStore) finish(ctx context.Context, id, token string, o driver.Outcome) error {
+	w, orig := s.a.w, token
+	if cur, err := s.st.Get(ctx, id); err == nil && (cur.Status != driver.StatusRunning || cur.ClaimToken != token) {
+		w.cover("stale", "final write on a job not running under its claim: "+string(cur.Status))
+	}
+	if w.plant > 0 {
+		w.finishes++
+		if w.finishes%w.plant == 0 {
+			if cur, err := s.st.Get(ctx, id); err == nil && cur.Status == driver.StatusRunning && cur.ClaimToken != token {
+				w.cover("planted", "stale final write")
+				token = cur.ClaimToken
+			}
+		}
+	}
+	err := s.st.Finish(ctx, id, token, o)
+	if err == nil {
+		s.a.w.landed("the final write", id, orig)
+	}
+	return err
+}
+
+// claim is Claim, remembering which claim token each instance's run holds.
+func (s *gatedStore) claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
+	rec, err := s.st.Claim(ctx, id, c)
+	if err == nil {
+		s.a.w.track.claimed(s.a, id, c.Token)
+	}
+	return rec, err
+}
+
+// requeue is Requeue, checked as a final write is.
+func (s *gatedStore) requeue(ctx context.Context, id, token string, r driver.Requeue) error {
+	err := s.st.Requeue(ctx, id, token, r)
+	if err == nil {
+		s.a.w.landed("a requeue", id, token)
+	}
+	return err
+}
