@@ -113,6 +113,11 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s; try FUZZTIME=10m; CI gi
 reliability: deps $(RIE) ## Run the reliability scenarios at full size (faults, SIGKILL, one owner at a scaled 10,000 jobs/s) and rewrite docs/RELIABILITY.md and docs/KEY_HEAT.md.
 	RELIABILITY_REPORT=$(CURDIR)/docs/RELIABILITY.md $(GO) test -count=1 -v -timeout 20m -run . ./internal/reliability/
 
+.PHONY: simulate
+SEEDS ?= 10000
+simulate: ## Run SEEDS seeds of the whole-system simulator (default 10000) with -race and write their figures to docs/simulation-figures.md.
+	$(GO) test -race -count=1 -timeout 60m -run 'TestSimulation$$' ./internal/simulation/ -seeds $(SEEDS) -report $(CURDIR)/docs/simulation-figures.md
+
 # govulncheck needs no network: the vulnerability database is built from the
 # golang.org/x/vulndb module (served by the module proxy) into a cache.
 VULN_VERSION := v0.0.0-20261105234957-e22db6528018
