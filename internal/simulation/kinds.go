@@ -90,6 +90,11 @@ func (w *world) register(reg *jobs.Registry) {
 
 // handle is every scripted kind's handler.
 func (w *world) handle(ctx context.Context, job *jobs.Job[payload]) (result, error) {
+	// A handler the worker abandoned outlives its invocation: the world
+	// waits for it before it ends. (Its invocation's goroutine, counted
+	// too, is still running as it starts.)
+	w.stragglers.Add(1)
+	defer w.stragglers.Done()
 	inst, _ := ctx.Value(instanceKey{}).(*actor)
 	r := w.track.begin(job.ID, job.Kind, job.Payload.Key, inst)
 	defer w.track.end(r)

@@ -9,25 +9,12 @@ import "strings"
 // longer found in its seeds, so that fixing a defect removes its entry.
 type finding struct {
 	name string
-	// rare: the default seeds do not reach it (see its comment); the
-	// test does not require it to be found there.
-	rare bool
 	// match reports whether violation v of a run with trace is this
 	// finding.
 	match func(v string, trace []string) bool
 }
 
 var knownFindings = []finding{
-	{
-		// A page of due items whose handling keeps failing (post-outcome
-		// steps during an EventBridge outage) sits at the head of the
-		// sweep index; every sweep re-reads it and stops, so a dead
-		// worker's job behind it is not interrupted.
-		name: "the sweeper stalls behind a page of failing items",
-		match: func(v string, _ []string) bool {
-			return strings.Contains(v, "after its lease ended: the sweeper never interrupted it")
-		},
-	},
 	{
 		// A heartbeat kind's lease lapses while its handler still runs
 		// within its invocation (a heartbeat that is slow or refused, a
@@ -36,23 +23,6 @@ var knownFindings = []finding{
 		name: "a heartbeat lease lapses under a running handler",
 		match: func(v string, trace []string) bool {
 			return strings.HasPrefix(v, "two runs of job ") && kindOfJob(v, trace) == kindLong
-		},
-	},
-	{
-		// The sweeper's step-clearing write (DoneAfter) for one outcome is
-		// held in the network and lands after the job's next outcome,
-		// clearing that outcome's pending event.
-		// Found by an earlier generator (seed 507 with requests held up
-		// to 20 s); the final generator's 10,000 seeds 1-10000 do not
-		// reach it.
-		name: "a stale step-clearing write clears the next outcome's steps",
-		rare: true,
-		match: func(v string, trace []string) bool {
-			if !strings.HasPrefix(v, "outcome ") || !strings.Contains(v, "was never announced") {
-				return false
-			}
-			job := strings.SplitN(strings.TrimPrefix(v, "outcome "), "/", 2)[0]
-			return traceHas(trace, "late DoneAfter "+job)
 		},
 	},
 	{

@@ -93,8 +93,8 @@ func (s *gatedStore) Finish(ctx context.Context, id, token string, o driver.Outc
 	return s.a.do(ctx, "Finish", id, true, func() error { return s.finish(ctx, id, token, o) })
 }
 
-func (s *gatedStore) DoneAfter(ctx context.Context, id string) error {
-	return s.a.do(ctx, "DoneAfter", id, true, func() error { return s.st.DoneAfter(ctx, id) })
+func (s *gatedStore) DoneAfter(ctx context.Context, id string, of driver.AfterOf) error {
+	return s.a.do(ctx, "DoneAfter", id, true, func() error { return s.st.DoneAfter(ctx, id, of) })
 }
 
 func (s *gatedStore) Requeue(ctx context.Context, id, token string, r driver.Requeue) error {

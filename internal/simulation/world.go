@@ -379,16 +379,29 @@ func (w *world) sweeps(ctx context.Context) {
 const deadRunBound = 10 * time.Minute
 
 // checkDeadRuns checks, after each sweep, that no job whose run's lease
-// ended more than deadRunBound ago is still running: a dead worker's job
-// is interrupted (or retried) whatever else is due.
+// ended and whose sweep time came more than deadRunBound ago is still
+// running: a dead worker's job is interrupted (or retried) whatever else
+// is due.
 func (w *world) checkDeadRuns() {
 	now := time.Now()
 	for _, r := range w.mem.All() {
-		if r.Status == jobs.StatusRunning && !r.LeaseUntil.IsZero() && now.Sub(r.LeaseUntil) > deadRunBound && !w.reported[r.ID] {
+		if r.Status != jobs.StatusRunning || r.LeaseUntil.IsZero() || r.SweepAt.IsZero() || w.reported[r.ID] {
+			continue
+		}
+		// Due to the sweeper since its lease ended and its sweep time came
+		// (a re-sent job keeps its re-send's backoff when it is claimed).
+		if due := later(r.LeaseUntil, r.SweepAt); now.Sub(due) > deadRunBound {
 			w.reported[r.ID] = true
-			w.violate("job %s is still running %v after its lease ended: the sweeper never interrupted it", r.ID, now.Sub(r.LeaseUntil).Round(time.Second))
+			w.violate("job %s is still running %v after its lease ended and its sweep time came: the sweeper never interrupted it", r.ID, now.Sub(due).Round(time.Second))
 		}
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // sleep sleeps d unless ctx ends first; false when it did.

@@ -754,9 +754,9 @@ func (e *engine) after(ctx context.Context, rec *driver.Record) bool {
 			ob.add(rec)
 			return true
 		}
-		return e.announce(ctx, []*driver.Record{rec}) == 1
+		return len(e.announce(ctx, []*driver.Record{rec})) == 0
 	}
-	if err := e.store.DoneAfter(ctx, rec.ID); err != nil {
+	if err := e.store.DoneAfter(ctx, rec.ID, driver.AfterOfRecord(rec)); err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "post-outcome steps not cleared; the sweeper will", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
 		return false
 	}

@@ -129,15 +129,12 @@ func (ob *outbox) add(rec *driver.Record) {
 
 // announce publishes the events of the final jobs recs, whose other
 // post-outcome steps have run, and clears the steps of those the bus
-// accepted. It returns how many it cleared; the others stay pending, for
-// the sweeper.
-func (e *engine) announce(ctx context.Context, recs []*driver.Record) int {
-	if len(recs) == 0 {
-		return 0
-	}
-	if e.bus == nil {
+// accepted. It returns the others, whose steps stay pending, for the
+// sweeper.
+func (e *engine) announce(ctx context.Context, recs []*driver.Record) (left []*driver.Record) {
+	if len(recs) == 0 || e.bus == nil {
 		// A role without a bus leaves the event to one with (the sweeper).
-		return 0
+		return recs
 	}
 	evs := make([]driver.Event, len(recs))
 	for i, rec := range recs {
@@ -148,32 +145,30 @@ func (e *engine) announce(ctx context.Context, recs []*driver.Record) int {
 	if err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "job events not sent; the sweeper sends them", slog.Int("events", len(evs)), slog.String("err_types", errtypes.Of(err)))
 	}
-	done := 0
 	for i, rec := range recs {
 		if i >= len(accepted) || !accepted[i] {
+			left = append(left, rec)
 			continue
 		}
-		if err := e.store.DoneAfter(ctx, rec.ID); err != nil {
+		if err := e.store.DoneAfter(ctx, rec.ID, driver.AfterOfRecord(rec)); err != nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "post-outcome steps not cleared; the sweeper will", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
-			continue
+			left = append(left, rec)
 		}
-		done++
 	}
-	if n := len(recs) - done; n > 0 && err == nil {
-		e.log.LogAttrs(ctx, slog.LevelWarn, "job events left pending; the sweeper sends them", slog.Int("events", n))
+	if len(left) > 0 && err == nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "job events left pending; the sweeper sends them", slog.Int("events", len(left)))
 	}
-	return done
+	return left
 }
 
-// flushEvents announces the outbox's events, and returns how many went
-// out and how many stay pending.
-func (e *engine) flushEvents(ctx context.Context, ob *outbox) (sent, pending int) {
+// flushEvents announces the outbox's events, and returns the jobs whose
+// events stay pending.
+func (e *engine) flushEvents(ctx context.Context, ob *outbox) (left []*driver.Record) {
 	ob.mu.Lock()
 	recs := ob.recs
 	ob.recs = nil
 	ob.mu.Unlock()
-	sent = e.announce(ctx, recs)
-	return sent, len(recs) - sent
+	return e.announce(ctx, recs)
 }
 
 // followUp creates the on-failure follow-up job of the failed job rec's

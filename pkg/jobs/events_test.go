@@ -360,11 +360,11 @@ func (b dyingBus) Put(ctx context.Context, evs []driver.Event) ([]bool, error) {
 	return b.MemBus.Put(ctx, evs)
 }
 
-func (s dyingAfterFinish) DoneAfter(ctx context.Context, id string) error {
+func (s dyingAfterFinish) DoneAfter(ctx context.Context, id string, of driver.AfterOf) error {
 	if ctx.Value(dieKey{}) != nil {
 		return errWorkerDied
 	}
-	return s.MemStore.DoneAfter(ctx, id)
+	return s.MemStore.DoneAfter(ctx, id, of)
 }
 
 func (s dyingAfterFinish) Create(ctx context.Context, rec *driver.Record) error {

@@ -121,10 +121,15 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 		s.metrics.flush(m, s.eng.clock.Now())
 	}()
 	seen := map[string]bool{}
+	// stuck counts the items of the last page that this sweep had read
+	// before: still due, since putting them back failed too. The next read
+	// asks for that many more, so the sweep reads past them.
+	stuck := 0
 	for !plan.over() {
 		now := s.eng.clock.Now()
 		pctx, cancel := plan.context(ctx)
-		ids, err := s.eng.store.Due(pctx, now, s.limit)
+		limit := s.limit + stuck
+		ids, err := s.eng.store.Due(pctx, now, limit)
 		if err != nil {
 			cancel()
 			s.log.LogAttrs(ctx, slog.LevelError, "sweep could not read the index", slog.String("err_types", errtypes.Of(err)))
@@ -142,10 +147,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 			rep.Complete = true
 			break
 		}
+		stuck = len(ids) - len(fresh)
 		rep.Due += len(fresh)
 		s.sweepPage(pctx, now, fresh, &rep)
 		cancel()
-		if len(ids) < s.limit {
+		if len(ids) < limit {
 			rep.Complete = !plan.over()
 			break
 		}
@@ -192,9 +198,7 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 					// Its enqueue died before it registered on every parent
 					// (or a resubmit or revive did): finish that.
 					if _, err := s.eng.awaitParents(ctx, rec); err != nil {
-						// Looked at again later, backing off as a re-send does.
-						next := now.Add(s.eng.graceOf(rec.Lane) << min(rec.Dispatches+1, maxDispatchShift))
-						_ = s.eng.store.Reschedule(ctx, rec.ID, driver.Expect{Status: StatusQueued}, next)
+						s.backOff(ctx, now, rec)
 						count(func() { rep.Errors++ })
 						return
 					}
@@ -217,14 +221,16 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 				case s.eng.after(ctx, rec):
 					count(func() { rep.After++ })
 				default:
+					s.backOff(ctx, now, rec)
 					count(func() { rep.Errors++ })
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if _, pending := s.eng.flushEvents(ctx, ob); pending > 0 {
-		rep.Errors += pending // still pending: the next sweep sends them
+	for _, r := range s.eng.flushEvents(ctx, ob) {
+		rep.Errors++ // still pending: a later sweep sends it
+		s.backOff(ctx, now, r)
 	}
 	if len(resend) == 0 {
 		return
@@ -236,6 +242,9 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 	if err := s.eng.queue.Send(ctx, msgs...); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "sweep could not re-send queued jobs", slog.Int("jobs", len(msgs)), slog.String("err_types", errtypes.Of(err)))
 		rep.Errors += len(msgs)
+		for _, r := range resend {
+			s.backOff(ctx, now, r)
+		}
 		return
 	}
 	for _, r := range resend {
@@ -251,6 +260,32 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 	}
 }
 
+// backOff moves the sweep time of rec, which this sweep could not settle,
+// later: a queued job's as a re-send backs off (grace, 2x, 4x, then 8x,
+// by its dispatches); any other's by the grace, doubled by how long it has
+// been due (since its run's lease ended, or its outcome), up to 8 times.
+// Items that keep failing (post-outcome steps during an EventBridge
+// outage, re-sends SQS refuses) so leave the head of the sweep index: a
+// page of them cannot stop the sweep from reaching what is due behind
+// them. A reschedule that fails too leaves the item where it is, and
+// Sweep reads past it.
+func (s *Sweeper) backOff(ctx context.Context, now time.Time, rec *driver.Record) {
+	g := s.eng.graceOf(rec.Lane)
+	var at time.Time
+	switch rec.Status {
+	case StatusQueued:
+		at = now.Add(g << min(rec.Dispatches+1, maxDispatchShift))
+	case StatusRunning:
+		at = now.Add(min(max(now.Sub(rec.LeaseUntil), g), g<<maxDispatchShift))
+	default:
+		at = now.Add(min(max(now.Sub(rec.FinishedAt), g), g<<maxDispatchShift))
+	}
+	err := s.eng.store.Reschedule(ctx, rec.ID, driver.Expect{Status: rec.Status, Token: rec.ClaimToken}, at)
+	if err != nil && !isConflict(err) {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "sweep could not put a failing item back", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
+	}
+}
+
 // maxDispatchShift caps the sweeper's re-send backoff at 8x the dispatch
 // grace: a job whose message keeps getting lost is looked at every 24
 // minutes (with the default 3-minute grace), not every few hours.
@@ -262,6 +297,7 @@ const maxDispatchShift = 3
 // moves to its run time.
 func (s *Sweeper) sweepDelayed(ctx context.Context, rec *driver.Record, d delivery, rep *SweepReport, count func(func())) {
 	if err := s.eng.deliver(ctx, rec, d); err != nil {
+		s.backOff(ctx, s.eng.clock.Now(), rec)
 		count(func() { rep.Errors++ })
 		return
 	}
@@ -296,6 +332,7 @@ func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *driver.R
 	case end.res == superseded:
 		count(func() { rep.Skipped++ })
 	case end.res == unsettled:
+		s.backOff(ctx, now, rec)
 		count(func() { rep.Errors++ })
 	case end.retried:
 		count(func() { rep.Retried++ })
@@ -327,6 +364,7 @@ func (s *Sweeper) sweepBatch(ctx context.Context, now time.Time, id string, rep 
 		// Its sweep time came before its enqueue finished storing its jobs:
 		// that enqueue failed or died.
 		if err := s.eng.abortBatch(ctx, b); err != nil {
+			_ = s.eng.store.RescheduleBatch(ctx, id, now.Add(s.eng.grace)) // off the head of the index
 			count(func() { rep.Errors++ })
 			return
 		}
@@ -336,6 +374,7 @@ func (s *Sweeper) sweepBatch(ctx context.Context, now time.Time, id string, rep 
 		if s.eng.settleBatch(ctx, b) {
 			count(func() { rep.Batches++ })
 		} else {
+			_ = s.eng.store.RescheduleBatch(ctx, id, now.Add(s.eng.grace))
 			count(func() { rep.Errors++ })
 		}
 		return

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -150,5 +151,74 @@ func TestSweeperResendBackoffIsCappedAtEightGraces(t *testing.T) {
 	}
 	if n := len(queue.Sent()); n != 6 {
 		t.Fatalf("%d messages sent, want one per sweep (6)", n)
+	}
+}
+
+// A page of items whose handling keeps failing (here 1,000 finished jobs
+// whose events cannot be put: an EventBridge outage) sits at the head of
+// the sweep index. Each is put back later, so the sweep reads past them
+// and interrupts the dead worker's job behind them in the same sweep.
+func TestFailingItemsDoNotStallTheSweep(t *testing.T) {
+	t.Parallel()
+	clock := jobstest.NewClock(time.Now().Truncate(time.Millisecond))
+	store := jobstest.NewMemStore(clock)
+	bus := &jobstest.MemBus{}
+	bus.SetFail(errors.New("eventbridge: unavailable"))
+	sweeper, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, Bus: bus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := clock.Now()
+	failing := map[string]bool{}
+	for i := range 1000 {
+		rec := jobstest.NewRecord(wire.NewID(), now.Add(-time.Hour))
+		rec.Events = true
+		rec.SweepAt = now.Add(-time.Hour + time.Duration(i)*time.Millisecond)
+		if err := store.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "t", At: now.Add(-time.Hour), LeaseUntil: now.Add(-time.Hour + time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Finish(ctx, rec.ID, "t", driver.Outcome{Status: jobs.StatusSucceeded, At: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour), After: []string{"event"}, Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		failing[rec.ID] = true
+	}
+	dead := jobstest.NewRecord(wire.NewID(), now.Add(-10*time.Minute))
+	dead.SweepAt = now.Add(-30 * time.Second) // due after every failing item
+	if err := store.Create(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, dead.ID, driver.Claim{Token: "gone", At: now.Add(-10 * time.Minute), LeaseUntil: now.Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := sweeper.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := store.Get(ctx, dead.ID); got.Status != jobs.StatusFailed || got.ErrorCode != jobs.CodeInterrupted {
+		t.Fatalf("the dead worker's job behind 1,000 failing items is %s %q after a sweep (%+v); want failed interrupted", got.Status, got.ErrorCode, rep)
+	}
+	ids, _ := store.Due(ctx, clock.Now(), 2000)
+	if len(ids) != 0 {
+		t.Fatalf("%d items still due right after the sweep; want the failing ones put back later", len(ids))
+	}
+	for id := range failing {
+		if got, _ := store.Get(ctx, id); !slices.Contains(got.After, "event") || !got.SweepAt.After(now) {
+			t.Fatalf("failing item %s: steps %v, sweep at %v; want its event pending and a later sweep", id, got.After, got.SweepAt.Sub(now))
+		}
+	}
+	// When the outage ends, the items come back (their outcomes are an
+	// hour old: eight graces later) and their events go out.
+	bus.SetFail(nil)
+	clock.Advance(8*jobs.DefaultDispatchGrace + time.Second)
+	if _, err := sweeper.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := store.Due(ctx, clock.Now().Add(time.Hour), 2000); len(ids) != 0 {
+		t.Fatalf("%d items still due after the outage ended", len(ids))
 	}
 }

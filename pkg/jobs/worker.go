@@ -217,7 +217,7 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 	// not sent stay pending on their jobs, for the sweeper.
 	if !ob.empty() {
 		ectx, cancel := inv.callContext(context.WithoutCancel(ctx))
-		w.eng.flushEvents(ectx, ob)
+		_ = w.eng.flushEvents(ectx, ob) // those left stay pending, for the sweeper
 		cancel()
 	}
 	return events.SQSEventResponse{BatchItemFailures: failures}, nil

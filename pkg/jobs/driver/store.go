@@ -94,11 +94,14 @@ type Store interface {
 	// the steps pending, until DoneAfter.
 	Finish(ctx context.Context, id, token string, o Outcome) error
 
-	// DoneAfter records that the post-outcome steps of a final job have
-	// all run: it clears them and the job's sweep schedule. It is
-	// conditional on steps being pending, and returns nil when none are
-	// (another caller finished them).
-	DoneAfter(ctx context.Context, id string) error
+	// DoneAfter records that the post-outcome steps of the final job's
+	// outcome of have all run: it clears them and the job's sweep
+	// schedule. It is conditional on steps being pending and on the job
+	// still holding that outcome (of's Outcomes, Attempt and FinishedAt),
+	// and returns nil otherwise: another caller finished them, or the job
+	// was retried and a later outcome holds steps of its own, which a late
+	// write for an earlier outcome must not clear.
+	DoneAfter(ctx context.Context, id string, of AfterOf) error
 
 	// Requeue ends the run named by token with a retry: the job goes back to
 	// queued, to run at r.RunAt, with r.LastError as the failed attempt's
@@ -152,7 +155,9 @@ type Store interface {
 
 	// Reschedule moves the sweep time of a job that is still as expected
 	// (same status, and same token when running) to at. For a queued job it
-	// also counts a dispatch.
+	// also counts a dispatch. A final job can be rescheduled while its
+	// post-outcome steps are pending (a sweep that could not run them
+	// looks again later).
 	Reschedule(ctx context.Context, id string, expect Expect, at time.Time) error
 
 	// LastFire returns the id of the job the last enqueued fire of
@@ -367,6 +372,22 @@ type Outcome struct {
 	// sentinel of the write's other conditions and the job as it is
 	// otherwise: read its Dependents and write again).
 	Dependents int
+}
+
+// AfterOf names one outcome of a job, for Store.DoneAfter: what its final
+// write recorded. Two outcomes of a job differ in at least one of them
+// unless a job is resubmitted and cancelled in the millisecond of its
+// previous outcome without counting its outcomes (Record.Events and
+// OnFailure unset).
+type AfterOf struct {
+	Outcomes   int
+	Attempt    int
+	FinishedAt time.Time
+}
+
+// AfterOfRecord is the outcome the final job rec holds.
+func AfterOfRecord(rec *Record) AfterOf {
+	return AfterOf{Outcomes: rec.Outcomes, Attempt: rec.Attempt, FinishedAt: rec.FinishedAt}
 }
 
 // CancelQueued is the write that cancels a queued job.

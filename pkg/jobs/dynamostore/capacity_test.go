@@ -287,7 +287,7 @@ func TestWriteUnitsPerBatchedJob(t *testing.T) {
 		if _, err := store.CountInBatch(ctx, b, driver.BatchCount{Index: rec.BatchIndex, Status: jobs.StatusSucceeded, ExpiresAt: now.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := store.DoneAfter(ctx, id); err != nil {
+		if err := store.DoneAfter(ctx, id, driver.AfterOf{Attempt: 1, FinishedAt: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -777,7 +777,7 @@ func TestWriteUnitsPerAnnouncedJob(t *testing.T) {
 		At: now, ExpiresAt: now.Add(time.Hour), After: []string{"event"}, Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.DoneAfter(ctx, rec.ID); err != nil {
+	if err := store.DoneAfter(ctx, rec.ID, driver.AfterOf{Outcomes: 1, Attempt: 1, FinishedAt: now}); err != nil {
 		t.Fatal(err)
 	}
 	var total float64

@@ -590,11 +590,18 @@ func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) 
 
 // DoneAfter clears a final job's post-outcome steps and its sweep
 // schedule.
-func (s *Store) DoneAfter(ctx context.Context, id string) error {
-	upd := expression.Remove(expression.Name(attrAfter)).
-		Remove(expression.Name(AttrSweepShard)).
-		Remove(expression.Name(AttrSweepAt))
-	_, err := s.update(ctx, id, change{op: "done_after", upd: upd, cond: expression.AttributeExists(expression.Name(attrAfter)), sentinel: jobs.ErrLostClaim})
+func (s *Store) DoneAfter(ctx context.Context, id string, of driver.AfterOf) error {
+	e := newExpr()
+	e.del(attrAfter, AttrSweepShard, AttrSweepAt)
+	e.when("attribute_exists(" + e.n(attrAfter) + ")")
+	e.when(e.n(attrAttempt) + " = " + e.vn(int64(of.Attempt)))
+	e.when(e.n(attrFinished) + " = " + e.vn(ms(of.FinishedAt)))
+	if of.Outcomes > 0 {
+		e.when(e.n(attrOutcomes) + " = " + e.vn(int64(of.Outcomes)))
+	} else {
+		e.when(e.notExists(attrOutcomes))
+	}
+	_, err := s.update(ctx, id, change{op: "done_after", raw: e, sentinel: jobs.ErrLostClaim})
 	if errors.Is(err, jobs.ErrLostClaim) || errors.Is(err, jobs.ErrNotFound) {
 		return nil // done by another caller (or expired)
 	}
@@ -688,6 +695,10 @@ func (s *Store) Reschedule(ctx context.Context, id string, expect driver.Expect,
 		e.when(e.statusIs(jobs.StatusQueued))
 	case jobs.StatusRunning:
 		e.runningUnder(expect.Token)
+	case jobs.StatusSucceeded, jobs.StatusFailed, jobs.StatusCancelled:
+		// A final job whose post-outcome steps failed: looked at later.
+		e.when(e.statusIs(expect.Status))
+		e.when("attribute_exists(" + e.n(attrAfter) + ")")
 	default:
 		return fmt.Errorf("dynamostore: reschedule: status %q has no sweep", expect.Status)
 	}

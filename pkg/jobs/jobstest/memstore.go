@@ -228,11 +228,13 @@ func (m *MemStore) afterOutcome(r *driver.Record, at time.Time, steps []string) 
 	}
 }
 
-// DoneAfter clears a final job's post-outcome steps and sweep schedule.
-func (m *MemStore) DoneAfter(_ context.Context, id string) error {
+// DoneAfter clears a final job's post-outcome steps and sweep schedule,
+// if it still holds the outcome of.
+func (m *MemStore) DoneAfter(_ context.Context, id string, of driver.AfterOf) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r, ok := m.live(id); ok && len(r.After) > 0 {
+	if r, ok := m.live(id); ok && len(r.After) > 0 && r.Outcomes == of.Outcomes && r.Attempt == of.Attempt &&
+		r.FinishedAt.Truncate(time.Millisecond).Equal(of.FinishedAt.Truncate(time.Millisecond)) {
 		r.After, r.SweepAt = nil, time.Time{}
 	}
 	return nil
@@ -487,7 +489,7 @@ func (m *MemStore) Reschedule(_ context.Context, id string, expect driver.Expect
 	}
 	if r.Status != expect.Status || r.SweepAt.IsZero() ||
 		(expect.Status == jobs.StatusRunning && r.ClaimToken != expect.Token) ||
-		!slices.Contains([]jobs.Status{jobs.StatusQueued, jobs.StatusRunning}, expect.Status) {
+		(expect.Status.Final() && len(r.After) == 0) || !expect.Status.Valid() {
 		return &driver.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
 	}
 	r.SweepAt = at

@@ -179,10 +179,11 @@ func (c suite) publishAndFinish(t *testing.T) {
 		if ids, _ := s.Due(ctx, now.Add(time.Hour), 10); !set(ids)[rec.ID] {
 			t.Fatalf("a final job with a step pending is not due: %v", ids)
 		}
-		if err := s.DoneAfter(ctx, rec.ID); err != nil {
+		of := driver.AfterOfRecord(mustGet(t, s, rec.ID))
+		if err := s.DoneAfter(ctx, rec.ID, of); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.DoneAfter(ctx, rec.ID); err != nil {
+		if err := s.DoneAfter(ctx, rec.ID, of); err != nil {
 			t.Fatalf("DoneAfter again: %v, want nil", err)
 		}
 		if got := mustGet(t, s, rec.ID); len(got.After) != 0 {
@@ -265,11 +266,75 @@ func (c suite) publishAndFinish(t *testing.T) {
 		}
 		err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: now.Add(time.Minute)})
 		wantConflict(t, err, jobs.ErrNotResubmittable, jobs.StatusCancelled)
-		if err := s.DoneAfter(ctx, rec.ID); err != nil {
+		if err := s.DoneAfter(ctx, rec.ID, driver.AfterOfRecord(mustGet(t, s, rec.ID))); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: now.Add(time.Minute)}); err != nil {
 			t.Fatalf("Resubmit once the steps ran: %v", err)
+		}
+	})
+
+	c.run(t, "DoneAfterOfAnEarlierOutcomeClearsNothing", func(t *testing.T, s driver.Store, clock *Clock) {
+		// A step-clearing write for a job's first outcome that lands late,
+		// after a retry's second outcome, must leave the second outcome's
+		// steps (its event) pending.
+		now := clock.Now()
+		rec := mustCreate(t, s, now)
+		_, token := mustClaim(t, s, rec.ID, now)
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusFailed, Code: "x", At: now, ExpiresAt: now.Add(time.Hour), After: []string{"event"}, Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		first := driver.AfterOfRecord(mustGet(t, s, rec.ID))
+		if err := s.DoneAfter(ctx, rec.ID, first); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		_, token = mustClaim(t, s, rec.ID, now)
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: now, ExpiresAt: now.Add(time.Hour), After: []string{"event"}, Seq: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DoneAfter(ctx, rec.ID, first); err != nil {
+			t.Fatalf("a late DoneAfter of the first outcome: %v, want nil", err)
+		}
+		got := mustGet(t, s, rec.ID)
+		if !slices.Equal(got.After, []string{"event"}) {
+			t.Fatalf("a late DoneAfter of the first outcome cleared the second's steps: %v", got.After)
+		}
+		if err := s.DoneAfter(ctx, rec.ID, driver.AfterOfRecord(got)); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, rec.ID); len(got.After) != 0 {
+			t.Fatalf("steps after the second outcome's DoneAfter: %v", got.After)
+		}
+	})
+
+	c.run(t, "RescheduleOfAFinalJobWithPendingSteps", func(t *testing.T, s driver.Store, clock *Clock) {
+		// A sweep that cannot run a final job's steps puts the job back
+		// later; a final job without pending steps is not in the schedule.
+		now := clock.Now()
+		rec := mustCreate(t, s, now)
+		_, token := mustClaim(t, s, rec.ID, now)
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: now, ExpiresAt: now.Add(time.Hour), After: []string{"event"}}); err != nil {
+			t.Fatal(err)
+		}
+		later := now.Add(10 * time.Minute)
+		if err := s.Reschedule(ctx, rec.ID, driver.Expect{Status: jobs.StatusSucceeded}, later); err != nil {
+			t.Fatalf("Reschedule of a final job with steps pending: %v", err)
+		}
+		if ids, _ := s.Due(ctx, later.Add(-time.Second), 10); set(ids)[rec.ID] {
+			t.Fatalf("due before its new sweep time: %v", ids)
+		}
+		if ids, _ := s.Due(ctx, later, 10); !set(ids)[rec.ID] {
+			t.Fatalf("not due at its new sweep time: %v", ids)
+		}
+		wantConflict(t, s.Reschedule(ctx, rec.ID, driver.Expect{Status: jobs.StatusFailed}, later), jobs.ErrLostClaim, jobs.StatusSucceeded)
+		if err := s.DoneAfter(ctx, rec.ID, driver.AfterOfRecord(mustGet(t, s, rec.ID))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Reschedule(ctx, rec.ID, driver.Expect{Status: jobs.StatusSucceeded}, later); !errors.Is(err, jobs.ErrLostClaim) {
+			t.Fatalf("Reschedule of a final job without steps: %v, want a conflict", err)
 		}
 	})
 }

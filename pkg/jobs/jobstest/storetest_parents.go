@@ -113,7 +113,7 @@ func (c suite) parents(t *testing.T) {
 			t.Fatalf("the cancelled job with steps pending is not due (due %v)", ids)
 		}
 		// A resubmit waits on the parents again and forgets the cause.
-		if err := s.DoneAfter(ctx, rec.ID); err != nil {
+		if err := s.DoneAfter(ctx, rec.ID, driver.AfterOfRecord(mustGet(t, s, rec.ID))); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: now.Add(time.Minute), WaitingOn: driver.WaitParents}); err != nil {
