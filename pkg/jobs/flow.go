@@ -375,7 +375,6 @@ const startsPerBucket = 100
 // before it tries again (jittered): runs end at any moment, so soon.
 const slotWait = time.Second
 
-
 // release frees the slots held by holder (a run's claim token) and wakes
 // each slot's first waiter (best effort: a slot not released frees
 // itself at the run's lease, and a waiter not woken looks again at its
