@@ -25,14 +25,6 @@ var knownFindings = []finding{
 			return strings.HasPrefix(v, "two runs of job ") && kindOfJob(v, trace) == kindLong
 		},
 	},
-	{
-		// Jobs whose rate reservations came due while the workers were
-		// busy all start as soon as they are delivered.
-		name: "a rate limit bursts past its reservations",
-		match: func(v string, _ []string) bool {
-			return strings.Contains(v, "starts of "+kindRated) && strings.Contains(v, "over its rate limit")
-		},
-	},
 }
 
 // classify returns the known finding v is, or "".

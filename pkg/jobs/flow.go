@@ -195,7 +195,12 @@ func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, cl claim
 	cctx, cancel := inv.callContext(ctx)
 	defer cancel()
 	now := w.eng.now()
-	if rec.WaitingOn != waitRate {
+	// A job that waited on the rate starts on its reservation only when
+	// it is on time: delivered late (its workers were busy), its reserved
+	// start has passed and later reservations are someone else's, so it
+	// reserves again. Starting late on the old one is how reservations
+	// that came due together all started at once, over the rate.
+	if rec.WaitingOn != waitRate || now.Sub(rec.RunAt) > rateOnTime {
 		var longest time.Duration
 		for _, b := range k.buckets(rec) {
 			wait, err := w.eng.store.TakeToken(cctx, b.key, driver.TokenBucket{PerSecond: b.rate, Burst: b.burst, At: now})
@@ -374,6 +379,11 @@ const startsPerBucket = 100
 // slotWait is how long a job that found its kind's slots taken waits
 // before it tries again (jittered): runs end at any moment, so soon.
 const slotWait = time.Second
+
+// rateOnTime is how late after its reserved start a job that waited on a
+// rate may still start on that reservation: the claim's own latency. A
+// rate holds in every window of its period less this.
+const rateOnTime = 20 * time.Millisecond
 
 // release frees the slots held by holder (a run's claim token) and wakes
 // each slot's first waiter (best effort: a slot not released frees

@@ -584,3 +584,67 @@ func TestUnlimitedKindsMakeNoFlowCalls(t *testing.T) {
 		}
 	})
 }
+
+// A job parked on a rate limit and delivered after its reserved start (its
+// workers were busy) reserves again instead of starting on the stale
+// reservation: the later reservations are someone else's, and starting on
+// the old one is how parked jobs that came due together all started at
+// once, over the rate.
+func TestLateRateWaiterReservesAgain(t *testing.T) {
+	t.Parallel()
+	clock := jobstest.NewClock(time.Now().Truncate(time.Second))
+	store := jobstest.NewMemStore(clock)
+	reg := jobs.NewRegistry()
+	var (
+		mu     sync.Mutex
+		starts = map[int]time.Time{}
+	)
+	jobs.MustRegister(reg, "rated", func(ctx context.Context, j *jobs.Job[heldPayload]) (jobs.NoResult, error) {
+		mu.Lock()
+		starts[j.Payload.N] = clock.Now()
+		mu.Unlock()
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{RateLimit: 1, RatePeriod: 10 * time.Second})
+	q := &jobstest.MemQueue{}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, Clock: clock, CancelCheck: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	enqueue := func(n int) string {
+		res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "rated", Payload: []byte(fmt.Sprintf(`{"n":%d}`, n))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Job.ID
+	}
+	deliver := func(id string) {
+		t.Helper()
+		if _, err := w.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: id, Body: message.Encode(id)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := enqueue(1), enqueue(2)
+	deliver(a) // starts at t0
+	deliver(b) // reserves t0+10s and parks
+	if rec, _ := store.Get(ctx, b); rec.WaitingOn != "rate" {
+		t.Fatalf("the second job waits on %q, want rate", rec.WaitingOn)
+	}
+	clock.Advance(20 * time.Second)
+	c := enqueue(3)
+	deliver(c) // its reservation is now: t0+20s
+	clock.Advance(5 * time.Second)
+	deliver(b) // 15 s after its reserved start, 5 s after the third started
+	mu.Lock()
+	defer mu.Unlock()
+	if at, ok := starts[2]; ok {
+		t.Fatalf("the late job started %v after the third, on its stale reservation: two starts within the 10 s period of a limit of 1", at.Sub(starts[3]))
+	}
+	if rec, _ := store.Get(ctx, b); rec.WaitingOn != "rate" || rec.RunAt.Sub(starts[3]) < 10*time.Second {
+		t.Fatalf("the late job waits on %q until %v after the third's start, want a fresh reservation 10 s after it", rec.WaitingOn, rec.RunAt.Sub(starts[3]))
+	}
+}
