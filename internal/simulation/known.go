@@ -15,16 +15,6 @@ type finding struct {
 }
 
 var knownFindings = []finding{
-	{
-		// A heartbeat kind's lease lapses while its handler still runs
-		// within its invocation (a heartbeat that is slow or refused, a
-		// cancel after which heartbeats stop renewing); the sweeper ends
-		// the run and a retry starts beside it.
-		name: "a heartbeat lease lapses under a running handler",
-		match: func(v string, trace []string) bool {
-			return strings.HasPrefix(v, "two runs of job ") && kindOfJob(v, trace) == kindLong
-		},
-	},
 }
 
 // classify returns the known finding v is, or "".

@@ -147,6 +147,9 @@ type run struct {
 	rec              *driver.Record
 	token            string
 	started, leaseBy time.Time
+	// keeper, for a kind with heartbeats, learns of each renewal of the
+	// run's lease (see leaseKeeper).
+	keeper *leaseKeeper
 }
 
 // end records how run r ended: a failed run whose kind allows another

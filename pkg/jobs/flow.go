@@ -201,24 +201,36 @@ func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, cl claim
 	// reserves again. Starting late on the old one is how reservations
 	// that came due together all started at once, over the rate.
 	if rec.WaitingOn != waitRate || now.Sub(rec.RunAt) > rateOnTime {
-		var longest time.Duration
-		for _, b := range k.buckets(rec) {
-			wait, err := w.eng.store.TakeToken(cctx, b.key, driver.TokenBucket{PerSecond: b.rate, Burst: b.burst, At: now})
-			if err != nil {
-				w.log.LogAttrs(ctx, slog.LevelWarn, "rate not read; the job waits", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
+		for try := 1; ; try++ {
+			var longest time.Duration
+			for _, b := range k.buckets(rec) {
+				wait, err := w.eng.store.TakeToken(cctx, b.key, driver.TokenBucket{PerSecond: b.rate, Burst: b.burst, At: now})
+				if err != nil {
+					w.log.LogAttrs(ctx, slog.LevelWarn, "rate not read; the job waits", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
+					return &admission{on: waitStore, runAt: now, delay: w.eng.jitter(slotWait)}
+				}
+				longest = max(longest, wait)
+			}
+			switch {
+			case longest == 0:
+			case longest <= inlineRateWait && inv.canStart(longest+k.minRun) && sleepCtx(ctx, longest):
+			default:
+				// The message comes back up to a second early (SQS delays are
+				// whole seconds) and waits out the rest (claimFailed), so the
+				// start is on time, not bunched at the second.
+				return &admission{on: waitRate, runAt: now.Add(longest), delay: longest.Truncate(time.Second)}
+			}
+			// The reservation holds only if the start follows it at once:
+			// an answer that came late (a slow call) leaves it passed, and
+			// the next one is someone else's.
+			reserved := now.Add(longest)
+			now = w.eng.now()
+			if now.Sub(reserved) <= rateOnTime {
+				break
+			}
+			if try == 3 {
 				return &admission{on: waitStore, runAt: now, delay: w.eng.jitter(slotWait)}
 			}
-			longest = max(longest, wait)
-		}
-		switch {
-		case longest == 0:
-		case longest <= inlineRateWait && inv.canStart(longest+k.minRun) && sleepCtx(ctx, longest):
-			now = w.eng.now()
-		default:
-			// The message comes back up to a second early (SQS delays are
-			// whole seconds) and waits out the rest (claimFailed), so the
-			// start is on time, not bunched at the second.
-			return &admission{on: waitRate, runAt: now.Add(longest), delay: longest.Truncate(time.Second)}
 		}
 	}
 	var held []slotKey

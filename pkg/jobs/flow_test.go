@@ -648,3 +648,57 @@ func TestLateRateWaiterReservesAgain(t *testing.T) {
 		t.Fatalf("the late job waits on %q until %v after the third's start, want a fresh reservation 10 s after it", rec.WaitingOn, rec.RunAt.Sub(starts[3]))
 	}
 }
+
+// slowTokens answers its first TakeToken late: the reservation it made
+// has passed by the time the worker hears of it.
+type slowTokens struct {
+	*jobstest.MemStore
+	clock *jobstest.Clock
+	calls atomic.Int32
+}
+
+func (s *slowTokens) TakeToken(ctx context.Context, key string, b driver.TokenBucket) (time.Duration, error) {
+	wait, err := s.MemStore.TakeToken(ctx, key, b)
+	if s.calls.Add(1) == 1 {
+		s.clock.Advance(500 * time.Millisecond)
+	}
+	return wait, err
+}
+
+// A reservation whose answer came late is not started on: the start would
+// follow it by the call's delay, closer to the next reservation than the
+// rate allows. The worker reserves again.
+func TestLateReservationAnswerReservesAgain(t *testing.T) {
+	t.Parallel()
+	clock := jobstest.NewClock(time.Now().Truncate(time.Second))
+	mem := jobstest.NewMemStore(clock)
+	store := &slowTokens{MemStore: mem, clock: clock}
+	reg := jobs.NewRegistry()
+	var started []time.Time
+	jobs.MustRegister(reg, "rated", func(ctx context.Context, j *jobs.Job[heldPayload]) (jobs.NoResult, error) {
+		started = append(started, clock.Now())
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{RateLimit: 1, RatePeriod: 10 * time.Second})
+	q := &jobstest.MemQueue{}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, Clock: clock, CancelCheck: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "rated", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m", Body: message.Encode(res.Job.ID)}}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := store.Get(ctx, res.Job.ID)
+	if calls := store.calls.Load(); calls != 2 || len(started) != 0 || rec.WaitingOn != "rate" {
+		t.Fatalf("%d reservations, %d starts (at %v), waiting on %q: want a second reservation and the job parked on it, not a start 500 ms after its reserved time",
+			calls, len(started), started, rec.WaitingOn)
+	}
+}

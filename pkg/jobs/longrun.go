@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
@@ -127,4 +129,66 @@ func openCheckpoint(s Sealer, rec *driver.Record) ([]byte, error) {
 		return nil, errNoSealer
 	}
 	return s.Open(string(rec.Checkpoint), checkpointAAD(rec.ID))
+}
+
+// leaseOf is the lease a run of kind k renews at now: one heartbeat, but
+// never past the invocation's own lease.
+func leaseOf(inv invocation, k *kindDef, now time.Time) time.Time {
+	l := inv.leaseUntil(now)
+	if hb := now.Add(k.heartbeat); k.heartbeat > 0 && hb.Before(l) {
+		l = hb
+	}
+	return l
+}
+
+// leaseKeeper keeps a heartbeat kind's lease while its handler runs. A
+// run's lease is one heartbeat long; if it lapsed while the handler still
+// ran (a heartbeat that was slow or refused, a handler winding down after
+// a cancel), the sweeper would end the run and a retry could start beside
+// it. So the worker renews the lease itself whenever the handler has not
+// for half a heartbeat, until the handler returns or the invocation's
+// deadline: a handler that heartbeats often enough costs no extra write.
+type leaseKeeper struct {
+	last atomic.Int64 // when a renewal last landed (unix ms)
+}
+
+func (lk *leaseKeeper) renewed(at time.Time) { lk.last.Store(at.UnixMilli()) }
+
+// keepLease renews r's lease every quarter heartbeat in which the handler
+// has not renewed it for half a heartbeat, until the function it returns
+// is called. A renewal that finds a cancel requested (it renews all the
+// same) calls notice; one that finds the run taken over calls takeover
+// and stops.
+func (w *Worker) keepLease(ctx context.Context, inv invocation, k *kindDef, r run, notice, takeover func()) (stop func()) {
+	r.keeper.renewed(w.eng.now()) // the claim's first heartbeat, or the claim
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(k.heartbeat / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			now := w.eng.now()
+			if now.Sub(time.UnixMilli(r.keeper.last.Load())) < k.heartbeat/2 {
+				continue
+			}
+			cctx, cancel := inv.callContext(ctx)
+			err := w.eng.store.Heartbeat(cctx, r.rec.ID, r.token, driver.Heartbeat{LeaseUntil: leaseOf(inv, k, now), At: now})
+			cancel()
+			switch {
+			case err == nil:
+				r.keeper.renewed(now)
+			case errors.Is(err, driver.ErrCancelRequested):
+				r.keeper.renewed(now)
+				notice()
+			case errors.Is(err, ErrLostClaim), errors.Is(err, ErrNotFound):
+				takeover()
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
 }

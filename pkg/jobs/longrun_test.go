@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -492,10 +493,15 @@ func TestWorkerHeartbeatsKeepARunAliveOnFakeTime(t *testing.T) {
 		dead := make(chan struct{}) // the dying run blocks on it
 		var mu sync.Mutex
 		lastBeat := map[string]time.Time{}
+		// The worker's store: once its instance died, nothing it sends
+		// lands (the worker would otherwise keep the lease of a handler
+		// that blocks).
+		workerStore := &diesStore{MemStore: store}
 		jobs.MustRegister(reg, "beat", func(ctx context.Context, job *jobs.Job[struct{ Die bool }]) (jobs.NoResult, error) {
 			start := time.Now()
 			for time.Since(start) < 5*grace {
 				if job.Payload.Die && time.Since(start) >= grace {
+					workerStore.dead.Store(true)
 					<-dead // the worker died: nothing more from this run
 					return jobs.NoResult{}, nil
 				}
@@ -510,7 +516,7 @@ func TestWorkerHeartbeatsKeepARunAliveOnFakeTime(t *testing.T) {
 			return jobs.NoResult{}, nil
 		}, &jobs.KindOpts{Lane: "long", Heartbeat: lease})
 		svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, DispatchGrace: grace})
-		w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Lane: "long", DispatchGrace: grace, CancelCheck: -1})
+		w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: workerStore, Queue: queue, Lane: "long", DispatchGrace: grace, CancelCheck: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -608,5 +614,144 @@ func TestWorkerHeartbeatsKeepARunAliveOnFakeTime(t *testing.T) {
 				after, lease, bound, invocation)
 		}
 		t.Logf("heartbeating run: %v, deferred %d times; dead run interrupted %v after its last heartbeat", took, deferred, after)
+	})
+}
+
+// diesStore is a worker's store once its instance died: its heartbeats
+// no longer land.
+type diesStore struct {
+	*jobstest.MemStore
+	dead atomic.Bool
+}
+
+func (s *diesStore) Heartbeat(ctx context.Context, id, token string, hb driver.Heartbeat) error {
+	if s.dead.Load() {
+		return errors.New("the worker's instance is gone")
+	}
+	return s.MemStore.Heartbeat(ctx, id, token, hb)
+}
+
+// A heartbeat kind's handler that stops heartbeating for longer than its
+// lease (a long step; winding down after a cancel) while its invocation
+// lives: the worker keeps the lease, so the sweeper defers the run rather
+// than ending it and letting a retry start beside the handler.
+func TestWorkerKeepsTheLeaseWhileItsHandlerRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lease, sweepEvery, step = 30 * time.Second, time.Minute, 3 * time.Minute
+		ctx := context.Background()
+		store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+		reg := jobs.NewRegistry()
+		var running, overlaps atomic.Int32
+		jobs.MustRegister(reg, "slow", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) {
+			if running.Add(1) > 1 {
+				overlaps.Add(1)
+			}
+			defer running.Add(-1)
+			if err := job.Heartbeat(ctx); err != nil {
+				return jobs.NoResult{}, err
+			}
+			time.Sleep(step) // six leases without a heartbeat of its own
+			return jobs.NoResult{}, nil
+		}, &jobs.KindOpts{Lane: "long", Heartbeat: lease, Retry: jobs.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second}})
+		svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+		w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Lane: "long", CancelCheck: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Registry: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "slow", Payload: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := res.Job.ID
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			ictx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+			defer cancel()
+			_, _ = w.HandleSQS(ictx, sqsEvent(message.Encode(id)))
+		})
+		var interrupted int
+		for range 5 {
+			time.Sleep(sweepEvery)
+			rep, err := sw.Sweep(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			interrupted += rep.Interrupted + rep.Retried
+			if interrupted > 0 {
+				// What a redelivery would do next: run the retry beside the
+				// first run's handler.
+				wg.Go(func() {
+					ictx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+					defer cancel()
+					_, _ = w.HandleSQS(ictx, sqsEvent(message.Encode(id)))
+				})
+				break
+			}
+		}
+		wg.Wait()
+		rec, _ := store.Get(ctx, id)
+		if interrupted != 0 || overlaps.Load() != 0 || rec.Status != jobs.StatusSucceeded || rec.Attempt != 1 {
+			t.Fatalf("a handler %v without heartbeats of its own: the sweeper ended its run %d times, %d runs overlapped; the job is %s on attempt %d; want it kept, succeeded on attempt 1",
+				step, interrupted, overlaps.Load(), rec.Status, rec.Attempt)
+		}
+	})
+}
+
+// A run whose job another run took over (its lease lapsed and a retry
+// claimed it) is ended by the worker's periodic check: its handler's
+// context ends, since its work is no longer the job's.
+func TestCancelCheckEndsARunThatWasTakenOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+		reg := jobs.NewRegistry()
+		ended := make(chan time.Duration, 1)
+		jobs.MustRegister(reg, "k", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) {
+			start := time.Now()
+			select {
+			case <-ctx.Done():
+				ended <- time.Since(start)
+			case <-time.After(time.Minute):
+				ended <- -1
+			}
+			return jobs.NoResult{}, nil
+		}, nil)
+		svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+		w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, CancelCheck: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "k", Payload: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := res.Job.ID
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			ictx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			defer cancel()
+			_, _ = w.HandleSQS(ictx, sqsEvent(message.Encode(id)))
+		})
+		time.Sleep(2500 * time.Millisecond)
+		// Another run takes the job over.
+		cur, _ := store.Get(ctx, id)
+		now := time.Now()
+		if err := store.Requeue(ctx, id, cur.ClaimToken, driver.Requeue{At: now, RunAt: now, SweepAt: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Claim(ctx, id, driver.Claim{Token: "other", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if d := <-ended; d < 0 || d > 4*time.Second {
+			t.Fatalf("the taken-over run's handler ran on for %v; want its context ended at the next check (1 s)", d)
+		}
+		wg.Wait()
+		if rec, _ := store.Get(ctx, id); rec.Status != jobs.StatusRunning || rec.ClaimToken != "other" {
+			t.Fatalf("the taken-over run wrote over the new one: %s under %q", rec.Status, rec.ClaimToken)
+		}
 	})
 }

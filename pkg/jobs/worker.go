@@ -678,9 +678,14 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 		}
 		return err
 	}
-	h, err := w.handle(ctx, inv, k, run{rec: rec, token: token}, cancelled)
+	keeper := &leaseKeeper{}
+	h, err := w.handle(ctx, inv, k, run{rec: rec, token: token, keeper: keeper}, cancelled)
 	if err != nil {
 		return execution{Status: StatusFailed, Code: CodeInternal, Cause: "checkpoint", ErrTypes: errtypes.Of(err)}
+	}
+	if k.heartbeat > 0 {
+		// Kept until the handler returns or is abandoned at its deadline.
+		defer w.keepLease(ctx, inv, k, run{rec: rec, token: token, keeper: keeper}, notice, cancel)()
 	}
 	done := make(chan execution, 1)
 	go func() { done <- k.execute(hctx, rec, w.sealer, h) }()
@@ -715,11 +720,17 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 		case <-noticed:
 			return stopped()
 		case <-tick:
-			// The light check: is a cancel requested?
+			// The light check: is a cancel requested? Has another run
+			// taken the job over (this one's lease lapsed)? Then the
+			// handler's context ends: its work is no longer this run's.
 			cctx, ccancel := inv.callContext(hctx)
 			cur, err := w.eng.store.Get(cctx, rec.ID)
 			ccancel()
-			if err == nil && cur.CancelRequested && cur.ClaimToken == token {
+			switch {
+			case err != nil:
+			case cur.Status != StatusRunning || cur.ClaimToken != token:
+				cancel()
+			case cur.CancelRequested:
 				notice()
 			}
 		case <-hctx.Done():
@@ -755,12 +766,15 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 	if err != nil {
 		return nil, err
 	}
-	lease := func() time.Time {
-		l := inv.leaseUntil(w.eng.now())
-		if hb := w.eng.now().Add(k.heartbeat); k.heartbeat > 0 && hb.Before(l) {
-			l = hb
+	lease := func() time.Time { return leaseOf(inv, k, w.eng.now()) }
+	// renewed tells the run's keeper of a write that renewed its lease (a
+	// heartbeat or checkpoint that landed: a cancel request does not stop
+	// a heartbeat's renewal).
+	renewed := func(err error) error {
+		if r.keeper != nil && (err == nil || errors.Is(err, driver.ErrCancelRequested)) {
+			r.keeper.renewed(w.eng.now())
 		}
-		return l
+		return err
 	}
 	h := &runHandle{
 		resume: resume,
@@ -772,19 +786,19 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 			if err != nil {
 				return err
 			}
-			return cancelled(w.eng.store.Checkpoint(pctx, rec.ID, token, driver.Checkpoint{Data: sealed, LeaseUntil: lease(), At: w.eng.now()}))
+			return cancelled(renewed(w.eng.store.Checkpoint(pctx, rec.ID, token, driver.Checkpoint{Data: sealed, LeaseUntil: lease(), At: w.eng.now()})))
 		},
 	}
 	if k.heartbeat > 0 {
 		h.heartbeat = func(pctx context.Context) error {
-			return cancelled(w.eng.store.Heartbeat(pctx, rec.ID, token, driver.Heartbeat{LeaseUntil: lease(), At: w.eng.now()}))
+			return cancelled(renewed(w.eng.store.Heartbeat(pctx, rec.ID, token, driver.Heartbeat{LeaseUntil: lease(), At: w.eng.now()})))
 		}
 		// The first also moves the sweep time to the lease's end, so a dead
 		// worker's run is found one lease later, not one dispatch grace.
 		cctx, cancel := inv.callContext(ctx)
 		defer cancel()
 		l := lease()
-		err := cancelled(w.eng.store.Heartbeat(cctx, rec.ID, token, driver.Heartbeat{LeaseUntil: l, At: w.eng.now(), SweepAt: l}))
+		err := cancelled(renewed(w.eng.store.Heartbeat(cctx, rec.ID, token, driver.Heartbeat{LeaseUntil: l, At: w.eng.now(), SweepAt: l})))
 		if err != nil && !errors.Is(err, ErrCancelled) {
 			// The lease stays the invocation's deadline: only slower to
 			// notice a dead worker.

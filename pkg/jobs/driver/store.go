@@ -39,10 +39,12 @@ type Store interface {
 
 	// Heartbeat extends the lease of the run named by token to
 	// hb.LeaseUntil (and moves its sweep time to hb.SweepAt when set),
-	// provided the job still runs under that token and no cancel was
-	// requested; otherwise it returns a *ConflictError matching
-	// ErrCancelRequested or ErrLostClaim. A heartbeat from a stale run
-	// changes nothing.
+	// provided the job still runs under that token; otherwise it returns a
+	// *ConflictError matching ErrLostClaim, and a heartbeat from a stale
+	// run changes nothing. Once a cancel was requested it still extends
+	// the lease (the handler may take a while to stop, and no retry may
+	// start beside it) and then returns a *ConflictError matching
+	// ErrCancelRequested.
 	Heartbeat(ctx context.Context, id, token string, hb Heartbeat) error
 
 	// Checkpoint stores c.Data as the job's checkpoint and extends the

@@ -450,7 +450,7 @@ func returnValues(op string) types.ReturnValue {
 	switch op {
 	case "claim":
 		return types.ReturnValueAllOld
-	case "count_parents", "add_dependent":
+	case "count_parents", "add_dependent", "heartbeat":
 		return types.ReturnValueAllNew
 	}
 	return types.ReturnValueNone
@@ -526,10 +526,22 @@ func (s *Store) Heartbeat(ctx context.Context, id, token string, hb driver.Heart
 	if !hb.SweepAt.IsZero() {
 		e.setTo(AttrSweepAt, e.vn(ms(hb.SweepAt)))
 	}
+	// Renewed after a cancel request too (the handler may take a while to
+	// stop, and no retry may start beside it); the new item says whether
+	// one came.
 	e.runningUnder(token)
-	e.notCancelled()
-	_, err := s.update(ctx, id, change{op: "heartbeat", token: token, raw: e, sentinel: jobs.ErrLostClaim})
-	return err
+	item, err := s.update(ctx, id, change{op: "heartbeat", token: token, raw: e, sentinel: jobs.ErrLostClaim})
+	if err != nil {
+		return err
+	}
+	if _, ok := item[attrCancel]; ok {
+		cur, err := fromItem(item)
+		if err != nil {
+			return err
+		}
+		return &driver.ConflictError{Err: driver.ErrCancelRequested, Current: cur}
+	}
+	return nil
 }
 
 // Checkpoint stores the run's checkpoint and extends its lease.

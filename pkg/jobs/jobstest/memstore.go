@@ -152,13 +152,16 @@ func (m *MemStore) Publish(_ context.Context, id, token string, result []byte, a
 func (m *MemStore) Heartbeat(_ context.Context, id, token string, hb driver.Heartbeat) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.runningUnder(id, token, false)
+	r, err := m.runningUnder(id, token, true)
 	if err != nil {
 		return err
 	}
 	r.LeaseUntil, r.UpdatedAt = hb.LeaseUntil, hb.At
 	if !hb.SweepAt.IsZero() {
 		r.SweepAt = hb.SweepAt
+	}
+	if r.CancelRequested {
+		return &driver.ConflictError{Err: driver.ErrCancelRequested, Current: clone(r)}
 	}
 	return nil
 }
