@@ -29,9 +29,8 @@ func (s *gatedStore) finish(ctx context.Context, id, token string, o driver.Outc
 		w.cover("stale", "final write on a job not running under its claim: "+string(cur.Status))
 	}
 	if w.plant > 0 {
-		w.finishes++
-		if w.finishes%w.plant == 0 {
-			if cur, err := s.st.Get(ctx, id); err == nil && cur.Status == driver.StatusRunning && cur.ClaimToken != token {
+		if cur, err := s.st.Get(ctx, id); err == nil && cur.Status == driver.StatusRunning && cur.ClaimToken != token {
+			if w.draw(w.plant) == 0 {
 				w.cover("planted", "stale final write")
 				token = cur.ClaimToken
 			}
@@ -46,6 +45,16 @@ func (s *gatedStore) finish(ctx context.Context, id, token string, o driver.Outc
 
 // claim is Claim, remembering which claim token each instance's run holds.
 func (s *gatedStore) claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
+	if w := s.a.w; w.opts.PlantClaimEvery > 0 {
+		if cur, err := s.st.Get(ctx, id); err == nil && cur.Status == driver.StatusRunning {
+			if w.draw(w.opts.PlantClaimEvery) == 0 {
+				// The planted defect: the claim lands on a running job.
+				// Emulated on the MemStore by ending the holder's run first.
+				w.cover("planted", "claim of a running job")
+				_ = s.st.Requeue(ctx, id, cur.ClaimToken, driver.Requeue{At: c.At, RunAt: c.At, SweepAt: cur.SweepAt})
+			}
+		}
+	}
 	rec, err := s.st.Claim(ctx, id, c)
 	if err == nil {
 		s.a.w.track.claimed(s.a, id, c.Token)

@@ -20,9 +20,14 @@ import (
 
 // Options change what a seed's world holds.
 type Options struct {
-	// PlantEvery, when set, plants a defect: every PlantEvery-th final
-	// write drops its token condition.
+	// PlantEvery, when set, plants a defect: one in PlantEvery final
+	// writes that find their job running under another claim (drawn by
+	// the seed) drops its token condition and lands.
 	PlantEvery int
+	// PlantClaimEvery, when set, plants a defect: one in PlantClaimEvery
+	// claims that find their job running takes it over anyway, as a claim
+	// that dropped its status condition would.
+	PlantClaimEvery int
 	// Jobs is about how many client operations the world makes (default 24).
 	Jobs int
 }
@@ -62,7 +67,6 @@ type world struct {
 	coverage   map[string]int
 	accepted   map[string]string // job id -> how it was made
 	batches    map[string]int    // batch id -> its jobs
-	finishes   int
 	reported   map[string]bool
 	plant      int
 }
