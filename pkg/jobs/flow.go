@@ -167,7 +167,19 @@ const (
 	waitConcurrency = "concurrency" // a slot of a concurrency limit
 	waitRate        = "rate"        // its reserved start under a rate limit
 	waitStore       = "store"       // a limit's item could not be read
+	waitKind        = "kind"        // its kind is unknown to the worker that got it
 )
+
+// unknownKindGrace is how long after its creation a job whose kind the
+// worker that receives it does not register is handed back (waiting_on
+// "kind", no attempt spent) rather than failed unknown_kind: a deploy that
+// adds a kind reaches its functions one by one, and a job enqueued through
+// a new enqueue function may reach an old worker first.
+const unknownKindGrace = 30 * time.Minute
+
+// unknownKindWait is how long (jittered) a job of an unknown kind waits
+// before it is delivered again.
+const unknownKindWait = 30 * time.Second
 
 // admission is why a run may not start yet: what it waits on, when it
 // may (RunAt: a reserved start; now when any delivery may try again), and

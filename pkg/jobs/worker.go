@@ -524,6 +524,14 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 	next := successor{chain: c}
 	k, ok := w.reg.lookup(rec.Kind)
 	switch {
+	case !ok && now.Sub(rec.CreatedAt) < unknownKindGrace:
+		// A kind that a deploy added reached a worker still on the old
+		// code: it goes back, no attempt spent, for a worker that knows
+		// it (waiting_on "kind").
+		wctx, cancel := inv.finalWriteContext(ctx)
+		defer cancel()
+		done <- w.eng.park(wctx, run{rec: rec, token: token, started: now}, &admission{on: waitKind, runAt: now, delay: w.eng.jitter(unknownKindWait)}).res == unsettled
+		return done, next
 	case !ok:
 		ex = execution{Status: StatusFailed, Code: CodeUnknownKind, Cause: "unknown_kind"}
 	case k.maxRun > 0 && !rec.FirstStartedAt.IsZero() && now.Sub(rec.FirstStartedAt) >= k.maxRun:

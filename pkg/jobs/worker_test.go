@@ -420,10 +420,12 @@ func TestWorkerRedeliveryInterruptsExpiredRun(t *testing.T) {
 	}
 }
 
+// A job of a kind the worker does not register fails unknown_kind once it
+// is older than 30 minutes (the kind left the code).
 func TestWorkerUnknownKind(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, jobs.DefaultDeadlines)
-	rec := jobstest.NewRecord(wire.NewID(), time.Now())
+	rec := jobstest.NewRecord(wire.NewID(), time.Now().Add(-31*time.Minute))
 	rec.Kind = "removed.kind"
 	if err := h.store.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)
@@ -433,7 +435,56 @@ func TestWorkerUnknownKind(t *testing.T) {
 		t.Fatalf("failures %v", failedIDs(resp))
 	}
 	if got := h.get(t, rec.ID); got.ErrorCode != jobs.CodeUnknownKind {
-		t.Fatalf("code %q, want unknown_kind", got.ErrorCode)
+		t.Fatalf("%s, code %q, waiting on %q, want failed unknown_kind", got.Status, got.ErrorCode, got.WaitingOn)
+	}
+}
+
+// A job of a kind a deploy just added that reaches a worker still on the
+// old code is handed back, no attempt spent, and runs once a worker that
+// knows the kind gets it.
+func TestWorkerHandsBackAKindItDoesNotKnowYet(t *testing.T) {
+	t.Parallel()
+	clock := jobstest.NewClock(time.Now())
+	store, queue := jobstest.NewMemStore(clock), &jobstest.MemQueue{}
+	newReg := func(withKind bool) *jobs.Registry {
+		reg := jobs.NewRegistry()
+		jobs.MustRegister(reg, "old.kind", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
+		if withKind {
+			jobs.MustRegister(reg, "new.kind", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
+		}
+		return reg
+	}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: newReg(true), Store: store, Queue: queue, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := jobs.NewWorker(jobs.WorkerConfig{Registry: newReg(false), Store: store, Queue: queue, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := jobs.NewWorker(jobs.WorkerConfig{Registry: newReg(true), Store: store, Queue: queue, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "new.kind", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Job.ID
+	if resp, _ := old.HandleSQS(ctx, sqsEvent(message.Encode(id))); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v", failedIDs(resp))
+	}
+	got, _ := store.Get(ctx, id)
+	if got.Status != jobs.StatusQueued || got.WaitingOn != "kind" || got.Attempt != 0 {
+		t.Fatalf("after a worker without the kind: %s %q, waiting on %q, attempt %d; want queued, waiting on kind, no attempt spent", got.Status, got.ErrorCode, got.WaitingOn, got.Attempt)
+	}
+	clock.Advance(time.Minute)
+	if resp, _ := fresh.HandleSQS(ctx, sqsEvent(message.Encode(id))); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v", failedIDs(resp))
+	}
+	if got, _ := store.Get(ctx, id); got.Status != jobs.StatusSucceeded || got.Attempt != 1 {
+		t.Fatalf("after a worker with the kind: %s on attempt %d, want succeeded on attempt 1", got.Status, got.Attempt)
 	}
 }
 
