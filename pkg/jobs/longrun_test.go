@@ -167,6 +167,42 @@ func TestMaxRunTimeEndsAJobThatGoesOnTooLong(t *testing.T) {
 	}
 }
 
+// A manual retry of a job that ended timed_out past its kind's longest run
+// counts that bound from its own first start: it runs (rather than ending
+// timed_out at its claim, as it did when the bound counted from the first
+// run's start), and is bounded again by MaxRunTime.
+func TestMaxRunTimeOfAManualRetryCountsFromItsOwnStart(t *testing.T) {
+	ctx := context.Background()
+	reg := jobs.NewRegistry()
+	var r *jobstest.Runner
+	runs := 0
+	forever := jobs.MustRegister(reg, "forever", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		runs++
+		r.Clock.Advance(time.Minute)
+		return jobs.NoResult{}, jobs.Continue(nil)
+	}, &jobs.KindOpts{MaxRunTime: 10 * time.Minute})
+	var err error
+	if r, err = jobstest.NewRunner(reg); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := forever.Enqueue(ctx, r.Service, "o", struct{}{}, nil)
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := runs
+	r.Clock.Advance(time.Hour)
+	if _, err := r.Service.Resubmit(ctx, "o", res.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := r.Service.Get(ctx, "o", res.Job.ID)
+	if again := runs - first; again < 9 || v.Status != jobs.StatusFailed || v.Error == nil || *v.Error != jobs.CodeTimedOut {
+		t.Fatalf("the retry ran %d times and ended %s %v; want about ten runs (its own 10 minutes), then failed timed_out", again, v.Status, v.Error)
+	}
+}
+
 // A run that heartbeats holds its job by a short lease it keeps renewing:
 // for five dispatch graces the sweeper leaves it running; once it stops,
 // the sweeper interrupts it within one lease.

@@ -537,9 +537,9 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 	case k.maxRun > 0 && !rec.FirstStartedAt.IsZero() && now.Sub(rec.FirstStartedAt) >= k.maxRun:
 		// Past the kind's longest run, continuations and retries included.
 		ex = execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "max_run_time"}
-	case !rec.StartBy.IsZero() && now.After(rec.StartBy) && rec.FirstStartedAt.Equal(rec.StartedAt):
+	case !rec.StartBy.IsZero() && now.After(rec.StartBy) && rec.FirstStartedAt.Equal(rec.StartedAt) && rec.AttemptBase == 0:
 		// Its first start, late (a retry or continuation of a job that
-		// started in time runs).
+		// started in time runs, and so does a job its owner resubmitted).
 		ex = execution{Status: StatusCancelled, Code: CodeExpired, Cause: "expired"}
 	default:
 		if a := w.admit(ctx, inv, k, claimed{rec: rec, token: token, chain: c}); a != nil {

@@ -219,7 +219,9 @@ type Store interface {
 	ReleaseParents(ctx context.Context, id string, r ReleaseParents) error
 
 	// Resubmit puts a failed or cancelled job that belongs to no batch,
-	// and whose post-outcome steps have all run, back in the queue, for another attempt under the same id; else a
+	// and whose post-outcome steps have all run, back in the queue, for
+	// another attempt under the same id, forgetting its first start (a
+	// kind's MaxRunTime counts from the resubmitted run's); else a
 	// *ConflictError wrapping ErrNotResubmittable (with the current job), or
 	// ErrNotFound.
 	Resubmit(ctx context.Context, id string, r Resubmit) error

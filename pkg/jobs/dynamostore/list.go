@@ -434,7 +434,8 @@ func (s *Store) Resubmit(ctx context.Context, id string, r driver.Resubmit) erro
 	e.setTo(AttrSweepShard, e.vs(ShardOf(id)))
 	e.setTo(AttrSweepAt, e.vn(ms(r.SweepAt)))
 	e.setTo(attrLastError, e.ifNotExists(attrErrorCode, e.vs(string(jobs.StatusCancelled))))
-	e.del(attrDispatches, attrLease, AttrAttention, AttrExpires, attrFinished, attrErrorCode, attrResult, attrCancel, attrCancelledBy)
+	// Its MaxRunTime counts from its own first start (attrFirstStarted).
+	e.del(attrDispatches, attrLease, AttrAttention, AttrExpires, attrFinished, attrErrorCode, attrResult, attrCancel, attrCancelledBy, attrFirstStarted)
 	if r.WaitingOn != "" {
 		e.setTo(attrWaitingOn, e.vs(r.WaitingOn))
 	}

@@ -743,6 +743,7 @@ func (m *MemStore) Resubmit(_ context.Context, id string, rs driver.Resubmit) er
 		return &driver.ConflictError{Err: jobs.ErrNotResubmittable, Current: clone(r)}
 	}
 	r.AttemptBase, r.Dispatches, r.LeaseUntil = r.Attempt, 0, time.Time{}
+	r.FirstStartedAt = time.Time{} // its MaxRunTime counts from its own first start
 	r.LastError = r.ErrorCode
 	if r.LastError == "" {
 		r.LastError = string(jobs.StatusCancelled)

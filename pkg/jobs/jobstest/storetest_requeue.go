@@ -127,4 +127,27 @@ func (c suite) retriesCancelsAndResubmits(t *testing.T) {
 			t.Fatalf("an unknown job: %v", err)
 		}
 	})
+
+	c.run(t, "ResubmitForgetsTheFirstStart", func(t *testing.T, s driver.Store, clock *Clock) {
+		// A kind's MaxRunTime counts from the resubmitted run's first
+		// start, not the first run's.
+		now := clock.Now()
+		rec := mustCreate(t, s, now)
+		_, token := mustClaim(t, s, rec.ID, now)
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusFailed, Code: "timed_out", At: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Hour)
+		if err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, rec.ID); !got.FirstStartedAt.IsZero() {
+			t.Fatalf("first start %v after a resubmit, want none", got.FirstStartedAt)
+		}
+		got, _ := mustClaim(t, s, rec.ID, clock.Now())
+		if !got.FirstStartedAt.Equal(clock.Now()) {
+			t.Fatalf("first start %v after the resubmitted run's claim at %v", got.FirstStartedAt, clock.Now())
+		}
+	})
 }
+
