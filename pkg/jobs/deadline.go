@@ -126,14 +126,16 @@ func (d Deadlines) Validate(timeout time.Duration) error {
 // checkKinds refuses, when the worker's timeout is known, a kind whose
 // minimum run time is more than the handler time of a fresh invocation
 // (timeout - Reserve): no invocation could claim its jobs.
-func (d Deadlines) checkKinds(reg *Registry, timeout time.Duration) error {
+func (d Deadlines) checkKinds(reg *Registry, lane string, timeout time.Duration) error {
 	if timeout <= 0 {
 		return nil
 	}
 	d = d.withDefaults()
 	handler := timeout - d.Reserve
 	for _, name := range reg.Kinds() {
-		if k, _ := reg.lookup(name); k.minRun > handler {
+		// Only the lane's own kinds: another lane's worker (with a timeout
+		// of its own) runs the others.
+		if k, _ := reg.lookup(name); k.lane == lane && k.minRun > handler {
 			return fmt.Errorf("jobs: kind %q: its minimum run time %v (KindOpts.MinRunTime) is more than the handler time of a fresh invocation, %v "+
 				"(worker timeout %v less reserve %v): its jobs would never start; raise the timeout or lower the minimum", name, k.minRun, handler, timeout, d.Reserve)
 		}

@@ -39,3 +39,22 @@ func TestWorkerRefusesAKindLongerThanItsInvocations(t *testing.T) {
 		})
 	}
 }
+
+// A kind of another lane, whose minimum run time only that lane's longer
+// invocations can give, does not stop this lane's worker from starting:
+// each worker checks its own lane's kinds.
+func TestWorkerChecksOnlyItsLanesKinds(t *testing.T) {
+	t.Parallel()
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "quick", sleeper, nil)
+	jobs.MustRegister(reg, "export", sleeper, &jobs.KindOpts{Lane: "long", MinRunTime: 10 * time.Minute})
+	if _, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Timeout: 30 * time.Second}); err != nil {
+		t.Fatalf("the default lane's worker (30 s) with a long-lane kind of 10 minutes: %v, want it built", err)
+	}
+	if _, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Lane: "long", Timeout: 15 * time.Minute}); err != nil {
+		t.Fatalf("the long lane's worker: %v", err)
+	}
+	if _, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Lane: "long", Timeout: 5 * time.Minute}); err == nil || !strings.Contains(err.Error(), `kind "export"`) {
+		t.Fatalf("the long lane's worker with 5 minutes: %v, want kind export refused", err)
+	}
+}

@@ -71,9 +71,10 @@ type WorkerConfig struct {
 	Deadlines Deadlines
 	// Timeout is the worker Lambda's timeout, when known at build time
 	// (lambdafn reads JOBS_WORKER_TIMEOUT, which the CDK construct sets).
-	// NewWorker then refuses a kind whose KindOpts.MinRunTime is more than a
-	// fresh invocation's handler time (Timeout less Deadlines.Reserve): no
-	// invocation could ever start it.
+	// NewWorker then refuses a kind of its lane whose KindOpts.MinRunTime
+	// is more than a fresh invocation's handler time (Timeout less
+	// Deadlines.Reserve): no invocation could ever start it. Other lanes'
+	// kinds are their workers' to check.
 	// Zero: unknown, and nothing refuses such a kind: its jobs stay
 	// queued, handed back unclaimed at every delivery (see
 	// KindOpts.MinRunTime).
@@ -129,7 +130,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err := cfg.Deadlines.Validate(0); err != nil {
 		return nil, err
 	}
-	if err := cfg.Deadlines.checkKinds(cfg.Registry, cfg.Timeout); err != nil {
+	if err := cfg.Deadlines.checkKinds(cfg.Registry, cfg.Lane, cfg.Timeout); err != nil {
 		return nil, err
 	}
 	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
