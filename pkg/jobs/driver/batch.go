@@ -75,8 +75,8 @@ type BatchCount struct {
 	// Index is the job's place in the batch; Status its outcome.
 	Index  int
 	Status Status
-	// ExpiresAt is when the shard may be deleted (the batch's retention,
-	// from the latest count).
+	// ExpiresAt is unused: a shard carries no TTL while its batch runs
+	// (Store.EndBatch gives it the batch's).
 	ExpiresAt time.Time
 }
 

@@ -140,7 +140,9 @@ type Store interface {
 	// of each).
 	CountBatch(ctx context.Context, b *Batch) (*Batch, error)
 	// EndBatch records a batch's end, provided it is running, opened, and
-	// every shard is done (ErrBatchNotDone otherwise).
+	// every shard is done (ErrBatchNotDone otherwise). A batch's shard
+	// counts carry no expiry while it runs (its jobs may end further apart
+	// than the retention); EndBatch gives them expiresAt, the batch's.
 	EndBatch(ctx context.Context, id string, status Status, at, expiresAt time.Time) error
 	// RescheduleBatch moves a running batch's sweep time.
 	RescheduleBatch(ctx context.Context, id string, at time.Time) error

@@ -183,7 +183,18 @@ func (s *Store) GetBatch(ctx context.Context, id string) (*driver.Batch, error) 
 }
 
 // EndBatch records the end of a running batch whose shards are all done.
+// Its shard items carry no TTL while it runs (its jobs may end further
+// apart than the retention); EndBatch gives each the batch's, first, so a
+// batch item that ended never leaves shards behind for good: a read of the
+// batch and one write per shard, once per batch.
 func (s *Store) EndBatch(ctx context.Context, id string, status jobs.Status, at, expiresAt time.Time) error {
+	if b, err := s.GetBatch(ctx, id); err == nil && b.Status == jobs.StatusRunning && b.DoneShards >= b.Shards {
+		for shard := range b.Shards {
+			if err := s.expireShard(ctx, id, shard, expiresAt); err != nil {
+				return err
+			}
+		}
+	}
 	upd := expression.Set(expression.Name(attrStatus), expression.Value(string(status))).
 		Set(expression.Name(attrBEnded), expression.Value(ms(at))).
 		Set(expression.Name(AttrExpires), expression.Value(expiresAt.Unix())).
@@ -202,6 +213,28 @@ func (s *Store) EndBatch(ctx context.Context, id string, status jobs.Status, at,
 		}
 	}
 	return err
+}
+
+// expireShard sets the TTL of a shard item that exists.
+func (s *Store) expireShard(ctx context.Context, id string, shard int, expiresAt time.Time) error {
+	expr, err := expression.NewBuilder().WithUpdate(expression.Set(expression.Name(AttrExpires), expression.Value(expiresAt.Unix()))).
+		WithCondition(expression.AttributeExists(expression.Name(attrBJobs))).Build()
+	if err != nil {
+		return err
+	}
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: s.table, Key: shardKey(id, shard),
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), ReturnConsumedCapacity: s.capacity(),
+	})
+	if _, ok := conditionFailed(err); ok {
+		return nil // a shard none of whose jobs was counted: no item
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: expire shard %d of batch %s: %w", shard, id, err)
+	}
+	s.report("expire_shard", out.ConsumedCapacity)
+	return nil
 }
 
 // notDone is ErrBatchNotDone with the batch as the failed condition found
@@ -234,9 +267,9 @@ func (s *Store) CountInBatch(ctx context.Context, b *driver.Batch, c driver.Batc
 		return driver.BatchShard{}, fmt.Errorf("dynamostore: count in batch: status %q, %d shards", c.Status, b.Shards)
 	}
 	shard := c.Index % b.Shards
+	// No TTL while the batch runs: EndBatch sets it.
 	upd := expression.Add(expression.Name(set), expression.Value(numberSet(c.Index))).
-		Set(expression.Name(attrBJobs), expression.Value(driver.ShardJobs(b.Total, b.Shards, shard))).
-		Set(expression.Name(AttrExpires), expression.Value(c.ExpiresAt.Unix()))
+		Set(expression.Name(attrBJobs), expression.Value(driver.ShardJobs(b.Total, b.Shards, shard)))
 	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
 	if err != nil {
 		return driver.BatchShard{}, err
