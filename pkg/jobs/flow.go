@@ -404,6 +404,11 @@ const startsPerBucket = 100
 // before it tries again (jittered): runs end at any moment, so soon.
 const slotWait = time.Second
 
+// farLead is how long before a far wait's end (beyond SQS's delays) the
+// sweeper sends its message, delayed by the rest: well inside SQS's 15
+// minutes, and more than a sweep's period.
+const farLead = 10 * time.Minute
+
 // rateOnTime is how late after its reserved start a job that waited on a
 // rate may still start on that reservation: the claim's own latency. A
 // rate holds in every window of its period less this.
@@ -567,8 +572,16 @@ func (e *engine) park(ctx context.Context, r run, a *admission) ending {
 	now := e.now()
 	runAt := a.runAt.Truncate(time.Millisecond)
 	d := e.deliveryAt(now, now.Add(a.delay), rec.Lane)
-	if at := runAt.Add(e.graceOf(rec.Lane)); at.After(d.sweepAt) {
+	// A message sent now is looked at by the sweeper a grace after the
+	// run time, as a backstop. A wait beyond SQS's delays has no message:
+	// the sweeper sends it farLead before its time, with the rest as the
+	// message's delay, so it is delivered on time (a rate waiter delivered
+	// late reserves again: it would lose its place).
+	switch at := runAt.Add(e.graceOf(rec.Lane)); {
+	case d.send && at.After(d.sweepAt):
 		d.sweepAt = at
+	case !d.send:
+		d.sweepAt = runAt.Add(-farLead)
 	}
 	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, WaitingOn: a.on,
 		Unstart: rec.FirstStartedAt.Equal(rec.StartedAt)})

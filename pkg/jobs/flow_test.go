@@ -702,3 +702,58 @@ func TestLateReservationAnswerReservesAgain(t *testing.T) {
 			calls, len(started), started, rec.WaitingOn)
 	}
 }
+
+// A rate reservation beyond SQS's 15-minute delays waits in the sweep
+// index until its time, and the sweeper sends it then: not a dispatch
+// grace later.
+func TestFarRateReservationStartsOnTime(t *testing.T) {
+	t.Parallel()
+	clock := jobstest.NewClock(time.Now().Truncate(time.Second))
+	store := jobstest.NewMemStore(clock)
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "rated", func(ctx context.Context, j *jobs.Job[heldPayload]) (jobs.NoResult, error) {
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{RateLimit: 1, RatePeriod: time.Hour})
+	q := &jobstest.MemQueue{}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, Clock: clock, CancelCheck: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var ids []string
+	for n := range 2 {
+		res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "rated", Payload: []byte(fmt.Sprintf(`{"n":%d}`, n))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Job.ID)
+		if _, err := w.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: res.Job.ID, Body: message.Encode(res.Job.ID)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, _ := store.Get(ctx, ids[1])
+	if rec.WaitingOn != "rate" || rec.RunAt.Sub(clock.Now()) < 59*time.Minute {
+		t.Fatalf("the second job waits on %q until %v from now, want its reservation an hour out", rec.WaitingOn, rec.RunAt.Sub(clock.Now()))
+	}
+	if late := rec.SweepAt.Sub(rec.RunAt); late > 0 {
+		t.Fatalf("the sweeper looks at the job %v after its reserved start: it would start that late", late)
+	}
+	// The sweeper sends it ahead of its time, delayed to arrive then.
+	sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: q, Clock: clock, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(rec.SweepAt)
+	if _, err := sw.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sent := q.Messages()
+	last := sent[len(sent)-1]
+	if last.JobID != ids[1] || !clock.Now().Add(last.Delay).Add(time.Second).After(rec.RunAt) || clock.Now().Add(last.Delay).After(rec.RunAt) {
+		t.Fatalf("the sweeper sent %+v at %v; want the job, delayed to arrive at its reserved start %v (at most a second early)", last, clock.Now(), rec.RunAt)
+	}
+}
