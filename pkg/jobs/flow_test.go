@@ -757,3 +757,91 @@ func TestFarRateReservationStartsOnTime(t *testing.T) {
 		t.Fatalf("the sweeper sent %+v at %v; want the job, delayed to arrive at its reserved start %v (at most a second early)", last, clock.Now(), rec.RunAt)
 	}
 }
+
+// A slot chain runs only its own lane's waiters: a waiter enqueued into
+// another lane goes back to its lane, to run under that lane's deadline,
+// and the slot goes with it.
+func TestSlotChainSendsAnotherLanesWaiterToItsLane(t *testing.T) {
+	t.Parallel()
+	store := jobstest.NewMemStore(nil)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	ranIn := map[int]string{}
+	limited := func(lane string) func(context.Context, *jobs.Job[heldPayload]) (jobs.NoResult, error) {
+		return func(ctx context.Context, j *jobs.Job[heldPayload]) (jobs.NoResult, error) {
+			mu.Lock()
+			ranIn[j.Payload.N] = lane
+			mu.Unlock()
+			if j.Payload.N == 0 {
+				<-release
+			}
+			return jobs.NoResult{}, nil
+		}
+	}
+	// One registry per worker, the same kinds: only the handler's lane
+	// label differs.
+	newReg := func(lane string) *jobs.Registry {
+		r := jobs.NewRegistry()
+		jobs.MustRegister(r, "limited", limited(lane), &jobs.KindOpts{Concurrency: 1})
+		jobs.MustRegister(r, "bulky", sleeper, &jobs.KindOpts{Lane: "bulk"})
+		return r
+	}
+	reg := newReg("")
+	q := &jobstest.MemQueue{}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, CancelCheck: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bulk, err := jobs.NewWorker(jobs.WorkerConfig{Registry: newReg("bulk"), Store: store, Queue: q, Lane: "bulk", CancelCheck: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	enqueue := func(n int, lane string) string {
+		res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "limited", Payload: []byte(fmt.Sprintf(`{"n":%d}`, n)), EnqueueOpts: jobs.EnqueueOpts{Lane: lane}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Job.ID
+	}
+	deliver := func(w *jobs.Worker, id string) {
+		if _, err := w.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: id, Body: message.Encode(id)}}}); err != nil {
+			t.Error(err)
+		}
+	}
+	a, b := enqueue(0, ""), enqueue(1, "bulk")
+	done := make(chan struct{})
+	go func() { defer close(done); deliver(def, a) }()
+	for { // a holds the slot
+		if rec, _ := store.Get(ctx, a); rec.Status == jobs.StatusRunning {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	deliver(bulk, b) // the slot is taken: b waits on it
+	if rec, _ := store.Get(ctx, b); rec.WaitingOn != "concurrency" {
+		t.Fatalf("the bulk-lane job waits on %q, want concurrency", rec.WaitingOn)
+	}
+	close(release)
+	<-done
+	mu.Lock()
+	lane, ran := ranIn[1]
+	mu.Unlock()
+	if ran {
+		t.Fatalf("the bulk-lane job ran on the %q lane's worker, under its deadline", lane)
+	}
+	msgs := q.Messages()
+	if last := msgs[len(msgs)-1]; last.JobID != b || last.Lane != "bulk" {
+		t.Fatalf("last message %+v, want the bulk-lane job sent to its lane", last)
+	}
+	deliver(bulk, b)
+	mu.Lock()
+	defer mu.Unlock()
+	if lane := ranIn[1]; lane != "bulk" {
+		t.Fatalf("the bulk-lane job ran on %q, want bulk", lane)
+	}
+}

@@ -662,6 +662,19 @@ func (w *Worker) runNext(ctx context.Context, inv invocation, next successor, un
 		}
 		return nil, successor{chain: c}
 	}
+	if rec.Lane != w.lane {
+		// Another lane's waiter (a job enqueued into another lane than its
+		// kind's): that lane's workers run it, under their own deadline.
+		// It goes back to its lane, no attempt spent, and the slot is
+		// freed for it there.
+		if c != nil {
+			w.release(ctx, c.holder, []slotKey{{key: c.key}}, false)
+		}
+		wctx, cancel := inv.finalWriteContext(ctx)
+		defer cancel()
+		w.eng.park(wctx, run{rec: rec, token: token, started: now}, &admission{on: waitConcurrency, runAt: now})
+		return nil, successor{}
+	}
 	count(ctx, rec.Kind, metricnames.JobsWoken)
 	return w.runClaimed(ctx, inv, claimed{rec: rec, token: token, at: now, chain: c})
 }
