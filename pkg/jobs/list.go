@@ -217,6 +217,11 @@ func (s *Service) Resubmit(ctx context.Context, owner, id string) (*View, error)
 	if err != nil {
 		return nil, err
 	}
+	if rec.Status == StatusFailed || rec.Status == StatusCancelled {
+		if err := s.retakeUnique(ctx, rec); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.eng.resubmit(ctx, rec); err != nil {
 		var ce *driver.ConflictError
 		if errors.As(err, &ce) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidRequest) {
@@ -298,6 +303,11 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 				continue
 			}
 			res.Matched++
+			if err := s.retakeUnique(ctx, r); errors.Is(err, ErrUnavailable) {
+				return nil, err
+			} else if err != nil {
+				continue // its key is another job's now: left as it is
+			}
 			if err := s.eng.resubmit(ctx, r); err == nil {
 				res.Changed++
 				counted[r.Kind]++

@@ -184,3 +184,39 @@ func (w *Worker) releaseUniqueAtStart(ctx context.Context, rec *driver.Record) {
 	defer cancel()
 	_ = w.eng.store.ReleaseUnique(cctx, rec.UniqueKey, rec.ID)
 }
+
+// codeUniqueKeyHeld refuses a retry of a job whose unique key another job
+// of the owner took meanwhile (HTTP 409 unique_key_held).
+const codeUniqueKeyHeld = "unique_key_held"
+
+// retakeUnique takes again the unique key of rec, a failed or cancelled
+// job unique until it finished (its final write freed the key), before it
+// is retried: a retry is the job again, and it holds its key again until
+// it finishes. Another live job of the owner holding the key refuses the
+// retry. Keys held until a start or for a period are not taken again:
+// their jobs gave them up when they started (docs/FLOW_CONTROL.md).
+func (s *Service) retakeUnique(ctx context.Context, rec *driver.Record) error {
+	if rec.UniqueKey == "" || rec.UniqueUntil != "finished" {
+		return nil
+	}
+	for range 5 {
+		holder, err := s.store.ClaimUnique(ctx, rec.UniqueKey, driver.UniqueClaim{JobID: rec.ID, At: s.eng.now()})
+		if err != nil {
+			return fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+		}
+		if holder == rec.ID {
+			return nil
+		}
+		cur, err := s.holderOf(ctx, holder)
+		switch {
+		case errors.Is(err, errHolderGone), err == nil && cur.Status.Final():
+			// Its holder never stored, or finished without freeing it.
+			_ = s.store.ReleaseUnique(ctx, rec.UniqueKey, holder)
+			continue
+		case err != nil:
+			return err
+		}
+		return refuse(codeUniqueKeyHeld, fmt.Sprintf("job %s holds this job's unique key until it finishes: retry this one after it", holder))
+	}
+	return fmt.Errorf("%w: the unique key changed hands too often", ErrUnavailable)
+}

@@ -305,3 +305,54 @@ func TestStartByDoesNotExpireARetry(t *testing.T) {
 		t.Fatalf("%s on attempt %d after %d runs, want succeeded on attempt 2: a retry after start_by was expired", v.Status, v.Attempt, runs)
 	}
 }
+
+// A manual retry of a failed job unique until it finished takes its key
+// again: refused (409 unique_key_held) while another job of the owner holds
+// it, and once it runs again, holding it against new enqueues.
+func TestRetryOfAUniqueJobTakesItsKeyAgain(t *testing.T) {
+	ctx := context.Background()
+	reg := jobs.NewRegistry()
+	fail := true
+	kind := jobs.MustRegister(reg, "sync", func(ctx context.Context, j *jobs.Job[syncPayload]) (jobs.NoResult, error) {
+		if fail && j.Payload.N == 1 {
+			return jobs.NoResult{}, jobs.Fail("broken", errors.New("scripted"))
+		}
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{FailureCodes: []string{"broken"}})
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &jobs.EnqueueOpts{UniqueKey: "acct-1", Unique: jobs.UniqueUntilFinished}
+	first, err := kind.Enqueue(ctx, r.Service, "team", syncPayload{N: 1}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// It failed and freed its key: another job takes it, and waits.
+	r.Clock.Advance(time.Minute)
+	second, err := kind.Enqueue(ctx, r.Service, "team", syncPayload{N: 2}, &jobs.EnqueueOpts{UniqueKey: "acct-1", Unique: jobs.UniqueUntilFinished, Delay: time.Hour})
+	if err != nil || second.Duplicate != "" {
+		t.Fatalf("a new job with the freed key: %v, duplicate %q", err, second.Duplicate)
+	}
+	var re *jobs.RequestError
+	if _, err := r.Service.Resubmit(ctx, "team", first.Job.ID); !errors.As(err, &re) || re.Code != "unique_key_held" {
+		t.Fatalf("retry while another job holds the key: %v, want unique_key_held", err)
+	}
+	if _, err := r.Service.Cancel(ctx, "team", second.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil { // the cancel's steps free the key
+		t.Fatal(err)
+	}
+	fail = false
+	if _, err := r.Service.Resubmit(ctx, "team", first.Job.ID); err != nil {
+		t.Fatalf("retry once the key is free: %v", err)
+	}
+	third, err := kind.Enqueue(ctx, r.Service, "team", syncPayload{N: 3}, opts)
+	if err != nil || third.Duplicate != "unique" || third.Job.ID != first.Job.ID {
+		t.Fatalf("an enqueue with the key while the retry is queued: %v, duplicate %q of %s; want the retried job", err, third.Duplicate, third.Job.ID)
+	}
+}

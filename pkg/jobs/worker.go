@@ -394,7 +394,7 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 		}
 	}
 	if _, ok := w.reg.lookup(s.Kind); !ok {
-		log.LogAttrs(ctx, slog.LevelWarn, "fire of a runtime schedule whose kind this worker does not register; its job fails unknown_kind",
+		log.LogAttrs(ctx, slog.LevelWarn, "fire of a runtime schedule whose kind this worker does not register; its job waits for a worker that does (30 minutes), then fails unknown_kind",
 			slog.String("kind", s.Kind))
 	}
 	count(ctx, s.Kind, metricnames.FiresEnqueued)

@@ -69,6 +69,7 @@ var statuses = map[string]struct {
 	"not_retryable":           {http.StatusConflict, "Job not retryable"},
 	"schedule_limit":          {http.StatusConflict, "Schedule limit reached"},
 	"dependency_failed":       {http.StatusConflict, "A job it runs after failed"},
+	"unique_key_held":         {http.StatusConflict, "Unique key held by another job"},
 	"too_many_dependents":     {http.StatusConflict, "Too many jobs run after that job"},
 	"unknown_parent":          {http.StatusUnprocessableEntity, "Unknown job to run after"},
 	"too_large":               {http.StatusRequestEntityTooLarge, "Request too large"},
