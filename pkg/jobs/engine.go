@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
@@ -854,6 +855,31 @@ func (e *engine) settleBatch(ctx context.Context, b *driver.Batch) bool {
 	return true
 }
 
+// abortWorkers bounds the jobs an abandoned batch's abort handles at once.
+const abortWorkers = 16
+
+// abortJob ends the i-th job of the abandoned batch b: counted cancelled if
+// it was never stored (it reports 1), cancelled if still queued, left to
+// its run otherwise.
+func (e *engine) abortJob(ctx context.Context, b *driver.Batch, i int) (missing int, err error) {
+	id := wire.BatchJobID(b.ID, i)
+	rec, err := e.store.Get(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		// Never stored: counted as cancelled, as its job would be.
+		gone := &driver.Record{ID: id, Status: StatusCancelled, BatchID: b.ID, BatchIndex: i, BatchSize: b.Total, BatchShards: b.Shards}
+		return 1, e.countInBatch(ctx, gone)
+	case err != nil:
+		return 0, err
+	case rec.BatchID != b.ID || rec.Status != StatusQueued:
+		return 0, nil
+	}
+	if err := e.cancelQueued(ctx, rec); err != nil && !isConflict(err) {
+		return 0, err
+	}
+	return 0, nil
+}
+
 // abortBatch ends the creation of a batch that never finished it (the
 // enqueue that stored it failed or died before storing every job): each of
 // its jobs that is still queued is cancelled and counted, each that was
@@ -861,27 +887,45 @@ func (e *engine) settleBatch(ctx context.Context, b *driver.Batch) bool {
 // ends like any other. Jobs that ran meanwhile counted themselves. It costs
 // a read or write per job of the batch, once, and is safe to repeat.
 func (e *engine) abortBatch(ctx context.Context, b *driver.Batch) error {
-	missing := 0
-	for i := range b.Total {
-		id := wire.BatchJobID(b.ID, i)
-		rec, err := e.store.Get(ctx, id)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			// Never stored: counted as cancelled, as its job would be.
-			missing++
-			gone := &driver.Record{ID: id, Status: StatusCancelled, BatchID: b.ID, BatchIndex: i, BatchSize: b.Total, BatchShards: b.Shards}
-			if err := e.countInBatch(ctx, gone); err != nil {
-				return err
+	// abortWorkers jobs at once: a 10,000-job batch is aborted within a
+	// sweep or two, not restarted from its first job by every sweep. A
+	// job already cancelled costs its read on a later sweep, nothing more.
+	var (
+		mu      sync.Mutex
+		missing int
+		failed  error
+		wg      sync.WaitGroup
+		next    = make(chan int)
+	)
+	for range min(abortWorkers, b.Total) {
+		wg.Go(func() {
+			for i := range next {
+				n, err := e.abortJob(ctx, b, i)
+				mu.Lock()
+				missing += n
+				if err != nil && failed == nil {
+					failed = err
+				}
+				mu.Unlock()
 			}
-			continue
-		case err != nil:
-			return err
-		case rec.BatchID != b.ID || rec.Status != StatusQueued:
-			continue
+		})
+	}
+	for i := range b.Total {
+		mu.Lock()
+		stop := failed != nil
+		mu.Unlock()
+		if stop || ctx.Err() != nil {
+			break
 		}
-		if err := e.cancelQueued(ctx, rec); err != nil && !isConflict(err) {
-			return err
-		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if failed != nil {
+		return failed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if err := e.store.OpenBatch(ctx, b.ID); err != nil {
 		if errors.Is(err, driver.ErrBatchOpened) {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/wire"
@@ -221,4 +224,111 @@ func TestFailingItemsDoNotStallTheSweep(t *testing.T) {
 	if ids, _ := store.Due(ctx, clock.Now().Add(time.Hour), 2000); len(ids) != 0 {
 		t.Fatalf("%d items still due after the outage ended", len(ids))
 	}
+}
+
+// slowStore answers each job read and write after 10 ms, as DynamoDB
+// does under load; failOpen makes OpenBatch fail (an enqueue that dies
+// before it opens its batch).
+type slowStore struct {
+	*jobstest.MemStore
+	failOpen atomic.Bool
+}
+
+// slow waits 10 ms, or until ctx ends (as the SDK's call would).
+func slow(ctx context.Context) error {
+	select {
+	case <-time.After(10 * time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *slowStore) Get(ctx context.Context, id string) (*driver.Record, error) {
+	if err := slow(ctx); err != nil {
+		return nil, err
+	}
+	return s.MemStore.Get(ctx, id)
+}
+
+func (s *slowStore) CancelQueued(ctx context.Context, id string, c driver.CancelQueued) error {
+	if err := slow(ctx); err != nil {
+		return err
+	}
+	return s.MemStore.CancelQueued(ctx, id, c)
+}
+
+func (s *slowStore) CountInBatch(ctx context.Context, b *driver.Batch, c driver.BatchCount) (driver.BatchShard, error) {
+	if err := slow(ctx); err != nil {
+		return driver.BatchShard{}, err
+	}
+	return s.MemStore.CountInBatch(ctx, b, c)
+}
+
+func (s *slowStore) OpenBatch(ctx context.Context, id string) error {
+	if s.failOpen.Load() {
+		return errors.New("the enqueue died")
+	}
+	return s.MemStore.OpenBatch(ctx, id)
+}
+
+// A 10,000-job batch whose enqueue died before opening it is aborted (its
+// queued jobs cancelled, the batch ended) within three sweeps, on a store
+// that takes 10 ms a call: the abort works on many jobs at once rather
+// than restarting from its first job at every sweep.
+func TestAbandonedBatchOfTenThousandJobsEndsWithinThreeSweeps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &slowStore{MemStore: jobstest.NewMemStore(nil)}
+		reg := jobs.NewRegistry()
+		jobs.MustRegister(reg, "k", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
+		queue := &jobstest.MemQueue{}
+		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Registry: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs := make([]jobs.JobSpec, 10_000)
+		for i := range specs {
+			specs[i] = jobs.JobSpec{Kind: "k", Payload: []byte(`{}`)}
+		}
+		store.failOpen.Store(true)
+		if _, err := svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: "o", Jobs: specs}); err == nil {
+			t.Fatal("the batch opened; want its enqueue to die before")
+		}
+		store.failOpen.Store(false)
+		ids, _ := store.Due(ctx, time.Now().Add(time.Hour), 20_000)
+		var batchID string
+		for _, id := range ids {
+			if strings.HasPrefix(id, "batch#") {
+				batchID = strings.TrimPrefix(id, "batch#")
+			}
+		}
+		if batchID == "" {
+			t.Fatal("no batch in the sweep index")
+		}
+		for sweep := 1; ; sweep++ {
+			time.Sleep(time.Until(time.Now().Truncate(time.Minute).Add(time.Minute)) + jobs.DefaultDispatchGrace)
+			sctx, cancel := context.WithTimeout(ctx, time.Minute)
+			_, err := sw.Sweep(sctx)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := store.GetBatch(ctx, batchID); b.Status != jobs.StatusRunning {
+				t.Logf("ended %s after %d sweeps", b.Status, sweep)
+				break
+			}
+			if sweep == 3 {
+				b, _ := store.GetBatch(ctx, batchID)
+				t.Fatalf("the abandoned batch is still %s (creating %v) after 3 sweeps", b.Status, b.Creating)
+			}
+		}
+		if rec, _ := store.MemStore.Get(ctx, wire.BatchJobID(batchID, 9_999)); rec.Status != jobs.StatusCancelled {
+			t.Fatalf("its last job is %s, want cancelled", rec.Status)
+		}
+	})
 }

@@ -150,4 +150,3 @@ func (c suite) retriesCancelsAndResubmits(t *testing.T) {
 		}
 	})
 }
-
