@@ -168,13 +168,22 @@ const (
 	waitRate        = "rate"        // its reserved start under a rate limit
 	waitStore       = "store"       // a limit's item could not be read
 	waitKind        = "kind"        // its kind is unknown to the worker that got it
+	waitKey         = "key"         // its payload's key is not in that worker's ring yet
 )
+
+// sealedWithUnknownKey reports whether rec's payload has a sealed field
+// whose key sealer does not hold.
+func sealedWithUnknownKey(sealer Sealer, rec *driver.Record, k *kindDef) bool {
+	_, err := openPayload(sealer, rec.ID, k.secrets, rec.Payload)
+	return errors.Is(err, errUnknownKey)
+}
 
 // unknownKindGrace is how long after its creation a job whose kind the
 // worker that receives it does not register is handed back (waiting_on
 // "kind", no attempt spent) rather than failed unknown_kind: a deploy that
 // adds a kind reaches its functions one by one, and a job enqueued through
-// a new enqueue function may reach an old worker first.
+// a new enqueue function may reach an old worker first. A job sealed with
+// a key the worker's ring lacks (waiting_on "key") is handed back as long.
 const unknownKindGrace = 30 * time.Minute
 
 // unknownKindWait is how long (jittered) a job of an unknown kind waits

@@ -109,6 +109,11 @@ func (s *AESSealer) Seal(plaintext, aad []byte) (string, error) {
 // moved to another job or field).
 var errUnseal = errors.New("jobs: sealed value cannot be opened")
 
+// errUnknownKey: a sealed value names a key this sealer does not hold (a
+// key rotation that has not reached this instance yet, or a key that left
+// the ring).
+var errUnknownKey = fmt.Errorf("%w: its key is not in this instance's ring", errUnseal)
+
 // Open decrypts a value made by Seal.
 func (s *AESSealer) Open(sealed string, aad []byte) ([]byte, error) {
 	parts := strings.SplitN(sealed, ".", 3)
@@ -117,7 +122,7 @@ func (s *AESSealer) Open(sealed string, aad []byte) ([]byte, error) {
 	}
 	aead, ok := s.byID[parts[1]]
 	if !ok {
-		return nil, errUnseal
+		return nil, errUnknownKey
 	}
 	raw, err := base64.RawStdEncoding.DecodeString(parts[2])
 	if err != nil || len(raw) < aead.NonceSize() {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/keyring"
 	"github.com/lambdajobs/lambdajobs/internal/message"
@@ -234,7 +235,9 @@ func TestCustomSealerMustKeyRequestHashes(t *testing.T) {
 	}
 }
 
-// A payload whose secret fields the worker's key ring cannot open fails
+// A payload whose secret fields the worker's key ring cannot open is
+// handed back, no attempt spent, while the job is young (waiting_on key: a
+// rotation's new key may not have reached this instance yet), then fails
 // with its own reserved code, payload_unreadable, without running the
 // handler: an operator looks at the key ring, not at the payload's type
 // (which invalid_payload would send them to).
@@ -257,12 +260,13 @@ func TestPayloadSealedWithAnotherKeyFailsUnreadable(t *testing.T) {
 		}, nil)
 		return reg
 	}
-	store := jobstest.NewMemStore(nil)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: registry(), Store: store, Queue: &jobstest.MemQueue{}, Sealer: enqueuer})
+	clock := jobstest.NewClock(time.Now())
+	store := jobstest.NewMemStore(clock)
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: registry(), Store: store, Queue: &jobstest.MemQueue{}, Sealer: enqueuer, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Sealer: other})
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Queue: &jobstest.MemQueue{}, Sealer: other, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,6 +275,13 @@ func TestPayloadSealedWithAnotherKeyFailsUnreadable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if resp, _ := w.HandleSQS(ctx, sqsEvent(message.Encode(rec.ID))); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v: the job is handed back by a message of its own", failedIDs(resp))
+	}
+	if got, _ := store.Get(ctx, rec.ID); got.Status != jobs.StatusQueued || got.WaitingOn != "key" || got.Attempt != 0 || ran {
+		t.Fatalf("a young job: %s, waiting on %q, attempt %d, handler ran %v; want it handed back, waiting on key", got.Status, got.WaitingOn, got.Attempt, ran)
+	}
+	clock.Advance(31 * time.Minute)
 	if resp, _ := w.HandleSQS(ctx, sqsEvent(message.Encode(rec.ID))); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v: the failure is final", failedIDs(resp))
 	}

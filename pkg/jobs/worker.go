@@ -535,6 +535,14 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 		return done, next
 	case !ok:
 		ex = execution{Status: StatusFailed, Code: CodeUnknownKind, Cause: "unknown_kind"}
+	case len(k.secrets) > 0 && now.Sub(rec.CreatedAt) < unknownKindGrace && sealedWithUnknownKey(w.sealer, rec, k):
+		// Sealed with a key this instance does not hold yet (a rotation's
+		// new key reached other instances first): it goes back, no attempt
+		// spent, for an instance that holds it (waiting_on "key").
+		wctx, cancel := inv.finalWriteContext(ctx)
+		defer cancel()
+		done <- w.eng.park(wctx, run{rec: rec, token: token, started: now}, &admission{on: waitKey, runAt: now, delay: w.eng.jitter(unknownKindWait)}).res == unsettled
+		return done, next
 	case k.maxRun > 0 && !rec.FirstStartedAt.IsZero() && now.Sub(rec.FirstStartedAt) >= k.maxRun:
 		// Past the kind's longest run, continuations and retries included.
 		ex = execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "max_run_time"}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,12 +29,22 @@ import (
 //
 //	{"keys": ["<new, 32+ characters>", "<old>"]}
 //
-// Each string gives an AES-256 key (SHA-256 of it). Rotation: put the ring
-// with the new string first and the old one second, redeploy (or wait for
-// cold starts), keep the old string until the jobs sealed with it have
-// expired (the retention), then drop it. Jobs sealed with the old key still
-// run, and idempotent retries still match (request hashes use the ring's
-// oldest key and name it).
+// Each string gives an AES-256 key (SHA-256 of it). A ring may also name
+// keys that open but never seal, for the first phase of a rotation:
+//
+//	{"keys": ["<current>"], "decrypt_only": ["<new>"]}
+//
+// Rotation is two phases, each a deploy that replaces every execution
+// environment (functions read the ring at cold start only): first add the
+// new string as decrypt_only, so every instance can open what it will
+// seal; then promote it, {"keys": ["<new>", "<old>"]}. Sealing with a key
+// that some warm instance lacks (a one-phase rotation) would leave jobs
+// that instance cannot open; those are handed back (waiting_on "key") for
+// 30 minutes after their creation, then fail payload_unreadable. Keep the
+// old string until the jobs sealed with it have expired (the retention),
+// then drop it. Jobs sealed with the old key still run, and idempotent
+// retries still match (request hashes use the ring's oldest key and name
+// it; a decrypt-only key never keys them).
 
 // LoadKeyRing reads the key ring secret (an ARN or a name) with cfg's
 // region, credentials, endpoint, HTTP client and retry settings, and
@@ -50,43 +61,53 @@ func loadKeyRing(ctx context.Context, read func(ctx context.Context, id string) 
 	if err != nil {
 		return nil, fmt.Errorf("read the payload key ring %s: %w", secret, err)
 	}
-	strs, err := parseKeyRing(str)
+	strs, openOnly, err := parseKeyRing(str)
 	if err != nil {
 		return nil, fmt.Errorf("payload key ring %s: %w", secret, err)
 	}
-	keys := make([][]byte, len(strs))
-	for i, s := range strs {
+	// NewAESSealer seals with its first key, opens with all, and keys
+	// request hashes with its last: decrypt-only keys go after the first,
+	// and the ring's oldest key stays last (repeated when it is the only
+	// one).
+	order := append([]string{strs[0]}, openOnly...)
+	order = append(order, strs[1:]...)
+	if len(openOnly) > 0 && len(strs) == 1 {
+		order = append(order, strs[0])
+	}
+	keys := make([][]byte, len(order))
+	for i, s := range order {
 		keys[i] = keyFromSecret(s)
 	}
 	return jobs.NewAESSealer(keys...)
 }
 
-// parseKeyRing reads one secret string, or {"keys": [...]} newest first.
-func parseKeyRing(v string) ([]string, error) {
+// parseKeyRing reads one secret string, or {"keys": [...]} newest first
+// with an optional "decrypt_only" list.
+func parseKeyRing(v string) (keys, openOnly []string, err error) {
 	v = strings.TrimSpace(v)
-	var strs []string
 	if strings.HasPrefix(v, "{") {
 		var ring struct {
-			Keys []string `json:"keys"`
+			Keys        []string `json:"keys"`
+			DecryptOnly []string `json:"decrypt_only"`
 		}
 		dec := json.NewDecoder(strings.NewReader(v))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&ring); err != nil {
-			return nil, errors.New(`want one secret string or {"keys": ["newest", ...]}`)
+			return nil, nil, errors.New(`want one secret string or {"keys": ["newest", ...], "decrypt_only": [...]}`)
 		}
-		strs = ring.Keys
+		keys, openOnly = ring.Keys, ring.DecryptOnly
 	} else if v != "" {
-		strs = []string{v}
+		keys = []string{v}
 	}
-	if len(strs) == 0 {
-		return nil, errors.New("no key")
+	if len(keys) == 0 {
+		return nil, nil, errors.New("no key")
 	}
-	for i, s := range strs {
+	for i, s := range append(slices.Clone(keys), openOnly...) {
 		if len(s) < 32 {
-			return nil, fmt.Errorf("key %d is %d characters, want 32 or more", i+1, len(s))
+			return nil, nil, fmt.Errorf("key %d is %d characters, want 32 or more", i+1, len(s))
 		}
 	}
-	return strs, nil
+	return keys, openOnly, nil
 }
 
 // keyFromSecret derives an AES-256 key from a secret string (the same

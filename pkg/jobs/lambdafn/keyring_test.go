@@ -140,16 +140,89 @@ func TestKeyRingRotation(t *testing.T) {
 	if got.Status != jobs.StatusSucceeded || seen != "4242424242424242" {
 		t.Fatalf("a job sealed before the rotation: %s, handler saw %q", got.Status, seen)
 	}
-	// New jobs are sealed with the new key: the old ring alone cannot open them.
+	// New jobs are sealed with the new key: the old ring alone cannot open
+	// them (a one-phase rotation; see TestKeyRingRotationInTwoPhases). A
+	// warm instance that still holds the old ring hands such a job back
+	// (waiting_on key) rather than failing it, for an instance that holds
+	// the new key.
 	fresh, _, err := enqueued(svc2.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "charge", Payload: []byte(`{"customer":"c","card":"5555555555554444"}`)}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldWorker, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Sealer: before})
+	oldWorker, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Queue: queue, Sealer: before})
 	body, _ = json.Marshal(map[string]string{"job_id": fresh.ID})
 	oldWorker.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m2", Body: string(body)}}})
-	if got, _ := store.Get(ctx, fresh.ID); got.ErrorCode != jobs.CodePayloadUnreadable {
-		t.Fatalf("a job sealed with the new key opened by the old ring alone: %s %q", got.Status, got.ErrorCode)
+	if got, _ := store.Get(ctx, fresh.ID); got.Status != jobs.StatusQueued || got.WaitingOn != "key" {
+		t.Fatalf("a job sealed with the new key, at an instance with the old ring alone: %s %q, waiting on %q; want it handed back", got.Status, got.ErrorCode, got.WaitingOn)
+	}
+	worker.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m3", Body: string(body)}}})
+	if got, _ := store.Get(ctx, fresh.ID); got.Status != jobs.StatusSucceeded || seen != "5555555555554444" {
+		t.Fatalf("the handed-back job at an instance with the new ring: %s, handler saw %q", got.Status, seen)
+	}
+}
+
+// The documented rotation, in two phases: while a warm instance still
+// holds the first phase's ring (the new key decrypt-only), an instance
+// cold-started on the second (the new key promoted) seals with the new
+// key, and the warm one opens it. Nothing waits, nothing fails; the
+// request hash of an idempotent retry matches across all three rings.
+func TestKeyRingRotationInTwoPhases(t *testing.T) {
+	ctx := context.Background()
+	sm, cfg := motoSecrets(t)
+	oldSecret, newSecret := strings.Repeat("o", 40), strings.Repeat("n", 40)
+	put := func(v string) *jobs.AESSealer {
+		t.Helper()
+		if _, err := sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: aws.String("ring2"), SecretString: aws.String(v)}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := LoadKeyRing(ctx, cfg, "ring2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("ring2"), SecretString: aws.String(oldSecret)}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := LoadKeyRing(ctx, cfg, "ring2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	phase1 := put(`{"keys":["` + oldSecret + `"],"decrypt_only":["` + newSecret + `"]}`)
+	phase2 := put(`{"keys":["` + newSecret + `","` + oldSecret + `"]}`)
+	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+	var seen string
+	registry := func() *jobs.Registry {
+		reg := jobs.NewRegistry()
+		jobs.MustRegister(reg, "charge", func(_ context.Context, j *jobs.Job[cardPayload]) (cardResult, error) {
+			seen = j.Payload.Card
+			return cardResult{Last4: j.Payload.Card[len(j.Payload.Card)-4:]}, nil
+		}, nil)
+		return reg
+	}
+	req := jobs.EnqueueRequest{Owner: "o", Kind: "charge", Payload: []byte(`{"customer":"c","card":"4242424242424242"}`), EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: "k"}}
+	var first string
+	for i, s := range []*jobs.AESSealer{before, phase1, phase2} {
+		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: registry(), Store: store, Queue: queue, Sealer: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, created, err := enqueued(svc.Enqueue(ctx, req))
+		if err != nil || (i > 0 && (created || v.ID != first)) {
+			t.Fatalf("ring %d: an idempotent retry: %v, created %v; want the first job", i, err, created)
+		}
+		first = v.ID
+	}
+	svc2, _ := jobs.NewService(jobs.ServiceConfig{Registry: registry(), Store: store, Queue: queue, Sealer: phase2})
+	fresh, _, err := enqueued(svc2.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "charge", Payload: []byte(`{"customer":"c","card":"5555555555554444"}`)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Queue: queue, Sealer: phase1})
+	body, _ := json.Marshal(map[string]string{"job_id": fresh.ID})
+	warm.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m", Body: string(body)}}})
+	if got, _ := store.Get(ctx, fresh.ID); got.Status != jobs.StatusSucceeded || seen != "5555555555554444" {
+		t.Fatalf("a job sealed with the promoted key at a phase-one instance: %s (waiting on %q), handler saw %q", got.Status, got.WaitingOn, seen)
 	}
 }
 
@@ -162,8 +235,11 @@ func TestParseKeyRing(t *testing.T) {
 		"short":                         false,
 		`{"key":"` + long + `"}`:        false,
 		`{"keys":["` + long + `","x"]}`: false,
+		`{"keys":["` + long + `"],"decrypt_only":["` + long + `"]}`: true,
+		`{"keys":["` + long + `"],"decrypt_only":["x"]}`:            false,
+		`{"decrypt_only":["` + long + `"]}`:                         false,
 	} {
-		if _, err := parseKeyRing(in); (err == nil) != ok {
+		if _, _, err := parseKeyRing(in); (err == nil) != ok {
 			t.Errorf("parseKeyRing(%.30q): %v", in, err)
 		}
 	}
