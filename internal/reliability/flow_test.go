@@ -36,7 +36,10 @@ import (
 //   - 100 limited to 1 per account over 10 accounts run 10 at once, each
 //     account alone;
 //   - 300 under a rate of 20 a second (601 under make reliability: 30 s)
-//     start at 20 a second on average, within 10%.
+//     start at 20 a second on average, within 10% (alone), and never more
+//     than 20 within a second (less rateSlack);
+//   - 100 under that rate beside 300 of the two limited kinds: never more
+//     than 20 within a second (less rateSlack), by the handlers' starts.
 func TestFlowControlOnTheLocalStack(t *testing.T) {
 	ctx := context.Background()
 	spans := t.TempDir()
@@ -63,7 +66,7 @@ func TestFlowControlOnTheLocalStack(t *testing.T) {
 	run := func(t *testing.T, kind string, n int, payload func(i int) string, bound time.Duration) ([]span, time.Duration) {
 		t.Helper()
 		start := time.Now()
-		ids := enqueueAll(t, c, kind, n, payload)
+		ids := enqueueAll(t, c, kind, kind, n, payload)
 		recs := settle(t, store, ids, bound)
 		took := time.Since(start)
 		for _, id := range ids {
@@ -132,25 +135,75 @@ func TestFlowControlOnTheLocalStack(t *testing.T) {
 		slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
 		spanned := starts[len(starts)-1].Sub(starts[0])
 		rate := float64(len(starts)-1) / spanned.Seconds()
-		worst := 0
-		for i := range starts {
-			j := i
-			for j < len(starts) && starts[j].Sub(starts[i]) < time.Second {
-				j++
-			}
-			worst = max(worst, j-i)
-		}
+		worst := worstWindow(starts, time.Second)
 		t.Logf("%d jobs under 20 a second: started over %v, %.2f a second, at most %d in one second", n, spanned.Round(100*time.Millisecond), rate, worst)
-		if rate < 18 || rate > 22 {
-			t.Fatalf("observed %.2f starts a second, want 20 within 10%%", rate)
+		// Alone (make reliability), 20 a second within 10%. Beside the other
+		// packages on 2 cores (make test), deliveries come late more often,
+		// and a late one reserves again, its first reservation lost: the
+		// rate still holds in every window, at a lower average.
+		if low := float64(size(12, 18)); rate < low || rate > 22 {
+			t.Fatalf("observed %.2f starts a second, want 20 (at least %.0f here, at most 22)", rate, low)
+		}
+		if w := worstWindow(starts, time.Second-rateSlack); w > 20 {
+			t.Fatalf("%d starts within one second (less %v), over the rate of 20", w, rateSlack)
+		}
+	})
+	// The rate holds in every window, judged by the handlers' own starts,
+	// while competing limited kinds keep the workers busy: jobs whose
+	// reservations come due while their workers are busy reserve again
+	// rather than all starting at once when delivered (on the old code: 20
+	// a second for 2.5 s, a gap, then 48 starts within one second).
+	t.Run("rate 20 per second beside limited kinds", func(t *testing.T) {
+		var rated, limited, perAccount []string
+		var wg sync.WaitGroup
+		wg.Go(func() { rated = enqueueAll(t, c, examplekinds.HoldRate, "busy-rate", 100, hold(0)) })
+		wg.Go(func() { limited = enqueueAll(t, c, examplekinds.HoldLimited, "busy-limited", 150, hold(200)) })
+		wg.Go(func() { perAccount = enqueueAll(t, c, examplekinds.HoldPerAccount, "busy-account", 150, hold(200)) })
+		wg.Wait()
+		all := slices.Concat(rated, limited, perAccount)
+		recs := settle(t, store, all, 3*time.Minute)
+		for _, id := range all {
+			if rec := recs[id]; rec == nil || rec.Status != jobs.StatusSucceeded {
+				t.Fatalf("job %s: %+v, want succeeded", id, rec)
+			}
+		}
+		got := readSpans(t, spans, rated)
+		var starts []time.Time
+		for _, s := range got {
+			starts = append(starts, s.start)
+		}
+		slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+		w := worstWindow(starts, time.Second-rateSlack)
+		t.Logf("100 jobs at 20 a second beside 300 limited ones: at most %d starts within one second (less %v); starts a second: %v", w, rateSlack, perSecond(got))
+		if w > 20 {
+			t.Fatalf("%d starts within one second (less %v), over the rate of 20", w, rateSlack)
 		}
 	})
 	record(row{Scenario: "flow", Load: "500 jobs of 200 ms limited to 5; 100 at 1 per account; 601 at 20/s", Faults: "none",
 		Notes: "see TestFlowControlOnTheLocalStack's log for the peaks and the rate"})
 }
 
-// enqueueAll enqueues n jobs of kind, 8 at a time.
-func enqueueAll(t *testing.T, c *client, kind string, n int, payload func(i int) string) []string {
+// rateSlack is what a rate's window may lose at its end: a start may follow
+// its reservation by the claim's latency (pkg/jobs rateOnTime, 100 ms) and
+// the handler's own first moments.
+const rateSlack = 150 * time.Millisecond
+
+// worstWindow is the most starts (sorted) within any window of length d.
+func worstWindow(starts []time.Time, d time.Duration) int {
+	worst := 0
+	for i := range starts {
+		j := i
+		for j < len(starts) && starts[j].Sub(starts[i]) < d {
+			j++
+		}
+		worst = max(worst, j-i)
+	}
+	return worst
+}
+
+// enqueueAll enqueues n jobs of kind, 8 at a time, with the idempotency
+// keys key-0, key-1...
+func enqueueAll(t *testing.T, c *client, kind, key string, n int, payload func(i int) string) []string {
 	t.Helper()
 	ids := make([]string, n)
 	var wg sync.WaitGroup
@@ -160,7 +213,7 @@ func enqueueAll(t *testing.T, c *client, kind string, n int, payload func(i int)
 	for range 8 {
 		wg.Go(func() {
 			for i := range next {
-				id, _, err := c.enqueue(kind, payload(i), kind+"-"+strconv.Itoa(i))
+				id, _, err := c.enqueue(kind, payload(i), key+"-"+strconv.Itoa(i))
 				mu.Lock()
 				ids[i] = id
 				if err != nil && first == nil {

@@ -70,7 +70,7 @@ func (t *tracker) begin(job, kind, key string, inst *actor) *runRec {
 			// A start may be up to rateOnTime late on its reservation
 			// (jobs.flow.go): the rate holds in every window of its
 			// period less that.
-			if now.Sub(s) < t.w.lim.ratePeriod-20*time.Millisecond {
+			if now.Sub(s) < t.w.lim.ratePeriod-100*time.Millisecond {
 				n++
 			}
 		}

@@ -421,7 +421,7 @@ const farLead = 10 * time.Minute
 // rateOnTime is how late after its reserved start a job that waited on a
 // rate may still start on that reservation: the claim's own latency. A
 // rate holds in every window of its period less this.
-const rateOnTime = 20 * time.Millisecond
+const rateOnTime = 100 * time.Millisecond
 
 // release frees the slots held by holder (a run's claim token) and wakes
 // each slot's first waiter (best effort: a slot not released frees

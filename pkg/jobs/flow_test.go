@@ -585,6 +585,50 @@ func TestUnlimitedKindsMakeNoFlowCalls(t *testing.T) {
 	})
 }
 
+// rateRig is a Service and a Worker over one store, on one clock, with
+// the kind "rated" (at most one start per period; each run calls ran with
+// its payload's n), and what its tests do with them.
+type rateRig struct {
+	t   *testing.T
+	svc *jobs.Service
+	w   *jobs.Worker
+	q   *jobstest.MemQueue
+	reg *jobs.Registry
+}
+
+func newRateRig(t *testing.T, store driver.Store, clock *jobstest.Clock, ran func(n int), period time.Duration) *rateRig {
+	t.Helper()
+	r := &rateRig{t: t, q: &jobstest.MemQueue{}, reg: jobs.NewRegistry()}
+	jobs.MustRegister(r.reg, "rated", func(ctx context.Context, j *jobs.Job[heldPayload]) (jobs.NoResult, error) {
+		ran(j.Payload.N)
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{RateLimit: 1, RatePeriod: period})
+	var err error
+	if r.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: r.reg, Store: store, Queue: r.q, Clock: clock}); err != nil {
+		t.Fatal(err)
+	}
+	if r.w, err = jobs.NewWorker(jobs.WorkerConfig{Registry: r.reg, Store: store, Queue: r.q, Clock: clock, CancelCheck: -1}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *rateRig) enqueue(n int) string {
+	r.t.Helper()
+	res, err := r.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "rated", Payload: []byte(fmt.Sprintf(`{"n":%d}`, n))})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return res.Job.ID
+}
+
+func (r *rateRig) deliver(id string) {
+	r.t.Helper()
+	if _, err := r.w.HandleSQS(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: id, Body: message.Encode(id)}}}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
 // A job parked on a rate limit and delivered after its reserved start (its
 // workers were busy) reserves again instead of starting on the stale
 // reservation: the later reservations are someone else's, and starting on
@@ -594,51 +638,26 @@ func TestLateRateWaiterReservesAgain(t *testing.T) {
 	t.Parallel()
 	clock := jobstest.NewClock(time.Now().Truncate(time.Second))
 	store := jobstest.NewMemStore(clock)
-	reg := jobs.NewRegistry()
 	var (
 		mu     sync.Mutex
 		starts = map[int]time.Time{}
 	)
-	jobs.MustRegister(reg, "rated", func(ctx context.Context, j *jobs.Job[heldPayload]) (jobs.NoResult, error) {
+	r := newRateRig(t, store, clock, func(n int) {
 		mu.Lock()
-		starts[j.Payload.N] = clock.Now()
+		starts[n] = clock.Now()
 		mu.Unlock()
-		return jobs.NoResult{}, nil
-	}, &jobs.KindOpts{RateLimit: 1, RatePeriod: 10 * time.Second})
-	q := &jobstest.MemQueue{}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, Clock: clock, CancelCheck: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, 10*time.Second)
 	ctx := context.Background()
-	enqueue := func(n int) string {
-		res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "rated", Payload: []byte(fmt.Sprintf(`{"n":%d}`, n))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Job.ID
-	}
-	deliver := func(id string) {
-		t.Helper()
-		if _, err := w.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: id, Body: message.Encode(id)}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a, b := enqueue(1), enqueue(2)
-	deliver(a) // starts at t0
-	deliver(b) // reserves t0+10s and parks
+	a, b := r.enqueue(1), r.enqueue(2)
+	r.deliver(a) // starts at t0
+	r.deliver(b) // reserves t0+10s and parks
 	if rec, _ := store.Get(ctx, b); rec.WaitingOn != "rate" {
 		t.Fatalf("the second job waits on %q, want rate", rec.WaitingOn)
 	}
 	clock.Advance(20 * time.Second)
-	c := enqueue(3)
-	deliver(c) // its reservation is now: t0+20s
+	r.deliver(r.enqueue(3)) // its reservation is now: t0+20s
 	clock.Advance(5 * time.Second)
-	deliver(b) // 15 s after its reserved start, 5 s after the third started
+	r.deliver(b) // 15 s after its reserved start, 5 s after the third started
 	mu.Lock()
 	defer mu.Unlock()
 	if at, ok := starts[2]; ok {
@@ -671,32 +690,13 @@ func (s *slowTokens) TakeToken(ctx context.Context, key string, b driver.TokenBu
 func TestLateReservationAnswerReservesAgain(t *testing.T) {
 	t.Parallel()
 	clock := jobstest.NewClock(time.Now().Truncate(time.Second))
-	mem := jobstest.NewMemStore(clock)
-	store := &slowTokens{MemStore: mem, clock: clock}
-	reg := jobs.NewRegistry()
+	store := &slowTokens{MemStore: jobstest.NewMemStore(clock), clock: clock}
 	var started []time.Time
-	jobs.MustRegister(reg, "rated", func(ctx context.Context, j *jobs.Job[heldPayload]) (jobs.NoResult, error) {
-		started = append(started, clock.Now())
-		return jobs.NoResult{}, nil
-	}, &jobs.KindOpts{RateLimit: 1, RatePeriod: 10 * time.Second})
-	q := &jobstest.MemQueue{}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, Clock: clock, CancelCheck: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRateRig(t, store, clock, func(int) { started = append(started, clock.Now()) }, 10*time.Second)
 	ctx := context.Background()
-	res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "rated", Payload: []byte(`{}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m", Body: message.Encode(res.Job.ID)}}}); err != nil {
-		t.Fatal(err)
-	}
-	rec, _ := store.Get(ctx, res.Job.ID)
+	id := r.enqueue(0)
+	r.deliver(id)
+	rec, _ := store.Get(ctx, id)
 	if calls := store.calls.Load(); calls != 2 || len(started) != 0 || rec.WaitingOn != "rate" {
 		t.Fatalf("%d reservations, %d starts (at %v), waiting on %q: want a second reservation and the job parked on it, not a start 500 ms after its reserved time",
 			calls, len(started), started, rec.WaitingOn)
@@ -710,30 +710,12 @@ func TestFarRateReservationStartsOnTime(t *testing.T) {
 	t.Parallel()
 	clock := jobstest.NewClock(time.Now().Truncate(time.Second))
 	store := jobstest.NewMemStore(clock)
-	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "rated", func(ctx context.Context, j *jobs.Job[heldPayload]) (jobs.NoResult, error) {
-		return jobs.NoResult{}, nil
-	}, &jobs.KindOpts{RateLimit: 1, RatePeriod: time.Hour})
-	q := &jobstest.MemQueue{}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, Clock: clock, CancelCheck: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
+	r := newRateRig(t, store, clock, func(int) {}, time.Hour)
+	ctx, q, reg := context.Background(), r.q, r.reg
 	var ids []string
 	for n := range 2 {
-		res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "rated", Payload: []byte(fmt.Sprintf(`{"n":%d}`, n))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, res.Job.ID)
-		if _, err := w.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: res.Job.ID, Body: message.Encode(res.Job.ID)}}}); err != nil {
-			t.Fatal(err)
-		}
+		ids = append(ids, r.enqueue(n))
+		r.deliver(ids[n])
 	}
 	rec, _ := store.Get(ctx, ids[1])
 	if rec.WaitingOn != "rate" || rec.RunAt.Sub(clock.Now()) < 59*time.Minute {

@@ -157,17 +157,17 @@ func (lk *leaseKeeper) renewed(at time.Time) { lk.last.Store(at.UnixMilli()) }
 // keepLease renews r's lease every quarter heartbeat in which the handler
 // has not renewed it for half a heartbeat, until the function it returns
 // is called. A renewal that finds a cancel requested (it renews all the
-// same) calls notice; one that finds the run taken over calls takeover
-// and stops.
-func (w *Worker) keepLease(ctx context.Context, inv invocation, k *kindDef, r run, notice, takeover func()) (stop func()) {
+// same) calls stop(false); one that finds the run taken over calls
+// stop(true) and ends.
+func (w *Worker) keepLease(ctx context.Context, inv invocation, k *kindDef, r run, stop func(takenOver bool)) (done func()) {
 	r.keeper.renewed(w.eng.now()) // the claim's first heartbeat, or the claim
-	done := make(chan struct{})
+	end := make(chan struct{})
 	go func() {
 		t := time.NewTicker(k.heartbeat / 4)
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
+			case <-end:
 				return
 			case <-t.C:
 			}
@@ -183,12 +183,12 @@ func (w *Worker) keepLease(ctx context.Context, inv invocation, k *kindDef, r ru
 				r.keeper.renewed(now)
 			case errors.Is(err, driver.ErrCancelRequested):
 				r.keeper.renewed(now)
-				notice()
+				stop(false)
 			case errors.Is(err, ErrLostClaim), errors.Is(err, ErrNotFound):
-				takeover()
+				stop(true)
 				return
 			}
 		}
 	}()
-	return func() { close(done) }
+	return func() { close(end) }
 }

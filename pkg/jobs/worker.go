@@ -715,7 +715,13 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 	}
 	if k.heartbeat > 0 {
 		// Kept until the handler returns or is abandoned at its deadline.
-		defer w.keepLease(ctx, inv, k, run{rec: rec, token: token, keeper: keeper}, notice, cancel)()
+		defer w.keepLease(ctx, inv, k, run{rec: rec, token: token, keeper: keeper}, func(takenOver bool) {
+			if takenOver {
+				cancel() // its work is no longer the job's
+			} else {
+				notice() // a cancel request
+			}
+		})()
 	}
 	done := make(chan execution, 1)
 	go func() { done <- k.execute(hctx, rec, w.sealer, h) }()

@@ -88,14 +88,7 @@ func TestKeyRingRotation(t *testing.T) {
 	}
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
 	var seen string
-	registry := func() *jobs.Registry {
-		reg := jobs.NewRegistry()
-		jobs.MustRegister(reg, "charge", func(_ context.Context, j *jobs.Job[cardPayload]) (cardResult, error) {
-			seen = j.Payload.Card
-			return cardResult{Last4: j.Payload.Card[len(j.Payload.Card)-4:]}, nil
-		}, nil)
-		return reg
-	}
+	registry := func() *jobs.Registry { return chargeRegistry(&seen) }
 	// Before the rotation: the construct's one generated secret string.
 	before, err := LoadKeyRing(ctx, cfg, "ring")
 	if err != nil {
@@ -192,14 +185,7 @@ func TestKeyRingRotationInTwoPhases(t *testing.T) {
 	phase2 := put(`{"keys":["` + newSecret + `","` + oldSecret + `"]}`)
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
 	var seen string
-	registry := func() *jobs.Registry {
-		reg := jobs.NewRegistry()
-		jobs.MustRegister(reg, "charge", func(_ context.Context, j *jobs.Job[cardPayload]) (cardResult, error) {
-			seen = j.Payload.Card
-			return cardResult{Last4: j.Payload.Card[len(j.Payload.Card)-4:]}, nil
-		}, nil)
-		return reg
-	}
+	registry := func() *jobs.Registry { return chargeRegistry(&seen) }
 	req := jobs.EnqueueRequest{Owner: "o", Kind: "charge", Payload: []byte(`{"customer":"c","card":"4242424242424242"}`), EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: "k"}}
 	var first string
 	for i, s := range []*jobs.AESSealer{before, phase1, phase2} {
@@ -224,6 +210,17 @@ func TestKeyRingRotationInTwoPhases(t *testing.T) {
 	if got, _ := store.Get(ctx, fresh.ID); got.Status != jobs.StatusSucceeded || seen != "5555555555554444" {
 		t.Fatalf("a job sealed with the promoted key at a phase-one instance: %s (waiting on %q), handler saw %q", got.Status, got.WaitingOn, seen)
 	}
+}
+
+// chargeRegistry registers "charge", whose runs put the card they saw in
+// *seen.
+func chargeRegistry(seen *string) *jobs.Registry {
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "charge", func(_ context.Context, j *jobs.Job[cardPayload]) (cardResult, error) {
+		*seen = j.Payload.Card
+		return cardResult{Last4: j.Payload.Card[len(j.Payload.Card)-4:]}, nil
+	}, nil)
+	return reg
 }
 
 func TestParseKeyRing(t *testing.T) {
