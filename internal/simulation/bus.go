@@ -39,7 +39,7 @@ func (g gatedBus) Put(ctx context.Context, evs []driver.Event) ([]bool, error) {
 		_ = json.Unmarshal(evs[0].Detail, &e)
 		key = e.ID
 	}
-	err := g.a.do(ctx, "PutEvents", key, false, func() error {
+	err := g.a.do(ctx, "PutEvents", key, func() error {
 		now := time.Now()
 		if !now.Before(g.b.downFrom) && now.Before(g.b.downUntil) {
 			g.b.w.cover("fault", "EventBridge outage")

@@ -170,9 +170,8 @@ func (a *actor) kill() {
 }
 
 // do runs apply as the scheduler allows: op names the call in the trace
-// and the coverage table, key is what it touches. write says whether the
-// call changes anything (only writes can be lost or stalled to effect).
-func (a *actor) do(ctx context.Context, op, key string, write bool, apply func() error) error {
+// and the coverage table, key is what it touches.
+func (a *actor) do(ctx context.Context, op, key string, apply func() error) error {
 	if a.killed() {
 		return errKilled
 	}

@@ -225,7 +225,7 @@ func (g gatedQueue) Send(ctx context.Context, msgs ...driver.Message) error {
 			key += fmt.Sprintf("+%d", len(msgs)-1)
 		}
 	}
-	return g.a.do(ctx, "Send", key, false, func() error {
+	return g.a.do(ctx, "Send", key, func() error {
 		g.q.send(msgs)
 		return nil
 	})

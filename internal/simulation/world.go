@@ -266,7 +266,7 @@ func (w *world) poller(ctx context.Context, lane string, n int) {
 	gen := 0
 	for ctx.Err() == nil {
 		var batch []events.SQSMessage
-		err := esm.do(ctx, "Receive", "lane"+lane, false, func() error {
+		err := esm.do(ctx, "Receive", "lane"+lane, func() error {
 			d := 0
 			if x := w.draw(100); x < 3 {
 				d = 1 + x%2
@@ -305,7 +305,7 @@ func (w *world) poller(ctx context.Context, lane string, n int) {
 			}
 		}
 		if len(handles) > 0 {
-			_ = esm.do(ctx, "DeleteBatch", handles[0], false, func() error {
+			_ = esm.do(ctx, "DeleteBatch", handles[0], func() error {
 				for _, h := range handles {
 					w.sqs.remove(lane, h)
 				}

@@ -12,12 +12,12 @@ import (
 )
 
 func (s *gatedStore) Create(ctx context.Context, rec *driver.Record) error {
-	return s.a.do(ctx, "Create", rec.ID, true, func() error { return s.st.Create(ctx, rec) })
+	return s.a.do(ctx, "Create", rec.ID, func() error { return s.st.Create(ctx, rec) })
 }
 
 func (s *gatedStore) Get(ctx context.Context, id string) (*driver.Record, error) {
 	var r0 *driver.Record
-	err := s.a.do(ctx, "Get", id, false, func() (err error) {
+	err := s.a.do(ctx, "Get", id, func() (err error) {
 		r0, err = s.st.Get(ctx, id)
 		return err
 	})
@@ -26,7 +26,7 @@ func (s *gatedStore) Get(ctx context.Context, id string) (*driver.Record, error)
 
 func (s *gatedStore) Claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
 	var r0 *driver.Record
-	err := s.a.do(ctx, "Claim", id, true, func() (err error) {
+	err := s.a.do(ctx, "Claim", id, func() (err error) {
 		r0, err = s.claim(ctx, id, c)
 		return err
 	})
@@ -34,20 +34,20 @@ func (s *gatedStore) Claim(ctx context.Context, id string, c driver.Claim) (*dri
 }
 
 func (s *gatedStore) Publish(ctx context.Context, id, token string, result []byte, at time.Time) error {
-	return s.a.do(ctx, "Publish", id, true, func() error { return s.st.Publish(ctx, id, token, result, at) })
+	return s.a.do(ctx, "Publish", id, func() error { return s.st.Publish(ctx, id, token, result, at) })
 }
 
 func (s *gatedStore) Heartbeat(ctx context.Context, id, token string, hb driver.Heartbeat) error {
-	return s.a.do(ctx, "Heartbeat", id, true, func() error { return s.st.Heartbeat(ctx, id, token, hb) })
+	return s.a.do(ctx, "Heartbeat", id, func() error { return s.st.Heartbeat(ctx, id, token, hb) })
 }
 
 func (s *gatedStore) Checkpoint(ctx context.Context, id, token string, c driver.Checkpoint) error {
-	return s.a.do(ctx, "Checkpoint", id, true, func() error { return s.st.Checkpoint(ctx, id, token, c) })
+	return s.a.do(ctx, "Checkpoint", id, func() error { return s.st.Checkpoint(ctx, id, token, c) })
 }
 
 func (s *gatedStore) AcquireSlot(ctx context.Context, key string, c driver.SlotClaim) (driver.SlotState, error) {
 	var r0 driver.SlotState
-	err := s.a.do(ctx, "AcquireSlot", key, true, func() (err error) {
+	err := s.a.do(ctx, "AcquireSlot", key, func() (err error) {
 		r0, err = s.st.AcquireSlot(ctx, key, c)
 		return err
 	})
@@ -56,7 +56,7 @@ func (s *gatedStore) AcquireSlot(ctx context.Context, key string, c driver.SlotC
 
 func (s *gatedStore) ReleaseSlot(ctx context.Context, key, holder string) (string, error) {
 	var r0 string
-	err := s.a.do(ctx, "ReleaseSlot", key, true, func() (err error) {
+	err := s.a.do(ctx, "ReleaseSlot", key, func() (err error) {
 		r0, err = s.st.ReleaseSlot(ctx, key, holder)
 		return err
 	})
@@ -65,7 +65,7 @@ func (s *gatedStore) ReleaseSlot(ctx context.Context, key, holder string) (strin
 
 func (s *gatedStore) TakeToken(ctx context.Context, key string, b driver.TokenBucket) (time.Duration, error) {
 	var r0 time.Duration
-	err := s.a.do(ctx, "TakeToken", key, true, func() (err error) {
+	err := s.a.do(ctx, "TakeToken", key, func() (err error) {
 		r0, err = s.st.TakeToken(ctx, key, b)
 		return err
 	})
@@ -74,7 +74,7 @@ func (s *gatedStore) TakeToken(ctx context.Context, key string, b driver.TokenBu
 
 func (s *gatedStore) ClaimUnique(ctx context.Context, key string, u driver.UniqueClaim) (string, error) {
 	var r0 string
-	err := s.a.do(ctx, "ClaimUnique", key, true, func() (err error) {
+	err := s.a.do(ctx, "ClaimUnique", key, func() (err error) {
 		r0, err = s.st.ClaimUnique(ctx, key, u)
 		return err
 	})
@@ -82,32 +82,32 @@ func (s *gatedStore) ClaimUnique(ctx context.Context, key string, u driver.Uniqu
 }
 
 func (s *gatedStore) ReleaseUnique(ctx context.Context, key, jobID string) error {
-	return s.a.do(ctx, "ReleaseUnique", key, true, func() error { return s.st.ReleaseUnique(ctx, key, jobID) })
+	return s.a.do(ctx, "ReleaseUnique", key, func() error { return s.st.ReleaseUnique(ctx, key, jobID) })
 }
 
 func (s *gatedStore) Debounce(ctx context.Context, id string, d driver.Debounce) error {
-	return s.a.do(ctx, "Debounce", id, true, func() error { return s.st.Debounce(ctx, id, d) })
+	return s.a.do(ctx, "Debounce", id, func() error { return s.st.Debounce(ctx, id, d) })
 }
 
 func (s *gatedStore) Finish(ctx context.Context, id, token string, o driver.Outcome) error {
-	return s.a.do(ctx, "Finish", id, true, func() error { return s.finish(ctx, id, token, o) })
+	return s.a.do(ctx, "Finish", id, func() error { return s.finish(ctx, id, token, o) })
 }
 
 func (s *gatedStore) DoneAfter(ctx context.Context, id string, of driver.AfterOf) error {
-	return s.a.do(ctx, "DoneAfter", id, true, func() error { return s.st.DoneAfter(ctx, id, of) })
+	return s.a.do(ctx, "DoneAfter", id, func() error { return s.st.DoneAfter(ctx, id, of) })
 }
 
 func (s *gatedStore) Requeue(ctx context.Context, id, token string, r driver.Requeue) error {
-	return s.a.do(ctx, "Requeue", id, true, func() error { return s.requeue(ctx, id, token, r) })
+	return s.a.do(ctx, "Requeue", id, func() error { return s.requeue(ctx, id, token, r) })
 }
 
 func (s *gatedStore) CancelQueued(ctx context.Context, id string, c driver.CancelQueued) error {
-	return s.a.do(ctx, "CancelQueued", id, true, func() error { return s.st.CancelQueued(ctx, id, c) })
+	return s.a.do(ctx, "CancelQueued", id, func() error { return s.st.CancelQueued(ctx, id, c) })
 }
 
 func (s *gatedStore) CreateBatch(ctx context.Context, b *driver.Batch) (*driver.Batch, error) {
 	var r0 *driver.Batch
-	err := s.a.do(ctx, "CreateBatch", b.ID, true, func() (err error) {
+	err := s.a.do(ctx, "CreateBatch", b.ID, func() (err error) {
 		r0, err = s.st.CreateBatch(ctx, b)
 		return err
 	})
@@ -115,12 +115,12 @@ func (s *gatedStore) CreateBatch(ctx context.Context, b *driver.Batch) (*driver.
 }
 
 func (s *gatedStore) OpenBatch(ctx context.Context, id string) error {
-	return s.a.do(ctx, "OpenBatch", id, true, func() error { return s.st.OpenBatch(ctx, id) })
+	return s.a.do(ctx, "OpenBatch", id, func() error { return s.st.OpenBatch(ctx, id) })
 }
 
 func (s *gatedStore) GetBatch(ctx context.Context, id string) (*driver.Batch, error) {
 	var r0 *driver.Batch
-	err := s.a.do(ctx, "GetBatch", id, false, func() (err error) {
+	err := s.a.do(ctx, "GetBatch", id, func() (err error) {
 		r0, err = s.st.GetBatch(ctx, id)
 		return err
 	})
@@ -129,7 +129,7 @@ func (s *gatedStore) GetBatch(ctx context.Context, id string) (*driver.Batch, er
 
 func (s *gatedStore) CountInBatch(ctx context.Context, b *driver.Batch, c driver.BatchCount) (driver.BatchShard, error) {
 	var r0 driver.BatchShard
-	err := s.a.do(ctx, "CountInBatch", b.ID, true, func() (err error) {
+	err := s.a.do(ctx, "CountInBatch", b.ID, func() (err error) {
 		r0, err = s.st.CountInBatch(ctx, b, c)
 		return err
 	})
@@ -138,7 +138,7 @@ func (s *gatedStore) CountInBatch(ctx context.Context, b *driver.Batch, c driver
 
 func (s *gatedStore) ShardDone(ctx context.Context, batchID string, shard int) (int, error) {
 	var r0 int
-	err := s.a.do(ctx, "ShardDone", batchID, true, func() (err error) {
+	err := s.a.do(ctx, "ShardDone", batchID, func() (err error) {
 		r0, err = s.st.ShardDone(ctx, batchID, shard)
 		return err
 	})
@@ -147,7 +147,7 @@ func (s *gatedStore) ShardDone(ctx context.Context, batchID string, shard int) (
 
 func (s *gatedStore) CountBatch(ctx context.Context, b *driver.Batch) (*driver.Batch, error) {
 	var r0 *driver.Batch
-	err := s.a.do(ctx, "CountBatch", b.ID, false, func() (err error) {
+	err := s.a.do(ctx, "CountBatch", b.ID, func() (err error) {
 		r0, err = s.st.CountBatch(ctx, b)
 		return err
 	})
@@ -155,20 +155,20 @@ func (s *gatedStore) CountBatch(ctx context.Context, b *driver.Batch) (*driver.B
 }
 
 func (s *gatedStore) EndBatch(ctx context.Context, id string, status driver.Status, at, expiresAt time.Time) error {
-	return s.a.do(ctx, "EndBatch", id, true, func() error { return s.st.EndBatch(ctx, id, status, at, expiresAt) })
+	return s.a.do(ctx, "EndBatch", id, func() error { return s.st.EndBatch(ctx, id, status, at, expiresAt) })
 }
 
 func (s *gatedStore) RescheduleBatch(ctx context.Context, id string, at time.Time) error {
-	return s.a.do(ctx, "RescheduleBatch", id, true, func() error { return s.st.RescheduleBatch(ctx, id, at) })
+	return s.a.do(ctx, "RescheduleBatch", id, func() error { return s.st.RescheduleBatch(ctx, id, at) })
 }
 
 func (s *gatedStore) RequestCancel(ctx context.Context, id string, at time.Time) error {
-	return s.a.do(ctx, "RequestCancel", id, true, func() error { return s.st.RequestCancel(ctx, id, at) })
+	return s.a.do(ctx, "RequestCancel", id, func() error { return s.st.RequestCancel(ctx, id, at) })
 }
 
 func (s *gatedStore) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	var r0 []string
-	err := s.a.do(ctx, "Due", "", false, func() (err error) {
+	err := s.a.do(ctx, "Due", "", func() (err error) {
 		r0, err = s.st.Due(ctx, now, limit)
 		return err
 	})
@@ -176,12 +176,12 @@ func (s *gatedStore) Due(ctx context.Context, now time.Time, limit int) ([]strin
 }
 
 func (s *gatedStore) Reschedule(ctx context.Context, id string, expect driver.Expect, at time.Time) error {
-	return s.a.do(ctx, "Reschedule", id, true, func() error { return s.st.Reschedule(ctx, id, expect, at) })
+	return s.a.do(ctx, "Reschedule", id, func() error { return s.st.Reschedule(ctx, id, expect, at) })
 }
 
 func (s *gatedStore) LastFire(ctx context.Context, schedule string) (string, error) {
 	var r0 string
-	err := s.a.do(ctx, "LastFire", schedule, false, func() (err error) {
+	err := s.a.do(ctx, "LastFire", schedule, func() (err error) {
 		r0, err = s.st.LastFire(ctx, schedule)
 		return err
 	})
@@ -189,12 +189,12 @@ func (s *gatedStore) LastFire(ctx context.Context, schedule string) (string, err
 }
 
 func (s *gatedStore) SetLastFire(ctx context.Context, schedule, prev, id string) error {
-	return s.a.do(ctx, "SetLastFire", schedule, true, func() error { return s.st.SetLastFire(ctx, schedule, prev, id) })
+	return s.a.do(ctx, "SetLastFire", schedule, func() error { return s.st.SetLastFire(ctx, schedule, prev, id) })
 }
 
 func (s *gatedStore) OwnerSchedules(ctx context.Context, ownerKey string) ([]driver.Schedule, error) {
 	var r0 []driver.Schedule
-	err := s.a.do(ctx, "OwnerSchedules", ownerKey, false, func() (err error) {
+	err := s.a.do(ctx, "OwnerSchedules", ownerKey, func() (err error) {
 		r0, err = s.st.OwnerSchedules(ctx, ownerKey)
 		return err
 	})
@@ -202,16 +202,16 @@ func (s *gatedStore) OwnerSchedules(ctx context.Context, ownerKey string) ([]dri
 }
 
 func (s *gatedStore) AddOwnerSchedule(ctx context.Context, ownerKey string, sc driver.Schedule, max int) error {
-	return s.a.do(ctx, "AddOwnerSchedule", ownerKey, true, func() error { return s.st.AddOwnerSchedule(ctx, ownerKey, sc, max) })
+	return s.a.do(ctx, "AddOwnerSchedule", ownerKey, func() error { return s.st.AddOwnerSchedule(ctx, ownerKey, sc, max) })
 }
 
 func (s *gatedStore) RemoveOwnerSchedule(ctx context.Context, ownerKey, name string) error {
-	return s.a.do(ctx, "RemoveOwnerSchedule", ownerKey, true, func() error { return s.st.RemoveOwnerSchedule(ctx, ownerKey, name) })
+	return s.a.do(ctx, "RemoveOwnerSchedule", ownerKey, func() error { return s.st.RemoveOwnerSchedule(ctx, ownerKey, name) })
 }
 
 func (s *gatedStore) List(ctx context.Context, q driver.ListQuery) (driver.ListPage, error) {
 	var r0 driver.ListPage
-	err := s.a.do(ctx, "List", q.OwnerKey, false, func() (err error) {
+	err := s.a.do(ctx, "List", q.OwnerKey, func() (err error) {
 		r0, err = s.st.List(ctx, q)
 		return err
 	})
@@ -220,7 +220,7 @@ func (s *gatedStore) List(ctx context.Context, q driver.ListQuery) (driver.ListP
 
 func (s *gatedStore) CountUnfinished(ctx context.Context, ownerKey string, max int) (driver.UnfinishedCounts, error) {
 	var r0 driver.UnfinishedCounts
-	err := s.a.do(ctx, "CountUnfinished", ownerKey, false, func() (err error) {
+	err := s.a.do(ctx, "CountUnfinished", ownerKey, func() (err error) {
 		r0, err = s.st.CountUnfinished(ctx, ownerKey, max)
 		return err
 	})
@@ -229,7 +229,7 @@ func (s *gatedStore) CountUnfinished(ctx context.Context, ownerKey string, max i
 
 func (s *gatedStore) AddDependent(ctx context.Context, parentID string, d driver.DependentOf) (*driver.Record, error) {
 	var r0 *driver.Record
-	err := s.a.do(ctx, "AddDependent", parentID, true, func() (err error) {
+	err := s.a.do(ctx, "AddDependent", parentID, func() (err error) {
 		r0, err = s.st.AddDependent(ctx, parentID, d)
 		return err
 	})
@@ -238,7 +238,7 @@ func (s *gatedStore) AddDependent(ctx context.Context, parentID string, d driver
 
 func (s *gatedStore) CountParents(ctx context.Context, id string, c driver.ParentCount) (*driver.Record, error) {
 	var r0 *driver.Record
-	err := s.a.do(ctx, "CountParents", id, true, func() (err error) {
+	err := s.a.do(ctx, "CountParents", id, func() (err error) {
 		r0, err = s.st.CountParents(ctx, id, c)
 		return err
 	})
@@ -246,16 +246,16 @@ func (s *gatedStore) CountParents(ctx context.Context, id string, c driver.Paren
 }
 
 func (s *gatedStore) ReleaseParents(ctx context.Context, id string, r driver.ReleaseParents) error {
-	return s.a.do(ctx, "ReleaseParents", id, true, func() error { return s.st.ReleaseParents(ctx, id, r) })
+	return s.a.do(ctx, "ReleaseParents", id, func() error { return s.st.ReleaseParents(ctx, id, r) })
 }
 
 func (s *gatedStore) Resubmit(ctx context.Context, id string, r driver.Resubmit) error {
-	return s.a.do(ctx, "Resubmit", id, true, func() error { return s.st.Resubmit(ctx, id, r) })
+	return s.a.do(ctx, "Resubmit", id, func() error { return s.st.Resubmit(ctx, id, r) })
 }
 
 func (s *gatedStore) CountQueued(ctx context.Context, q driver.QueueCount) (int, error) {
 	var r0 int
-	err := s.a.do(ctx, "CountQueued", q.Kind, false, func() (err error) {
+	err := s.a.do(ctx, "CountQueued", q.Kind, func() (err error) {
 		r0, err = s.st.CountQueued(ctx, q)
 		return err
 	})
@@ -265,7 +265,7 @@ func (s *gatedStore) CountQueued(ctx context.Context, q driver.QueueCount) (int,
 func (s *gatedStore) PopWaiter(ctx context.Context, key, holder string) (string, int, error) {
 	var r0 string
 	var r1 int
-	err := s.a.do(ctx, "PopWaiter", key, true, func() (err error) {
+	err := s.a.do(ctx, "PopWaiter", key, func() (err error) {
 		r0, r1, err = s.st.PopWaiter(ctx, key, holder)
 		return err
 	})
