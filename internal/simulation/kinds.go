@@ -50,6 +50,7 @@ const (
 	kindLong      = "sim.long"      // heartbeats and continuations
 	kindFollowUp  = "sim.followup"  // the on-failure follow-up of sim.plain
 	kindComplete  = "sim.completed" // batch completions
+	kindAdded     = "sim.added"     // a kind a deploy adds
 	laneBulk      = "bulk"
 	declaredCode  = "sim_failed"
 	simOwner      = "sim-owner"
@@ -64,10 +65,13 @@ type limitsOf struct {
 	heartbeat        time.Duration
 }
 
-// register registers the simulated kinds with the world's handlers.
-func (w *world) register(reg *jobs.Registry) {
-	l := w.lim
-	retry := jobs.RetryPolicy{MaxAttempts: 1 + w.setup.IntN(3), BaseDelay: time.Duration(1+w.setup.IntN(20)) * time.Second, MaxDelay: 20 * time.Minute}
+// register registers the simulated kinds with the world's handlers; added
+// also registers kindAdded, the kind a deploy adds.
+func (w *world) register(reg *jobs.Registry, added bool) {
+	l, retry := w.lim, w.retry
+	if added {
+		jobs.MustRegister(reg, kindAdded, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry})
+	}
 	jobs.MustRegister(reg, kindPlain, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, Events: true, OnFailure: kindFollowUp})
 	jobs.MustRegister(reg, kindLimited, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, Concurrency: l.conc, ConcurrencyPerKey: l.concPerKey, LimitKey: "payload.key"})
 	jobs.MustRegister(reg, kindRated, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, RateLimit: l.rate, RatePeriod: l.ratePeriod})

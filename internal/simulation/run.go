@@ -157,6 +157,11 @@ func (w *world) check() {
 				w.violate("job %s: its last event says %s, the job is %s", id, st, r.Status)
 			}
 		}
+		// The kind a deploy added never fails for it: it waits for a
+		// worker that has it.
+		if r.Kind == kindAdded && r.ErrorCode == jobs.CodeUnknownKind {
+			w.violate("job %s of the kind the deploy added failed unknown_kind", id)
+		}
 		// A failed job of a kind with a follow-up had it run.
 		if r.OnFailure != "" && r.Status == jobs.StatusFailed {
 			if _, ok := all[wire.DerivedID("on-failure", id, strconv.Itoa(r.Outcomes))]; !ok {

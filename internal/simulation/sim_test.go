@@ -100,6 +100,8 @@ var coverageWanted = []string{
 	"mechanism: cold start", "mechanism: sweep interrupt", "mechanism: sweep re-send", "mechanism: sweep post-outcome steps",
 	"mechanism: run " + kindPlain, "mechanism: run " + kindLimited, "mechanism: run " + kindRated, "mechanism: run " + kindUnique,
 	"mechanism: run " + kindBulk, "mechanism: run " + kindLong, "mechanism: run " + kindFollowUp, "mechanism: run " + kindComplete,
+	"mechanism: run " + kindAdded, "mechanism: deploy replaced an instance", "mechanism: waits on kind",
+	"mechanism: waits on rate", "mechanism: waits on concurrency",
 	"call: Heartbeat", "call: Checkpoint", "call: Requeue", "call: AcquireSlot", "call: PopWaiter", "call: TakeToken", "call: ClaimUnique",
 	"call: Debounce", "call: AddDependent", "call: CountParents", "call: CountInBatch", "call: EndBatch", "call: RequestCancel",
 	"call: CancelQueued", "call: Resubmit", "call: PutEvents",

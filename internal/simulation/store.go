@@ -67,6 +67,9 @@ func (s *gatedStore) requeue(ctx context.Context, id, token string, r driver.Req
 	err := s.st.Requeue(ctx, id, token, r)
 	if err == nil {
 		s.a.w.landed("a requeue", id, token)
+		if r.WaitingOn != "" {
+			s.a.w.cover("mechanism", "waits on "+r.WaitingOn)
+		}
 	}
 	return err
 }

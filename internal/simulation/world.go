@@ -42,12 +42,17 @@ type world struct {
 	sched *sched
 	net   *actor
 
-	mem    *jobstest.MemStore
-	sqs    *sqs
-	bus    *bus
-	reg    *jobs.Registry
-	sealer jobs.Sealer
-	lim    limitsOf
+	mem *jobstest.MemStore
+	sqs *sqs
+	bus *bus
+	// reg has every kind; regOld lacks kindAdded, the kind the deploy at
+	// deployAt adds (rolled out to every worker by deployAt+rollout).
+	reg, regOld *jobs.Registry
+	deployAt    time.Time
+	rollout     time.Duration
+	retry       jobs.RetryPolicy
+	sealer      jobs.Sealer
+	lim         limitsOf
 
 	// The knobs this seed drew.
 	timeout, bulkTimeout, grace time.Duration
@@ -113,8 +118,14 @@ func newWorld(seed uint64, opts Options) *world {
 		panic(err)
 	}
 	w.sealer = sealer
-	w.reg = jobs.NewRegistry()
-	w.register(w.reg)
+	w.retry = jobs.RetryPolicy{MaxAttempts: 1 + s.IntN(3), BaseDelay: time.Duration(1+s.IntN(20)) * time.Second, MaxDelay: 20 * time.Minute}
+	// A deploy that adds a kind: the enqueue functions have it from
+	// deployAt, the workers as each is replaced, all by deployAt+rollout.
+	w.deployAt = start.Add(time.Duration(60+s.IntN(540)) * time.Second)
+	w.rollout = time.Duration(s.IntN(300)) * time.Second
+	w.regOld, w.reg = jobs.NewRegistry(), jobs.NewRegistry()
+	w.register(w.regOld, false)
+	w.register(w.reg, true)
 	return w
 }
 
@@ -231,20 +242,27 @@ type instance struct {
 	a      *actor
 	worker *jobs.Worker
 	dead   chan struct{}
+	old    bool // started before the deploy reached it: without kindAdded
 }
 
-func (w *world) coldStart(name, lane string) *instance {
+func (w *world) coldStart(name, lane string, gen int) *instance {
 	a, st, q, b := w.newActor(name, true)
 	timeout := w.timeout
 	if lane == laneBulk {
 		timeout = w.bulkTimeout
 	}
-	wk, err := jobs.NewWorker(jobs.WorkerConfig{Registry: w.reg, Store: st, Queue: q, Bus: b, Sealer: w.sealer, Lane: lane,
+	// Before the deploy every instance is old; during its rollout every
+	// other one; after it, none.
+	reg := w.reg
+	if now := time.Now(); now.Before(w.deployAt) || (now.Before(w.deployAt.Add(w.rollout)) && gen%2 == 1) {
+		reg = w.regOld
+	}
+	wk, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: st, Queue: q, Bus: b, Sealer: w.sealer, Lane: lane,
 		Concurrency: 1, Timeout: timeout, DispatchGrace: w.grace, LaneDispatchGrace: w.laneGraces(), Rand: newSimRand(w.seed, name)})
 	if err != nil {
 		panic(err)
 	}
-	inst := &instance{a: a, worker: wk, dead: make(chan struct{})}
+	inst := &instance{a: a, worker: wk, dead: make(chan struct{}), old: reg == w.regOld}
 	a.onKill = func() {
 		w.track.killed(a)
 		close(inst.dead)
@@ -286,9 +304,13 @@ func (w *world) poller(ctx context.Context, lane string, n int) {
 			}
 			continue
 		}
+		if inst != nil && inst.old && !time.Now().Before(w.deployAt.Add(w.rollout)) {
+			inst = nil // the deploy replaced it
+			w.cover("mechanism", "deploy replaced an instance")
+		}
 		if inst == nil || inst.a.killed() {
 			gen++
-			inst = w.coldStart(fmt.Sprintf("worker%s/%d.%d", lane, n, gen), lane)
+			inst = w.coldStart(fmt.Sprintf("worker%s/%d.%d", lane, n, gen), lane, gen)
 		}
 		resp, ok := w.invoke(ctx, inst, batch, timeout)
 		if !ok {
@@ -427,11 +449,18 @@ const apiTimeout = 29 * time.Second
 // client makes ops client operations at seeded times within span.
 func (w *world) client(ctx context.Context, n, ops int, span time.Duration) {
 	a, st, q, b := w.newActor(fmt.Sprintf("client%d", n), false)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: w.reg, Store: st, Queue: q, Bus: b, Sealer: w.sealer, DispatchGrace: w.grace,
-		LaneDispatchGrace: w.laneGraces(), Rand: newSimRand(w.seed, a.name)})
-	if err != nil {
-		panic(err)
+	ids := newSimRand(w.seed, a.name)
+	service := func(reg *jobs.Registry) *jobs.Service {
+		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: st, Queue: q, Bus: b, Sealer: w.sealer, DispatchGrace: w.grace,
+			LaneDispatchGrace: w.laneGraces(), Rand: ids})
+		if err != nil {
+			panic(err)
+		}
+		return svc
 	}
+	// The enqueue function before the deploy, and after (it has the new
+	// kind from deployAt).
+	before, after := service(w.regOld), service(w.reg)
 	rng := rand.New(rand.NewPCG(w.seed, uint64(100+n)))
 	var mine []string
 	at := time.Duration(0)
@@ -443,6 +472,10 @@ func (w *world) client(ctx context.Context, n, ops int, span time.Duration) {
 		at = 0
 		// Each operation is one API request: API Gateway gives up on it
 		// after 29 s, the enqueue function's timeout.
+		svc := before
+		if !time.Now().Before(w.deployAt) {
+			svc = after
+		}
 		octx, cancel := context.WithTimeout(ctx, apiTimeout)
 		id := w.operate(octx, svc, rng, n*1000+i, mine)
 		cancel()
@@ -476,6 +509,9 @@ func (w *world) operate(ctx context.Context, svc *jobs.Service, rng *rand.Rand, 
 	req := jobs.EnqueueRequest{Owner: simOwner, Kind: kindPlain}
 	op := "enqueue plain"
 	switch x := rng.IntN(100); {
+	case x < 14:
+	case x < 20 && !time.Now().Before(w.deployAt):
+		op, req.Kind = "enqueue added kind", kindAdded
 	case x < 20:
 	case x < 28:
 		op, req.Kind = "enqueue delayed", kindPlain
