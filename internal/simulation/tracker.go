@@ -45,6 +45,12 @@ func (t *tracker) begin(job, kind, key string, inst *actor) *runRec {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := &runRec{t: t, job: job, kind: kind, key: key, inst: inst, token: t.claims[claimOf{inst, job}]}
+	if inst != nil && inst.killed() {
+		// Its instance died before the handler started: a dead Lambda runs
+		// nothing, though the simulation's goroutine goes on.
+		r.ended = true
+		return r
+	}
 	t.runs[job]++
 	t.w.cover("mechanism", "run "+kind)
 	t.w.sched.tracef("%-14s run %s %s", instName(inst), job, kind)
