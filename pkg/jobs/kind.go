@@ -135,6 +135,17 @@ type KindOpts struct {
 	// with a [FailedJob] payload and the failed job's owner. The kind must
 	// be registered in the same registry and take a FailedJob payload.
 	OnFailure string
+	// Internal keeps the kind from API callers: POST /v1/jobs, batches,
+	// runtime schedules and replays answer an internal kind exactly as an
+	// unregistered one (422 unknown_kind), and GET /v1/kinds omits it. Its
+	// jobs come only from Go producers (a Service of one's own, Kind.Enqueue)
+	// and from the deployment itself: routes, schedules in the registry,
+	// on-failure follow-ups. A kind is internal whatever this says when
+	// another kind names it as OnFailure, when its payload is a [FailedJob],
+	// or when its payload is a type of github.com/aws/aws-lambda-go/events
+	// (an S3 record, an EventBridge event, an SNS message: what routes
+	// deliver), so no caller can forge what a handler takes for AWS's word.
+	Internal bool
 }
 
 // kindConfig is KindOpts checked.
@@ -151,6 +162,7 @@ type kindConfig struct {
 	retention         time.Duration
 	events            bool
 	onFailure         string
+	internal          bool
 }
 
 func (o *KindOpts) check() (kindConfig, error) {
@@ -196,7 +208,7 @@ func (o *KindOpts) check() (kindConfig, error) {
 	if o.OnFailure != "" && !validKind(o.OnFailure) {
 		return c, fmt.Errorf("on-failure kind %q: not a valid kind name", o.OnFailure)
 	}
-	c.events, c.onFailure = o.Events, o.OnFailure
+	c.events, c.onFailure, c.internal = o.Events, o.OnFailure, o.Internal
 	return c, nil
 }
 
@@ -224,6 +236,9 @@ type kindDef struct {
 	// events and onFailure: see KindOpts.
 	events    bool
 	onFailure string
+	// internal: see KindOpts.Internal (set for on-failure targets when the
+	// registry freezes).
+	internal bool
 }
 
 // Registry holds the job kinds. Register every kind at start-up, before the
@@ -287,6 +302,7 @@ func Register[P any, R Result](reg *Registry, kind string, handle func(ctx conte
 		lane:        cfg.lane,
 		heartbeat:   cfg.heartbeat, maxRun: cfg.maxRun, autoContinue: cfg.autoContinue,
 		limits: cfg.limits, caps: cfg.caps, retention: cfg.retention, events: cfg.events, onFailure: cfg.onFailure,
+		internal: cfg.internal || internalPayload(reflect.TypeFor[P]()),
 		validate: func(raw []byte) error {
 			_, err := decodePayload[P](raw)
 			return err
@@ -404,9 +420,43 @@ func (reg *Registry) Validate(kind string, payload []byte) error {
 func (reg *Registry) lookup(kind string) (*kindDef, bool) {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	reg.frozen = true
+	if !reg.frozen {
+		reg.frozen = true
+		reg.markInternal()
+	}
 	k, ok := reg.kinds[kind]
 	return k, ok
+}
+
+// lookupFor is lookup for a request of an API caller when callers is set:
+// an internal kind is not found, as an unregistered one is not.
+func (reg *Registry) lookupFor(kind string, callers bool) (*kindDef, bool) {
+	k, ok := reg.lookup(kind)
+	if ok && callers && k.internal {
+		return nil, false
+	}
+	return k, ok
+}
+
+// internalPayload reports whether a kind whose payload is of type t is
+// internal whatever its options say: a FailedJob (an on-failure
+// follow-up's) or a type of aws-lambda-go's events package (what routes
+// deliver).
+func internalPayload(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	return t == reflect.TypeFor[FailedJob]() || t.PkgPath() == "github.com/aws/aws-lambda-go/events"
+}
+
+// markInternal makes every kind another names as OnFailure internal
+// (reg.mu held, as the registry freezes: no kind is added after).
+func (reg *Registry) markInternal() {
+	for _, k := range reg.kinds {
+		if f, ok := reg.kinds[k.onFailure]; ok {
+			f.internal = true
+		}
+	}
 }
 
 // freeze marks the registry as in use. It refuses a registry with secret
@@ -414,7 +464,10 @@ func (reg *Registry) lookup(kind string) (*kindDef, bool) {
 func (reg *Registry) freeze(sealer Sealer) error {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	reg.frozen = true
+	if !reg.frozen {
+		reg.frozen = true
+		reg.markInternal()
+	}
 	for _, k := range reg.kinds {
 		switch {
 		case len(k.secrets) == 0:
@@ -484,7 +537,10 @@ func (s *Service) Kinds() []KindInfo {
 	names := s.reg.Kinds()
 	out := make([]KindInfo, 0, len(names))
 	for _, name := range names {
-		k, _ := s.reg.lookup(name)
+		k, ok := s.reg.lookupFor(name, s.callers)
+		if !ok {
+			continue
+		}
 		info := KindInfo{Name: name, Lane: k.lane, Concurrency: k.limits.concurrency, ConcurrencyPerKey: k.limits.perKey,
 			RateLimit: k.limits.rateN, RateLimitPerKey: k.limits.ratePerKeyN, LimitKey: k.limits.key,
 			MaxQueued: k.caps.kind, MaxQueuedPerOwner: k.caps.perOwner}

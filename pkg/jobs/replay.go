@@ -33,7 +33,7 @@ func (s *Service) Replay(ctx context.Context, req ReplayRequest) (*EnqueueResult
 	if err != nil {
 		return nil, err
 	}
-	k, ok := s.reg.lookup(old.Kind)
+	k, ok := s.reg.lookupFor(old.Kind, s.callers)
 	if !ok {
 		return nil, errUnknownKind
 	}

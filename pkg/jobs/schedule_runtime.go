@@ -55,6 +55,17 @@ type ScheduleService struct {
 	perOwner int
 	clock    Clock
 	log      *slog.Logger
+	// callers: the service answers API callers (ForCallers).
+	callers bool
+}
+
+// ForCallers returns the service as API callers reach it (package httpapi
+// uses it): a schedule of an internal kind (KindOpts.Internal) is refused
+// as one of an unregistered kind.
+func (s *ScheduleService) ForCallers() *ScheduleService {
+	c := *s
+	c.callers = true
+	return &c
 }
 
 // ScheduleServiceConfig configures a ScheduleService; Registry, Store and
@@ -126,7 +137,7 @@ func (s *ScheduleService) Create(ctx context.Context, req ScheduleRequest) (*Sch
 	if sc.Overlap == "" {
 		sc.Overlap = OverlapAllow
 	}
-	k, ok := s.reg.lookup(sc.Kind)
+	k, ok := s.reg.lookupFor(sc.Kind, s.callers)
 	if !ok {
 		return nil, errUnknownKind
 	}

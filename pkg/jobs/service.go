@@ -45,7 +45,19 @@ type Service struct {
 	// counter counts queued jobs for the caps (nil: no kind has one, or
 	// the store cannot); capCounts are this instance's counts.
 	counter   driver.QueueCounter
-	capCounts capCounts
+	capCounts *capCounts
+	// callers: the service answers API callers (ForCallers).
+	callers bool
+}
+
+// ForCallers returns the service as API callers reach it (package httpapi
+// uses it): the same service, to whose requests an internal kind
+// (KindOpts.Internal) is unknown, on enqueue, batches and replays, and
+// whose Kinds omits them. Go producers use s itself.
+func (s *Service) ForCallers() *Service {
+	c := *s
+	c.callers = true
+	return &c
 }
 
 // ServiceConfig configures a Service. Registry, Store and Queue are required.
@@ -102,7 +114,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand})
 	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
 		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey,
-		counter: counter}, nil
+		counter: counter, capCounts: &capCounts{}}, nil
 }
 
 // EnqueueRequest is one job to enqueue.
@@ -259,10 +271,13 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 	if err := checkOwner(req.Owner); err != nil {
 		return newJob{}, nil, err
 	}
-	if err := s.reg.Validate(req.Kind, req.Payload); err != nil {
+	k, ok := s.reg.lookupFor(req.Kind, s.callers)
+	if !ok {
+		return newJob{}, nil, errUnknownKind
+	}
+	if err := k.validate(req.Payload); err != nil {
 		return newJob{}, nil, err
 	}
-	k, _ := s.reg.lookup(req.Kind)
 	canonical, err := k.canonical(req.Payload)
 	if err != nil {
 		return newJob{}, nil, err

@@ -51,12 +51,13 @@ type API struct {
 	deadLetters DeadLetters
 }
 
-// New returns an API over svc. logger may be nil.
+// New returns an API over svc as its callers reach it (svc.ForCallers: an
+// internal kind is unknown to them). logger may be nil.
 func New(svc *jobs.Service, logger *slog.Logger) *API {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{svc: svc, log: logger}
+	return &API{svc: svc.ForCallers(), log: logger}
 }
 
 // enqueueBody is the POST /v1/jobs body.

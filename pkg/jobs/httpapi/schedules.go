@@ -28,12 +28,14 @@ type Schedules struct {
 	clock func() time.Time
 }
 
-// NewSchedules returns the schedules API over svc. logger may be nil.
+// NewSchedules returns the schedules API over svc as its callers reach it
+// (svc.ForCallers: a schedule of an internal kind is refused). logger may
+// be nil.
 func NewSchedules(svc *jobs.ScheduleService, logger *slog.Logger) *Schedules {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Schedules{svc: svc, log: logger, clock: time.Now}
+	return &Schedules{svc: svc.ForCallers(), log: logger, clock: time.Now}
 }
 
 // ScheduleView is a runtime schedule as the API shows it.
