@@ -28,8 +28,12 @@ func TestInternalKindsAreUnknownToCallers(t *testing.T) {
 	// names it.
 	jobs.MustRegister(reg, "echo.failed", func(context.Context, *jobs.Job[map[string]any]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	jobs.MustRegister(reg, "audit", ok, &jobs.KindOpts{Internal: true})
-	jobs.MustRegister(reg, "upload", func(context.Context, *jobs.Job[events.S3EventRecord]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
-	jobs.MustRegister(reg, "bridge", func(context.Context, *jobs.Job[events.EventBridgeEvent]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
+	jobs.MustRegister(reg, "upload", func(context.Context, *jobs.Job[events.S3EventRecord]) (jobs.NoResult, error) {
+		return jobs.NoResult{}, nil
+	}, nil)
+	jobs.MustRegister(reg, "bridge", func(context.Context, *jobs.Job[events.EventBridgeEvent]) (jobs.NoResult, error) {
+		return jobs.NoResult{}, nil
+	}, nil)
 	jobs.MustRegister(reg, "failed", func(context.Context, *jobs.Job[jobs.FailedJob]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	internal := []string{"echo.failed", "audit", "upload", "bridge", "failed"}
 
