@@ -129,6 +129,14 @@ type Config struct {
 	// grants every other route.
 	Operators []string
 
+	// TrustedCallers are the API callers who may give a job's "tenant"
+	// and "lane" (as Operators names callers): services that enqueue for
+	// their own customers. Anyone else who gives either gets 403 (a
+	// tenant is a share of the queue's fairness and of per-tenant limits;
+	// a lane, a queue and workers of its own). Go producers given
+	// GrantEnqueue set both without being listed.
+	TrustedCallers []string
+
 	// KeyAdmins are the IAM principals (role or user ARNs) who may read
 	// the payload key ring and the page token key besides the functions
 	// that use them, to rotate them (docs/OPERATIONS.md). Each secret's
@@ -281,6 +289,11 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateLanes(); err != nil {
 		return err
+	}
+	for _, who := range append(slices.Clone(c.Operators), c.TrustedCallers...) {
+		if who == "" || strings.ContainsAny(who, ", \t\n") {
+			return fmt.Errorf("%s: caller %q (Operators, TrustedCallers): want an identity or a role ARN, without commas or spaces", c.Name, who)
+		}
 	}
 	if c.CORS != nil && len(c.CORS.AllowOrigins) == 0 {
 		return fmt.Errorf("%s: CORS needs AllowOrigins", c.Name)

@@ -22,6 +22,8 @@ func TestConfigRefuses(t *testing.T) {
 		"name over 20 letters":  func(c *Config) { c.Name = strings.Repeat("a", 21) },
 		"batch throttle over":   func(c *Config) { c.BatchThrottleRate = c.ThrottleRate + 1 },
 		"maximum concurrency 1": func(c *Config) { c.MaxConcurrency = 1 },
+		"trusted with a comma":  func(c *Config) { c.TrustedCallers = []string{"arn:aws:iam::123456789012:role/a,b"} },
+		"empty operator":        func(c *Config) { c.Operators = []string{""} },
 	} {
 		c := DevConfig("dev")
 		mutate(&c)

@@ -3,6 +3,7 @@ package jobsinfra
 import (
 	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -254,6 +255,8 @@ func (s *Jobs) apiPermissions() {
 	allow(enqueue, enqueueTableActions, table)
 	s.enqueueCounts(enqueue)
 	s.grantSend(enqueue, enqueue.Role().RoleArn())
+	// Who may choose a job's tenant and lane over the API.
+	s.tell(enqueue, "JOBS_TRUSTED_CALLERS", jsii.String(strings.Join(s.cfg.TrustedCallers, ",")))
 	allow(getjob, []string{"dynamodb:GetItem"}, table)
 	// Cancel, retry (and a batch's completion job, created when the cancel
 	// of its last job ends it).

@@ -266,3 +266,18 @@ func TestOperators(t *testing.T) {
 		}
 	}
 }
+
+// The enqueue function (POST /v1/jobs and replays) is told who may give a
+// job's tenant and lane: nobody, unless configured.
+func TestTrustedCallers(t *testing.T) {
+	for name, s := range environments(t) {
+		env := jsonString(s.function(t, "enqueue")["Environment"])
+		want := `"JOBS_TRUSTED_CALLERS":""`
+		if len(s.cfg.TrustedCallers) > 0 {
+			want = `"JOBS_TRUSTED_CALLERS":"arn:aws:iam::123456789012:role/billing"`
+		}
+		if !strings.Contains(env, want) {
+			t.Errorf("%s enqueue: want %s in %s", name, want, env)
+		}
+	}
+}

@@ -528,6 +528,11 @@ func TestMalformedRequests(t *testing.T) {
 		{"wrong media type", "text/plain", `{"kind":"example.hash","payload":{}}`, 415, "unsupported_media_type"},
 		{"unknown kind", "application/json", `{"kind":"nope","payload":{}}`, 422, "unknown_kind"},
 		{"unknown payload field", "application/json", `{"kind":"example.hash","payload":{"text":"a","rounds":1,"x":1}}`, 422, "invalid_payload"},
+		// A route-fed kind is internal: no caller hands it an S3 record.
+		{"internal kind", "application/json", `{"kind":"example.s3_object","payload":{"eventSource":"aws:s3","s3":{"bucket":{"name":"b"},"object":{"key":"k"}}}}`, 422, "unknown_kind"},
+		// Tenants and lanes are the trusted callers' (the default local caller's).
+		{"tenant", "application/json", `{"kind":"example.hash","payload":{"text":"a","rounds":1},"tenant":"someone"}`, 403, "forbidden"},
+		{"lane", "application/json", `{"kind":"example.hash","payload":{"text":"a","rounds":1},"lane":"urgent"}`, 403, "forbidden"},
 	}
 	for _, tt := range tests {
 		a := call(t, "POST", "/v1/jobs", "dave", tt.contentType, tt.body)
@@ -537,6 +542,9 @@ func TestMalformedRequests(t *testing.T) {
 	}
 	if a := call(t, "GET", "/v1/nothing", "dave", "", ""); a.status != 404 {
 		t.Errorf("unknown route: %d", a.status)
+	}
+	if a := call(t, "POST", "/v1/jobs", "", "application/json", `{"kind":"example.hash","payload":{"text":"a","rounds":1},"tenant":"customer-7"}`); a.status != 202 {
+		t.Errorf("the trusted local caller's tenant: %d %s", a.status, a.body)
 	}
 }
 

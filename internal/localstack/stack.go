@@ -379,6 +379,9 @@ func (s *Stack) setFunctionEnv() error {
 		keyEnvPage,
 		// The local operator: X-Local-Caller: operator.
 		"JOBS_OPERATORS=" + LocalOperator,
+		// The default local caller may give a job's tenant and lane; any
+		// other X-Local-Caller gets 403 for them.
+		"JOBS_TRUSTED_CALLERS=" + LocalTrustedCaller,
 		// The operators' dead-letter routes (the cancel function).
 		"JOBS_DLQ_URL=" + s.Queues.DLQ,
 		// Runtime schedules go to the local Scheduler (SchedulerAPI).
@@ -616,6 +619,12 @@ func (s *Stack) serveDashboard() error {
 // LocalOperator is the local stack's operator (X-Local-Caller: operator):
 // the admin routes are theirs.
 const LocalOperator = "arn:aws:iam::" + LocalAccount + ":user/operator"
+
+// LocalTrustedCaller is the local stack's default caller (no
+// X-Local-Caller): it may give a job's tenant and lane
+// (httpapi.WithTrustedCallers), as a service that enqueues for its
+// customers would be configured.
+const LocalTrustedCaller = "arn:aws:iam::" + LocalAccount + ":user/local"
 
 // Dashboard returns a dashboard over this stack's API as caller, with its
 // metrics, its event bus and its dead-letter queue (through the operators'

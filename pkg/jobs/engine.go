@@ -519,15 +519,13 @@ func messageOf(rec *driver.Record) driver.Message {
 	return driver.Message{JobID: rec.ID, Lane: rec.Lane, Group: groupOf(rec)}
 }
 
-// groupOf is the message group of rec's tenant (its owner by default).
+// groupOf is the message group of rec's tenant, within its owner's
+// (wire.TenantOf: the owner's own group by default).
 func groupOf(rec *driver.Record) string {
-	switch {
-	case rec.Tenant != "":
-		return wire.GroupID(rec.Tenant)
-	case rec.Owner != "":
-		return wire.GroupID(rec.Owner)
+	if rec.Owner == "" {
+		return ""
 	}
-	return ""
+	return wire.GroupID(wire.TenantOf(rec.Owner, rec.Tenant))
 }
 
 // deliverAll delivers the jobs recs, each as the delivery rule says at

@@ -97,10 +97,8 @@ func (k *kindDef) limitKeyOf(rec *driver.Record) string {
 	case "owner":
 		v = rec.Owner
 	case "tenant":
-		v = rec.Tenant
-		if v == "" {
-			v = rec.Owner
-		}
+		// Within the owner's: a tenant named by two owners is two keys.
+		v = wire.TenantOf(rec.Owner, rec.Tenant)
 	default:
 		field := strings.TrimPrefix(k.limits.key, "payload.")
 		if slices.Contains(k.secrets, field) {

@@ -422,7 +422,7 @@ func TestEverySendCarriesTheTenantsGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{a.Job.ID: wire.GroupID("customer-a"), wire.BatchJobID(b.Batch.ID, 0): wire.GroupID("service-role")}
+	want := map[string]string{a.Job.ID: wire.GroupID(wire.TenantOf("service-role", "customer-a")), wire.BatchJobID(b.Batch.ID, 0): wire.GroupID("service-role")}
 	for range 4 { // run what was sent: continuations, retries
 		for _, m := range queue.Messages() {
 			_, _ = w.HandleSQS(ctx, sqsEvent(message.Encode(m.JobID)))

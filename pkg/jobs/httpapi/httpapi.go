@@ -48,6 +48,7 @@ type API struct {
 	svc         *jobs.Service
 	log         *slog.Logger
 	operators   []string
+	trusted     []string // WithTrustedCallers
 	deadLetters DeadLetters
 }
 
@@ -111,6 +112,9 @@ func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"payload" is required (use {} for none)`}), nil
 	}
 	opts, err := in.opts(req)
+	if err == nil {
+		err = a.checkChoices(owner, opts)
+	}
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}

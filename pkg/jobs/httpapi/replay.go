@@ -41,6 +41,9 @@ func (a *API) ReplayJob(ctx context.Context, req events.APIGatewayV2HTTPRequest)
 		}
 	}
 	opts, err := in.opts(req)
+	if err == nil {
+		err = a.checkChoices(owner, opts)
+	}
 	if err != nil {
 		return problem(ctx, a.log, err), nil
 	}

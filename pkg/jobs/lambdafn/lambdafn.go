@@ -110,6 +110,9 @@ type Config struct {
 	// Operators may use the admin routes (JOBS_OPERATORS: owner
 	// identities, comma-separated, as the API derives them).
 	Operators []string
+	// TrustedCallers may give a job's "tenant" and "lane" over the API
+	// (JOBS_TRUSTED_CALLERS, as JOBS_OPERATORS; httpapi.WithTrustedCallers).
+	TrustedCallers []string
 	// EventBus is the EventBridge bus job events go to (JOBS_EVENT_BUS);
 	// the roles that write outcomes (worker, sweeper, cancel) send them.
 	// AllEvents announces every kind's outcomes (JOBS_EVENTS=all), not
@@ -198,11 +201,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c.KeyRingSecret = getenv("JOBS_PAYLOAD_KEYRING_SECRET")
 	c.MetricsNamespace = getenv("JOBS_METRICS_NAMESPACE")
 	c.PageTokenSecret, c.PageTokenKey = getenv("JOBS_PAGE_TOKEN_SECRET"), getenv("JOBS_PAGE_TOKEN_KEY")
-	for _, op := range strings.Split(getenv("JOBS_OPERATORS"), ",") {
-		if op = strings.TrimSpace(op); op != "" {
-			c.Operators = append(c.Operators, op)
-		}
-	}
+	c.Operators = commaList(getenv("JOBS_OPERATORS"))
+	c.TrustedCallers = commaList(getenv("JOBS_TRUSTED_CALLERS"))
 	if c.PageTokenKey != "" && len(c.PageTokenKey) < 32 {
 		errs = append(errs, errors.New("JOBS_PAGE_TOKEN_KEY: want at least 32 characters"))
 	}
@@ -408,7 +408,7 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(svc, d.Logger).Route, nil
+	return httpapi.New(svc, d.Logger).WithTrustedCallers(d.Config.TrustedCallers).Route, nil
 }
 
 // GetJob is the GET /v1/jobs/{id}, GET /v1/jobs (the caller's jobs) and
@@ -733,4 +733,15 @@ func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Co
 	return jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger,
 		DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Sealer: sealer, Retention: d.Config.Retention,
 		AllEvents: d.Config.AllEvents})
+}
+
+// commaList is the non-empty entries of a comma-separated list.
+func commaList(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
