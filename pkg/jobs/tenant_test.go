@@ -54,7 +54,7 @@ func TestTenantsAreWithinTheirOwner(t *testing.T) {
 		if bOwn != wire.GroupID("owner-b") || group("owner-b", "owner-b") != bOwn {
 			t.Errorf("an owner's own group changed: %q, want %q", bOwn, wire.GroupID("owner-b"))
 		}
-		if group("owner-a", "shared") != group("owner-a", "shared") {
+		if first, again := group("owner-a", "shared"), group("owner-a", "shared"); first != again {
 			t.Error("one owner's tenant has two groups")
 		}
 	})
