@@ -137,6 +137,14 @@ type Config struct {
 	// GrantEnqueue set both without being listed.
 	TrustedCallers []string
 
+	// EnqueueRatePerOwner bounds each caller's requests that make jobs
+	// (POST /v1/jobs, /v1/batches, replays) to this many a second, across
+	// every instance; over it a caller gets 429 rate_limited with
+	// Retry-After (0: no bound, the default). Each accepted request costs
+	// one write more (docs/FLOW_CONTROL.md). The API's stage throttle
+	// bounds every caller together; this bounds each.
+	EnqueueRatePerOwner int
+
 	// KeyAdmins are the IAM principals (role or user ARNs) who may read
 	// the payload key ring and the page token key besides the functions
 	// that use them, to rotate them (docs/OPERATIONS.md). Each secret's
@@ -277,6 +285,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s: schedule maximum event age %v: 1 minute to 24 hours", c.Name, c.ScheduleMaxEventAge)
 	case c.LogLevel != "" && !slices.Contains([]string{"DEBUG", "INFO", "WARN", "ERROR"}, c.LogLevel):
 		return fmt.Errorf("%s: log level %q: DEBUG, INFO, WARN or ERROR", c.Name, c.LogLevel)
+	case c.EnqueueRatePerOwner < 0 || c.EnqueueRatePerOwner > 1_000_000:
+		return fmt.Errorf("%s: enqueue rate per owner %d: 0 (no bound) to 1000000 a second", c.Name, c.EnqueueRatePerOwner)
 	case c.Architecture != "" && c.Architecture != "arm64" && c.Architecture != "x86_64":
 		return fmt.Errorf("%s: architecture %q: arm64 or x86_64", c.Name, c.Architecture)
 	}

@@ -24,6 +24,7 @@ func TestConfigRefuses(t *testing.T) {
 		"maximum concurrency 1": func(c *Config) { c.MaxConcurrency = 1 },
 		"trusted with a comma":  func(c *Config) { c.TrustedCallers = []string{"arn:aws:iam::123456789012:role/a,b"} },
 		"empty operator":        func(c *Config) { c.Operators = []string{""} },
+		"negative enqueue rate": func(c *Config) { c.EnqueueRatePerOwner = -1 },
 	} {
 		c := DevConfig("dev")
 		mutate(&c)

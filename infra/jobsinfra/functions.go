@@ -257,6 +257,7 @@ func (s *Jobs) apiPermissions() {
 	s.grantSend(enqueue, enqueue.Role().RoleArn())
 	// Who may choose a job's tenant and lane over the API.
 	s.tell(enqueue, "JOBS_TRUSTED_CALLERS", jsii.String(strings.Join(s.cfg.TrustedCallers, ",")))
+	s.tell(enqueue, "JOBS_ENQUEUE_RATE_PER_OWNER", jsii.String(strconv.Itoa(s.cfg.EnqueueRatePerOwner)))
 	allow(getjob, []string{"dynamodb:GetItem"}, table)
 	// Cancel, retry (and a batch's completion job, created when the cancel
 	// of its last job ends it).

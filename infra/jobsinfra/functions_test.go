@@ -268,7 +268,8 @@ func TestOperators(t *testing.T) {
 }
 
 // The enqueue function (POST /v1/jobs and replays) is told who may give a
-// job's tenant and lane: nobody, unless configured.
+// job's tenant and lane (nobody, unless configured) and each caller's
+// enqueue rate (none, unless configured).
 func TestTrustedCallers(t *testing.T) {
 	for name, s := range environments(t) {
 		env := jsonString(s.function(t, "enqueue")["Environment"])
@@ -278,6 +279,10 @@ func TestTrustedCallers(t *testing.T) {
 		}
 		if !strings.Contains(env, want) {
 			t.Errorf("%s enqueue: want %s in %s", name, want, env)
+		}
+		rate := fmt.Sprintf(`"JOBS_ENQUEUE_RATE_PER_OWNER":"%d"`, s.cfg.EnqueueRatePerOwner)
+		if !strings.Contains(env, rate) {
+			t.Errorf("%s enqueue: want %s in %s", name, rate, env)
 		}
 	}
 }

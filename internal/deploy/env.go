@@ -76,6 +76,7 @@ var Env = []Var{
 	{"JOBS_PAGE_TOKEN_SECRET", "", "a Secrets Manager secret whose value signs the listing's page tokens, read at cold start", listingFns, true},
 	{"JOBS_PAGE_TOKEN_KEY", "", "or that value itself, 32+ characters (the local stack sets a random one)", listingFns, false},
 	{"JOBS_OPERATORS", "", "callers (owner identities or role ARNs, comma-separated) who may use the admin routes", listingFns, true},
+	{"JOBS_ENQUEUE_RATE_PER_OWNER", "0", "each caller's requests that make jobs (enqueue, batch, replay), a second; over it: 429 `rate_limited` (0: no bound)", []string{Enqueue}, true},
 	{"JOBS_TRUSTED_CALLERS", "", "callers (owner identities or role ARNs, comma-separated) who may give a job's `tenant` and `lane` over the API (anyone else: 403)", []string{Enqueue}, true},
 	{"JOBS_PRINT_SCHEDULES", "", "`1`: a bootstrap prints its registry's declared schedules as JSON and exits (how the local stack learns what to fire)", nil, false},
 	{"JOBS_PRINT_LANES", "", "`1`: a bootstrap prints the lanes its registry's kinds run in as JSON and exits (how the local stack learns which queues and workers to run)", nil, false},

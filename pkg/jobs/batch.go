@@ -158,6 +158,9 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 		whole = append(append(whole, []byte("completion")), r...)
 	}
 	b.RequestHash = s.hasher.sum(whole)
+	if err := s.checkEnqueueRate(ctx, req.Owner); err != nil {
+		return nil, false, err
+	}
 	queued := map[*kindDef]int{} // the batch's jobs of capped kinds
 	for _, j := range specs {
 		if k, _ := s.reg.lookup(j.kind); k.caps.any() {

@@ -60,13 +60,21 @@ var (
 // safe to return to the caller.
 type RequestError struct {
 	// Code is stable: "invalid_request", "unknown_kind",
-	// "invalid_idempotency_key" or "schedule_limit" (the HTTP API's
-	// problem codes).
+	// "invalid_idempotency_key", "schedule_limit" or "rate_limited" (the
+	// HTTP API's problem codes).
 	Code   string
 	Detail string
+	// retryAfter is when to try again, for a refusal that passes
+	// (rate_limited).
+	retryAfter time.Duration
 }
 
 func (e *RequestError) Error() string { return "jobs: " + e.Code + ": " + e.Detail }
+
+// RetryAfter is how long until the same request may be accepted, for a
+// refusal that passes ("rate_limited": the caller is over
+// ServiceConfig.EnqueueRatePerOwner); 0 for any other.
+func (e *RequestError) RetryAfter() time.Duration { return e.retryAfter }
 
 // Is reports whether target is ErrInvalidRequest.
 func (e *RequestError) Is(target error) bool { return target == ErrInvalidRequest }

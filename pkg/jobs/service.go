@@ -48,6 +48,10 @@ type Service struct {
 	capCounts *capCounts
 	// callers: the service answers API callers (ForCallers).
 	callers bool
+	// enqueueRate is ServiceConfig.EnqueueRatePerOwner; refusals are
+	// this instance's refused owners.
+	enqueueRate float64
+	refusals    *rateRefusals
 }
 
 // ForCallers returns the service as API callers reach it (package httpapi
@@ -93,6 +97,16 @@ type ServiceConfig struct {
 	AllEvents bool
 	// Rand draws job and batch ids (nil: the system's; see Rand).
 	Rand Rand
+	// EnqueueRatePerOwner bounds each owner's requests that make jobs
+	// (Enqueue, EnqueueBatch, Replay: a batch is one request) to this many
+	// a second across every instance (0: no bound). A request over it is
+	// refused, nothing stored, with a *RequestError of code rate_limited
+	// whose RetryAfter says when to try again (HTTP 429 with
+	// Retry-After); a refusal reserves nothing. Each accepted request
+	// costs one write more (docs/FLOW_CONTROL.md says how hot its items
+	// get). The enqueue function sets it from JOBS_ENQUEUE_RATE_PER_OWNER;
+	// a Go producer's own Service is unbounded unless it sets it.
+	EnqueueRatePerOwner int
 }
 
 // NewService returns a Service; it puts the registry to use.
@@ -102,6 +116,9 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	}
 	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
 		return nil, err
+	}
+	if cfg.EnqueueRatePerOwner < 0 {
+		return nil, errors.New("jobs: EnqueueRatePerOwner must be 0 (none) or more")
 	}
 	if cfg.PageTokenKey != nil && len(cfg.PageTokenKey) < 32 {
 		return nil, errors.New("jobs: PageTokenKey must be at least 32 bytes")
@@ -114,7 +131,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand})
 	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
 		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey,
-		counter: counter, capCounts: &capCounts{}}, nil
+		counter: counter, capCounts: &capCounts{}, enqueueRate: float64(cfg.EnqueueRatePerOwner), refusals: &rateRefusals{}}, nil
 }
 
 // EnqueueRequest is one job to enqueue.
@@ -158,6 +175,9 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*EnqueueResu
 func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Record, bool, error) {
 	j, r, err := s.prepare(req)
 	if err != nil {
+		return nil, false, err
+	}
+	if err := s.checkEnqueueRate(ctx, req.Owner); err != nil {
 		return nil, false, err
 	}
 	k, _ := s.reg.lookup(req.Kind)

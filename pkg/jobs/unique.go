@@ -49,6 +49,9 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkEnqueueRate(ctx, req.Owner); err != nil {
+		return nil, err
+	}
 	mode := req.Unique
 	if mode == "" {
 		mode = UniqueUntilFinished

@@ -493,6 +493,11 @@ const (
 type TokenBucket struct {
 	PerSecond, Burst float64
 	At               time.Time
+	// IfDue takes a token only when one is due at At: otherwise the
+	// bucket is left as it is and TakeToken answers how long until one is
+	// (a refusal, which reserves nothing, so a caller refused again and
+	// again is never pushed further back).
+	IfDue bool
 }
 
 // UniqueClaim asks Store.ClaimUnique for a unique key.

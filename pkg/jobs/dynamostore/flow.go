@@ -348,7 +348,10 @@ func (s *Store) PopWaiter(ctx context.Context, slotKey, holder string) (string, 
 // a take adds one interval to it (one conditional write, answering the
 // old value: the reservation); when it is, or there is no item, a take
 // sets it to now plus one interval and starts now. A failed condition
-// answers the item, which says which of the two to write next.
+// answers the item, which says which of the two to write next. With
+// b.IfDue the first write is conditioned on a token being due (the next
+// free time within the burst's tolerance of now): a failed condition
+// answering a later time is the refusal, and nothing is written.
 func (s *Store) TakeToken(ctx context.Context, bucketKey string, b driver.TokenBucket) (time.Duration, error) {
 	id := storekey.RatePrefix + bucketKey
 	interval := int64(float64(time.Second/time.Microsecond) / b.PerSecond)
@@ -362,6 +365,10 @@ func (s *Store) TakeToken(ctx context.Context, bucketKey string, b driver.TokenB
 		if busy {
 			upd = expression.Set(expression.Name(attrNextFree), expression.Plus(expression.Name(attrNextFree), expression.Value(interval)))
 			cond = expression.Name(attrNextFree).GreaterThanEqual(expression.Value(now))
+			if b.IfDue {
+				// Only a token due now: a refusal writes nothing.
+				cond = expression.Name(attrNextFree).Between(expression.Value(now), expression.Value(now+tolerance))
+			}
 		} else {
 			upd = expression.Set(expression.Name(attrNextFree), expression.Value(now+interval))
 			cond = expression.AttributeNotExists(expression.Name(attrNextFree)).Or(expression.Name(attrNextFree).LessThan(expression.Value(now)))
@@ -378,6 +385,9 @@ func (s *Store) TakeToken(ctx context.Context, bucketKey string, b driver.TokenB
 			ReturnConsumedCapacity: s.capacity()})
 		if cur, failed := conditionFailed(err); failed {
 			next, ok := microsOf(cur[attrNextFree])
+			if b.IfDue && ok && next > now+tolerance {
+				return time.Duration(next-tolerance-now) * time.Microsecond, nil
+			}
 			busy = ok && next >= now
 			continue
 		}

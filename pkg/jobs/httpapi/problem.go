@@ -77,6 +77,7 @@ var statuses = map[string]struct {
 	"unknown_kind":            {http.StatusUnprocessableEntity, "Unknown job kind"},
 	"invalid_payload":         {http.StatusUnprocessableEntity, "Invalid payload"},
 	"queue_full":              {http.StatusTooManyRequests, "Queue full"},
+	"rate_limited":            {http.StatusTooManyRequests, "Rate limited"},
 	"unavailable":             {http.StatusServiceUnavailable, "Service unavailable"},
 	"internal":                {http.StatusInternalServerError, "Internal error"},
 }
@@ -142,7 +143,12 @@ func problem(ctx context.Context, log *slog.Logger, err error) events.APIGateway
 	case st.status == http.StatusServiceUnavailable:
 		resp.Headers["Retry-After"] = "1"
 	case errors.As(err, &qe):
-		resp.Headers["Retry-After"] = strconv.Itoa(int(max(time.Second, qe.RetryAfter).Round(time.Second) / time.Second))
+		resp.Headers["Retry-After"] = retryAfter(qe.RetryAfter)
+	case st.status == http.StatusTooManyRequests:
+		var je *jobs.RequestError
+		if errors.As(err, &je) {
+			resp.Headers["Retry-After"] = retryAfter(je.RetryAfter())
+		}
 	}
 	return resp
 }
@@ -167,4 +173,10 @@ func ProblemCodes() []string {
 	}
 	sort.Strings(codes)
 	return codes
+}
+
+// retryAfter is a Retry-After header's whole seconds for d: at least 1,
+// rounded up (a client retrying on time is then never early).
+func retryAfter(d time.Duration) string {
+	return strconv.Itoa(int(max(time.Second, d+time.Second-1) / time.Second))
 }

@@ -90,3 +90,36 @@ func TestTenantAndLaneAreForTrustedCallers(t *testing.T) {
 		t.Errorf("untrusted caller's plain replay: %d, want 202", code)
 	}
 }
+
+// A caller over the deployment's enqueue rate gets 429 rate_limited with a
+// Retry-After of whole seconds, as the spec says.
+func TestOverTheEnqueueRateIs429(t *testing.T) {
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "echo", func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
+	store := jobstest.NewMemStore(nil)
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, EnqueueRatePerOwner: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, spec := httpapi.New(svc, nil), loadSpec(t)
+	r := fixture(t, "post-iam.json")
+	r.Headers = map[string]string{"content-type": "application/json"}
+	r.Body, r.IsBase64Encoded = `{"kind":"echo","payload":{"text":"x"}}`, false
+	var codes []int
+	for range 4 {
+		resp, err := api.Enqueue(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.check(t, "/v1/jobs", "POST", resp)
+		codes = append(codes, resp.StatusCode)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			if p := decodeProblem(t, resp); p.Code != "rate_limited" || resp.Headers["Retry-After"] != "1" {
+				t.Errorf("429: code %s, Retry-After %q", p.Code, resp.Headers["Retry-After"])
+			}
+		}
+	}
+	if codes[0] != 202 || codes[1] != 202 || codes[2] != 429 || codes[3] != 429 || store.Len() != 2 {
+		t.Fatalf("4 requests at 2 a second: %v, %d stored", codes, store.Len())
+	}
+}

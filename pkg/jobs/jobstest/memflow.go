@@ -89,7 +89,7 @@ func (m *MemStore) PopWaiter(_ context.Context, key, holder string) (string, int
 }
 
 // TakeToken reserves the bucket key's next token: how long until it is
-// due.
+// due (with b.IfDue, only one due now).
 func (m *MemStore) TakeToken(_ context.Context, key string, b driver.TokenBucket) (time.Duration, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -99,8 +99,12 @@ func (m *MemStore) TakeToken(_ context.Context, key string, b driver.TokenBucket
 	if tat.Before(b.At) {
 		tat = b.At
 	}
+	wait := max(0, tat.Add(-tolerance).Sub(b.At))
+	if b.IfDue && wait > 0 {
+		return wait, nil
+	}
 	m.tokens[key] = tat.Add(interval)
-	return max(0, tat.Add(-tolerance).Sub(b.At)), nil
+	return wait, nil
 }
 
 // ClaimUnique takes the unique key for u.JobID unless a live holder has it.

@@ -320,6 +320,44 @@ func (c suite) flowControl(t *testing.T) {
 			t.Fatalf("after an idle hour: %v %v %v, want 0 0 100ms", w1, w2, w3)
 		}
 	})
+	c.run(t, "TokenBucketIfDueRefusesWithoutReserving", func(t *testing.T, s driver.Store, clock *Clock) {
+		take := func(b driver.TokenBucket) time.Duration {
+			t.Helper()
+			wait, err := s.TakeToken(ctx, "due", b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return wait
+		}
+		// 10 a second with a burst of 2: two takes now; the third is
+		// refused (it would wait 100ms), however often it is asked, and
+		// reserves nothing: 100ms later one is due, and only one.
+		b := driver.TokenBucket{PerSecond: 10, Burst: 2, At: clock.Now(), IfDue: true}
+		if w1, w2 := take(b), take(b); w1 != 0 || w2 != 0 {
+			t.Fatalf("the burst: %v %v, want 0 0", w1, w2)
+		}
+		for range 5 {
+			if w := take(b); w != 100*time.Millisecond {
+				t.Fatalf("over the burst: %v, want a refusal of 100ms", w)
+			}
+		}
+		clock.Advance(100 * time.Millisecond)
+		b.At = clock.Now()
+		if w1, w2 := take(b), take(b); w1 != 0 || w2 != 100*time.Millisecond {
+			t.Fatalf("100ms later: %v %v, want 0 then a refusal of 100ms (the refusals reserved nothing)", w1, w2)
+		}
+		// A reservation (IfDue unset) still queues behind.
+		b.IfDue = false
+		if w := take(b); w != 100*time.Millisecond {
+			t.Fatalf("a reservation after: %v, want 100ms", w)
+		}
+		// Idle: due at once, with IfDue as without.
+		clock.Advance(time.Hour)
+		b.At, b.IfDue = clock.Now(), true
+		if w := take(b); w != 0 {
+			t.Fatalf("after an idle hour: %v, want 0", w)
+		}
+	})
 	c.run(t, "ConcurrentTakesReserveDistinctStarts", func(t *testing.T, s driver.Store, clock *Clock) {
 		b := driver.TokenBucket{PerSecond: 20, Burst: 1, At: clock.Now()}
 		var mu sync.Mutex

@@ -113,6 +113,10 @@ type Config struct {
 	// TrustedCallers may give a job's "tenant" and "lane" over the API
 	// (JOBS_TRUSTED_CALLERS, as JOBS_OPERATORS; httpapi.WithTrustedCallers).
 	TrustedCallers []string
+	// EnqueueRatePerOwner bounds each caller's requests that make jobs
+	// (JOBS_ENQUEUE_RATE_PER_OWNER, a second; 0: none):
+	// jobs.ServiceConfig.EnqueueRatePerOwner of the enqueue function.
+	EnqueueRatePerOwner int
 	// EventBus is the EventBridge bus job events go to (JOBS_EVENT_BUS);
 	// the roles that write outcomes (worker, sweeper, cancel) send them.
 	// AllEvents announces every kind's outcomes (JOBS_EVENTS=all), not
@@ -163,6 +167,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("JOBS_SCHEDULES_PER_OWNER=%q: want 1..1000", v))
 		} else {
 			c.SchedulesPerOwner = n
+		}
+	}
+	if v := getenv("JOBS_ENQUEUE_RATE_PER_OWNER"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 1_000_000 {
+			errs = append(errs, fmt.Errorf("JOBS_ENQUEUE_RATE_PER_OWNER=%q: want 0 (no bound) to 1000000 requests a second", v))
+		} else {
+			c.EnqueueRatePerOwner = n
 		}
 	}
 	c.Concurrency = 8
@@ -404,7 +416,7 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 		return nil, err
 	}
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Sealer: sealer, Retention: d.Config.Retention, Metrics: d.metrics,
-		AllEvents: d.Config.AllEvents})
+		AllEvents: d.Config.AllEvents, EnqueueRatePerOwner: d.Config.EnqueueRatePerOwner})
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"JOBS_DISPATCH_GRACE": "5m", "JOBS_RETENTION": "24h", "JOBS_WORKER_CONCURRENCY": "16",
 		"JOBS_HANDLER_RESERVE": "4s", "JOBS_FINAL_WRITE_TIMEOUT": "3s",
 		"JOBS_LANE_QUEUE_URLS": `{"long":"https://sqs.example/q-long"}`, "JOBS_LANE_DISPATCH_GRACES": `{"long":"17m"}`, "JOBS_LANE": "long",
+		"JOBS_ENQUEUE_RATE_PER_OWNER": "50", "JOBS_TRUSTED_CALLERS": " arn:aws:iam::1:role/a, ,arn:aws:iam::1:role/b",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +30,9 @@ func TestConfigFromEnv(t *testing.T) {
 	if cfg.Table != "jobs-dev" || cfg.DispatchGrace != 5*time.Minute || cfg.Retention != 24*time.Hour ||
 		cfg.Concurrency != 16 || cfg.Deadlines.Reserve != 4*time.Second || cfg.Deadlines.FinalWrite != 3*time.Second {
 		t.Fatalf("config %+v", cfg)
+	}
+	if cfg.EnqueueRatePerOwner != 50 || len(cfg.TrustedCallers) != 2 || cfg.TrustedCallers[1] != "arn:aws:iam::1:role/b" {
+		t.Fatalf("enqueue rate %d, trusted callers %q", cfg.EnqueueRatePerOwner, cfg.TrustedCallers)
 	}
 	if cfg.Lane != "long" || cfg.LaneQueueURLs["long"] != "https://sqs.example/q-long" || cfg.LaneDispatchGraces["long"] != 17*time.Minute {
 		t.Fatalf("lanes: %q %v %v", cfg.Lane, cfg.LaneQueueURLs, cfg.LaneDispatchGraces)
@@ -49,6 +53,7 @@ func TestConfigFromEnvRefuses(t *testing.T) {
 		"bad duration":        {map[string]string{"JOBS_TABLE": "t", "JOBS_RETENTION": "7 days"}, "JOBS_RETENTION"},
 		"negative duration":   {map[string]string{"JOBS_TABLE": "t", "JOBS_DISPATCH_GRACE": "-1m"}, "JOBS_DISPATCH_GRACE"},
 		"bad concurrency":     {map[string]string{"JOBS_TABLE": "t", "JOBS_WORKER_CONCURRENCY": "0"}, "JOBS_WORKER_CONCURRENCY"},
+		"negative rate":       {map[string]string{"JOBS_TABLE": "t", "JOBS_ENQUEUE_RATE_PER_OWNER": "-1"}, "JOBS_ENQUEUE_RATE_PER_OWNER"},
 		"reserve below write": {map[string]string{"JOBS_TABLE": "t", "JOBS_HANDLER_RESERVE": "1s", "JOBS_FINAL_WRITE_TIMEOUT": "2s"}, "reserve"},
 		"lane grace not JSON": {map[string]string{"JOBS_TABLE": "t", "JOBS_LANE_DISPATCH_GRACES": "long=17m"}, "JOBS_LANE_DISPATCH_GRACES"},
 		"lane grace negative": {map[string]string{"JOBS_TABLE": "t", "JOBS_LANE_DISPATCH_GRACES": `{"long":"-1m"}`}, "JOBS_LANE_DISPATCH_GRACES"},
