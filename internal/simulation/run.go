@@ -67,6 +67,7 @@ func run(seed uint64, opts Options) *Result {
 	for i := range nClients {
 		clients.Go(func() { w.client(ctx, i, max(1, w.opts.Jobs/nClients), 10*time.Minute) })
 	}
+	clients.Go(func() { w.burster(ctx, 10*time.Minute) })
 	clients.Wait()
 	w.cover("mechanism", "clients done")
 
@@ -112,6 +113,7 @@ func (w *world) settled() bool {
 // check runs the invariants at quiescence.
 func (w *world) check() {
 	ctx := context.Background()
+	w.checkRate()
 	all := map[string]*driver.Record{}
 	for _, r := range w.mem.All() {
 		all[r.ID] = r

@@ -102,6 +102,7 @@ var coverageWanted = []string{
 	"mechanism: run " + kindBulk, "mechanism: run " + kindLong, "mechanism: run " + kindFollowUp, "mechanism: run " + kindComplete,
 	"mechanism: run " + kindAdded, "mechanism: deploy replaced an instance", "mechanism: waits on kind",
 	"mechanism: waits on rate", "mechanism: waits on concurrency",
+	"client: enqueue within a rate", "client: enqueue over a rate (refused)",
 	"call: Heartbeat", "call: Checkpoint", "call: Requeue", "call: AcquireSlot", "call: PopWaiter", "call: TakeToken", "call: ClaimUnique",
 	"call: Debounce", "call: AddDependent", "call: CountParents", "call: CountInBatch", "call: EndBatch", "call: RequestCancel",
 	"call: CancelQueued", "call: Resubmit", "call: PutEvents",

@@ -72,6 +72,7 @@ type world struct {
 	coverage   map[string]int
 	accepted   map[string]string // job id -> how it was made
 	batches    map[string]int    // batch id -> its jobs
+	grants     []grant           // the burst owner's accepted requests
 	reported   map[string]bool
 	plant      int
 }
