@@ -89,8 +89,9 @@ type Config struct {
 	// a job that runs normally writes no log line at all, only its share
 	// of the metrics (which are not filtered): see docs/BENCHMARKS.md.
 	LogLevel string
-	// Retain keeps the table, its logs and secret when the stack is
-	// deleted, and turns on point-in-time recovery and deletion protection.
+	// Retain keeps the table, the queues (dead-letter queues included),
+	// its logs and secret when the stack is deleted, and turns on
+	// point-in-time recovery and deletion protection.
 	Retain bool
 
 	// API throttling (requests per second, burst), and the tighter one of

@@ -120,13 +120,16 @@ func (s *Jobs) queues() {
 
 // queue creates one of the construct's queues (named for
 // Overrides.Queue), re-asserting its encryption, TLS, a standard queue,
-// and what fix sets.
+// its removal policy, and what fix sets.
 func (s *Jobs) queue(id, name string, props *awssqs.QueueProps, fix func(*awssqs.QueueProps)) awssqs.Queue {
 	fixAll := func() {
 		if fix != nil {
 			fix(props)
 		}
 		props.Encryption, props.EncryptionMasterKey, props.EnforceSSL, props.Fifo = s.queueEncryption(), s.Key, jsii.Bool(true), nil
+		// A retained environment keeps its queues (and the jobs and dead
+		// letters in them) when the stack is deleted, as it keeps the table.
+		props.RemovalPolicy = s.removal
 	}
 	fixAll()
 	s.overrides.queue(name, props)

@@ -159,3 +159,29 @@ func TestListingIndexesAndGrants(t *testing.T) {
 		}
 	}
 }
+
+// A retained environment (prod) keeps every queue, the dead-letter queues
+// included, and the table when the stack is deleted or a resource is
+// replaced; any other environment deletes them with the stack.
+func TestRetainedEnvironmentsKeepTheQueuesAndTheTable(t *testing.T) {
+	for name, s := range environments(t) {
+		want := "Delete"
+		if s.cfg.Retain {
+			want = "Retain"
+		}
+		queues := s.resources("AWS::SQS::Queue")
+		if len(queues) < 3 {
+			t.Fatalf("%s: %d queues, want the queue pair and the schedules' DLQ at least", name, len(queues))
+		}
+		for id, r := range queues {
+			if r["DeletionPolicy"] != want || r["UpdateReplacePolicy"] != want {
+				t.Errorf("%s: queue %s: DeletionPolicy %v, UpdateReplacePolicy %v, want %s", name, id, r["DeletionPolicy"], r["UpdateReplacePolicy"], want)
+			}
+		}
+		for id, r := range s.resources("AWS::DynamoDB::Table") {
+			if r["DeletionPolicy"] != want || r["UpdateReplacePolicy"] != want {
+				t.Errorf("%s: table %s: DeletionPolicy %v, UpdateReplacePolicy %v, want %s", name, id, r["DeletionPolicy"], r["UpdateReplacePolicy"], want)
+			}
+		}
+	}
+}
