@@ -71,7 +71,7 @@ func (s *Jobs) grantSendTo(grantee awsiam.IGrantable, roleARN *string, arns *[]*
 		Grantee: grantee, Actions: jsii.Strings("sqs:SendMessage"), ResourceArns: arns,
 	})
 	s.senders.add(roleARN)
-	return combine(send, s.grantKey(grantee, keySend))
+	return combine(send, s.grantKey(grantee, keySend, "sqs"))
 }
 
 // grantKeyRing lets fn read the payload key ring (secretsmanager:GetSecretValue
@@ -92,7 +92,7 @@ func (s *Jobs) grantPageKey(fn awslambda.Function) {
 func (s *Jobs) grantSecret(fn awslambda.Function, secret awssecretsmanager.Secret, readers *principals) awsiam.Grant {
 	read := allow(fn, []string{"secretsmanager:GetSecretValue"}, secret.SecretArn())
 	readers.add(fn.Role().RoleArn())
-	return combine(read, s.grantKey(fn, keyDecrypt))
+	return combine(read, s.grantKey(fn, keyDecrypt, "secretsmanager"))
 }
 
 // onlyReaders denies reading secret's value to every principal but its
@@ -119,7 +119,7 @@ func (s *Jobs) onlyReaders(secret awssecretsmanager.Secret, readers *principals)
 // owner-checked way to read. The Grant holds the statements added.
 func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 	// Not Table.Grant: it adds the table's indexes with a wildcard.
-	key := s.grantKey(grantee, keyDecrypt)
+	key := s.grantKey(grantee, keyDecrypt, "dynamodb")
 	read := awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 		Grantee: grantee, Actions: jsii.Strings("dynamodb:GetItem"), ResourceArns: jsii.Strings(*s.Table.TableArn()),
 	})
@@ -150,7 +150,7 @@ func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 // senders are not part of it.
 func (s *Jobs) GrantEnqueue(fn awslambda.Function) awsiam.Grant {
 	put := allow(fn, enqueueTableActions, s.Table.TableArn())
-	g := combine(put, s.enqueueCounts(fn), s.grantKey(fn, keyWrite), s.grantSend(fn, fn.Role().RoleArn()), s.grantSecret(fn, s.payloadSecret, s.payloadReaders))
+	g := combine(put, s.enqueueCounts(fn), s.grantKey(fn, keyWrite, "dynamodb"), s.grantSend(fn, fn.Role().RoleArn()), s.grantSecret(fn, s.payloadSecret, s.payloadReaders))
 	told := s.told[*s.Enqueue.Node().Path()]
 	for _, name := range deploy.ServiceVars {
 		if v, ok := told[name]; ok {
@@ -214,15 +214,29 @@ var (
 )
 
 // grantKey lets grantee use the customer-managed key (Config.
-// CustomerManagedKey) for actions, through the services that hold data
-// encrypted with it; nothing (a nil Grant) without one.
-func (s *Jobs) grantKey(grantee awsiam.IGrantable, actions []string) awsiam.Grant {
+// CustomerManagedKey) for actions, only through the service via (dynamodb,
+// sqs, secretsmanager: the service that holds the data and calls KMS with
+// the grantee's identity, kms:ViaService) and only for calls of this
+// account (kms:CallerAccount): a grantee calling KMS directly, to decrypt
+// a blob it copied, is refused. Nothing (a nil Grant) without a key.
+func (s *Jobs) grantKey(grantee awsiam.IGrantable, actions []string, via string) awsiam.Grant {
 	if s.Key == nil {
 		return nil
 	}
+	stack := awscdk.Stack_Of(s.Construct)
 	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 		Grantee: grantee, Actions: jsii.Strings(actions...), ResourceArns: &[]*string{s.Key.KeyArn()},
+		Conditions: &map[string]*map[string]any{"StringEquals": {
+			"kms:ViaService": s.viaService(via), "kms:CallerAccount": stack.Account(),
+		}},
 	})
+}
+
+// viaService is the name a service calls KMS as in this stack's region
+// (kms:ViaService), such as sqs.us-east-1.amazonaws.com.
+func (s *Jobs) viaService(service string) *string {
+	stack := awscdk.Stack_Of(s.Construct)
+	return jsii.String(service + "." + *stack.Region() + "." + *stack.UrlSuffix())
 }
 
 // tableIndex is the ARN of one of the table's indexes.

@@ -275,7 +275,8 @@ func (t *cfnTemplate) identityPolicies(role string) ([]map[string]any, error) {
 }
 
 // resourcePolicy returns the resource policy of the resource with this
-// logical id (a queue's, a secret's, a key's), resolved; nil if none.
+// logical id (a queue's, a secret's, a bus's, a key's), resolved; nil if
+// none.
 // Several policy resources for one queue are merged.
 func (t *cfnTemplate) resourcePolicy(id string) (map[string]any, error) {
 	var statements []any
@@ -301,6 +302,11 @@ func (t *cfnTemplate) resourcePolicy(id string) (map[string]any, error) {
 		case "AWS::SecretsManager::ResourcePolicy":
 			if m, ok := r.Properties["SecretId"].(map[string]any); ok && m["Ref"] == id {
 				doc = r.Properties["ResourcePolicy"]
+			}
+		case "AWS::Events::EventBusPolicy":
+			// One statement per resource, on the bus it names.
+			if m, ok := r.Properties["EventBusName"].(map[string]any); ok && m["Ref"] == id {
+				doc = map[string]any{"Statement": r.Properties["Statement"]}
 			}
 		}
 		if doc != nil {

@@ -301,7 +301,7 @@ func (s *Jobs) backgroundPermissions() {
 		// ...and sends retries, early deliveries and jobs of another lane
 		// (a foreign message's, a fire's) with a delay.
 		s.grantSend(w, w.Role().RoleArn())
-		s.grantKey(w, keyWrite)
+		s.grantKey(w, keyWrite, "dynamodb")
 	}
 	allow(sweeper, []string{"dynamodb:BatchGetItem"}, table)
 	allow(sweeper, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.SweepIndex))
@@ -310,12 +310,12 @@ func (s *Jobs) backgroundPermissions() {
 	allow(sweeper, []string{"dynamodb:PutItem"}, table)
 	s.grantSend(sweeper, sweeper.Role().RoleArn())
 	// With a customer-managed key: each function uses it for its table
-	// writes and reads (the worker's receives are its event source's,
-	// granted by CDK; the DLQ's, cancel's).
+	// writes and reads, through DynamoDB (its receives and sends go
+	// through SQS: grantSend).
 	for _, f := range []awslambda.Function{s.Enqueue, s.Cancel, sweeper, s.Schedules} {
-		s.grantKey(f, keyWrite)
+		s.grantKey(f, keyWrite, "dynamodb")
 	}
-	s.grantKey(s.GetJob, keyDecrypt)
+	s.grantKey(s.GetJob, keyDecrypt, "dynamodb")
 }
 
 // triggers connects each lane's worker to its queue (partial batch

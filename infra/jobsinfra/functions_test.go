@@ -187,7 +187,10 @@ func TestEveryFunctionKnowsItsRole(t *testing.T) {
 func TestFunctionSettingsReachTheTemplate(t *testing.T) {
 	s := environments(t)["tuned"]
 	seen := 0
-	for _, f := range s.resources("AWS::Lambda::Function") {
+	for id, f := range s.resources("AWS::Lambda::Function") {
+		if strings.HasPrefix(id, customResourceProvider) {
+			continue // CDK's, which sets the DLQs' RedriveAllowPolicy (TestDeadLetterQueuesTakeOnlyTheirSources)
+		}
 		p := props(f)
 		desc := fmt.Sprint(p["Description"])
 		role := desc[strings.LastIndexByte(desc, ' ')+1:]

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,7 +79,8 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 	j.GrantInvoke(caller)
 	j.GrantOperate(operator)
 	other.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings("sqs:SendMessage", "secretsmanager:GetSecretValue", "execute-api:Invoke", "kms:Decrypt", "kms:GenerateDataKey"),
+		Actions: jsii.Strings("sqs:SendMessage", "secretsmanager:GetSecretValue", "execute-api:Invoke", "events:PutEvents",
+			"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"),
 		Resources: jsii.Strings("*"),
 	}))
 	raw := assertions.Template_FromStack(stack, nil).ToJSON()
@@ -161,7 +164,7 @@ func (d *iamDeployment) arnOf(resource string) (string, string, error) {
 		return arn, d.res[resource], err
 	case resource == "bus":
 		arn, err := t.getAtt(d.res[resource], "Arn")
-		return arn, "", err
+		return arn, d.res[resource], err
 	case resource == "role/scheduler":
 		arn, err := t.getAtt(d.res[resource], "Arn")
 		return arn, "", err
@@ -285,7 +288,9 @@ func (d *iamDeployment) simulation(a authz) (map[string]any, error) {
 	if service := strings.HasSuffix(a.principal, ".amazonaws.com"); service {
 		principal = a.principal
 		ctx["aws:PrincipalServiceName"] = a.principal
+		ctx["aws:PrincipalIsAWSService"] = "true"
 	} else {
+		ctx["aws:PrincipalIsAWSService"] = "false"
 		role, ok := d.roles[a.principal]
 		if !ok {
 			return nil, fmt.Errorf("principal %q has no role in the deployment", a.principal)
@@ -450,30 +455,13 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 				authz{principal: "events.amazonaws.com", action: "sqs:SendMessage", resource: "queue", why: "the EventBridge source",
 					context: map[string]string{"aws:SourceArn": sourceARN, "aws:SourceAccount": testAccount}},
 			)
+			// Scheduler delivers a fire it could not to the schedules' DLQ
+			// with its role (not exercised locally: no fire fails there).
+			allowed = append(allowed, authz{principal: iamcalls.Scheduler, action: "sqs:SendMessage", resource: "scheduledlq", why: "a schedule's dead letter"})
 			for _, a := range allowed {
 				allowed = append(allowed, d.implied(a)...)
 			}
-			denied := []authz{
-				{principal: "getjob", action: "sqs:SendMessage", resource: "queue"},
-				{principal: "getjob", action: "dynamodb:UpdateItem", resource: "table"},
-				{principal: "getjob", action: "events:PutEvents", resource: "bus"},
-				{principal: "enqueue", action: "events:PutEvents", resource: "bus"},
-				{principal: stranger, action: "events:PutEvents", resource: "bus"},
-				{principal: "worker", action: "secretsmanager:GetSecretValue", resource: "secret/page"},
-				{principal: stranger, action: "sqs:SendMessage", resource: "queue"},
-				{principal: stranger, action: "secretsmanager:GetSecretValue", resource: "secret/payload"},
-				{principal: stranger, action: "secretsmanager:GetSecretValue", resource: "secret/page"},
-				{principal: iamcalls.Caller, action: "execute-api:Invoke", resource: "route/GET /v1/admin/jobs"},
-				{principal: iamcalls.Caller, action: "execute-api:Invoke", resource: "route/POST /v1/admin/jobs/{id}/{action}"},
-				{principal: iamcalls.Caller, action: "execute-api:Invoke", resource: "route/POST /v1/admin/dead-letters/{action}"},
-				{principal: "s3.amazonaws.com", action: "sqs:SendMessage", resource: "queue",
-					context: map[string]string{"aws:SourceArn": "arn:aws:s3:::someone-elses", "aws:SourceAccount": testAccount}},
-				{principal: "s3.amazonaws.com", action: "sqs:SendMessage", resource: "queue",
-					context: map[string]string{"aws:SourceArn": "arn:aws:s3:::uploads-example", "aws:SourceAccount": "210987654321"}},
-			}
-			for i := range denied {
-				denied[i].why = "negative control"
-			}
+			denied := d.negativeControls()
 			results := d.evaluate(t, append(append([]authz{}, allowed...), denied...))
 			triples := map[string]bool{}
 			for i, a := range allowed {
@@ -497,8 +485,8 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 			// (the triples as make test's recording last measured them).
 			if doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "SECURITY.md")); err != nil {
 				t.Error(err)
-			} else if m := statedControls.FindSubmatch(doc); m == nil || string(m[1]) != strconv.Itoa(len(denied)) {
-				t.Errorf("docs/SECURITY.md states %q negative controls, the test has %d", m, len(denied))
+			} else if m := statedControls.FindSubmatch(doc); m == nil || string(m[map[bool]int{false: 1, true: 2}[cmk]]) != strconv.Itoa(len(denied)) {
+				t.Errorf("docs/SECURITY.md states %q negative controls, the test has %d (with a customer-managed key: %v)", m, len(denied), cmk)
 			}
 			if testing.Verbose() {
 				t.Log("\n  " + strings.Join(keys, "\n  "))
@@ -507,8 +495,126 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 	}
 }
 
-// statedControls is docs/SECURITY.md's count of the negative controls.
-var statedControls = regexp.MustCompile(`(\d+) negative controls denied`)
+// Every resource policy that guards the deployment is needed by some
+// negative control: with any one of them removed from the template (each
+// queue's and DLQ's, the schedules' DLQ's, the bus's, each secret's, the
+// key's statement of its own), some control AWS must deny is allowed, so
+// the evaluation would catch a policy gone missing.
+func TestEveryResourcePolicyIsNeeded(t *testing.T) {
+	d := synthIAM(t, "iam-removed", true)
+	controls := d.negativeControls()
+	if got := d.evaluate(t, controls); slices.ContainsFunc(got, func(r string) bool { return r != "ExplicitlyDenied" && r != "ImplicitlyDenied" }) {
+		t.Fatalf("a negative control is allowed with every policy in place: %v", got)
+	}
+	removals := map[string]func(map[string]cfnResource){}
+	for id, r := range d.t.resources {
+		switch r.Type {
+		case "AWS::SQS::QueuePolicy", "AWS::SecretsManager::ResourcePolicy", "AWS::Events::EventBusPolicy":
+			removals[r.Type+" "+id] = func(res map[string]cfnResource) { delete(res, id) }
+		}
+	}
+	key := d.res["key"]
+	removals["the key policy's OnlyThroughItsServices"] = func(res map[string]cfnResource) {
+		k := res[key]
+		props := maps.Clone(k.Properties)
+		policy := maps.Clone(props["KeyPolicy"].(map[string]any))
+		policy["Statement"] = slices.DeleteFunc(slices.Clone(asList(policy["Statement"])), func(st any) bool {
+			return st.(map[string]any)["Sid"] == "OnlyThroughItsServices"
+		})
+		props["KeyPolicy"] = policy
+		res[key] = cfnResource{Type: k.Type, Properties: props}
+	}
+	// The queue pair and the schedules' DLQ of every lane (4 with the
+	// example kinds' lanes), the two secrets, the bus and the key.
+	if n := len(removals); n < 2*4+1+2+1+1 {
+		t.Fatalf("%d resource policies to remove: %v", n, slices.Sorted(maps.Keys(removals)))
+	}
+	for _, name := range slices.Sorted(maps.Keys(removals)) {
+		without := *d
+		tmpl := *d.t
+		tmpl.resources = maps.Clone(d.t.resources)
+		removals[name](tmpl.resources)
+		without.t = &tmpl
+		var caught []string
+		for i, r := range without.evaluate(t, controls) {
+			if r != "ExplicitlyDenied" && r != "ImplicitlyDenied" {
+				caught = append(caught, controls[i].String())
+			}
+		}
+		if len(caught) == 0 {
+			t.Errorf("without %s every negative control is still denied: the evaluation would not notice it missing", name)
+		} else {
+			t.Logf("without %s: allowed %v", name, caught)
+		}
+	}
+}
+
+// statedControls is docs/SECURITY.md's count of the negative controls,
+// without and with a customer-managed key.
+var statedControls = regexp.MustCompile(`(\d+) negative controls denied \((\d+) with a customer-managed key\)`)
+
+// negativeControls are the authorisations AWS must deny. The stranger's
+// own policy allows each action it tries, so only the resources' policies
+// (each lane's queue and DLQ, the schedules' DLQ, the bus, each secret,
+// the key) can deny it.
+func (d *iamDeployment) negativeControls() []authz {
+	denied := []authz{
+		{principal: "getjob", action: "sqs:SendMessage", resource: "queue"},
+		{principal: "getjob", action: "dynamodb:UpdateItem", resource: "table"},
+		{principal: "getjob", action: "events:PutEvents", resource: "bus"},
+		{principal: "enqueue", action: "events:PutEvents", resource: "bus"},
+		{principal: stranger, action: "events:PutEvents", resource: "bus"},
+		{principal: "worker", action: "secretsmanager:GetSecretValue", resource: "secret/page"},
+		{principal: stranger, action: "secretsmanager:GetSecretValue", resource: "secret/payload"},
+		{principal: stranger, action: "secretsmanager:GetSecretValue", resource: "secret/page"},
+		// No one sends to a DLQ but Scheduler's role to the schedules'
+		// (SQS moves dead letters itself): not the functions that send to
+		// the queues, not the stranger.
+		{principal: "worker", action: "sqs:SendMessage", resource: "dlq"},
+		{principal: stranger, action: "sqs:SendMessage", resource: "scheduledlq"},
+		{principal: "worker", action: "sqs:SendMessage", resource: "scheduledlq"},
+		{principal: iamcalls.Caller, action: "execute-api:Invoke", resource: "route/GET /v1/admin/jobs"},
+		{principal: iamcalls.Caller, action: "execute-api:Invoke", resource: "route/POST /v1/admin/jobs/{id}/{action}"},
+		{principal: iamcalls.Caller, action: "execute-api:Invoke", resource: "route/POST /v1/admin/dead-letters/{action}"},
+		{principal: "s3.amazonaws.com", action: "sqs:SendMessage", resource: "queue",
+			context: map[string]string{"aws:SourceArn": "arn:aws:s3:::someone-elses", "aws:SourceAccount": testAccount}},
+		{principal: "s3.amazonaws.com", action: "sqs:SendMessage", resource: "queue",
+			context: map[string]string{"aws:SourceArn": "arn:aws:s3:::uploads-example", "aws:SourceAccount": "210987654321"}},
+	}
+	// The stranger sends to each lane's queue and DLQ, the default lane's
+	// ("queue", "dlq") first.
+	lanes := []string{""}
+	for r := range d.res {
+		if lane, ok := strings.CutPrefix(r, "queue/"); ok {
+			lanes = append(lanes, lane)
+		}
+	}
+	sort.Strings(lanes[1:])
+	for _, lane := range lanes {
+		q, dlq := "queue", "dlq"
+		if lane != "" {
+			q, dlq = "queue/"+lane, "dlq/"+lane
+		}
+		denied = append(denied,
+			authz{principal: stranger, action: "sqs:SendMessage", resource: q},
+			authz{principal: stranger, action: "sqs:SendMessage", resource: dlq})
+	}
+	if d.res["key"] != "" {
+		// The key is used only through the services that hold the data:
+		// neither the stranger nor a role granted the key decrypts a blob
+		// by calling KMS itself.
+		direct := map[string]string{"kms:CallerAccount": testAccount}
+		denied = append(denied,
+			authz{principal: stranger, action: "kms:Decrypt", resource: "key", context: direct},
+			authz{principal: stranger, action: "kms:GenerateDataKey", resource: "key", context: direct},
+			authz{principal: "worker", action: "kms:Decrypt", resource: "key", context: direct},
+			authz{principal: "getjob", action: "kms:Decrypt", resource: "key", context: direct})
+	}
+	for i := range denied {
+		denied[i].why = "negative control"
+	}
+	return denied
+}
 
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)

@@ -109,8 +109,9 @@ type Jobs struct {
 	payloadSecret awssecretsmanager.Secret
 	pageSecret    awssecretsmanager.Secret
 	// Who the queue's policy lets send (grantSend), who each secret's
-	// policy lets read (grantSecret), and the roles given GrantOperate.
-	senders, payloadReaders, pageReaders, operators *principals
+	// policy lets read (grantSecret), the roles given GrantOperate, and who
+	// the bus's policy lets put events (GrantPutEvents).
+	senders, payloadReaders, pageReaders, operators, publishers *principals
 }
 
 // NewJobs adds one environment of lambdajobs to scope. It panics if
@@ -128,7 +129,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		panic("jobsinfra: " + err.Error())
 	}
 	s := &Jobs{Functions: map[string]awslambda.Function{}, Lanes: map[string]*Lane{}, told: map[string]map[string]*string{}, laneOrder: laneNames(props.Lanes), cfg: cfg, overrides: props.Overrides, asset: assets(props), removal: awscdk.RemovalPolicy_DESTROY,
-		senders: &principals{}, payloadReaders: &principals{}, pageReaders: &principals{}, operators: &principals{}}
+		senders: &principals{}, payloadReaders: &principals{}, pageReaders: &principals{}, operators: &principals{}, publishers: &principals{}}
 	// A construct of its own (jsii's way for a Go type): *Jobs is a scope
 	// and an IConstruct wherever CDK takes one (Stack_Of, Tags_Of, ...).
 	constructs.NewConstruct_Override(s, scope, &id)
@@ -151,6 +152,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	s.api()
 	s.sources()
 	s.schedules(props.Schedules)
+	s.deadLetterPolicies()
 	s.alarms()
 	s.dashboard()
 	return s

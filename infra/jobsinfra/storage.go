@@ -3,6 +3,7 @@ package jobsinfra
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -25,7 +26,27 @@ func (s *Jobs) key() {
 		EnableKeyRotation: jsii.Bool(true),
 		RemovalPolicy:     s.removal,
 	})
+	// Whatever a role's own policy allows (an administrator's kms:*), the
+	// key encrypts and decrypts only through the services that hold the
+	// construct's data, or for an AWS service (S3 and EventBridge sending
+	// to an encrypted queue): a direct call, to decrypt a blob copied out
+	// of the table or a queue, is refused.
+	s.Key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyThroughItsServices"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings(keyCryptoActions...),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{
+			"StringNotEquals": map[string]any{"kms:ViaService": &[]*string{s.viaService("dynamodb"), s.viaService("sqs"), s.viaService("secretsmanager")}},
+			"BoolIfExists":    map[string]any{"aws:PrincipalIsAWSService": "false"},
+		},
+	}), jsii.Bool(false))
 }
+
+// keyCryptoActions are the key's uses for data (its management is left
+// to the key policy's administrators).
+var keyCryptoActions = []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"}
 
 // queueEncryption is how the construct's queues are encrypted: with the
 // customer-managed key if there is one, else SQS's own.
