@@ -148,6 +148,15 @@ func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 // queries that count queued jobs for the kinds' caps, sqs:SendMessage, secretsmanager:GetSecretValue, and the key's uses with
 // a customer-managed key); the environment and the queue policy's list of
 // senders are not part of it.
+//
+// It is a full-trust grant: table writes are not limited to the
+// function's own jobs (DynamoDB cannot scope a PutItem to an owner), and
+// the payload key ring opens every jobs:"secret" field of every owner. A
+// function given it can make any job as any owner, of any kind (internal
+// ones included), in any lane and for any tenant, and read every sealed
+// payload it can read from the table. Give it only to code you trust as
+// you trust the construct's own enqueue function; untrusted producers
+// enqueue over the API (GrantInvoke), where the caller is the owner.
 func (s *Jobs) GrantEnqueue(fn awslambda.Function) awsiam.Grant {
 	put := allow(fn, enqueueTableActions, s.Table.TableArn())
 	g := combine(put, s.enqueueCounts(fn), s.grantKey(fn, keyWrite, "dynamodb"), s.grantSend(fn, fn.Role().RoleArn()), s.grantSecret(fn, s.payloadSecret, s.payloadReaders))
