@@ -98,7 +98,7 @@ const flagsUsage = `Flags:
   -unique-key K  enqueue: one job of the kind per key among yours (docs/FLOW_CONTROL.md)
   -unique MODE   enqueue: until_finished (default), until_started, period or debounce
   -unique-for D  enqueue: the period of -unique period, the window of -unique debounce
-  -tenant T      enqueue: who the job is for (its fair-queue group and per-tenant limits)
+  -tenant T      enqueue: who the job is for (its fair-queue group and per-tenant limits; trusted callers only)
   -start-by TIME enqueue: a job not started by TIME (RFC 3339) ends cancelled, code expired
   -after IDS     enqueue: run after these jobs of yours (comma-separated) have all succeeded
 
