@@ -316,11 +316,15 @@ func (c apiClient) call(ctx context.Context, method, target string, body, out an
 
 // page is what every template gets.
 type page struct {
-	Title   string
-	Nav     string
+	Title string
+	Nav   string
+	// Flash is a message of the dashboard's own: one of flashes, or a
+	// page's fixed hint; never text from the request.
 	Flash   string
 	Problem string
-	Data    any
+	// Back is where problem.html links back to ("": the jobs).
+	Back string
+	Data any
 }
 
 func (s *Server) render(w http.ResponseWriter, name string, status int, p page) {
@@ -341,16 +345,27 @@ func (s *Server) fail(w http.ResponseWriter, nav string, err error) {
 	s.render(w, "problem.html", http.StatusBadGateway, page{Title: "The API did not answer", Nav: nav, Problem: "The jobs API did not answer: " + err.Error()})
 }
 
-// redirect goes back to where a form came from, with a message.
-func redirect(w http.ResponseWriter, r *http.Request, to, flash string) {
+// redirect goes back to where a form came from, with the message of
+// code and its counts (see flashes; "" for none).
+func redirect(w http.ResponseWriter, r *http.Request, to, code string, counts ...int) {
 	u, err := url.Parse(to)
 	if err != nil || u.IsAbs() || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
 		u = &url.URL{Path: "/"}
 	}
 	q := u.Query()
-	q.Set("flash", flash)
+	flashQuery(q, code, counts...)
 	u.RawQuery = q.Encode()
 	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+}
+
+// refused shows why an action was not done: the API's problem (or the
+// queue's error), on a page of its own with a way back. It is not a
+// redirect's message, which only names a message of the dashboard's own.
+func (s *Server) refused(w http.ResponseWriter, status int, p page) {
+	if p.Title == "" {
+		p.Title = "Not done"
+	}
+	s.render(w, "problem.html", status, p)
 }
 
 func atoiOr(s string, def int) int {

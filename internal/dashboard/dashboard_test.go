@@ -53,6 +53,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 		w.WriteHeader(http.StatusAccepted)
 		io.WriteString(w, `{"id":"j7","kind":"k","status":"queued","replay_of":"j1","error":null,"attempt":0,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+	case r.URL.Path == "/v1/jobs/j2/retry" && r.Method == http.MethodPost:
+		// A refusal whose detail holds markup: the page must escape it.
+		w.WriteHeader(http.StatusConflict)
+		io.WriteString(w, `{"type":"x","title":"Conflict","status":409,"detail":"only a failed or cancelled job is retried <b>now</b>","code":"not_retryable"}`)
 	case r.URL.Path == "/v1/jobs/nope":
 		w.WriteHeader(http.StatusNotFound)
 		io.WriteString(w, `{"type":"x","title":"Not found","status":404,"detail":"no such job","code":"not_found"}`)
@@ -189,8 +193,11 @@ func TestBulkFollowsTheFilter(t *testing.T) {
 	}
 	resp.Body.Close()
 	loc := resp.Header.Get("Location")
-	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/jobs?") || !strings.Contains(loc, "103+jobs+matched%2C+102+retried") {
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/jobs?") || !strings.Contains(loc, "flash=bulk_retried") {
 		t.Fatalf("after the bulk retry: %d %s", resp.StatusCode, loc)
+	}
+	if _, body, _ := get(t, srv.URL+loc); !strings.Contains(body, `<p class="flash" role="status">103 jobs matched, 102 retried.</p>`) {
+		t.Fatalf("the page after the bulk retry (%s) does not say what it did:\n%s", loc, body)
 	}
 	if len(f.bulk) != 2 || f.bulk[0]["status"] != "failed" || f.bulk[0]["kind"] != "k" || f.bulk[0]["created_before"] == "" || f.bulk[1]["continuation_token"] != "c1" {
 		t.Fatalf("bulk requests %v", f.bulk)
@@ -198,7 +205,7 @@ func TestBulkFollowsTheFilter(t *testing.T) {
 	// Without a filter, nothing is sent.
 	resp, _ = client.PostForm(srv.URL+"/bulk/cancel", url.Values{"query": {""}})
 	resp.Body.Close()
-	if len(f.bulk) != 2 || !strings.Contains(resp.Header.Get("Location"), "needs+a+filter") {
+	if len(f.bulk) != 2 || !strings.Contains(resp.Header.Get("Location"), "flash=bulk_needs_filter") {
 		t.Fatalf("a bulk action without a filter: %v %s", f.bulk, resp.Header.Get("Location"))
 	}
 	// A form cannot send the browser elsewhere.
@@ -230,7 +237,7 @@ func TestOperatorMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if !strings.Contains(resp.Header.Get("Location"), "Queued+again") {
+	if !strings.Contains(resp.Header.Get("Location"), "flash=retried") {
 		t.Fatalf("retry through the admin route: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
@@ -289,7 +296,7 @@ func TestReplayFromTheJobPage(t *testing.T) {
 		loc := resp.Header.Get("Location")
 		switch {
 		case form.Get("payload") == "{nope":
-			if !strings.HasPrefix(loc, "/jobs/j1?") || !strings.Contains(loc, "not+valid+JSON") {
+			if !strings.HasPrefix(loc, "/jobs/j1?") || !strings.Contains(loc, "flash=payload_not_json") {
 				t.Fatalf("a replay with a malformed payload: %d %s", resp.StatusCode, loc)
 			}
 		case resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/jobs/j7?"):

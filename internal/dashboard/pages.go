@@ -110,7 +110,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 			d.QueueErr = err.Error()
 		}
 	}
-	s.render(w, "overview.html", http.StatusOK, page{Title: "Overview", Nav: "overview", Flash: r.URL.Query().Get("flash"), Data: d})
+	s.render(w, "overview.html", http.StatusOK, page{Title: "Overview", Nav: "overview", Flash: flashOf(r.URL.Query()), Data: d})
 }
 
 // stats reads the local stack's per-kind metrics (counts never come from
@@ -201,7 +201,7 @@ func (s *Server) jobList(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Next = "/jobs?" + next.Encode()
 	}
-	p := page{Title: "Jobs", Nav: "jobs", Flash: q.Get("flash"), Problem: problem, Data: d}
+	p := page{Title: "Jobs", Nav: "jobs", Flash: flashOf(q), Problem: problem, Data: d}
 	if q.Get("partial") == "rows" {
 		s.render(w, "rows.html", http.StatusOK, p)
 		return
@@ -248,7 +248,7 @@ func (s *Server) jobDetail(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "problem.html", status, page{Title: "No such job", Nav: "jobs", Problem: problem})
 		return
 	}
-	s.render(w, "job.html", http.StatusOK, page{Title: "Job " + v.ID, Nav: "jobs", Flash: r.URL.Query().Get("flash"), Data: v})
+	s.render(w, "job.html", http.StatusOK, page{Title: "Job " + v.ID, Nav: "jobs", Flash: flashOf(r.URL.Query()), Data: v})
 }
 
 // jobJSON is the job for the detail page's live updates.
@@ -266,19 +266,20 @@ func (s *Server) jobJSON(w http.ResponseWriter, r *http.Request) {
 func (s *Server) jobAction(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
+		back := "/jobs/" + url.PathEscape(id)
 		var v jobs.View
 		status, problem, err := s.call(r.Context(), http.MethodPost, s.jobPath(id)+"/"+action, nil, &v)
 		switch {
 		case err != nil:
 			s.fail(w, "jobs", err)
 		case status >= 300:
-			redirect(w, r, "/jobs/"+url.PathEscape(id), fmt.Sprintf("Not done: %s", problem))
+			s.refused(w, status, page{Nav: "jobs", Problem: "Not done: " + problem, Back: back})
 		case action == "cancel" && v.Status == jobs.StatusRunning:
-			redirect(w, r, "/jobs/"+url.PathEscape(id), "Cancel requested: the job stops at its next check.")
+			redirect(w, r, back, "cancel_requested")
 		case action == "cancel":
-			redirect(w, r, "/jobs/"+url.PathEscape(id), "Cancelled.")
+			redirect(w, r, back, "cancelled")
 		default:
-			redirect(w, r, "/jobs/"+url.PathEscape(id), "Queued again as attempt "+fmt.Sprint(v.Attempt+1)+".")
+			redirect(w, r, back, "retried")
 		}
 	}
 }
@@ -295,7 +296,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 	var body any
 	if p := strings.TrimSpace(r.PostForm.Get("payload")); p != "" {
 		if !json.Valid([]byte(p)) {
-			redirect(w, r, "/jobs/"+url.PathEscape(id), "Not done: the payload is not valid JSON.")
+			redirect(w, r, "/jobs/"+url.PathEscape(id), "payload_not_json")
 			return
 		}
 		body = map[string]json.RawMessage{"payload": json.RawMessage(p)}
@@ -306,9 +307,9 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.fail(w, "jobs", err)
 	case status >= 300:
-		redirect(w, r, "/jobs/"+url.PathEscape(id), "Not done: "+problem)
+		s.refused(w, status, page{Nav: "jobs", Problem: "Not done: " + problem, Back: "/jobs/" + url.PathEscape(id)})
 	default:
-		redirect(w, r, "/jobs/"+url.PathEscape(v.ID), "Replayed as a new job.")
+		redirect(w, r, "/jobs/"+url.PathEscape(v.ID), "replayed")
 	}
 }
 
@@ -328,7 +329,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	}
 	back := "/jobs?" + r.PostForm.Get("query")
 	if len(body) == 0 {
-		redirect(w, r, back, "Choose a status or a kind first: a bulk action needs a filter.")
+		redirect(w, r, back, "bulk_needs_filter")
 		return
 	}
 	body["created_before"] = time.Now().UTC().Format(time.RFC3339Nano)
@@ -341,7 +342,11 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if status >= 300 {
-			redirect(w, r, back, "Not done: "+problem)
+			msg := "Not done: " + problem
+			if matched > 0 {
+				msg = fmt.Sprintf("%d jobs matched and %d changed, then not done: %s", matched, changed, problem)
+			}
+			s.refused(w, status, page{Nav: "jobs", Problem: msg, Back: back})
 			return
 		}
 		matched, changed = matched+res.Matched, changed+res.Changed
@@ -350,8 +355,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		}
 		body["continuation_token"] = *res.ContinuationToken
 	}
-	verb := map[string]string{"cancel": "cancelled", "retry": "retried"}[action]
-	redirect(w, r, back, fmt.Sprintf("%d jobs matched, %d %s.", matched, changed, verb))
+	redirect(w, r, back, map[string]string{"cancel": "bulk_cancelled", "retry": "bulk_retried"}[action], matched, changed)
 }
 
 func (s *Server) batchDetail(w http.ResponseWriter, r *http.Request) {
@@ -418,7 +422,7 @@ func (s *Server) dlq(w http.ResponseWriter, r *http.Request) {
 	if !s.hasDLQ(w) {
 		return
 	}
-	s.render(w, "dlq.html", http.StatusOK, page{Title: "Dead-letter queue", Nav: "dlq", Flash: r.URL.Query().Get("flash"), Data: s.depths(r.Context())})
+	s.render(w, "dlq.html", http.StatusOK, page{Title: "Dead-letter queue", Nav: "dlq", Flash: flashOf(r.URL.Query()), Data: s.depths(r.Context())})
 }
 
 // dlqPeek shows the dead letters: Peek receives them (their receive counts
@@ -445,16 +449,16 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 	}
 	if id := r.PostForm.Get("id"); id != "" {
 		if err := s.cfg.DLQ.Redrive(r.Context(), id); err != nil {
-			redirect(w, r, "/dlq", "Not redriven: "+err.Error())
+			s.refused(w, http.StatusBadGateway, page{Title: "Not redriven", Nav: "dlq", Problem: "Message " + id + " was not redriven: " + err.Error(), Back: "/dlq"})
 			return
 		}
-		redirect(w, r, "/dlq", "Message "+id+" is back on the queue.")
+		redirect(w, r, "/dlq", "redriven")
 		return
 	}
 	n, err := s.cfg.DLQ.RedriveAll(r.Context())
 	if err != nil {
-		redirect(w, r, "/dlq", fmt.Sprintf("%d redriven, then: %v", n, err))
+		s.refused(w, http.StatusBadGateway, page{Title: "Redrive stopped", Nav: "dlq", Problem: fmt.Sprintf("%d messages redriven, then: %v", n, err), Back: "/dlq"})
 		return
 	}
-	redirect(w, r, "/dlq", fmt.Sprintf("%d messages are back on the queue.", n))
+	redirect(w, r, "/dlq", "redriven_all", n)
 }

@@ -190,7 +190,7 @@ func TestSameOriginPostsWork(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv, api, _ := fullServer(t)
 			r := send(t, http.MethodPost, srv.URL+"/jobs/j1/cancel", "", header(srv.URL), nil)
-			if r.status != http.StatusSeeOther || !strings.Contains(r.header.Get("Location"), "Cancelled") {
+			if r.status != http.StatusSeeOther || !strings.Contains(r.header.Get("Location"), "flash=cancelled") {
 				t.Fatalf("POST /jobs/j1/cancel: %d %s %q", r.status, r.header.Get("Location"), r.body)
 			}
 			if got := api.requests(); len(got) != 1 || got[0] != "POST /v1/jobs/j1/cancel" {
