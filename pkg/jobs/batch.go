@@ -60,7 +60,9 @@ type Batch struct {
 
 // BatchResult is what EnqueueBatch did.
 type BatchResult struct {
-	// Batch is the batch with the first page of its job ids (100).
+	// Batch is the batch with every one of its job ids, and no
+	// next_page_token: its page tokens are signed (GetBatch), and the
+	// functions that enqueue have no page token key.
 	Batch Batch
 	// Replayed is set when a retry with the same idempotency key returned
 	// the first request's batch.
@@ -115,7 +117,7 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*BatchRes
 	if err != nil {
 		return nil, err
 	}
-	return &BatchResult{Batch: batchView(b, 0, defaultBatchPage), Replayed: !created}, nil
+	return &BatchResult{Batch: batchView(b, 0, b.Total), Replayed: !created}, nil
 }
 
 func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.Batch, bool, error) {
@@ -265,15 +267,15 @@ func (s *Service) createAll(ctx context.Context, specs []newJob, reqs []request)
 // GetBatch returns owner's batch with its counts (a read of each of its
 // shards) and the page of its job ids that pageToken names ("" for the
 // first), at most limit of them (1 to 1000; 0 means 100). Another owner's,
-// an unknown or a malformed id give ErrNotFound.
+// an unknown or a malformed id give ErrNotFound. Page tokens are signed
+// like the listing's (ServiceConfig.PageTokenKey) and bound to the owner
+// and the batch: one that is malformed, altered, or was given for another
+// owner or another batch is ErrInvalidRequest (invalid_request).
 func (s *Service) GetBatch(ctx context.Context, owner, id, pageToken string, limit int) (*Batch, error) {
-	offset := 0
-	if pageToken != "" {
-		n, err := strconv.Atoi(pageToken)
-		if err != nil || n < 0 {
-			return nil, refuse(codeInvalidRequest, "page_token is not one this API gave")
-		}
-		offset = n
+	page := batchPage{svc: s, scope: tokenScope(batchTokenUse, owner, id)}
+	offset, err := page.open(pageToken)
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case limit == 0:
@@ -289,11 +291,58 @@ func (s *Service) GetBatch(ctx context.Context, owner, id, pageToken string, lim
 		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	v := batchView(b, offset, limit)
+	if offset+limit < b.Total {
+		next, err := page.sign(offset + limit)
+		if err != nil {
+			return nil, err
+		}
+		v.NextPageToken = &next
+	}
 	return &v, nil
 }
 
+// batchTokenUse is the use of a batch's page tokens.
+const batchTokenUse = "batch"
+
+// batchPage makes and opens the page tokens of one owner's batch: the
+// listing's signed tokens (signToken), bound to the owner and the batch
+// id, whose position is the offset of the page's first job.
+type batchPage struct {
+	svc   *Service
+	scope string // tokenScope of the owner and the batch
+}
+
+// open returns the offset tok names (0 for "", the first page).
+func (p batchPage) open(tok string) (int, error) {
+	if tok == "" {
+		return 0, nil
+	}
+	if p.svc.pageKey == nil {
+		return 0, errBatchPagesNeedKey
+	}
+	pos, err := p.svc.openToken(tok, batchTokenUse, p.scope)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(pos)
+	if err != nil || n < 0 {
+		return 0, errPageToken
+	}
+	return n, nil
+}
+
+// sign returns the token of the page that begins at offset.
+func (p batchPage) sign(offset int) (string, error) {
+	if p.svc.pageKey == nil {
+		return "", errBatchPagesNeedKey
+	}
+	return p.svc.signToken(pageToken{V: 1, Use: batchTokenUse, Filter: p.scope, Pos: strconv.Itoa(offset)}), nil
+}
+
+var errBatchPagesNeedKey = errors.New("jobs: a batch's page tokens need ServiceConfig.PageTokenKey")
+
 // batchView returns the public view of b with one page of its job ids,
-// from offset on, at most limit.
+// from offset on, at most limit (GetBatch adds the next page's token).
 func batchView(b *driver.Batch, offset, limit int) Batch {
 	v := Batch{ID: b.ID, Status: b.Status, Total: b.Total, CreatedAt: b.CreatedAt.UTC(), JobIDs: []string{}}
 	v.Counts.Pending, v.Counts.Succeeded, v.Counts.Failed, v.Counts.Cancelled = b.Remaining, b.Succeeded, b.Failed, b.Cancelled
@@ -306,10 +355,6 @@ func batchView(b *driver.Batch, offset, limit int) Batch {
 	}
 	for i := offset; i < b.Total && i < offset+limit; i++ {
 		v.JobIDs = append(v.JobIDs, wire.BatchJobID(b.ID, i))
-	}
-	if offset+limit < b.Total {
-		next := fmt.Sprint(offset + limit)
-		v.NextPageToken = &next
 	}
 	return v
 }

@@ -92,7 +92,7 @@ var errUnknownKind = refuse(codeUnknownKind, "no job kind of that name is regist
 
 var (
 	errOwner     = refuse(codeInvalidRequest, "the caller identity cannot name a job owner")
-	errPageToken = refuse(codeInvalidRequest, "the page token is malformed, or was given for another caller or another filter")
+	errPageToken = refuse(codeInvalidRequest, "the page token is malformed, or was given for another caller, another filter or another batch")
 )
 
 // QueueFullError is an enqueue refused because the kind's queued jobs

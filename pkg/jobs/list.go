@@ -21,7 +21,8 @@ import (
 // Service.Bulk cancels or retries the jobs a filter selects, a bounded
 // number per call. Page and continuation tokens are opaque and
 // tamper-evident: an HMAC binds each to the caller and the filter it was
-// issued for (see PageTokenKey).
+// issued for (see PageTokenKey); a batch's page tokens (Service.GetBatch)
+// are the same tokens, bound to the caller and the batch.
 
 // List limits.
 const (
@@ -91,14 +92,20 @@ type BulkResult struct {
 // pageToken is what a token carries, signed.
 type pageToken struct {
 	V      int    `json:"v"`
-	Use    string `json:"u"` // "list" or the bulk action
-	Filter string `json:"f"` // hash of owner and filter
+	Use    string `json:"u"` // "list", the bulk action or "batch"
+	Filter string `json:"f"` // hash of owner and filter (tokenScope)
 	Pos    string `json:"p"` // the store's position
 }
 
 func (s *Service) filterHash(use, owner string, st Status, kind string, before time.Time) string {
+	return tokenScope(use, owner, string(st), kind, before.UTC().Format(time.RFC3339Nano))
+}
+
+// tokenScope is what a token is bound to: its use, its owner and what it
+// pages through (a listing's filter, a batch's id), hashed.
+func tokenScope(use, owner string, what ...string) string {
 	h := sha256.New()
-	for _, part := range []string{use, wire.OwnerKey(owner), string(st), kind, before.UTC().Format(time.RFC3339Nano)} {
+	for _, part := range append([]string{use, wire.OwnerKey(owner)}, what...) {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}

@@ -86,8 +86,9 @@ type ServiceConfig struct {
 	Retention time.Duration
 	// Metrics, when set, counts accepted jobs per kind (see Metrics).
 	Metrics *Metrics
-	// PageTokenKey signs page and continuation tokens (at least 32
-	// bytes); required to list. Every instance that lists must share it.
+	// PageTokenKey signs page and continuation tokens, a batch's page
+	// tokens included (at least 32 bytes); required to list and to page
+	// through a batch's job ids. Every instance that lists must share it.
 	PageTokenKey []byte
 	// Bus publishes job events (see Event); nil leaves the events of the
 	// outcomes this role writes pending, for a role with a bus (the

@@ -235,7 +235,9 @@ func (a *API) EnqueueBatch(ctx context.Context, req events.APIGatewayV2HTTPReque
 }
 
 // GetBatch serves GET /v1/batches/{id}?page_token=&limit=: the batch, its
-// counts, and a page of its job ids (limit 1 to 1000, default 100).
+// counts, and a page of its job ids (limit 1 to 1000, default 100). Page
+// tokens are signed and bound to the caller and the batch: another's, or
+// an altered one, is a 400.
 func (a *API) GetBatch(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
 	defer a.recover(ctx, &resp)
 	owner, ok := Owner(req)

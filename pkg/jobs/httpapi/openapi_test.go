@@ -309,7 +309,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		s.check(t, "/v1/batches/{id}", "GET", resp)
 		return resp
 	}
-	if r := getBatch(view.ID, "1"); r.StatusCode != 200 || !strings.Contains(r.Body, `"next_page_token":"1"`) {
+	if r := getBatch(view.ID, "1"); r.StatusCode != 200 || !strings.Contains(r.Body, `"next_page_token":"`) {
 		t.Fatalf("get batch: %d %s", r.StatusCode, r.Body)
 	}
 	getBatch(wire.NewID(), "")
