@@ -270,7 +270,9 @@ func (s *Service) createAll(ctx context.Context, specs []newJob, reqs []request)
 // an unknown or a malformed id give ErrNotFound. Page tokens are signed
 // like the listing's (ServiceConfig.PageTokenKey) and bound to the owner
 // and the batch: one that is malformed, altered, or was given for another
-// owner or another batch is ErrInvalidRequest (invalid_request).
+// owner or another batch is ErrInvalidRequest (invalid_request). A service
+// without a PageTokenKey answers the batch and the page without a token
+// for the next one (its counts need none), and refuses a token.
 func (s *Service) GetBatch(ctx context.Context, owner, id, pageToken string, limit int) (*Batch, error) {
 	page := batchPage{svc: s, scope: tokenScope(batchTokenUse, owner, id)}
 	offset, err := page.open(pageToken)
@@ -291,11 +293,8 @@ func (s *Service) GetBatch(ctx context.Context, owner, id, pageToken string, lim
 		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	v := batchView(b, offset, limit)
-	if offset+limit < b.Total {
-		next, err := page.sign(offset + limit)
-		if err != nil {
-			return nil, err
-		}
+	if offset+limit < b.Total && s.pageKey != nil {
+		next := page.sign(offset + limit)
 		v.NextPageToken = &next
 	}
 	return &v, nil
@@ -331,15 +330,13 @@ func (p batchPage) open(tok string) (int, error) {
 	return n, nil
 }
 
-// sign returns the token of the page that begins at offset.
-func (p batchPage) sign(offset int) (string, error) {
-	if p.svc.pageKey == nil {
-		return "", errBatchPagesNeedKey
-	}
-	return p.svc.signToken(pageToken{V: 1, Use: batchTokenUse, Filter: p.scope, Pos: strconv.Itoa(offset)}), nil
+// sign returns the token of the page that begins at offset (the service
+// has a page token key).
+func (p batchPage) sign(offset int) string {
+	return p.svc.signToken(pageToken{V: 1, Use: batchTokenUse, Filter: p.scope, Pos: strconv.Itoa(offset)})
 }
 
-var errBatchPagesNeedKey = errors.New("jobs: a batch's page tokens need ServiceConfig.PageTokenKey")
+var errBatchPagesNeedKey = errors.New("jobs: opening a batch's page token needs ServiceConfig.PageTokenKey")
 
 // batchView returns the public view of b with one page of its job ids,
 // from offset on, at most limit (GetBatch adds the next page's token).
