@@ -17,7 +17,8 @@
 //
 // Every address and setting can be overridden by environment variables:
 //
-//	JOBS_LOCAL_API_ADDR        HTTP API address (127.0.0.1:8080)
+//	JOBS_LOCAL_API_ADDR        HTTP API address (127.0.0.1:8080; one address, not every
+//	                           interface: it answers only there)
 //	JOBS_LOCAL_DASHBOARD_ADDR  the web dashboard's address (127.0.0.1:8081; one address, not
 //	                           every interface: it answers only there)
 //	JOBS_LOCAL_DYNAMODB_PORT   DynamoDB Local port (8000)

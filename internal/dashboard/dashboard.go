@@ -23,14 +23,13 @@ import (
 	"html/template"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/hostcheck"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
@@ -93,7 +92,7 @@ type Server struct {
 	cfg   Config
 	tmpl  *template.Template
 	mux   *http.ServeMux
-	hosts map[string]bool // the Host values answered (Config.Addr)
+	hosts hostcheck.Hosts // the Host values answered (Config.Addr)
 	app   http.Handler    // mux behind the cross-origin check
 }
 
@@ -102,9 +101,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.API == nil {
 		return nil, errors.New("dashboard: the API's URL is required")
 	}
-	hosts, err := allowedHosts(cfg.Addr)
+	hosts, err := hostcheck.For(cfg.Addr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dashboard: Config.Addr must be the one address it listens on: %w", err)
 	}
 	if cfg.Do == nil {
 		c := &http.Client{Timeout: 15 * time.Second}
@@ -171,28 +170,6 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// allowedHosts is the Host values a dashboard listening on addr answers.
-func allowedHosts(addr string) (map[string]bool, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || host == "" || port == "" || port == "0" {
-		return nil, fmt.Errorf("dashboard: Config.Addr must be the address it listens on (the listener's host:port), not %q", addr)
-	}
-	ip, err := netip.ParseAddr(host)
-	if err == nil && ip.IsUnspecified() {
-		return nil, fmt.Errorf("dashboard: Config.Addr %q is every interface: listen on one address, so the dashboard knows which Host to answer", addr)
-	}
-	hosts := map[string]bool{strings.ToLower(net.JoinHostPort(host, port)): true}
-	if (err == nil && ip.IsLoopback()) || strings.EqualFold(host, "localhost") {
-		hosts["localhost:"+port] = true
-	}
-	if port == "80" { // browsers leave the default port out of Host
-		for h := range hosts {
-			hosts[strings.TrimSuffix(h, ":80")] = true
-		}
-	}
-	return hosts, nil
-}
-
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
@@ -203,7 +180,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// name pointed at this machine (DNS rebinding): its pages would be that
 	// site's origin, free to read and post. 421: this server does not
 	// serve that authority.
-	if !s.hosts[strings.ToLower(r.Host)] {
+	if !s.hosts.Allows(r.Host) {
 		s.cfg.Log.Warn("dashboard: refused a request for another host", slog.String("method", r.Method), slog.String("path", r.URL.Path))
 		http.Error(w, "misdirected request: this dashboard answers only at http://"+s.cfg.Addr+"/", http.StatusMisdirectedRequest)
 		return

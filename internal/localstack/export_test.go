@@ -14,3 +14,6 @@ const WebhookBacklog = webhookBacklog
 
 // LoopbackOnly is the check of every address a Webhook dials.
 var LoopbackOnly = loopbackOnly
+
+// OwnHostOnly is the Host check in front of the local stack's API.
+var OwnHostOnly = ownHostOnly

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
+	"github.com/lambdajobs/lambdajobs/internal/hostcheck"
 	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 )
@@ -88,6 +89,24 @@ func (g *Gateway) function(name string) Invoker {
 		return g.Schedules
 	}
 	return nil
+}
+
+// ownHostOnly serves next (the gateway and the local stack's Scheduler,
+// event bus and stats, all on the API's address) only the requests
+// addressed to it, by their Host (hostcheck): another Host, another site's
+// name pointed at this machine, gets 421 Misdirected Request and reaches
+// no function, as the dashboard answers it.
+func ownHostOnly(hosts hostcheck.Hosts, next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hosts.Allows(r.Host) {
+			if log != nil {
+				log.Warn("gateway: refused a request for another host", slog.String("method", r.Method), slog.String("path", r.URL.Path))
+			}
+			writeJSON(w, http.StatusMisdirectedRequest, `{"message":"Misdirected Request: this API answers only at http://`+hosts.Addr()+`/"}`)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // ServeHTTP implements http.Handler.

@@ -30,6 +30,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
+	"github.com/lambdajobs/lambdajobs/internal/hostcheck"
 	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
@@ -169,6 +170,7 @@ type Stack struct {
 	laneWorkers    map[string]*Function
 	sweeper        *Function
 	server         *http.Server
+	apiHosts       hostcheck.Hosts // the Host values the API answers
 	extra          []*http.Server
 	cancel         context.CancelFunc
 	wg             sync.WaitGroup
@@ -214,6 +216,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			ln.Close()
 		}
 	}()
+	// The API answers only requests for its own address (DNS rebinding):
+	// every caller, the functions' calls to the local Scheduler and bus
+	// included, uses APIURL.
+	if s.apiHosts, err = hostcheck.For(ln.Addr().String()); err != nil {
+		return nil, fmt.Errorf("the API's address (JOBS_LOCAL_API_ADDR): %w", err)
+	}
 	s.APIURL = "http://" + ln.Addr().String()
 	if err := s.setFunctionEnv(); err != nil {
 		return nil, err
@@ -526,7 +534,7 @@ func (s *Stack) serveGateway(ctx context.Context, ln net.Listener, api apiFuncti
 		Cancel: timeoutInvoker{api.cancel, cfg.APITimeout}, Schedules: timeoutInvoker{api.schedules, cfg.APITimeout}, Logger: cfg.Logger,
 		Calls: s.calls,
 	})
-	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.server = &http.Server{Handler: ownHostOnly(s.apiHosts, mux, cfg.Logger), ReadHeaderTimeout: 10 * time.Second}
 	s.runCtx, s.cancel = context.WithCancel(context.Background())
 	if s.Webhook != nil {
 		s.wg.Add(1)
