@@ -24,22 +24,38 @@ type DeadLetterAPI interface {
 	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 }
 
-// DeadLetters reads and redrives the dead-letter queue of the jobs queue.
-// The operators' API routes serve it from a function that is one of the
-// queue's known senders, so that no person needs sqs:SendMessage on the
+// DeadLetters reads and redrives the dead-letter queue of each lane's
+// queue. The operators' API routes serve it from a function that is one of
+// the queues' known senders, so that no person needs sqs:SendMessage on a
 // queue (whose policy denies it to anyone else): SQS's own redrive (the
 // console's "Start DLQ redrive", StartMessageMoveTask) sends with the
 // caller's identity and is denied.
+//
+// A redrive moves a message only as far as the system would have sent it
+// itself: by default only job references (wire.SortJob, which name a job
+// in the store and carry nothing a sender could forge). A message of any
+// other sort (an S3 record, an EventBridge event, an SNS notification, an
+// envelope, a schedule's fire) may have been planted in the dead-letter
+// queue by anyone able to send to it; it moves only when the operator
+// asks (RedriveOptions.AnyShape), after a peek has shown its sender. An
+// envelope without an idempotency key never moves: its job's id derives
+// from the SQS message id, so sending its body again would make a second
+// job. A redrive keeps the message's group (MessageGroupId, the fair
+// queues' tenant).
 type DeadLetters struct {
 	SQS      DeadLetterAPI
 	QueueURL string
 	DLQURL   string
 	// LaneQueueURLs are the other lanes' queues, by lane, whose depths
-	// Depths reads too.
+	// Depths reads too, and where their dead letters go back.
 	LaneQueueURLs map[string]string
+	// LaneDLQURLs are the other lanes' dead-letter queues, by lane: each
+	// is read and redriven (to the lane's own queue, in LaneQueueURLs) as
+	// the default lane's is.
+	LaneDLQURLs map[string]string
 }
 
-// DeadLetter is one message of the dead-letter queue, described by its
+// DeadLetter is one message of a dead-letter queue, described by its
 // shape, never its body (which may hold anything).
 type DeadLetter struct {
 	ID       string    `json:"id"`
@@ -49,26 +65,140 @@ type DeadLetter struct {
 	// Why says why a message of this sort reaches the dead-letter queue
 	// (SQS keeps no reason; the worker's log line names the message id).
 	Why string `json:"why"`
+	// Sort is the sort of message it is (wire.MessageSort: job,
+	// schedule_fire, s3, eventbridge, sns, envelope,
+	// envelope_without_key, other).
+	Sort string `json:"sort"`
+	// Sender is who sent it: SQS's SenderId (an IAM user's or role's
+	// unique id, "AROA...:session" for a role's session, or the account
+	// of a service). A message SQS moved here keeps its first sender.
+	Sender string `json:"sender"`
+	// Redrive says what a redrive does with it: RedriveMoves,
+	// RedriveOnlyAnyShape or RedriveNever.
+	Redrive string `json:"redrive"`
 }
+
+// What a redrive does with a dead letter (DeadLetter.Redrive).
+const (
+	// RedriveMoves: a job reference; any redrive moves it.
+	RedriveMoves = "moves"
+	// RedriveOnlyAnyShape: a foreign message, a fire or a keyed envelope;
+	// only a redrive with RedriveOptions.AnyShape moves it.
+	RedriveOnlyAnyShape = "only_any_shape"
+	// RedriveNever: an envelope without an idempotency key, which a
+	// redrive would make into a second job.
+	RedriveNever = "never"
+)
 
 // Depths are the approximate numbers of messages (visible and in flight)
 // in the queue and in its dead-letter queue, and in each other lane's
-// queue (DeadLetters.LaneQueueURLs).
+// queue (DeadLetters.LaneQueueURLs) and dead-letter queue
+// (DeadLetters.LaneDLQURLs).
 type Depths struct {
-	Queue       int            `json:"queue"`
-	DeadLetters int            `json:"dead_letters"`
-	Lanes       map[string]int `json:"lanes,omitempty"`
+	Queue           int            `json:"queue"`
+	DeadLetters     int            `json:"dead_letters"`
+	Lanes           map[string]int `json:"lanes,omitempty"`
+	LaneDeadLetters map[string]int `json:"lane_dead_letters,omitempty"`
 }
 
 // ErrNoSuchDeadLetter: Redrive did not find the message (redriven or
 // expired meanwhile).
 var ErrNoSuchDeadLetter = errors.New("sqsqueue: the message is no longer in the dead-letter queue")
 
-// MaxRedrive is the most messages one RedriveAll moves: a caller repeats
-// it while it moves that many.
+// ErrNoSuchLane: a lane that DeadLetters does not serve.
+var ErrNoSuchLane = errors.New("sqsqueue: no such lane")
+
+// RefusedError is what a redrive of one message returns when it found the
+// message and left it in the dead-letter queue: it is not a job reference
+// and RedriveOptions.AnyShape was not set, or it is an envelope without an
+// idempotency key, which no redrive moves.
+type RefusedError struct {
+	Sort string // wire.MessageSort's
+	// Never is set for a message no redrive moves.
+	Never bool
+}
+
+func (e *RefusedError) Error() string {
+	return "sqsqueue: not redriven: " + Refusal(e.Sort)
+}
+
+// Refusal says why a redrive leaves a message of this sort in the
+// dead-letter queue ("" for a job reference, which it moves).
+func Refusal(msgSort string) string {
+	switch msgSort {
+	case wire.SortJob:
+		return ""
+	case wire.SortEnvelopeWithoutKey:
+		return "an envelope without an idempotency key: its job's id derives from the SQS message id, so a redrive would make a second job; no redrive moves it (enqueue its job again through the API)"
+	}
+	return "a message of sort " + msgSort + ", not a job reference: anyone able to send to the dead-letter queue could have planted it; check its sender (a peek shows it), then redrive it with \"shapes\": \"any\""
+}
+
+// redriveOf is what a redrive does with a message of this sort.
+func redriveOf(msgSort string) string {
+	switch msgSort {
+	case wire.SortJob:
+		return RedriveMoves
+	case wire.SortEnvelopeWithoutKey:
+		return RedriveNever
+	}
+	return RedriveOnlyAnyShape
+}
+
+// MaxRedrive is the most messages one redrive of all moves, and the most
+// it leaves: a caller repeats it while it reports more and moved some.
 const MaxRedrive = 100
 
-// Depths reads both queues' attributes; it changes nothing.
+// RedriveOptions say what one redrive moves.
+type RedriveOptions struct {
+	// Lane is the lane whose dead-letter queue it reads ("" the default
+	// lane); its messages go back to that lane's queue.
+	Lane string
+	// ID is the message to move; "" moves all (up to MaxRedrive).
+	ID string
+	// AnyShape moves messages of every sort, not only job references:
+	// set it only once a peek has shown who sent them. An envelope without
+	// an idempotency key never moves.
+	AnyShape bool
+}
+
+// RedriveResult is what one redrive did.
+type RedriveResult struct {
+	Redriven int
+	// Skipped counts the messages left in the dead-letter queue, by sort
+	// (Refusal says why).
+	Skipped map[string]int
+	// More is set when more messages may be left to move (the redrive
+	// stopped at MaxRedrive, or on an error after it moved some).
+	More bool
+}
+
+// queues returns the queue and dead-letter queue of lane.
+func (d *DeadLetters) queues(lane string) (queue, dlq string, err error) {
+	if lane == "" {
+		return d.QueueURL, d.DLQURL, nil
+	}
+	queue, dlq = d.LaneQueueURLs[lane], d.LaneDLQURLs[lane]
+	if queue == "" || dlq == "" {
+		return "", "", fmt.Errorf("%w %q", ErrNoSuchLane, lane)
+	}
+	return queue, dlq, nil
+}
+
+// Lanes are the lanes whose dead-letter queues DeadLetters serves: "" (the
+// default lane), then the others, sorted.
+func (d *DeadLetters) Lanes() []string {
+	out := []string{""}
+	for lane := range d.LaneDLQURLs {
+		if d.LaneQueueURLs[lane] != "" {
+			out = append(out, lane)
+		}
+	}
+	sort.Strings(out[1:])
+	return out
+}
+
+// Depths reads the queues' attributes; it changes nothing.
 func (d *DeadLetters) Depths(ctx context.Context) (Depths, error) {
 	count := func(url string) (int, error) {
 		out, err := d.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
@@ -89,23 +219,33 @@ func (d *DeadLetters) Depths(ctx context.Context) (Depths, error) {
 		return Depths{}, err
 	}
 	out := Depths{Queue: q, DeadLetters: dl}
-	for lane, url := range d.LaneQueueURLs {
-		n, err := count(url)
-		if err != nil {
-			return Depths{}, err
+	each := func(urls map[string]string, into *map[string]int) error {
+		for lane, url := range urls {
+			n, err := count(url)
+			if err != nil {
+				return err
+			}
+			if *into == nil {
+				*into = map[string]int{}
+			}
+			(*into)[lane] = n
 		}
-		if out.Lanes == nil {
-			out.Lanes = map[string]int{}
-		}
-		out.Lanes[lane] = n
+		return nil
+	}
+	if err := each(d.LaneQueueURLs, &out.Lanes); err != nil {
+		return Depths{}, err
+	}
+	if err := each(d.LaneDLQURLs, &out.LaneDeadLetters); err != nil {
+		return Depths{}, err
 	}
 	return out, nil
 }
 
-func (d *DeadLetters) receive(ctx context.Context, visibility int32) ([]types.Message, error) {
+func (d *DeadLetters) receive(ctx context.Context, dlq string, visibility int32) ([]types.Message, error) {
 	out, err := d.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl: aws.String(d.DLQURL), MaxNumberOfMessages: 10, VisibilityTimeout: visibility, WaitTimeSeconds: 0,
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount, types.MessageSystemAttributeNameSentTimestamp},
+		QueueUrl: aws.String(dlq), MaxNumberOfMessages: 10, VisibilityTimeout: visibility, WaitTimeSeconds: 0,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount,
+			types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameSenderId, types.MessageSystemAttributeNameMessageGroupId},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqsqueue: receive dead letters: %w", err)
@@ -114,22 +254,32 @@ func (d *DeadLetters) receive(ctx context.Context, visibility int32) ([]types.Me
 }
 
 // release makes the messages visible again at once.
-func (d *DeadLetters) release(ctx context.Context, msgs []types.Message) {
+func (d *DeadLetters) release(ctx context.Context, dlq string, msgs []types.Message) {
 	for _, m := range msgs {
-		_, _ = d.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(d.DLQURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+		_, _ = d.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(dlq), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
 	}
 }
 
-// Peek receives up to max messages for a few seconds and releases them at
-// once, describing each by its shape. (Receiving is the only way SQS shows
-// a message: it counts a receive, and hides the message from others for
-// those seconds.)
+// Peek receives up to max messages of the default lane's dead-letter queue
+// for a few seconds and releases them at once (see PeekLane).
 func (d *DeadLetters) Peek(ctx context.Context, max int) ([]DeadLetter, error) {
+	return d.PeekLane(ctx, "", max)
+}
+
+// PeekLane receives up to max messages of lane's dead-letter queue for a
+// few seconds and releases them at once, describing each by its shape,
+// sort and sender. (Receiving is the only way SQS shows a message: it
+// counts a receive, and hides the message from others for those seconds.)
+func (d *DeadLetters) PeekLane(ctx context.Context, lane string, max int) ([]DeadLetter, error) {
+	_, dlq, err := d.queues(lane)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]DeadLetter{}
 	var held []types.Message
-	defer func() { d.release(context.WithoutCancel(ctx), held) }()
+	defer func() { d.release(context.WithoutCancel(ctx), dlq, held) }()
 	for round := 0; round < 10 && len(seen) < max; round++ {
-		msgs, err := d.receive(ctx, 10)
+		msgs, err := d.receive(ctx, dlq, 10)
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +292,9 @@ func (d *DeadLetters) Peek(ctx context.Context, max int) ([]DeadLetter, error) {
 			rc, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
 			ms, _ := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
 			body := aws.ToString(m.Body)
-			seen[id] = DeadLetter{ID: id, Shape: wire.DescribeShape(body), Why: Why(body), Receives: rc, SentAt: time.UnixMilli(ms).UTC()}
+			msgSort := wire.MessageSort(body)
+			seen[id] = DeadLetter{ID: id, Shape: wire.DescribeShape(body), Why: Why(body), Receives: rc, SentAt: time.UnixMilli(ms).UTC(),
+				Sort: msgSort, Sender: m.Attributes[string(types.MessageSystemAttributeNameSenderId)], Redrive: redriveOf(msgSort)}
 		}
 	}
 	out := make([]DeadLetter, 0, len(seen))
@@ -156,26 +308,113 @@ func (d *DeadLetters) Peek(ctx context.Context, max int) ([]DeadLetter, error) {
 	return out, nil
 }
 
-// move sends a message's body back to the queue, then deletes it from the
-// dead-letter queue (a crash in between leaves a duplicate, which the
-// worker makes one job of).
-func (d *DeadLetters) move(ctx context.Context, m types.Message) error {
-	if _, err := d.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(d.QueueURL), MessageBody: m.Body}); err != nil {
+// move sends a message's body back to queue, in its group, then deletes
+// it from the dead-letter queue (a crash in between leaves a duplicate,
+// which the worker makes one job of).
+func (d *DeadLetters) move(ctx context.Context, queue, dlq string, m types.Message) error {
+	var group *string
+	if g := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]; g != "" {
+		group = aws.String(g)
+	}
+	if _, err := d.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queue), MessageBody: m.Body, MessageGroupId: group}); err != nil {
 		return fmt.Errorf("sqsqueue: redrive: %w", err)
 	}
-	if _, err := d.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(d.DLQURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+	if _, err := d.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(dlq), ReceiptHandle: m.ReceiptHandle}); err != nil {
 		return fmt.Errorf("sqsqueue: redrive: %w", err)
 	}
 	return nil
 }
 
-// Redrive moves the message with this id back to the queue, or returns
-// ErrNoSuchDeadLetter.
+// refused is the RefusedError for a message a redrive with these options
+// leaves, or nil when it moves it.
+func refused(body string, anyShape bool) *RefusedError {
+	msgSort := wire.MessageSort(body)
+	switch redriveOf(msgSort) {
+	case RedriveNever:
+		return &RefusedError{Sort: msgSort, Never: true}
+	case RedriveOnlyAnyShape:
+		if !anyShape {
+			return &RefusedError{Sort: msgSort}
+		}
+	}
+	return nil
+}
+
+// Redrive moves the default lane's dead letter with this id back to the
+// queue if it is a job reference; it returns ErrNoSuchDeadLetter, or a
+// *RefusedError for a message of another sort (see RedriveWith).
 func (d *DeadLetters) Redrive(ctx context.Context, id string) error {
+	_, err := d.RedriveWith(ctx, RedriveOptions{ID: id})
+	return err
+}
+
+// RedriveAll moves up to MaxRedrive of the default lane's job references
+// back to the queue and returns how many it moved, leaving every other
+// sort of message (see RedriveWith).
+func (d *DeadLetters) RedriveAll(ctx context.Context) (int, error) {
+	r, err := d.RedriveWith(ctx, RedriveOptions{})
+	return r.Redriven, err
+}
+
+// RedriveWith moves dead letters of opts.Lane back to that lane's queue:
+// the message opts.ID (ErrNoSuchDeadLetter when it is not there, a
+// *RefusedError when opts forbid moving it), or, without an id, up to
+// MaxRedrive of the messages opts allow, counting those it leaves.
+func (d *DeadLetters) RedriveWith(ctx context.Context, opts RedriveOptions) (RedriveResult, error) {
+	queue, dlq, err := d.queues(opts.Lane)
+	if err != nil {
+		return RedriveResult{}, err
+	}
+	if opts.ID != "" {
+		if err := d.redriveOne(ctx, queue, dlq, opts); err != nil {
+			return RedriveResult{}, err
+		}
+		return RedriveResult{Redriven: 1}, nil
+	}
+	// Messages left stay hidden until the end, so that the receives go on
+	// to the others; then they are released at once.
 	var held []types.Message
-	defer func() { d.release(context.WithoutCancel(ctx), held) }()
+	defer func() { d.release(context.WithoutCancel(ctx), dlq, held) }()
+	res := RedriveResult{Skipped: map[string]int{}}
+	skipped := map[string]bool{}
+	for res.Redriven < MaxRedrive && len(skipped) < MaxRedrive {
+		msgs, err := d.receive(ctx, dlq, 30)
+		if err != nil || len(msgs) == 0 {
+			res.More = err != nil && res.Redriven > 0
+			return res, err
+		}
+		for i, m := range msgs {
+			if res.Redriven == MaxRedrive || len(skipped) == MaxRedrive {
+				held = append(held, msgs[i:]...)
+				break
+			}
+			if r := refused(aws.ToString(m.Body), opts.AnyShape); r != nil {
+				held = append(held, m)
+				if id := aws.ToString(m.MessageId); !skipped[id] {
+					skipped[id] = true
+					res.Skipped[r.Sort]++
+				}
+				continue
+			}
+			if err := d.move(ctx, queue, dlq, m); err != nil {
+				held = append(held, msgs[i:]...)
+				res.More = res.Redriven > 0
+				return res, err
+			}
+			res.Redriven++
+		}
+	}
+	res.More = true
+	return res, nil
+}
+
+// redriveOne moves the message opts.ID, releasing at once the others it
+// receives while looking for it.
+func (d *DeadLetters) redriveOne(ctx context.Context, queue, dlq string, opts RedriveOptions) error {
+	var held []types.Message
+	defer func() { d.release(context.WithoutCancel(ctx), dlq, held) }()
 	for round := 0; round < 20; round++ {
-		msgs, err := d.receive(ctx, 30)
+		msgs, err := d.receive(ctx, dlq, 30)
 		if err != nil {
 			return err
 		}
@@ -184,41 +423,21 @@ func (d *DeadLetters) Redrive(ctx context.Context, id string) error {
 		}
 		var found *types.Message
 		for _, m := range msgs {
-			if aws.ToString(m.MessageId) == id {
+			if aws.ToString(m.MessageId) == opts.ID {
 				found = &m
 			} else {
 				held = append(held, m) // released at once, whichever came after it
 			}
 		}
 		if found != nil {
-			return d.move(ctx, *found)
+			if r := refused(aws.ToString(found.Body), opts.AnyShape); r != nil {
+				held = append(held, *found)
+				return r
+			}
+			return d.move(ctx, queue, dlq, *found)
 		}
 	}
 	return ErrNoSuchDeadLetter
-}
-
-// RedriveAll moves up to MaxRedrive messages back to the queue and returns
-// how many it moved.
-func (d *DeadLetters) RedriveAll(ctx context.Context) (int, error) {
-	n := 0
-	for n < MaxRedrive {
-		msgs, err := d.receive(ctx, 30)
-		if err != nil || len(msgs) == 0 {
-			return n, err
-		}
-		for i, m := range msgs {
-			if n == MaxRedrive {
-				d.release(context.WithoutCancel(ctx), msgs[i:])
-				return n, nil
-			}
-			if err := d.move(ctx, m); err != nil {
-				d.release(context.WithoutCancel(ctx), msgs[i:])
-				return n, err
-			}
-			n++
-		}
-	}
-	return n, nil
 }
 
 // Why says why a message like body reaches the dead-letter queue, from

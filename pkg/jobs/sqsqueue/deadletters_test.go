@@ -3,6 +3,7 @@ package sqsqueue_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -12,17 +13,24 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 // The dead-letter queue on SQS (fauxqs): depths read nothing else, a peek
-// shows messages by shape and leaves them there, a redrive moves one by id
-// and then the rest back to the queue.
+// shows messages by shape, sort and sender and leaves them there; a
+// redrive of all moves the job reference back to the queue in its group
+// and leaves the rest; asked for any shape, a redrive moves a foreign
+// message by id, and then what is left but an envelope without a key.
+// (fauxqs answers SenderId with its account, 000000000000, for every
+// message, and keeps no MessageGroupId on a standard queue:
+// TestRedriveAllLeavesWhatIsNotAJobReference shows senders apart and the
+// group kept.)
 func TestDeadLettersOnSQS(t *testing.T) {
 	client := testenv.SQS(t)
 	urls := testenv.NewQueues(t, client, sqsqueue.DefaultSpec(30*time.Second))
 	ctx := context.Background()
-	bodies := []string{`{"job_id":"a"}`, `{"Records":[{"eventSource":"x","secret":"hunter2"}]}`, `not json`}
+	bodies := []string{`{"job_id":"a"}`, `{"Records":[{"eventSource":"x","secret":"hunter2"}]}`, `not json`, `{"kind":"example.hash","payload":{}}`}
 	var ids []string
 	for _, b := range bodies {
 		out, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(urls.DLQ), MessageBody: aws.String(b)})
@@ -38,38 +46,51 @@ func TestDeadLettersOnSQS(t *testing.T) {
 	}
 	d := &sqsqueue.DeadLetters{SQS: client, QueueURL: urls.Queue, DLQURL: urls.DLQ, LaneQueueURLs: map[string]string{"bulk": lane.Queue}}
 	depths, err := d.Depths(ctx)
-	if err != nil || depths.DeadLetters != 3 || depths.Queue != 0 || depths.Lanes["bulk"] != 1 {
-		t.Fatalf("depths %+v, %v; want 3 dead letters, 0 queued, 1 in the bulk lane", depths, err)
+	if err != nil || depths.DeadLetters != 4 || depths.Queue != 0 || depths.Lanes["bulk"] != 1 {
+		t.Fatalf("depths %+v, %v; want 4 dead letters, 0 queued, 1 in the bulk lane", depths, err)
 	}
 	peeked, err := d.Peek(ctx, 10)
-	if err != nil || len(peeked) != 3 {
+	if err != nil || len(peeked) != 4 {
 		t.Fatalf("peek: %+v, %v", peeked, err)
 	}
+	sorts := map[string]string{}
 	for _, dl := range peeked {
-		if strings.Contains(dl.Shape+dl.Why, "hunter2") || dl.Shape == "" || dl.Why == "" || dl.Receives < 1 {
-			t.Errorf("a dead letter is shown by its shape only: %+v", dl)
+		if strings.Contains(dl.Shape+dl.Why, "hunter2") || dl.Shape == "" || dl.Why == "" || dl.Receives < 1 || dl.Sender == "" {
+			t.Errorf("a dead letter is shown by its shape, sort and sender only: %+v", dl)
 		}
+		sorts[dl.ID] = dl.Sort + " " + dl.Redrive
 	}
-	if depths, _ := d.Depths(ctx); depths.DeadLetters != 3 {
-		t.Fatalf("after a peek the DLQ holds %d, want 3 (released at once)", depths.DeadLetters)
+	if want := map[string]string{ids[0]: "job moves", ids[1]: "s3 only_any_shape", ids[2]: "other only_any_shape", ids[3]: "envelope_without_key never"}; !maps.Equal(sorts, want) {
+		t.Errorf("sorts %v, want %v", sorts, want)
 	}
-	if err := d.Redrive(ctx, ids[1]); err != nil {
+	if depths, _ := d.Depths(ctx); depths.DeadLetters != 4 {
+		t.Fatalf("after a peek the DLQ holds %d, want 4 (released at once)", depths.DeadLetters)
+	}
+	var refused *sqsqueue.RefusedError
+	if err := d.Redrive(ctx, ids[1]); !errors.As(err, &refused) {
+		t.Fatalf("redrive an S3 record without asking for any shape: %v", err)
+	}
+	if _, err := d.RedriveWith(ctx, sqsqueue.RedriveOptions{ID: ids[1], AnyShape: true}); err != nil {
 		t.Fatal(err)
 	}
 	// The others, received while looking for it, are visible again at
 	// once (not after the receive's visibility timeout).
 	if out, _ := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(urls.DLQ),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}}); out.Attributes["ApproximateNumberOfMessages"] != "2" {
-		t.Fatalf("after a redrive of one, %s of the others are visible, want 2", out.Attributes["ApproximateNumberOfMessages"])
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}}); out.Attributes["ApproximateNumberOfMessages"] != "3" {
+		t.Fatalf("after a redrive of one, %s of the others are visible, want 3", out.Attributes["ApproximateNumberOfMessages"])
 	}
 	if err := d.Redrive(ctx, ids[1]); !errors.Is(err, sqsqueue.ErrNoSuchDeadLetter) {
 		t.Fatalf("redriving a message twice: %v", err)
 	}
 	n, err := d.RedriveAll(ctx)
-	if err != nil || n != 2 {
-		t.Fatalf("redrive all: %d, %v", n, err)
+	if err != nil || n != 1 {
+		t.Fatalf("redrive all: %d, %v; want the job reference only", n, err)
 	}
-	if depths, _ := d.Depths(ctx); depths.DeadLetters != 0 || depths.Queue != 3 {
+	res, err := d.RedriveWith(ctx, sqsqueue.RedriveOptions{AnyShape: true})
+	if err != nil || res.Redriven != 1 || res.Skipped[wire.SortEnvelopeWithoutKey] != 1 {
+		t.Fatalf("redrive of any shape: %+v, %v; want the non-JSON body moved and the envelope without a key left", res, err)
+	}
+	if depths, _ := d.Depths(ctx); depths.DeadLetters != 1 || depths.Queue != 3 {
 		t.Fatalf("after the redrives: %+v", depths)
 	}
 }
