@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
@@ -199,5 +201,80 @@ func TestDeadLetterRoutes(t *testing.T) {
 	e.api = e.api.WithDeadLetters(nil)
 	if r := e.route(t, caller(t, "other", http.MethodGet, httpapi.DeadLettersPath, nil, "")); r.StatusCode != http.StatusNotFound {
 		t.Errorf("without dead letters: %d", r.StatusCode)
+	}
+}
+
+// deadLettersOnFakeSQS is a DeadLetters over SQS in memory with a bulk lane:
+// in the default lane's DLQ, a job reference in group tabc (sent by the
+// worker) and an envelope planted by an insider; in the bulk lane's, a job
+// reference. It returns the envelope's message id.
+func deadLettersOnFakeSQS() (*sqsqueue.DeadLetters, *testenv.FakeSQS, string) {
+	f := &testenv.FakeSQS{}
+	f.Plant("dlq", `{"job_id":"`+wire.NewID()+`"}`, "AROAWORKER:worker", "tabc")
+	env := f.Plant("dlq", `{"kind":"echo","payload":{},"idempotency_key":"k"}`, "AIDAINSIDER", "")
+	f.Plant("dlq-bulk", `{"job_id":"`+wire.NewID()+`"}`, "AROAWORKER:worker-bulk", "")
+	return &sqsqueue.DeadLetters{SQS: f, QueueURL: "queue", DLQURL: "dlq",
+		LaneQueueURLs: map[string]string{"bulk": "queue-bulk"}, LaneDLQURLs: map[string]string{"bulk": "dlq-bulk"}}, f, env
+}
+
+// The dead-letter routes name the lane in requests and answers, show each
+// dead letter's sort and sender, and redrive only job references unless
+// asked for any shape: a planted envelope stays in the dead-letter queue
+// through a redrive of all, which says it skipped it and why.
+func TestDeadLetterRoutesServeLanesAndRefuseForgedShapes(t *testing.T) {
+	e := newEnv(t)
+	dl, f, env := deadLettersOnFakeSQS()
+	opOwner, _ := httpapi.Owner(caller(t, "other", http.MethodGet, "/", nil, ""))
+	e.api = e.api.WithOperators([]string{opOwner}).WithDeadLetters(dl)
+	post := func(path, body string) events.APIGatewayV2HTTPResponse {
+		req := caller(t, "other", http.MethodPost, httpapi.DeadLettersPath+path, nil, body)
+		req.Headers["content-type"] = "application/json"
+		return e.route(t, req)
+	}
+	if r := e.route(t, caller(t, "other", http.MethodGet, httpapi.DeadLettersPath, nil, "")); r.Body != `{"queue":0,"dead_letters":2,"lanes":{"bulk":0},"lane_dead_letters":{"bulk":1}}` {
+		t.Errorf("depths: %s", r.Body)
+	}
+	var peeked httpapi.Peeked
+	r := post("/peek", `{}`)
+	if err := json.Unmarshal([]byte(r.Body), &peeked); err != nil || len(peeked.DeadLetters) != 2 || strings.Contains(r.Body, `"lane"`) {
+		t.Fatalf("peek the default lane: %d %s", r.StatusCode, r.Body)
+	}
+	for _, p := range peeked.DeadLetters {
+		if (p.ID == env) != (p.Sender == "AIDAINSIDER" && p.Sort == "envelope" && p.Redrive == sqsqueue.RedriveOnlyAnyShape) {
+			t.Errorf("dead letter %+v", p)
+		}
+	}
+	if r := post("/peek", `{"lane":"bulk"}`); !strings.HasPrefix(r.Body, `{"lane":"bulk","dead_letters":[{`) || !strings.Contains(r.Body, `"sender":"AROAWORKER:worker-bulk"`) {
+		t.Fatalf("peek the bulk lane: %d %s", r.StatusCode, r.Body)
+	}
+
+	r = post("/redrive", `{"all":true}`)
+	var res httpapi.Redriven
+	if err := json.Unmarshal([]byte(r.Body), &res); err != nil || res.Redriven != 1 || res.More || len(res.Skipped) != 1 ||
+		res.Skipped[0].Sort != "envelope" || res.Skipped[0].Count != 1 || !strings.Contains(res.Skipped[0].Why, `"shapes": "any"`) {
+		t.Fatalf("redrive all: %d %s", r.StatusCode, r.Body)
+	}
+	if got := f.IDs("dlq"); !slices.Equal(got, []string{env}) || len(f.Sent) != 1 || *f.Sent[0].QueueUrl != "queue" || *f.Sent[0].MessageGroupId != "tabc" {
+		t.Fatalf("after a redrive of all the DLQ holds %v and %d were sent; want the envelope left and the job reference sent in its group", got, len(f.Sent))
+	}
+	if p := decodeProblem(t, post("/redrive", `{"id":"`+env+`"}`)); p.Status != http.StatusConflict || p.Code != "not_redrivable" {
+		t.Errorf("redrive the envelope by id: %+v", p)
+	}
+	if r := post("/redrive", `{"all":true,"lane":"bulk"}`); r.Body != `{"lane":"bulk","redriven":1,"more":false}` || *f.Sent[len(f.Sent)-1].QueueUrl != "queue-bulk" {
+		t.Errorf("redrive the bulk lane: %d %s", r.StatusCode, r.Body)
+	}
+	for _, body := range []string{`{"all":true,"lane":"urgent"}`, `{"all":true,"lane":"default"}`, `{"all":true,"lane":"Bulk"}`, `{"all":true,"shapes":"some"}`} {
+		if p := decodeProblem(t, post("/redrive", body)); p.Status != http.StatusBadRequest {
+			t.Errorf("redrive %s: %+v, want 400", body, p)
+		}
+	}
+	if p := decodeProblem(t, post("/peek", `{"lane":"urgent"}`)); p.Status != http.StatusBadRequest {
+		t.Errorf("peek an unknown lane: %+v, want 400", p)
+	}
+	if len(f.Sent) != 2 {
+		t.Fatalf("%d sends, want 2", len(f.Sent))
+	}
+	if r := post("/redrive", `{"id":"`+env+`","shapes":"any"}`); r.Body != `{"redriven":1,"more":false}` || len(f.IDs("dlq")) != 0 {
+		t.Errorf("redrive the envelope by id with any shape: %d %s", r.StatusCode, r.Body)
 	}
 }

@@ -104,6 +104,17 @@ func (s *spec) validate(schemaAny, v any, at string) error {
 	if ref, ok := schema["$ref"].(string); ok {
 		return s.validate(s.Components.Schemas[strings.TrimPrefix(ref, "#/components/schemas/")], v, at)
 	}
+	if alts, ok := schema["oneOf"].([]any); ok {
+		n := 0
+		for _, alt := range alts {
+			if s.validate(alt, v, at) == nil {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("%s: %v matches %d of its oneOf schemas, want 1", at, v, n)
+		}
+	}
 	if types, ok := schema["type"]; ok {
 		var allowed []string
 		switch tt := types.(type) {
@@ -361,7 +372,7 @@ func TestAdminAnswersMatchOpenAPI(t *testing.T) {
 	check("/v1/admin/counts", caller(t, "me", "GET", "/v1/admin/counts", map[string]string{"owner": me}, ""))
 	check("/v1/counts", caller(t, "me", "GET", "/v1/counts", nil, ""))
 	check("/v1/admin/dead-letters", caller(t, "other", "GET", "/v1/admin/dead-letters", nil, ""))
-	e.api = e.api.WithDeadLetters(&fakeDeadLetters{letters: []sqsqueue.DeadLetter{{ID: "m1", Shape: "JSON object of 2 bytes with keys []", Why: "w"}}})
+	e.api = e.api.WithDeadLetters(&fakeDeadLetters{letters: []sqsqueue.DeadLetter{{ID: "m1", Shape: "JSON object of 2 bytes with keys []", Why: "w", Sort: "job", Redrive: sqsqueue.RedriveMoves}}})
 	post := func(path, body string) events.APIGatewayV2HTTPRequest {
 		req := caller(t, "other", "POST", path, nil, body)
 		req.Headers["content-type"] = "application/json"
@@ -374,6 +385,17 @@ func TestAdminAnswersMatchOpenAPI(t *testing.T) {
 	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/redrive", `{"id":"nope"}`))
 	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/redrive", `{"all":true}`))
 	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/forget", `{}`))
+	// Over SQS (in memory), with a bulk lane and a planted envelope.
+	dl, _, env := deadLettersOnFakeSQS()
+	e.api = e.api.WithDeadLetters(dl)
+	check("/v1/admin/dead-letters", caller(t, "other", "GET", "/v1/admin/dead-letters", nil, ""))
+	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/peek", `{"max":5}`))
+	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/peek", `{"lane":"bulk"}`))
+	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/peek", `{"lane":"urgent"}`))
+	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/redrive", `{"all":true}`))
+	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/redrive", `{"id":"`+env+`"}`))
+	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/redrive", `{"all":true,"lane":"bulk"}`))
+	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/redrive", `{"all":true,"shapes":"any"}`))
 }
 
 func TestScheduleAnswersMatchOpenAPI(t *testing.T) {

@@ -67,6 +67,7 @@ var statuses = map[string]struct {
 	"already_finished":        {http.StatusConflict, "Job already finished"},
 	"schedule_exists":         {http.StatusConflict, "Schedule exists"},
 	"not_retryable":           {http.StatusConflict, "Job not retryable"},
+	"not_redrivable":          {http.StatusConflict, "Dead letter not redriven"},
 	"schedule_limit":          {http.StatusConflict, "Schedule limit reached"},
 	"dependency_failed":       {http.StatusConflict, "A job it runs after failed"},
 	"unique_key_held":         {http.StatusConflict, "Unique key held by another job"},
@@ -88,6 +89,7 @@ func classify(err error) (code, detail string) {
 	var je *jobs.RequestError
 	var pe *jobs.PayloadError
 	var qe *jobs.QueueFullError
+	var refused *sqsqueue.RefusedError
 	switch {
 	case errors.As(err, &re):
 		return re.code, re.detail
@@ -97,6 +99,8 @@ func classify(err error) (code, detail string) {
 		return "not_found", "no such job"
 	case errors.Is(err, sqsqueue.ErrNoSuchDeadLetter):
 		return "not_found", "no such message in the dead-letter queue (redriven, or expired)"
+	case errors.As(err, &refused):
+		return "not_redrivable", "left in the dead-letter queue: " + sqsqueue.Refusal(refused.Sort)
 	case errors.As(err, &pe):
 		return "invalid_payload", "the payload does not fit the kind: " + pe.Reason
 	case errors.As(err, &qe):
