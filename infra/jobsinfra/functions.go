@@ -278,10 +278,28 @@ func (s *Jobs) apiPermissions() {
 	// operators' dead-letter routes read and redrive the DLQ, so no person
 	// needs to send to the queue.
 	s.grantSend(cancelFn, cancelFn.Role().RoleArn())
-	allow(cancelFn, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}, s.DLQ.QueueArn())
-	// ...and show every lane's queue depth beside the DLQ's.
-	allow(cancelFn, []string{"sqs:GetQueueAttributes"}, *s.queueARNs()...)
-	s.tell(cancelFn, "JOBS_DLQ_URL", s.DLQ.QueueUrl())
+	s.deadLetterPermissions(cancelFn)
+}
+
+// deadLetterPermissions grants fn (cancel) the operators' dead-letter
+// routes over every lane: it reads each lane's DLQ and redrives it to the
+// lane's own queue (grantSend lets it send to every lane), and shows every
+// queue's depth.
+func (s *Jobs) deadLetterPermissions(fn awslambda.Function) {
+	dlqs := make([]*string, 0, len(s.laneOrder))
+	urls := map[string]*string{}
+	for _, name := range s.laneOrder {
+		dlqs = append(dlqs, s.Lanes[name].DLQ.QueueArn())
+		if name != "" {
+			urls[name] = s.Lanes[name].DLQ.QueueUrl()
+		}
+	}
+	allow(fn, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}, dlqs...)
+	allow(fn, []string{"sqs:GetQueueAttributes"}, *s.queueARNs()...)
+	s.tell(fn, "JOBS_DLQ_URL", s.DLQ.QueueUrl())
+	if len(urls) > 0 {
+		s.tell(fn, "JOBS_LANE_DLQ_URLS", awscdk.Stack_Of(s.Construct).ToJsonString(urls, nil))
+	}
 }
 
 // backgroundPermissions grants the worker and the sweeper exactly their

@@ -26,7 +26,7 @@ var keysHandedOut = []string{"JOBS_PAYLOAD_KEY", "JOBS_PAYLOAD_SECRET", "JOBS_PA
 
 // laneVars are variables the construct sets only in a deployment with
 // lanes besides the default one: reserved too.
-var laneVars = []string{"JOBS_LANE_QUEUE_URLS", "JOBS_LANE_DISPATCH_GRACES", "JOBS_LANE"}
+var laneVars = []string{"JOBS_LANE_QUEUE_URLS", "JOBS_LANE_DISPATCH_GRACES", "JOBS_LANE", "JOBS_LANE_DLQ_URLS"}
 
 // ReadBy reports whether function fn reads v.
 func (v Var) ReadBy(fn string) bool { return v.Readers == nil || slices.Contains(v.Readers, fn) }
@@ -51,6 +51,7 @@ var Env = []Var{
 	{"JOBS_LANE_DISPATCH_GRACES", "", "the dispatch grace of each lane whose worker runs longer than the default lane's, as JSON by lane (`{\"long\": \"17m\"}`); a lane not in it has `JOBS_DISPATCH_GRACE`", queueFns, false},
 	{"JOBS_LANE", "", "the lane whose queue this worker serves (its hand-backs go back to it)", workerOnly, false},
 	{"JOBS_DLQ_URL", "", "its dead-letter queue's URL: the operators' dead-letter routes", []string{Cancel}, true},
+	{"JOBS_LANE_DLQ_URLS", "", "the other lanes' dead-letter queues, as JSON by lane (`{\"bulk\": url}`): the operators' dead-letter routes serve each, redriving to the lane's own queue", []string{Cancel}, false},
 	{"JOBS_DISPATCH_GRACE", "3m", "when the sweeper first looks at a job that is not final; keep it above the worker timeout", nil, true},
 	{"JOBS_RETENTION", "168h", "how long finished jobs stay readable (DynamoDB TTL)", nil, true},
 	{"JOBS_WORKER_CONCURRENCY", "8", "records of one batch run at once", workerOnly, true},

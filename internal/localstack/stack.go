@@ -809,24 +809,26 @@ func (s *Stack) record(dir string) error {
 	return nil
 }
 
-// laneEnv is JOBS_LANE_QUEUE_URLS, the other lanes' queues, when there
-// are other lanes, and JOBS_LANE_DISPATCH_GRACES for those whose worker
-// runs longer than the default lane's.
+// laneEnv is JOBS_LANE_QUEUE_URLS and JOBS_LANE_DLQ_URLS, the other
+// lanes' queues and dead-letter queues, when there are other lanes, and
+// JOBS_LANE_DISPATCH_GRACES for those whose worker runs longer than the
+// default lane's.
 func (s *Stack) laneEnv() []string {
 	if len(s.Lanes) == 0 {
 		return nil
 	}
-	urls := map[string]string{}
+	urls, dlqs := map[string]string{}, map[string]string{}
 	graces := map[string]string{}
 	grace := envDuration(s.cfg.FunctionEnv, "JOBS_DISPATCH_GRACE", jobs.DefaultDispatchGrace)
 	for lane, q := range s.Lanes {
-		urls[lane] = q.Queue
+		urls[lane], dlqs[lane] = q.Queue, q.DLQ
 		if g := deploy.LaneDispatchGrace(grace, s.cfg.WorkerTimeout, s.cfg.LaneTimeout(lane), s.cfg.BatchWindow); g != grace {
 			graces[lane] = g.String()
 		}
 	}
 	b, _ := json.Marshal(urls)
-	env := []string{"JOBS_LANE_QUEUE_URLS=" + string(b)}
+	d, _ := json.Marshal(dlqs)
+	env := []string{"JOBS_LANE_QUEUE_URLS=" + string(b), "JOBS_LANE_DLQ_URLS=" + string(d)}
 	if len(graces) > 0 {
 		g, _ := json.Marshal(graces)
 		env = append(env, "JOBS_LANE_DISPATCH_GRACES="+string(g))

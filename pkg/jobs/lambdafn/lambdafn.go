@@ -68,8 +68,10 @@ type Config struct {
 	// of durations by lane).
 	LaneDispatchGraces map[string]time.Duration
 	// DLQURL is the dead-letter queue the operators' routes read and
-	// redrive (JOBS_DLQ_URL; cancel only).
+	// redrive (JOBS_DLQ_URL; cancel only); LaneDLQURLs are the other
+	// lanes' (JOBS_LANE_DLQ_URLS, JSON by lane; cancel only).
 	DLQURL        string
+	LaneDLQURLs   map[string]string
 	DispatchGrace time.Duration
 	Retention     time.Duration
 	Concurrency   int
@@ -232,6 +234,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if v := getenv("JOBS_LANE_QUEUE_URLS"); v != "" {
 		if err := json.Unmarshal([]byte(v), &c.LaneQueueURLs); err != nil {
 			errs = append(errs, errors.New(`JOBS_LANE_QUEUE_URLS: want a JSON object such as {"urgent":"https://sqs..."}`))
+		}
+	}
+	if v := getenv("JOBS_LANE_DLQ_URLS"); v != "" {
+		if err := json.Unmarshal([]byte(v), &c.LaneDLQURLs); err != nil {
+			errs = append(errs, errors.New(`JOBS_LANE_DLQ_URLS: want a JSON object such as {"urgent":"https://sqs..."}`))
 		}
 	}
 	if v := getenv("JOBS_LANE_DISPATCH_GRACES"); v != "" {
@@ -439,7 +446,8 @@ func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
 
 // Cancel is the job actions function: POST /v1/jobs/{id}/cancel,
 // POST /v1/jobs/{id}/retry and POST /v1/bulk/{cancel,retry}, and the
-// operators' dead-letter routes (with JOBS_DLQ_URL). It sends retried jobs
+// operators' dead-letter routes (with JOBS_DLQ_URL, and each other lane's
+// with JOBS_LANE_DLQ_URLS). It sends retried jobs
 // and redriven dead letters to the queue.
 func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 	if d.Queue == nil {
@@ -462,7 +470,7 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 	api := httpapi.New(svc, d.Logger).WithOperators(d.Config.Operators)
 	if d.Config.DLQURL != "" {
 		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL,
-			LaneQueueURLs: d.Config.LaneQueueURLs})
+			LaneQueueURLs: d.Config.LaneQueueURLs, LaneDLQURLs: d.Config.LaneDLQURLs})
 	}
 	return api.Route, nil
 }

@@ -23,6 +23,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"JOBS_HANDLER_RESERVE": "4s", "JOBS_FINAL_WRITE_TIMEOUT": "3s",
 		"JOBS_LANE_QUEUE_URLS": `{"long":"https://sqs.example/q-long"}`, "JOBS_LANE_DISPATCH_GRACES": `{"long":"17m"}`, "JOBS_LANE": "long",
 		"JOBS_ENQUEUE_RATE_PER_OWNER": "50", "JOBS_TRUSTED_CALLERS": " arn:aws:iam::1:role/a, ,arn:aws:iam::1:role/b",
+		"JOBS_LANE_DLQ_URLS": `{"long":"https://sqs.example/dlq-long"}`,
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -34,8 +35,9 @@ func TestConfigFromEnv(t *testing.T) {
 	if cfg.EnqueueRatePerOwner != 50 || len(cfg.TrustedCallers) != 2 || cfg.TrustedCallers[1] != "arn:aws:iam::1:role/b" {
 		t.Fatalf("enqueue rate %d, trusted callers %q", cfg.EnqueueRatePerOwner, cfg.TrustedCallers)
 	}
-	if cfg.Lane != "long" || cfg.LaneQueueURLs["long"] != "https://sqs.example/q-long" || cfg.LaneDispatchGraces["long"] != 17*time.Minute {
-		t.Fatalf("lanes: %q %v %v", cfg.Lane, cfg.LaneQueueURLs, cfg.LaneDispatchGraces)
+	if cfg.Lane != "long" || cfg.LaneQueueURLs["long"] != "https://sqs.example/q-long" || cfg.LaneDispatchGraces["long"] != 17*time.Minute ||
+		cfg.LaneDLQURLs["long"] != "https://sqs.example/dlq-long" {
+		t.Fatalf("lanes: %q %v %v %v", cfg.Lane, cfg.LaneQueueURLs, cfg.LaneDispatchGraces, cfg.LaneDLQURLs)
 	}
 	def, err := lambdafn.ConfigFromEnv(env(map[string]string{"JOBS_TABLE": "t"}))
 	if err != nil || def.DispatchGrace != jobs.DefaultDispatchGrace || def.Concurrency != 8 || def.Deadlines != jobs.DefaultDeadlines {
