@@ -47,31 +47,52 @@ func (d *APIDeadLetters) Depths(ctx context.Context) (sqsqueue.Depths, error) {
 	return out, err
 }
 
-// Peek shows up to max dead letters by their shape.
-func (d *APIDeadLetters) Peek(ctx context.Context, max int) ([]DeadLetter, error) {
+// Peek shows up to max of lane's dead letters by their shape.
+func (d *APIDeadLetters) Peek(ctx context.Context, lane string, max int) ([]DeadLetter, error) {
 	var out httpapi.Peeked
-	err := d.call(ctx, http.MethodPost, httpapi.DeadLettersPath+"/peek", map[string]int{"max": min(max, httpapi.MaxPeek)}, &out)
+	err := d.call(ctx, http.MethodPost, httpapi.DeadLettersPath+"/peek", peekRequest{Max: min(max, httpapi.MaxPeek), Lane: lane}, &out)
 	return out.DeadLetters, err
 }
 
-// Redrive sends one dead letter back to the queue.
-func (d *APIDeadLetters) Redrive(ctx context.Context, id string) error {
-	return d.call(ctx, http.MethodPost, httpapi.DeadLettersPath+"/redrive", map[string]string{"id": id}, nil)
+type peekRequest struct {
+	Max  int    `json:"max"`
+	Lane string `json:"lane,omitempty"`
 }
 
-// RedriveAll sends every dead letter back to the queue, repeating the
-// route while it reports more.
-func (d *APIDeadLetters) RedriveAll(ctx context.Context) (int, error) {
-	n := 0
+type redriveRequest struct {
+	ID     string `json:"id,omitempty"`
+	All    bool   `json:"all,omitempty"`
+	Lane   string `json:"lane,omitempty"`
+	Shapes string `json:"shapes,omitempty"`
+}
+
+func shapes(anyShape bool) string {
+	if anyShape {
+		return httpapi.RedriveAnyShape
+	}
+	return ""
+}
+
+// Redrive sends one of lane's dead letters back to its queue.
+func (d *APIDeadLetters) Redrive(ctx context.Context, lane, id string, anyShape bool) error {
+	return d.call(ctx, http.MethodPost, httpapi.DeadLettersPath+"/redrive", redriveRequest{ID: id, Lane: lane, Shapes: shapes(anyShape)}, nil)
+}
+
+// RedriveAll sends lane's dead letters back to its queue, repeating the
+// route while it reports more and moves some; what it left is the last
+// request's count (which saw every message the others left).
+func (d *APIDeadLetters) RedriveAll(ctx context.Context, lane string, anyShape bool) (httpapi.Redriven, error) {
+	total := httpapi.Redriven{Lane: lane}
 	for range 100 {
 		var out httpapi.Redriven
-		if err := d.call(ctx, http.MethodPost, httpapi.DeadLettersPath+"/redrive", map[string]bool{"all": true}, &out); err != nil {
-			return n, err
+		if err := d.call(ctx, http.MethodPost, httpapi.DeadLettersPath+"/redrive", redriveRequest{All: true, Lane: lane, Shapes: shapes(anyShape)}, &out); err != nil {
+			return total, err
 		}
-		n += out.Redriven
-		if !out.More {
+		total.Redriven += out.Redriven
+		total.Skipped, total.More = out.Skipped, out.More
+		if !out.More || out.Redriven == 0 {
 			break
 		}
 	}
-	return n, nil
+	return total, nil
 }

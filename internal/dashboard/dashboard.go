@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/hostcheck"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
@@ -67,19 +68,20 @@ type Config struct {
 	Log      *slog.Logger
 }
 
-// DLQ is the dead-letter queue, as the dashboard needs it.
+// DLQ is the dead-letter queues, as the dashboard needs them: the default
+// lane's ("") and each other lane's, named by lane.
 type DLQ interface {
-	// Depths returns the approximate number of messages in the queue
-	// and in the dead-letter queue.
-	// and in the dead-letter queue, and in each other lane's queue.
+	// Depths returns the approximate number of messages in each lane's
+	// queue and dead-letter queue.
 	Depths(ctx context.Context) (sqsqueue.Depths, error)
-	// Peek returns up to max messages of the dead-letter queue without
+	// Peek returns up to max messages of lane's dead-letter queue without
 	// taking them.
-	Peek(ctx context.Context, max int) ([]DeadLetter, error)
-	// Redrive moves the message with this id back to the queue; RedriveAll
-	// moves every message, returning how many.
-	Redrive(ctx context.Context, id string) error
-	RedriveAll(ctx context.Context) (int, error)
+	Peek(ctx context.Context, lane string, max int) ([]DeadLetter, error)
+	// Redrive moves the message with this id back to lane's queue;
+	// RedriveAll moves every message, returning how many it moved and what
+	// it left. Both move job references only, unless anyShape.
+	Redrive(ctx context.Context, lane, id string, anyShape bool) error
+	RedriveAll(ctx context.Context, lane string, anyShape bool) (httpapi.Redriven, error)
 }
 
 // DeadLetter is one dead-letter queue message, described by its shape

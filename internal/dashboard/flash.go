@@ -33,6 +33,8 @@ var flashes = map[string]flashText{
 	"bulk_retried":      {text: "%d jobs matched, %d retried.", counts: []string{"matched", "changed"}},
 	"redriven":          {text: "The message is back on the queue."},
 	"redriven_all":      {text: "%d messages are back on the queue.", counts: []string{"n"}},
+	"redriven_all_skipped": {text: "%d messages are back on the queue; %d left in the dead-letter queue, not being job references (see each one's sort and sender, and redrive it anyway only if you trust it).",
+		counts: []string{"n", "skipped"}},
 }
 
 // flashOf is the message q asks for ("" for none).

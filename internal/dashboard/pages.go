@@ -389,12 +389,14 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request) {
 }
 
 // dlqData is the dead-letter page: the queues' depths and, after a peek,
-// the messages.
+// the messages of one lane's dead-letter queue.
 type dlqData struct {
 	Queue, DLQ int
 	Lanes      map[string]int // each other lane's queue depth
+	LaneDLQs   map[string]int // each other lane's dead-letter queue depth
 	DepthErr   string
 	Peeked     bool
+	Lane       string // the lane peeked at ("" the default lane)
 	Messages   []DeadLetter
 }
 
@@ -409,7 +411,7 @@ func (s *Server) hasDLQ(w http.ResponseWriter) bool {
 
 func (s *Server) depths(ctx context.Context) dlqData {
 	depths, err := s.cfg.DLQ.Depths(ctx)
-	d := dlqData{Queue: depths.Queue, DLQ: depths.DeadLetters, Lanes: depths.Lanes}
+	d := dlqData{Queue: depths.Queue, DLQ: depths.DeadLetters, Lanes: depths.Lanes, LaneDLQs: depths.LaneDeadLetters}
 	if err != nil {
 		d.DepthErr = err.Error()
 	}
@@ -425,40 +427,61 @@ func (s *Server) dlq(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "dlq.html", http.StatusOK, page{Title: "Dead-letter queue", Nav: "dlq", Flash: flashOf(r.URL.Query()), Data: s.depths(r.Context())})
 }
 
-// dlqPeek shows the dead letters: Peek receives them (their receive counts
-// grow) and releases them at once, so it answers a POST, which the
-// cross-origin check guards like every other POST.
+// dlqPeek shows the dead letters of the lane the form names: Peek
+// receives them (their receive counts grow) and releases them at once, so
+// it answers a POST, which the cross-origin check guards like every other
+// POST.
 func (s *Server) dlqPeek(w http.ResponseWriter, r *http.Request) {
 	if !s.hasDLQ(w) {
 		return
 	}
-	msgs, err := s.cfg.DLQ.Peek(r.Context(), 50)
+	if r.ParseForm() != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	lane := r.PostForm.Get("lane")
+	msgs, err := s.cfg.DLQ.Peek(r.Context(), lane, 50)
 	if err != nil {
 		s.fail(w, "dlq", err)
 		return
 	}
 	d := s.depths(r.Context())
-	d.Peeked, d.Messages = true, msgs
+	d.Peeked, d.Lane, d.Messages = true, lane, msgs
 	s.render(w, "dlq.html", http.StatusOK, page{Title: "Dead-letter queue", Nav: "dlq", Data: d})
 }
 
+// redrive moves one dead letter (id) or all of a lane's back to the
+// lane's queue: job references only, unless the form says shapes=any.
 func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.DLQ == nil || r.ParseForm() != nil {
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
 	}
+	lane, anyShape := r.PostForm.Get("lane"), r.PostForm.Get("shapes") == httpapi.RedriveAnyShape
+	queue := "the queue"
+	if lane != "" {
+		queue = "the " + lane + " lane's queue"
+	}
 	if id := r.PostForm.Get("id"); id != "" {
-		if err := s.cfg.DLQ.Redrive(r.Context(), id); err != nil {
+		if err := s.cfg.DLQ.Redrive(r.Context(), lane, id, anyShape); err != nil {
 			s.refused(w, http.StatusBadGateway, page{Title: "Not redriven", Nav: "dlq", Problem: "Message " + id + " was not redriven: " + err.Error(), Back: "/dlq"})
 			return
 		}
 		redirect(w, r, "/dlq", "redriven")
 		return
 	}
-	n, err := s.cfg.DLQ.RedriveAll(r.Context())
+	res, err := s.cfg.DLQ.RedriveAll(r.Context(), lane, anyShape)
 	if err != nil {
-		s.refused(w, http.StatusBadGateway, page{Title: "Redrive stopped", Nav: "dlq", Problem: fmt.Sprintf("%d messages redriven, then: %v", n, err), Back: "/dlq"})
+		s.refused(w, http.StatusBadGateway, page{Title: "Redrive stopped", Nav: "dlq", Problem: fmt.Sprintf("%d messages redriven to %s, then: %v", res.Redriven, queue, err), Back: "/dlq"})
 		return
 	}
-	redirect(w, r, "/dlq", "redriven_all", n)
+	skipped := 0
+	for _, sk := range res.Skipped {
+		skipped += sk.Count
+	}
+	if skipped > 0 {
+		redirect(w, r, "/dlq", "redriven_all_skipped", res.Redriven, skipped)
+		return
+	}
+	redirect(w, r, "/dlq", "redriven_all", res.Redriven)
 }

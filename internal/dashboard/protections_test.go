@@ -2,17 +2,20 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
@@ -28,10 +31,19 @@ func noFraming(t *testing.T, what string, h http.Header) {
 }
 
 // fakeDLQ is the dead-letter queue as the dashboard uses it; it counts
-// each call by method and holds one dead letter.
+// each call by method, records the lane and shapes each was asked for,
+// and holds one dead letter.
 type fakeDLQ struct {
 	mu    sync.Mutex
 	calls map[string]int
+	asked []string // "Op lane anyShape"
+}
+
+func (f *fakeDLQ) ask(op, lane string, anyShape bool) {
+	f.count(op)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, fmt.Sprintf("%s %q %v", op, lane, anyShape))
 }
 
 func (f *fakeDLQ) count(op string) {
@@ -66,23 +78,27 @@ func (f *fakeDLQ) total() (all, changing int) {
 
 func (f *fakeDLQ) Depths(context.Context) (sqsqueue.Depths, error) {
 	f.count("Depths")
-	return sqsqueue.Depths{Queue: 3, DeadLetters: 7, Lanes: map[string]int{"bulk": 1999}}, nil
+	return sqsqueue.Depths{Queue: 3, DeadLetters: 7, Lanes: map[string]int{"bulk": 1999}, LaneDeadLetters: map[string]int{"bulk": 4}}, nil
 }
 
-func (f *fakeDLQ) Peek(context.Context, int) ([]dashboard.DeadLetter, error) {
-	f.count("Peek")
+func (f *fakeDLQ) Peek(_ context.Context, lane string, _ int) ([]dashboard.DeadLetter, error) {
+	f.ask("Peek", lane, false)
 	return []dashboard.DeadLetter{{ID: "m-1", Shape: "JSON object of 14 bytes with keys [job_id]", Receives: 6,
-		SentAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC), Why: sqsqueue.Why(`{"job_id":"x"}`)}}, nil
+		SentAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC), Why: sqsqueue.Why(`{"job_id":"x"}`), Sort: "job", Sender: "AROAWORKER:worker", Redrive: sqsqueue.RedriveMoves},
+		{ID: "m-2", Shape: "JSON object of 60 bytes with keys [idempotency_key kind payload]", Receives: 1,
+			SentAt: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), Why: sqsqueue.Why(`{"kind":"k"}`), Sort: "envelope", Sender: "AIDAINSIDER", Redrive: sqsqueue.RedriveOnlyAnyShape},
+		{ID: "m-3", Shape: "JSON object of 30 bytes with keys [kind payload]", Receives: 1,
+			SentAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), Why: sqsqueue.Why(`{"kind":"k"}`), Sort: "envelope_without_key", Sender: "AIDAINSIDER", Redrive: sqsqueue.RedriveNever}}, nil
 }
 
-func (f *fakeDLQ) Redrive(context.Context, string) error {
-	f.count("Redrive")
+func (f *fakeDLQ) Redrive(_ context.Context, lane, _ string, anyShape bool) error {
+	f.ask("Redrive", lane, anyShape)
 	return nil
 }
 
-func (f *fakeDLQ) RedriveAll(context.Context) (int, error) {
-	f.count("RedriveAll")
-	return 1, nil
+func (f *fakeDLQ) RedriveAll(_ context.Context, lane string, anyShape bool) (httpapi.Redriven, error) {
+	f.ask("RedriveAll", lane, anyShape)
+	return httpapi.Redriven{Lane: lane, Redriven: 1, Skipped: []httpapi.Skipped{{Sort: "s3", Count: 2, Why: sqsqueue.Refusal("s3")}}}, nil
 }
 
 // fullServer serves a dashboard with every source: the API, the metrics,
@@ -297,6 +313,45 @@ func TestDeadLettersAreShownByAPost(t *testing.T) {
 	}
 	if q.n("Redrive")+q.n("RedriveAll") != 0 {
 		t.Errorf("the peek moved messages")
+	}
+}
+
+// The dead-letter page serves each lane: it shows each lane's dead-letter
+// depth, peeks at the lane the form names and redrives to it; a row
+// shows its dead letter's sort and sender, and offers a redrive of a
+// message that is not a job reference only as "Redrive anyway" (with
+// shapes=any, after a confirmation) and none for an envelope without a
+// key; "Redrive all" moves job references only, and says what it left.
+func TestDeadLettersOfEachLane(t *testing.T) {
+	srv, _, q := fullServer(t)
+	same := http.Header{"Sec-Fetch-Site": {"same-origin"}}
+	r := send(t, http.MethodGet, srv.URL+"/dlq", "", nil, nil)
+	if !strings.Contains(r.body, `class="lane-dlq-depth" data-lane="bulk">4<`) || !strings.Contains(r.body, `<option value="bulk">bulk</option>`) {
+		t.Errorf("GET /dlq lacks the bulk lane's dead letters: %s", r.body)
+	}
+	r = send(t, http.MethodPost, srv.URL+"/dlq/peek", "", same, url.Values{"lane": {"bulk"}})
+	for _, want := range []string{"of the bulk lane", `<option value="bulk" selected>`, "<td>AIDAINSIDER</td>", "<td>envelope</td>",
+		`name="lane" value="bulk"><input type="hidden" name="id" value="m-1"><button type="submit" aria-label="Redrive message m-1">`,
+		`name="id" value="m-2"><input type="hidden" name="shapes" value="any"><button type="submit" aria-label="Redrive message m-2 anyway">`,
+		"Never redriven", "Redrive all job references of the bulk lane"} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("POST /dlq/peek lane=bulk lacks %q", want)
+		}
+	}
+	if strings.Contains(r.body, `value="m-3"`) {
+		t.Errorf("an envelope without a key has a redrive button")
+	}
+	send(t, http.MethodPost, srv.URL+"/dlq/redrive", "", same, url.Values{"lane": {"bulk"}, "id": {"m-2"}, "shapes": {"any"}})
+	r = send(t, http.MethodPost, srv.URL+"/dlq/redrive", "", same, url.Values{"lane": {"bulk"}})
+	if loc := r.header.Get("Location"); !strings.Contains(loc, "bulk") || !strings.Contains(loc, "s3") {
+		t.Errorf("redrive all redirects to %q, want a flash naming the lane and what was left", loc)
+	}
+	send(t, http.MethodPost, srv.URL+"/dlq/redrive", "", same, url.Values{})
+	want := []string{`Peek "bulk" false`, `Redrive "bulk" true`, `RedriveAll "bulk" false`, `RedriveAll "" false`}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !slices.Equal(q.asked, want) {
+		t.Errorf("the dashboard asked %q, want %q", q.asked, want)
 	}
 }
 
