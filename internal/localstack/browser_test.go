@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
@@ -190,8 +191,10 @@ func TestDashboardRetriesAFailedJob(t *testing.T) {
 	}
 }
 
-// A message on the dead-letter queue is shown by its shape, redriven from
-// the page, and becomes a job.
+// A message on the dead-letter queue is shown by its shape, sort and
+// sender; an envelope (not a job reference, which anyone able to send to
+// the DLQ could have planted) has no plain Redrive button but "Redrive
+// anyway", which asks first; redriven so, it becomes a job.
 func TestDashboardRedrivesADeadLetter(t *testing.T) {
 	ctx, base := browser(t, "local")
 	key := fmt.Sprintf("dlq-%d", time.Now().UnixNano())
@@ -201,7 +204,7 @@ func TestDashboardRedrivesADeadLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := aws.ToString(out.MessageId)
-	redrive := chromedp.CSS(`button[aria-label="Redrive message ` + id + `"]`)
+	redrive := chromedp.CSS(`button[aria-label="Redrive message ` + id + ` anyway"]`)
 	// The page shows the depths; its button shows the messages (a POST:
 	// showing them receives them).
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(chromedp.CSS(`#dlq-depth`)), chromedp.Click(chromedp.CSS(`#peek`)), chromedp.WaitVisible(redrive)); err != nil {
@@ -211,9 +214,23 @@ func TestDashboardRedrivesADeadLetter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(shape, "from the DLQ") || !strings.Contains(shape, "idempotency_key") || !strings.Contains(shape, "no route accepts a message of this shape") {
-		t.Fatalf("the message is not shown by its shape alone: %q", shape)
+	if strings.Contains(shape, "from the DLQ") || !strings.Contains(shape, "idempotency_key") || !strings.Contains(shape, "no route accepts a message of this shape") ||
+		!strings.Contains(shape, "envelope") {
+		t.Fatalf("the message is not shown by its shape and sort alone: %q", shape)
 	}
+	if html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS(`table tbody`))); err != nil || strings.Contains(html, `aria-label="Redrive message `+id+`"`) {
+		t.Fatalf("an envelope has a plain Redrive button (%v): %s", err, html)
+	}
+	// "Redrive anyway" asks first: accept.
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
 	if err := chromedp.Do(ctx, chromedp.Click(redrive), chromedp.WaitVisible(chromedp.CSS(`.flash`))); err != nil {
 		t.Fatalf("redrive: %v", err)
 	}
