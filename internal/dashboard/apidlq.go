@@ -81,10 +81,10 @@ func (d *APIDeadLetters) Redrive(ctx context.Context, lane, id string, anyShape 
 // RedriveAll sends lane's dead letters back to its queue, repeating the
 // route while it reports more and moves some; what it left is the last
 // request's count (which saw every message the others left).
-func (d *APIDeadLetters) RedriveAll(ctx context.Context, lane string, anyShape bool) (httpapi.Redriven, error) {
-	total := httpapi.Redriven{Lane: lane}
+func (d *APIDeadLetters) RedriveAll(ctx context.Context, lane string, anyShape bool) (httpapi.RedriveAnswer, error) {
+	total := httpapi.RedriveAnswer{Lane: lane}
 	for range 100 {
-		var out httpapi.Redriven
+		var out httpapi.RedriveAnswer
 		if err := d.call(ctx, http.MethodPost, httpapi.DeadLettersPath+"/redrive", redriveRequest{All: true, Lane: lane, Shapes: shapes(anyShape)}, &out); err != nil {
 			return total, err
 		}

@@ -81,7 +81,7 @@ type DLQ interface {
 	// RedriveAll moves every message, returning how many it moved and what
 	// it left. Both move job references only, unless anyShape.
 	Redrive(ctx context.Context, lane, id string, anyShape bool) error
-	RedriveAll(ctx context.Context, lane string, anyShape bool) (httpapi.Redriven, error)
+	RedriveAll(ctx context.Context, lane string, anyShape bool) (httpapi.RedriveAnswer, error)
 }
 
 // DeadLetter is one dead-letter queue message, described by its shape

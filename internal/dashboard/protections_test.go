@@ -96,9 +96,9 @@ func (f *fakeDLQ) Redrive(_ context.Context, lane, _ string, anyShape bool) erro
 	return nil
 }
 
-func (f *fakeDLQ) RedriveAll(_ context.Context, lane string, anyShape bool) (httpapi.Redriven, error) {
+func (f *fakeDLQ) RedriveAll(_ context.Context, lane string, anyShape bool) (httpapi.RedriveAnswer, error) {
 	f.ask("RedriveAll", lane, anyShape)
-	return httpapi.Redriven{Lane: lane, Redriven: 1, Skipped: []httpapi.Skipped{{Sort: "s3", Count: 2, Why: sqsqueue.Refusal("s3")}}}, nil
+	return httpapi.RedriveAnswer{Lane: lane, Redriven: 1, Skipped: []httpapi.Skipped{{Sort: "s3", Count: 2, Why: sqsqueue.Refusal("s3")}}}, nil
 }
 
 // fullServer serves a dashboard with every source: the API, the metrics,

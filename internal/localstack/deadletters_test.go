@@ -44,7 +44,7 @@ func TestRedriveLeavesForgedMessagesAndServesEveryLane(t *testing.T) {
 	}
 	forgedID := aws.ToString(sent.MessageId)
 	r := post("/redrive", `{"all":true}`)
-	var res httpapi.Redriven
+	var res httpapi.RedriveAnswer
 	if r.status != 200 || json.Unmarshal([]byte(r.body), &res) != nil {
 		t.Fatalf("redrive all: %d %s", r.status, r.body)
 	}

@@ -249,7 +249,7 @@ func TestDeadLetterRoutesServeLanesAndRefuseForgedShapes(t *testing.T) {
 	}
 
 	r = post("/redrive", `{"all":true}`)
-	var res httpapi.Redriven
+	var res httpapi.RedriveAnswer
 	if err := json.Unmarshal([]byte(r.Body), &res); err != nil || res.Redriven != 1 || res.More || len(res.Skipped) != 1 ||
 		res.Skipped[0].Sort != "envelope" || res.Skipped[0].Count != 1 || !strings.Contains(res.Skipped[0].Why, `"shapes": "any"`) {
 		t.Fatalf("redrive all: %d %s", r.StatusCode, r.Body)

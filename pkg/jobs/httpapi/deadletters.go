@@ -62,11 +62,19 @@ type Peeked struct {
 	DeadLetters []sqsqueue.DeadLetter `json:"dead_letters"`
 }
 
-// Redriven is the answer of a redrive: how many messages went back to the
-// lane's queue, how many a redrive of all left and why, and whether more
-// may be left (a redrive of all moves at most sqsqueue.MaxRedrive per
-// request).
+// Redriven is how many messages a redrive sent back to the lane's queue,
+// and whether more may be left: RedriveAnswer without what was left.
 type Redriven struct {
+	Lane     string `json:"lane,omitempty"`
+	Redriven int    `json:"redriven"`
+	More     bool   `json:"more"`
+}
+
+// RedriveAnswer is the answer of a redrive: how many messages went back
+// to the lane's queue, how many a redrive of all left in the dead-letter
+// queue and why, and whether more may be left (a redrive of all moves at
+// most sqsqueue.MaxRedrive per request).
+type RedriveAnswer struct {
 	Lane     string    `json:"lane,omitempty"`
 	Redriven int       `json:"redriven"`
 	Skipped  []Skipped `json:"skipped,omitempty"`
@@ -200,7 +208,7 @@ func (a *API) deadLetterRoute(ctx context.Context, req events.APIGatewayV2HTTPRe
 		if err != nil && res.Redriven == 0 {
 			return unavailable(err)
 		}
-		out := Redriven{Lane: in.Lane, Redriven: res.Redriven, More: res.More}
+		out := RedriveAnswer{Lane: in.Lane, Redriven: res.Redriven, More: res.More}
 		for _, msgSort := range slices.Sorted(maps.Keys(res.Skipped)) {
 			out.Skipped = append(out.Skipped, Skipped{Sort: msgSort, Count: res.Skipped[msgSort], Why: sqsqueue.Refusal(msgSort)})
 		}
