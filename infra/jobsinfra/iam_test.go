@@ -417,6 +417,8 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 		"cancel sqs:SendMessage queue",             // a retry goes straight to the queue
 		"cancel dynamodb:PutItem table",            // cancelling a batch's last job creates its completion job
 		"cancel sqs:ReceiveMessage dlq",            // the operators' redrive
+		"cancel sqs:DeleteMessage dlq/bulk",        // ...of a lane's DLQ
+		"cancel sqs:SendMessage queue/bulk",        // ...to the lane's own queue
 		"sweeper dynamodb:Query table/index/sweep", // a sweep
 		"worker sqs:ReceiveMessage queue",          // the event source, as the worker's role
 		"enqueue sqs:SendMessage queue/bulk",       // a job sent to its kind's lane
