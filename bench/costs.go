@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -210,8 +211,8 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string, allE
 		h.bus = &localstack.EventBus{}
 		srv := httptest.NewServer(h.bus)
 		h.closers = append(h.closers, srv.Close)
-		client := eventbus.NewClient(aws.Config{Region: localaws.Region, BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
-			Credentials: aws.AnonymousCredentials{}, HTTPClient: h.counter.HTTPClient("EventBridge", nil)}, eventbus.ClientOptions{})
+		client := eventbridge.NewFromConfig(aws.Config{Region: localaws.Region, BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
+			Credentials: aws.AnonymousCredentials{}}, func(o *eventbridge.Options) { o.APIOptions = append(o.APIOptions, h.counter.APIOption) })
 		bus = eventbus.New(client, localstack.LocalEventBus, eventbus.Options{})
 	}
 	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("enqueue"),

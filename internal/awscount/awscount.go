@@ -5,14 +5,10 @@ package awscount
 
 import (
 	"context"
-	"net/http"
 	"sort"
-	"strings"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -23,7 +19,8 @@ type Counter struct {
 }
 
 // APIOption is the option to add to a client's APIOptions
-// (dynamodb.Options.APIOptions, sqs.Options.APIOptions).
+// (dynamodb.Options.APIOptions, sqs.Options.APIOptions,
+// eventbridge.Options.APIOptions).
 func (c *Counter) APIOption(stack *middleware.Stack) error {
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("awscount",
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
@@ -68,27 +65,4 @@ func (c *Counter) Reset() {
 	c.mu.Lock()
 	c.counts = nil
 	c.mu.Unlock()
-}
-
-// HTTPClient counts the requests of a client that is not the SDK's (such
-// as internal/awsjson's, for EventBridge) as "service.Operation", the
-// operation read from the request's X-Amz-Target ("AWSEvents.PutEvents"),
-// then sends them with next (nil: the SDK's default HTTP client).
-func (c *Counter) HTTPClient(service string, next aws.HTTPClient) aws.HTTPClient {
-	if next == nil {
-		next = awshttp.NewBuildableClient()
-	}
-	return countingClient{c, service, next}
-}
-
-type countingClient struct {
-	c       *Counter
-	service string
-	next    aws.HTTPClient
-}
-
-func (cc countingClient) Do(req *http.Request) (*http.Response, error) {
-	_, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
-	cc.c.add(cc.service + "." + op)
-	return cc.next.Do(req)
 }

@@ -2,12 +2,15 @@ package awscount_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/lambdajobs/lambdajobs/internal/awscount"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
@@ -32,20 +35,22 @@ func TestCountsEveryRequestByOperation(t *testing.T) {
 	}
 }
 
-// A client that is not the SDK's is counted by its requests' target.
-func TestHTTPClientCountsByTarget(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+// The EventBridge client (the job events' PutEvents) is counted as the
+// other SDK clients are, once per call.
+func TestCountsEventBridgeCalls(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_, _ = io.WriteString(w, `{"FailedEntryCount":0,"Entries":[{"EventId":"1"}]}`)
+	}))
 	defer srv.Close()
 	var c awscount.Counter
-	hc := c.HTTPClient("EventBridge", nil)
+	client := eventbridge.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), Credentials: aws.AnonymousCredentials{}},
+		func(o *eventbridge.Options) { o.APIOptions = append(o.APIOptions, c.APIOption) })
 	for range 2 {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
-		req.Header.Set("X-Amz-Target", "AWSEvents.PutEvents")
-		resp, err := hc.Do(req)
-		if err != nil {
+		in := &eventbridge.PutEventsInput{Entries: []types.PutEventsRequestEntry{{Source: aws.String("s"), DetailType: aws.String("d"), Detail: aws.String("{}")}}}
+		if _, err := client.PutEvents(context.Background(), in); err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
 	}
 	if got := c.Counts(); len(got) != 1 || got["EventBridge.PutEvents"] != 2 {
 		t.Fatalf("counts %v", got)

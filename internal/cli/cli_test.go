@@ -26,6 +26,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 )
 
 type stepsPayload struct {
@@ -486,8 +487,8 @@ func busServer(t *testing.T) (string, func(details ...string)) {
 	mux.Handle(localstack.EventBusPath, &localstack.EventBus{})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	client := eventbus.NewClient(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
-		Credentials: aws.AnonymousCredentials{}}, eventbus.ClientOptions{})
+	client := eventbridge.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
+		Credentials: aws.AnonymousCredentials{}})
 	bus := eventbus.New(client, localstack.LocalEventBus, eventbus.Options{})
 	return srv.URL, func(details ...string) {
 		t.Helper()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -260,7 +261,7 @@ func TestDashboardShowsTheLocalBusEvents(t *testing.T) {
 	v := enqueue(t, "browser-events", "example.hash", `{"text":"event","rounds":1}`)
 	done, _ := waitFinal(t, "browser-events", v.ID, 30*time.Second)
 	detail, _ := json.Marshal(jobs.Event{ID: v.ID + "/1", JobID: v.ID, Sequence: 1, Kind: done.Kind, Status: done.Status, Attempt: done.Attempt, FinishedAt: time.Now().UTC()})
-	client := eventbus.NewClient(aws.Config{Region: localaws.Region, BaseEndpoint: aws.String(stack.APIURL + localstack.EventBusPath), Credentials: aws.AnonymousCredentials{}}, eventbus.ClientOptions{})
+	client := eventbridge.NewFromConfig(aws.Config{Region: localaws.Region, BaseEndpoint: aws.String(stack.APIURL + localstack.EventBusPath), Credentials: aws.AnonymousCredentials{}})
 	if _, err := eventbus.New(client, localstack.LocalEventBus, eventbus.Options{}).Put(context.Background(), []driver.Event{{DetailType: jobs.EventDetailType, Detail: detail}}); err != nil {
 		t.Fatal(err)
 	}

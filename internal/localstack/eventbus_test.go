@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -26,8 +27,8 @@ func TestLocalEventBusSpeaksPutEvents(t *testing.T) {
 	mux.Handle(localstack.EventBusPath, bus)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	client := eventbus.NewClient(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
-		Credentials: aws.AnonymousCredentials{}}, eventbus.ClientOptions{})
+	client := eventbridge.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
+		Credentials: aws.AnonymousCredentials{}})
 	evs := []driver.Event{{DetailType: "Job Finished", Detail: []byte(`{"id":"a/1"}`)}, {DetailType: "Job Finished", Detail: []byte(`{"id":"b/1"}`)}}
 	accepted, err := eventbus.New(client, localstack.LocalEventBus, eventbus.Options{}).Put(context.Background(), evs)
 	if err != nil || len(accepted) != 2 || !accepted[0] || !accepted[1] {
@@ -56,8 +57,8 @@ func TestLocalEventBusSpeaksPutEvents(t *testing.T) {
 // functions do.
 func putDetails(t *testing.T, base string, details ...string) {
 	t.Helper()
-	client := eventbus.NewClient(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(base + localstack.EventBusPath),
-		Credentials: aws.AnonymousCredentials{}}, eventbus.ClientOptions{})
+	client := eventbridge.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(base + localstack.EventBusPath),
+		Credentials: aws.AnonymousCredentials{}})
 	evs := make([]driver.Event, len(details))
 	for i, d := range details {
 		evs[i] = driver.Event{DetailType: "Job Finished", Detail: []byte(d)}

@@ -1,6 +1,6 @@
 // Package eventbus publishes job events to an Amazon EventBridge event bus
-// (PutEvents): the driver.Bus of a deployment. docs/EVENTS.md describes
-// the events.
+// (PutEvents, with the SDK's EventBridge client): the driver.Bus of a
+// deployment. docs/EVENTS.md describes the events.
 package eventbus
 
 import (
@@ -9,75 +9,19 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	smithytracing "github.com/aws/smithy-go/tracing"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
-	"github.com/lambdajobs/lambdajobs/internal/awsjson"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
-// API is EventBridge's PutEvents, as the bus calls it: a Client, or a
-// test's fake.
+// API is the part of the SDK's EventBridge client the bus uses: an
+// *eventbridge.Client, or a test's fake.
 type API interface {
-	PutEvents(ctx context.Context, in *PutEventsInput) (*PutEventsOutput, error)
+	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
 }
 
-// PutEventsInput is a PutEvents request: the fields of EventBridge's that
-// the bus sends.
-type PutEventsInput struct {
-	Entries []Entry `json:"Entries"`
-}
-
-// Entry is one event of a PutEvents request.
-type Entry struct {
-	Source       string `json:"Source,omitempty"`
-	DetailType   string `json:"DetailType,omitempty"`
-	Detail       string `json:"Detail,omitempty"`
-	EventBusName string `json:"EventBusName,omitempty"`
-	// Time is the event's time in seconds since the epoch (the JSON
-	// protocol's timestamps); 0 leaves it to EventBridge.
-	Time float64 `json:"Time,omitempty"`
-}
-
-// PutEventsOutput is PutEvents' answer: one result per entry, in order.
-type PutEventsOutput struct {
-	FailedEntryCount int      `json:"FailedEntryCount"`
-	Entries          []Result `json:"Entries"`
-}
-
-// Result is an entry's result: its event id, or the error that refused it.
-type Result struct {
-	EventID      string `json:"EventId,omitempty"`
-	ErrorCode    string `json:"ErrorCode,omitempty"`
-	ErrorMessage string `json:"ErrorMessage,omitempty"`
-}
-
-// Client is API over Amazon EventBridge. It signs and sends PutEvents
-// itself, with the SDK's signer, retryer and error types
-// (internal/awsjson): the SDK's EventBridge client would add its schemas'
-// initialisation to every cold start of the functions that link it.
-type Client struct{ c *awsjson.Client }
-
-// ClientOptions adjusts a Client.
-type ClientOptions struct {
-	// TracerProvider, when set, opens a span per PutEvents call.
-	TracerProvider smithytracing.TracerProvider
-}
-
-// NewClient returns a Client with cfg's region, credentials, endpoint
-// (AWS_ENDPOINT_URL_EVENTBRIDGE among the configuration's sources, or
-// BaseEndpoint), HTTP client and retry settings.
-func NewClient(cfg aws.Config, opts ClientOptions) *Client {
-	return &Client{awsjson.New(cfg, awsjson.EventBridge, func(o *awsjson.Options) { o.TracerProvider = opts.TracerProvider })}
-}
-
-// PutEvents sends one PutEvents request.
-func (c *Client) PutEvents(ctx context.Context, in *PutEventsInput) (*PutEventsOutput, error) {
-	out := &PutEventsOutput{}
-	if err := c.c.Call(ctx, "PutEvents", in, out); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
+var _ API = (*eventbridge.Client)(nil)
 
 // PutEvents' limits: entries per request, and bytes per request as
 // EventBridge counts them (see entrySize).
@@ -148,12 +92,13 @@ func (b *Bus) Put(ctx context.Context, evs []driver.Event) ([]bool, error) {
 // put sends the entries idx of evs in one request, marks those accepted,
 // and returns the indexes refused.
 func (b *Bus) put(ctx context.Context, evs []driver.Event, idx []int, accepted []bool) ([]int, error) {
-	at := float64(b.now().UnixMilli()) / 1e3
-	entries := make([]Entry, len(idx))
+	at := b.now()
+	entries := make([]types.PutEventsRequestEntry, len(idx))
 	for i, j := range idx {
-		entries[i] = Entry{EventBusName: b.name, Source: b.source, DetailType: evs[j].DetailType, Detail: string(evs[j].Detail), Time: at}
+		entries[i] = types.PutEventsRequestEntry{EventBusName: aws.String(b.name), Source: aws.String(b.source),
+			DetailType: aws.String(evs[j].DetailType), Detail: aws.String(string(evs[j].Detail)), Time: aws.Time(at)}
 	}
-	out, err := b.api.PutEvents(ctx, &PutEventsInput{Entries: entries})
+	out, err := b.api.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
 	if err != nil {
 		return idx, fmt.Errorf("eventbus: put events: %w", err)
 	}
@@ -161,7 +106,7 @@ func (b *Bus) put(ctx context.Context, evs []driver.Event, idx []int, accepted [
 	for i, j := range idx {
 		// An entry is accepted when its result has an event id and no error
 		// code; a response shorter than the request accepts nothing more.
-		if i < len(out.Entries) && out.Entries[i].ErrorCode == "" && out.Entries[i].EventID != "" {
+		if i < len(out.Entries) && aws.ToString(out.Entries[i].ErrorCode) == "" && aws.ToString(out.Entries[i].EventId) != "" {
 			accepted[j] = true
 			continue
 		}

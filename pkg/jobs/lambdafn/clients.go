@@ -9,12 +9,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	smithytracing "github.com/aws/smithy-go/tracing"
-
-	"github.com/lambdajobs/lambdajobs/internal/awsjson"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/eventbus"
 )
 
 // A function builds the AWS clients its role uses, and no other: at its
@@ -26,13 +24,9 @@ import (
 // and never the others (SQS for getjob and schedules, Scheduler but for
 // schedules; EventBridge for the job events of worker, sweeper and cancel,
 // with JOBS_EVENT_BUS). TestEachRoleBuildsOnlyItsClients counts them.
-//
-// EventBridge and Secrets Manager, of which the functions call one
-// operation each (PutEvents, GetSecretValue), are not the SDK's clients
-// but internal/awsjson's, which signs, retries and fails as they do: a
-// bootstrap that imports an SDK client's package runs its schemas'
-// initialisation at every start, used or not (docs/BENCHMARKS.md, section
-// 4, measures what these two cost).
+// Each is the SDK's client of its service; a bootstrap that imports an SDK
+// client's package runs its schemas' initialisation at every start, used
+// or not (docs/BENCHMARKS.md, section 4, measures what that costs).
 
 // clients holds the AWS clients of one function, each built once.
 type clients struct {
@@ -40,9 +34,9 @@ type clients struct {
 	built []string // the services whose client was built, in order
 
 	sqs       lazy[*sqs.Client]
-	secrets   lazy[*awsjson.Client]
+	secrets   lazy[*secretsmanager.Client]
 	scheduler lazy[*scheduler.Client]
-	events    lazy[*eventbus.Client]
+	events    lazy[*eventbridge.Client]
 }
 
 // initClients sets how each lazy client is built.
@@ -51,17 +45,13 @@ func (d *Deps) initClients() {
 		d.clients.count("SQS")
 		return sqs.NewFromConfig(d.aws, func(o *sqs.Options) { instrument(d.tracing, &o.TracerProvider) })
 	}
-	d.clients.secrets.build = func() *awsjson.Client {
+	d.clients.secrets.build = func() *secretsmanager.Client {
 		d.clients.count("Secrets Manager")
-		var tp smithytracing.TracerProvider
-		instrument(d.tracing, &tp)
-		return awsjson.New(d.aws, awsjson.SecretsManager, func(o *awsjson.Options) { o.TracerProvider = tp })
+		return secretsmanager.NewFromConfig(d.aws, func(o *secretsmanager.Options) { instrument(d.tracing, &o.TracerProvider) })
 	}
-	d.clients.events.build = func() *eventbus.Client {
+	d.clients.events.build = func() *eventbridge.Client {
 		d.clients.count("EventBridge")
-		var tp smithytracing.TracerProvider
-		instrument(d.tracing, &tp)
-		return eventbus.NewClient(d.aws, eventbus.ClientOptions{TracerProvider: tp})
+		return eventbridge.NewFromConfig(d.aws, func(o *eventbridge.Options) { instrument(d.tracing, &o.TracerProvider) })
 	}
 	d.clients.scheduler.build = func() *scheduler.Client {
 		d.clients.count("Scheduler")
@@ -190,17 +180,17 @@ func (l lazyScheduler) DeleteSchedule(ctx context.Context, in *scheduler.DeleteS
 
 // lazyEventBridge is the EventBridge client, built at its first call
 // (eventbus.API).
-type lazyEventBridge struct{ c *lazy[*eventbus.Client] }
+type lazyEventBridge struct{ c *lazy[*eventbridge.Client] }
 
-func (l lazyEventBridge) PutEvents(ctx context.Context, in *eventbus.PutEventsInput) (*eventbus.PutEventsOutput, error) {
-	return l.c.get().PutEvents(ctx, in)
+func (l lazyEventBridge) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	return l.c.get().PutEvents(ctx, in, opts...)
 }
 
 // secretString reads the string value of the secret id (an ARN or a name)
 // with Secrets Manager's GetSecretValue.
-func secretString(ctx context.Context, c *awsjson.Client, id string) (string, error) {
-	var out struct{ SecretString *string }
-	if err := c.Call(ctx, "GetSecretValue", map[string]string{"SecretId": id}, &out); err != nil {
+func secretString(ctx context.Context, c *secretsmanager.Client, id string) (string, error) {
+	out, err := c.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(id)})
+	if err != nil {
 		return "", err
 	}
 	if out.SecretString == nil {

@@ -11,8 +11,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-
-	"github.com/lambdajobs/lambdajobs/internal/awsjson"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -46,12 +45,10 @@ import (
 // retries still match (request hashes use the ring's oldest key and name
 // it; a decrypt-only key never keys them).
 
-// LoadKeyRing reads the key ring secret (an ARN or a name) with cfg's
-// region, credentials, endpoint, HTTP client and retry settings, and
-// returns its sealer. The read is not the SDK's Secrets Manager client
-// (see clients.go): cfg's APIOptions and interceptors do not apply to it.
+// LoadKeyRing reads the key ring secret (an ARN or a name) with the SDK's
+// Secrets Manager client of cfg, and returns its sealer.
 func LoadKeyRing(ctx context.Context, cfg aws.Config, secret string) (*jobs.AESSealer, error) {
-	c := awsjson.New(cfg, awsjson.SecretsManager)
+	c := secretsmanager.NewFromConfig(cfg)
 	return loadKeyRing(ctx, func(ctx context.Context, id string) (string, error) { return secretString(ctx, c, id) }, secret)
 }
 
