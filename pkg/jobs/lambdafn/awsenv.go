@@ -6,40 +6,57 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/endpointcreds"
 	"github.com/aws/smithy-go/logging"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // The functions' AWS configuration comes from the environment Lambda gives
-// them, read here, rather than from the SDK's shared-config loader
-// (config.LoadDefaultConfig). In Lambda the two are the same: the region is
-// AWS_REGION, the credentials are the execution role's, in
-// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, and there
-// is no shared config or credentials file; the construct lets no team set an
-// AWS_ variable of its own. The local stack sets the same variables and
-// AWS_ENDPOINT_URL_DYNAMODB, _SQS and _SCHEDULER. The loader does the same
-// with them (TestAWSConfigFromEnvResolvesAsTheSharedLoader holds the two
-// equal) but it links the SDK's SSO, SSO OIDC, STS and sign-in clients and
-// the instance metadata client for the credential sources Lambda never
-// uses, whose package initialisation and size a cold start paid for.
+// them, with the SDK's own credential providers, rather than from the SDK's
+// shared-config loader (config.LoadDefaultConfig). In Lambda the two are the
+// same: the region is AWS_REGION, the credentials are the execution role's,
+// in AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or
+// served by a container credentials endpoint (AWS_CONTAINER_CREDENTIALS_
+// FULL_URI with AWS_CONTAINER_AUTHORIZATION_TOKEN[_FILE], as an environment
+// without keys in its variables gets them), and there is no shared config
+// or credentials file; the construct lets no team set an AWS_ variable of
+// its own. The local stack sets the same variables and
+// AWS_ENDPOINT_URL_DYNAMODB, _SQS, _SCHEDULER and _EVENTBRIDGE. The loader
+// does the same with them (TestAWSConfigFromEnvResolvesAsTheSharedLoader
+// holds the two equal) but it links the SDK's SSO, SSO OIDC, STS and
+// sign-in clients and the instance metadata client for the credential
+// sources Lambda never uses, clients of calls no role makes, whose package
+// initialisation and size every cold start would pay for
+// (TestFunctionsLinkNoSharedConfigLoader).
 //
-// Read, as the loader reads them: AWS_REGION (else AWS_DEFAULT_REGION);
+// Read, as the loader reads them: AWS_REGION (else AWS_DEFAULT_REGION),
+// which must be a host label, as every client's endpoint rules require;
 // AWS_ACCESS_KEY_ID (or AWS_ACCESS_KEY), AWS_SECRET_ACCESS_KEY (or
-// AWS_SECRET_KEY), AWS_SESSION_TOKEN, AWS_ACCOUNT_ID; AWS_ENDPOINT_URL,
-// AWS_ENDPOINT_URL_<SERVICE>, AWS_IGNORE_CONFIGURED_ENDPOINT_URLS;
-// AWS_CA_BUNDLE; AWS_MAX_ATTEMPTS, AWS_RETRY_MODE; AWS_USE_FIPS_ENDPOINT,
-// AWS_USE_DUALSTACK_ENDPOINT. Not read: the shared config and credentials
-// files and the profile (AWS_PROFILE), and the credential sources other
-// than the environment (web identity, SSO, containers, instance metadata).
-// A process without credentials in its environment gets an error naming
-// them at its first AWS call; a program outside Lambda that takes its
-// credentials from those sources uses NewServiceWithConfig.
+// AWS_SECRET_KEY), AWS_SESSION_TOKEN, AWS_ACCOUNT_ID; else
+// AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or AWS_CONTAINER_CREDENTIALS_FULL_URI
+// (over http only to a loopback, ECS or EKS address) with
+// AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE (read at each refresh) or
+// AWS_CONTAINER_AUTHORIZATION_TOKEN: the SDK's endpointcreds provider,
+// refreshed by the SDK's credentials cache 5 minutes before they expire;
+// AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>,
+// AWS_IGNORE_CONFIGURED_ENDPOINT_URLS; AWS_CA_BUNDLE; AWS_MAX_ATTEMPTS,
+// AWS_RETRY_MODE; AWS_USE_FIPS_ENDPOINT, AWS_USE_DUALSTACK_ENDPOINT. Not
+// read: the shared config and credentials files and the profile
+// (AWS_PROFILE), and the credential sources Lambda does not use (web
+// identity, SSO, instance metadata). A process with neither gets an error
+// naming them at its first AWS call; a program outside Lambda that takes
+// its credentials from those sources uses NewServiceWithConfig.
 
 // envCredentialsSource is the credentials' Source, as the shared loader
 // names credentials from the environment.
@@ -47,8 +64,8 @@ const envCredentialsSource = "EnvConfigCredentials"
 
 // errNoEnvCredentials is what an AWS call answers when the environment
 // holds no credentials.
-var errNoEnvCredentials = errors.New("lambdafn: no AWS credentials in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, which Lambda sets); " +
-	"a program that takes them from a profile, SSO or instance metadata loads its own configuration and calls lambdafn.NewServiceWithConfig")
+var errNoEnvCredentials = errors.New("lambdafn: no AWS credentials in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a container credentials endpoint: " +
+	"Lambda sets one or the other); a program that takes them from a profile, SSO or instance metadata loads its own configuration and calls lambdafn.NewServiceWithConfig")
 
 // awsConfigFromEnv returns the AWS configuration the environment describes
 // (see above).
@@ -60,19 +77,15 @@ func awsConfigFromEnv(getenv func(string) string) (aws.Config, error) {
 		Region:             firstSet(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION")),
 		RuntimeEnvironment: aws.RuntimeEnvironment{EnvironmentIdentifier: aws.ExecutionEnvironmentID(getenv("AWS_EXECUTION_ENV"))},
 	}
-	creds := aws.Credentials{
-		AccessKeyID:     firstSet(getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_ACCESS_KEY")),
-		SecretAccessKey: firstSet(getenv("AWS_SECRET_ACCESS_KEY"), getenv("AWS_SECRET_KEY")),
-		SessionToken:    getenv("AWS_SESSION_TOKEN"),
-		AccountID:       getenv("AWS_ACCOUNT_ID"),
-		Source:          envCredentialsSource,
-	}
-	if creds.HasKeys() {
-		cfg.Credentials = aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil }))
-	} else {
-		cfg.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return aws.Credentials{}, errNoEnvCredentials })
-	}
 	var errs []error
+	if cfg.Region != "" && !smithyhttp.ValidHostLabel(cfg.Region) {
+		errs = append(errs, fmt.Errorf("invalid region %q: want a host label, such as us-east-1", cfg.Region))
+	}
+	creds, err := credentialsFromEnv(getenv)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	cfg.Credentials = creds
 	if v := getenv("AWS_ENDPOINT_URL"); v != "" && !src.ignoreEndpoints() {
 		cfg.BaseEndpoint = aws.String(v)
 	}
@@ -107,6 +120,83 @@ func awsConfigFromEnv(getenv func(string) string) (aws.Config, error) {
 		return aws.Config{}, fmt.Errorf("AWS configuration: %w", err)
 	}
 	return cfg, nil
+}
+
+// credentialsFromEnv is the environment's credentials: its keys, else its
+// container credentials endpoint, as the shared loader resolves them (see
+// above); else a provider whose every answer is errNoEnvCredentials.
+func credentialsFromEnv(getenv func(string) string) (aws.CredentialsProvider, error) {
+	keys := aws.Credentials{
+		AccessKeyID:     firstSet(getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_ACCESS_KEY")),
+		SecretAccessKey: firstSet(getenv("AWS_SECRET_ACCESS_KEY"), getenv("AWS_SECRET_KEY")),
+		SessionToken:    getenv("AWS_SESSION_TOKEN"),
+		AccountID:       getenv("AWS_ACCOUNT_ID"),
+		Source:          envCredentialsSource,
+	}
+	if keys.HasKeys() {
+		return aws.NewCredentialsCache(credentials.StaticCredentialsProvider{Value: keys}), nil
+	}
+	var endpoint string
+	if rel := getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"); rel != "" {
+		endpoint = ecsContainerEndpoint + rel
+	} else if full := getenv("AWS_CONTAINER_CREDENTIALS_FULL_URI"); full != "" {
+		if err := checkContainerEndpoint(full); err != nil {
+			return nil, fmt.Errorf("AWS_CONTAINER_CREDENTIALS_FULL_URI: %w", err)
+		}
+		endpoint = full
+	} else {
+		return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return aws.Credentials{}, errNoEnvCredentials }), nil
+	}
+	token, tokenFile := getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN"), getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
+	provider := endpointcreds.New(endpoint, func(o *endpointcreds.Options) {
+		o.AuthorizationToken = token
+		if tokenFile != "" {
+			o.AuthorizationTokenProvider = endpointcreds.TokenProviderFunc(func() (string, error) {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return "", fmt.Errorf("failed to read authorization token from %v: %v", tokenFile, err)
+				}
+				return string(b), nil
+			})
+		}
+		o.CredentialSources = []aws.CredentialSource{aws.CredentialSourceHTTP}
+	})
+	return aws.NewCredentialsCache(provider, func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = 5 * time.Minute }), nil
+}
+
+// ecsContainerEndpoint is where AWS_CONTAINER_CREDENTIALS_RELATIVE_URI's
+// path is served.
+const ecsContainerEndpoint = "http://169.254.170.2"
+
+// checkContainerEndpoint refuses, as the shared loader does, a credentials
+// endpoint over plain http to a host that is not this machine or the
+// container credentials address of ECS or EKS: credentials must not cross
+// a network in the clear.
+func checkContainerEndpoint(endpoint string) error {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return fmt.Errorf("invalid URL, %w", err)
+	}
+	host := u.Hostname()
+	if host == "" {
+		return errors.New("unable to parse host from local HTTP cred provider URL")
+	}
+	if u.Scheme != "http" {
+		return nil
+	}
+	addrs := []string{host}
+	if net.ParseIP(host) == nil {
+		if addrs, err = net.LookupHost(host); err != nil {
+			return fmt.Errorf("failed to resolve host %q, %v", host, err)
+		}
+	}
+	for _, a := range addrs {
+		ip := net.ParseIP(a)
+		if ip == nil || !(ip.IsLoopback() || ip.Equal(net.IPv4(169, 254, 170, 2)) || ip.Equal(net.IPv4(169, 254, 170, 23)) || ip.Equal(net.ParseIP("fd00:ec2::23"))) {
+			return fmt.Errorf("invalid endpoint host, %q, only loopback/ecs/eks hosts are allowed", host)
+		}
+	}
+	return nil
 }
 
 // withCABundle is the SDK's HTTP client trusting the certificates of the

@@ -8,13 +8,16 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"encoding/json"
 	"errors"
 	"math/big"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +25,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -39,6 +43,11 @@ func TestAWSConfigFromEnvResolvesAsTheSharedLoader(t *testing.T) {
 	dir := t.TempDir()
 	bundle := filepath.Join(dir, "ca.pem")
 	writeCert(t, bundle)
+	creds := containerCredentials(t)
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("token-1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	keys := map[string]string{"AWS_ACCESS_KEY_ID": "ASIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "token"}
 	with := func(m map[string]string) map[string]string {
 		out := map[string]string{}
@@ -66,6 +75,13 @@ func TestAWSConfigFromEnvResolvesAsTheSharedLoader(t *testing.T) {
 			"AWS_USE_FIPS_ENDPOINT": "true", "AWS_USE_DUALSTACK_ENDPOINT": "true"}),
 		"CA bundle":      with(map[string]string{"AWS_REGION": "us-east-1", "AWS_CA_BUNDLE": bundle}),
 		"no credentials": {"AWS_REGION": "us-east-1"},
+		// Lambda's environment without keys: a container credentials
+		// endpoint, its token in a file.
+		"container credentials endpoint": {"AWS_REGION": "us-east-1", "AWS_CONTAINER_CREDENTIALS_FULL_URI": creds.URL + "/creds",
+			"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": tokenFile},
+		"container credentials endpoint, token in the variable": {"AWS_REGION": "us-east-1", "AWS_CONTAINER_CREDENTIALS_FULL_URI": creds.URL + "/creds",
+			"AWS_CONTAINER_AUTHORIZATION_TOKEN": "token-1"},
+		"keys before the container endpoint": with(map[string]string{"AWS_REGION": "us-east-1", "AWS_CONTAINER_CREDENTIALS_FULL_URI": creds.URL + "/creds"}),
 	}
 	for name, env := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -91,6 +107,9 @@ func TestAWSConfigFromEnvResolvesAsTheSharedLoader(t *testing.T) {
 				gc.SessionToken != wc.SessionToken || gc.AccountID != wc.AccountID || gc.Source != wc.Source {
 				t.Errorf("credentials: got %+v (%v), want %+v (%v)", gc, gerr, wc, werr)
 			}
+			if _, container := env["AWS_CONTAINER_CREDENTIALS_FULL_URI"]; container && gerr != nil {
+				t.Errorf("container credentials: %v", gerr)
+			}
 			if gerr != nil && !errors.Is(gerr, errNoEnvCredentials) {
 				t.Errorf("credentials: got %v, want the error naming the variables", gerr)
 			}
@@ -107,6 +126,95 @@ func TestAWSConfigFromEnvResolvesAsTheSharedLoader(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// credentialsServer is a container credentials endpoint: a request with
+// the current token gets credentials named after it, expiring in a minute;
+// any other token gets a 401.
+type credentialsServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	token    string
+	requests int
+}
+
+func containerCredentials(t *testing.T) *credentialsServer {
+	t.Helper()
+	s := &credentialsServer{token: "token-1"}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if r.Header.Get("Authorization") != s.token {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"code":"Unauthorized","message":"wrong token"}`))
+			return
+		}
+		s.requests++
+		_ = json.NewEncoder(w).Encode(map[string]string{"AccessKeyId": "ASIA" + strings.ToUpper(s.token), "SecretAccessKey": "secret",
+			"Token": "session", "Expiration": time.Now().Add(time.Minute).UTC().Format(time.RFC3339), "AccountId": "123456789012"})
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *credentialsServer) setToken(token string) {
+	s.mu.Lock()
+	s.token = token
+	s.mu.Unlock()
+}
+
+// Credentials from a container credentials endpoint are refreshed before
+// they expire, as the shared loader's are (within 5 minutes of their
+// expiry: these expire in one), each refresh with the token the token file
+// holds then: a long-lived execution environment never signs with expired
+// credentials, and a rotated token is used.
+func TestContainerCredentialsAreRefreshed(t *testing.T) {
+	creds := containerCredentials(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("token-1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	getenv := mapEnv(map[string]string{"AWS_REGION": "us-east-1", "AWS_CONTAINER_CREDENTIALS_FULL_URI": creds.URL + "/creds",
+		"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": tokenFile})
+	cfg, err := awsConfigFromEnv(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first, err := cfg.Credentials.Retrieve(ctx)
+	if err != nil || first.AccessKeyID != "ASIATOKEN-1" || !first.CanExpire {
+		t.Fatalf("first credentials %+v, %v", first, err)
+	}
+	creds.setToken("token-2")
+	if err := os.WriteFile(tokenFile, []byte("token-2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second, err := cfg.Credentials.Retrieve(ctx)
+	if err != nil || second.AccessKeyID != "ASIATOKEN-2" || creds.requests != 2 {
+		t.Fatalf("credentials within their expiry window: %+v, %v; want new ones, fetched with the new token", second, err)
+	}
+}
+
+// Plain http to a host other than this machine or ECS's and EKS's
+// credentials addresses is refused, as the shared loader refuses it; so is
+// a region that is not a host label (every client would put it in its
+// endpoint's host): the function does not start.
+func TestAWSConfigRefusesUnsafeEndpointsAndBadRegions(t *testing.T) {
+	t.Parallel()
+	for name, vars := range map[string]map[string]string{
+		"credentials over http to another host": {"AWS_REGION": "us-east-1", "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://192.0.2.1/creds"},
+		"region with a path":                    {"AWS_REGION": "us-east-1.example.com/x", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"},
+		"region with a dot":                     {"AWS_DEFAULT_REGION": "evil.example", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"},
+	} {
+		if _, err := awsConfigFromEnv(mapEnv(vars)); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	for _, ok := range []string{"http://127.0.0.1:9/creds", "http://169.254.170.23/v1/credentials", "http://[fd00:ec2::23]/creds", "https://192.0.2.1/creds"} {
+		if _, err := awsConfigFromEnv(mapEnv(map[string]string{"AWS_REGION": "us-east-1", "AWS_CONTAINER_CREDENTIALS_FULL_URI": ok})); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
 	}
 }
 
@@ -231,6 +339,15 @@ func clientsOf(got, want aws.Config) []clientPair {
 				_, _ = c.ListSchedules(ctx, &scheduler.ListSchedulesInput{}, func(o *scheduler.Options) { o.HTTPClient, o.Retryer = rec, aws.NopRetryer{} })
 			}}
 	})
+	pair("EventBridge", func(cfg aws.Config) resolved {
+		c := eventbridge.NewFromConfig(cfg)
+		o := c.Options()
+		rec := &recorder{}
+		return resolved{options: clientOptions{o.Region, aws.ToString(o.BaseEndpoint), o.EndpointOptions.UseFIPSEndpoint, o.EndpointOptions.UseDualStackEndpoint, o.RetryMaxAttempts, o.RetryMode, roots(o.HTTPClient)},
+			doer: rec, call: func() {
+				_, _ = c.ListEventBuses(ctx, &eventbridge.ListEventBusesInput{}, func(o *eventbridge.Options) { o.HTTPClient, o.Retryer = rec, aws.NopRetryer{} })
+			}}
+	})
 	pair("Secrets Manager", func(cfg aws.Config) resolved {
 		c := secretsmanager.NewFromConfig(cfg)
 		o := c.Options()
@@ -259,3 +376,5 @@ func writeCert(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+func mapEnv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }

@@ -2,7 +2,9 @@ package lambdafn_test
 
 import (
 	"context"
+	"maps"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,20 +59,31 @@ func TestTracingOnWithoutTheTracingPackageRefusesToStart(t *testing.T) {
 }
 
 // The functions read their AWS configuration from Lambda's environment
-// (awsenv.go): they link neither the SDK's shared-config loader nor the
-// clients of the credential sources Lambda never uses (SSO, SSO OIDC, STS,
-// sign-in, instance metadata), whose package initialisation every cold
-// start paid for.
+// with the SDK's own credential providers (awsenv.go): they link neither
+// the SDK's shared-config loader nor the clients of the credential sources
+// Lambda never uses (SSO, SSO OIDC, STS, sign-in, instance metadata), whose
+// package initialisation every cold start would pay for. The service
+// clients they link are the SDK's clients of the roles' calls, and only
+// those: DynamoDB, SQS, Scheduler, EventBridge and Secrets Manager.
 func TestFunctionsLinkNoSharedConfigLoader(t *testing.T) {
 	t.Parallel()
-	forbidden := []string{"github.com/aws/aws-sdk-go-v2/config", "github.com/aws/aws-sdk-go-v2/credentials", "github.com/aws/aws-sdk-go-v2/feature/ec2/imds",
-		"github.com/aws/aws-sdk-go-v2/service/sso", "github.com/aws/aws-sdk-go-v2/service/ssooidc", "github.com/aws/aws-sdk-go-v2/service/sts",
-		"github.com/aws/aws-sdk-go-v2/service/signin"}
+	forbidden := []string{"github.com/aws/aws-sdk-go-v2/config", "github.com/aws/aws-sdk-go-v2/credentials/ssocreds", "github.com/aws/aws-sdk-go-v2/credentials/stscreds",
+		"github.com/aws/aws-sdk-go-v2/credentials/processcreds", "github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds", "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"}
+	const services = "github.com/aws/aws-sdk-go-v2/service/"
+	clients := map[string]bool{}
 	for _, dep := range deps(t, "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn") {
 		for _, f := range forbidden {
 			if dep == f || strings.HasPrefix(dep, f+"/") {
 				t.Errorf("lambdafn imports %s", dep)
 			}
 		}
+		if name, ok := strings.CutPrefix(dep, services); ok && !strings.Contains(name, "/") {
+			clients[name] = true
+		}
+	}
+	want := []string{"dynamodb", "eventbridge", "scheduler", "secretsmanager", "sqs"}
+	got := slices.Sorted(maps.Keys(clients))
+	if !slices.Equal(got, want) {
+		t.Errorf("lambdafn links the service clients %v, want the roles' %v", got, want)
 	}
 }
