@@ -22,8 +22,10 @@ const (
 	// against hello world's, built without tracing (issue 30).
 	coldRatio, schedulesColdRatio = 1.6, 2.0
 	// maxBootstrapMB bounds the deployable bootstrap built without
-	// tracing.
-	maxBootstrapMB = 10.0
+	// tracing: 10 MB until the SDK's EventBridge and Secrets Manager
+	// clients replaced a caller of our own, adding 0.66 MB to each
+	// (docs/BENCHMARKS.md, section 4).
+	maxBootstrapMB = 10.5
 	// maxLogBytes bounds an API job's log bytes at INFO: this version's
 	// figure, so a line that grows is seen (the aim, 350, is not met:
 	// section 1 says why).
@@ -76,7 +78,7 @@ func (r *report) checks() []check {
 				add(c.Name+"'s first invoke against hello world's (no tracing linked)", fmt.Sprintf("at most %.1fx", limit), fmt.Sprintf("%.2fx", ratio), ratio <= limit)
 			}
 			mb := float64(c.SizeARM64) / 1e6
-			add(c.Name+"'s bootstrap without tracing", fmt.Sprintf("at most %.0f MB, no OpenTelemetry module", maxBootstrapMB),
+			add(c.Name+"'s bootstrap without tracing", fmt.Sprintf("at most %.1f MB, no OpenTelemetry module", maxBootstrapMB),
 				fmt.Sprintf("%.1f MB, %d OpenTelemetry modules", mb, len(c.OTel)), mb <= maxBootstrapMB && len(c.OTel) == 0)
 		}
 	}
