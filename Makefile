@@ -120,7 +120,11 @@ simulate: ## Run SEEDS seeds of the whole-system simulator (default 10000) with 
 
 # govulncheck needs no network: the vulnerability database is built from the
 # golang.org/x/vulndb module (served by the module proxy) into a cache.
+# make vulncheck states the database's age (its pseudo-version's date) and
+# fails when it is older than VULNDB_MAX_AGE_DAYS: then move VULN_VERSION
+# to the newest version the proxy serves.
 VULN_VERSION := v0.0.0-20261105234957-e22db6528018
+VULNDB_MAX_AGE_DAYS := 45
 VULN_DB      := $(HOME)/.cache/lambdajobs/vulndb-$(VULN_VERSION)
 
 $(VULN_DB)/index/db.json:
@@ -134,7 +138,8 @@ $(VULN_DB)/index/db.json:
 GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 MODULES     := . infra bench examples/quickstart examples/quickstart/infra
 
-vulncheck: $(VULN_DB)/index/db.json ## govulncheck of every module against an offline copy of the Go vulnerability database.
+vulncheck: $(VULN_DB)/index/db.json ## govulncheck of every module against an offline copy of the Go vulnerability database, no older than VULNDB_MAX_AGE_DAYS.
+	@bash $(TOOLS_DIR)/vulndb-age.sh $(VULN_VERSION) $(VULNDB_MAX_AGE_DAYS)
 	@for m in $(MODULES); do echo "== govulncheck $$m"; (cd $$m && $(GO) run $(GOVULNCHECK) -db file://$(VULN_DB) ./...) || exit 1; done
 
 .PHONY: cli

@@ -1,0 +1,5 @@
+// Package supplychain holds the tests of the repository's supply-chain
+// checks (docs/SECURITY.md, "dependencies"): the shell checks the
+// Makefile runs behave as it says, and the Makefile runs them:
+// _tools/vulndb-age.sh (the vulnerability database's age).
+package supplychain
