@@ -48,14 +48,18 @@ build: ## Cross-compile the six Lambda bootstraps (provided.al2023, arm64) into 
 	done
 
 # The dashboard's browser tests drive Debian's chromium (no browser
-# download is possible): installed here when missing, as root or with sudo.
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# download is possible): installed here when missing, as root or with sudo,
+# after saying which packages and versions apt-get installs system-wide.
+# Pinned to CHROMIUM_VERSION when set; else to the version Debian offers
+# at the time, at least CHROMIUM_MIN_MAJOR (Debian's security archive
+# keeps only its newest chromium, so a fixed pin would stop installing
+# when it moves on): see _tools/apt-install.sh.
+CHROMIUM_VERSION   ?=
+CHROMIUM_MIN_MAJOR := 150
 
 .PHONY: chromium
-chromium: ## Install Debian's chromium for the dashboard's browser tests, when missing.
-	@command -v chromium >/dev/null || { echo "installing chromium (apt-get)"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
-	@command -v chromium >/dev/null || { echo "chromium is required for the browser tests and could not be installed"; exit 1; }
+chromium: ## Install Debian's chromium for the dashboard's browser tests when missing, saying first what apt-get installs system-wide.
+	@bash $(TOOLS_DIR)/apt-install.sh chromium chromium $(CHROMIUM_MIN_MAJOR) $(CHROMIUM_VERSION)
 
 # Where the end-to-end and reliability runs record every AWS call the
 # deployment's principals make (package internal/iamcalls); make

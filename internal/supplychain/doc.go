@@ -1,5 +1,6 @@
 // Package supplychain holds the tests of the repository's supply-chain
 // checks (docs/SECURITY.md, "dependencies"): the shell checks the
 // Makefile runs behave as it says, and the Makefile runs them:
-// _tools/vulndb-age.sh (the vulnerability database's age).
+// _tools/vulndb-age.sh (the vulnerability database's age) and
+// _tools/apt-install.sh (what make installs system-wide, said first).
 package supplychain
