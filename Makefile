@@ -30,8 +30,13 @@ BUILD_TAGS  := lambda.norpc$(if $(NOTRACING),$(comma)lambdajobs.notracing)
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# npm ci installs exactly the lockfile, each package checked against its
+# integrity hash; --ignore-scripts: no package of either lockfile has an
+# install script (internal/supplychain checks this), so none may run one.
+NPM_CI := npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+
 $(TOOLS_DIR)/node_modules/.installed: $(TOOLS_DIR)/package.json $(TOOLS_DIR)/package-lock.json
-	npm ci --prefix $(TOOLS_DIR) --no-audit --no-fund --loglevel=error
+	$(NPM_CI) --prefix $(TOOLS_DIR)
 	@touch $@
 
 .PHONY: deps
@@ -167,7 +172,7 @@ CDK_ENV  := CDK_DISABLE_VERSION_CHECK=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VE
 CDK      := $(CDK_ENV) $(CURDIR)/infra/_tools/node_modules/.bin/cdk
 
 infra/_tools/node_modules/.installed: infra/_tools/package.json infra/_tools/package-lock.json
-	npm ci --prefix infra/_tools --no-audit --no-fund --loglevel=error
+	$(NPM_CI) --prefix infra/_tools
 	@touch $@
 
 .PHONY: infra-test

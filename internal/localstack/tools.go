@@ -76,8 +76,8 @@ func PrepareTools(ctx context.Context, cacheDir string, log *slog.Logger) (Tools
 	}
 	if !exists(filepath.Join(tools, "node_modules", "fauxqs")) {
 		log.Info("installing the pinned emulators (DynamoDB Local, fauxqs) once", slog.String("into", tools))
-		if err := run(ctx, "", nil, "npm", "ci", "--prefix", tools, "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
-			return Tools{}, fmt.Errorf("localstack: npm ci: %w", err)
+		if err := run(ctx, "", nil, "npm", "ci", "--ignore-scripts", "--prefix", tools, "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
+			return Tools{}, fmt.Errorf("localstack: npm ci --ignore-scripts: %w", err)
 		}
 	}
 	rie := filepath.Join(root, "bin", "aws-lambda-rie")
