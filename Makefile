@@ -8,7 +8,14 @@ GO          ?= go
 # The Go release every target builds and tests with (the module proxy serves
 # it; the first use downloads it). 1.26.10 fixes standard-library
 # vulnerabilities that govulncheck reports in earlier 1.26 releases.
-export GOTOOLCHAIN := go1.26.10
+# Every go.mod's toolchain line names the same release (a test in
+# internal/supplychain, run by make lint, fails when they drift).
+GO_RELEASE  := go1.26.10
+export GOTOOLCHAIN := $(GO_RELEASE)
+# The Node.js major release the tools of _tools and infra/_tools are
+# locked and verified on; checked before every npm ci and every target
+# that starts node (_tools/check-node.sh).
+NODE_MAJOR  := 20
 FUNCTIONS   := enqueue worker getjob cancel sweeper schedules
 BUILD_DIR   := build
 TOOLS_DIR   := _tools
@@ -35,12 +42,24 @@ help: ## List the targets.
 # install script (internal/supplychain checks this), so none may run one.
 NPM_CI := npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 
+.PHONY: check-node
+check-node: ## Fail unless the node on PATH is Node.js NODE_MAJOR (and its npm reads the lockfiles).
+	@bash $(TOOLS_DIR)/check-node.sh $(NODE_MAJOR)
+
+.PHONY: toolchains
+toolchains: check-node ## Fail unless go runs the pinned Go release (GO_RELEASE), every go.mod agrees with it, and node is Node.js NODE_MAJOR.
+	@v=$$($(GO) env GOVERSION) || exit 1; \
+	if [ "$$v" != "$(GO_RELEASE)" ]; then echo "go runs $$v, but the Makefile pins $(GO_RELEASE) (GOTOOLCHAIN=$(GO_RELEASE)): do not override GOTOOLCHAIN, and use Go 1.21 or later, which fetches the pinned release"; exit 1; fi; \
+	echo "$$v (pinned: GO_RELEASE=$(GO_RELEASE))"
+	$(GO) test -count=1 -run '^TestGoModsAgreeWithTheMakefile$$' ./internal/supplychain
+
 $(TOOLS_DIR)/node_modules/.installed: $(TOOLS_DIR)/package.json $(TOOLS_DIR)/package-lock.json
+	@bash $(TOOLS_DIR)/check-node.sh $(NODE_MAJOR)
 	$(NPM_CI) --prefix $(TOOLS_DIR)
 	@touch $@
 
 .PHONY: deps
-deps: $(TOOLS_DIR)/node_modules/.installed ## Install the pinned emulators (DynamoDB Local, fauxqs) from _tools/package-lock.json.
+deps: check-node $(TOOLS_DIR)/node_modules/.installed ## Install the pinned emulators (DynamoDB Local, fauxqs) from _tools/package-lock.json.
 	$(GO) mod download
 
 .PHONY: build
@@ -80,7 +99,7 @@ test: deps $(RIE) chromium ## Run every test (unit, integration on DynamoDB Loca
 	cd examples/quickstart && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck.
+lint: toolchains ## The pinned toolchains, gofmt, go vet and staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
@@ -172,21 +191,22 @@ CDK_ENV  := CDK_DISABLE_VERSION_CHECK=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VE
 CDK      := $(CDK_ENV) $(CURDIR)/infra/_tools/node_modules/.bin/cdk
 
 infra/_tools/node_modules/.installed: infra/_tools/package.json infra/_tools/package-lock.json
+	@bash $(TOOLS_DIR)/check-node.sh $(NODE_MAJOR)
 	$(NPM_CI) --prefix infra/_tools
 	@touch $@
 
 .PHONY: infra-test
-infra-test: infra/_tools/node_modules/.installed ## Test the CDK app: template assertions, cdk-nag AwsSolutions, and every AWS call make test recorded evaluated against the synthesized policies (run make test first).
+infra-test: check-node infra/_tools/node_modules/.installed ## Test the CDK app: template assertions, cdk-nag AwsSolutions, and every AWS call make test recorded evaluated against the synthesized policies (run make test first).
 	cd infra && $(GO) vet ./... && LAMBDAJOBS_IAM_CALLS=$(IAM_CALLS) $(CDK_ENV) $(GO) test -count=1 ./...
 	cd examples/quickstart/infra && $(GO) vet ./... && $(CDK_ENV) $(GO) test -count=1 ./...
 
 .PHONY: synth
-synth: build infra/_tools/node_modules/.installed ## Synthesize the stack of ENV (default dev) into infra/cdk.out, offline, cdk-nag enforced.
+synth: check-node build infra/_tools/node_modules/.installed ## Synthesize the stack of ENV (default dev) into infra/cdk.out, offline, cdk-nag enforced.
 	cd infra && $(CDK) synth -c env=$(ENV) $(CDK_CTX) --quiet
 	@echo "synthesized lambdajobs-$(ENV) into infra/cdk.out"
 
 .PHONY: quickstart-synth
-quickstart-synth: infra/_tools/node_modules/.installed ## Build examples/quickstart's bootstrap and synthesize its CDK app (dev and prod) with the CDK CLI, cdk-nag enforced.
+quickstart-synth: check-node infra/_tools/node_modules/.installed ## Build examples/quickstart's bootstrap and synthesize its CDK app (dev and prod) with the CDK CLI, cdk-nag enforced.
 	$(MAKE) -C examples/quickstart build
 	cd examples/quickstart/infra && ALARM_EMAIL=$(or $(ALARM_EMAIL),oncall@example.com) $(CDK) synth --quiet
 	@echo "synthesized reports-dev and reports-prod into examples/quickstart/infra/cdk.out"
@@ -197,7 +217,7 @@ cfn-lint: ## cfn-lint every synthesized template (after make synth and make quic
 	cfn-lint --ignore-checks W3005 -- infra/cdk.out/*.template.json examples/quickstart/infra/cdk.out/*.template.json
 
 .PHONY: deploy
-deploy: build infra/_tools/node_modules/.installed ## Deploy the stack of ENV to the AWS account of your credentials (see README "Deploy").
+deploy: check-node build infra/_tools/node_modules/.installed ## Deploy the stack of ENV to the AWS account of your credentials (see README "Deploy").
 	cd infra && $(CDK) deploy -c env=$(ENV) $(CDK_CTX) --require-approval broadening
 
 .PHONY: clean

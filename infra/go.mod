@@ -2,6 +2,8 @@ module github.com/lambdajobs/lambdajobs/infra
 
 go 1.26.0
 
+toolchain go1.26.10
+
 replace github.com/lambdajobs/lambdajobs => ../
 
 require (

@@ -2,6 +2,8 @@ module example.com/quickstart
 
 go 1.26.0
 
+toolchain go1.26.10
+
 require (
 	github.com/aws/aws-lambda-go v1.55.1
 	github.com/lambdajobs/lambdajobs v0.0.0

@@ -1,7 +1,8 @@
 // Package supplychain holds the tests of the repository's supply-chain
-// checks (docs/SECURITY.md, "dependencies"): every npm install ignores
-// install scripts, and no locked package has one; and the shell checks
-// the Makefile runs behave as it says, and the Makefile runs them:
+// checks: every go.mod names the Go release the Makefile pins
+// (GO_RELEASE); every npm install ignores install scripts, and no locked
+// package has one; and the shell checks the Makefile runs behave as
+// docs/SECURITY.md says: _tools/check-node.sh (the Node.js major),
 // _tools/vulndb-age.sh (the vulnerability database's age) and
 // _tools/apt-install.sh (what make installs system-wide, said first).
 package supplychain

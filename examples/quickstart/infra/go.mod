@@ -2,6 +2,8 @@ module example.com/quickstart/infra
 
 go 1.26.0
 
+toolchain go1.26.10
+
 require (
 	example.com/quickstart v0.0.0
 	github.com/aws/aws-cdk-go/awscdk/v2 v2.276.0
