@@ -152,7 +152,7 @@ simulate: ## Run SEEDS seeds of the whole-system simulator (default 10000) with 
 # fails when it is older than VULNDB_MAX_AGE_DAYS: then move VULN_VERSION
 # to the newest version the proxy serves.
 VULN_VERSION := v0.0.0-20261105234957-e22db6528018
-VULNDB_MAX_AGE_DAYS := 45
+VULNDB_MAX_AGE_DAYS := 90
 VULN_DB      := $(HOME)/.cache/lambdajobs/vulndb-$(VULN_VERSION)
 
 $(VULN_DB)/index/db.json:
