@@ -29,12 +29,17 @@ import (
 //	res, err := receipts.Enqueue(ctx, r.Service, "team", Receipt{OrderID: "o-1"}, nil)
 //	_, err = r.Work(ctx)
 //	got, err := r.Service.Get(ctx, "team", res.Job.ID) // succeeded, with its result
+//	evs := r.Bus.Events() // the outcome events consumers would get
 type Runner struct {
 	// Service enqueues and reads jobs.
 	Service *jobs.Service
 	// Clock is the system's time: advance it to bring delayed jobs and
 	// retries due, then call Work again.
 	Clock *Clock
+	// Bus holds the outcome events the jobs announced, as the deployment's
+	// event bus would get them (kinds with KindOpts.Events): Bus.Events()
+	// after Work. A handler's test checks what its consumers will see.
+	Bus *MemBus
 
 	queue   *runnerQueue
 	worker  *jobs.Worker
@@ -54,19 +59,20 @@ func NewRunner(reg *jobs.Registry) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q, Clock: clock, Sealer: sealer, PageTokenKey: pageKey})
+	bus := &MemBus{}
+	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q, Clock: clock, Sealer: sealer, PageTokenKey: pageKey, Bus: bus})
 	if err != nil {
 		return nil, err
 	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, Clock: clock, Sealer: sealer})
+	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, Clock: clock, Sealer: sealer, Bus: bus})
 	if err != nil {
 		return nil, err
 	}
-	sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: q, Clock: clock, Registry: reg})
+	sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: q, Clock: clock, Registry: reg, Bus: bus})
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{Service: svc, Clock: clock, queue: q, worker: w, sweeper: sw}, nil
+	return &Runner{Service: svc, Clock: clock, Bus: bus, queue: q, worker: w, sweeper: sw}, nil
 }
 
 // Work delivers every message that is due, in batches of up to ten as SQS

@@ -91,3 +91,46 @@ func job(t *testing.T, r *jobstest.Runner, owner, id string) *jobs.View {
 	}
 	return v
 }
+
+// The Runner's Bus holds the outcome events a team's consumers would get:
+// one per outcome of a kind that announces them, with its status and
+// code, and none for a kind that does not.
+func TestRunnerKeepsTheOutcomeEvents(t *testing.T) {
+	ctx := context.Background()
+	reg := jobs.NewRegistry()
+	type order struct {
+		ID string `json:"id"`
+	}
+	ship := jobs.MustRegister(reg, "ship", func(_ context.Context, job *jobs.Job[order]) (jobs.NoResult, error) {
+		if job.Payload.ID == "lost" {
+			return jobs.NoResult{}, jobs.Fail("no_address", nil)
+		}
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{Events: true, FailureCodes: []string{"no_address"}})
+	quiet := jobs.MustRegister(reg, "quiet", func(context.Context, *jobs.Job[order]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := ship.Enqueue(ctx, r.Service, "o", order{ID: "o-1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := ship.Enqueue(ctx, r.Service, "o", order{ID: "lost"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := quiet.Enqueue(ctx, r.Service, "o", order{ID: "o-2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]jobs.Event{}
+	for _, ev := range r.Bus.Events() {
+		got[ev.JobID] = ev
+	}
+	if len(got) != 2 || got[ok.Job.ID].Status != jobs.StatusSucceeded || got[lost.Job.ID].Status != jobs.StatusFailed || got[lost.Job.ID].Code != "no_address" {
+		t.Fatalf("events %+v, want ship's two outcomes and nothing of quiet's", got)
+	}
+}
