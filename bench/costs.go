@@ -26,6 +26,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/lambdalog"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -215,13 +216,13 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string, allE
 			Credentials: aws.AnonymousCredentials{}}, func(o *eventbridge.Options) { o.APIOptions = append(o.APIOptions, h.counter.APIOption) })
 		bus = eventbus.New(client, localstack.LocalEventBus, eventbus.Options{})
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("enqueue"),
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("enqueue"),
 		AllEvents: allEvents, Bus: bus})
 	if err != nil {
 		return nil, err
 	}
 	h.api = httpapi.New(svc, logger)
-	h.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("worker"),
+	h.worker, err = testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("worker"),
 		Routes: examplekinds.Routes("arn:aws:iam::000000000000:user/bench"), CancelCheck: -1, AllEvents: allEvents, Bus: bus})
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/awscount"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -107,7 +108,7 @@ func sweepCost(ctx context.Context, finished int) (sweepResult, error) {
 			res.WriteUnits += aws.ToFloat64(cc.CapacityUnits)
 		}
 	}})
-	sweeper, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: &jobstest.MemQueue{}})
+	sweeper, err := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: store, Queue: &jobstest.MemQueue{}})
 	if err != nil {
 		return res, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -87,7 +88,7 @@ func runPhase(ctx context.Context, root string, workers, n int, paused bool) (le
 	if err != nil {
 		return level{}, 0, err
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: sqsqueue.New(sqsClient, aws.ToString(qurl.QueueUrl))})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: sqsqueue.New(sqsClient, aws.ToString(qurl.QueueUrl))})
 	if err != nil {
 		return level{}, 0, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -50,11 +51,11 @@ func setup(t *testing.T) *env {
 	reg := jobs.NewRegistry()
 	receipts := jobs.MustRegister(reg, examplekinds.Receipt, examplekinds.SendReceipt, nil)
 	queue := sqsqueue.New(sqsClient, urls.Queue)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store})
+	worker, err := testroles.Worker(jobs.Config{Registry: reg, Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestCommitWithoutDispatchIsSentByTheSweeper(t *testing.T) {
 		t.Fatalf("%d messages before the sweep", n)
 	}
 	clock := jobstest.NewClock(time.Now().Add(jobs.DefaultDispatchGrace + time.Second))
-	sweeper, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: e.shop.Store, Queue: e.queue, Clock: clock})
+	sweeper, _ := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: e.shop.Store, Queue: e.queue, Clock: clock})
 	if rep, err := sweeper.Sweep(ctx); err != nil || rep.Resent != 1 {
 		t.Fatalf("sweep %+v %v", rep, err)
 	}

@@ -50,7 +50,7 @@ func (s *Jobs) functions() {
 		s.grantKeyRing(f)
 	}
 	// The worker refuses to start with a kind whose minimum run time
-	// (KindOpts.MinRunTime) its invocations cannot give (jobs.WorkerConfig.Timeout).
+	// (KindOpts.MinRunTime) its invocations cannot give (jobs.Config.WorkerTimeout).
 	s.tell(s.Worker, "JOBS_WORKER_TIMEOUT", jsii.String(cfg.WorkerTimeout.String()))
 	s.deadlineEnv(s.Worker, cfg.lane(""))
 	s.Lanes[""].Worker = s.Worker

@@ -55,7 +55,7 @@ func TestWorkerTimeoutReserveAndDeadlinesAgree(t *testing.T) {
 			t.Errorf("%s: worker timeout %g, config %v", name, timeout, s.cfg.WorkerTimeout)
 		}
 		// The worker knows its timeout, to refuse a kind whose minimum run
-		// time its invocations cannot give (jobs.WorkerConfig.Timeout).
+		// time its invocations cannot give (jobs.Config.WorkerTimeout).
 		if got, _ := vars["JOBS_WORKER_TIMEOUT"].(string); got == "" || parseDur(t, got) != timeout {
 			t.Errorf("%s: the worker's JOBS_WORKER_TIMEOUT is %q, want its timeout %gs", name, got, timeout)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/lambdalog"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -54,12 +55,12 @@ func setup(b *testing.B) *env {
 	metrics := func(service string) *jobs.Metrics {
 		return &jobs.Metrics{Namespace: "lambdajobs/bench", Service: service, Writer: io.Discard}
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: e.store, Queue: sqsqueue.New(e.sqs, e.queue), Logger: logger, Metrics: metrics("enqueue")})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: e.store, Queue: sqsqueue.New(e.sqs, e.queue), Logger: logger, Metrics: metrics("enqueue")})
 	if err != nil {
 		b.Fatal(err)
 	}
 	e.api = httpapi.New(svc, logger)
-	if e.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: e.store, CancelCheck: -1, Logger: logger, Metrics: metrics("worker")}); err != nil {
+	if e.worker, err = testroles.Worker(jobs.Config{Registry: reg, Store: e.store, CancelCheck: -1, Logger: logger, Metrics: metrics("worker")}); err != nil {
 		b.Fatal(err)
 	}
 	return e

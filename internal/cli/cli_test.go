@@ -17,6 +17,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/cli"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -53,8 +54,8 @@ func server(t *testing.T) string {
 		return jobs.NoResult{}, nil
 	}, &jobs.KindOpts{Lane: "long"})
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
-	worker, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
+	worker, _ := testroles.Worker(jobs.Config{Registry: reg, Store: store})
 	// The CLI's caller (the local gateway's default) may give a tenant.
 	api := httpapi.New(svc, nil).WithTrustedCallers([]string{localstack.LocalTrustedCaller})
 	ran := map[string]bool{}

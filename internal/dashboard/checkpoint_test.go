@@ -16,6 +16,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/dashboard"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -46,11 +47,11 @@ func TestACheckpointIsNeverShown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, PageTokenKey: bytes.Repeat([]byte("p"), 32)})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer, PageTokenKey: bytes.Repeat([]byte("p"), 32)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Lane: "long", CancelCheck: -1})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Lane: "long", CancelCheck: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

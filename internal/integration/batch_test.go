@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -119,7 +120,7 @@ func (endlessStore) EndBatch(context.Context, string, jobs.Status, time.Time, ti
 func TestBatchWhoseEndWasNeverRecordedIsSettledBySweeper(t *testing.T) {
 	s, seen := batchStack(t)
 	ctx := context.Background()
-	blocked, err := jobs.NewWorker(jobs.WorkerConfig{Registry: s.reg, Store: endlessStore{s.store}, Sealer: s.sealer, Queue: s.queue, Deadlines: testDeadlines})
+	blocked, err := testroles.Worker(jobs.Config{Registry: s.reg, Store: endlessStore{s.store}, Sealer: s.sealer, Queue: s.queue, Deadlines: testDeadlines})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestBatchWhoseEndWasNeverRecordedIsSettledBySweeper(t *testing.T) {
 		t.Fatalf("before the sweep: %+v, want every job ended and the end unrecorded", got)
 	}
 	s.source.Invoke = s.worker.HandleSQS
-	sweeper, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: s.store, Queue: s.queue, Registry: s.reg,
+	sweeper, _ := testroles.Sweeper(jobs.Config{Store: s.store, Queue: s.queue, Registry: s.reg,
 		Clock: jobstest.NewClock(time.Now().Add(jobs.DefaultDispatchGrace + time.Minute))})
 	for range 2 { // overlapping or repeated sweeps settle it once
 		if _, err := sweeper.Sweep(ctx); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/faultproxy"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -99,7 +100,7 @@ func TestSweeperFailsJobWhoseWorkerDied(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := jobstest.NewClock(time.Now().Add(jobs.DefaultDispatchGrace + time.Minute))
-	sweeper, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: s.store, Queue: s.queue, Clock: clock})
+	sweeper, _ := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: s.store, Queue: s.queue, Clock: clock})
 	rep, err := sweeper.Sweep(ctx)
 	if err != nil || rep.Interrupted != 1 {
 		t.Fatalf("sweep: %+v %v", rep, err)
@@ -226,7 +227,7 @@ func TestSendFailureAfterPutLosesNoJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadSQS := localaws.SQSClient("http://127.0.0.1:"+itoa(port), func(o *sqs.Options) { o.RetryMaxAttempts = 2 })
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: s.reg, Store: s.store, Queue: sqsqueue.New(deadSQS, s.urls.Queue), Sealer: s.sealer})
+	svc, err := testroles.Service(jobs.Config{Registry: s.reg, Store: s.store, Queue: sqsqueue.New(deadSQS, s.urls.Queue), Sealer: s.sealer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestSendFailureAfterPutLosesNoJob(t *testing.T) {
 		t.Fatalf("%d messages on the queue; the send was meant to fail", n)
 	}
 	clock := jobstest.NewClock(time.Now().Add(jobs.DefaultDispatchGrace + time.Second))
-	sweeper, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: s.store, Queue: s.queue, Clock: clock})
+	sweeper, _ := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: s.store, Queue: s.queue, Clock: clock})
 	if rep, err := sweeper.Sweep(context.Background()); err != nil || rep.Resent != 1 {
 		t.Fatalf("sweep: %+v %v", rep, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
@@ -92,7 +93,7 @@ func TestWorkerHandlerServesConcurrentInvocationsInOneProcess(t *testing.T) {
 		return resp, err
 	}
 
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: dynamostore.New(ddb, table, dynamostore.Options{}), Queue: sqsqueue.New(sq, urls.Queue)})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: dynamostore.New(ddb, table, dynamostore.Options{}), Queue: sqsqueue.New(sq, urls.Queue)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -39,7 +40,7 @@ func TestGoAndHTTPPathsStoreIdenticalItems(t *testing.T) {
 		if kinds, err = examplekinds.Register(reg); err != nil {
 			t.Fatal(err)
 		}
-		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, Sealer: sealer})
+		svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, Sealer: sealer})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
@@ -87,7 +88,7 @@ func newStack(t *testing.T, o options) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: s.reg, Store: s.store, Queue: s.queue, Sealer: s.sealer})
+	s.svc, err = testroles.Service(jobs.Config{Registry: s.reg, Store: s.store, Queue: s.queue, Sealer: s.sealer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func newStack(t *testing.T, o options) *stack {
 	if o.deadlines == (jobs.Deadlines{}) {
 		o.deadlines = testDeadlines
 	}
-	s.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: s.reg, Store: s.store, Deadlines: o.deadlines, Sealer: s.sealer,
+	s.worker, err = testroles.Worker(jobs.Config{Registry: s.reg, Store: s.store, Deadlines: o.deadlines, Sealer: s.sealer,
 		Routes: examplekinds.Routes(alice), Queue: s.queue})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/partitions"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -109,7 +110,7 @@ func TestScaleOneOwner(t *testing.T) {
 	jobs.MustRegister(reg, examplekinds.Hash, examplekinds.HashText, nil)
 	queue := sqsqueue.New(stack.SQSAs(iamcalls.Enqueuer), stack.Queues.Queue)
 	team := func(api dynamostore.API, grace time.Duration) *jobs.Service {
-		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: dynamostore.New(api, table, dynamostore.Options{}), Queue: queue, DispatchGrace: grace})
+		svc, err := testroles.Service(jobs.Config{Registry: reg, Store: dynamostore.New(api, table, dynamostore.Options{}), Queue: queue, DispatchGrace: grace})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,10 +9,11 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// A caller over its enqueue rate (ServiceConfig.EnqueueRatePerOwner): an
+// A caller over its enqueue rate (Config.EnqueueRatePerOwner): an
 // owner of its own that sends bursts of plain jobs through two enqueue
 // instances, under the store's faults. The invariant: however the
 // requests interleave, fail or lose their answers, the owner's accepted
@@ -36,7 +37,7 @@ func (w *world) burster(ctx context.Context, span time.Duration) {
 	var svcs []*jobs.Service
 	for i := range 2 {
 		a, st, q, b := w.newActor(fmt.Sprintf("burster%d", i), false)
-		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: w.regOld, Store: st, Queue: q, Bus: b, Sealer: w.sealer, DispatchGrace: w.grace,
+		svc, err := testroles.Service(jobs.Config{Registry: w.regOld, Store: st, Queue: q, Bus: b, Sealer: w.sealer, DispatchGrace: w.grace,
 			LaneDispatchGrace: w.laneGraces(), Rand: newSimRand(w.seed, a.name), EnqueueRatePerOwner: burstRate})
 		if err != nil {
 			panic(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -258,8 +259,8 @@ func (w *world) coldStart(name, lane string, gen int) *instance {
 	if now := time.Now(); now.Before(w.deployAt) || (now.Before(w.deployAt.Add(w.rollout)) && gen%2 == 1) {
 		reg = w.regOld
 	}
-	wk, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: st, Queue: q, Bus: b, Sealer: w.sealer, Lane: lane,
-		Concurrency: 1, Timeout: timeout, DispatchGrace: w.grace, LaneDispatchGrace: w.laneGraces(), Rand: newSimRand(w.seed, name)})
+	wk, err := testroles.Worker(jobs.Config{Registry: reg, Store: st, Queue: q, Bus: b, Sealer: w.sealer, Lane: lane,
+		Concurrency: 1, WorkerTimeout: timeout, DispatchGrace: w.grace, LaneDispatchGrace: w.laneGraces(), Rand: newSimRand(w.seed, name)})
 	if err != nil {
 		panic(err)
 	}
@@ -378,8 +379,8 @@ func (w *world) invoke(ctx context.Context, inst *instance, batch []events.SQSMe
 func (w *world) sweeps(ctx context.Context) {
 	for n := 1; sleep(ctx, time.Minute+11*time.Microsecond); n++ {
 		a, st, q, b := w.newActor(fmt.Sprintf("sweeper/%d", n), true)
-		sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: st, Queue: q, Bus: b, Registry: w.reg, DispatchGrace: w.grace, LaneDispatchGrace: w.laneGraces(),
-			PageSize: w.pageSize, Rand: newSimRand(w.seed, a.name)})
+		sw, err := testroles.Sweeper(jobs.Config{Store: st, Queue: q, Bus: b, Registry: w.reg, DispatchGrace: w.grace, LaneDispatchGrace: w.laneGraces(),
+			SweepPageSize: w.pageSize, Rand: newSimRand(w.seed, a.name)})
 		if err != nil {
 			panic(err)
 		}
@@ -452,7 +453,7 @@ func (w *world) client(ctx context.Context, n, ops int, span time.Duration) {
 	a, st, q, b := w.newActor(fmt.Sprintf("client%d", n), false)
 	ids := newSimRand(w.seed, a.name)
 	service := func(reg *jobs.Registry) *jobs.Service {
-		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: st, Queue: q, Bus: b, Sealer: w.sealer, DispatchGrace: w.grace,
+		svc, err := testroles.Service(jobs.Config{Registry: reg, Store: st, Queue: q, Bus: b, Sealer: w.sealer, DispatchGrace: w.grace,
 			LaneDispatchGrace: w.laneGraces(), Rand: ids})
 		if err != nil {
 			panic(err)

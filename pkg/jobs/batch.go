@@ -268,7 +268,7 @@ func (s *Service) createAll(ctx context.Context, specs []newJob, reqs []request)
 // shards) and the page of its job ids that pageToken names ("" for the
 // first), at most limit of them (1 to 1000; 0 means 100). Another owner's,
 // an unknown or a malformed id give ErrNotFound. Page tokens are signed
-// like the listing's (ServiceConfig.PageTokenKey) and bound to the owner
+// like the listing's (Config.PageTokenKey) and bound to the owner
 // and the batch: one that is malformed, altered, or was given for another
 // owner or another batch is ErrInvalidRequest (invalid_request). A service
 // without a PageTokenKey answers the batch and the page without a token
@@ -336,7 +336,7 @@ func (p batchPage) sign(offset int) string {
 	return p.svc.signToken(pageToken{V: 1, Use: batchTokenUse, Filter: p.scope, Pos: strconv.Itoa(offset)})
 }
 
-var errBatchPagesNeedKey = errors.New("jobs: opening a batch's page token needs ServiceConfig.PageTokenKey")
+var errBatchPagesNeedKey = errors.New("jobs: opening a batch's page token needs Config.PageTokenKey")
 
 // batchView returns the public view of b with one page of its job ids,
 // from offset on, at most limit (GetBatch adds the next page's token).

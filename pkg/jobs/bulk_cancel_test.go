@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -49,7 +50,7 @@ func TestBulkCancelRequestsTheCancelOfRunningJobs(t *testing.T) {
 			store := claimedAfterListing{MemStore: mem, claim: map[string]bool{}}
 			reg := jobs.NewRegistry()
 			k := jobs.MustRegister(reg, "ok", sleeper, nil)
-			svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, PageTokenKey: []byte(strings.Repeat("k", 32))})
+			svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, PageTokenKey: []byte(strings.Repeat("k", 32))})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,7 +25,7 @@ func TestCancelThenRetryNeverRunsTheHandlerTwiceAtOnce(t *testing.T) {
 		ctx := context.Background()
 		mem := jobstest.NewMemStore(nil)
 		var running, most, runs atomic.Int32
-		r := newEngineRig(t, mem, mem, jobs.WorkerConfig{CancelCheck: time.Second}, func(reg *jobs.Registry) {
+		r := newEngineRig(t, mem, mem, jobs.Config{CancelCheck: time.Second}, func(reg *jobs.Registry) {
 			jobs.MustRegister(reg, "stubborn", func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 				n := running.Add(1)
 				defer running.Add(-1)

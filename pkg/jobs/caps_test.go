@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -45,7 +46,7 @@ func newCapRig(t *testing.T) *capRig {
 	jobs.MustRegister(reg, "per_owner", noop, &jobs.KindOpts{MaxQueuedPerOwner: 2})
 	jobs.MustRegister(reg, "plain", noop, nil)
 	var err error
-	if r.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: r.store, Queue: &jobstest.MemQueue{}, Clock: clock}); err != nil {
+	if r.svc, err = testroles.Service(jobs.Config{Registry: reg, Store: r.store, Queue: &jobstest.MemQueue{}, Clock: clock}); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -226,7 +227,7 @@ func TestQueueCapsMustNotBeNegative(t *testing.T) {
 func TestQueueCapsNeedAStoreThatCounts(t *testing.T) {
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "capped", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, &jobs.KindOpts{MaxQueued: 1})
-	_, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: struct{ driver.Store }{jobstest.NewMemStore(nil)}, Queue: &jobstest.MemQueue{}})
+	_, err := testroles.Service(jobs.Config{Registry: reg, Store: struct{ driver.Store }{jobstest.NewMemStore(nil)}, Queue: &jobstest.MemQueue{}})
 	if err == nil {
 		t.Fatal("a service over a store without driver.QueueCounter accepted a capped kind")
 	}

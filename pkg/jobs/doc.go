@@ -90,10 +90,21 @@
 // [CodeDependencyFailed]. [Service.Replay] makes a new job from an old
 // one. docs/DEPENDENCIES.md has the rules.
 //
+// # One runtime
+//
+// Config is the whole configuration, and NewClient builds from it a Client
+// whose roles are the Service (enqueue, read, cancel), the Worker (the
+// worker Lambda's handler), the Sweeper and the ScheduleService: roles
+// built from one Config agree on the dispatch grace, the retention, the
+// events and the sealer by construction.
+//
+//	c, err := jobs.NewClient(jobs.Config{Registry: reg, Store: store, Queue: queue})
+//	res, err := emails.Enqueue(ctx, c.Service(), owner, EmailPayload{To: "ada@example.com"}, nil)
+//
 // # Packages
 //
-// lambdafn builds the Lambda functions and, with NewService, enqueues from
-// a team's other code; jobstest runs what was enqueued in a team's tests
+// lambdafn builds each Lambda function's Client from its environment and,
+// with lambdafn.NewService, enqueues from a team's other code; jobstest runs what was enqueued in a team's tests
 // (Runner); httpapi maps API Gateway requests. driver is the contract of the
 // parts jobs drives, which dynamostore (DynamoDB), sqsqueue (SQS),
 // schedulerapi (EventBridge Scheduler) and eventbus (EventBridge)

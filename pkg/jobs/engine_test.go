@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -47,7 +48,7 @@ func (r *engineRig) log() string { return r.logs.String() }
 
 // newEngineRig builds a service and a worker over store (a MemStore, or a
 // wrapper of one); register adds kinds beside "sleep".
-func newEngineRig(t *testing.T, mem *jobstest.MemStore, store driver.Store, cfg jobs.WorkerConfig, register func(*jobs.Registry)) *engineRig {
+func newEngineRig(t *testing.T, mem *jobstest.MemStore, store driver.Store, cfg jobs.Config, register func(*jobs.Registry)) *engineRig {
 	t.Helper()
 	r := &engineRig{mem: mem, queue: &jobstest.MemQueue{}}
 	logger := slog.New(slog.NewJSONHandler(&r.logs, nil))
@@ -57,11 +58,11 @@ func newEngineRig(t *testing.T, mem *jobstest.MemStore, store driver.Store, cfg 
 		register(reg)
 	}
 	var err error
-	if r.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: r.queue, Logger: logger}); err != nil {
+	if r.svc, err = testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: r.queue, Logger: logger}); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Registry, cfg.Store, cfg.Queue, cfg.Logger = reg, store, r.queue, logger
-	if r.worker, err = jobs.NewWorker(cfg); err != nil {
+	if r.worker, err = testroles.Worker(cfg); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -93,7 +94,7 @@ func (r *engineRig) get(t *testing.T, id string) *driver.Record {
 func TestRecordsLeftWithoutTimeAreHandedBackUnclaimed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
-		r := newEngineRig(t, mem, mem, jobs.WorkerConfig{Concurrency: 1, CancelCheck: -1}, nil)
+		r := newEngineRig(t, mem, mem, jobs.Config{Concurrency: 1, CancelCheck: -1}, nil)
 		first := r.enqueue(t, "sleep", `{"for":"10s"}`)
 		second := r.enqueue(t, "sleep", `{"for":"1s"}`)
 		// 15 s Lambda, 3 s reserve: 12 s of handler time. The first record
@@ -131,7 +132,7 @@ func TestRecordsLeftWithoutTimeAreHandedBackUnclaimed(t *testing.T) {
 func TestKindMinimumRunTimeIsHonoured(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
-		r := newEngineRig(t, mem, mem, jobs.WorkerConfig{CancelCheck: -1}, func(reg *jobs.Registry) {
+		r := newEngineRig(t, mem, mem, jobs.Config{CancelCheck: -1}, func(reg *jobs.Registry) {
 			jobs.MustRegister(reg, "report", sleeper, &jobs.KindOpts{MinRunTime: 30 * time.Second})
 		})
 		slow := r.enqueue(t, "report", `{"for":"20s"}`)
@@ -194,7 +195,7 @@ func TestStalledCallsOnTheWorkerPathAreBounded(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := jobstest.NewMemStore(nil)
 				routes := &jobs.Routes{Envelope: []jobs.EnvelopeRoute{{Kinds: []string{"sleep"}, Owner: "envelope-sender"}}}
-				r := newEngineRig(t, mem, stallStore{mem, stall}, jobs.WorkerConfig{Routes: routes}, nil)
+				r := newEngineRig(t, mem, stallStore{mem, stall}, jobs.Config{Routes: routes}, nil)
 				body := `{"kind":"sleep","payload":{"for":"1s"},"idempotency_key":"k1"}`
 				if stall == "claim" {
 					body = message.Encode(r.enqueue(t, "sleep", `{"for":"1s"}`))
@@ -251,7 +252,7 @@ func (s lostStore) CancelQueued(ctx context.Context, id string, c driver.CancelQ
 func TestLostAnswersOnUpdatesCountAsDone(t *testing.T) {
 	t.Run("finish", func(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
-		r := newEngineRig(t, mem, lostStore{mem, "finish"}, jobs.WorkerConfig{}, nil)
+		r := newEngineRig(t, mem, lostStore{mem, "finish"}, jobs.Config{}, nil)
 		id := r.enqueue(t, "sleep", `{"for":"1ms"}`)
 		if resp, _ := r.worker.HandleSQS(context.Background(), sqsEvent(message.Encode(id))); len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("failures %v", failedIDs(resp))
@@ -265,7 +266,7 @@ func TestLostAnswersOnUpdatesCountAsDone(t *testing.T) {
 	})
 	t.Run("requeue", func(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
-		r := newEngineRig(t, mem, lostStore{mem, "requeue"}, jobs.WorkerConfig{}, func(reg *jobs.Registry) {
+		r := newEngineRig(t, mem, lostStore{mem, "requeue"}, jobs.Config{}, func(reg *jobs.Registry) {
 			jobs.MustRegister(reg, "flaky", func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 				return jobs.NoResult{}, jobs.RetryAfter(time.Minute, errors.New("later"))
 			}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 3}})
@@ -284,7 +285,7 @@ func TestLostAnswersOnUpdatesCountAsDone(t *testing.T) {
 	})
 	t.Run("cancel", func(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
-		r := newEngineRig(t, mem, lostStore{mem, "cancel"}, jobs.WorkerConfig{}, nil)
+		r := newEngineRig(t, mem, lostStore{mem, "cancel"}, jobs.Config{}, nil)
 		id := r.enqueue(t, "sleep", `{"for":"1s"}`)
 		rec, err := r.svc.Cancel(context.Background(), "o", id)
 		if err != nil || rec.Status != jobs.StatusCancelled {
@@ -306,7 +307,7 @@ func TestRedeliveryAndSweeperSettleAbandonedRunsAlike(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				mem := jobstest.NewMemStore(nil)
-				r := newEngineRig(t, mem, mem, jobs.WorkerConfig{}, func(reg *jobs.Registry) {
+				r := newEngineRig(t, mem, mem, jobs.Config{}, func(reg *jobs.Registry) {
 					jobs.MustRegister(reg, "retried", sleeper, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 3}})
 				})
 				id := r.enqueue(t, "retried", `{"for":"1ms"}`)
@@ -327,7 +328,7 @@ func TestRedeliveryAndSweeperSettleAbandonedRunsAlike(t *testing.T) {
 				case "sweeper":
 					reg := jobs.NewRegistry()
 					jobs.MustRegister(reg, "retried", sleeper, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 3}})
-					sw, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: mem, Queue: r.queue, Registry: reg,
+					sw, _ := testroles.Sweeper(jobs.Config{Store: mem, Queue: r.queue, Registry: reg,
 						Clock: jobstest.NewClock(now.Add(jobs.DefaultDispatchGrace + time.Minute))})
 					if _, err := sw.Sweep(context.Background()); err != nil {
 						t.Fatal(err)
@@ -353,7 +354,7 @@ func TestAbandonedHandlersAreCounted(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
 		release := make(chan struct{})
 		var emf syncBuffer
-		r := newEngineRig(t, mem, mem, jobs.WorkerConfig{CancelCheck: -1, Metrics: &jobs.Metrics{Namespace: "n", Service: "worker", Writer: &emf}}, func(reg *jobs.Registry) {
+		r := newEngineRig(t, mem, mem, jobs.Config{CancelCheck: -1, Metrics: &jobs.Metrics{Namespace: "n", Service: "worker", Writer: &emf}}, func(reg *jobs.Registry) {
 			jobs.MustRegister(reg, "stubborn", func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 				<-release
 				return jobs.NoResult{}, nil
@@ -402,7 +403,7 @@ func TestSweepCallsEndBeforeItsDeadline(t *testing.T) {
 		if err := mem.Create(context.Background(), rec); err != nil {
 			t.Fatal(err)
 		}
-		sw, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: stallGetStore{mem}, Queue: &jobstest.MemQueue{}})
+		sw, _ := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: stallGetStore{mem}, Queue: &jobstest.MemQueue{}})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		deadline, _ := ctx.Deadline()

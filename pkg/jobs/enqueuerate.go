@@ -12,7 +12,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
-// The enqueue rate per owner (ServiceConfig.EnqueueRatePerOwner): each
+// The enqueue rate per owner (Config.EnqueueRatePerOwner): each
 // request that makes jobs (Enqueue, EnqueueBatch, Replay) takes a token
 // from its owner's token bucket, only when one is due
 // (driver.TokenBucket.IfDue: a refusal reserves nothing, so an owner over

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -43,14 +44,14 @@ func newEnqueueRateRig(t *testing.T, rate int) (*jobs.Service, *tokenStore, *job
 	store := &tokenStore{MemStore: jobstest.NewMemStore(clock), takes: map[string]int{}}
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "k", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, EnqueueRatePerOwner: rate})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, EnqueueRatePerOwner: rate})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return svc, store, clock
 }
 
-// ServiceConfig.EnqueueRatePerOwner: an owner's requests that make jobs
+// Config.EnqueueRatePerOwner: an owner's requests that make jobs
 // (enqueue, batch, replay) past its rate are refused, rate_limited with a
 // RetryAfter, nothing stored; another owner is untouched; a refusal
 // reserves nothing (a second later the owner gets its full rate again,

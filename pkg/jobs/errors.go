@@ -73,7 +73,7 @@ func (e *RequestError) Error() string { return "jobs: " + e.Code + ": " + e.Deta
 
 // RetryAfter is how long until the same request may be accepted, for a
 // refusal that passes ("rate_limited": the caller is over
-// ServiceConfig.EnqueueRatePerOwner); 0 for any other.
+// Config.EnqueueRatePerOwner); 0 for any other.
 func (e *RequestError) RetryAfter() time.Duration { return e.retryAfter }
 
 // Is reports whether target is ErrInvalidRequest.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -71,13 +72,13 @@ func newEventRig(t *testing.T, wrap func(*jobstest.MemStore) driver.Store) *even
 	logger := slog.New(slog.NewJSONHandler(&r.logs, nil))
 	bus := dyingBus{r.bus}
 	var err error
-	if r.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, Logger: logger, Bus: bus}); err != nil {
+	if r.svc, err = testroles.Service(jobs.Config{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, Logger: logger, Bus: bus}); err != nil {
 		t.Fatal(err)
 	}
-	if r.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, Logger: logger, Bus: bus, CancelCheck: -1}); err != nil {
+	if r.worker, err = testroles.Worker(jobs.Config{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, Logger: logger, Bus: bus, CancelCheck: -1}); err != nil {
 		t.Fatal(err)
 	}
-	if r.sweeper, err = jobs.NewSweeper(jobs.SweeperConfig{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, Logger: logger, Bus: bus}); err != nil {
+	if r.sweeper, err = testroles.Sweeper(jobs.Config{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, Logger: logger, Bus: bus}); err != nil {
 		t.Fatal(err)
 	}
 	return r

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -172,7 +173,7 @@ func newFlowRig(t *testing.T, store driver.Store, mem *jobstest.MemStore, regist
 	r := &flowRig{mem: mem, store: store, q: newSQSSim(), reg: jobs.NewRegistry()}
 	register(r)
 	var err error
-	if r.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: r.reg, Store: store, Queue: r.q}); err != nil {
+	if r.svc, err = testroles.Service(jobs.Config{Registry: r.reg, Store: store, Queue: r.q}); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -193,7 +194,7 @@ func (r *flowRig) start(t *testing.T, pollers int) context.CancelFunc {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range pollers {
-		w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: r.reg, Store: r.store, Queue: r.q, Concurrency: 10, CancelCheck: -1})
+		w, err := testroles.Worker(jobs.Config{Registry: r.reg, Store: r.store, Queue: r.q, Concurrency: 10, CancelCheck: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -604,10 +605,10 @@ func newRateRig(t *testing.T, store driver.Store, clock *jobstest.Clock, ran fun
 		return jobs.NoResult{}, nil
 	}, &jobs.KindOpts{RateLimit: 1, RatePeriod: period})
 	var err error
-	if r.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: r.reg, Store: store, Queue: r.q, Clock: clock}); err != nil {
+	if r.svc, err = testroles.Service(jobs.Config{Registry: r.reg, Store: store, Queue: r.q, Clock: clock}); err != nil {
 		t.Fatal(err)
 	}
-	if r.w, err = jobs.NewWorker(jobs.WorkerConfig{Registry: r.reg, Store: store, Queue: r.q, Clock: clock, CancelCheck: -1}); err != nil {
+	if r.w, err = testroles.Worker(jobs.Config{Registry: r.reg, Store: store, Queue: r.q, Clock: clock, CancelCheck: -1}); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -725,7 +726,7 @@ func TestFarRateReservationStartsOnTime(t *testing.T) {
 		t.Fatalf("the sweeper looks at the job %v after its reserved start: it would start that late", late)
 	}
 	// The sweeper sends it ahead of its time, delayed to arrive then.
-	sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: q, Clock: clock, Registry: reg})
+	sw, err := testroles.Sweeper(jobs.Config{Store: store, Queue: q, Clock: clock, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -770,15 +771,15 @@ func TestSlotChainSendsAnotherLanesWaiterToItsLane(t *testing.T) {
 	}
 	reg := newReg("")
 	q := &jobstest.MemQueue{}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: q})
 	if err != nil {
 		t.Fatal(err)
 	}
-	def, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, CancelCheck: -1})
+	def, err := testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: q, CancelCheck: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bulk, err := jobs.NewWorker(jobs.WorkerConfig{Registry: newReg("bulk"), Store: store, Queue: q, Lane: "bulk", CancelCheck: -1})
+	bulk, err := testroles.Worker(jobs.Config{Registry: newReg("bulk"), Store: store, Queue: q, Lane: "bulk", CancelCheck: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

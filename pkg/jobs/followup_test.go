@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -142,7 +143,7 @@ func TestOnFailureKindIsChecked(t *testing.T) {
 			reg := jobs.NewRegistry()
 			jobs.MustRegister(reg, "main", echo, &jobs.KindOpts{OnFailure: "notify"})
 			tt.register(reg)
-			_, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil)})
+			_, err := testroles.Worker(jobs.Config{Registry: reg, Store: jobstest.NewMemStore(nil)})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("NewWorker: %v, want an error saying %q", err, tt.want)
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -27,7 +28,7 @@ func sealedService(t *testing.T, store driver.Store, clock jobs.Clock, keys ...[
 	}
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "echo", echo, nil)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Sealer: sealer, Clock: clock})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Sealer: sealer, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestBatchWhoseCreationFailed(t *testing.T) {
 				return
 			}
 			clock.Advance(jobs.DefaultDispatchGrace + time.Minute)
-			sw, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: mem, Queue: &jobstest.MemQueue{}, Clock: clock})
+			sw, _ := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: mem, Queue: &jobstest.MemQueue{}, Clock: clock})
 			if _, err := sw.Sweep(ctx); err != nil {
 				t.Fatal(err)
 			}

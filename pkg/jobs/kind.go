@@ -68,7 +68,7 @@ type KindOpts struct {
 	// invocation runs it. Zero: the worker's Deadlines.MinRun (2s by
 	// default); at most 15 minutes. One above the worker's whole handler
 	// time (its Lambda timeout less Deadlines.Reserve) means the kind never
-	// starts: a worker that knows its timeout (WorkerConfig.Timeout;
+	// starts: a worker that knows its timeout (Config.WorkerTimeout;
 	// lambdafn's JOBS_WORKER_TIMEOUT, set by the CDK construct) refuses to
 	// be built with such a kind; one that does not hands its jobs' messages
 	// back at every delivery, no attempt spent: they stay queued, never run

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -73,7 +74,7 @@ func TestRegisterRefusals(t *testing.T) {
 			return err
 		}, jobs.ErrRegistryFrozen},
 		{"after use by a worker", func(reg *jobs.Registry) error {
-			if _, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil)}); err != nil {
+			if _, err := testroles.Worker(jobs.Config{Registry: reg, Store: jobstest.NewMemStore(nil)}); err != nil {
 				return err
 			}
 			_, err := jobs.Register(reg, "echo", h, nil)

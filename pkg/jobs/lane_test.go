@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -37,7 +38,7 @@ func TestRoutedJobRunsInItsKindsLane(t *testing.T) {
 				return jobs.JSON[string]{V: j.Payload.Subject}, nil
 			}, &jobs.KindOpts{Lane: "urgent"})
 			routes := &jobs.Routes{SNS: []jobs.SNSRoute{{TopicARN: "arn:aws:sns:us-east-1:123456789012:alerts", Kind: "alert", Owner: routeOwner}}}
-			w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Routes: routes, Lane: c.workerLane})
+			w, err := testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Routes: routes, Lane: c.workerLane})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,17 +106,17 @@ func TestEverySendKeepsTheJobInItsLane(t *testing.T) {
 	jobs.MustRegister(reg, "alert", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
 	}, &jobs.KindOpts{Lane: "urgent"})
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Clock: clock})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock, Registry: reg})
+	sw, err := testroles.Sweeper(jobs.Config{Store: store, Queue: queue, Clock: clock, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	workers := map[string]*jobs.Worker{}
 	for _, lane := range reg.Lanes() {
-		if workers[lane], err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Clock: clock, Lane: lane, CancelCheck: -1}); err != nil {
+		if workers[lane], err = testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Clock: clock, Lane: lane, CancelCheck: -1}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -153,7 +153,7 @@ func (s *Service) checkFilter(st Status, kind string) error {
 		}
 	}
 	if s.pageKey == nil {
-		return errors.New("jobs: listing needs ServiceConfig.PageTokenKey")
+		return errors.New("jobs: listing needs Config.PageTokenKey")
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -211,7 +212,7 @@ func TestHeartbeatsKeepALongRunAliveAndTheirAbsenceEndsIt(t *testing.T) {
 	clock := jobstest.NewClock(jobstest.Epoch)
 	store := jobstest.NewMemStore(clock)
 	const grace, lease = time.Minute, 20 * time.Second
-	sweeper, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, DispatchGrace: grace})
+	sweeper, err := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, DispatchGrace: grace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,8 +306,8 @@ func TestAutoContinueWhenTheHandlerTimeRunsOut(t *testing.T) {
 	}, &jobs.KindOpts{AutoContinue: true})
 	key := make([]byte, 32)
 	sealer, _ := jobs.NewAESSealer(key)
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer,
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer,
 		Deadlines: jobs.Deadlines{Reserve: 600 * time.Millisecond, FinalWrite: 100 * time.Millisecond, Call: 100 * time.Millisecond, MinRun: 100 * time.Millisecond, Safety: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -354,8 +355,8 @@ func TestOneWorkerServesConcurrentInvocations(t *testing.T) {
 	}, &jobs.KindOpts{Heartbeat: time.Minute})
 	key := make([]byte, 32)
 	sealer, _ := jobs.NewAESSealer(key)
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Concurrency: 4})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Concurrency: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,9 +412,9 @@ func TestEverySendCarriesTheTenantsGroup(t *testing.T) {
 		}
 		return jobs.NoResult{}, jobs.Retry(errors.New("again")) // then retries until out of attempts
 	}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second}})
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Clock: clock})
-	w, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Clock: clock})
-	sw, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, Clock: clock})
+	w, _ := testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Clock: clock})
+	sw, _ := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: store, Queue: queue, Clock: clock})
 	a, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "service-role", Kind: "steps", Payload: []byte(`{}`), EnqueueOpts: jobs.EnqueueOpts{Tenant: "customer-a"}})
 	if err != nil {
 		t.Fatal(err)
@@ -477,8 +478,8 @@ func TestAnOversizedCheckpointIsRefused(t *testing.T) {
 		return jobs.NoResult{}, jobs.Continue(nil)
 	}, nil)
 	sealer, _ := jobs.NewAESSealer(make([]byte, 32))
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Sealer: sealer, CancelCheck: -1})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer, CancelCheck: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,12 +552,12 @@ func TestWorkerHeartbeatsKeepARunAliveOnFakeTime(t *testing.T) {
 			}
 			return jobs.NoResult{}, nil
 		}, &jobs.KindOpts{Lane: "long", Heartbeat: lease})
-		svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, DispatchGrace: grace})
-		w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: workerStore, Queue: queue, Lane: "long", DispatchGrace: grace, CancelCheck: -1})
+		svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, DispatchGrace: grace})
+		w, err := testroles.Worker(jobs.Config{Registry: reg, Store: workerStore, Queue: queue, Lane: "long", DispatchGrace: grace, CancelCheck: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Registry: reg, DispatchGrace: grace})
+		sw, err := testroles.Sweeper(jobs.Config{Store: store, Queue: queue, Registry: reg, DispatchGrace: grace})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -689,12 +690,12 @@ func TestWorkerKeepsTheLeaseWhileItsHandlerRuns(t *testing.T) {
 			time.Sleep(step) // six leases without a heartbeat of its own
 			return jobs.NoResult{}, nil
 		}, &jobs.KindOpts{Lane: "long", Heartbeat: lease, Retry: jobs.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second}})
-		svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
-		w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, Lane: "long", CancelCheck: -1})
+		svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
+		w, err := testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Lane: "long", CancelCheck: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Registry: reg})
+		sw, err := testroles.Sweeper(jobs.Config{Store: store, Queue: queue, Registry: reg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -756,8 +757,8 @@ func TestCancelCheckEndsARunThatWasTakenOver(t *testing.T) {
 			}
 			return jobs.NoResult{}, nil
 		}, nil)
-		svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
-		w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, CancelCheck: time.Second})
+		svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
+		w, err := testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, CancelCheck: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -39,8 +40,8 @@ func TestOwnWritesWithLostAnswersCountAsDone(t *testing.T) {
 		return echo(ctx, j)
 	}, nil)
 	queue := &jobstest.MemQueue{}
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
-	w, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
+	w, _ := testroles.Worker(jobs.Config{Registry: reg, Store: store})
 	rec, created, err := enqueued(svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "echo", Payload: []byte(`{"text":"x"}`)}))
 	if err != nil || !created || len(queue.Sent()) != 1 {
 		t.Fatalf("enqueue whose put answer was lost: %v created=%v sent=%v; want accepted and sent", err, created, queue.Sent())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/metricnames"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -147,9 +148,9 @@ func TestMetricsOfEveryOutcome(t *testing.T) {
 		}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 3}})
 		queue := &jobstest.MemQueue{}
 		var enqueued syncBuffer
-		svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: mem, Queue: queue,
+		svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: mem, Queue: queue,
 			Metrics: &jobs.Metrics{Namespace: "lambdajobs/test", Service: "enqueue", Writer: &enqueued}})
-		w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: mem, Queue: queue, Metrics: metrics, CancelCheck: -1})
+		w, err := testroles.Worker(jobs.Config{Registry: reg, Store: mem, Queue: queue, Metrics: metrics, CancelCheck: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +236,7 @@ func TestMetricsOfTheAPIsTransitions(t *testing.T) {
 	mem := jobstest.NewMemStore(nil)
 	reg := jobs.NewRegistry()
 	k := jobs.MustRegister(reg, "ok", sleeper, nil)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: mem, Queue: &jobstest.MemQueue{}, PageTokenKey: []byte(strings.Repeat("k", 32)),
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: mem, Queue: &jobstest.MemQueue{}, PageTokenKey: []byte(strings.Repeat("k", 32)),
 		Metrics: &jobs.Metrics{Namespace: "lambdajobs/test", Service: "cancel", Writer: &out}})
 	if err != nil {
 		t.Fatal(err)
@@ -277,7 +278,7 @@ func TestMetricsOfTheAPIsTransitions(t *testing.T) {
 // dashboard can find.
 func TestMetricsOfASweep(t *testing.T) {
 	var out syncBuffer
-	sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: jobstest.NewMemStore(nil), Queue: &jobstest.MemQueue{},
+	sw, err := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: jobstest.NewMemStore(nil), Queue: &jobstest.MemQueue{},
 		Metrics: &jobs.Metrics{Namespace: "lambdajobs/test", Service: "sweeper", Writer: &out}})
 	if err != nil {
 		t.Fatal(err)

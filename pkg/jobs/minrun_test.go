@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -29,7 +30,7 @@ func TestWorkerRefusesAKindLongerThanItsInvocations(t *testing.T) {
 			reg := jobs.NewRegistry()
 			jobs.MustRegister(reg, "quick", sleeper, nil)
 			jobs.MustRegister(reg, "report", sleeper, &jobs.KindOpts{MinRunTime: 30 * time.Second})
-			_, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Timeout: c.timeout})
+			_, err := testroles.Worker(jobs.Config{Registry: reg, Store: jobstest.NewMemStore(nil), WorkerTimeout: c.timeout})
 			switch {
 			case c.refused && (err == nil || !strings.Contains(err.Error(), `kind "report"`) || strings.Contains(err.Error(), "quick")):
 				t.Fatalf("timeout %v: %v, want kind report refused", c.timeout, err)
@@ -48,13 +49,13 @@ func TestWorkerChecksOnlyItsLanesKinds(t *testing.T) {
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "quick", sleeper, nil)
 	jobs.MustRegister(reg, "export", sleeper, &jobs.KindOpts{Lane: "long", MinRunTime: 10 * time.Minute})
-	if _, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Timeout: 30 * time.Second}); err != nil {
+	if _, err := testroles.Worker(jobs.Config{Registry: reg, Store: jobstest.NewMemStore(nil), WorkerTimeout: 30 * time.Second}); err != nil {
 		t.Fatalf("the default lane's worker (30 s) with a long-lane kind of 10 minutes: %v, want it built", err)
 	}
-	if _, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Lane: "long", Timeout: 15 * time.Minute}); err != nil {
+	if _, err := testroles.Worker(jobs.Config{Registry: reg, Store: jobstest.NewMemStore(nil), Lane: "long", WorkerTimeout: 15 * time.Minute}); err != nil {
 		t.Fatalf("the long lane's worker: %v", err)
 	}
-	if _, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Lane: "long", Timeout: 5 * time.Minute}); err == nil || !strings.Contains(err.Error(), `kind "export"`) {
+	if _, err := testroles.Worker(jobs.Config{Registry: reg, Store: jobstest.NewMemStore(nil), Lane: "long", WorkerTimeout: 5 * time.Minute}); err == nil || !strings.Contains(err.Error(), `kind "export"`) {
 		t.Fatalf("the long lane's worker with 5 minutes: %v, want kind export refused", err)
 	}
 }

@@ -78,15 +78,11 @@ func newDepRig(t *testing.T, wrap func(*jobstest.MemStore) driver.Store) *depRig
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, Sealer: sealer, PageTokenKey: make([]byte, 32)}); err != nil {
+	c, err := jobs.NewClient(jobs.Config{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, Sealer: sealer, PageTokenKey: make([]byte, 32), CancelCheck: -1})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if r.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, Sealer: sealer, CancelCheck: -1}); err != nil {
-		t.Fatal(err)
-	}
-	if r.sweeper, err = jobs.NewSweeper(jobs.SweeperConfig{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock}); err != nil {
-		t.Fatal(err)
-	}
+	r.svc, r.worker, r.sweeper = c.Service(), c.Worker(), c.Sweeper()
 	return r
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -21,12 +22,12 @@ func TestKindRetentionSetsEveryFinalExpiry(t *testing.T) {
 	reg := jobs.NewRegistry()
 	keptKind := jobs.MustRegister(reg, "kept", sleeper, &jobs.KindOpts{Retention: kept})
 	plain := jobs.MustRegister(reg, "plain", sleeper, nil)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: mem, Queue: queue, Clock: clock, Retention: deployment,
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: mem, Queue: queue, Clock: clock, Retention: deployment,
 		PageTokenKey: []byte("0123456789abcdef0123456789abcdef")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: mem, Queue: queue, Clock: clock, Retention: deployment, CancelCheck: -1})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: mem, Queue: queue, Clock: clock, Retention: deployment, CancelCheck: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

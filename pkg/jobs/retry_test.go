@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -37,9 +38,9 @@ func newLifecycle(t *testing.T, policy jobs.RetryPolicy, handler func(context.Co
 	l.store = jobstest.NewMemStore(l.clock)
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "flaky", handler, &jobs.KindOpts{Retry: policy, FailureCodes: []string{"rate_limited"}})
-	l.svc, _ = jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: l.store, Queue: l.queue, Clock: l.clock})
+	l.svc, _ = testroles.Service(jobs.Config{Registry: reg, Store: l.store, Queue: l.queue, Clock: l.clock})
 	var err error
-	l.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: l.store, Queue: l.queue, Clock: l.clock, CancelCheck: 5 * time.Millisecond})
+	l.worker, err = testroles.Worker(jobs.Config{Registry: reg, Store: l.store, Queue: l.queue, Clock: l.clock, CancelCheck: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestDelayedJobRunsOnlyWhenDue(t *testing.T) {
 	// Days ahead: no message at all; the sweeper sends it when due.
 	far, _, _ := enqueued(l.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "flaky", Payload: []byte(`{}`), EnqueueOpts: jobs.EnqueueOpts{RunAt: l.clock.Now().Add(72 * time.Hour)}}))
 	before := len(l.queue.Sent())
-	sweeper, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: l.store, Queue: l.queue, Clock: l.clock})
+	sweeper, _ := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: l.store, Queue: l.queue, Clock: l.clock})
 	if rep, _ := sweeper.Sweep(ctx); rep.Resent != 0 || len(l.queue.Sent()) != before {
 		t.Fatalf("a job three days out was sent now: %+v", rep)
 	}

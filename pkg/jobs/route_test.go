@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -52,7 +53,7 @@ func newRouted(t *testing.T) *routed {
 		Envelope:    []jobs.EnvelopeRoute{{Kinds: []string{"echo"}, Owner: routeOwner}},
 		RelayTopics: []string{"arn:aws:sns:us-east-1:123456789012:orders"},
 	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: h.store, Routes: routes, Logger: h.logger})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: h.store, Routes: routes, Logger: h.logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestRouteUndecodablePayloadFailsVisibly(t *testing.T) {
 		t.Fatalf("jobs %+v", all)
 	}
 	// Its owner reads it through the service.
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: jobs.NewRegistry(), Store: r.store, Queue: &jobstest.MemQueue{}})
+	svc, _ := testroles.Service(jobs.Config{Registry: jobs.NewRegistry(), Store: r.store, Queue: &jobstest.MemQueue{}})
 	if _, err := svc.Get(context.Background(), routeOwner, all[0].ID); err != nil {
 		t.Fatalf("owner cannot read it: %v", err)
 	}
@@ -224,7 +225,7 @@ func TestRoutesAreCheckedAgainstTheRegistry(t *testing.T) {
 		"envelope unregistered": {Envelope: []jobs.EnvelopeRoute{{Kinds: []string{"x"}, Owner: "o"}}},
 	}
 	for name, routes := range tests {
-		if _, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Routes: routes}); err == nil {
+		if _, err := testroles.Worker(jobs.Config{Registry: reg, Store: jobstest.NewMemStore(nil), Routes: routes}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
-	"github.com/lambdajobs/lambdajobs/internal/wallclock"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
@@ -68,30 +67,13 @@ func (s *ScheduleService) ForCallers() *ScheduleService {
 	return &c
 }
 
-// ScheduleServiceConfig configures a ScheduleService; Registry, Store and
-// Scheduler are required.
-type ScheduleServiceConfig struct {
-	Registry  *Registry
-	Store     driver.Store
-	Scheduler driver.Scheduler
-	// PerOwner bounds each owner's schedules (defaultSchedulesPerOwner).
-	PerOwner int
-	Clock    Clock
-	Logger   *slog.Logger
-}
-
-// NewScheduleService returns a ScheduleService.
-func NewScheduleService(cfg ScheduleServiceConfig) (*ScheduleService, error) {
-	if cfg.Registry == nil || cfg.Store == nil || cfg.Scheduler == nil {
-		return nil, errors.New("jobs: NewScheduleService needs a Registry, a Store and a Scheduler")
+// newScheduleService returns the ScheduleService of cfg (see NewClient).
+func newScheduleService(cfg Config, eng *engine) *ScheduleService {
+	perOwner := cfg.SchedulesPerOwner
+	if perOwner <= 0 {
+		perOwner = defaultSchedulesPerOwner
 	}
-	if cfg.PerOwner <= 0 {
-		cfg.PerOwner = defaultSchedulesPerOwner
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = wallclock.Clock{}
-	}
-	return &ScheduleService{reg: cfg.Registry, store: cfg.Store, sched: cfg.Scheduler, perOwner: cfg.PerOwner, clock: cfg.Clock, log: orLogger(cfg.Logger)}, nil
+	return &ScheduleService{reg: cfg.Registry, store: cfg.Store, sched: cfg.Scheduler, perOwner: perOwner, clock: eng.clock, log: eng.log}
 }
 
 // Create validates req like a declaration (expression, time zone, kind,
@@ -121,6 +103,9 @@ func NewScheduleService(cfg ScheduleServiceConfig) (*ScheduleService, error) {
 // A definition the owner already had (the same request again) is never
 // removed by a failure: its schedule stands.
 func (s *ScheduleService) Create(ctx context.Context, req ScheduleRequest) (*Schedule, error) {
+	if s.sched == nil {
+		return nil, errNoScheduler
+	}
 	if err := checkOwner(req.Owner); err != nil {
 		return nil, err
 	}
@@ -298,6 +283,9 @@ func (s *ScheduleService) Get(ctx context.Context, owner, name string) (*Schedul
 // answer was lost is found done (GetSchedule). A fire already on the
 // queue finds no definition and makes no job.
 func (s *ScheduleService) Delete(ctx context.Context, owner, name string) error {
+	if s.sched == nil {
+		return errNoScheduler
+	}
 	if _, err := s.Get(ctx, owner, name); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -58,7 +59,7 @@ func TestScheduleDeclarationsAreChecked(t *testing.T) {
 		t.Fatalf("declared: %+v", got)
 	}
 	// Once the registry is in use, nothing more is declared.
-	_, _ = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil)})
+	_, _ = testroles.Worker(jobs.Config{Registry: reg, Store: jobstest.NewMemStore(nil)})
 	if err := report.Every(reg, "late", "rate(1 hour)", reportPayload{}, nil); !errors.Is(err, jobs.ErrInvalidSchedule) || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("a declaration after use: %v", err)
 	}
@@ -88,7 +89,7 @@ func newScheduleFixture(t *testing.T, overlap jobs.Overlap) *scheduleFixture {
 	if err := k.Every(reg, "nightly", "rate(1 hour)", reportPayload{Team: "a"}, &jobs.ScheduleOpts{Overlap: overlap, Owner: "team"}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: f.mem, CancelCheck: -1})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: f.mem, CancelCheck: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

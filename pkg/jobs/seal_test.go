@@ -11,6 +11,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/keyring"
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -44,11 +45,11 @@ func TestSecretFieldsAreSealedAtRestAndOpenedForTheHandler(t *testing.T) {
 			return jobs.NoResult{}, nil
 		}, nil)
 	store := jobstest.NewMemStore(nil)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Sealer: sealer})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Sealer: sealer})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Sealer: sealer})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: store, Sealer: sealer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,10 +110,10 @@ func TestSecretFieldsNeedASealer(t *testing.T) {
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "charge",
 		func(context.Context, *jobs.Job[chargePayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
-	if _, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Queue: &jobstest.MemQueue{}}); !errors.Is(err, jobs.ErrNoSealer) {
+	if _, err := testroles.Service(jobs.Config{Registry: reg, Store: jobstest.NewMemStore(nil), Queue: &jobstest.MemQueue{}}); !errors.Is(err, jobs.ErrNoSealer) {
 		t.Fatalf("NewService: %v", err)
 	}
-	if _, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: jobstest.NewMemStore(nil)}); !errors.Is(err, jobs.ErrNoSealer) {
+	if _, err := testroles.Worker(jobs.Config{Registry: reg, Store: jobstest.NewMemStore(nil)}); !errors.Is(err, jobs.ErrNoSealer) {
 		t.Fatalf("NewWorker: %v", err)
 	}
 }
@@ -228,7 +229,7 @@ func TestCustomSealerMustKeyRequestHashes(t *testing.T) {
 	}{{plainSealer{}, false}, {keyedSealer{}, true}} {
 		reg := jobs.NewRegistry()
 		jobs.MustRegister(reg, "charge", nil2[chargePayload], nil)
-		_, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Queue: &jobstest.MemQueue{}, Sealer: tt.sealer})
+		_, err := testroles.Service(jobs.Config{Registry: reg, Store: jobstest.NewMemStore(nil), Queue: &jobstest.MemQueue{}, Sealer: tt.sealer})
 		if (err == nil) != tt.ok {
 			t.Errorf("%T: %v", tt.sealer, err)
 		}
@@ -262,11 +263,11 @@ func TestPayloadSealedWithAnotherKeyFailsUnreadable(t *testing.T) {
 	}
 	clock := jobstest.NewClock(time.Now())
 	store := jobstest.NewMemStore(clock)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: registry(), Store: store, Queue: &jobstest.MemQueue{}, Sealer: enqueuer, Clock: clock})
+	svc, err := testroles.Service(jobs.Config{Registry: registry(), Store: store, Queue: &jobstest.MemQueue{}, Sealer: enqueuer, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Queue: &jobstest.MemQueue{}, Sealer: other, Clock: clock})
+	w, err := testroles.Worker(jobs.Config{Registry: registry(), Store: store, Queue: &jobstest.MemQueue{}, Sealer: other, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

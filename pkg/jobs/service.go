@@ -48,7 +48,7 @@ type Service struct {
 	capCounts *capCounts
 	// callers: the service answers API callers (ForCallers).
 	callers bool
-	// enqueueRate is ServiceConfig.EnqueueRatePerOwner; refusals are
+	// enqueueRate is Config.EnqueueRatePerOwner; refusals are
 	// this instance's refused owners.
 	enqueueRate float64
 	refusals    *rateRefusals
@@ -64,60 +64,8 @@ func (s *Service) ForCallers() *Service {
 	return &c
 }
 
-// ServiceConfig configures a Service. Registry, Store and Queue are required.
-type ServiceConfig struct {
-	Registry *Registry
-	Store    driver.Store
-	Queue    driver.Queue
-	Clock    Clock
-	Logger   *slog.Logger
-	// DispatchGrace: see DefaultDispatchGrace.
-	DispatchGrace time.Duration
-	// LaneDispatchGrace is the dispatch grace of each lane whose worker
-	// runs longer than the default lane's (a lane not in it has
-	// DispatchGrace): a queued job of the lane is re-sent no sooner, so a
-	// message waiting in a long worker's batch is not sent twice.
-	LaneDispatchGrace map[string]time.Duration
-	// Sealer seals secret payload fields; required when a kind has some.
-	Sealer Sealer
-	// Retention is how long a cancelled job stays readable
-	// (default DefaultRetention; a kind's KindOpts.Retention instead,
-	// when it has one).
-	Retention time.Duration
-	// Metrics, when set, counts accepted jobs per kind (see Metrics).
-	Metrics *Metrics
-	// PageTokenKey signs page and continuation tokens, a batch's page
-	// tokens included (at least 32 bytes); required to list and to page
-	// through a batch's job ids. Every instance that lists must share it.
-	PageTokenKey []byte
-	// Bus publishes job events (see Event); nil leaves the events of the
-	// outcomes this role writes pending, for a role with a bus (the
-	// sweeper). AllEvents announces the outcomes of every kind, not only
-	// those with KindOpts.Events: set it alike on every role.
-	Bus       driver.Bus
-	AllEvents bool
-	// Rand draws job and batch ids (nil: the system's; see Rand).
-	Rand Rand
-	// EnqueueRatePerOwner bounds each owner's requests that make jobs
-	// (Enqueue, EnqueueBatch, Replay: a batch is one request) to this many
-	// a second across every instance (0: no bound). A request over it is
-	// refused, nothing stored, with a *RequestError of code rate_limited
-	// whose RetryAfter says when to try again (HTTP 429 with
-	// Retry-After); a refusal reserves nothing. Each accepted request
-	// costs one write more (docs/FLOW_CONTROL.md says how hot its items
-	// get). The enqueue function sets it from JOBS_ENQUEUE_RATE_PER_OWNER;
-	// a Go producer's own Service is unbounded unless it sets it.
-	EnqueueRatePerOwner int
-}
-
-// NewService returns a Service; it puts the registry to use.
-func NewService(cfg ServiceConfig) (*Service, error) {
-	if cfg.Registry == nil || cfg.Store == nil || cfg.Queue == nil {
-		return nil, errors.New("jobs: NewService needs a Registry, a Store and a Queue")
-	}
-	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
-		return nil, err
-	}
+// newService returns the Service of cfg (see NewClient).
+func newService(cfg Config, eng *engine) (*Service, error) {
 	if cfg.EnqueueRatePerOwner < 0 {
 		return nil, errors.New("jobs: EnqueueRatePerOwner must be 0 (none) or more")
 	}
@@ -128,8 +76,6 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng := newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention,
-		bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand})
 	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
 		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey,
 		counter: counter, capCounts: &capCounts{}, enqueueRate: float64(cfg.EnqueueRatePerOwner), refusals: &rateRefusals{}}, nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -120,8 +121,8 @@ func TestSendFailureLosesNoJob(t *testing.T) {
 	queue.SetFail(errors.New("sqs: connection refused"))
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "echo", echo, nil)
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue, Clock: clock})
-	sweeper, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, Clock: clock})
+	sweeper, _ := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: store, Queue: queue, Clock: clock})
 	ctx := context.Background()
 
 	rec, _, err := enqueued(svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "alice", Kind: "echo", Payload: json.RawMessage(`{"text":"a"}`)}))
@@ -155,7 +156,7 @@ func TestPayloadsAreStoredCanonically(t *testing.T) {
 	store := jobstest.NewMemStore(nil)
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "two", func(context.Context, *jobs.Job[twoFields]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}})
 	ctx := context.Background()
 	first, _, err := enqueued(svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "two", Payload: json.RawMessage(`{"a":"x","b":1,"n":12345678901234567890}`), EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: "k"}}))
 	if err != nil {

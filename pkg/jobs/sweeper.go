@@ -32,59 +32,16 @@ type Sweeper struct {
 	metrics *Metrics
 }
 
-// SweeperConfig configures a Sweeper. Store and Queue are required.
-type SweeperConfig struct {
-	Store  driver.Store
-	Queue  driver.Queue
-	Clock  Clock
-	Logger *slog.Logger
-	// DispatchGrace is the first wait before a queued job is re-sent; each
-	// further re-send waits twice as long, up to 8 times (default
-	// DefaultDispatchGrace). Use the service's value.
-	DispatchGrace time.Duration
-	// LaneDispatchGrace is the dispatch grace of each lane whose worker
-	// runs longer than the default lane's (a lane not in it has
-	// DispatchGrace): a queued job of the lane is re-sent no sooner, so a
-	// message waiting in a long worker's batch is not sent twice.
-	LaneDispatchGrace map[string]time.Duration
-	// Retention of finished jobs (default DefaultRetention).
-	Retention time.Duration
-	// PageSize is how many due jobs are read per index query (default 200).
-	PageSize int
-	// Reserve is how long before its deadline a sweep stops starting work
-	// (default 5s); what is left is picked up by the next sweep. No call of
-	// a sweep outlives half of it.
-	Reserve time.Duration
-	// Registry, when set, gives the kinds' retry policies: an interrupted
-	// run of a kind with attempts left is retried rather than failed.
-	Registry *Registry
-	// Metrics, when set, writes what each sweep did (see Metrics).
-	Metrics *Metrics
-	// Bus publishes job events (see Event); nil leaves the events of the
-	// outcomes this role writes pending, for a role with a bus (the
-	// sweeper). AllEvents announces the outcomes of every kind, not only
-	// those with KindOpts.Events: set it alike on every role.
-	Bus       driver.Bus
-	AllEvents bool
-	// Rand draws the jitter of retries (nil: the system's; see Rand).
-	Rand Rand
-}
-
-// NewSweeper returns a Sweeper.
-func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
-	if cfg.Store == nil || cfg.Queue == nil {
-		return nil, errors.New("jobs: NewSweeper needs a Store and a Queue")
-	}
-	s := &Sweeper{eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention,
-		bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand}),
-		log: orLogger(cfg.Logger), limit: cfg.PageSize, reserve: cfg.Reserve, metrics: cfg.Metrics}
+// newSweeper returns the Sweeper of cfg (see NewClient).
+func newSweeper(cfg Config, eng *engine) *Sweeper {
+	s := &Sweeper{eng: eng, log: eng.log, limit: cfg.SweepPageSize, reserve: cfg.SweepReserve, metrics: cfg.Metrics}
 	if s.limit <= 0 {
 		s.limit = 200
 	}
 	if s.reserve <= 0 {
 		s.reserve = 5 * time.Second
 	}
-	return s, nil
+	return s
 }
 
 // SweepReport counts what one sweep did.
@@ -108,6 +65,9 @@ type SweepReport struct {
 // read the index at all.
 func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
+	if s.eng.queue == nil {
+		return rep, errSweepNoQueue
+	}
 	plan := planSweep(ctx, s.reserve)
 	m := s.metrics.batch()
 	ctx = withMetrics(ctx, m)

@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -22,7 +23,7 @@ func TestSweeperInterruptsOnlyAfterLease(t *testing.T) {
 	clock := jobstest.NewClock(time.Now())
 	store := jobstest.NewMemStore(clock)
 	queue := &jobstest.MemQueue{}
-	sweeper, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock})
+	sweeper, _ := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: store, Queue: queue, Clock: clock})
 	ctx := context.Background()
 	rec := jobstest.NewRecord(wire.NewID(), clock.Now())
 	rec.SweepAt = clock.Now().Add(time.Minute)
@@ -76,8 +77,8 @@ func TestOverlappingSweepersAndLateWorker(t *testing.T) {
 		ids = append(ids, rec.ID)
 	}
 	clock.Advance(10 * time.Minute)
-	s1, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock, PageSize: 7})
-	s2, _ := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock, PageSize: 11})
+	s1, _ := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: store, Queue: queue, Clock: clock, SweepPageSize: 7})
+	s2, _ := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: store, Queue: queue, Clock: clock, SweepPageSize: 11})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var reps []jobs.SweepReport
@@ -130,7 +131,7 @@ func TestSweeperResendBackoffIsCappedAtEightGraces(t *testing.T) {
 	const grace = time.Minute
 	clock := jobstest.NewClock(jobstest.Epoch)
 	store, queue := jobstest.NewMemStore(clock), &jobstest.MemQueue{}
-	sweeper, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Clock: clock, DispatchGrace: grace})
+	sweeper, err := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: store, Queue: queue, Clock: clock, DispatchGrace: grace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestFailingItemsDoNotStallTheSweep(t *testing.T) {
 	store := jobstest.NewMemStore(clock)
 	bus := &jobstest.MemBus{}
 	bus.SetFail(errors.New("eventbridge: unavailable"))
-	sweeper, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, Bus: bus})
+	sweeper, err := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, Bus: bus})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,11 +284,11 @@ func TestAbandonedBatchOfTenThousandJobsEndsWithinThreeSweeps(t *testing.T) {
 		reg := jobs.NewRegistry()
 		jobs.MustRegister(reg, "k", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 		queue := &jobstest.MemQueue{}
-		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+		svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: queue, Registry: reg})
+		sw, err := testroles.Sweeper(jobs.Config{Store: store, Queue: queue, Registry: reg})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -23,7 +24,7 @@ func TestTenantsAreWithinTheirOwner(t *testing.T) {
 		queue := &jobstest.MemQueue{}
 		reg := jobs.NewRegistry()
 		jobs.MustRegister(reg, "k", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
-		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: jobstest.NewMemStore(nil), Queue: queue})
+		svc, err := testroles.Service(jobs.Config{Registry: reg, Store: jobstest.NewMemStore(nil), Queue: queue})
 		if err != nil {
 			t.Fatal(err)
 		}

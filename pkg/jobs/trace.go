@@ -8,7 +8,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
-// Tracer traces the worker's records (WorkerConfig.Tracer): one span per
+// Tracer traces the worker's records (Config.Tracer): one span per
 // SQS record, whose parent is the trace the message carries in its
 // AWSTraceHeader system attribute (the enqueue's, a retry's, or a foreign
 // source's when it traces: EventBridge and SNS do, S3 does not), so one

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -77,9 +78,9 @@ func TestWorkerTellsItsTracerEachRecord(t *testing.T) {
 	bad := jobs.MustRegister(reg, "bad", func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, jobs.Fail("nope", errors.New("card 4242 declined"))
 	}, &jobs.KindOpts{FailureCodes: []string{"nope"}})
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: mem, Queue: &jobstest.MemQueue{}})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: mem, Queue: &jobstest.MemQueue{}})
 	tr := &fakeTracer{spans: map[string]*fakeSpan{}}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: mem, CancelCheck: -1, Tracer: tr})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: mem, CancelCheck: -1, Tracer: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +127,8 @@ func TestWorkerWithoutTracer(t *testing.T) {
 	mem := jobstest.NewMemStore(nil)
 	reg := jobs.NewRegistry()
 	ok := jobs.MustRegister(reg, "ok", sleeper, nil)
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: mem, Queue: &jobstest.MemQueue{}})
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: mem, CancelCheck: -1})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: mem, Queue: &jobstest.MemQueue{}})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: mem, CancelCheck: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -18,7 +19,7 @@ func TestKindHandleEnqueues(t *testing.T) {
 		t.Fatalf("name %q", echoes.Name())
 	}
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}

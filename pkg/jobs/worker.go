@@ -55,74 +55,8 @@ type kindMin struct {
 	min  time.Duration
 }
 
-// WorkerConfig configures a Worker. Registry and Store are required.
-type WorkerConfig struct {
-	Registry *Registry
-	Store    driver.Store
-	Clock    Clock
-	Logger   *slog.Logger
-	// Lane is the lane whose queue the worker serves ("" the default):
-	// what it hands back before claiming goes back to it.
-	Lane string
-	// Concurrency bounds how many records of one batch run at once
-	// (default 8).
-	Concurrency int
-	// Deadlines divide the invocation's time (default DefaultDeadlines).
-	Deadlines Deadlines
-	// Timeout is the worker Lambda's timeout, when known at build time
-	// (lambdafn reads JOBS_WORKER_TIMEOUT, which the CDK construct sets).
-	// NewWorker then refuses a kind of its lane whose KindOpts.MinRunTime
-	// is more than a fresh invocation's handler time (Timeout less
-	// Deadlines.Reserve): no invocation could ever start it. Other lanes'
-	// kinds are their workers' to check.
-	// Zero: unknown, and nothing refuses such a kind: its jobs stay
-	// queued, handed back unclaimed at every delivery (see
-	// KindOpts.MinRunTime).
-	Timeout time.Duration
-	// Retention is how long a finished job stays readable
-	// (default DefaultRetention).
-	Retention time.Duration
-	// Sealer opens secret payload fields; required when a kind has some.
-	Sealer Sealer
-	// Routes turn messages from other AWS services into jobs (see Routes).
-	Routes *Routes
-	// Metrics, when set, writes per-kind metrics at the end of each
-	// invocation (see Metrics).
-	Metrics *Metrics
-	// DispatchGrace is the sweep delay of jobs made from foreign messages
-	// and retries (default DefaultDispatchGrace); use the service's value.
-	DispatchGrace time.Duration
-	// LaneDispatchGrace is the dispatch grace of each lane whose worker
-	// runs longer than the default lane's (a lane not in it has
-	// DispatchGrace): a queued job of the lane is re-sent no sooner, so a
-	// message waiting in a long worker's batch is not sent twice.
-	LaneDispatchGrace map[string]time.Duration
-	// Queue sends retries and early deliveries back with a delay. Without
-	// it they wait for the sweeper.
-	Queue driver.Queue
-	// CancelCheck is how often a running job is checked for a cancel
-	// request while its handler works (default 5s; negative: only at
-	// Publish). Each check is one read.
-	CancelCheck time.Duration
-	// Tracer, when set, traces each record (see Tracer); nil costs
-	// nothing.
-	Tracer Tracer
-	// Bus publishes job events (see Event); nil leaves the events of the
-	// outcomes this role writes pending, for a role with a bus (the
-	// sweeper). AllEvents announces the outcomes of every kind, not only
-	// those with KindOpts.Events: set it alike on every role.
-	Bus       driver.Bus
-	AllEvents bool
-	// Rand draws claim tokens and the jitter of retries and waits (nil:
-	// the system's; see Rand).
-	Rand Rand
-}
-
-// NewWorker returns a Worker; it puts the registry to use.
-func NewWorker(cfg WorkerConfig) (*Worker, error) {
-	if cfg.Registry == nil || cfg.Store == nil {
-		return nil, errors.New("jobs: NewWorker needs a Registry and a Store")
-	}
+// newWorker returns the Worker of cfg (see NewClient).
+func newWorker(cfg Config, eng *engine) (*Worker, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 8
 	}
@@ -130,18 +64,14 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err := cfg.Deadlines.Validate(0); err != nil {
 		return nil, err
 	}
-	if err := cfg.Deadlines.checkKinds(cfg.Registry, cfg.Lane, cfg.Timeout); err != nil {
-		return nil, err
-	}
-	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
+	if err := cfg.Deadlines.checkKinds(cfg.Registry, cfg.Lane, cfg.WorkerTimeout); err != nil {
 		return nil, err
 	}
 	if err := cfg.Routes.check(cfg.Registry); err != nil {
 		return nil, err
 	}
 	w := &Worker{
-		eng: newEngine(engine{reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace, laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention,
-			bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand}),
+		eng: eng,
 		reg: cfg.Registry, log: orLogger(cfg.Logger), concurrency: cfg.Concurrency, deadlines: cfg.Deadlines,
 		sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), routes: cfg.Routes, cancelCheck: cfg.CancelCheck,
 		metrics: cfg.Metrics, tracer: cfg.Tracer, lane: cfg.Lane,

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -124,11 +125,11 @@ func newHarness(t *testing.T, deadlines jobs.Deadlines) *harness {
 			return jobs.NoResult{}, nil
 		}, &jobs.KindOpts{FailureCodes: []string{"card_declined"}})
 	var err error
-	h.worker, err = jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: h.store, Logger: logger, Deadlines: deadlines, Concurrency: 4})
+	h.worker, err = testroles.Worker(jobs.Config{Registry: reg, Store: h.store, Logger: logger, Deadlines: deadlines, Concurrency: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.svc, err = jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: h.store, Queue: h.queue, Logger: logger})
+	h.svc, err = testroles.Service(jobs.Config{Registry: reg, Store: h.store, Queue: h.queue, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +376,7 @@ func testWorkerFinalWriteStallReturnsBeforeDeadline(t *testing.T) {
 	mem := jobstest.NewMemStore(nil)
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "echo", echo, nil)
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: stallingStore{mem}, Deadlines: shortDeadlines})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: stallingStore{mem}, Deadlines: shortDeadlines})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,15 +455,15 @@ func TestWorkerHandsBackAKindItDoesNotKnowYet(t *testing.T) {
 		}
 		return reg
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: newReg(true), Store: store, Queue: queue, Clock: clock})
+	svc, err := testroles.Service(jobs.Config{Registry: newReg(true), Store: store, Queue: queue, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := jobs.NewWorker(jobs.WorkerConfig{Registry: newReg(false), Store: store, Queue: queue, Clock: clock})
+	old, err := testroles.Worker(jobs.Config{Registry: newReg(false), Store: store, Queue: queue, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := jobs.NewWorker(jobs.WorkerConfig{Registry: newReg(true), Store: store, Queue: queue, Clock: clock})
+	fresh, err := testroles.Worker(jobs.Config{Registry: newReg(true), Store: store, Queue: queue, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -265,7 +265,7 @@ type KindCounts struct {
 }
 
 // QueueCounter is implemented by a Store that counts queued jobs, for the
-// caps on them (KindOpts.MaxQueued and MaxQueuedPerOwner): jobs.NewService
+// caps on them (KindOpts.MaxQueued and MaxQueuedPerOwner): jobs.NewClient
 // refuses a registry with a capped kind over a store without it.
 // jobstest.RunStoreTests checks it when a store has it.
 type QueueCounter interface {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -804,11 +805,11 @@ func TestUnitsPerDependency(t *testing.T) {
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "k", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	queue := &jobstest.MemQueue{}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: queue, CancelCheck: -1})
+	worker, err := testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, CancelCheck: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -30,7 +31,7 @@ func newFlowEnv(t *testing.T) *env {
 	jobs.MustRegister(reg, "limited", echo, &jobs.KindOpts{Lane: "bulk", Concurrency: 5, RateLimitPerKey: 20, LimitKey: "owner",
 		MaxQueued: 2, MaxQueuedPerOwner: 1})
 	e := &env{store: jobstest.NewMemStore(nil), queue: &jobstest.MemQueue{}}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: e.store, Queue: e.queue, PageTokenKey: []byte(strings.Repeat("k", 32))})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: e.store, Queue: e.queue, PageTokenKey: []byte(strings.Repeat("k", 32))})
 	if err != nil {
 		t.Fatal(err)
 	}

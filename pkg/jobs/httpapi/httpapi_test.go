@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -37,7 +38,7 @@ func newEnv(t testing.TB) *env {
 			return jobs.JSON[echoPayload]{V: j.Payload}, nil
 		}, nil)
 	e := &env{store: jobstest.NewMemStore(nil), queue: &jobstest.MemQueue{}}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: e.store, Queue: e.queue, PageTokenKey: []byte(strings.Repeat("k", 32))})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: e.store, Queue: e.queue, PageTokenKey: []byte(strings.Repeat("k", 32))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +271,7 @@ func TestDependencyDownIs503(t *testing.T) {
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "echo",
 		func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: downStore{jobstest.NewMemStore(nil)}, Queue: &jobstest.MemQueue{}})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: downStore{jobstest.NewMemStore(nil)}, Queue: &jobstest.MemQueue{}})
 	api := httpapi.New(svc, nil)
 	resp, _ := api.Enqueue(context.Background(), fixture(t, "post-iam.json"))
 	if resp.StatusCode != http.StatusServiceUnavailable || decodeProblem(t, resp).Code != "unavailable" || resp.Headers["Retry-After"] == "" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
@@ -38,13 +39,13 @@ func TestInternalKindsAreUnknownToCallers(t *testing.T) {
 	internal := []string{"echo.failed", "audit", "upload", "bridge", "failed"}
 
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}
 	api := httpapi.New(svc, nil)
 	sched := &fakeScheduler{made: map[string]driver.HeldSchedule{}}
-	ss, err := jobs.NewScheduleService(jobs.ScheduleServiceConfig{Registry: reg, Store: store, Scheduler: sched})
+	ss, err := testroles.Schedules(jobs.Config{Registry: reg, Store: store, Scheduler: sched})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -29,7 +30,7 @@ func TestGetShowsThePayloadWithSecretsMasked(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := jobstest.NewMemStore(nil)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Sealer: sealer, PageTokenKey: []byte(strings.Repeat("k", 32))})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Sealer: sealer, PageTokenKey: []byte(strings.Repeat("k", 32))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -132,7 +133,11 @@ func newSchedEnv(t *testing.T, perOwner int) *schedEnv {
 		return jobs.NoResult{}, nil
 	}, nil)
 	e := &schedEnv{sched: &fakeScheduler{made: map[string]driver.HeldSchedule{}}, store: jobstest.NewMemStore(nil)}
-	svc, err := jobs.NewScheduleService(jobs.ScheduleServiceConfig{Registry: reg, Store: e.store, Scheduler: e.sched, PerOwner: perOwner})
+	sealer, err := jobs.NewAESSealer([]byte(strings.Repeat("s", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := testroles.Schedules(jobs.Config{Registry: reg, Store: e.store, Scheduler: e.sched, SchedulesPerOwner: perOwner, Sealer: sealer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +491,7 @@ func TestRuntimeScheduleFires(t *testing.T) {
 		}
 		return jobs.NoResult{}, nil
 	}, nil)
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: e.store, CancelCheck: -1, Concurrency: 1})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: e.store, CancelCheck: -1, Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +541,7 @@ func TestRuntimeScheduleOfAnUnregisteredKind(t *testing.T) {
 		return jobs.NoResult{}, nil
 	}, nil)
 	var logs strings.Builder
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: e.store, CancelCheck: -1, Concurrency: 1,
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: e.store, CancelCheck: -1, Concurrency: 1,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -19,7 +20,7 @@ func TestTenantAndLaneAreForTrustedCallers(t *testing.T) {
 	jobs.MustRegister(reg, "echo", func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	jobs.MustRegister(reg, "bulk.echo", func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, &jobs.KindOpts{Lane: "bulk"})
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: queue})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestOverTheEnqueueRateIs429(t *testing.T) {
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "echo", func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	store := jobstest.NewMemStore(nil)
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, EnqueueRatePerOwner: 2})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, EnqueueRatePerOwner: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,19 +60,11 @@ func NewRunner(reg *jobs.Registry) (*Runner, error) {
 		return nil, err
 	}
 	bus := &MemBus{}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: q, Clock: clock, Sealer: sealer, PageTokenKey: pageKey, Bus: bus})
+	c, err := jobs.NewClient(jobs.Config{Registry: reg, Store: store, Queue: q, Clock: clock, Sealer: sealer, PageTokenKey: pageKey, Bus: bus})
 	if err != nil {
 		return nil, err
 	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: store, Queue: q, Clock: clock, Sealer: sealer, Bus: bus})
-	if err != nil {
-		return nil, err
-	}
-	sw, err := jobs.NewSweeper(jobs.SweeperConfig{Store: store, Queue: q, Clock: clock, Registry: reg, Bus: bus})
-	if err != nil {
-		return nil, err
-	}
-	return &Runner{Service: svc, Clock: clock, Bus: bus, queue: q, worker: w, sweeper: sw}, nil
+	return &Runner{Service: c.Service(), Clock: clock, Bus: bus, queue: q, worker: c.Worker(), sweeper: c.Sweeper()}, nil
 }
 
 // Work delivers every message that is due, in batches of up to ten as SQS

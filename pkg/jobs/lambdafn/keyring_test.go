@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -94,7 +95,7 @@ func TestKeyRingRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: registry(), Store: store, Queue: queue, Sealer: before})
+	svc, err := testroles.Service(jobs.Config{Registry: registry(), Store: store, Queue: queue, Sealer: before})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestKeyRingRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc2, err := jobs.NewService(jobs.ServiceConfig{Registry: registry(), Store: store, Queue: queue, Sealer: after})
+	svc2, err := testroles.Service(jobs.Config{Registry: registry(), Store: store, Queue: queue, Sealer: after})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestKeyRingRotation(t *testing.T) {
 	if err != nil || created || again.ID != first.ID {
 		t.Fatalf("replay after the rotation: %v created=%v: want the first job", err, created)
 	}
-	worker, err := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Sealer: after})
+	worker, err := testroles.Worker(jobs.Config{Registry: registry(), Store: store, Sealer: after})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestKeyRingRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldWorker, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Queue: queue, Sealer: before})
+	oldWorker, _ := testroles.Worker(jobs.Config{Registry: registry(), Store: store, Queue: queue, Sealer: before})
 	body, _ = json.Marshal(map[string]string{"job_id": fresh.ID})
 	oldWorker.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m2", Body: string(body)}}})
 	if got, _ := store.Get(ctx, fresh.ID); got.Status != jobs.StatusQueued || got.WaitingOn != "key" {
@@ -189,7 +190,7 @@ func TestKeyRingRotationInTwoPhases(t *testing.T) {
 	req := jobs.EnqueueRequest{Owner: "o", Kind: "charge", Payload: []byte(`{"customer":"c","card":"4242424242424242"}`), EnqueueOpts: jobs.EnqueueOpts{IdempotencyKey: "k"}}
 	var first string
 	for i, s := range []*jobs.AESSealer{before, phase1, phase2} {
-		svc, err := jobs.NewService(jobs.ServiceConfig{Registry: registry(), Store: store, Queue: queue, Sealer: s})
+		svc, err := testroles.Service(jobs.Config{Registry: registry(), Store: store, Queue: queue, Sealer: s})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,12 +200,12 @@ func TestKeyRingRotationInTwoPhases(t *testing.T) {
 		}
 		first = v.ID
 	}
-	svc2, _ := jobs.NewService(jobs.ServiceConfig{Registry: registry(), Store: store, Queue: queue, Sealer: phase2})
+	svc2, _ := testroles.Service(jobs.Config{Registry: registry(), Store: store, Queue: queue, Sealer: phase2})
 	fresh, _, err := enqueued(svc2.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "charge", Payload: []byte(`{"customer":"c","card":"5555555555554444"}`)}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	warm, _ := jobs.NewWorker(jobs.WorkerConfig{Registry: registry(), Store: store, Queue: queue, Sealer: phase1})
+	warm, _ := testroles.Worker(jobs.Config{Registry: registry(), Store: store, Queue: queue, Sealer: phase1})
 	body, _ := json.Marshal(map[string]string{"job_id": fresh.ID})
 	warm.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m", Body: string(body)}}})
 	if got, _ := store.Get(ctx, fresh.ID); got.Status != jobs.StatusSucceeded || seen != "5555555555554444" {

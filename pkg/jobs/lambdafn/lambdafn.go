@@ -77,7 +77,7 @@ type Config struct {
 	Concurrency   int
 	Deadlines     jobs.Deadlines
 	// WorkerTimeout is the worker function's timeout
-	// (JOBS_WORKER_TIMEOUT; zero when unset): see jobs.WorkerConfig.Timeout.
+	// (JOBS_WORKER_TIMEOUT; zero when unset): see jobs.Config.WorkerTimeout.
 	WorkerTimeout time.Duration
 	// Sealer seals secret payload fields (nil without JOBS_PAYLOAD_KEY).
 	Sealer jobs.Sealer
@@ -117,7 +117,7 @@ type Config struct {
 	TrustedCallers []string
 	// EnqueueRatePerOwner bounds each caller's requests that make jobs
 	// (JOBS_ENQUEUE_RATE_PER_OWNER, a second; 0: none):
-	// jobs.ServiceConfig.EnqueueRatePerOwner of the enqueue function.
+	// jobs.Config.EnqueueRatePerOwner of the enqueue function.
 	EnqueueRatePerOwner int
 	// EventBus is the EventBridge bus job events go to (JOBS_EVENT_BUS);
 	// the roles that write outcomes (worker, sweeper, cancel) send them.
@@ -408,6 +408,16 @@ func (d *Deps) bus(reg *jobs.Registry) (driver.Bus, error) {
 	return d.eventBus, nil
 }
 
+// jobsConfig is what every function's jobs.Config holds, from the
+// environment: the role's sealer given (one that seals, or one that only
+// opens what the environment's key opens). Each function adds what only
+// its role has (its bus, its page key, its scheduler, the worker's lane
+// and deadlines).
+func (d *Deps) jobsConfig(reg *jobs.Registry, sealer jobs.Sealer) jobs.Config {
+	return jobs.Config{Registry: reg, Store: d.Store, Queue: queueOrNil(d.Queue), Sealer: sealer, Logger: d.Logger, Metrics: d.metrics,
+		DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Retention: d.Config.Retention, AllEvents: d.Config.AllEvents}
+}
+
 // Function builds one function's handler from its dependencies.
 type Function func(d *Deps, reg *jobs.Registry) (any, error)
 
@@ -422,12 +432,13 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Sealer: sealer, Retention: d.Config.Retention, Metrics: d.metrics,
-		AllEvents: d.Config.AllEvents, EnqueueRatePerOwner: d.Config.EnqueueRatePerOwner})
+	cfg := d.jobsConfig(reg, sealer)
+	cfg.EnqueueRatePerOwner = d.Config.EnqueueRatePerOwner
+	c, err := jobs.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(svc, d.Logger).WithTrustedCallers(d.Config.TrustedCallers).Route, nil
+	return httpapi.New(c.Service(), d.Logger).WithTrustedCallers(d.Config.TrustedCallers).Route, nil
 }
 
 // GetJob is the GET /v1/jobs/{id}, GET /v1/jobs (the caller's jobs) and
@@ -437,11 +448,13 @@ func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: noQueue{}, Logger: d.Logger, Sealer: d.readOnlySealer(), PageTokenKey: key})
+	cfg := d.jobsConfig(reg, d.readOnlySealer())
+	cfg.Queue, cfg.PageTokenKey = nil, key // it reads: it never sends
+	c, err := jobs.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(svc, d.Logger).WithOperators(d.Config.Operators).Route, nil
+	return httpapi.New(c.Service(), d.Logger).WithOperators(d.Config.Operators).Route, nil
 }
 
 // Cancel is the job actions function: POST /v1/jobs/{id}/cancel,
@@ -461,13 +474,13 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger, Sealer: d.readOnlySealer(),
-		Retention: d.Config.Retention, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, PageTokenKey: key, Metrics: d.metrics,
-		Bus: bus, AllEvents: d.Config.AllEvents})
+	cfg := d.jobsConfig(reg, d.readOnlySealer())
+	cfg.PageTokenKey, cfg.Bus = key, bus
+	c, err := jobs.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	api := httpapi.New(svc, d.Logger).WithOperators(d.Config.Operators)
+	api := httpapi.New(c.Service(), d.Logger).WithOperators(d.Config.Operators)
 	if d.Config.DLQURL != "" {
 		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL,
 			LaneQueueURLs: d.Config.LaneQueueURLs, LaneDLQURLs: d.Config.LaneDLQURLs})
@@ -491,17 +504,14 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := jobs.NewWorker(jobs.WorkerConfig{
-		Registry: reg, Store: d.Store, Logger: d.Logger,
-		Concurrency: d.Config.Concurrency, Deadlines: d.Config.Deadlines, Timeout: d.Config.WorkerTimeout, Retention: d.Config.Retention,
-		Sealer: sealer, Routes: d.Routes, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Metrics: d.metrics,
-		Queue: queueOrNil(d.Queue), Tracer: workerTracer(d.tracing), Lane: d.Config.Lane,
-		Bus: bus, AllEvents: d.Config.AllEvents,
-	})
+	cfg := d.jobsConfig(reg, sealer)
+	cfg.Bus, cfg.Routes, cfg.Tracer = bus, d.Routes, workerTracer(d.tracing)
+	cfg.Lane, cfg.Concurrency, cfg.Deadlines, cfg.WorkerTimeout = d.Config.Lane, d.Config.Concurrency, d.Config.Deadlines, d.Config.WorkerTimeout
+	c, err := jobs.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return w.HandleSQS, nil
+	return c.Worker().HandleSQS, nil
 }
 
 // Sweeper is the scheduled sweeper function.
@@ -513,11 +523,13 @@ func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := jobs.NewSweeper(jobs.SweeperConfig{Store: d.Store, Queue: d.Queue, Logger: d.Logger, DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Retention: d.Config.Retention, Registry: reg, Metrics: d.metrics,
-		Bus: bus, AllEvents: d.Config.AllEvents})
+	cfg := d.jobsConfig(reg, d.readOnlySealer())
+	cfg.Bus = bus
+	c, err := jobs.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
+	s := c.Sweeper()
 	return func(ctx context.Context, _ events.CloudWatchEvent) (jobs.SweepReport, error) {
 		return s.Sweep(ctx)
 	}, nil
@@ -531,11 +543,13 @@ func Schedules(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := jobs.NewScheduleService(jobs.ScheduleServiceConfig{Registry: reg, Store: d.Store, Scheduler: sched, PerOwner: d.Config.SchedulesPerOwner, Logger: d.Logger})
+	cfg := d.jobsConfig(reg, d.readOnlySealer())
+	cfg.Scheduler, cfg.SchedulesPerOwner = sched, d.Config.SchedulesPerOwner
+	c, err := jobs.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.NewSchedules(svc, d.Logger).Route, nil
+	return httpapi.NewSchedules(c.Schedules(), d.Logger).Route, nil
 }
 
 // FunctionNamed returns the function called name (enqueue, getjob, cancel,
@@ -674,13 +688,6 @@ func coldStart(m *jobs.Metrics) {
 	_ = b.Flush(m.Writer, time.Now())
 }
 
-// noQueue is the getjob function's queue: it never sends.
-type noQueue struct{}
-
-func (noQueue) Send(context.Context, ...driver.Message) error {
-	return errors.New("getjob does not send")
-}
-
 // queueOrNil keeps a nil *sqsqueue.Queue from becoming a non-nil interface.
 func queueOrNil(q *sqsqueue.Queue) driver.Queue {
 	if q == nil {
@@ -750,9 +757,11 @@ func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Co
 	if err != nil {
 		return nil, err
 	}
-	return jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: d.Store, Queue: d.Queue, Logger: d.Logger,
-		DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Sealer: sealer, Retention: d.Config.Retention,
-		AllEvents: d.Config.AllEvents})
+	c, err := jobs.NewClient(d.jobsConfig(reg, sealer))
+	if err != nil {
+		return nil, err
+	}
+	return c.Service(), nil
 }
 
 // commaList is the non-empty entries of a comma-separated list.

@@ -9,7 +9,7 @@ import (
 )
 
 // The page token key signs the listing's page and continuation tokens
-// (jobs.ServiceConfig.PageTokenKey). Every instance of getjob and cancel
+// (jobs.Config.PageTokenKey). Every instance of getjob and cancel
 // must share it: deployed, it is a Secrets Manager secret the construct
 // generates (JOBS_PAGE_TOKEN_SECRET, read at cold start by those two
 // functions only); locally a string (JOBS_PAGE_TOKEN_KEY, 32 characters or

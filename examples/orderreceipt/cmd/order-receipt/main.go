@@ -49,10 +49,11 @@ func run(ctx context.Context) error {
 	reg := jobs.NewRegistry()
 	receipts := jobs.MustRegister(reg, examplekinds.Receipt, examplekinds.SendReceipt, nil)
 	store := dynamostore.New(ddb, "lambdajobs-local", dynamostore.Options{})
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: store, Queue: sqsqueue.New(sqsClient, aws.ToString(queueURL.QueueUrl))})
+	client, err := jobs.NewClient(jobs.Config{Registry: reg, Store: store, Queue: sqsqueue.New(sqsClient, aws.ToString(queueURL.QueueUrl))})
 	if err != nil {
 		return err
 	}
+	svc := client.Service()
 	if err := orderreceipt.CreateOrdersTable(ctx, ddb, "orders-local"); err != nil {
 		return err
 	}

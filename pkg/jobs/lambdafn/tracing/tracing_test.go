@@ -14,6 +14,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/xrayudp"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -47,7 +48,7 @@ func TestTracingSendsSpansToTheDaemon(t *testing.T) {
 		return jobs.NoResult{}, nil
 	}, nil)
 	ctx := context.Background()
-	svc, err := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: dynamostore.New(ddb, table, dynamostore.Options{}), Queue: &jobstest.MemQueue{}})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: dynamostore.New(ddb, table, dynamostore.Options{}), Queue: &jobstest.MemQueue{}})
 	if err != nil {
 		t.Fatal(err)
 	}

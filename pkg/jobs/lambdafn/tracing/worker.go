@@ -14,7 +14,7 @@ import (
 )
 
 // WorkerTracer traces a jobs.Worker's records with tp (set it as
-// jobs.WorkerConfig.Tracer; lambdafn does when tracing is on): one span per
+// jobs.Config.Tracer; lambdafn does when tracing is on): one span per
 // SQS record, "lambdajobs.process", whose parent is the trace the message
 // carries in its AWSTraceHeader system attribute and which links to the
 // invocation's span (ctx's when the worker is called). The job's AWS calls

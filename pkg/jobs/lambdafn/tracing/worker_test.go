@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"
@@ -47,8 +48,8 @@ func TestWorkerTracesEachRecordInItsMessagesTrace(t *testing.T) {
 	bad := jobs.MustRegister(reg, "bad", func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, jobs.Fail("nope", errors.New("card 4242 declined"))
 	}, &jobs.KindOpts{FailureCodes: []string{"nope"}})
-	svc, _ := jobs.NewService(jobs.ServiceConfig{Registry: reg, Store: mem, Queue: &jobstest.MemQueue{}})
-	w, err := jobs.NewWorker(jobs.WorkerConfig{Registry: reg, Store: mem, CancelCheck: -1, Tracer: tracing.WorkerTracer(tp)})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: mem, Queue: &jobstest.MemQueue{}})
+	w, err := testroles.Worker(jobs.Config{Registry: reg, Store: mem, CancelCheck: -1, Tracer: tracing.WorkerTracer(tp)})
 	if err != nil {
 		t.Fatal(err)
 	}
