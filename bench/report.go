@@ -484,7 +484,7 @@ func (r *report) cold(name string, traced bool) *coldResult {
 var setupRows = []struct{ key, label string }{
 	{"inits", "package initialisation (inittrace)"},
 	{"inits+tracing", "the same with tracing linked"},
-	{"main", "main, before lambdafn.Main (the registry)"},
+	{"main", "main, before lambdafn.Serve (the registry)"},
 	{"config", "configuration from the environment"},
 	{"aws", "AWS configuration"},
 	{"clients", "AWS clients"},

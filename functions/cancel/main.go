@@ -12,5 +12,5 @@ import (
 
 func main() {
 	reg := examplekinds.MustRegistry(os.Getenv)
-	lambdafn.Main(lambdafn.Cancel, reg)
+	lambdafn.Serve(lambdafn.Cancel, reg, nil)
 }

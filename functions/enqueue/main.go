@@ -12,5 +12,5 @@ import (
 
 func main() {
 	reg := examplekinds.MustRegistry(os.Getenv)
-	lambdafn.Main(lambdafn.Enqueue, reg)
+	lambdafn.Serve(lambdafn.Enqueue, reg, nil)
 }

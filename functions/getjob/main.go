@@ -12,5 +12,5 @@ import (
 
 func main() {
 	reg := examplekinds.MustRegistry(os.Getenv)
-	lambdafn.Main(lambdafn.GetJob, reg)
+	lambdafn.Serve(lambdafn.GetJob, reg, nil)
 }

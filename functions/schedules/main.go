@@ -14,5 +14,5 @@ import (
 
 func main() {
 	reg := examplekinds.MustRegistry(os.Getenv)
-	lambdafn.Main(lambdafn.Schedules, reg)
+	lambdafn.Serve(lambdafn.Schedules, reg, nil)
 }

@@ -12,5 +12,5 @@ import (
 
 func main() {
 	reg := examplekinds.MustRegistry(os.Getenv)
-	lambdafn.Main(lambdafn.Sweeper, reg)
+	lambdafn.Serve(lambdafn.Sweeper, reg, nil)
 }

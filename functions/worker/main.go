@@ -14,9 +14,9 @@ func main() {
 	reg := examplekinds.MustRegistry(os.Getenv)
 	// S3 notifications, EventBridge events and plain envelopes dropped on
 	// the queue become example jobs owned by JOBS_EXAMPLE_ROUTE_OWNER.
-	var opts []lambdafn.Option
+	var opts lambdafn.Opts
 	if examplekinds.Enabled(os.Getenv) {
-		opts = append(opts, lambdafn.WithRoutes(examplekinds.Routes(os.Getenv("JOBS_EXAMPLE_ROUTE_OWNER"))))
+		opts.Routes = examplekinds.Routes(os.Getenv("JOBS_EXAMPLE_ROUTE_OWNER"))
 	}
-	lambdafn.Main(lambdafn.Worker, reg, opts...)
+	lambdafn.Serve(lambdafn.Worker, reg, &opts)
 }

@@ -74,7 +74,7 @@ func TestWorkerHandlerServesConcurrentInvocationsInOneProcess(t *testing.T) {
 	getenv := envOf(map[string]string{"JOBS_TABLE": table, "JOBS_QUEUE_URL": urls.Queue, "JOBS_FUNCTION": "worker",
 		"AWS_ENDPOINT_URL_DYNAMODB": testenv.DynamoDBEndpoint(t), "AWS_ENDPOINT_URL_SQS": testenv.SQSEndpoint(t),
 		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "JOBS_WORKER_CONCURRENCY": "10"})
-	h, err := lambdafn.Build(ctx, lambdafn.Worker, reg, getenv)
+	h, err := lambdafn.Build(ctx, lambdafn.Worker, reg, getenv, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

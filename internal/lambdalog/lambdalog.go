@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 )
 
-// New returns the functions' logger (lambdafn.Main's): one JSON object per
+// New returns the functions' logger (lambdafn.Serve's): one JSON object per
 // line as Lambda's JSON log format writes them ("level", "message"), at
 // the level Lambda's ApplicationLogLevel gives (AWS_LAMBDA_LOG_LEVEL;
 // INFO when unset), to w.

@@ -24,7 +24,7 @@ type Tracing interface {
 	Worker() jobs.Tracer
 	// Wrap makes handler one span per invocation, flushed before it
 	// returns.
-	Wrap(name string, handler any) lambda.Handler
+	Wrap(name string, handler lambda.Handler) lambda.Handler
 }
 
 // Start starts the tracing of the function service, whose spans go to the

@@ -19,7 +19,7 @@ func TestReadsWhatTheDescriptorLists(t *testing.T) {
 		read[name] = true
 		return ""
 	})
-	// Read outside ConfigFromEnv: by Main, and by this repository's own
+	// Read outside ConfigFromEnv: by Serve, and by this repository's own
 	// functions (examplekinds.Enabled).
 	read["JOBS_PRINT_SCHEDULES"], read["JOBS_PRINT_LANES"], read[examplekinds.Switch], read["JOBS_EXAMPLE_ROUTE_OWNER"], read[examplekinds.ExportDirEnv], read[examplekinds.SpansDirEnv] = true, true, true, true, true, true
 	for name := range read {

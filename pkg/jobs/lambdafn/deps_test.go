@@ -51,7 +51,7 @@ func TestTracingOnWithoutTheTracingPackageRefusesToStart(t *testing.T) {
 	t.Parallel()
 	getenv := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_TRACING": "on"})
 	for name, fn := range map[string]lambdafn.Function{"worker": lambdafn.Worker, "getjob": lambdafn.GetJob} {
-		_, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv)
+		_, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, nil)
 		if err == nil || !strings.Contains(err.Error(), `import _ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"`) {
 			t.Errorf("%s with JOBS_TRACING=on and no tracing linked: got %v, want the import named", name, err)
 		}

@@ -254,7 +254,7 @@ func TestColdStartMetric(t *testing.T) {
 		return map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_METRICS_NAMESPACE": "lambdajobs/test", "JOBS_FUNCTION": "getjob",
 			"JOBS_PAGE_TOKEN_KEY": strings.Repeat("k", 32)}[k]
 	}
-	if _, err := Build(context.Background(), GetJob, jobs.NewRegistry(), getenv); err != nil {
+	if _, err := Build(context.Background(), GetJob, jobs.NewRegistry(), getenv, nil); err != nil {
 		t.Fatal(err)
 	}
 	var rec map[string]any

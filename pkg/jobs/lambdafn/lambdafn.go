@@ -2,14 +2,14 @@
 // it reads the configuration from the environment once, builds the AWS
 // clients once (outside the handler), and starts the Lambda runtime.
 //
-// A team's functions are one main that serves all six (Serve; the role
+// A team's functions are one main that serves all six (Any: the role
 // comes from JOBS_FUNCTION, which the CDK construct sets), or one main per
-// function:
+// function, which links only that function's code:
 //
 //	func main() {
 //		reg := jobs.NewRegistry()
 //		myjobs.MustRegister(reg) // the team's kinds
-//		lambdafn.Main(lambdafn.Worker, reg)
+//		lambdafn.Serve(lambdafn.Any, reg, nil) // or lambdafn.Worker, ...
 //	}
 //
 // The environment each function reads (its defaults, and which the CDK
@@ -289,7 +289,7 @@ type Deps struct {
 	Store  *dynamostore.Store
 	Queue  *sqsqueue.Queue
 	Logger *slog.Logger
-	// Routes turn foreign messages into jobs (worker only; see WithRoutes).
+	// Routes turn foreign messages into jobs (worker only; see Opts).
 	Routes *jobs.Routes
 
 	aws     aws.Config
@@ -306,23 +306,26 @@ type Deps struct {
 	setup *setupClock
 	// eventBus, once a role that sends events asked for it (see bus).
 	eventBus *eventbus.Bus
+	// function is what JOBS_FUNCTION names (see Any).
+	function string
 }
 
-// Option adjusts what Main and Build build.
-type Option func(*Deps)
+// Opts are what a main adds to the environment's configuration; nil
+// Opts are the zero value.
+type Opts struct {
+	// Routes turn messages that other AWS services drop on the queue into
+	// jobs (the worker's; see jobs.Routes).
+	Routes *jobs.Routes
+	// Logger is the functions' logger (Serve's default: JSON lines in
+	// Lambda's format, the request id on warnings and errors; Build's:
+	// none).
+	Logger *slog.Logger
+}
 
-// WithLogger sets the functions' logger (Main's: JSON lines in Lambda's
-// format, the request id on warnings and errors; Build's default: none).
-func WithLogger(l *slog.Logger) Option { return func(d *Deps) { d.Logger = l } }
-
-// WithRoutes gives the worker routes for messages that other AWS services
-// drop on the queue (see jobs.Routes).
-func WithRoutes(r *jobs.Routes) Option { return func(d *Deps) { d.Routes = r } }
-
-// NewDeps reads the AWS configuration from the environment (region,
+// newDepsFromEnv reads the AWS configuration from the environment (region,
 // credentials, AWS_ENDPOINT_URL_* overrides: see awsenv.go) and builds the
 // store and queue.
-func NewDeps(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
+func newDepsFromEnv(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
 	awsCfg, err := awsConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
@@ -419,10 +422,10 @@ func (d *Deps) jobsConfig(reg *jobs.Registry, sealer jobs.Sealer) jobs.Config {
 }
 
 // Function builds one function's handler from its dependencies.
-type Function func(d *Deps, reg *jobs.Registry) (any, error)
+type Function func(d *Deps, reg *jobs.Registry) (lambda.Handler, error)
 
 // Enqueue is the POST /v1/jobs and POST /v1/batches function.
-func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
+func Enqueue(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
 	}
@@ -438,12 +441,12 @@ func Enqueue(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(c.Service(), d.Logger).WithTrustedCallers(d.Config.TrustedCallers).Route, nil
+	return lambda.NewHandler(httpapi.New(c.Service(), d.Logger).WithTrustedCallers(d.Config.TrustedCallers).Route), nil
 }
 
 // GetJob is the GET /v1/jobs/{id}, GET /v1/jobs (the caller's jobs) and
 // GET /v1/batches/{id} function.
-func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
+func GetJob(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	key, err := d.pageKey(context.Background())
 	if err != nil {
 		return nil, err
@@ -454,7 +457,7 @@ func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(c.Service(), d.Logger).WithOperators(d.Config.Operators).Route, nil
+	return lambda.NewHandler(httpapi.New(c.Service(), d.Logger).WithOperators(d.Config.Operators).Route), nil
 }
 
 // Cancel is the job actions function: POST /v1/jobs/{id}/cancel,
@@ -462,7 +465,7 @@ func GetJob(d *Deps, reg *jobs.Registry) (any, error) {
 // operators' dead-letter routes (with JOBS_DLQ_URL, and each other lane's
 // with JOBS_LANE_DLQ_URLS). It sends retried jobs
 // and redriven dead letters to the queue.
-func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
+func Cancel(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
 	}
@@ -485,14 +488,14 @@ func Cancel(d *Deps, reg *jobs.Registry) (any, error) {
 		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL,
 			LaneQueueURLs: d.Config.LaneQueueURLs, LaneDLQURLs: d.Config.LaneDLQURLs})
 	}
-	return api.Route, nil
+	return lambda.NewHandler(api.Route), nil
 }
 
 // Worker is the SQS-triggered worker function. It refuses to start when a
 // source connected to the queue (JOBS_SOURCES) has no route that accepts
 // its messages, and when a kind needs more handler time (KindOpts.MinRunTime)
 // than an invocation of JOBS_WORKER_TIMEOUT has.
-func Worker(d *Deps, reg *jobs.Registry) (any, error) {
+func Worker(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	if err := d.Routes.CheckSources(d.Config.Sources); err != nil {
 		return nil, err
 	}
@@ -511,11 +514,11 @@ func Worker(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.Worker().HandleSQS, nil
+	return lambda.NewHandler(c.Worker().HandleSQS), nil
 }
 
 // Sweeper is the scheduled sweeper function.
-func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
+func Sweeper(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	if d.Queue == nil {
 		return nil, errors.New("JOBS_QUEUE_URL is required")
 	}
@@ -530,15 +533,15 @@ func Sweeper(d *Deps, reg *jobs.Registry) (any, error) {
 		return nil, err
 	}
 	s := c.Sweeper()
-	return func(ctx context.Context, _ events.CloudWatchEvent) (jobs.SweepReport, error) {
+	return lambda.NewHandler(func(ctx context.Context, _ events.CloudWatchEvent) (jobs.SweepReport, error) {
 		return s.Sweep(ctx)
-	}, nil
+	}), nil
 }
 
 // Schedules is the function of the caller's own recurring schedules
 // (POST and GET /v1/schedules, GET and DELETE /v1/schedules/{name}): it
 // alone may create and delete schedules in the runtime group.
-func Schedules(d *Deps, reg *jobs.Registry) (any, error) {
+func Schedules(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	sched, err := schedulerapi.New(lazyScheduler{&d.clients.scheduler}, d.Config.Scheduler)
 	if err != nil {
 		return nil, err
@@ -549,13 +552,26 @@ func Schedules(d *Deps, reg *jobs.Registry) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.NewSchedules(c.Schedules(), d.Logger).Route, nil
+	return lambda.NewHandler(httpapi.NewSchedules(c.Schedules(), d.Logger).Route), nil
 }
 
-// FunctionNamed returns the function called name (enqueue, getjob, cancel,
-// worker, sweeper or schedules), as the CDK construct names it in
-// JOBS_FUNCTION.
-func FunctionNamed(name string) (Function, error) {
+// Any is the function JOBS_FUNCTION names (enqueue, getjob, cancel,
+// worker, sweeper or schedules, as the CDK construct sets it): one main
+// and one asset serve all six. Its binary links every function's code, so
+// it is a little larger than a bootstrap of one function; it builds and
+// uploads once, and each function's cold start runs the same package
+// initialisation either way.
+func Any(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
+	fn, err := functionNamed(d.function)
+	if err != nil {
+		return nil, err
+	}
+	return fn(d, reg)
+}
+
+// functionNamed returns the function called name, as JOBS_FUNCTION names
+// it.
+func functionNamed(name string) (Function, error) {
 	if fn, ok := functions[name]; ok {
 		return fn, nil
 	}
@@ -568,36 +584,20 @@ var functions = map[string]Function{
 	deploy.Worker: Worker, deploy.Sweeper: Sweeper, deploy.Schedules: Schedules,
 }
 
-// Serve is Main for one binary that serves every function: each function
-// runs the same bootstrap, and the CDK construct tells it which one it is
-// in JOBS_FUNCTION. A team then has one main and one asset:
+// Serve reads the configuration, builds fn's handler (Any, or one
+// function: Worker, Enqueue, ...) and starts the Lambda runtime; it exits
+// the process with status 1 if the function cannot start. A team's main:
 //
 //	func main() {
 //		reg := jobs.NewRegistry()
 //		myjobs.MustRegister(reg) // the team's kinds
-//		lambdafn.Serve(reg, lambdafn.WithRoutes(myjobs.Routes))
+//		lambdafn.Serve(lambdafn.Any, reg, &lambdafn.Opts{Routes: myjobs.Routes})
 //	}
-//
-// The binary links every function's code, so it is a little larger than a
-// bootstrap of one function (whose main calls Main with that function and
-// links only what it reaches); it builds and uploads once, and each
-// function's cold start runs the same package initialisation either way.
-func Serve(reg *jobs.Registry, opts ...Option) {
-	fn, err := FunctionNamed(os.Getenv("JOBS_FUNCTION"))
-	if err != nil {
-		lambdalog.New(os.Stdout, os.Getenv).Error("function cannot start", slog.String("error", err.Error()))
-		os.Exit(1)
-	}
-	Main(fn, reg, opts...)
-}
-
-// Main reads the configuration, builds fn's handler and starts the Lambda
-// runtime; it exits the process with status 1 if the function cannot start.
 //
 // With JOBS_PRINT_SCHEDULES=1 it instead prints the registry's declared
 // schedules as JSON and exits: how the local stack learns what to fire;
 // with JOBS_PRINT_LANES=1, the lanes the registry's kinds run in.
-func Main(fn Function, reg *jobs.Registry, opts ...Option) {
+func Serve(fn Function, reg *jobs.Registry, opts *Opts) {
 	for name, what := range map[string]func() any{
 		"JOBS_PRINT_SCHEDULES": func() any { return reg.Schedules() },
 		"JOBS_PRINT_LANES":     func() any { return reg.Lanes() },
@@ -610,26 +610,32 @@ func Main(fn Function, reg *jobs.Registry, opts ...Option) {
 		}
 	}
 	mainTook := time.Since(processStart)
-	logger := lambdalog.New(os.Stdout, os.Getenv)
+	o := Opts{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = lambdalog.New(os.Stdout, os.Getenv)
+	}
 	ctx := context.Background()
-	handler, clock, err := build(ctx, fn, reg, os.Getenv, append([]Option{WithLogger(logger)}, opts...)...)
+	handler, clock, err := build(ctx, fn, reg, os.Getenv, &o)
 	if err != nil {
-		logger.Error("function cannot start", slog.String("error", err.Error()))
+		o.Logger.Error("function cannot start", slog.String("error", err.Error()))
 		os.Exit(1)
 	}
-	clock.log(ctx, logger, mainTook)
+	clock.log(ctx, o.Logger, mainTook)
 	lambda.Start(handler)
 }
 
-// Build is Main without the runtime: configuration (read with getenv),
-// clients and handler.
-func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, opts ...Option) (any, error) {
-	h, _, err := build(ctx, fn, reg, getenv, opts...)
+// Build is Serve without the runtime, for tests: configuration (read with
+// getenv), clients and handler.
+func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, opts *Opts) (lambda.Handler, error) {
+	h, _, err := build(ctx, fn, reg, getenv, opts)
 	return h, err
 }
 
 // build is Build, timing its steps (see setup.go).
-func build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, opts ...Option) (any, *setupClock, error) {
+func build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, opts *Opts) (lambda.Handler, *setupClock, error) {
 	clock := newSetupClock()
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
@@ -645,8 +651,9 @@ func build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(str
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, o := range opts {
-		o(d)
+	d.function = getenv("JOBS_FUNCTION")
+	if opts != nil {
+		d.Routes, d.Logger = opts.Routes, opts.Logger
 	}
 	if cfg.MetricsNamespace != "" {
 		d.metrics = &jobs.Metrics{Namespace: cfg.MetricsNamespace, Service: cfg.Service, Writer: metricsOut}

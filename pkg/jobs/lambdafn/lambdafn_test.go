@@ -76,19 +76,19 @@ func TestBuildNeedsQueueForEnqueueAndSweeper(t *testing.T) {
 	t.Parallel()
 	getenv := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_PAGE_TOKEN_KEY": strings.Repeat("k", 32)})
 	for name, fn := range map[string]lambdafn.Function{"enqueue": lambdafn.Enqueue, "sweeper": lambdafn.Sweeper, "cancel": lambdafn.Cancel} {
-		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv); err == nil || !strings.Contains(err.Error(), "JOBS_QUEUE_URL") {
+		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, nil); err == nil || !strings.Contains(err.Error(), "JOBS_QUEUE_URL") {
 			t.Fatalf("%s without a queue: %v", name, err)
 		}
 	}
 	for name, fn := range map[string]lambdafn.Function{"getjob": lambdafn.GetJob, "worker": lambdafn.Worker} {
-		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv); err != nil {
+		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
 	// The functions that list need the page token key.
 	bare := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_QUEUE_URL": "http://127.0.0.1:1/q"})
 	for name, fn := range map[string]lambdafn.Function{"getjob": lambdafn.GetJob, "cancel": lambdafn.Cancel} {
-		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), bare); err == nil || !strings.Contains(err.Error(), "JOBS_PAGE_TOKEN") {
+		if _, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), bare, nil); err == nil || !strings.Contains(err.Error(), "JOBS_PAGE_TOKEN") {
 			t.Fatalf("%s without a page token key: %v", name, err)
 		}
 	}
@@ -107,13 +107,13 @@ func TestWorkerRefusesASourceWithoutRoute(t *testing.T) {
 	jobs.MustRegister(reg, "order", func(context.Context, *jobs.Job[events.EventBridgeEvent]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
 	}, nil)
-	_, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg, getenv)
+	_, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg, getenv, nil)
 	if err == nil || !strings.Contains(err.Error(), "has no route") || !strings.Contains(err.Error(), "EventBridge source shop.orders (detail type OrderPlaced)") ||
 		!strings.Contains(err.Error(), "S3 bucket uploads") {
 		t.Fatalf("worker without routes: %v, want both sources named", err)
 	}
 	routes := &jobs.Routes{EventBridge: []jobs.EventBridgeRoute{{Source: "shop.orders", Kind: "order", Owner: "o"}}}
-	_, err = lambdafn.Build(context.Background(), lambdafn.Worker, reg, getenv, lambdafn.WithRoutes(routes))
+	_, err = lambdafn.Build(context.Background(), lambdafn.Worker, reg, getenv, &lambdafn.Opts{Routes: routes})
 	if err == nil || strings.Contains(err.Error(), "EventBridge source shop.orders") || !strings.Contains(err.Error(), "S3 bucket uploads") {
 		t.Fatalf("worker routing EventBridge only: %v, want only the bucket refused", err)
 	}
@@ -146,18 +146,42 @@ func TestWorkerRefusesAKindLongerThanItsTimeout(t *testing.T) {
 		}
 		return env(m)
 	}
-	_, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg(), getenv(map[string]string{"JOBS_WORKER_TIMEOUT": "1m"}))
+	_, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg(), getenv(map[string]string{"JOBS_WORKER_TIMEOUT": "1m"}), nil)
 	if err == nil || !strings.Contains(err.Error(), `kind "report"`) {
 		t.Fatalf("a 1m worker with a kind needing 2m: %v, want the kind refused", err)
 	}
 	for _, extra := range []map[string]string{{"JOBS_WORKER_TIMEOUT": "5m"}, {}} {
-		if _, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg(), getenv(extra)); err != nil {
+		if _, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg(), getenv(extra), nil); err != nil {
 			t.Fatalf("worker with %v: %v", extra, err)
 		}
 	}
 	cfg, err := lambdafn.ConfigFromEnv(getenv(map[string]string{"JOBS_WORKER_TIMEOUT": "90s"}))
 	if err != nil || cfg.WorkerTimeout != 90*time.Second {
 		t.Fatalf("JOBS_WORKER_TIMEOUT=90s: %+v %v", cfg.WorkerTimeout, err)
+	}
+}
+
+// Any builds the function JOBS_FUNCTION names, and refuses a name the
+// descriptor does not have.
+func TestAnyServesTheFunctionJobsFunctionNames(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_PAGE_TOKEN_KEY": strings.Repeat("k", 32)}
+	with := func(fn string) func(string) string {
+		m := map[string]string{"JOBS_FUNCTION": fn}
+		for k, v := range base {
+			m[k] = v
+		}
+		return env(m)
+	}
+	if _, err := lambdafn.Build(context.Background(), lambdafn.Any, jobs.NewRegistry(), with("getjob"), nil); err != nil {
+		t.Fatalf("JOBS_FUNCTION=getjob: %v", err)
+	}
+	// enqueue needs a queue: the error is enqueue's, so Any built enqueue.
+	if _, err := lambdafn.Build(context.Background(), lambdafn.Any, jobs.NewRegistry(), with("enqueue"), nil); err == nil || !strings.Contains(err.Error(), "JOBS_QUEUE_URL") {
+		t.Fatalf("JOBS_FUNCTION=enqueue without a queue: %v", err)
+	}
+	if _, err := lambdafn.Build(context.Background(), lambdafn.Any, jobs.NewRegistry(), with("workr"), nil); err == nil || !strings.Contains(err.Error(), `JOBS_FUNCTION="workr"`) {
+		t.Fatalf("JOBS_FUNCTION=workr: %v", err)
 	}
 }
 
@@ -182,19 +206,19 @@ func TestEventsWithoutABusRefuseToStart(t *testing.T) {
 	jobs.MustRegister(reg, "announced", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, &jobs.KindOpts{Events: true})
 	base := map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_QUEUE_URL": "http://127.0.0.1:1/000000000000/q", "JOBS_PAGE_TOKEN_KEY": strings.Repeat("k", 32)}
 	for name, fn := range map[string]lambdafn.Function{"worker": lambdafn.Worker, "sweeper": lambdafn.Sweeper, "cancel": lambdafn.Cancel} {
-		_, err := lambdafn.Build(context.Background(), fn, reg, env(base))
+		_, err := lambdafn.Build(context.Background(), fn, reg, env(base), nil)
 		if err == nil || !strings.Contains(err.Error(), "JOBS_EVENT_BUS is required") {
 			t.Errorf("%s with an announcing kind and no bus: %v, want JOBS_EVENT_BUS required", name, err)
 		}
 		withBus := maps.Clone(base)
 		withBus["JOBS_EVENT_BUS"] = "jobs-bus"
-		if _, err := lambdafn.Build(context.Background(), fn, reg, env(withBus)); err != nil {
+		if _, err := lambdafn.Build(context.Background(), fn, reg, env(withBus), nil); err != nil {
 			t.Errorf("%s with a bus: %v", name, err)
 		}
 	}
 	all := maps.Clone(base)
 	all["JOBS_EVENTS"] = "all"
-	if _, err := lambdafn.Build(context.Background(), lambdafn.Worker, jobs.NewRegistry(), env(all)); err == nil || !strings.Contains(err.Error(), "JOBS_EVENT_BUS is required") {
+	if _, err := lambdafn.Build(context.Background(), lambdafn.Worker, jobs.NewRegistry(), env(all), nil); err == nil || !strings.Contains(err.Error(), "JOBS_EVENT_BUS is required") {
 		t.Errorf("worker with JOBS_EVENTS=all and no bus: %v, want JOBS_EVENT_BUS required", err)
 	}
 }

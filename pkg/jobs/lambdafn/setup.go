@@ -8,10 +8,10 @@ import (
 
 // The set-up breakdown: how long each step of a function's start took, for
 // the cold-start measurements in docs/BENCHMARKS.md and for an operator
-// who wants to know where an init went. Main logs it once per process, at
+// who wants to know where an init went. Serve logs it once per process, at
 // DEBUG, as the line "function set up":
 //
-//	main_ms      from this package's initialisation to Main: the main
+//	main_ms      from this package's initialisation to Serve: the main
 //	             package's own work, such as building the registry
 //	config_ms    reading the configuration from the environment
 //	aws_ms       the AWS configuration (region, credentials, endpoints)

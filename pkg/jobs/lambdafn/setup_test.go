@@ -11,7 +11,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// Build times each step of a function's set-up, and Main logs the
+// Build times each step of a function's set-up, and Serve logs the
 // breakdown once at DEBUG (the cold-start breakdown of docs/BENCHMARKS.md):
 // nothing at INFO.
 func TestSetupBreakdownIsLoggedAtDebug(t *testing.T) {
@@ -19,7 +19,7 @@ func TestSetupBreakdownIsLoggedAtDebug(t *testing.T) {
 	env := map[string]string{"JOBS_TABLE": "t", "JOBS_QUEUE_URL": "http://127.0.0.1:1/q", "AWS_REGION": "us-east-1",
 		"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
 	ctx := context.Background()
-	_, clock, err := build(ctx, Enqueue, jobs.NewRegistry(), func(k string) string { return env[k] })
+	_, clock, err := build(ctx, Enqueue, jobs.NewRegistry(), func(k string) string { return env[k] }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,5 +13,5 @@ import (
 func main() {
 	reg := jobs.NewRegistry()
 	reports.Register(reg)
-	lambdafn.Serve(reg)
+	lambdafn.Serve(lambdafn.Any, reg, nil)
 }

@@ -108,8 +108,8 @@ func (t *otelTracing) Instrument(p *smithytracing.TracerProvider) {
 func (t *otelTracing) Worker() jobs.Tracer { return WorkerTracer(t.tp) }
 
 // Wrap makes handler one span per invocation, flushed before it returns.
-func (t *otelTracing) Wrap(name string, handler any) lambda.Handler {
-	return &tracedHandler{name: name, inner: lambda.NewHandler(handler), tp: t.tp, tracer: t.tp.Tracer("github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn")}
+func (t *otelTracing) Wrap(name string, handler lambda.Handler) lambda.Handler {
+	return &tracedHandler{name: name, inner: handler, tp: t.tp, tracer: t.tp.Tracer("github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn")}
 }
 
 type tracedHandler struct {

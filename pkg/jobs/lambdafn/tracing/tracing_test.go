@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
@@ -59,13 +58,9 @@ func TestTracingSendsSpansToTheDaemon(t *testing.T) {
 	getenv := env(map[string]string{"JOBS_TABLE": table, "JOBS_FUNCTION": "worker", "JOBS_TRACING": "on",
 		"AWS_ENDPOINT_URL_DYNAMODB": testenv.DynamoDBEndpoint(t), "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 		"AWS_XRAY_DAEMON_ADDRESS": "tcp:127.0.0.1:1 udp:" + daemon.LocalAddr().String()})
-	h, err := lambdafn.Build(ctx, lambdafn.Worker, reg, getenv)
+	handler, err := lambdafn.Build(ctx, lambdafn.Worker, reg, getenv, nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-	handler, ok := h.(lambda.Handler)
-	if !ok {
-		t.Fatalf("a traced function's handler is %T", h)
 	}
 	const (
 		lambdaHeader  = "Root=1-674f0000-aaaaaaaaaaaaaaaaaaaaaaaa;Parent=1234567890abcdef;Sampled=1"
