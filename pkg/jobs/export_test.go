@@ -42,3 +42,7 @@ func SlotKeys(reg *Registry, rec *driver.Record) []string {
 	}
 	return out
 }
+
+// AddSchedule declares a schedule from raw JSON, as a stale declaration
+// would (Kind.Every marshals a typed payload).
+func AddSchedule(reg *Registry, s Schedule) error { return reg.addSchedule(s) }

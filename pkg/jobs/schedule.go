@@ -34,11 +34,11 @@ func (k Kind[P]) Every(reg *Registry, name, expression string, payload P, opts *
 	if opts != nil {
 		s.TimeZone, s.Overlap, s.Owner = opts.TimeZone, opts.Overlap, opts.Owner
 	}
-	return reg.AddSchedule(s)
+	return reg.addSchedule(s)
 }
 
-// AddSchedule declares s (see Kind.Every, the typed way).
-func (reg *Registry) AddSchedule(s Schedule) error {
+// addSchedule declares s (Kind.Every, the one way to declare one).
+func (reg *Registry) addSchedule(s Schedule) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w %q: %s", errInvalidSchedule, s.Name, fmt.Sprintf(format, a...))
 	}

@@ -44,9 +44,9 @@ func TestScheduleDeclarationsAreChecked(t *testing.T) {
 		"bad zone":       report.Every(reg, "c", "rate(1 hour)", reportPayload{}, &jobs.ScheduleOpts{TimeZone: "Mars/Olympus"}),
 		"bad overlap":    report.Every(reg, "d", "rate(1 hour)", reportPayload{}, &jobs.ScheduleOpts{Overlap: "queue"}),
 		"secret fields":  card.Every(reg, "e", "rate(1 hour)", cardOnFile{Card: "4242"}, nil),
-		"unknown kind":   reg.AddSchedule(jobs.Schedule{Name: "f", Expression: "rate(1 hour)", Kind: "nope"}),
-		"stale payload":  reg.AddSchedule(jobs.Schedule{Name: "g", Expression: "rate(1 hour)", Kind: "report", Payload: []byte(`{"team":"a","old_field":1}`)}),
-		"null payload":   reg.AddSchedule(jobs.Schedule{Name: "h", Expression: "rate(1 hour)", Kind: "report"}),
+		"unknown kind":   jobs.AddSchedule(reg, jobs.Schedule{Name: "f", Expression: "rate(1 hour)", Kind: "nope"}),
+		"stale payload":  jobs.AddSchedule(reg, jobs.Schedule{Name: "g", Expression: "rate(1 hour)", Kind: "report", Payload: []byte(`{"team":"a","old_field":1}`)}),
+		"null payload":   jobs.AddSchedule(reg, jobs.Schedule{Name: "h", Expression: "rate(1 hour)", Kind: "report"}),
 		"bad owner":      report.Every(reg, "i", "rate(1 hour)", reportPayload{}, &jobs.ScheduleOpts{Owner: "tab\there"}),
 	} {
 		if !errors.Is(err, jobs.ErrInvalidSchedule) {

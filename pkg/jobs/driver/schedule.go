@@ -76,7 +76,7 @@ func validScheduleName(name string) bool {
 }
 
 // Check checks what a schedule says on its own (name, expression, time
-// zone, overlap, owner), as AddSchedule does before checking its kind and
+// zone, overlap, owner), as Kind.Every does before checking its kind and
 // payload against the registry; the CDK construct checks the schedules it
 // is given with it. Empty TimeZone, Overlap and Owner are accepted (their
 // defaults).
