@@ -184,7 +184,7 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string, allE
 	if h.urls, err = sqsqueue.Create(ctx, h.sqs, name, sqsqueue.DefaultSpec(60*time.Second)); err != nil {
 		return nil, err
 	}
-	store := dynamostore.New(h.ddb, name, dynamostore.Options{OnCapacity: func(op string, cc *ddbtypes.ConsumedCapacity) {
+	store := dynamostore.New(h.ddb, name, dynamostore.Config{OnCapacity: func(op string, cc *ddbtypes.ConsumedCapacity) {
 		units := aws.ToFloat64(cc.CapacityUnits)
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -214,7 +214,7 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string, allE
 		h.closers = append(h.closers, srv.Close)
 		client := eventbridge.NewFromConfig(aws.Config{Region: localaws.Region, BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
 			Credentials: aws.AnonymousCredentials{}}, func(o *eventbridge.Options) { o.APIOptions = append(o.APIOptions, h.counter.APIOption) })
-		bus = eventbus.New(client, localstack.LocalEventBus, eventbus.Options{})
+		bus = eventbus.New(client, localstack.LocalEventBus, eventbus.Config{})
 	}
 	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("enqueue"),
 		AllEvents: allEvents, Bus: bus})

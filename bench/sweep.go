@@ -84,7 +84,7 @@ func sweepCost(ctx context.Context, finished int) (sweepResult, error) {
 		return res, err
 	}
 	// The stuck ones: claimed by workers that died, leases long over.
-	plain := dynamostore.New(ddb, table, dynamostore.Options{})
+	plain := dynamostore.New(ddb, table, dynamostore.Config{})
 	for i := range stuck {
 		rec := jobstest.NewRecord(wire.NewID(), now.Add(-time.Hour))
 		rec.Payload = []byte(`{"n":` + strconv.Itoa(i) + `}`)
@@ -99,7 +99,7 @@ func sweepCost(ctx context.Context, finished int) (sweepResult, error) {
 	counter := &awscount.Counter{}
 	counted := localaws.DynamoDBClient(p.Endpoint, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, counter.APIOption) })
 	var mu sync.Mutex
-	store := dynamostore.New(counted, table, dynamostore.Options{OnCapacity: func(op string, cc *ddbtypes.ConsumedCapacity) {
+	store := dynamostore.New(counted, table, dynamostore.Config{OnCapacity: func(op string, cc *ddbtypes.ConsumedCapacity) {
 		mu.Lock()
 		defer mu.Unlock()
 		if op == "get" || op == "due" {

@@ -80,7 +80,7 @@ func runPhase(ctx context.Context, root string, workers, n int, paused bool) (le
 	}
 	defer stack.Stop()
 	ddb := localaws.DynamoDBClient(stack.DynamoDBEndpoint)
-	store := dynamostore.New(ddb, stack.Table, dynamostore.Options{})
+	store := dynamostore.New(ddb, stack.Table, dynamostore.Config{})
 	reg := jobs.NewRegistry()
 	hashes := jobs.MustRegister(reg, examplekinds.Hash, examplekinds.HashText, nil)
 	sqsClient := localaws.SQSClient(stack.SQSEndpoint)

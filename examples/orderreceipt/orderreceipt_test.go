@@ -43,7 +43,7 @@ func setup(t *testing.T) *env {
 	ddb, sqsClient := testenv.DynamoDB(t), testenv.SQS(t)
 	spec := sqsqueue.DefaultSpec(5 * time.Second)
 	urls := testenv.NewQueues(t, sqsClient, spec)
-	store := dynamostore.New(ddb, testenv.NewTable(t, ddb), dynamostore.Options{})
+	store := dynamostore.New(ddb, testenv.NewTable(t, ddb), dynamostore.Config{})
 	orders := testenv.UniqueName(t, "orders")
 	if err := orderreceipt.CreateOrdersTable(context.Background(), ddb, orders); err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func setup(b *testing.B) *env {
 	e := &env{ddb: testenv.DynamoDB(b), sqs: testenv.SQS(b)}
 	e.table = testenv.NewTable(b, e.ddb)
 	e.queue = testenv.NewQueues(b, e.sqs, sqsqueue.DefaultSpec(30*time.Second)).Queue
-	e.store = dynamostore.New(e.ddb, e.table, dynamostore.Options{})
+	e.store = dynamostore.New(e.ddb, e.table, dynamostore.Config{})
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "noop", func(context.Context, *jobs.Job[noopPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	// As deployed: the functions' JSON log lines at INFO (Lambda's format)

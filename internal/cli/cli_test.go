@@ -490,7 +490,7 @@ func busServer(t *testing.T) (string, func(details ...string)) {
 	t.Cleanup(srv.Close)
 	client := eventbridge.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
 		Credentials: aws.AnonymousCredentials{}})
-	bus := eventbus.New(client, localstack.LocalEventBus, eventbus.Options{})
+	bus := eventbus.New(client, localstack.LocalEventBus, eventbus.Config{})
 	return srv.URL, func(details ...string) {
 		t.Helper()
 		evs := make([]driver.Event, len(details))

@@ -34,7 +34,7 @@ func sourceFor(client *sqs.Client, url string, c *captureSource) *localstack.Eve
 
 // jobsStore reads through DynamoDB Local directly, not through any proxy.
 func jobsStore(s *stack) driver.Store {
-	return dynamostore.New(s.ddb, s.table, dynamostore.Options{})
+	return dynamostore.New(s.ddb, s.table, dynamostore.Config{})
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -93,7 +93,7 @@ func TestWorkerHandlerServesConcurrentInvocationsInOneProcess(t *testing.T) {
 		return resp, err
 	}
 
-	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: dynamostore.New(ddb, table, dynamostore.Options{}), Queue: sqsqueue.New(sq, urls.Queue)})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: dynamostore.New(ddb, table, dynamostore.Config{}), Queue: sqsqueue.New(sq, urls.Queue)})
 	if err != nil {
 		t.Fatal(err)
 	}

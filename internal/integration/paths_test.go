@@ -34,7 +34,7 @@ func TestGoAndHTTPPathsStoreIdenticalItems(t *testing.T) {
 	var kinds examplekinds.Kinds
 	newService := func() (*jobs.Service, *dynamostore.Store, string) {
 		table := testenv.NewTable(t, ddb)
-		store := dynamostore.New(ddb, table, dynamostore.Options{Clock: clock})
+		store := dynamostore.New(ddb, table, dynamostore.Config{Clock: clock})
 		reg := jobs.NewRegistry()
 		var err error
 		if kinds, err = examplekinds.Register(reg); err != nil {

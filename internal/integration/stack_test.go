@@ -69,7 +69,7 @@ func newStack(t *testing.T, o options) *stack {
 	if o.ddbEndpoint != "" {
 		storeClient = localaws.DynamoDBClient(o.ddbEndpoint)
 	}
-	s.store = dynamostore.New(storeClient, s.table, dynamostore.Options{})
+	s.store = dynamostore.New(storeClient, s.table, dynamostore.Config{})
 	s.queue = sqsqueue.New(s.sqs, s.urls.Queue)
 	s.reg = jobs.NewRegistry()
 	if _, err := examplekinds.Register(s.reg); err != nil {

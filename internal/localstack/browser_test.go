@@ -262,7 +262,7 @@ func TestDashboardShowsTheLocalBusEvents(t *testing.T) {
 	done, _ := waitFinal(t, "browser-events", v.ID, 30*time.Second)
 	detail, _ := json.Marshal(jobs.Event{ID: v.ID + "/1", JobID: v.ID, Sequence: 1, Kind: done.Kind, Status: done.Status, Attempt: done.Attempt, FinishedAt: time.Now().UTC()})
 	client := eventbridge.NewFromConfig(aws.Config{Region: localaws.Region, BaseEndpoint: aws.String(stack.APIURL + localstack.EventBusPath), Credentials: aws.AnonymousCredentials{}})
-	if _, err := eventbus.New(client, localstack.LocalEventBus, eventbus.Options{}).Put(context.Background(), []driver.Event{{DetailType: jobs.EventDetailType, Detail: detail}}); err != nil {
+	if _, err := eventbus.New(client, localstack.LocalEventBus, eventbus.Config{}).Put(context.Background(), []driver.Event{{DetailType: jobs.EventDetailType, Detail: detail}}); err != nil {
 		t.Fatal(err)
 	}
 	link := chromedp.CSS(`#events a[href="/jobs/` + v.ID + `"]`)

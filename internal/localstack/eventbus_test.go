@@ -30,7 +30,7 @@ func TestLocalEventBusSpeaksPutEvents(t *testing.T) {
 	client := eventbridge.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL + localstack.EventBusPath),
 		Credentials: aws.AnonymousCredentials{}})
 	evs := []driver.Event{{DetailType: "Job Finished", Detail: []byte(`{"id":"a/1"}`)}, {DetailType: "Job Finished", Detail: []byte(`{"id":"b/1"}`)}}
-	accepted, err := eventbus.New(client, localstack.LocalEventBus, eventbus.Options{}).Put(context.Background(), evs)
+	accepted, err := eventbus.New(client, localstack.LocalEventBus, eventbus.Config{}).Put(context.Background(), evs)
 	if err != nil || len(accepted) != 2 || !accepted[0] || !accepted[1] {
 		t.Fatalf("Put: %v %v", accepted, err)
 	}
@@ -38,7 +38,7 @@ func TestLocalEventBusSpeaksPutEvents(t *testing.T) {
 	if len(got) != 2 || string(got[1].Detail) != `{"id":"b/1"}` || got[0].Source != eventbus.DefaultSource || got[0].DetailType != "Job Finished" {
 		t.Fatalf("events %+v", got)
 	}
-	accepted, err = eventbus.New(client, "another-bus", eventbus.Options{}).Put(context.Background(), evs[:1])
+	accepted, err = eventbus.New(client, "another-bus", eventbus.Config{}).Put(context.Background(), evs[:1])
 	if err != nil || accepted[0] {
 		t.Fatalf("an entry for another bus: accepted %v, %v; want refused", accepted, err)
 	}
@@ -63,7 +63,7 @@ func putDetails(t *testing.T, base string, details ...string) {
 	for i, d := range details {
 		evs[i] = driver.Event{DetailType: "Job Finished", Detail: []byte(d)}
 	}
-	if accepted, err := eventbus.New(client, localstack.LocalEventBus, eventbus.Options{}).Put(context.Background(), evs); err != nil || len(accepted) != len(evs) {
+	if accepted, err := eventbus.New(client, localstack.LocalEventBus, eventbus.Config{}).Put(context.Background(), evs); err != nil || len(accepted) != len(evs) {
 		t.Fatalf("Put: %v %v", accepted, err)
 	}
 }

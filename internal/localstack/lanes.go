@@ -80,7 +80,7 @@ func (s *Stack) UrgentBehindBulk(ctx context.Context, bulk, urgent LaneLoad) (La
 			return r, fmt.Errorf("localstack: the bulk lane's worker never took a batch")
 		}
 	}
-	store := dynamostore.New(localaws.DynamoDBClient(s.DynamoDBEndpoint), s.Table, dynamostore.Options{})
+	store := dynamostore.New(localaws.DynamoDBClient(s.DynamoDBEndpoint), s.Table, dynamostore.Config{})
 	for i := range urgent.Jobs {
 		body, _ := json.Marshal(jobs.JobSpec{Kind: urgent.Kind, Payload: urgent.Payload})
 		enqueued := time.Now()

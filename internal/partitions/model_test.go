@@ -487,7 +487,7 @@ func TestStoreConformanceThroughTheModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })
-		return dynamostore.New(through, table, dynamostore.Options{Clock: clock})
+		return dynamostore.New(through, table, dynamostore.Config{Clock: clock})
 	})
 }
 
@@ -524,7 +524,7 @@ func TestAWindowIsASecondOfTheService(t *testing.T) {
 // index key.
 func TestSlotItemsAreCharged(t *testing.T) {
 	e := newEnv(t, partitions.Limits{})
-	store := dynamostore.New(e.ddb, e.table, dynamostore.Options{Clock: e.clock})
+	store := dynamostore.New(e.ddb, e.table, dynamostore.Config{Clock: e.clock})
 	ctx := context.Background()
 	now := e.clock.Now()
 	claim := func(holder, waiter string, lease time.Duration) driver.SlotClaim {

@@ -92,7 +92,7 @@ func TestBatchUnderThrottlesAndLostAnswers(t *testing.T) {
 	}
 	visibility := 6 * workerTimeout
 	bound := (time.Since(start) + 2*(visibility+grace+sweepEvery)).Round(time.Second)
-	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), "batchfaults", dynamostore.Options{})
+	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), "batchfaults", dynamostore.Config{})
 	deadline := time.Now().Add(bound)
 	var b *driver.Batch
 	for {

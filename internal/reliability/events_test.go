@@ -95,7 +95,7 @@ func TestEventSentAfterWorkerKilledBeforeTheSend(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the worker never sent the job's event")
 	}
-	store := dynamostore.New(localaws.DynamoDBClient(stack.DynamoDBEndpoint), "events", dynamostore.Options{})
+	store := dynamostore.New(localaws.DynamoDBClient(stack.DynamoDBEndpoint), "events", dynamostore.Config{})
 	rec, err := store.Get(ctx, id)
 	if err != nil || rec.Status != jobs.StatusSucceeded || rec.Outcomes != 1 || !slices.Contains(rec.After, "event") {
 		t.Fatalf("while the send is held: %+v %v; want the final write landed (succeeded, outcome 1) with its event pending", rec, err)

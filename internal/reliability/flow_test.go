@@ -61,7 +61,7 @@ func TestFlowControlOnTheLocalStack(t *testing.T) {
 			logs.mu.Unlock()
 		}
 	}()
-	store := dynamostore.New(localaws.DynamoDBClient(stack.DynamoDBEndpoint), "flow", dynamostore.Options{})
+	store := dynamostore.New(localaws.DynamoDBClient(stack.DynamoDBEndpoint), "flow", dynamostore.Config{})
 	c := &client{api: stack.APIURL, http: &http.Client{Timeout: 10 * time.Second}}
 	run := func(t *testing.T, kind string, n int, payload func(i int) string, bound time.Duration) ([]span, time.Duration) {
 		t.Helper()

@@ -83,7 +83,7 @@ func TestLongRunThroughContinuationsAndKills(t *testing.T) {
 			logs.mu.Unlock()
 		}
 	}()
-	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), "longrun", dynamostore.Options{})
+	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), "longrun", dynamostore.Config{})
 	c := &client{api: stack.APIURL, http: &http.Client{Timeout: 10 * time.Second}}
 	const chunkMS = 200
 

@@ -251,7 +251,7 @@ func TestUnderInjectedFaults(t *testing.T) {
 	// each of its attempts, or wait for the sweeper (grace + interval).
 	visibility := 6 * workerTimeout
 	bound := 2*(visibility+grace+sweepEvery) + workerTimeout
-	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), "faults", dynamostore.Options{})
+	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), "faults", dynamostore.Config{})
 	got := settle(t, store, ids, enqueued+bound)
 
 	lost, stuck := 0, 0
@@ -331,7 +331,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		}
 		others = append(others, id)
 	}
-	store := dynamostore.New(localaws.DynamoDBClient(stack.DynamoDBEndpoint), "kill", dynamostore.Options{})
+	store := dynamostore.New(localaws.DynamoDBClient(stack.DynamoDBEndpoint), "kill", dynamostore.Config{})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		rec, err := store.Get(ctx, victim)

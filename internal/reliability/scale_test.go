@@ -110,7 +110,7 @@ func TestScaleOneOwner(t *testing.T) {
 	jobs.MustRegister(reg, examplekinds.Hash, examplekinds.HashText, nil)
 	queue := sqsqueue.New(stack.SQSAs(iamcalls.Enqueuer), stack.Queues.Queue)
 	team := func(api dynamostore.API, grace time.Duration) *jobs.Service {
-		svc, err := testroles.Service(jobs.Config{Registry: reg, Store: dynamostore.New(api, table, dynamostore.Options{}), Queue: queue, DispatchGrace: grace})
+		svc, err := testroles.Service(jobs.Config{Registry: reg, Store: dynamostore.New(api, table, dynamostore.Config{}), Queue: queue, DispatchGrace: grace})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +215,7 @@ func TestScaleOneOwner(t *testing.T) {
 		n, batchRate, m, streamRate, created.Round(time.Second), creation.Round(time.Second), summarize(batchErrs))
 
 	// 3. Wait for every job, the batch's end and its completion job.
-	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), table, dynamostore.Options{})
+	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), table, dynamostore.Config{})
 	if batch != nil && batch.ID != batchID {
 		t.Fatalf("batch id %s, want %s (derived from the owner and the idempotency key)", batch.ID, batchID)
 	}

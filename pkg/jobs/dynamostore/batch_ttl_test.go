@@ -28,7 +28,7 @@ func TestBatchShardsExpireOnlyWithTheirBatch(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, client)
 	clock := jobstest.NewClock(time.Now().Truncate(time.Second))
-	store := dynamostore.New(client, table, dynamostore.Options{Clock: clock})
+	store := dynamostore.New(client, table, dynamostore.Config{Clock: clock})
 	ctx := context.Background()
 	now := clock.Now()
 	id := wire.NewID()

@@ -78,7 +78,7 @@ func TestWriteUnitsPerJob(t *testing.T) {
 	fmt.Fprintf(&report, "\n| job | create | claim | publish | finish | total WRU | of which index |\n|---|---|---|---|---|---|---|\n")
 	for _, tc := range cases {
 		log := &capacityLog{}
-		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
 		ctx := context.Background()
 		now := time.Now().Truncate(time.Millisecond)
 		rec := &driver.Record{
@@ -127,7 +127,7 @@ func TestWriteUnitsPerJob(t *testing.T) {
 func TestWriteUnitsPerTransactionalEnqueue(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, client)
-	store := dynamostore.New(client, table, dynamostore.Options{})
+	store := dynamostore.New(client, table, dynamostore.Config{})
 	now := time.Now().Truncate(time.Millisecond)
 	rec := &driver.Record{
 		ID: wire.NewID(), Kind: "example.receipt", Owner: "arn:aws:iam::123456789012:role/shop", Status: jobs.StatusQueued,
@@ -167,7 +167,7 @@ func TestWriteUnitsPerRetryAndCancel(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	newJob := func(log *capacityLog) (*dynamostore.Store, *driver.Record) {
-		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
 		rec := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
 			CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
 		if err := store.Create(ctx, rec); err != nil {
@@ -241,7 +241,7 @@ func TestWriteUnitsPerBatchedJob(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	log := &capacityLog{}
-	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
 	batchID := wire.NewID()
 	// The largest batch: its shards hold the most indexes.
 	const n = jobs.MaxBatchJobs
@@ -356,7 +356,7 @@ func TestListingCapacity(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	log := &capacityLog{}
 	api := &countingAPI{API: client}
-	store := dynamostore.New(api, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+	store := dynamostore.New(api, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	owner := "arn:aws:iam::123456789012:user/alice"
@@ -454,7 +454,7 @@ func TestUnfinishedListingReadsOnlyTheUnfinished(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	log := &capacityLog{}
 	table := testenv.NewTable(t, client)
-	store := dynamostore.New(client, table, dynamostore.Options{OnCapacity: log.record})
+	store := dynamostore.New(client, table, dynamostore.Config{OnCapacity: log.record})
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	owner, other := "arn:aws:iam::123456789012:role/orders", "arn:aws:iam::123456789012:role/billing"
@@ -579,7 +579,7 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	log := &capacityLog{}
-	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
 	rec := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
 		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
 	if err := store.Create(ctx, rec); err != nil {
@@ -659,7 +659,7 @@ func TestWriteUnitsPerFlowControl(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	log := &capacityLog{}
-	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
 	measure := func(f func() error) float64 {
 		t.Helper()
 		log.table, log.index = map[string]float64{}, map[string]float64{}
@@ -756,7 +756,7 @@ func TestWriteUnitsPerFlowControl(t *testing.T) {
 func TestWriteUnitsPerAnnouncedJob(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	log := &capacityLog{}
-	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	rec := &driver.Record{
@@ -801,7 +801,7 @@ func TestWriteUnitsPerAnnouncedJob(t *testing.T) {
 func TestUnitsPerDependency(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	log := &capacityLog{}
-	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: log.record})
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "k", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	queue := &jobstest.MemQueue{}
@@ -896,7 +896,7 @@ func TestWriteUnitsPerCapAndWait(t *testing.T) {
 		return sum, index
 	}
 	capped := &capacityLog{}
-	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: capped.record})
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: capped.record})
 	rec := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
 		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute), QueueCapped: true}
 	if err := store.Create(ctx, rec); err != nil {
@@ -913,7 +913,7 @@ func TestWriteUnitsPerCapAndWait(t *testing.T) {
 	}
 
 	park := &capacityLog{}
-	store = dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{OnCapacity: park.record})
+	store = dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: park.record})
 	rec = &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`),
 		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute)}
 	if err := store.Create(ctx, rec); err != nil {

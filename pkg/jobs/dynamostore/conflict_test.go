@@ -49,7 +49,7 @@ func (c *conflicting) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 func TestWritesSurviveTransactionConflicts(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	api := &conflicting{API: client, fails: 2, tries: map[string]int{}}
-	store := dynamostore.New(api, testenv.NewTable(t, client), dynamostore.Options{})
+	store := dynamostore.New(api, testenv.NewTable(t, client), dynamostore.Config{})
 	ctx := context.Background()
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "ok", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
@@ -98,7 +98,7 @@ func TestWritesSurviveTransactionConflicts(t *testing.T) {
 func TestConflictRetriesStopAtTheCallersDeadline(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	api := &conflicting{API: client, fails: 1 << 30, tries: map[string]int{}}
-	store := dynamostore.New(api, testenv.NewTable(t, client), dynamostore.Options{})
+	store := dynamostore.New(api, testenv.NewTable(t, client), dynamostore.Config{})
 	rec := jobstest.NewRecord(wire.NewID(), time.Now())
 	if err := store.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestConflictRetriesStopAtTheCallersDeadline(t *testing.T) {
 // to dispatch) does not starve the others: every shard gets its share.
 func TestDueServesEveryShard(t *testing.T) {
 	client := testenv.DynamoDB(t)
-	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{})
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{})
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	perShard := map[string]int{}

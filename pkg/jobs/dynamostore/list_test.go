@@ -44,7 +44,7 @@ func (a *laggingIndexAPI) Query(ctx context.Context, in *dynamodb.QueryInput, op
 func TestListChecksTheStatusBehindALaggingIndex(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, client)
-	plain := dynamostore.New(client, table, dynamostore.Options{})
+	plain := dynamostore.New(client, table, dynamostore.Config{})
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	owner := "arn:aws:iam::123456789012:user/alice"
@@ -70,7 +70,7 @@ func TestListChecksTheStatusBehindALaggingIndex(t *testing.T) {
 		dynamostore.AttrAttention:   &types.AttributeValueMemberS{Value: dynamostore.ListKey(key, retried.ID)},
 		dynamostore.AttrListCreated: &types.AttributeValueMemberS{Value: "0000000000001"},
 	}
-	store := dynamostore.New(&laggingIndexAPI{API: client, stale: stale}, table, dynamostore.Options{})
+	store := dynamostore.New(&laggingIndexAPI{API: client, stale: stale}, table, dynamostore.Config{})
 	page, err := store.List(ctx, driver.ListQuery{OwnerKey: key, Status: jobs.StatusFailed, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestOnlyTheOwnerAndAttentionListingsReadTheKeyFromBeforeTheShards(t *testin
 	client := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, client)
 	api := &queriedKeys{API: client, keys: map[string]map[string]bool{}}
-	store := dynamostore.New(api, table, dynamostore.Options{})
+	store := dynamostore.New(api, table, dynamostore.Config{})
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	owner := "arn:aws:iam::123456789012:user/alice"

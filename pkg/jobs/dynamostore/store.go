@@ -32,8 +32,8 @@ type API interface {
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
-// Options configure a Store.
-type Options struct {
+// Config configures a Store.
+type Config struct {
 	// Clock decides what "expired" means on reads; the wall clock if nil.
 	Clock jobs.Clock
 	// OnCapacity, when set, asks DynamoDB for the consumed capacity of every
@@ -46,7 +46,7 @@ type Options struct {
 type Store struct {
 	api   API
 	table *string
-	opts  Options
+	opts  Config
 	clock jobs.Clock
 	// dueCalls rotates the shard Due starts from.
 	dueCalls atomic.Uint64
@@ -55,7 +55,7 @@ type Store struct {
 var _ driver.Store = (*Store)(nil)
 
 // New returns a Store on the named table.
-func New(api API, table string, opts Options) *Store {
+func New(api API, table string, opts Config) *Store {
 	c := opts.Clock
 	if c == nil {
 		c = wallclock.Clock{}

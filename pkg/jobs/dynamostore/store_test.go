@@ -15,6 +15,6 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestStoreConformance(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	jobstest.RunStoreTests(t, func(t *testing.T, clock jobs.Clock) driver.Store {
-		return dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Options{Clock: clock})
+		return dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{Clock: clock})
 	})
 }

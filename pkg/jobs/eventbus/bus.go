@@ -6,12 +6,13 @@ package eventbus
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
+	"github.com/lambdajobs/lambdajobs/internal/wallclock"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
@@ -30,7 +31,7 @@ const (
 	MaxBytes   = 256 << 10
 )
 
-// DefaultSource is the events' source when Options.Source is empty.
+// DefaultSource is the events' source when Config.Source is empty.
 const DefaultSource = "lambdajobs"
 
 // Bus is a driver.Bus over one EventBridge event bus.
@@ -38,29 +39,29 @@ type Bus struct {
 	api    API
 	name   string
 	source string
-	now    func() time.Time
+	clock  jobs.Clock
 }
 
 var _ driver.Bus = (*Bus)(nil)
 
-// Options configures a Bus.
-type Options struct {
+// Config configures a Bus.
+type Config struct {
 	// Source is the events' source (default DefaultSource): what a rule
 	// matches on, with the detail type.
 	Source string
-	// Now stamps each entry's time (default time.Now).
-	Now func() time.Time
+	// Clock stamps each entry's time (default the wall clock).
+	Clock jobs.Clock
 }
 
 // New returns a Bus putting events on the bus named name (a name or an
 // ARN).
-func New(api API, name string, opts Options) *Bus {
-	b := &Bus{api: api, name: name, source: opts.Source, now: opts.Now}
+func New(api API, name string, opts Config) *Bus {
+	b := &Bus{api: api, name: name, source: opts.Source, clock: opts.Clock}
 	if b.source == "" {
 		b.source = DefaultSource
 	}
-	if b.now == nil {
-		b.now = time.Now
+	if b.clock == nil {
+		b.clock = wallclock.Clock{}
 	}
 	return b
 }
@@ -92,7 +93,7 @@ func (b *Bus) Put(ctx context.Context, evs []driver.Event) ([]bool, error) {
 // put sends the entries idx of evs in one request, marks those accepted,
 // and returns the indexes refused.
 func (b *Bus) put(ctx context.Context, evs []driver.Event, idx []int, accepted []bool) ([]int, error) {
-	at := b.now()
+	at := b.clock.Now()
 	entries := make([]types.PutEventsRequestEntry, len(idx))
 	for i, j := range idx {
 		entries[i] = types.PutEventsRequestEntry{EventBusName: aws.String(b.name), Source: aws.String(b.source),

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/eventbus"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
 // fakeAPI answers PutEvents: refuse[detail] is how many more times that
@@ -79,7 +80,7 @@ func TestPutSplitsByEntriesAndBytes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			api := &fakeAPI{}
-			bus := eventbus.New(api, "jobs-bus", eventbus.Options{})
+			bus := eventbus.New(api, "jobs-bus", eventbus.Config{})
 			accepted, err := bus.Put(context.Background(), events(tt.n, tt.size))
 			if err != nil || !all(accepted) || len(accepted) != tt.n {
 				t.Fatalf("Put: %v, accepted %v", err, accepted)
@@ -107,7 +108,7 @@ func TestPutRetriesRefusedEntriesAndNeverReportsThemSent(t *testing.T) {
 	t.Parallel()
 	evs := events(3, 1)
 	api := &fakeAPI{refuse: map[string]int{string(evs[0].Detail): 1, string(evs[2].Detail): 5}}
-	accepted, err := eventbus.New(api, "b", eventbus.Options{}).Put(context.Background(), evs)
+	accepted, err := eventbus.New(api, "b", eventbus.Config{}).Put(context.Background(), evs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestPutRetriesRefusedEntriesAndNeverReportsThemSent(t *testing.T) {
 func TestPutRequestFailureAcceptsNothing(t *testing.T) {
 	t.Parallel()
 	api := &fakeAPI{fail: errors.New("AccessDeniedException")}
-	accepted, err := eventbus.New(api, "b", eventbus.Options{}).Put(context.Background(), events(12, 1))
+	accepted, err := eventbus.New(api, "b", eventbus.Config{}).Put(context.Background(), events(12, 1))
 	if err == nil || len(accepted) != 12 {
 		t.Fatalf("Put: %v, %d results; want an error and 12 results", err, len(accepted))
 	}
@@ -160,7 +161,7 @@ func TestPutThroughTheSDKClient(t *testing.T) {
 	client := eventbridge.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
 		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", "")})
 	at := time.Date(2026, 12, 1, 8, 0, 0, 250e6, time.UTC)
-	bus := eventbus.New(client, "jobs-bus", eventbus.Options{Now: func() time.Time { return at }})
+	bus := eventbus.New(client, "jobs-bus", eventbus.Config{Clock: jobstest.NewClock(at)})
 	accepted, err := bus.Put(context.Background(), events(2, 1))
 	if err != nil || fmt.Sprint(accepted) != "[true true]" {
 		t.Fatalf("Put: %v, accepted %v", err, accepted)

@@ -44,7 +44,7 @@ type DeadLetters interface {
 // they name the lane, and a redrive says which sorts it moves.
 type DeadLetterLanes interface {
 	PeekLane(ctx context.Context, lane string, max int) ([]sqsqueue.DeadLetter, error)
-	RedriveWith(ctx context.Context, opts sqsqueue.RedriveOptions) (sqsqueue.RedriveResult, error)
+	RedriveWith(ctx context.Context, opts sqsqueue.RedriveOpts) (sqsqueue.RedriveResult, error)
 }
 
 // WithDeadLetters serves the dead-letter routes over d (404 without it).
@@ -111,7 +111,7 @@ func (o defaultLaneOnly) PeekLane(ctx context.Context, lane string, max int) ([]
 	return o.d.Peek(ctx, max)
 }
 
-func (o defaultLaneOnly) RedriveWith(ctx context.Context, opts sqsqueue.RedriveOptions) (sqsqueue.RedriveResult, error) {
+func (o defaultLaneOnly) RedriveWith(ctx context.Context, opts sqsqueue.RedriveOpts) (sqsqueue.RedriveResult, error) {
 	switch {
 	case opts.Lane != "":
 		return sqsqueue.RedriveResult{}, fmt.Errorf("%w %q", sqsqueue.ErrNoSuchLane, opts.Lane)
@@ -204,7 +204,7 @@ func (a *API) deadLetterRoute(ctx context.Context, req events.APIGatewayV2HTTPRe
 		if err := badLane(in.Lane); err != nil {
 			return problem(ctx, a.log, err)
 		}
-		res, err := lanes.RedriveWith(ctx, sqsqueue.RedriveOptions{Lane: in.Lane, ID: in.ID, AnyShape: in.Shapes == RedriveAnyShape})
+		res, err := lanes.RedriveWith(ctx, sqsqueue.RedriveOpts{Lane: in.Lane, ID: in.ID, AnyShape: in.Shapes == RedriveAnyShape})
 		if err != nil && res.Redriven == 0 {
 			return unavailable(err)
 		}

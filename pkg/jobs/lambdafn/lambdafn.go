@@ -344,7 +344,7 @@ func newDeps(ctx context.Context, cfg Config, awsCfg aws.Config, logger *slog.Lo
 	}
 	d := &Deps{Config: cfg, Logger: logger, aws: awsCfg, tracing: tr, setup: clock}
 	d.initClients()
-	d.Store = dynamostore.New(d.dynamo(), cfg.Table, dynamostore.Options{})
+	d.Store = dynamostore.New(d.dynamo(), cfg.Table, dynamostore.Config{})
 	if cfg.QueueURL != "" {
 		// Its client is built at the first send (see clients.go).
 		urls := map[string]string{"": cfg.QueueURL}
@@ -406,7 +406,7 @@ func (d *Deps) bus(reg *jobs.Registry) (driver.Bus, error) {
 		return nil, nil
 	}
 	if d.eventBus == nil {
-		d.eventBus = eventbus.New(lazyEventBridge{&d.clients.events}, d.Config.EventBus, eventbus.Options{})
+		d.eventBus = eventbus.New(lazyEventBridge{&d.clients.events}, d.Config.EventBus, eventbus.Config{})
 	}
 	return d.eventBus, nil
 }

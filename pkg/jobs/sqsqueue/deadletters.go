@@ -37,7 +37,7 @@ type DeadLetterAPI interface {
 // other sort (an S3 record, an EventBridge event, an SNS notification, an
 // envelope, a schedule's fire) may have been planted in the dead-letter
 // queue by anyone able to send to it; it moves only when the operator
-// asks (RedriveOptions.AnyShape), after a peek has shown its sender. An
+// asks (RedriveOpts.AnyShape), after a peek has shown its sender. An
 // envelope without an idempotency key never moves: its job's id derives
 // from the SQS message id, so sending its body again would make a second
 // job. A redrive keeps the message's group (MessageGroupId, the fair
@@ -83,7 +83,7 @@ const (
 	// RedriveMoves: a job reference; any redrive moves it.
 	RedriveMoves = "moves"
 	// RedriveOnlyAnyShape: a foreign message, a fire or a keyed envelope;
-	// only a redrive with RedriveOptions.AnyShape moves it.
+	// only a redrive with RedriveOpts.AnyShape moves it.
 	RedriveOnlyAnyShape = "only_any_shape"
 	// RedriveNever: an envelope without an idempotency key, which a
 	// redrive would make into a second job.
@@ -110,7 +110,7 @@ var ErrNoSuchLane = errors.New("sqsqueue: no such lane")
 
 // RefusedError is what a redrive of one message returns when it found the
 // message and left it in the dead-letter queue: it is not a job reference
-// and RedriveOptions.AnyShape was not set, or it is an envelope without an
+// and RedriveOpts.AnyShape was not set, or it is an envelope without an
 // idempotency key, which no redrive moves.
 type RefusedError struct {
 	Sort string // wire.MessageSort's
@@ -149,8 +149,8 @@ func redriveOf(msgSort string) string {
 // it leaves: a caller repeats it while it reports more and moved some.
 const MaxRedrive = 100
 
-// RedriveOptions say what one redrive moves.
-type RedriveOptions struct {
+// RedriveOpts say what one redrive moves.
+type RedriveOpts struct {
 	// Lane is the lane whose dead-letter queue it reads ("" the default
 	// lane); its messages go back to that lane's queue.
 	Lane string
@@ -344,7 +344,7 @@ func refused(body string, anyShape bool) *RefusedError {
 // queue if it is a job reference; it returns ErrNoSuchDeadLetter, or a
 // *RefusedError for a message of another sort (see RedriveWith).
 func (d *DeadLetters) Redrive(ctx context.Context, id string) error {
-	_, err := d.RedriveWith(ctx, RedriveOptions{ID: id})
+	_, err := d.RedriveWith(ctx, RedriveOpts{ID: id})
 	return err
 }
 
@@ -352,7 +352,7 @@ func (d *DeadLetters) Redrive(ctx context.Context, id string) error {
 // back to the queue and returns how many it moved, leaving every other
 // sort of message (see RedriveWith).
 func (d *DeadLetters) RedriveAll(ctx context.Context) (int, error) {
-	r, err := d.RedriveWith(ctx, RedriveOptions{})
+	r, err := d.RedriveWith(ctx, RedriveOpts{})
 	return r.Redriven, err
 }
 
@@ -360,7 +360,7 @@ func (d *DeadLetters) RedriveAll(ctx context.Context) (int, error) {
 // the message opts.ID (ErrNoSuchDeadLetter when it is not there, a
 // *RefusedError when opts forbid moving it), or, without an id, up to
 // MaxRedrive of the messages opts allow, counting those it leaves.
-func (d *DeadLetters) RedriveWith(ctx context.Context, opts RedriveOptions) (RedriveResult, error) {
+func (d *DeadLetters) RedriveWith(ctx context.Context, opts RedriveOpts) (RedriveResult, error) {
 	queue, dlq, err := d.queues(opts.Lane)
 	if err != nil {
 		return RedriveResult{}, err
@@ -410,7 +410,7 @@ func (d *DeadLetters) RedriveWith(ctx context.Context, opts RedriveOptions) (Red
 
 // redriveOne moves the message opts.ID, releasing at once the others it
 // receives while looking for it.
-func (d *DeadLetters) redriveOne(ctx context.Context, queue, dlq string, opts RedriveOptions) error {
+func (d *DeadLetters) redriveOne(ctx context.Context, queue, dlq string, opts RedriveOpts) error {
 	var held []types.Message
 	defer func() { d.release(context.WithoutCancel(ctx), dlq, held) }()
 	for round := 0; round < 20; round++ {

@@ -70,7 +70,7 @@ func TestDeadLettersOnSQS(t *testing.T) {
 	if err := d.Redrive(ctx, ids[1]); !errors.As(err, &refused) {
 		t.Fatalf("redrive an S3 record without asking for any shape: %v", err)
 	}
-	if _, err := d.RedriveWith(ctx, sqsqueue.RedriveOptions{ID: ids[1], AnyShape: true}); err != nil {
+	if _, err := d.RedriveWith(ctx, sqsqueue.RedriveOpts{ID: ids[1], AnyShape: true}); err != nil {
 		t.Fatal(err)
 	}
 	// The others, received while looking for it, are visible again at
@@ -86,7 +86,7 @@ func TestDeadLettersOnSQS(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("redrive all: %d, %v; want the job reference only", n, err)
 	}
-	res, err := d.RedriveWith(ctx, sqsqueue.RedriveOptions{AnyShape: true})
+	res, err := d.RedriveWith(ctx, sqsqueue.RedriveOpts{AnyShape: true})
 	if err != nil || res.Redriven != 1 || res.Skipped[wire.SortEnvelopeWithoutKey] != 1 {
 		t.Fatalf("redrive of any shape: %+v, %v; want the non-JSON body moved and the envelope without a key left", res, err)
 	}

@@ -70,7 +70,7 @@ func TestRedriveAllLeavesWhatIsNotAJobReference(t *testing.T) {
 	if depths, _ := d.Depths(ctx); depths.DeadLetters != len(forged) {
 		t.Fatalf("depths after the redrive: %+v (the messages left are visible again)", depths)
 	}
-	res, err := d.RedriveWith(ctx, sqsqueue.RedriveOptions{})
+	res, err := d.RedriveWith(ctx, sqsqueue.RedriveOpts{})
 	want := map[string]int{}
 	for s := range forged {
 		want[s] = 1
@@ -92,7 +92,7 @@ func TestRedriveAllLeavesWhatIsNotAJobReference(t *testing.T) {
 	}
 
 	// Asked for any shape: all but the envelope without a key.
-	res, err = d.RedriveWith(ctx, sqsqueue.RedriveOptions{AnyShape: true})
+	res, err = d.RedriveWith(ctx, sqsqueue.RedriveOpts{AnyShape: true})
 	if err != nil || res.Redriven != len(forged)-1 || res.Skipped[wire.SortEnvelopeWithoutKey] != 1 {
 		t.Fatalf("redrive of any shape: %+v, %v", res, err)
 	}
@@ -100,7 +100,7 @@ func TestRedriveAllLeavesWhatIsNotAJobReference(t *testing.T) {
 		t.Fatalf("left %v, want the envelope without a key", got)
 	}
 	left := f.IDs("dlq")[0]
-	if _, err := d.RedriveWith(ctx, sqsqueue.RedriveOptions{ID: left, AnyShape: true}); !errors.As(err, &refused) || !refused.Never {
+	if _, err := d.RedriveWith(ctx, sqsqueue.RedriveOpts{ID: left, AnyShape: true}); !errors.As(err, &refused) || !refused.Never {
 		t.Fatalf("redrive an envelope without a key by id, any shape: %v", err)
 	}
 }
@@ -125,7 +125,7 @@ func TestRedriveServesEachLane(t *testing.T) {
 	if err != nil || len(peeked) != 1 || peeked[0].ID != id || peeked[0].Sender != "AROABULK:worker-bulk" {
 		t.Fatalf("peek bulk: %+v, %v", peeked, err)
 	}
-	res, err := d.RedriveWith(ctx, sqsqueue.RedriveOptions{Lane: "bulk"})
+	res, err := d.RedriveWith(ctx, sqsqueue.RedriveOpts{Lane: "bulk"})
 	if err != nil || res.Redriven != 1 || len(f.Sent) != 1 || aws.ToString(f.Sent[0].QueueUrl) != "queue-bulk" {
 		t.Fatalf("redrive bulk: %+v, %v, sent %+v", res, err, f.Sent)
 	}
@@ -136,7 +136,7 @@ func TestRedriveServesEachLane(t *testing.T) {
 		if _, err := d.PeekLane(ctx, lane, 10); !errors.Is(err, sqsqueue.ErrNoSuchLane) {
 			t.Errorf("peek lane %q: %v", lane, err)
 		}
-		if _, err := d.RedriveWith(ctx, sqsqueue.RedriveOptions{Lane: lane}); !errors.Is(err, sqsqueue.ErrNoSuchLane) {
+		if _, err := d.RedriveWith(ctx, sqsqueue.RedriveOpts{Lane: lane}); !errors.Is(err, sqsqueue.ErrNoSuchLane) {
 			t.Errorf("redrive lane %q: %v", lane, err)
 		}
 	}

@@ -48,7 +48,7 @@ func run(ctx context.Context) error {
 	// The enqueue side needs only the kinds it enqueues.
 	reg := jobs.NewRegistry()
 	receipts := jobs.MustRegister(reg, examplekinds.Receipt, examplekinds.SendReceipt, nil)
-	store := dynamostore.New(ddb, "lambdajobs-local", dynamostore.Options{})
+	store := dynamostore.New(ddb, "lambdajobs-local", dynamostore.Config{})
 	client, err := jobs.NewClient(jobs.Config{Registry: reg, Store: store, Queue: sqsqueue.New(sqsClient, aws.ToString(queueURL.QueueUrl))})
 	if err != nil {
 		return err

@@ -47,7 +47,7 @@ func TestTracingSendsSpansToTheDaemon(t *testing.T) {
 		return jobs.NoResult{}, nil
 	}, nil)
 	ctx := context.Background()
-	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: dynamostore.New(ddb, table, dynamostore.Options{}), Queue: &jobstest.MemQueue{}})
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: dynamostore.New(ddb, table, dynamostore.Config{}), Queue: &jobstest.MemQueue{}})
 	if err != nil {
 		t.Fatal(err)
 	}
