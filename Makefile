@@ -123,6 +123,7 @@ apidiff: ## Report each change of the public Go API against the baseline commit 
 bench: deps $(RIE) build-local ## Measure cost per job, overhead, throughput, cold start and sweeper cost; writes docs/BENCHMARKS.md and its plot.
 	@mkdir -p $(BUILD_DIR)/bench
 	$(GO) test -run '^$$' -bench Overhead -benchtime 300x -count 10 ./internal/benchmarks/ | tee $(BUILD_DIR)/bench/overhead.txt
+	$(GO) test -run '^$$' -bench ClaimExpression -benchmem -count 5 ./pkg/jobs/dynamostore/ | tee -a $(BUILD_DIR)/bench/overhead.txt
 	cd bench && $(GO) run . -out ../docs -overhead ../$(BUILD_DIR)/bench/overhead.txt
 
 .PHONY: fuzz

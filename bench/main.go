@@ -97,6 +97,9 @@ func run(o options) error {
 		if r.Overhead, err = readOverhead(o.overhead); err != nil {
 			return err
 		}
+		if r.Exprs, err = readExprs(o.overhead); err != nil {
+			return err
+		}
 	}
 	r.Took = time.Since(started)
 	if o.only != nil {
