@@ -12,6 +12,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -110,8 +111,9 @@ func TestBatchWithFailuresEndsFailed(t *testing.T) {
 }
 
 // endlessStore refuses every batch end, as a worker whose last write
-// timed out.
-type endlessStore struct{ driver.Store }
+// timed out. It is the whole store otherwise (its queued-job counter
+// included, which a Client whose kinds have caps needs).
+type endlessStore struct{ *dynamostore.Store }
 
 func (endlessStore) EndBatch(context.Context, string, jobs.Status, time.Time, time.Time) error {
 	return errors.New("timeout")
@@ -135,7 +137,7 @@ func TestBatchWhoseEndWasNeverRecordedIsSettledBySweeper(t *testing.T) {
 		t.Fatalf("before the sweep: %+v, want every job ended and the end unrecorded", got)
 	}
 	s.source.Invoke = s.worker.HandleSQS
-	sweeper, _ := testroles.Sweeper(jobs.Config{Store: s.store, Queue: s.queue, Registry: s.reg,
+	sweeper, _ := testroles.Sweeper(jobs.Config{Store: s.store, Queue: s.queue, Registry: s.reg, Sealer: s.sealer,
 		Clock: jobstest.NewClock(time.Now().Add(jobs.DefaultDispatchGrace + time.Minute))})
 	for range 2 { // overlapping or repeated sweeps settle it once
 		if _, err := sweeper.Sweep(ctx); err != nil {
