@@ -1,0 +1,279 @@
+package deploy
+
+import (
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Resource names a resource of the deployment a role acts on, as
+// internal/iamcalls records calls ("table", "table/index/NAME", "queue",
+// "dlq/LANE", ...) where it names one resource; the construct (jobsinfra's
+// grants.go) maps each to the ARNs it stands for, and leaves out a grant
+// whose resource the deployment does not have (the key without
+// Config.CustomerManagedKey, X-Ray without tracing).
+type Resource string
+
+// The deployment's resources.
+const (
+	// Table is the jobs table.
+	Table Resource = "table"
+	// Queues are every lane's queue (a job goes to its lane's, whoever
+	// sends it).
+	Queues Resource = "queues"
+	// DefaultQueue is the default lane's queue: Scheduler's fires.
+	DefaultQueue Resource = "queue"
+	// OwnQueue is the queue of a worker's own lane, its event source.
+	OwnQueue Resource = "queue/own"
+	// DLQs are every lane's dead-letter queue.
+	DLQs Resource = "dlqs"
+	// ScheduleDLQ is the dead-letter queue of the schedules' fires.
+	ScheduleDLQ Resource = "scheduledlq"
+	// Bus is the job events' bus.
+	Bus Resource = "bus"
+	// RuntimeSchedules are the schedules of the runtime group (the
+	// callers'), whatever their names.
+	RuntimeSchedules Resource = "schedule/runtime/*"
+	// SchedulerRole is the role Scheduler sends fires with.
+	SchedulerRole Resource = "role/scheduler"
+	// PayloadSecret and PageSecret are the secrets of the payload key ring
+	// and of the page token key.
+	PayloadSecret Resource = "secret/payload"
+	PageSecret    Resource = "secret/page"
+	// Key is the customer-managed key (Config.CustomerManagedKey).
+	Key Resource = "key"
+	// OwnLogs are the log streams of the function's own log group.
+	OwnLogs Resource = "logs/own"
+	// Anything is "*", for actions that take no resource (X-Ray's).
+	Anything Resource = "*"
+)
+
+// The table's indexes a role queries, as dynamostore names them (a test
+// there holds them to dynamostore's definitions).
+const (
+	SweepIndex      Resource = "table/index/sweep"
+	OwnerIndex      Resource = "table/index/owner"
+	AttentionIndex  Resource = "table/index/owner_attention"
+	QueuedIndex     Resource = "table/index/owner_queued"
+	RunningIndex    Resource = "table/index/owner_running"
+	WaitingIndex    Resource = "table/index/owner_waiting"
+	KindQueuedIndex Resource = "table/index/kind_queued"
+)
+
+// IndexName is the index a resource names, if it is one of the table's.
+func (r Resource) IndexName() (string, bool) {
+	return strings.CutPrefix(string(r), "table/index/")
+}
+
+// Condition narrows a grant (each key a StringEquals). Zero: none.
+type Condition struct {
+	// Via is the AWS service that calls KMS with the role's identity for
+	// it (kms:ViaService: "dynamodb", "sqs" or "secretsmanager", in the
+	// stack's region), for this account's calls only (kms:CallerAccount).
+	Via string
+	// PassedTo is the service a role may be passed to (iam:PassedToService).
+	PassedTo string
+}
+
+// Who adds a grant's statement when it is not the construct: the
+// construct checks such statements against the descriptor and adds none.
+const (
+	// ByEventSource: CDK's SQS event source, which grants the worker's
+	// role what Lambda's pollers do with it.
+	ByEventSource = "the SQS event source"
+	// ByTracing: Lambda's active tracing (Config.Tracing).
+	ByTracing = "active tracing"
+)
+
+// Grant is some actions a role needs on one resource, under a condition.
+type Grant struct {
+	Actions   []string
+	Resource  Resource
+	Condition Condition
+	// By is who adds it, when not the construct (ByEventSource,
+	// ByTracing).
+	By string
+	// Why names the calls that need it.
+	Why string
+}
+
+// Triple is one action on one resource under a condition.
+type Triple struct {
+	Action    string
+	Resource  Resource
+	Condition Condition
+}
+
+// The roles besides the functions' (whose names are the functions').
+const (
+	// Scheduler is the role EventBridge Scheduler sends fires with.
+	Scheduler = "scheduler"
+	// Reader is a role given jobsinfra's GrantReadJobs.
+	Reader = "reader"
+)
+
+// The grants several roles share.
+var (
+	// logs: every function writes its own log group, and with tracing on,
+	// to X-Ray (whose actions take no resource).
+	logs = []Grant{
+		{Actions: []string{"logs:CreateLogStream", "logs:PutLogEvents"}, Resource: OwnLogs, Why: "its own logs (not the managed AWSLambdaBasicExecutionRole)"},
+		{Actions: []string{"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, Resource: Anything, By: ByTracing, Why: "traces"},
+	}
+	// The key's uses through each service, with Config.CustomerManagedKey.
+	keyTableWrite = Grant{Actions: []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}, Resource: Key, Condition: Condition{Via: "dynamodb"}, Why: "table items, written and read"}
+	keyTableRead  = Grant{Actions: []string{"kms:Decrypt"}, Resource: Key, Condition: Condition{Via: "dynamodb"}, Why: "table items, read"}
+	keySend       = Grant{Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resource: Key, Condition: Condition{Via: "sqs"}, Why: "messages sent to (and received from) an encrypted queue"}
+	keySecret     = Grant{Actions: []string{"kms:Decrypt"}, Resource: Key, Condition: Condition{Via: "secretsmanager"}, Why: "a secret's value"}
+	// send: a job goes to its lane's queue, whoever sends it.
+	send = Grant{Actions: []string{"sqs:SendMessage"}, Resource: Queues, Why: "jobs sent to their lane's queue (each sender is among the queues' known senders)"}
+	// listing: the listing indexes (the jobs they name are read from the
+	// table), and the page token key that signs their pages.
+	listing = []Grant{
+		{Actions: []string{"dynamodb:Query"}, Resource: OwnerIndex, Why: "the caller's jobs, listed"},
+		{Actions: []string{"dynamodb:Query"}, Resource: AttentionIndex, Why: "the caller's jobs that need attention"},
+		{Actions: []string{"dynamodb:Query"}, Resource: QueuedIndex, Why: "the caller's queued jobs"},
+		{Actions: []string{"dynamodb:Query"}, Resource: RunningIndex, Why: "the caller's running jobs"},
+		{Actions: []string{"dynamodb:Query"}, Resource: WaitingIndex, Why: "the caller's waiting jobs"},
+		{Actions: []string{"secretsmanager:GetSecretValue"}, Resource: PageSecret, Why: "the page token key, at cold start"},
+	}
+	// putEvents: the functions that write outcomes announce them.
+	putEvents = Grant{Actions: []string{"events:PutEvents"}, Resource: Bus, Why: "job events (each is among the bus's publishers)"}
+)
+
+// roleGrants are the actions each role of the deployment needs: every
+// function's (a lane's worker has the worker's, on its own lane's queue),
+// Scheduler's role's, and GrantReadJobs'. jobsinfra derives every one of
+// these roles' policies from here, and jobsinfra's GrantEnqueue gives a
+// team's function the enqueue function's.
+var roleGrants = map[string][]Grant{
+	Enqueue: {
+		// A job is one conditional put; a batch is created (a put), opened
+		// (an update), and on an idempotent retry read (the batch, then its
+		// shards' counts at once).
+		{Actions: []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem"}, Resource: Table, Why: "jobs and batches, created"},
+		{Actions: []string{"dynamodb:Query"}, Resource: KindQueuedIndex, Why: "a kind's queued jobs, counted (KindOpts.MaxQueued)"},
+		{Actions: []string{"dynamodb:Query"}, Resource: QueuedIndex, Why: "an owner's queued jobs, counted (KindOpts.MaxQueuedPerOwner)"},
+		send,
+		{Actions: []string{"secretsmanager:GetSecretValue"}, Resource: PayloadSecret, Why: "the payload key ring, at cold start"},
+		keyTableWrite, keySend, keySecret,
+	},
+	GetJob: join(listing, []Grant{
+		{Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem"}, Resource: Table, Why: "a job, a batch, the jobs a listing names"},
+		keyTableRead, keySecret,
+	}),
+	Cancel: join(listing, []Grant{
+		// Cancel, retry, and a batch's completion job, created when the
+		// cancel of its last job ends it.
+		{Actions: []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:BatchGetItem"}, Resource: Table, Why: "cancel, retry, bulk actions, a batch's end"},
+		// Retries and redriven dead letters go back to the queues: no
+		// person needs to send to a queue.
+		send,
+		{Actions: []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}, Resource: DLQs, Why: "the operators' dead-letter routes: peek, redrive, delete"},
+		{Actions: []string{"sqs:GetQueueAttributes"}, Resource: Queues, Why: "each queue's depth"},
+		putEvents,
+		keyTableWrite, keySend, keySecret,
+	}),
+	Worker: {
+		// Claims, publishes and finishes (UpdateItem), reads a job it may
+		// interrupt, creates jobs from foreign messages (PutItem), and
+		// sums a batch's shards' counts (BatchGetItem).
+		{Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"}, Resource: Table, Why: "claims, results, outcomes, routed jobs, a batch's end"},
+		// Retries, early deliveries and jobs of another lane (a foreign
+		// message's, a fire's), with a delay.
+		send,
+		{Actions: []string{"secretsmanager:GetSecretValue"}, Resource: PayloadSecret, Why: "the payload key ring, at cold start"},
+		putEvents,
+		keyTableWrite, keySend, keySecret,
+		{Actions: []string{"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}, Resource: OwnQueue, By: ByEventSource, Why: "its lane's messages, received and deleted by Lambda's pollers"},
+		{Actions: []string{"kms:Decrypt"}, Resource: Key, By: ByEventSource, Why: "its lane's messages, with a customer-managed key (bounded by the key policy's OnlyThroughItsServices)"},
+	},
+	Sweeper: {
+		{Actions: []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:BatchGetItem"}, Resource: Table, Why: "jobs settled, a batch's end and its completion job"},
+		{Actions: []string{"dynamodb:Query"}, Resource: SweepIndex, Why: "the jobs due for a look"},
+		send,
+		putEvents,
+		keyTableWrite, keySend,
+	},
+	Schedules: {
+		// Changes runtime schedules only, in their own group; reads one to
+		// learn what a call whose answer was lost did, and updates one
+		// that holds another definition than the stored one.
+		{Actions: []string{"scheduler:CreateSchedule", "scheduler:GetSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"}, Resource: RuntimeSchedules, Why: "the callers' schedules"},
+		{Actions: []string{"iam:PassRole"}, Resource: SchedulerRole, Condition: Condition{PassedTo: "scheduler.amazonaws.com"}, Why: "schedules send with Scheduler's role, and no other"},
+		{Actions: []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, Resource: Table, Why: "each owner's schedules, recorded"},
+		keyTableWrite,
+	},
+	Scheduler: {
+		// Fires go to the default lane's queue; the worker sends each job
+		// to its own lane.
+		{Actions: []string{"sqs:SendMessage"}, Resource: DefaultQueue, Why: "fires (Scheduler's role is among the queue's known senders)"},
+		{Actions: []string{"sqs:SendMessage"}, Resource: ScheduleDLQ, Why: "the fires it could not deliver"},
+		keySend,
+	},
+	Reader: {
+		// Not the table's indexes.
+		{Actions: []string{"dynamodb:GetItem"}, Resource: Table, Why: "jobs and batches, read straight from the table"},
+		keyTableRead,
+	},
+}
+
+func join(lists ...[]Grant) []Grant { return slices.Concat(lists...) }
+
+// Grants returns the grants of role: a function's name, Scheduler or
+// Reader; nil for another name.
+func Grants(role string) []Grant {
+	list := roleGrants[role]
+	if slices.Contains(FunctionNames(), role) {
+		list = append(slices.Clone(list), logs...)
+	}
+	return list
+}
+
+// Roles are the roles Grants knows, sorted.
+func Roles() []string { return slices.Sorted(maps.Keys(roleGrants)) }
+
+// Triples are role's grants, one action each.
+func Triples(role string) []Triple {
+	var out []Triple
+	for _, g := range Grants(role) {
+		for _, a := range g.Actions {
+			out = append(out, Triple{Action: a, Resource: g.Resource, Condition: g.Condition})
+		}
+	}
+	return out
+}
+
+// Covers reports whether the grant's resource stands for the resource a
+// call names (as internal/iamcalls records it) when made by a role of
+// lane ("" for the default lane, and for every role but a lane's worker).
+func (r Resource) Covers(lane, resource string) bool {
+	switch r {
+	case Queues:
+		return resource == "queue" || strings.HasPrefix(resource, "queue/")
+	case DLQs:
+		return resource == "dlq" || strings.HasPrefix(resource, "dlq/")
+	case OwnQueue:
+		if lane == "" {
+			return resource == "queue"
+		}
+		return resource == "queue/"+lane
+	}
+	return string(r) == resource
+}
+
+// Allows reports whether the grant allows action on resource (as
+// internal/iamcalls records it) for a role of lane, with the request's
+// context keys: each of its condition's keys must hold.
+func (g Grant) Allows(lane, action, resource string, context map[string]string) bool {
+	if !slices.Contains(g.Actions, action) || !g.Resource.Covers(lane, resource) {
+		return false
+	}
+	if g.Condition.PassedTo != "" && context["iam:PassedToService"] != g.Condition.PassedTo {
+		return false
+	}
+	if g.Condition.Via != "" && !strings.HasPrefix(context["kms:ViaService"], g.Condition.Via+".") {
+		return false
+	}
+	return true
+}
