@@ -35,13 +35,6 @@ func (j *joined) Produce() *string {
 	return jsii.String(strings.Join(parts, ","))
 }
 
-// allow adds a statement to a function's role.
-func allow(f awslambda.Function, actions []string, resources ...*string) awsiam.Grant {
-	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-		Grantee: f, Actions: jsii.Strings(actions...), ResourceArns: &resources,
-	})
-}
-
 // combine is the grants (nil ones left out) as one; nil if all are.
 func combine(grants ...awsiam.Grant) awsiam.Grant {
 	var out awsiam.Grant
@@ -57,42 +50,16 @@ func combine(grants ...awsiam.Grant) awsiam.Grant {
 	return out
 }
 
-// grantSend lets a principal send to every lane's queue (a job goes to
-// its lane's): sqs:SendMessage (and the queue key's use, with a
-// customer-managed key) in its policy, and its role among the queue
-// policies' known senders.
-func (s *Jobs) grantSend(grantee awsiam.IGrantable, roleARN *string) awsiam.Grant {
-	return s.grantSendTo(grantee, roleARN, s.queueARNs())
-}
-
-// grantSendTo is grantSend to the queues arns only.
-func (s *Jobs) grantSendTo(grantee awsiam.IGrantable, roleARN *string, arns *[]*string) awsiam.Grant {
-	send := awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-		Grantee: grantee, Actions: jsii.Strings("sqs:SendMessage"), ResourceArns: arns,
-	})
-	s.senders.add(roleARN)
-	return combine(send, s.grantKey(grantee, keySend, "sqs"))
-}
-
-// grantKeyRing lets fn read the payload key ring (secretsmanager:GetSecretValue
-// on that one secret, which the secret's policy denies to anyone else) and
-// tells it where it is.
-func (s *Jobs) grantKeyRing(fn awslambda.Function) awsiam.Grant {
-	g := s.grantSecret(fn, s.payloadSecret, s.payloadReaders)
+// tellKeyRing tells fn where the payload key ring is (its grants, in
+// internal/deploy, let it read that one secret, which the secret's policy
+// denies to anyone else).
+func (s *Jobs) tellKeyRing(fn awslambda.Function) {
 	s.tell(fn, "JOBS_PAYLOAD_KEYRING_SECRET", s.payloadSecret.SecretArn())
-	return g
 }
 
-// grantPageKey lets fn read the page token key, at cold start.
-func (s *Jobs) grantPageKey(fn awslambda.Function) {
-	s.grantSecret(fn, s.pageSecret, s.pageReaders)
+// tellPageKey tells fn where the page token key is, read at cold start.
+func (s *Jobs) tellPageKey(fn awslambda.Function) {
 	s.tell(fn, "JOBS_PAGE_TOKEN_SECRET", s.pageSecret.SecretArn())
-}
-
-func (s *Jobs) grantSecret(fn awslambda.Function, secret awssecretsmanager.Secret, readers *principals) awsiam.Grant {
-	read := allow(fn, []string{"secretsmanager:GetSecretValue"}, secret.SecretArn())
-	readers.add(fn.Role().RoleArn())
-	return combine(read, s.grantKey(fn, keyDecrypt, "secretsmanager"))
 }
 
 // onlyReaders denies reading secret's value to every principal but its
@@ -117,13 +84,9 @@ func (s *Jobs) onlyReaders(secret awssecretsmanager.Secret, readers *principals)
 // with a customer-managed key): for an operator's role or a reporting
 // function. Owners are not checked on this path; the HTTP API is the
 // owner-checked way to read. The Grant holds the statements added.
-func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
+func (s *Jobs) GrantReadJobs(principal awsiam.IGrantable) awsiam.Grant {
 	// Not Table.Grant: it adds the table's indexes with a wildcard.
-	key := s.grantKey(grantee, keyDecrypt, "dynamodb")
-	read := awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-		Grantee: grantee, Actions: jsii.Strings("dynamodb:GetItem"), ResourceArns: jsii.Strings(*s.Table.TableArn()),
-	})
-	return combine(key, read)
+	return s.grant(grantee{principal: principal, role: deploy.Reader})
 }
 
 // GrantEnqueue lets another function enqueue jobs directly from Go
@@ -158,8 +121,8 @@ func (s *Jobs) GrantReadJobs(grantee awsiam.IGrantable) awsiam.Grant {
 // you trust the construct's own enqueue function; untrusted producers
 // enqueue over the API (GrantInvoke), where the caller is the owner.
 func (s *Jobs) GrantEnqueue(fn awslambda.Function) awsiam.Grant {
-	put := allow(fn, enqueueTableActions, s.Table.TableArn())
-	g := combine(put, s.enqueueCounts(fn), s.grantKey(fn, keyWrite, "dynamodb"), s.grantSend(fn, fn.Role().RoleArn()), s.grantSecret(fn, s.payloadSecret, s.payloadReaders))
+	// The enqueue function's grants (internal/deploy), but its logs.
+	g := s.grant(grantee{principal: fn, role: deploy.Enqueue})
 	told := s.told[*s.Enqueue.Node().Path()]
 	for _, name := range deploy.ServiceVars {
 		if v, ok := told[name]; ok {
@@ -207,37 +170,6 @@ func (s *Jobs) grantRoutes(grantee awsiam.IGrantable, list []deploy.Route) awsia
 	}
 	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 		Grantee: grantee, Actions: jsii.Strings("execute-api:Invoke"), ResourceArns: &arns,
-	})
-}
-
-// The uses of the customer-managed key a principal may need: the calls
-// each AWS service makes on the caller's behalf (kms:ViaService).
-var (
-	// keyDecrypt: reading a table item, receiving a message, reading a
-	// secret.
-	keyDecrypt = []string{"kms:Decrypt"}
-	// keyWrite: writing table items.
-	keyWrite = []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}
-	// keySend: sending a message to an encrypted queue.
-	keySend = []string{"kms:Decrypt", "kms:GenerateDataKey"}
-)
-
-// grantKey lets grantee use the customer-managed key (Config.
-// CustomerManagedKey) for actions, only through the service via (dynamodb,
-// sqs, secretsmanager: the service that holds the data and calls KMS with
-// the grantee's identity, kms:ViaService) and only for calls of this
-// account (kms:CallerAccount): a grantee calling KMS directly, to decrypt
-// a blob it copied, is refused. Nothing (a nil Grant) without a key.
-func (s *Jobs) grantKey(grantee awsiam.IGrantable, actions []string, via string) awsiam.Grant {
-	if s.Key == nil {
-		return nil
-	}
-	stack := awscdk.Stack_Of(s.Construct)
-	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-		Grantee: grantee, Actions: jsii.Strings(actions...), ResourceArns: &[]*string{s.Key.KeyArn()},
-		Conditions: &map[string]*map[string]any{"StringEquals": {
-			"kms:ViaService": s.viaService(via), "kms:CallerAccount": stack.Account(),
-		}},
 	})
 }
 

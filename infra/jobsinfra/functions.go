@@ -13,10 +13,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
-	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
 
 // functions creates the six functions, each with its own role and log
@@ -47,7 +45,7 @@ func (s *Jobs) functions() {
 	// Only the functions that seal or open payloads read the key ring, at
 	// cold start; no key material is in any environment or template.
 	for _, f := range []awslambda.Function{s.Enqueue, s.Worker} {
-		s.grantKeyRing(f)
+		s.tellKeyRing(f)
 	}
 	// The worker refuses to start with a kind whose minimum run time
 	// (KindOpts.MinRunTime) its invocations cannot give (jobs.Config.WorkerTimeout).
@@ -77,7 +75,7 @@ func (s *Jobs) function(name, id string, memory int, timeout time.Duration) awsl
 		ApplicationLogLevelV2: logLevel(cfg.LogLevel),
 		Description:           jsii.String("lambdajobs " + cfg.Name + " " + name),
 	}
-	fixed := fixedFunction{name: name, timeout: timeout, logs: logs, role: s.functionRole(id, logs)}
+	fixed := fixedFunction{name: name, timeout: timeout, logs: logs, role: s.functionRole(id)}
 	s.fixFunction(props, fixed)
 	s.overrides.function(name, props)
 	s.fixFunction(props, fixed)
@@ -137,32 +135,15 @@ func (s *Jobs) logGroup(name, id string) awslogs.LogGroup {
 	return awslogs.NewLogGroup(s.Construct, jsii.String(id), props)
 }
 
-// functionRole is a function's role: to begin with, it may write to its own
-// log group only (not the managed AWSLambdaBasicExecutionRole), and to
+// functionRole is a function's role, with no managed policy: what it may
+// do is its grants in internal/deploy (grantRoles), its own log group's
+// streams among them (not the managed AWSLambdaBasicExecutionRole), and
 // X-Ray with tracing on.
-func (s *Jobs) functionRole(name string, logs awslogs.LogGroup) awsiam.Role {
+func (s *Jobs) functionRole(name string) awsiam.Role {
 	role := awsiam.NewRole(s.Construct, jsii.String(name+"Role"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 		Description: jsii.String("lambdajobs " + s.cfg.Name + " " + name + " function"),
 	})
-	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
-		Resources: jsii.Strings(*logs.LogGroupArn() + ":*"),
-	}))
-	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
-		Id: jsii.String("AwsSolutions-IAM5"),
-		Reason: jsii.String("Lambda names its log streams at run time; the wildcard covers only the streams of this " +
-			"function's own log group, in place of the managed AWSLambdaBasicExecutionRole."),
-		AppliesTo: &[]interface{}{jsii.String("Resource::<" + *awscdk.Stack_Of(s.Construct).GetLogicalId(logs.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>:*")},
-	}}, jsii.Bool(true))
-	if s.cfg.Tracing {
-		cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
-			Id: jsii.String("AwsSolutions-IAM5"),
-			Reason: jsii.String("X-Ray's xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level " +
-				"permissions; Lambda's active tracing needs them on '*'."),
-			AppliesTo: &[]interface{}{jsii.String("Resource::*")},
-		}}, jsii.Bool(true))
-	}
 	return role
 }
 
@@ -205,7 +186,7 @@ func (s *Jobs) ownEnv(name string) map[string]*string {
 }
 
 // queuePolicy lets only known principals send to the queue: the roles
-// granted sqs:SendMessage by grantSend (the construct's own senders,
+// granted sqs:SendMessage by their grants (grants.go: the construct's own senders,
 // functions given GrantEnqueue, Scheduler's role), the configured envelope
 // senders, and AWS services for configured sources (their requests carry
 // aws:SourceArn, and the statements of sources scope them). Anyone else,
@@ -232,108 +213,38 @@ func (s *Jobs) queuePolicy() {
 	}
 }
 
-// enqueueTableActions are what a jobs.Service that enqueues does on the
-// table: the enqueue function's, and GrantEnqueue's for a team's own. A
-// job is one conditional put; a batch is created (a put), opened (an
-// update), and on an idempotent retry read (the batch, then its shards'
-// counts at once).
-var enqueueTableActions = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem"}
-
-// enqueueCounts grants fn the queries a jobs.Service makes to check a
-// kind's caps on its queued jobs (KindOpts.MaxQueued, MaxQueuedPerOwner):
-// a count of the kind's entries of the capped kinds' index, or of the
-// owner's of the queued index. Keys and kinds only; never the table.
-func (s *Jobs) enqueueCounts(fn awslambda.Function) awsiam.Grant {
-	return allow(fn, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.KindQueuedIndex), s.tableIndex(dynamostore.QueuedIndex))
-}
-
-// apiPermissions grants the API's functions (enqueue, getjob, cancel)
-// exactly their actions, each on its own resources.
+// apiPermissions tells the API's functions (enqueue, getjob, cancel) what
+// their grants (internal/deploy, grantRoles) let them reach, and who may
+// do what through them.
 func (s *Jobs) apiPermissions() {
 	enqueue, getjob, cancelFn := s.Enqueue, s.GetJob, s.Cancel
-	table := s.Table.TableArn()
-	allow(enqueue, enqueueTableActions, table)
-	s.enqueueCounts(enqueue)
-	s.grantSend(enqueue, enqueue.Role().RoleArn())
 	// Who may choose a job's tenant and lane over the API.
 	s.tell(enqueue, "JOBS_TRUSTED_CALLERS", jsii.String(strings.Join(s.cfg.TrustedCallers, ",")))
 	s.tell(enqueue, "JOBS_ENQUEUE_RATE_PER_OWNER", jsii.String(strconv.Itoa(s.cfg.EnqueueRatePerOwner)))
-	allow(getjob, []string{"dynamodb:GetItem"}, table)
-	// Cancel, retry (and a batch's completion job, created when the cancel
-	// of its last job ends it).
-	allow(cancelFn, []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}, table)
-	// Listing: the two listing indexes, and the jobs they name.
 	for _, f := range []awslambda.Function{getjob, cancelFn} {
-		allow(f, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.OwnerIndex), s.tableIndex(dynamostore.AttentionIndex),
-			s.tableIndex(dynamostore.QueuedIndex), s.tableIndex(dynamostore.RunningIndex), s.tableIndex(dynamostore.WaitingIndex))
-		allow(f, []string{"dynamodb:BatchGetItem"}, table)
-		s.grantPageKey(f)
+		s.tellPageKey(f)
 		// Operators: Config.Operators, and the roles given GrantOperate.
 		s.tell(f, "JOBS_OPERATORS", awscdk.Lazy_String(&joined{s.operators}, nil))
 	}
 	for _, op := range s.cfg.Operators {
 		s.operators.add(jsii.String(op))
 	}
-	// Retries and redriven dead letters go back to the queue: the
-	// operators' dead-letter routes read and redrive the DLQ, so no person
-	// needs to send to the queue.
-	s.grantSend(cancelFn, cancelFn.Role().RoleArn())
+	// The operators' dead-letter routes read and redrive the DLQ, so no
+	// person needs to send to the queue.
 	s.deadLetterPermissions(cancelFn)
 }
 
-// deadLetterPermissions grants fn (cancel) the operators' dead-letter
-// routes over every lane: it reads each lane's DLQ and redrives it to the
-// lane's own queue (grantSend lets it send to every lane), and shows every
-// queue's depth.
+// deadLetterPermissions tells fn (cancel) every lane's DLQ, which its
+// grants let it read and redrive to the lane's own queue.
 func (s *Jobs) deadLetterPermissions(fn awslambda.Function) {
-	dlqs := make([]*string, 0, len(s.laneOrder))
 	urls := map[string]*string{}
-	for _, name := range s.laneOrder {
-		dlqs = append(dlqs, s.Lanes[name].DLQ.QueueArn())
-		if name != "" {
-			urls[name] = s.Lanes[name].DLQ.QueueUrl()
-		}
+	for _, name := range s.laneOrder[1:] {
+		urls[name] = s.Lanes[name].DLQ.QueueUrl()
 	}
-	allow(fn, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}, dlqs...)
-	allow(fn, []string{"sqs:GetQueueAttributes"}, *s.queueARNs()...)
 	s.tell(fn, "JOBS_DLQ_URL", s.DLQ.QueueUrl())
 	if len(urls) > 0 {
 		s.tell(fn, "JOBS_LANE_DLQ_URLS", awscdk.Stack_Of(s.Construct).ToJsonString(urls, nil))
 	}
-}
-
-// backgroundPermissions grants the worker and the sweeper exactly their
-// actions, and every function its uses of the customer-managed key.
-func (s *Jobs) backgroundPermissions() {
-	sweeper := s.Sweeper
-	table := s.Table.TableArn()
-	// Every lane's worker claims, publishes and finishes (UpdateItem),
-	// reads a job it may interrupt, and creates jobs from foreign messages
-	// (PutItem).
-	for _, w := range s.workers() {
-		allow(w, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, table)
-		// Batches: the job that ends a batch sums its shards' counts (the
-		// worker, the sweeper, the cancel of its last job, the retry of
-		// its enqueue), reading them at once.
-		allow(w, []string{"dynamodb:BatchGetItem"}, table)
-		// ...and sends retries, early deliveries and jobs of another lane
-		// (a foreign message's, a fire's) with a delay.
-		s.grantSend(w, w.Role().RoleArn())
-		s.grantKey(w, keyWrite, "dynamodb")
-	}
-	allow(sweeper, []string{"dynamodb:BatchGetItem"}, table)
-	allow(sweeper, []string{"dynamodb:Query"}, s.tableIndex(dynamostore.SweepIndex))
-	allow(sweeper, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, table)
-	// ...and creates the completion job of a batch whose end was never recorded.
-	allow(sweeper, []string{"dynamodb:PutItem"}, table)
-	s.grantSend(sweeper, sweeper.Role().RoleArn())
-	// With a customer-managed key: each function uses it for its table
-	// writes and reads, through DynamoDB (its receives and sends go
-	// through SQS: grantSend).
-	for _, f := range []awslambda.Function{s.Enqueue, s.Cancel, sweeper, s.Schedules} {
-		s.grantKey(f, keyWrite, "dynamodb")
-	}
-	s.grantKey(s.GetJob, keyDecrypt, "dynamodb")
 }
 
 // triggers connects each lane's worker to its queue (partial batch

@@ -108,9 +108,10 @@ type Jobs struct {
 	told          map[string]map[string]*string
 	payloadSecret awssecretsmanager.Secret
 	pageSecret    awssecretsmanager.Secret
-	// Who the queue's policy lets send (grantSend), who each secret's
-	// policy lets read (grantSecret), the roles given GrantOperate, and who
-	// the bus's policy lets put events (GrantPutEvents).
+	// Who the queue's policy lets send, who each secret's policy lets read
+	// (named by the grants that give them: grants.go), the roles given
+	// GrantOperate, and who the bus's policy lets put events (grants.go,
+	// and GrantPutEvents).
 	senders, payloadReaders, pageReaders, operators, publishers *principals
 }
 
@@ -146,12 +147,12 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	s.laneWorkers()
 	s.queuePolicy()
 	s.apiPermissions()
-	s.backgroundPermissions()
 	s.events()
 	s.triggers()
 	s.api()
 	s.sources()
 	s.schedules(props.Schedules)
+	s.grantRoles()
 	s.deadLetterPolicies()
 	s.alarms()
 	s.dashboard()

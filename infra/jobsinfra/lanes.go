@@ -267,7 +267,7 @@ func (s *Jobs) laneWorkers() {
 			// up to 90 on managed instances.
 			fn.Node().DefaultChild().(awslambda.CfnFunction).AddPropertyOverride(jsii.String("Timeout"), jsii.Number(timeout.Seconds()))
 		}
-		s.grantKeyRing(fn)
+		s.tellKeyRing(fn)
 		lane.Worker = fn
 		if m := l.ManagedInstances; m != nil {
 			lane.CapacityProvider = s.capacityProvider(name, m)

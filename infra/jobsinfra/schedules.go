@@ -2,7 +2,6 @@ package jobsinfra
 
 import (
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -12,6 +11,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
@@ -84,44 +84,17 @@ func (s *Jobs) schedulerRole() {
 		}),
 		Description: jsii.String("lambdajobs " + s.cfg.Name + ": EventBridge Scheduler sends schedule fires to the queue"),
 	})
-	// Fires go to the default lane's queue; the worker sends each job to
-	// its own lane.
-	s.grantSendTo(role, role.RoleArn(), &[]*string{s.Queue.QueueArn()})
-	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings("sqs:SendMessage"),
-		Resources: &[]*string{s.ScheduleDLQ.QueueArn()},
-	}))
 	s.SchedulerRole = role
+	// What it may do is its grants in internal/deploy.
+	s.grant(grantee{principal: role, role: deploy.Scheduler})
 }
 
-// schedulesFunction lets the schedules function change runtime schedules
-// only, in their own group, sending with the scheduler's role and no
-// other. It reads a schedule to learn what a call whose answer was lost
-// did, and updates one that holds another definition than the stored one
-// (jobs.ScheduleService.Create).
+// schedulesFunction tells the schedules function where runtime schedules
+// go: their own group, sending with the scheduler's role (its grants,
+// internal/deploy, let it change schedules of that group only and pass
+// that role only).
 func (s *Jobs) schedulesFunction() {
 	cfg, fn := s.cfg, s.Schedules
-	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings("scheduler:CreateSchedule", "scheduler:GetSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"),
-		Resources: &[]*string{s.scheduleARN("schedule", s.Names.RuntimeScheduleGroup+"/*")},
-	}))
-	cdknag.NagSuppressions_AddResourceSuppressions(fn.Role(), &[]*cdknag.NagPackSuppression{{
-		Id: jsii.String("AwsSolutions-IAM5"),
-		Reason: jsii.String("The schedules function creates, reads, updates and deletes the callers' schedules, whose names are only known at run time, " +
-			"in the runtime schedule group alone (not the declared schedules' group)."),
-		// The account and region are tokens, or literals in a pinned stack.
-		AppliesTo: &[]interface{}{&cdknag.RegexAppliesTo{
-			Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:scheduler:.+:schedule\/` + regexp.QuoteMeta(s.Names.RuntimeScheduleGroup) + `\/\*$/g`),
-		}},
-	}}, jsii.Bool(true))
-	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:    jsii.Strings("iam:PassRole"),
-		Resources:  &[]*string{s.SchedulerRole.RoleArn()},
-		Conditions: &map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "scheduler.amazonaws.com"}},
-	}))
-	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: jsii.Strings("dynamodb:GetItem", "dynamodb:UpdateItem"), Resources: &[]*string{s.Table.TableArn()},
-	}))
 	for k, v := range map[string]*string{
 		"JOBS_SCHEDULE_GROUP": s.RuntimeScheduleGroup.Ref(), "JOBS_QUEUE_ARN": s.Queue.QueueArn(), "JOBS_SCHEDULER_ROLE_ARN": s.SchedulerRole.RoleArn(),
 		"JOBS_SCHEDULE_DLQ_ARN": s.ScheduleDLQ.QueueArn(), "JOBS_SCHEDULE_MAX_EVENT_AGE": jsii.String(cfg.ScheduleMaxEventAge.String()),
