@@ -1,10 +1,14 @@
 package deploy
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
 
@@ -97,6 +101,82 @@ func TestGrantsAndEnvironmentAgree(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Every AWS call recorded in make test's end-to-end and reliability runs
+// (internal/iamcalls) is among the descriptor's triples for the role that
+// made it: a call the descriptor does not grant would be a call the
+// construct does not allow. Skipped only when there is no recording and CI
+// is unset; under CI a missing recording fails.
+func TestEveryRecordedCallIsAmongItsRolesGrants(t *testing.T) {
+	dir := os.Getenv(iamcalls.RecordDirEnv)
+	if dir == "" {
+		dir = filepath.Join("..", "..", "build", "iam-calls")
+	}
+	calls, err := iamcalls.Load(dir)
+	if err != nil || len(calls) == 0 {
+		msg := "no AWS calls recorded in " + dir + " (make test records them; " + iamcalls.RecordDirEnv + " names another folder)"
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s: %v", msg, err)
+		}
+		t.Skipf("%s: %v", msg, err)
+	}
+	// A lane's worker signs as iamcalls.LaneWorker(lane); its lane is
+	// named by the queues it calls.
+	lanes := map[string]string{}
+	for _, c := range calls {
+		for _, prefix := range []string{"queue/", "dlq/"} {
+			if lane, ok := strings.CutPrefix(c.Resource, prefix); ok {
+				lanes[iamcalls.LaneWorker(lane)] = lane
+			}
+		}
+	}
+	seen := map[string]int{}
+	for _, c := range calls {
+		role, lane := c.Principal, ""
+		switch {
+		case c.Principal == iamcalls.Enqueuer:
+			role = Enqueue // GrantEnqueue gives the enqueue function's grants
+		case lanes[c.Principal] != "":
+			role, lane = Worker, lanes[c.Principal]
+		case c.Principal == iamcalls.Caller || c.Principal == iamcalls.Operator:
+			if !routeAllowed(c) {
+				t.Errorf("%s %s %s: no such route for %s", c.Principal, c.Action, c.Resource, c.Principal)
+			}
+			seen[c.Principal]++
+			continue
+		}
+		grants := Grants(role)
+		if grants == nil {
+			t.Errorf("%s %s %s: the descriptor has no role %q", c.Principal, c.Action, c.Resource, role)
+			continue
+		}
+		seen[role]++
+		if !slices.ContainsFunc(grants, func(g Grant) bool { return g.Allows(lane, c.Action, c.Resource, c.Context) }) {
+			t.Errorf("%s (role %s, lane %q) called %s on %s %v: not among its grants in internal/deploy", c.Principal, role, lane, c.Action, c.Resource, c.Context)
+		}
+	}
+	// The recording covers every role, so the check cannot pass hollowly.
+	for _, role := range append(FunctionNames(), Scheduler, iamcalls.Caller, iamcalls.Operator) {
+		if seen[role] == 0 {
+			t.Errorf("no call of %s was recorded", role)
+		}
+	}
+	if !t.Failed() {
+		t.Logf("%d recorded calls, each among its role's grants", len(calls))
+	}
+}
+
+// routeAllowed reports whether a caller's or an operator's recorded
+// execute-api call is to one of the routes it may call.
+func routeAllowed(c iamcalls.Call) bool {
+	key, ok := strings.CutPrefix(c.Resource, "route/")
+	if c.Action != "execute-api:Invoke" || !ok {
+		return false
+	}
+	return slices.ContainsFunc(Routes, func(r Route) bool {
+		return r.Key() == key && (!r.Operator || c.Principal == iamcalls.Operator)
+	})
 }
 
 func TestGrantAllows(t *testing.T) {
