@@ -132,11 +132,12 @@ func (s *Jobs) GrantEnqueue(fn awslambda.Function) awsiam.Grant {
 	return g
 }
 
-// callerRoutes are the API's routes for callers (all but the operators').
+// callerRoutes are the API's routes for callers: those whose auth is
+// deploy.AuthCaller (all but the operators').
 func callerRoutes() []deploy.Route {
 	var out []deploy.Route
 	for _, r := range routes {
-		if !r.Operator {
+		if r.Auth == deploy.AuthCaller {
 			out = append(out, r)
 		}
 	}

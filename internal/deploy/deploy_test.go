@@ -128,3 +128,53 @@ func TestWrittenListsOfTheFunctionsNameThemAll(t *testing.T) {
 		t.Fatal("found no list of the functions: the walk missed the repository")
 	}
 }
+
+// Every route says who may call it, with an Auth httpapi knows.
+func TestEveryRouteHasAKnownAuth(t *testing.T) {
+	for _, r := range Routes {
+		if r.Auth != AuthCaller && r.Auth != AuthOperator {
+			t.Errorf("%s (%s): auth %q, want caller or operator", r.ID, r.Key(), r.Auth)
+		}
+	}
+}
+
+// PathFor fills each {param} escaped as one segment, and refuses a
+// missing, empty or unknown parameter.
+func TestPathForFillsTheParameters(t *testing.T) {
+	for _, tc := range []struct {
+		id     string
+		params map[string]string
+		want   string
+	}{
+		{RouteListJobs, nil, "/v1/jobs"},
+		{RouteGetJob, map[string]string{"id": "j1"}, "/v1/jobs/j1"},
+		{RouteGetSchedule, map[string]string{"name": "a/b c?d"}, "/v1/schedules/a%2Fb%20c%3Fd"},
+		{RouteAdminJobAction, map[string]string{"id": "j1", "action": "retry"}, "/v1/admin/jobs/j1/retry"},
+	} {
+		got, err := PathOf(tc.id, tc.params)
+		if err != nil || got != tc.want {
+			t.Errorf("PathOf(%s, %v) = %q, %v; want %q", tc.id, tc.params, got, err, tc.want)
+		}
+		// What the client builds, the table matches with the same values.
+		r, _ := RouteByID(tc.id)
+		if tc.id != RouteGetSchedule {
+			if params, ok := r.Match(r.Method, got); !ok || len(params) != len(tc.params) {
+				t.Errorf("%s does not match its own path %q: %v", tc.id, got, params)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		id     string
+		params map[string]string
+	}{
+		{RouteGetJob, nil},
+		{RouteGetJob, map[string]string{"id": ""}},
+		{RouteGetJob, map[string]string{"id": "j1", "name": "x"}},
+		{RouteListJobs, map[string]string{"id": "j1"}},
+		{"NoSuchRoute", nil},
+	} {
+		if got, err := PathOf(tc.id, tc.params); err == nil {
+			t.Errorf("PathOf(%s, %v) = %q, want an error", tc.id, tc.params, got)
+		}
+	}
+}

@@ -163,7 +163,7 @@ func RouteTable() string {
 	b.WriteString("| route | function | who |\n|---|---|---|\n")
 	for _, r := range Routes {
 		who := "callers"
-		if r.Operator {
+		if r.Auth == AuthOperator {
 			who = "operators"
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.Key(), r.Function, who)

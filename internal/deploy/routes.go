@@ -1,19 +1,37 @@
 package deploy
 
 import (
+	"fmt"
+	"net/url"
 	"strings"
+)
+
+// Auth says who may call a route. httpapi enforces it for every request
+// before the route's handler runs; the construct grants execute-api:Invoke
+// by it (GrantInvoke the callers' routes, GrantOperate every route).
+type Auth string
+
+const (
+	// AuthCaller: any authenticated caller (an IAM principal or a JWT
+	// subject), acting on its own jobs and schedules.
+	AuthCaller Auth = "caller"
+	// AuthOperator: only the deployment's operators (Config.Operators, the
+	// roles given GrantOperate); anyone else gets 403 before anything is
+	// read.
+	AuthOperator Auth = "operator"
 )
 
 // Route is one of the API's routes: its method and path (API Gateway's
 // route key, {name} matching one path segment), the function that serves
-// it, and whether only operators may call it.
+// it, and who may call it.
 type Route struct {
-	// ID names the route in the construct (its construct id) and in
-	// httpapi's dispatch.
+	// ID names the route in the construct (its construct id), in
+	// httpapi's dispatch and in the API client's calls (the Route*
+	// constants).
 	ID           string
 	Method, Path string
 	Function     string
-	Operator     bool
+	Auth         Auth
 }
 
 // Key is the route key, as API Gateway and JWTConfig.Scopes name it.
@@ -63,29 +81,110 @@ func (r Route) Match(method, path string) (map[string]string, bool) {
 	return params, true
 }
 
-// Routes are the API's routes.
+// PathFor is the route's path with each {param} replaced by params'
+// value, escaped as one path segment. A parameter missing or empty, or
+// one the path does not have, is an error.
+func (r Route) PathFor(params map[string]string) (string, error) {
+	segs := strings.Split(r.Path, "/")
+	used := 0
+	for i, s := range segs {
+		name, ok := strings.CutPrefix(s, "{")
+		if !ok {
+			continue
+		}
+		name = strings.TrimSuffix(name, "}")
+		v := params[name]
+		if v == "" {
+			return "", fmt.Errorf("route %s (%s): path parameter %q is required", r.ID, r.Key(), name)
+		}
+		segs[i] = url.PathEscape(v)
+		used++
+	}
+	if used != len(params) {
+		return "", fmt.Errorf("route %s (%s) has path parameters %v only", r.ID, r.Key(), r.params())
+	}
+	return strings.Join(segs, "/"), nil
+}
+
+// params are the names of the route's path parameters.
+func (r Route) params() []string {
+	var out []string
+	for _, s := range strings.Split(r.Path, "/") {
+		if strings.HasPrefix(s, "{") {
+			out = append(out, strings.Trim(s, "{}"))
+		}
+	}
+	return out
+}
+
+// The routes' ids, as Routes names them.
+const (
+	RouteEnqueue               = "Enqueue"
+	RouteGetJob                = "GetJob"
+	RouteListJobs              = "ListJobs"
+	RouteCounts                = "Counts"
+	RouteListKinds             = "ListKinds"
+	RouteRetryJob              = "RetryJob"
+	RouteReplayJob             = "ReplayJob"
+	RouteBulkAction            = "BulkAction"
+	RouteEnqueueBatch          = "EnqueueBatch"
+	RouteGetBatch              = "GetBatch"
+	RouteCancelJob             = "CancelJob"
+	RouteCreateSchedule        = "CreateSchedule"
+	RouteListSchedules         = "ListSchedules"
+	RouteGetSchedule           = "GetSchedule"
+	RouteDeleteSchedule        = "DeleteSchedule"
+	RouteAdminListJobs         = "AdminListJobs"
+	RouteAdminGetJob           = "AdminGetJob"
+	RouteAdminCounts           = "AdminCounts"
+	RouteAdminJobAction        = "AdminJobAction"
+	RouteAdminDeadLetters      = "AdminDeadLetters"
+	RouteAdminDeadLetterAction = "AdminDeadLetterAction"
+)
+
+// Routes are the API's routes: the one place a path is written.
 var Routes = []Route{
-	{"Enqueue", "POST", "/v1/jobs", Enqueue, false},
-	{"GetJob", "GET", "/v1/jobs/{id}", GetJob, false},
-	{"ListJobs", "GET", "/v1/jobs", GetJob, false},
-	{"Counts", "GET", "/v1/counts", GetJob, false},
-	{"ListKinds", "GET", "/v1/kinds", GetJob, false},
-	{"RetryJob", "POST", "/v1/jobs/{id}/retry", Cancel, false},
-	{"ReplayJob", "POST", "/v1/jobs/{id}/replay", Enqueue, false},
-	{"BulkAction", "POST", "/v1/bulk/{action}", Cancel, false},
-	{"EnqueueBatch", "POST", "/v1/batches", Enqueue, false},
-	{"GetBatch", "GET", "/v1/batches/{id}", GetJob, false},
-	{"CancelJob", "POST", "/v1/jobs/{id}/cancel", Cancel, false},
-	{"CreateSchedule", "POST", "/v1/schedules", Schedules, false},
-	{"ListSchedules", "GET", "/v1/schedules", Schedules, false},
-	{"GetSchedule", "GET", "/v1/schedules/{name}", Schedules, false},
-	{"DeleteSchedule", "DELETE", "/v1/schedules/{name}", Schedules, false},
-	{"AdminListJobs", "GET", "/v1/admin/jobs", GetJob, true},
-	{"AdminGetJob", "GET", "/v1/admin/jobs/{id}", GetJob, true},
-	{"AdminCounts", "GET", "/v1/admin/counts", GetJob, true},
-	{"AdminJobAction", "POST", "/v1/admin/jobs/{id}/{action}", Cancel, true},
-	{"AdminDeadLetters", "GET", "/v1/admin/dead-letters", Cancel, true},
-	{"AdminDeadLetterAction", "POST", "/v1/admin/dead-letters/{action}", Cancel, true},
+	{RouteEnqueue, "POST", "/v1/jobs", Enqueue, AuthCaller},
+	{RouteGetJob, "GET", "/v1/jobs/{id}", GetJob, AuthCaller},
+	{RouteListJobs, "GET", "/v1/jobs", GetJob, AuthCaller},
+	{RouteCounts, "GET", "/v1/counts", GetJob, AuthCaller},
+	{RouteListKinds, "GET", "/v1/kinds", GetJob, AuthCaller},
+	{RouteRetryJob, "POST", "/v1/jobs/{id}/retry", Cancel, AuthCaller},
+	{RouteReplayJob, "POST", "/v1/jobs/{id}/replay", Enqueue, AuthCaller},
+	{RouteBulkAction, "POST", "/v1/bulk/{action}", Cancel, AuthCaller},
+	{RouteEnqueueBatch, "POST", "/v1/batches", Enqueue, AuthCaller},
+	{RouteGetBatch, "GET", "/v1/batches/{id}", GetJob, AuthCaller},
+	{RouteCancelJob, "POST", "/v1/jobs/{id}/cancel", Cancel, AuthCaller},
+	{RouteCreateSchedule, "POST", "/v1/schedules", Schedules, AuthCaller},
+	{RouteListSchedules, "GET", "/v1/schedules", Schedules, AuthCaller},
+	{RouteGetSchedule, "GET", "/v1/schedules/{name}", Schedules, AuthCaller},
+	{RouteDeleteSchedule, "DELETE", "/v1/schedules/{name}", Schedules, AuthCaller},
+	{RouteAdminListJobs, "GET", "/v1/admin/jobs", GetJob, AuthOperator},
+	{RouteAdminGetJob, "GET", "/v1/admin/jobs/{id}", GetJob, AuthOperator},
+	{RouteAdminCounts, "GET", "/v1/admin/counts", GetJob, AuthOperator},
+	{RouteAdminJobAction, "POST", "/v1/admin/jobs/{id}/{action}", Cancel, AuthOperator},
+	{RouteAdminDeadLetters, "GET", "/v1/admin/dead-letters", Cancel, AuthOperator},
+	{RouteAdminDeadLetterAction, "POST", "/v1/admin/dead-letters/{action}", Cancel, AuthOperator},
+}
+
+// RouteByID returns the route named id.
+func RouteByID(id string) (Route, bool) {
+	for _, r := range Routes {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return Route{}, false
+}
+
+// PathOf is the path of the route named id with params (Route.PathFor);
+// an id the table does not have is an error.
+func PathOf(id string, params map[string]string) (string, error) {
+	r, ok := RouteByID(id)
+	if !ok {
+		return "", fmt.Errorf("deploy: no route %q", id)
+	}
+	return r.PathFor(params)
 }
 
 // RouteFor returns the route a request matches, and its path parameters.
