@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -126,13 +127,23 @@ func coldStart(ctx context.Context, runs int) ([]coldResult, error) {
 		}
 	}
 	events := map[string]string{
-		"hello":     `{}`,
-		"getjob":    `{"version":"2.0","rawPath":"/v1/jobs/x","pathParameters":{"id":"x"},"requestContext":{"authorizer":{"iam":{"userArn":"arn:aws:iam::000000000000:user/a"}},"http":{"method":"GET"}}}`,
-		"enqueue":   `{"version":"2.0","rawPath":"/v1/jobs","headers":{"content-type":"text/plain"},"body":"x","requestContext":{"authorizer":{"iam":{"userArn":"arn:aws:iam::000000000000:user/a"}},"http":{"method":"POST"}}}`,
-		"cancel":    `{"version":"2.0","rawPath":"/v1/jobs/x/cancel","pathParameters":{"id":"x"},"requestContext":{"authorizer":{"iam":{"userArn":"arn:aws:iam::000000000000:user/a"}},"http":{"method":"POST"}}}`,
-		"worker":    `{"Records":[]}`,
-		"sweeper":   `{"version":"0","id":"x","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`,
-		"schedules": `{"version":"2.0","rawPath":"/v1/schedules","requestContext":{"authorizer":{"iam":{"userArn":"arn:aws:iam::000000000000:user/a"}},"http":{"method":"GET"}}}`,
+		"hello":   `{}`,
+		"worker":  `{"Records":[]}`,
+		"sweeper": `{"version":"0","id":"x","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`,
+	}
+	for name, call := range map[string]struct {
+		route   string
+		headers map[string]string
+		body    string
+	}{
+		"getjob": {route: deploy.RouteGetJob}, "cancel": {route: deploy.RouteCancelJob}, "schedules": {route: deploy.RouteListSchedules},
+		"enqueue": {route: deploy.RouteEnqueue, headers: map[string]string{"content-type": "text/plain"}, body: "x"},
+	} {
+		ev, err := apiEvent(call.route, call.headers, call.body)
+		if err != nil {
+			return nil, err
+		}
+		events[name] = ev
 	}
 	results := map[string]*coldResult{}
 	host := map[string]string{}
@@ -344,4 +355,34 @@ func medianF(v []float64) float64 {
 	s := slices.Clone(v)
 	sort.Float64s(s)
 	return s[len(s)/2]
+}
+
+// apiEvent is API Gateway's event (payload format 2.0) of a call of the
+// route named id, with {id} "x", as caller a: the fields a cold start
+// reads, at the route table's method and path.
+func apiEvent(id string, headers map[string]string, body string) (string, error) {
+	rt, ok := deploy.RouteByID(id)
+	if !ok {
+		return "", fmt.Errorf("no route %q", id)
+	}
+	params := map[string]string{}
+	if strings.Contains(rt.Path, "{id}") {
+		params["id"] = "x"
+	}
+	path, err := rt.PathFor(params)
+	if err != nil {
+		return "", err
+	}
+	ev := map[string]any{"version": "2.0", "rawPath": path, "requestContext": map[string]any{
+		"authorizer": map[string]any{"iam": map[string]any{"userArn": "arn:aws:iam::000000000000:user/a"}},
+		"http":       map[string]any{"method": rt.Method},
+	}}
+	if len(params) > 0 {
+		ev["pathParameters"] = params
+	}
+	if headers != nil {
+		ev["headers"], ev["body"] = headers, body
+	}
+	raw, err := json.Marshal(ev)
+	return string(raw), err
 }

@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +24,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdajobs/lambdajobs/internal/apiclient"
 	"github.com/lambdajobs/lambdajobs/internal/awscount"
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/lambdalog"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
@@ -159,6 +164,7 @@ type harness struct {
 	table   string
 	urls    sqsqueue.URLs
 	api     *httpapi.API
+	client  *apiclient.Client // served by api, in-process
 	worker  *jobs.Worker
 	source  *localstack.EventSource
 	logs    byteCounter
@@ -222,6 +228,7 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string, allE
 		return nil, err
 	}
 	h.api = httpapi.New(svc, logger)
+	h.client = &apiclient.Client{Base: &url.URL{Scheme: "http", Host: "in-process"}, Do: h.serve}
 	h.worker, err = testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("worker"),
 		Routes: examplekinds.Routes("arn:aws:iam::000000000000:user/bench"), CancelCheck: -1, AllEvents: allEvents, Bus: bus})
 	if err != nil {
@@ -270,21 +277,44 @@ func (h *harness) enqueue(ctx context.Context, body string) error {
 	return err
 }
 
-// enqueueID is enqueue, returning the job's id.
+// enqueueID is enqueue, returning the job's id: a POST /v1/jobs of the
+// API client, served in-process by the enqueue function's handler.
 func (h *harness) enqueueID(ctx context.Context, body string) (string, error) {
+	var v struct {
+		ID string `json:"id"`
+	}
+	if _, err := h.client.Call(ctx, apiclient.Request{Route: deploy.RouteEnqueue, Body: json.RawMessage(body)}, &v); err != nil {
+		return "", fmt.Errorf("enqueue: %w", err)
+	}
+	return v.ID, nil
+}
+
+// serve is the API client's Do: it hands the request to the enqueue
+// function's handler as API Gateway's event of the bench's caller, and
+// times the handler alone (the function's duration).
+func (h *harness) serve(r *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	headers := map[string]string{}
+	for k := range r.Header {
+		headers[strings.ToLower(k)] = r.Header.Get(k)
+	}
+	ev := events.APIGatewayV2HTTPRequest{RawPath: r.URL.EscapedPath(), Body: string(body), Headers: headers,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: r.Method, Path: r.URL.Path},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/bench"}}}}
 	t := time.Now()
-	resp, _ := h.api.Enqueue(invocation(ctx), events.APIGatewayV2HTTPRequest{
-		Body: body, Headers: map[string]string{"content-type": "application/json"},
-		RequestContext: events.APIGatewayV2HTTPRequestContext{Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/bench"}}},
-	})
+	resp, _ := h.api.Route(invocation(r.Context()), ev)
 	h.mu.Lock()
 	h.enqD += time.Since(t)
 	h.mu.Unlock()
-	if resp.StatusCode != 202 {
-		return "", fmt.Errorf("enqueue: %d %s", resp.StatusCode, resp.Body)
+	out := &http.Response{StatusCode: resp.StatusCode, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(resp.Body)), Request: r}
+	for k, v := range resp.Headers {
+		out.Header.Set(k, v)
 	}
-	return strings.TrimPrefix(resp.Headers["Location"], httpapi.JobsPath+"/"), nil
+	return out, nil
 }
 
 // drain runs the event source until the queue is empty. The depth checks

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/lambdalog"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/testroles"
@@ -66,12 +68,18 @@ func setup(b *testing.B) *env {
 	return e
 }
 
+// request is a POST /v1/jobs, at the route table's path.
 var request = events.APIGatewayV2HTTPRequest{
+	RawPath: enqueueRoute.Path,
 	Body:    `{"kind":"noop","payload":{"n":1}}`,
 	Headers: map[string]string{"content-type": "application/json"},
-	RequestContext: events.APIGatewayV2HTTPRequestContext{Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/bench"}}},
+	RequestContext: events.APIGatewayV2HTTPRequestContext{
+		HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: enqueueRoute.Method},
+		Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/bench"}}},
 }
+
+var enqueueRoute, _ = deploy.RouteByID(deploy.RouteEnqueue)
 
 // BenchmarkOverhead compares, in one run, each path of the system with the
 // bare AWS calls it cannot avoid. The two are interleaved call by call, so
@@ -129,11 +137,11 @@ func report(b *testing.B, handler, bare time.Duration) {
 
 // enqueue runs the enqueue function's handler and returns the job id.
 func (e *env) enqueue(b *testing.B, ctx context.Context) string {
-	resp, _ := e.api.Enqueue(ctx, request)
+	resp, _ := e.api.Route(ctx, request)
 	if resp.StatusCode != 202 {
 		b.Fatalf("%d %s", resp.StatusCode, resp.Body)
 	}
-	return resp.Headers["Location"][len(httpapi.JobsPath)+1:]
+	return path.Base(resp.Headers["Location"])
 }
 
 // bareOwner is the owner of the benchmark's jobs.

@@ -72,7 +72,7 @@ func server(t *testing.T) string {
 	gw := &localstack.Gateway{
 		Enqueue: localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](api.Route),
 		GetJob:  localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](get),
-		Cancel:  localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](api.CancelJob),
+		Cancel:  localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](api.Route),
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)

@@ -7,12 +7,14 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/lambdajobs/lambdajobs/internal/apiclient"
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 // APIDeadLetters is the DLQ through the API's operators' dead-letter
-// routes (httpapi.DeadLettersPath): the deployment's cancel function, one
+// routes (/v1/admin/dead-letters): the deployment's cancel function, one
 // of the queue's known senders, reads and redrives it, so the person at the
 // dashboard needs no SQS permission at all (and the queue's policy would
 // deny them the send). Its caller must be one of the deployment's
@@ -27,8 +29,8 @@ type APIDeadLetters struct {
 	Caller string
 }
 
-func (d *APIDeadLetters) call(ctx context.Context, method, path string, body, out any) error {
-	status, problem, err := apiClient{api: d.API, do: d.Do, caller: d.Caller}.call(ctx, method, path, body, out)
+func (d *APIDeadLetters) call(ctx context.Context, req apiclient.Request, out any) error {
+	status, problem, err := callAPI(ctx, &apiclient.Client{Base: d.API, Do: d.Do, Caller: d.Caller}, req, out)
 	switch {
 	case err != nil:
 		return err
@@ -43,15 +45,20 @@ func (d *APIDeadLetters) call(ctx context.Context, method, path string, body, ou
 // Depths reads the queues' depths (GET): nothing changes.
 func (d *APIDeadLetters) Depths(ctx context.Context) (sqsqueue.Depths, error) {
 	var out sqsqueue.Depths
-	err := d.call(ctx, http.MethodGet, httpapi.DeadLettersPath, nil, &out)
+	err := d.call(ctx, apiclient.Request{Route: deploy.RouteAdminDeadLetters}, &out)
 	return out, err
 }
 
 // Peek shows up to max of lane's dead letters by their shape.
 func (d *APIDeadLetters) Peek(ctx context.Context, lane string, max int) ([]DeadLetter, error) {
 	var out httpapi.Peeked
-	err := d.call(ctx, http.MethodPost, httpapi.DeadLettersPath+"/peek", peekRequest{Max: min(max, httpapi.MaxPeek), Lane: lane}, &out)
+	err := d.call(ctx, deadLetterAction("peek", peekRequest{Max: min(max, httpapi.MaxPeek), Lane: lane}), &out)
 	return out.DeadLetters, err
+}
+
+// deadLetterAction is a request of POST /v1/admin/dead-letters/{action}.
+func deadLetterAction(action string, body any) apiclient.Request {
+	return apiclient.Request{Route: deploy.RouteAdminDeadLetterAction, Params: map[string]string{"action": action}, Body: body}
 }
 
 type peekRequest struct {
@@ -75,7 +82,7 @@ func shapes(anyShape bool) string {
 
 // Redrive sends one of lane's dead letters back to its queue.
 func (d *APIDeadLetters) Redrive(ctx context.Context, lane, id string, anyShape bool) error {
-	return d.call(ctx, http.MethodPost, httpapi.DeadLettersPath+"/redrive", redriveRequest{ID: id, Lane: lane, Shapes: shapes(anyShape)}, nil)
+	return d.call(ctx, deadLetterAction("redrive", redriveRequest{ID: id, Lane: lane, Shapes: shapes(anyShape)}), nil)
 }
 
 // RedriveAll sends lane's dead letters back to its queue, repeating the
@@ -85,7 +92,7 @@ func (d *APIDeadLetters) RedriveAll(ctx context.Context, lane string, anyShape b
 	total := httpapi.RedriveAnswer{Lane: lane}
 	for range 100 {
 		var out httpapi.RedriveAnswer
-		if err := d.call(ctx, http.MethodPost, httpapi.DeadLettersPath+"/redrive", redriveRequest{All: true, Lane: lane, Shapes: shapes(anyShape)}, &out); err != nil {
+		if err := d.call(ctx, deadLetterAction("redrive", redriveRequest{All: true, Lane: lane, Shapes: shapes(anyShape)}), &out); err != nil {
 			return total, err
 		}
 		total.Redriven += out.Redriven

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -29,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/apiclient"
 	"github.com/lambdajobs/lambdajobs/internal/hostcheck"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
@@ -210,87 +210,24 @@ func (s *Server) routes() {
 }
 
 // call sends one request to the jobs API as the dashboard's caller.
-func (s *Server) call(ctx context.Context, method, target string, body, out any) (int, string, error) {
-	return apiClient{api: s.cfg.API, do: s.cfg.Do, caller: s.cfg.Caller}.call(ctx, method, target, body, out)
+func (s *Server) call(ctx context.Context, req apiclient.Request, out any) (int, string, error) {
+	return callAPI(ctx, &apiclient.Client{Base: s.cfg.API, Do: s.cfg.Do, Caller: s.cfg.Caller}, req, out)
 }
 
-// withQuery is path with the query q (none when q is empty), as call's
-// target.
-func withQuery(path string, q url.Values) string {
-	if len(q) == 0 {
-		return path
-	}
-	return path + "?" + q.Encode()
-}
-
-// apiClient sends requests to the jobs API.
-type apiClient struct {
-	api    *url.URL
-	do     func(*http.Request) (*http.Response, error)
-	caller string
-}
-
-// call sends one request to the jobs API, to target (a path and its
-// query: see withQuery), with body as JSON (nil: none), and decodes a JSON
-// answer into out; it returns the status and, for a problem, its detail.
-func (c apiClient) call(ctx context.Context, method, target string, body, out any) (int, string, error) {
-	u := *c.api
-	path, query, _ := strings.Cut(target, "?")
-	u.Path = strings.TrimRight(u.Path, "/") + path
-	u.RawQuery = query
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, "", err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
-	if err != nil {
+// callAPI sends req and decodes a JSON answer into out; it returns the
+// status and, for a problem, its title and detail.
+func callAPI(ctx context.Context, c *apiclient.Client, req apiclient.Request, out any) (int, string, error) {
+	resp, err := c.Call(ctx, req, out)
+	var p *apiclient.Problem
+	switch {
+	case errors.As(err, &p):
+		return p.Status, p.Message(), nil
+	case err != nil && resp != nil:
+		return resp.Status, "", fmt.Errorf("dashboard: %w", err)
+	case err != nil:
 		return 0, "", err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.caller != "" {
-		req.Header.Set("X-Local-Caller", c.caller)
-	}
-	do := c.do
-	if do == nil {
-		do = http.DefaultClient.Do
-	}
-	resp, err := do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return 0, "", err
-	}
-	if resp.StatusCode >= 300 {
-		var p struct {
-			Detail string `json:"detail"`
-			Code   string `json:"code"`
-			Title  string `json:"title"`
-		}
-		_ = json.Unmarshal(raw, &p)
-		msg := p.Title
-		if p.Detail != "" {
-			msg += ": " + p.Detail
-		}
-		if msg == "" {
-			msg = http.StatusText(resp.StatusCode)
-		}
-		return resp.StatusCode, msg, nil
-	}
-	if out != nil && len(raw) > 0 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return resp.StatusCode, "", fmt.Errorf("dashboard: the API's answer: %w", err)
-		}
-	}
-	return resp.StatusCode, "", nil
+	return resp.Status, "", nil
 }
 
 // page is what every template gets.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/apiclient"
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
@@ -70,7 +72,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	d := overviewData{}
 	var now jobs.UnfinishedCounts
 	if d.ShowNow = !s.cfg.Operator; d.ShowNow {
-		switch status, problem, err := s.call(ctx, http.MethodGet, httpapi.CountsPath, nil, &now); {
+		switch status, problem, err := s.call(ctx, apiclient.Request{Route: deploy.RouteCounts}, &now); {
 		case err != nil:
 			d.NowErr = err.Error()
 		case status != http.StatusOK:
@@ -84,7 +86,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var kinds httpapi.KindList
-	switch status, problem, err := s.call(ctx, http.MethodGet, httpapi.KindsPath, nil, &kinds); {
+	switch status, problem, err := s.call(ctx, apiclient.Request{Route: deploy.RouteListKinds}, &kinds); {
 	case err != nil:
 		d.LimitsErr = err.Error()
 	case status != http.StatusOK:
@@ -170,9 +172,9 @@ func (s *Server) jobList(w http.ResponseWriter, r *http.Request) {
 		Statuses: []string{"queued", "running", "succeeded", "failed", "cancelled"}, Operator: s.cfg.Operator, Owner: q.Get("owner")}
 	api := url.Values{"limit": {fmt.Sprint(d.Limit)}}
 	filter := url.Values{}
-	listPath := "/v1/jobs"
+	listRoute := deploy.RouteListJobs
 	if s.cfg.Operator {
-		listPath = "/v1/admin/jobs"
+		listRoute = deploy.RouteAdminListJobs
 		if d.Owner == "" {
 			s.render(w, "jobs.html", http.StatusOK, page{Title: "Jobs", Nav: "jobs", Flash: "Give the owner whose jobs to see (an operator sees one owner at a time).", Data: d})
 			return
@@ -188,7 +190,7 @@ func (s *Server) jobList(w http.ResponseWriter, r *http.Request) {
 		api.Set("page_token", d.PageToken)
 	}
 	var list httpapi.JobList
-	status, problem, err := s.call(r.Context(), http.MethodGet, withQuery(listPath, api), nil, &list)
+	status, problem, err := s.call(r.Context(), apiclient.Request{Route: listRoute, Query: api}, &list)
 	if err != nil {
 		s.fail(w, "jobs", err)
 		return
@@ -213,12 +215,17 @@ func (s *Server) jobList(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "jobs.html", http.StatusOK, p)
 }
 
-// jobPath is a job's route: the caller's, or the admin one.
-func (s *Server) jobPath(id string) string {
+// jobRequest is a request of a job's route: the caller's, or for an
+// operator the admin one (action "": the job itself).
+func (s *Server) jobRequest(id, action string) apiclient.Request {
 	if s.cfg.Operator {
-		return "/v1/admin/jobs/" + url.PathEscape(id)
+		if action == "" {
+			return apiclient.Request{Route: deploy.RouteAdminGetJob, Params: map[string]string{"id": id}}
+		}
+		return apiclient.Request{Route: deploy.RouteAdminJobAction, Params: map[string]string{"id": id, "action": action}}
 	}
-	return "/v1/jobs/" + url.PathEscape(id)
+	route := map[string]string{"": deploy.RouteGetJob, "cancel": deploy.RouteCancelJob, "retry": deploy.RouteRetryJob}[action]
+	return apiclient.Request{Route: route, Params: map[string]string{"id": id}}
 }
 
 // jobData is a job's page: the job, and for an operator its owner.
@@ -230,11 +237,11 @@ type jobData struct {
 func (s *Server) getJob(ctx context.Context, id string) (jobData, int, string, error) {
 	if s.cfg.Operator {
 		var a httpapi.AdminJob
-		status, problem, err := s.call(ctx, http.MethodGet, s.jobPath(id), nil, &a)
+		status, problem, err := s.call(ctx, s.jobRequest(id, ""), &a)
 		return jobData{View: a.Job, Owner: a.Owner}, status, problem, err
 	}
 	var v jobs.View
-	status, problem, err := s.call(ctx, http.MethodGet, s.jobPath(id), nil, &v)
+	status, problem, err := s.call(ctx, s.jobRequest(id, ""), &v)
 	return jobData{View: v}, status, problem, err
 }
 
@@ -268,7 +275,7 @@ func (s *Server) jobAction(action string) http.HandlerFunc {
 		id := r.PathValue("id")
 		back := "/jobs/" + url.PathEscape(id)
 		var v jobs.View
-		status, problem, err := s.call(r.Context(), http.MethodPost, s.jobPath(id)+"/"+action, nil, &v)
+		status, problem, err := s.call(r.Context(), s.jobRequest(id, action), &v)
 		switch {
 		case err != nil:
 			s.fail(w, "jobs", err)
@@ -302,7 +309,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 		body = map[string]json.RawMessage{"payload": json.RawMessage(p)}
 	}
 	var v jobs.View
-	status, problem, err := s.call(r.Context(), http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/replay", body, &v)
+	status, problem, err := s.call(r.Context(), apiclient.Request{Route: deploy.RouteReplayJob, Params: map[string]string{"id": id}, Body: body}, &v)
 	switch {
 	case err != nil:
 		s.fail(w, "jobs", err)
@@ -336,7 +343,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	matched, changed := 0, 0
 	for range 20 {
 		var res httpapi.BulkResult
-		status, problem, err := s.call(r.Context(), http.MethodPost, "/v1/bulk/"+action, body, &res)
+		status, problem, err := s.call(r.Context(), apiclient.Request{Route: deploy.RouteBulkAction, Params: map[string]string{"action": action}, Body: body}, &res)
 		if err != nil {
 			s.fail(w, "jobs", err)
 			return
@@ -360,7 +367,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) batchDetail(w http.ResponseWriter, r *http.Request) {
 	var b jobs.Batch
-	status, problem, err := s.call(r.Context(), http.MethodGet, withQuery("/v1/batches/"+url.PathEscape(r.PathValue("id")), url.Values{"limit": {"50"}}), nil, &b)
+	status, problem, err := s.call(r.Context(), apiclient.Request{Route: deploy.RouteGetBatch, Params: map[string]string{"id": r.PathValue("id")}, Query: url.Values{"limit": {"50"}}}, &b)
 	if err != nil {
 		s.fail(w, "jobs", err)
 		return
@@ -376,7 +383,7 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request) {
 	var list struct {
 		Schedules []httpapi.ScheduleView `json:"schedules"`
 	}
-	status, problem, err := s.call(r.Context(), http.MethodGet, "/v1/schedules", nil, &list)
+	status, problem, err := s.call(r.Context(), apiclient.Request{Route: deploy.RouteListSchedules}, &list)
 	if err != nil {
 		s.fail(w, "schedules", err)
 		return

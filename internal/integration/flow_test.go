@@ -23,7 +23,7 @@ func (s *stack) postBody(body string) (int, string, string) {
 		Headers:        map[string]string{"content-type": "application/json"},
 		RequestContext: events.APIGatewayV2HTTPRequestContext{Authorizer: iamAuth, HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/v1/jobs"}},
 	}
-	resp, err := s.api.Enqueue(context.Background(), req)
+	resp, err := s.api.Route(context.Background(), req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestQueueCapOnDynamoDB(t *testing.T) {
 		Headers:        map[string]string{"content-type": "application/json"},
 		RequestContext: events.APIGatewayV2HTTPRequestContext{Authorizer: iamAuth, HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/v1/jobs"}},
 	}
-	resp, err := s.api.Enqueue(context.Background(), req)
+	resp, err := s.api.Route(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}

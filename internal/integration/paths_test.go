@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/testroles"
@@ -56,11 +57,14 @@ func TestGoAndHTTPPathsStoreIdenticalItems(t *testing.T) {
 
 	// HTTP.
 	httpSvc, _, httpTable := newService()
-	resp, _ := httpapi.New(httpSvc, nil).Enqueue(ctx, events.APIGatewayV2HTTPRequest{
+	enqueue, _ := deploy.RouteByID(deploy.RouteEnqueue)
+	resp, _ := httpapi.New(httpSvc, nil).Route(ctx, events.APIGatewayV2HTTPRequest{
+		RawPath: enqueue.Path,
 		Body:    `{"kind":"example.hash","payload":{"rounds":2,"text":"hello"}}`,
 		Headers: map[string]string{"content-type": "application/json", "idempotency-key": "same-input"},
-		RequestContext: events.APIGatewayV2HTTPRequestContext{Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: alice}}},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: enqueue.Method},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: alice}}},
 	})
 	if resp.StatusCode != 202 {
 		t.Fatalf("HTTP: %d %s", resp.StatusCode, resp.Body)

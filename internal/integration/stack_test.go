@@ -131,7 +131,7 @@ func (s *stack) post(kind, payload string) jobs.View {
 		Headers:        map[string]string{"content-type": "application/json"},
 		RequestContext: events.APIGatewayV2HTTPRequestContext{Authorizer: iamAuth, HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/v1/jobs"}},
 	}
-	resp, err := s.api.Enqueue(context.Background(), req)
+	resp, err := s.api.Route(context.Background(), req)
 	if err != nil || resp.StatusCode != 202 {
 		s.t.Fatalf("POST %s %s: %d %s %v", kind, payload, resp.StatusCode, resp.Body, err)
 	}
@@ -149,7 +149,7 @@ func (s *stack) get(id string) (int, jobs.View) {
 		PathParameters: map[string]string{"id": id},
 		RequestContext: events.APIGatewayV2HTTPRequestContext{Authorizer: iamAuth, HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}},
 	}
-	resp, err := s.api.GetJob(context.Background(), req)
+	resp, err := s.api.Route(context.Background(), req)
 	if err != nil {
 		s.t.Fatal(err)
 	}

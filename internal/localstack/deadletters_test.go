@@ -32,7 +32,7 @@ func TestRedriveLeavesForgedMessagesAndServesEveryLane(t *testing.T) {
 	client := localaws.SQSClient(stack.SQSEndpoint)
 	post := func(path, body string) answer {
 		t.Helper()
-		return call(t, "POST", httpapi.DeadLettersPath+path, "operator", "application/json", body)
+		return call(t, "POST", "/v1/admin/dead-letters"+path, "operator", "application/json", body)
 	}
 
 	// An insider plants an envelope in the default lane's dead-letter queue.
@@ -119,7 +119,7 @@ func TestRedriveLeavesForgedMessagesAndServesEveryLane(t *testing.T) {
 	depths := func() sqsqueue.Depths {
 		t.Helper()
 		var d sqsqueue.Depths
-		if r := call(t, "GET", httpapi.DeadLettersPath, "operator", "", ""); r.status != 200 || json.Unmarshal([]byte(r.body), &d) != nil {
+		if r := call(t, "GET", "/v1/admin/dead-letters", "operator", "", ""); r.status != 200 || json.Unmarshal([]byte(r.body), &d) != nil {
 			t.Fatalf("depths: %d %s", r.status, r.body)
 		}
 		return d

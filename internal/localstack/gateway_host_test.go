@@ -13,7 +13,6 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/hostcheck"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 )
 
 // countingInvoker answers every invocation with 200 {} and counts them.
@@ -64,10 +63,10 @@ func TestGatewayAnswersOnlyItsOwnHost(t *testing.T) {
 	t.Cleanup(srv.Close)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	routes := []struct{ method, path, body string }{
-		{"POST", httpapi.JobsPath, `{"kind":"example.hash","payload":{}}`},
-		{"GET", httpapi.JobsPath, ""},
-		{"GET", httpapi.JobsPath + "/j1", ""},
-		{"POST", httpapi.BatchesPath, `{"jobs":[]}`},
+		{"POST", "/v1/jobs", `{"kind":"example.hash","payload":{}}`},
+		{"GET", "/v1/jobs", ""},
+		{"GET", "/v1/jobs" + "/j1", ""},
+		{"POST", "/v1/batches", `{"jobs":[]}`},
 		{"GET", "/v1/schedules", ""},
 	}
 	for _, host := range []string{"evil.example", "evil.example:" + port, "127.0.0.1", "127.0.0.1:1", "localhost", "localhost.:" + port, "127.0.0.1.nip.io:" + port} {
@@ -83,7 +82,7 @@ func TestGatewayAnswersOnlyItsOwnHost(t *testing.T) {
 		t.Fatalf("the functions were invoked %d times for other hosts, want 0", n)
 	}
 	for _, host := range []string{"", "localhost:" + port, "LOCALHOST:" + port} {
-		if status, body := sendWithHost(t, "GET", srv.URL+httpapi.JobsPath+"/j1", host, ""); status != http.StatusOK {
+		if status, body := sendWithHost(t, "GET", srv.URL+"/v1/jobs"+"/j1", host, ""); status != http.StatusOK {
 			t.Errorf("Host %q: %d %s, want the function's answer", host, status, body)
 		}
 	}

@@ -73,15 +73,15 @@ func TestCancelEndsABatchAndOperatorsRedrive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := call(t, "POST", httpapi.DeadLettersPath+"/peek", "ops", "application/json", `{}`); r.status != 403 {
+	if r := call(t, "POST", "/v1/admin/dead-letters"+"/peek", "ops", "application/json", `{}`); r.status != 403 {
 		t.Fatalf("a caller who is not an operator peeks: %d %s", r.status, r.body)
 	}
 	var depths sqsqueue.Depths
-	if r := call(t, "GET", httpapi.DeadLettersPath, "operator", "", ""); r.status != 200 || json.Unmarshal([]byte(r.body), &depths) != nil || depths.DeadLetters < 1 {
+	if r := call(t, "GET", "/v1/admin/dead-letters", "operator", "", ""); r.status != 200 || json.Unmarshal([]byte(r.body), &depths) != nil || depths.DeadLetters < 1 {
 		t.Fatalf("the depths: %d %s", r.status, r.body)
 	}
 	var peeked httpapi.Peeked
-	r := call(t, "POST", httpapi.DeadLettersPath+"/peek", "operator", "application/json", `{"max":50}`)
+	r := call(t, "POST", "/v1/admin/dead-letters"+"/peek", "operator", "application/json", `{"max":50}`)
 	if r.status != 200 || json.Unmarshal([]byte(r.body), &peeked) != nil {
 		t.Fatalf("peek: %d %s", r.status, r.body)
 	}
@@ -94,10 +94,10 @@ func TestCancelEndsABatchAndOperatorsRedrive(t *testing.T) {
 	if !found || strings.Contains(r.body, wire.BatchJobID(b.ID, 0)) {
 		t.Fatalf("the peek shows the message by its shape only: %s", r.body)
 	}
-	if r := call(t, "POST", httpapi.DeadLettersPath+"/redrive", "operator", "application/json", `{"id":"`+aws.ToString(sent.MessageId)+`"}`); r.status != 200 {
+	if r := call(t, "POST", "/v1/admin/dead-letters"+"/redrive", "operator", "application/json", `{"id":"`+aws.ToString(sent.MessageId)+`"}`); r.status != 200 {
 		t.Fatalf("redrive: %d %s", r.status, r.body)
 	}
-	if r := call(t, "POST", httpapi.DeadLettersPath+"/redrive", "operator", "application/json", `{"id":"`+aws.ToString(sent.MessageId)+`"}`); r.status != 404 {
+	if r := call(t, "POST", "/v1/admin/dead-letters"+"/redrive", "operator", "application/json", `{"id":"`+aws.ToString(sent.MessageId)+`"}`); r.status != 404 {
 		t.Fatalf("redrive again: %d %s", r.status, r.body)
 	}
 

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -11,15 +10,6 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
-
-// AdminPath prefixes the operators' routes: GET AdminPath+"/jobs?owner=..."
-// (an owner's jobs, as GET /v1/jobs filters them), GET AdminPath+"/jobs/{id}"
-// (any owner's job), POST AdminPath+"/jobs/{id}/cancel" and "/retry", and
-// the dead-letter queue (DeadLettersPath).
-// Only the callers named in the operators list may use them (on top of
-// whatever the API's authorizer asks of these routes); anyone else gets 403
-// before anything is read, whatever the id.
-const AdminPath = "/v1/admin"
 
 var errForbidden = &requestError{code: "forbidden", detail: "only an operator may use the admin routes"}
 
@@ -58,55 +48,60 @@ func operatorIdentity(s string) string {
 	return a.String()
 }
 
-// admin serves the admin routes.
-func (a *API) admin(ctx context.Context, req events.APIGatewayV2HTTPRequest, method, path string) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer a.recover(ctx, &resp)
-	caller, ok := Owner(req)
-	if !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
+// The admin routes (deploy.AuthOperator: the router has admitted only an
+// operator): GET /v1/admin/jobs?owner=... (an owner's jobs, as GET
+// /v1/jobs filters them), GET /v1/admin/jobs/{id} (any owner's job), POST
+// /v1/admin/jobs/{id}/cancel and /retry, GET /v1/admin/counts?owner=, and
+// the dead-letter queues (deadletters.go).
+
+// adminListJobs serves GET /v1/admin/jobs?owner=: the owner's own
+// listing, as that owner.
+func (a *API) adminListJobs(ctx context.Context, req events.APIGatewayV2HTTPRequest, _ routed) events.APIGatewayV2HTTPResponse {
+	owner := req.QueryStringParameters["owner"]
+	if owner == "" {
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "owner is required: the admin listing reads one owner's jobs at a time"})
 	}
-	if !slices.Contains(a.operators, caller) {
-		return problem(ctx, a.log, errForbidden), nil
+	return a.listAs(ctx, owner, req)
+}
+
+// adminCounts serves GET /v1/admin/counts?owner=.
+func (a *API) adminCounts(ctx context.Context, req events.APIGatewayV2HTTPRequest, _ routed) events.APIGatewayV2HTTPResponse {
+	owner := req.QueryStringParameters["owner"]
+	if owner == "" {
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "owner is required: the admin counts read one owner's jobs at a time"})
 	}
-	if path == DeadLettersPath || strings.HasPrefix(path, DeadLettersPath+"/") {
-		return a.deadLetterRoute(ctx, req, method, path), nil
+	return a.countsAs(ctx, owner)
+}
+
+// adminGetJob serves GET /v1/admin/jobs/{id}: any owner's job, with its
+// owner.
+func (a *API) adminGetJob(ctx context.Context, _ events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	rec, err := a.svc.GetAny(ctx, rq.params["id"])
+	if err != nil {
+		return problem(ctx, a.log, err)
 	}
-	if path == AdminPath+"/counts" && method == http.MethodGet {
-		owner := req.QueryStringParameters["owner"]
-		if owner == "" {
-			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "owner is required: the admin counts read one owner's jobs at a time"}), nil
-		}
-		return a.countsAs(ctx, owner), nil
+	return jsonResponse(http.StatusOK, AdminJob{Job: *rec, Owner: rec.Owner})
+}
+
+// adminJobAction serves POST /v1/admin/jobs/{id}/cancel and /retry, as the
+// job's owner would (a 404 for an unknown id comes first).
+func (a *API) adminJobAction(ctx context.Context, _ events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	id := rq.params["id"]
+	rec, err := a.svc.GetAny(ctx, id)
+	if err != nil {
+		return problem(ctx, a.log, err)
 	}
-	rest := strings.TrimPrefix(path, AdminPath+"/jobs")
-	switch {
-	case rest == "" && method == http.MethodGet:
-		owner := req.QueryStringParameters["owner"]
-		if owner == "" {
-			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "owner is required: the admin listing reads one owner's jobs at a time"}), nil
-		}
-		// The owner's own listing, as that owner.
-		return a.listAs(ctx, owner, req), nil
-	case strings.HasPrefix(rest, "/"):
-		id, action, _ := strings.Cut(rest[1:], "/")
-		rec, err := a.svc.GetAny(ctx, id)
+	switch rq.params["action"] {
+	case "cancel":
+		return a.cancelAs(ctx, rec.Owner, id)
+	case "retry":
+		r, err := a.svc.Resubmit(ctx, rec.Owner, id)
 		if err != nil {
-			return problem(ctx, a.log, err), nil
+			return problem(ctx, a.log, err)
 		}
-		switch {
-		case action == "" && method == http.MethodGet:
-			return jsonResponse(http.StatusOK, AdminJob{Job: *rec, Owner: rec.Owner}), nil
-		case action == "cancel" && method == http.MethodPost:
-			return a.cancelAs(ctx, rec.Owner, id), nil
-		case action == "retry" && method == http.MethodPost:
-			r, err := a.svc.Resubmit(ctx, rec.Owner, id)
-			if err != nil {
-				return problem(ctx, a.log, err), nil
-			}
-			return jsonResponse(http.StatusOK, r), nil
-		}
+		return jsonResponse(http.StatusOK, r)
 	}
-	return problem(ctx, a.log, &requestError{code: "method_not_allowed", detail: "use GET /v1/admin/jobs?owner=, GET /v1/admin/jobs/{id}, POST /v1/admin/jobs/{id}/cancel or /retry"}), nil
+	return problem(ctx, a.log, &requestError{code: "method_not_allowed", detail: "use GET /v1/admin/jobs?owner=, GET /v1/admin/jobs/{id}, POST /v1/admin/jobs/{id}/cancel or /retry"})
 }
 
 // AdminJob is a job as an operator reads it: with its owner.

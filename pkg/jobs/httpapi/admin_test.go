@@ -154,21 +154,21 @@ func TestDeadLetterRoutes(t *testing.T) {
 		return e.route(t, req)
 	}
 	for _, path := range []string{"/peek", "/redrive"} {
-		if r := post("me", httpapi.DeadLettersPath+path, `{"all":true}`); r.StatusCode != http.StatusForbidden {
+		if r := post("me", "/v1/admin/dead-letters"+path, `{"all":true}`); r.StatusCode != http.StatusForbidden {
 			t.Errorf("POST %s by a non-operator: %d", path, r.StatusCode)
 		}
 	}
-	if r := e.route(t, caller(t, "me", http.MethodGet, httpapi.DeadLettersPath, nil, "")); r.StatusCode != http.StatusForbidden {
+	if r := e.route(t, caller(t, "me", http.MethodGet, "/v1/admin/dead-letters", nil, "")); r.StatusCode != http.StatusForbidden {
 		t.Errorf("GET depths by a non-operator: %d", r.StatusCode)
 	}
 	if dl.calls != 0 {
 		t.Fatalf("the queue was touched %d times for non-operators", dl.calls)
 	}
-	r := e.route(t, caller(t, "other", http.MethodGet, httpapi.DeadLettersPath, nil, ""))
+	r := e.route(t, caller(t, "other", http.MethodGet, "/v1/admin/dead-letters", nil, ""))
 	if r.StatusCode != http.StatusOK || r.Body != `{"queue":3,"dead_letters":3}` {
 		t.Errorf("depths: %d %s", r.StatusCode, r.Body)
 	}
-	r = post("other", httpapi.DeadLettersPath+"/peek", `{"max":2}`)
+	r = post("other", "/v1/admin/dead-letters"+"/peek", `{"max":2}`)
 	var peeked httpapi.Peeked
 	if err := json.Unmarshal([]byte(r.Body), &peeked); r.StatusCode != http.StatusOK || err != nil || len(peeked.DeadLetters) != 2 || peeked.DeadLetters[0].Shape == "" {
 		t.Errorf("peek: %d %s", r.StatusCode, r.Body)
@@ -178,28 +178,28 @@ func TestDeadLetterRoutes(t *testing.T) {
 		if strings.Contains(body, "max") {
 			path = "/peek"
 		}
-		if r := post("other", httpapi.DeadLettersPath+path, body); r.StatusCode != http.StatusBadRequest {
+		if r := post("other", "/v1/admin/dead-letters"+path, body); r.StatusCode != http.StatusBadRequest {
 			t.Errorf("POST %s %s: %d %s, want 400", path, body, r.StatusCode, r.Body)
 		}
 	}
-	if r := post("other", httpapi.DeadLettersPath+"/redrive", `{"id":"m2"}`); r.StatusCode != http.StatusOK || r.Body != `{"redriven":1,"more":false}` {
+	if r := post("other", "/v1/admin/dead-letters"+"/redrive", `{"id":"m2"}`); r.StatusCode != http.StatusOK || r.Body != `{"redriven":1,"more":false}` {
 		t.Errorf("redrive one: %d %s", r.StatusCode, r.Body)
 	}
-	if p := decodeProblem(t, post("other", httpapi.DeadLettersPath+"/redrive", `{"id":"m2"}`)); p.Status != http.StatusNotFound {
+	if p := decodeProblem(t, post("other", "/v1/admin/dead-letters"+"/redrive", `{"id":"m2"}`)); p.Status != http.StatusNotFound {
 		t.Errorf("redrive a message that is gone: %+v", p)
 	}
-	if r := post("other", httpapi.DeadLettersPath+"/redrive", `{"all":true}`); r.StatusCode != http.StatusOK || r.Body != `{"redriven":2,"more":false}` {
+	if r := post("other", "/v1/admin/dead-letters"+"/redrive", `{"all":true}`); r.StatusCode != http.StatusOK || r.Body != `{"redriven":2,"more":false}` {
 		t.Errorf("redrive all: %d %s", r.StatusCode, r.Body)
 	}
 	if !slices.Equal(dl.redriven, []string{"m2", "m1", "m3"}) {
 		t.Errorf("redriven %v", dl.redriven)
 	}
-	if r := e.route(t, caller(t, "other", http.MethodGet, httpapi.DeadLettersPath+"/redrive", nil, "")); r.StatusCode != http.StatusMethodNotAllowed {
+	if r := e.route(t, caller(t, "other", http.MethodGet, "/v1/admin/dead-letters"+"/redrive", nil, "")); r.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET redrive: %d, want 405 (no GET changes anything)", r.StatusCode)
 	}
 	// A deployment without dead-letter routes.
 	e.api = e.api.WithDeadLetters(nil)
-	if r := e.route(t, caller(t, "other", http.MethodGet, httpapi.DeadLettersPath, nil, "")); r.StatusCode != http.StatusNotFound {
+	if r := e.route(t, caller(t, "other", http.MethodGet, "/v1/admin/dead-letters", nil, "")); r.StatusCode != http.StatusNotFound {
 		t.Errorf("without dead letters: %d", r.StatusCode)
 	}
 }
@@ -227,11 +227,11 @@ func TestDeadLetterRoutesServeLanesAndRefuseForgedShapes(t *testing.T) {
 	opOwner, _ := httpapi.Owner(caller(t, "other", http.MethodGet, "/", nil, ""))
 	e.api = e.api.WithOperators([]string{opOwner}).WithDeadLetters(dl)
 	post := func(path, body string) events.APIGatewayV2HTTPResponse {
-		req := caller(t, "other", http.MethodPost, httpapi.DeadLettersPath+path, nil, body)
+		req := caller(t, "other", http.MethodPost, "/v1/admin/dead-letters"+path, nil, body)
 		req.Headers["content-type"] = "application/json"
 		return e.route(t, req)
 	}
-	if r := e.route(t, caller(t, "other", http.MethodGet, httpapi.DeadLettersPath, nil, "")); r.Body != `{"queue":0,"dead_letters":2,"lanes":{"bulk":0},"lane_dead_letters":{"bulk":1}}` {
+	if r := e.route(t, caller(t, "other", http.MethodGet, "/v1/admin/dead-letters", nil, "")); r.Body != `{"queue":0,"dead_letters":2,"lanes":{"bulk":0},"lane_dead_letters":{"bulk":1}}` {
 		t.Errorf("depths: %s", r.Body)
 	}
 	var peeked httpapi.Peeked

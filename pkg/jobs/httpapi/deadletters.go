@@ -17,16 +17,15 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
-// DeadLettersPath is the operators' dead-letter queues: GET it for the
-// queues' depths (nothing changes), POST DeadLettersPath+"/peek" to see up
-// to {"max": n} messages of a lane's dead-letter queue ({"lane": "bulk"};
-// none: the default lane's) by their shape, sort and sender, POST
-// DeadLettersPath+"/redrive" with {"id": "..."} or {"all": true} (and a
-// lane) to send messages back to the lane's queue. A redrive moves only
+// The operators' dead-letter routes: GET /v1/admin/dead-letters for the
+// queues' depths (nothing changes), POST /v1/admin/dead-letters/peek to see
+// up to {"max": n} messages of a lane's dead-letter queue ({"lane":
+// "bulk"}; none: the default lane's) by their shape, sort and sender, POST
+// /v1/admin/dead-letters/redrive with {"id": "..."} or {"all": true} (and
+// a lane) to send messages back to the lane's queue. A redrive moves only
 // job references unless the request says {"shapes": "any"} (see
 // sqsqueue.DeadLetters). Served by a function that is one of the queues'
 // known senders, so no person needs sqs:SendMessage on a queue.
-const DeadLettersPath = AdminPath + "/dead-letters"
 
 // DeadLetters is what the dead-letter routes need: sqsqueue.DeadLetters.
 // One that is also a DeadLetterLanes serves every lane and redrives by
@@ -127,9 +126,33 @@ func (o defaultLaneOnly) RedriveWith(ctx context.Context, opts sqsqueue.RedriveO
 	return sqsqueue.RedriveResult{Redriven: n, More: n == sqsqueue.MaxRedrive || (err != nil && n > 0)}, err
 }
 
-// deadLetterRoute serves the dead-letter routes for an operator (admin has
-// checked the caller).
-func (a *API) deadLetterRoute(ctx context.Context, req events.APIGatewayV2HTTPRequest, method, path string) events.APIGatewayV2HTTPResponse {
+// deadLetterDepths serves GET /v1/admin/dead-letters: the queues' depths.
+func (a *API) deadLetterDepths(ctx context.Context, _ events.APIGatewayV2HTTPRequest, _ routed) events.APIGatewayV2HTTPResponse {
+	if a.deadLetters == nil {
+		return problem(ctx, a.log, errNoDeadLetters)
+	}
+	d, err := a.deadLetters.Depths(ctx)
+	if err != nil {
+		return a.deadLettersUnavailable(ctx, err)
+	}
+	return jsonResponse(http.StatusOK, d)
+}
+
+// deadLettersUnavailable is the problem of a dead-letter call's error.
+func (a *API) deadLettersUnavailable(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {
+	var refused *sqsqueue.RefusedError
+	var re *requestError
+	switch {
+	case errors.Is(err, sqsqueue.ErrNoSuchDeadLetter), errors.As(err, &refused), errors.As(err, &re):
+		return problem(ctx, a.log, err)
+	case errors.Is(err, sqsqueue.ErrNoSuchLane):
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"lane": this deployment has no dead-letter queue for that lane`})
+	}
+	return problem(ctx, a.log, fmt.Errorf("%w: %w", jobs.ErrUnavailable, err))
+}
+
+// deadLetterAction serves POST /v1/admin/dead-letters/peek and /redrive.
+func (a *API) deadLetterAction(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
 	if a.deadLetters == nil {
 		return problem(ctx, a.log, errNoDeadLetters)
 	}
@@ -137,31 +160,15 @@ func (a *API) deadLetterRoute(ctx context.Context, req events.APIGatewayV2HTTPRe
 	if !ok {
 		lanes = defaultLaneOnly{a.deadLetters}
 	}
-	unavailable := func(err error) events.APIGatewayV2HTTPResponse {
-		var refused *sqsqueue.RefusedError
-		var re *requestError
-		switch {
-		case errors.Is(err, sqsqueue.ErrNoSuchDeadLetter), errors.As(err, &refused), errors.As(err, &re):
-			return problem(ctx, a.log, err)
-		case errors.Is(err, sqsqueue.ErrNoSuchLane):
-			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"lane": this deployment has no dead-letter queue for that lane`})
-		}
-		return problem(ctx, a.log, fmt.Errorf("%w: %w", jobs.ErrUnavailable, err))
-	}
+	unavailable := func(err error) events.APIGatewayV2HTTPResponse { return a.deadLettersUnavailable(ctx, err) }
 	badLane := func(lane string) error {
 		if !driver.ValidLane(lane) {
 			return &requestError{code: "invalid_request", detail: `"lane" is a lane's name, or absent for the default lane`}
 		}
 		return nil
 	}
-	switch {
-	case path == DeadLettersPath && method == http.MethodGet:
-		d, err := a.deadLetters.Depths(ctx)
-		if err != nil {
-			return unavailable(err)
-		}
-		return jsonResponse(http.StatusOK, d)
-	case path == DeadLettersPath+"/peek" && method == http.MethodPost:
+	switch rq.params["action"] {
+	case "peek":
 		var in struct {
 			Max  int    `json:"max"`
 			Lane string `json:"lane"`
@@ -183,7 +190,7 @@ func (a *API) deadLetterRoute(ctx context.Context, req events.APIGatewayV2HTTPRe
 			return unavailable(err)
 		}
 		return jsonResponse(http.StatusOK, Peeked{Lane: in.Lane, DeadLetters: list})
-	case path == DeadLettersPath+"/redrive" && method == http.MethodPost:
+	case "redrive":
 		var in struct {
 			ID     string `json:"id"`
 			All    bool   `json:"all"`
@@ -214,7 +221,7 @@ func (a *API) deadLetterRoute(ctx context.Context, req events.APIGatewayV2HTTPRe
 		}
 		return jsonResponse(http.StatusOK, out)
 	}
-	return problem(ctx, a.log, &requestError{code: "method_not_allowed", detail: "use GET " + DeadLettersPath + ", POST " + DeadLettersPath + "/peek or /redrive"})
+	return problem(ctx, a.log, &requestError{code: "method_not_allowed", detail: "use GET /v1/admin/dead-letters, POST /v1/admin/dead-letters/peek or /redrive"})
 }
 
 // optionalBody decodes a small JSON object body strictly into v; an empty

@@ -1,6 +1,8 @@
 // Package httpapi maps API Gateway HTTP API requests (payload format 2.0) to
-// the jobs service and its answers back to HTTP: the enqueue and getjob
-// Lambda functions are this package's Enqueue and GetJob.
+// the jobs service and its answers back to HTTP: each function behind the
+// API serves API.Route (the schedules function Schedules.Route), which
+// dispatches by the deployment's route table and enforces each route's
+// auth (route.go).
 //
 // It is the one place where errors become HTTP statuses (see problem.go),
 // where the caller's identity becomes a job owner (see Owner), and where
@@ -33,12 +35,6 @@ import (
 // plus room for the envelope.
 const MaxBodyBytes = jobs.MaxPayloadBytes + 4<<10
 
-// JobsPath is the collection path; a job is at JobsPath + "/" + id.
-const JobsPath = "/v1/jobs"
-
-// BatchesPath is the batches' path; a batch is at BatchesPath + "/" + id.
-const BatchesPath = "/v1/batches"
-
 // MaxBatchBodyBytes is the largest POST /v1/batches body (Lambda's 6 MB
 // request limit).
 const MaxBatchBodyBytes = 6 << 20
@@ -50,6 +46,10 @@ type API struct {
 	operators   []string
 	trusted     []string // WithTrustedCallers
 	deadLetters DeadLetters
+	// routes is the route table (deploy.Routes; tests give others), eps
+	// what serves its routes.
+	routes []deploy.Route
+	eps    map[string]endpoint
 }
 
 // New returns an API over svc as its callers reach it (svc.ForCallers: an
@@ -58,7 +58,9 @@ func New(svc *jobs.Service, logger *slog.Logger) *API {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{svc: svc.ForCallers(), log: logger}
+	a := &API{svc: svc.ForCallers(), log: logger, routes: deploy.Routes}
+	a.eps = a.endpoints()
+	return a
 }
 
 // enqueueBody is the POST /v1/jobs body.
@@ -87,47 +89,43 @@ type optsBody struct {
 	After []string `json:"after"`
 }
 
-// Enqueue serves POST /v1/jobs: 202 with the job and its Location, or a
+// enqueue serves POST /v1/jobs: 202 with the job and its Location, or a
 // problem. It never returns an error; a panic becomes a 500 problem.
-func (a *API) Enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer a.recover(ctx, &resp)
-	owner, ok := Owner(req)
-	if !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
-	}
+func (a *API) enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	owner := rq.caller
 	body, err := jsonBody(req, MaxBodyBytes)
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
 	var in enqueueBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body must be {"kind": string, "payload": object or other JSON value}; ` + decodeReason(err)}), nil
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body must be {"kind": string, "payload": object or other JSON value}; ` + decodeReason(err)})
 	}
 	if in.Kind == nil || *in.Kind == "" {
-		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"kind" is required`}), nil
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"kind" is required`})
 	}
 	if len(in.Payload) == 0 {
-		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"payload" is required (use {} for none)`}), nil
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"payload" is required (use {} for none)`})
 	}
 	opts, err := in.opts(req)
 	if err == nil {
 		err = a.checkChoices(owner, opts)
 	}
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
 	res, err := a.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: *in.Kind, Payload: in.Payload, EnqueueOpts: opts})
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
-	resp = accepted(res.Job, JobsPath+"/"+res.Job.ID, !res.Replayed)
+	resp := accepted(res.Job, pathOf(deploy.RouteGetJob, "id", res.Job.ID), !res.Replayed)
 	if res.Duplicate != "" {
 		// The job holding the unique key answers, as a replay does.
 		resp.Headers["Duplicate"] = res.Duplicate
 	}
-	return resp, nil
+	return resp
 }
 
 // opts are the enqueue options the body and the request's headers give.
@@ -156,33 +154,25 @@ func (in optsBody) opts(req events.APIGatewayV2HTTPRequest) (jobs.EnqueueOpts, e
 	return opts, nil
 }
 
-// GetJob serves GET /v1/jobs/{id}: 200 with the job and its payload (its
+// getJob serves GET /v1/jobs/{id}: 200 with the job and its payload (its
 // jobs:"secret" fields masked), or 404 for an unknown id, a malformed id and
 // another owner's job alike.
-func (a *API) GetJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer a.recover(ctx, &resp)
-	owner, ok := Owner(req)
-	if !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
-	}
-	v, err := a.svc.Get(ctx, owner, pathID(req, JobsPath+"/", ""))
+func (a *API) getJob(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	owner := rq.caller
+	v, err := a.svc.Get(ctx, owner, rq.params["id"])
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
-	return jsonResponse(http.StatusOK, v), nil
+	return jsonResponse(http.StatusOK, v)
 }
 
-// CancelJob serves POST /v1/jobs/{id}/cancel: 200 with the cancelled job
+// cancelJob serves POST /v1/jobs/{id}/cancel: 200 with the cancelled job
 // when it was queued, 202 with the job (cancel_requested true) when it was
 // running and its run is being stopped, 409 when it had already finished,
 // 404 as GetJob.
-func (a *API) CancelJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer a.recover(ctx, &resp)
-	owner, ok := Owner(req)
-	if !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
-	}
-	return a.cancelAs(ctx, owner, pathID(req, JobsPath+"/", "/cancel")), nil
+func (a *API) cancelJob(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	owner := rq.caller
+	return a.cancelAs(ctx, owner, rq.params["id"])
 }
 
 // cancelAs cancels owner's job id and answers as CancelJob does.
@@ -205,111 +195,89 @@ type batchBody struct {
 	Completion *jobs.JobSpec  `json:"completion"`
 }
 
-// EnqueueBatch serves POST /v1/batches: 202 with the batch and its
+// enqueueBatch serves POST /v1/batches: 202 with the batch and its
 // Location. Every job is validated first; one bad job refuses the whole
 // request (the problem names its index) and stores nothing.
-func (a *API) EnqueueBatch(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer a.recover(ctx, &resp)
-	owner, ok := Owner(req)
-	if !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
-	}
+func (a *API) enqueueBatch(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	owner := rq.caller
 	body, err := jsonBody(req, MaxBatchBodyBytes)
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
 	var in batchBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body must be {"jobs": [{"kind", "payload"}...], "completion": {"kind", "payload"}}; ` + decodeReason(err)}), nil
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body must be {"jobs": [{"kind", "payload"}...], "completion": {"kind", "payload"}}; ` + decodeReason(err)})
 	}
 	if len(in.Jobs) == 0 || len(in.Jobs) > maxBatchJobsPerRequest {
-		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: fmt.Sprintf(`"jobs" holds 1 to %d jobs`, maxBatchJobsPerRequest)}), nil
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: fmt.Sprintf(`"jobs" holds 1 to %d jobs`, maxBatchJobsPerRequest)})
 	}
 	res, err := a.svc.EnqueueBatch(ctx, jobs.BatchRequest{Owner: owner, Jobs: in.Jobs, Completion: in.Completion, IdempotencyKey: header(req, "idempotency-key")})
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
-	return accepted(res.Batch, BatchesPath+"/"+res.Batch.ID, !res.Replayed), nil
+	return accepted(res.Batch, pathOf(deploy.RouteGetBatch, "id", res.Batch.ID), !res.Replayed)
 }
 
-// GetBatch serves GET /v1/batches/{id}?page_token=&limit=: the batch, its
+// getBatch serves GET /v1/batches/{id}?page_token=&limit=: the batch, its
 // counts, and a page of its job ids (limit 1 to 1000, default 100). Page
 // tokens are signed and bound to the caller and the batch: another's, or
 // an altered one, is a 400.
-func (a *API) GetBatch(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer a.recover(ctx, &resp)
-	owner, ok := Owner(req)
-	if !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
-	}
-	id := pathID(req, BatchesPath+"/", "")
+func (a *API) getBatch(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	owner := rq.caller
+	id := rq.params["id"]
 	limit := 0
 	if v := req.QueryStringParameters["limit"]; v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "limit is 1 to 1000"}), nil
+			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "limit is 1 to 1000"})
 		}
 		limit = n
 	}
 	b, err := a.svc.GetBatch(ctx, owner, id, req.QueryStringParameters["page_token"], limit)
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
-	return jsonResponse(http.StatusOK, b), nil
+	return jsonResponse(http.StatusOK, b)
 }
 
-// handlerFunc serves one route.
-type handlerFunc func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
-
-// handlers are what serves each route (by its id in deploy.Routes) but the
-// schedules', which Schedules serves.
-func (a *API) handlers() map[string]handlerFunc {
-	admin := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		return a.admin(ctx, req, req.RequestContext.HTTP.Method, requestPath(req))
-	}
-	return map[string]handlerFunc{
-		"Enqueue": a.Enqueue, "EnqueueBatch": a.EnqueueBatch,
-		"GetJob": a.GetJob, "ListJobs": a.ListJobs, "Counts": a.Counts, "ListKinds": a.ListKinds, "GetBatch": a.GetBatch,
-		"CancelJob": a.CancelJob, "RetryJob": a.RetryJob, "BulkAction": a.Bulk, "ReplayJob": a.ReplayJob,
-		"AdminListJobs": admin, "AdminGetJob": admin, "AdminCounts": admin,
-		"AdminJobAction": admin, "AdminDeadLetters": admin, "AdminDeadLetterAction": admin,
+// endpoints are what serves each route of the table (by its id in
+// deploy.Routes) but the schedules', which Schedules serves.
+func (a *API) endpoints() map[string]endpoint {
+	return map[string]endpoint{
+		deploy.RouteEnqueue: a.enqueue, deploy.RouteEnqueueBatch: a.enqueueBatch,
+		deploy.RouteGetJob: a.getJob, deploy.RouteListJobs: a.listJobs, deploy.RouteCounts: a.counts,
+		deploy.RouteListKinds: a.listKinds, deploy.RouteGetBatch: a.getBatch,
+		deploy.RouteCancelJob: a.cancelJob, deploy.RouteRetryJob: a.retryJob, deploy.RouteBulkAction: a.bulk,
+		deploy.RouteReplayJob:     a.replayJob,
+		deploy.RouteAdminListJobs: a.adminListJobs, deploy.RouteAdminGetJob: a.adminGetJob,
+		deploy.RouteAdminCounts: a.adminCounts, deploy.RouteAdminJobAction: a.adminJobAction,
+		deploy.RouteAdminDeadLetters: a.deadLetterDepths, deploy.RouteAdminDeadLetterAction: a.deadLetterAction,
 	}
 }
 
-// handler returns what serves the route named id, nil for a route it does
-// not serve.
-func (a *API) handler(id string) handlerFunc { return a.handlers()[id] }
+// router is the API's router over the table.
+func (a *API) router() *router {
+	r := &router{routes: a.routes, endpoints: a.eps, operators: a.operators, log: a.log}
+	r.unmatched = func(path string) error {
+		if r.servesPath(path) {
+			return errMethodNotAllowed
+		}
+		return jobs.ErrNotFound
+	}
+	return r
+}
 
-// Route dispatches a request to the handler of its route (deploy.Routes,
-// the table the construct and the local gateway also read), for a function
-// or gateway serving several routes: 405 for a path served with another
-// method, 404 for any other.
+// Route serves a request by the route table (deploy.Routes, which the
+// construct and the local gateway also read), for a function or gateway
+// serving several routes: the route's method and path choose what serves
+// it, and its auth who may call it (401 without a caller identity, 403
+// for a caller the route does not admit, before anything is read); 405
+// for a path served with another method, 404 for any other. It never
+// returns an error; a panic becomes a 500 problem.
 func (a *API) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	method, path := req.RequestContext.HTTP.Method, requestPath(req)
-	rt, params, ok := deploy.RouteFor(method, path)
-	var h handlerFunc
-	if ok {
-		h = a.handler(rt.ID)
-	}
-	if h == nil {
-		for _, other := range deploy.Routes {
-			if _, samePath := other.Match(other.Method, path); samePath && a.handler(other.ID) != nil {
-				return problem(ctx, a.log, errMethodNotAllowed), nil
-			}
-		}
-		return problem(ctx, a.log, jobs.ErrNotFound), nil
-	}
-	if len(params) > 0 {
-		if req.PathParameters == nil {
-			req.PathParameters = map[string]string{}
-		}
-		for k, v := range params {
-			req.PathParameters[k] = v
-		}
-	}
-	return h(ctx, req)
+	return a.router().serve(ctx, req), nil
 }
 
 // requestPath is the request's path as the client sent it.
@@ -318,13 +286,6 @@ func requestPath(req events.APIGatewayV2HTTPRequest) string {
 		return req.RawPath
 	}
 	return req.RequestContext.HTTP.Path
-}
-
-func (a *API) recover(ctx context.Context, resp *events.APIGatewayV2HTTPResponse) {
-	if p := recover(); p != nil {
-		a.log.LogAttrs(ctx, slog.LevelError, "request handler panicked")
-		*resp = problem(ctx, a.log, errInternal)
-	}
 }
 
 // recoverTo turns a handler's panic into a 500 problem (deferred).
@@ -439,15 +400,6 @@ func accepted(view any, location string, created bool) events.APIGatewayV2HTTPRe
 		resp.Headers["Idempotent-Replayed"] = "true"
 	}
 	return resp
-}
-
-// pathID is the {id} path parameter, or the raw path between prefix and
-// suffix when the request did not come through an API Gateway route.
-func pathID(req events.APIGatewayV2HTTPRequest, prefix, suffix string) string {
-	if id := req.PathParameters["id"]; id != "" {
-		return id
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(req.RawPath, prefix), suffix)
 }
 
 func readBody(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, error) {

@@ -62,7 +62,7 @@ func fixture(t testing.TB, name string) events.APIGatewayV2HTTPRequest {
 func getRequest(t testing.TB, base events.APIGatewayV2HTTPRequest, id string) events.APIGatewayV2HTTPRequest {
 	req := fixture(t, "get-jwt.json")
 	req.RequestContext.Authorizer = base.RequestContext.Authorizer
-	req.RawPath = httpapi.JobsPath + "/" + id
+	req.RawPath = "/v1/jobs" + "/" + id
 	req.RequestContext.HTTP.Path = req.RawPath
 	req.PathParameters = map[string]string{"id": id}
 	return req
@@ -99,7 +99,7 @@ func TestEnqueueIAMFixtureThenGet(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	post := fixture(t, "post-iam.json")
-	resp, err := e.api.Enqueue(ctx, post)
+	resp, err := e.api.Route(ctx, post)
 	if err != nil || resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST: %d %s %v", resp.StatusCode, resp.Body, err)
 	}
@@ -117,7 +117,7 @@ func TestEnqueueIAMFixtureThenGet(t *testing.T) {
 	other := post
 	other.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
 		UserARN: "arn:aws:sts::123456789012:assumed-role/orders-service/another-session"}}
-	got, _ := e.api.GetJob(ctx, getRequest(t, other, v.ID))
+	got, _ := e.api.Route(ctx, getRequest(t, other, v.ID))
 	if got.StatusCode != http.StatusOK || decodeView(t, got).ID != v.ID {
 		t.Fatalf("GET by another session of the same role: %d %s", got.StatusCode, got.Body)
 	}
@@ -132,13 +132,13 @@ func TestOwnerIsolation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	resp, _ := e.api.Enqueue(ctx, fixture(t, "post-iam.json"))
+	resp, _ := e.api.Route(ctx, fixture(t, "post-iam.json"))
 	id := decodeView(t, resp).ID
 
 	jwt := fixture(t, "get-jwt.json")
-	theirs, _ := e.api.GetJob(ctx, getRequest(t, jwt, id))
-	unknown, _ := e.api.GetJob(ctx, getRequest(t, jwt, wire.NewID()))
-	malformed, _ := e.api.GetJob(ctx, getRequest(t, jwt, "../../etc/passwd"))
+	theirs, _ := e.api.Route(ctx, getRequest(t, jwt, id))
+	unknown, _ := e.api.Route(ctx, getRequest(t, jwt, wire.NewID()))
+	malformed, _ := e.api.Route(ctx, getRequest(t, jwt, "../../etc/passwd"))
 	for name, r := range map[string]events.APIGatewayV2HTTPResponse{"another owner's": theirs, "unknown": unknown, "malformed": malformed} {
 		if r.StatusCode != http.StatusNotFound {
 			t.Fatalf("%s id: %d, want 404", name, r.StatusCode)
@@ -155,17 +155,17 @@ func TestEnqueueJWTBase64WithIdempotencyKey(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	req := fixture(t, "post-jwt-base64.json")
-	first, _ := e.api.Enqueue(ctx, req)
+	first, _ := e.api.Route(ctx, req)
 	if first.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST: %d %s", first.StatusCode, first.Body)
 	}
-	again, _ := e.api.Enqueue(ctx, req)
+	again, _ := e.api.Route(ctx, req)
 	if again.StatusCode != http.StatusAccepted || decodeView(t, again).ID != decodeView(t, first).ID || again.Headers["Idempotent-Replayed"] != "true" {
 		t.Fatalf("replay: %d %s %v", again.StatusCode, again.Body, again.Headers)
 	}
 	req.IsBase64Encoded = false
 	req.Body = `{"kind":"echo","payload":{"text":"something else"}}`
-	conflict, _ := e.api.Enqueue(ctx, req)
+	conflict, _ := e.api.Route(ctx, req)
 	if conflict.StatusCode != http.StatusConflict || decodeProblem(t, conflict).Code != "idempotency_conflict" {
 		t.Fatalf("conflict: %d %s", conflict.StatusCode, conflict.Body)
 	}
@@ -225,7 +225,7 @@ func TestBadRequests(t *testing.T) {
 			e := newEnv(t)
 			req := fixture(t, "post-iam.json")
 			tt.mutate(&req)
-			resp, err := e.api.Enqueue(context.Background(), req)
+			resp, err := e.api.Route(context.Background(), req)
 			if err != nil {
 				t.Fatalf("error %v; handlers answer every request", err)
 			}
@@ -273,7 +273,7 @@ func TestDependencyDownIs503(t *testing.T) {
 		func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: downStore{jobstest.NewMemStore(nil)}, Queue: &jobstest.MemQueue{}})
 	api := httpapi.New(svc, nil)
-	resp, _ := api.Enqueue(context.Background(), fixture(t, "post-iam.json"))
+	resp, _ := api.Route(context.Background(), fixture(t, "post-iam.json"))
 	if resp.StatusCode != http.StatusServiceUnavailable || decodeProblem(t, resp).Code != "unavailable" || resp.Headers["Retry-After"] == "" {
 		t.Fatalf("store down: %d %s", resp.StatusCode, resp.Body)
 	}
@@ -317,7 +317,7 @@ func FuzzEnqueue(f *testing.F) {
 		req := base
 		req.Headers = map[string]string{"content-type": contentType, "idempotency-key": key}
 		req.Body = b
-		resp, err := e.api.Enqueue(context.Background(), req)
+		resp, err := e.api.Route(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -117,7 +117,7 @@ func TestInternalKindsAreUnknownToCallers(t *testing.T) {
 			}
 		}
 		for _, body := range []string{"", `{"payload":` + payloads[kind] + `}`} {
-			resp := do(http.MethodPost, httpapi.JobsPath+"/"+made[kind]+"/replay", body)
+			resp := do(http.MethodPost, "/v1/jobs"+"/"+made[kind]+"/replay", body)
 			if resp.StatusCode != http.StatusUnprocessableEntity || resp.Body != unknown["enqueue"].Body {
 				t.Errorf("replay of internal kind %s (body %q): %d %s", kind, body, resp.StatusCode, resp.Body)
 			}
@@ -127,7 +127,7 @@ func TestInternalKindsAreUnknownToCallers(t *testing.T) {
 		t.Errorf("refused requests stored %d jobs, sent %d messages, made %d schedules", store.Len()-before, len(queue.Messages())-sends, len(sched.made))
 	}
 
-	resp := do(http.MethodGet, httpapi.KindsPath, "")
+	resp := do(http.MethodGet, "/v1/kinds", "")
 	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, `"name":"echo"`) {
 		t.Fatalf("kinds: %d %s", resp.StatusCode, resp.Body)
 	}

@@ -13,26 +13,19 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// BulkPath is where bulk actions are: BulkPath + "/cancel" and "/retry".
-const BulkPath = "/v1/bulk"
-
 // JobList is a page of GET /v1/jobs.
 type JobList struct {
 	Jobs          []jobs.View `json:"jobs"`
 	NextPageToken *string     `json:"next_page_token"`
 }
 
-// ListJobs serves GET /v1/jobs?status=&kind=&limit=&page_token=&created_before=:
+// listJobs serves GET /v1/jobs?status=&kind=&limit=&page_token=&created_before=:
 // the caller's jobs, newest first. An unknown status, an unregistered kind,
 // a bad limit, or a page token that is malformed or was issued for another
 // caller or another filter: 400.
-func (a *API) ListJobs(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer a.recover(ctx, &resp)
-	owner, ok := Owner(req)
-	if !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
-	}
-	return a.listAs(ctx, owner, req), nil
+func (a *API) listJobs(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	owner := rq.caller
+	return a.listAs(ctx, owner, req)
 }
 
 // listAs lists owner's jobs as ListJobs does.
@@ -64,20 +57,16 @@ func (a *API) listAs(ctx context.Context, owner string, req events.APIGatewayV2H
 	return jsonResponse(http.StatusOK, out)
 }
 
-// RetryJob serves POST /v1/jobs/{id}/retry: 200 with the job queued again
+// retryJob serves POST /v1/jobs/{id}/retry: 200 with the job queued again
 // (a new attempt, same id) when it had failed or been cancelled; 409
 // not_retryable for any other status or a job of a batch; 404 as GetJob.
-func (a *API) RetryJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer a.recover(ctx, &resp)
-	owner, ok := Owner(req)
-	if !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
-	}
-	v, err := a.svc.Resubmit(ctx, owner, pathID(req, JobsPath+"/", "/retry"))
+func (a *API) retryJob(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	owner := rq.caller
+	v, err := a.svc.Resubmit(ctx, owner, rq.params["id"])
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
-	return jsonResponse(http.StatusOK, v), nil
+	return jsonResponse(http.StatusOK, v)
 }
 
 type bulkBody struct {
@@ -98,30 +87,23 @@ type BulkResult struct {
 	ContinuationToken *string `json:"continuation_token"`
 }
 
-// Bulk serves POST /v1/bulk/cancel and POST /v1/bulk/retry with
+// bulk serves POST /v1/bulk/cancel and POST /v1/bulk/retry with
 // {"status", "kind", "created_before", "continuation_token"}: it acts on
 // up to 100 of the caller's jobs that the filter selects and says how many
 // matched and changed (and, for a cancel, how many of those were running
 // and asked to stop); continuation_token continues (null when done).
-func (a *API) Bulk(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer a.recover(ctx, &resp)
-	owner, ok := Owner(req)
-	if !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
-	}
-	action := jobs.BulkAction(pathID(req, BulkPath+"/", ""))
-	if p := req.PathParameters["action"]; p != "" {
-		action = jobs.BulkAction(p)
-	}
+func (a *API) bulk(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	owner := rq.caller
+	action := jobs.BulkAction(rq.params["action"])
 	body, err := jsonBody(req, MaxBodyBytes)
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
 	var in bulkBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body is {"status", "kind", "created_before", "continuation_token"}; ` + decodeReason(err)}), nil
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body is {"status", "kind", "created_before", "continuation_token"}; ` + decodeReason(err)})
 	}
 	br := jobs.BulkRequest{Action: action, Status: in.Status, Kind: in.Kind, ContinuationToken: in.ContinuationToken}
 	if in.CreatedBefore != nil {
@@ -129,7 +111,7 @@ func (a *API) Bulk(ctx context.Context, req events.APIGatewayV2HTTPRequest) (res
 	}
 	res, err := a.svc.Bulk(ctx, owner, br)
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
 	out := BulkResult{Matched: res.Matched, Changed: res.Changed}
 	if action == jobs.BulkCancel {
@@ -138,22 +120,16 @@ func (a *API) Bulk(ctx context.Context, req events.APIGatewayV2HTTPRequest) (res
 	if res.ContinuationToken != "" {
 		out.ContinuationToken = &res.ContinuationToken
 	}
-	return jsonResponse(http.StatusOK, out), nil
+	return jsonResponse(http.StatusOK, out)
 }
 
-// CountsPath is GET CountsPath: the caller's queued and running jobs now,
+// counts serves GET /v1/counts: the caller's queued and running jobs now,
 // by kind (jobs.UnfinishedCounts), read from the indexes that hold only
-// unfinished jobs; operators read an owner's at AdminPath+"/counts?owner=".
-const CountsPath = "/v1/counts"
-
-// Counts serves GET /v1/counts.
-func (a *API) Counts(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer a.recover(ctx, &resp)
-	owner, ok := Owner(req)
-	if !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
-	}
-	return a.countsAs(ctx, owner), nil
+// unfinished jobs; operators read an owner's at GET
+// /v1/admin/counts?owner=.
+func (a *API) counts(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	owner := rq.caller
+	return a.countsAs(ctx, owner)
 }
 
 func (a *API) countsAs(ctx context.Context, owner string) events.APIGatewayV2HTTPResponse {
@@ -164,21 +140,14 @@ func (a *API) countsAs(ctx context.Context, owner string) events.APIGatewayV2HTT
 	return jsonResponse(http.StatusOK, c)
 }
 
-// KindsPath is GET KindsPath: the registered kinds with their lanes and
-// flow control (jobs.KindInfo), the same for every caller.
-const KindsPath = "/v1/kinds"
-
 // KindList is GET /v1/kinds's answer.
 type KindList struct {
 	Kinds []jobs.KindInfo `json:"kinds"`
 }
 
-// ListKinds serves GET /v1/kinds. It reads nothing: the kinds are the
-// deployment's code.
-func (a *API) ListKinds(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer a.recover(ctx, &resp)
-	if _, ok := Owner(req); !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
-	}
-	return jsonResponse(http.StatusOK, KindList{Kinds: a.svc.Kinds()}), nil
+// listKinds serves GET /v1/kinds: the registered kinds with their lanes
+// and flow control (jobs.KindInfo), the same for every caller. It reads
+// nothing: the kinds are the deployment's code.
+func (a *API) listKinds(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	return jsonResponse(http.StatusOK, KindList{Kinds: a.svc.Kinds()})
 }

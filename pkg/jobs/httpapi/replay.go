@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -18,26 +19,22 @@ type replayBody struct {
 	optsBody
 }
 
-// ReplayJob serves POST /v1/jobs/{id}/replay: 202 with a new job of the
+// replayJob serves POST /v1/jobs/{id}/replay: 202 with a new job of the
 // job's kind, its payload (or the body's "payload", where "[secret]" keeps
 // a secret field's value) and the body's enqueue options, and its
 // Location; 404 as GetJob. The body is optional.
-func (a *API) ReplayJob(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer a.recover(ctx, &resp)
-	owner, ok := Owner(req)
-	if !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
-	}
+func (a *API) replayJob(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	owner := rq.caller
 	var in replayBody
 	if strings.TrimSpace(req.Body) != "" {
 		body, err := jsonBody(req, MaxBodyBytes)
 		if err != nil {
-			return problem(ctx, a.log, err), nil
+			return problem(ctx, a.log, err)
 		}
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&in); err != nil {
-			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body must be {"payload": JSON value, ...enqueue options}; ` + decodeReason(err)}), nil
+			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body must be {"payload": JSON value, ...enqueue options}; ` + decodeReason(err)})
 		}
 	}
 	opts, err := in.opts(req)
@@ -45,11 +42,11 @@ func (a *API) ReplayJob(ctx context.Context, req events.APIGatewayV2HTTPRequest)
 		err = a.checkChoices(owner, opts)
 	}
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
-	res, err := a.svc.Replay(ctx, jobs.ReplayRequest{Owner: owner, ID: pathID(req, JobsPath+"/", "/replay"), Payload: in.Payload, EnqueueOpts: opts})
+	res, err := a.svc.Replay(ctx, jobs.ReplayRequest{Owner: owner, ID: rq.params["id"], Payload: in.Payload, EnqueueOpts: opts})
 	if err != nil {
-		return problem(ctx, a.log, err), nil
+		return problem(ctx, a.log, err)
 	}
-	return accepted(res.Job, JobsPath+"/"+res.Job.ID, !res.Replayed), nil
+	return accepted(res.Job, pathOf(deploy.RouteGetJob, "id", res.Job.ID), !res.Replayed)
 }

@@ -27,7 +27,7 @@ func TestAfterAndReplayAnswersMatchOpenAPI(t *testing.T) {
 	}
 	enq := func(b string) (events.APIGatewayV2HTTPResponse, jobs.View) {
 		t.Helper()
-		resp, _ := e.api.Enqueue(ctx, withBody(b))
+		resp, _ := e.api.Route(ctx, withBody(b))
 		s.check(t, "/v1/jobs", "POST", resp)
 		var v jobs.View
 		if resp.StatusCode == http.StatusAccepted {

@@ -16,16 +16,14 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// SchedulesPath is the runtime schedules' collection; a schedule is at
-// SchedulesPath + "/" + name.
-const SchedulesPath = "/v1/schedules"
-
 // Schedules serves the caller's own recurring schedules: the schedules
 // function.
 type Schedules struct {
 	svc   *jobs.ScheduleService
 	log   *slog.Logger
 	clock func() time.Time
+	// routes is the route table (deploy.Routes; tests give others).
+	routes []deploy.Route
 }
 
 // NewSchedules returns the schedules API over svc as its callers reach it
@@ -35,7 +33,7 @@ func NewSchedules(svc *jobs.ScheduleService, logger *slog.Logger) *Schedules {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Schedules{svc: svc.ForCallers(), log: logger, clock: time.Now}
+	return &Schedules{svc: svc.ForCallers(), log: logger, clock: time.Now, routes: deploy.Routes}
 }
 
 // ScheduleView is a runtime schedule as the API shows it.
@@ -70,50 +68,58 @@ type scheduleBody struct {
 	Overlap    jobs.Overlap    `json:"overlap"`
 }
 
-// scheduleRoutes are the routes Route serves (by id in deploy.Routes).
-var scheduleRoutes = map[string]bool{"CreateSchedule": true, "ListSchedules": true, "GetSchedule": true, "DeleteSchedule": true}
-
 var errScheduleNotFound = &requestError{code: "not_found", detail: "no such schedule"}
 
-// Route dispatches POST and GET /v1/schedules and GET and DELETE
-// /v1/schedules/{name}.
-func (a *Schedules) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	defer recoverTo(ctx, a.log, &resp)
-	owner, ok := Owner(req)
-	if !ok {
-		return problem(ctx, a.log, errUnauthenticated), nil
+// endpoints are what serves each schedules route (by its id in
+// deploy.Routes).
+func (a *Schedules) endpoints() map[string]endpoint {
+	return map[string]endpoint{
+		deploy.RouteCreateSchedule: a.create, deploy.RouteListSchedules: a.list,
+		deploy.RouteGetSchedule: a.get, deploy.RouteDeleteSchedule: a.delete,
 	}
-	rt, params, _ := deploy.RouteFor(req.RequestContext.HTTP.Method, requestPath(req))
-	name := params["name"]
-	switch rt.ID {
-	case "CreateSchedule":
-		return a.create(ctx, owner, req), nil
-	case "ListSchedules":
-		list, err := a.svc.List(ctx, owner)
-		if err != nil {
-			return problem(ctx, a.log, err), nil
+}
+
+// Route serves POST and GET /v1/schedules and GET and DELETE
+// /v1/schedules/{name} by the route table, as API.Route serves its
+// routes: 405 for another method on the schedules' paths, a 404 for any
+// other path.
+func (a *Schedules) Route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	r := &router{routes: a.routes, endpoints: a.endpoints(), log: a.log}
+	r.unmatched = func(path string) error {
+		collection, _ := deploy.PathOf(deploy.RouteListSchedules, nil)
+		if path == collection || strings.HasPrefix(path, collection+"/") {
+			return &requestError{code: "method_not_allowed", detail: "use POST or GET /v1/schedules, GET or DELETE /v1/schedules/{name}"}
 		}
-		views := make([]ScheduleView, 0, len(list))
-		for _, s := range list {
-			views = append(views, a.view(s))
-		}
-		return jsonResponse(http.StatusOK, map[string]any{"schedules": views}), nil
-	case "GetSchedule":
-		s, err := a.svc.Get(ctx, owner, name)
-		if err != nil {
-			return problem(ctx, a.log, notFoundAsSchedule(err)), nil
-		}
-		return jsonResponse(http.StatusOK, a.view(*s)), nil
-	case "DeleteSchedule":
-		if err := a.svc.Delete(ctx, owner, name); err != nil {
-			return problem(ctx, a.log, notFoundAsSchedule(err)), nil
-		}
-		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNoContent, Headers: map[string]string{"Cache-Control": "no-store"}}, nil
+		return errScheduleNotFound
 	}
-	if path := requestPath(req); path == SchedulesPath || strings.HasPrefix(path, SchedulesPath+"/") {
-		return problem(ctx, a.log, &requestError{code: "method_not_allowed", detail: "use POST or GET /v1/schedules, GET or DELETE /v1/schedules/{name}"}), nil
+	return r.serve(ctx, req), nil
+}
+
+func (a *Schedules) list(ctx context.Context, _ events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	list, err := a.svc.List(ctx, rq.caller)
+	if err != nil {
+		return problem(ctx, a.log, err)
 	}
-	return problem(ctx, a.log, errScheduleNotFound), nil
+	views := make([]ScheduleView, 0, len(list))
+	for _, s := range list {
+		views = append(views, a.view(s))
+	}
+	return jsonResponse(http.StatusOK, map[string]any{"schedules": views})
+}
+
+func (a *Schedules) get(ctx context.Context, _ events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	s, err := a.svc.Get(ctx, rq.caller, rq.params["name"])
+	if err != nil {
+		return problem(ctx, a.log, notFoundAsSchedule(err))
+	}
+	return jsonResponse(http.StatusOK, a.view(*s))
+}
+
+func (a *Schedules) delete(ctx context.Context, _ events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	if err := a.svc.Delete(ctx, rq.caller, rq.params["name"]); err != nil {
+		return problem(ctx, a.log, notFoundAsSchedule(err))
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNoContent, Headers: map[string]string{"Cache-Control": "no-store"}}
 }
 
 func notFoundAsSchedule(err error) error {
@@ -123,7 +129,8 @@ func notFoundAsSchedule(err error) error {
 	return err
 }
 
-func (a *Schedules) create(ctx context.Context, owner string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+func (a *Schedules) create(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	owner := rq.caller
 	body, err := jsonBody(req, MaxBodyBytes)
 	if err != nil {
 		return problem(ctx, a.log, err)
@@ -151,6 +158,6 @@ func (a *Schedules) create(ctx context.Context, owner string, req events.APIGate
 		return problem(ctx, a.log, err)
 	}
 	resp := jsonResponse(http.StatusCreated, a.view(*s))
-	resp.Headers["Location"] = SchedulesPath + "/" + s.Name
+	resp.Headers["Location"] = pathOf(deploy.RouteGetSchedule, "name", s.Name)
 	return resp
 }

@@ -44,7 +44,7 @@ func TestTenantAndLaneAreForTrustedCallers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if path == httpapi.JobsPath {
+		if path == "/v1/jobs" {
 			spec.check(t, "/v1/jobs", "POST", resp)
 		} else {
 			spec.check(t, "/v1/jobs/{id}/replay", "POST", resp)
@@ -67,12 +67,12 @@ func TestTenantAndLaneAreForTrustedCallers(t *testing.T) {
 		`{"kind":"echo","payload":{"text":"x"},"lane":"bulk"}`,
 		`{"kind":"bulk.echo","payload":{"text":"x"},"lane":"bulk"}`,
 	} {
-		if code := post("other", httpapi.JobsPath, body); code != http.StatusForbidden {
+		if code := post("other", "/v1/jobs", body); code != http.StatusForbidden {
 			t.Errorf("untrusted caller: %s: %d, want 403", body, code)
 		}
 	}
 	for _, body := range []string{`{"tenant":"random-2"}`, `{"lane":"bulk"}`} {
-		if code := post("other", httpapi.JobsPath+"/"+own.Job.ID+"/replay", body); code != http.StatusForbidden {
+		if code := post("other", "/v1/jobs"+"/"+own.Job.ID+"/replay", body); code != http.StatusForbidden {
 			t.Errorf("untrusted caller's replay: %s: %d, want 403", body, code)
 		}
 	}
@@ -83,11 +83,11 @@ func TestTenantAndLaneAreForTrustedCallers(t *testing.T) {
 		"other":   `{"kind":"bulk.echo","payload":{"text":"x"}}`, // its kind's lane, by the kind
 		"trusted": `{"kind":"echo","payload":{"text":"x"},"tenant":"customer-7","lane":"bulk"}`,
 	} {
-		if code := post(who, httpapi.JobsPath, body); code != http.StatusAccepted {
+		if code := post(who, "/v1/jobs", body); code != http.StatusAccepted {
 			t.Errorf("%s: %s: %d, want 202", who, body, code)
 		}
 	}
-	if code := post("other", httpapi.JobsPath+"/"+own.Job.ID+"/replay", ""); code != http.StatusAccepted {
+	if code := post("other", "/v1/jobs"+"/"+own.Job.ID+"/replay", ""); code != http.StatusAccepted {
 		t.Errorf("untrusted caller's plain replay: %d, want 202", code)
 	}
 }
@@ -108,7 +108,7 @@ func TestOverTheEnqueueRateIs429(t *testing.T) {
 	r.Body, r.IsBase64Encoded = `{"kind":"echo","payload":{"text":"x"}}`, false
 	var codes []int
 	for range 4 {
-		resp, err := api.Enqueue(context.Background(), r)
+		resp, err := api.Route(context.Background(), r)
 		if err != nil {
 			t.Fatal(err)
 		}
