@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/apiclient"
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 // batchView is the API's batch JSON.
@@ -63,7 +65,7 @@ func (c *client) batch(ctx context.Context, lines io.Reader) int {
 	if key != "" {
 		headers["Idempotency-Key"] = key
 	}
-	status, resp, _, err := c.do(ctx, http.MethodPost, "/v1/batches", body, headers)
+	status, resp, _, err := c.call(ctx, apiclient.Request{Route: deploy.RouteEnqueueBatch, Body: body, Header: headers})
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
 		return 1
@@ -87,7 +89,7 @@ func (c *client) batch(ctx context.Context, lines io.Reader) int {
 }
 
 func (c *client) getBatch(ctx context.Context, id string) (batchView, []byte, int) {
-	status, resp, _, err := c.do(ctx, http.MethodGet, "/v1/batches/"+url.PathEscape(id), nil, nil)
+	status, resp, _, err := c.call(ctx, apiclient.Request{Route: deploy.RouteGetBatch, Params: map[string]string{"id": id}})
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
 		return batchView{}, nil, 1

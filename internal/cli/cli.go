@@ -22,6 +22,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/lambdajobs/lambdajobs/internal/apiclient"
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 // DefaultAPI is the local stack's address.
@@ -248,7 +251,7 @@ func (c *client) enqueueCommand(ctx context.Context, args []string) int {
 		return 1
 	}
 	req["kind"], req["payload"] = args[0], json.RawMessage(payload)
-	return c.submit(ctx, "/v1/jobs", req)
+	return c.submit(ctx, apiclient.Request{Route: deploy.RouteEnqueue}, req)
 }
 
 // replayCommand is ljob replay ID [PAYLOAD].
@@ -264,7 +267,7 @@ func (c *client) replayCommand(ctx context.Context, args []string) int {
 		}
 		req["payload"] = json.RawMessage(args[1])
 	}
-	return c.submit(ctx, "/v1/jobs/"+url.PathEscape(args[0])+"/replay", req)
+	return c.submit(ctx, apiclient.Request{Route: deploy.RouteReplayJob, Params: map[string]string{"id": args[0]}}, req)
 }
 
 // getBatchCommand is ljob get-batch ID.
@@ -355,13 +358,6 @@ func (j Job) final() bool {
 	return j.Status == "succeeded" || j.Status == "failed" || j.Status == "cancelled"
 }
 
-type problem struct {
-	Title  string `json:"title"`
-	Detail string `json:"detail"`
-	Code   string `json:"code"`
-	Status int    `json:"status"`
-}
-
 func (c *client) setupSigV4(ctx context.Context) error {
 	if err := checkSigningTarget(c.base); err != nil {
 		return err
@@ -398,24 +394,34 @@ func checkSigningTarget(u *url.URL) error {
 	return fmt.Errorf("-sigv4 signs only over https (or to this machine): %s is plain %s", u.Host, u.Scheme)
 }
 
-func (c *client) do(ctx context.Context, method, path string, body []byte, headers map[string]string) (int, []byte, http.Header, error) {
+// call sends one request of the API's route table through the API
+// client, as the local caller or signed (send), and returns the answer
+// whatever its status.
+func (c *client) call(ctx context.Context, req apiclient.Request) (int, []byte, http.Header, error) {
+	resp, err := (&apiclient.Client{Base: c.base, Do: c.send}).Send(ctx, req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return resp.Status, resp.Body, resp.Header, nil
+}
+
+// do GETs one of the local stack's own endpoints (its
+// metrics, its schedules: not routes of the API).
+func (c *client) do(ctx context.Context, path string) (int, []byte, error) {
 	u := *c.base
 	path, u.RawQuery, _ = strings.Cut(path, "?")
 	u.Path = strings.TrimRight(u.Path, "/") + path
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return 0, nil, nil, err
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
+		return 0, nil, err
 	}
 	resp, err := c.send(req)
 	if err != nil {
-		return 0, nil, nil, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	return resp.StatusCode, b, resp.Header, err
+	return resp.StatusCode, b, err
 }
 
 // send sends one request to the API: as the local caller, or signed with
@@ -447,8 +453,7 @@ func (c *client) send(req *http.Request) (*http.Response, error) {
 }
 
 func (c *client) fail(status int, body []byte) int {
-	var p problem
-	if json.Unmarshal(body, &p) == nil && p.Code != "" {
+	if p := apiclient.ProblemOf(&apiclient.Response{Status: status, Body: body}); p.Code != "" {
 		if c.jsonOut {
 			fmt.Fprintln(c.stdout, strings.TrimSpace(string(body)))
 		}
@@ -497,15 +502,15 @@ func (c *client) enqueueOptions() (map[string]any, bool) {
 	return req, true
 }
 
-// submit posts req to path (POST /v1/jobs, or a replay), with -key; with
+// submit posts req to route (POST /v1/jobs, or a replay), with -key; with
 // -wait it watches the job it made.
-func (c *client) submit(ctx context.Context, path string, req map[string]any) int {
+func (c *client) submit(ctx context.Context, route apiclient.Request, req map[string]any) int {
 	body, _ := json.Marshal(req)
-	headers := map[string]string{"Content-Type": "application/json"}
+	route.Body = body
 	if c.opts.key != "" {
-		headers["Idempotency-Key"] = c.opts.key
+		route.Header = map[string]string{"Idempotency-Key": c.opts.key}
 	}
-	status, resp, hdr, err := c.do(ctx, http.MethodPost, path, body, headers)
+	status, resp, hdr, err := c.call(ctx, route)
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
 		return 1
@@ -532,7 +537,7 @@ func (c *client) submit(ctx context.Context, path string, req map[string]any) in
 }
 
 func (c *client) fetch(ctx context.Context, id string) (Job, []byte, int) {
-	status, resp, _, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil)
+	status, resp, _, err := c.call(ctx, apiclient.Request{Route: deploy.RouteGetJob, Params: map[string]string{"id": id}})
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
 		return Job{}, nil, 1
@@ -647,7 +652,7 @@ func (c *client) watch(ctx context.Context, id string) int {
 
 // cancel cancels the job id; with -wait it watches it stop.
 func (c *client) cancel(ctx context.Context, id string) int {
-	status, resp, _, err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/cancel", nil, nil)
+	status, resp, _, err := c.call(ctx, apiclient.Request{Route: deploy.RouteCancelJob, Params: map[string]string{"id": id}})
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
 		return 1

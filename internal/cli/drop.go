@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -13,6 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
+
+	"github.com/lambdajobs/lambdajobs/internal/apiclient"
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 // drop sends body to the queue (-queue, on -sqs-endpoint) as another AWS
@@ -82,7 +84,7 @@ func (c *client) drop(ctx context.Context, body []byte) int {
 func (c *client) awaitJob(ctx context.Context, id string) int {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		status, _, _, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil)
+		status, _, _, err := c.call(ctx, apiclient.Request{Route: deploy.RouteGetJob, Params: map[string]string{"id": id}})
 		switch {
 		case err != nil:
 			fmt.Fprintln(c.stderr, "ljob:", err)

@@ -8,6 +8,9 @@ import (
 	"sort"
 	"strconv"
 	"text/tabwriter"
+
+	"github.com/lambdajobs/lambdajobs/internal/apiclient"
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 // kindInfo is a kind as GET /v1/kinds shows it.
@@ -24,11 +27,11 @@ type kindInfo struct {
 	MaxQueuedPerOwner int     `json:"max_queued_per_owner"`
 }
 
-// getJSON GETs path and decodes the answer into out; it prints the body
+// getJSON GETs the route (an id of the table) and decodes the answer into out; it prints the body
 // with -json, and the problem when there is one. ok is false when it
 // printed why it has nothing.
-func (c *client) getJSON(ctx context.Context, path string, out any) bool {
-	status, body, _, err := c.do(ctx, http.MethodGet, path, nil, nil)
+func (c *client) getJSON(ctx context.Context, route string, out any) bool {
+	status, body, _, err := c.call(ctx, apiclient.Request{Route: route})
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
 		return false
@@ -53,7 +56,7 @@ func (c *client) kinds(ctx context.Context) int {
 	var out struct {
 		Kinds []kindInfo `json:"kinds"`
 	}
-	if !c.getJSON(ctx, "/v1/kinds", &out) {
+	if !c.getJSON(ctx, deploy.RouteListKinds, &out) {
 		return 1
 	}
 	if c.jsonOut {
@@ -101,7 +104,7 @@ func (c *client) counts(ctx context.Context) int {
 		} `json:"kinds"`
 		Truncated bool `json:"truncated"`
 	}
-	if !c.getJSON(ctx, "/v1/counts", &out) {
+	if !c.getJSON(ctx, deploy.RouteCounts, &out) {
 		return 1
 	}
 	if c.jsonOut {

@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/apiclient"
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 // list prints the caller's jobs, newest first (GET /v1/jobs), with
@@ -29,7 +32,7 @@ func (c *client) list(ctx context.Context) int {
 	}
 	n := 0
 	for {
-		status, body, _, err := c.do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, nil)
+		status, body, _, err := c.call(ctx, apiclient.Request{Route: deploy.RouteListJobs, Query: q})
 		if err != nil {
 			fmt.Fprintln(c.stderr, "ljob:", err)
 			return 1
@@ -88,7 +91,7 @@ func (c *client) list(ctx context.Context) int {
 
 // retry queues a failed or cancelled job again (POST /v1/jobs/{id}/retry).
 func (c *client) retry(ctx context.Context, id string) int {
-	status, resp, _, err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/retry", nil, nil)
+	status, resp, _, err := c.call(ctx, apiclient.Request{Route: deploy.RouteRetryJob, Params: map[string]string{"id": id}})
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
 		return 1

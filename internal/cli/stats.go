@@ -28,7 +28,7 @@ type kindStats struct {
 // messages); elsewhere reports where a deployed environment has the same.
 // ok is false when it printed why it has nothing (or -json printed it).
 func (c *client) local(ctx context.Context, what, path, elsewhere string) ([]byte, bool) {
-	code, body, _, err := c.do(ctx, http.MethodGet, path, nil, nil)
+	code, body, err := c.do(ctx, path)
 	switch {
 	case err != nil:
 		fmt.Fprintln(c.stderr, "ljob:", err)
