@@ -428,7 +428,7 @@ func (c *client) do(ctx context.Context, path string) (int, []byte, error) {
 // SigV4 when the CLI signs (the dashboard of ljob ui sends through it too).
 func (c *client) send(req *http.Request) (*http.Response, error) {
 	if c.caller != "" {
-		req.Header.Set("X-Local-Caller", c.caller)
+		req.Header.Set(apiclient.CallerHeader, c.caller)
 	}
 	if c.signer != nil {
 		var body []byte

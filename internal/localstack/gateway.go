@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/apiclient"
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/hostcheck"
 	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
@@ -25,7 +26,7 @@ import (
 // CallerHeader names the local caller; the gateway turns it into the IAM
 // principal arn:aws:iam::000000000000:user/NAME ("local" when absent), so
 // owner isolation can be tried locally.
-const CallerHeader = "X-Local-Caller"
+const CallerHeader = apiclient.CallerHeader
 
 // LocalAccount is the account id of local callers.
 const LocalAccount = "000000000000"

@@ -1,12 +1,11 @@
 package localstack
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -14,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdajobs/lambdajobs/internal/apiclient"
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -51,19 +52,21 @@ func (s *Stack) UrgentBehindBulk(ctx context.Context, bulk, urgent LaneLoad) (La
 	if !ok || s.Lanes["urgent"].Queue == "" {
 		return r, fmt.Errorf("localstack: lanes %v: want bulk and urgent", s.Lanes)
 	}
-	api := &http.Client{Timeout: 60 * time.Second}
+	api, err := s.apiClient("lanes")
+	if err != nil {
+		return r, err
+	}
 	for i := 0; i < bulk.Jobs; i += 1000 {
 		var specs []jobs.JobSpec
 		for range min(1000, bulk.Jobs-i) {
 			specs = append(specs, jobs.JobSpec{Kind: bulk.Kind, Payload: bulk.Payload})
 		}
 		body, _ := json.Marshal(map[string]any{"jobs": specs})
-		if _, err := s.post(ctx, api, "/v1/batches", body, "lanes-bulk-"+strconv.Itoa(i)); err != nil {
+		if _, err := post(ctx, api, deploy.RouteEnqueueBatch, body, "lanes-bulk-"+strconv.Itoa(i)); err != nil {
 			return r, err
 		}
 	}
 	sqsc := localaws.SQSClient(s.SQSEndpoint)
-	var err error
 	if r.BulkQueued, err = queueDepth(ctx, sqsc, bulkQ.Queue, sqstypes.QueueAttributeNameApproximateNumberOfMessages); err != nil {
 		return r, err
 	}
@@ -84,7 +87,7 @@ func (s *Stack) UrgentBehindBulk(ctx context.Context, bulk, urgent LaneLoad) (La
 	for i := range urgent.Jobs {
 		body, _ := json.Marshal(jobs.JobSpec{Kind: urgent.Kind, Payload: urgent.Payload})
 		enqueued := time.Now()
-		out, err := s.post(ctx, api, "/v1/jobs", body, "lanes-urgent-"+strconv.Itoa(i))
+		out, err := post(ctx, api, deploy.RouteEnqueue, body, "lanes-urgent-"+strconv.Itoa(i))
 		if err != nil {
 			return r, err
 		}
@@ -110,31 +113,26 @@ func (s *Stack) UrgentBehindBulk(ctx context.Context, bulk, urgent LaneLoad) (La
 	return r, nil
 }
 
-// post sends body to the API's path as the caller "lanes", retrying a
-// 5xx or a failed request a few times, and returns the answer.
-func (s *Stack) post(ctx context.Context, c *http.Client, path string, body []byte, key string) ([]byte, error) {
-	var last error
-	for range 5 {
-		req, _ := http.NewRequestWithContext(ctx, "POST", s.APIURL+path, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", key)
-		req.Header.Set(CallerHeader, "lanes")
-		resp, err := c.Do(req)
-		if err != nil {
-			last = err
-			continue
-		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		switch {
-		case resp.StatusCode == 200 || resp.StatusCode == 202:
-			return out, nil
-		case resp.StatusCode < 500:
-			return nil, fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, out)
-		}
-		last = fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, out)
+// apiClient is the API client of the stack's API as caller: a request
+// that is safe to repeat (every one post sends carries an idempotency
+// key) is sent up to 5 times while it fails or answers a 5xx.
+func (s *Stack) apiClient(caller string) (*apiclient.Client, error) {
+	base, err := url.Parse(s.APIURL)
+	if err != nil {
+		return nil, err
 	}
-	return nil, last
+	hc := &http.Client{Timeout: 60 * time.Second}
+	return &apiclient.Client{Base: base, Do: hc.Do, Caller: caller, Attempts: 5}, nil
+}
+
+// post sends body to the route with an idempotency key and returns the
+// answer.
+func post(ctx context.Context, api *apiclient.Client, route string, body []byte, key string) ([]byte, error) {
+	resp, err := api.Call(ctx, apiclient.Request{Route: route, Body: body, Header: map[string]string{"Idempotency-Key": key}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", route, err)
+	}
+	return resp.Body, nil
 }
 
 func queueDepth(ctx context.Context, c *sqs.Client, url string, attr sqstypes.QueueAttributeName) (int, error) {
