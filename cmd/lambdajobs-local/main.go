@@ -52,6 +52,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 )
@@ -124,7 +125,8 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	try := `  curl -s -X POST %s/v1/jobs -H 'content-type: application/json' \
+	enqueue, _ := deploy.RouteByID(deploy.RouteEnqueue)
+	try := `  curl -s -X ` + enqueue.Method + ` %s` + enqueue.Path + ` -H 'content-type: application/json' \
     -d '{"kind":"example.hash","payload":{"text":"hello","rounds":1}}'`
 	if *mainPkg != "" {
 		tools, err := localstack.PrepareTools(ctx, os.Getenv("JOBS_LOCAL_CACHE"), logger)
@@ -142,7 +144,7 @@ func run() error {
 			return err
 		}
 		cfg.Root, cfg.RIE = tools.Root, tools.RIE
-		try = `  curl -s -X POST %s/v1/jobs -H 'content-type: application/json' \
+		try = `  curl -s -X ` + enqueue.Method + ` %s` + enqueue.Path + ` -H 'content-type: application/json' \
     -d '{"kind":"<one of your kinds>","payload":{...}}'`
 	}
 	stack, err := localstack.Start(ctx, cfg)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -93,7 +94,9 @@ func eventOf(rec *driver.Record) Event {
 		if len(rec.Result) <= maxEventResult {
 			ev.Result = rec.Result
 		} else {
-			ev.ResultURL = "/v1/jobs/" + rec.ID
+			// GET /v1/jobs/{id} (an empty id, which no stored job has,
+			// leaves it out).
+			ev.ResultURL, _ = deploy.PathOf(deploy.RouteGetJob, map[string]string{"id": rec.ID})
 		}
 	}
 	return ev

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdajobs/lambdajobs/examples/orderreceipt"
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -72,7 +73,9 @@ func run(ctx context.Context) error {
 		}
 		if rec.Status.Final() {
 			fmt.Printf("job %s: %s %s\n", rec.ID, rec.Status, rec.Result)
-			fmt.Printf("read it over HTTP: curl -s http://127.0.0.1:8080/v1/jobs/%s\n", rec.ID)
+			if path, err := deploy.PathOf(deploy.RouteGetJob, map[string]string{"id": rec.ID}); err == nil {
+				fmt.Printf("read it over HTTP: curl -s http://127.0.0.1:8080%s\n", path)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
