@@ -4,12 +4,20 @@
 // Emulator, a gateway speaking API Gateway's payload format 2.0, an SQS
 // event source, a stand-in for EventBridge Scheduler that fires the
 // declared and runtime schedules, and the sweeper's schedule. `make run` builds what it needs
-// and starts it; Ctrl-C stops everything it started.
+// and starts it; Ctrl-C, SIGINT or SIGTERM stops everything it started. A
+// script that started it through `go run` or make stops it with SIGTERM:
+// neither passes SIGINT on (docs/LOCAL.md, "Stopping it").
 //
 // In a team's own repository, it runs the team's functions: one main that
 // serves every function (lambdafn.Serve), built for this machine:
 //
 //	go run github.com/lambdajobs/lambdajobs/cmd/lambdajobs-local -main ./cmd/jobs
+//
+// or, as a tool of the team's module (go get -tool
+// github.com/lambdajobs/lambdajobs/cmd/lambdajobs-local), which passes
+// every signal on:
+//
+//	go tool lambdajobs-local -main ./cmd/jobs
 //
 // The emulators (at this repository's pins) and the Runtime Interface
 // Emulator are installed into the user's cache the first time (npm and go
@@ -39,6 +47,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -65,10 +74,18 @@ func main() {
 }
 
 func run() error {
+	// First of all: a signal that arrives while the emulators install or
+	// start, or the functions build, stops what has started (Start stops
+	// it when its context ends), instead of being lost.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	mainPkg := flag.String("main", "", "a main package serving every function (lambdafn.Serve) to build and run, e.g. ./cmd/jobs")
 	flag.Parse()
 	localaws.DieWithParent()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if note := parentNote(os.Getppid()); note != "" {
+		logger.Warn(note)
+	}
 	cfg := localstack.DefaultConfig()
 	cfg.Output = os.Stdout
 	if os.Getenv("JOBS_LOCAL_VERBOSE") == "" {
@@ -123,15 +140,13 @@ func run() error {
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	enqueue, _ := deploy.RouteByID(deploy.RouteEnqueue)
 	try := `  curl -s -X ` + enqueue.Method + ` %s` + enqueue.Path + ` -H 'content-type: application/json' \
     -d '{"kind":"example.hash","payload":{"text":"hello","rounds":1}}'`
 	if *mainPkg != "" {
 		tools, err := localstack.PrepareTools(ctx, os.Getenv("JOBS_LOCAL_CACHE"), logger)
 		if err != nil {
-			return err
+			return interrupted(ctx, err)
 		}
 		dir, err := os.MkdirTemp("", "lambdajobs-local-")
 		if err != nil {
@@ -141,7 +156,7 @@ func run() error {
 		cfg.Bootstrap = filepath.Join(dir, "bootstrap")
 		logger.Info("building your functions", slog.String("main", *mainPkg))
 		if err := localstack.BuildMain(ctx, "", *mainPkg, cfg.Bootstrap); err != nil {
-			return err
+			return interrupted(ctx, err)
 		}
 		cfg.Root, cfg.RIE = tools.Root, tools.RIE
 		try = `  curl -s -X ` + enqueue.Method + ` %s` + enqueue.Path + ` -H 'content-type: application/json' \
@@ -149,7 +164,7 @@ func run() error {
 	}
 	stack, err := localstack.Start(ctx, cfg)
 	if err != nil {
-		return err
+		return interrupted(ctx, err)
 	}
 	fmt.Fprintf(os.Stderr, `
 lambdajobs is running:
@@ -172,6 +187,44 @@ Ctrl-C stops everything.
 	stack.Stop()
 	fmt.Fprintln(os.Stderr, "stopped")
 	return nil
+}
+
+// errInterrupted is what a signal during the start gives, in place of the
+// cancelled step's error.
+var errInterrupted = errors.New("interrupted while starting; everything it had started is stopped")
+
+// interrupted returns errInterrupted when err came of a signal (ctx ended),
+// and err otherwise.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return errInterrupted
+	}
+	return err
+}
+
+// parentNote says how to stop this program from a script when the process
+// that started it keeps SIGINT from it: `go run` catches SIGINT and does
+// not pass it on to the program it runs (go.dev/issue/40467), and make,
+// when it is sent SIGINT alone, waits for its recipe, which never gets it
+// (both pass SIGTERM on, go run by dying, which the parent-death signal
+// turns into a SIGTERM here). Ctrl-C in a terminal reaches every process of
+// the foreground group, this one included. `go tool` passes every signal
+// on. Empty when the parent is anything else, or cannot be read (only
+// Linux has /proc).
+func parentNote(ppid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid))
+	if err != nil {
+		return ""
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	switch name := filepath.Base(args[0]); {
+	case name == "go" && len(args) > 1 && args[1] == "run":
+		return "started by `go run`, which does not pass SIGINT on (go.dev/issue/40467): " +
+			"from a script, stop it with SIGTERM (kill PID), or start it with `go tool lambdajobs-local` or a built binary, which stop on either"
+	case name == "make" || name == "gmake":
+		return "started by make, which does not pass SIGINT on when it is sent alone: from a script, stop it with SIGTERM (kill PID)"
+	}
+	return ""
 }
 
 // webhook describes where the local bus posts its events.
