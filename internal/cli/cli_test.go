@@ -17,6 +17,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/cli"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -384,7 +385,7 @@ func TestUI(t *testing.T) {
 	l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
-	var out, errOut syncBuf
+	var out, errOut testenv.SyncBuffer
 	go func() {
 		done <- cli.Main(ctx, []string{"-api", api.URL, "-caller", "ops", "-listen", addr, "ui"}, cli.Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }})
 	}()
@@ -423,14 +424,6 @@ func TestUI(t *testing.T) {
 	}
 	forged.Body.Close()
 }
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // The flow control options of enqueue reach the API: a second enqueue
 // with the unique key makes no job and says which job holds the key; a
@@ -529,7 +522,7 @@ func TestEvents(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var fout, ferr syncBuf
+	var fout, ferr testenv.SyncBuffer
 	done := make(chan int)
 	go func() {
 		done <- cli.Main(ctx, []string{"-api", url, "-interval", "1ms", "-limit", "2", "-follow", "events"},

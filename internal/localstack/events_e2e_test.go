@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -27,18 +28,13 @@ func TestJobEventsReachTheLocalBus(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out := &syncBuffer{}
 	h := &hook{statuses: []int{http.StatusOK}}
-	s, err := localstack.Start(ctx, localstack.Config{
+	s, out := testenv.StartStack(t, ctx, localstack.Config{
 		Root: e2eRoot, Bootstraps: e2eBootstraps, RIE: e2eRIE,
 		APIAddr: "127.0.0.1:0", Table: "e2e-events", Queue: "e2e-events",
 		WorkerTimeout: 8 * time.Second, APITimeout: 10 * time.Second, WorkerInstances: 1, BatchSize: 5,
-		NoSchedules: true, FunctionEnv: []string{"JOBS_EVENTS=all"}, Output: out, Webhook: serveHook(t, h).String(),
+		NoSchedules: true, FunctionEnv: []string{"JOBS_EVENTS=all"}, Webhook: serveHook(t, h).String(),
 	})
-	if err != nil {
-		t.Fatalf("start: %v\n%s", err, out.String())
-	}
-	defer s.Stop()
 	send := func(method, path, body string) jobs.View {
 		t.Helper()
 		req, _ := http.NewRequest(method, s.APIURL+path, strings.NewReader(body))

@@ -14,6 +14,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/faultproxy"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -29,30 +30,19 @@ import (
 // counts exact, and the batch must end once.
 func TestBatchUnderThrottlesAndLostAnswers(t *testing.T) {
 	ctx := context.Background()
-	ddbP, err := localaws.StartDynamoDB(ctx, localaws.Options{Root: root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ddbP.Stop()
+	ddbP := testenv.StartDynamoDB(t, ctx, localaws.Options{Root: root})
 	ddbFaults, err := faultproxy.StartHTTP(ddbP.Endpoint, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ddbFaults.Close()
+	t.Cleanup(ddbFaults.Close)
 	const workerTimeout, grace, sweepEvery = 10 * time.Second, 15 * time.Second, 2 * time.Second
-	var logs syncWriter
-	var buf bytes.Buffer
-	logs.w = &buf
-	stack, err := localstack.Start(ctx, localstack.Config{
+	stack, logs := testenv.StartStack(t, ctx, localstack.Config{
 		Root: root, Bootstraps: bootstraps, RIE: rie, APIAddr: "127.0.0.1:0", SQSPort: 0,
 		DynamoDBEndpoint: ddbFaults.URL(),
 		Table:            "batchfaults", Queue: "batchfaults", WorkerTimeout: workerTimeout, WorkerInstances: 2, BatchSize: 10,
-		SweepEvery: sweepEvery, Output: &logs, FunctionEnv: []string{"JOBS_DISPATCH_GRACE=" + grace.String()},
+		SweepEvery: sweepEvery, FunctionEnv: []string{"JOBS_DISPATCH_GRACE=" + grace.String()},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Stop()
 	ddbFaults.SetFaults(faultproxy.Faults{Throttle: 0.05, LostResponse: 0.03})
 
 	n := size(200, 1000)
@@ -126,7 +116,7 @@ func TestBatchUnderThrottlesAndLostAnswers(t *testing.T) {
 			specs[i].Kind == "example.hash" && rec.Status != jobs.StatusSucceeded:
 			wrong++
 			if wrong <= 5 {
-				t.Errorf("job %d (%s) ended %s %q, not its handler's outcome; its log lines:\n%s", i, specs[i].Kind, rec.Status, rec.ErrorCode, linesNaming(&logs, id))
+				t.Errorf("job %d (%s) ended %s %q, not its handler's outcome; its log lines:\n%s", i, specs[i].Kind, rec.Status, rec.ErrorCode, linesNaming(logs, id))
 			}
 		}
 	}
@@ -159,15 +149,9 @@ func TestBatchUnderThrottlesAndLostAnswers(t *testing.T) {
 	})
 }
 
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.(*bytes.Buffer).String()
-}
-
 // linesNaming is the stack's log lines that name id (no handler text is
 // ever logged), to tell why a job ended as it did.
-func linesNaming(logs *syncWriter, id string) string {
+func linesNaming(logs *testenv.SyncBuffer, id string) string {
 	var out []string
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, id) {

@@ -1,7 +1,6 @@
 package reliability_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -33,25 +33,12 @@ import (
 func TestEventSentAfterWorkerKilledBeforeTheSend(t *testing.T) {
 	ctx := context.Background()
 	const workerTimeout, grace, sweepEvery = 5 * time.Second, 3 * time.Second, time.Second
-	var buf bytes.Buffer
-	logs := syncWriter{w: &buf}
-	stack, err := localstack.Start(ctx, localstack.Config{
+	stack, _ := testenv.StartStack(t, ctx, localstack.Config{
 		Root: root, Bootstraps: bootstraps, RIE: rie, APIAddr: "127.0.0.1:0", DynamoDBPort: 0, SQSPort: 0,
 		Table: "events", Queue: "events", WorkerTimeout: workerTimeout, WorkerInstances: 1, BatchSize: 1,
-		SweepEvery: sweepEvery, StartPaused: true, Output: &logs,
+		SweepEvery: sweepEvery, StartPaused: true,
 		FunctionEnv: []string{"JOBS_EVENTS=all", "JOBS_DISPATCH_GRACE=" + grace.String()},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Stop()
-	defer func() {
-		if t.Failed() {
-			logs.mu.Lock()
-			t.Logf("stack output (last 20 KB):\n%s", tail(buf.String(), 20000))
-			logs.mu.Unlock()
-		}
-	}()
 	c := &client{api: stack.APIURL, http: &http.Client{Timeout: 10 * time.Second}}
 	id, _, err := c.enqueue("example.hash", `{"text":"announced","rounds":1}`, "announced")
 	if err != nil {

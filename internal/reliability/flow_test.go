@@ -1,7 +1,6 @@
 package reliability_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
@@ -43,24 +43,11 @@ import (
 func TestFlowControlOnTheLocalStack(t *testing.T) {
 	ctx := context.Background()
 	spans := t.TempDir()
-	var buf bytes.Buffer
-	logs := syncWriter{w: &buf}
-	stack, err := localstack.Start(ctx, localstack.Config{
+	stack, _ := testenv.StartStack(t, ctx, localstack.Config{
 		Root: root, Bootstraps: bootstraps, RIE: rie, APIAddr: "127.0.0.1:0", DynamoDBPort: 0, SQSPort: 0,
-		Table: "flow", Queue: "flow", WorkerInstances: 3, BatchSize: 10, SweepEvery: 5 * time.Second, Output: &logs,
+		Table: "flow", Queue: "flow", WorkerInstances: 3, BatchSize: 10, SweepEvery: 5 * time.Second,
 		FunctionEnv: []string{"JOBS_WORKER_CONCURRENCY=10", examplekinds.SpansDirEnv + "=" + spans},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Stop()
-	defer func() {
-		if t.Failed() {
-			logs.mu.Lock()
-			t.Logf("stack output (last 20 KB):\n%s", tail(buf.String(), 20000))
-			logs.mu.Unlock()
-		}
-	}()
 	store := dynamostore.New(localaws.DynamoDBClient(stack.DynamoDBEndpoint), "flow", dynamostore.Config{})
 	c := &client{api: stack.APIURL, http: &http.Client{Timeout: 10 * time.Second}}
 	run := func(t *testing.T, kind string, n int, payload func(i int) string, bound time.Duration) ([]span, time.Duration) {
@@ -299,13 +286,6 @@ func dlqDepth(t *testing.T, stack *localstack.Stack) int {
 	}
 	n, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
 	return n
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
 }
 
 // busyTimes is how long each number of spans ran at once, from the

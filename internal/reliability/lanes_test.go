@@ -1,7 +1,6 @@
 package reliability_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 )
 
 // urgentBound is how soon an urgent job must start behind a bulk backlog
@@ -24,24 +24,11 @@ const urgentBound = 5 * time.Second
 // behind the 2,000 (about 40 s of work for this worker).
 func TestUrgentStartsBehindBulkBacklog(t *testing.T) {
 	ctx := context.Background()
-	var buf bytes.Buffer
-	logs := syncWriter{w: &buf}
-	stack, err := localstack.Start(ctx, localstack.Config{
+	stack, _ := testenv.StartStack(t, ctx, localstack.Config{
 		Root: root, Bootstraps: bootstraps, RIE: rie, APIAddr: "127.0.0.1:0", DynamoDBPort: 0, SQSPort: 0,
-		Table: "lanes", Queue: "lanes", WorkerInstances: 1, BatchSize: 10, StartPaused: true, Output: &logs,
+		Table: "lanes", Queue: "lanes", WorkerInstances: 1, BatchSize: 10, StartPaused: true,
 		FunctionEnv: []string{"JOBS_WORKER_CONCURRENCY=10"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Stop()
-	defer func() {
-		if t.Failed() {
-			logs.mu.Lock()
-			t.Logf("stack output (last 20 KB):\n%s", tail(buf.String(), 20000))
-			logs.mu.Unlock()
-		}
-	}()
 	if stack.LaneWorker("bulk") == nil || stack.LaneWorker("urgent") == nil {
 		t.Fatalf("lanes %v: want bulk and urgent, each with its queue and worker", stack.Lanes)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/faultproxy"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -38,16 +39,12 @@ import (
 // is the one whose checkpoint had not landed when the worker died.
 func TestLongRunThroughContinuationsAndKills(t *testing.T) {
 	ctx := context.Background()
-	ddbP, err := localaws.StartDynamoDB(ctx, localaws.Options{Root: root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ddbP.Stop()
+	ddbP := testenv.StartDynamoDB(t, ctx, localaws.Options{Root: root})
 	proxy, err := faultproxy.StartHTTP(ddbP.Endpoint, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer proxy.Close()
+	t.Cleanup(proxy.Close)
 	const workerTimeout, grace, sweepEvery = 5 * time.Second, 2 * time.Minute, time.Second
 	lease := examplekinds.ExportOpts.Heartbeat
 	dir := t.TempDir()
@@ -57,32 +54,19 @@ func TestLongRunThroughContinuationsAndKills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	logs := syncWriter{w: &buf}
-	stack, err := localstack.Start(ctx, localstack.Config{
+	stack, _ := testenv.StartStack(t, ctx, localstack.Config{
 		Root: root, Bootstraps: bootstraps, RIE: rie, APIAddr: "127.0.0.1:0", SQSPort: 0,
 		DynamoDBEndpoint: proxy.URL(), Table: "longrun", Queue: "longrun", WorkerTimeout: workerTimeout, WorkerInstances: 1,
 		// example.export runs in the long lane, on its own worker.
 		LaneTimeouts: map[string]time.Duration{examplekinds.ExportLane: workerTimeout},
-		SweepEvery:   sweepEvery, Output: &logs,
+		SweepEvery:   sweepEvery,
 		FunctionEnv: []string{"JOBS_DISPATCH_GRACE=" + grace.String(), "JOBS_HANDLER_RESERVE=1s", "JOBS_FINAL_WRITE_TIMEOUT=500ms",
 			"JOBS_PAYLOAD_KEY=" + base64.StdEncoding.EncodeToString(key), examplekinds.ExportDirEnv + "=" + dir},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Stop()
 	worker := stack.LaneWorker(examplekinds.ExportLane)
 	if worker == nil {
 		t.Fatalf("lanes %v: no %s lane worker", stack.Lanes, examplekinds.ExportLane)
 	}
-	defer func() {
-		if t.Failed() {
-			logs.mu.Lock()
-			t.Logf("stack output:\n%s", buf.String())
-			logs.mu.Unlock()
-		}
-	}()
 	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), "longrun", dynamostore.Config{})
 	c := &client{api: stack.APIURL, http: &http.Client{Timeout: 10 * time.Second}}
 	const chunkMS = 200

@@ -1,7 +1,6 @@
 package reliability_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/faultproxy"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -174,38 +174,26 @@ var allowedCodes = map[string]bool{
 // reserved code within the bound: none lost, none stuck.
 func TestUnderInjectedFaults(t *testing.T) {
 	ctx := context.Background()
-	ddbP, err := localaws.StartDynamoDB(ctx, localaws.Options{Root: root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ddbP.Stop()
-	sqsP, err := localaws.StartSQS(ctx, localaws.Options{Root: root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sqsP.Stop()
+	ddbP := testenv.StartDynamoDB(t, ctx, localaws.Options{Root: root})
+	sqsP := testenv.StartSQS(t, ctx, localaws.Options{Root: root})
 	ddbFaults, err := faultproxy.StartHTTP(ddbP.Endpoint, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ddbFaults.Close()
+	t.Cleanup(ddbFaults.Close)
 	sqsFaults, err := faultproxy.StartHTTP(sqsP.Endpoint, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sqsFaults.Close()
+	t.Cleanup(sqsFaults.Close)
 
 	const workerTimeout, grace, sweepEvery = 5 * time.Second, 8 * time.Second, 2 * time.Second
-	stack, err := localstack.Start(ctx, localstack.Config{
+	stack, _ := testenv.StartStack(t, ctx, localstack.Config{
 		Root: root, Bootstraps: bootstraps, RIE: rie, APIAddr: "127.0.0.1:0",
 		DynamoDBEndpoint: ddbFaults.URL(), SQSEndpoint: sqsFaults.URL(),
 		Table: "faults", Queue: "faults", WorkerTimeout: workerTimeout, WorkerInstances: 2, BatchSize: 10,
 		SweepEvery: sweepEvery, FunctionEnv: []string{"JOBS_DISPATCH_GRACE=" + grace.String()},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Stop()
 	faults := faultproxy.Faults{Throttle: 0.03, ServerError: 0.03, LostResponse: 0.02, Slow: 0.02, SlowBy: 300 * time.Millisecond}
 	ddbFaults.SetFaults(faults)
 	sqsFaults.SetFaults(faults)
@@ -304,20 +292,15 @@ func TestUnderInjectedFaults(t *testing.T) {
 func TestWorkerKilledMidJob(t *testing.T) {
 	ctx := context.Background()
 	const workerTimeout, grace, sweepEvery = 6 * time.Second, 7 * time.Second, time.Second
-	var logs bytes.Buffer
-	stack, err := localstack.Start(ctx, localstack.Config{
+	stack, _ := testenv.StartStack(t, ctx, localstack.Config{
 		Root: root, Bootstraps: bootstraps, RIE: rie, APIAddr: "127.0.0.1:0", DynamoDBPort: 0, SQSPort: 0,
 		Table: "kill", Queue: "kill", WorkerTimeout: workerTimeout, WorkerInstances: 1, BatchSize: 5, BatchWindow: 2 * time.Second,
-		SweepEvery: sweepEvery, Output: &syncWriter{w: &logs},
+		SweepEvery: sweepEvery,
 		// One record at a time, so the rest of the batch waits behind the victim.
 		// A short reserve leaves the victim's handler 5 s, longer than it needs.
 		FunctionEnv: []string{"JOBS_DISPATCH_GRACE=" + grace.String(), "JOBS_WORKER_CONCURRENCY=1",
 			"JOBS_HANDLER_RESERVE=1s", "JOBS_FINAL_WRITE_TIMEOUT=500ms"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Stop()
 	c := &client{api: stack.APIURL, http: &http.Client{Timeout: 10 * time.Second}}
 	victim, _, err := c.enqueue("example.sleep", `{"ms":4500,"steps":3}`, "victim")
 	if err != nil {
@@ -384,17 +367,6 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		Notes: fmt.Sprintf("the killed job failed `interrupted` %v after the kill (bound %v: dispatch grace + sweep interval + worker timeout); its 4 batch-mates, never claimed, came back (the sweeper re-sent them after the dispatch grace, before the visibility timeout) and succeeded %v after it",
 			victimSettle.Round(100*time.Millisecond), bound, maxOther.Round(100*time.Millisecond)),
 	})
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 func writeReport(path string) error {

@@ -25,6 +25,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/partitions"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -84,28 +85,20 @@ const scaleOwner = "arn:aws:iam::" + localstack.LocalAccount + ":user/reliabilit
 func TestScaleOneOwner(t *testing.T) {
 	ctx := context.Background()
 	const table = "scale"
-	ddbP, err := localaws.StartDynamoDB(ctx, localaws.Options{Root: root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ddbP.Stop()
+	ddbP := testenv.StartDynamoDB(t, ctx, localaws.Options{Root: root})
 	model, err := partitions.Start(partitions.Config{Target: ddbP.Endpoint, Table: dynamostore.CreateTableInput(table), Classify: keyClass})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer model.Close()
+	t.Cleanup(model.Close)
 	const workerTimeout, grace, sweepEvery = 10 * time.Second, 30 * time.Second, 2 * time.Second
 	runs := &runLog{finished: map[string]int{}, problems: map[string]int{}}
-	stack, err := localstack.Start(ctx, localstack.Config{
+	stack, _ := testenv.StartStack(t, ctx, localstack.Config{
 		Root: root, Bootstraps: bootstraps, RIE: rie, APIAddr: "127.0.0.1:0",
 		DynamoDBEndpoint: model.URL(), Table: table, Queue: "scale",
 		WorkerTimeout: workerTimeout, WorkerInstances: 3, BatchSize: 10, SweepEvery: sweepEvery,
 		Output: runs, FunctionEnv: []string{"JOBS_DISPATCH_GRACE=" + grace.String()},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Stop()
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, examplekinds.Hash, examplekinds.HashText, nil)
 	queue := sqsqueue.New(stack.SQSAs(iamcalls.Enqueuer), stack.Queues.Queue)

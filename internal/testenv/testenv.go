@@ -1,4 +1,6 @@
-// Package testenv gives tests real DynamoDB Local and fauxqs instances.
+// Package testenv gives tests real DynamoDB Local and fauxqs instances, a
+// local stack of their own (StartStack), and a buffer that goroutines may
+// write logs to while a test reads them (SyncBuffer). Only tests import it.
 //
 // Each test binary starts one of each on first use (on free ports, so tests
 // pass while `make run` holds the default ports) and stops them in Main.

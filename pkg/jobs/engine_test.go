@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -41,7 +42,7 @@ type engineRig struct {
 	queue  *jobstest.MemQueue
 	svc    *jobs.Service
 	worker *jobs.Worker
-	logs   syncBuffer
+	logs   testenv.SyncBuffer
 }
 
 func (r *engineRig) log() string { return r.logs.String() }
@@ -353,7 +354,7 @@ func TestAbandonedHandlersAreCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
 		release := make(chan struct{})
-		var emf syncBuffer
+		var emf testenv.SyncBuffer
 		r := newEngineRig(t, mem, mem, jobs.Config{CancelCheck: -1, Metrics: &jobs.Metrics{Namespace: "n", Service: "worker", Writer: &emf}}, func(reg *jobs.Registry) {
 			jobs.MustRegister(reg, "stubborn", func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 				<-release

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -38,7 +39,7 @@ type eventRig struct {
 	svc     *jobs.Service
 	worker  *jobs.Worker
 	sweeper *jobs.Sweeper
-	logs    syncBuffer
+	logs    testenv.SyncBuffer
 }
 
 func newEventRig(t *testing.T, wrap func(*jobstest.MemStore) driver.Store) *eventRig {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/metricnames"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -134,7 +135,7 @@ func value(recs []emfRecord, name string, dims map[string]string) (float64, bool
 
 func TestMetricsOfEveryOutcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var out syncBuffer
+		var out testenv.SyncBuffer
 		metrics := &jobs.Metrics{Namespace: "lambdajobs/test", Service: "worker", Writer: &out}
 		mem := jobstest.NewMemStore(nil)
 		reg := jobs.NewRegistry()
@@ -147,7 +148,7 @@ func TestMetricsOfEveryOutcome(t *testing.T) {
 			return jobs.NoResult{}, jobs.Retry(errors.New("later"))
 		}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 3}})
 		queue := &jobstest.MemQueue{}
-		var enqueued syncBuffer
+		var enqueued testenv.SyncBuffer
 		svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: mem, Queue: queue,
 			Metrics: &jobs.Metrics{Namespace: "lambdajobs/test", Service: "enqueue", Writer: &enqueued}})
 		w, err := testroles.Worker(jobs.Config{Registry: reg, Store: mem, Queue: queue, Metrics: metrics, CancelCheck: -1})
@@ -232,7 +233,7 @@ func jsonString(v any) string {
 // The API's own transitions are counted too: a queued job cancelled, and
 // a failed or cancelled job retried, one by one and in bulk.
 func TestMetricsOfTheAPIsTransitions(t *testing.T) {
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	mem := jobstest.NewMemStore(nil)
 	reg := jobs.NewRegistry()
 	k := jobs.MustRegister(reg, "ok", sleeper, nil)
@@ -277,7 +278,7 @@ func TestMetricsOfTheAPIsTransitions(t *testing.T) {
 // A sweep writes every sweeper metric, each one a name the alarms and the
 // dashboard can find.
 func TestMetricsOfASweep(t *testing.T) {
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	sw, err := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: jobstest.NewMemStore(nil), Queue: &jobstest.MemQueue{},
 		Metrics: &jobs.Metrics{Namespace: "lambdajobs/test", Service: "sweeper", Writer: &out}})
 	if err != nil {

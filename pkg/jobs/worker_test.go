@@ -1,7 +1,6 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -28,24 +28,6 @@ const secret = "sk_live_SECRET_do_not_leak"
 
 type failPayload struct {
 	Mode string `json:"mode"`
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent log writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 type hugeResult struct{}
@@ -64,7 +46,7 @@ type harness struct {
 	worker  *jobs.Worker
 	svc     *jobs.Service
 	queue   *jobstest.MemQueue
-	logs    *syncBuffer
+	logs    *testenv.SyncBuffer
 	logger  *slog.Logger
 	runs    sync.Map // job id -> *atomic.Int32
 	release chan struct{}
@@ -72,7 +54,7 @@ type harness struct {
 
 func newHarness(t *testing.T, deadlines jobs.Deadlines) *harness {
 	t.Helper()
-	h := &harness{store: jobstest.NewMemStore(nil), queue: &jobstest.MemQueue{}, logs: &syncBuffer{}, release: make(chan struct{})}
+	h := &harness{store: jobstest.NewMemStore(nil), queue: &jobstest.MemQueue{}, logs: &testenv.SyncBuffer{}, release: make(chan struct{})}
 	t.Cleanup(func() { close(h.release) })
 	logger := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.logger = logger
