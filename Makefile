@@ -142,6 +142,8 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s; try FUZZTIME=10m; CI gi
 	$(GO) test -run '^$$' -fuzz '^FuzzRouteForeignMessage$$' -fuzztime $(FUZZTIME) ./pkg/jobs
 	$(GO) test -run '^$$' -fuzz '^FuzzEnqueue$$' -fuzztime $(FUZZTIME) ./pkg/jobs/httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzParseUpdate$$' -fuzztime $(FUZZTIME) ./internal/partitions
+	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./internal/jsonin
+	$(GO) test -run '^$$' -fuzz '^FuzzMessageSort$$' -fuzztime $(FUZZTIME) ./internal/wire
 
 .PHONY: reliability
 reliability: deps $(RIE) ## Run the reliability scenarios at full size (faults, SIGKILL, one owner at a scaled 10,000 jobs/s) and rewrite docs/RELIABILITY.md and docs/KEY_HEAT.md.
