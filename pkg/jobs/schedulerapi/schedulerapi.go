@@ -35,9 +35,13 @@ type Config struct {
 	RoleARN  string // the role Scheduler sends with
 	DLQARN   string // the fires' dead-letter queue
 	// MaxEventAge bounds Scheduler's retries of a fire (1 minute to 24
-	// hours; default one hour).
+	// hours; default DefaultMaxEventAge).
 	MaxEventAge time.Duration
 }
+
+// DefaultMaxEventAge is how long Scheduler retries a fire when
+// Config.MaxEventAge is zero.
+const DefaultMaxEventAge = time.Hour
 
 // Scheduler implements driver.Scheduler.
 type Scheduler struct {
@@ -53,7 +57,7 @@ func New(api API, cfg Config) (*Scheduler, error) {
 		return nil, errors.New("schedulerapi: the group, queue, role and dead-letter queue are required")
 	}
 	if cfg.MaxEventAge == 0 {
-		cfg.MaxEventAge = time.Hour
+		cfg.MaxEventAge = DefaultMaxEventAge
 	}
 	return &Scheduler{api: api, cfg: cfg}, nil
 }
