@@ -50,18 +50,6 @@ func combine(grants ...awsiam.Grant) awsiam.Grant {
 	return out
 }
 
-// tellKeyRing tells fn where the payload key ring is (its grants, in
-// internal/deploy, let it read that one secret, which the secret's policy
-// denies to anyone else).
-func (s *Jobs) tellKeyRing(fn awslambda.Function) {
-	s.tell(fn, "JOBS_PAYLOAD_KEYRING_SECRET", s.payloadSecret.SecretArn())
-}
-
-// tellPageKey tells fn where the page token key is, read at cold start.
-func (s *Jobs) tellPageKey(fn awslambda.Function) {
-	s.tell(fn, "JOBS_PAGE_TOKEN_SECRET", s.pageSecret.SecretArn())
-}
-
 // onlyReaders denies reading secret's value to every principal but its
 // readers (the functions granted it, and Config.KeyAdmins): no person of
 // the account reads a key by accident of a broad policy of theirs.
@@ -123,10 +111,10 @@ func (s *Jobs) GrantReadJobs(principal awsiam.IGrantable) awsiam.Grant {
 func (s *Jobs) GrantEnqueue(fn awslambda.Function) awsiam.Grant {
 	// The enqueue function's grants (internal/deploy), but its logs.
 	g := s.grant(grantee{principal: fn, role: deploy.Enqueue})
-	told := s.told[*s.Enqueue.Node().Path()]
-	for _, name := range deploy.ServiceVars {
-		if v, ok := told[name]; ok {
-			fn.AddEnvironment(jsii.String(name), v, nil)
+	told := s.values.For(deploy.Enqueue, jsii.String(deploy.Enqueue))
+	for _, v := range deploy.ServiceVars {
+		if x, ok := told[v.Name]; ok {
+			fn.AddEnvironment(jsii.String(v.Name), x, nil)
 		}
 	}
 	return g

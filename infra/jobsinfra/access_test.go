@@ -149,7 +149,8 @@ func TestGrantEnqueueTellsWhatTheEnqueueFunctionIsTold(t *testing.T) {
 	}
 	enqueue, granted := envOf(j.Enqueue), envOf(orders)
 	passed := 0
-	for _, name := range deploy.ServiceVars {
+	for _, v := range deploy.ServiceVars {
+		name := v.Name
 		want, ok := enqueue[name]
 		if !ok {
 			if got, ok := granted[name]; ok {

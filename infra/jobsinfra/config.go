@@ -221,14 +221,19 @@ type EventBridgeSource struct {
 // destroyed with the stack. Each call returns a fresh Config of its own to
 // change what you tune before passing it in JobsProps.
 func DevConfig(name string) Config {
+	// The functions' sizes and the variables' defaults are the
+	// descriptor's (internal/deploy).
+	worker, _ := deploy.FunctionNamed(deploy.Worker)
+	api, _ := deploy.FunctionNamed(deploy.Enqueue)
+	sweeper, _ := deploy.FunctionNamed(deploy.Sweeper)
 	return Config{
 		Name:           name,
-		WorkerMemoryMB: 512, WorkerTimeout: 60 * time.Second,
-		HandlerReserve: 3 * time.Second, FinalWriteTimeout: 2 * time.Second,
-		WorkerConcurrency: 8,
+		WorkerMemoryMB: worker.MemoryMB, WorkerTimeout: worker.Timeout,
+		HandlerReserve: deploy.EnvHandlerReserve.DefaultValue(), FinalWriteTimeout: deploy.EnvFinalWriteTimeout.DefaultValue(),
+		WorkerConcurrency: deploy.EnvWorkerConcurrency.DefaultValue(),
 		BatchSize:         10, BatchWindow: 0, MaxConcurrency: 5,
-		APIMemoryMB: 256, APITimeout: 10 * time.Second, SweeperTimeout: 60 * time.Second,
-		DispatchGrace: 3 * time.Minute, Retention: 3 * 24 * time.Hour,
+		APIMemoryMB: api.MemoryMB, APITimeout: api.Timeout, SweeperTimeout: sweeper.Timeout,
+		DispatchGrace: deploy.EnvDispatchGrace.DefaultValue(), Retention: 3 * 24 * time.Hour,
 		LogRetentionDays: 14, Retain: false,
 		ThrottleRate: 50, ThrottleBurst: 100, BatchThrottleRate: 2, BatchThrottleBurst: 5,
 		OldestMessageAlarm: 15 * time.Minute, QueueLatencyAlarm: 10 * time.Minute, FailuresAlarm: 10,

@@ -256,3 +256,38 @@ func TestGrantInvokeAndGrantOperate(t *testing.T) {
 		j.GrantInvoke(awsiam.NewRole(stack, jsii.String("Caller"), &awsiam.RoleProps{AssumedBy: awsiam.NewAccountRootPrincipal()}))
 	})
 }
+
+// Each function, a lane's worker included, is told exactly the variables
+// of the descriptor it reads (deploy.Var.Readers) that the construct
+// sets: the environment is computed in one place (environments), from one
+// value of each variable. Read in every test stack and the lanes stack.
+func TestEachFunctionIsToldWhatItReads(t *testing.T) {
+	check := func(stack string, resources map[string]map[string]any) {
+		for id, r := range resources {
+			env, _ := props(r)["Environment"].(map[string]any)
+			vars, _ := env["Variables"].(map[string]any)
+			fn, _ := vars[deploy.EnvFunction.Name].(string)
+			if fn == "" {
+				continue // not one of the six (a CDK helper function, a team's)
+			}
+			for name := range vars {
+				if v, ok := deploy.Lookup(name); ok && !v.ReadBy(fn) {
+					t.Errorf("%s: %s (%s) is told %s, which it does not read", stack, id, fn, name)
+				}
+			}
+			for _, v := range []*deploy.Var{deploy.EnvTable.Var, deploy.EnvPayloadKeyringSecret.Var, deploy.EnvPageTokenSecret.Var, deploy.EnvEventBus.Var, deploy.EnvScheduleGroup.Var} {
+				if _, ok := vars[v.Name]; ok != v.ReadBy(fn) {
+					t.Errorf("%s: %s (%s) told %s: %v, reads it: %v", stack, id, fn, v.Name, ok, v.ReadBy(fn))
+				}
+			}
+		}
+	}
+	for name, e := range environments(t) {
+		check(name, e.resources("AWS::Lambda::Function"))
+	}
+	lanes := map[string]map[string]any{}
+	for id, r := range synthLanes(t).of("AWS::Lambda::Function") {
+		lanes[id] = map[string]any{"Properties": r.Properties}
+	}
+	check("lanes", lanes)
+}

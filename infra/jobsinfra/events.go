@@ -6,7 +6,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 // events creates the job events' bus (or takes Config.EventBusArn), and
@@ -34,28 +33,6 @@ func (s *Jobs) events() {
 			Conditions: &map[string]any{"ArnNotLike": map[string]any{"aws:PrincipalArn": s.publishers.list()}},
 		}))
 		s.EventBus = bus
-	}
-	mode := "kinds"
-	if s.cfg.AllEvents {
-		mode = "all"
-	}
-	busVar, _ := deploy.Lookup("JOBS_EVENT_BUS")
-	modeVar, _ := deploy.Lookup("JOBS_EVENTS")
-	tell := func(name string, f awslambda.Function) {
-		if busVar.ReadBy(name) {
-			// Its grants (internal/deploy) let it put events there.
-			s.tell(f, busVar.Name, s.EventBus.EventBusArn())
-		}
-		if modeVar.ReadBy(name) {
-			s.tell(f, modeVar.Name, jsii.String(mode))
-		}
-	}
-	for _, name := range FunctionNames {
-		tell(name, s.Functions[name])
-	}
-	// The other lanes' workers write outcomes as the default lane's does.
-	for _, w := range s.workers()[1:] {
-		tell("worker", w)
 	}
 }
 

@@ -2,8 +2,7 @@ package jobsinfra
 
 import (
 	"maps"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -17,45 +16,96 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
-// functions creates the six functions, each with its own role and log
-// group, and the environment every one of them is told.
+// functions creates the deployment's functions (deploy.Functions), each
+// with its own role and log group. What each is told is set at the end,
+// in one place (environments).
 func (s *Jobs) functions() {
+	for _, f := range deploy.Functions {
+		memory, timeout := s.cfg.size(f.Name)
+		s.function(f.Name, f.Name, memory, timeout)
+	}
+	s.Enqueue, s.GetJob, s.Cancel = s.Functions[deploy.Enqueue], s.Functions[deploy.GetJob], s.Functions[deploy.Cancel]
+	s.Worker, s.Sweeper, s.Schedules = s.Functions[deploy.Worker], s.Functions[deploy.Sweeper], s.Functions[deploy.Schedules]
+	s.Lanes[""].Worker = s.Worker
+}
+
+// size is the memory and timeout of the function name: the worker's, the
+// sweeper's (the API's memory), or the API's.
+func (c Config) size(name string) (int, time.Duration) {
+	switch name {
+	case deploy.Worker:
+		return c.WorkerMemoryMB, c.WorkerTimeout
+	case deploy.Sweeper:
+		return c.APIMemoryMB, c.SweeperTimeout
+	}
+	return c.APIMemoryMB, c.APITimeout
+}
+
+// environments tells every function of the construct what it reads, in
+// one place: one value of each variable the construct sets (values),
+// each function given the values of the variables it reads
+// (deploy.Values.For), after the team's own (Config.Environment,
+// FunctionEnvironment), which they replace.
+func (s *Jobs) environments() {
+	s.values = s.envValues()
+	for _, name := range FunctionNames {
+		setEnv(s.Functions[name], s.values.For(name, jsii.String(name)))
+	}
+	for _, name := range s.laneOrder[1:] {
+		setEnv(s.Lanes[name].Worker, s.laneWorkerValues(name).For(deploy.Worker, jsii.String(deploy.Worker)))
+	}
+}
+
+func setEnv(f awslambda.Function, env map[string]*string) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		f.AddEnvironment(jsii.String(k), env[k], nil)
+	}
+}
+
+// envValues are the values of the variables the construct sets, from its
+// Config and its resources: the default lane's worker's where a lane's
+// worker has its own (laneWorkerValues).
+func (s *Jobs) envValues() deploy.Values[*string] {
 	cfg := s.cfg
-	s.env = map[string]*string{
-		"JOBS_TABLE":               s.Table.TableName(),
-		"JOBS_QUEUE_URL":           s.Queue.QueueUrl(),
-		"JOBS_DISPATCH_GRACE":      jsii.String(cfg.DispatchGrace.String()),
-		"JOBS_RETENTION":           jsii.String(cfg.Retention.String()),
-		"JOBS_WORKER_CONCURRENCY":  jsii.String(strconv.Itoa(cfg.WorkerConcurrency)),
-		"JOBS_HANDLER_RESERVE":     jsii.String(cfg.HandlerReserve.String()),
-		"JOBS_FINAL_WRITE_TIMEOUT": jsii.String(cfg.FinalWriteTimeout.String()),
+	d := cfg.deadlines(cfg.lane(""))
+	mode := deploy.EnvEvents.Format(cfg.AllEvents)
+	str := func(v string) *string { return jsii.String(v) }
+	v := deploy.Values[*string]{
+		deploy.EnvTable.Var: s.Table.TableName(), deploy.EnvQueueURL.Var: s.Queue.QueueUrl(),
+		deploy.EnvDispatchGrace.Var:     str(deploy.EnvDispatchGrace.Format(cfg.DispatchGrace)),
+		deploy.EnvRetention.Var:         str(deploy.EnvRetention.Format(cfg.Retention)),
+		deploy.EnvWorkerConcurrency.Var: str(deploy.EnvWorkerConcurrency.Format(cfg.WorkerConcurrency)),
+		deploy.EnvHandlerReserve.Var:    str(deploy.EnvHandlerReserve.Format(d.Reserve)),
+		deploy.EnvFinalWriteTimeout.Var: str(deploy.EnvFinalWriteTimeout.Format(d.FinalWrite)),
+		// The worker refuses to start with a kind whose minimum run time
+		// (KindOpts.MinRunTime) its invocations cannot give.
+		deploy.EnvWorkerTimeout.Var: str(deploy.EnvWorkerTimeout.Format(cfg.WorkerTimeout)),
 		// Per-kind metrics in Embedded Metric Format, with the logs.
-		"JOBS_METRICS_NAMESPACE": jsii.String(s.Names.MetricsNamespace),
+		deploy.EnvMetricsNamespace.Var:     str(s.Names.MetricsNamespace),
+		deploy.EnvPayloadKeyringSecret.Var: s.payloadSecret.SecretArn(),
+		deploy.EnvPageTokenSecret.Var:      s.pageSecret.SecretArn(),
+		// Operators: Config.Operators, and the roles given GrantOperate.
+		deploy.EnvOperators.Var: awscdk.Lazy_String(&joined{s.operators}, nil),
+		// Who may choose a job's tenant and lane over the API.
+		deploy.EnvTrustedCallers.Var:      str(deploy.EnvTrustedCallers.Format(cfg.TrustedCallers)),
+		deploy.EnvEnqueueRatePerOwner.Var: str(deploy.EnvEnqueueRatePerOwner.Format(cfg.EnqueueRatePerOwner)),
+		deploy.EnvDLQURL.Var:              s.DLQ.QueueUrl(),
+		deploy.EnvEventBus.Var:            s.EventBus.EventBusArn(),
+		deploy.EnvEvents.Var:              str(mode),
+		deploy.EnvScheduleGroup.Var:       s.RuntimeScheduleGroup.Ref(), deploy.EnvQueueARN.Var: s.Queue.QueueArn(),
+		deploy.EnvSchedulerRoleARN.Var: s.SchedulerRole.RoleArn(), deploy.EnvScheduleDLQARN.Var: s.ScheduleDLQ.QueueArn(),
+		deploy.EnvScheduleMaxEventAge.Var: str(deploy.EnvScheduleMaxEventAge.Format(cfg.ScheduleMaxEventAge)),
 	}
 	if cfg.Tracing {
 		// OpenTelemetry spans to Lambda's X-Ray daemon (see lambdafn).
-		s.env["JOBS_TRACING"] = jsii.String("on")
+		v[deploy.EnvTracing.Var] = str(deploy.EnvTracing.Format(true))
 	}
-	s.Enqueue = s.function("enqueue", "enqueue", cfg.APIMemoryMB, cfg.APITimeout)
-	s.GetJob = s.function("getjob", "getjob", cfg.APIMemoryMB, cfg.APITimeout)
-	s.Cancel = s.function("cancel", "cancel", cfg.APIMemoryMB, cfg.APITimeout)
-	s.Worker = s.function("worker", "worker", cfg.WorkerMemoryMB, cfg.WorkerTimeout)
-	s.Sweeper = s.function("sweeper", "sweeper", cfg.APIMemoryMB, cfg.SweeperTimeout)
-	s.Schedules = s.function("schedules", "schedules", cfg.APIMemoryMB, cfg.APITimeout)
-	// Only the functions that seal or open payloads read the key ring, at
-	// cold start; no key material is in any environment or template.
-	for _, f := range []awslambda.Function{s.Enqueue, s.Worker} {
-		s.tellKeyRing(f)
-	}
-	// The worker refuses to start with a kind whose minimum run time
-	// (KindOpts.MinRunTime) its invocations cannot give (jobs.Config.WorkerTimeout).
-	s.tell(s.Worker, "JOBS_WORKER_TIMEOUT", jsii.String(cfg.WorkerTimeout.String()))
-	s.deadlineEnv(s.Worker, cfg.lane(""))
-	s.Lanes[""].Worker = s.Worker
 	if sources := cfg.sources(); sources != "" {
 		// The worker refuses to start if a source has no route in its code.
-		s.tell(s.Worker, "JOBS_SOURCES", jsii.String(sources))
+		v[deploy.EnvSources.Var] = str(sources)
 	}
+	s.laneValues(v)
+	return v
 }
 
 // function creates one of the six functions (or a lane's worker, id
@@ -67,7 +117,7 @@ func (s *Jobs) function(name, id string, memory int, timeout time.Duration) awsl
 	if cfg.Architecture == "x86_64" {
 		arch = awslambda.Architecture_X86_64()
 	}
-	env := s.functionEnv(name)
+	env := s.teamEnv(name)
 	props := &awslambda.FunctionProps{
 		Architecture:          arch,
 		MemorySize:            jsii.Number(float64(memory)),
@@ -80,7 +130,6 @@ func (s *Jobs) function(name, id string, memory int, timeout time.Duration) awsl
 	s.overrides.function(name, props)
 	s.fixFunction(props, fixed)
 	f := awslambda.NewFunction(s.Construct, jsii.String(id), props)
-	s.told[*f.Node().Path()] = s.ownEnv(name)
 	if id == name {
 		s.Functions[name] = f
 	}
@@ -108,12 +157,6 @@ func (s *Jobs) fixFunction(props *awslambda.FunctionProps, f fixedFunction) {
 	if s.cfg.Tracing {
 		props.Tracing = awslambda.Tracing_ACTIVE
 	}
-	env := map[string]*string{}
-	if props.Environment != nil {
-		env = maps.Clone(*props.Environment)
-	}
-	maps.Copy(env, s.ownEnv(f.name))
-	props.Environment = &env
 	switch f.name {
 	case "worker":
 		// The worker sends retries and early deliveries back to its own
@@ -147,40 +190,16 @@ func (s *Jobs) functionRole(name string) awsiam.Role {
 	return role
 }
 
-// functionEnv is a function's environment: the team's own variables
-// (Config.Environment, FunctionEnvironment), then what the construct tells
-// it (ownEnv), which nothing overrides.
-func (s *Jobs) functionEnv(name string) map[string]*string {
+// teamEnv is the team's own variables of a function (Config.Environment,
+// FunctionEnvironment); what the construct tells it replaces them
+// (environments).
+func (s *Jobs) teamEnv(name string) map[string]*string {
 	env := map[string]*string{}
 	for k, v := range s.cfg.Environment {
 		env[k] = jsii.String(v)
 	}
 	for k, v := range s.cfg.FunctionEnvironment[name] {
 		env[k] = jsii.String(v)
-	}
-	maps.Copy(env, s.ownEnv(name))
-	return env
-}
-
-// tell sets the variable name of f's environment to v, and records it
-// among what the construct told f (told) when f is one of its own.
-func (s *Jobs) tell(f awslambda.Function, name string, v *string) {
-	f.AddEnvironment(jsii.String(name), v, nil)
-	if told, ok := s.told[*f.Node().Path()]; ok {
-		told[name] = v
-	}
-}
-
-// ownEnv is what the construct tells a function at creation: its role
-// (JOBS_FUNCTION) and what every function is told.
-func (s *Jobs) ownEnv(name string) map[string]*string {
-	env := maps.Clone(s.env)
-	env["JOBS_FUNCTION"] = jsii.String(name)
-	// The lanes, to the functions that send (as the descriptor says).
-	for k, v := range s.laneEnv() {
-		if d, ok := deploy.Lookup(k); ok && d.ReadBy(name) {
-			env[k] = v
-		}
 	}
 	return env
 }
@@ -213,37 +232,12 @@ func (s *Jobs) queuePolicy() {
 	}
 }
 
-// apiPermissions tells the API's functions (enqueue, getjob, cancel) what
-// their grants (internal/deploy, grantRoles) let them reach, and who may
-// do what through them.
+// apiPermissions records who may do what through the API's functions
+// (the operators); their grants are in internal/deploy (grantRoles) and
+// what they are told in environments.
 func (s *Jobs) apiPermissions() {
-	enqueue, getjob, cancelFn := s.Enqueue, s.GetJob, s.Cancel
-	// Who may choose a job's tenant and lane over the API.
-	s.tell(enqueue, "JOBS_TRUSTED_CALLERS", jsii.String(strings.Join(s.cfg.TrustedCallers, ",")))
-	s.tell(enqueue, "JOBS_ENQUEUE_RATE_PER_OWNER", jsii.String(strconv.Itoa(s.cfg.EnqueueRatePerOwner)))
-	for _, f := range []awslambda.Function{getjob, cancelFn} {
-		s.tellPageKey(f)
-		// Operators: Config.Operators, and the roles given GrantOperate.
-		s.tell(f, "JOBS_OPERATORS", awscdk.Lazy_String(&joined{s.operators}, nil))
-	}
 	for _, op := range s.cfg.Operators {
 		s.operators.add(jsii.String(op))
-	}
-	// The operators' dead-letter routes read and redrive the DLQ, so no
-	// person needs to send to the queue.
-	s.deadLetterPermissions(cancelFn)
-}
-
-// deadLetterPermissions tells fn (cancel) every lane's DLQ, which its
-// grants let it read and redrive to the lane's own queue.
-func (s *Jobs) deadLetterPermissions(fn awslambda.Function) {
-	urls := map[string]*string{}
-	for _, name := range s.laneOrder[1:] {
-		urls[name] = s.Lanes[name].DLQ.QueueUrl()
-	}
-	s.tell(fn, "JOBS_DLQ_URL", s.DLQ.QueueUrl())
-	if len(urls) > 0 {
-		s.tell(fn, "JOBS_LANE_DLQ_URLS", awscdk.Stack_Of(s.Construct).ToJsonString(urls, nil))
 	}
 }
 

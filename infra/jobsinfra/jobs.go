@@ -101,11 +101,8 @@ type Jobs struct {
 	// of the data and logs when the stack is deleted.
 	asset   func(function string) string
 	removal awscdk.RemovalPolicy
-	// env is what every function is told (functionEnv adds its own);
-	// told is what the construct told each of its functions, by construct
-	// path (see tell).
-	env           map[string]*string
-	told          map[string]map[string]*string
+	// values are what the construct tells its functions (environments).
+	values        deploy.Values[*string]
 	payloadSecret awssecretsmanager.Secret
 	pageSecret    awssecretsmanager.Secret
 	// Who the queue's policy lets send, who each secret's policy lets read
@@ -129,7 +126,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	if err := cfg.Validate(); err != nil {
 		panic("jobsinfra: " + err.Error())
 	}
-	s := &Jobs{Functions: map[string]awslambda.Function{}, Lanes: map[string]*Lane{}, told: map[string]map[string]*string{}, laneOrder: laneNames(props.Lanes), cfg: cfg, overrides: props.Overrides, asset: assets(props), removal: awscdk.RemovalPolicy_DESTROY,
+	s := &Jobs{Functions: map[string]awslambda.Function{}, Lanes: map[string]*Lane{}, laneOrder: laneNames(props.Lanes), cfg: cfg, overrides: props.Overrides, asset: assets(props), removal: awscdk.RemovalPolicy_DESTROY,
 		senders: &principals{}, payloadReaders: &principals{}, pageReaders: &principals{}, operators: &principals{}, publishers: &principals{}}
 	// A construct of its own (jsii's way for a Go type): *Jobs is a scope
 	// and an IConstruct wherever CDK takes one (Stack_Of, Tags_Of, ...).
@@ -153,6 +150,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	s.sources()
 	s.schedules(props.Schedules)
 	s.grantRoles()
+	s.environments()
 	s.deadLetterPolicies()
 	s.alarms()
 	s.dashboard()

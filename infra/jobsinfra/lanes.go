@@ -1,7 +1,6 @@
 package jobsinfra
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -139,14 +138,6 @@ func (c Config) deadlines(l LaneConfig) jobs.Deadlines {
 	return jobs.Deadlines{Reserve: c.HandlerReserve, FinalWrite: c.FinalWriteTimeout}.ForTimeout(l.WorkerTimeout)
 }
 
-// deadlineEnv tells a lane's worker its deadlines (they replace the
-// functions' shared JOBS_HANDLER_RESERVE and JOBS_FINAL_WRITE_TIMEOUT).
-func (s *Jobs) deadlineEnv(fn awslambda.Function, l LaneConfig) {
-	d := s.cfg.deadlines(l)
-	s.tell(fn, "JOBS_HANDLER_RESERVE", jsii.String(d.Reserve.String()))
-	s.tell(fn, "JOBS_FINAL_WRITE_TIMEOUT", jsii.String(d.FinalWrite.String()))
-}
-
 // validateLanes checks Config.Lanes.
 func (c Config) validateLanes() error {
 	for _, name := range slices.Sorted(maps.Keys(c.Lanes)) {
@@ -231,43 +222,55 @@ func (s *Jobs) laneQueues() {
 	}
 }
 
-// laneEnv is what every function that sends is told of the lanes: the
-// other lanes' queues and dispatch graces (nil without other lanes).
-func (s *Jobs) laneEnv() map[string]*string {
+// laneValues sets in v what the functions are told of the other lanes,
+// when there are: their queues and dispatch graces (every function that
+// sends), and their dead-letter queues (the operators' dead-letter routes).
+func (s *Jobs) laneValues(v deploy.Values[*string]) {
 	if len(s.laneOrder) == 1 {
-		return nil
+		return
 	}
-	urls := map[string]*string{}
-	graces := map[string]string{}
+	urls, dlqs := map[string]*string{}, map[string]*string{}
+	graces := map[string]time.Duration{}
 	for _, name := range s.laneOrder[1:] {
-		urls[name] = s.Lanes[name].Queue.QueueUrl()
-		graces[name] = s.cfg.dispatchGrace(s.Lanes[name].Config).String()
+		urls[name], dlqs[name] = s.Lanes[name].Queue.QueueUrl(), s.Lanes[name].DLQ.QueueUrl()
+		graces[name] = s.cfg.dispatchGrace(s.Lanes[name].Config)
 	}
-	g, _ := json.Marshal(graces)
-	return map[string]*string{
-		"JOBS_LANE_QUEUE_URLS":      awscdk.Stack_Of(s.Construct).ToJsonString(urls, nil),
-		"JOBS_LANE_DISPATCH_GRACES": jsii.String(string(g)),
-	}
+	stack := awscdk.Stack_Of(s.Construct)
+	v[deploy.EnvLaneQueueURLs.Var] = stack.ToJsonString(urls, nil)
+	v[deploy.EnvLaneDLQURLs.Var] = stack.ToJsonString(dlqs, nil)
+	v[deploy.EnvLaneDispatchGraces.Var] = jsii.String(deploy.EnvLaneDispatchGraces.Format(graces))
+}
+
+// laneWorkerValues are what the worker of the lane name is told: the
+// functions' values (s.values), with its lane, its timeout and its
+// deadlines (grown for a long timeout), and without the sources, whose
+// messages reach the default lane's queue.
+func (s *Jobs) laneWorkerValues(name string) deploy.Values[*string] {
+	l := s.Lanes[name].Config
+	d := s.cfg.deadlines(l)
+	v := maps.Clone(s.values)
+	delete(v, deploy.EnvSources.Var)
+	v[deploy.EnvLane.Var] = jsii.String(name)
+	v[deploy.EnvWorkerTimeout.Var] = jsii.String(deploy.EnvWorkerTimeout.Format(l.WorkerTimeout))
+	v[deploy.EnvHandlerReserve.Var] = jsii.String(deploy.EnvHandlerReserve.Format(d.Reserve))
+	v[deploy.EnvFinalWriteTimeout.Var] = jsii.String(deploy.EnvFinalWriteTimeout.Format(d.FinalWrite))
+	return v
 }
 
 // laneWorkers creates each other lane's worker: the worker's code and
-// role's actions, its own timeout, memory and JOBS_LANE, and its own
-// event source (triggers).
+// role's actions, its own timeout and memory (and what it is told:
+// laneWorkerValues), and its own event source (triggers).
 func (s *Jobs) laneWorkers() {
 	for _, name := range s.laneOrder[1:] {
 		lane := s.Lanes[name]
 		l := lane.Config
 		timeout := l.WorkerTimeout
-		fn := s.function("worker", "worker-"+name, l.WorkerMemoryMB, min(timeout, 15*time.Minute))
-		s.tell(fn, "JOBS_LANE", jsii.String(name))
-		s.tell(fn, "JOBS_WORKER_TIMEOUT", jsii.String(timeout.String()))
-		s.deadlineEnv(fn, l)
+		fn := s.function(deploy.Worker, deploy.Worker+"-"+name, l.WorkerMemoryMB, min(timeout, 15*time.Minute))
 		if timeout > 15*time.Minute {
 			// CDK's Function refuses more than 15 minutes; Lambda accepts
 			// up to 90 on managed instances.
 			fn.Node().DefaultChild().(awslambda.CfnFunction).AddPropertyOverride(jsii.String("Timeout"), jsii.Number(timeout.Seconds()))
 		}
-		s.tellKeyRing(fn)
 		lane.Worker = fn
 		if m := l.ManagedInstances; m != nil {
 			lane.CapacityProvider = s.capacityProvider(name, m)

@@ -2,7 +2,6 @@ package jobsinfra
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -41,7 +40,6 @@ func (s *Jobs) schedules(list []jobs.Schedule) {
 		Reason: jsii.String("This queue is the dead-letter queue of the environment's EventBridge Scheduler schedules."),
 	}}, jsii.Bool(true))
 	s.schedulerRole()
-	s.schedulesFunction()
 	s.declaredSchedules(list)
 }
 
@@ -89,19 +87,6 @@ func (s *Jobs) schedulerRole() {
 	s.grant(grantee{principal: role, role: deploy.Scheduler})
 }
 
-// schedulesFunction tells the schedules function where runtime schedules
-// go: their own group, sending with the scheduler's role (its grants,
-// internal/deploy, let it change schedules of that group only and pass
-// that role only).
-func (s *Jobs) schedulesFunction() {
-	cfg, fn := s.cfg, s.Schedules
-	for k, v := range map[string]*string{
-		"JOBS_SCHEDULE_GROUP": s.RuntimeScheduleGroup.Ref(), "JOBS_QUEUE_ARN": s.Queue.QueueArn(), "JOBS_SCHEDULER_ROLE_ARN": s.SchedulerRole.RoleArn(),
-		"JOBS_SCHEDULE_DLQ_ARN": s.ScheduleDLQ.QueueArn(), "JOBS_SCHEDULE_MAX_EVENT_AGE": jsii.String(cfg.ScheduleMaxEventAge.String()),
-	} {
-		s.tell(fn, k, v)
-	}
-}
 
 // declaredSchedules creates one schedule per declared periodic job, in
 // the declared group.
@@ -140,4 +125,4 @@ func (s *Jobs) scheduleAlarm() {
 }
 
 // defaultScheduleMaxEventAge is how long Scheduler retries a fire.
-const defaultScheduleMaxEventAge = time.Hour
+var defaultScheduleMaxEventAge = deploy.EnvScheduleMaxEventAge.DefaultValue()

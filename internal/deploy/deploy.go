@@ -1,12 +1,16 @@
-// Package deploy describes the deployment once: its functions, the API's
-// routes and the function that serves each, and the environment each
-// function reads, with its default and meaning. Every part that needs one
-// of these facts reads it from here: the HTTP routing (httpapi), the CDK
-// construct (jobsinfra: functions, routes, grants, reserved variables),
-// the local stack (its gateway and the functions' environment), lambdafn
-// (what it reads) and the documentation's tables, which a test renders
-// from here and compares (docs/CONFIGURATION.md, docs/openapi.yaml).
+// Package deploy describes the deployment once: its functions (with their
+// memory and timeout), the API's routes and the function that serves
+// each, and the environment each function reads, with each variable's
+// type, default, parser and readers. Every part that needs one of these
+// facts reads it from here: the HTTP routing (httpapi), the CDK construct
+// (jobsinfra: functions, their sizes and environments, routes, grants,
+// reserved variables), the local stack (its gateway, its functions and
+// their environment), lambdafn (ConfigFromEnv reads each variable through
+// its Setting) and the documentation's tables, which a test renders from
+// here and compares (docs/CONFIGURATION.md, docs/openapi.yaml).
 package deploy
+
+import "time"
 
 // The functions. A one-main bootstrap (lambdafn.Serve) learns which it is
 // from JOBS_FUNCTION.
@@ -26,17 +30,21 @@ type Function struct {
 	Doc string
 	// API is set for the functions behind API Gateway.
 	API bool
+	// MemoryMB and Timeout are its size by default (the construct's
+	// development preset, jobsinfra.DevConfig).
+	MemoryMB int
+	Timeout  time.Duration
 }
 
 // Functions are the deployment's functions, in the order the docs list
 // them.
 var Functions = []Function{
-	{Enqueue, "POST /v1/jobs and /v1/batches: validate, store as queued, send the reference", true},
-	{GetJob, "the reads: a job, the caller's jobs, counts, a batch, and the operators' reads", true},
-	{Cancel, "the writes on existing jobs: cancel, retry, bulk actions, and the operators' actions and dead letters", true},
-	{Worker, "the SQS event source's target: claims, runs and settles jobs; turns foreign messages and schedule fires into jobs", false},
-	{Sweeper, "every minute (EventBridge): settles jobs nobody else will", false},
-	{Schedules, "POST/GET/DELETE /v1/schedules: the callers' runtime schedules in EventBridge Scheduler", true},
+	{Name: Enqueue, Doc: "POST /v1/jobs and /v1/batches: validate, store as queued, send the reference", API: true, MemoryMB: 256, Timeout: 10 * time.Second},
+	{Name: GetJob, Doc: "the reads: a job, the caller's jobs, counts, a batch, and the operators' reads", API: true, MemoryMB: 256, Timeout: 10 * time.Second},
+	{Name: Cancel, Doc: "the writes on existing jobs: cancel, retry, bulk actions, and the operators' actions and dead letters", API: true, MemoryMB: 256, Timeout: 10 * time.Second},
+	{Name: Worker, Doc: "the SQS event source's target: claims, runs and settles jobs; turns foreign messages and schedule fires into jobs", MemoryMB: 512, Timeout: 60 * time.Second},
+	{Name: Sweeper, Doc: "every minute (EventBridge): settles jobs nobody else will", MemoryMB: 256, Timeout: 60 * time.Second},
+	{Name: Schedules, Doc: "POST/GET/DELETE /v1/schedules: the callers' runtime schedules in EventBridge Scheduler", API: true, MemoryMB: 256, Timeout: 10 * time.Second},
 }
 
 // FunctionNames are the functions' names, in order.
@@ -46,4 +54,14 @@ func FunctionNames() []string {
 		out[i] = f.Name
 	}
 	return out
+}
+
+// FunctionNamed returns the function called name.
+func FunctionNamed(name string) (Function, bool) {
+	for _, f := range Functions {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Function{}, false
 }

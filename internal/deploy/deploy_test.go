@@ -19,7 +19,7 @@ func TestConfigurationDocIsRenderedFromTheDescriptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(raw)
-	for _, sec := range []struct{ name, table string }{{"env", EnvTable()}, {"service", ServiceList()}, {"routes", RouteTable()}} {
+	for _, sec := range []struct{ name, table string }{{"env", EnvMarkdown()}, {"service", ServiceList()}, {"routes", RouteTable()}} {
 		begin, end := "<!-- deploy:"+sec.name+" -->\n", "<!-- /deploy:"+sec.name+" -->"
 		i, j := strings.Index(doc, begin), strings.Index(doc, end)
 		if i < 0 || j < i {
@@ -73,13 +73,12 @@ func TestRoutesAreUnambiguous(t *testing.T) {
 // Every variable lambdafn.NewService reads (what GrantEnqueue passes on)
 // is a variable of the descriptor that the enqueue function reads.
 func TestServiceVarsAreTheEnqueueFunctions(t *testing.T) {
-	for _, name := range ServiceVars {
-		v, ok := Lookup(name)
+	for _, v := range ServiceVars {
 		switch {
-		case !ok:
-			t.Errorf("ServiceVars lists %s, which Env does not", name)
+		case !slices.Contains(Env, v):
+			t.Errorf("ServiceVars lists %s, which Env does not", v.Name)
 		case !v.ReadBy(Enqueue):
-			t.Errorf("ServiceVars lists %s, which the enqueue function does not read", name)
+			t.Errorf("ServiceVars lists %s, which the enqueue function does not read", v.Name)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 // A lane's worker on the local stack has its lane's timeout (the long
@@ -22,13 +24,24 @@ func TestLaneWorkersFollowTheirTimeout(t *testing.T) {
 			t.Errorf("lane %q: timeout %v, want the default lane's 5s", lane, got)
 		}
 	}
-	if got := cfg.laneWorkerEnv("long"); !slices.Equal(got, []string{"JOBS_LANE=long"}) {
-		t.Errorf("a 1-minute lane's worker env %v, want only its lane: its reserve is the functions'", got)
+	// What a lane's worker is told beyond the functions' values.
+	told := func(lane string) []string {
+		var out []string
+		for k, v := range cfg.laneWorkerValues(lane, deploy.Values[string]{}).For(deploy.Worker, deploy.Worker) {
+			if k != "JOBS_FUNCTION" {
+				out = append(out, k+"="+v)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := told("long"), []string{"JOBS_LANE=long", "JOBS_WORKER_TIMEOUT=1m0s"}; !slices.Equal(got, want) {
+		t.Errorf("a 1-minute lane's worker is told %v, want %v: its reserve is the functions'", got, want)
 	}
 	cfg.LaneTimeouts = map[string]time.Duration{"long": 15 * time.Minute}
 	cfg.FunctionEnv = []string{"JOBS_HANDLER_RESERVE=4s", "JOBS_FINAL_WRITE_TIMEOUT=3s"}
-	want := []string{"JOBS_LANE=long", "JOBS_HANDLER_RESERVE=6s", "JOBS_FINAL_WRITE_TIMEOUT=5s"}
-	if got := cfg.laneWorkerEnv("long"); !slices.Equal(got, want) {
-		t.Errorf("a 15-minute lane's worker env %v, want %v", got, want)
+	want := []string{"JOBS_FINAL_WRITE_TIMEOUT=5s", "JOBS_HANDLER_RESERVE=6s", "JOBS_LANE=long", "JOBS_WORKER_TIMEOUT=15m0s"}
+	if got := told("long"); !slices.Equal(got, want) {
+		t.Errorf("a 15-minute lane's worker is told %v, want %v", got, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -408,7 +409,7 @@ func groupOr(g string) string {
 // (lambdafn prints them and exits when JOBS_PRINT_SCHEDULES=1).
 func declaredSchedules(ctx context.Context, bootstrap string, env []string) ([]jobs.Schedule, error) {
 	cmd := exec.CommandContext(ctx, bootstrap)
-	cmd.Env = append(slices.Clone(env), "JOBS_FUNCTION=worker", "JOBS_PRINT_SCHEDULES=1")
+	cmd.Env = append(slices.Clone(env), deploy.EnvPrintSchedules.Name+"=1")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {

@@ -153,8 +153,10 @@ type Stack struct {
 	DashboardURL string
 
 	cfg Config
-	// env is every function's environment (setFunctionEnv).
-	env     []string
+	// awsEnv is every function's AWS environment, values what the
+	// functions are told (setFunctionEnv).
+	awsEnv  []string
+	values  deploy.Values[string]
 	calls   *iamcalls.Recorder
 	proxies []*iamcalls.Proxy
 	// The endpoints the principals of the deployment call: the emulators',
@@ -328,7 +330,7 @@ func (s *Stack) createTableAndQueues(ctx context.Context) error {
 	if s.Queues, err = sqsqueue.Create(ctx, sqsClient, cfg.Queue, spec); err != nil {
 		return err
 	}
-	lanes, err := registryLanes(ctx, s.bootstrap("worker"), cfg.FunctionEnv)
+	lanes, err := registryLanes(ctx, s.bootstrap(deploy.Worker), cfg.FunctionEnv)
 	if err != nil {
 		return err
 	}
@@ -347,11 +349,13 @@ func (s *Stack) createTableAndQueues(ctx context.Context) error {
 	return s.record(cfg.RecordCalls)
 }
 
-// setFunctionEnv sets the environment every function gets: the table and
-// queues, the emulators' endpoints, fresh page token and payload keys (a
-// payload key of the configuration's own is kept), the operator, the local
-// Scheduler, then Config.FunctionEnv. It refuses a JOBS_ variable the
-// deployment's descriptor does not list, as the construct sets only those.
+// setFunctionEnv sets what the functions are told: the emulators'
+// endpoints and the local credentials (awsEnv), and one value of each
+// variable of the deployment's descriptor the stack sets (values: the
+// table and queues, fresh page token and payload keys, a payload key of
+// the configuration's own kept, the operator, the local Scheduler and bus);
+// each function gets the values of the variables it reads
+// (deploy.Values.For), then Config.FunctionEnv.
 func (s *Stack) setFunctionEnv() error {
 	cfg := s.cfg
 	// The page token key every getjob and cancel instance shares.
@@ -359,20 +363,7 @@ func (s *Stack) setFunctionEnv() error {
 	if _, err := rand.Read(pageKey); err != nil {
 		return err
 	}
-	keyEnvPage := "JOBS_PAGE_TOKEN_KEY=" + base64.StdEncoding.EncodeToString(pageKey)
-	// Without a configured payload
-	// key, this run seals secret payload fields with a fresh random key.
-	keyEnv := []string{}
-	if !hasEnv(cfg.FunctionEnv, "JOBS_PAYLOAD_KEY") {
-		key := make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			return err
-		}
-		keyEnv = append(keyEnv, "JOBS_PAYLOAD_KEY="+base64.StdEncoding.EncodeToString(key))
-	}
-	env := append([]string{
-		"JOBS_TABLE=" + cfg.Table,
-		"JOBS_QUEUE_URL=" + s.Queues.Queue,
+	s.awsEnv = []string{
 		"AWS_ENDPOINT_URL_DYNAMODB=" + s.ddbFor,
 		"AWS_ENDPOINT_URL_SQS=" + s.sqsFor,
 		"AWS_REGION=" + localaws.Region,
@@ -380,83 +371,109 @@ func (s *Stack) setFunctionEnv() error {
 		"AWS_SESSION_TOKEN=",
 		"AWS_PROFILE=",
 		"AWS_EC2_METADATA_DISABLED=true",
-		// The local stack serves this repository's example kinds.
-		"JOBS_EXAMPLE_KINDS=on",
-		// The functions write their metrics (EMF) with their output, as in Lambda.
-		"JOBS_METRICS_NAMESPACE=lambdajobs/local",
-		keyEnvPage,
-		// The local operator: X-Local-Caller: operator.
-		"JOBS_OPERATORS=" + LocalOperator,
-		// The default local caller may give a job's tenant and lane; any
-		// other X-Local-Caller gets 403 for them.
-		"JOBS_TRUSTED_CALLERS=" + LocalTrustedCaller,
-		// The operators' dead-letter routes (the cancel function).
-		"JOBS_DLQ_URL=" + s.Queues.DLQ,
 		// Runtime schedules go to the local Scheduler (SchedulerAPI).
 		"AWS_ENDPOINT_URL_SCHEDULER=" + s.APIURL,
-		"JOBS_SCHEDULE_GROUP=" + RuntimeGroup,
-		"JOBS_QUEUE_ARN=" + s.Queues.QueueARN,
-		"JOBS_SCHEDULER_ROLE_ARN=arn:aws:iam::" + LocalAccount + ":role/lambdajobs-local-scheduler",
-		"JOBS_SCHEDULE_DLQ_ARN=" + s.Queues.DLQARN,
 		// Job events go to the local bus (EventBus).
 		"AWS_ENDPOINT_URL_EVENTBRIDGE=" + s.APIURL + EventBusPath,
-		"JOBS_EVENT_BUS=" + LocalEventBus,
-	}, keyEnv...)
-	env = append(env, s.laneEnv()...)
-	// The stack sets only what the deployment's descriptor lists, as the
-	// construct does.
-	for _, kv := range env {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "JOBS_") {
-			if _, ok := deploy.Lookup(name); !ok {
-				return fmt.Errorf("localstack: %s is not in the deployment's descriptor (internal/deploy)", name)
-			}
-		}
 	}
-	s.env = append(env, cfg.FunctionEnv...)
+	s.values = deploy.Values[string]{
+		deploy.EnvTable.Var:    cfg.Table,
+		deploy.EnvQueueURL.Var: s.Queues.Queue,
+		// The local stack serves this repository's example kinds.
+		deploy.EnvExampleKinds.Var: "on",
+		// The functions write their metrics (EMF) with their output, as in Lambda.
+		deploy.EnvMetricsNamespace.Var: "lambdajobs/local",
+		deploy.EnvPageTokenKey.Var:     base64.StdEncoding.EncodeToString(pageKey),
+		// The local operator: X-Local-Caller: operator.
+		deploy.EnvOperators.Var: LocalOperator,
+		// The default local caller may give a job's tenant and lane; any
+		// other X-Local-Caller gets 403 for them.
+		deploy.EnvTrustedCallers.Var: LocalTrustedCaller,
+		// The operators' dead-letter routes (the cancel function).
+		deploy.EnvDLQURL.Var:           s.Queues.DLQ,
+		deploy.EnvScheduleGroup.Var:    RuntimeGroup,
+		deploy.EnvQueueARN.Var:         s.Queues.QueueARN,
+		deploy.EnvSchedulerRoleARN.Var: "arn:aws:iam::" + LocalAccount + ":role/lambdajobs-local-scheduler",
+		deploy.EnvScheduleDLQARN.Var:   s.Queues.DLQARN,
+		deploy.EnvEventBus.Var:         LocalEventBus,
+		// As the construct sets it: the worker refuses a kind that needs
+		// more handler time than its invocations have.
+		deploy.EnvWorkerTimeout.Var: deploy.EnvWorkerTimeout.Format(cfg.WorkerTimeout),
+	}
+	// Without a configured payload key, this run seals secret payload
+	// fields with a fresh random key.
+	if !hasEnv(cfg.FunctionEnv, deploy.EnvPayloadKey.Name) {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return err
+		}
+		s.values[deploy.EnvPayloadKey.Var] = base64.StdEncoding.EncodeToString(key)
+	}
+	s.laneValues(s.values)
 	return nil
 }
 
-// apiFunctions are the functions behind the gateway.
-type apiFunctions struct {
-	enqueue, getjob, cancel, schedules *Function
+// envOf is the environment of the function name told values: the
+// emulators' endpoints, the variables it reads, then Config.FunctionEnv.
+func (s *Stack) envOf(name string, values deploy.Values[string]) []string {
+	env := slices.Clone(s.awsEnv)
+	vars := values.For(name, name)
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		env = append(env, k+"="+vars[k])
+	}
+	return append(env, s.cfg.FunctionEnv...)
 }
 
-// startFunctions starts the six functions under the emulator, the worker
-// once per instance.
-func (s *Stack) startFunctions(ctx context.Context) (api apiFunctions, err error) {
+// apiFunctions are the functions behind the gateway, by name.
+type apiFunctions map[string]*Function
+
+// startFunctions starts the deployment's functions (deploy.Functions)
+// under the emulator: each function behind the API once, the worker once
+// per instance and once per other lane, the sweeper once.
+func (s *Stack) startFunctions(ctx context.Context) (apiFunctions, error) {
 	cfg := s.cfg
-	if api.enqueue, err = s.startFunction(ctx, "enqueue", "", cfg.APITimeout); err != nil {
-		return api, err
-	}
-	if api.getjob, err = s.startFunction(ctx, "getjob", "", cfg.APITimeout); err != nil {
-		return api, err
-	}
-	if api.cancel, err = s.startFunction(ctx, "cancel", "", cfg.APITimeout); err != nil {
-		return api, err
-	}
-	for i := range cfg.WorkerInstances {
-		w, err := s.startFunction(ctx, "worker", strconv.Itoa(i+1), cfg.WorkerTimeout)
+	api := apiFunctions{}
+	for _, f := range deploy.Functions {
+		var err error
+		switch {
+		case f.API:
+			api[f.Name], err = s.startFunction(ctx, f.Name, "", cfg.APITimeout)
+		case f.Name == deploy.Worker:
+			err = s.startWorkers(ctx)
+		case f.Name == deploy.Sweeper:
+			s.sweeper, err = s.startFunction(ctx, f.Name, "", cfg.SweeperTimeout)
+		default:
+			err = fmt.Errorf("localstack: the descriptor's function %s has nothing to run it here", f.Name)
+		}
 		if err != nil {
 			return api, err
+		}
+	}
+	return api, nil
+}
+
+// startWorkers starts the worker's instances, and one instance per other
+// lane, serving its lane (JOBS_LANE), with its own timeout and signing as
+// its own function.
+func (s *Stack) startWorkers(ctx context.Context) error {
+	cfg := s.cfg
+	for i := range cfg.WorkerInstances {
+		w, err := s.startFunction(ctx, deploy.Worker, strconv.Itoa(i+1), cfg.WorkerTimeout)
+		if err != nil {
+			return err
 		}
 		s.workers = append(s.workers, w)
 	}
-	// One worker instance per other lane, serving its lane (JOBS_LANE),
-	// with its own timeout and signing as its own function.
 	s.laneWorkers = map[string]*Function{}
 	for _, lane := range slices.Sorted(maps.Keys(s.Lanes)) {
-		w, err := s.startFunctionAs(ctx, instanceOf{name: "worker", instance: lane, principal: iamcalls.LaneWorker(lane), timeout: cfg.LaneTimeout(lane),
-			env: cfg.laneWorkerEnv(lane)})
+		w, err := s.startFunctionAs(ctx, instanceOf{name: deploy.Worker, instance: lane, principal: iamcalls.LaneWorker(lane), timeout: cfg.LaneTimeout(lane),
+			values: cfg.laneWorkerValues(lane, s.values)})
 		if err != nil {
-			return api, err
+			return err
 		}
 		s.laneWorkers[lane] = w
 	}
-	if s.sweeper, err = s.startFunction(ctx, "sweeper", "", cfg.SweeperTimeout); err != nil {
-		return api, err
-	}
-	api.schedules, err = s.startFunction(ctx, "schedules", "", cfg.APITimeout)
-	return api, err
+	return nil
 }
 
 // startFunction starts one instance of the function name under the
@@ -468,11 +485,12 @@ func (s *Stack) startFunction(ctx context.Context, name, instance string, timeou
 
 // instanceOf is one instance of a function: the function's name, the
 // instance's ("" for the only one), the principal it signs as
-// (iamcalls), its timeout, and environment beside the functions'.
+// (iamcalls), its timeout, and the values it is told (nil: the
+// functions').
 type instanceOf struct {
 	name, instance, principal string
 	timeout                   time.Duration
-	env                       []string
+	values                    deploy.Values[string]
 }
 
 // startFunctionAs is startFunction for the instance fi: signing as its
@@ -484,14 +502,12 @@ func (s *Stack) startFunctionAs(ctx context.Context, fi instanceOf) (*Function, 
 	if fi.instance != "" {
 		label = name + "-" + fi.instance
 	}
-	// Each function signs as itself (iamcalls: its role in AWS).
-	fenv := append(slices.Clone(s.env), "JOBS_FUNCTION="+name, "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(fi.principal))
-	fenv = append(fenv, fi.env...)
-	if name == "worker" {
-		// As the construct sets it: the worker refuses a kind that
-		// needs more handler time than its invocations have.
-		fenv = append(fenv, "JOBS_WORKER_TIMEOUT="+timeout.String())
+	values := s.values
+	if fi.values != nil {
+		values = fi.values
 	}
+	// Each function signs as itself (iamcalls: its role in AWS).
+	fenv := append(s.envOf(name, values), "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(fi.principal))
 	f, err := StartFunction(ctx, FunctionConfig{
 		Name: name, RIE: cfg.RIE, Bootstrap: s.bootstrap(name),
 		Timeout: timeout, Env: fenv,
@@ -519,7 +535,7 @@ func (s *Stack) serveGateway(ctx context.Context, ln net.Listener, api apiFuncti
 	cfg := s.cfg
 	mux := http.NewServeMux()
 	mux.Handle("GET "+StatsPath, s.Stats)
-	declared, err := declaredSchedules(ctx, s.bootstrap("worker"), s.env)
+	declared, err := declaredSchedules(ctx, s.bootstrap(deploy.Worker), s.envOf(deploy.Worker, s.values))
 	if err != nil {
 		return err
 	}
@@ -530,8 +546,8 @@ func (s *Stack) serveGateway(ctx context.Context, ln net.Listener, api apiFuncti
 	s.Events = &EventBus{Calls: s.calls, Log: cfg.Logger, Webhook: s.Webhook}
 	mux.Handle(EventBusPath, s.Events)
 	mux.Handle("/", &Gateway{
-		Enqueue: timeoutInvoker{api.enqueue, cfg.APITimeout}, GetJob: timeoutInvoker{api.getjob, cfg.APITimeout},
-		Cancel: timeoutInvoker{api.cancel, cfg.APITimeout}, Schedules: timeoutInvoker{api.schedules, cfg.APITimeout}, Logger: cfg.Logger,
+		Enqueue: timeoutInvoker{api[deploy.Enqueue], cfg.APITimeout}, GetJob: timeoutInvoker{api[deploy.GetJob], cfg.APITimeout},
+		Cancel: timeoutInvoker{api[deploy.Cancel], cfg.APITimeout}, Schedules: timeoutInvoker{api[deploy.Schedules], cfg.APITimeout}, Logger: cfg.Logger,
 		Calls: s.calls,
 	})
 	s.server = &http.Server{Handler: ownHostOnly(s.apiHosts, mux, cfg.Logger), ReadHeaderTimeout: 10 * time.Second}
@@ -733,8 +749,8 @@ func LaneBatchSize(lane string, def int) int {
 func registryLanes(ctx context.Context, bootstrap string, env []string) ([]string, error) {
 	cmd := exec.CommandContext(ctx, bootstrap)
 	// The example kinds, as every function of the stack (setFunctionEnv).
-	cmd.Env = append([]string{"JOBS_EXAMPLE_KINDS=on"}, env...)
-	cmd.Env = append(cmd.Env, "JOBS_FUNCTION=worker", "JOBS_PRINT_LANES=1")
+	cmd.Env = append([]string{deploy.EnvExampleKinds.Name + "=on"}, env...)
+	cmd.Env = append(cmd.Env, deploy.EnvFunction.Name+"="+deploy.Worker, deploy.EnvPrintLanes.Name+"=1")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
@@ -809,31 +825,27 @@ func (s *Stack) record(dir string) error {
 	return nil
 }
 
-// laneEnv is JOBS_LANE_QUEUE_URLS and JOBS_LANE_DLQ_URLS, the other
-// lanes' queues and dead-letter queues, when there are other lanes, and
-// JOBS_LANE_DISPATCH_GRACES for those whose worker runs longer than the
-// default lane's.
-func (s *Stack) laneEnv() []string {
+// laneValues sets the other lanes' queues and dead-letter queues in
+// values, when there are other lanes, and the dispatch graces of those
+// whose worker runs longer than the default lane's.
+func (s *Stack) laneValues(values deploy.Values[string]) {
 	if len(s.Lanes) == 0 {
-		return nil
+		return
 	}
 	urls, dlqs := map[string]string{}, map[string]string{}
-	graces := map[string]string{}
-	grace := envDuration(s.cfg.FunctionEnv, "JOBS_DISPATCH_GRACE", jobs.DefaultDispatchGrace)
+	graces := map[string]time.Duration{}
+	grace := get(deploy.EnvDispatchGrace, s.cfg.FunctionEnv)
 	for lane, q := range s.Lanes {
 		urls[lane], dlqs[lane] = q.Queue, q.DLQ
 		if g := deploy.LaneDispatchGrace(grace, s.cfg.WorkerTimeout, s.cfg.LaneTimeout(lane), s.cfg.BatchWindow); g != grace {
-			graces[lane] = g.String()
+			graces[lane] = g
 		}
 	}
-	b, _ := json.Marshal(urls)
-	d, _ := json.Marshal(dlqs)
-	env := []string{"JOBS_LANE_QUEUE_URLS=" + string(b), "JOBS_LANE_DLQ_URLS=" + string(d)}
+	values[deploy.EnvLaneQueueURLs.Var] = deploy.EnvLaneQueueURLs.Format(urls)
+	values[deploy.EnvLaneDLQURLs.Var] = deploy.EnvLaneDLQURLs.Format(dlqs)
 	if len(graces) > 0 {
-		g, _ := json.Marshal(graces)
-		env = append(env, "JOBS_LANE_DISPATCH_GRACES="+string(g))
+		values[deploy.EnvLaneDispatchGraces.Var] = deploy.EnvLaneDispatchGraces.Format(graces)
 	}
-	return env
 }
 
 // LaneTimeout is the worker timeout of lane on this stack: LaneTimeouts',
@@ -845,32 +857,40 @@ func (cfg Config) LaneTimeout(lane string) time.Duration {
 	return cfg.WorkerTimeout
 }
 
-// laneWorkerEnv is what a lane's worker is told beyond every function's
-// environment: its lane, and, when its timeout is long enough to grow
-// them (jobs.Deadlines.ForTimeout), its handler reserve and final write's
-// bound, as the construct sets them.
-func (cfg Config) laneWorkerEnv(lane string) []string {
-	env := []string{"JOBS_LANE=" + lane}
+// laneWorkerValues are what a lane's worker is told: the functions'
+// values, with its lane, its timeout, and, when its timeout is long
+// enough to grow them (jobs.Deadlines.ForTimeout), its handler reserve
+// and final write's bound, as the construct sets them.
+func (cfg Config) laneWorkerValues(lane string, values deploy.Values[string]) deploy.Values[string] {
+	out := maps.Clone(values)
+	out[deploy.EnvLane.Var] = lane
+	out[deploy.EnvWorkerTimeout.Var] = deploy.EnvWorkerTimeout.Format(cfg.LaneTimeout(lane))
 	base := jobs.Deadlines{
-		Reserve:    envDuration(cfg.FunctionEnv, "JOBS_HANDLER_RESERVE", jobs.DefaultDeadlines.Reserve),
-		FinalWrite: envDuration(cfg.FunctionEnv, "JOBS_FINAL_WRITE_TIMEOUT", jobs.DefaultDeadlines.FinalWrite),
+		Reserve:    get(deploy.EnvHandlerReserve, cfg.FunctionEnv),
+		FinalWrite: get(deploy.EnvFinalWriteTimeout, cfg.FunctionEnv),
 	}
 	if d := base.ForTimeout(cfg.LaneTimeout(lane)); d.Reserve != base.Reserve {
-		env = append(env, "JOBS_HANDLER_RESERVE="+d.Reserve.String(), "JOBS_FINAL_WRITE_TIMEOUT="+d.FinalWrite.String())
+		out[deploy.EnvHandlerReserve.Var] = deploy.EnvHandlerReserve.Format(d.Reserve)
+		out[deploy.EnvFinalWriteTimeout.Var] = deploy.EnvFinalWriteTimeout.Format(d.FinalWrite)
 	}
-	return env
+	return out
 }
 
-// envDuration is the duration the last name=... of env says, else def.
-func envDuration(env []string, name string, def time.Duration) time.Duration {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
-			if d, err := time.ParseDuration(v); err == nil {
-				return d
+// get is the value of the setting the last name=... of env gives, else
+// its default (a value the functions refuse too).
+func get[T any](s deploy.Setting[T], env []string) T {
+	v, err := s.Get(func(name string) string {
+		for i := len(env) - 1; i >= 0; i-- {
+			if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+				return v
 			}
 		}
+		return ""
+	})
+	if err != nil {
+		return s.DefaultValue()
 	}
-	return def
+	return v
 }
 
 // EnqueuerEnv is the environment a program of a team's needs to enqueue
@@ -883,8 +903,9 @@ func envDuration(env []string, name string, def time.Duration) time.Duration {
 // GrantEnqueue's policy). lambdajobs-local prints it at start.
 func (s *Stack) EnqueuerEnv() []string {
 	var out []string
-	for _, kv := range s.env {
-		if name, _, _ := strings.Cut(kv, "="); slices.Contains(deploy.ServiceVars, name) {
+	for _, kv := range s.envOf(deploy.Enqueue, s.values) {
+		name, _, _ := strings.Cut(kv, "=")
+		if v, ok := deploy.Lookup(name); ok && slices.Contains(deploy.ServiceVars, v) {
 			out = append(out, kv)
 		}
 	}

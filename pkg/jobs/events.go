@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -87,6 +86,11 @@ func outcomeSeq(rec *driver.Record) int {
 }
 
 // eventOf is the event of the final job rec's last outcome.
+// resultPath is the path of GET /v1/jobs/{id} without its id: the route
+// table (internal/deploy) imports this package, so it cannot be asked
+// here; TestEventsResultPathIsTheGetJobRoute ties the two.
+const resultPath = "/v1/jobs/"
+
 func eventOf(rec *driver.Record) Event {
 	ev := Event{ID: rec.ID + "/" + strconv.Itoa(rec.Outcomes), JobID: rec.ID, Sequence: rec.Outcomes, Kind: rec.Kind, Owner: rec.Owner,
 		Status: rec.Status, Code: rec.ErrorCode, Attempt: rec.Attempt, BatchID: rec.BatchID, FinishedAt: rec.FinishedAt.UTC()}
@@ -94,9 +98,7 @@ func eventOf(rec *driver.Record) Event {
 		if len(rec.Result) <= maxEventResult {
 			ev.Result = rec.Result
 		} else {
-			// GET /v1/jobs/{id} (an empty id, which no stored job has,
-			// leaves it out).
-			ev.ResultURL, _ = deploy.PathOf(deploy.RouteGetJob, map[string]string{"id": rec.ID})
+			ev.ResultURL = resultPath + rec.ID // ids are URL-safe (wire.ValidID)
 		}
 	}
 	return ev

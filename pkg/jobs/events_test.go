@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/testroles"
@@ -422,5 +423,17 @@ func TestRetrySendsThePendingEventFirst(t *testing.T) {
 	}
 	if evs := r.eventsOf(id); len(evs) != 1 || evs[0].ID != id+"/1" || evs[0].Status != jobs.StatusFailed {
 		t.Fatalf("events %+v, want the failed outcome's, once", evs)
+	}
+}
+
+// An event's result_url is the route table's GET /v1/jobs/{id} (the table
+// imports package jobs, so jobs writes the path itself).
+func TestEventsResultPathIsTheGetJobRoute(t *testing.T) {
+	want, err := deploy.PathOf(deploy.RouteGetJob, map[string]string{"id": "j-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jobs.ResultPath + "j-1"; got != want {
+		t.Fatalf("result_url %q, the route table's %q", got, want)
 	}
 }

@@ -46,3 +46,6 @@ func SlotKeys(reg *Registry, rec *driver.Record) []string {
 // AddSchedule declares a schedule from raw JSON, as a stale declaration
 // would (Kind.Every marshals a typed payload).
 func AddSchedule(reg *Registry, s Schedule) error { return reg.addSchedule(s) }
+
+// ResultPath is the path an event's result_url starts with.
+const ResultPath = resultPath

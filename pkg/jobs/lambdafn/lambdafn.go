@@ -31,7 +31,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +40,6 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/emf"
-	"github.com/lambdajobs/lambdajobs/internal/keyring"
 	"github.com/lambdajobs/lambdajobs/internal/lambdalog"
 	"github.com/lambdajobs/lambdajobs/internal/metricnames"
 	"github.com/lambdajobs/lambdajobs/internal/tracehook"
@@ -128,159 +126,97 @@ type Config struct {
 	AllEvents bool
 }
 
-// ConfigFromEnv reads Config from the environment (see the package doc).
+// ConfigFromEnv reads Config from the environment (see the package doc):
+// each variable of the deployment's descriptor through its Setting (its
+// parser and default), into the field fields binds it to; then the checks
+// that span variables.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	c := Config{
-		Table:     getenv("JOBS_TABLE"),
-		QueueURL:  getenv("JOBS_QUEUE_URL"),
-		Lane:      getenv("JOBS_LANE"),
-		DLQURL:    getenv("JOBS_DLQ_URL"),
-		Deadlines: jobs.DefaultDeadlines,
-		Service:   functionName(getenv),
-	}
+	c := Config{Deadlines: jobs.DefaultDeadlines, Service: functionName(getenv)}
+	var k payloadKeys
 	var errs []error
-	dur := func(name string, def time.Duration) time.Duration {
-		v := getenv(name)
-		if v == "" {
-			return def
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 90s", name, v))
-			return def
-		}
-		return d
-	}
-	c.DispatchGrace = dur("JOBS_DISPATCH_GRACE", jobs.DefaultDispatchGrace)
-	c.Retention = dur("JOBS_RETENTION", jobs.DefaultRetention)
-	c.Deadlines.Reserve = dur("JOBS_HANDLER_RESERVE", c.Deadlines.Reserve)
-	c.Deadlines.FinalWrite = dur("JOBS_FINAL_WRITE_TIMEOUT", c.Deadlines.FinalWrite)
-	c.Deadlines.Call = dur("JOBS_CALL_TIMEOUT", c.Deadlines.Call)
-	c.Deadlines.MinRun = dur("JOBS_MIN_RUN_TIME", c.Deadlines.MinRun)
-	c.WorkerTimeout = dur("JOBS_WORKER_TIMEOUT", 0)
-	c.Scheduler = schedulerapi.Config{
-		Group: getenv("JOBS_SCHEDULE_GROUP"), QueueARN: getenv("JOBS_QUEUE_ARN"),
-		RoleARN: getenv("JOBS_SCHEDULER_ROLE_ARN"), DLQARN: getenv("JOBS_SCHEDULE_DLQ_ARN"),
-		MaxEventAge: dur("JOBS_SCHEDULE_MAX_EVENT_AGE", time.Hour),
-	}
-	if v := getenv("JOBS_SCHEDULES_PER_OWNER"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			errs = append(errs, fmt.Errorf("JOBS_SCHEDULES_PER_OWNER=%q: want 1..1000", v))
-		} else {
-			c.SchedulesPerOwner = n
+	for _, f := range c.fields(&k) {
+		if err := f.load(getenv); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	if v := getenv("JOBS_ENQUEUE_RATE_PER_OWNER"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 1_000_000 {
-			errs = append(errs, fmt.Errorf("JOBS_ENQUEUE_RATE_PER_OWNER=%q: want 0 (no bound) to 1000000 requests a second", v))
-		} else {
-			c.EnqueueRatePerOwner = n
+	if len(k.keys) > 0 || k.secret != "" {
+		keys := k.keys
+		if k.secret != "" {
+			keys = append(keys, keyFromSecret(k.secret))
 		}
-	}
-	c.Concurrency = 8
-	if v := getenv("JOBS_WORKER_CONCURRENCY"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			errs = append(errs, fmt.Errorf("JOBS_WORKER_CONCURRENCY=%q: want 1..1000", v))
-		} else {
-			c.Concurrency = n
-		}
-	}
-	var keys [][]byte
-	var keyErr error
-	if v := getenv("JOBS_PAYLOAD_KEY"); v != "" {
-		keys, keyErr = keyring.Parse(v)
-	}
-	if v := getenv("JOBS_PAYLOAD_SECRET"); v != "" {
-		if len(v) < 32 {
-			errs = append(errs, errors.New("JOBS_PAYLOAD_SECRET: want at least 32 characters"))
-		} else {
-			keys = append(keys, keyFromSecret(v))
-		}
-	}
-	if len(keys) > 0 || keyErr != nil {
-		err := keyErr
-		if err == nil {
-			var s *jobs.AESSealer
-			if s, err = jobs.NewAESSealer(keys...); err == nil {
-				c.Sealer = s
-			}
-		}
+		s, err := jobs.NewAESSealer(keys...)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("JOBS_PAYLOAD_KEY: %w", err))
+			errs = append(errs, fmt.Errorf("%s: %w", deploy.EnvPayloadKey.Name, err))
+		} else {
+			c.Sealer = s
 		}
 	}
-	c.KeyRingSecret = getenv("JOBS_PAYLOAD_KEYRING_SECRET")
-	c.MetricsNamespace = getenv("JOBS_METRICS_NAMESPACE")
-	c.PageTokenSecret, c.PageTokenKey = getenv("JOBS_PAGE_TOKEN_SECRET"), getenv("JOBS_PAGE_TOKEN_KEY")
-	c.Operators = commaList(getenv("JOBS_OPERATORS"))
-	c.TrustedCallers = commaList(getenv("JOBS_TRUSTED_CALLERS"))
-	if c.PageTokenKey != "" && len(c.PageTokenKey) < 32 {
-		errs = append(errs, errors.New("JOBS_PAGE_TOKEN_KEY: want at least 32 characters"))
-	}
-	switch v := getenv("JOBS_TRACING"); v {
-	case "", "off":
-	case "on":
-		c.Tracing = true
+	if c.Tracing {
 		c.XRayDaemon = getenv("AWS_XRAY_DAEMON_ADDRESS")
-	default:
-		errs = append(errs, fmt.Errorf("JOBS_TRACING=%q: want on or off", v))
 	}
 	if c.KeyRingSecret != "" && c.Sealer != nil {
-		errs = append(errs, errors.New("JOBS_PAYLOAD_KEYRING_SECRET and JOBS_PAYLOAD_KEY/JOBS_PAYLOAD_SECRET: give one"))
-	}
-	if v := getenv("JOBS_LANE_QUEUE_URLS"); v != "" {
-		if err := json.Unmarshal([]byte(v), &c.LaneQueueURLs); err != nil {
-			errs = append(errs, errors.New(`JOBS_LANE_QUEUE_URLS: want a JSON object such as {"urgent":"https://sqs..."}`))
-		}
-	}
-	if v := getenv("JOBS_LANE_DLQ_URLS"); v != "" {
-		if err := json.Unmarshal([]byte(v), &c.LaneDLQURLs); err != nil {
-			errs = append(errs, errors.New(`JOBS_LANE_DLQ_URLS: want a JSON object such as {"urgent":"https://sqs..."}`))
-		}
-	}
-	if v := getenv("JOBS_LANE_DISPATCH_GRACES"); v != "" {
-		var graces map[string]string
-		err := json.Unmarshal([]byte(v), &graces)
-		c.LaneDispatchGraces = map[string]time.Duration{}
-		for lane, g := range graces {
-			d, derr := time.ParseDuration(g)
-			if derr != nil || d <= 0 {
-				err = errors.Join(err, derr, errors.New("not positive"))
-			}
-			c.LaneDispatchGraces[lane] = d
-		}
-		if err != nil {
-			errs = append(errs, errors.New(`JOBS_LANE_DISPATCH_GRACES: want a JSON object of positive durations such as {"long":"17m"}`))
-		}
-	}
-	if !driver.ValidLane(c.Lane) {
-		errs = append(errs, fmt.Errorf("JOBS_LANE=%q: want a lower-case letter, then up to 15 lower-case letters, digits or '-', not \"default\"", c.Lane))
-	}
-	if v := getenv("JOBS_SOURCES"); v != "" {
-		dec := json.NewDecoder(strings.NewReader(v))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c.Sources); err != nil {
-			errs = append(errs, errors.New(`JOBS_SOURCES: want a JSON list such as [{"type":"s3","bucket":"uploads"}]`))
-		}
-	}
-	c.EventBus = getenv("JOBS_EVENT_BUS")
-	switch v := getenv("JOBS_EVENTS"); v {
-	case "", "kinds":
-	case "all":
-		c.AllEvents = true
-	default:
-		errs = append(errs, fmt.Errorf("JOBS_EVENTS=%q: want kinds or all", v))
-	}
-	if c.Table == "" {
-		errs = append(errs, errors.New("JOBS_TABLE is required"))
+		errs = append(errs, fmt.Errorf("%s and %s/%s: give one", deploy.EnvPayloadKeyringSecret.Name, deploy.EnvPayloadKey.Name, deploy.EnvPayloadSecret.Name))
 	}
 	if err := c.Deadlines.Validate(0); err != nil {
 		errs = append(errs, err)
 	}
 	return c, errors.Join(errs...)
+}
+
+// payloadKeys are the payload keys given directly, which become
+// Config.Sealer.
+type payloadKeys struct {
+	keys   [][]byte
+	secret string
+}
+
+// fields binds each variable of the descriptor that ConfigFromEnv reads
+// to where its value goes (the payload keys to k). The variables it does
+// not bind are read elsewhere: JOBS_FUNCTION (Serve, functionName), the
+// print switches (Main) and the example kinds' (this repository's mains).
+func (c *Config) fields(k *payloadKeys) []field {
+	return []field{
+		bind(deploy.EnvTable, &c.Table), bind(deploy.EnvQueueURL, &c.QueueURL),
+		bind(deploy.EnvLaneQueueURLs, &c.LaneQueueURLs), bind(deploy.EnvLaneDispatchGraces, &c.LaneDispatchGraces),
+		bind(deploy.EnvLane, &c.Lane), bind(deploy.EnvDLQURL, &c.DLQURL), bind(deploy.EnvLaneDLQURLs, &c.LaneDLQURLs),
+		bind(deploy.EnvDispatchGrace, &c.DispatchGrace), bind(deploy.EnvRetention, &c.Retention),
+		bind(deploy.EnvWorkerConcurrency, &c.Concurrency),
+		bind(deploy.EnvHandlerReserve, &c.Deadlines.Reserve), bind(deploy.EnvFinalWriteTimeout, &c.Deadlines.FinalWrite),
+		bind(deploy.EnvCallTimeout, &c.Deadlines.Call), bind(deploy.EnvMinRunTime, &c.Deadlines.MinRun),
+		bind(deploy.EnvWorkerTimeout, &c.WorkerTimeout),
+		bind(deploy.EnvPayloadKey, &k.keys), bind(deploy.EnvPayloadSecret, &k.secret),
+		bind(deploy.EnvPayloadKeyringSecret, &c.KeyRingSecret),
+		bind(deploy.EnvSources, &c.Sources), bind(deploy.EnvEventBus, &c.EventBus), bind(deploy.EnvEvents, &c.AllEvents),
+		bind(deploy.EnvMetricsNamespace, &c.MetricsNamespace), bind(deploy.EnvTracing, &c.Tracing),
+		bind(deploy.EnvScheduleGroup, &c.Scheduler.Group), bind(deploy.EnvQueueARN, &c.Scheduler.QueueARN),
+		bind(deploy.EnvSchedulerRoleARN, &c.Scheduler.RoleARN), bind(deploy.EnvScheduleDLQARN, &c.Scheduler.DLQARN),
+		bind(deploy.EnvScheduleMaxEventAge, &c.Scheduler.MaxEventAge), bind(deploy.EnvSchedulesPerOwner, &c.SchedulesPerOwner),
+		bind(deploy.EnvPageTokenSecret, &c.PageTokenSecret), bind(deploy.EnvPageTokenKey, &c.PageTokenKey),
+		bind(deploy.EnvOperators, &c.Operators), bind(deploy.EnvEnqueueRatePerOwner, &c.EnqueueRatePerOwner),
+		bind(deploy.EnvTrustedCallers, &c.TrustedCallers),
+	}
+}
+
+// field is a variable bound to where its value goes.
+type field interface {
+	load(getenv func(string) string) error
+}
+
+// bind binds setting s to dst: the types agree by construction.
+func bind[T any](s deploy.Setting[T], dst *T) field { return binding[T]{s, dst} }
+
+type binding[T any] struct {
+	s   deploy.Setting[T]
+	dst *T
+}
+
+func (b binding[T]) load(getenv func(string) string) error {
+	v, err := b.s.Get(getenv)
+	if err != nil {
+		return err
+	}
+	*b.dst = v
+	return nil
 }
 
 // Deps are the clients and adapters built once per process.
@@ -398,10 +334,10 @@ func (d *Deps) readOnlySealer() jobs.Sealer {
 func (d *Deps) bus(reg *jobs.Registry) (driver.Bus, error) {
 	if d.Config.EventBus == "" {
 		if d.Config.AllEvents {
-			return nil, errors.New("JOBS_EVENTS=all: JOBS_EVENT_BUS is required")
+			return nil, fmt.Errorf("%s=all: %s is required", deploy.EnvEvents.Name, deploy.EnvEventBus.Name)
 		}
 		if k := reg.EventKinds(); len(k) > 0 {
-			return nil, fmt.Errorf("kinds %v announce their outcomes (KindOpts.Events): JOBS_EVENT_BUS is required", k)
+			return nil, fmt.Errorf("kinds %v announce their outcomes (KindOpts.Events): %s is required", k, deploy.EnvEventBus.Name)
 		}
 		return nil, nil
 	}
@@ -427,7 +363,7 @@ type Function func(d *Deps, reg *jobs.Registry) (lambda.Handler, error)
 // Enqueue is the POST /v1/jobs and POST /v1/batches function.
 func Enqueue(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	if d.Queue == nil {
-		return nil, errors.New("JOBS_QUEUE_URL is required")
+		return nil, errQueueURL
 	}
 	// Every enqueue sends: its SQS client is built now, at the start.
 	d.clients.sqs.get()
@@ -467,7 +403,7 @@ func GetJob(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 // and redriven dead letters to the queue.
 func Cancel(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	if d.Queue == nil {
-		return nil, errors.New("JOBS_QUEUE_URL is required")
+		return nil, errQueueURL
 	}
 	key, err := d.pageKey(context.Background())
 	if err != nil {
@@ -520,7 +456,7 @@ func Worker(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 // Sweeper is the scheduled sweeper function.
 func Sweeper(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	if d.Queue == nil {
-		return nil, errors.New("JOBS_QUEUE_URL is required")
+		return nil, errQueueURL
 	}
 	bus, err := d.bus(reg)
 	if err != nil {
@@ -575,7 +511,7 @@ func functionNamed(name string) (Function, error) {
 	if fn, ok := functions[name]; ok {
 		return fn, nil
 	}
-	return nil, fmt.Errorf("JOBS_FUNCTION=%q: want one of %s", name, strings.Join(deploy.FunctionNames(), ", "))
+	return nil, fmt.Errorf("%s=%q: want one of %s", deploy.EnvFunction.Name, name, strings.Join(deploy.FunctionNames(), ", "))
 }
 
 // functions are the deployment's functions (deploy.Functions), by name.
@@ -598,11 +534,11 @@ var functions = map[string]Function{
 // schedules as JSON and exits: how the local stack learns what to fire;
 // with JOBS_PRINT_LANES=1, the lanes the registry's kinds run in.
 func Serve(fn Function, reg *jobs.Registry, opts *Opts) {
-	for name, what := range map[string]func() any{
-		"JOBS_PRINT_SCHEDULES": func() any { return reg.Schedules() },
-		"JOBS_PRINT_LANES":     func() any { return reg.Lanes() },
+	for s, what := range map[deploy.Setting[bool]]func() any{
+		deploy.EnvPrintSchedules: func() any { return reg.Schedules() },
+		deploy.EnvPrintLanes:     func() any { return reg.Lanes() },
 	} {
-		if os.Getenv(name) == "1" {
+		if on, _ := s.Get(os.Getenv); on {
 			if err := json.NewEncoder(os.Stdout).Encode(what()); err != nil {
 				os.Exit(1)
 			}
@@ -651,7 +587,7 @@ func build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(str
 	if err != nil {
 		return nil, nil, err
 	}
-	d.function = getenv("JOBS_FUNCTION")
+	d.function = getenv(deploy.EnvFunction.Name)
 	if opts != nil {
 		d.Routes, d.Logger = opts.Routes, opts.Logger
 	}
@@ -678,7 +614,7 @@ var metricsOut io.Writer = os.Stdout
 // functionName is the "service" dimension: the role a Serve binary plays,
 // else the Lambda function's name.
 func functionName(getenv func(string) string) string {
-	if v := getenv("JOBS_FUNCTION"); v != "" {
+	if v := getenv(deploy.EnvFunction.Name); v != "" {
 		return v
 	}
 	if v := getenv("AWS_LAMBDA_FUNCTION_NAME"); v != "" {
@@ -694,6 +630,9 @@ func coldStart(m *jobs.Metrics) {
 	b.Add(nil, metricnames.ColdStart, emf.Count, 1)
 	_ = b.Flush(m.Writer, time.Now())
 }
+
+// errQueueURL is the error of a function that sends without a queue.
+var errQueueURL = fmt.Errorf("%s is required", deploy.EnvQueueURL.Name)
 
 // queueOrNil keeps a nil *sqsqueue.Queue from becoming a non-nil interface.
 func queueOrNil(q *sqsqueue.Queue) driver.Queue {
@@ -754,7 +693,7 @@ func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Co
 		return nil, err
 	}
 	if cfg.Table == "" || cfg.QueueURL == "" {
-		return nil, errors.New("lambdafn: JOBS_TABLE and JOBS_QUEUE_URL are required (jobsinfra's GrantEnqueue sets them)")
+		return nil, fmt.Errorf("lambdafn: %s and %s are required (jobsinfra's GrantEnqueue sets them)", deploy.EnvTable.Name, deploy.EnvQueueURL.Name)
 	}
 	d, err := newDeps(ctx, cfg, awsCfg, slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil)
 	if err != nil {
@@ -769,15 +708,4 @@ func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Co
 		return nil, err
 	}
 	return c.Service(), nil
-}
-
-// commaList is the non-empty entries of a comma-separated list.
-func commaList(v string) []string {
-	var out []string
-	for _, e := range strings.Split(v, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
 }
