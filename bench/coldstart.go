@@ -111,13 +111,13 @@ func coldStart(ctx context.Context, runs int) ([]coldResult, error) {
 	if _, err := localaws.DynamoDBClient(ddb.Endpoint).CreateTable(ctx, dynamostore.CreateTableInput("bench-cold")); err != nil {
 		return nil, err
 	}
-	env := []string{"JOBS_TABLE=bench-cold", "JOBS_QUEUE_URL=http://127.0.0.1:1/000000000000/none",
+	env := []string{deploy.EnvTable.Name + "=bench-cold", deploy.EnvQueueURL.Name + "=http://127.0.0.1:1/000000000000/none",
 		"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.Endpoint, "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_SESSION_TOKEN=local", "AWS_EC2_METADATA_DISABLED=true",
-		"JOBS_PAYLOAD_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
-		"JOBS_PAGE_TOKEN_KEY=" + strings.Repeat("k", 32),
-		"JOBS_SCHEDULE_GROUP=bench", "JOBS_QUEUE_ARN=arn:aws:sqs:us-east-1:000000000000:none",
-		"JOBS_SCHEDULER_ROLE_ARN=arn:aws:iam::000000000000:role/none", "JOBS_SCHEDULE_DLQ_ARN=arn:aws:sqs:us-east-1:000000000000:none-dlq"}
+		deploy.EnvPayloadKey.Name + "=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+		deploy.EnvPageTokenKey.Name + "=" + strings.Repeat("k", 32),
+		deploy.EnvScheduleGroup.Name + "=bench", deploy.EnvQueueARN.Name + "=arn:aws:sqs:us-east-1:000000000000:none",
+		deploy.EnvSchedulerRoleARN.Name + "=arn:aws:iam::000000000000:role/none", deploy.EnvScheduleDLQARN.Name + "=arn:aws:sqs:us-east-1:000000000000:none-dlq"}
 	// Lambda's environment holds no AWS_ variable but its own (and the
 	// construct lets no team set one): blank those this machine has (a CA
 	// bundle, a profile), which the emulator would pass on.

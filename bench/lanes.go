@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
@@ -38,7 +39,7 @@ func lanes(ctx context.Context) (lanesResult, error) {
 	stack, err := localstack.Start(ctx, localstack.Config{
 		Root: root, Bootstraps: filepath.Join(root, "build", "local"), RIE: filepath.Join(root, "bin", "aws-lambda-rie"),
 		APIAddr: "127.0.0.1:0", Table: "bench-lanes", Queue: "bench-lanes", WorkerInstances: 1, BatchSize: 10,
-		StartPaused: true, FunctionEnv: []string{"JOBS_WORKER_CONCURRENCY=10"},
+		StartPaused: true, FunctionEnv: []string{deploy.EnvWorkerConcurrency.Name + "=10"},
 	})
 	if err != nil {
 		return lanesResult{}, err

@@ -42,7 +42,7 @@
 //	JOBS_LOCAL_VERBOSE         set to show the Runtime Interface Emulator's own log lines
 //	JOBS_LOCAL_CACHE           where -main installs the emulators (the user's cache; when set, used
 //	                           even inside this repository)
-//	JOBS_*                     passed to the functions (JOBS_DISPATCH_GRACE, ...)
+//	JOBS_*                     the functions' variables (docs/CONFIGURATION.md), passed to them
 package main
 
 import (
@@ -134,8 +134,9 @@ func run() error {
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
+	// The functions' own variables (internal/deploy) pass on to them.
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "JOBS_") && !strings.HasPrefix(kv, "JOBS_LOCAL_") {
+		if name, _, _ := strings.Cut(kv, "="); isFunctionVar(name) {
 			cfg.FunctionEnv = append(cfg.FunctionEnv, kv)
 		}
 	}
@@ -172,7 +173,7 @@ lambdajobs is running:
   Dashboard    %s
   DynamoDB     %s   table %s
   SQS          %s   queue %s
-  Job events   %s   (logged as "event"; JOBS_EVENTS=all announces every kind's)
+  Job events   %s   (logged as "event"; `+deploy.EnvEvents.Name+"="+deploy.EnvEvents.Format(true)+` announces every kind's)
   Webhook      %s
   Lanes        %s
 Try:
@@ -245,4 +246,11 @@ func lanes(stack *localstack.Stack) string {
 		out = append(out, lane+" "+stack.Lanes[lane].Queue)
 	}
 	return strings.Join(out, ", ") + " (docs/LANES.md)"
+}
+
+// isFunctionVar reports whether name is a variable of the functions'
+// environment (docs/CONFIGURATION.md).
+func isFunctionVar(name string) bool {
+	_, ok := deploy.Lookup(name)
+	return ok
 }

@@ -5,6 +5,7 @@ package main
 import (
 	"os"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	_ "github.com/lambdajobs/lambdajobs/internal/withtracing" // JOBS_TRACING=on works (-tags lambdajobs.notracing: left out)
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
@@ -16,7 +17,7 @@ func main() {
 	// the queue become example jobs owned by JOBS_EXAMPLE_ROUTE_OWNER.
 	var opts lambdafn.Opts
 	if examplekinds.Enabled(os.Getenv) {
-		opts.Routes = examplekinds.Routes(os.Getenv("JOBS_EXAMPLE_ROUTE_OWNER"))
+		opts.Routes = examplekinds.Routes(os.Getenv(deploy.EnvExampleRouteOwner.Name))
 	}
 	lambdafn.Serve(lambdafn.Worker, reg, &opts)
 }

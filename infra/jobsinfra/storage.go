@@ -11,6 +11,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
@@ -174,7 +175,7 @@ func (s *Jobs) secrets() {
 	cdknag.NagSuppressions_AddResourceSuppressions(s.payloadSecret, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-SMG4"),
 		Reason: jsii.String("The payload sealing key cannot rotate on a schedule: values sealed with the old key must stay " +
-			"readable until their jobs expire, so a new key is added ahead of the old one (JOBS_PAYLOAD_KEY is a key ring) " +
+			"readable until their jobs expire, so a new key is added ahead of the old one (" + deploy.EnvPayloadKey.Name + " is a key ring) " +
 			"and the old one removed after the retention; see docs/OPERATIONS.md."),
 	}}, jsii.Bool(true))
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 // eventBusPath is the local stack's event bus (localstack.EventBusPath).
@@ -54,7 +56,7 @@ func (c *client) events(ctx context.Context) int {
 		slices.Reverse(evs)
 		c.printEvents(evs, true)
 		if len(evs) == 0 && !c.jsonOut {
-			fmt.Fprintln(c.stdout, "(no event yet: a kind announces its outcomes with KindOpts.Events, or every kind with JOBS_EVENTS=all)")
+			fmt.Fprintf(c.stdout, "(no event yet: a kind announces its outcomes with KindOpts.Events, or every kind with %s=%s)\n", deploy.EnvEvents.Name, deploy.EnvEvents.Format(true))
 		}
 		return 0
 	}

@@ -8,6 +8,9 @@
 // their environment), lambdafn (ConfigFromEnv reads each variable through
 // its Setting) and the documentation's tables, which a test renders from
 // here and compares (docs/CONFIGURATION.md, docs/openapi.yaml).
+//
+// No other Go file of the repository writes a JOBS_ variable's name:
+// TestNoVariableNameOutsideTheDescriptor parses them all.
 package deploy
 
 import "time"

@@ -1,6 +1,13 @@
 package deploy
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +147,66 @@ func TestValuesForGiveEachFunctionWhatItReads(t *testing.T) {
 	}
 	if got := vs.For(Worker, Worker); got["JOBS_WORKER_CONCURRENCY"] != "8" || got["JOBS_QUEUE_URL"] != "q" || got["JOBS_SCHEDULE_GROUP"] != "" {
 		t.Errorf("the worker is told %v", got)
+	}
+}
+
+// No Go file outside this package writes the name of a variable of the
+// functions' environment in a string: each reads it from the descriptor
+// (EnvTable.Name, a Setting's Get, a Values map keyed by the variables),
+// so a variable, its name or its default cannot be written twice. Tests
+// are the outside's view (they set variables by name, as a team does);
+// JOBS_LOCAL_ and JOBS_TEST_ variables are the local tools' own settings,
+// not the functions'.
+func TestNoVariableNameOutsideTheDescriptor(t *testing.T) {
+	root := filepath.Join("..", "..")
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := regexp.MustCompile(`\bJOBS_[A-Z0-9_]+`)
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			abs, _ := filepath.Abs(path)
+			if n := d.Name(); path != root && (abs == here || n == "node_modules" || n == "testdata" || n == "build" || n == "cdk.out" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				s = lit.Value
+			}
+			for _, m := range name.FindAllString(s, -1) {
+				if !strings.HasPrefix(m, "JOBS_LOCAL_") && !strings.HasPrefix(m, "JOBS_TEST_") {
+					t.Errorf("%s: %s is written here; use internal/deploy's variable", fset.Position(lit.Pos()), m)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("parsed %d Go files: the walk missed the repository", files)
 	}
 }

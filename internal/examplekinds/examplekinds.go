@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -175,7 +176,7 @@ func FailModes(ctx context.Context, job *jobs.Job[FailPayload]) (jobs.NoResult, 
 // does. Without it the
 // functions serve no kind at all, so example.fail (which panics or overruns
 // on purpose) never reaches a deployment by accident.
-const Switch = "JOBS_EXAMPLE_KINDS"
+var Switch = deploy.EnvExampleKinds.Name
 
 // Enabled reports whether getenv turns the example kinds on.
 func Enabled(getenv func(string) string) bool { return getenv(Switch) == "on" }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -24,7 +25,7 @@ const CodeInvalidExport = "invalid_export"
 // chunk it processes (<job id>-<chunk>; a chunk processed again writes
 // <job id>-<chunk>.again-<n>), so a test sees which ran twice. Unset: the
 // chunks are only computed.
-const ExportDirEnv = "JOBS_EXAMPLE_EXPORT_DIR"
+var ExportDirEnv = deploy.EnvExampleExportDir.Name
 
 // ExportPayload asks for chunks chunks of chunk_ms each.
 type ExportPayload struct {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -36,7 +37,7 @@ const CodeInvalidHold = "invalid_hold"
 // SpansDirEnv names a directory where the hold kinds write one file per
 // run, <job id>, holding the run's start and end (Unix nanoseconds), so a
 // test can count how many ran at once. Unset: nothing is written.
-const SpansDirEnv = "JOBS_EXAMPLE_SPANS_DIR"
+var SpansDirEnv = deploy.EnvExampleSpansDir.Name
 
 // HoldPayload asks for a hold of ms milliseconds for account.
 type HoldPayload struct {

@@ -107,7 +107,7 @@ func checkpointAAD(id string) []byte { return []byte(id + "\x00checkpoint") }
 // sealCheckpoint seals raw (a checkpoint's JSON) for job id.
 func sealCheckpoint(s Sealer, id string, raw []byte) ([]byte, error) {
 	if s == nil {
-		return nil, errors.New("jobs: a checkpoint is stored sealed: configure a Sealer (the construct gives the worker the payload key ring; locally JOBS_PAYLOAD_KEY)")
+		return nil, errors.New("jobs: a checkpoint is stored sealed: configure a Sealer (the construct gives the worker the payload key ring; locally the payload key of docs/CONFIGURATION.md)")
 	}
 	sealed, err := s.Seal(raw, checkpointAAD(id))
 	if err != nil {

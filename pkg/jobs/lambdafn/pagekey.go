@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 // The page token key signs the listing's page and continuation tokens
@@ -32,7 +34,7 @@ func (d *Deps) pageKey(ctx context.Context) ([]byte, error) {
 	case d.Config.PageTokenKey != "":
 		return pageKeyFrom(d.Config.PageTokenKey)
 	case d.Config.PageTokenSecret == "":
-		return nil, errors.New("listing needs JOBS_PAGE_TOKEN_SECRET (the construct sets it) or JOBS_PAGE_TOKEN_KEY")
+		return nil, fmt.Errorf("listing needs %s (the construct sets it) or %s", deploy.EnvPageTokenSecret.Name, deploy.EnvPageTokenKey.Name)
 	}
 	if d.pageKeyBytes == nil {
 		began := time.Now()

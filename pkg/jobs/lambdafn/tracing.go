@@ -2,10 +2,11 @@ package lambdafn
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	smithytracing "github.com/aws/smithy-go/tracing"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/tracehook"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
@@ -18,8 +19,8 @@ import (
 
 // errNoTracing is Build's error for JOBS_TRACING=on in a bootstrap built
 // without tracing: never run untraced when tracing was asked for.
-var errNoTracing = errors.New(`JOBS_TRACING=on, but this bootstrap was built without tracing: ` +
-	`import _ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing" in its main (docs/OPERATIONS.md, "Tracing"), or turn tracing off`)
+var errNoTracing = fmt.Errorf(`%s=on, but this bootstrap was built without tracing: `+
+	`import _ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing" in its main (docs/OPERATIONS.md, "Tracing"), or turn tracing off`, deploy.EnvTracing.Name)
 
 // startTracing starts the function's tracing.
 func startTracing(ctx context.Context, cfg Config) (tracehook.Tracing, error) {
