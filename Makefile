@@ -16,7 +16,8 @@ export GOTOOLCHAIN := $(GO_RELEASE)
 # locked and verified on; checked before every npm ci and every target
 # that starts node (_tools/check-node.sh).
 NODE_MAJOR  := 20
-FUNCTIONS   := enqueue worker getjob cancel sweeper schedules
+# FUNCTIONS: the deployment's functions, rendered from internal/deploy.
+include internal/deploy/functions.mk
 BUILD_DIR   := build
 TOOLS_DIR   := _tools
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -6,14 +6,18 @@
 // (jobsinfra: functions, their sizes and environments, routes, grants,
 // reserved variables), the local stack (its gateway, its functions and
 // their environment), lambdafn (ConfigFromEnv reads each variable through
-// its Setting) and the documentation's tables, which a test renders from
-// here and compares (docs/CONFIGURATION.md, docs/openapi.yaml).
+// its Setting), the Makefile (functions.mk) and the documentation's
+// tables, which a test renders from here and compares
+// (docs/CONFIGURATION.md, docs/openapi.yaml).
 //
 // No other Go file of the repository writes a JOBS_ variable's name:
 // TestNoVariableNameOutsideTheDescriptor parses them all.
 package deploy
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // The functions. A one-main bootstrap (lambdafn.Serve) learns which it is
 // from JOBS_FUNCTION.
@@ -67,4 +71,11 @@ func FunctionNamed(name string) (Function, bool) {
 		}
 	}
 	return Function{}, false
+}
+
+// FunctionsMakefile renders the functions as functions.mk, which the
+// Makefile includes (its builds loop over FUNCTIONS).
+func FunctionsMakefile() string {
+	return "# Generated from internal/deploy (UPDATE_DOCS=1 go test ./internal/deploy): the deployment's functions.\n" +
+		"FUNCTIONS := " + strings.Join(FunctionNames(), " ") + "\n"
 }
