@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/localstack"
 )
@@ -126,7 +127,8 @@ func TestStopsOnASignalHoweverStarted(t *testing.T) {
 				// A job runs while the signal comes (its bootstrap starts
 				// at the first invoke).
 				api := "http://127.0.0.1:" + strconv.Itoa(ports["api"])
-				resp, err := http.Post(api+"/v1/jobs", "application/json", strings.NewReader(`{"kind":"example.sleep","payload":{"ms":20000,"steps":1}}`))
+				enqueue, _ := deploy.RouteByID(deploy.RouteEnqueue)
+				resp, err := http.Post(api+enqueue.Path, "application/json", strings.NewReader(`{"kind":"example.sleep","payload":{"ms":20000,"steps":1}}`))
 				if err != nil {
 					t.Fatal(err)
 				}

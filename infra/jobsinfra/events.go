@@ -5,7 +5,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
-
 )
 
 // events creates the job events' bus (or takes Config.EventBusArn), and

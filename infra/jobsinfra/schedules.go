@@ -87,7 +87,6 @@ func (s *Jobs) schedulerRole() {
 	s.grant(grantee{principal: role, role: deploy.Scheduler})
 }
 
-
 // declaredSchedules creates one schedule per declared periodic job, in
 // the declared group.
 func (s *Jobs) declaredSchedules(list []jobs.Schedule) {
