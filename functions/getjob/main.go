@@ -6,11 +6,12 @@ import (
 	"os"
 
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
-	_ "github.com/lambdajobs/lambdajobs/internal/withtracing" // JOBS_TRACING=on works (-tags lambdajobs.notracing: left out)
+	"github.com/lambdajobs/lambdajobs/internal/withtracing"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
 )
 
 func main() {
 	reg := examplekinds.MustRegistry(os.Getenv)
-	lambdafn.Serve(lambdafn.GetJob, reg, nil)
+	// JOBS_TRACING=on works (-tags lambdajobs.notracing: refused).
+	lambdafn.Serve(lambdafn.GetJob, reg, &lambdafn.Opts{Tracing: withtracing.Tracing()})
 }

@@ -7,15 +7,16 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
-	_ "github.com/lambdajobs/lambdajobs/internal/withtracing" // JOBS_TRACING=on works (-tags lambdajobs.notracing: left out)
+	"github.com/lambdajobs/lambdajobs/internal/withtracing"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
 )
 
 func main() {
 	reg := examplekinds.MustRegistry(os.Getenv)
+	// JOBS_TRACING=on works (-tags lambdajobs.notracing: refused).
+	opts := lambdafn.Opts{Tracing: withtracing.Tracing()}
 	// S3 notifications, EventBridge events and plain envelopes dropped on
 	// the queue become example jobs owned by JOBS_EXAMPLE_ROUTE_OWNER.
-	var opts lambdafn.Opts
 	if examplekinds.Enabled(os.Getenv) {
 		opts.Routes = examplekinds.Routes(os.Getenv(deploy.EnvExampleRouteOwner.Name))
 	}

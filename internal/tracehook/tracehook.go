@@ -1,14 +1,12 @@
-// Package tracehook is where tracing plugs into the functions. lambdafn
-// asks it for tracing when JOBS_TRACING is on; package
-// pkg/jobs/lambdafn/tracing registers its OpenTelemetry implementation when
-// a main imports it. A bootstrap whose main does not link nothing of
-// OpenTelemetry, and refuses to start with JOBS_TRACING=on rather than run
-// untraced.
+// Package tracehook is the shape of a started function's tracing, between
+// lambdafn, which asks for it when JOBS_TRACING is on, and the tracing
+// packages a main passes as lambdafn.Opts.Tracing (pkg/jobs/lambdafn/tracing,
+// pkg/jobs/lambdafn/tracing/otlp). It holds no state: a bootstrap whose main
+// passes no tracing links nothing of OpenTelemetry, and refuses to start
+// with JOBS_TRACING=on rather than run untraced.
 package tracehook
 
 import (
-	"context"
-
 	"github.com/aws/aws-lambda-go/lambda"
 	smithytracing "github.com/aws/smithy-go/tracing"
 
@@ -26,8 +24,3 @@ type Tracing interface {
 	// returns.
 	Wrap(name string, handler lambda.Handler) lambda.Handler
 }
-
-// Start starts the tracing of the function service, whose spans go to the
-// X-Ray daemon at addr (an AWS_XRAY_DAEMON_ADDRESS value). Nil unless a
-// tracing package is linked.
-var Start func(ctx context.Context, addr, service string) (Tracing, error)

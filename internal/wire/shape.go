@@ -9,19 +9,25 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/jsonin"
 )
 
-// SpanHeader returns the X-Ray trace header of ctx's span ("Root=...;
-// Parent=...;Sampled=..."), or "" when ctx has none. Package
-// pkg/jobs/lambdafn/tracing sets it when a main links tracing; without
-// it, nothing of a tracing library is linked and no span exists.
-var SpanHeader func(ctx context.Context) string
+type spanHeaderKey struct{}
+
+// WithSpanHeader returns ctx carrying f, which returns the X-Ray trace
+// header of a context's current span ("Root=...;Parent=...;Sampled=..."),
+// or "" when it has none. A traced function's invocation context carries
+// it (internal/oteltrace); without tracing nothing of a tracing library is
+// linked and no span exists.
+func WithSpanHeader(ctx context.Context, f func(ctx context.Context) string) context.Context {
+	return context.WithValue(ctx, spanHeaderKey{}, f)
+}
 
 // TraceHeader returns the X-Ray trace header of ctx's span, or "" when ctx
-// has no valid span (or no tracing is linked: see SpanHeader).
+// has no valid span or carries no way to read one (see WithSpanHeader).
 func TraceHeader(ctx context.Context) string {
-	if SpanHeader == nil {
+	f, _ := ctx.Value(spanHeaderKey{}).(func(context.Context) string)
+	if f == nil {
 		return ""
 	}
-	return SpanHeader(ctx)
+	return f(ctx)
 }
 
 // DescribeShape names the shape of a message body without quoting it, for

@@ -1,8 +1,8 @@
-// Package withtracing links OpenTelemetry tracing (package
-// pkg/jobs/lambdafn/tracing) into this repository's six functions, which
-// import it for its effect: the stack this repository deploys can turn
+// Package withtracing is the tracing of this repository's six functions
+// (lambdafn.Opts.Tracing): the stack this repository deploys can turn
 // tracing on (Config.Tracing, `-c tracing=true`) with the bootstraps
-// `make build` makes. Built with the tag lambdajobs.notracing it links
-// nothing, and neither do the bootstraps: how docs/BENCHMARKS.md measures
+// `make build` makes, whose spans go to Lambda's X-Ray daemon
+// (tracing.XRay). Built with the tag lambdajobs.notracing, Tracing is nil
+// and nothing of OpenTelemetry is linked: how docs/BENCHMARKS.md measures
 // the functions a team builds without tracing.
 package withtracing

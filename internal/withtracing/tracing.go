@@ -2,4 +2,10 @@
 
 package withtracing
 
-import _ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"
+import (
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"
+)
+
+// Tracing is the functions' tracing: spans to the X-Ray daemon.
+func Tracing() lambdafn.Tracing { return tracing.XRay() }

@@ -14,7 +14,7 @@ import (
 // source's when it traces: EventBridge and SNS do, S3 does not), so one
 // trace shows a job's enqueue, its wait in the queue and its run. Package
 // pkg/jobs/lambdafn/tracing implements it with OpenTelemetry (lambdafn sets
-// it when JOBS_TRACING is on); this package depends on no tracing library,
+// it when JOBS_TRACING is on and the main passed its tracing); this package depends on no tracing library,
 // and a nil Tracer costs nothing.
 //
 // What the worker tells a span: the kind, the job id, the attempt, the

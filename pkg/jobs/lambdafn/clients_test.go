@@ -102,7 +102,7 @@ func TestEachRoleBuildsOnlyItsClients(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := newDeps(ctx, cfg, awsCfg, nil, nil)
+			d, err := newDeps(cfg, awsCfg, nil, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

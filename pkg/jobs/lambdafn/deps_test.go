@@ -8,53 +8,119 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/lambda"
+	smithytracing "github.com/aws/smithy-go/tracing"
+
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
+	"github.com/lambdajobs/lambdajobs/internal/tracehook"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
 )
 
-// A bootstrap whose main does not import lambdafn/tracing links nothing of
-// OpenTelemetry (nor protobuf, its exporter's encoding): what keeps the
-// functions small and quick to start (docs/BENCHMARKS.md, "Cold start").
-// One that imports it does.
-func TestTracingIsLinkedOnlyWhenImported(t *testing.T) {
+// A bootstrap whose main passes no tracing links nothing of OpenTelemetry
+// (nor protobuf, its exporters' encoding): what keeps the functions small
+// and quick to start (docs/BENCHMARKS.md, "Cold start"). Checked on the
+// packages (lambdafn and jobs link none) and on this repository's six
+// mains built as a team's main that passes none (the tag
+// lambdajobs.notracing, as make build NOTRACING=1 and the bench build
+// them). One that passes tracing.XRay() links OpenTelemetry's SDK but not
+// gRPC.
+func TestTracingIsLinkedOnlyWhenPassed(t *testing.T) {
 	t.Parallel()
-	forbidden := []string{"go.opentelemetry.io/", "google.golang.org/protobuf/", "github.com/aws/smithy-go/tracing/smithyoteltracing"}
-	for _, pkg := range []string{"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn", "github.com/lambdajobs/lambdajobs/pkg/jobs"} {
-		for _, dep := range deps(t, pkg) {
+	forbidden := []string{"go.opentelemetry.io/", "google.golang.org/protobuf/", "google.golang.org/grpc", "github.com/aws/smithy-go/tracing/smithyoteltracing"}
+	untraced := [][]string{{"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"}, {"github.com/lambdajobs/lambdajobs/pkg/jobs"}}
+	for _, fn := range deploy.FunctionNames() {
+		untraced = append(untraced, []string{"-tags=lambda.norpc,lambdajobs.notracing", "github.com/lambdajobs/lambdajobs/functions/" + fn})
+	}
+	for _, args := range untraced {
+		for _, dep := range deps(t, args...) {
 			for _, f := range forbidden {
 				if strings.HasPrefix(dep, f) {
-					t.Errorf("%s imports %s", pkg, dep)
+					t.Errorf("%s imports %s", args[len(args)-1], dep)
 				}
 			}
 		}
 	}
-	traced := deps(t, "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing")
-	if !strings.Contains(strings.Join(traced, " "), "go.opentelemetry.io/otel/sdk/trace") {
-		t.Errorf("lambdafn/tracing does not link OpenTelemetry's SDK: %v", traced)
+	xray := strings.Join(deps(t, "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"), " ")
+	if !strings.Contains(xray, "go.opentelemetry.io/otel/sdk/trace") {
+		t.Errorf("lambdafn/tracing does not link OpenTelemetry's SDK: %v", xray)
+	}
+	if strings.Contains(xray, "google.golang.org/grpc") {
+		t.Errorf("lambdafn/tracing links gRPC: %v", xray)
 	}
 }
 
-// deps lists the packages pkg imports, directly or not.
-func deps(t *testing.T, pkg string) []string {
+// deps lists the packages a package imports, directly or not: go list's
+// arguments (build flags, then the package).
+func deps(t *testing.T, args ...string) []string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).Output()
+	out, err := exec.Command("go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, args...)...).Output()
 	if err != nil {
-		t.Fatalf("go list -deps %s: %v", pkg, err)
+		t.Fatalf("go list -deps %v: %v", args, err)
 	}
 	return strings.Fields(string(out))
 }
 
-// With JOBS_TRACING=on, a bootstrap built without lambdafn/tracing refuses
-// to start, saying how to link it: tracing asked for is never silently
-// dropped. (This test binary does not import lambdafn/tracing.)
-func TestTracingOnWithoutTheTracingPackageRefusesToStart(t *testing.T) {
+// With JOBS_TRACING=on, a function whose main passes no tracing refuses to
+// start, saying how to give one: tracing asked for is never silently
+// dropped. (This test binary links no tracing package.)
+func TestTracingOnWithoutATracingRefusesToStart(t *testing.T) {
 	t.Parallel()
 	getenv := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_TRACING": "on"})
 	for name, fn := range map[string]lambdafn.Function{"worker": lambdafn.Worker, "getjob": lambdafn.GetJob} {
-		_, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, nil)
-		if err == nil || !strings.Contains(err.Error(), `import _ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"`) {
-			t.Errorf("%s with JOBS_TRACING=on and no tracing linked: got %v, want the import named", name, err)
+		for _, opts := range []*lambdafn.Opts{nil, {}} {
+			_, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, opts)
+			if err == nil || !strings.Contains(err.Error(), "lambdafn.Opts{Tracing: tracing.XRay()}") {
+				t.Errorf("%s with JOBS_TRACING=on and no tracing passed: got %v, want the option named", name, err)
+			}
 		}
+	}
+}
+
+// fakeTracing records what lambdafn does with a main's Opts.Tracing.
+type fakeTracing struct {
+	started []string // the services started
+	wrapped []string // the handlers wrapped, by name
+	workers int      // the worker tracers asked for
+}
+
+func (f *fakeTracing) Start(_ context.Context, cfg lambdafn.Config) (tracehook.Tracing, error) {
+	f.started = append(f.started, cfg.Service)
+	return f, nil
+}
+
+func (f *fakeTracing) Instrument(*smithytracing.TracerProvider) {}
+
+func (f *fakeTracing) Worker() jobs.Tracer { f.workers++; return nil }
+
+func (f *fakeTracing) Wrap(name string, h lambda.Handler) lambda.Handler {
+	f.wrapped = append(f.wrapped, name)
+	return h
+}
+
+// A main's Opts.Tracing links tracing; JOBS_TRACING turns it on. Off (unset
+// or "off"), the function starts none: no exporter, no span, whatever the
+// option. On, it starts the main's, once, for the function JOBS_FUNCTION
+// names, wraps the handler in it and hands the worker its record tracer.
+func TestTracingIsTheMainsOptionTurnedOnByTheEnvironment(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"", "off"} {
+		f := &fakeTracing{}
+		getenv := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_FUNCTION": "worker", "JOBS_TRACING": v})
+		if _, err := lambdafn.Build(context.Background(), lambdafn.Worker, jobs.NewRegistry(), getenv, &lambdafn.Opts{Tracing: f}); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.started)+len(f.wrapped)+f.workers != 0 {
+			t.Errorf("JOBS_TRACING=%q: tracing started %v, wrapped %v, %d worker tracers", v, f.started, f.wrapped, f.workers)
+		}
+	}
+	f := &fakeTracing{}
+	getenv := env(map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_FUNCTION": "worker", "JOBS_TRACING": "on"})
+	if _, err := lambdafn.Build(context.Background(), lambdafn.Any, jobs.NewRegistry(), getenv, &lambdafn.Opts{Tracing: f}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.started, []string{"worker"}) || !slices.Equal(f.wrapped, []string{"worker"}) || f.workers != 1 {
+		t.Errorf("JOBS_TRACING=on: tracing started %v, wrapped %v, %d worker tracers; want the worker's, once each", f.started, f.wrapped, f.workers)
 	}
 }
 

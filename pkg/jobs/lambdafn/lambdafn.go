@@ -19,8 +19,8 @@
 // AWS_ENDPOINT_URL_DYNAMODB, _SQS and _SCHEDULER point the SDK at local
 // emulators. A team's other function or program enqueues with NewService.
 //
-// Tracing (JOBS_TRACING=on) needs the main to import package
-// pkg/jobs/lambdafn/tracing; see there.
+// Tracing (JOBS_TRACING=on) needs the main to say how its functions trace:
+// Opts.Tracing (see Tracing).
 package lambdafn
 
 import (
@@ -86,9 +86,10 @@ type Config struct {
 	KeyRingSecret string
 	// MetricsNamespace turns on metrics (JOBS_METRICS_NAMESPACE).
 	MetricsNamespace string
-	// Tracing turns on OpenTelemetry spans sent to the X-Ray daemon
-	// (JOBS_TRACING=on); XRayDaemon is its address
-	// (AWS_XRAY_DAEMON_ADDRESS, which Lambda sets).
+	// Tracing turns on the OpenTelemetry spans of Opts.Tracing
+	// (JOBS_TRACING=on); XRayDaemon is the X-Ray daemon's address
+	// (AWS_XRAY_DAEMON_ADDRESS, which Lambda sets), where tracing.XRay
+	// sends them.
 	Tracing    bool
 	XRayDaemon string
 	// Service names the function in metrics and traces: JOBS_FUNCTION,
@@ -256,28 +257,25 @@ type Opts struct {
 	// Lambda's format, the request id on warnings and errors; Build's:
 	// none).
 	Logger *slog.Logger
+	// Tracing is how the functions trace when JOBS_TRACING=on:
+	// tracing.XRay() or otlp.HTTP() (see Tracing). Nil links nothing of
+	// OpenTelemetry, and a function refuses to start with JOBS_TRACING=on.
+	Tracing Tracing
 }
 
 // newDepsFromEnv reads the AWS configuration from the environment (region,
 // credentials, AWS_ENDPOINT_URL_* overrides: see awsenv.go) and builds the
 // store and queue.
-func newDepsFromEnv(ctx context.Context, cfg Config, logger *slog.Logger) (*Deps, error) {
+func newDepsFromEnv(cfg Config, logger *slog.Logger) (*Deps, error) {
 	awsCfg, err := awsConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	return newDeps(ctx, cfg, awsCfg, logger, nil)
+	return newDeps(cfg, awsCfg, nil, logger, nil)
 }
 
-func newDeps(ctx context.Context, cfg Config, awsCfg aws.Config, logger *slog.Logger, clock *setupClock) (*Deps, error) {
-	var tr tracehook.Tracing
-	var err error
-	if cfg.Tracing {
-		if tr, err = startTracing(ctx, cfg); err != nil {
-			return nil, err
-		}
-		clock.step("tracing")
-	}
+// newDeps builds the clients, traced by tr (nil: tracing off).
+func newDeps(cfg Config, awsCfg aws.Config, tr tracehook.Tracing, logger *slog.Logger, clock *setupClock) (*Deps, error) {
 	d := &Deps{Config: cfg, Logger: logger, aws: awsCfg, tracing: tr, setup: clock}
 	d.initClients()
 	d.Store = dynamostore.New(d.dynamo(), cfg.Table, dynamostore.Config{})
@@ -583,7 +581,14 @@ func build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(str
 		return nil, nil, err
 	}
 	clock.step("aws")
-	d, err := newDeps(ctx, cfg, awsCfg, nil, clock)
+	tr, err := startTracing(ctx, cfg, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tr != nil {
+		clock.step("tracing")
+	}
+	d, err := newDeps(cfg, awsCfg, tr, nil, clock)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -695,7 +700,9 @@ func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Co
 	if cfg.Table == "" || cfg.QueueURL == "" {
 		return nil, fmt.Errorf("lambdafn: %s and %s are required (jobsinfra's GrantEnqueue sets them)", deploy.EnvTable.Name, deploy.EnvQueueURL.Name)
 	}
-	d, err := newDeps(ctx, cfg, awsCfg, slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil)
+	// It does not trace: JOBS_TRACING is the functions' (the program's
+	// own tracing, if any, sees its calls).
+	d, err := newDeps(cfg, awsCfg, nil, slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil)
 	if err != nil {
 		return nil, err
 	}

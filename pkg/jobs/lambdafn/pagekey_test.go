@@ -35,7 +35,7 @@ func TestPageTokenSecretAtColdStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := newDepsFromEnv(ctx, cfg, nil)
+		d, err := newDepsFromEnv(cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,23 +11,45 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// Tracing (JOBS_TRACING=on, which the construct sets with Config.Tracing)
-// is OpenTelemetry's, in package pkg/jobs/lambdafn/tracing: a main links it
-// by importing that package for its effect. This package links nothing of
-// OpenTelemetry, so a main that does not import it builds a smaller
-// bootstrap that starts faster, and refuses JOBS_TRACING=on.
+// Tracing is how a main's functions trace (Opts.Tracing): spans to the
+// X-Ray daemon Lambda runs beside a function with active tracing
+// (tracing.XRay, package pkg/jobs/lambdafn/tracing), or over OTLP/HTTP to a
+// collector, such as ADOT's Lambda layer on localhost:4318 (otlp.HTTP,
+// package pkg/jobs/lambdafn/tracing/otlp). Only those packages make one.
+//
+// The option links the tracing; JOBS_TRACING=on (what the CDK construct
+// sets with Config.Tracing, beside Lambda's active tracing) turns it on:
+//
+//   - JOBS_TRACING=on and a Tracing: the function traces;
+//   - JOBS_TRACING=on and no Tracing: the function refuses to start, rather
+//     than run untraced when tracing was asked for;
+//   - JOBS_TRACING unset or off: the function does not trace, whatever the
+//     option (nothing is started; the code is only linked).
+//
+// This package links nothing of OpenTelemetry: a main that passes no
+// Tracing builds a smaller bootstrap that starts faster.
+type Tracing interface {
+	// Start starts the tracing of the function cfg configures, once, at
+	// its start.
+	Start(ctx context.Context, cfg Config) (tracehook.Tracing, error)
+}
 
-// errNoTracing is Build's error for JOBS_TRACING=on in a bootstrap built
-// without tracing: never run untraced when tracing was asked for.
-var errNoTracing = fmt.Errorf(`%s=on, but this bootstrap was built without tracing: `+
-	`import _ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing" in its main (docs/OPERATIONS.md, "Tracing"), or turn tracing off`, deploy.EnvTracing.Name)
+// errNoTracing is Build's error for JOBS_TRACING=on in a main that passed
+// no Opts.Tracing: never run untraced when tracing was asked for.
+var errNoTracing = fmt.Errorf(`%s=on, but this function's main passes no tracing: `+
+	`give lambdafn.Opts{Tracing: tracing.XRay()} (package pkg/jobs/lambdafn/tracing) or otlp.HTTP() (pkg/jobs/lambdafn/tracing/otlp) `+
+	`to lambdafn.Serve (docs/OPERATIONS.md, "Tracing"), or turn tracing off`, deploy.EnvTracing.Name)
 
-// startTracing starts the function's tracing.
-func startTracing(ctx context.Context, cfg Config) (tracehook.Tracing, error) {
-	if tracehook.Start == nil {
+// startTracing starts the function's tracing when JOBS_TRACING is on (nil
+// when it is off).
+func startTracing(ctx context.Context, cfg Config, opts *Opts) (tracehook.Tracing, error) {
+	if !cfg.Tracing {
+		return nil, nil
+	}
+	if opts == nil || opts.Tracing == nil {
 		return nil, errNoTracing
 	}
-	return tracehook.Start(ctx, cfg.XRayDaemon, cfg.Service)
+	return opts.Tracing.Start(ctx, cfg)
 }
 
 // instrument sets an AWS client's Options.TracerProvider when tracing is

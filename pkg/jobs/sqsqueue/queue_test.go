@@ -13,10 +13,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lambdajobs/lambdajobs/internal/message"
+	"github.com/lambdajobs/lambdajobs/internal/oteltrace"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
-	_ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing" // the current span's header (wire.SpanHeader)
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
@@ -176,8 +176,9 @@ func TestSendsCarryTheTraceHeader(t *testing.T) {
 	}
 }
 
-// With tracing on, a send carries the current span's trace (the job's or
-// the enqueue's span), not the invocation's header underneath it.
+// With tracing on (a traced invocation's context: oteltrace), a send
+// carries the current span's trace (the job's or the enqueue's span), not
+// the invocation's header underneath it.
 func TestSendsCarryTheCurrentSpan(t *testing.T) {
 	client := testenv.SQS(t)
 	urls := testenv.NewQueues(t, client, sqsqueue.DefaultSpec(30*time.Second))
@@ -185,6 +186,7 @@ func TestSendsCarryTheCurrentSpan(t *testing.T) {
 	q := sqsqueue.New(api, urls.Queue)
 	//lint:ignore SA1029 the key aws-lambda-go itself puts the trace header under
 	ctx := context.WithValue(context.Background(), "x-amzn-trace-id", "Root=1-00000000-000000000000000000000000;Parent=0000000000000001;Sampled=1")
+	ctx = oteltrace.ContextWithSpanHeader(ctx)
 	tid, _ := trace.TraceIDFromHex("5759e988bd862e3fe1be46a994272793")
 	sid, _ := trace.SpanIDFromHex("53995c3f42cd8ad8")
 	ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))

@@ -1,24 +1,34 @@
 // Package tracing turns on OpenTelemetry tracing in the functions that
-// package lambdafn builds. A main links it by importing it for its effect:
+// package lambdafn builds, with spans sent to the X-Ray daemon. A main
+// passes it to lambdafn.Serve:
 //
-//	import _ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"
+//	lambdafn.Serve(lambdafn.Any, reg, &lambdafn.Opts{Tracing: tracing.XRay()})
 //
 // and its functions then trace whenever JOBS_TRACING=on (what the CDK
-// construct's Config.Tracing sets, next to Lambda's active tracing). A main
-// that does not import it links nothing of OpenTelemetry (its SDK, the
+// construct's Config.Tracing sets, next to Lambda's active tracing). The
+// other way out is OTLP/HTTP to a collector, package
+// pkg/jobs/lambdafn/tracing/otlp: the same spans, another exporter. A main
+// that passes neither links nothing of OpenTelemetry (its SDK, the
 // exporter, protobuf): its bootstrap is smaller and starts faster, and it
-// refuses to start with JOBS_TRACING=on rather than run untraced.
+// refuses to start with JOBS_TRACING=on rather than run untraced (see
+// lambdafn.Tracing). Importing this package does nothing by itself.
 //
 // With tracing on, each invocation is a span whose parent is the segment
 // Lambda opened (the _X_AMZN_TRACE_ID header); every DynamoDB, SQS,
-// Scheduler and Secrets Manager call is a child span (the AWS SDK's own
-// tracing, through smithy-go's OpenTelemetry adapter); every message the
-// functions send carries the current span's trace (AWSTraceHeader); and the
-// worker opens a span per record in the trace its message carries
-// (WorkerTracer). Spans go to the X-Ray daemon Lambda runs next to the
-// function, over UDP in its OTLP framing, flushed at the end of each
-// invocation: no collector layer and no HTTP call. Sampling is Lambda's: a
-// span is kept when the invocation's (or the message's) trace is sampled.
+// Scheduler, EventBridge and Secrets Manager call is a child span (the AWS
+// SDK's own tracing, through smithy-go's OpenTelemetry adapter); every
+// message the functions send carries the current span's trace
+// (AWSTraceHeader); and the worker opens a span per record in the trace its
+// message carries (WorkerTracer). XRay sends the spans to the X-Ray daemon
+// Lambda runs next to the function, over UDP in its OTLP framing, flushed
+// at the end of each invocation: no collector layer and no HTTP call.
+// Sampling is Lambda's: a span is kept when the invocation's (or the
+// message's) trace is sampled.
+//
+// The X-Ray daemon reaches its end of support on 2027-02-25 (AWS's
+// timeline: maintenance since 2026-02-25, no release after); Lambda's
+// active tracing keeps running it, but AWS points to OpenTelemetry and an
+// OTLP endpoint, which is what package otlp's exporter is for.
 //
 // Why OpenTelemetry rather than the X-Ray SDK for Go: AWS put the X-Ray
 // SDKs in maintenance in 2026 and points to OpenTelemetry, and the spans
@@ -27,130 +37,48 @@ package tracing
 
 import (
 	"context"
-	"os"
-	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
-	smithytracing "github.com/aws/smithy-go/tracing"
-	"github.com/aws/smithy-go/tracing/smithyoteltracing"
-	"go.opentelemetry.io/contrib/propagators/aws/xray"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lambdajobs/lambdajobs/internal/oteltrace"
 	"github.com/lambdajobs/lambdajobs/internal/tracehook"
-	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/internal/xrayudp"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
 )
 
-func init() {
-	tracehook.Start = start
-	wire.SpanHeader = spanHeader
-}
+// XRay is tracing whose spans go to the X-Ray daemon at
+// AWS_XRAY_DAEMON_ADDRESS (lambdafn.Config.XRayDaemon, which Lambda sets
+// with active tracing), as lambdafn.Opts.Tracing.
+func XRay() lambdafn.Tracing { return xrayTracing{} }
 
-// otelTracing is the tracer provider of a function with tracing on.
-type otelTracing struct {
-	tp *sdktrace.TracerProvider
-}
-
-// start starts the exporter to the daemon at addr (an
-// AWS_XRAY_DAEMON_ADDRESS value) for the function service.
-func start(ctx context.Context, addr, service string) (tracehook.Tracing, error) {
-	exp, err := otlptrace.New(ctx, xrayudp.New(xrayudp.Address(addr)))
-	if err != nil {
-		return nil, err
-	}
-	attrs := []attribute.KeyValue{
-		attribute.String("service.name", service),
-		attribute.String("cloud.provider", "aws"),
-		attribute.String("cloud.platform", "aws_lambda"),
-	}
-	if v := os.Getenv("AWS_LAMBDA_FUNCTION_NAME"); v != "" {
-		attrs = append(attrs, attribute.String("faas.name", v))
-	}
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithSpanProcessor(sdkCallsOnly{sdktrace.NewBatchSpanProcessor(exp)}),
-		sdktrace.WithIDGenerator(xray.NewIDGenerator()),
-		// Lambda samples: follow the parent, start no trace of our own.
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())),
-		sdktrace.WithResource(resource.NewSchemaless(attrs...)),
-	)
-	return &otelTracing{tp: tp}, nil
-}
-
-// sdkCallsOnly keeps one span per AWS call: the SDK opens about ten more
-// inside each (serialize, resolve endpoint, sign, retry loop, attempt,
-// ...), which would multiply what each invocation sends and X-Ray stores
-// without saying more than the call's own span (its duration, status and
-// errors).
-type sdkCallsOnly struct{ sdktrace.SpanProcessor }
-
-func (p sdkCallsOnly) OnEnd(s sdktrace.ReadOnlySpan) {
-	if strings.HasPrefix(s.InstrumentationScope().Name, "github.com/aws/aws-sdk-go-v2/") && !strings.Contains(s.Name(), ".") {
-		return
-	}
-	p.SpanProcessor.OnEnd(s)
-}
-
-// Instrument sets an AWS client's Options.TracerProvider, so the SDK opens
-// a span per call.
-func (t *otelTracing) Instrument(p *smithytracing.TracerProvider) {
-	*p = smithyoteltracing.Adapt(t.tp)
-}
-
-// Worker traces the worker's records with this provider.
-func (t *otelTracing) Worker() jobs.Tracer { return WorkerTracer(t.tp) }
-
-// Wrap makes handler one span per invocation, flushed before it returns.
-func (t *otelTracing) Wrap(name string, handler lambda.Handler) lambda.Handler {
-	return &tracedHandler{name: name, inner: handler, tp: t.tp, tracer: t.tp.Tracer("github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn")}
-}
-
-type tracedHandler struct {
-	name   string
-	inner  lambda.Handler
-	tp     *sdktrace.TracerProvider
-	tracer trace.Tracer
-}
+type xrayTracing struct{}
 
 // flushTimeout bounds the export at the end of an invocation (a local
 // datagram: it takes microseconds).
 const flushTimeout = 100 * time.Millisecond
 
-func (h *tracedHandler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
-	header, _ := ctx.Value("x-amzn-trace-id").(string)
-	if header == "" {
-		header = os.Getenv("_X_AMZN_TRACE_ID")
-	}
-	ctx = xray.Propagator{}.Extract(ctx, propagation.HeaderCarrier{"X-Amzn-Trace-Id": {header}})
-	ctx, span := h.tracer.Start(ctx, h.name, trace.WithSpanKind(trace.SpanKindServer))
-	out, err := h.inner.Invoke(ctx, payload)
+func (xrayTracing) Start(ctx context.Context, cfg lambdafn.Config) (tracehook.Tracing, error) {
+	exp, err := otlptrace.New(ctx, xrayudp.New(xrayudp.Address(cfg.XRayDaemon)))
 	if err != nil {
-		span.SetStatus(codes.Error, "invocation failed")
+		return nil, err
 	}
-	span.End()
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
-	_ = h.tp.ForceFlush(fctx)
-	cancel()
-	return out, err
+	return oteltrace.New(exp, cfg.Service, flushTimeout), nil
 }
 
-// spanHeader is the X-Ray trace header of ctx's span, or "" when ctx has no
-// valid span (wire.SpanHeader).
-func spanHeader(ctx context.Context) string {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return ""
-	}
-	c := propagation.MapCarrier{}
-	xray.Propagator{}.Inject(ctx, c)
-	for _, v := range c {
-		return v
-	}
-	return ""
-}
+// WorkerTracer traces a jobs.Worker's records with tp (set it as
+// jobs.Config.Tracer; lambdafn does when tracing is on): one span per
+// SQS record, "lambdajobs.process", whose parent is the trace the message
+// carries in its AWSTraceHeader system attribute and which links to the
+// invocation's span (ctx's when the worker is called). The job's AWS calls
+// are its children, so one trace shows a job's enqueue, its wait in the
+// queue and its run. A team that runs package jobs without lambdafn traces
+// its worker with it and its own tracer provider.
+//
+// Spans carry the kind, the job id, the attempt, the status and a failure's
+// code (lambdajobs.kind, .job_id, .attempt, .status, .code, .retried); a
+// failed job's span has error status with its code as the description.
+// Never an owner, a payload or handler error text.
+func WorkerTracer(tp trace.TracerProvider) jobs.Tracer { return oteltrace.WorkerTracer(tp) }

@@ -1,159 +1,45 @@
 package tracing_test
 
 import (
-	"context"
-	"encoding/json"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
-	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
-	"github.com/lambdajobs/lambdajobs/internal/testroles"
+	"github.com/lambdajobs/lambdajobs/internal/tracecheck"
 	"github.com/lambdajobs/lambdajobs/internal/xrayudp"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
-	_ "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-type noPayload struct{}
-
-func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
-// With JOBS_TRACING=on, a worker invocation against DynamoDB Local sends
-// its spans to the X-Ray daemon's UDP address in the daemon's framing: the
-// invocation's span under Lambda's segment, the job's span in the trace
-// its message carries, and the job's DynamoDB calls inside the job's span
-// (one span per call, not the SDK's internal steps).
+// With JOBS_TRACING=on and tracing.XRay(), a worker invocation against
+// DynamoDB Local sends its spans to the X-Ray daemon's UDP address in the
+// daemon's framing, flushed before Invoke returns: the invocation's span
+// under Lambda's segment, the job's span in the trace its message carries,
+// and the job's DynamoDB calls inside the job's span (tracecheck.Check).
 // (Lambda's daemon is stood in for by a UDP socket: locally there is none.)
 func TestTracingSendsSpansToTheDaemon(t *testing.T) {
-	ddb := testenv.DynamoDB(t)
-	table := testenv.NewTable(t, ddb)
 	daemon, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer daemon.Close()
-	reg := jobs.NewRegistry()
-	kind := jobs.MustRegister(reg, "traced", func(context.Context, *jobs.Job[noPayload]) (jobs.NoResult, error) {
-		return jobs.NoResult{}, nil
-	}, nil)
-	ctx := context.Background()
-	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: dynamostore.New(ddb, table, dynamostore.Config{}), Queue: &jobstest.MemQueue{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := kind.Enqueue(ctx, svc, "o", noPayload{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	getenv := env(map[string]string{"JOBS_TABLE": table, "JOBS_FUNCTION": "worker", "JOBS_TRACING": "on",
-		"AWS_ENDPOINT_URL_DYNAMODB": testenv.DynamoDBEndpoint(t), "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		"AWS_XRAY_DAEMON_ADDRESS": "tcp:127.0.0.1:1 udp:" + daemon.LocalAddr().String()})
-	handler, err := lambdafn.Build(ctx, lambdafn.Worker, reg, getenv, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const (
-		lambdaHeader  = "Root=1-674f0000-aaaaaaaaaaaaaaaaaaaaaaaa;Parent=1234567890abcdef;Sampled=1"
-		messageHeader = "Root=1-674f0001-bbbbbbbbbbbbbbbbbbbbbbbb;Parent=fedcba0987654321;Sampled=1"
-	)
-	ev, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{
-		MessageId: "m-1", Body: message.Encode(res.Job.ID), Attributes: map[string]string{"AWSTraceHeader": messageHeader},
-	}}})
-	//lint:ignore SA1029 the key aws-lambda-go itself puts the trace header under
-	ictx := context.WithValue(ctx, "x-amzn-trace-id", lambdaHeader)
-	ictx, cancel := context.WithTimeout(ictx, 30*time.Second)
-	defer cancel()
-	if _, err := handler.Invoke(ictx, ev); err != nil {
-		t.Fatal(err)
-	}
-	got, err := svc.Get(ctx, "o", res.Job.ID)
-	if err != nil || got.Status != jobs.StatusSucceeded {
-		t.Fatalf("job %v %v", got, err)
-	}
+	tracecheck.Worker(t, tracing.XRay(), map[string]string{"AWS_XRAY_DAEMON_ADDRESS": "tcp:127.0.0.1:1 udp:" + daemon.LocalAddr().String()})
 
 	// The flush happened before Invoke returned: the datagrams are there.
-	spans := map[string]*tracepb.Span{}
-	var names []string
 	_ = daemon.SetReadDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, 70000)
-	for spans["worker"] == nil || spans["lambdajobs.process"] == nil {
+	tracecheck.Check(t, func() ([]*tracepb.ResourceSpans, error) {
 		n, _, err := daemon.ReadFrom(buf)
 		if err != nil {
-			t.Fatalf("datagrams ended with spans %v: %v", names, err)
+			return nil, err
 		}
 		if n > xrayudp.MaxDatagram {
 			t.Fatalf("a datagram of %d bytes", n)
 		}
-		rs, err := xrayudp.Decode(buf[:n])
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rs {
-			if svcName := resourceAttr(r, "service.name"); svcName != "worker" {
-				t.Fatalf("service.name %q", svcName)
-			}
-			for _, ss := range r.ScopeSpans {
-				for _, s := range ss.Spans {
-					names = append(names, s.Name)
-					if s.Name == "worker" || s.Name == "lambdajobs.process" {
-						spans[s.Name] = s
-					} else if strings.HasPrefix(s.Name, "DynamoDB.") {
-						spans[s.Name+"#"+hexID(s.SpanId)] = s
-					}
-				}
-			}
-		}
-	}
-	for _, n := range names {
-		if !strings.Contains(n, ".") && n != "worker" {
-			t.Fatalf("the SDK's internal span %q was sent: one span per AWS call is kept; spans: %v", n, names)
-		}
-	}
-	inv, job := spans["worker"], spans["lambdajobs.process"]
-	if hexID(inv.TraceId) != "674f0000aaaaaaaaaaaaaaaaaaaaaaaa" || hexID(inv.ParentSpanId) != "1234567890abcdef" {
-		t.Fatalf("the invocation's span is not under Lambda's segment: trace %s parent %s", hexID(inv.TraceId), hexID(inv.ParentSpanId))
-	}
-	if hexID(job.TraceId) != "674f0001bbbbbbbbbbbbbbbbbbbbbbbb" || hexID(job.ParentSpanId) != "fedcba0987654321" {
-		t.Fatalf("the job's span is not in its message's trace: trace %s parent %s", hexID(job.TraceId), hexID(job.ParentSpanId))
-	}
-	if len(job.Links) != 1 || hexID(job.Links[0].SpanId) != hexID(inv.SpanId) {
-		t.Fatalf("the job's span does not link the invocation: %v", job.Links)
-	}
-	calls := 0
-	for name, s := range spans {
-		if strings.HasPrefix(name, "DynamoDB.") && hexID(s.ParentSpanId) == hexID(job.SpanId) {
-			calls++
-		}
-	}
-	if calls < 2 { // the claim and the final write
-		t.Fatalf("%d DynamoDB calls inside the job's span; spans: %v", calls, names)
-	}
-}
-
-func hexID(b []byte) string {
-	const digits = "0123456789abcdef"
-	out := make([]byte, 0, 2*len(b))
-	for _, c := range b {
-		out = append(out, digits[c>>4], digits[c&15])
-	}
-	return string(out)
-}
-
-func resourceAttr(r *tracepb.ResourceSpans, key string) string {
-	for _, a := range r.GetResource().GetAttributes() {
-		if a.Key == key {
-			return a.GetValue().GetStringValue()
-		}
-	}
-	return ""
+		return xrayudp.Decode(buf[:n])
+	})
 }

@@ -1,4 +1,4 @@
-package tracing
+package oteltrace
 
 import (
 	"context"
@@ -13,18 +13,8 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// WorkerTracer traces a jobs.Worker's records with tp (set it as
-// jobs.Config.Tracer; lambdafn does when tracing is on): one span per
-// SQS record, "lambdajobs.process", whose parent is the trace the message
-// carries in its AWSTraceHeader system attribute and which links to the
-// invocation's span (ctx's when the worker is called). The job's AWS calls
-// are its children, so one trace shows a job's enqueue, its wait in the
-// queue and its run.
-//
-// Spans carry the kind, the job id, the attempt, the status and a failure's
-// code (lambdajobs.kind, .job_id, .attempt, .status, .code, .retried); a
-// failed job's span has error status with its code as the description.
-// Never an owner, a payload or handler error text.
+// WorkerTracer is the public tracing.WorkerTracer (documented there):
+// one span per SQS record, in the trace its message carries.
 func WorkerTracer(tp trace.TracerProvider) jobs.Tracer {
 	return workerTracer{tracer: tp.Tracer(tracerName)}
 }
