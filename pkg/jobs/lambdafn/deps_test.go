@@ -24,7 +24,7 @@ import (
 // mains built as a team's main that passes none (the tag
 // lambdajobs.notracing, as make build NOTRACING=1 and the bench build
 // them). One that passes tracing.XRay() links OpenTelemetry's SDK but not
-// gRPC.
+// the OTLP/HTTP exporter and gRPC, which only package otlp brings.
 func TestTracingIsLinkedOnlyWhenPassed(t *testing.T) {
 	t.Parallel()
 	forbidden := []string{"go.opentelemetry.io/", "google.golang.org/protobuf/", "google.golang.org/grpc", "github.com/aws/smithy-go/tracing/smithyoteltracing"}
@@ -45,8 +45,11 @@ func TestTracingIsLinkedOnlyWhenPassed(t *testing.T) {
 	if !strings.Contains(xray, "go.opentelemetry.io/otel/sdk/trace") {
 		t.Errorf("lambdafn/tracing does not link OpenTelemetry's SDK: %v", xray)
 	}
-	if strings.Contains(xray, "google.golang.org/grpc") {
-		t.Errorf("lambdafn/tracing links gRPC: %v", xray)
+	if strings.Contains(xray, "otlptracehttp") || strings.Contains(xray, "google.golang.org/grpc") {
+		t.Errorf("lambdafn/tracing links the OTLP/HTTP exporter or gRPC: %v", xray)
+	}
+	if otlp := strings.Join(deps(t, "github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing/otlp"), " "); !strings.Contains(otlp, "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp") {
+		t.Errorf("lambdafn/tracing/otlp does not link OpenTelemetry's OTLP/HTTP exporter: %v", otlp)
 	}
 }
 
