@@ -27,9 +27,9 @@ import (
 type coldResult struct {
 	Name string // the function (hello: the baseline)
 	// Traced: built as `make build` builds this repository's functions,
-	// with OpenTelemetry linked (internal/withtracing); else with the tag
-	// lambdajobs.notracing, as a team's main that does not import
-	// lambdafn/tracing.
+	// with OpenTelemetry linked (internal/withtracing: tracing.XRay());
+	// else with the tag lambdajobs.notracing, as a team's main that passes
+	// no lambdafn.Opts.Tracing.
 	Traced    bool
 	SizeARM64 int64    // the deployable bootstrap (make build)
 	OTel      []string // OpenTelemetry modules `go version -m` lists in it

@@ -60,10 +60,13 @@ type Config struct {
 
 	// Tracing turns on X-Ray active tracing on every function and the
 	// functions' OpenTelemetry spans (JOBS_TRACING=on): one span per
-	// invocation, per job and per DynamoDB/SQS call, sent to Lambda's X-Ray
-	// daemon. Off by default: X-Ray bills per trace. The functions carry the
-	// trace through SQS (AWSTraceHeader), so a job's enqueue, its wait in
-	// the queue and its run share one trace.
+	// invocation, per job and per DynamoDB/SQS call, sent as the functions'
+	// main says (lambdafn.Opts.Tracing: to Lambda's X-Ray daemon, or over
+	// OTLP/HTTP to a collector layer given through Overrides.Function and
+	// configured through Environment; docs/OPERATIONS.md "Tracing"). Off by
+	// default: X-Ray bills per trace. The functions carry the trace through
+	// SQS (AWSTraceHeader), so a job's enqueue, its wait in the queue and
+	// its run share one trace.
 	Tracing bool
 
 	// Architecture of every function: "arm64" (the default, and the one

@@ -294,7 +294,7 @@ var (
 	// EnvEvents is true for all.
 	EnvEvents           = choice(&Var{Name: "JOBS_EVENTS", Default: "kinds", Doc: "`kinds`: the outcomes of kinds with `KindOpts.Events` are announced; `all`: every kind's", Readers: creatingFns, Construct: true}, "all", "kinds")
 	EnvMetricsNamespace = text(&Var{Name: "JOBS_METRICS_NAMESPACE", Doc: "turns on the per-kind metrics (EMF, with the logs) in this namespace", Construct: true})
-	EnvTracing          = choice(&Var{Name: "JOBS_TRACING", Default: "off", Doc: "`on`: OpenTelemetry spans to Lambda's X-Ray daemon (docs/OPERATIONS.md \"Tracing\")", Construct: true}, "on", "off")
+	EnvTracing          = choice(&Var{Name: "JOBS_TRACING", Default: "off", Doc: "`on`: OpenTelemetry spans, sent as the main's `lambdafn.Opts.Tracing` says (the X-Ray daemon or OTLP/HTTP); a main that passes none refuses to start (docs/OPERATIONS.md \"Tracing\")", Construct: true}, "on", "off")
 
 	EnvScheduleGroup       = text(&Var{Name: "JOBS_SCHEDULE_GROUP", Doc: "the Scheduler group runtime schedules are created in", Readers: schedules, Construct: true})
 	EnvQueueARN            = text(&Var{Name: "JOBS_QUEUE_ARN", Doc: "the queue runtime schedules send to", Readers: schedules, Construct: true})

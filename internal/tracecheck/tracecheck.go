@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/internal/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/testroles"
@@ -54,7 +55,7 @@ func Worker(t *testing.T, tr lambdafn.Tracing, env map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vars := map[string]string{"JOBS_TABLE": table, "JOBS_FUNCTION": "worker", "JOBS_TRACING": "on",
+	vars := map[string]string{deploy.EnvTable.Name: table, deploy.EnvFunction.Name: "worker", deploy.EnvTracing.Name: "on",
 		"AWS_ENDPOINT_URL_DYNAMODB": testenv.DynamoDBEndpoint(t), "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 	for k, v := range env {
 		vars[k] = v
