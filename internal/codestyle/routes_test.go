@@ -26,13 +26,14 @@ var routePath = regexp.MustCompile(`(^|["'\w%])/v1($|[/?"'])`)
 // request, httpapi dispatches it, the construct and the local gateway
 // match it.
 var pathLiteralsAllowed = map[string]string{
-	"internal/deploy/routes.go":        "the route table itself: the one place a path is written",
-	"internal/deploy/*_test.go":        "the table's own tests: what PathFor builds",
-	"internal/apiclient/*_test.go":     "what the client sends, asserted by path",
-	"internal/codestyle/*_test.go":     "this check's own examples",
-	"pkg/jobs/events_test.go":          "an event's result_url, asserted as callers read it",
-	"pkg/jobs/events.go":               "an event's result_url: deploy imports jobs, so jobs cannot read the table (TestEventsResultPathIsTheGetJobRoute ties them)",
-	"pkg/jobs/lambdafn/awsenv_test.go": "the container credentials endpoint's own /v1 path, not this API's",
+	"internal/deploy/routes.go":                "the route table itself: the one place a path is written",
+	"internal/deploy/*_test.go":                "the table's own tests: what PathFor builds",
+	"internal/apiclient/*_test.go":             "what the client sends, asserted by path",
+	"internal/codestyle/*_test.go":             "this check's own examples",
+	"pkg/jobs/events_test.go":                  "an event's result_url, asserted as callers read it",
+	"pkg/jobs/events.go":                       "an event's result_url: deploy imports jobs, so jobs cannot read the table (TestEventsResultPathIsTheGetJobRoute ties them)",
+	"pkg/jobs/lambdafn/awsenv_test.go":         "the container credentials endpoint's own /v1 path, not this API's",
+	"pkg/jobs/lambdafn/tracing/otlp/*_test.go": "OTLP/HTTP's own /v1/traces path, not this API's",
 	// Tests that assert HTTP behaviour on purpose: they send requests at
 	// paths written out, so a path changed in the table without its
 	// callers (API Gateway's clients) fails them.

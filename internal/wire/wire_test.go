@@ -182,10 +182,9 @@ func TestShapesNameKeysNeverValues(t *testing.T) {
 func TestTraceHeader(t *testing.T) {
 	ctx := context.Background()
 	if got := wire.TraceHeader(ctx); got != "" {
-		t.Fatalf("TraceHeader without tracing linked = %q, want empty", got)
+		t.Fatalf("TraceHeader of a context carrying no span = %q, want empty", got)
 	}
-	wire.SpanHeader = func(context.Context) string { return "Root=1-abc;Parent=def;Sampled=1" }
-	t.Cleanup(func() { wire.SpanHeader = nil })
+	ctx = wire.WithSpanHeader(ctx, func(context.Context) string { return "Root=1-abc;Parent=def;Sampled=1" })
 	if got := wire.TraceHeader(ctx); got != "Root=1-abc;Parent=def;Sampled=1" {
 		t.Fatalf("TraceHeader = %q, want the span's header", got)
 	}
