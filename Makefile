@@ -24,6 +24,10 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 APIDIFF     := golang.org/x/exp/cmd/apidiff@v0.0.0-20261009195045-ca0d7ba23607
 # The packages a team codes against: apidiff compares each with api/BASELINE.
 API_PACKAGES := pkg/jobs pkg/jobs/driver pkg/jobs/jobstest pkg/jobs/lambdafn pkg/jobs/httpapi pkg/jobs/dynamostore pkg/jobs/sqsqueue pkg/jobs/schedulerapi
+# The module of the tests and tools a team's module must not inherit (the
+# dashboard's browser tests, the YAML reader of docs/openapi.yaml, the
+# module proxy of the modules test): see docs/MODULES.md.
+DEVTOOLS    := internal/devtools
 FUZZTIME    ?= 10s
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 RIE         := bin/aws-lambda-rie
@@ -61,7 +65,7 @@ $(TOOLS_DIR)/node_modules/.installed: $(TOOLS_DIR)/package.json $(TOOLS_DIR)/pac
 
 .PHONY: deps
 deps: check-node $(TOOLS_DIR)/node_modules/.installed ## Install the pinned emulators (DynamoDB Local, fauxqs) from _tools/package-lock.json.
-	$(GO) mod download
+	GOWORK=off $(GO) mod download
 
 .PHONY: build
 build: ## Cross-compile the six Lambda bootstraps (provided.al2023, arm64) into build/<function>/bootstrap (NOTRACING=1: without OpenTelemetry).
@@ -100,6 +104,9 @@ test: deps $(RIE) chromium ## Run every test (unit, integration on DynamoDB Loca
 	$(GO) vet ./...
 	rm -rf $(IAM_CALLS)
 	LAMBDAJOBS_IAM_CALLS=$(IAM_CALLS) $(GO) test -race -count=1 -timeout 15m -skip '^$(RECORDED_CALLS_TEST)$$' ./...
+	@echo "== $(DEVTOOLS): the dashboard in chromium, the OpenAPI copy, the modules a team resolves"
+	cd $(DEVTOOLS) && $(GO) vet ./... && LAMBDAJOBS_IAM_CALLS=$(IAM_CALLS) $(GO) test -race -count=1 -timeout 15m ./...
+	@echo "== every recorded AWS call is among its role's grants (internal/deploy)"
 	LAMBDAJOBS_IAM_CALLS=$(IAM_CALLS) $(GO) test -count=1 -run '^$(RECORDED_CALLS_TEST)$$' -v ./internal/deploy
 	@echo "== examples/quickstart: a team's own module (its kind, its main, on the local stack)"
 	cd examples/quickstart && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
@@ -110,6 +117,11 @@ lint: toolchains ## The pinned toolchains, gofmt, go vet and staticcheck.
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
+	cd $(DEVTOOLS) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
+
+.PHONY: openapi-json
+openapi-json: ## Write docs/openapi.yaml as JSON to pkg/jobs/httpapi/testdata/openapi.json, which the contract tests read.
+	cd $(DEVTOOLS) && $(GO) test -count=1 -run '^TestHTTPAPISpecIsTheYAML$$' ./openapi -update
 
 .PHONY: apidiff
 apidiff: ## Report each change of the public Go API against the baseline commit in api/BASELINE; fail on one that breaks a caller.
@@ -173,7 +185,7 @@ $(VULN_DB)/index/db.json:
 
 .PHONY: vulncheck
 GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
-MODULES     := . infra bench examples/quickstart examples/quickstart/infra
+MODULES     := . infra bench $(DEVTOOLS) examples/quickstart examples/quickstart/infra
 
 vulncheck: $(VULN_DB)/index/db.json ## govulncheck of every module against an offline copy of the Go vulnerability database, no older than VULNDB_MAX_AGE_DAYS.
 	@bash $(TOOLS_DIR)/vulndb-age.sh $(VULN_VERSION) $(VULNDB_MAX_AGE_DAYS)

@@ -655,16 +655,17 @@ const LocalTrustedCaller = "arn:aws:iam::" + LocalAccount + ":user/local"
 // routes, as the local operator), that answers at addr, the address its
 // listener reports (dashboard.Config.Addr).
 func (s *Stack) Dashboard(caller, addr string) (*dashboard.Server, error) {
-	cfg, err := s.dashboardConfig(caller, addr)
+	cfg, err := s.DashboardConfig(caller, addr)
 	if err != nil {
 		return nil, err
 	}
 	return dashboard.New(cfg)
 }
 
-// dashboardConfig is the configuration Dashboard uses (tests change it
-// through DashboardConfig, in export_test.go).
-func (s *Stack) dashboardConfig(caller, addr string) (dashboard.Config, error) {
+// DashboardConfig is the configuration Dashboard uses, for a test to
+// change before dashboard.New (to count the dashboard's API calls through
+// Do, say: the dashboard's browser tests in internal/devtools do).
+func (s *Stack) DashboardConfig(caller, addr string) (dashboard.Config, error) {
 	api, err := url.Parse(s.APIURL)
 	if err != nil {
 		return dashboard.Config{}, err

@@ -1,4 +1,4 @@
-package localstack_test
+package browser_test
 
 import (
 	"context"
