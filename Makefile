@@ -119,6 +119,11 @@ lint: toolchains ## The pinned toolchains, gofmt, go vet and staticcheck.
 	cd bench && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	cd $(DEVTOOLS) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 
+.PHONY: tidy
+tidy: ## go mod tidy in every module of go.work (the library and the construct, required at their coming release, read from this tree), then check the result.
+	cd $(DEVTOOLS) && $(GO) test -count=1 -run '^TestEveryModuleIsTidy$$' ./modules -update
+	cd $(DEVTOOLS) && $(GO) test -count=1 -run '^TestEveryModuleIsTidy$$' ./modules
+
 .PHONY: openapi-json
 openapi-json: ## Write docs/openapi.yaml as JSON to pkg/jobs/httpapi/testdata/openapi.json, which the contract tests read.
 	cd $(DEVTOOLS) && $(GO) test -count=1 -run '^TestHTTPAPISpecIsTheYAML$$' ./openapi -update
