@@ -23,7 +23,9 @@ TOOLS_DIR   := _tools
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 APIDIFF     := golang.org/x/exp/cmd/apidiff@v0.0.0-20261009195045-ca0d7ba23607
 # The packages a team codes against: apidiff compares each with api/BASELINE.
-API_PACKAGES := pkg/jobs pkg/jobs/driver pkg/jobs/jobstest pkg/jobs/lambdafn pkg/jobs/httpapi pkg/jobs/dynamostore pkg/jobs/sqsqueue pkg/jobs/schedulerapi
+# Each is <module directory>:<package directory>; the construct is in the
+# module infra.
+API_PACKAGES := .:pkg/jobs .:pkg/jobs/driver .:pkg/jobs/jobstest .:pkg/jobs/lambdafn .:pkg/jobs/httpapi .:pkg/jobs/dynamostore .:pkg/jobs/sqsqueue .:pkg/jobs/schedulerapi .:pkg/jobs/eventbus .:pkg/jobs/lambdafn/tracing infra:jobsinfra
 # The module of the tests and tools a team's module must not inherit (the
 # dashboard's browser tests, the YAML reader of docs/openapi.yaml, the
 # module proxy of the modules test): see docs/MODULES.md.
@@ -133,11 +135,13 @@ apidiff: ## Report each change of the public Go API against the baseline commit 
 	@base=$$(cat api/BASELINE); dir=$$(mktemp -d); \
 	git worktree add --detach -q $$dir/base $$base || exit 1; \
 	trap 'git worktree remove --force '$$dir'/base; rm -rf '$$dir EXIT; \
-	fail=0; for p in $(API_PACKAGES); do \
-	  f=$$dir/$$(echo $$p | tr / _).export; \
-	  (cd $$dir/base && $(GO) run $(APIDIFF) -w $$f github.com/lambdajobs/lambdajobs/$$p) || exit 1; \
-	  out=$$($(GO) run $(APIDIFF) $$f github.com/lambdajobs/lambdajobs/$$p) || exit 1; \
-	  if [ -n "$$out" ]; then echo "== $$p"; echo "$$out"; fi; \
+	fail=0; for mp in $(API_PACKAGES); do \
+	  m=$${mp%%:*}; p=$${mp#*:}; \
+	  path=$$(sed -n 's/^module //p' $$m/go.mod)/$$p; \
+	  f=$$dir/$$(echo $$m/$$p | tr ./ __).export; \
+	  (cd $$dir/base/$$m && $(GO) run $(APIDIFF) -w $$f $$path) || exit 1; \
+	  out=$$(cd $$m && $(GO) run $(APIDIFF) $$f $$path) || exit 1; \
+	  if [ -n "$$out" ]; then echo "== $$path"; echo "$$out"; fi; \
 	  case "$$out" in *Incompatible*) fail=1;; esac; \
 	done; \
 	if [ $$fail = 1 ]; then echo "apidiff: a change above breaks callers of the API recorded in api/BASELINE ($$base)"; fi; exit $$fail
