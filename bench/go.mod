@@ -37,5 +37,5 @@ require (
 	github.com/stretchr/testify v1.12.1 // indirect
 	golang.org/x/image v0.46.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
