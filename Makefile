@@ -9,7 +9,7 @@ GO          ?= go
 # it; the first use downloads it). 1.26.10 fixes standard-library
 # vulnerabilities that govulncheck reports in earlier 1.26 releases.
 # Every go.mod's toolchain line names the same release (a test in
-# internal/supplychain, run by make lint, fails when they drift).
+# internal/dev/supplychain, run by make lint, fails when they drift).
 GO_RELEASE  := go1.26.10
 export GOTOOLCHAIN := $(GO_RELEASE)
 # The Node.js major release the tools of _tools and infra/_tools are
@@ -46,7 +46,7 @@ help: ## List the targets.
 
 # npm ci installs exactly the lockfile, each package checked against its
 # integrity hash; --ignore-scripts: no package of either lockfile has an
-# install script (internal/supplychain checks this), so none may run one.
+# install script (internal/dev/supplychain checks this), so none may run one.
 NPM_CI := npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 
 .PHONY: check-node
@@ -58,7 +58,7 @@ toolchains: check-node ## Fail unless go runs the pinned Go release (GO_RELEASE)
 	@v=$$($(GO) env GOVERSION) || exit 1; \
 	if [ "$$v" != "$(GO_RELEASE)" ]; then echo "go runs $$v, but the Makefile pins $(GO_RELEASE) (GOTOOLCHAIN=$(GO_RELEASE)): do not override GOTOOLCHAIN, and use Go 1.21 or later, which fetches the pinned release"; exit 1; fi; \
 	echo "$$v (pinned: GO_RELEASE=$(GO_RELEASE))"
-	$(GO) test -count=1 -run '^TestGoModsAgreeWithTheMakefile$$' ./internal/supplychain
+	$(GO) test -count=1 -run '^TestGoModsAgreeWithTheMakefile$$' ./internal/dev/supplychain
 
 $(TOOLS_DIR)/node_modules/.installed: $(TOOLS_DIR)/package.json $(TOOLS_DIR)/package-lock.json
 	@bash $(TOOLS_DIR)/check-node.sh $(NODE_MAJOR)
@@ -93,7 +93,7 @@ chromium: ## Install Debian's chromium for the dashboard's browser tests when mi
 	@bash $(TOOLS_DIR)/apt-install.sh chromium chromium $(CHROMIUM_MIN_MAJOR) $(CHROMIUM_VERSION)
 
 # Where the end-to-end and reliability runs record every AWS call the
-# deployment's principals make (package internal/iamcalls); make
+# deployment's principals make (package internal/dev/iamcalls); make
 # infra-test evaluates them against the synthesized policies, and make
 # test, once they are all recorded, checks each is among its role's grants
 # in internal/deploy (RECORDED_CALLS_TEST: left out of the run that
@@ -149,7 +149,7 @@ apidiff: ## Report each change of the public Go API against the baseline commit 
 .PHONY: bench
 bench: deps $(RIE) build-local ## Measure cost per job, overhead, throughput, cold start and sweeper cost; writes docs/BENCHMARKS.md and its plot.
 	@mkdir -p $(BUILD_DIR)/bench
-	$(GO) test -run '^$$' -bench Overhead -benchtime 300x -count 10 ./internal/benchmarks/ | tee $(BUILD_DIR)/bench/overhead.txt
+	$(GO) test -run '^$$' -bench Overhead -benchtime 300x -count 10 ./internal/dev/benchmarks/ | tee $(BUILD_DIR)/bench/overhead.txt
 	$(GO) test -run '^$$' -bench ClaimExpression -benchmem -count 5 ./pkg/jobs/dynamostore/ | tee -a $(BUILD_DIR)/bench/overhead.txt
 	cd bench && $(GO) run . -out ../docs -overhead ../$(BUILD_DIR)/bench/overhead.txt
 
@@ -163,18 +163,18 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s; try FUZZTIME=10m; CI gi
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePayload$$' -fuzztime $(FUZZTIME) ./pkg/jobs
 	$(GO) test -run '^$$' -fuzz '^FuzzRouteForeignMessage$$' -fuzztime $(FUZZTIME) ./pkg/jobs
 	$(GO) test -run '^$$' -fuzz '^FuzzEnqueue$$' -fuzztime $(FUZZTIME) ./pkg/jobs/httpapi
-	$(GO) test -run '^$$' -fuzz '^FuzzParseUpdate$$' -fuzztime $(FUZZTIME) ./internal/partitions
+	$(GO) test -run '^$$' -fuzz '^FuzzParseUpdate$$' -fuzztime $(FUZZTIME) ./internal/dev/partitions
 	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./internal/jsonin
 	$(GO) test -run '^$$' -fuzz '^FuzzMessageSort$$' -fuzztime $(FUZZTIME) ./internal/wire
 
 .PHONY: reliability
 reliability: deps $(RIE) ## Run the reliability scenarios at full size (faults, SIGKILL, one owner at a scaled 10,000 jobs/s) and rewrite docs/RELIABILITY.md and docs/KEY_HEAT.md.
-	RELIABILITY_REPORT=$(CURDIR)/docs/RELIABILITY.md $(GO) test -count=1 -v -timeout 20m -run . ./internal/reliability/
+	RELIABILITY_REPORT=$(CURDIR)/docs/RELIABILITY.md $(GO) test -count=1 -v -timeout 20m -run . ./internal/dev/reliability/
 
 .PHONY: simulate
 SEEDS ?= 10000
 simulate: ## Run SEEDS seeds of the whole-system simulator (default 10000) with -race and write their figures to docs/simulation-figures.md.
-	$(GO) test -race -count=1 -timeout 60m -run 'TestSimulation$$' ./internal/simulation/ -seeds $(SEEDS) -report $(CURDIR)/docs/simulation-figures.md
+	$(GO) test -race -count=1 -timeout 60m -run 'TestSimulation$$' ./internal/dev/simulation/ -seeds $(SEEDS) -report $(CURDIR)/docs/simulation-figures.md
 
 # govulncheck needs no network: the vulnerability database is built from the
 # golang.org/x/vulndb module (served by the module proxy) into a cache.

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
-	"github.com/lambdajobs/lambdajobs/internal/localaws"
-	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/dev/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/dev/localstack"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
 

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
+	"github.com/lambdajobs/lambdajobs/internal/dev/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/dev/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
-	"github.com/lambdajobs/lambdajobs/internal/localaws"
-	"github.com/lambdajobs/lambdajobs/internal/localstack"
 )
 
 // lanesResult is the lanes step: urgent jobs started behind a bulk

@@ -1,6 +1,6 @@
 // Command bench produces docs/BENCHMARKS.md and docs/bench-throughput.png:
 // requests, capacity and dollars per job; the overhead against the bare AWS
-// calls (from the Go benchmarks in internal/benchmarks); throughput and
+// calls (from the Go benchmarks in internal/dev/benchmarks); throughput and
 // latency on the local stack at worker concurrency 1, 2, 4 and 8; cold
 // start under the Runtime Interface Emulator; and the sweeper's cost against
 // table size. `make bench` runs it with everything it needs.

@@ -344,7 +344,7 @@ func (r *report) overheadMD() string {
 	if len(r.Overhead) == 0 {
 		w("(not run: pass -overhead)\n\n")
 	} else {
-		w("`go test -run '^$' -bench Overhead -benchtime 300x -count %d ./internal/benchmarks/` (benchstat-friendly):\n", r.Overhead[0].Runs)
+		w("`go test -run '^$' -bench Overhead -benchtime 300x -count %d ./internal/dev/benchmarks/` (benchstat-friendly):\n", r.Overhead[0].Runs)
 		w("each iteration runs the system's path and then the bare SDK calls it must make (enqueue: the\n")
 		w("conditional PutItem and the SendMessage; worker: the claim and the final conditional UpdateItem),\n")
 		w("interleaved so warm-up and noise fall on both. The system runs as deployed: its JSON log lines\n")

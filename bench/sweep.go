@@ -12,9 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/lambdajobs/lambdajobs/internal/awscount"
-	"github.com/lambdajobs/lambdajobs/internal/localaws"
-	"github.com/lambdajobs/lambdajobs/internal/testroles"
+	"github.com/lambdajobs/lambdajobs/internal/dev/awscount"
+	"github.com/lambdajobs/lambdajobs/internal/dev/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/dev/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"

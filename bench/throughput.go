@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lambdajobs/lambdajobs/internal/dev/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/dev/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/dev/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
-	"github.com/lambdajobs/lambdajobs/internal/localaws"
-	"github.com/lambdajobs/lambdajobs/internal/localstack"
-	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"

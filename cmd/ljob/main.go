@@ -9,7 +9,7 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/lambdajobs/lambdajobs/internal/cli"
+	"github.com/lambdajobs/lambdajobs/internal/dev/cli"
 )
 
 func main() {

@@ -14,10 +14,10 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdajobs/lambdajobs/examples/orderreceipt"
+	"github.com/lambdajobs/lambdajobs/internal/dev/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/dev/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/dev/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
-	"github.com/lambdajobs/lambdajobs/internal/localstack"
-	"github.com/lambdajobs/lambdajobs/internal/testenv"
-	"github.com/lambdajobs/lambdajobs/internal/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"

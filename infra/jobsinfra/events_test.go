@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
-	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
+	"github.com/lambdajobs/lambdajobs/internal/dev/iamcalls"
 )
 
 // eventSenders are the job events' sends each function makes whose

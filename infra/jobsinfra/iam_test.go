@@ -22,8 +22,8 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/lambdajobs/lambdajobs/internal/dev/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
-	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 

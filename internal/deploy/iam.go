@@ -7,7 +7,7 @@ import (
 )
 
 // Resource names a resource of the deployment a role acts on, as
-// internal/iamcalls records calls ("table", "table/index/NAME", "queue",
+// internal/dev/iamcalls records calls ("table", "table/index/NAME", "queue",
 // "dlq/LANE", ...) where it names one resource; the construct (jobsinfra's
 // grants.go) maps each to the ARNs it stands for, and leaves out a grant
 // whose resource the deployment does not have (the key without
@@ -245,7 +245,7 @@ func Triples(role string) []Triple {
 }
 
 // Covers reports whether the grant's resource stands for the resource a
-// call names (as internal/iamcalls records it) when made by a role of
+// call names (as internal/dev/iamcalls records it) when made by a role of
 // lane ("" for the default lane, and for every role but a lane's worker).
 func (r Resource) Covers(lane, resource string) bool {
 	switch r {
@@ -263,7 +263,7 @@ func (r Resource) Covers(lane, resource string) bool {
 }
 
 // Allows reports whether the grant allows action on resource (as
-// internal/iamcalls records it) for a role of lane, with the request's
+// internal/dev/iamcalls records it) for a role of lane, with the request's
 // context keys: each of its condition's keys must hold.
 func (g Grant) Allows(lane, action, resource string, context map[string]string) bool {
 	if !slices.Contains(g.Actions, action) || !g.Resource.Covers(lane, resource) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lambdajobs/lambdajobs/internal/iamcalls"
+	"github.com/lambdajobs/lambdajobs/internal/dev/iamcalls"
 )
 
 // Each role's grants are well formed: IAM actions with no wildcard, each
@@ -87,7 +87,7 @@ func TestGrantsAndEnvironmentAgree(t *testing.T) {
 }
 
 // Every AWS call recorded in make test's end-to-end and reliability runs
-// (internal/iamcalls) is among the descriptor's triples for the role that
+// (internal/dev/iamcalls) is among the descriptor's triples for the role that
 // made it: a call the descriptor does not grant would be a call the
 // construct does not allow. Skipped only when there is no recording and CI
 // is unset; under CI a missing recording fails.

@@ -22,10 +22,10 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/lambdajobs/lambdajobs/internal/dashboard"
+	"github.com/lambdajobs/lambdajobs/internal/dev/dashboard"
+	"github.com/lambdajobs/lambdajobs/internal/dev/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/dev/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
-	"github.com/lambdajobs/lambdajobs/internal/localaws"
-	"github.com/lambdajobs/lambdajobs/internal/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"

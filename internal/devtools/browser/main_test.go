@@ -14,14 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdajobs/lambdajobs/internal/localaws"
-	"github.com/lambdajobs/lambdajobs/internal/localstack"
+	"github.com/lambdajobs/lambdajobs/internal/dev/localaws"
+	"github.com/lambdajobs/lambdajobs/internal/dev/localstack"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
 // The browser tests start the whole local stack (emulators, the six
 // bootstraps under the Runtime Interface Emulator, gateway, event source)
-// on free ports, as the end-to-end tests of internal/localstack do, and
+// on free ports, as the end-to-end tests of internal/dev/localstack do, and
 // serve dashboards over it.
 
 var (

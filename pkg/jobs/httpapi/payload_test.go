@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lambdajobs/lambdajobs/internal/testroles"
+	"github.com/lambdajobs/lambdajobs/internal/dev/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"

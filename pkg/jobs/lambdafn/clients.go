@@ -79,7 +79,7 @@ func (d *Deps) dynamo() *dynamodb.Client {
 // to a second before retrying a throttle and up to two before the next:
 // one throttled final write spent its budget asleep, and a job whose
 // handler succeeded was left running until the sweeper recorded it
-// interrupted (internal/reliability TestBatchUnderThrottlesAndLostAnswers
+// interrupted (internal/dev/reliability TestBatchUnderThrottlesAndLostAnswers
 // at full size: one to three jobs in 1,000 with 5% of requests
 // throttled). Here a retry waits at most dynamoMaxBackoff (jittered,
 // doubling from 25 ms), over dynamoMaxAttempts tries, or

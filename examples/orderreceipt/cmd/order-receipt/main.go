@@ -18,8 +18,8 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/examples/orderreceipt"
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
+	"github.com/lambdajobs/lambdajobs/internal/dev/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
-	"github.com/lambdajobs/lambdajobs/internal/localaws"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"

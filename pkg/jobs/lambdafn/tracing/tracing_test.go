@@ -7,8 +7,8 @@ import (
 
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
-	"github.com/lambdajobs/lambdajobs/internal/testenv"
-	"github.com/lambdajobs/lambdajobs/internal/tracecheck"
+	"github.com/lambdajobs/lambdajobs/internal/dev/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/dev/tracecheck"
 	"github.com/lambdajobs/lambdajobs/internal/xrayudp"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn/tracing"
 )

@@ -1,0 +1,57 @@
+package reliability_test
+
+const reportHeader = `# Reliability
+
+What the system promises when AWS misbehaves, a worker dies, or callers send
+garbage, and what was measured. The table is written by
+
+` + "```sh\nmake reliability   # about 6 minutes; rewrites this file and KEY_HEAT.md\n```" + `
+
+which runs ` + "`internal/dev/reliability`" + ` at full size against the whole local stack (the
+functions' bootstraps under the Lambda Runtime Interface Emulator, DynamoDB
+Local and fauxqs behind fault-injecting proxies, the local SQS event source and
+the sweeper on a schedule). ` + "`make test`" + ` runs the same scenarios at a smaller
+size. "Lost" is a job that was accepted (202) and cannot be read; "stuck" is a
+job not final when the bound had passed.
+
+`
+
+const reportFooter = `
+## The bounds
+
+A job is settled by whichever comes first: its worker's final write; the
+redelivery of its message after the visibility timeout (6 x the worker's
+timeout), which interrupts a run whose lease ended; or the sweeper, which looks
+at every unfinished job once its sweep time (creation + dispatch grace, or its
+lease end) has passed and then every sweep interval. With injected faults a
+message can be lost at each step, so the bound above allows two such rounds.
+Retries add their backoff.
+
+## Hot keys
+
+DynamoDB Local has no partitions, so the scale scenario puts the partition
+model (` + "`internal/dev/partitions`" + `) between the stack and it: each partition key
+value of the table and of its indexes gets its share of a partition (1,000
+write and 3,000 read units per second, scaled by k = the machine's rate /
+10,000 jobs per second), a throttled index refuses the table write, and
+transactions touching one item at the same time cancel each other. A
+throttled request in that run is a key that one owner at 10,000 jobs per
+second would overload. [KEY_HEAT.md](KEY_HEAT.md) ranks the keys and classes
+of keys by heat, scaled to 10,000 jobs per second, with the highest rate one
+owner sustains before each class's hottest key reaches its partition's limit.
+
+## Other scenarios (tests in ` + "`make test`" + `)
+
+| scenario | test | shown |
+|---|---|---|
+| the same message k times, in one batch and concurrently | ` + "`TestWorkerDuplicatesRunOnce`" + ` (5 copies in one batch + a redelivery), ` + "`TestDuplicateDeliveryRunsHandlerOnce`" + ` (fauxqs), ` + "`TestForeignMessagesBecomeJobs`" + ` | the handler runs once; duplicates are acknowledged, none reach the DLQ |
+| DynamoDB stalls during the final write | ` + "`TestFinalWriteAgainstStalledDynamoDB`" + ` (a TCP proxy that stops forwarding) | the worker returns 2.4 s before its Lambda deadline with the message listed; the job stays running with its token, nothing half-written; redelivery or the sweeper settles it |
+| a handler ignoring its deadline | ` + "`TestHandlerIgnoringContextTimesOut`" + `, ` + "`TestWorkerAbandonsHandlerAtDeadline`" + ` | ` + "`timed_out`" + ` before the deadline |
+| a worker killed between a job's final write and its event's send | ` + "`TestEventSentAfterWorkerKilledBeforeTheSend`" + ` (local stack, ` + "`" + `JOBS_EVENTS=all` + "`" + `: the local bus holds the worker's ` + "`" + `PutEvents` + "`" + `, the worker gets SIGKILL, the request is dropped unanswered) | the job is final with its event step pending; a duplicate delivery of its message sends no event; the sweeper sends it once, as ` + "`" + `<job_id>/1` + "`" + `, within the dispatch grace and a sweep interval of the kill; another duplicate delivery and another sweep send nothing more |
+| two sweepers overlapping a late worker | ` + "`TestOverlappingSweepersAndLateWorker`" + ` (memory), ` + "`OverlappingInterruptsOneWinner`" + ` (conformance suite, DynamoDB Local) | each job ends in exactly one final state |
+| bad input | ` + "`TestBadRequests`" + ` (invalid UTF-8, 10 MB body, deep nesting, duplicate keys, huge numbers, null payload, wrong or missing content type, over-long idempotency keys), ` + "`TestOwnerIsolation`" + ` (bad ids) | 4xx problem+json, never 5xx, never a panic, nothing stored |
+| fuzzing | ` + "`FuzzDecodePayload`, `FuzzEnqueue`, `FuzzRouteForeignMessage`" + ` (` + "`make fuzz`" + `; CI runs each for 30,000 executions) | no panic, no 5xx, nothing accepted that the strict decoder refuses |
+| secrets | ` + "`TestFailuresAreCodesAndSecretsLeakNowhere`" + ` (local stack), ` + "`TestWorkerFailureCodes`" + ` | an ` + "`example.fail`" + ` secret appears in no log line, API answer or stored item |
+| owner isolation | ` + "`TestOwnerIsolation`" + ` | another owner's job is the same 404 body as an unknown or malformed id, after the same single read |
+| dependencies | ` + "`make vulncheck`" + ` (CI) | govulncheck against an offline copy of the Go vulnerability database |
+`

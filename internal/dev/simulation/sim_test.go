@@ -1,0 +1,166 @@
+package simulation
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	seedFlag   = flag.Uint64("seed", 0, "replay this one seed, printing its trace")
+	seedsFlag  = flag.Int("seeds", 2000, "how many seeds TestSimulation runs")
+	firstFlag  = flag.Uint64("first", 1, "the first seed TestSimulation runs")
+	plantFlag  = flag.Int("plant", 0, "plant a defect: every Nth final write drops its claim-token condition")
+	reportFlag = flag.String("report", "", "write the run's figures (markdown) to this file")
+)
+
+// TestSimulation runs many seeds of the whole system with faults at every
+// call and checks every invariant. A violation fails the test with its
+// trace's tail and the command that replays it.
+func TestSimulation(t *testing.T) {
+	seeds := make([]uint64, 0, *seedsFlag)
+	if *seedFlag != 0 {
+		seeds = append(seeds, *seedFlag)
+	} else {
+		for i := range *seedsFlag {
+			seeds = append(seeds, *firstFlag+uint64(i))
+		}
+	}
+	var (
+		mu       sync.Mutex
+		coverage = map[string]int{}
+		steps    int
+		jobs     int
+		failed   []uint64
+	)
+	began := time.Now()
+	// The group returns once every parallel seed has ended.
+	t.Run("seeds", func(t *testing.T) {
+		for _, seed := range seeds {
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				t.Parallel()
+				res := Run(t, seed, Options{PlantEvery: *plantFlag})
+				mu.Lock()
+				for k, v := range res.Coverage {
+					coverage[k] += v
+				}
+				steps += res.Steps
+				jobs += res.Jobs
+				if len(res.Violations) > 0 {
+					failed = append(failed, seed)
+				}
+				mu.Unlock()
+				if *seedFlag != 0 {
+					t.Log("trace:\n" + strings.Join(res.Trace, "\n"))
+					t.Logf("violations: %q", res.Violations)
+				}
+				if len(res.Violations) > 0 {
+					tail := res.Trace[max(0, len(res.Trace)-40):]
+					t.Errorf("seed %d: %d violations:\n  %s\ntrace tail:\n%s\nreplay: go test ./internal/dev/simulation -run 'TestSimulation$' -seed %d -v",
+						seed, len(res.Violations), strings.Join(res.Violations, "\n  "), strings.Join(tail, "\n"), seed)
+				}
+			})
+		}
+	})
+	took := time.Since(began)
+	t.Logf("%d seeds, %d jobs, %d scheduled calls in %v", len(seeds), jobs, steps, took.Round(time.Millisecond))
+	t.Log("coverage:\n" + coverageTable(coverage))
+	slices.Sort(failed)
+	t.Logf("failing seeds: %v", failed)
+	if *seedFlag != 0 || *firstFlag != 1 || len(seeds) < 2000 {
+		return // a replay or a partial run: the coverage below needs the full set
+	}
+	for _, want := range coverageWanted {
+		if coverage[want] == 0 {
+			t.Errorf("coverage: %q never fired in %d seeds", want, len(seeds))
+		}
+	}
+	if *reportFlag != "" {
+		report := fmt.Sprintf("# Simulator figures\n\nWritten by `make simulate SEEDS=%d`: %d seeds, %d jobs, %d scheduled calls in %v (`go test -race`, 2 cores); failing seeds: %v.\n\nWhat fired, summed over the seeds:\n\n```\n%s```\n",
+			len(seeds), len(seeds), jobs, steps, took.Round(time.Second), failed, coverageTable(coverage))
+		if err := os.WriteFile(*reportFlag, []byte(report), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// coverageWanted is every fault and mechanism that must fire in the
+// default seeds.
+var coverageWanted = []string{
+	"fault: " + faultThrottle, "fault: " + faultConflict, "fault: " + faultLost, "fault: " + faultSlow, "fault: " + faultStall,
+	"fault: kill", "fault: " + faultKillDone, "fault: duplicate delivery", "fault: duplicate in one batch",
+	"fault: EventBridge outage", "fault: PutEvents entry refused",
+	"sqs: dead-lettered", "sqs: stale receipt handle",
+	"mechanism: cold start", "mechanism: sweep interrupt", "mechanism: sweep re-send", "mechanism: sweep post-outcome steps",
+	"mechanism: run " + kindPlain, "mechanism: run " + kindLimited, "mechanism: run " + kindRated, "mechanism: run " + kindUnique,
+	"mechanism: run " + kindBulk, "mechanism: run " + kindLong, "mechanism: run " + kindFollowUp, "mechanism: run " + kindComplete,
+	"mechanism: run " + kindAdded, "mechanism: deploy replaced an instance", "mechanism: waits on kind",
+	"mechanism: waits on rate", "mechanism: waits on concurrency",
+	"client: enqueue within a rate", "client: enqueue over a rate (refused)",
+	"call: Heartbeat", "call: Checkpoint", "call: Requeue", "call: AcquireSlot", "call: PopWaiter", "call: TakeToken", "call: ClaimUnique",
+	"call: Debounce", "call: AddDependent", "call: CountParents", "call: CountInBatch", "call: EndBatch", "call: RequestCancel",
+	"call: CancelQueued", "call: Resubmit", "call: PutEvents",
+	"client: enqueue delayed", "client: enqueue dependent", "client: batch", "client: cancel", "client: retry", "client: replay",
+	"client: cancel then retry", "client: retry after cancel",
+}
+
+// TestFindsAPlantedDefect plants a defect in the store (one in 50 claims
+// that find their job running take it over anyway) and runs the default
+// seeds until one finds it: the invariants catch a real defect within the
+// budget of make test.
+func TestFindsAPlantedDefect(t *testing.T) {
+	began := time.Now()
+	for seed := uint64(1); seed <= 2000; seed++ {
+		res := Run(t, seed, Options{PlantClaimEvery: 50})
+		if len(res.Violations) > 0 {
+			t.Logf("seed %d found it after %v: %s (planted %d times)", seed, time.Since(began).Round(time.Millisecond), res.Violations[0], res.Coverage["planted: claim of a running job"])
+			return
+		}
+	}
+	t.Fatal("no seed of 2,000 found the planted defect")
+}
+
+// TestSeedsReplayIdentically runs 100 seeds twice: each trace must be the
+// same, byte for byte.
+func TestSeedsReplayIdentically(t *testing.T) {
+	for seed := uint64(1); seed <= 100; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			a := strings.Join(Run(t, seed, Options{}).Trace, "\n")
+			b := strings.Join(Run(t, seed, Options{}).Trace, "\n")
+			if a != b {
+				la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+				for i := range min(len(la), len(lb)) {
+					if la[i] != lb[i] {
+						t.Fatalf("seed %d: the traces differ at line %d:\n  %s\n  %s", seed, i+1, la[i], lb[i])
+					}
+				}
+				t.Fatalf("seed %d: the traces differ in length: %d and %d lines", seed, len(la), len(lb))
+			}
+		})
+	}
+}
+
+func coverageTable(c map[string]int) string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %-66s %8d\n", k, c[k])
+	}
+	return b.String()
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(m.Run())
+}

@@ -1,0 +1,646 @@
+package simulation
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/uuid"
+
+	"github.com/lambdajobs/lambdajobs/internal/dev/testroles"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+// Options change what a seed's world holds.
+type Options struct {
+	// PlantEvery, when set, plants a defect: one in PlantEvery final
+	// writes that find their job running under another claim (drawn by
+	// the seed) drops its token condition and lands.
+	PlantEvery int
+	// PlantClaimEvery, when set, plants a defect: one in PlantClaimEvery
+	// claims that find their job running takes it over anyway, as a claim
+	// that dropped its status condition would.
+	PlantClaimEvery int
+	// Jobs is about how many client operations the world makes (default 24).
+	Jobs int
+}
+
+// world is one seed's system: the store, the queues, the bus, the
+// function instances, the clients, and what the invariants watch.
+type world struct {
+	seed  uint64
+	opts  Options
+	setup *rand.Rand // draws the knobs, before anything runs
+	inner *rand.Rand // draws inside calls (in the scheduler's turns)
+	sched *sched
+	net   *actor
+
+	mem *jobstest.MemStore
+	sqs *sqs
+	bus *bus
+	// reg has every kind; regOld lacks kindAdded, the kind the deploy at
+	// deployAt adds (rolled out to every worker by deployAt+rollout).
+	reg, regOld *jobs.Registry
+	deployAt    time.Time
+	rollout     time.Duration
+	retry       jobs.RetryPolicy
+	sealer      jobs.Sealer
+	lim         limitsOf
+
+	// The knobs this seed drew.
+	timeout, bulkTimeout, grace time.Duration
+	pageSize, pollers           int
+	faults                      map[string]float64
+
+	track       *tracker
+	followUps   tally[string]
+	completions tally[jobs.BatchCounts]
+
+	// stragglers are the goroutines that outlive their caller: abandoned
+	// invocations, requests held in the network.
+	stragglers sync.WaitGroup
+
+	mu         sync.Mutex
+	violations []string
+	coverage   map[string]int
+	accepted   map[string]string // job id -> how it was made
+	batches    map[string]int    // batch id -> its jobs
+	grants     []grant           // the burst owner's accepted requests
+	reported   map[string]bool
+	plant      int
+}
+
+func newWorld(seed uint64, opts Options) *world {
+	if opts.Jobs <= 0 {
+		opts.Jobs = 24
+	}
+	w := &world{seed: seed, opts: opts, plant: opts.PlantEvery,
+		setup: rand.New(rand.NewPCG(seed, 1)), inner: rand.New(rand.NewPCG(seed, 2)),
+		coverage: map[string]int{}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}}
+	w.sched = newSched(w, seed)
+	w.net = &actor{w: w, name: "network"}
+	w.track = newTracker(w)
+	s := w.setup
+	w.timeout = time.Duration(10+s.IntN(21)) * time.Second
+	w.bulkTimeout = w.timeout * 2
+	w.grace = w.bulkTimeout + time.Duration(5+s.IntN(120))*time.Second
+	w.pageSize = 1 + s.IntN(5)
+	w.pollers = 1 + s.IntN(3)
+	w.lim = limitsOf{conc: 1 + s.IntN(3), concPerKey: 1, rate: 1 + s.IntN(3), ratePeriod: time.Duration(1+s.IntN(5)) * time.Second,
+		heartbeat: time.Duration(2+s.IntN(6)) * time.Second}
+	w.faults = map[string]float64{
+		faultThrottle: s.Float64() * 0.05,
+		faultConflict: s.Float64() * 0.02,
+		faultLost:     s.Float64() * 0.03,
+		faultSlow:     s.Float64() * 0.04,
+		faultStall:    s.Float64() * 0.02,
+		faultKill:     s.Float64() * 0.01,
+	}
+	w.mem = jobstest.NewMemStore(nil) // the bubble's clock
+	visibility := w.bulkTimeout + time.Duration(5+s.IntN(60))*time.Second
+	w.sqs = newSQS(w, []string{"", laneBulk}, visibility, 3+s.IntN(8))
+	start := time.Now()
+	down := time.Duration(s.IntN(600)) * time.Second
+	w.bus = &bus{w: w, accepted: map[string]int{}, statusOf: map[string]string{}, downFrom: start.Add(down), downUntil: start.Add(down + time.Duration(s.IntN(900))*time.Second),
+		partialEvery: []int{0, 7, 13}[s.IntN(3)]}
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(s.IntN(256))
+	}
+	sealer, err := jobs.NewAESSealer(key)
+	if err != nil {
+		panic(err)
+	}
+	w.sealer = sealer
+	w.retry = jobs.RetryPolicy{MaxAttempts: 1 + s.IntN(3), BaseDelay: time.Duration(1+s.IntN(20)) * time.Second, MaxDelay: 20 * time.Minute}
+	// A deploy that adds a kind: the enqueue functions have it from
+	// deployAt, the workers as each is replaced, all by deployAt+rollout.
+	w.deployAt = start.Add(time.Duration(60+s.IntN(540)) * time.Second)
+	w.rollout = time.Duration(s.IntN(300)) * time.Second
+	w.regOld, w.reg = jobs.NewRegistry(), jobs.NewRegistry()
+	w.register(w.regOld, false)
+	w.register(w.reg, true)
+	return w
+}
+
+// decide draws the fault of call c (in the scheduler's goroutine).
+func (w *world) decide(rng *rand.Rand, c *call) verdict {
+	if strings.HasPrefix(c.label, "late ") {
+		return verdict{}
+	}
+	x := rng.Float64()
+	for _, f := range []string{faultThrottle, faultConflict, faultLost, faultSlow, faultStall, faultKill} {
+		p := w.faults[f]
+		if x >= p {
+			x -= p
+			continue
+		}
+		switch f {
+		case faultKill:
+			if !c.actor.worker {
+				return verdict{}
+			}
+			if rng.IntN(2) == 0 {
+				return verdict{fault: faultKillDone}
+			}
+		case faultSlow:
+			return verdict{fault: f, delay: time.Duration(1+rng.IntN(3000))*time.Millisecond + 5*time.Microsecond}
+		case faultStall:
+			// A request applied after its caller gave up (up to a minute
+			// later: an SDK call without a timeout, a frozen instance).
+			return verdict{fault: f, delay: time.Duration(1+rng.IntN(60000)) * time.Millisecond}
+		}
+		return verdict{fault: f}
+	}
+	return verdict{}
+}
+
+// draw returns a number in [0, n) inside a call's turn.
+func (w *world) draw(n int) int { return w.inner.IntN(n) }
+
+func (w *world) cover(group, name string) {
+	w.mu.Lock()
+	w.coverage[group+": "+name]++
+	w.mu.Unlock()
+}
+
+func (w *world) violate(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	w.mu.Lock()
+	w.violations = append(w.violations, msg)
+	w.mu.Unlock()
+	w.sched.tracef("VIOLATION %s", msg)
+}
+
+// landed checks a final write (or retry) of job that landed under the
+// caller's claim token: no run under another claim may still be going,
+// since an outcome lands only from the run that holds the claim. (A run
+// under the same claim may: its handler ignored its context and was
+// abandoned, and its lease keeps the next run away.)
+func (w *world) landed(op, job, token string) {
+	if r := w.track.activeRun(job); r != nil && r.token != token {
+		w.violate("%s of job %s landed under claim %s while its run under claim %s is still going", op, job, short(token), short(r.token))
+	}
+}
+
+func short(token string) string {
+	if len(token) > 8 {
+		return token[len(token)-8:]
+	}
+	return token
+}
+
+// simRand is a seeded jobs.Rand: UUIDv7 ids on the bubble's clock.
+type simRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func newSimRand(seed uint64, name string) *simRand {
+	h := uint64(14695981039346656037)
+	for _, c := range []byte(name) {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return &simRand{r: rand.New(rand.NewPCG(seed, h))}
+}
+
+func (s *simRand) NewID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var u uuid.UUID
+	binary.BigEndian.PutUint64(u[8:], s.r.Uint64())
+	binary.BigEndian.PutUint64(u[0:8], uint64(time.Now().UnixMilli())<<16|uint64(s.r.IntN(1<<16)))
+	u[6] = (u[6] & 0x0f) | 0x70
+	u[8] = (u[8] & 0x3f) | 0x80
+	return u.String()
+}
+
+func (s *simRand) Int64N(n int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.r.Int64N(n)
+}
+
+// newActor returns an actor with its store, queue and bus.
+func (w *world) newActor(name string, worker bool) (*actor, *gatedStore, gatedQueue, gatedBus) {
+	a := &actor{w: w, name: name, worker: worker}
+	return a, &gatedStore{a: a, st: w.mem}, gatedQueue{a: a, q: w.sqs}, gatedBus{a: a, b: w.bus}
+}
+
+func (w *world) laneGraces() map[string]time.Duration {
+	return map[string]time.Duration{laneBulk: w.grace}
+}
+
+// instance is a worker function's execution environment.
+type instance struct {
+	a      *actor
+	worker *jobs.Worker
+	dead   chan struct{}
+	old    bool // started before the deploy reached it: without kindAdded
+}
+
+func (w *world) coldStart(name, lane string, gen int) *instance {
+	a, st, q, b := w.newActor(name, true)
+	timeout := w.timeout
+	if lane == laneBulk {
+		timeout = w.bulkTimeout
+	}
+	// Before the deploy every instance is old; during its rollout every
+	// other one; after it, none.
+	reg := w.reg
+	if now := time.Now(); now.Before(w.deployAt) || (now.Before(w.deployAt.Add(w.rollout)) && gen%2 == 1) {
+		reg = w.regOld
+	}
+	wk, err := testroles.Worker(jobs.Config{Registry: reg, Store: st, Queue: q, Bus: b, Sealer: w.sealer, Lane: lane,
+		Concurrency: 1, WorkerTimeout: timeout, DispatchGrace: w.grace, LaneDispatchGrace: w.laneGraces(), Rand: newSimRand(w.seed, name)})
+	if err != nil {
+		panic(err)
+	}
+	inst := &instance{a: a, worker: wk, dead: make(chan struct{}), old: reg == w.regOld}
+	a.onKill = func() {
+		w.track.killed(a)
+		close(inst.dead)
+	}
+	w.cover("mechanism", "cold start")
+	return inst
+}
+
+// poller is one concurrent poller of a lane's event source mapping: it
+// receives a batch and invokes its function instance with it, deletes
+// what succeeded, and cold-starts a new instance after a kill.
+func (w *world) poller(ctx context.Context, lane string, n int) {
+	esm, _, _, _ := w.newActor(fmt.Sprintf("esm%s/%d", lane, n), false)
+	timeout := w.timeout
+	if lane == laneBulk {
+		timeout = w.bulkTimeout
+	}
+	var inst *instance
+	gen := 0
+	for ctx.Err() == nil {
+		var batch []events.SQSMessage
+		err := esm.do(ctx, "Receive", "lane"+lane, func() error {
+			d := 0
+			if x := w.draw(100); x < 3 {
+				d = 1 + x%2
+			}
+			batch = w.sqs.receive(lane, 1+w.draw(10), d)
+			return nil
+		})
+		if err != nil {
+			if !sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		if len(batch) == 0 {
+			if !w.sqs.longPoll(ctx, lane) {
+				return
+			}
+			continue
+		}
+		if inst != nil && inst.old && !time.Now().Before(w.deployAt.Add(w.rollout)) {
+			inst = nil // the deploy replaced it
+			w.cover("mechanism", "deploy replaced an instance")
+		}
+		if inst == nil || inst.a.killed() {
+			gen++
+			inst = w.coldStart(fmt.Sprintf("worker%s/%d.%d", lane, n, gen), lane, gen)
+		}
+		resp, ok := w.invoke(ctx, inst, batch, timeout)
+		if !ok {
+			continue // the instance died: the batch comes back after its visibility timeout
+		}
+		back := map[string]bool{}
+		for _, f := range resp.BatchItemFailures {
+			back[f.ItemIdentifier] = true
+		}
+		var handles []string
+		for _, m := range batch {
+			if !back[m.MessageId] {
+				handles = append(handles, m.ReceiptHandle)
+			}
+		}
+		if len(handles) > 0 {
+			_ = esm.do(ctx, "DeleteBatch", handles[0], func() error {
+				for _, h := range handles {
+					w.sqs.remove(lane, h)
+				}
+				return nil
+			})
+		}
+	}
+}
+
+// invoke runs one invocation under the Lambda deadline; false when the
+// instance died or missed its deadline (the runtime kills it).
+func (w *world) invoke(ctx context.Context, inst *instance, batch []events.SQSMessage, timeout time.Duration) (events.SQSEventResponse, bool) {
+	// The deadline is off the whole milliseconds the worker's own timers
+	// (its cancel checks) tick at, so no two fire at one instant.
+	ictx, cancel := context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), instanceKey{}, inst.a), timeout+17*time.Microsecond)
+	defer cancel()
+	done := make(chan events.SQSEventResponse, 1)
+	w.stragglers.Add(1)
+	go func() {
+		defer w.stragglers.Done()
+		resp, _ := inst.worker.HandleSQS(ictx, events.SQSEvent{Records: batch})
+		done <- resp
+	}()
+	w.cover("mechanism", "invocation")
+	// Once the invocation answers, Lambda freezes the environment: a
+	// handler the worker abandoned runs no more within this invocation.
+	defer w.track.killed(inst.a)
+	select {
+	case resp := <-done:
+		return resp, !inst.a.killed()
+	case <-inst.dead:
+		return events.SQSEventResponse{}, false
+	case <-ictx.Done():
+		// The deadline passed before the worker answered.
+		select {
+		case resp := <-done:
+			return resp, !inst.a.killed()
+		default:
+		}
+		w.violate("%s missed its Lambda deadline", inst.a.name)
+		inst.a.kill()
+		return events.SQSEventResponse{}, false
+	}
+}
+
+// sweeps runs the sweeper every minute, as its EventBridge schedule does.
+func (w *world) sweeps(ctx context.Context) {
+	for n := 1; sleep(ctx, time.Minute+11*time.Microsecond); n++ {
+		a, st, q, b := w.newActor(fmt.Sprintf("sweeper/%d", n), true)
+		sw, err := testroles.Sweeper(jobs.Config{Store: st, Queue: q, Bus: b, Registry: w.reg, DispatchGrace: w.grace, LaneDispatchGrace: w.laneGraces(),
+			SweepPageSize: w.pageSize, Rand: newSimRand(w.seed, a.name)})
+		if err != nil {
+			panic(err)
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		rep, _ := sw.Sweep(sctx)
+		cancel()
+		w.cover("mechanism", "sweep")
+		w.checkDeadRuns()
+		if rep.Interrupted+rep.Retried > 0 {
+			w.cover("mechanism", "sweep interrupt")
+		}
+		if rep.Resent > 0 {
+			w.cover("mechanism", "sweep re-send")
+		}
+		if rep.After > 0 {
+			w.cover("mechanism", "sweep post-outcome steps")
+		}
+	}
+}
+
+// deadRunBound is how long after its lease ended a running job may stay
+// running: the sweeper looks every minute, so ten sweeps, however many of
+// the calls fail by chance.
+const deadRunBound = 10 * time.Minute
+
+// checkDeadRuns checks, after each sweep, that no job whose run's lease
+// ended and whose sweep time came more than deadRunBound ago is still
+// running: a dead worker's job is interrupted (or retried) whatever else
+// is due.
+func (w *world) checkDeadRuns() {
+	now := time.Now()
+	for _, r := range w.mem.All() {
+		if r.Status != jobs.StatusRunning || r.LeaseUntil.IsZero() || r.SweepAt.IsZero() || w.reported[r.ID] {
+			continue
+		}
+		// Due to the sweeper since its lease ended and its sweep time came
+		// (a re-sent job keeps its re-send's backoff when it is claimed).
+		if due := later(r.LeaseUntil, r.SweepAt); now.Sub(due) > deadRunBound {
+			w.reported[r.ID] = true
+			w.violate("job %s is still running %v after its lease ended and its sweep time came: the sweeper never interrupted it", r.ID, now.Sub(due).Round(time.Second))
+		}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// sleep sleeps d unless ctx ends first; false when it did.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// apiTimeout bounds each client request, as API Gateway's integration
+// timeout and the enqueue function's do.
+const apiTimeout = 29 * time.Second
+
+// client makes ops client operations at seeded times within span.
+func (w *world) client(ctx context.Context, n, ops int, span time.Duration) {
+	a, st, q, b := w.newActor(fmt.Sprintf("client%d", n), false)
+	ids := newSimRand(w.seed, a.name)
+	service := func(reg *jobs.Registry) *jobs.Service {
+		svc, err := testroles.Service(jobs.Config{Registry: reg, Store: st, Queue: q, Bus: b, Sealer: w.sealer, DispatchGrace: w.grace,
+			LaneDispatchGrace: w.laneGraces(), Rand: ids})
+		if err != nil {
+			panic(err)
+		}
+		return svc
+	}
+	// The enqueue function before the deploy, and after (it has the new
+	// kind from deployAt).
+	before, after := service(w.regOld), service(w.reg)
+	rng := rand.New(rand.NewPCG(w.seed, uint64(100+n)))
+	var mine []string
+	at := time.Duration(0)
+	for i := range ops {
+		at += time.Duration(rng.Int64N(int64(span) / int64(ops) * 2))
+		if !sleep(ctx, at-time.Duration(0)) {
+			return
+		}
+		at = 0
+		// Each operation is one API request: API Gateway gives up on it
+		// after 29 s, the enqueue function's timeout.
+		svc := before
+		if !time.Now().Before(w.deployAt) {
+			svc = after
+		}
+		octx, cancel := context.WithTimeout(ctx, apiTimeout)
+		id := w.operate(octx, svc, rng, n*1000+i, mine)
+		cancel()
+		if id != "" {
+			mine = append(mine, id)
+		}
+	}
+}
+
+// script draws a handler script.
+func script(rng *rand.Rand, n int) payload {
+	p := payload{N: n, Ms: rng.IntN(8000)}
+	switch x := rng.IntN(20); {
+	case x < 2:
+		p.Fail = "declared"
+	case x < 4:
+		p.Fail = "retry"
+	case x < 5:
+		p.Fail = "error"
+	}
+	if rng.IntN(4) == 0 {
+		p.Publish = 1 + rng.IntN(3)
+	}
+	return p
+}
+
+// operate makes one client operation and returns the id of a job it
+// made ("" for none).
+func (w *world) operate(ctx context.Context, svc *jobs.Service, rng *rand.Rand, n int, mine []string) string {
+	p := script(rng, n)
+	req := jobs.EnqueueRequest{Owner: simOwner, Kind: kindPlain}
+	op := "enqueue plain"
+	switch x := rng.IntN(100); {
+	case x < 14:
+	case x < 20 && !time.Now().Before(w.deployAt):
+		op, req.Kind = "enqueue added kind", kindAdded
+	case x < 20:
+	case x < 28:
+		op, req.Kind = "enqueue delayed", kindPlain
+		req.Delay = time.Duration(rng.IntN(1500)) * time.Second
+	case x < 38:
+		op, req.Kind = "enqueue limited", kindLimited
+		p.Key = fmt.Sprint("k", rng.IntN(2))
+	case x < 46:
+		op, req.Kind = "enqueue rated", kindRated
+	case x < 53:
+		op, req.Kind = "enqueue unique", kindUnique
+		req.UniqueKey = fmt.Sprint("u", rng.IntN(3))
+		req.Unique = []jobs.Unique{jobs.UniqueUntilFinished, jobs.UniqueUntilStarted, jobs.UniqueForPeriod, jobs.UniqueDebounce}[rng.IntN(4)]
+		if req.Unique == jobs.UniqueForPeriod || req.Unique == jobs.UniqueDebounce {
+			req.UniqueFor = time.Duration(1+rng.IntN(60)) * time.Second
+		}
+	case x < 60:
+		op, req.Kind = "enqueue bulk lane", kindBulk
+	case x < 68:
+		op, req.Kind = "enqueue long", kindLong
+		p.StepMs = int(w.lim.heartbeat.Milliseconds()) / (2 + rng.IntN(3))
+		p.Ms = p.StepMs * (1 + rng.IntN(20))
+		p.Cont = rng.IntN(3)
+		p.WindDownMs = rng.IntN(90_000)
+		if p.Fail == "error" {
+			p.Fail = ""
+		}
+	case x < 74 && len(mine) > 0:
+		op = "enqueue dependent"
+		for range 1 + rng.IntN(2) {
+			req.After = append(req.After, mine[rng.IntN(len(mine))])
+		}
+	case x < 80:
+		return w.batch(ctx, svc, rng, n)
+	case x < 88 && len(mine) > 0:
+		id := mine[rng.IntN(len(mine))]
+		_, err := svc.Cancel(ctx, simOwner, id)
+		w.cover("client", "cancel"+outcome(err))
+		return ""
+	case x < 90 && len(mine) > 0:
+		// A caller who cancels, then changes its mind and retries.
+		id := mine[rng.IntN(len(mine))]
+		_, err := svc.Cancel(ctx, simOwner, id)
+		w.cover("client", "cancel then retry"+outcome(err))
+		for range 3 {
+			if !sleep(ctx, time.Duration(rng.IntN(20_000))*time.Millisecond) {
+				break
+			}
+			if _, err := svc.Resubmit(ctx, simOwner, id); err == nil {
+				w.cover("client", "retry after cancel")
+				break
+			}
+		}
+		return ""
+	case x < 94 && len(mine) > 0:
+		id := mine[rng.IntN(len(mine))]
+		_, err := svc.Resubmit(ctx, simOwner, id)
+		w.cover("client", "retry"+outcome(err))
+		return ""
+	case len(mine) > 0:
+		id := mine[rng.IntN(len(mine))]
+		res, err := svc.Replay(ctx, jobs.ReplayRequest{Owner: simOwner, ID: id})
+		w.cover("client", "replay"+outcome(err))
+		if err == nil {
+			w.accept(res.Job.ID, "replay")
+			return res.Job.ID
+		}
+		return ""
+	}
+	raw, _ := json.Marshal(p)
+	req.Payload = raw
+	if rng.IntN(6) == 0 {
+		req.IdempotencyKey = fmt.Sprint("idem", rng.IntN(4))
+	}
+	res, err := svc.Enqueue(ctx, req)
+	w.cover("client", op+outcome(err))
+	if err != nil {
+		return ""
+	}
+	w.accept(res.Job.ID, op)
+	return res.Job.ID
+}
+
+func outcome(err error) string {
+	if err != nil {
+		return " (refused)"
+	}
+	return ""
+}
+
+func (w *world) accept(id, how string) {
+	w.mu.Lock()
+	if _, ok := w.accepted[id]; !ok {
+		w.accepted[id] = how
+	}
+	w.mu.Unlock()
+}
+
+func (w *world) batch(ctx context.Context, svc *jobs.Service, rng *rand.Rand, n int) string {
+	req := jobs.BatchRequest{Owner: simOwner}
+	size := 1 + rng.IntN(5)
+	for i := range size {
+		raw, _ := json.Marshal(script(rng, n*10+i))
+		req.Jobs = append(req.Jobs, jobs.JobSpec{Kind: kindPlain, Payload: raw})
+	}
+	raw, _ := json.Marshal(payload{N: n})
+	req.Completion = &jobs.JobSpec{Kind: kindComplete, Payload: raw}
+	res, err := svc.EnqueueBatch(ctx, req)
+	w.cover("client", "batch"+outcome(err))
+	if err != nil {
+		return ""
+	}
+	w.mu.Lock()
+	w.batches[res.Batch.ID] = size
+	w.mu.Unlock()
+	for _, id := range res.Batch.JobIDs {
+		w.accept(id, "batch")
+	}
+	return ""
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
