@@ -37,15 +37,16 @@ var pathLiteralsAllowed = map[string]string{
 	// Tests that assert HTTP behaviour on purpose: they send requests at
 	// paths written out, so a path changed in the table without its
 	// callers (API Gateway's clients) fails them.
-	"pkg/jobs/httpapi/*_test.go":         "httpapi's answers, problems and routing, against docs/openapi.yaml",
-	"pkg/jobs/httpapi/testdata/*":        "API Gateway's own events, recorded",
-	"internal/dev/localstack/*_test.go":  "the local gateway, host check and stack end to end over HTTP",
-	"internal/dev/integration/*_test.go": "the HTTP API over DynamoDB Local",
-	"internal/dev/reliability/*_test.go": "the reliability runs over the local stack's HTTP API",
-	"internal/dev/dashboard/*_test.go":   "the fake API the dashboard's tests answer from, by path",
-	"internal/dev/cli/*_test.go":         "what ljob sends, asserted by path",
-	"examples/quickstart/e2e/*_test.go":  "a team's end-to-end run, as a team's own client would call the API",
-	"infra/jobsinfra/*_test.go":          "the synthesized routes, grants and execute-api ARNs",
+	"pkg/jobs/httpapi/*_test.go":          "httpapi's answers, problems and routing, against docs/openapi.yaml",
+	"pkg/jobs/httpapi/testdata/*":         "API Gateway's own events, recorded",
+	"internal/dev/localstack/*_test.go":   "the local gateway, host check and stack end to end over HTTP",
+	"internal/dev/integration/*_test.go":  "the HTTP API over DynamoDB Local",
+	"internal/dev/reliability/*_test.go":  "the reliability runs over the local stack's HTTP API",
+	"internal/dev/dashboard/*_test.go":    "the fake API the dashboard's tests answer from, by path",
+	"internal/devtools/browser/*_test.go": "the dashboard in chromium over a local stack, by path",
+	"internal/dev/cli/*_test.go":          "what ljob sends, asserted by path",
+	"examples/quickstart/e2e/*_test.go":   "a team's end-to-end run, as a team's own client would call the API",
+	"infra/jobsinfra/*_test.go":           "the synthesized routes, grants and execute-api ARNs",
 }
 
 func allowed(rel string) bool {
