@@ -227,7 +227,7 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string, allE
 	if err != nil {
 		return nil, err
 	}
-	h.api = httpapi.New(svc, logger)
+	h.api = httpapi.New(svc, httpapi.Config{Logger: logger})
 	h.client = &apiclient.Client{Base: &url.URL{Scheme: "http", Host: "in-process"}, Do: h.serve}
 	h.worker, err = testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("worker"),
 		Routes: examplekinds.Routes("arn:aws:iam::000000000000:user/bench"), CancelCheck: -1, AllEvents: allEvents, Bus: bus})

@@ -61,7 +61,7 @@ func setup(b *testing.B) *env {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e.api = httpapi.New(svc, logger)
+	e.api = httpapi.New(svc, httpapi.Config{Logger: logger})
 	if e.worker, err = testroles.Worker(jobs.Config{Registry: reg, Store: e.store, CancelCheck: -1, Logger: logger, Metrics: metrics("worker")}); err != nil {
 		b.Fatal(err)
 	}

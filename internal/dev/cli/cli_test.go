@@ -58,7 +58,7 @@ func server(t *testing.T) string {
 	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
 	worker, _ := testroles.Worker(jobs.Config{Registry: reg, Store: store})
 	// The CLI's caller (the local gateway's default) may give a tenant.
-	api := httpapi.New(svc, nil).WithTrustedCallers([]string{localstack.LocalTrustedCaller})
+	api := httpapi.New(svc, httpapi.Config{TrustedCallers: []string{localstack.LocalTrustedCaller}})
 	ran := map[string]bool{}
 	get := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		for _, id := range queue.Sent() {

@@ -57,7 +57,7 @@ func TestACheckpointIsNeverShown(t *testing.T) {
 	}
 	// The real API in process, as the enqueue, getjob and cancel
 	// functions serve it.
-	fn := localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](httpapi.New(svc, nil).Route)
+	fn := localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](httpapi.New(svc, httpapi.Config{}).Route)
 	gw := httptest.NewServer(&localstack.Gateway{Enqueue: fn, GetJob: fn, Cancel: fn, Schedules: fn})
 	t.Cleanup(gw.Close)
 	call := func(method, path, body string) string {

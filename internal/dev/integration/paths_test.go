@@ -58,7 +58,7 @@ func TestGoAndHTTPPathsStoreIdenticalItems(t *testing.T) {
 	// HTTP.
 	httpSvc, _, httpTable := newService()
 	enqueue, _ := deploy.RouteByID(deploy.RouteEnqueue)
-	resp, _ := httpapi.New(httpSvc, nil).Route(ctx, events.APIGatewayV2HTTPRequest{
+	resp, _ := httpapi.New(httpSvc, httpapi.Config{}).Route(ctx, events.APIGatewayV2HTTPRequest{
 		RawPath: enqueue.Path,
 		Body:    `{"kind":"example.hash","payload":{"rounds":2,"text":"hello"}}`,
 		Headers: map[string]string{"content-type": "application/json", "idempotency-key": "same-input"},

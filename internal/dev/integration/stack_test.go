@@ -92,7 +92,7 @@ func newStack(t *testing.T, o options) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.api = httpapi.New(s.svc, nil)
+	s.api = httpapi.New(s.svc, httpapi.Config{})
 	if o.deadlines == (jobs.Deadlines{}) {
 		o.deadlines = testDeadlines
 	}

@@ -132,6 +132,10 @@ func (e *EventSource) logger() *slog.Logger {
 	return e.Logger
 }
 
+// receiveTimeout bounds one receive of PollOnce: its second of long
+// polling, and time to spare.
+var receiveTimeout = 10 * time.Second
+
 // PollOnce receives one batch (long-polling up to a second), invokes the
 // handler with it, and deletes what succeeded. It returns after an empty
 // receive too.
@@ -143,13 +147,22 @@ func (e *EventSource) PollOnce(ctx context.Context) error {
 	var msgs []types.Message
 	deadline := time.Now().Add(e.Window)
 	for len(msgs) < size {
-		out, err := e.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		// A receive long-polls a second; one the emulator leaves
+		// unanswered is given up after receiveTimeout, as an empty one,
+		// so the poller goes on (Lambda's poller does not hang either).
+		rctx, cancel := context.WithTimeout(ctx, receiveTimeout)
+		out, err := e.SQS.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(e.QueueURL),
 			MaxNumberOfMessages:         int32(size - len(msgs)),
 			WaitTimeSeconds:             1,
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
 		})
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			e.logger().Warn("event source: a receive went unanswered; polling again", slog.Duration("after", receiveTimeout))
+			break
+		}
 		if err != nil {
 			if len(msgs) == 0 {
 				return err

@@ -646,7 +646,7 @@ const LocalOperator = "arn:aws:iam::" + LocalAccount + ":user/operator"
 
 // LocalTrustedCaller is the local stack's default caller (no
 // X-Local-Caller): it may give a job's tenant and lane
-// (httpapi.WithTrustedCallers), as a service that enqueues for its
+// (httpapi.Config.TrustedCallers), as a service that enqueues for its
 // customers would be configured.
 const LocalTrustedCaller = "arn:aws:iam::" + LocalAccount + ":user/local"
 

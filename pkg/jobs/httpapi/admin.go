@@ -13,20 +13,16 @@ import (
 
 var errForbidden = &requestError{code: "forbidden", detail: "only an operator may use the admin routes"}
 
-// WithOperators names the callers who may use the admin routes. Each is an
-// identity as Owner derives it, or an IAM role's ARN
-// (arn:aws:iam::ACCOUNT:role/[PATH/]NAME), which stands for every session
-// of that role (callers arrive as arn:aws:sts::ACCOUNT:assumed-role/NAME/
-// SESSION, which Owner makes arn:aws:sts::ACCOUNT:assumed-role/NAME; a
-// role's path is not in it). Without operators, nobody may.
-func (a *API) WithOperators(operators []string) *API {
-	a.operators = nil
-	for _, op := range operators {
-		if op = strings.TrimSpace(op); op != "" {
-			a.operators = append(a.operators, operatorIdentity(op))
+// identities are the caller identities entries stand for (see
+// Config.Operators): blanks dropped, a role's ARN made its sessions'.
+func identities(entries []string) []string {
+	var out []string
+	for _, e := range entries {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, operatorIdentity(e))
 		}
 	}
-	return a
+	return out
 }
 
 // operatorIdentity is the caller identity an operators entry stands for:

@@ -22,7 +22,7 @@ func TestAdminRoutes(t *testing.T) {
 	e := newEnv(t)
 	opOwner, _ := httpapi.Owner(caller(t, "other", http.MethodGet, "/", nil, ""))
 	meOwner, _ := httpapi.Owner(caller(t, "me", http.MethodGet, "/", nil, ""))
-	e.api = e.api.WithOperators([]string{opOwner})
+	e.reconfigure(func(c *httpapi.Config) { c.Operators = []string{opOwner} })
 	mine := e.enqueueAs(t, "me", "a").ID
 	e.fail(t, mine)
 	// A caller who is not an operator.
@@ -66,7 +66,7 @@ func TestAdminRoutes(t *testing.T) {
 		t.Fatalf("an unknown id for the operator: %+v", p)
 	}
 	// Without operators, nobody.
-	e.api = e.api.WithOperators(nil)
+	e.reconfigure(func(c *httpapi.Config) { c.Operators = nil })
 	if p := decodeProblem(t, e.route(t, caller(t, "other", http.MethodGet, "/v1/admin/jobs/"+mine, nil, ""))); p.Status != http.StatusForbidden {
 		t.Fatalf("with no operators: %+v", p)
 	}
@@ -95,7 +95,7 @@ func TestOperatorsByRoleARN(t *testing.T) {
 		{[]string{"arn:aws:iam::123456789012:user/billing-service"}, http.StatusForbidden},
 		{[]string{"arn:aws:iam::123456789012:role/"}, http.StatusForbidden},
 	} {
-		e.api = e.api.WithOperators(tt.operators)
+		e.reconfigure(func(c *httpapi.Config) { c.Operators = tt.operators })
 		if got := get(); got != tt.want {
 			t.Errorf("operators %q: the role's session gets %d, want %d", tt.operators, got, tt.want)
 		}
@@ -147,7 +147,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 	e := newEnv(t)
 	dl := &fakeDeadLetters{letters: []sqsqueue.DeadLetter{{ID: "m1", Shape: "JSON object of 9 bytes with keys [a]"}, {ID: "m2"}, {ID: "m3"}}}
 	opOwner, _ := httpapi.Owner(caller(t, "other", http.MethodGet, "/", nil, ""))
-	e.api = e.api.WithOperators([]string{opOwner}).WithDeadLetters(dl)
+	e.reconfigure(func(c *httpapi.Config) { c.Operators, c.DeadLetters = []string{opOwner}, dl })
 	post := func(who, path, body string) events.APIGatewayV2HTTPResponse {
 		req := caller(t, who, http.MethodPost, path, nil, body)
 		req.Headers["content-type"] = "application/json"
@@ -198,7 +198,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 		t.Errorf("GET redrive: %d, want 405 (no GET changes anything)", r.StatusCode)
 	}
 	// A deployment without dead-letter routes.
-	e.api = e.api.WithDeadLetters(nil)
+	e.reconfigure(func(c *httpapi.Config) { c.DeadLetters = nil })
 	if r := e.route(t, caller(t, "other", http.MethodGet, "/v1/admin/dead-letters", nil, "")); r.StatusCode != http.StatusNotFound {
 		t.Errorf("without dead letters: %d", r.StatusCode)
 	}
@@ -225,7 +225,7 @@ func TestDeadLetterRoutesServeLanesAndRefuseForgedShapes(t *testing.T) {
 	e := newEnv(t)
 	dl, f, env := deadLettersOnFakeSQS()
 	opOwner, _ := httpapi.Owner(caller(t, "other", http.MethodGet, "/", nil, ""))
-	e.api = e.api.WithOperators([]string{opOwner}).WithDeadLetters(dl)
+	e.reconfigure(func(c *httpapi.Config) { c.Operators, c.DeadLetters = []string{opOwner}, dl })
 	post := func(path, body string) events.APIGatewayV2HTTPResponse {
 		req := caller(t, "other", http.MethodPost, "/v1/admin/dead-letters"+path, nil, body)
 		req.Headers["content-type"] = "application/json"

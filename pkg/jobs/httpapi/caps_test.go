@@ -35,7 +35,7 @@ func newFlowEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.api = httpapi.New(svc, nil)
+	e.svc, e.api = svc, httpapi.New(svc, httpapi.Config{})
 	return e
 }
 

@@ -46,12 +46,6 @@ type DeadLetterLanes interface {
 	RedriveWith(ctx context.Context, opts sqsqueue.RedriveOpts) (sqsqueue.RedriveResult, error)
 }
 
-// WithDeadLetters serves the dead-letter routes over d (404 without it).
-func (a *API) WithDeadLetters(d DeadLetters) *API {
-	a.deadLetters = d
-	return a
-}
-
 // MaxPeek is the most dead letters one peek shows.
 const MaxPeek = 50
 

@@ -44,7 +44,7 @@ type API struct {
 	svc         *jobs.Service
 	log         *slog.Logger
 	operators   []string
-	trusted     []string // WithTrustedCallers
+	trusted     []string // Config.TrustedCallers
 	deadLetters DeadLetters
 	// routes is the route table (deploy.Routes; tests give others), eps
 	// what serves its routes.
@@ -52,13 +52,43 @@ type API struct {
 	eps    map[string]endpoint
 }
 
+// Config is what an API serves beside its Service; the zero Config serves
+// the callers' routes only, logging nothing.
+type Config struct {
+	// Logger may be nil (nothing logged).
+	Logger *slog.Logger
+	// Operators names the callers who may use the admin routes. Each is an
+	// identity as Owner derives it, or an IAM role's ARN
+	// (arn:aws:iam::ACCOUNT:role/[PATH/]NAME), which stands for every
+	// session of that role (callers arrive as
+	// arn:aws:sts::ACCOUNT:assumed-role/NAME/SESSION, which Owner makes
+	// arn:aws:sts::ACCOUNT:assumed-role/NAME; a role's path is not in it).
+	// Without operators, nobody may.
+	Operators []string
+	// TrustedCallers names the callers who may choose a job's "tenant" and
+	// "lane" (on POST /v1/jobs and replays): services that enqueue for
+	// their own customers, and name each. Each entry is as for Operators.
+	// Any other caller that gives either gets 403 forbidden and nothing is
+	// stored: a tenant is a share of the queue's fairness and of
+	// per-tenant limits, and a lane is a queue with workers of its own (the
+	// urgent lane runs ahead of every owner's jobs; a long lane bills by
+	// the vCPU), so neither is the caller's to pick. Go producers (a
+	// Service of their own, given GrantEnqueue) set both freely.
+	TrustedCallers []string
+	// DeadLetters serves the operators' dead-letter routes (404 without
+	// it).
+	DeadLetters DeadLetters
+}
+
 // New returns an API over svc as its callers reach it (svc.ForCallers: an
-// internal kind is unknown to them). logger may be nil.
-func New(svc *jobs.Service, logger *slog.Logger) *API {
+// internal kind is unknown to them), configured by cfg.
+func New(svc *jobs.Service, cfg Config) *API {
+	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	a := &API{svc: svc.ForCallers(), log: logger, routes: deploy.Routes}
+	a := &API{svc: svc.ForCallers(), log: logger, routes: deploy.Routes, operators: identities(cfg.Operators),
+		trusted: identities(cfg.TrustedCallers), deadLetters: cfg.DeadLetters}
 	a.eps = a.endpoints()
 	return a
 }

@@ -26,8 +26,16 @@ type echoPayload struct {
 
 type env struct {
 	api   *httpapi.API
+	svc   *jobs.Service
+	cfg   httpapi.Config
 	store *jobstest.MemStore
 	queue *jobstest.MemQueue
+}
+
+// reconfigure rebuilds e's API with change applied to its Config.
+func (e *env) reconfigure(change func(*httpapi.Config)) {
+	change(&e.cfg)
+	e.api = httpapi.New(e.svc, e.cfg)
 }
 
 func newEnv(t testing.TB) *env {
@@ -42,7 +50,8 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.api = httpapi.New(svc, nil)
+	e.svc = svc
+	e.api = httpapi.New(svc, e.cfg)
 	return e
 }
 
@@ -272,7 +281,7 @@ func TestDependencyDownIs503(t *testing.T) {
 	jobs.MustRegister(reg, "echo",
 		func(context.Context, *jobs.Job[echoPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: downStore{jobstest.NewMemStore(nil)}, Queue: &jobstest.MemQueue{}})
-	api := httpapi.New(svc, nil)
+	api := httpapi.New(svc, httpapi.Config{})
 	resp, _ := api.Route(context.Background(), fixture(t, "post-iam.json"))
 	if resp.StatusCode != http.StatusServiceUnavailable || decodeProblem(t, resp).Code != "unavailable" || resp.Headers["Retry-After"] == "" {
 		t.Fatalf("store down: %d %s", resp.StatusCode, resp.Body)

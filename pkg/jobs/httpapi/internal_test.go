@@ -43,7 +43,7 @@ func TestInternalKindsAreUnknownToCallers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(svc, nil)
+	api := httpapi.New(svc, httpapi.Config{})
 	sched := &fakeScheduler{made: map[string]driver.HeldSchedule{}}
 	ss, err := testroles.Schedules(jobs.Config{Registry: reg, Store: store, Scheduler: sched})
 	if err != nil {

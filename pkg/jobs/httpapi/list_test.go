@@ -281,7 +281,7 @@ func TestCounts(t *testing.T) {
 		t.Fatalf("admin counts by a non-operator: %d", r.StatusCode)
 	}
 	op, _ := httpapi.Owner(caller(t, "other", http.MethodGet, "/", nil, ""))
-	e.api = e.api.WithOperators([]string{op})
+	e.reconfigure(func(c *httpapi.Config) { c.Operators = []string{op} })
 	if r := e.route(t, caller(t, "other", http.MethodGet, "/v1/admin/counts", map[string]string{"owner": me}, "")); r.StatusCode != http.StatusOK || r.Body != resp.Body {
 		t.Fatalf("an operator's counts of me: %d %s", r.StatusCode, r.Body)
 	}

@@ -365,7 +365,7 @@ func TestAdminAnswersMatchOpenAPI(t *testing.T) {
 	e := newEnv(t)
 	op, _ := httpapi.Owner(caller(t, "other", "GET", "/", nil, ""))
 	me, _ := httpapi.Owner(caller(t, "me", "GET", "/", nil, ""))
-	e.api = e.api.WithOperators([]string{op})
+	e.reconfigure(func(c *httpapi.Config) { c.Operators = []string{op} })
 	a := e.enqueueAs(t, "me", "a").ID
 	check := func(specPath string, req events.APIGatewayV2HTTPRequest) {
 		s.check(t, specPath, req.RequestContext.HTTP.Method, e.route(t, req))
@@ -383,7 +383,9 @@ func TestAdminAnswersMatchOpenAPI(t *testing.T) {
 	check("/v1/admin/counts", caller(t, "me", "GET", "/v1/admin/counts", map[string]string{"owner": me}, ""))
 	check("/v1/counts", caller(t, "me", "GET", "/v1/counts", nil, ""))
 	check("/v1/admin/dead-letters", caller(t, "other", "GET", "/v1/admin/dead-letters", nil, ""))
-	e.api = e.api.WithDeadLetters(&fakeDeadLetters{letters: []sqsqueue.DeadLetter{{ID: "m1", Shape: "JSON object of 2 bytes with keys []", Why: "w", Sort: "job", Redrive: sqsqueue.RedriveMoves}}})
+	e.reconfigure(func(c *httpapi.Config) {
+		c.DeadLetters = &fakeDeadLetters{letters: []sqsqueue.DeadLetter{{ID: "m1", Shape: "JSON object of 2 bytes with keys []", Why: "w", Sort: "job", Redrive: sqsqueue.RedriveMoves}}}
+	})
 	post := func(path, body string) events.APIGatewayV2HTTPRequest {
 		req := caller(t, "other", "POST", path, nil, body)
 		req.Headers["content-type"] = "application/json"
@@ -398,7 +400,7 @@ func TestAdminAnswersMatchOpenAPI(t *testing.T) {
 	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/forget", `{}`))
 	// Over SQS (in memory), with a bulk lane and a planted envelope.
 	dl, _, env := deadLettersOnFakeSQS()
-	e.api = e.api.WithDeadLetters(dl)
+	e.reconfigure(func(c *httpapi.Config) { c.DeadLetters = dl })
 	check("/v1/admin/dead-letters", caller(t, "other", "GET", "/v1/admin/dead-letters", nil, ""))
 	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/peek", `{"max":5}`))
 	check("/v1/admin/dead-letters/{action}", post("/v1/admin/dead-letters/peek", `{"lane":"bulk"}`))

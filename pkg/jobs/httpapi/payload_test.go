@@ -34,7 +34,7 @@ func TestGetShowsThePayloadWithSecretsMasked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{api: httpapi.New(svc, nil), store: store}
+	e := &env{api: httpapi.New(svc, httpapi.Config{}), svc: svc, store: store}
 	resp := e.route(t, caller(t, "me", http.MethodPost, "/v1/jobs", nil, `{"kind":"charge","payload":{"customer":"c-42","card":"4242424242424242"}}`))
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("enqueue: %d %s", resp.StatusCode, resp.Body)

@@ -25,7 +25,7 @@ func TestTenantAndLaneAreForTrustedCallers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The fixture's caller is a session of role orders-service.
-	api := httpapi.New(svc, nil).WithTrustedCallers([]string{"arn:aws:iam::123456789012:role/billing", "arn:aws:iam::123456789012:role/ops/orders-service"})
+	api := httpapi.New(svc, httpapi.Config{TrustedCallers: []string{"arn:aws:iam::123456789012:role/billing", "arn:aws:iam::123456789012:role/ops/orders-service"}})
 	ctx := context.Background()
 	spec := loadSpec(t)
 	trusted := fixture(t, "post-iam.json")
@@ -102,7 +102,7 @@ func TestOverTheEnqueueRateIs429(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, spec := httpapi.New(svc, nil), loadSpec(t)
+	api, spec := httpapi.New(svc, httpapi.Config{}), loadSpec(t)
 	r := fixture(t, "post-iam.json")
 	r.Headers = map[string]string{"content-type": "application/json"}
 	r.Body, r.IsBase64Encoded = `{"kind":"echo","payload":{"text":"x"}}`, false

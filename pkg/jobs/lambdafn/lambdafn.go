@@ -112,7 +112,7 @@ type Config struct {
 	// identities, comma-separated, as the API derives them).
 	Operators []string
 	// TrustedCallers may give a job's "tenant" and "lane" over the API
-	// (JOBS_TRUSTED_CALLERS, as JOBS_OPERATORS; httpapi.WithTrustedCallers).
+	// (JOBS_TRUSTED_CALLERS, as JOBS_OPERATORS; httpapi.Config.TrustedCallers).
 	TrustedCallers []string
 	// EnqueueRatePerOwner bounds each caller's requests that make jobs
 	// (JOBS_ENQUEUE_RATE_PER_OWNER, a second; 0: none):
@@ -375,7 +375,7 @@ func Enqueue(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return lambda.NewHandler(httpapi.New(c.Service(), d.Logger).WithTrustedCallers(d.Config.TrustedCallers).Route), nil
+	return lambda.NewHandler(httpapi.New(c.Service(), httpapi.Config{Logger: d.Logger, TrustedCallers: d.Config.TrustedCallers}).Route), nil
 }
 
 // GetJob is the GET /v1/jobs/{id}, GET /v1/jobs (the caller's jobs) and
@@ -391,7 +391,7 @@ func GetJob(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return lambda.NewHandler(httpapi.New(c.Service(), d.Logger).WithOperators(d.Config.Operators).Route), nil
+	return lambda.NewHandler(httpapi.New(c.Service(), httpapi.Config{Logger: d.Logger, Operators: d.Config.Operators}).Route), nil
 }
 
 // Cancel is the job actions function: POST /v1/jobs/{id}/cancel,
@@ -417,12 +417,12 @@ func Cancel(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	api := httpapi.New(c.Service(), d.Logger).WithOperators(d.Config.Operators)
+	api := httpapi.Config{Logger: d.Logger, Operators: d.Config.Operators}
 	if d.Config.DLQURL != "" {
-		api = api.WithDeadLetters(&sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL,
-			LaneQueueURLs: d.Config.LaneQueueURLs, LaneDLQURLs: d.Config.LaneDLQURLs})
+		api.DeadLetters = &sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL,
+			LaneQueueURLs: d.Config.LaneQueueURLs, LaneDLQURLs: d.Config.LaneDLQURLs}
 	}
-	return lambda.NewHandler(api.Route), nil
+	return lambda.NewHandler(httpapi.New(c.Service(), api).Route), nil
 }
 
 // Worker is the SQS-triggered worker function. It refuses to start when a
