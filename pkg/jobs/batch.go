@@ -205,7 +205,7 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 			slog.String("batch_id", batchID), slog.String("err_types", errtypes.Of(err)))
 		return nil, false, err
 	}
-	if err := s.store.OpenBatch(ctx, batchID); err != nil && !errors.Is(err, driver.ErrBatchOpened) {
+	if err := s.store.OpenBatch(ctx, batchID); err != nil && !errors.Is(err, errBatchOpened) {
 		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	stored.Creating = false

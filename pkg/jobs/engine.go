@@ -118,8 +118,8 @@ func ownWrite(err error, st Status, at time.Time) bool {
 // isConflict reports whether err says the job is no longer as the write
 // expected: someone else moved it.
 func isConflict(err error) bool {
-	return errors.Is(err, ErrLostClaim) || errors.Is(err, driver.ErrNotQueued) || errors.Is(err, ErrNotFound) ||
-		errors.Is(err, driver.ErrCancelRequested) || errors.Is(err, driver.ErrNotRunning)
+	return errors.Is(err, ErrLostClaim) || errors.Is(err, errNotQueued) || errors.Is(err, ErrNotFound) ||
+		errors.Is(err, errCancelRequested) || errors.Is(err, errNotRunning)
 }
 
 // claim moves a queued job to running under c. A claim whose answer was
@@ -246,7 +246,7 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex executi
 		}
 	}
 	err := write(ex)
-	if errors.Is(err, driver.ErrCancelRequested) {
+	if errors.Is(err, errCancelRequested) {
 		// Cancelled while it ran, unnoticed: no other outcome may land.
 		ex = execution{Status: StatusCancelled, Cause: "cancelled"}
 		err = write(ex)
@@ -322,7 +322,7 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 		err = nil // our requeue landed; its answer was lost
 	}
 	switch {
-	case errors.Is(err, driver.ErrCancelRequested):
+	case errors.Is(err, errCancelRequested):
 		return e.finish(ctx, log, r, execution{Status: StatusCancelled, Cause: "cancelled"})
 	case isConflict(err):
 		log.LogAttrs(ctx, slog.LevelWarn, "job was settled by someone else before this write", slog.String("outcome_dropped", "retry"))
@@ -353,7 +353,7 @@ func (e *engine) continueRun(ctx context.Context, log *slog.Logger, r run, ex ex
 		err = nil
 	}
 	switch {
-	case errors.Is(err, driver.ErrCancelRequested):
+	case errors.Is(err, errCancelRequested):
 		return e.finish(ctx, log, r, execution{Status: StatusCancelled, Cause: "cancelled"})
 	case isConflict(err):
 		log.LogAttrs(ctx, slog.LevelWarn, "job was settled by someone else before this write", slog.String("outcome_dropped", "continue"))
@@ -547,7 +547,7 @@ func (e *engine) deliverAll(ctx context.Context, now time.Time, recs []*driver.R
 
 // cancel cancels rec, as read a moment ago: a queued job at once, a running
 // one by marking its run (its worker ends it cancelled). It returns
-// ErrNotQueued or ErrNotRunning when the job moved meanwhile.
+// errNotQueued or errNotRunning when the job moved meanwhile.
 func (e *engine) cancel(ctx context.Context, rec *driver.Record) error {
 	switch rec.Status {
 	case StatusQueued:
@@ -841,7 +841,7 @@ func (e *engine) settleBatch(ctx context.Context, b *driver.Batch) bool {
 	case err == nil:
 		e.log.LogAttrs(ctx, slog.LevelInfo, "batch ended", slog.String("batch_id", b.ID), slog.String("status", string(status)),
 			slog.Int("total", b.Total), slog.Int("failed", b.Failed), slog.Int("cancelled", b.Cancelled))
-	case errors.Is(err, driver.ErrBatchNotDone):
+	case errors.Is(err, errBatchNotDone):
 		return true // someone else ended it
 	default:
 		e.log.LogAttrs(ctx, slog.LevelWarn, "batch end not recorded; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", errtypes.Of(err)))
@@ -926,7 +926,7 @@ func (e *engine) abortBatch(ctx context.Context, b *driver.Batch) error {
 		return err
 	}
 	if err := e.store.OpenBatch(ctx, b.ID); err != nil {
-		if errors.Is(err, driver.ErrBatchOpened) {
+		if errors.Is(err, errBatchOpened) {
 			return nil // a retry of its enqueue finished it, or another sweep aborted it
 		}
 		return err

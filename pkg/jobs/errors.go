@@ -29,7 +29,7 @@ var (
 	// ErrNotResubmittable: Resubmit found the job neither failed nor
 	// cancelled, part of a batch, or with a handler of its last run that
 	// may still be running.
-	ErrNotResubmittable = driver.ErrNotResubmittable
+	ErrNotResubmittable = errors.New("jobs: only a failed or cancelled job outside a batch can be retried")
 	// ErrUnavailable wraps a failure of DynamoDB, SQS or Scheduler: the
 	// caller may retry (with the same idempotency key).
 	ErrUnavailable = errors.New("jobs: a dependency is unavailable")
@@ -39,10 +39,10 @@ var (
 	// ErrLostClaim is what Job.Publish returns when this run no longer owns
 	// its job (it timed out, or a sweeper failed it): the handler should
 	// stop.
-	ErrLostClaim = driver.ErrLostClaim
+	ErrLostClaim = errors.New("jobs: claim lost")
 	// ErrScheduleExists: the owner has a schedule of that name with
 	// another definition.
-	ErrScheduleExists = driver.ErrScheduleExists
+	ErrScheduleExists = errors.New("jobs: a schedule of that name exists")
 	// ErrQueueFull matches every *QueueFullError: the kind's queued jobs
 	// (or the owner's of the kind) are at its cap (KindOpts.MaxQueued,
 	// MaxQueuedPerOwner). Nothing was stored; retry later.

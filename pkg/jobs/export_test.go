@@ -49,3 +49,16 @@ func AddSchedule(reg *Registry, s Schedule) error { return reg.addSchedule(s) }
 
 // ResultPath is the path an event's result_url starts with.
 const ResultPath = resultPath
+
+// The engine's reading of a store's conflicts (store.go).
+func ReadConflicts(s driver.Store) driver.Store { return readConflicts(s) }
+
+var (
+	ErrNotQueuedConflict  = errNotQueued
+	ErrCancelRequested    = errCancelRequested
+	ErrNotRunningConflict = errNotRunning
+	ErrFinishedParent     = errFinished
+	ErrDependentsFull     = errDependentsFull
+	ErrScheduleLimit      = errScheduleLimit
+	ErrFireRaced          = errFireRaced
+)

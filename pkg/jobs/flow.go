@@ -597,7 +597,7 @@ func (e *engine) park(ctx context.Context, r run, a *admission) ending {
 	}
 	log := e.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind))
 	switch {
-	case errors.Is(err, driver.ErrCancelRequested):
+	case errors.Is(err, errCancelRequested):
 		return e.finish(ctx, log, r, execution{Status: StatusCancelled, Cause: "cancelled"})
 	case isConflict(err):
 		return ending{res: superseded}

@@ -181,7 +181,7 @@ func (w *Worker) keepLease(ctx context.Context, inv invocation, k *kindDef, r ru
 			switch {
 			case err == nil:
 				r.keeper.renewed(now)
-			case errors.Is(err, driver.ErrCancelRequested):
+			case errors.Is(err, errCancelRequested):
 				r.keeper.renewed(now)
 				stop(false)
 			case errors.Is(err, ErrLostClaim), errors.Is(err, ErrNotFound):

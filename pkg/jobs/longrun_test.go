@@ -253,8 +253,8 @@ func TestHeartbeatsKeepALongRunAliveAndTheirAbsenceEndsIt(t *testing.T) {
 		t.Fatalf("%v after its last heartbeat: %s %q, want failed interrupted within one lease (%v)", clock.Now().Sub(last), got.Status, got.ErrorCode, lease)
 	}
 	// A heartbeat from the stale run changes nothing.
-	if err := store.Heartbeat(ctx, rec.ID, token, driver.Heartbeat{LeaseUntil: clock.Now().Add(lease), At: clock.Now()}); !errors.Is(err, jobs.ErrLostClaim) {
-		t.Fatalf("a stale run's heartbeat: %v, want ErrLostClaim", err)
+	if err := store.Heartbeat(ctx, rec.ID, token, driver.Heartbeat{LeaseUntil: clock.Now().Add(lease), At: clock.Now()}); !errors.As(err, new(*driver.ConflictError)) {
+		t.Fatalf("a stale run's heartbeat: %v, want a *driver.ConflictError", err)
 	}
 }
 

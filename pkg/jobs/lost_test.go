@@ -19,14 +19,14 @@ func (s lostAnswers) Create(ctx context.Context, rec *driver.Record) error {
 	if err := s.MemStore.Create(ctx, rec); err != nil {
 		return err
 	}
-	return s.MemStore.Create(ctx, rec) // the retry: ErrExists, with our own job
+	return s.MemStore.Create(ctx, rec) // the retry: a conflict, with our own job
 }
 
 func (s lostAnswers) Claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
 	if _, err := s.MemStore.Claim(ctx, id, c); err != nil {
 		return nil, err
 	}
-	return s.MemStore.Claim(ctx, id, c) // the retry: ErrNotQueued, running under our token
+	return s.MemStore.Claim(ctx, id, c) // the retry: a conflict, running under our token
 }
 
 func TestOwnWritesWithLostAnswersCountAsDone(t *testing.T) {

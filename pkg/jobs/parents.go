@@ -160,9 +160,9 @@ func (e *engine) awaitParents(ctx context.Context, rec *driver.Record) (*driver.
 		case err == nil && (p.Status == StatusFailed || p.Status == StatusCancelled):
 			failed() // recorded: its retry's success brings rec back
 		case err == nil:
-		case errors.Is(err, driver.ErrFinished):
+		case errors.Is(err, errFinished):
 			done = append(done, i) // succeeded already
-		case errors.Is(err, driver.ErrDependentsFull), errors.Is(err, ErrNotFound):
+		case errors.Is(err, errDependentsFull), errors.Is(err, ErrNotFound):
 			// Full (enqueues raced past the check), or gone (expired since
 			// it was named): it can never count rec.
 			failed()

@@ -73,7 +73,7 @@ func newScheduleService(cfg Config, eng *engine) *ScheduleService {
 	if perOwner <= 0 {
 		perOwner = defaultSchedulesPerOwner
 	}
-	return &ScheduleService{reg: cfg.Registry, store: cfg.Store, sched: cfg.Scheduler, perOwner: perOwner, clock: eng.clock, log: eng.log}
+	return &ScheduleService{reg: cfg.Registry, store: eng.store, sched: cfg.Scheduler, perOwner: perOwner, clock: eng.clock, log: eng.log}
 }
 
 // Create validates req like a declaration (expression, time zone, kind,
@@ -158,7 +158,7 @@ func (s *ScheduleService) Create(ctx context.Context, req ScheduleRequest) (*Sch
 				return nil, err
 			}
 			sc, added = *old, false
-		case errors.Is(err, driver.ErrScheduleLimit):
+		case errors.Is(err, errScheduleLimit):
 			return nil, refuse("schedule_limit", "you have as many schedules as allowed; delete one first")
 		default:
 			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -191,7 +191,7 @@ func (s *ScheduleService) place(ctx context.Context, id string, sc Schedule, mes
 	if cerr == nil {
 		return nil
 	}
-	if errors.Is(cerr, ErrScheduleExists) {
+	if errors.Is(cerr, driver.ErrExists) {
 		cerr = errHeldName // not the caller's 409: no definition of theirs clashes
 	}
 	// Made or not? A lost answer looks like a failure, or like a conflict

@@ -76,7 +76,7 @@ func newService(cfg Config, eng *engine) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{eng: eng, reg: cfg.Registry, store: cfg.Store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
+	return &Service{eng: eng, reg: cfg.Registry, store: eng.store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
 		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey,
 		counter: counter, capCounts: &capCounts{}, enqueueRate: float64(cfg.EnqueueRatePerOwner), refusals: &rateRefusals{}}, nil
 }
@@ -361,7 +361,7 @@ func (s *Service) cancelAsRead(ctx context.Context, owner string, rec *driver.Re
 			return rec, nil
 		case errors.Is(err, ErrAlreadyFinal):
 			return rec, err
-		case errors.Is(err, driver.ErrNotQueued), errors.Is(err, driver.ErrNotRunning):
+		case errors.Is(err, errNotQueued), errors.Is(err, errNotRunning):
 			// It moved between the read and the write: read it again.
 		default:
 			return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)

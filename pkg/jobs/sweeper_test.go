@@ -102,7 +102,7 @@ func TestOverlappingSweepersAndLateWorker(t *testing.T) {
 				mu.Lock()
 				lateWins++
 				mu.Unlock()
-			} else if !errors.Is(err, jobs.ErrLostClaim) {
+			} else if ce := (*driver.ConflictError)(nil); !errors.As(err, &ce) {
 				t.Errorf("late finish: %v", err)
 			}
 		}

@@ -121,7 +121,7 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 		err = s.store.Debounce(ctx, holder, driver.Debounce{Payload: again.payload, RequestHash: again.requestHash,
 			RunAt: j.runAt.Truncate(time.Millisecond), SweepAt: d.sweepAt, At: j.at})
 		switch {
-		case errors.Is(err, driver.ErrNotQueued):
+		case errors.Is(err, errNotQueued):
 			// A worker has it: either it starts, and its start frees the
 			// key (the next try takes it: a new job), or it is parked back
 			// to wait (the next try debounces it). Freeing the key here

@@ -316,7 +316,7 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 				}
 			}
 			if err := w.eng.store.SetLastFire(cctx, stateKey, last, id); err != nil {
-				// ErrFireRaced: another fire took the turn; this one comes
+				// A conflict (errFireRaced): another fire took the turn; this one comes
 				// back and sees it.
 				log.LogAttrs(ctx, slog.LevelWarn, "schedule state not moved; the fire will come back", slog.String("err_types", errtypes.Of(err)))
 				return true
@@ -632,7 +632,7 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 	// cancelled maps a write refused for a cancel to ErrCancelled, and
 	// cancels the handler's context.
 	cancelled := func(err error) error {
-		if errors.Is(err, driver.ErrCancelRequested) {
+		if errors.Is(err, errCancelRequested) {
 			notice()
 			return ErrCancelled
 		}
@@ -737,7 +737,7 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 	// heartbeat or checkpoint that landed: a cancel request does not stop
 	// a heartbeat's renewal).
 	renewed := func(err error) error {
-		if r.keeper != nil && (err == nil || errors.Is(err, driver.ErrCancelRequested)) {
+		if r.keeper != nil && (err == nil || errors.Is(err, errCancelRequested)) {
 			r.keeper.renewed(w.eng.now())
 		}
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/dev/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/schedulerapi"
 )
 
@@ -112,7 +113,7 @@ func TestSchedulerAPIServesTheSchedulesFunction(t *testing.T) {
 	if err := api.CreateSchedule(ctx, id, sc, msg); err != nil {
 		t.Fatal(err)
 	}
-	if err := api.CreateSchedule(ctx, id, sc, msg); !errors.Is(err, jobs.ErrScheduleExists) {
+	if err := api.CreateSchedule(ctx, id, sc, msg); !errors.Is(err, driver.ErrExists) {
 		t.Fatalf("create again: %v", err)
 	}
 	h, err := api.GetSchedule(ctx, id)

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/wire"
@@ -90,9 +89,3 @@ func (b *Batch) CompletionJobID() string {
 	}
 	return wire.CompletionJobID(b.ID)
 }
-
-// ErrBatchNotDone: EndBatch found jobs still pending or the batch ended.
-var ErrBatchNotDone = errors.New("jobs: batch not ready to end")
-
-// ErrBatchOpened: OpenBatch found the batch's creation already ended.
-var ErrBatchOpened = errors.New("jobs: batch already opened")

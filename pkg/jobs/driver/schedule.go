@@ -126,7 +126,7 @@ func (s Schedule) NextFire(t, start time.Time) time.Time {
 // definitions in step (see ScheduleService.Create).
 type Scheduler interface {
 	// CreateSchedule creates the schedule named id firing message, or
-	// returns ErrScheduleExists when one of that name exists (after a
+	// returns ErrExists when one of that name exists (after a
 	// lost answer that the SDK retried, the one this call created).
 	CreateSchedule(ctx context.Context, id string, s Schedule, message string) error
 	// GetSchedule returns what Scheduler holds under id, or ErrNotFound

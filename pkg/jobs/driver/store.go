@@ -12,13 +12,13 @@ import (
 // implementation is in package dynamostore; jobstest has a fake for unit
 // tests and the conformance suite every implementation must pass.
 //
-// Errors: ErrNotFound for an absent (or expired) job, *ConflictError (which
-// matches ErrExists, ErrNotQueued or ErrLostClaim) when a condition fails,
-// anything else for a dependency failure.
+// Errors: ErrNotFound for an absent (or expired) job, a *ConflictError
+// when a condition fails (see the Store errors below), anything else for a
+// dependency failure.
 type Store interface {
 	// Create stores rec, which must be queued, unless a live job with the
-	// same ID exists; then it returns a *ConflictError matching ErrExists
-	// that carries the existing job.
+	// same ID exists; then it returns a *ConflictError that carries the
+	// existing job.
 	Create(ctx context.Context, rec *Record) error
 
 	// Get returns the job with the given id, or ErrNotFound.
@@ -26,25 +26,26 @@ type Store interface {
 
 	// Claim moves a queued job whose run time has come (no RunAt, or RunAt
 	// at or before c.At), that does not wait on its parents (WaitParents)
-	// and whose kind is not one of c.SkipKinds to running, stamping c's token and lease and counting an attempt, and
-	// returns the job as claimed. If the job is not queued, not due or of a
-	// skipped kind it returns a *ConflictError matching ErrNotQueued with the
-	// job as it is; if there is no such job, ErrNotFound.
+	// and whose kind is not one of c.SkipKinds to running, stamping c's
+	// token and lease and counting an attempt, and returns the job as
+	// claimed. If the job is not queued, not due or of a skipped kind it
+	// returns a *ConflictError with the job as it is; if there is no such
+	// job, ErrNotFound.
 	Claim(ctx context.Context, id string, c Claim) (*Record, error)
 
 	// Publish replaces the job's result with a partial result, provided the
 	// job is running under token and no cancel was requested; otherwise it
-	// returns a *ConflictError matching ErrCancelRequested or ErrLostClaim.
+	// returns a *ConflictError.
 	Publish(ctx context.Context, id, token string, result []byte, at time.Time) error
 
 	// Heartbeat extends the lease of the run named by token to
 	// hb.LeaseUntil (and moves its sweep time to hb.SweepAt when set),
 	// provided the job still runs under that token; otherwise it returns a
-	// *ConflictError matching ErrLostClaim, and a heartbeat from a stale
-	// run changes nothing. Once a cancel was requested it still extends
-	// the lease (the handler may take a while to stop, and no retry may
-	// start beside it) and then returns a *ConflictError matching
-	// ErrCancelRequested.
+	// *ConflictError, and a heartbeat from a stale run changes nothing.
+	// Once a cancel was requested it still extends the lease (the handler
+	// may take a while to stop, and no retry may start beside it) and then
+	// returns a *ConflictError whose Current is the job as written (running
+	// under token, CancelRequested): the run must stop.
 	Heartbeat(ctx context.Context, id, token string, hb Heartbeat) error
 
 	// Checkpoint stores c.Data as the job's checkpoint and extends the
@@ -81,16 +82,15 @@ type Store interface {
 	// ReleaseUnique frees the unique key if jobID holds it.
 	ReleaseUnique(ctx context.Context, key, jobID string) error
 	// Debounce replaces the payload, request hash and run time of a job
-	// that is still queued (a *ConflictError matching ErrNotQueued
-	// otherwise): a debounced enqueue's later request.
+	// that is still queued (a *ConflictError otherwise): a debounced
+	// enqueue's later request.
 	Debounce(ctx context.Context, id string, d Debounce) error
 
 	// Finish records the outcome of the run named by token: the job must be
 	// running under that token (and, when o.LeaseExpiredBy is set, its lease
-	// must have ended by then), otherwise it returns a *ConflictError
-	// matching ErrLostClaim. Once a cancel was requested, only a cancelled
-	// outcome lands; any other returns a *ConflictError matching
-	// ErrCancelRequested. It clears the claim (the lease too, unless
+	// must have ended by then), otherwise it returns a *ConflictError. Once
+	// a cancel was requested, only a cancelled outcome lands; any other
+	// returns a *ConflictError too. It clears the claim (the lease too, unless
 	// o.KeepLease), and the sweep schedule, unless o.After names steps to
 	// run after the outcome: then the job keeps its sweep schedule, with
 	// the steps pending, until DoneAfter.
@@ -111,7 +111,7 @@ type Store interface {
 	Requeue(ctx context.Context, id, token string, r Requeue) error
 
 	// CancelQueued moves a queued job to cancelled (a *ConflictError
-	// matching ErrNotQueued otherwise), with the post-outcome steps c.After
+	// otherwise), with the post-outcome steps c.After
 	// pending as Finish does; a job out of the sweep schedule (one that
 	// waited on its parents) is put back in it at c.At while they are.
 	CancelQueued(ctx context.Context, id string, c CancelQueued) error
@@ -121,7 +121,7 @@ type Store interface {
 	// An expired batch is replaced.
 	CreateBatch(ctx context.Context, b *Batch) (*Batch, error)
 	// OpenBatch ends the creation of a batch whose jobs are stored: it is
-	// no longer Creating. ErrBatchOpened if it was opened before,
+	// no longer Creating. A *ConflictError if it was opened before,
 	// ErrNotFound if there is no such batch.
 	OpenBatch(ctx context.Context, id string) error
 	// GetBatch returns the batch as its own item holds it (its counts are
@@ -140,7 +140,7 @@ type Store interface {
 	// of each).
 	CountBatch(ctx context.Context, b *Batch) (*Batch, error)
 	// EndBatch records a batch's end, provided it is running, opened, and
-	// every shard is done (ErrBatchNotDone otherwise). A batch's shard
+	// every shard is done (a *ConflictError otherwise). A batch's shard
 	// counts carry no expiry while it runs (its jobs may end further apart
 	// than the retention); EndBatch gives them expiresAt, the batch's.
 	EndBatch(ctx context.Context, id string, status Status, at, expiresAt time.Time) error
@@ -149,7 +149,7 @@ type Store interface {
 
 	// RequestCancel marks a running job's run as cancelled: its handler's
 	// context is cancelled when the worker notices, and the run can only end
-	// cancelled (a *ConflictError matching ErrNotRunning otherwise).
+	// cancelled (a *ConflictError otherwise).
 	RequestCancel(ctx context.Context, id string, at time.Time) error
 
 	// Due returns the ids of up to limit jobs (and batches, their ids
@@ -168,15 +168,15 @@ type Store interface {
 	// schedule created ("" when none): what OverlapSkip checks.
 	LastFire(ctx context.Context, schedule string) (string, error)
 	// SetLastFire records id as that job if the recorded one is still
-	// prev ("" for none), else returns ErrFireRaced.
+	// prev ("" for none), else returns a *ConflictError: another fire of
+	// the schedule recorded its job first.
 	SetLastFire(ctx context.Context, schedule, prev, id string) error
 
 	// OwnerSchedules returns the runtime schedules of the owner whose key
 	// is ownerKey (see OwnerKey), in one read.
 	OwnerSchedules(ctx context.Context, ownerKey string) ([]Schedule, error)
 	// AddOwnerSchedule adds s to the owner's schedules unless one has its
-	// name (ErrScheduleExists) or the owner has max already
-	// (ErrScheduleLimit).
+	// name (ErrExists) or the owner has max already (a *ConflictError).
 	AddOwnerSchedule(ctx context.Context, ownerKey string, s Schedule, max int) error
 	// RemoveOwnerSchedule removes the owner's schedule name (ErrNotFound
 	// when there is none).
@@ -194,10 +194,10 @@ type Store interface {
 	// AddDependent records d.Dependent as a dependent of the job parentID
 	// (once however often it is called), provided that job belongs to
 	// d.Owner, has not succeeded, and has fewer than d.Max dependents, and
-	// returns the parent as written. A parent that succeeded gives a
-	// *ConflictError matching ErrFinished with the parent (the caller
-	// counts it), one with d.Max dependents a *ConflictError matching
-	// ErrDependentsFull; another owner's or no such job, ErrNotFound. A
+	// returns the parent as written. A parent that succeeded, or one with
+	// d.Max dependents, gives a *ConflictError with the parent (the caller
+	// tells the two apart from it, and counts a succeeded one); another
+	// owner's or no such job, ErrNotFound. A
 	// failed or cancelled parent records it too: retried, its next outcome
 	// reaches it. Recorded before the parent's final write, the dependent
 	// is in the Dependents that write's post-outcome step reads: the two
@@ -210,22 +210,19 @@ type Store interface {
 	// (what its writer read), and either takes the job out of the sweep
 	// schedule (its parents now hold what must happen next) or, with
 	// c.Release, ends its wait as ReleaseParents does, in the same write.
-	// A failed condition gives a *ConflictError matching ErrNotQueued with
-	// the job as it is.
+	// A failed condition gives a *ConflictError with the job as it is.
 	CountParents(ctx context.Context, id string, c ParentCount) (*Record, error)
 	// ReleaseParents ends the wait of a job whose parents are all counted:
 	// WaitingOn is cleared and its sweep schedule set to r.SweepAt, so the
-	// queue or the sweeper delivers it; a *ConflictError matching
-	// ErrNotQueued when it no longer waits on its parents (released or
-	// cancelled meanwhile).
+	// queue or the sweeper delivers it; a *ConflictError when it no longer
+	// waits on its parents (released or cancelled meanwhile).
 	ReleaseParents(ctx context.Context, id string, r ReleaseParents) error
 
 	// Resubmit puts a failed or cancelled job that belongs to no batch,
 	// and whose post-outcome steps have all run, back in the queue, for
 	// another attempt under the same id, forgetting its first start (a
 	// kind's MaxRunTime counts from the resubmitted run's); else a
-	// *ConflictError wrapping ErrNotResubmittable (with the current job), or
-	// ErrNotFound.
+	// *ConflictError (with the current job), or ErrNotFound.
 	Resubmit(ctx context.Context, id string, r Resubmit) error
 }
 
@@ -294,7 +291,7 @@ type ListPage struct {
 
 // Resubmit is what Store.Resubmit stamps on a job put back in the queue.
 // The job must not have a lease ending after At (an abandoned handler of
-// its last run may still be running): ErrNotResubmittable otherwise. Its
+// its last run may still be running): a *ConflictError otherwise. Its
 // attempt count stays, and its retry policy counts from it again
 // (Record.AttemptBase).
 type Resubmit struct {
@@ -331,7 +328,7 @@ type ReleaseParents struct {
 }
 
 // WaitParents is the WaitingOn of a job that waits on its parents. A
-// claim never takes such a job (Store.Claim answers ErrNotQueued).
+// claim never takes such a job (Store.Claim answers a *ConflictError).
 const WaitParents = "parents"
 
 // Claim is what a worker stamps on a job it claims.
@@ -368,15 +365,13 @@ type Outcome struct {
 	After []string
 	// Seq, when non-zero, counts the outcome: the write sets
 	// Record.Outcomes to Seq, and is also conditional on it being Seq-1
-	// (a *ConflictError with the sentinel of the write's other conditions
-	// otherwise). Zero leaves Outcomes alone and costs nothing.
+	// (a *ConflictError otherwise). Zero leaves Outcomes alone and costs nothing.
 	Seq int
 	// Dependents is how many dependents the writer knows the job has
 	// (len(Record.Dependents)): the write is also conditional on the job
 	// having that many, so a dependent recorded since the job was read is
 	// never missed by the post-outcome steps (a *ConflictError with the
-	// sentinel of the write's other conditions and the job as it is
-	// otherwise: read its Dependents and write again).
+	// job as it is otherwise: read its Dependents and write again).
 	Dependents int
 }
 
@@ -545,50 +540,33 @@ type Expect struct {
 	Token  string
 }
 
-// Store errors.
+// Store errors. A Store answers ErrNotFound when what an operation needs
+// is absent (or expired), ErrExists when what it creates by name (a batch,
+// a schedule) exists, and a *ConflictError when a conditional write did not
+// apply. It does not say why a condition failed: the engine (package jobs)
+// reads that from the operation it asked for and from Current. Any other
+// error is a dependency failure.
 var (
-	// ErrNotFound: no such job, or it expired.
+	// ErrNotFound: no such job (or batch, or schedule), or it expired.
 	ErrNotFound = errors.New("jobs: job not found")
-	// ErrExists: Create found a live job with the same id.
-	ErrExists = errors.New("jobs: job already exists")
-	// ErrNotQueued: Claim found the job already claimed or finished.
-	ErrNotQueued = errors.New("jobs: job is not queued")
-	// ErrLostClaim: the job is no longer running under this claim.
-	ErrLostClaim = errors.New("jobs: claim lost")
-	// ErrCancelRequested: the job's owner cancelled this run; it can only
-	// end cancelled.
-	ErrCancelRequested = errors.New("jobs: cancel requested")
-	// ErrNotRunning: RequestCancel found the job not running.
-	ErrNotRunning = errors.New("jobs: job is not running")
-	// ErrFireRaced: another fire of the schedule recorded its job first.
-	ErrFireRaced = errors.New("jobs: another fire of the schedule came first")
-	// ErrScheduleExists: the owner has a schedule of that name.
-	ErrScheduleExists = errors.New("jobs: a schedule of that name exists")
-	// ErrNotResubmittable: Resubmit found the job neither failed nor
-	// cancelled, or part of a batch.
-	ErrNotResubmittable = errors.New("jobs: only a failed or cancelled job outside a batch can be retried")
-	// ErrFinished: AddDependent found the parent succeeded.
-	ErrFinished = errors.New("jobs: job has finished")
-	// ErrDependentsFull: AddDependent found the parent with the most
-	// dependents allowed.
-	ErrDependentsFull = errors.New("jobs: the job has the most dependents allowed")
-	// ErrScheduleLimit: the owner has as many schedules as allowed.
-	ErrScheduleLimit = errors.New("jobs: the owner has the most schedules allowed")
+	// ErrExists: CreateBatch found a live batch with the id,
+	// AddOwnerSchedule a schedule of the name, Scheduler.CreateSchedule a
+	// schedule of the id.
+	ErrExists = errors.New("jobs: already exists")
 )
 
-// ConflictError is returned when a conditional write finds the job in
-// another state. Current is the job as the store found it (nil if the store
-// could not say).
+// ConflictError is returned when a conditional write did not apply: the
+// item is not as the operation requires. Current is the job as the store
+// found it (for Heartbeat and Checkpoint after a cancel request, as
+// written), or nil when the store cannot say or the item is not a job;
+// the engine reads the job again then.
 type ConflictError struct {
-	Err     error // ErrExists, ErrNotQueued, ErrLostClaim, ErrCancelRequested or ErrNotRunning
 	Current *Record
 }
 
 func (e *ConflictError) Error() string {
 	if e.Current != nil {
-		return e.Err.Error() + " (status " + string(e.Current.Status) + ")"
+		return "jobs: conditional write did not apply (status " + string(e.Current.Status) + ")"
 	}
-	return e.Err.Error()
+	return "jobs: conditional write did not apply"
 }
-
-func (e *ConflictError) Unwrap() error { return e.Err }

@@ -148,7 +148,7 @@ func (s *Store) OpenBatch(ctx context.Context, id string) error {
 		if _, has := old[attrBTotal]; !has {
 			return jobs.ErrNotFound
 		}
-		return driver.ErrBatchOpened
+		return &driver.ConflictError{}
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: open batch %s: %w", id, err)
@@ -237,14 +237,14 @@ func (s *Store) expireShard(ctx context.Context, id string, shard int, expiresAt
 	return nil
 }
 
-// notDone is ErrBatchNotDone with the batch as the failed condition found
-// it.
+// notDone is the *driver.ConflictError of a batch's write, with the batch
+// as the failed condition found it.
 type notDone struct {
 	old map[string]types.AttributeValue
 }
 
-func (notDone) Error() string { return driver.ErrBatchNotDone.Error() }
-func (notDone) Unwrap() error { return driver.ErrBatchNotDone }
+func (notDone) Error() string { return (&driver.ConflictError{}).Error() }
+func (notDone) Unwrap() error { return &driver.ConflictError{} }
 
 func shardKey(batchID string, shard int) map[string]types.AttributeValue {
 	return key(storekey.BatchShardPrefix + batchID + "#" + strconv.Itoa(shard))

@@ -504,6 +504,6 @@ func (s *Store) Debounce(ctx context.Context, id string, d driver.Debounce) erro
 		Set(expression.Name(attrRunAt), expression.Value(ms(d.RunAt))).
 		Set(expression.Name(AttrSweepAt), expression.Value(ms(d.SweepAt))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(d.At)))
-	_, err := s.update(ctx, id, change{op: "debounce", upd: upd, cond: statusIs(jobs.StatusQueued), sentinel: driver.ErrNotQueued})
+	_, err := s.update(ctx, id, change{op: "debounce", upd: upd, cond: statusIs(jobs.StatusQueued)})
 	return err
 }

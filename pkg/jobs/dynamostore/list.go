@@ -443,7 +443,7 @@ func (s *Store) Resubmit(ctx context.Context, id string, r driver.Resubmit) erro
 	e.when(e.notExists("batch_id"))
 	e.when(e.notExists(attrAfter))
 	e.when(e.notExists(attrLease) + " OR " + e.n(attrLease) + " <= " + at)
-	_, err := s.update(ctx, id, change{op: "resubmit", raw: e, sentinel: jobs.ErrNotResubmittable})
+	_, err := s.update(ctx, id, change{op: "resubmit", raw: e})
 	return err
 }
 

@@ -59,13 +59,11 @@ func (s *Store) AddDependent(ctx context.Context, parentID string, d driver.Depe
 		And(expression.AttributeExists(expression.Name(attrKind))).
 		And(expression.Not(statusIs(jobs.StatusSucceeded))).
 		And(room)
-	av, err := s.update(ctx, parentID, change{op: "add_dependent", upd: upd, cond: cond, sentinel: driver.ErrFinished})
+	av, err := s.update(ctx, parentID, change{op: "add_dependent", upd: upd, cond: cond})
 	var ce *driver.ConflictError
 	switch {
 	case errors.As(err, &ce) && (ce.Current == nil || ce.Current.Owner != d.Owner || ce.Current.Kind == ""):
 		return nil, jobs.ErrNotFound // another owner's, or not a job: as if absent
-	case errors.As(err, &ce) && ce.Current.Status != jobs.StatusSucceeded:
-		return nil, &driver.ConflictError{Err: driver.ErrDependentsFull, Current: ce.Current}
 	case err != nil:
 		return nil, err
 	}
@@ -111,7 +109,7 @@ func (s *Store) CountParents(ctx context.Context, id string, c driver.ParentCoun
 	if len(c.Done) == 0 && !c.Await {
 		return s.Get(ctx, id)
 	}
-	av, err := s.update(ctx, id, change{op: "count_parents", upd: upd, cond: cond, sentinel: driver.ErrNotQueued})
+	av, err := s.update(ctx, id, change{op: "count_parents", upd: upd, cond: cond})
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +118,7 @@ func (s *Store) CountParents(ctx context.Context, id string, c driver.ParentCoun
 
 // ReleaseParents ends a job's wait on its parents.
 func (s *Store) ReleaseParents(ctx context.Context, id string, r driver.ReleaseParents) error {
-	_, err := s.update(ctx, id, change{op: "release_parents", upd: release(expression.UpdateBuilder{}, id, r), cond: waitsOnParents(), sentinel: driver.ErrNotQueued})
+	_, err := s.update(ctx, id, change{op: "release_parents", upd: release(expression.UpdateBuilder{}, id, r), cond: waitsOnParents()})
 	return err
 }
 

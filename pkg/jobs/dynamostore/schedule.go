@@ -61,7 +61,7 @@ func (s *Store) SetLastFire(ctx context.Context, schedule, prev, id string) erro
 		if v, _ := old[attrLastJob].(*types.AttributeValueMemberS); v != nil && v.Value == id {
 			return nil
 		}
-		return driver.ErrFireRaced
+		return &driver.ConflictError{} // another fire recorded its job first
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: set last fire of %s: %w", schedule, err)
@@ -135,9 +135,9 @@ func (s *Store) AddOwnerSchedule(ctx context.Context, ownerKey string, sc jobs.S
 			if v.Value == string(body) {
 				return nil // our own write, retried by the SDK after a lost answer
 			}
-			return jobs.ErrScheduleExists
+			return driver.ErrExists
 		}
-		return driver.ErrScheduleLimit
+		return &driver.ConflictError{} // the owner has max schedules
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: add a schedule: %w", err)

@@ -270,30 +270,21 @@ func conditionFailed(err error) (map[string]types.AttributeValue, bool) {
 	return nil, false
 }
 
-func (s *Store) conflict(sentinel error, old map[string]types.AttributeValue) error {
-	return s.conflictFor(sentinel, "", old)
-}
-
-// conflictFor is conflict for a write by the run named token: a run whose
-// cancel was requested gets ErrCancelRequested.
-func (s *Store) conflictFor(sentinel error, token string, old map[string]types.AttributeValue) error {
+// conflict is the error of a job's write whose condition failed on old,
+// the item as DynamoDB returned it: ErrNotFound when there is no job (or
+// it expired), else a *driver.ConflictError with the job.
+func (s *Store) conflict(old map[string]types.AttributeValue) error {
 	if len(old) == 0 {
-		if sentinel == driver.ErrExists {
-			return &driver.ConflictError{Err: sentinel}
-		}
 		return jobs.ErrNotFound
 	}
 	cur, err := fromItem(old)
 	if err != nil {
 		return err
 	}
-	if cur.Expired(s.clock.Now()) && sentinel != driver.ErrExists {
+	if cur.Expired(s.clock.Now()) {
 		return jobs.ErrNotFound
 	}
-	if token != "" && cur.Status == jobs.StatusRunning && cur.ClaimToken == token && cur.CancelRequested {
-		sentinel = driver.ErrCancelRequested
-	}
-	return &driver.ConflictError{Err: sentinel, Current: cur}
+	return &driver.ConflictError{Current: cur}
 }
 
 // Create puts rec unless a live job with its id exists.
@@ -306,7 +297,14 @@ func (s *Store) Create(ctx context.Context, rec *driver.Record) error {
 	in.ReturnConsumedCapacity = s.capacity()
 	out, err := s.putItem(ctx, in)
 	if old, ok := conditionFailed(err); ok {
-		return s.conflict(driver.ErrExists, old)
+		if len(old) == 0 {
+			return &driver.ConflictError{}
+		}
+		cur, err := fromItem(old)
+		if err != nil {
+			return err
+		}
+		return &driver.ConflictError{Current: cur}
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: create %s: %w", rec.ID, err)
@@ -400,17 +398,13 @@ func (s *Store) Get(ctx context.Context, id string) (*driver.Record, error) {
 }
 
 // change is one conditional UpdateItem of a job: op names it (in errors
-// and capacity reports), upd is the update, cond its condition and
-// sentinel what a failed condition matches. token, when set, names the run
-// that writes: a run whose cancel was requested then gets
-// driver.ErrCancelRequested.
+// and capacity reports), upd is the update and cond its condition. A
+// failed condition gives a *driver.ConflictError with the job as it is.
 type change struct {
-	op       string
-	token    string
-	upd      expression.UpdateBuilder
-	cond     expression.ConditionBuilder
-	raw      *expr // instead of upd and cond: a job's own writes (see expr)
-	sentinel error
+	op   string
+	upd  expression.UpdateBuilder
+	cond expression.ConditionBuilder
+	raw  *expr // instead of upd and cond: a job's own writes (see expr)
 }
 
 // update runs the change c of job id and returns the new item (for a
@@ -437,7 +431,7 @@ func (s *Store) update(ctx context.Context, id string, c change) (map[string]typ
 	}
 	out, err := s.updateItem(ctx, in)
 	if old, ok := conditionFailed(err); ok {
-		return nil, s.conflictFor(c.sentinel, c.token, old)
+		return nil, s.conflict(old)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dynamostore: %s %s: %w", op, id, err)
@@ -489,7 +483,7 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 		}
 		e.when("NOT (" + e.n(attrKind) + " IN (" + strings.Join(kinds, ", ") + "))")
 	}
-	av, err := s.update(ctx, id, change{op: "claim", raw: e, sentinel: driver.ErrNotQueued})
+	av, err := s.update(ctx, id, change{op: "claim", raw: e})
 	if err != nil {
 		return nil, err
 	}
@@ -514,7 +508,7 @@ func (s *Store) Publish(ctx context.Context, id, token string, result []byte, at
 	e.setTo(attrUpdated, e.vn(ms(at)))
 	e.runningUnder(token)
 	e.notCancelled()
-	_, err := s.update(ctx, id, change{op: "publish", token: token, raw: e, sentinel: jobs.ErrLostClaim})
+	_, err := s.update(ctx, id, change{op: "publish", raw: e})
 	return err
 }
 
@@ -530,7 +524,7 @@ func (s *Store) Heartbeat(ctx context.Context, id, token string, hb driver.Heart
 	// stop, and no retry may start beside it); the new item says whether
 	// one came.
 	e.runningUnder(token)
-	item, err := s.update(ctx, id, change{op: "heartbeat", token: token, raw: e, sentinel: jobs.ErrLostClaim})
+	item, err := s.update(ctx, id, change{op: "heartbeat", raw: e})
 	if err != nil {
 		return err
 	}
@@ -539,7 +533,7 @@ func (s *Store) Heartbeat(ctx context.Context, id, token string, hb driver.Heart
 		if err != nil {
 			return err
 		}
-		return &driver.ConflictError{Err: driver.ErrCancelRequested, Current: cur}
+		return &driver.ConflictError{Current: cur} // as written: the run must stop
 	}
 	return nil
 }
@@ -555,7 +549,7 @@ func (s *Store) Checkpoint(ctx context.Context, id, token string, c driver.Check
 	e.setTo(attrUpdated, e.vn(ms(c.At)))
 	e.runningUnder(token)
 	e.notCancelled()
-	_, err := s.update(ctx, id, change{op: "checkpoint", token: token, raw: e, sentinel: jobs.ErrLostClaim})
+	_, err := s.update(ctx, id, change{op: "checkpoint", raw: e})
 	return err
 }
 
@@ -596,7 +590,7 @@ func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) 
 	}
 	e.countOutcome(o.Seq)
 	e.hasDependents(o.Dependents)
-	_, err := s.update(ctx, id, change{op: "finish", token: token, raw: e, sentinel: jobs.ErrLostClaim})
+	_, err := s.update(ctx, id, change{op: "finish", raw: e})
 	return err
 }
 
@@ -613,8 +607,9 @@ func (s *Store) DoneAfter(ctx context.Context, id string, of driver.AfterOf) err
 	} else {
 		e.when(e.notExists(attrOutcomes))
 	}
-	_, err := s.update(ctx, id, change{op: "done_after", raw: e, sentinel: jobs.ErrLostClaim})
-	if errors.Is(err, jobs.ErrLostClaim) || errors.Is(err, jobs.ErrNotFound) {
+	_, err := s.update(ctx, id, change{op: "done_after", raw: e})
+	var ce *driver.ConflictError
+	if errors.As(err, &ce) || errors.Is(err, jobs.ErrNotFound) {
 		return nil // done by another caller (or expired)
 	}
 	return err
@@ -660,7 +655,7 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 	if !r.LeaseExpiredBy.IsZero() {
 		e.leaseEndedBy(ms(r.LeaseExpiredBy))
 	}
-	_, err := s.update(ctx, id, change{op: "requeue", token: token, raw: e, sentinel: jobs.ErrLostClaim})
+	_, err := s.update(ctx, id, change{op: "requeue", raw: e})
 	return err
 }
 
@@ -685,7 +680,7 @@ func (s *Store) CancelQueued(ctx context.Context, id string, c driver.CancelQueu
 	e.when(e.statusIs(jobs.StatusQueued))
 	e.countOutcome(c.Seq)
 	e.hasDependents(c.Dependents)
-	_, err := s.update(ctx, id, change{op: "cancel", raw: e, sentinel: driver.ErrNotQueued})
+	_, err := s.update(ctx, id, change{op: "cancel", raw: e})
 	return err
 }
 
@@ -693,7 +688,7 @@ func (s *Store) CancelQueued(ctx context.Context, id string, c driver.CancelQueu
 func (s *Store) RequestCancel(ctx context.Context, id string, at time.Time) error {
 	upd := expression.Set(expression.Name(attrCancel), expression.Value(true)).
 		Set(expression.Name(attrUpdated), expression.Value(ms(at)))
-	_, err := s.update(ctx, id, change{op: "request_cancel", upd: upd, cond: statusIs(jobs.StatusRunning), sentinel: driver.ErrNotRunning})
+	_, err := s.update(ctx, id, change{op: "request_cancel", upd: upd, cond: statusIs(jobs.StatusRunning)})
 	return err
 }
 
@@ -715,7 +710,7 @@ func (s *Store) Reschedule(ctx context.Context, id string, expect driver.Expect,
 		return fmt.Errorf("dynamostore: reschedule: status %q has no sweep", expect.Status)
 	}
 	e.when("attribute_exists(" + e.n(AttrSweepShard) + ")")
-	_, err := s.update(ctx, id, change{op: "reschedule", raw: e, sentinel: jobs.ErrLostClaim})
+	_, err := s.update(ctx, id, change{op: "reschedule", raw: e})
 	return err
 }
 

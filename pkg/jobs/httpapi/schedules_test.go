@@ -61,7 +61,7 @@ func (f *fakeScheduler) call(op string, effect func() error) error {
 func (f *fakeScheduler) CreateSchedule(_ context.Context, id string, s jobs.Schedule, message string) error {
 	return f.call("create", func() error {
 		if _, ok := f.made[id]; ok {
-			return jobs.ErrScheduleExists
+			return driver.ErrExists
 		}
 		f.made[id] = held(s, message)
 		return nil

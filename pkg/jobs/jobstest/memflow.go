@@ -137,7 +137,7 @@ func (m *MemStore) Debounce(_ context.Context, id string, d driver.Debounce) err
 		return driver.ErrNotFound
 	}
 	if r.Status != driver.StatusQueued {
-		return &driver.ConflictError{Err: driver.ErrNotQueued, Current: clone(r)}
+		return &driver.ConflictError{Current: clone(r)}
 	}
 	r.Payload, r.RequestHash, r.RunAt, r.SweepAt, r.UpdatedAt = append([]byte(nil), d.Payload...), d.RequestHash, d.RunAt, d.SweepAt, d.At
 	return nil

@@ -19,10 +19,10 @@ func (m *MemStore) AddDependent(_ context.Context, parentID string, d driver.Dep
 	}
 	switch {
 	case p.Status == jobs.StatusSucceeded:
-		return nil, &driver.ConflictError{Err: driver.ErrFinished, Current: clone(p)}
+		return nil, &driver.ConflictError{Current: clone(p)}
 	case slices.Contains(p.Dependents, d.Dependent):
 	case len(p.Dependents) >= d.Max:
-		return nil, &driver.ConflictError{Err: driver.ErrDependentsFull, Current: clone(p)}
+		return nil, &driver.ConflictError{Current: clone(p)}
 	default:
 		p.Dependents = append(p.Dependents, d.Dependent)
 	}
@@ -36,7 +36,7 @@ func (m *MemStore) waiting(id string) (*driver.Record, error) {
 		return nil, jobs.ErrNotFound
 	}
 	if r.Status != jobs.StatusQueued || r.WaitingOn != driver.WaitParents {
-		return nil, &driver.ConflictError{Err: driver.ErrNotQueued, Current: clone(r)}
+		return nil, &driver.ConflictError{Current: clone(r)}
 	}
 	return r, nil
 }
@@ -50,7 +50,7 @@ func (m *MemStore) CountParents(_ context.Context, id string, c driver.ParentCou
 		return nil, err
 	}
 	if c.Await && len(r.ParentsDone) != c.Known {
-		return nil, &driver.ConflictError{Err: driver.ErrNotQueued, Current: clone(r)}
+		return nil, &driver.ConflictError{Current: clone(r)}
 	}
 	for _, n := range c.Done {
 		if !slices.Contains(r.ParentsDone, n) {

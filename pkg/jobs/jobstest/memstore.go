@@ -79,7 +79,7 @@ func (m *MemStore) Create(_ context.Context, rec *driver.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cur, ok := m.live(rec.ID); ok {
-		return &driver.ConflictError{Err: driver.ErrExists, Current: clone(cur)}
+		return &driver.ConflictError{Current: clone(cur)}
 	}
 	m.jobs[rec.ID] = clone(rec)
 	return nil
@@ -105,7 +105,7 @@ func (m *MemStore) Claim(_ context.Context, id string, c driver.Claim) (*driver.
 		return nil, jobs.ErrNotFound
 	}
 	if r.Status != jobs.StatusQueued || r.RunAt.After(c.At) || slices.Contains(c.SkipKinds, r.Kind) || r.WaitingOn == driver.WaitParents {
-		return nil, &driver.ConflictError{Err: driver.ErrNotQueued, Current: clone(r)}
+		return nil, &driver.ConflictError{Current: clone(r)}
 	}
 	r.Status = jobs.StatusRunning
 	r.ClaimToken = c.Token
@@ -127,10 +127,10 @@ func (m *MemStore) runningUnder(id, token string, allowCancel bool) (*driver.Rec
 		return nil, jobs.ErrNotFound
 	}
 	if r.Status != jobs.StatusRunning || r.ClaimToken != token {
-		return nil, &driver.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+		return nil, &driver.ConflictError{Current: clone(r)}
 	}
 	if r.CancelRequested && !allowCancel {
-		return nil, &driver.ConflictError{Err: driver.ErrCancelRequested, Current: clone(r)}
+		return nil, &driver.ConflictError{Current: clone(r)}
 	}
 	return r, nil
 }
@@ -161,7 +161,7 @@ func (m *MemStore) Heartbeat(_ context.Context, id, token string, hb driver.Hear
 		r.SweepAt = hb.SweepAt
 	}
 	if r.CancelRequested {
-		return &driver.ConflictError{Err: driver.ErrCancelRequested, Current: clone(r)}
+		return &driver.ConflictError{Current: clone(r)}
 	}
 	return nil
 }
@@ -190,7 +190,7 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o driver.Outcome)
 		return err
 	}
 	if !o.LeaseExpiredBy.IsZero() && r.LeaseUntil.After(o.LeaseExpiredBy) || !seqFits(r, o.Seq) || len(r.Dependents) != o.Dependents {
-		return &driver.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+		return &driver.ConflictError{Current: clone(r)}
 	}
 	if o.Seq > 0 {
 		r.Outcomes = o.Seq
@@ -326,7 +326,7 @@ func (m *MemStore) OpenBatch(_ context.Context, id string) error {
 	case !ok || b.Total == 0 || b.Expired(m.clock.Now()):
 		return jobs.ErrNotFound
 	case !b.Creating:
-		return driver.ErrBatchOpened
+		return &driver.ConflictError{}
 	}
 	b.Creating = false
 	return nil
@@ -353,7 +353,7 @@ func (m *MemStore) EndBatch(_ context.Context, id string, status jobs.Status, at
 		return nil // our own end, retried
 	}
 	if !ok || b.Status != jobs.StatusRunning || b.DoneShards < b.Shards || b.Creating {
-		return driver.ErrBatchNotDone
+		return &driver.ConflictError{}
 	}
 	b.Status, b.EndedAt, b.ExpiresAt, b.SweepAt = status, at, expiresAt, time.Time{}
 	return nil
@@ -365,7 +365,7 @@ func (m *MemStore) RescheduleBatch(_ context.Context, id string, at time.Time) e
 	defer m.mu.Unlock()
 	b, ok := m.batches[id]
 	if !ok || b.Status != jobs.StatusRunning {
-		return driver.ErrBatchNotDone
+		return &driver.ConflictError{}
 	}
 	b.SweepAt = at
 	return nil
@@ -380,7 +380,7 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q driver.Requeue
 		return err
 	}
 	if !q.LeaseExpiredBy.IsZero() && r.LeaseUntil.After(q.LeaseExpiredBy) {
-		return &driver.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+		return &driver.ConflictError{Current: clone(r)}
 	}
 	r.Status = jobs.StatusQueued
 	r.UpdatedAt = q.At
@@ -418,7 +418,7 @@ func (m *MemStore) CancelQueued(_ context.Context, id string, c driver.CancelQue
 		return jobs.ErrNotFound
 	}
 	if r.Status != jobs.StatusQueued || !seqFits(r, c.Seq) || len(r.Dependents) != c.Dependents {
-		return &driver.ConflictError{Err: driver.ErrNotQueued, Current: clone(r)}
+		return &driver.ConflictError{Current: clone(r)}
 	}
 	if c.Seq > 0 {
 		r.Outcomes = c.Seq
@@ -445,7 +445,7 @@ func (m *MemStore) RequestCancel(_ context.Context, id string, at time.Time) err
 		return jobs.ErrNotFound
 	}
 	if r.Status != jobs.StatusRunning {
-		return &driver.ConflictError{Err: driver.ErrNotRunning, Current: clone(r)}
+		return &driver.ConflictError{Current: clone(r)}
 	}
 	r.CancelRequested = true
 	r.UpdatedAt = at
@@ -493,7 +493,7 @@ func (m *MemStore) Reschedule(_ context.Context, id string, expect driver.Expect
 	if r.Status != expect.Status || r.SweepAt.IsZero() ||
 		(expect.Status == jobs.StatusRunning && r.ClaimToken != expect.Token) ||
 		(expect.Status.Final() && len(r.After) == 0) || !expect.Status.Valid() {
-		return &driver.ConflictError{Err: jobs.ErrLostClaim, Current: clone(r)}
+		return &driver.ConflictError{Current: clone(r)}
 	}
 	r.SweepAt = at
 	if expect.Status == jobs.StatusQueued {
@@ -597,7 +597,7 @@ func (m *MemStore) SetLastFire(_ context.Context, schedule, prev, id string) err
 		m.fires[schedule] = id
 		return nil
 	}
-	return driver.ErrFireRaced
+	return &driver.ConflictError{}
 }
 
 // OwnerSchedules returns the owner's runtime schedules, by name.
@@ -624,10 +624,10 @@ func (m *MemStore) AddOwnerSchedule(_ context.Context, ownerKey string, s jobs.S
 		if reflect.DeepEqual(old, s) {
 			return nil
 		}
-		return jobs.ErrScheduleExists
+		return driver.ErrExists
 	}
 	if len(have) >= max {
-		return driver.ErrScheduleLimit
+		return &driver.ConflictError{}
 	}
 	if have == nil {
 		have = map[string]jobs.Schedule{}
@@ -740,7 +740,7 @@ func (m *MemStore) Resubmit(_ context.Context, id string, rs driver.Resubmit) er
 		return jobs.ErrNotFound
 	}
 	if (r.Status != jobs.StatusFailed && r.Status != jobs.StatusCancelled) || r.BatchID != "" || r.LeaseUntil.After(rs.At) || len(r.After) > 0 {
-		return &driver.ConflictError{Err: jobs.ErrNotResubmittable, Current: clone(r)}
+		return &driver.ConflictError{Current: clone(r)}
 	}
 	r.AttemptBase, r.Dispatches, r.LeaseUntil = r.Attempt, 0, time.Time{}
 	r.FirstStartedAt = time.Time{} // its MaxRunTime counts from its own first start

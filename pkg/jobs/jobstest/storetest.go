@@ -90,20 +90,58 @@ func mustGet(t *testing.T, s driver.Store, id string) *driver.Record {
 	return rec
 }
 
-// wantConflict fails t unless err is a *driver.ConflictError matching
-// sentinel that reports the job in wantStatus ("": any).
-func wantConflict(t *testing.T, err, sentinel error, wantStatus jobs.Status) {
+// wantConflict fails t unless err is a *driver.ConflictError whose
+// Current, when the store said it, is the job in wantStatus ("": any).
+func wantConflict(t *testing.T, err error, wantStatus jobs.Status) {
 	t.Helper()
-	if !errors.Is(err, sentinel) {
-		t.Fatalf("got error %v, want %v", err, sentinel)
-	}
 	var ce *driver.ConflictError
 	if !errors.As(err, &ce) {
-		t.Fatalf("got %T, want *driver.ConflictError", err)
+		t.Fatalf("got %v (%T), want a *driver.ConflictError", err, err)
 	}
-	if wantStatus != "" && (ce.Current == nil || ce.Current.Status != wantStatus) {
+	if wantStatus != "" && ce.Current != nil && ce.Current.Status != wantStatus {
 		t.Fatalf("conflict reports current %+v, want status %s", ce.Current, wantStatus)
 	}
+}
+
+// currentOf is the job a conflict of a write of job id reports, as the
+// engine sees it: its Current, or the job read again when the store could
+// not say. It fails t unless err is a *driver.ConflictError.
+func currentOf(t *testing.T, s driver.Store, id string, err error) *driver.Record {
+	t.Helper()
+	var ce *driver.ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %v (%T), want a *driver.ConflictError", err, err)
+	}
+	if ce.Current != nil {
+		if ce.Current.ID != id {
+			t.Fatalf("conflict reports job %s, want %s", ce.Current.ID, id)
+		}
+		return ce.Current
+	}
+	return mustGet(t, s, id)
+}
+
+// runOf names a run: its job and its claim token.
+type runOf struct{ id, token string }
+
+// wantRunConflict fails t unless err is a conflict of a write by the run
+// r that the engine reads as the run's cancel (cancelled), or as a lost
+// claim: the job it reports runs under r's token with a cancel requested,
+// or not.
+func wantRunConflict(t *testing.T, s driver.Store, r runOf, err error, cancelled bool) {
+	t.Helper()
+	cur := currentOf(t, s, r.id, err)
+	got := cur.Status == jobs.StatusRunning && cur.ClaimToken == r.token && cur.CancelRequested
+	if got != cancelled {
+		t.Fatalf("conflict reports %s under token %q, cancel requested %v: the run's cancel %v, want %v",
+			cur.Status, cur.ClaimToken, cur.CancelRequested, got, cancelled)
+	}
+}
+
+// isConflict reports whether err is a *driver.ConflictError.
+func isConflict(err error) bool {
+	var ce *driver.ConflictError
+	return errors.As(err, &ce)
 }
 
 func set(ids []string) map[string]bool {

@@ -49,8 +49,8 @@ func (c suite) batches(t *testing.T) {
 		if err := s.OpenBatch(ctx, batchID); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.OpenBatch(ctx, batchID); !errors.Is(err, driver.ErrBatchOpened) {
-			t.Fatalf("second OpenBatch: %v, want ErrBatchOpened", err)
+		if err := s.OpenBatch(ctx, batchID); !isConflict(err) {
+			t.Fatalf("second OpenBatch: %v, want a *driver.ConflictError", err)
 		}
 		if err := s.OpenBatch(ctx, wire.NewID()); !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("OpenBatch of no batch: %v, want ErrNotFound", err)
@@ -61,7 +61,7 @@ func (c suite) batches(t *testing.T) {
 		if n, _ := s.ShardDone(ctx, batchID, 0); n != 1 {
 			t.Fatalf("a shard done twice is done once: %d", n)
 		}
-		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, driver.ErrBatchNotDone) {
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !isConflict(err) {
 			t.Fatalf("EndBatch with a shard pending: %v", err)
 		}
 		counted, err := s.CountBatch(ctx, b)
@@ -89,7 +89,7 @@ func (c suite) batches(t *testing.T) {
 		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); err != nil {
 			t.Fatalf("the same EndBatch again: %v, want nil (our own write)", err)
 		}
-		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now.Add(time.Second), now.Add(time.Hour)); !errors.Is(err, driver.ErrBatchNotDone) {
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now.Add(time.Second), now.Add(time.Hour)); !isConflict(err) {
 			t.Fatalf("second EndBatch: %v", err)
 		}
 		if ids, _ := s.Due(ctx, now.Add(time.Hour), 100); set(ids)[storekey.BatchPrefix+batchID] {
@@ -124,8 +124,8 @@ func (c suite) batches(t *testing.T) {
 		if _, err := s.ShardDone(ctx, batchID, 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !errors.Is(err, driver.ErrBatchNotDone) {
-			t.Fatalf("EndBatch of a batch being created: %v, want ErrBatchNotDone", err)
+		if err := s.EndBatch(ctx, batchID, jobs.StatusFailed, now, now.Add(time.Hour)); !isConflict(err) {
+			t.Fatalf("EndBatch of a batch being created: %v, want a *driver.ConflictError", err)
 		}
 		if err := s.OpenBatch(ctx, batchID); err != nil {
 			t.Fatal(err)

@@ -42,7 +42,7 @@ func (c suite) claims(t *testing.T) {
 		rec := mustCreate(t, s, clock.Now())
 		mustClaim(t, s, rec.ID, clock.Now())
 		_, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "other", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
-		wantConflict(t, err, driver.ErrNotQueued, jobs.StatusRunning)
+		wantConflict(t, err, jobs.StatusRunning)
 		if got := mustGet(t, s, rec.ID); got.Attempt != 1 || got.ClaimToken == "other" {
 			t.Fatalf("losing claim changed the job: %+v", got)
 		}
@@ -73,7 +73,7 @@ func (c suite) claims(t *testing.T) {
 				switch {
 				case err == nil:
 					wins <- token
-				case errors.Is(err, driver.ErrNotQueued):
+				case isConflict(err):
 				default:
 					errs <- err
 				}
@@ -104,7 +104,7 @@ func (c suite) claims(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "early", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
-		wantConflict(t, err, driver.ErrNotQueued, jobs.StatusQueued)
+		wantConflict(t, err, jobs.StatusQueued)
 		clock.Advance(10 * time.Minute)
 		if _, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "on-time", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)}); err != nil {
 			t.Fatalf("claim at run_at: %v", err)
@@ -114,7 +114,7 @@ func (c suite) claims(t *testing.T) {
 	c.run(t, "ClaimSkipsKindsThatNeedMoreTime", func(t *testing.T, s driver.Store, clock *Clock) {
 		rec := mustCreate(t, s, clock.Now())
 		_, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute), SkipKinds: []string{"slow", rec.Kind}})
-		wantConflict(t, err, driver.ErrNotQueued, jobs.StatusQueued)
+		wantConflict(t, err, jobs.StatusQueued)
 		if got := mustGet(t, s, rec.ID); got.Attempt != 0 || got.Status != jobs.StatusQueued {
 			t.Fatalf("a skipped claim changed the job: %+v", got)
 		}

@@ -2,7 +2,6 @@ package jobstest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -27,7 +26,7 @@ func (c suite) publishAndFinish(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := s.Publish(ctx, rec.ID, "stale-token", []byte(`{"done":99}`), clock.Now())
-		wantConflict(t, err, jobs.ErrLostClaim, jobs.StatusRunning)
+		wantConflict(t, err, jobs.StatusRunning)
 		if got := mustGet(t, s, rec.ID); string(got.Result) != `{"done":1}` {
 			t.Fatalf("result %s after stale publish, want {\"done\":1}", got.Result)
 		}
@@ -36,14 +35,14 @@ func (c suite) publishAndFinish(t *testing.T) {
 	c.run(t, "PublishQueuedIsLostClaim", func(t *testing.T, s driver.Store, clock *Clock) {
 		rec := mustCreate(t, s, clock.Now())
 		err := s.Publish(ctx, rec.ID, "", []byte(`1`), clock.Now())
-		wantConflict(t, err, jobs.ErrLostClaim, jobs.StatusQueued)
+		wantConflict(t, err, jobs.StatusQueued)
 	})
 
 	c.run(t, "FinishUnderTokenOnly", func(t *testing.T, s driver.Store, clock *Clock) {
 		rec := mustCreate(t, s, clock.Now())
 		_, token := mustClaim(t, s, rec.ID, clock.Now())
 		err := s.Finish(ctx, rec.ID, "stale-token", driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`"stale"`), At: clock.Now()})
-		wantConflict(t, err, jobs.ErrLostClaim, jobs.StatusRunning)
+		wantConflict(t, err, jobs.StatusRunning)
 		clock.Advance(time.Second)
 		end := clock.Now()
 		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`"ok"`), At: end, ExpiresAt: end.Add(time.Hour)}); err != nil {
@@ -63,9 +62,9 @@ func (c suite) publishAndFinish(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := s.Claim(ctx, rec.ID, driver.Claim{Token: "again", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
-		wantConflict(t, err, driver.ErrNotQueued, jobs.StatusFailed)
-		wantConflict(t, s.Publish(ctx, rec.ID, token, []byte(`1`), clock.Now()), jobs.ErrLostClaim, jobs.StatusFailed)
-		wantConflict(t, s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now()}), jobs.ErrLostClaim, jobs.StatusFailed)
+		wantConflict(t, err, jobs.StatusFailed)
+		wantConflict(t, s.Publish(ctx, rec.ID, token, []byte(`1`), clock.Now()), jobs.StatusFailed)
+		wantConflict(t, s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now()}), jobs.StatusFailed)
 		if got := mustGet(t, s, rec.ID); got.Status != jobs.StatusFailed || got.ErrorCode != "boom" || got.Attempt != 1 {
 			t.Fatalf("finished job changed: %+v", got)
 		}
@@ -81,7 +80,7 @@ func (c suite) publishAndFinish(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A publish that was in flight when the run finished must not land.
-		wantConflict(t, s.Publish(ctx, rec.ID, token, []byte(`{"p":2}`), clock.Now()), jobs.ErrLostClaim, jobs.StatusSucceeded)
+		wantConflict(t, s.Publish(ctx, rec.ID, token, []byte(`{"p":2}`), clock.Now()), jobs.StatusSucceeded)
 		if got := mustGet(t, s, rec.ID); string(got.Result) != `{"final":true}` {
 			t.Fatalf("result %s, want the final one", got.Result)
 		}
@@ -129,14 +128,14 @@ func (c suite) publishAndFinish(t *testing.T) {
 		rec := mustCreate(t, s, clock.Now())
 		_, token := mustClaim(t, s, rec.ID, clock.Now()) // lease: now + 1m
 		early := driver.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeInterrupted, At: clock.Now(), LeaseExpiredBy: clock.Now().Add(30 * time.Second)}
-		wantConflict(t, s.Finish(ctx, rec.ID, token, early), jobs.ErrLostClaim, jobs.StatusRunning)
+		wantConflict(t, s.Finish(ctx, rec.ID, token, early), jobs.StatusRunning)
 		clock.Advance(2 * time.Minute)
 		late := driver.Outcome{Status: jobs.StatusFailed, Code: jobs.CodeInterrupted, At: clock.Now(), LeaseExpiredBy: clock.Now()}
 		if err := s.Finish(ctx, rec.ID, token, late); err != nil {
 			t.Fatal(err)
 		}
 		// The worker that owned the lease comes back late: it cannot overwrite.
-		wantConflict(t, s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`1`), At: clock.Now()}), jobs.ErrLostClaim, jobs.StatusFailed)
+		wantConflict(t, s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, Result: []byte(`1`), At: clock.Now()}), jobs.StatusFailed)
 	})
 
 	c.run(t, "OverlappingInterruptsOneWinner", func(t *testing.T, s driver.Store, clock *Clock) {
@@ -155,7 +154,7 @@ func (c suite) publishAndFinish(t *testing.T) {
 					mu.Lock()
 					wins++
 					mu.Unlock()
-				} else if !errors.Is(err, jobs.ErrLostClaim) {
+				} else if !isConflict(err) {
 					t.Errorf("Finish: %v", err)
 				}
 			}()
@@ -228,7 +227,7 @@ func (c suite) publishAndFinish(t *testing.T) {
 			t.Fatalf("after the first cancel: outcomes %d events %v, want 1 true", got.Outcomes, got.Events)
 		}
 		resubmit()
-		wantConflict(t, cancel(1), driver.ErrNotQueued, jobs.StatusQueued) // a cancel that read the job before the resubmit
+		wantConflict(t, cancel(1), jobs.StatusQueued) // a cancel that read the job before the resubmit
 		clock.Advance(time.Second)
 		if err := cancel(2); err != nil {
 			t.Fatal(err)
@@ -236,7 +235,7 @@ func (c suite) publishAndFinish(t *testing.T) {
 		resubmit()
 		_, token := mustClaim(t, s, rec.ID, clock.Now())
 		err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now(), Seq: 2})
-		wantConflict(t, err, jobs.ErrLostClaim, jobs.StatusRunning)
+		wantConflict(t, err, jobs.StatusRunning)
 		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now(), Seq: 3}); err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +264,7 @@ func (c suite) publishAndFinish(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: now, SweepAt: now.Add(time.Minute)})
-		wantConflict(t, err, jobs.ErrNotResubmittable, jobs.StatusCancelled)
+		wantConflict(t, err, jobs.StatusCancelled)
 		if err := s.DoneAfter(ctx, rec.ID, driver.AfterOfRecord(mustGet(t, s, rec.ID))); err != nil {
 			t.Fatal(err)
 		}
@@ -329,11 +328,11 @@ func (c suite) publishAndFinish(t *testing.T) {
 		if ids, _ := s.Due(ctx, later, 10); !set(ids)[rec.ID] {
 			t.Fatalf("not due at its new sweep time: %v", ids)
 		}
-		wantConflict(t, s.Reschedule(ctx, rec.ID, driver.Expect{Status: jobs.StatusFailed}, later), jobs.ErrLostClaim, jobs.StatusSucceeded)
+		wantConflict(t, s.Reschedule(ctx, rec.ID, driver.Expect{Status: jobs.StatusFailed}, later), jobs.StatusSucceeded)
 		if err := s.DoneAfter(ctx, rec.ID, driver.AfterOfRecord(mustGet(t, s, rec.ID))); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Reschedule(ctx, rec.ID, driver.Expect{Status: jobs.StatusSucceeded}, later); !errors.Is(err, jobs.ErrLostClaim) {
+		if err := s.Reschedule(ctx, rec.ID, driver.Expect{Status: jobs.StatusSucceeded}, later); !isConflict(err) {
 			t.Fatalf("Reschedule of a final job without steps: %v, want a conflict", err)
 		}
 	})

@@ -2,7 +2,6 @@ package jobstest
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -453,8 +452,8 @@ func (c suite) flowControl(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := s.Debounce(ctx, rec.ID, driver.Debounce{Payload: []byte(`{"n":3}`), RunAt: later, SweepAt: later, At: later})
-		if !errors.Is(err, driver.ErrNotQueued) {
-			t.Fatalf("debouncing a running job: %v, want ErrNotQueued", err)
+		if !isConflict(err) {
+			t.Fatalf("debouncing a running job: %v, want a *driver.ConflictError", err)
 		}
 	})
 }

@@ -2,7 +2,6 @@ package jobstest
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -31,13 +30,6 @@ func (c suite) longWork(t *testing.T) {
 		}
 		return got, token
 	}
-	conflict := func(t *testing.T, err, want error) {
-		t.Helper()
-		var ce *driver.ConflictError
-		if !errors.Is(err, want) || !errors.As(err, &ce) {
-			t.Fatalf("got %v, want a *ConflictError matching %v", err, want)
-		}
-	}
 
 	c.run(t, "HeartbeatExtendsTheLeaseOfItsOwnRunOnly", func(t *testing.T, s driver.Store, clock *Clock) {
 		rec, token := start(t, s, clock)
@@ -48,7 +40,7 @@ func (c suite) longWork(t *testing.T) {
 		if got, _ := s.Get(ctx, rec.ID); !got.LeaseUntil.Equal(later) || !got.SweepAt.Equal(later) {
 			t.Fatalf("lease %v sweep %v, want both %v", got.LeaseUntil, got.SweepAt, later)
 		}
-		conflict(t, s.Heartbeat(ctx, rec.ID, "stale", driver.Heartbeat{LeaseUntil: later.Add(time.Hour), At: clock.Now()}), jobs.ErrLostClaim)
+		wantRunConflict(t, s, runOf{rec.ID, "stale"}, s.Heartbeat(ctx, rec.ID, "stale", driver.Heartbeat{LeaseUntil: later.Add(time.Hour), At: clock.Now()}), false)
 		if err := s.RequestCancel(ctx, rec.ID, clock.Now()); err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +48,8 @@ func (c suite) longWork(t *testing.T) {
 		// handler may take a while to stop, and no retry may start beside
 		// it), and says the run was cancelled.
 		renewed := later.Add(time.Hour)
-		conflict(t, s.Heartbeat(ctx, rec.ID, token, driver.Heartbeat{LeaseUntil: renewed, At: clock.Now()}), driver.ErrCancelRequested)
+		wantRunConflict(t, s, runOf{rec.ID, token}, s.Heartbeat(ctx, rec.ID, token, driver.Heartbeat{LeaseUntil: renewed, At: clock.Now()}), true)
+		wantRunConflict(t, s, runOf{rec.ID, token}, s.Checkpoint(ctx, rec.ID, token, driver.Checkpoint{Data: []byte("late"), LeaseUntil: renewed, At: clock.Now()}), true)
 		if got, _ := s.Get(ctx, rec.ID); !got.LeaseUntil.Equal(renewed) {
 			t.Fatalf("a heartbeat after a cancel request left the lease at %v, want it renewed to %v", got.LeaseUntil, renewed)
 		}
@@ -68,7 +61,7 @@ func (c suite) longWork(t *testing.T) {
 		if err := s.Checkpoint(ctx, rec.ID, token, driver.Checkpoint{Data: []byte("sealed-1"), LeaseUntil: lease, At: clock.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		conflict(t, s.Checkpoint(ctx, rec.ID, "stale", driver.Checkpoint{Data: []byte("stale"), LeaseUntil: lease, At: clock.Now()}), jobs.ErrLostClaim)
+		wantRunConflict(t, s, runOf{rec.ID, "stale"}, s.Checkpoint(ctx, rec.ID, "stale", driver.Checkpoint{Data: []byte("stale"), LeaseUntil: lease, At: clock.Now()}), false)
 		got, _ := s.Get(ctx, rec.ID)
 		if string(got.Checkpoint) != "sealed-1" || !got.LeaseUntil.Equal(lease) {
 			t.Fatalf("checkpoint %q lease %v, want sealed-1 and %v", got.Checkpoint, got.LeaseUntil, lease)

@@ -32,13 +32,13 @@ func (c suite) schedules(t *testing.T) {
 		}
 		changed := a
 		changed.Expression = "rate(2 hours)"
-		if err := s.AddOwnerSchedule(ctx, "alicekey", changed, 5); !errors.Is(err, jobs.ErrScheduleExists) {
-			t.Fatalf("another schedule of the same name: %v, want ErrScheduleExists", err)
+		if err := s.AddOwnerSchedule(ctx, "alicekey", changed, 5); !errors.Is(err, driver.ErrExists) {
+			t.Fatalf("another schedule of the same name: %v, want ErrExists", err)
 		}
 		c := a
 		c.Name = "c"
-		if err := s.AddOwnerSchedule(ctx, "alicekey", c, 2); !errors.Is(err, driver.ErrScheduleLimit) {
-			t.Fatalf("a third schedule with a limit of 2: %v, want ErrScheduleLimit", err)
+		if err := s.AddOwnerSchedule(ctx, "alicekey", c, 2); !isConflict(err) {
+			t.Fatalf("a third schedule with a limit of 2: %v, want a *driver.ConflictError", err)
 		}
 		list, err := s.OwnerSchedules(ctx, "alicekey")
 		if err != nil || len(list) != 2 || list[0].Name != "a" || list[1].Name != "b.with.dots" || string(list[0].Payload) != `{"x":1}` || list[1].Owner != "alice" {
@@ -71,8 +71,8 @@ func (c suite) schedules(t *testing.T) {
 		if err := s.SetLastFire(ctx, "nightly", "", "a"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetLastFire(ctx, "nightly", "", "b"); !errors.Is(err, driver.ErrFireRaced) {
-			t.Fatalf("a second first fire: %v, want ErrFireRaced", err)
+		if err := s.SetLastFire(ctx, "nightly", "", "b"); !isConflict(err) {
+			t.Fatalf("a second first fire: %v, want a *driver.ConflictError", err)
 		}
 		if err := s.SetLastFire(ctx, "nightly", "", "a"); err != nil {
 			t.Fatalf("the same write again (a lost answer): %v", err)
@@ -80,8 +80,8 @@ func (c suite) schedules(t *testing.T) {
 		if err := s.SetLastFire(ctx, "nightly", "a", "b"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetLastFire(ctx, "nightly", "a", "c"); !errors.Is(err, driver.ErrFireRaced) {
-			t.Fatalf("moving from a stale read: %v, want ErrFireRaced", err)
+		if err := s.SetLastFire(ctx, "nightly", "a", "c"); !isConflict(err) {
+			t.Fatalf("moving from a stale read: %v, want a *driver.ConflictError", err)
 		}
 		if last, _ := s.LastFire(ctx, "nightly"); last != "b" {
 			t.Fatalf("last fire %q, want b", last)

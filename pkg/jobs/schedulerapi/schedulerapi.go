@@ -78,7 +78,7 @@ func (s *Scheduler) CreateSchedule(ctx context.Context, id string, sc jobs.Sched
 	})
 	var conflict *types.ConflictException
 	if errors.As(err, &conflict) {
-		return jobs.ErrScheduleExists
+		return driver.ErrExists
 	}
 	if err != nil {
 		return fmt.Errorf("schedulerapi: create %s: %w", id, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // fakeAPI keeps what CreateSchedule and UpdateSchedule were sent and
@@ -140,7 +141,7 @@ func TestSchedulerAnswers(t *testing.T) {
 	if err := s.CreateSchedule(ctx, "x-n", sc, "{}"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateSchedule(ctx, "x-n", sc, "{}"); !errors.Is(err, jobs.ErrScheduleExists) {
+	if err := s.CreateSchedule(ctx, "x-n", sc, "{}"); !errors.Is(err, driver.ErrExists) {
 		t.Fatalf("create again: %v", err)
 	}
 	sc.Expression = "rate(2 hours)"
