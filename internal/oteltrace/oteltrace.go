@@ -84,6 +84,10 @@ func (t *Tracing) Instrument(p *smithytracing.TracerProvider) {
 // Worker traces the worker's records with this provider.
 func (t *Tracing) Worker() jobs.Tracer { return WorkerTracer(t.tp) }
 
+// Shutdown exports the spans left, within ctx, and stops the batch span
+// processor's goroutine.
+func (t *Tracing) Shutdown(ctx context.Context) error { return t.tp.Shutdown(ctx) }
+
 // Wrap makes handler one span per invocation, flushed before it returns.
 func (t *Tracing) Wrap(name string, handler lambda.Handler) lambda.Handler {
 	return &tracedHandler{name: name, inner: handler, t: t, tracer: t.tp.Tracer("github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn")}

@@ -18,7 +18,9 @@ import (
 func TestInvocationsCarryTheirSpansHeader(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	var header string
-	h := oteltrace.New(exp, "enqueue", time.Second).Wrap("enqueue", lambda.NewHandler(func(ctx context.Context) error {
+	tr := oteltrace.New(exp, "enqueue", time.Second)
+	defer func() { _ = tr.Shutdown(context.Background()) }()
+	h := tr.Wrap("enqueue", lambda.NewHandler(func(ctx context.Context) error {
 		header = wire.TraceHeader(ctx)
 		return nil
 	}))

@@ -7,6 +7,8 @@
 package tracehook
 
 import (
+	"context"
+
 	"github.com/aws/aws-lambda-go/lambda"
 	smithytracing "github.com/aws/smithy-go/tracing"
 
@@ -23,4 +25,9 @@ type Tracing interface {
 	// Wrap makes handler one span per invocation, flushed before it
 	// returns.
 	Wrap(name string, handler lambda.Handler) lambda.Handler
+	// Shutdown exports what is left, within ctx, and stops the exporter's
+	// goroutine. A function never calls it (its tracing lives as long as
+	// its process); a Build that fails, or a test done with Build's
+	// handler, does.
+	Shutdown(ctx context.Context) error
 }

@@ -7,6 +7,7 @@ package tracecheck
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,13 @@ func Worker(t *testing.T, tr lambdafn.Tracing, env map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its spans were flushed before Invoke returned; Close stops the
+	// exporter's goroutine (the tests' TestMain checks none is left).
+	closer, ok := handler.(io.Closer)
+	if !ok {
+		t.Fatalf("a traced worker's handler %T is no io.Closer", handler)
+	}
+	defer func() { _ = closer.Close() }()
 	ev, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{
 		MessageId: "m-1", Body: message.Encode(res.Job.ID), Attributes: map[string]string{"AWSTraceHeader": MessageHeader},
 	}}})

@@ -2,6 +2,7 @@ package lambdafn_test
 
 import (
 	"context"
+	"io"
 	"maps"
 	"os/exec"
 	"slices"
@@ -85,6 +86,7 @@ type fakeTracing struct {
 	started []string // the services started
 	wrapped []string // the handlers wrapped, by name
 	workers int      // the worker tracers asked for
+	stopped int      // the times it was shut down
 }
 
 func (f *fakeTracing) Start(_ context.Context, cfg lambdafn.Config) (tracehook.Tracing, error) {
@@ -99,6 +101,42 @@ func (f *fakeTracing) Worker() jobs.Tracer { f.workers++; return nil }
 func (f *fakeTracing) Wrap(name string, h lambda.Handler) lambda.Handler {
 	f.wrapped = append(f.wrapped, name)
 	return h
+}
+
+func (f *fakeTracing) Shutdown(context.Context) error { f.stopped++; return nil }
+
+// A tracing's exporter runs a goroutine of its own. A Build that fails
+// after starting it stops it (a function that never starts keeps nothing
+// running); a Build that succeeds leaves it to its handler, whose Close
+// stops it once. (TestMain's goleak sees what a real exporter leaves.)
+func TestTracingStopsWithTheFunction(t *testing.T) {
+	t.Parallel()
+	on := map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_FUNCTION": "enqueue", "JOBS_TRACING": "on"}
+	f := &fakeTracing{}
+	// enqueue without JOBS_QUEUE_URL fails after its tracing started.
+	if _, err := lambdafn.Build(context.Background(), lambdafn.Enqueue, jobs.NewRegistry(), env(on), &lambdafn.Opts{Tracing: f}); err == nil {
+		t.Fatal("enqueue built without JOBS_QUEUE_URL")
+	}
+	if len(f.started) != 1 || f.stopped != 1 {
+		t.Fatalf("a failed Build started its tracing %d times and stopped it %d times, want once each", len(f.started), f.stopped)
+	}
+
+	f = &fakeTracing{}
+	on["JOBS_FUNCTION"] = "worker"
+	h, err := lambdafn.Build(context.Background(), lambdafn.Worker, jobs.NewRegistry(), env(on), &lambdafn.Opts{Tracing: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.stopped != 0 {
+		t.Fatalf("a built function's tracing was stopped %d times before its handler was closed", f.stopped)
+	}
+	c, ok := h.(io.Closer)
+	if !ok {
+		t.Fatalf("a traced function's handler %T is no io.Closer", h)
+	}
+	if err := c.Close(); err != nil || f.stopped != 1 {
+		t.Fatalf("Close: %v; the tracing was stopped %d times, want once", err, f.stopped)
+	}
 }
 
 // A main's Opts.Tracing links tracing; JOBS_TRACING turns it on. Off (unset

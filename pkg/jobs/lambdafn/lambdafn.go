@@ -563,6 +563,11 @@ func Serve(fn Function, reg *jobs.Registry, opts *Opts) {
 
 // Build is Serve without the runtime, for tests: configuration (read with
 // getenv), clients and handler.
+//
+// With tracing on (JOBS_TRACING=on), the handler is also an io.Closer: its
+// tracing exports spans from a goroutine of its own, which a function
+// keeps for the life of its process, and which Close (after the last
+// invocation) flushes and stops. A Build that fails stops it itself.
 func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, opts *Opts) (lambda.Handler, error) {
 	h, _, err := build(ctx, fn, reg, getenv, opts)
 	return h, err
@@ -570,27 +575,41 @@ func Build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(str
 
 // build is Build, timing its steps (see setup.go).
 func build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, opts *Opts) (lambda.Handler, *setupClock, error) {
+	h, clock, tr, err := assemble(ctx, fn, reg, getenv, opts)
+	if err != nil && tr != nil {
+		// The exporter's goroutine would outlive a function that never
+		// starts (a test's Build, for one).
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		_ = tr.Shutdown(sctx)
+	}
+	return h, clock, err
+}
+
+// assemble is build, returning the tracing it started (nil when it
+// started none), which is the caller's to shut down when assemble fails.
+func assemble(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(string) string, opts *Opts) (lambda.Handler, *setupClock, tracehook.Tracing, error) {
 	clock := newSetupClock()
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	clock.step("config")
 	awsCfg, err := awsConfigFromEnv(getenv)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	clock.step("aws")
 	tr, err := startTracing(ctx, cfg, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if tr != nil {
 		clock.step("tracing")
 	}
 	d, err := newDeps(cfg, awsCfg, tr, nil, clock)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, tr, err
 	}
 	d.function = getenv(deploy.EnvFunction.Name)
 	if opts != nil {
@@ -603,13 +622,13 @@ func build(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(str
 	}
 	h, err := fn(d, reg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, tr, err
 	}
 	if d.tracing != nil {
-		h = d.tracing.Wrap(cfg.Service, h)
+		h = tracedFunction{Handler: d.tracing.Wrap(cfg.Service, h), tracing: d.tracing}
 	}
 	clock.step("handler")
-	return h, clock, nil
+	return h, clock, tr, nil
 }
 
 // metricsOut is where metrics go: stdout, which Lambda sends to CloudWatch

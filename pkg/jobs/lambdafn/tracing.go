@@ -3,7 +3,9 @@ package lambdafn
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/aws/aws-lambda-go/lambda"
 	smithytracing "github.com/aws/smithy-go/tracing"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
@@ -68,4 +70,23 @@ func workerTracer(t tracehook.Tracing) jobs.Tracer {
 		return nil
 	}
 	return t.Worker()
+}
+
+// shutdownTimeout bounds the export of the spans left when a tracing is
+// shut down (see tracedFunction.Close).
+const shutdownTimeout = time.Second
+
+// tracedFunction is a traced function's handler: Close shuts its tracing
+// down (see Build).
+type tracedFunction struct {
+	lambda.Handler
+	tracing tracehook.Tracing
+}
+
+// Close exports the spans left and stops the tracing's exporter; the
+// handler traces nothing after it.
+func (f tracedFunction) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	return f.tracing.Shutdown(ctx)
 }

@@ -110,7 +110,12 @@ func build(t *testing.T, handler any) (lambda.Handler, error) {
 		return map[string]string{"JOBS_TABLE": "t", "JOBS_FUNCTION": "getjob", "JOBS_TRACING": "on", "AWS_REGION": "us-east-1"}[k]
 	}
 	fn := func(*lambdafn.Deps, *jobs.Registry) (lambda.Handler, error) { return lambda.NewHandler(handler), nil }
-	return lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, &lambdafn.Opts{Tracing: otlp.HTTP()})
+	h, err := lambdafn.Build(context.Background(), fn, jobs.NewRegistry(), getenv, &lambdafn.Opts{Tracing: otlp.HTTP()})
+	if c, ok := h.(io.Closer); ok {
+		// Its exporter's goroutine ends with the test (TestMain's goleak).
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	return h, err
 }
 
 // A collector that does not answer, or answers an error, costs the spans,
