@@ -201,9 +201,19 @@ func TestClaimAgainstStalledDynamoDB(t *testing.T) {
 	t.Logf("worker returned %v before the deadline", deadline.Sub(returned))
 }
 
+// A handler that ignores its context is abandoned at the deadline: the job
+// is recorded timed out and the worker returns in time, while the handler's
+// goroutine runs on, counted as Abandoned until it returns. The test lets it
+// return and waits for that (goleak in TestMain sees any left).
 func TestHandlerIgnoringContextTimesOut(t *testing.T) {
-	s := newStack(t, options{lambdaTO: 3 * time.Second})
-	v := s.post("example.fail", `{"mode":"ignore_deadline","secret":"hunter2"}`)
+	release := make(chan struct{})
+	s := newStack(t, options{lambdaTO: 3 * time.Second, extraKinds: func(_ *stack, reg *jobs.Registry) {
+		jobs.MustRegister(reg, "test.stubborn", func(context.Context, *jobs.Job[countPayload]) (jobs.NoResult, error) {
+			<-release // deliberately ignores its context
+			return jobs.NoResult{}, nil
+		}, nil)
+	}})
+	v := s.post("test.stubborn", `{"n":1}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
@@ -216,6 +226,26 @@ func TestHandlerIgnoringContextTimesOut(t *testing.T) {
 	}
 	if _, got := s.get(v.ID); got.Status != jobs.StatusFailed || *got.Error != jobs.CodeTimedOut {
 		t.Fatalf("job %+v", got)
+	}
+	if n := s.worker.Abandoned(); n != 1 {
+		t.Fatalf("Abandoned() = %d while the handler runs on, want 1", n)
+	}
+	close(release)
+	waitAbandoned(t, s.worker)
+}
+
+// waitAbandoned waits until no handler w abandoned is still running.
+func waitAbandoned(t *testing.T, w *jobs.Worker) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	limit := time.After(10 * time.Second)
+	for w.Abandoned() != 0 {
+		select {
+		case <-tick.C:
+		case <-limit:
+			t.Fatalf("Abandoned() = %d 10 s after the handlers were released", w.Abandoned())
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.uber.org/goleak"
 
 	"github.com/lambdajobs/lambdajobs/internal/dev/localaws"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
@@ -40,7 +41,10 @@ var (
 	counter atomic.Int64
 )
 
-// Main runs the tests and then stops the emulators it started.
+// Main runs the tests, stops the emulators it started, and then fails the
+// run if a goroutine the tests started is still running (goleak). The
+// emulators are stopped first, so the SDK clients' idle connections to
+// them close instead of being ignored.
 func Main(m *testing.M) {
 	code := m.Run()
 	mu.Lock()
@@ -51,6 +55,12 @@ func Main(m *testing.M) {
 		sqsProc.Stop()
 	}
 	mu.Unlock()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
