@@ -19,9 +19,9 @@ type check struct {
 // Limits the benchmark keeps (docs/BENCHMARKS.md section 7).
 const (
 	// coldRatio and schedulesColdRatio bound a function's first invoke
-	// against hello world's, built without tracing (issue 30). Raised from
-	// 1.6 and 2.0 in issue 38, when the SDK's EventBridge and Secrets
-	// Manager clients replaced a caller of our own: their packages'
+	// against hello world's, built without tracing (docs/BENCHMARKS.md,
+	// section 4). Raised from 1.6 and 2.0 when the SDK's EventBridge and
+	// Secrets Manager clients replaced a caller of our own: their packages'
 	// initialisation (the clients' schemas and endpoint rules) adds about
 	// 1 ms to every bootstrap that links lambdafn, which put the medians of
 	// three quiet runs at 1.51 to 1.71 (2.0 to 2.3 for schedules); the

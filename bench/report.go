@@ -506,7 +506,7 @@ func (r *report) coldMD() string {
 	w("change: their cost is in the table above (0.66 MB of each bootstrap: enqueue's 9.37 MB became 10.03\n")
 	w("MB, hence the 10.5 MB limit in section 7), and their packages' initialisation about 1 ms (`GODEBUG=inittrace=1`:\n")
 	w("EventBridge's schemas 0.45 ms, the rest their endpoint tables and Secrets Manager's schemas), twice what\n")
-	w("issue 38 expected: the first-invoke limits moved to 1.8x and 2.4x. What remains over hello world is the AWS clients the\n")
+	w("was expected when they were chosen: the first-invoke limits moved to 1.8x and 2.4x. What remains over hello world is the AWS clients the\n")
 	w("functions link: DynamoDB's schemas alone take about 0.65 ms, SQS's schemas and tables and\n")
 	w("Scheduler's tables together about 0.35 ms, EventBridge's and Secrets Manager's schemas the rest.\n")
 	w("One package serves all six roles (a team's one main, `lambdafn.Serve`), so every bootstrap links the\n")
