@@ -105,6 +105,17 @@ type Config struct {
 	// Publish). Each check is one read.
 	CancelCheck time.Duration
 
+	// MessageFirst makes every path that holds a job's message, or
+	// sends a new one, send before it stores: a job whose message is sent
+	// needs no sweep entry (2 write units less per job), and a queued or
+	// running job is always either in a message nobody else can delete or
+	// in the sweep index (docs/ARCHITECTURE.md, "The dual write"). Set it
+	// alike on every Client of a deployment; the functions read
+	// JOBS_MESSAGE_FIRST. Off, every job enters the sweep index at its
+	// creation, as before: a rollout turns it on once every function runs
+	// code that knows it (docs/DEPLOY.md).
+	MessageFirst bool
+
 	// SweepPageSize is how many due jobs a sweep reads per index query
 	// (default 200).
 	SweepPageSize int
@@ -145,7 +156,8 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	eng := newEngine(engine{reg: cfg.Registry, store: readConflicts(cfg.Store), queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace,
-		laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention, bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand})
+		laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention, bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand,
+		messageFirst: cfg.MessageFirst})
 	svc, err := newService(cfg, eng)
 	if err != nil {
 		return nil, err

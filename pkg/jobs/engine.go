@@ -44,6 +44,8 @@ type engine struct {
 	allEvents bool
 	// rand draws ids, claim tokens and jitter (see Rand).
 	rand Rand
+	// messageFirst: Config.MessageFirst.
+	messageFirst bool
 }
 
 // newID returns a fresh job id, batch id or claim token.
