@@ -10,7 +10,8 @@ import (
 // The sorts of queue message, as the worker's routes tell them apart
 // (package jobs, route.go) and as a dead-letter redrive judges them.
 const (
-	// SortJob is a job reference {"job_id": ...}: what enqueue, the
+	// SortJob is a job reference {"job_id": ...} (with "sent" when it was
+	// sent before its job was stored): what enqueue, the
 	// sweeper and the worker send. It names a job in the store and
 	// carries nothing else, so whoever sent it, the worker trusts only
 	// the store.
@@ -65,7 +66,8 @@ func MessageSort(body string) string {
 	var obj map[string]json.RawMessage
 	_ = json.Unmarshal([]byte(body), &obj)
 	switch {
-	case probe.JobID != nil && len(obj) == 1:
+	case probe.JobID != nil && (len(obj) == 1 || len(obj) == 2 && obj["sent"] != nil):
+		// {"job_id"} or, sent before its job was stored, {"job_id","sent"}.
 		return SortJob
 	case probe.Type == "Notification" && probe.TopicArn != "":
 		return SortSNS

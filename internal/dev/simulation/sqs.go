@@ -43,6 +43,7 @@ type queue struct {
 type sqsMessage struct {
 	id       string
 	jobID    string
+	firstAt  time.Time // driver.Message.SentAt
 	group    string
 	sentAt   time.Time
 	visible  time.Time
@@ -70,7 +71,7 @@ func (q *sqs) send(msgs []driver.Message) {
 			continue
 		}
 		q.nextID++
-		lq.msgs = append(lq.msgs, &sqsMessage{id: fmt.Sprintf("m%d", q.nextID), jobID: m.JobID, group: m.Group, sentAt: now, visible: now.Add(m.Delay)})
+		lq.msgs = append(lq.msgs, &sqsMessage{id: fmt.Sprintf("m%d", q.nextID), jobID: m.JobID, firstAt: m.SentAt, group: m.Group, sentAt: now, visible: now.Add(m.Delay)})
 		close(lq.sent)
 		lq.sent = make(chan struct{})
 	}
@@ -131,7 +132,7 @@ func (q *sqs) receive(lane string, max int, dup int) []events.SQSMessage {
 		if m.group != "" {
 			attrs["MessageGroupId"] = m.group
 		}
-		got = append(got, events.SQSMessage{MessageId: m.id, ReceiptHandle: m.handle, Body: message.Encode(m.jobID), Attributes: attrs})
+		got = append(got, events.SQSMessage{MessageId: m.id, ReceiptHandle: m.handle, Body: message.EncodeSent(m.jobID, m.firstAt), Attributes: attrs})
 		return true
 	}
 	var inFlight []*sqsMessage

@@ -16,6 +16,10 @@ type Message struct {
 	Group string
 	// Delay holds the message back this long (at most MaxQueueDelay).
 	Delay time.Duration
+	// SentAt, when set, is when the job's first message was sent, before
+	// its job was stored (message first): the message carries it, so that
+	// a worker that finds no job knows how long to wait for the put.
+	SentAt time.Time
 }
 
 // Queue sends job references to the workers: each message to its lane's

@@ -40,7 +40,10 @@ type Record struct {
 	// with the same idempotency key can be told from a different request.
 	RequestHash string
 	// SweepAt is when the sweeper should next look at the job if it is
-	// still queued or running by then. Zero once the job is final.
+	// still queued or running by then. Zero: the job is not in the sweep
+	// index (it is final, or its message is its safety net: sent before it
+	// was stored, or by the run that holds the message before it is
+	// acknowledged).
 	SweepAt time.Time
 	// Dispatches counts the extra sends of the job's message by the sweeper.
 	Dispatches int

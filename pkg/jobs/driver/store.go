@@ -407,8 +407,11 @@ type CancelQueued struct {
 // Requeue is the write that sends a run back to the queue: a failed run
 // for a retry, or one that asked to continue.
 type Requeue struct {
-	At        time.Time
-	RunAt     time.Time
+	At    time.Time
+	RunAt time.Time
+	// SweepAt is when the sweeper looks at the queued job; zero takes it
+	// out of the sweep index (its new message, sent by the caller, who
+	// holds the old one until then, is its safety net).
 	SweepAt   time.Time
 	LastError string
 	// LeaseExpiredBy, when set, makes the write also conditional on the
@@ -515,9 +518,10 @@ type Debounce struct {
 // Heartbeat is what Store.Heartbeat stamps on a running job.
 type Heartbeat struct {
 	LeaseUntil, At time.Time
-	// SweepAt, when set, moves the job's sweep time: a run's first
-	// heartbeat moves it to the lease's end, so the sweeper looks at the
-	// run one lease after it started rather than one dispatch grace.
+	// SweepAt, when set, moves the job's sweep time (and puts the job in
+	// the sweep index if it was not): a run's first heartbeat moves it to
+	// the lease's end, so the sweeper looks at the run one lease after it
+	// started rather than at its message's redelivery.
 	SweepAt time.Time
 }
 

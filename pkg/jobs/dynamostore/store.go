@@ -518,6 +518,9 @@ func (s *Store) Heartbeat(ctx context.Context, id, token string, hb driver.Heart
 	e.setTo(attrLease, e.vn(ms(hb.LeaseUntil)))
 	e.setTo(attrUpdated, e.vn(ms(hb.At)))
 	if !hb.SweepAt.IsZero() {
+		// Into the sweep index if the job was not in it (sent message
+		// first): its shard as its key.
+		e.setTo(AttrSweepShard, e.ifNotExists(AttrSweepShard, e.vs(ShardOf(id))))
 		e.setTo(AttrSweepAt, e.vn(ms(hb.SweepAt)))
 	}
 	// Renewed after a cancel request too (the handler may take a while to
@@ -622,8 +625,14 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 	e.moveUnfinished(AttrQueued, AttrRunning)
 	e.setTo(attrUpdated, e.vn(ms(r.At)))
 	e.setTo(attrRunAt, e.vn(ms(r.RunAt)))
-	e.setTo(AttrSweepShard, e.vs(ShardOf(id)))
-	e.setTo(AttrSweepAt, e.vn(ms(r.SweepAt)))
+	if r.SweepAt.IsZero() {
+		// Its new message is its safety net: out of the sweep index (no
+		// index write for a job that was not in it).
+		e.del(AttrSweepShard, AttrSweepAt)
+	} else {
+		e.setTo(AttrSweepShard, e.vs(ShardOf(id)))
+		e.setTo(AttrSweepAt, e.vn(ms(r.SweepAt)))
+	}
 	e.del(attrToken, attrLease, attrDispatches)
 	if r.LastError != "" {
 		e.setTo(attrLastError, e.vs(r.LastError))

@@ -71,4 +71,55 @@ func (c suite) sweepIndex(t *testing.T) {
 			t.Fatalf("Due = %v, want only the queued job", ids)
 		}
 	})
+
+	c.run(t, "AJobSentFirstIsOutOfTheIndexUntilAHeartbeatOrARequeueWithASweepTime", func(t *testing.T, s driver.Store, clock *Clock) {
+		now := clock.Now()
+		rec := NewRecord(wire.NewID(), now)
+		rec.SweepAt = time.Time{} // its message was sent first
+		if err := s.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		late := now.Add(24 * time.Hour)
+		due := func() []string {
+			ids, err := s.Due(ctx, late, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ids
+		}
+		if ids := due(); len(ids) != 0 {
+			t.Fatalf("a job sent before it was stored is due: %v", ids)
+		}
+		// Nothing to move: a reschedule finds no entry.
+		wantConflict(t, s.Reschedule(ctx, rec.ID, driver.Expect{Status: jobs.StatusQueued}, now), jobs.StatusQueued)
+		_, token := mustClaim(t, s, rec.ID, now)
+		if ids := due(); len(ids) != 0 {
+			t.Fatalf("its claim put it in the index: %v", ids)
+		}
+		// A heartbeat's lease is timed by the sweeper: in.
+		if err := s.Heartbeat(ctx, rec.ID, token, driver.Heartbeat{LeaseUntil: now.Add(time.Minute), At: now, SweepAt: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if ids := due(); len(ids) != 1 || ids[0] != rec.ID {
+			t.Fatalf("after a heartbeat with a sweep time: Due = %v, want the job", ids)
+		}
+		// A retry whose new message is sent: out again.
+		if err := s.Requeue(ctx, rec.ID, token, driver.Requeue{At: now, RunAt: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, rec.ID); got.Status != jobs.StatusQueued || !got.SweepAt.IsZero() {
+			t.Fatalf("requeued without a sweep time: %+v", got)
+		}
+		if ids := due(); len(ids) != 0 {
+			t.Fatalf("a retry whose message was sent is due: %v", ids)
+		}
+		// One whose send failed: in, at its sweep time.
+		_, token = mustClaim(t, s, rec.ID, now.Add(time.Minute))
+		if err := s.Requeue(ctx, rec.ID, token, driver.Requeue{At: now, RunAt: now.Add(2 * time.Minute), SweepAt: now.Add(5 * time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if ids := due(); len(ids) != 1 || ids[0] != rec.ID {
+			t.Fatalf("a retry with a sweep time: Due = %v, want the job", ids)
+		}
+	})
 }

@@ -109,7 +109,7 @@ func (q *Queue) sendOne(ctx context.Context, m driver.Message) error {
 	}
 	_, err := q.api.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl:                url,
-		MessageBody:             aws.String(message.Encode(m.JobID)),
+		MessageBody:             aws.String(message.EncodeSent(m.JobID, m.SentAt)),
 		DelaySeconds:            delaySeconds(m.Delay),
 		MessageGroupId:          groupID(m),
 		MessageSystemAttributes: traceHeader(ctx),
@@ -125,7 +125,7 @@ func (q *Queue) sendChunk(ctx context.Context, url *string, msgs []driver.Messag
 	for i, m := range msgs {
 		entries[i] = types.SendMessageBatchRequestEntry{
 			Id:                      aws.String(strconv.Itoa(i)),
-			MessageBody:             aws.String(message.Encode(m.JobID)),
+			MessageBody:             aws.String(message.EncodeSent(m.JobID, m.SentAt)),
 			DelaySeconds:            delaySeconds(m.Delay),
 			MessageGroupId:          groupID(m),
 			MessageSystemAttributes: traceHeader(ctx),
