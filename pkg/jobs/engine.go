@@ -107,6 +107,40 @@ type ending struct {
 	// sent back to wait for a slot or a rate
 	continued, parked bool
 	res               result
+	// keep: the job went back to the queue without a sweep entry but its
+	// new message was not sent: the held message must come back (it
+	// brings the job to a worker after its visibility timeout).
+	keep bool
+}
+
+// comesBack reports whether the message that brought the run must come
+// back rather than be acknowledged.
+func (e ending) comesBack() bool { return e.res == unsettled || e.keep }
+
+// netOf returns the sweep time d gives a job going back to the queue in
+// run r: none when, with message first, r holds the job's message and d
+// sends a new one (the held message is its net until that send).
+func (e *engine) netOf(r run, d delivery) time.Time {
+	if e.messageFirst && r.held && d.send {
+		return time.Time{}
+	}
+	return d.sweepAt
+}
+
+// sent handles the send of the new message of a job that run r sent back
+// to the queue (what, in the log) and reports whether the held message must
+// come back: the send failed and the job has no sweep entry.
+func (e *engine) sent(ctx context.Context, log *slog.Logger, r run, sweepAt time.Time, what string, err error) (keep bool) {
+	switch {
+	case err == nil:
+		return false
+	case sweepAt.IsZero():
+		log.LogAttrs(ctx, slog.LevelWarn, what+" not sent; the message that brought it comes back", slog.String("err_types", errtypes.Of(err)))
+		return true
+	default:
+		log.LogAttrs(ctx, slog.LevelWarn, what+" not sent; the sweeper will send it", slog.String("err_types", errtypes.Of(err)))
+		return false
+	}
 }
 
 // ownWrite reports whether err is a failed condition that found the job as
@@ -153,6 +187,11 @@ type run struct {
 	// keeper, for a kind with heartbeats, learns of each renewal of the
 	// run's lease (see leaseKeeper).
 	keeper *leaseKeeper
+	// held: the caller holds a message of the job (the one it claimed the
+	// job from) that it acknowledges only after end returns. With message
+	// first, a retry or continuation whose new message is sent then needs
+	// no sweep entry: until the send, the held message is the job's net.
+	held bool
 }
 
 // end records how run r ended: a failed run whose kind allows another
@@ -201,11 +240,13 @@ func (e *engine) retentionOf(kind string) time.Duration {
 
 // interrupt settles a running job whose lease has ended (its worker died
 // or never landed its final write): a retry if its kind allows one, else
-// failed as interrupted; cancelled if its owner cancelled it. Conditional on
+// failed as interrupted; cancelled if its owner cancelled it. held says
+// the caller holds a message of the job (a redelivery; see run.held).
+// Conditional on
 // its claim token and its lease, so a late worker or another sweeper racing
 // it cannot produce a second outcome.
-func (e *engine) interrupt(ctx context.Context, cur *driver.Record) ending {
-	return e.end(ctx, run{rec: cur, token: cur.ClaimToken, started: cur.StartedAt, leaseBy: e.now()},
+func (e *engine) interrupt(ctx context.Context, cur *driver.Record, held bool) ending {
+	return e.end(ctx, run{rec: cur, token: cur.ClaimToken, started: cur.StartedAt, leaseBy: e.now(), held: held},
 		execution{Status: StatusFailed, Code: CodeInterrupted, Cause: "lease_expired"})
 }
 
@@ -319,7 +360,8 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 		runAt = rec.LeaseUntil
 	}
 	d := e.deliveryAt(now, runAt, rec.Lane)
-	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, LastError: ex.Code, LeaseExpiredBy: r.leaseBy})
+	sweepAt := e.netOf(r, d)
+	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: sweepAt, LastError: ex.Code, LeaseExpiredBy: r.leaseBy})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil // our requeue landed; its answer was lost
 	}
@@ -334,12 +376,10 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 			slog.String("err_types", errtypes.Of(err)))
 		return ending{ex: ex, res: unsettled}
 	}
-	if err := e.deliver(ctx, rec, d); err != nil {
-		log.LogAttrs(ctx, slog.LevelWarn, "retry not sent; the sweeper will send it", slog.String("err_types", errtypes.Of(err)))
-	}
+	keep := e.sent(ctx, log, r, sweepAt, "retry", e.deliver(ctx, rec, d))
 	log.LogAttrs(ctx, slog.LevelWarn, "job will retry", slog.String("code", ex.Code), slog.String("cause", ex.Cause),
 		slog.Int("max_attempts", k.retry.MaxAttempts), slog.Time("run_at", runAt))
-	return ending{ex: ex, retried: true, res: landed}
+	return ending{ex: ex, retried: true, res: landed, keep: keep}
 }
 
 // continueRun ends run r in a continuation: the job goes back to its queue
@@ -349,7 +389,8 @@ func (e *engine) continueRun(ctx context.Context, log *slog.Logger, r run, ex ex
 	rec := r.rec
 	now := e.now()
 	d := e.deliveryAt(now, now, rec.Lane)
-	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: now, SweepAt: d.sweepAt, LeaseExpiredBy: r.leaseBy,
+	sweepAt := e.netOf(r, d)
+	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: now, SweepAt: sweepAt, LeaseExpiredBy: r.leaseBy,
 		Continue: true, Checkpoint: ex.Checkpoint})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil
@@ -365,11 +406,9 @@ func (e *engine) continueRun(ctx context.Context, log *slog.Logger, r run, ex ex
 			slog.String("err_types", errtypes.Of(err)))
 		return ending{ex: ex, res: unsettled}
 	}
-	if err := e.deliver(ctx, rec, d); err != nil {
-		log.LogAttrs(ctx, slog.LevelWarn, "continuation not sent; the sweeper will send it", slog.String("err_types", errtypes.Of(err)))
-	}
+	keep := e.sent(ctx, log, r, sweepAt, "continuation", e.deliver(ctx, rec, d))
 	log.LogAttrs(ctx, slog.LevelInfo, "job continues", slog.Int("continuations", rec.Continuations+1), slog.String("cause", ex.Cause))
-	return ending{ex: ex, continued: true, res: landed}
+	return ending{ex: ex, continued: true, res: landed, keep: keep}
 }
 
 // Creating a job. Every path that makes one (an enqueue and a batch's
@@ -409,6 +448,12 @@ type newJob struct {
 	// job a replay replays.
 	parents  []string
 	replayOf string
+	// sentFirst: its message is sent before it is stored, or the caller
+	// holds one that brings it to a worker (a foreign message, a fire)
+	// until it has run it or sent its own. With message first, a job due
+	// within the queue's delay that waits on no parent then needs no sweep
+	// entry.
+	sentFirst bool
 }
 
 // record returns the queued record of j.
@@ -441,7 +486,11 @@ func (e *engine) record(j newJob) *driver.Record {
 			rec.QueueCapped = k.caps.kind > 0
 		}
 	}
-	rec.SweepAt = e.deliveryAt(j.at, runAt, rec.Lane).sweepAt
+	d := e.deliveryAt(j.at, runAt, rec.Lane)
+	rec.SweepAt = d.sweepAt
+	if e.messageFirst && j.sentFirst && d.send {
+		rec.SweepAt = time.Time{}
+	}
 	if len(rec.Parents) > 0 {
 		// Until it has registered on its parents, the sweeper looks at it
 		// the grace after its creation, however far its run time.

@@ -136,7 +136,7 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 			return nil, false, err
 		}
 	}
-	rec, err := s.eng.create(ctx, j)
+	rec, sent, err := s.createSent(ctx, j)
 	var ce *driver.ConflictError
 	switch {
 	case err == nil:
@@ -145,17 +145,50 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 		if cur.Owner != req.Owner || cur.Kind != req.Kind || !s.hasher.matches(cur.RequestHash, r) {
 			return nil, false, ErrIdempotencyConflict
 		}
-		if cur.Status == StatusQueued {
+		if cur.Status == StatusQueued && !sent {
+			// (Sent first, the message just sent is the re-send.)
 			cur = s.start(ctx, cur)
 		}
 		return cur, false, nil
 	default:
 		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
-	rec = s.start(ctx, rec)
+	if !sent {
+		rec = s.start(ctx, rec)
+	}
 	s.count(rec.Kind, metricnames.JobsEnqueued, 1)
 	s.noteQueued(k, req.Owner, 1)
 	return rec, true, nil
+}
+
+// createSent creates j's job. With message first, a job due within the
+// queue's delay that waits on no parent is sent first, then stored
+// without a sweep entry (its message is its net), its put bounded by
+// sendToPut; it reports whether it sent it. A send that fails falls back
+// to a put with a sweep entry (the sweeper sends it after the grace), so
+// an enqueue is answered as before; a put that fails after the send
+// leaves a message that the workers drop after orphanAge.
+func (s *Service) createSent(ctx context.Context, j newJob) (*driver.Record, bool, error) {
+	e := s.eng
+	rec := e.record(j)
+	d := e.deliveryAt(j.at, rec.RunAt, rec.Lane)
+	if !e.messageFirst || !d.send || len(rec.Parents) > 0 {
+		rec, err := e.create(ctx, j)
+		return rec, false, err
+	}
+	m := messageOf(rec)
+	m.SentAt = j.at
+	if err := e.deliverMessage(ctx, m, d); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "job not sent before its put; stored for the sweeper to send after the grace",
+			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.String("err_types", errtypes.Of(err)))
+		rec, err := e.create(ctx, j)
+		return rec, false, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, sendToPut)
+	defer cancel()
+	j.sentFirst = true
+	rec, err := e.create(pctx, j)
+	return rec, true, err
 }
 
 // storedBefore reports whether an enqueue with an idempotency key was

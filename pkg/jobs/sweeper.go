@@ -287,7 +287,7 @@ func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *driver.R
 		}
 		return
 	}
-	end := s.eng.interrupt(ctx, rec)
+	end := s.eng.interrupt(ctx, rec, false)
 	switch {
 	case end.res == superseded:
 		count(func() { rep.Skipped++ })

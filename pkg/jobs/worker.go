@@ -166,11 +166,12 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 			retry = true
 		}
 	}()
-	if id, err := message.Decode(msg.Body); err == nil {
-		return w.runJob(ctx, inv, driver.Message{JobID: id, Lane: w.lane, Group: msg.Attributes["MessageGroupId"]})
+	if id, sent, err := message.DecodeSent(msg.Body); err == nil {
+		return w.runJob(ctx, inv, pickup{m: driver.Message{JobID: id, Lane: w.lane, Group: msg.Attributes["MessageGroupId"], SentAt: sent},
+			receipt: msg.ReceiptHandle})
 	}
 	if f, ok := wire.DecodeFire(msg.Body); ok {
-		return w.runFire(ctx, inv, msg.MessageId, f)
+		return w.runFire(ctx, inv, msg, f)
 	}
 	res := w.routes.route(msg.Body, msg.MessageId)
 	switch {
@@ -183,16 +184,19 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 		return true
 	}
 	for _, j := range res.jobs {
-		if w.runRouted(ctx, inv, msg.MessageId, j) {
+		if w.runRouted(ctx, inv, msg, j) {
 			retry = true
 		}
 	}
 	return retry
 }
 
-// runRouted creates the job a foreign message describes (once: its id is
-// derived from the message) and runs it like any other.
-func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string, j routedJob) (retry bool) {
+// runRouted creates the job a foreign message msg describes (once: its id
+// is derived from the message) and runs it like any other. With message
+// first the job has no sweep entry: msg, acknowledged only once the job
+// has run or its own message was sent, is its net.
+func (w *Worker) runRouted(ctx context.Context, inv invocation, msg *events.SQSMessage, j routedJob) (retry bool) {
+	messageID := msg.MessageId
 	now := w.eng.now()
 	payload := j.Payload
 	if len(payload) > MaxPayloadBytes || checkJSON(payload, MaxPayloadBytes) != nil {
@@ -214,7 +218,7 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 	}
 	cctx, cancel := inv.callContext(ctx)
 	rec, err := w.eng.create(cctx, newJob{id: j.ID, kind: j.Kind, owner: j.Owner, payload: stored,
-		requestHash: w.hasher.sum(jobRequest(j.Kind, payload, time.Time{}, 0)), at: now})
+		requestHash: w.hasher.sum(jobRequest(j.Kind, payload, time.Time{}, 0)), at: now, sentFirst: true})
 	cancel()
 	switch {
 	case err == nil:
@@ -235,9 +239,10 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, messageID string
 		// the default lane's queue): its lane's workers run it.
 		return w.sendToLane(ctx, inv, rec)
 	}
-	// The job exists (in the sweep index too): from here on a lack of time
-	// sends its own message again; the foreign message is done with.
-	return w.runJob(ctx, inv, driver.Message{JobID: j.ID, Lane: w.lane, Group: wire.GroupID(j.Owner)})
+	// The job exists: from here on a lack of time sends its own message
+	// again; the foreign message is done with once that send or the run
+	// is.
+	return w.runJob(ctx, inv, pickup{m: driver.Message{JobID: j.ID, Lane: w.lane, Group: wire.GroupID(j.Owner)}, receipt: msg.ReceiptHandle})
 }
 
 // sendToLane sends rec, made here from a foreign message or a fire, to its
@@ -260,7 +265,8 @@ func (w *Worker) sendToLane(ctx context.Context, inv invocation, rec *driver.Rec
 // derived from the schedule and the scheduled time) and runs it. With
 // OverlapSkip, a fire while the last enqueued fire's job is unfinished is
 // acknowledged without a job.
-func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, f wire.Fire) (retry bool) {
+func (w *Worker) runFire(ctx context.Context, inv invocation, msg *events.SQSMessage, f wire.Fire) (retry bool) {
+	messageID := msg.MessageId
 	s, ok := w.reg.schedule(f.Schedule)
 	stateKey := f.Schedule
 	if f.OwnerKey != "" {
@@ -328,7 +334,7 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, messageID string, 
 			slog.String("kind", s.Kind))
 	}
 	count(ctx, s.Kind, metricnames.FiresEnqueued)
-	return w.runRouted(ctx, inv, messageID, routedJob{ID: id, Kind: s.Kind, Owner: s.Owner, Payload: s.Payload, Source: "schedule"})
+	return w.runRouted(ctx, inv, msg, routedJob{ID: id, Kind: s.Kind, Owner: s.Owner, Payload: s.Payload, Source: "schedule"})
 }
 
 // skipKinds returns the kinds that need more handler time than left.
@@ -349,15 +355,20 @@ func (w *Worker) skipKinds(left time.Duration) []string {
 // and acknowledges this one, so a message handed back any number of times
 // never nears the dead-letter queue (each receive counts towards
 // maxReceiveCount) nor waits out a visibility timeout. If that send fails
-// (or there is no queue) the message comes back as it is; the job is in
-// the sweep index either way.
+// (or there is no queue) the message comes back as it is: the job's net
+// is a message or its sweep entry either way.
 func (w *Worker) handBack(ctx context.Context, inv invocation, m driver.Message, kind string) bool {
+	return w.handBackAfter(ctx, inv, m, kind, handBackDelay)
+}
+
+// handBackAfter is handBack with the new message delivered after delay.
+func (w *Worker) handBackAfter(ctx context.Context, inv invocation, m driver.Message, kind string, delay time.Duration) bool {
 	now := w.eng.clock.Now()
 	attrs := []slog.Attr{slog.String("job_id", m.JobID)}
 	if kind != "" {
 		attrs = append(attrs, slog.String("kind", kind))
 	}
-	if d := w.eng.deliveryAt(now, now.Add(handBackDelay), m.Lane); d.send {
+	if d := w.eng.deliveryAt(now, now.Add(delay), m.Lane); d.send {
 		cctx, cancel := inv.callContext(ctx)
 		err := w.eng.deliverMessage(cctx, m, d)
 		cancel()
@@ -378,21 +389,16 @@ func (w *Worker) handBack(ctx context.Context, inv invocation, m driver.Message,
 // moment, so that another invocation (with its whole time) picks it up.
 const handBackDelay = time.Second
 
-// runJob claims the job of the message m, runs its handler and records
-// the outcome.
-func (w *Worker) runJob(ctx context.Context, inv invocation, m driver.Message) (retry bool) {
-	return w.runJobAt(ctx, inv, m, false)
-}
-
-// runJobAt is runJob; waited says the message came early and the worker
-// waited for its run time already (it does once). A run that releases a
-// concurrency slot with waiters then runs the first of them on this
-// goroutine, and so on while waiters are left (see slotChain and
-// runNext); each run's final write lands meanwhile, and all have landed
-// when it returns.
-func (w *Worker) runJobAt(ctx context.Context, inv invocation, m driver.Message, waited bool) (retry bool) {
+// runJob claims the job of the message p.m, runs its handler and records
+// the outcome. A run that releases a concurrency slot with waiters then
+// runs the first of them on this goroutine, and so on while waiters are
+// left (see slotChain and runNext); each run's final write lands
+// meanwhile, and all have landed when it returns.
+func (w *Worker) runJob(ctx context.Context, inv invocation, p pickup) (retry bool) {
+	m := p.m
 	id := m.JobID
 	left := inv.handlerTimeLeft()
+	p.left = left
 	if !inv.canStart(0) {
 		return w.handBack(ctx, inv, m, "")
 	}
@@ -402,9 +408,9 @@ func (w *Worker) runJobAt(ctx context.Context, inv invocation, m driver.Message,
 	rec, err := w.eng.claim(cctx, id, driver.Claim{Token: token, At: now, LeaseUntil: inv.leaseUntil(now), SkipKinds: w.skipKinds(left)})
 	cancel()
 	if err != nil {
-		return w.claimFailed(ctx, inv, pickup{m: m, left: left, waited: waited}, err)
+		return w.claimFailed(ctx, inv, p, err)
 	}
-	first, next := w.runClaimed(ctx, inv, claimed{rec: rec, token: token, at: now})
+	first, next := w.runClaimed(ctx, inv, claimed{rec: rec, token: token, at: now, held: true})
 	var woken []<-chan bool
 	until := time.Now().Add(chainFor)
 	for next.any() {
@@ -428,6 +434,9 @@ type claimed struct {
 	token string
 	at    time.Time
 	chain *slotChain
+	// held: claimed from a message this worker holds until the run ends
+	// (run.held); a waiter a chain runs holds none.
+	held bool
 }
 
 // runClaimed runs the claimed job cl.rec, claimed under cl.token at cl.at,
@@ -440,6 +449,7 @@ type claimed struct {
 // bookkeeping.
 func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-chan bool, successor) {
 	rec, token, now, c := cl.rec, cl.token, cl.at, cl.chain
+	held := cl.held
 	count(ctx, rec.Kind, metricnames.JobsStarted)
 	traceJob(ctx, rec)
 	if since := rec.CreatedAt; !since.IsZero() {
@@ -525,7 +535,7 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 	end := func() {
 		wctx, cancel := inv.finalWriteContext(ctx)
 		defer cancel()
-		done <- w.eng.end(wctx, run{rec: rec, token: token, started: now}, ex).res == unsettled
+		done <- w.eng.end(wctx, run{rec: rec, token: token, started: now, held: held}, ex).comesBack()
 	}
 	if !next.any() {
 		end()
@@ -789,13 +799,16 @@ func (w *Worker) abandon(ctx context.Context, rec *driver.Record, done <-chan ex
 // return before the worker abandons it.
 const abandonGrace = 50 * time.Millisecond
 
-// pickup is a message whose job the worker tried to claim: the message,
-// the handler time left when it tried, and whether it had already waited
-// for the job's run time (it does once).
+// pickup is a message whose job the worker tries to claim: the message
+// and its receipt handle, the handler time left when it tried, whether it
+// had already waited for the job's run time (it does once), and whether
+// it had already looked again for a job not stored yet (once).
 type pickup struct {
-	m      driver.Message
-	left   time.Duration
-	waited bool
+	m       driver.Message
+	receipt string
+	left    time.Duration
+	waited  bool
+	looked  bool
 }
 
 // claimFailed decides what to do with p, whose job could not be claimed
@@ -806,9 +819,12 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, p pickup, err 
 	log := w.log.With(slog.String("job_id", id))
 	var ce *driver.ConflictError
 	switch {
+	case errors.Is(err, ErrNotFound) && !m.SentAt.IsZero():
+		return w.notStoredYet(ctx, inv, p)
 	case errors.Is(err, ErrNotFound):
-		// Not visible yet, or never stored: let SQS retry; after
-		// maxReceiveCount the message goes to the dead-letter queue.
+		// Expired, or stored by nobody: let SQS retry; after
+		// maxReceiveCount the message goes to the dead-letter queue, which
+		// the sweeper drains.
 		log.LogAttrs(ctx, slog.LevelWarn, "job not found; the message will come back")
 		return true
 	case errors.As(err, &ce) && ce.Current != nil:
@@ -827,7 +843,8 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, p pickup, err 
 			// Up to a second early (SQS delays are whole seconds; a rate's
 			// reservation is delivered early on purpose): wait it out and
 			// claim again, so the start is on time.
-			return w.runJobAt(ctx, inv, m, true)
+			p.waited = true
+			return w.runJob(ctx, inv, p)
 		case cur.Status == StatusQueued && cur.RunAt.After(now):
 			// Delivered before its run time (a retry or a delayed job): send
 			// it again for then; beyond 15 minutes the sweeper does.
@@ -853,13 +870,81 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, p pickup, err 
 			// Its worker died or lost its final write: settle it now.
 			wctx, cancel := inv.finalWriteContext(ctx)
 			defer cancel()
-			return w.eng.interrupt(wctx, cur).res == unsettled
+			return w.eng.interrupt(wctx, cur, true).comesBack()
 		default:
-			log.LogAttrs(ctx, slog.LevelInfo, "duplicate delivery of a running job")
-			return false
+			// Never acknowledged while the run's lease lives: SQS deletes
+			// a message with its latest receipt handle, so acknowledging a
+			// second delivery of the message the run holds would delete
+			// the run's net. It comes back at the lease's end (or, without
+			// a way to say so, after its visibility timeout, which is
+			// longer than any run's lease).
+			w.hideUntil(ctx, inv, p, cur.LeaseUntil)
+			log.LogAttrs(ctx, slog.LevelInfo, "duplicate delivery of a running job; it comes back at the run's lease end",
+				slog.Time("lease_until", cur.LeaseUntil))
+			return true
 		}
 	default:
 		log.LogAttrs(ctx, slog.LevelError, "claim failed; the message will come back", slog.String("err_types", errtypes.Of(err)))
 		return true
+	}
+}
+
+// lookAgain is how long a worker that found no job for a message sent
+// before its job was stored waits before it claims once more: the put
+// follows the send by a round trip.
+const lookAgain = 100 * time.Millisecond
+
+// sendToPut bounds, with message first, how long after its message is
+// sent an enqueue's put may land: the put runs under it, and is not
+// retried past it (the caller is answered that the job was not stored).
+// orphanAge is how old a message of a job that was never stored gets
+// before a worker drops it: SendToPut and two minutes for clocks and
+// SQS's delivery.
+const (
+	sendToPut = 30 * time.Second
+	orphanAge = sendToPut + 2*time.Minute
+)
+
+// notStoredYet handles a message sent before its job was stored (message
+// first) whose job the claim did not find: its put may not have landed
+// yet. The worker claims once more after lookAgain, then hands the
+// message back after 1 s, 15 s and then every 2 minutes of its age, and
+// drops it once it is older than orphanAge: its enqueue failed (its
+// caller was told so) or died before its put.
+func (w *Worker) notStoredYet(ctx context.Context, inv invocation, p pickup) bool {
+	if !p.looked && inv.canStart(lookAgain) && sleepCtx(ctx, lookAgain) {
+		p.looked = true
+		return w.runJob(ctx, inv, p)
+	}
+	age := w.eng.clock.Now().Sub(p.m.SentAt)
+	if age > orphanAge {
+		w.log.LogAttrs(ctx, slog.LevelWarn, "message of a job that was never stored; dropped", slog.String("job_id", p.m.JobID),
+			slog.Int64("age_ms", age.Milliseconds()))
+		return false
+	}
+	delay := 2 * time.Minute
+	switch {
+	case age < time.Second:
+		delay = time.Second
+	case age < 15*time.Second:
+		delay = 15 * time.Second
+	}
+	return w.handBackAfter(ctx, inv, p.m, "", delay)
+}
+
+// hideUntil makes the message of p, which must come back, invisible
+// until until (at most SQS's 12 hours), when the queue can say so; else
+// it comes back after its visibility timeout.
+func (w *Worker) hideUntil(ctx context.Context, inv invocation, p pickup, until time.Time) {
+	v, ok := w.eng.queue.(driver.Visibility)
+	if !ok || p.receipt == "" {
+		return
+	}
+	d := min(max(until.Sub(w.eng.clock.Now()), time.Second), 12*time.Hour)
+	cctx, cancel := inv.callContext(ctx)
+	defer cancel()
+	if err := v.Hide(cctx, p.m.Lane, p.receipt, d); err != nil {
+		w.log.LogAttrs(ctx, slog.LevelWarn, "duplicate delivery not hidden until the lease end; it comes back after its visibility timeout",
+			slog.String("job_id", p.m.JobID), slog.String("err_types", errtypes.Of(err)))
 	}
 }

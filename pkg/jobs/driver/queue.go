@@ -56,3 +56,12 @@ func ValidLane(lane string) bool {
 	}
 	return true
 }
+
+// Visibility is a Queue that can keep a received message hidden for
+// longer (SQS's ChangeMessageVisibility): a worker hides a second
+// delivery of a running job's message until the run's lease ends rather
+// than acknowledge it (which would delete the message the run holds).
+// lane is the queue's lane, receipt the delivery's receipt handle.
+type Visibility interface {
+	Hide(ctx context.Context, lane, receipt string, d time.Duration) error
+}

@@ -5,6 +5,7 @@ package sqsqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -163,4 +164,36 @@ func traceHeader(ctx context.Context) map[string]types.MessageSystemAttributeVal
 	return map[string]types.MessageSystemAttributeValue{
 		string(types.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(h)},
 	}
+}
+
+// visibilityAPI is the part of the SQS client Hide uses: an API that
+// lacks it (a test double) makes Hide refuse, and the message comes back
+// after its visibility timeout instead.
+type visibilityAPI interface {
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+var _ driver.Visibility = (*Queue)(nil)
+
+// errNoVisibility: the Queue's API cannot change a message's visibility.
+var errNoVisibility = errors.New("sqsqueue: the SQS client cannot change a message's visibility")
+
+// Hide keeps the received message of lane whose receipt handle is receipt
+// hidden for d from now (whole seconds, rounded up; SQS allows up to 12
+// hours from its receipt).
+func (q *Queue) Hide(ctx context.Context, lane, receipt string, d time.Duration) error {
+	url, ok := q.urls[lane]
+	if !ok {
+		return fmt.Errorf("sqsqueue: no queue for lane %q", lane)
+	}
+	api, ok := q.api.(visibilityAPI)
+	if !ok {
+		return errNoVisibility
+	}
+	secs := int32((d + time.Second - 1) / time.Second)
+	_, err := api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: url, ReceiptHandle: aws.String(receipt), VisibilityTimeout: secs})
+	if err != nil {
+		return fmt.Errorf("sqsqueue: hide a message of lane %q: %w", lane, err)
+	}
+	return nil
 }
