@@ -113,6 +113,7 @@ func (w *Worker) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 	ctx = withMetrics(ctx, m)
 	defer func() { w.metrics.flush(m, w.eng.clock.Now()) }()
 	ctx, ob := withOutbox(ctx)
+	ctx = context.WithValue(ctx, batchJobsKey{}, &batchJobs{locks: map[string]*sync.Mutex{}})
 	var (
 		mu       sync.Mutex
 		failures []events.SQSBatchItemFailure
@@ -167,7 +168,7 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 		}
 	}()
 	if id, sent, err := message.DecodeSent(msg.Body); err == nil {
-		return w.runJob(ctx, inv, pickup{m: driver.Message{JobID: id, Lane: w.lane, Group: msg.Attributes["MessageGroupId"], SentAt: sent},
+		return w.runJobOnce(ctx, inv, pickup{m: driver.Message{JobID: id, Lane: w.lane, Group: msg.Attributes["MessageGroupId"], SentAt: sent},
 			receipt: msg.ReceiptHandle})
 	}
 	if f, ok := wire.DecodeFire(msg.Body); ok {
@@ -242,7 +243,7 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, msg *events.SQSM
 	// The job exists: from here on a lack of time sends its own message
 	// again; the foreign message is done with once that send or the run
 	// is.
-	return w.runJob(ctx, inv, pickup{m: driver.Message{JobID: j.ID, Lane: w.lane, Group: wire.GroupID(j.Owner)}, receipt: msg.ReceiptHandle})
+	return w.runJobOnce(ctx, inv, pickup{m: driver.Message{JobID: j.ID, Lane: w.lane, Group: wire.GroupID(j.Owner)}, receipt: msg.ReceiptHandle})
 }
 
 // sendToLane sends rec, made here from a foreign message or a fire, to its
@@ -388,6 +389,35 @@ func (w *Worker) handBackAfter(ctx context.Context, inv invocation, m driver.Mes
 // handBackDelay is how long a handed-back job's new message waits: a
 // moment, so that another invocation (with its whole time) picks it up.
 const handBackDelay = time.Second
+
+// batchJobs holds a lock per job of an SQS batch: two records of one job
+// in a batch (SQS's duplicate deliveries, two copies of a fire or of a
+// foreign message) run one after the other, so the second finds the job
+// as the first left it (ended: acknowledged) rather than running (which
+// it must not acknowledge: see claimFailed).
+type batchJobs struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+type batchJobsKey struct{}
+
+// runJobOnce is runJob, after any other record of the batch for the same
+// job.
+func (w *Worker) runJobOnce(ctx context.Context, inv invocation, p pickup) (retry bool) {
+	if b, ok := ctx.Value(batchJobsKey{}).(*batchJobs); ok {
+		b.mu.Lock()
+		l := b.locks[p.m.JobID]
+		if l == nil {
+			l = &sync.Mutex{}
+			b.locks[p.m.JobID] = l
+		}
+		b.mu.Unlock()
+		l.Lock()
+		defer l.Unlock()
+	}
+	return w.runJob(ctx, inv, p)
+}
 
 // runJob claims the job of the message p.m, runs its handler and records
 // the outcome. A run that releases a concurrency slot with waiters then
