@@ -127,10 +127,10 @@ func (e *engine) netOf(r run, d delivery) time.Time {
 	return d.sweepAt
 }
 
-// sent handles the send of the new message of a job that run r sent back
+// sent handles the send of the new message of a job that a run sent back
 // to the queue (what, in the log) and reports whether the held message must
 // come back: the send failed and the job has no sweep entry.
-func (e *engine) sent(ctx context.Context, log *slog.Logger, r run, sweepAt time.Time, what string, err error) (keep bool) {
+func (e *engine) sent(ctx context.Context, log *slog.Logger, sweepAt time.Time, what string, err error) (keep bool) {
 	switch {
 	case err == nil:
 		return false
@@ -376,7 +376,7 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 			slog.String("err_types", errtypes.Of(err)))
 		return ending{ex: ex, res: unsettled}
 	}
-	keep := e.sent(ctx, log, r, sweepAt, "retry", e.deliver(ctx, rec, d))
+	keep := e.sent(ctx, log, sweepAt, "retry", e.deliver(ctx, rec, d))
 	log.LogAttrs(ctx, slog.LevelWarn, "job will retry", slog.String("code", ex.Code), slog.String("cause", ex.Cause),
 		slog.Int("max_attempts", k.retry.MaxAttempts), slog.Time("run_at", runAt))
 	return ending{ex: ex, retried: true, res: landed, keep: keep}
@@ -406,7 +406,7 @@ func (e *engine) continueRun(ctx context.Context, log *slog.Logger, r run, ex ex
 			slog.String("err_types", errtypes.Of(err)))
 		return ending{ex: ex, res: unsettled}
 	}
-	keep := e.sent(ctx, log, r, sweepAt, "continuation", e.deliver(ctx, rec, d))
+	keep := e.sent(ctx, log, sweepAt, "continuation", e.deliver(ctx, rec, d))
 	log.LogAttrs(ctx, slog.LevelInfo, "job continues", slog.Int("continuations", rec.Continuations+1), slog.String("cause", ex.Cause))
 	return ending{ex: ex, continued: true, res: landed, keep: keep}
 }
