@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 // capacityLog sums the consumed capacity DynamoDB reports, per operation.
@@ -933,4 +935,55 @@ func TestWriteUnitsPerCapAndWait(t *testing.T) {
 		t.Errorf("a park and the next claim: %v write units, want 10 (a retry's 8 + WaitingIndex in and out)", got)
 	}
 	t.Logf("a capped job: 12 write units (a plain one 10 without its publish); a park and its next claim: 10 (a retry 8)")
+}
+
+// TestWriteUnitsPerJobSentFirst measures a plain job end to end, through
+// Service.Enqueue, the SQS emulator and the worker's claim and final
+// write on DynamoDB Local, with and without message first: sent before it
+// is stored, the job never enters the sweep index (2 units less).
+// docs/CAPACITY.md records the figures.
+func TestWriteUnitsPerJobSentFirst(t *testing.T) {
+	client, sqsClient := testenv.DynamoDB(t), testenv.SQS(t)
+	ctx := context.Background()
+	owner := "arn:aws:iam::123456789012:user/alice"
+	for _, tc := range []struct {
+		first bool
+		want  float64
+	}{{true, 8}, {false, 10}} {
+		log := &capacityLog{}
+		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
+		urls := testenv.NewQueues(t, sqsClient, sqsqueue.DefaultSpec(time.Minute))
+		reg := jobs.NewRegistry()
+		jobs.MustRegister(reg, "k", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
+		c, err := jobs.NewClient(jobs.Config{Registry: reg, Store: store, Queue: sqsqueue.New(sqsClient, urls.Queue), MessageFirst: tc.first, CancelCheck: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Service().Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: "k", Payload: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := sqsClient.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(urls.Queue), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil || len(out.Messages) != 1 {
+			t.Fatalf("received %d messages (%v), want the job's one", len(out.Messages), err)
+		}
+		m := out.Messages[0]
+		resp, _ := c.Worker().HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body)}}})
+		if len(resp.BatchItemFailures) > 0 {
+			t.Fatalf("batch item failures %v", resp.BatchItemFailures)
+		}
+		if got, err := store.Get(ctx, res.Job.ID); err != nil || got.Status != jobs.StatusSucceeded {
+			t.Fatalf("the job: %+v %v", got, err)
+		}
+		var total float64
+		var cells []string
+		for _, op := range []string{"create", "claim", "finish"} {
+			total += log.table[op] + log.index[op]
+			cells = append(cells, fmt.Sprintf("%s %g+%g", op, log.table[op], log.index[op]))
+		}
+		t.Logf("message first %v: %s; total %g WRU", tc.first, strings.Join(cells, ", "), total)
+		if total != tc.want {
+			t.Errorf("message first %v: %g write units per plain job, want %g", tc.first, total, tc.want)
+		}
+	}
 }
