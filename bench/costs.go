@@ -222,15 +222,17 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string, allE
 			Credentials: aws.AnonymousCredentials{}}, func(o *eventbridge.Options) { o.APIOptions = append(o.APIOptions, h.counter.APIOption) })
 		bus = eventbus.New(client, localstack.LocalEventBus, eventbus.Config{})
 	}
+	// MessageFirst as every deployed function runs (the construct's
+	// default).
 	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("enqueue"),
-		AllEvents: allEvents, Bus: bus})
+		AllEvents: allEvents, Bus: bus, MessageFirst: true})
 	if err != nil {
 		return nil, err
 	}
 	h.api = httpapi.New(svc, httpapi.Config{Logger: logger})
 	h.client = &apiclient.Client{Base: &url.URL{Scheme: "http", Host: "in-process"}, Do: h.serve}
 	h.worker, err = testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer, Logger: logger, Metrics: metrics("worker"),
-		Routes: examplekinds.Routes("arn:aws:iam::000000000000:user/bench"), CancelCheck: -1, AllEvents: allEvents, Bus: bus})
+		Routes: examplekinds.Routes("arn:aws:iam::000000000000:user/bench"), CancelCheck: -1, AllEvents: allEvents, Bus: bus, MessageFirst: true})
 	if err != nil {
 		return nil, err
 	}
