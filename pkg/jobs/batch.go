@@ -199,7 +199,7 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 	default:
 		return nil, false, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
-	recs, err := s.createAll(ctx, specs, reqs)
+	recs, sent, err := s.createAll(ctx, specs, reqs)
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "batch jobs not all stored; a retry with the same key finishes the batch, else the sweeper aborts it",
 			slog.String("batch_id", batchID), slog.String("err_types", errtypes.Of(err)))
@@ -217,51 +217,88 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 	} else if counted, err := s.store.CountBatch(ctx, stored); err == nil {
 		stored = counted
 	}
-	if err := s.eng.deliverAll(ctx, now, recs); err != nil {
+	var unsent []*driver.Record
+	for i, rec := range recs {
+		if !sent[i] {
+			unsent = append(unsent, rec)
+		}
+	}
+	if err := s.eng.deliverAll(ctx, now, unsent); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "batch stored but not all sent; the sweeper will send the rest",
 			slog.String("batch_id", batchID), slog.String("err_types", errtypes.Of(err)))
 	}
-	if !created {
-		// A retry: jobs of the first try may all have ended already.
+	if !created || len(unsent) < len(recs) {
+		// A retry, or jobs sent before they were stored: they may all
+		// have ended already, before the batch was opened.
 		s.eng.settleBatchOf(ctx, batchID)
 	}
 	return stored, created, nil
 }
 
 // createAll stores the batch's jobs, 16 at a time, and returns their
-// records; a job that exists from an earlier try of the same request is
-// fine, any other is a conflict.
-func (s *Service) createAll(ctx context.Context, specs []newJob, reqs []request) ([]*driver.Record, error) {
+// records and which of them were sent first (sendFirst, ten to a send,
+// each send just before its jobs' puts); a job that exists from an
+// earlier try of the same request is fine, any other is a conflict.
+func (s *Service) createAll(ctx context.Context, specs []newJob, reqs []request) ([]*driver.Record, []bool, error) {
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error
 	recs := make([]*driver.Record, len(specs))
+	sent := make([]bool, len(specs))
 	sem := make(chan struct{}, 16)
-	for i, j := range specs {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			rec, err := s.eng.create(ctx, j)
-			recs[i] = rec
-			var ce *driver.ConflictError
-			switch {
-			case err == nil:
-				return
-			case errors.As(err, &ce) && ce.Current != nil:
-				if cur := ce.Current; cur.BatchID == rec.BatchID && cur.Owner == rec.Owner && s.hasher.matches(cur.RequestHash, reqs[i]) {
-					return
+	var cancels []context.CancelFunc
+	for lo := 0; lo < len(specs); lo += sendChunk {
+		chunk := specs[lo:min(lo+sendChunk, len(specs))]
+		pctx := ctx
+		if s.sendFirst(ctx, chunk) {
+			var cancel context.CancelFunc
+			pctx, cancel = context.WithTimeout(ctx, sendToPut)
+			cancels = append(cancels, cancel)
+		}
+		for c, j := range chunk {
+			i := lo + c
+			sent[i] = j.sentFirst
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				rec, err := s.createOne(pctx, j, reqs[i])
+				recs[i] = rec
+				if err != nil {
+					once.Do(func() { first = err })
 				}
-				err = ErrIdempotencyConflict
-			default:
-				err = fmt.Errorf("%w: store: %w", ErrUnavailable, err)
-			}
-			once.Do(func() { first = err })
-		}()
+			}()
+		}
 	}
 	wg.Wait()
-	return recs, first
+	for _, cancel := range cancels {
+		cancel()
+	}
+	return recs, sent, first
+}
+
+// sendChunk is how many of a batch's jobs one send carries (SQS's
+// SendMessageBatch takes ten).
+const sendChunk = 10
+
+// createOne stores the batch's job j, whose request is r: a job that
+// exists from an earlier try of the same request is fine (nil), any other
+// is a conflict.
+func (s *Service) createOne(ctx context.Context, j newJob, r request) (*driver.Record, error) {
+	rec, err := s.eng.create(ctx, j)
+	var ce *driver.ConflictError
+	switch {
+	case err == nil:
+		return rec, nil
+	case errors.As(err, &ce) && ce.Current != nil:
+		if cur := ce.Current; cur.BatchID == rec.BatchID && cur.Owner == rec.Owner && s.hasher.matches(cur.RequestHash, r) {
+			return rec, nil
+		}
+		return rec, ErrIdempotencyConflict
+	default:
+		return rec, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
 }
 
 // GetBatch returns owner's batch with its counts (a read of each of its

@@ -34,10 +34,12 @@ type probeQueue struct {
 	mu       sync.Mutex
 	storedAt map[string]bool // job id -> stored when its first message was sent
 	hidden   map[string]time.Duration
+	sends    int // Send calls
 }
 
 func (q *probeQueue) Send(ctx context.Context, msgs ...driver.Message) error {
 	q.mu.Lock()
+	q.sends++
 	for _, m := range msgs {
 		if _, seen := q.storedAt[m.JobID]; !seen {
 			_, err := q.mem.Get(ctx, m.JobID)
@@ -287,5 +289,45 @@ func TestARetrySentFirstKeepsItsNet(t *testing.T) {
 		if !fail && r.queue.Delay(id) == 0 {
 			t.Fatal("the retry's message was not sent with its backoff")
 		}
+	}
+}
+
+// A batch's jobs are sent first too, ten to a send, each send just before
+// its jobs' puts: a backlog of batch jobs (a bulk lane's normal day) is
+// not re-sent either, and the batch ends though its jobs may run before it
+// is opened.
+func TestABatchsJobsAreSentFirst(t *testing.T) {
+	r := newFirstRig(t, true, nil)
+	specs := make([]jobs.JobSpec, 25)
+	for i := range specs {
+		specs[i] = jobs.JobSpec{Kind: "sleep", Payload: []byte(`{"for":"0s"}`)}
+	}
+	res, err := r.c.Service().EnqueueBatch(context.Background(), jobs.BatchRequest{Owner: "o", Jobs: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.queue.sends != 3 {
+		t.Fatalf("%d sends for 25 jobs, want 3 (ten to a send)", r.queue.sends)
+	}
+	for _, m := range r.queue.Messages() {
+		if r.queue.storedAt[m.JobID] || m.SentAt.IsZero() {
+			t.Fatalf("job %s: stored before its send %v, sent at %v", m.JobID, r.queue.storedAt[m.JobID], m.SentAt)
+		}
+		if rec := r.rec(t, m.JobID); !rec.SweepAt.IsZero() {
+			t.Fatalf("a batch job sent first has a sweep entry at %v", rec.SweepAt)
+		}
+	}
+	r.clock.Advance(4 * jobs.DefaultDispatchGrace)
+	if rep, err := r.c.Sweeper().Sweep(context.Background()); err != nil || rep.Resent != 0 {
+		t.Fatalf("sweep: %+v %v; want no re-send", rep, err)
+	}
+	for _, m := range r.queue.Messages() {
+		if resp := r.deliver(t, m.JobID); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("failures %v", failedIDs(resp))
+		}
+	}
+	b, err := r.c.Service().GetBatch(context.Background(), "o", res.Batch.ID, "", 0)
+	if err != nil || b.Status != jobs.StatusSucceeded {
+		t.Fatalf("batch %+v %v, want succeeded", b, err)
 	}
 }

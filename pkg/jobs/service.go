@@ -161,34 +161,57 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 	return rec, true, nil
 }
 
-// createSent creates j's job. With message first, a job due within the
-// queue's delay that waits on no parent is sent first, then stored
-// without a sweep entry (its message is its net), its put bounded by
-// sendToPut; it reports whether it sent it. A send that fails falls back
-// to a put with a sweep entry (the sweeper sends it after the grace), so
-// an enqueue is answered as before; a put that fails after the send
-// leaves a message that the workers drop after orphanAge.
+// createSent creates j's job, sent first when it can be (sendFirst); it
+// reports whether it was. A put that fails after the send leaves a message
+// that the workers drop after orphanAge.
 func (s *Service) createSent(ctx context.Context, j newJob) (*driver.Record, bool, error) {
-	e := s.eng
-	rec := e.record(j)
-	d := e.deliveryAt(j.at, rec.RunAt, rec.Lane)
-	if !e.messageFirst || !d.send || len(rec.Parents) > 0 {
-		rec, err := e.create(ctx, j)
-		return rec, false, err
-	}
-	m := messageOf(rec)
-	m.SentAt = j.at
-	if err := e.deliverMessage(ctx, m, d); err != nil {
-		s.log.LogAttrs(ctx, slog.LevelWarn, "job not sent before its put; stored for the sweeper to send after the grace",
-			slog.String("job_id", rec.ID), slog.String("kind", rec.Kind), slog.String("err_types", errtypes.Of(err)))
-		rec, err := e.create(ctx, j)
+	js := []newJob{j}
+	if !s.sendFirst(ctx, js) {
+		rec, err := s.eng.create(ctx, j)
 		return rec, false, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, sendToPut)
 	defer cancel()
-	j.sentFirst = true
-	rec, err := e.create(pctx, j)
+	rec, err := s.eng.create(pctx, js[0])
 	return rec, true, err
+}
+
+// sendFirst sends, with message first, the messages of the jobs js that
+// are due within the queue's delay and wait on no parent, before they are
+// stored (in one request when the queue can), and marks them sentFirst:
+// stored without a sweep entry, as their messages are their net. Their
+// puts must then land within sendToPut. A send that fails marks none: they
+// are stored with a sweep entry and the sweeper sends them after the
+// grace, so the enqueue is answered as before. It reports whether it sent.
+func (s *Service) sendFirst(ctx context.Context, js []newJob) bool {
+	e := s.eng
+	if !e.messageFirst || e.queue == nil {
+		return false
+	}
+	var msgs []driver.Message
+	var idx []int
+	for i, j := range js {
+		rec := e.record(j)
+		d := e.deliveryAt(j.at, rec.RunAt, rec.Lane)
+		if !d.send || len(rec.Parents) > 0 {
+			continue
+		}
+		m := messageOf(rec)
+		m.Delay, m.SentAt = d.delay, j.at
+		msgs, idx = append(msgs, m), append(idx, i)
+	}
+	if len(msgs) == 0 {
+		return false
+	}
+	if err := e.queue.Send(ctx, msgs...); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "jobs not sent before their put; stored for the sweeper to send after the grace",
+			slog.String("job_id", msgs[0].JobID), slog.Int("jobs", len(msgs)), slog.String("err_types", errtypes.Of(err)))
+		return false
+	}
+	for _, i := range idx {
+		js[i].sentFirst = true
+	}
+	return true
 }
 
 // storedBefore reports whether an enqueue with an idempotency key was
