@@ -11,11 +11,13 @@ package metricnames
 import "slices"
 
 // The dimensions of the records: every record carries Service (which
-// function wrote it); job metrics also Kind, and JobsFailed Code.
+// function wrote it); job metrics also Kind, and JobsFailed Code;
+// DeadLettersSettled Kind and Lane.
 const (
 	Service = "service"
 	Kind    = "kind"
 	Code    = "code"
+	Lane    = "lane"
 )
 
 // Job metrics, per kind.
@@ -52,6 +54,9 @@ const (
 	SweepErrors      = "SweepErrors"      // Count
 	SweepDuration    = "SweepDuration"    // Milliseconds
 	SweepComplete    = "SweepComplete"    // Count: 1 when a sweep finished before its deadline
+	// DeadLettersSettled counts, by kind and lane, the dead letters a
+	// sweep settled (their job's own decision made, the message deleted).
+	DeadLettersSettled = "DeadLettersSettled" // Count
 )
 
 // ColdStart counts a function's process starts (lambdafn, once per
@@ -63,7 +68,7 @@ var All = []string{
 	JobsEnqueued, JobsStarted, QueueLatency, JobsSucceeded, JobsFailed, JobsTimedOut, JobsInterrupted, JobsRetried, JobsContinued, JobsWaited, JobsWoken,
 	JobsRefused, JobsCancelled, JobsResubmitted, JobsHandedBack, RunDuration, Attempts, HandlersAbandoned, FiresEnqueued, FiresSkipped,
 	SweepResent, SweepInterrupted, SweepRetried, SweepBatches, SweepAfter, SweepErrors, SweepDuration, SweepComplete,
-	ColdStart,
+	DeadLettersSettled, ColdStart,
 }
 
 // Known reports whether name is one of the metric names above.

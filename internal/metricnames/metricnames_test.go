@@ -18,7 +18,7 @@ func TestAllListsEveryName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dims := []string{metricnames.Service, metricnames.Kind, metricnames.Code}
+	dims := []string{metricnames.Service, metricnames.Kind, metricnames.Code, metricnames.Lane}
 	var consts []string
 	for _, d := range f.Decls {
 		g, ok := d.(*ast.GenDecl)

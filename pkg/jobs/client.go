@@ -123,6 +123,18 @@ type Config struct {
 	// work (default 5s); what is left is picked up by the next sweep. No
 	// call of a sweep outlives half of it.
 	SweepReserve time.Duration
+	// DeadLetters are the lanes' dead-letter queues, which the Sweeper
+	// drains at each sweep (sqsqueue.DeadLetters on SQS; the sweeper
+	// function's comes from JOBS_DLQ_URL and JOBS_LANE_DLQ_URLS): a job's
+	// message that reached one may be the last thing naming its job, so
+	// each dead letter that names a job gets the sweeper's own decision
+	// for that job (interrupted or retried, sent again, its post-outcome
+	// steps run, or dropped when the job is final or gone) and is deleted;
+	// any other message stays for the operators' routes. Nil: no draining.
+	DeadLetters driver.DeadLetterQueue
+	// DeadLettersPerLane bounds how many dead letters a sweep receives
+	// from each lane's dead-letter queue (default 100).
+	DeadLettersPerLane int
 }
 
 // Client is the runtime built from one Config: the Service that enqueues

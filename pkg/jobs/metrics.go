@@ -44,6 +44,7 @@ import (
 //	SweepResent, SweepInterrupted, SweepRetried, SweepBatches, SweepAfter, SweepErrors  Count
 //	SweepDuration      Milliseconds
 //	SweepComplete      Count         1 when a sweep finished before its deadline
+//	DeadLettersSettled Count         dead letters a sweep settled, by "kind" ("(none)" when no such job) and "lane" ("default" for "")
 //
 // lambdafn adds ColdStart (Count, once per process). The names are
 // constants in internal/metricnames, which the construct's alarms and

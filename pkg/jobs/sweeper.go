@@ -20,7 +20,8 @@ import (
 // running jobs whose lease ended (their worker died, or its final write never
 // landed), re-sends the queued jobs whose message never reached the
 // queue, and runs the post-outcome steps of finished jobs whose worker died
-// before it ran them (a batch job's count). It finds them through the store's sweep index (Store.Due), so a
+// before it ran them (a batch job's count). With Config.DeadLetters it
+// also drains the lanes' dead-letter queues (deadletters.go). It finds them through the store's sweep index (Store.Due), so a
 // sweep costs in proportion to the unfinished jobs past their sweep time,
 // never to the table. Every change it makes is conditional: overlapping
 // sweeps and late workers cannot give a job two outcomes.
@@ -30,11 +31,12 @@ type Sweeper struct {
 	limit   int
 	reserve time.Duration
 	metrics *Metrics
+	dead    deadLetterDrain
 }
 
 // newSweeper returns the Sweeper of cfg (see NewClient).
 func newSweeper(cfg Config, eng *engine) *Sweeper {
-	s := &Sweeper{eng: eng, log: eng.log, limit: cfg.SweepPageSize, reserve: cfg.SweepReserve, metrics: cfg.Metrics}
+	s := &Sweeper{eng: eng, log: eng.log, limit: cfg.SweepPageSize, reserve: cfg.SweepReserve, metrics: cfg.Metrics, dead: newDeadLetterDrain(cfg)}
 	if s.limit <= 0 {
 		s.limit = 200
 	}
@@ -57,6 +59,13 @@ type SweepReport struct {
 	Skipped     int  `json:"skipped"`     // settled meanwhile by someone else
 	Errors      int  `json:"errors"`      // left for the next sweep
 	Complete    bool `json:"complete"`    // false if it stopped for its deadline
+	// DeadLettersSettled counts the dead letters it deleted once their
+	// job's decision was made (Config.DeadLetters); DeadLettersLeft those
+	// it left in their dead-letter queue: messages that name no job, for
+	// the operators, and job references whose decision failed, for the
+	// next sweep (counted in Errors too).
+	DeadLettersSettled int `json:"dead_letters_settled"`
+	DeadLettersLeft    int `json:"dead_letters_left"`
 }
 
 // Sweep runs until no due job is left or its deadline (less the reserve)
@@ -80,6 +89,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 		m.Add(nil, metricnames.SweepDuration, emf.Milliseconds, float64(s.eng.clock.Now().Sub(began).Milliseconds()))
 		s.metrics.flush(m, s.eng.clock.Now())
 	}()
+	s.drainDeadLetters(ctx, plan, &rep)
 	seen := map[string]bool{}
 	// stuck counts the items of the last page that this sweep had read
 	// before: still due, since putting them back failed too. The next read
@@ -120,6 +130,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 		slog.Int("due", rep.Due), slog.Int("interrupted", rep.Interrupted), slog.Int("resent", rep.Resent),
 		slog.Int("retried", rep.Retried), slog.Int("cancelled", rep.Cancelled), slog.Int("batches", rep.Batches), slog.Int("after", rep.After),
 		slog.Int("deferred", rep.Deferred), slog.Int("skipped", rep.Skipped), slog.Int("errors", rep.Errors),
+		slog.Int("dead_letters_settled", rep.DeadLettersSettled), slog.Int("dead_letters_left", rep.DeadLettersLeft),
 		slog.Bool("complete", rep.Complete))
 	return rep, nil
 }

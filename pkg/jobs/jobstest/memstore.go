@@ -521,11 +521,16 @@ func (m *MemStore) All() []*driver.Record {
 	return out
 }
 
-// MemQueue is an in-memory driver.Queue that records what was sent.
+// MemQueue is an in-memory driver.Queue that records what was sent, and a
+// driver.DeadLetterQueue (see AddDeadLetter).
 type MemQueue struct {
 	mu   sync.Mutex
 	sent []driver.Message
 	fail error
+	// dead are the lanes' dead-letter queues; receipts numbers their
+	// receipts.
+	dead     map[string][]*memDead
+	receipts int
 }
 
 // SetFail makes every later send return err (nil: succeed again).
