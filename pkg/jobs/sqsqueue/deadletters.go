@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // DeadLetterAPI is the part of the SQS client DeadLetters uses.
@@ -457,4 +458,79 @@ func Why(body string) string {
 		return "a schedule's fire whose job could not be made in five receives (a bad scheduled time, or the store was unavailable)"
 	}
 	return "no route accepts a message of this shape (the worker logs \"no route accepts this message\" with its id)"
+}
+
+// DeadLetters is the Sweeper's driver.DeadLetterQueue: it receives each
+// lane's dead letters, and deletes those whose job it settled and releases
+// the others at once (see jobs.Config.DeadLetters).
+var _ driver.DeadLetterQueue = (*DeadLetters)(nil)
+
+// ReceiveDead receives up to limit messages of lane's dead-letter queue,
+// hidden until deleted or released, or else until a while after ctx's
+// deadline (5 minutes without one), so that a sweeper that dies holding
+// them gives them back.
+func (d *DeadLetters) ReceiveDead(ctx context.Context, lane string, limit int) ([]driver.DeadLetter, error) {
+	_, dlq, err := d.queues(lane)
+	if err != nil {
+		return nil, err
+	}
+	hide := 5 * time.Minute
+	if dl, ok := ctx.Deadline(); ok {
+		hide = time.Until(dl) + 30*time.Second
+	}
+	visibility := int32(min(max(hide, 30*time.Second), 12*time.Hour) / time.Second)
+	var out []driver.DeadLetter
+	at := map[string]int{} // message id -> its index in out
+	for round := 0; len(out) < limit && round < limit/10+5; round++ {
+		msgs, err := d.receive(ctx, dlq, visibility)
+		if err != nil {
+			if len(out) > 0 {
+				break // settle those received; the rest wait for the next sweep
+			}
+			return nil, err
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		for i, m := range msgs {
+			dl := driver.DeadLetter{Body: aws.ToString(m.Body), Receipt: aws.ToString(m.ReceiptHandle)}
+			if j, ok := at[aws.ToString(m.MessageId)]; ok {
+				out[j] = dl // received again: only its latest receipt deletes it
+				continue
+			}
+			if len(out) == limit {
+				d.release(context.WithoutCancel(ctx), dlq, msgs[i:])
+				break
+			}
+			at[aws.ToString(m.MessageId)] = len(out)
+			out = append(out, dl)
+		}
+	}
+	return out, nil
+}
+
+// DeleteDead deletes the message of lane's dead-letter queue received
+// with receipt.
+func (d *DeadLetters) DeleteDead(ctx context.Context, lane, receipt string) error {
+	_, dlq, err := d.queues(lane)
+	if err != nil {
+		return err
+	}
+	if _, err := d.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(dlq), ReceiptHandle: aws.String(receipt)}); err != nil {
+		return fmt.Errorf("sqsqueue: delete dead letter: %w", err)
+	}
+	return nil
+}
+
+// ReleaseDead makes the message of lane's dead-letter queue received with
+// receipt visible again at once.
+func (d *DeadLetters) ReleaseDead(ctx context.Context, lane, receipt string) error {
+	_, dlq, err := d.queues(lane)
+	if err != nil {
+		return err
+	}
+	if _, err := d.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(dlq), ReceiptHandle: aws.String(receipt), VisibilityTimeout: 0}); err != nil {
+		return fmt.Errorf("sqsqueue: release dead letter: %w", err)
+	}
+	return nil
 }
