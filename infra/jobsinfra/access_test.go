@@ -50,7 +50,7 @@ func TestNoWildcardActionsAndLeastPrivilege(t *testing.T) {
 			"cancel": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem events:PutEvents logs:CreateLogStream logs:PutLogEvents " +
 				"secretsmanager:GetSecretValue sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:ReceiveMessage sqs:SendMessage",
 			// The three that write outcomes send their job events.
-			"sweeper": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem events:PutEvents logs:CreateLogStream logs:PutLogEvents sqs:SendMessage",
+			"sweeper": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:Query dynamodb:UpdateItem events:PutEvents logs:CreateLogStream logs:PutLogEvents sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:ReceiveMessage sqs:SendMessage",
 			"worker": "dynamodb:BatchGetItem dynamodb:GetItem dynamodb:PutItem dynamodb:UpdateItem events:PutEvents logs:CreateLogStream logs:PutLogEvents secretsmanager:GetSecretValue " +
 				"sqs:ChangeMessageVisibility sqs:DeleteMessage sqs:GetQueueAttributes sqs:GetQueueUrl sqs:ReceiveMessage sqs:SendMessage",
 		}

@@ -263,6 +263,9 @@ var (
 	schedules   = []string{Schedules}
 	enqueueOnly = []string{Enqueue}
 	cancelOnly  = []string{Cancel}
+	// deadLetterFns read the lanes' dead-letter queues: the operators'
+	// routes (cancel) and the sweeper's drain.
+	deadLetterFns = []string{Cancel, Sweeper}
 )
 
 // The variables, in the order the docs list them (Env).
@@ -274,8 +277,8 @@ var (
 	EnvLaneQueueURLs      = urlsByLane(&Var{Name: "JOBS_LANE_QUEUE_URLS", Doc: "the other lanes' queues, as JSON by lane (`{\"urgent\": url}`): every send goes to its job's lane", Readers: queueFns})
 	EnvLaneDispatchGraces = gracesByLane(&Var{Name: "JOBS_LANE_DISPATCH_GRACES", Doc: "the dispatch grace of each lane whose worker runs longer than the default lane's, as JSON by lane (`{\"long\": \"17m\"}`); a lane not in it has `JOBS_DISPATCH_GRACE`", Readers: queueFns})
 	EnvLane               = lane(&Var{Name: "JOBS_LANE", Doc: "the lane whose queue this worker serves (its hand-backs go back to it)", Readers: workerOnly})
-	EnvDLQURL             = text(&Var{Name: "JOBS_DLQ_URL", Doc: "its dead-letter queue's URL: the operators' dead-letter routes", Readers: cancelOnly, Construct: true})
-	EnvLaneDLQURLs        = urlsByLane(&Var{Name: "JOBS_LANE_DLQ_URLS", Doc: "the other lanes' dead-letter queues, as JSON by lane (`{\"bulk\": url}`): the operators' dead-letter routes serve each, redriving to the lane's own queue", Readers: cancelOnly})
+	EnvDLQURL             = text(&Var{Name: "JOBS_DLQ_URL", Doc: "its dead-letter queue's URL: the operators' dead-letter routes, and the sweeper, which settles the job references there", Readers: deadLetterFns, Construct: true})
+	EnvLaneDLQURLs        = urlsByLane(&Var{Name: "JOBS_LANE_DLQ_URLS", Doc: "the other lanes' dead-letter queues, as JSON by lane (`{\"bulk\": url}`): the operators' dead-letter routes serve each, redriving to the lane's own queue, and the sweeper drains each", Readers: deadLetterFns})
 
 	EnvDispatchGrace     = duration(&Var{Name: "JOBS_DISPATCH_GRACE", Default: shortDuration(jobs.DefaultDispatchGrace), Doc: "when the sweeper first looks at a job that is not final; keep it above the worker timeout", Construct: true})
 	EnvRetention         = duration(&Var{Name: "JOBS_RETENTION", Default: shortDuration(jobs.DefaultRetention), Doc: "how long finished jobs stay readable (DynamoDB TTL)", Construct: true})

@@ -192,6 +192,8 @@ var roleGrants = map[string][]Grant{
 		{Actions: []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:BatchGetItem"}, Resource: Table, Why: "jobs settled, a batch's end and its completion job"},
 		{Actions: []string{"dynamodb:Query"}, Resource: SweepIndex, Why: "the jobs due for a look"},
 		send,
+		// No GetQueueAttributes: it reads the messages, not the depths.
+		{Actions: []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"}, Resource: DLQs, Why: "each lane's dead letters: job references settled and deleted, the rest released at once"},
 		putEvents,
 		keyTableWrite, keySend,
 	},

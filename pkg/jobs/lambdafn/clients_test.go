@@ -16,6 +16,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 // Each function builds, at its start, the AWS clients its role uses on
@@ -78,10 +79,11 @@ func TestEachRoleBuildsOnlyItsClients(t *testing.T) {
 			_ = d.Queue.Send(ctx, driver.Message{JobID: "x", Delay: time.Second})
 			put(ctx, d)
 		}, []string{sqsC, eb}},
-		{"sweeper", Sweeper, []string{ddb}, func(ctx context.Context, d *Deps) {
+		// Every sweep drains the dead-letter queues: SQS at the start.
+		{"sweeper", Sweeper, []string{ddb, sqsC}, func(ctx context.Context, d *Deps) {
 			_ = d.Queue.Send(ctx, driver.Message{JobID: "x"}, driver.Message{JobID: "y"})
 			put(ctx, d)
-		}, []string{sqsC, eb}},
+		}, []string{eb}},
 		{"schedules", Schedules, []string{ddb}, func(ctx context.Context, d *Deps) {
 			_, _ = lazyScheduler{&d.clients.scheduler}.DeleteSchedule(ctx, nil)
 		}, []string{sched}},
@@ -186,5 +188,44 @@ func TestDynamoDBRetriesFitTheDeadlines(t *testing.T) {
 	}
 	if longest <= time.Second {
 		t.Errorf("the SDK's default waits at most %v before its second retry of a throttle: is this retryer still needed?", longest)
+	}
+}
+
+// The sweeper drains every lane's dead-letter queue: the default lane's
+// (JOBS_DLQ_URL) and each other lane's (JOBS_LANE_DLQ_URLS), whose
+// messages go back to their own lane's queue; without JOBS_DLQ_URL it
+// drains none.
+func TestSweeperDrainsEveryLanesDeadLetters(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{"JOBS_TABLE": "t", "JOBS_QUEUE_URL": "https://sqs.example/q", "JOBS_DLQ_URL": "https://sqs.example/dlq",
+		"JOBS_LANE_QUEUE_URLS": `{"bulk":"https://sqs.example/q-bulk"}`, "JOBS_LANE_DLQ_URLS": `{"bulk":"https://sqs.example/dlq-bulk"}`}
+	build := func(vars map[string]string) jobs.Config {
+		t.Helper()
+		cfg, err := ConfigFromEnv(func(k string) string { return vars[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := newDeps(cfg, aws.Config{Region: "us-east-1"}, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jc, err := d.sweeperConfig(jobs.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return jc
+	}
+	cfg := build(vars)
+	dl, ok := cfg.DeadLetters.(*sqsqueue.DeadLetters)
+	if !ok {
+		t.Fatalf("the sweeper's dead letters: %T, want *sqsqueue.DeadLetters", cfg.DeadLetters)
+	}
+	if got := dl.Lanes(); !slices.Equal(got, []string{"", "bulk"}) || dl.DLQURL != vars["JOBS_DLQ_URL"] || dl.LaneDLQURLs["bulk"] != "https://sqs.example/dlq-bulk" ||
+		dl.QueueURL != vars["JOBS_QUEUE_URL"] || dl.LaneQueueURLs["bulk"] != "https://sqs.example/q-bulk" {
+		t.Fatalf("the sweeper drains lanes %q from %+v", got, dl)
+	}
+	delete(vars, "JOBS_DLQ_URL")
+	if cfg := build(vars); cfg.DeadLetters != nil {
+		t.Fatalf("without JOBS_DLQ_URL the sweeper drains %v", cfg.DeadLetters)
 	}
 }

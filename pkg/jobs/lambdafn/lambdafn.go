@@ -66,8 +66,8 @@ type Config struct {
 	// of durations by lane).
 	LaneDispatchGraces map[string]time.Duration
 	// DLQURL is the dead-letter queue the operators' routes read and
-	// redrive (JOBS_DLQ_URL; cancel only); LaneDLQURLs are the other
-	// lanes' (JOBS_LANE_DLQ_URLS, JSON by lane; cancel only).
+	// redrive and the sweeper drains (JOBS_DLQ_URL; cancel and sweeper);
+	// LaneDLQURLs are the other lanes' (JOBS_LANE_DLQ_URLS, JSON by lane).
 	DLQURL        string
 	LaneDLQURLs   map[string]string
 	DispatchGrace time.Duration
@@ -419,10 +419,16 @@ func Cancel(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	}
 	api := httpapi.Config{Logger: d.Logger, Operators: d.Config.Operators}
 	if d.Config.DLQURL != "" {
-		api.DeadLetters = &sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL,
-			LaneQueueURLs: d.Config.LaneQueueURLs, LaneDLQURLs: d.Config.LaneDLQURLs}
+		api.DeadLetters = d.deadLetters()
 	}
 	return lambda.NewHandler(httpapi.New(c.Service(), api).Route), nil
+}
+
+// deadLetters are the lanes' dead-letter queues (JOBS_DLQ_URL and
+// JOBS_LANE_DLQ_URLS): the operators' routes' and the sweeper's.
+func (d *Deps) deadLetters() *sqsqueue.DeadLetters {
+	return &sqsqueue.DeadLetters{SQS: lazySQS{&d.clients.sqs}, QueueURL: d.Config.QueueURL, DLQURL: d.Config.DLQURL,
+		LaneQueueURLs: d.Config.LaneQueueURLs, LaneDLQURLs: d.Config.LaneDLQURLs}
 }
 
 // Worker is the SQS-triggered worker function. It refuses to start when a
@@ -451,17 +457,14 @@ func Worker(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	return lambda.NewHandler(c.Worker().HandleSQS), nil
 }
 
-// Sweeper is the scheduled sweeper function.
+// Sweeper is the scheduled sweeper function. With JOBS_DLQ_URL (and each
+// other lane's in JOBS_LANE_DLQ_URLS) it drains the lanes' dead-letter
+// queues at each sweep (jobs.Config.DeadLetters).
 func Sweeper(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
-	if d.Queue == nil {
-		return nil, errQueueURL
-	}
-	bus, err := d.bus(reg)
+	cfg, err := d.sweeperConfig(reg)
 	if err != nil {
 		return nil, err
 	}
-	cfg := d.jobsConfig(reg, d.readOnlySealer())
-	cfg.Bus = bus
 	c, err := jobs.NewClient(cfg)
 	if err != nil {
 		return nil, err
@@ -470,6 +473,25 @@ func Sweeper(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	return lambda.NewHandler(func(ctx context.Context, _ events.CloudWatchEvent) (jobs.SweepReport, error) {
 		return s.Sweep(ctx)
 	}), nil
+}
+
+// sweeperConfig is the sweeper's jobs.Config.
+func (d *Deps) sweeperConfig(reg *jobs.Registry) (jobs.Config, error) {
+	if d.Queue == nil {
+		return jobs.Config{}, errQueueURL
+	}
+	bus, err := d.bus(reg)
+	if err != nil {
+		return jobs.Config{}, err
+	}
+	cfg := d.jobsConfig(reg, d.readOnlySealer())
+	cfg.Bus = bus
+	if d.Config.DLQURL != "" {
+		// Every sweep receives from the DLQs: its SQS client is built now.
+		d.clients.sqs.get()
+		cfg.DeadLetters = d.deadLetters()
+	}
+	return cfg, nil
 }
 
 // Schedules is the function of the caller's own recurring schedules
