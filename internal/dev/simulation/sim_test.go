@@ -100,6 +100,7 @@ var coverageWanted = []string{
 	"fault: EventBridge outage", "fault: PutEvents entry refused",
 	"sqs: dead-lettered", "sqs: stale receipt handle",
 	"mechanism: cold start", "mechanism: sweep interrupt", "mechanism: sweep re-send", "mechanism: sweep post-outcome steps",
+	"mechanism: sweep settles a dead letter",
 	"mechanism: run " + kindPlain, "mechanism: run " + kindLimited, "mechanism: run " + kindRated, "mechanism: run " + kindUnique,
 	"mechanism: run " + kindBulk, "mechanism: run " + kindLong, "mechanism: run " + kindFollowUp, "mechanism: run " + kindComplete,
 	"mechanism: run " + kindAdded, "mechanism: deploy replaced an instance", "mechanism: waits on kind",

@@ -3,6 +3,7 @@ package simulation
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -14,7 +15,8 @@ import (
 )
 
 // sqs is a simulated SQS standard queue per lane, each with its
-// dead-letter queue, as AWS documents them: a received message stays
+// dead-letter queue (which the sweepers drain: gatedDeadLetters), as AWS
+// documents them: a received message stays
 // invisible for the visibility timeout; each receive counts, and the
 // receive past maxReceiveCount moves it to the DLQ instead; a message can
 // be delivered again while in flight (a duplicate), even twice in one
@@ -228,6 +230,92 @@ func (g gatedQueue) Send(ctx context.Context, msgs ...driver.Message) error {
 	}
 	return g.a.do(ctx, "Send", key, func() error {
 		g.q.send(msgs)
+		return nil
+	})
+}
+
+// deadVisibility is how long a dead letter the sweeper received stays
+// hidden if it neither deletes nor releases it (its sweep died).
+const deadVisibility = 2 * time.Minute
+
+// receiveDead takes up to max visible messages of lane's dead-letter
+// queue, each with a new receipt handle, hidden for deadVisibility.
+func (q *sqs) receiveDead(lane string, max int) []driver.DeadLetter {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := time.Now()
+	var out []driver.DeadLetter
+	for _, m := range q.queues[lane].dlq {
+		if len(out) == max {
+			break
+		}
+		if m.visible.After(now) {
+			continue
+		}
+		m.receives++
+		m.visible = now.Add(deadVisibility)
+		m.handle = fmt.Sprintf("%s#dead%d", m.id, m.receives)
+		out = append(out, driver.DeadLetter{Body: message.Encode(m.jobID), Receipt: m.handle})
+	}
+	return out
+}
+
+// deleteDead deletes the dead letter whose latest receipt handle is
+// handle (an older one's delete does nothing, as on a queue).
+func (q *sqs) deleteDead(lane, handle string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	lq := q.queues[lane]
+	lq.dlq = slices.DeleteFunc(lq.dlq, func(m *sqsMessage) bool { return m.handle == handle })
+}
+
+// releaseDead makes the dead letter received with handle visible at once.
+func (q *sqs) releaseDead(lane, handle string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, m := range q.queues[lane].dlq {
+		if m.handle == handle {
+			m.visible = time.Now()
+		}
+	}
+}
+
+// gatedDeadLetters is the driver.DeadLetterQueue a sweeper drains through.
+type gatedDeadLetters struct {
+	a *actor
+	q *sqs
+}
+
+func (g gatedDeadLetters) Lanes() []string {
+	g.q.mu.Lock()
+	defer g.q.mu.Unlock()
+	lanes := slices.Collect(maps.Keys(g.q.queues))
+	slices.Sort(lanes) // "" first
+	return lanes
+}
+
+func (g gatedDeadLetters) ReceiveDead(ctx context.Context, lane string, max int) ([]driver.DeadLetter, error) {
+	var out []driver.DeadLetter
+	err := g.a.do(ctx, "ReceiveDead", lane, func() error {
+		out = g.q.receiveDead(lane, max)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (g gatedDeadLetters) DeleteDead(ctx context.Context, lane, receipt string) error {
+	return g.a.do(ctx, "DeleteDead", receipt, func() error {
+		g.q.deleteDead(lane, receipt)
+		return nil
+	})
+}
+
+func (g gatedDeadLetters) ReleaseDead(ctx context.Context, lane, receipt string) error {
+	return g.a.do(ctx, "ReleaseDead", receipt, func() error {
+		g.q.releaseDead(lane, receipt)
 		return nil
 	})
 }

@@ -380,7 +380,7 @@ func (w *world) sweeps(ctx context.Context) {
 	for n := 1; sleep(ctx, time.Minute+11*time.Microsecond); n++ {
 		a, st, q, b := w.newActor(fmt.Sprintf("sweeper/%d", n), true)
 		sw, err := testroles.Sweeper(jobs.Config{Store: st, Queue: q, Bus: b, Registry: w.reg, DispatchGrace: w.grace, LaneDispatchGrace: w.laneGraces(),
-			SweepPageSize: w.pageSize, Rand: newSimRand(w.seed, a.name)})
+			SweepPageSize: w.pageSize, Rand: newSimRand(w.seed, a.name), DeadLetters: gatedDeadLetters{a: a, q: w.sqs}})
 		if err != nil {
 			panic(err)
 		}
@@ -397,6 +397,9 @@ func (w *world) sweeps(ctx context.Context) {
 		}
 		if rep.After > 0 {
 			w.cover("mechanism", "sweep post-outcome steps")
+		}
+		if rep.DeadLettersSettled > 0 {
+			w.cover("mechanism", "sweep settles a dead letter")
 		}
 	}
 }
