@@ -27,6 +27,33 @@ lease end) has passed and then every sweep interval. With injected faults a
 message can be lost at each step, so the bound above allows two such rounds.
 Retries add their backoff.
 
+## Dead letters
+
+A message SQS moved to its lane's dead-letter queue (after ` + "`" + `maxReceiveCount` + "`" + `
+receives) may be the last thing naming its job: a job whose message is its
+safety net holds no sweep entry. So each sweep drains every lane's
+dead-letter queue, up to ` + "`" + `Config.DeadLettersPerLane` + "`" + ` (100) messages per
+lane, and gives each job reference the sweeper's own decision for its job:
+a running job whose lease ended is retried, failed ` + "`" + `interrupted` + "`" + ` or
+cancelled (as its owner asked); one whose lease is live gets a fresh message
+delayed to the lease's end (at most 15 minutes); a queued job is sent again
+as the delivery rule says (one waiting on its parents is theirs to send); a
+final job's pending post-outcome steps run; a reference to a final job, or
+to none, is dropped. The dead letter is deleted once that decision landed; a
+dependency that fails leaves it for the next sweep. Any other message (a
+foreign message no route accepted, a schedule's fire, an envelope) stays,
+visible again at once, for the operators' redrive routes
+([OPERATIONS.md](OPERATIONS.md#redriving-dead-letters)); such messages count
+against the per-lane bound, so a lane whose dead-letter queue holds more
+than 100 of them may keep job references behind them until they are
+cleared. Each settled dead letter counts ` + "`" + `DeadLettersSettled` + "`" + ` by kind and
+lane, and the sweep's report says how many it settled and left (tests:
+` + "`" + `jobs` + "`" + ` ` + "`" + `TestSweeperSettlesEveryLanesDeadLetters` + "`" + `,
+` + "`" + `TestSweeperLeavesADeadLetterOnATransientError` + "`" + `,
+` + "`" + `TestNeverClaimedDeadLetterIsResentAndRuns` + "`" + `; ` + "`" + `sqsqueue` + "`" + `
+` + "`" + `TestSweepDrainsTheDeadLettersOfSQS` + "`" + ` on fauxqs; the simulator drains its
+dead-letter queues at every sweep).
+
 ## Hot keys
 
 DynamoDB Local has no partitions, so the scale scenario puts the partition
