@@ -262,7 +262,6 @@ var (
 	creatingFns = []string{Enqueue, Cancel, Worker, Sweeper}
 	schedules   = []string{Schedules}
 	enqueueOnly = []string{Enqueue}
-	cancelOnly  = []string{Cancel}
 	// deadLetterFns read the lanes' dead-letter queues: the operators'
 	// routes (cancel) and the sweeper's drain.
 	deadLetterFns = []string{Cancel, Sweeper}
