@@ -189,11 +189,13 @@ func (s *Sweeper) settleDead(ctx context.Context, body string, rep *SweepReport,
 }
 
 // interruptDead settles the running job rec, whose lease ended, as
-// sweepRunning does.
+// sweepRunning does (the dead letter, deleted after, its held message).
 func (s *Sweeper) interruptDead(ctx context.Context, rec *driver.Record, rep *SweepReport, count func(func())) deadVerdict {
-	end := s.eng.interrupt(ctx, rec)
+	// The dead letter is held until this returns: a retry's new message
+	// that is sent needs no sweep entry; one not sent keeps it.
+	end := s.eng.interrupt(ctx, rec, true)
 	switch {
-	case end.res == unsettled:
+	case end.comesBack():
 		return deadRetry
 	case end.res == superseded:
 		count(func() { rep.Skipped++ })
