@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 var envName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
@@ -263,6 +264,8 @@ func ProdConfig(name string) Config {
 
 // Validate checks the settings against each other.
 func (c Config) Validate() error {
+	// The queue's visibility timeout follows the worker's (sqsqueue.SpecFor).
+	queue := sqsqueue.SpecFor(c.WorkerTimeout, c.BatchWindow).Validate(c.WorkerTimeout)
 	switch {
 	case !envName.MatchString(c.Name):
 		return fmt.Errorf("environment %q: want 1-20 lower-case letters, digits or '-'", c.Name)
@@ -274,8 +277,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s: worker timeout %v leaves handlers less than half after the reserve %v", c.Name, c.WorkerTimeout, c.HandlerReserve)
 	case c.WorkerTimeout > 15*time.Minute || c.SweeperTimeout > 15*time.Minute:
 		return fmt.Errorf("%s: Lambda timeouts are at most 15 minutes", c.Name)
-	case 6*c.WorkerTimeout+c.BatchWindow > 12*time.Hour:
-		return fmt.Errorf("%s: the queue's visibility timeout (6x the worker timeout + the batching window) would exceed 12 hours", c.Name)
+	case queue != nil:
+		return fmt.Errorf("%s: the queue: %w", c.Name, queue)
 	case c.Retain && c.AlarmEmail == "" && c.AlarmTopicARN == "":
 		return fmt.Errorf("%s: an environment that retains data needs an alarm destination: set AlarmEmail or AlarmTopicARN (this repository's app: -c alarmEmail=... or -c alarmTopicArn=...)", c.Name)
 	case c.BatchThrottleRate <= 0 || c.BatchThrottleBurst <= 0 || c.BatchThrottleRate > c.ThrottleRate:

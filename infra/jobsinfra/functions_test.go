@@ -117,7 +117,8 @@ func TestSweeperScheduleWithoutRetries(t *testing.T) {
 
 // The worker's deliberate loop (retries and early deliveries sent back to
 // its own trigger queue) is allowed; the sweeper runs one at a time; the
-// queue's visibility covers six worker timeouts and the batching window.
+// queue's visibility covers two worker timeouts and the batching window
+// (the dead-worker bound: sqsqueue.Spec).
 func TestLoopsOverlapAndVisibility(t *testing.T) {
 	for name, s := range environments(t) {
 		if p := s.function(t, "worker"); p["RecursiveLoop"] != "Allow" {
@@ -126,7 +127,7 @@ func TestLoopsOverlapAndVisibility(t *testing.T) {
 		if p := s.function(t, "sweeper"); p["ReservedConcurrentExecutions"] != float64(1) {
 			t.Errorf("%s: sweeper reserved concurrency %v, want 1", name, p["ReservedConcurrentExecutions"])
 		}
-		want := (6*s.cfg.WorkerTimeout + s.cfg.BatchWindow).Seconds()
+		want := (2*s.cfg.WorkerTimeout + s.cfg.BatchWindow).Seconds()
 		for _, q := range s.resources("AWS::SQS::Queue") {
 			if v, ok := props(q)["VisibilityTimeout"]; ok && v != want {
 				t.Errorf("%s: visibility %v, want %v", name, v, want)

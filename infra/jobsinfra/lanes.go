@@ -152,11 +152,12 @@ func (c Config) validateLanes() error {
 				return fmt.Errorf("%s: lane %s: managed instances need SubnetIDs and SecurityGroupIDs", c.Name, name)
 			}
 		}
+		queue := sqsqueue.SpecFor(l.WorkerTimeout, l.BatchWindow).Validate(l.WorkerTimeout)
 		switch {
 		case l.WorkerTimeout <= 2*c.deadlines(l).Reserve || l.WorkerTimeout > longest:
 			return fmt.Errorf("%s: lane %s: worker timeout %v: more than twice the reserve %v, at most %v", c.Name, name, l.WorkerTimeout, c.deadlines(l).Reserve, longest)
-		case 6*l.WorkerTimeout+l.BatchWindow > 12*time.Hour:
-			return fmt.Errorf("%s: lane %s: the queue's visibility timeout (6x the worker timeout + the batching window) would exceed 12 hours", c.Name, name)
+		case queue != nil:
+			return fmt.Errorf("%s: lane %s: the queue: %w", c.Name, name, queue)
 		case l.BatchSize < 1 || l.BatchSize > 10000 || (l.BatchSize > 10 && l.BatchWindow == 0):
 			return fmt.Errorf("%s: lane %s: batch size %d: 1..10, or up to 10000 with a batching window", c.Name, name, l.BatchSize)
 		case l.BatchWindow > 5*time.Minute:
@@ -211,8 +212,7 @@ func laneID(name string) string {
 func (s *Jobs) laneQueues() {
 	for _, name := range s.laneOrder[1:] {
 		l := s.cfg.lane(name)
-		spec := sqsqueue.DefaultSpec(l.WorkerTimeout)
-		spec.VisibilityTimeout += l.BatchWindow
+		spec := sqsqueue.SpecFor(l.WorkerTimeout, l.BatchWindow)
 		dlq := s.queue(laneID(name)+"DeadLetters", "dead-letters-"+name, &awssqs.QueueProps{RetentionPeriod: dur(spec.DLQRetention)}, nil)
 		q := s.queue(laneID(name)+"Queue", "jobs-"+name, &awssqs.QueueProps{RetentionPeriod: dur(spec.Retention)}, func(props *awssqs.QueueProps) {
 			props.VisibilityTimeout = dur(spec.VisibilityTimeout)

@@ -155,8 +155,8 @@ func TestEachLaneIsItsOwnQueueWorkerAndEventSource(t *testing.T) {
 		if min, _ := pp["MinimumPollers"].(float64); min != c.pollers {
 			t.Errorf("lane %q: provisioned pollers %v, want minimum %v", c.lane, pp, c.pollers)
 		}
-		// Visibility: six of the lane's timeouts and its window.
-		if want := (6*c.timeout + time.Duration(c.window)*time.Second).Seconds(); q["VisibilityTimeout"] != want {
+		// Visibility: two of the lane's timeouts and its window.
+		if want := (2*c.timeout + time.Duration(c.window)*time.Second).Seconds(); q["VisibilityTimeout"] != want {
 			t.Errorf("lane %q: visibility %v, want %v", c.lane, q["VisibilityTimeout"], want)
 		}
 		redrive := jsonString(q["RedrivePolicy"])

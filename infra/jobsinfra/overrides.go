@@ -30,10 +30,10 @@ type Overrides struct {
 	Table func(props *awsdynamodb.TableProps)
 	// Queue changes the props of each queue, by name. Re-asserted on every
 	// queue: Encryption, EncryptionMasterKey, EnforceSSL and Fifo (a
-	// standard queue); on "jobs" also VisibilityTimeout (six worker
-	// timeouts and the batching window, as Lambda requires) and
-	// DeadLetterQueue (the "dead-letters" queue after sqsqueue's receive
-	// count).
+	// standard queue); on "jobs" (and each lane's "jobs-<lane>") also
+	// VisibilityTimeout (two worker timeouts and the batching window: the
+	// dead-worker bound, sqsqueue.Spec) and DeadLetterQueue (the
+	// "dead-letters" queue after sqsqueue's 10 receives).
 	Queue func(name string, props *awssqs.QueueProps)
 	// Function changes the props of each of the six functions, by name.
 	// Re-asserted: Code, Handler, Runtime, Role (its least-privilege role),

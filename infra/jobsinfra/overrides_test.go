@@ -78,7 +78,7 @@ func TestOverridesReachTheTemplate(t *testing.T) {
 	if queue["MessageRetentionPeriod"] != float64(2*24*3600) {
 		t.Errorf("queue retention %v, want 2 days", queue["MessageRetentionPeriod"])
 	}
-	if queue["VisibilityTimeout"] != 6*DevConfig("dev").WorkerTimeout.Seconds() || queue["RedrivePolicy"] == nil {
+	if queue["VisibilityTimeout"] != 2*DevConfig("dev").WorkerTimeout.Seconds() || queue["RedrivePolicy"] == nil {
 		t.Errorf("the queue's visibility and redrive were overridden: %s", jsonString(queue))
 	}
 	worker := e.function(t, "worker")

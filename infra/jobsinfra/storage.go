@@ -129,9 +129,9 @@ func (s *Jobs) tableIndexes() {
 
 // queues creates the queue pair, from sqsqueue's one definition.
 func (s *Jobs) queues() {
-	spec := sqsqueue.DefaultSpec(s.cfg.WorkerTimeout)
-	// AWS: at least six times the function timeout plus the batching window.
-	spec.VisibilityTimeout += s.cfg.BatchWindow
+	// Visibility: twice the worker timeout plus the batching window, the
+	// dead-worker bound (sqsqueue.Spec says why not AWS's six times).
+	spec := sqsqueue.SpecFor(s.cfg.WorkerTimeout, s.cfg.BatchWindow)
 	s.DLQ = s.queue("DeadLetters", "dead-letters", &awssqs.QueueProps{RetentionPeriod: dur(spec.DLQRetention)}, nil)
 	s.Queue = s.queue("Jobs"+"Queue", "jobs", &awssqs.QueueProps{RetentionPeriod: dur(spec.Retention)}, func(props *awssqs.QueueProps) {
 		props.VisibilityTimeout = dur(spec.VisibilityTimeout)

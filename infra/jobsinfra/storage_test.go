@@ -1,8 +1,14 @@
 package jobsinfra
 
 import (
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 func TestQueuePair(t *testing.T) {
@@ -25,14 +31,20 @@ func TestQueuePair(t *testing.T) {
 				dlq = props(q)
 			}
 		}
-		if v := main["VisibilityTimeout"].(float64); v < 6*worker {
-			t.Errorf("%s: visibility %gs < 6 x worker timeout %gs", name, v, worker)
+		// A dead worker's job comes back by redelivery: after two worker
+		// timeouts and the batching window, the dead-worker bound.
+		if v, want := main["VisibilityTimeout"].(float64), 2*worker+s.cfg.BatchWindow.Seconds(); v != want {
+			t.Errorf("%s: visibility %gs, want %gs (2 x worker timeout %gs + batching window)", name, v, want, worker)
 		}
-		if n := main["RedrivePolicy"].(map[string]any)["maxReceiveCount"].(float64); n < 5 {
-			t.Errorf("%s: maxReceiveCount %g", name, n)
+		if n := main["RedrivePolicy"].(map[string]any)["maxReceiveCount"].(float64); n != 10 {
+			t.Errorf("%s: maxReceiveCount %g, want 10", name, n)
 		}
-		if dlq["MessageRetentionPeriod"] != float64(14*24*3600) {
-			t.Errorf("%s: DLQ retention %v, want 14 days", name, dlq["MessageRetentionPeriod"])
+		// A queued job's message is its safety net: both queues keep
+		// messages for SQS's maximum.
+		for which, q := range map[string]map[string]any{"queue": main, "DLQ": dlq} {
+			if q["MessageRetentionPeriod"] != float64(14*24*3600) {
+				t.Errorf("%s: %s retention %v, want 14 days", name, which, q["MessageRetentionPeriod"])
+			}
 		}
 		for which, q := range map[string]map[string]any{"queue": main, "DLQ": dlq} {
 			cmk := strings.Contains(jsonString(q["KmsMasterKeyId"]), "JobsKey")
@@ -182,6 +194,28 @@ func TestRetainedEnvironmentsKeepTheQueuesAndTheTable(t *testing.T) {
 			if r["DeletionPolicy"] != want || r["UpdateReplacePolicy"] != want {
 				t.Errorf("%s: table %s: DeletionPolicy %v, UpdateReplacePolicy %v, want %s", name, id, r["DeletionPolicy"], r["UpdateReplacePolicy"], want)
 			}
+		}
+	}
+}
+
+// docs/RELIABILITY.md states the dead-worker bound in minutes for dev and
+// prod: the presets' queue visibility (two worker timeouts and the
+// batching window, from sqsqueue's one definition), which the template
+// holds (TestQueuePair).
+func TestDeadWorkerBoundIsStated(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/RELIABILITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := regexp.MustCompile(`\s+`).ReplaceAllString(string(raw), " ")
+	m := regexp.MustCompile(`about (\d+) minutes in dev .*? and (\d+) in prod`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatal("docs/RELIABILITY.md no longer states the dead-worker bound as this test reads it")
+	}
+	for i, cfg := range []Config{DevConfig("dev"), ProdConfig("prod")} {
+		bound := sqsqueue.SpecFor(cfg.WorkerTimeout, cfg.BatchWindow).VisibilityTimeout
+		if stated := m[i+1]; stated != strconv.Itoa(int(bound.Round(time.Minute)/time.Minute)) {
+			t.Errorf("docs/RELIABILITY.md states the dead-worker bound in %s as about %s minutes; its visibility timeout is %v", cfg.Name, stated, bound)
 		}
 	}
 }

@@ -285,8 +285,8 @@ func TestUnknownMessageReachesDLQ(t *testing.T) {
 	if _, err := s.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(s.urls.Queue), MessageBody: aws.String(`{"hello":"world"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	// maxReceiveCount is 5 and the visibility timeout 2s in this stack.
-	waitFor(t, 30*time.Second, "the message to reach the DLQ", func() bool {
+	// maxReceiveCount is 10 and the visibility timeout 2s in this stack.
+	waitFor(t, 60*time.Second, "the message to reach the DLQ", func() bool {
 		if err := s.source.PollOnce(ctx); err != nil {
 			t.Fatal(err)
 		}

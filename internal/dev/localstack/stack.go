@@ -325,7 +325,9 @@ func (s *Stack) createTableAndQueues(ctx context.Context) error {
 		return err
 	}
 	sqsClient := localaws.SQSClient(s.SQSEndpoint)
-	spec := sqsqueue.DefaultSpec(cfg.WorkerTimeout)
+	// As the construct: visibility is twice the worker timeout plus the
+	// event source's batching window.
+	spec := sqsqueue.SpecFor(cfg.WorkerTimeout, cfg.BatchWindow)
 	var err error
 	if s.Queues, err = sqsqueue.Create(ctx, sqsClient, cfg.Queue, spec); err != nil {
 		return err
@@ -340,7 +342,7 @@ func (s *Stack) createTableAndQueues(ctx context.Context) error {
 			continue
 		}
 		// Its visibility follows its worker's timeout.
-		if s.Lanes[lane], err = sqsqueue.Create(ctx, sqsClient, cfg.Queue+"-"+lane, sqsqueue.DefaultSpec(cfg.LaneTimeout(lane))); err != nil {
+		if s.Lanes[lane], err = sqsqueue.Create(ctx, sqsClient, cfg.Queue+"-"+lane, sqsqueue.SpecFor(cfg.LaneTimeout(lane), cfg.BatchWindow)); err != nil {
 			return err
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 // TestBatchUnderThrottlesAndLostAnswers runs one big batch through the
@@ -80,7 +81,7 @@ func TestBatchUnderThrottlesAndLostAnswers(t *testing.T) {
 			t.Fatalf("POST /v1/batches: %v", err)
 		}
 	}
-	visibility := 6 * workerTimeout
+	visibility := sqsqueue.SpecFor(workerTimeout, 0).VisibilityTimeout
 	bound := (time.Since(start) + 2*(visibility+grace+sweepEvery)).Round(time.Second)
 	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), "batchfaults", dynamostore.Config{})
 	deadline := time.Now().Add(bound)

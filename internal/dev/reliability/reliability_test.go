@@ -22,6 +22,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 var (
@@ -235,9 +236,10 @@ func TestUnderInjectedFaults(t *testing.T) {
 	}
 	enqueued := time.Since(start)
 	// The promised bound for this configuration: a job's message can be
-	// lost or delayed by a visibility timeout (6 x the worker timeout) at
-	// each of its attempts, or wait for the sweeper (grace + interval).
-	visibility := 6 * workerTimeout
+	// lost or delayed by a visibility timeout (2 x the worker timeout:
+	// sqsqueue.SpecFor) at each of its attempts, or wait for the sweeper
+	// (grace + interval).
+	visibility := sqsqueue.SpecFor(workerTimeout, 0).VisibilityTimeout
 	bound := 2*(visibility+grace+sweepEvery) + workerTimeout
 	store := dynamostore.New(localaws.DynamoDBClient(ddbP.Endpoint), "faults", dynamostore.Config{})
 	got := settle(t, store, ids, enqueued+bound)
@@ -291,10 +293,10 @@ func TestUnderInjectedFaults(t *testing.T) {
 // of the batch must come back and succeed.
 func TestWorkerKilledMidJob(t *testing.T) {
 	ctx := context.Background()
-	const workerTimeout, grace, sweepEvery = 6 * time.Second, 7 * time.Second, time.Second
+	const workerTimeout, grace, sweepEvery, batchWindow = 6 * time.Second, 7 * time.Second, time.Second, 2 * time.Second
 	stack, _ := testenv.StartStack(t, ctx, localstack.Config{
 		Root: root, Bootstraps: bootstraps, RIE: rie, APIAddr: "127.0.0.1:0", DynamoDBPort: 0, SQSPort: 0,
-		Table: "kill", Queue: "kill", WorkerTimeout: workerTimeout, WorkerInstances: 1, BatchSize: 5, BatchWindow: 2 * time.Second,
+		Table: "kill", Queue: "kill", WorkerTimeout: workerTimeout, WorkerInstances: 1, BatchSize: 5, BatchWindow: batchWindow,
 		SweepEvery: sweepEvery,
 		// One record at a time, so the rest of the batch waits behind the victim.
 		// A short reserve leaves the victim's handler 5 s, longer than it needs.
@@ -329,9 +331,9 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	killedAt := time.Now()
 	stack.Workers()[0].Kill()
 
-	visibility := 6 * workerTimeout
-	bound := grace + sweepEvery + workerTimeout                            // the victim: the sweeper after its lease
-	othersBound := visibility + workerTimeout + 2*time.Second + sweepEvery // the rest: redelivered after the visibility timeout
+	visibility := sqsqueue.SpecFor(workerTimeout, batchWindow).VisibilityTimeout // the batching window included
+	bound := grace + sweepEvery + workerTimeout                                  // the victim: the sweeper after its lease
+	othersBound := visibility + workerTimeout + sweepEvery                       // the rest: redelivered after the visibility timeout
 	got := settle(t, store, append([]string{victim}, others...), othersBound+5*time.Second)
 	v := got[victim]
 	if v == nil || v.Status != jobs.StatusFailed || v.ErrorCode != jobs.CodeInterrupted {
@@ -364,7 +366,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		Scenario: "sigkill", Load: "a batch of 5 (a 4.5 s job first, then 4 quick ones), 1 worker, one record at a time",
 		Faults: "SIGKILL to the worker's emulator and bootstrap while the first job runs",
 		Lost:   lost, Stuck: stuck, MaxSettle: max(victimSettle, maxOther), Bound: othersBound,
-		Notes: fmt.Sprintf("the killed job failed `interrupted` %v after the kill (bound %v: dispatch grace + sweep interval + worker timeout); its 4 batch-mates, never claimed, came back (the sweeper re-sent them after the dispatch grace, before the visibility timeout) and succeeded %v after it",
+		Notes: fmt.Sprintf("the killed job failed `interrupted` %v after the kill (bound %v: dispatch grace + sweep interval + worker timeout); its 4 batch-mates, never claimed, came back (re-sent by the sweeper after the dispatch grace, or redelivered after the visibility timeout, whichever came first) and succeeded %v after it",
 			victimSettle.Round(100*time.Millisecond), bound, maxOther.Round(100*time.Millisecond)),
 	})
 }

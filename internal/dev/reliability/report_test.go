@@ -20,12 +20,25 @@ const reportFooter = `
 ## The bounds
 
 A job is settled by whichever comes first: its worker's final write; the
-redelivery of its message after the visibility timeout (6 x the worker's
-timeout), which interrupts a run whose lease ended; or the sweeper, which looks
-at every unfinished job once its sweep time (creation + dispatch grace, or its
-lease end) has passed and then every sweep interval. With injected faults a
-message can be lost at each step, so the bound above allows two such rounds.
-Retries add their backoff.
+redelivery of its message after the visibility timeout, which interrupts a
+run whose lease ended; or the sweeper, which looks at every unfinished job
+once its sweep time (creation + dispatch grace, or its lease end) has passed
+and then every sweep interval. With injected faults a message can be lost at
+each step, so the bound above allows two such rounds. Retries add their
+backoff.
+
+The dead-worker bound is the queue's visibility timeout: worker timeout x2 +
+the event source's batching window (` + "`sqsqueue.SpecFor`" + `, the one
+definition the construct and the local stack build their queues from). A
+worker that dies mid-run leaves its message in flight; SQS makes it visible
+again after that timeout, and the redelivery finds the run's lease ended (a
+lease ends at the worker's deadline) and settles the job, with or without the
+sweeper. With the presets' timeouts that is about 2 minutes in dev (a 60 s
+worker, no batching window: the descriptor in ` + "`internal/deploy`" + `) and 4 in
+prod (` + "`jobsinfra.ProdConfig`" + `'s 120 s worker, no window); a lane's follows
+its own worker's timeout and window. A message is received at most 10 times
+before it moves to the dead-letter queue, and a queue keeps a message 14
+days (SQS's maximum).
 
 ## Dead letters
 

@@ -453,9 +453,9 @@ func Why(body string) string {
 	}
 	switch {
 	case len(obj) == 1 && obj["job_id"] != nil:
-		return "a job's message: its job could not be found, claimed or settled in five receives (the worker's log names this message id)"
+		return "a job's message: its job could not be found, claimed or settled in 10 receives (the worker's log names this message id)"
 	case obj["lambdajobs_schedule"] != nil:
-		return "a schedule's fire whose job could not be made in five receives (a bad scheduled time, or the store was unavailable)"
+		return "a schedule's fire whose job could not be made in 10 receives (a bad scheduled time, or the store was unavailable)"
 	}
 	return "no route accepts a message of this shape (the worker logs \"no route accepts this message\" with its id)"
 }

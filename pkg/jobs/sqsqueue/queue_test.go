@@ -2,6 +2,7 @@ package sqsqueue_test
 
 import (
 	"context"
+	"encoding/json"
 	"sort"
 	"strings"
 	"testing"
@@ -78,24 +79,63 @@ func TestCreateAppliesSpec(t *testing.T) {
 	client := testenv.SQS(t)
 	spec := sqsqueue.DefaultSpec(20 * time.Second)
 	urls := testenv.NewQueues(t, client, spec)
-	out, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
-		QueueUrl:       aws.String(urls.Queue),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll},
-	})
-	if err != nil {
+	attrs := func(url string) map[string]string {
+		out, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+			QueueUrl:       aws.String(url),
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Attributes
+	}
+	q, dlq := attrs(urls.Queue), attrs(urls.DLQ)
+	if got := q["VisibilityTimeout"]; got != "40" {
+		t.Fatalf("visibility timeout %s, want 40 (2 x 20s)", got)
+	}
+	var redrive struct {
+		MaxReceiveCount json.Number `json:"maxReceiveCount"`
+	}
+	if err := json.Unmarshal([]byte(q["RedrivePolicy"]), &redrive); err != nil || redrive.MaxReceiveCount != "10" {
+		t.Fatalf("redrive policy %q (%v), want maxReceiveCount 10", q["RedrivePolicy"], err)
+	}
+	const fourteenDays = "1209600"
+	if q["MessageRetentionPeriod"] != fourteenDays || dlq["MessageRetentionPeriod"] != fourteenDays {
+		t.Fatalf("retention %s, DLQ %s: want 14 days (%s s) for both", q["MessageRetentionPeriod"], dlq["MessageRetentionPeriod"], fourteenDays)
+	}
+}
+
+// The visibility timeout is the dead-worker bound (twice the worker timeout,
+// plus the event source's batching window, which a received message also
+// waits out), and Validate holds a spec to it: a dead worker's message must
+// not come back while its run may still write, nor be given up before
+// redeliveries settle its job.
+func TestSpecValidate(t *testing.T) {
+	const worker = 60 * time.Second
+	if got := sqsqueue.DefaultSpec(worker); got.VisibilityTimeout != 2*time.Minute || got.MaxReceiveCount != 10 ||
+		got.Retention != 14*24*time.Hour || got.DLQRetention != 14*24*time.Hour {
+		t.Fatalf("DefaultSpec(1m) = %+v", got)
+	}
+	if got := sqsqueue.SpecFor(worker, 20*time.Second).VisibilityTimeout; got != 2*time.Minute+20*time.Second {
+		t.Fatalf("SpecFor(1m, 20s) visibility %v, want 2m20s", got)
+	}
+	if err := sqsqueue.DefaultSpec(worker).Validate(worker); err != nil {
 		t.Fatal(err)
 	}
-	if got := out.Attributes["VisibilityTimeout"]; got != "120" {
-		t.Fatalf("visibility timeout %s, want 120 (6 x 20s)", got)
+	bad := map[string]func(*sqsqueue.Spec){
+		"visibility under 2x the worker timeout": func(s *sqsqueue.Spec) { s.VisibilityTimeout = 2*worker - time.Second },
+		"visibility over 12 hours":               func(s *sqsqueue.Spec) { s.VisibilityTimeout = 13 * time.Hour },
+		"maxReceiveCount under 10":               func(s *sqsqueue.Spec) { s.MaxReceiveCount = 9 },
+		"retention over 14 days":                 func(s *sqsqueue.Spec) { s.Retention = 15 * 24 * time.Hour },
+		"no retention":                           func(s *sqsqueue.Spec) { s.Retention = 0 },
+		"DLQ retention under the queue's":        func(s *sqsqueue.Spec) { s.DLQRetention = 13 * 24 * time.Hour },
 	}
-	if got := out.Attributes["RedrivePolicy"]; got == "" {
-		t.Fatal("no redrive policy")
-	}
-	if err := spec.Validate(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := spec.Validate(21 * time.Second); err == nil {
-		t.Fatal("a visibility timeout under 6x the worker timeout was accepted")
+	for name, change := range bad {
+		s := sqsqueue.DefaultSpec(worker)
+		change(&s)
+		if err := s.Validate(worker); err == nil {
+			t.Errorf("%s: accepted %+v", name, s)
+		}
 	}
 }
 

@@ -13,42 +13,79 @@ import (
 )
 
 // Spec is the one definition of the queue pair. The CDK app and the local
-// stack both build their queues from it.
+// stack both build their queues from it (SpecFor).
 type Spec struct {
-	// VisibilityTimeout must be at least six times the worker's timeout
-	// (AWS's advice for Lambda event sources), so a message is not handed to
-	// a second worker while the first still runs it.
+	// VisibilityTimeout must be at least twice the worker's timeout. A
+	// queued or running job's safety net is its message: a dead worker's
+	// message comes back after the visibility timeout and that redelivery
+	// settles its job (the lease of a claim ends at the worker's deadline,
+	// so the redelivery finds it ended), so the visibility timeout is the
+	// dead-worker bound and is kept short. Twice, not the six times AWS
+	// advises for Lambda event sources: the margin covers a batch that
+	// Lambda's poller holds while it retries a throttled invocation; past
+	// it a second worker may receive a message the first still holds,
+	// which is a duplicate delivery: its claim finds the job running and
+	// does not run it again.
 	VisibilityTimeout time.Duration
 	// MaxReceiveCount is how many receives a message gets before it moves
-	// to the dead-letter queue.
+	// to the dead-letter queue: at least 10, so that the redeliveries a
+	// job's message may see (after a dead worker, a final write that did
+	// not land, a duplicate refused while the job runs: each a receive)
+	// settle the job long before its message is given up.
 	MaxReceiveCount int
-	// Retention is how long the queue keeps a message.
+	// Retention is how long the queue keeps a message: the SQS maximum,
+	// 14 days, as a message is a job's only record of being due (an alarm
+	// fires when the oldest message is 10 days old).
 	Retention time.Duration
 	// DLQRetention is how long the dead-letter queue keeps a message: the
 	// SQS maximum, 14 days, so an operator has time to look.
 	DLQRetention time.Duration
 }
 
+// The limits Validate enforces, and SQS's own.
+const (
+	// minVisibilityFactor is the least visibility timeout, in worker
+	// timeouts.
+	minVisibilityFactor = 2
+	// minReceiveCount is the least maxReceiveCount.
+	minReceiveCount = 10
+	// maxRetention is SQS's longest retention, a queue's and a DLQ's.
+	maxRetention = 14 * 24 * time.Hour
+	// maxVisibility is SQS's longest visibility timeout.
+	maxVisibility = 12 * time.Hour
+)
+
 // DefaultSpec returns the queue pair definition for a worker with the given
-// Lambda timeout.
+// Lambda timeout, its event source without a batching window.
 func DefaultSpec(workerTimeout time.Duration) Spec {
+	return SpecFor(workerTimeout, 0)
+}
+
+// SpecFor returns the queue pair definition for a worker with the given
+// Lambda timeout whose event source waits up to batchWindow to fill a
+// batch: a received message is invisible for that wait too, so the
+// visibility timeout is twice the worker timeout plus the window. Its
+// visibility timeout is the dead-worker bound (docs/RELIABILITY.md).
+func SpecFor(workerTimeout, batchWindow time.Duration) Spec {
 	return Spec{
-		VisibilityTimeout: 6 * workerTimeout,
-		MaxReceiveCount:   5,
-		Retention:         4 * 24 * time.Hour,
-		DLQRetention:      14 * 24 * time.Hour,
+		VisibilityTimeout: minVisibilityFactor*workerTimeout + batchWindow,
+		MaxReceiveCount:   minReceiveCount,
+		Retention:         maxRetention,
+		DLQRetention:      maxRetention,
 	}
 }
 
 // Validate checks the rules above against the worker timeout.
 func (s Spec) Validate(workerTimeout time.Duration) error {
 	switch {
-	case s.VisibilityTimeout < 6*workerTimeout:
-		return fmt.Errorf("sqsqueue: visibility timeout %v is less than 6x the worker timeout %v", s.VisibilityTimeout, workerTimeout)
-	case s.VisibilityTimeout > 12*time.Hour:
+	case s.VisibilityTimeout < minVisibilityFactor*workerTimeout:
+		return fmt.Errorf("sqsqueue: visibility timeout %v is less than %dx the worker timeout %v", s.VisibilityTimeout, minVisibilityFactor, workerTimeout)
+	case s.VisibilityTimeout > maxVisibility:
 		return fmt.Errorf("sqsqueue: visibility timeout %v is over the SQS maximum of 12h", s.VisibilityTimeout)
-	case s.MaxReceiveCount < 5:
-		return fmt.Errorf("sqsqueue: maxReceiveCount %d is below 5", s.MaxReceiveCount)
+	case s.MaxReceiveCount < minReceiveCount:
+		return fmt.Errorf("sqsqueue: maxReceiveCount %d is below %d", s.MaxReceiveCount, minReceiveCount)
+	case s.Retention <= 0 || s.Retention > maxRetention || s.DLQRetention > maxRetention:
+		return fmt.Errorf("sqsqueue: retention %v (DLQ %v): at most the SQS maximum of 14 days", s.Retention, s.DLQRetention)
 	case s.DLQRetention < s.Retention:
 		return fmt.Errorf("sqsqueue: DLQ retention %v is shorter than the queue's %v", s.DLQRetention, s.Retention)
 	}
