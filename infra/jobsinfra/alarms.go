@@ -3,6 +3,7 @@ package jobsinfra
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
@@ -51,8 +52,9 @@ func (s *Jobs) add(a alarm) {
 }
 
 // alarms sends to one topic, with OK actions, so whoever is told of a
-// problem is told of its end: the dead-letter queue grows; the oldest
-// queued message is old; any function errs; the worker is throttled; the
+// problem is told of its end: the sweeper settled dead letters, or a
+// dead-letter queue grows; the oldest queued message is old, or near the
+// queue's retention; any function errs; the worker is throttled; the
 // sweeper stops running (a dead sweeper means lost dispatches never
 // recover); DynamoDB throttles; the API answers 5xx or slowly; jobs fail
 // interrupted or timed out (jobAlarms).
@@ -97,11 +99,20 @@ func (s *Jobs) alarms() {
 	s.jobAlarms()
 }
 
+// nearExpiryAge is the age of a queue's oldest message at which its
+// MessagesNearExpiryAlarm fires: 4 days before the queue's retention
+// (sqsqueue.Spec: 14 days, SQS's maximum) would delete it, and with it the
+// only record that its job is due.
+const nearExpiryAge = 10 * 24 * time.Hour
+
 // laneAlarms watch each lane's queues (the default lane's alarms keep
-// their ids): its dead-letter queue grows; its oldest message is older
-// than Config.OldestMessageAlarm, plus how much longer the lane's worker
-// runs than the default lane's (a long lane's message is in flight for a
-// whole run); and, for the other lanes, its worker errs or is throttled.
+// their ids): its dead-letter queue grows over an hour (what the sweeper
+// leaves there; the dead letters it settles have their own alarm,
+// deadLetterAlarms); its oldest message is older than
+// Config.OldestMessageAlarm, plus how much longer the lane's worker runs
+// than the default lane's (a long lane's message is in flight for a whole
+// run); its oldest message nears the queue's retention (nearExpiryAge);
+// and, for the other lanes, its worker errs or is throttled.
 func (s *Jobs) laneAlarms() {
 	cfg := s.cfg
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
@@ -112,11 +123,14 @@ func (s *Jobs) laneAlarms() {
 			which = "the " + name + " lane's"
 		}
 		oldest := cfg.OldestMessageAlarm + max(0, lane.Config.WorkerTimeout-cfg.WorkerTimeout)
-		s.add(alarm{id: id + "DeadLettersAlarm", description: "Messages reached " + which + " dead-letter queue (more than a minute ago): unroutable messages or jobs that could not be settled.",
-			metric: dlqGrowth(lane.DLQ), threshold: 1})
+		s.add(alarm{id: id + "DeadLettersAlarm", description: "Messages stay in " + which + " dead-letter queue: its depth grew over the last hour. The sweeper settles the job references there; what stays (foreign messages, envelopes, schedule fires) is the operators' to redrive or leave.",
+			metric: dlqGrowth(lane.DLQ, time.Hour), threshold: 1})
 		s.add(alarm{id: id + "OldestMessageAlarm", description: fmt.Sprintf("The oldest message of %s queue is older than %v: its workers are not keeping up.", which, oldest),
 			metric:    lane.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
 			threshold: oldest.Seconds()})
+		s.add(alarm{id: id + "MessagesNearExpiryAlarm", description: fmt.Sprintf("The oldest message of %s queue is older than %d days: at 14 days SQS deletes it, and with it its job's only record of being due.", which, int(nearExpiryAge.Hours()/24)),
+			metric:    lane.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum")}),
+			threshold: nearExpiryAge.Seconds()})
 		if name == "" {
 			continue // the worker's own alarms, with the other functions'
 		}
@@ -152,28 +166,41 @@ func (s *Jobs) jobAlarms() {
 		metric: jobsMetric(metricnames.JobsFailed, "worker", "Sum"), threshold: float64(cfg.FailuresAlarm)})
 	s.add(alarm{id: "QueueLatencyAlarm", description: fmt.Sprintf("Jobs waited more than %v from enqueue (or run_at) to start (p99, 5 minutes).", cfg.QueueLatencyAlarm),
 		metric: jobsMetric(metricnames.QueueLatency, "worker", "p99"), threshold: float64(cfg.QueueLatencyAlarm.Milliseconds()), periods: 5})
+	s.add(alarm{id: "SettledDeadLettersAlarm", description: "The sweeper settled dead letters (any lane): jobs whose message ran out of receives, so a worker could not settle them. See DeadLettersSettled by kind and lane.",
+		metric: jobsMetric(metricnames.DeadLettersSettled, "sweeper", "Sum"), threshold: 1})
 	s.add(alarm{id: "SweepIncompleteAlarm", description: "Sweeps ran out of time for 5 minutes: more unfinished jobs are due than one sweep can settle.",
 		metric: jobsMetric(metricnames.SweepComplete, "sweeper", "Minimum"), threshold: 1, periods: 5, below: true})
 }
 
 // DLQGrowthExpression is the metric math of the dead-letter alarms: the
-// messages added to a dead-letter queue in the last minute (the change of
-// its visible count), an idle queue's missing data points counted as 0.
-// SQS publishes a queue's metrics only while the queue is active, so after
-// a quiet spell the first data point of a new dead letter follows a gap:
-// RATE over the raw metric divides by the gap's hours and never reaches
-// one message a minute, while this fires. It clears once the queue stops
-// growing, rather than staying in ALARM while old messages sit there.
+// growth of a dead-letter queue's visible count from one period to the
+// next (each period's maximum), an idle queue's missing data points
+// counted as 0. SQS publishes a queue's metrics only while the queue is
+// active, so after a quiet spell the first data point of a new dead letter
+// follows a gap: RATE over the raw metric divides by the gap and may never
+// reach one message a period, while this fires. It clears once the queue
+// stops growing, rather than staying in ALARM while old messages sit
+// there.
+//
+// A lane's dead-letter queue is watched over an hour: the sweeper drains
+// the job references from it every minute, so a depth that grows from
+// one hour to the next is what it leaves there (foreign messages), and a
+// dead job's reference is seen by SettledDeadLettersAlarm instead, though
+// the queue stays near empty. The schedules' dead-letter queue, which
+// nothing drains, is watched by the minute.
 const DLQGrowthExpression = "DIFF(FILL(dlq, 0))"
 
-// dlqGrowth is DLQGrowthExpression over a queue.
-func dlqGrowth(q awssqs.IQueue) awscloudwatch.IMetric {
-	minute := awscdk.Duration_Minutes(jsii.Number(1))
+// dlqGrowth is DLQGrowthExpression over a queue, by period.
+func dlqGrowth(q awssqs.IQueue, period time.Duration) awscloudwatch.IMetric {
+	p, per := dur(period), "hour"
+	if period < time.Hour {
+		per = "minute"
+	}
 	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
 		Expression: jsii.String(DLQGrowthExpression),
 		UsingMetrics: &map[string]awscloudwatch.IMetric{
-			"dlq": q.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
+			"dlq": q.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: p, Statistic: jsii.String("Maximum")}),
 		},
-		Period: minute, Label: jsii.String("messages added to the DLQ per minute"),
+		Period: p, Label: jsii.String("growth of the DLQ's depth per " + per),
 	})
 }

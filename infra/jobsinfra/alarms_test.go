@@ -2,6 +2,7 @@ package jobsinfra
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,7 +14,8 @@ func TestEveryAlarm(t *testing.T) {
 		alarms := s.resources("AWS::CloudWatch::Alarm")
 		got := map[string]int{}
 		metricName := regexp.MustCompile(`"MetricName":"([^"]+)"`)
-		for _, a := range alarms {
+		var settled, nearExpiry int
+		for id, a := range alarms {
 			p := props(a)
 			if !strings.Contains(jsonString(p["AlarmActions"]), "Alarms") || !strings.Contains(jsonString(p["OKActions"]), "Alarms") {
 				t.Errorf("%s: alarm %s does not notify the topic on alarm and on OK", name, p["AlarmDescription"])
@@ -32,10 +34,42 @@ func TestEveryAlarm(t *testing.T) {
 				(!strings.Contains(jsonString(p), `"Expression":"`+DLQGrowthExpression+`"`) || DLQGrowthExpression != "DIFF(FILL(dlq, 0))" || p["Threshold"] != 1.0) {
 				t.Errorf("%s: the DLQ alarm must fire on growth after any quiet spell: %s", name, jsonString(p))
 			}
+			// A lane's DLQ is drained of job references by the sweeper: its
+			// alarm watches what stays, from one hour to the next; the
+			// schedules' DLQ, which nothing drains, by the minute.
+			if strings.Contains(jsonString(p), "ApproximateNumberOfMessagesVisible") {
+				period := 3600.0
+				if strings.Contains(id, "ScheduleDeadLetters") {
+					period = 60
+				}
+				if !strings.Contains(jsonString(p), `"Period":`+strconv.FormatFloat(period, 'f', -1, 64)+`,"Stat":"Maximum"`) {
+					t.Errorf("%s: %s: want the depth's maximum per %gs: %s", name, id, period, jsonString(p))
+				}
+			}
+			// A dead letter the sweeper settles leaves the DLQ near empty:
+			// any one of them fires, from the sweeper's own metric.
+			if p["MetricName"] == metricnames.DeadLettersSettled {
+				settled++
+				if p["Namespace"] != s.jobs.Names.MetricsNamespace || jsonString(p["Dimensions"]) != `[{"Name":"service","Value":"sweeper"}]` ||
+					p["Statistic"] != "Sum" || p["Threshold"] != 1.0 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
+					t.Errorf("%s: the settled dead letters alarm must fire on any one the sweeper counts: %s", name, jsonString(p))
+				}
+			}
+			// A message near the queue's 14-day retention (10 days old) fires
+			// before SQS deletes it.
+			if p["MetricName"] == "ApproximateAgeOfOldestMessage" && p["Threshold"] == float64(10*24*3600) {
+				nearExpiry++
+			}
 		}
-		want := map[string]int{"ApproximateNumberOfMessagesVisible": 1, "ApproximateAgeOfOldestMessage": 1, "Errors": 5, "Throttles": 1,
+		if settled != 1 {
+			t.Errorf("%s: %d alarms on %s, want 1", name, settled, metricnames.DeadLettersSettled)
+		}
+		if nearExpiry != 1 {
+			t.Errorf("%s: %d alarms on a message 10 days old, want 1 (one lane)", name, nearExpiry)
+		}
+		want := map[string]int{"ApproximateNumberOfMessagesVisible": 1, "ApproximateAgeOfOldestMessage": 2, "Errors": 5, "Throttles": 1,
 			"Invocations": 1, "ThrottledRequests": 5, "5xx": 1, "Latency": 1,
-			"JobsInterrupted": 2, "JobsTimedOut": 1, "JobsFailed": 1, "QueueLatency": 1, "SweepComplete": 1}
+			"JobsInterrupted": 2, "JobsTimedOut": 1, "JobsFailed": 1, "QueueLatency": 1, "SweepComplete": 1, "DeadLettersSettled": 1}
 		for m, n := range want {
 			if got[m] < n {
 				t.Errorf("%s: %d alarm metrics %s, want %d (have %v)", name, got[m], m, n, got)

@@ -258,8 +258,8 @@ func TestEverySenderMaySendToEveryLane(t *testing.T) {
 	}
 }
 
-// Each lane has its dead-letter alarm and its oldest-message alarm, whose
-// threshold grows with the lane's timeout; each other lane's worker has
+// Each lane has its dead-letter alarm, its oldest-message alarm, whose
+// threshold grows with the lane's timeout, and its near-expiry alarm; each other lane's worker has
 // its errors and throttles alarms; the dashboard shows each lane's depth.
 func TestEachLaneHasAlarmsAndADashboardLine(t *testing.T) {
 	s := synthLanes(t)
@@ -287,6 +287,12 @@ func TestEachLaneHasAlarmsAndADashboardLine(t *testing.T) {
 		old := find(id + "OldestMessageAlarm")
 		if old == nil || old["Threshold"] != c.oldest.Seconds() || !strings.Contains(jsonString(old), s.logicalID(c.lane, "queue")) {
 			t.Errorf("lane %q: oldest-message alarm %v, want %v on its queue", c.lane, old["Threshold"], c.oldest.Seconds())
+		}
+		// Every lane's messages are kept 14 days: its alarm fires at 10.
+		expiry := find(id + "MessagesNearExpiryAlarm")
+		if expiry == nil || expiry["Threshold"] != float64(10*24*3600) || expiry["MetricName"] != "ApproximateAgeOfOldestMessage" ||
+			!strings.Contains(jsonString(expiry), s.logicalID(c.lane, "queue")) {
+			t.Errorf("lane %q: near-expiry alarm %v, want 10 days on its queue", c.lane, expiry)
 		}
 		if c.lane == "" {
 			continue

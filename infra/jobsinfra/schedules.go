@@ -2,6 +2,7 @@ package jobsinfra
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -120,7 +121,7 @@ func (s *Jobs) scheduleAlarm() {
 	}
 	s.add(alarm{id: "ScheduleDeadLettersAlarm", description: "EventBridge Scheduler could not deliver a schedule's fire to the queue within " +
 		s.cfg.ScheduleMaxEventAge.String() + ": that fire's job was never enqueued.",
-		metric: dlqGrowth(s.ScheduleDLQ), threshold: 1})
+		metric: dlqGrowth(s.ScheduleDLQ, time.Minute), threshold: 1})
 }
 
 // defaultScheduleMaxEventAge is how long Scheduler retries a fire.
