@@ -216,7 +216,10 @@ REGION  ?=
 # The base of the physical names (schedule groups, dashboard, API, metrics)
 # instead of one derived from the stack (jobsinfra.Names).
 NAME_PREFIX ?=
-CDK_CTX  := $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(ACCOUNT),-c account=$(ACCOUNT)) $(if $(REGION),-c region=$(REGION)) $(if $(NAME_PREFIX),-c namePrefix=$(NAME_PREFIX))
+# MESSAGE_FIRST=false deploys with the message first off (docs/DEPLOY.md,
+# "Turning on the message first"); unset, it is on.
+MESSAGE_FIRST ?=
+CDK_CTX  := $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(ACCOUNT),-c account=$(ACCOUNT)) $(if $(REGION),-c region=$(REGION)) $(if $(NAME_PREFIX),-c namePrefix=$(NAME_PREFIX)) $(if $(MESSAGE_FIRST),-c messageFirst=$(MESSAGE_FIRST))
 CDK_ENV  := CDK_DISABLE_VERSION_CHECK=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 CDK      := $(CDK_ENV) $(CURDIR)/infra/_tools/node_modules/.bin/cdk
 

@@ -102,6 +102,20 @@ func noNagErrors(t *testing.T, stack awscdk.Stack) {
 	assertions.Annotations_FromStack(stack).HasNoError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
 }
 
+// -c messageFirst sets Config.MessageFirst (unset: nil, on); anything but
+// true or false is refused rather than read as off.
+func TestConfigFromContextMessageFirst(t *testing.T) {
+	for value, want := range map[string]*bool{"": nil, "true": jsii.Bool(true), "false": jsii.Bool(false)} {
+		c, err := configFromContext(func(key string) string { return map[string]string{"messageFirst": value}[key] })
+		if err != nil || (c.MessageFirst == nil) != (want == nil) || (want != nil && *c.MessageFirst != *want) {
+			t.Errorf("-c messageFirst=%q: %v %v, want %v", value, c.MessageFirst, err, want)
+		}
+	}
+	if _, err := configFromContext(func(key string) string { return map[string]string{"messageFirst": "off"}[key] }); err == nil {
+		t.Error("-c messageFirst=off was accepted")
+	}
+}
+
 func TestConfigFor(t *testing.T) {
 	if c, err := ConfigFor("staging"); err != nil || c.Name != "staging" || c.Retain {
 		t.Fatalf("staging: %+v %v", c, err)

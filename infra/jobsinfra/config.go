@@ -84,6 +84,14 @@ type Config struct {
 	// Jobs.
 	DispatchGrace time.Duration
 	Retention     time.Duration
+	// MessageFirst sets JOBS_MESSAGE_FIRST alike on every function that
+	// reads it (jobs.Config.MessageFirst: a job's message is sent before
+	// it is stored, and a queued or running job's safety net is its
+	// message, not a sweep entry). Nil is on, for a new stack. A stack
+	// deployed before turns it on in two deploys: the first with it off
+	// (false) brings the new code, the second turns it on; a rollback turns
+	// it off first (docs/DEPLOY.md, "Turning on the message first").
+	MessageFirst *bool
 
 	// Logs and data.
 	LogRetentionDays int
@@ -261,6 +269,9 @@ func ProdConfig(name string) Config {
 		OldestMessageAlarm: 10 * time.Minute, QueueLatencyAlarm: 5 * time.Minute, FailuresAlarm: 10,
 	}
 }
+
+// messageFirst is MessageFirst, nil being on.
+func (c Config) messageFirst() bool { return c.MessageFirst == nil || *c.MessageFirst }
 
 // Validate checks the settings against each other.
 func (c Config) Validate() error {

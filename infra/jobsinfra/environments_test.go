@@ -94,6 +94,7 @@ func tunedConfig() Config {
 	tuned.CustomerManagedKey = true
 	tuned.Environment = map[string]string{"TEAM_SETTING": "all"}
 	tuned.FunctionEnvironment = map[string]map[string]string{"worker": {"WORKER_ONLY": "1"}}
+	tuned.MessageFirst = jsii.Bool(false)
 	return tuned
 }
 

@@ -72,8 +72,11 @@ func (s *Jobs) envValues() deploy.Values[*string] {
 	str := func(v string) *string { return jsii.String(v) }
 	v := deploy.Values[*string]{
 		deploy.EnvTable.Var: s.Table.TableName(), deploy.EnvQueueURL.Var: s.Queue.QueueUrl(),
-		deploy.EnvDispatchGrace.Var:     str(deploy.EnvDispatchGrace.Format(cfg.DispatchGrace)),
-		deploy.EnvRetention.Var:         str(deploy.EnvRetention.Format(cfg.Retention)),
+		deploy.EnvDispatchGrace.Var: str(deploy.EnvDispatchGrace.Format(cfg.DispatchGrace)),
+		deploy.EnvRetention.Var:     str(deploy.EnvRetention.Format(cfg.Retention)),
+		// One value for every function that reads it: a worker and an
+		// enqueue that disagree would meet each other's jobs.
+		deploy.EnvMessageFirst.Var:      str(deploy.EnvMessageFirst.Format(cfg.messageFirst())),
 		deploy.EnvWorkerConcurrency.Var: str(deploy.EnvWorkerConcurrency.Format(cfg.WorkerConcurrency)),
 		deploy.EnvHandlerReserve.Var:    str(deploy.EnvHandlerReserve.Format(d.Reserve)),
 		deploy.EnvFinalWriteTimeout.Var: str(deploy.EnvFinalWriteTimeout.Format(d.FinalWrite)),

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 func TestFunctionsRunTheBootstrapsOnArm(t *testing.T) {
@@ -289,4 +291,84 @@ func TestTrustedCallers(t *testing.T) {
 			t.Errorf("%s enqueue: want %s in %s", name, rate, env)
 		}
 	}
+}
+
+// JOBS_MESSAGE_FIRST is one value on every function that reads it (the
+// six functions' readers, every lane's worker, a function given
+// GrantEnqueue): on unless Config.MessageFirst is false (the tuned stack),
+// and told to no function that does not read it. A worker and an enqueue
+// that disagreed would each meet jobs the other made under the other rule.
+func TestMessageFirstIsOneValueOnEveryFunctionThatReadsIt(t *testing.T) {
+	type function struct {
+		id, name string
+		env      map[string]any
+	}
+	check := func(stack string, fns []function, want string) {
+		t.Helper()
+		told := 0
+		for _, f := range fns {
+			reads := f.name == "" || deploy.EnvMessageFirst.ReadBy(f.name) // "": a function given GrantEnqueue
+			got, ok := f.env[deploy.EnvMessageFirst.Name]
+			switch {
+			case reads && got != want:
+				t.Errorf("%s: %s (%s) is told %s=%v, want %s", stack, f.id, f.name, deploy.EnvMessageFirst.Name, got, want)
+			case !reads && ok:
+				t.Errorf("%s: %s (%s) does not read %s but is told %v", stack, f.id, f.name, deploy.EnvMessageFirst.Name, got)
+			}
+			if ok {
+				told++
+			}
+		}
+		if told < 4 {
+			t.Errorf("%s: %d functions told %s, want at least enqueue, cancel, worker and sweeper", stack, told, deploy.EnvMessageFirst.Name)
+		}
+	}
+	// ours are the functions of the template that read the jobs table: the
+	// construct's (JOBS_FUNCTION names each) and those given GrantEnqueue.
+	ours := func(resources map[string]map[string]any) []function {
+		var out []function
+		for id, r := range resources {
+			environment, _ := props(r)["Environment"].(map[string]any)
+			vars, _ := environment["Variables"].(map[string]any)
+			if _, ok := vars[deploy.EnvTable.Name]; ok {
+				name, _ := vars[deploy.EnvFunction.Name].(string)
+				out = append(out, function{id, name, vars})
+			}
+		}
+		return out
+	}
+	granted := false
+	for name, s := range environments(t) {
+		want := "on"
+		if s.cfg.MessageFirst != nil && !*s.cfg.MessageFirst {
+			want = "off"
+		}
+		fns := ours(s.resources("AWS::Lambda::Function"))
+		for _, f := range fns {
+			granted = granted || f.name == ""
+		}
+		check(name, fns, want)
+	}
+	if !granted {
+		t.Error("no environment has a function given GrantEnqueue: the test no longer sees one")
+	}
+	if tuned := environments(t)["tuned"]; tuned.cfg.MessageFirst == nil || *tuned.cfg.MessageFirst {
+		t.Error("the tuned stack no longer turns the message first off: the test sees no other value")
+	}
+	lanes := synthLanes(t)
+	resources := map[string]map[string]any{}
+	for id, r := range lanes.of("AWS::Lambda::Function") {
+		resources[id] = map[string]any{"Properties": r.Properties}
+	}
+	fns := ours(resources)
+	workers := 0
+	for _, f := range fns {
+		if f.name == deploy.Worker {
+			workers++
+		}
+	}
+	if workers != 4 {
+		t.Errorf("lanes: %d workers, want one per lane (4)", workers)
+	}
+	check("lanes", fns, "on")
 }

@@ -279,8 +279,10 @@ var (
 	EnvDLQURL             = text(&Var{Name: "JOBS_DLQ_URL", Doc: "its dead-letter queue's URL: the operators' dead-letter routes, and the sweeper, which settles the job references there", Readers: deadLetterFns, Construct: true})
 	EnvLaneDLQURLs        = urlsByLane(&Var{Name: "JOBS_LANE_DLQ_URLS", Doc: "the other lanes' dead-letter queues, as JSON by lane (`{\"bulk\": url}`): the operators' dead-letter routes serve each, redriving to the lane's own queue, and the sweeper drains each", Readers: deadLetterFns})
 
-	EnvDispatchGrace     = duration(&Var{Name: "JOBS_DISPATCH_GRACE", Default: shortDuration(jobs.DefaultDispatchGrace), Doc: "when the sweeper first looks at a job that is not final; keep it above the worker timeout", Construct: true})
-	EnvRetention         = duration(&Var{Name: "JOBS_RETENTION", Default: shortDuration(jobs.DefaultRetention), Doc: "how long finished jobs stay readable (DynamoDB TTL)", Construct: true})
+	EnvDispatchGrace = duration(&Var{Name: "JOBS_DISPATCH_GRACE", Default: shortDuration(jobs.DefaultDispatchGrace), Doc: "when the sweeper first looks at a job that is not final; keep it above the worker timeout", Construct: true})
+	EnvRetention     = duration(&Var{Name: "JOBS_RETENTION", Default: shortDuration(jobs.DefaultRetention), Doc: "how long finished jobs stay readable (DynamoDB TTL)", Construct: true})
+	// EnvMessageFirst is true for on.
+	EnvMessageFirst      = choice(&Var{Name: "JOBS_MESSAGE_FIRST", Default: "off", Doc: "`on`: a job's message is sent before it is stored, and a queued or running job's safety net is its message instead of a sweep entry (`jobs.Config.MessageFirst`); set alike on every function that reads it: turning it on is a deploy of its own ([DEPLOY.md](DEPLOY.md#turning-on-the-message-first)); the construct sets it from `Config.MessageFirst` (on by default)", Readers: queueFns, Construct: true}, "on", "off")
 	EnvWorkerConcurrency = integer(&Var{Name: "JOBS_WORKER_CONCURRENCY", Default: "8", Doc: "records of one batch run at once", Readers: workerOnly, Construct: true}, 1, 1000, "want 1..1000")
 	EnvHandlerReserve    = duration(&Var{Name: "JOBS_HANDLER_RESERVE", Default: shortDuration(jobs.DefaultDeadlines.Reserve), Doc: "the handler's context ends this long before the Lambda deadline (the construct sets each lane worker's from `Config.HandlerReserve`, grown for a long timeout by `jobs.Deadlines.ForTimeout`)", Readers: workerOnly, Construct: true})
 	EnvFinalWriteTimeout = duration(&Var{Name: "JOBS_FINAL_WRITE_TIMEOUT", Default: shortDuration(jobs.DefaultDeadlines.FinalWrite), Doc: "bound on the final write; must fit in the reserve with 0.5 s to spare (1/180 of a long worker's timeout, as the reserve)", Readers: workerOnly, Construct: true})
@@ -323,7 +325,7 @@ var (
 // docs list them.
 var Env = []*Var{
 	EnvFunction.Var, EnvTable.Var, EnvQueueURL.Var, EnvLaneQueueURLs.Var, EnvLaneDispatchGraces.Var, EnvLane.Var, EnvDLQURL.Var, EnvLaneDLQURLs.Var,
-	EnvDispatchGrace.Var, EnvRetention.Var, EnvWorkerConcurrency.Var, EnvHandlerReserve.Var, EnvFinalWriteTimeout.Var, EnvCallTimeout.Var, EnvMinRunTime.Var, EnvWorkerTimeout.Var,
+	EnvDispatchGrace.Var, EnvRetention.Var, EnvMessageFirst.Var, EnvWorkerConcurrency.Var, EnvHandlerReserve.Var, EnvFinalWriteTimeout.Var, EnvCallTimeout.Var, EnvMinRunTime.Var, EnvWorkerTimeout.Var,
 	EnvPayloadKey.Var, EnvPayloadSecret.Var, EnvPayloadKeyringSecret.Var, EnvSources.Var, EnvEventBus.Var, EnvEvents.Var, EnvMetricsNamespace.Var, EnvTracing.Var,
 	EnvScheduleGroup.Var, EnvQueueARN.Var, EnvSchedulerRoleARN.Var, EnvScheduleDLQARN.Var, EnvScheduleMaxEventAge.Var, EnvSchedulesPerOwner.Var,
 	EnvPageTokenSecret.Var, EnvPageTokenKey.Var, EnvOperators.Var, EnvEnqueueRatePerOwner.Var, EnvTrustedCallers.Var,
@@ -344,7 +346,7 @@ var laneVars = []*Var{EnvLaneQueueURLs.Var, EnvLaneDispatchGraces.Var, EnvLane.V
 // its own enqueue function, with the same value, so both store, send,
 // seal and announce jobs alike.
 var ServiceVars = []*Var{
-	EnvTable.Var, EnvQueueURL.Var, EnvLaneQueueURLs.Var, EnvDispatchGrace.Var, EnvLaneDispatchGraces.Var, EnvRetention.Var,
+	EnvTable.Var, EnvQueueURL.Var, EnvLaneQueueURLs.Var, EnvDispatchGrace.Var, EnvLaneDispatchGraces.Var, EnvRetention.Var, EnvMessageFirst.Var,
 	EnvPayloadKey.Var, EnvPayloadSecret.Var, EnvPayloadKeyringSecret.Var, EnvEvents.Var,
 }
 

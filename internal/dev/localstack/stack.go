@@ -401,6 +401,9 @@ func (s *Stack) setFunctionEnv() error {
 		// As the construct sets it: the worker refuses a kind that needs
 		// more handler time than its invocations have.
 		deploy.EnvWorkerTimeout.Var: deploy.EnvWorkerTimeout.Format(cfg.WorkerTimeout),
+		// As a new stack of the construct: a job's message goes first, on
+		// every function that sends (Config.FunctionEnv may turn it off).
+		deploy.EnvMessageFirst.Var: deploy.EnvMessageFirst.Format(true),
 	}
 	// Without a configured payload key, this run seals secret payload
 	// fields with a fresh random key.

@@ -72,8 +72,12 @@ type Config struct {
 	LaneDLQURLs   map[string]string
 	DispatchGrace time.Duration
 	Retention     time.Duration
-	Concurrency   int
-	Deadlines     jobs.Deadlines
+	// MessageFirst is jobs.Config.MessageFirst (JOBS_MESSAGE_FIRST=on; off
+	// by default), of every function that sends: docs/DEPLOY.md says how a
+	// deployment turns it on.
+	MessageFirst bool
+	Concurrency  int
+	Deadlines    jobs.Deadlines
 	// WorkerTimeout is the worker function's timeout
 	// (JOBS_WORKER_TIMEOUT; zero when unset): see jobs.Config.WorkerTimeout.
 	WorkerTimeout time.Duration
@@ -180,7 +184,7 @@ func (c *Config) fields(k *payloadKeys) []field {
 		bind(deploy.EnvTable, &c.Table), bind(deploy.EnvQueueURL, &c.QueueURL),
 		bind(deploy.EnvLaneQueueURLs, &c.LaneQueueURLs), bind(deploy.EnvLaneDispatchGraces, &c.LaneDispatchGraces),
 		bind(deploy.EnvLane, &c.Lane), bind(deploy.EnvDLQURL, &c.DLQURL), bind(deploy.EnvLaneDLQURLs, &c.LaneDLQURLs),
-		bind(deploy.EnvDispatchGrace, &c.DispatchGrace), bind(deploy.EnvRetention, &c.Retention),
+		bind(deploy.EnvDispatchGrace, &c.DispatchGrace), bind(deploy.EnvRetention, &c.Retention), bind(deploy.EnvMessageFirst, &c.MessageFirst),
 		bind(deploy.EnvWorkerConcurrency, &c.Concurrency),
 		bind(deploy.EnvHandlerReserve, &c.Deadlines.Reserve), bind(deploy.EnvFinalWriteTimeout, &c.Deadlines.FinalWrite),
 		bind(deploy.EnvCallTimeout, &c.Deadlines.Call), bind(deploy.EnvMinRunTime, &c.Deadlines.MinRun),
@@ -352,7 +356,8 @@ func (d *Deps) bus(reg *jobs.Registry) (driver.Bus, error) {
 // and deadlines).
 func (d *Deps) jobsConfig(reg *jobs.Registry, sealer jobs.Sealer) jobs.Config {
 	return jobs.Config{Registry: reg, Store: d.Store, Queue: queueOrNil(d.Queue), Sealer: sealer, Logger: d.Logger, Metrics: d.metrics,
-		DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Retention: d.Config.Retention, AllEvents: d.Config.AllEvents}
+		DispatchGrace: d.Config.DispatchGrace, LaneDispatchGrace: d.Config.LaneDispatchGraces, Retention: d.Config.Retention, AllEvents: d.Config.AllEvents,
+		MessageFirst: d.Config.MessageFirst}
 }
 
 // Function builds one function's handler from its dependencies.
