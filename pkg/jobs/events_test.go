@@ -346,6 +346,26 @@ func TestEventOfDeadWorkerIsSentOnce(t *testing.T) {
 	}
 }
 
+// The worker dies between the final write and the send: the next
+// delivery of the job's message (its net, which the dead worker never
+// acknowledged) sends the event, before any sweep; a sweep and another
+// delivery send no second one.
+func TestEventOfDeadWorkerIsSentByTheRedelivery(t *testing.T) {
+	t.Parallel()
+	r := newEventRig(t, func(m *jobstest.MemStore) driver.Store { return dyingAfterFinish{m} })
+	id := r.enqueue(t, "ev", "")
+	r.run(t, context.WithValue(context.Background(), dieKey{}, true), id)
+	r.run(t, context.Background(), id) // the message comes back
+	if evs := r.eventsOf(id); len(evs) != 1 || evs[0].ID != id+"/1" || len(r.get(t, id).After) != 0 {
+		t.Fatalf("after the redelivery: events %+v, steps %v; want the one event sent, no step pending", evs, r.get(t, id).After)
+	}
+	r.sweepLater(t)
+	r.run(t, context.Background(), id)
+	if evs := r.eventsOf(id); len(evs) != 1 {
+		t.Fatalf("events %+v; want exactly one", evs)
+	}
+}
+
 type dieKey struct{}
 
 // dyingAfterFinish lands the final write, then "kills" the worker: every

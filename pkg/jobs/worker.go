@@ -861,6 +861,17 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, p pickup, err 
 		cur := ce.Current
 		now := w.eng.clock.Now()
 		switch {
+		case cur.Status.Final() && len(cur.After) > 0:
+			// Its worker died after the final write, or its steps failed:
+			// run them now rather than at the sweeper's look (the job
+			// keeps its sweep entry until they are done, whatever
+			// becomes of this try).
+			wctx, cancel := inv.finalWriteContext(ctx)
+			defer cancel()
+			done := w.eng.after(wctx, cur)
+			log.LogAttrs(ctx, slog.LevelInfo, "delivery of a finished job with post-outcome steps pending", slog.String("status", string(cur.Status)),
+				slog.Bool("steps_done", done))
+			return false
 		case cur.Status.Final():
 			log.LogAttrs(ctx, slog.LevelInfo, "duplicate delivery of a finished job", slog.String("status", string(cur.Status)))
 			return false
