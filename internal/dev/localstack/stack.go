@@ -715,6 +715,12 @@ func (s *Stack) Unpause() { s.gate.Open() }
 
 // SweepNow invokes the sweeper with a scheduled event, as EventBridge does.
 func (s *Stack) SweepNow(ctx context.Context) error {
+	_, err := s.Sweep(ctx)
+	return err
+}
+
+// Sweep is SweepNow, returning what the sweep reports it did.
+func (s *Stack) Sweep(ctx context.Context) (jobs.SweepReport, error) {
 	ev := events.CloudWatchEvent{
 		Version: "0", ID: "local-" + strconv.FormatInt(time.Now().UnixNano(), 36), DetailType: "Scheduled Event",
 		Source: "aws.events", AccountID: LocalAccount, Time: time.Now().UTC(), Region: localaws.Region,
@@ -724,8 +730,15 @@ func (s *Stack) SweepNow(ctx context.Context) error {
 	payload, _ := json.Marshal(ev)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SweeperTimeout+5*time.Second)
 	defer cancel()
-	_, err := s.sweeper.Invoke(ctx, payload)
-	return err
+	var rep jobs.SweepReport
+	out, err := s.sweeper.Invoke(ctx, payload)
+	if err != nil {
+		return rep, err
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return rep, fmt.Errorf("localstack: the sweeper's answer %q: %w", out, err)
+	}
+	return rep, nil
 }
 
 // Workers returns the default lane's worker function instances (tests

@@ -198,32 +198,83 @@ func TestWriteUnitsPerRetryAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Sent first: the job was stored without a sweep entry, and its retry
+	// is requeued without one (its new message is its net).
+	retryFirst := &capacityLog{}
+	store = dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: retryFirst.record})
+	rec = &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`), CreatedAt: now, UpdatedAt: now}
+	if err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	retryFirst.table, retryFirst.index = map[string]float64{}, map[string]float64{}
+	if err := store.Requeue(ctx, rec.ID, "a", driver.Requeue{At: now, RunAt: now, LastError: "internal_error"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "b", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+
 	queued := &capacityLog{}
 	store, rec = newJob(queued)
 	if err := store.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 
+	cancelRunning := func(log *capacityLog, store *dynamostore.Store, rec *driver.Record) {
+		if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		log.table, log.index = map[string]float64{}, map[string]float64{}
+		if err := store.RequestCancel(ctx, rec.ID, now); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Finish(ctx, rec.ID, "a", driver.Outcome{Status: jobs.StatusCancelled, At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	running := &capacityLog{}
 	store, rec = newJob(running)
-	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+	cancelRunning(running, store, rec)
+	// Sent first (no sweep entry): each cancel one unit less.
+	unswept := func(log *capacityLog) (*dynamostore.Store, *driver.Record) {
+		store, rec := newJob(log)
+		// Out of the index as a job sent first is: a claim, and a requeue
+		// without a sweep time.
+		if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "x", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Requeue(ctx, rec.ID, "x", driver.Requeue{At: now, RunAt: now, Unstart: true}); err != nil {
+			t.Fatal(err)
+		}
+		log.table, log.index = map[string]float64{}, map[string]float64{}
+		return store, rec
+	}
+	queuedFirst := &capacityLog{}
+	store, rec = unswept(queuedFirst)
+	if err := store.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.RequestCancel(ctx, rec.ID, now); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Finish(ctx, rec.ID, "a", driver.Outcome{Status: jobs.StatusCancelled, At: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	runningFirst := &capacityLog{}
+	store, rec = unswept(runningFirst)
+	cancelRunning(runningFirst, store, rec)
 	figures := map[string]float64{
 		"retry (requeue + next claim)":              total(retry, "requeue", "claim"),
+		"retry sent first (requeue + next claim)":   total(retryFirst, "requeue", "claim"),
 		"cancel a queued job (instead of running)":  total(queued, "cancel"),
 		"cancel a running job (mark + final write)": total(running, "request_cancel", "finish"),
+		"cancel a queued job sent first":            total(queuedFirst, "cancel"),
+		"cancel a running job sent first":           total(runningFirst, "request_cancel", "finish"),
 	}
 	want := map[string]float64{
 		"retry (requeue + next claim)":              8, // requeue 1 + sweep key moved 2 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
+		"retry sent first (requeue + next claim)":   6, // as above, no sweep key to move
 		"cancel a queued job (instead of running)":  4, // 1 + sweep entry removed 1 + attention entry 1 + queued entry removed 1
 		"cancel a running job (mark + final write)": 5, // mark 1, final write 1 + sweep entry 1 + attention entry 1 + running entry 1
+		"cancel a queued job sent first":            3, // as above, no sweep entry to remove
+		"cancel a running job sent first":           4,
 	}
 	for name, got := range figures {
 		t.Logf("%s: %g write units", name, got)
@@ -634,9 +685,32 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 		_, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "b", At: now, LeaseUntil: now.Add(time.Minute)})
 		return err
 	})
+	// Sent first: the job has no sweep entry until its first heartbeat
+	// puts it in; its continuation takes it out (the new message is its
+	// net).
+	rec = &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`), CreatedAt: now, UpdatedAt: now}
+	if err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	firstSent := measure(func() error {
+		return store.Heartbeat(ctx, rec.ID, "a", driver.Heartbeat{LeaseUntil: now.Add(30 * time.Second), At: now, SweepAt: now.Add(30 * time.Second)})
+	})
+	continuationSent := measure(func() error {
+		if err := store.Requeue(ctx, rec.ID, "a", driver.Requeue{At: now, RunAt: now, Continue: true}); err != nil {
+			return err
+		}
+		_, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "b", At: now, LeaseUntil: now.Add(time.Minute)})
+		return err
+	})
 	got := map[string]float64{"first heartbeat": first, "heartbeat": beat, "checkpoint (300 B)": checkpoint, "continuation": continuation,
-		"sweeper's read (read units)": sweepRead, "sweeper's deferral": sweepMove}
+		"sweeper's read (read units)": sweepRead, "sweeper's deferral": sweepMove,
+		"first heartbeat, sent first": firstSent, "continuation, sent first": continuationSent}
 	want := map[string]float64{
+		"first heartbeat, sent first": 2, // 1 + the sweep entry in 1
+		"continuation, sent first":    7, // requeue 1 + the sweep entry out 1 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
 		"sweeper's read (read units)": 1,
 		"sweeper's deferral":          3, // 1 + the sweep entry moved (out 1, in 1)
 		"first heartbeat":             3, // 1 + the sweep entry moved (out 1, in 1)
