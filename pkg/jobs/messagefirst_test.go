@@ -331,3 +331,17 @@ func TestABatchsJobsAreSentFirst(t *testing.T) {
 		t.Fatalf("batch %+v %v, want succeeded", b, err)
 	}
 }
+
+// A job with a unique key is sent first too, once its key is its.
+func TestAUniqueJobIsSentFirst(t *testing.T) {
+	r := newFirstRig(t, true, nil)
+	res, err := r.c.Service().Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "sleep", Payload: []byte(`{"for":"0s"}`),
+		EnqueueOpts: jobs.EnqueueOpts{UniqueKey: "nightly"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.queue.storedAt[res.Job.ID] || !r.rec(t, res.Job.ID).SweepAt.IsZero() || len(r.queue.Messages()) != 1 {
+		t.Fatalf("stored before its send %v, sweep at %v, %d messages; want sent first, once, no sweep entry",
+			r.queue.storedAt[res.Job.ID], r.rec(t, res.Job.ID).SweepAt, len(r.queue.Messages()))
+	}
+}

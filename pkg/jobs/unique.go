@@ -83,14 +83,16 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 				_ = s.store.ReleaseUnique(ctx, j.uniqueKey, j.id)
 				return nil, err
 			}
-			rec, err := s.eng.create(ctx, j)
+			rec, sent, err := s.createSent(ctx, j)
 			if err != nil {
 				// The job may be stored though the answer was lost: the key
 				// stays its. If it is not, the next enqueue with the key
 				// finds the holder missing and frees it (holderOf).
 				return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 			}
-			s.dispatch(ctx, rec)
+			if !sent {
+				s.dispatch(ctx, rec)
+			}
 			s.count(rec.Kind, metricnames.JobsEnqueued, 1)
 			s.noteQueued(k, req.Owner, 1)
 			return &EnqueueResult{Job: viewOf(rec)}, nil
