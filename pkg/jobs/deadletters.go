@@ -194,18 +194,10 @@ func (s *Sweeper) interruptDead(ctx context.Context, rec *driver.Record, rep *Sw
 	// The dead letter is held until this returns: a retry's new message
 	// that is sent needs no sweep entry; one not sent keeps it.
 	end := s.eng.interrupt(ctx, rec, true)
-	switch {
-	case end.comesBack():
+	if end.comesBack() {
 		return deadRetry
-	case end.res == superseded:
-		count(func() { rep.Skipped++ })
-	case end.retried:
-		count(func() { rep.Retried++ })
-	case end.ex.Status == StatusCancelled:
-		count(func() { rep.Cancelled++ })
-	default:
-		count(func() { rep.Interrupted++ })
 	}
+	countEnd(end, rep, count)
 	return deadSettled
 }
 

@@ -299,12 +299,20 @@ func (s *Sweeper) sweepRunning(ctx context.Context, now time.Time, rec *driver.R
 		return
 	}
 	end := s.eng.interrupt(ctx, rec, false)
+	if end.res == unsettled {
+		s.backOff(ctx, now, rec)
+		count(func() { rep.Errors++ })
+		return
+	}
+	countEnd(end, rep, count)
+}
+
+// countEnd counts in rep what an interrupt that did not stay unsettled
+// did.
+func countEnd(end ending, rep *SweepReport, count func(func())) {
 	switch {
 	case end.res == superseded:
 		count(func() { rep.Skipped++ })
-	case end.res == unsettled:
-		s.backOff(ctx, now, rec)
-		count(func() { rep.Errors++ })
 	case end.retried:
 		count(func() { rep.Retried++ })
 	case end.ex.Status == StatusCancelled:
