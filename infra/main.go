@@ -112,7 +112,7 @@ func configFromContext(ctx func(string) string) (Config, error) {
 	if v := ctx("namePrefix"); v != "" {
 		cfg.NamePrefix = v
 	}
-	// -c messageFirst=false deploys with the message first off (on by
+	// -c messageFirst=false deploys with message first off (on by
 	// default): the first of the two deploys that turn it on in a stack
 	// deployed before, and a rollback's first (docs/DEPLOY.md).
 	switch v := ctx("messageFirst"); v {

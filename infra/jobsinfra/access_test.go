@@ -169,7 +169,7 @@ func TestGrantEnqueueTellsWhatTheEnqueueFunctionIsTold(t *testing.T) {
 		}
 	}
 	// The table, the queue, the lanes' queues and graces, the dispatch
-	// grace, the retention, the message first, the key ring and
+	// grace, the retention, message first, the key ring and
 	// JOBS_EVENTS.
 	if passed != 9 {
 		t.Errorf("%d of ServiceVars passed on, want 9 (the enqueue function is told %v)", passed, enqueue)

@@ -90,7 +90,7 @@ type Config struct {
 	// message, not a sweep entry). Nil is on, for a new stack. A stack
 	// deployed before turns it on in two deploys: the first with it off
 	// (false) brings the new code, the second turns it on; a rollback turns
-	// it off first (docs/DEPLOY.md, "Turning on the message first").
+	// it off first (docs/DEPLOY.md, "Turning on message first").
 	MessageFirst *bool
 
 	// Logs and data.

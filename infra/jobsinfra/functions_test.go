@@ -353,7 +353,7 @@ func TestMessageFirstIsOneValueOnEveryFunctionThatReadsIt(t *testing.T) {
 		t.Error("no environment has a function given GrantEnqueue: the test no longer sees one")
 	}
 	if tuned := environments(t)["tuned"]; tuned.cfg.MessageFirst == nil || *tuned.cfg.MessageFirst {
-		t.Error("the tuned stack no longer turns the message first off: the test sees no other value")
+		t.Error("the tuned stack no longer turns message first off: the test sees no other value")
 	}
 	lanes := synthLanes(t)
 	resources := map[string]map[string]any{}
