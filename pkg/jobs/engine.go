@@ -448,11 +448,9 @@ type newJob struct {
 	// job a replay replays.
 	parents  []string
 	replayOf string
-	// sentFirst: its message is sent before it is stored, or the caller
-	// holds one that brings it to a worker (a foreign message, a fire)
-	// until it has run it or sent its own. With message first, a job due
-	// within the queue's delay that waits on no parent then needs no sweep
-	// entry.
+	// sentFirst: its message was sent before it is stored (sendFirst):
+	// with message first, a job due within the queue's delay that waits on
+	// no parent then needs no sweep entry.
 	sentFirst bool
 }
 

@@ -190,6 +190,7 @@ func (s *Service) sendFirst(ctx context.Context, js []newJob) bool {
 	}
 	var msgs []driver.Message
 	var idx []int
+	sent := e.now() // a batch's later chunks are sent well after its creation
 	for i, j := range js {
 		rec := e.record(j)
 		d := e.deliveryAt(j.at, rec.RunAt, rec.Lane)
@@ -197,7 +198,7 @@ func (s *Service) sendFirst(ctx context.Context, js []newJob) bool {
 			continue
 		}
 		m := messageOf(rec)
-		m.Delay, m.SentAt = d.delay, j.at
+		m.Delay, m.SentAt = d.delay, sent
 		msgs, idx = append(msgs, m), append(idx, i)
 	}
 	if len(msgs) == 0 {

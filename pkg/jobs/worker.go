@@ -193,9 +193,10 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 }
 
 // runRouted creates the job a foreign message msg describes (once: its id
-// is derived from the message) and runs it like any other. With message
-// first the job has no sweep entry: msg, acknowledged only once the job
-// has run or its own message was sent, is its net.
+// is derived from the message) and runs it like any other. The job keeps
+// a sweep entry, message first or not: a foreign message that reaches the
+// dead-letter queue (its job's claim or its send to another lane failing
+// ten times) names no job the sweeper's drain could settle.
 func (w *Worker) runRouted(ctx context.Context, inv invocation, msg *events.SQSMessage, j routedJob) (retry bool) {
 	messageID := msg.MessageId
 	now := w.eng.now()
@@ -219,7 +220,7 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, msg *events.SQSM
 	}
 	cctx, cancel := inv.callContext(ctx)
 	rec, err := w.eng.create(cctx, newJob{id: j.ID, kind: j.Kind, owner: j.Owner, payload: stored,
-		requestHash: w.hasher.sum(jobRequest(j.Kind, payload, time.Time{}, 0)), at: now, sentFirst: true})
+		requestHash: w.hasher.sum(jobRequest(j.Kind, payload, time.Time{}, 0)), at: now})
 	cancel()
 	switch {
 	case err == nil:
@@ -240,9 +241,8 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, msg *events.SQSM
 		// the default lane's queue): its lane's workers run it.
 		return w.sendToLane(ctx, inv, rec)
 	}
-	// The job exists: from here on a lack of time sends its own message
-	// again; the foreign message is done with once that send or the run
-	// is.
+	// The job exists (in the sweep index too): from here on a lack of time
+	// sends its own message again; the foreign message is done with.
 	return w.runJobOnce(ctx, inv, pickup{m: driver.Message{JobID: j.ID, Lane: w.lane, Group: wire.GroupID(j.Owner)}, receipt: msg.ReceiptHandle})
 }
 
@@ -919,7 +919,15 @@ func (w *Worker) claimFailed(ctx context.Context, inv invocation, p pickup, err 
 			// the run's net. It comes back at the lease's end (or, without
 			// a way to say so, after its visibility timeout, which is
 			// longer than any run's lease).
-			w.hideUntil(ctx, inv, p, cur.LeaseUntil)
+			until := cur.LeaseUntil
+			if !cur.SweepAt.IsZero() {
+				// In the sweep index (a kind with heartbeats, whose lease is
+				// short and renewed; a parked waiter a chain runs): the
+				// sweeper settles it if its worker dies, so this copy need
+				// not come back every lease, nearing the dead-letter queue.
+				until = latest(until, w.eng.clock.Now().Add(duplicateHide))
+			}
+			w.hideUntil(ctx, inv, p, until)
 			log.LogAttrs(ctx, slog.LevelInfo, "duplicate delivery of a running job; it comes back at the run's lease end",
 				slog.Time("lease_until", cur.LeaseUntil))
 			return true
@@ -948,14 +956,24 @@ const (
 
 // notStoredYet handles a message sent before its job was stored (message
 // first) whose job the claim did not find: its put may not have landed
-// yet. The worker claims once more after lookAgain, then hands the
+// yet. The worker looks once more after lookAgain, with a consistent read
+// (a failed claim is a billed write on AWS, and puts fail most when
+// DynamoDB throttles), and claims if the job is there; else it hands the
 // message back after 1 s, 15 s and then every 2 minutes of its age, and
 // drops it once it is older than orphanAge: its enqueue failed (its
 // caller was told so) or died before its put.
 func (w *Worker) notStoredYet(ctx context.Context, inv invocation, p pickup) bool {
 	if !p.looked && inv.canStart(lookAgain) && sleepCtx(ctx, lookAgain) {
 		p.looked = true
-		return w.runJob(ctx, inv, p)
+		cctx, cancel := inv.callContext(ctx)
+		_, err := w.eng.store.Get(cctx, p.m.JobID)
+		cancel()
+		switch {
+		case err == nil:
+			return w.runJob(ctx, inv, p)
+		case !errors.Is(err, ErrNotFound):
+			return true // the read failed: the message comes back as it is
+		}
 	}
 	age := w.eng.clock.Now().Sub(p.m.SentAt)
 	if age > orphanAge {
@@ -971,6 +989,18 @@ func (w *Worker) notStoredYet(ctx context.Context, inv invocation, p pickup) boo
 		delay = 15 * time.Second
 	}
 	return w.handBackAfter(ctx, inv, p.m, "", delay)
+}
+
+// duplicateHide is how long at least a second delivery of a running job in
+// the sweep index is hidden.
+const duplicateHide = 15 * time.Minute
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // hideUntil makes the message of p, which must come back, invisible

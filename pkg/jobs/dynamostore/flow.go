@@ -497,11 +497,14 @@ func (s *Store) ReleaseUnique(ctx context.Context, uniqueKey, jobID string) erro
 	return nil
 }
 
-// Debounce replaces a queued job's payload, request hash and run time.
+// Debounce replaces a queued job's payload, request hash and run time,
+// and puts it in the sweep index at d.SweepAt (a job sent first was not
+// in it: its message may now come before its run time, too early).
 func (s *Store) Debounce(ctx context.Context, id string, d driver.Debounce) error {
 	upd := expression.Set(expression.Name(attrPayload), expression.Value(string(d.Payload))).
 		Set(expression.Name(attrReqHash), expression.Value(d.RequestHash)).
 		Set(expression.Name(attrRunAt), expression.Value(ms(d.RunAt))).
+		Set(expression.Name(AttrSweepShard), expression.IfNotExists(expression.Name(AttrSweepShard), expression.Value(ShardOf(id)))).
 		Set(expression.Name(AttrSweepAt), expression.Value(ms(d.SweepAt))).
 		Set(expression.Name(attrUpdated), expression.Value(ms(d.At)))
 	_, err := s.update(ctx, id, change{op: "debounce", upd: upd, cond: statusIs(jobs.StatusQueued)})

@@ -456,4 +456,20 @@ func (c suite) flowControl(t *testing.T) {
 			t.Fatalf("debouncing a running job: %v, want a *driver.ConflictError", err)
 		}
 	})
+	c.run(t, "DebouncePutsAJobSentFirstInTheSweepIndex", func(t *testing.T, s driver.Store, clock *Clock) {
+		// Its message may come before its new run time, beyond what SQS
+		// can delay: the sweeper must find it then.
+		rec := NewRecord(wire.NewID(), clock.Now())
+		rec.SweepAt = time.Time{}
+		if err := s.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		later := clock.Now().Add(time.Hour)
+		if err := s.Debounce(ctx, rec.ID, driver.Debounce{Payload: []byte(`{"n":2}`), RequestHash: "h2", RunAt: later, SweepAt: later, At: clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if ids, err := s.Due(ctx, later, 10); err != nil || len(ids) != 1 || ids[0] != rec.ID {
+			t.Fatalf("Due at its new run time = %v %v, want the debounced job", ids, err)
+		}
+	})
 }

@@ -243,8 +243,15 @@ func (d *DeadLetters) Depths(ctx context.Context) (Depths, error) {
 }
 
 func (d *DeadLetters) receive(ctx context.Context, dlq string, visibility int32) ([]types.Message, error) {
+	return d.receiveWaiting(ctx, dlq, visibility, 0)
+}
+
+// receiveWaiting is receive, long-polling for wait seconds: a short poll
+// samples some of SQS's servers and may answer nothing though messages
+// wait; a long poll asks them all.
+func (d *DeadLetters) receiveWaiting(ctx context.Context, dlq string, visibility, wait int32) ([]types.Message, error) {
 	out, err := d.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl: aws.String(dlq), MaxNumberOfMessages: 10, VisibilityTimeout: visibility, WaitTimeSeconds: 0,
+		QueueUrl: aws.String(dlq), MaxNumberOfMessages: 10, VisibilityTimeout: visibility, WaitTimeSeconds: wait,
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount,
 			types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameSenderId, types.MessageSystemAttributeNameMessageGroupId},
 	})
@@ -482,7 +489,7 @@ func (d *DeadLetters) ReceiveDead(ctx context.Context, lane string, limit int) (
 	var out []driver.DeadLetter
 	at := map[string]int{} // message id -> its index in out
 	for round := 0; len(out) < limit && round < limit/10+5; round++ {
-		msgs, err := d.receive(ctx, dlq, visibility)
+		msgs, err := d.receiveWaiting(ctx, dlq, visibility, 1)
 		if err != nil {
 			if len(out) > 0 {
 				break // settle those received; the rest wait for the next sweep

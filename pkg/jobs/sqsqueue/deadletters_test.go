@@ -107,3 +107,29 @@ func TestWhy(t *testing.T) {
 		}
 	}
 }
+
+// waitRecorder answers every receive with nothing and records how long
+// each asked to wait.
+type waitRecorder struct {
+	sqsqueue.DeadLetterAPI
+	waits []int32
+}
+
+func (w *waitRecorder) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	w.waits = append(w.waits, in.WaitTimeSeconds)
+	return &sqs.ReceiveMessageOutput{}, nil
+}
+
+// The sweeper's drain long-polls: a short poll samples some of SQS's
+// servers and may answer nothing while a dead letter waits, so a lone one
+// could be missed sweep after sweep.
+func TestTheDrainLongPolls(t *testing.T) {
+	rec := &waitRecorder{}
+	d := &sqsqueue.DeadLetters{SQS: rec, QueueURL: "q", DLQURL: "dlq"}
+	if got, err := d.ReceiveDead(context.Background(), "", 100); err != nil || len(got) != 0 {
+		t.Fatalf("ReceiveDead = %v, %v", got, err)
+	}
+	if len(rec.waits) != 1 || rec.waits[0] < 1 {
+		t.Fatalf("receives waited %v seconds, want one long poll (an empty long poll means an empty queue)", rec.waits)
+	}
+}
