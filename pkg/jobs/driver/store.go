@@ -39,7 +39,11 @@ type Store interface {
 	Publish(ctx context.Context, id, token string, result []byte, at time.Time) error
 
 	// Heartbeat extends the lease of the run named by token to
-	// hb.LeaseUntil (and moves its sweep time to hb.SweepAt when set),
+	// hb.LeaseUntil, never back (a heartbeat or checkpoint the network
+	// held may land after a later one: the later lease stays), but for the
+	// run's first heartbeat (hb.SweepAt set), which shrinks the claim's
+	// lease unless a later write of the run landed; it moves its sweep time
+	// to hb.SweepAt when set,
 	// provided the job still runs under that token; otherwise it returns a
 	// *ConflictError, and a heartbeat from a stale run changes nothing.
 	// Once a cancel was requested it still extends the lease (the handler

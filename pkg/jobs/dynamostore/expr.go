@@ -77,6 +77,14 @@ func (e *expr) statusIs(st jobs.Status) string { return e.n(attrStatus) + " = " 
 // leaseEndedBy adds the condition that the run's lease ended by t (ms).
 func (e *expr) leaseEndedBy(t int64) { e.when(e.n(attrLease) + " <= " + e.vn(t)) }
 
+// leaseForward sets the run's lease to t (ms), on the condition that it
+// holds none later (see Store.leaseWrite).
+func (e *expr) leaseForward(t int64) {
+	l := e.vn(t)
+	e.setTo(attrLease, l)
+	e.when(e.notExists(attrLease) + " OR " + e.n(attrLease) + " <= " + l)
+}
+
 // ifNotExists is if_not_exists(name, value).
 func (e *expr) ifNotExists(name, value string) string {
 	return "if_not_exists(" + e.n(name) + ", " + value + ")"

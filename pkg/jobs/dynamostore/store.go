@@ -514,20 +514,31 @@ func (s *Store) Publish(ctx context.Context, id, token string, result []byte, at
 
 // Heartbeat extends the lease of the run named by token.
 func (s *Store) Heartbeat(ctx context.Context, id, token string, hb driver.Heartbeat) error {
-	e := newExpr()
-	e.setTo(attrLease, e.vn(ms(hb.LeaseUntil)))
-	e.setTo(attrUpdated, e.vn(ms(hb.At)))
-	if !hb.SweepAt.IsZero() {
-		// Into the sweep index if the job was not in it (sent message
-		// first): its shard as its key.
-		e.setTo(AttrSweepShard, e.ifNotExists(AttrSweepShard, e.vs(ShardOf(id))))
-		e.setTo(AttrSweepAt, e.vn(ms(hb.SweepAt)))
+	build := func(lease bool) *expr {
+		e := newExpr()
+		switch {
+		case lease && !hb.SweepAt.IsZero():
+			// A run's first heartbeat shrinks the claim's lease to one
+			// heartbeat: unless a later write of the run landed first.
+			e.setTo(attrLease, e.vn(ms(hb.LeaseUntil)))
+			e.when(e.n(attrUpdated) + " <= " + e.vn(ms(hb.At)))
+		case lease:
+			e.leaseForward(ms(hb.LeaseUntil))
+		}
+		e.setTo(attrUpdated, e.vn(ms(hb.At)))
+		if !hb.SweepAt.IsZero() {
+			// Into the sweep index if the job was not in it (sent message
+			// first): its shard as its key.
+			e.setTo(AttrSweepShard, e.ifNotExists(AttrSweepShard, e.vs(ShardOf(id))))
+			e.setTo(AttrSweepAt, e.vn(ms(hb.SweepAt)))
+		}
+		// Renewed after a cancel request too (the handler may take a while
+		// to stop, and no retry may start beside it); the new item says
+		// whether one came.
+		e.runningUnder(token)
+		return e
 	}
-	// Renewed after a cancel request too (the handler may take a while to
-	// stop, and no retry may start beside it); the new item says whether
-	// one came.
-	e.runningUnder(token)
-	item, err := s.update(ctx, id, change{op: "heartbeat", raw: e})
+	item, err := s.leaseWrite(ctx, id, "heartbeat", token, hb.LeaseUntil, hb.At, build)
 	if err != nil {
 		return err
 	}
@@ -546,14 +557,36 @@ func (s *Store) Checkpoint(ctx context.Context, id, token string, c driver.Check
 	if len(c.Data) > driver.MaxCheckpointBytes {
 		return fmt.Errorf("dynamostore: checkpoint of %d bytes, over %d", len(c.Data), driver.MaxCheckpointBytes)
 	}
-	e := newExpr()
-	e.setTo(attrCheckpoint, e.v(&types.AttributeValueMemberB{Value: c.Data}))
-	e.setTo(attrLease, e.vn(ms(c.LeaseUntil)))
-	e.setTo(attrUpdated, e.vn(ms(c.At)))
-	e.runningUnder(token)
-	e.notCancelled()
-	_, err := s.update(ctx, id, change{op: "checkpoint", raw: e})
+	build := func(lease bool) *expr {
+		e := newExpr()
+		e.setTo(attrCheckpoint, e.v(&types.AttributeValueMemberB{Value: c.Data}))
+		if lease {
+			e.leaseForward(ms(c.LeaseUntil))
+		}
+		e.setTo(attrUpdated, e.vn(ms(c.At)))
+		e.runningUnder(token)
+		e.notCancelled()
+		return e
+	}
+	_, err := s.leaseWrite(ctx, id, "checkpoint", token, c.LeaseUntil, c.At, build)
 	return err
+}
+
+// leaseWrite runs the write of job id, stamped at, that build(true)
+// makes, which moves the lease of the run named by token to lease. A
+// lease never moves back: a write the network held, landing after a later
+// one of the same run, finds the later lease (or, the first heartbeat, a
+// later write) and goes again without its own (build(false)); else a
+// duplicate delivery hidden until the earlier end would find the run's
+// lease over while it runs.
+func (s *Store) leaseWrite(ctx context.Context, id, op, token string, lease, at time.Time, build func(lease bool) *expr) (map[string]types.AttributeValue, error) {
+	item, err := s.update(ctx, id, change{op: op, raw: build(true)})
+	var ce *driver.ConflictError
+	if errors.As(err, &ce) && ce.Current != nil && ce.Current.Status == jobs.StatusRunning && ce.Current.ClaimToken == token &&
+		(ce.Current.LeaseUntil.After(fromMS(ms(lease))) || ce.Current.UpdatedAt.After(fromMS(ms(at)))) {
+		return s.update(ctx, id, change{op: op, raw: build(false)})
+	}
+	return item, err
 }
 
 // Finish records the final outcome of the run named by token.

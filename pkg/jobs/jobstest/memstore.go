@@ -156,7 +156,16 @@ func (m *MemStore) Heartbeat(_ context.Context, id, token string, hb driver.Hear
 	if err != nil {
 		return err
 	}
-	r.LeaseUntil, r.UpdatedAt = hb.LeaseUntil, hb.At
+	// A lease never moves back (a heartbeat the network held, landing
+	// after a later one), but for the run's first heartbeat, which shrinks
+	// the claim's lease to one heartbeat unless a later write landed.
+	switch {
+	case !hb.SweepAt.IsZero() && !r.UpdatedAt.After(hb.At):
+		r.LeaseUntil = hb.LeaseUntil
+	default:
+		r.LeaseUntil = latest(r.LeaseUntil, hb.LeaseUntil)
+	}
+	r.UpdatedAt = latest(r.UpdatedAt, hb.At)
 	if !hb.SweepAt.IsZero() {
 		r.SweepAt = hb.SweepAt
 	}
@@ -177,8 +186,16 @@ func (m *MemStore) Checkpoint(_ context.Context, id, token string, c driver.Chec
 	if err != nil {
 		return err
 	}
-	r.Checkpoint, r.LeaseUntil, r.UpdatedAt = bytes.Clone(c.Data), c.LeaseUntil, c.At
+	r.Checkpoint, r.LeaseUntil, r.UpdatedAt = bytes.Clone(c.Data), latest(r.LeaseUntil, c.LeaseUntil), c.At
 	return nil
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Finish records a final outcome.

@@ -31,6 +31,37 @@ func (c suite) longWork(t *testing.T) {
 		return got, token
 	}
 
+	c.run(t, "ALateHeartbeatOrCheckpointNeverMovesTheLeaseBack", func(t *testing.T, s driver.Store, clock *Clock) {
+		now := clock.Now()
+		rec := NewRecord(wire.NewID(), now)
+		rec.SweepAt = time.Time{}
+		if err := s.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		_, token := mustClaim(t, s, rec.ID, now)
+		later := now.Add(3 * time.Minute)
+		if err := s.Heartbeat(ctx, rec.ID, token, driver.Heartbeat{LeaseUntil: later, At: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		// Sent before that one, held by the network, landing after it.
+		early := now.Add(2 * time.Minute)
+		if err := s.Heartbeat(ctx, rec.ID, token, driver.Heartbeat{LeaseUntil: early, At: now, SweepAt: early}); err != nil {
+			t.Fatalf("a late heartbeat: %v, want it to land (without its lease)", err)
+		}
+		if err := s.Checkpoint(ctx, rec.ID, token, driver.Checkpoint{Data: []byte("cp"), LeaseUntil: early, At: now}); err != nil {
+			t.Fatalf("a late checkpoint: %v, want it stored", err)
+		}
+		got := mustGet(t, s, rec.ID)
+		if !got.LeaseUntil.Equal(later) || string(got.Checkpoint) != "cp" {
+			t.Fatalf("lease %v checkpoint %q; want the later lease %v kept and the checkpoint stored", got.LeaseUntil, got.Checkpoint, later)
+		}
+		if ids, _ := s.Due(ctx, early, 10); len(ids) != 1 {
+			t.Fatalf("the late first heartbeat's sweep entry: Due = %v", ids)
+		}
+		// A stale run's write still changes nothing.
+		wantConflict(t, s.Heartbeat(ctx, rec.ID, "stale", driver.Heartbeat{LeaseUntil: early, At: now}), jobs.StatusRunning)
+	})
+
 	c.run(t, "HeartbeatExtendsTheLeaseOfItsOwnRunOnly", func(t *testing.T, s driver.Store, clock *Clock) {
 		rec, token := start(t, s, clock)
 		later := clock.Now().Add(10 * time.Minute)
