@@ -38,7 +38,8 @@ func (w *world) burster(ctx context.Context, span time.Duration) {
 	for i := range 2 {
 		a, st, q, b := w.newActor(fmt.Sprintf("burster%d", i), false)
 		svc, err := testroles.Service(jobs.Config{Registry: w.regOld, Store: st, Queue: q, Bus: b, Sealer: w.sealer, DispatchGrace: w.grace,
-			LaneDispatchGrace: w.laneGraces(), Rand: newSimRand(w.seed, a.name), EnqueueRatePerOwner: burstRate})
+			LaneDispatchGrace: w.laneGraces(), Rand: newSimRand(w.seed, a.name), EnqueueRatePerOwner: burstRate,
+			MessageFirst: w.messageFirst, Logger: w.logger})
 		if err != nil {
 			panic(err)
 		}

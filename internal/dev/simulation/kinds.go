@@ -72,12 +72,13 @@ func (w *world) register(reg *jobs.Registry, added bool) {
 	if added {
 		jobs.MustRegister(reg, kindAdded, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry})
 	}
-	jobs.MustRegister(reg, kindPlain, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, Events: true, OnFailure: kindFollowUp})
+	plain := jobs.MustRegister(reg, kindPlain, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, Events: true, OnFailure: kindFollowUp})
 	jobs.MustRegister(reg, kindLimited, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, Concurrency: l.conc, ConcurrencyPerKey: l.concPerKey, LimitKey: "payload.key"})
 	jobs.MustRegister(reg, kindRated, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, RateLimit: l.rate, RatePeriod: l.ratePeriod})
 	jobs.MustRegister(reg, kindUnique, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry})
 	jobs.MustRegister(reg, kindBulk, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, Lane: laneBulk, Events: true})
 	jobs.MustRegister(reg, kindLong, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, Heartbeat: l.heartbeat, Events: true})
+	declareSchedule(reg, plain)
 	jobs.MustRegister(reg, kindFollowUp, func(ctx context.Context, job *jobs.Job[jobs.FailedJob]) (result, error) {
 		w.cover("mechanism", "run "+kindFollowUp)
 		w.followUps.add(job.Payload.JobID, job.ID)

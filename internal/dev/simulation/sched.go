@@ -72,6 +72,8 @@ func newSched(w *world, seed uint64) *sched {
 func (s *sched) loop(done <-chan struct{}) {
 	for {
 		synctest.Wait()
+		// Between two calls: every goroutine of the bubble is blocked.
+		s.w.stepCheck()
 		s.mu.Lock()
 		if len(s.pend) == 0 {
 			s.mu.Unlock()
@@ -179,6 +181,13 @@ func (a *actor) do(ctx context.Context, op, key string, apply func() error) erro
 		return err
 	}
 	a.w.cover("call", op)
+	// What the call touches is checked after it (stepCheck).
+	inner := apply
+	apply = func() error {
+		err := inner()
+		a.w.touched(key)
+		return err
+	}
 	label := op
 	if key != "" {
 		label += " " + key

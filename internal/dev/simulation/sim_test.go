@@ -20,6 +20,7 @@ var (
 	firstFlag  = flag.Uint64("first", 1, "the first seed TestSimulation runs")
 	plantFlag  = flag.Int("plant", 0, "plant a defect: every Nth final write drops its claim-token condition")
 	reportFlag = flag.String("report", "", "write the run's figures (markdown) to this file")
+	strictNetsFlag = flag.Bool("strict-nets", false, "fail a job stranded in a dead-letter queue that no sweep drains")
 )
 
 // TestSimulation runs many seeds of the whole system with faults at every
@@ -47,7 +48,7 @@ func TestSimulation(t *testing.T) {
 		for _, seed := range seeds {
 			t.Run(fmt.Sprint(seed), func(t *testing.T) {
 				t.Parallel()
-				res := Run(t, seed, Options{PlantEvery: *plantFlag})
+				res := Run(t, seed, Options{PlantEvery: *plantFlag, StrictNets: *strictNetsFlag})
 				mu.Lock()
 				for k, v := range res.Coverage {
 					coverage[k] += v
@@ -109,6 +110,20 @@ var coverageWanted = []string{
 	"call: Heartbeat", "call: Checkpoint", "call: Requeue", "call: AcquireSlot", "call: PopWaiter", "call: TakeToken", "call: ClaimUnique",
 	"call: Debounce", "call: AddDependent", "call: CountParents", "call: CountInBatch", "call: EndBatch", "call: RequestCancel",
 	"call: CancelQueued", "call: Resubmit", "call: PutEvents",
+	// Message first: a failed send on each path leaves its job a net
+	// (checked after every call), a hidden duplicate, a duplicate and then
+	// a killed run within the dead-worker bound, the dead-letter drain,
+	// foreign messages and fires, a seed without a sweeper.
+	"sqs: sent before its job was stored", "sqs: hidden until the run's lease ends", "sqs: stale receipt handle (hide)",
+	"send failed: enqueue or batch (stored with sweep entries)", "send failed: retry (the held message comes back)",
+	"send failed: continuation (the held message comes back)", "send failed: hand-back (the message comes back)",
+	"send failed: early delivery (the message comes back)",
+	"send failed: job made from a foreign message or a fire (the message comes back)",
+	"fault: delivered again during its run, then its worker killed", "mechanism: a killed run's job left it within the dead-worker bound",
+	"fault: invocation throttled", "invariant: a dead letter the drain settles is a job's only net",
+	"dlq: a foreign dead letter stayed", "dlq: a never-claimed job's dead letter was re-sent and it ran",
+	"foreign: envelope " + kindPlain, "foreign: envelope " + kindBulk, "foreign: fire", "foreign: unroutable",
+	"mechanism: sweeper off",
 	"client: enqueue delayed", "client: enqueue dependent", "client: batch", "client: cancel", "client: retry", "client: replay",
 	"client: cancel then retry", "client: retry after cancel",
 }
@@ -166,4 +181,39 @@ func coverageTable(c map[string]int) string {
 func TestMain(m *testing.M) {
 	flag.Parse()
 	goleak.VerifyTestMain(m)
+}
+
+// TestNetsCatchALostMessage plants a defect in the event source (one in
+// 5 messages its invocation listed as failures is deleted anyway) and runs
+// message-first seeds until one finds it: a job left queued or running
+// with neither a message nor a sweep entry is reported at the step that
+// lost it, not only when it fails to end hours later.
+func TestNetsCatchALostMessage(t *testing.T) {
+	for seed := uint64(1); seed <= 300; seed++ {
+		res := Run(t, seed, Options{PlantDropEvery: 5, MessageFirst: true})
+		for _, v := range res.Violations {
+			if strings.Contains(v, "no message on a queue and no sweep entry") {
+				t.Logf("seed %d found it: %s (planted %d times)", seed, v, res.Coverage["planted: a failed message deleted"])
+				return
+			}
+		}
+	}
+	t.Fatal("no seed of 300 found a job without a net")
+}
+
+// TestDeadRunBoundCatchesALongHide plants a defect in SQS (a hidden
+// duplicate stays hidden an hour, whatever the worker asked) and runs
+// seeds until one finds it: a killed run's job that its duplicate's
+// redelivery would have ended stays running past the dead-worker bound.
+func TestDeadRunBoundCatchesALongHide(t *testing.T) {
+	for seed := uint64(1); seed <= 300; seed++ {
+		res := Run(t, seed, Options{PlantHideFor: time.Hour, MessageFirst: true})
+		for _, v := range res.Violations {
+			if strings.Contains(v, "under its dead run") {
+				t.Logf("seed %d found it: %s", seed, v)
+				return
+			}
+		}
+	}
+	t.Fatal("no seed of 300 found a dead run past its bound")
 }

@@ -23,8 +23,9 @@ import (
 // batch; a delete with the latest receipt handle removes it, and with an
 // older one succeeds and deletes nothing.
 type sqs struct {
-	w          *world
-	visibility time.Duration
+	w *world
+	// visibility is each lane's visibility timeout.
+	visibility map[string]time.Duration
 	maxReceive int
 	queues     map[string]*queue // lane -> queue
 	nextID     int
@@ -43,8 +44,13 @@ type queue struct {
 }
 
 type sqsMessage struct {
-	id       string
+	id string
+	// jobID is the job the message names: a reference's, or the job a
+	// foreign message or a fire makes (its id derived from the message);
+	// "" for a message no route takes.
 	jobID    string
+	body     string
+	foreign  bool      // not a job reference: the dead-letter drain leaves it
 	firstAt  time.Time // driver.Message.SentAt
 	group    string
 	sentAt   time.Time
@@ -53,7 +59,7 @@ type sqsMessage struct {
 	handle   string // the latest receipt handle
 }
 
-func newSQS(w *world, lanes []string, visibility time.Duration, maxReceive int) *sqs {
+func newSQS(w *world, lanes []string, visibility map[string]time.Duration, maxReceive int) *sqs {
 	q := &sqs{w: w, visibility: visibility, maxReceive: maxReceive, queues: map[string]*queue{}}
 	for _, l := range lanes {
 		q.queues[l] = &queue{lane: l, sent: make(chan struct{})}
@@ -73,10 +79,29 @@ func (q *sqs) send(msgs []driver.Message) {
 			continue
 		}
 		q.nextID++
-		lq.msgs = append(lq.msgs, &sqsMessage{id: fmt.Sprintf("m%d", q.nextID), jobID: m.JobID, firstAt: m.SentAt, group: m.Group, sentAt: now, visible: now.Add(m.Delay)})
+		lq.msgs = append(lq.msgs, &sqsMessage{id: fmt.Sprintf("m%d", q.nextID), jobID: m.JobID, body: message.EncodeSent(m.JobID, m.SentAt),
+			firstAt: m.SentAt, group: m.Group, sentAt: now, visible: now.Add(m.Delay)})
+		if !m.SentAt.IsZero() {
+			q.w.cover("sqs", "sent before its job was stored")
+		}
 		close(lq.sent)
 		lq.sent = make(chan struct{})
 	}
+}
+
+// sendForeign puts a message another service sends (body) on the
+// default lane's queue; jobOf returns the id of the job it makes from the
+// message's id ("" for none). Called in a turn.
+func (q *sqs) sendForeign(body string, jobOf func(messageID string) string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	lq := q.queues[""]
+	q.nextID++
+	id := fmt.Sprintf("m%d", q.nextID)
+	now := time.Now()
+	lq.msgs = append(lq.msgs, &sqsMessage{id: id, jobID: jobOf(id), body: body, foreign: true, sentAt: now, visible: now})
+	close(lq.sent)
+	lq.sent = make(chan struct{})
 }
 
 // longPoll waits, as a receive's long poll does (up to 20 s), until a
@@ -126,15 +151,23 @@ func (q *sqs) receive(lane string, max int, dup int) []events.SQSMessage {
 		if m.receives > q.maxReceive {
 			lq.dlq = append(lq.dlq, m)
 			q.w.cover("sqs", "dead-lettered")
+			q.w.deadLettered(m)
+			q.w.touched(m.jobID)
+			if m.jobID != "" {
+				q.w.track.received(m.jobID)
+			}
 			return false
 		}
-		m.visible = now.Add(q.visibility)
+		m.visible = now.Add(q.visibility[lane])
 		m.handle = fmt.Sprintf("%s#%d", m.id, m.receives)
 		attrs := map[string]string{"ApproximateReceiveCount": fmt.Sprint(m.receives)}
 		if m.group != "" {
 			attrs["MessageGroupId"] = m.group
 		}
-		got = append(got, events.SQSMessage{MessageId: m.id, ReceiptHandle: m.handle, Body: message.EncodeSent(m.jobID, m.firstAt), Attributes: attrs})
+		got = append(got, events.SQSMessage{MessageId: m.id, ReceiptHandle: m.handle, Body: m.body, Attributes: attrs})
+		if m.jobID != "" {
+			q.w.track.delivered(m.jobID, lane, now)
+		}
 		return true
 	}
 	var inFlight []*sqsMessage
@@ -178,10 +211,86 @@ func (q *sqs) remove(lane, handle string) {
 	for i, m := range lq.msgs {
 		if m.handle == handle {
 			lq.msgs = slices.Delete(lq.msgs, i, i+1)
+			q.w.touched(m.jobID)
 			return
 		}
 	}
 	q.w.cover("sqs", "stale receipt handle")
+}
+
+// hide makes the message of lane whose latest receipt handle is handle
+// invisible for d from now (ChangeMessageVisibility); an older handle
+// changes nothing (SQS refuses it; the worker only logs either way).
+func (q *sqs) hide(lane, handle string, d time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, m := range q.queues[lane].msgs {
+		if m.handle == handle {
+			if q.w.opts.PlantHideFor > 0 {
+				d = q.w.opts.PlantHideFor
+				q.w.cover("planted", "a hide too long")
+			}
+			m.visible = time.Now().Add(d)
+			q.w.cover("sqs", "hidden until the run's lease ends")
+			return
+		}
+	}
+	q.w.cover("sqs", "stale receipt handle (hide)")
+}
+
+// net says what on the queues names a job: a message on its queue
+// (visible, delayed or in flight), a job reference in a dead-letter queue
+// (which the sweeper's drain settles), or a foreign message or fire in one
+// (which the drain leaves for the operators).
+type net struct{ queued, deadRef, deadForeign bool }
+
+// nets returns, for each job a message names, what names it.
+func (q *sqs) nets() map[string]net { return q.netsOf(nil) }
+
+// netsOf returns what names each of the jobs ids (nil: every job).
+func (q *sqs) netsOf(ids []string) map[string]net {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var want map[string]bool
+	if ids != nil {
+		want = map[string]bool{}
+		for _, id := range ids {
+			want[id] = true
+		}
+	}
+	out := map[string]net{}
+	for _, lq := range q.queues {
+		for _, m := range lq.msgs {
+			if m.jobID != "" && (want == nil || want[m.jobID]) {
+				n := out[m.jobID]
+				n.queued = true
+				out[m.jobID] = n
+			}
+		}
+		for _, m := range lq.dlq {
+			if m.jobID != "" && (want == nil || want[m.jobID]) {
+				n := out[m.jobID]
+				n.deadRef = n.deadRef || !m.foreign
+				n.deadForeign = n.deadForeign || m.foreign
+				out[m.jobID] = n
+			}
+		}
+	}
+	return out
+}
+
+// inDLQ reports whether the message with id is in a dead-letter queue.
+func (q *sqs) inDLQ(id string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, lq := range q.queues {
+		for _, m := range lq.dlq {
+			if m.id == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pending reports whether a message of jobID is on a queue (visible or in
@@ -234,6 +343,17 @@ func (g gatedQueue) Send(ctx context.Context, msgs ...driver.Message) error {
 	})
 }
 
+// Hide is driver.Visibility: a worker hides a second delivery of a
+// running job's message until the run's lease ends.
+func (g gatedQueue) Hide(ctx context.Context, lane, receipt string, d time.Duration) error {
+	return g.a.do(ctx, "Hide", receipt, func() error {
+		g.q.hide(lane, receipt, d)
+		return nil
+	})
+}
+
+var _ driver.Visibility = gatedQueue{}
+
 // deadVisibility is how long a dead letter the sweeper received stays
 // hidden if it neither deletes nor releases it (its sweep died).
 const deadVisibility = 2 * time.Minute
@@ -255,7 +375,7 @@ func (q *sqs) receiveDead(lane string, max int) []driver.DeadLetter {
 		m.receives++
 		m.visible = now.Add(deadVisibility)
 		m.handle = fmt.Sprintf("%s#dead%d", m.id, m.receives)
-		out = append(out, driver.DeadLetter{Body: message.Encode(m.jobID), Receipt: m.handle})
+		out = append(out, driver.DeadLetter{Body: m.body, Receipt: m.handle})
 	}
 	return out
 }
@@ -266,7 +386,13 @@ func (q *sqs) deleteDead(lane, handle string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	lq := q.queues[lane]
-	lq.dlq = slices.DeleteFunc(lq.dlq, func(m *sqsMessage) bool { return m.handle == handle })
+	lq.dlq = slices.DeleteFunc(lq.dlq, func(m *sqsMessage) bool {
+		if m.handle == handle {
+			q.w.touched(m.jobID)
+			return true
+		}
+		return false
+	})
 }
 
 // releaseDead makes the dead letter received with handle visible at once.

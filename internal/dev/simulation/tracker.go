@@ -18,8 +18,13 @@ type tracker struct {
 	byKey  map[string]int
 	starts []time.Time // of the rated kind
 	runs   map[string]int
-	// claims: the claim token each instance's latest claim of a job took.
-	claims map[claimOf]string
+	// claims: the claim token each instance's latest claim of a job took;
+	// claimedN: how many claims of each job landed.
+	claims   map[claimOf]string
+	claimedN map[string]int
+	// watches are the dead runs whose job must end within the dead-worker
+	// bound (see deadRunWatch).
+	watches []*deadRunWatch
 }
 
 type claimOf struct {
@@ -38,7 +43,8 @@ type runRec struct {
 }
 
 func newTracker(w *world) *tracker {
-	return &tracker{w: w, active: map[string]*runRec{}, byKind: map[string]int{}, byKey: map[string]int{}, runs: map[string]int{}, claims: map[claimOf]string{}}
+	return &tracker{w: w, active: map[string]*runRec{}, byKind: map[string]int{}, byKey: map[string]int{}, runs: map[string]int{}, claims: map[claimOf]string{},
+		claimedN: map[string]int{}}
 }
 
 func (t *tracker) begin(job, kind, key string, inst *actor) *runRec {
@@ -138,6 +144,14 @@ func (t *tracker) claimed(inst *actor, job, token string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.claims[claimOf{inst, job}] = token
+	t.claimedN[job]++
+}
+
+// claimedCount returns how many claims of job landed.
+func (t *tracker) claimedCount(job string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.claimedN[job]
 }
 
 func instName(a *actor) string {

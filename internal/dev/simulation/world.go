@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -31,6 +32,21 @@ type Options struct {
 	PlantClaimEvery int
 	// Jobs is about how many client operations the world makes (default 24).
 	Jobs int
+	// PlantDropEvery, when set, plants a defect: the event source deletes
+	// one in PlantDropEvery messages its invocation listed as failures
+	// (a message that must come back is lost), which the nets must catch.
+	PlantDropEvery int
+	// PlantHideFor, when set, plants a defect: a hidden duplicate stays
+	// hidden this long, whatever the worker asked, which the dead-worker
+	// bound must catch.
+	PlantHideFor time.Duration
+	// StrictNets fails a seed in which a job is stranded: its only net a
+	// dead letter that no sweep settles (see checkNets).
+	StrictNets bool
+	// MessageFirst and SweeperOff, when set, override the seed's draws:
+	// Config.MessageFirst on every Client, and no sweeper at all (only
+	// with message first).
+	MessageFirst, SweeperOff bool
 }
 
 // world is one seed's system: the store, the queues, the bus, the
@@ -59,6 +75,16 @@ type world struct {
 	timeout, bulkTimeout, grace time.Duration
 	pageSize, pollers           int
 	faults                      map[string]float64
+	// messageFirst is Config.MessageFirst on every Client of the seed;
+	// sweeperOff runs no sweeper (message-first seeds only): jobs end
+	// through redelivery alone. dupKill: a message delivered again during
+	// its job's run kills the run's instance, one time in two. throttled
+	// is the chance that the event source's invocation of a batch is
+	// throttled (the batch comes back after its visibility timeout, its
+	// receives counted).
+	messageFirst, sweeperOff, dupKill bool
+	throttled                         float64
+	logger                            *slog.Logger
 
 	track       *tracker
 	followUps   tally[string]
@@ -76,6 +102,15 @@ type world struct {
 	grants     []grant           // the burst owner's accepted requests
 	reported   map[string]bool
 	plant      int
+	// lost: the jobs reported without a net; foreignDead, deadUnclaimed:
+	// the foreign messages, and the jobs never claimed, whose messages
+	// were dead-lettered.
+	lost, stranded map[string]bool
+	// dirty: the jobs whose nets the next stepCheck checks; steps counts
+	// the checks.
+	dirty                      map[string]bool
+	steps                      int
+	foreignDead, deadUnclaimed []string
 }
 
 func newWorld(seed uint64, opts Options) *world {
@@ -84,7 +119,8 @@ func newWorld(seed uint64, opts Options) *world {
 	}
 	w := &world{seed: seed, opts: opts, plant: opts.PlantEvery,
 		setup: rand.New(rand.NewPCG(seed, 1)), inner: rand.New(rand.NewPCG(seed, 2)),
-		coverage: map[string]int{}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}}
+		coverage: map[string]int{}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
+		stranded: map[string]bool{}, dirty: map[string]bool{}}
 	w.sched = newSched(w, seed)
 	w.net = &actor{w: w, name: "network"}
 	w.track = newTracker(w)
@@ -105,12 +141,36 @@ func newWorld(seed uint64, opts Options) *world {
 		faultKill:     s.Float64() * 0.01,
 	}
 	w.mem = jobstest.NewMemStore(nil) // the bubble's clock
-	visibility := w.bulkTimeout + time.Duration(5+s.IntN(60))*time.Second
+	// The knobs message first brought, from a stream of their own so the
+	// draws above keep their values.
+	k := rand.New(rand.NewPCG(seed, 3))
+	w.messageFirst = opts.MessageFirst || k.IntN(10) < 8
+	w.sweeperOff = opts.SweeperOff || (w.messageFirst && k.IntN(10) == 0)
+	w.dupKill = k.IntN(2) == 0
+	if k.IntN(3) == 0 {
+		w.throttled = k.Float64() * 0.2
+	}
+	// Each lane's visibility timeout follows the rule the construct
+	// deploys: twice the lane's worker timeout plus the event source's
+	// batch window (drawn: 0 to 20 s).
+	window := time.Duration(k.IntN(21)) * time.Second
+	visibility := map[string]time.Duration{"": 2*w.timeout + window, laneBulk: 2*w.bulkTimeout + window}
 	w.sqs = newSQS(w, []string{"", laneBulk}, visibility, 3+s.IntN(8))
+	if w.sweeperOff {
+		// Nobody drains the dead-letter queues: the construct's
+		// maxReceiveCount with message first.
+		w.sqs.maxReceive = 10
+	}
+	w.logger = slog.New(pathLog{w: w})
 	start := time.Now()
 	down := time.Duration(s.IntN(600)) * time.Second
 	w.bus = &bus{w: w, accepted: map[string]int{}, statusOf: map[string]string{}, downFrom: start.Add(down), downUntil: start.Add(down + time.Duration(s.IntN(900))*time.Second),
 		partialEvery: []int{0, 7, 13}[s.IntN(3)]}
+	if w.sweeperOff {
+		// Events left pending are the sweeper's: a seed without one has
+		// no outage, so that its jobs end rather than wait for it.
+		w.bus.downUntil, w.bus.partialEvery = w.bus.downFrom, 0
+	}
 	key := make([]byte, 32)
 	for i := range key {
 		key[i] = byte(s.IntN(256))
@@ -235,6 +295,14 @@ func (w *world) newActor(name string, worker bool) (*actor, *gatedStore, gatedQu
 	return a, &gatedStore{a: a, st: w.mem}, gatedQueue{a: a, q: w.sqs}, gatedBus{a: a, b: w.bus}
 }
 
+// timeoutOf is the worker timeout of lane's functions.
+func (w *world) timeoutOf(lane string) time.Duration {
+	if lane == laneBulk {
+		return w.bulkTimeout
+	}
+	return w.timeout
+}
+
 func (w *world) laneGraces() map[string]time.Duration {
 	return map[string]time.Duration{laneBulk: w.grace}
 }
@@ -260,7 +328,8 @@ func (w *world) coldStart(name, lane string, gen int) *instance {
 		reg = w.regOld
 	}
 	wk, err := testroles.Worker(jobs.Config{Registry: reg, Store: st, Queue: q, Bus: b, Sealer: w.sealer, Lane: lane,
-		Concurrency: 1, WorkerTimeout: timeout, DispatchGrace: w.grace, LaneDispatchGrace: w.laneGraces(), Rand: newSimRand(w.seed, name)})
+		Concurrency: 1, WorkerTimeout: timeout, DispatchGrace: w.grace, LaneDispatchGrace: w.laneGraces(), Rand: newSimRand(w.seed, name),
+		MessageFirst: w.messageFirst, Routes: simRoutes(), Logger: w.logger})
 	if err != nil {
 		panic(err)
 	}
@@ -286,14 +355,23 @@ func (w *world) poller(ctx context.Context, lane string, n int) {
 	gen := 0
 	for ctx.Err() == nil {
 		var batch []events.SQSMessage
+		throttled := false
 		err := esm.do(ctx, "Receive", "lane"+lane, func() error {
 			d := 0
 			if x := w.draw(100); x < 3 {
 				d = 1 + x%2
 			}
 			batch = w.sqs.receive(lane, 1+w.draw(10), d)
+			throttled = len(batch) > 0 && w.throttled > 0 && float64(w.draw(1000)) < w.throttled*1000
 			return nil
 		})
+		if throttled {
+			// Lambda throttled the invocation: the batch comes back after
+			// its visibility timeout, its receives counted.
+			w.cover("fault", "invocation throttled")
+			w.sched.tracef("%-14s invocation throttled (%d messages)", esm.name, len(batch))
+			continue
+		}
 		if err != nil {
 			if !sleep(ctx, time.Second) {
 				return
@@ -322,16 +400,24 @@ func (w *world) poller(ctx context.Context, lane string, n int) {
 		for _, f := range resp.BatchItemFailures {
 			back[f.ItemIdentifier] = true
 		}
-		var handles []string
+		var handles, failed []string
 		for _, m := range batch {
 			if !back[m.MessageId] {
 				handles = append(handles, m.ReceiptHandle)
+			} else if w.opts.PlantDropEvery > 0 {
+				failed = append(failed, m.ReceiptHandle)
 			}
 		}
-		if len(handles) > 0 {
-			_ = esm.do(ctx, "DeleteBatch", handles[0], func() error {
+		if len(handles)+len(failed) > 0 {
+			_ = esm.do(ctx, "DeleteBatch", append(handles, failed...)[0], func() error {
 				for _, h := range handles {
 					w.sqs.remove(lane, h)
+				}
+				for _, h := range failed {
+					if w.draw(w.opts.PlantDropEvery) == 0 {
+						w.cover("planted", "a failed message deleted")
+						w.sqs.remove(lane, h)
+					}
 				}
 				return nil
 			})
@@ -377,10 +463,15 @@ func (w *world) invoke(ctx context.Context, inst *instance, batch []events.SQSMe
 
 // sweeps runs the sweeper every minute, as its EventBridge schedule does.
 func (w *world) sweeps(ctx context.Context) {
+	if w.sweeperOff {
+		w.cover("mechanism", "sweeper off")
+		return
+	}
 	for n := 1; sleep(ctx, time.Minute+11*time.Microsecond); n++ {
 		a, st, q, b := w.newActor(fmt.Sprintf("sweeper/%d", n), true)
 		sw, err := testroles.Sweeper(jobs.Config{Store: st, Queue: q, Bus: b, Registry: w.reg, DispatchGrace: w.grace, LaneDispatchGrace: w.laneGraces(),
-			SweepPageSize: w.pageSize, Rand: newSimRand(w.seed, a.name), DeadLetters: gatedDeadLetters{a: a, q: w.sqs}})
+			SweepPageSize: w.pageSize, Rand: newSimRand(w.seed, a.name), DeadLetters: gatedDeadLetters{a: a, q: w.sqs},
+			MessageFirst: w.messageFirst, Logger: w.logger})
 		if err != nil {
 			panic(err)
 		}
@@ -457,7 +548,7 @@ func (w *world) client(ctx context.Context, n, ops int, span time.Duration) {
 	ids := newSimRand(w.seed, a.name)
 	service := func(reg *jobs.Registry) *jobs.Service {
 		svc, err := testroles.Service(jobs.Config{Registry: reg, Store: st, Queue: q, Bus: b, Sealer: w.sealer, DispatchGrace: w.grace,
-			LaneDispatchGrace: w.laneGraces(), Rand: ids})
+			LaneDispatchGrace: w.laneGraces(), Rand: ids, MessageFirst: w.messageFirst, Logger: w.logger})
 		if err != nil {
 			panic(err)
 		}
