@@ -107,9 +107,9 @@ func (w *world) checkNetsOf(recs []*driver.Record, nets map[string]net) {
 // run's instance. The job must leave that run (retried or failed
 // interrupted, by the redelivered message or the sweeper) within the
 // dead-worker bound: the visibility timeout after the duplicate's receipt,
-// plus the sweep interval. Two allowances, each stated where it is added:
-// every later delivery of the job's message that did not end the run (its
-// call faulted, or the run's lease still lived and it was hidden) costs one
+// plus the sweep interval. Two allowances: every later receive of the
+// job's message that did not end the run (its calls faulted, or it moved
+// the message to the DLQ, whose drain runs at the next sweep) costs one
 // more visibility timeout, and a poller of the lane may be busy for up to
 // one worker timeout before it receives the message.
 type deadRunWatch struct {
@@ -121,7 +121,8 @@ type deadRunWatch struct {
 
 // bound is when the job must have left the dead run.
 func (d *deadRunWatch) bound(w *world) time.Time {
-	return d.dupAt.Add(time.Duration(max(1, d.receipts))*w.sqs.visibility[d.lane] + w.timeoutOf(d.lane) + sweepInterval)
+	// While the run is watched, no receive since the kill has ended it.
+	return d.dupAt.Add(time.Duration(1+d.receipts)*w.sqs.visibility[d.lane] + w.timeoutOf(d.lane) + sweepInterval)
 }
 
 // sweepInterval is how often the sweeper runs (its schedule's rate).
