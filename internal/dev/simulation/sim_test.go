@@ -15,11 +15,11 @@ import (
 )
 
 var (
-	seedFlag   = flag.Uint64("seed", 0, "replay this one seed, printing its trace")
-	seedsFlag  = flag.Int("seeds", 2000, "how many seeds TestSimulation runs")
-	firstFlag  = flag.Uint64("first", 1, "the first seed TestSimulation runs")
-	plantFlag  = flag.Int("plant", 0, "plant a defect: every Nth final write drops its claim-token condition")
-	reportFlag = flag.String("report", "", "write the run's figures (markdown) to this file")
+	seedFlag       = flag.Uint64("seed", 0, "replay this one seed, printing its trace")
+	seedsFlag      = flag.Int("seeds", 2000, "how many seeds TestSimulation runs")
+	firstFlag      = flag.Uint64("first", 1, "the first seed TestSimulation runs")
+	plantFlag      = flag.Int("plant", 0, "plant a defect: every Nth final write drops its claim-token condition")
+	reportFlag     = flag.String("report", "", "write the run's figures (markdown) to this file")
 	strictNetsFlag = flag.Bool("strict-nets", false, "fail a job stranded in a dead-letter queue that no sweep drains")
 )
 
