@@ -104,9 +104,10 @@ func (w *world) checkNetsOf(recs []*driver.Record, nets map[string]net) {
 
 // deadRunWatch is a run of a job whose message was delivered again while
 // the run went on (a duplicate), after which the simulation killed the
-// run's instance. The job must leave that run (retried or failed
-// interrupted, by the redelivered message or the sweeper) within the
-// dead-worker bound: the visibility timeout after the duplicate's receipt,
+// run's instance. A job outside the sweep index (message first) must
+// leave that run (retried or failed interrupted, by the redelivered
+// message or a dead letter's drain) within the dead-worker bound (one in
+// the index is the sweeper's, checked by checkDeadRuns): the visibility timeout after the duplicate's receipt,
 // plus the sweep interval. Two allowances: every later receive of the
 // job's message that did not end the run (its calls faulted, or it moved
 // the message to the DLQ, whose drain runs at the next sweep) costs one
@@ -191,6 +192,12 @@ func (w *world) checkWatches(final bool) {
 			w.track.mu.Lock()
 			d.done = true
 			w.track.mu.Unlock()
+			continue
+		}
+		if !r.SweepAt.IsZero() && !final {
+			// In the sweep index (message first off, a heartbeat's lease,
+			// a park): the worker hides its duplicate for long and the
+			// sweeper ends the run, within checkDeadRuns' bound.
 			continue
 		}
 		if bound := d.bound(w); now.After(bound) || final {
