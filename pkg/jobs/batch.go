@@ -227,9 +227,11 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 		s.log.LogAttrs(ctx, slog.LevelWarn, "batch stored but not all sent; the sweeper will send the rest",
 			slog.String("batch_id", batchID), slog.String("err_types", errtypes.Of(err)))
 	}
-	if !created || len(unsent) < len(recs) {
-		// A retry, or jobs sent before they were stored: they may all
-		// have ended already, before the batch was opened.
+	if !created {
+		// A retry: jobs of the first try may all have ended already. (Jobs
+		// sent first that all end before their batch is opened leave it
+		// to the sweeper, which ends it at its sweep time: settling it here
+		// too would race the last job's worker for every batch.)
 		s.eng.settleBatchOf(ctx, batchID)
 	}
 	return stored, created, nil
