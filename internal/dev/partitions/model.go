@@ -128,7 +128,14 @@ type shadow struct {
 	mu    sync.Mutex
 	known bool
 	it    item
+	// doubt: a write of the item failed or timed out, so it may have
+	// landed: load reads the item even on a fresh table.
+	doubt bool
 }
+
+// forget marks what the shadow knows as doubtful (a write whose outcome
+// is unknown): the next load reads the item.
+func (sh *shadow) forget() { sh.known, sh.doubt = false, true }
 
 type stats struct {
 	requests, forwarded, throttled, conflicts, shadowReads int
@@ -461,9 +468,10 @@ func (m *Model) load(ctx context.Context, sh *shadow, key item) error {
 	m.mu.Lock()
 	fresh := m.fresh
 	m.mu.Unlock()
-	if fresh {
+	if fresh && !sh.doubt {
 		// The table was created through the model: every write went
-		// through it, and an item it never saw does not exist.
+		// through it, and an item it never saw does not exist (unless a
+		// write of it failed without saying whether it landed).
 		sh.known, sh.it = true, nil
 		return nil
 	}

@@ -577,3 +577,24 @@ func TestSlotItemsAreCharged(t *testing.T) {
 		t.Fatalf("no charge for the slot item among %d keys", len(r.Keys))
 	}
 }
+
+// A write whose outcome the model could not learn (it failed or timed out
+// after DynamoDB may have applied it) leaves the item in doubt: the next
+// write reads it, even on a table created through the model, rather than
+// take it for absent (make reliability once mispredicted a batch shard
+// so, a worker's count having timed out).
+func TestAWriteInDoubtIsReadAgain(t *testing.T) {
+	e := newEnv(t, partitions.Limits{WriteUnitsPerSecond: 1000, ReadUnitsPerSecond: 3000})
+	// Landed, though the model did not see it land.
+	if _, err := e.direct.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &e.table,
+		Item: map[string]types.AttributeValue{"id": s("shard"), "jobs": n("3")}}); err != nil {
+		t.Fatal(err)
+	}
+	partitions.Forget(e.model, "shard")
+	if _, err := e.update("shard", expression.Set(expression.Name("expires"), expression.Value(5))); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.model.Report(-1); r.ErrorCount > 0 {
+		t.Fatalf("the model mispredicted the item in doubt: %v", r.Errors)
+	}
+}

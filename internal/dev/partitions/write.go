@@ -268,7 +268,7 @@ func (m *Model) single(r *http.Request, op string, body []byte) *answer {
 	switch {
 	case err != nil || a.status >= 500:
 		m.settleLocked(now, w.charges, none)
-		w.sh.known = false
+		w.sh.forget()
 	case a.status == http.StatusOK:
 		m.settleLocked(now, w.charges, all)
 	case a.errorType() == "ConditionalCheckFailedException":
@@ -375,7 +375,7 @@ func (m *Model) transact(r *http.Request, body []byte) *answer {
 		for _, w := range mine {
 			sh := m.shadowOf(w.itemKey)
 			sh.mu.Lock()
-			sh.known = false
+			sh.forget()
 			sh.mu.Unlock()
 		}
 		return a
@@ -477,7 +477,7 @@ func (m *Model) transact(r *http.Request, body []byte) *answer {
 	case err != nil || a.status >= 500:
 		m.settleLocked(now, charges, none)
 		for _, w := range mine {
-			w.sh.known = false
+			w.sh.forget()
 		}
 	case a.status == http.StatusOK:
 		m.settleLocked(now, charges, all)
@@ -622,7 +622,7 @@ func (m *Model) batchWrite(r *http.Request, body []byte) *answer {
 	m.mu.Unlock()
 	if err != nil {
 		for _, w := range ws {
-			w.sh.known = false
+			w.sh.forget()
 		}
 		return unreachable(err)
 	}
