@@ -538,7 +538,7 @@ func (s *Store) Heartbeat(ctx context.Context, id, token string, hb driver.Heart
 		e.runningUnder(token)
 		return e
 	}
-	item, err := s.leaseWrite(ctx, id, "heartbeat", token, hb.LeaseUntil, hb.At, build)
+	item, err := s.leaseWrite(ctx, id, leaseOp{op: "heartbeat", token: token, lease: hb.LeaseUntil, at: hb.At, build: build})
 	if err != nil {
 		return err
 	}
@@ -568,25 +568,34 @@ func (s *Store) Checkpoint(ctx context.Context, id, token string, c driver.Check
 		e.notCancelled()
 		return e
 	}
-	_, err := s.leaseWrite(ctx, id, "checkpoint", token, c.LeaseUntil, c.At, build)
+	_, err := s.leaseWrite(ctx, id, leaseOp{op: "checkpoint", token: token, lease: c.LeaseUntil, at: c.At, build: build})
 	return err
 }
 
-// leaseWrite runs the write of job id, stamped at, that build(true)
-// makes, which moves the lease of the run named by token to lease. A
+// leaseWrite runs the write of job id, stamped w.at, that w.build(true)
+// makes, which moves the lease of the run named by w.token to w.lease. A
 // lease never moves back: a write the network held, landing after a later
 // one of the same run, finds the later lease (or, the first heartbeat, a
 // later write) and goes again without its own (build(false)); else a
 // duplicate delivery hidden until the earlier end would find the run's
 // lease over while it runs.
-func (s *Store) leaseWrite(ctx context.Context, id, op, token string, lease, at time.Time, build func(lease bool) *expr) (map[string]types.AttributeValue, error) {
-	item, err := s.update(ctx, id, change{op: op, raw: build(true)})
+func (s *Store) leaseWrite(ctx context.Context, id string, w leaseOp) (map[string]types.AttributeValue, error) {
+	item, err := s.update(ctx, id, change{op: w.op, raw: w.build(true)})
 	var ce *driver.ConflictError
-	if errors.As(err, &ce) && ce.Current != nil && ce.Current.Status == jobs.StatusRunning && ce.Current.ClaimToken == token &&
-		(ce.Current.LeaseUntil.After(fromMS(ms(lease))) || ce.Current.UpdatedAt.After(fromMS(ms(at)))) {
-		return s.update(ctx, id, change{op: op, raw: build(false)})
+	if errors.As(err, &ce) && ce.Current != nil && ce.Current.Status == jobs.StatusRunning && ce.Current.ClaimToken == w.token &&
+		(ce.Current.LeaseUntil.After(fromMS(ms(w.lease))) || ce.Current.UpdatedAt.After(fromMS(ms(w.at)))) {
+		return s.update(ctx, id, change{op: w.op, raw: w.build(false)})
 	}
 	return item, err
+}
+
+// leaseOp is a write of a run's lease (see leaseWrite): its operation's
+// name, the run's token, the lease and the write's time, and how to build
+// it with or without the lease.
+type leaseOp struct {
+	op, token string
+	lease, at time.Time
+	build     func(lease bool) *expr
 }
 
 // Finish records the final outcome of the run named by token.
