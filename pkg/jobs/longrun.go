@@ -171,6 +171,14 @@ func (w *Worker) keepLease(ctx context.Context, inv invocation, k *kindDef, r ru
 				return
 			case <-t.C:
 			}
+			// A tick and the end can both be ready (a slow renewal returns
+			// after both): select picks at random, but no renewal may start
+			// once the handler has returned.
+			select {
+			case <-end:
+				return
+			default:
+			}
 			now := w.eng.now()
 			if now.Sub(time.UnixMilli(r.keeper.last.Load())) < k.heartbeat/2 {
 				continue

@@ -714,18 +714,28 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 			return execution{Status: StatusCancelled, Cause: "cancelled", Abandoned: true}
 		}
 	}
+	returned := func(ex execution) execution {
+		select {
+		case <-noticed:
+			return cancelledRun
+		default:
+			return ex
+		}
+	}
 	for {
 		select {
 		case ex := <-done:
-			select {
-			case <-noticed:
-				return cancelledRun
-			default:
-				return ex
-			}
+			return returned(ex)
 		case <-noticed:
 			return stopped()
 		case <-tick:
+			// A tick as the handler returns: select picks at random
+			// between ready cases, and a check then is wasted.
+			select {
+			case ex := <-done:
+				return returned(ex)
+			default:
+			}
 			// The light check: is a cancel requested? Has another run
 			// taken the job over (this one's lease lapsed)? Then the
 			// handler's context ends: its work is no longer this run's.
@@ -745,9 +755,9 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 			// the final write's budget, which still ends by D - Safety).
 			grace := time.NewTimer(abandonGrace)
 			select {
-			case ex := <-done: // it returned as the deadline hit
+			case ex := <-done: // it returned as the deadline hit, or noticed a cancel
 				grace.Stop()
-				return ex
+				return returned(ex)
 			case <-noticed:
 				grace.Stop()
 				return stopped()

@@ -131,7 +131,10 @@ func newWorld(seed uint64, opts Options) *world {
 	w.pageSize = 1 + s.IntN(5)
 	w.pollers = 1 + s.IntN(3)
 	w.lim = limitsOf{conc: 1 + s.IntN(3), concPerKey: 1, rate: 1 + s.IntN(3), ratePeriod: time.Duration(1+s.IntN(5)) * time.Second,
-		heartbeat: time.Duration(2+s.IntN(6)) * time.Second}
+		// The odd nanoseconds keep the worker's lease ticks (a quarter
+		// heartbeat apart) off the whole-millisecond instants its other
+		// timers fire at: two timers at one instant wake in no set order.
+		heartbeat: time.Duration(2+s.IntN(6))*time.Second + 4*1009*time.Nanosecond}
 	w.faults = map[string]float64{
 		faultThrottle: s.Float64() * 0.05,
 		faultConflict: s.Float64() * 0.02,
