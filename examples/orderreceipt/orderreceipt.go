@@ -59,7 +59,7 @@ func (s *Shop) PlaceOrder(ctx context.Context, o Order) (*driver.Record, error) 
 	if err != nil {
 		return nil, err
 	}
-	jobPut, err := s.Store.TransactPut(job)
+	jobPuts, err := s.Store.TransactPut(job) // the job's put first, then its payload's item if it has one
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func (s *Shop) PlaceOrder(ctx context.Context, o Order) (*driver.Record, error) 
 		ConditionExpression: aws.String("attribute_not_exists(id)"),
 	}}
 	_, err = s.DDB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{orderPut, jobPut},
+		TransactItems: append([]types.TransactWriteItem{orderPut}, jobPuts...),
 	})
 	var tce *types.TransactionCanceledException
 	switch {

@@ -33,3 +33,8 @@ const (
 	RatePrefix   = "rate#"
 	UniquePrefix = "unique#"
 )
+
+// PayloadPrefix starts the store key of a job's payload item (a payload
+// too large for its job's item): followed by the job's id, '#' and the
+// payload's hash. Never in an index, never a job.
+const PayloadPrefix = "payload#"

@@ -46,6 +46,9 @@ type engine struct {
 	rand Rand
 	// messageFirst: Config.MessageFirst.
 	messageFirst bool
+	// payloads reads the payloads the store keeps apart (nil: it keeps
+	// them all inline).
+	payloads driver.PayloadStore
 }
 
 // newID returns a fresh job id, batch id or claim token.
@@ -361,6 +364,7 @@ func (e *engine) requeue(ctx context.Context, log *slog.Logger, k *kindDef, r ru
 	}
 	d := e.deliveryAt(now, runAt, rec.Lane)
 	sweepAt := e.netOf(r, d)
+	e.keepPayloadUntil(ctx, rec, now, runAt)
 	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: sweepAt, LastError: ex.Code, LeaseExpiredBy: r.leaseBy})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil // our requeue landed; its answer was lost
@@ -494,6 +498,7 @@ func (e *engine) record(j newJob) *driver.Record {
 		// the grace after its creation, however far its run time.
 		rec.SweepAt = j.at.Add(e.graceOf(rec.Lane))
 	}
+	rec.PayloadUntil = e.payloadUntil(rec, j.at, runAt)
 	return rec
 }
 

@@ -590,6 +590,7 @@ func (e *engine) park(ctx context.Context, r run, a *admission) ending {
 	case !d.send:
 		d.sweepAt = runAt.Add(-farLead)
 	}
+	e.keepPayloadUntil(ctx, rec, now, runAt)
 	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, WaitingOn: a.on,
 		Unstart: rec.FirstStartedAt.Equal(rec.StartedAt)})
 	if ownWrite(err, StatusQueued, now) {

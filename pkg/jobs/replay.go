@@ -3,8 +3,11 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // ReplayRequest asks Service.Replay for a new job made from one of the
@@ -37,7 +40,14 @@ func (s *Service) Replay(ctx context.Context, req ReplayRequest) (*EnqueueResult
 	if !ok {
 		return nil, errUnknownKind
 	}
-	payload, err := openPayload(s.sealer, old.ID, k.secrets, old.Payload)
+	stored, err := s.eng.payloadOf(ctx, old)
+	if errors.Is(err, driver.ErrPayloadMissing) {
+		return nil, refuse(CodeInvalidPayload, "the job's stored payload is gone (its item expired)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	payload, err := openPayload(s.sealer, old.ID, k.secrets, stored)
 	if err != nil {
 		return nil, refuse(CodeInvalidPayload, "the job's stored payload cannot be read with this deployment's keys")
 	}

@@ -467,6 +467,9 @@ func (s *Service) GetAny(ctx context.Context, id string) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.eng.withPayload(ctx, rec); err != nil {
+		return nil, err
+	}
 	v := viewOf(rec)
 	v.Owner, v.Payload = rec.Owner, s.payloadView(rec)
 	return &v, nil
@@ -492,6 +495,9 @@ func (s *Service) getAny(ctx context.Context, id string) (*driver.Record, error)
 func (s *Service) Get(ctx context.Context, owner, id string) (*View, error) {
 	rec, err := s.get(ctx, owner, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.eng.withPayload(ctx, rec); err != nil {
 		return nil, err
 	}
 	v := viewOf(rec)

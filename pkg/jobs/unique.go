@@ -121,7 +121,8 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 		}
 		d := s.eng.deliveryAt(j.at, j.runAt, cur.Lane)
 		err = s.store.Debounce(ctx, holder, driver.Debounce{Payload: again.payload, RequestHash: again.requestHash,
-			RunAt: j.runAt.Truncate(time.Millisecond), SweepAt: d.sweepAt, At: j.at})
+			RunAt: j.runAt.Truncate(time.Millisecond), SweepAt: d.sweepAt, At: j.at,
+			PayloadUntil: s.eng.payloadUntil(cur, j.at, j.runAt)})
 		switch {
 		case errors.Is(err, errNotQueued):
 			// A worker has it: either it starts, and its start frees the
@@ -135,7 +136,7 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 		case err != nil:
 			return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 		}
-		cur.Payload, cur.RunAt = again.payload, j.runAt.Truncate(time.Millisecond)
+		cur.Payload, cur.PayloadRef, cur.RunAt = again.payload, "", j.runAt.Truncate(time.Millisecond)
 		return &EnqueueResult{Job: viewOf(cur), Replayed: true, Duplicate: "debounced"}, nil
 	}
 	return nil, fmt.Errorf("%w: the unique key kept changing hands", ErrUnavailable)

@@ -493,8 +493,30 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 	// A chain's slot this run does not use (it ends before its handler,
 	// or waits) passes to the next waiter.
 	next := successor{chain: c}
+	pctx, pcancel := inv.callContext(ctx)
+	perr := w.eng.loadPayload(pctx, rec, now)
+	pcancel()
 	k, ok := w.reg.lookup(rec.Kind)
 	switch {
+	case perr != nil && (!errors.Is(perr, driver.ErrPayloadMissing) || now.Sub(rec.CreatedAt) < unknownKindGrace):
+		// Its payload's own item could not be read, or is not there yet
+		// (a replica of the table that has the job before its payload):
+		// it goes back, no attempt spent, to try again (waiting_on
+		// "store").
+		w.log.LogAttrs(ctx, slog.LevelWarn, "payload not read; the job waits and tries again", slog.String("job_id", rec.ID),
+			slog.String("err_types", errtypes.Of(perr)))
+		wait := slotWait
+		if errors.Is(perr, driver.ErrPayloadMissing) {
+			wait = unknownKindWait
+		}
+		wctx, cancel := inv.finalWriteContext(ctx)
+		defer cancel()
+		done <- w.eng.park(wctx, run{rec: rec, token: token, started: now}, &admission{on: waitStore, runAt: now, delay: w.eng.jitter(wait)}).res == unsettled
+		return done, next
+	case perr != nil:
+		// Gone: it outlived what its item was kept for (a dependent whose
+		// parents ended more than MaxDelay after it was enqueued).
+		ex = execution{Status: StatusFailed, Code: CodePayloadUnreadable, Cause: "payload_missing"}
 	case !ok && now.Sub(rec.CreatedAt) < unknownKindGrace:
 		// A kind that a deploy added reached a worker still on the old
 		// code: it goes back, no attempt spent, for a worker that knows

@@ -87,7 +87,7 @@ func TestGoAndHTTPPathsStoreIdenticalItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put}}); err != nil {
+	if _, err := ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: put}); err != nil {
 		t.Fatal(err)
 	}
 

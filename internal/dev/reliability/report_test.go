@@ -67,6 +67,33 @@ lane, and the sweep's report says how many it settled and left (tests:
 ` + "`" + `TestSweepDrainsTheDeadLettersOfSQS` + "`" + ` on fauxqs; the simulator drains its
 dead-letter queues at every sweep).
 
+## Payload items
+
+A payload too large for its job's item at one write unit
+([CAPACITY.md](CAPACITY.md#payloads-of-any-size)) is written, before the
+job, into an item of its own keyed by the job's id and the payload's hash,
+with a TTL; nothing writes it again but the rule below. The rule
+(` + "`" + `payloadKeep` + "`" + `, one place in package jobs): an item lasts 15 days (the
+queues' 14-day message retention, and a day) and the job's retention past
+the job's run time; a job that waits on its parents adds a year
+(` + "`" + `MaxDelay` + "`" + `, the furthest a parent can be due). Each claim reads the item
+and, when less than half those 15 days would be left, extends it; so does a
+retry or a wait due far ahead. So a queued, delayed, parked, retried or
+continuing job always finds its payload, and a finished job's outlasts it
+(its GET and its replay read it). An item orphaned by a create that failed
+after it expires by its TTL. A claim that cannot read the item (a throttle,
+or an item not there yet, as on a table replica that has the job first)
+puts the job back to wait (` + "`" + `waiting_on` + "`" + ` "store", no attempt spent); an
+item still missing 30 minutes after the job's creation fails the job with
+` + "`" + `payload_unreadable` + "`" + ` (a dependent released more than a year after it was
+enqueued; never silently). DynamoDB deletes expired items within days, not
+at once: reads treat an item past its TTL as gone. The simulator keeps
+payloads apart in two seeds of three, makes one in three or ten of their
+reads find nothing at first, and checks at quiescence that no job lost its
+payload, that each item outlasts its job, and that no job failed for its
+payload; the conformance suite (` + "`" + `jobstest.RunStoreTests` + "`" + `) holds the
+stores to the same, DynamoDB Local and the in-memory store alike.
+
 ## Hot keys
 
 DynamoDB Local has no partitions, so the scale scenario puts the partition

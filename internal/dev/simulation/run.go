@@ -180,6 +180,7 @@ func (w *world) check() {
 				}
 			}
 		}
+		w.checkPayload(r)
 		// One event per outcome.
 		if r.Events && r.Status.Final() {
 			for seq := 1; seq <= r.Outcomes; seq++ {
@@ -296,4 +297,27 @@ func (w *world) batchWaits(b *driver.Batch, excused map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// checkPayload: a payload kept apart lasts as long as its job (no TTL
+// reaps the payload of a live job, nor of a final one that can still be
+// read), and no job failed for its payload (the world never loses one:
+// a late read waits and tries again).
+func (w *world) checkPayload(r *driver.Record) {
+	if r.ErrorCode == jobs.CodePayloadUnreadable {
+		w.violate("job %s failed %s", r.ID, r.ErrorCode)
+	}
+	if r.PayloadRef == "" {
+		return
+	}
+	w.cover("mechanism", "payload apart")
+	until, ok := w.mem.PayloadItem(r.ID)
+	switch {
+	case !ok:
+		w.violate("job %s (%s) has lost its payload item", r.ID, r.Status)
+	case !r.ExpiresAt.IsZero() && until.Before(r.ExpiresAt):
+		w.violate("job %s's payload item expires at %v, before the job (%v)", r.ID, until, r.ExpiresAt)
+	case r.ExpiresAt.IsZero() && until.Before(r.RunAt):
+		w.violate("job %s's payload item expires at %v, before the job's run time (%v)", r.ID, until, r.RunAt)
+	}
 }

@@ -126,6 +126,8 @@ var coverageWanted = []string{
 	"mechanism: sweeper off",
 	"client: enqueue delayed", "client: enqueue dependent", "client: batch", "client: cancel", "client: retry", "client: replay",
 	"client: cancel then retry", "client: retry after cancel",
+	// Payloads in items of their own: read at the claim, late at times.
+	"mechanism: payload apart", "call: Payload", "fault: payload late", "mechanism: waits on store",
 }
 
 // TestFindsAPlantedDefect plants a defect in the store (one in 50 claims

@@ -2,6 +2,8 @@ package simulation
 
 import (
 	"context"
+	"encoding/json"
+	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -18,6 +20,7 @@ var (
 	_ driver.Store        = (*gatedStore)(nil)
 	_ driver.QueueCounter = (*gatedStore)(nil)
 	_ driver.WaiterPopper = (*gatedStore)(nil)
+	_ driver.PayloadStore = (*gatedStore)(nil)
 )
 
 // finish is Finish, with the planted defect when the world has one: every
@@ -72,4 +75,15 @@ func (s *gatedStore) requeue(ctx context.Context, id, token string, r driver.Req
 		}
 	}
 	return err
+}
+
+// payload is Payload, which finds the item not there yet one in
+// lateEvery times when the world says so (a replica of the table that has
+// the job before its payload): the job must wait and run, not fail.
+func (s *gatedStore) payload(ctx context.Context, rec *driver.Record) (json.RawMessage, time.Time, error) {
+	if w := s.a.w; w.lateEvery > 0 && w.draw(w.lateEvery) == 0 {
+		w.cover("fault", "payload late")
+		return nil, time.Time{}, driver.ErrPayloadMissing
+	}
+	return s.st.Payload(ctx, rec)
 }

@@ -6,6 +6,7 @@ package simulation
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -270,4 +271,18 @@ func (s *gatedStore) PopWaiter(ctx context.Context, key, holder string) (string,
 		return err
 	})
 	return r0, r1, err
+}
+
+func (s *gatedStore) Payload(ctx context.Context, rec *driver.Record) (json.RawMessage, time.Time, error) {
+	var r0 json.RawMessage
+	var r1 time.Time
+	err := s.a.do(ctx, "Payload", rec.ID, func() (err error) {
+		r0, r1, err = s.payload(ctx, rec)
+		return err
+	})
+	return r0, r1, err
+}
+
+func (s *gatedStore) KeepPayload(ctx context.Context, rec *driver.Record, until time.Time) error {
+	return s.a.do(ctx, "KeepPayload", rec.ID, func() error { return s.st.KeepPayload(ctx, rec, until) })
 }

@@ -71,6 +71,12 @@ type world struct {
 	sealer      jobs.Sealer
 	lim         limitsOf
 
+	// apartOver: payloads over this many bytes are kept in items of
+	// their own (MemStore.KeepPayloadsApart; 0 none), and lateEvery: one
+	// in lateEvery reads of one finds it not there yet (a replica behind;
+	// 0 never).
+	apartOver, lateEvery int
+
 	// The knobs this seed drew.
 	timeout, bulkTimeout, grace time.Duration
 	pageSize, pollers           int
@@ -152,6 +158,13 @@ func newWorld(seed uint64, opts Options) *world {
 	w.dupKill = k.IntN(2) == 0
 	if k.IntN(3) == 0 {
 		w.throttled = k.Float64() * 0.2
+	}
+	// Payload items, from a stream of their own.
+	p := rand.New(rand.NewPCG(seed, 4))
+	if p.IntN(3) > 0 {
+		w.apartOver = []int{8, 40, 120}[p.IntN(3)]
+		w.lateEvery = []int{0, 3, 10}[p.IntN(3)]
+		w.mem.KeepPayloadsApart(w.apartOver)
 	}
 	// Each lane's visibility timeout follows the rule the construct
 	// deploys: twice the lane's worker timeout plus the event source's

@@ -21,7 +21,17 @@ type Record struct {
 	Tenant  string
 	Status  Status
 	Payload json.RawMessage
-	Result  json.RawMessage
+	// PayloadRef, set by a store that keeps this job's payload in an item
+	// of its own (a [PayloadStore], when the job's item would pass one
+	// write unit with it), names that item: Payload is then nil in what
+	// the store returns until PayloadStore.Payload reads it. Empty when
+	// the payload is in Payload.
+	PayloadRef string
+	// PayloadUntil, given to Create, is how long a payload kept apart
+	// must last at least (its item's TTL): the engine's one rule
+	// (payloadKeep). A store that keeps every payload inline ignores it.
+	PayloadUntil time.Time
+	Result       json.RawMessage
 	// ErrorCode is the failure code of a failed job: one the kind declared or
 	// a reserved one. Never error text.
 	ErrorCode string

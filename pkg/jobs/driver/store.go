@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -278,6 +279,22 @@ type QueueCounter interface {
 	CountQueued(ctx context.Context, q QueueCount) (int, error)
 }
 
+// PayloadStore is implemented by a Store that keeps a payload too large
+// for its job's item (at one write unit) in an item of its own, written
+// once before the job and never again: Record.PayloadRef names it, and
+// reads of the job (Get, Claim, the records of failed conditions) leave
+// it out. jobstest.RunStoreTests checks it when a store has it.
+type PayloadStore interface {
+	// Payload reads the payload rec.PayloadRef names, strongly
+	// consistent, and when its item expires; ErrPayloadMissing when there
+	// is none (it expired, or was never written).
+	Payload(ctx context.Context, rec *Record) (json.RawMessage, time.Time, error)
+	// KeepPayload makes the payload item rec.PayloadRef names last until
+	// at least until (never shorter than it was). A missing item stays
+	// missing: the next Payload says so.
+	KeepPayload(ctx context.Context, rec *Record, until time.Time) error
+}
+
 // QueueCount asks QueueCounter.CountQueued for a count.
 type QueueCount struct {
 	Kind     string
@@ -512,11 +529,13 @@ type UniqueClaim struct {
 
 // Debounce is what Store.Debounce writes on a queued job.
 type Debounce struct {
-	Payload     []byte
-	RequestHash string
-	RunAt       time.Time
-	SweepAt     time.Time
-	At          time.Time
+	Payload []byte
+	// PayloadUntil is Record.PayloadUntil for the new payload.
+	PayloadUntil time.Time
+	RequestHash  string
+	RunAt        time.Time
+	SweepAt      time.Time
+	At           time.Time
 }
 
 // Heartbeat is what Store.Heartbeat stamps on a running job.
@@ -561,6 +580,9 @@ var (
 	// AddOwnerSchedule a schedule of the name, Scheduler.CreateSchedule a
 	// schedule of the id.
 	ErrExists = errors.New("jobs: already exists")
+	// ErrPayloadMissing: a job's payload item (Record.PayloadRef) is not
+	// there.
+	ErrPayloadMissing = errors.New("jobs: payload item missing")
 )
 
 // ConflictError is returned when a conditional write did not apply: the

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -31,6 +30,7 @@ type capacityLog struct {
 	mu    sync.Mutex
 	table map[string]float64
 	index map[string]float64
+	calls map[string]int
 	order []string
 }
 
@@ -40,6 +40,10 @@ func (c *capacityLog) record(op string, cc *types.ConsumedCapacity) {
 	if c.table == nil {
 		c.table, c.index = map[string]float64{}, map[string]float64{}
 	}
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[op]++
 	if _, seen := c.table[op]; !seen {
 		c.order = append(c.order, op)
 	}
@@ -62,22 +66,23 @@ func (c *capacityLog) record(op string, cc *types.ConsumedCapacity) {
 
 // TestWriteUnitsPerJob measures, from DynamoDB's own ReturnConsumedCapacity,
 // the write units one job costs over its life (create, claim, one publish,
-// finish), for a small job and for the largest job whose item still fits in
-// 1 KB. docs/CAPACITY.md records the table this prints; the assertions pin
-// the figures so a change that adds a write or an index update fails here.
+// finish), for a small job, for the largest job whose item still fits in
+// 1 KB, and for one whose payload goes in an item of its own.
+// docs/CAPACITY.md records the table this prints; the assertions pin the
+// figures so a change that adds a write or an index update fails here.
 func TestWriteUnitsPerJob(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	cases := []struct {
-		name       string
-		payloadLen int
-		wantTotal  float64
+		name      string
+		payload   []byte
+		wantTotal float64
 	}{
-		{"small job (40 B payload)", 40, 11},
-		{"1 KB item (580 B payload)", 580, 11},
-		{"2 KB item (1.6 KB payload)", 1600, 15},
+		{"small job (40 B payload)", []byte(`{"text":"` + strings.Repeat("a", 40-12) + `"}`), 11},
+		{"1 KB item (580 B payload)", []byte(`{"text":"` + strings.Repeat("a", 580-12) + `"}`), 11},
+		{"1.6 KB payload, in an item of its own", uploadsPayload(1600), 12},
 	}
 	var report strings.Builder
-	fmt.Fprintf(&report, "\n| job | create | claim | publish | finish | total WRU | of which index |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&report, "\n| job | create | payload item | claim | publish | finish | total WRU | of which index |\n|---|---|---|---|---|---|---|---|\n")
 	for _, tc := range cases {
 		log := &capacityLog{}
 		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
@@ -85,9 +90,9 @@ func TestWriteUnitsPerJob(t *testing.T) {
 		now := time.Now().Truncate(time.Millisecond)
 		rec := &driver.Record{
 			ID: wire.NewID(), Kind: "example.hash", Owner: "arn:aws:iam::123456789012:user/alice", Status: jobs.StatusQueued,
-			Payload:     []byte(`{"text":"` + strings.Repeat("a", tc.payloadLen-12) + `"}`),
+			Payload:     tc.payload,
 			RequestHash: "0123456789abcdef0123456789abcdef",
-			CreatedAt:   now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute),
+			CreatedAt:   now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute), PayloadUntil: now.Add(30 * 24 * time.Hour),
 		}
 		if err := store.Create(ctx, rec); err != nil {
 			t.Fatal(err)
@@ -111,7 +116,7 @@ func TestWriteUnitsPerJob(t *testing.T) {
 			}
 			return fmt.Sprintf("%g", log.table[op])
 		}
-		fmt.Fprintf(&report, "| %s | %s | %s | %s | %s | **%g** | %g |\n", tc.name, cell("create"), cell("claim"), cell("publish"), cell("finish"), total, index)
+		fmt.Fprintf(&report, "| %s | %s | %s | %s | %s | %s | **%g** | %g |\n", tc.name, cell("create"), cell("payload"), cell("claim"), cell("publish"), cell("finish"), total, index)
 		if total != tc.wantTotal {
 			t.Errorf("%s: %g write units per job, want %g", tc.name, total, tc.wantTotal)
 		}
@@ -124,41 +129,73 @@ func TestWriteUnitsPerJob(t *testing.T) {
 }
 
 // TestWriteUnitsPerTransactionalEnqueue measures the job's share of a
-// caller's TransactWriteItems: the put of a small job (item and index entry)
-// costs twice its plain write units, as every transactional write does.
+// caller's TransactWriteItems: the put of a job (its item and index
+// entries, and its payload's item when it has one) costs twice the units
+// of the same job's plain create, as every transactional write does.
 func TestWriteUnitsPerTransactionalEnqueue(t *testing.T) {
 	client := testenv.DynamoDB(t)
-	table := testenv.NewTable(t, client)
-	store := dynamostore.New(client, table, dynamostore.Config{})
+	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
-	rec := &driver.Record{
-		ID: wire.NewID(), Kind: "example.receipt", Owner: "arn:aws:iam::123456789012:role/shop", Status: jobs.StatusQueued,
-		Payload: []byte(`{"order_id":"o-1042","email":"ada@example.com","cents":4999}`), RequestHash: "0123456789abcdef0123456789abcdef",
-		CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute),
-	}
-	put, err := store.TransactPut(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := client.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{
-		TransactItems:          []types.TransactWriteItem{put},
-		ReturnConsumedCapacity: types.ReturnConsumedCapacityIndexes,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tbl, idx float64
-	for _, cc := range out.ConsumedCapacity {
-		if cc.Table != nil {
-			tbl += aws.ToFloat64(cc.Table.CapacityUnits)
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+		puts    int
+	}{
+		{"a small job", []byte(`{"order_id":"o-1042","email":"ada@example.com","cents":4999}`), 1},
+		{"a job with a 10 KB payload", uploadsPayload(10 << 10), 2},
+	} {
+		newRec := func() *driver.Record {
+			return &driver.Record{
+				ID: wire.NewID(), Kind: "example.receipt", Owner: "arn:aws:iam::123456789012:role/shop", Status: jobs.StatusQueued,
+				Payload: tc.payload, RequestHash: "0123456789abcdef0123456789abcdef",
+				CreatedAt: now, UpdatedAt: now, SweepAt: now.Add(3 * time.Minute), PayloadUntil: now.Add(30 * 24 * time.Hour),
+			}
 		}
-		for _, g := range cc.GlobalSecondaryIndexes {
-			idx += aws.ToFloat64(g.CapacityUnits)
+		log := &capacityLog{}
+		plainStore := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
+		if err := plainStore.Create(ctx, newRec()); err != nil {
+			t.Fatal(err)
 		}
-	}
-	t.Logf("transactional enqueue of a small job: %g table + %g index = %g write units (plain create: 1 + 3)", tbl, idx, tbl+idx)
-	if tbl+idx != 8 {
-		t.Errorf("%g write units, want 8 (2 x the plain create)", tbl+idx)
+		var plain float64
+		for _, op := range log.order {
+			plain += log.table[op] + log.index[op]
+		}
+		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{})
+		rec := newRec()
+		puts, err := store.TransactPut(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(puts) != tc.puts {
+			t.Fatalf("%s: %d writes, want %d", tc.name, len(puts), tc.puts)
+		}
+		out, err := client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+			TransactItems:          puts,
+			ReturnConsumedCapacity: types.ReturnConsumedCapacityIndexes,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tbl, idx float64
+		for _, cc := range out.ConsumedCapacity {
+			if cc.Table != nil {
+				tbl += aws.ToFloat64(cc.Table.CapacityUnits)
+			}
+			for _, g := range cc.GlobalSecondaryIndexes {
+				idx += aws.ToFloat64(g.CapacityUnits)
+			}
+		}
+		t.Logf("transactional enqueue of %s: %g table + %g index = %g write units (plain create: %g)", tc.name, tbl, idx, tbl+idx, plain)
+		if tbl+idx != 2*plain {
+			t.Errorf("%s: %g write units, want %g (2 x the plain create)", tc.name, tbl+idx, 2*plain)
+		}
+		got, err := store.Get(ctx, rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, _, err := store.Payload(ctx, got); err != nil || string(p) != string(tc.payload) {
+			t.Errorf("%s: the stored payload reads back as %.40q, %v", tc.name, p, err)
+		}
 	}
 }
 
@@ -544,7 +581,7 @@ func TestUnfinishedListingReadsOnlyTheUnfinished(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			item := put.Put.Item
+			item := put[0].Put.Item
 			switch sp.status {
 			case jobs.StatusRunning:
 				item["status"] = &types.AttributeValueMemberS{Value: string(jobs.StatusRunning)}
@@ -1033,20 +1070,8 @@ func TestWriteUnitsPerJobSentFirst(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.Service().Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: "k", Payload: []byte(`{}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := sqsClient.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(urls.Queue), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
-		if err != nil || len(out.Messages) != 1 {
-			t.Fatalf("received %d messages (%v), want the job's one", len(out.Messages), err)
-		}
-		m := out.Messages[0]
-		resp, _ := c.Worker().HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body)}}})
-		if len(resp.BatchItemFailures) > 0 {
-			t.Fatalf("batch item failures %v", resp.BatchItemFailures)
-		}
-		if got, err := store.Get(ctx, res.Job.ID); err != nil || got.Status != jobs.StatusSucceeded {
+		id := runOne(t, c, sqsClient, urls.Queue, owner, "k", []byte(`{}`))
+		if got, err := store.Get(ctx, id); err != nil || got.Status != jobs.StatusSucceeded {
 			t.Fatalf("the job: %+v %v", got, err)
 		}
 		var total float64

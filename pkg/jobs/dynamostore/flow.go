@@ -497,12 +497,31 @@ func (s *Store) ReleaseUnique(ctx context.Context, uniqueKey, jobID string) erro
 	return nil
 }
 
+// debounceInline is the largest payload a debounce keeps in the job's
+// item: with the rest of a typical job's item (about 450 bytes as its claim
+// writes it) within one write unit.
+const debounceInline = 512
+
 // Debounce replaces a queued job's payload, request hash and run time,
 // and puts it in the sweep index at d.SweepAt (a job sent first was not
 // in it: its message may now come before its run time, too early).
+//
+// A payload over debounceInline bytes goes into an item of its own first
+// (Create's rule needs the whole item; a debounce has only the payload).
+// The one it replaces stays until its TTL.
 func (s *Store) Debounce(ctx context.Context, id string, d driver.Debounce) error {
-	upd := expression.Set(expression.Name(attrPayload), expression.Value(string(d.Payload))).
-		Set(expression.Name(attrReqHash), expression.Value(d.RequestHash)).
+	var upd expression.UpdateBuilder
+	if len(d.Payload) > debounceInline {
+		rec := &driver.Record{ID: id, Payload: d.Payload, PayloadUntil: d.PayloadUntil}
+		ref := payloadRef(d.Payload)
+		if err := s.putPayload(ctx, rec, ref); err != nil {
+			return err
+		}
+		upd = expression.Set(expression.Name(attrPayloadRef), expression.Value(ref)).Remove(expression.Name(attrPayload))
+	} else {
+		upd = expression.Set(expression.Name(attrPayload), expression.Value(string(d.Payload))).Remove(expression.Name(attrPayloadRef))
+	}
+	upd = upd.Set(expression.Name(attrReqHash), expression.Value(d.RequestHash)).
 		Set(expression.Name(attrRunAt), expression.Value(ms(d.RunAt))).
 		Set(expression.Name(AttrSweepShard), expression.IfNotExists(expression.Name(AttrSweepShard), expression.Value(ShardOf(id)))).
 		Set(expression.Name(AttrSweepAt), expression.Value(ms(d.SweepAt))).

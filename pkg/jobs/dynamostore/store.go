@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -50,6 +51,9 @@ type Store struct {
 	clock jobs.Clock
 	// dueCalls rotates the shard Due starts from.
 	dueCalls atomic.Uint64
+	// inline keeps every payload in its job's item (tests' figures of
+	// before payload items).
+	inline bool
 }
 
 var _ driver.Store = (*Store)(nil)
@@ -70,7 +74,8 @@ type item struct {
 	Kind        string   `dynamodbav:"kind"`
 	Owner       string   `dynamodbav:"owner"`
 	Status      string   `dynamodbav:"status"`
-	Payload     string   `dynamodbav:"payload"`
+	Payload     string   `dynamodbav:"payload,omitempty"`
+	PayloadRef  string   `dynamodbav:"pr,omitempty"`
 	Result      *string  `dynamodbav:"result,omitempty"`
 	ErrorCode   string   `dynamodbav:"error_code,omitempty"`
 	Attempt     int      `dynamodbav:"attempt"`
@@ -216,7 +221,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 	}
 	r := &driver.Record{
 		ID: it.ID, Kind: it.Kind, Owner: it.Owner, Status: jobs.Status(it.Status),
-		Payload: []byte(it.Payload), ErrorCode: it.ErrorCode, Attempt: it.Attempt,
+		Payload: []byte(it.Payload), PayloadRef: it.PayloadRef, ErrorCode: it.ErrorCode, Attempt: it.Attempt,
 		ClaimToken: it.Token, LeaseUntil: fromMS(it.Lease), RequestHash: it.ReqHash,
 		SweepAt: fromMS(it.SweepAt), Dispatches: it.Dispatches,
 		CreatedAt: fromMS(it.Created), UpdatedAt: fromMS(it.Updated),
@@ -288,10 +293,18 @@ func (s *Store) conflict(old map[string]types.AttributeValue) error {
 }
 
 // Create puts rec unless a live job with its id exists.
+//
+// A payload that would take the job's item past one write unit (apart)
+// goes first into an item of its own (driver.PayloadStore).
 func (s *Store) Create(ctx context.Context, rec *driver.Record) error {
-	in, err := s.putInput(rec)
+	in, ref, err := s.putInput(rec)
 	if err != nil {
 		return err
+	}
+	if ref != "" {
+		if err := s.putPayload(ctx, rec, ref); err != nil {
+			return err
+		}
 	}
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	in.ReturnConsumedCapacity = s.capacity()
@@ -313,20 +326,30 @@ func (s *Store) Create(ctx context.Context, rec *driver.Record) error {
 	return nil
 }
 
-// putInput is the conditional put that creates rec.
-func (s *Store) putInput(rec *driver.Record) (*dynamodb.PutItemInput, error) {
+// putInput is the conditional put that creates rec, and the name of its
+// payload's own item ("" when the payload is in the job's).
+func (s *Store) putInput(rec *driver.Record) (*dynamodb.PutItemInput, string, error) {
 	if rec.Status != jobs.StatusQueued {
-		return nil, fmt.Errorf("dynamostore: create: status %q, want queued", rec.Status)
+		return nil, "", fmt.Errorf("dynamostore: create: status %q, want queued", rec.Status)
 	}
-	av, err := attributevalue.MarshalMap(toItem(rec))
+	split, err := apart(rec)
 	if err != nil {
-		return nil, fmt.Errorf("dynamostore: encode item: %w", err)
+		return nil, "", err
+	}
+	split = split && !s.inline
+	it := toItem(rec)
+	if split {
+		it.Payload, it.PayloadRef = "", payloadRef(rec.Payload)
+	}
+	av, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return nil, "", fmt.Errorf("dynamostore: encode item: %w", err)
 	}
 	cond := expression.AttributeNotExists(expression.Name(AttrID)).
 		Or(expression.Name(AttrExpires).LessThanEqual(expression.Value(s.clock.Now().Unix())))
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	return &dynamodb.PutItemInput{
 		TableName:                 s.table,
@@ -334,32 +357,49 @@ func (s *Store) putInput(rec *driver.Record) (*dynamodb.PutItemInput, error) {
 		ConditionExpression:       expr.Condition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
-	}, nil
+	}, it.PayloadRef, nil
 }
 
-// TransactPut returns the write that creates rec inside a caller's own
+// marshalItem is rec's item as Create writes it, its payload inline.
+func marshalItem(rec *driver.Record) (map[string]types.AttributeValue, error) {
+	return attributevalue.MarshalMap(toItem(rec))
+}
+
+// TransactPut returns the writes that create rec inside a caller's own
 // TransactWriteItems, beside the caller's items and conditions: the job
 // exists exactly when the rest of the transaction commits. rec comes from
-// jobs.Service.Prepare; after the commit, call Service.Dispatch. The write
-// is conditional like Create: if a live job already has the id (a retried
-// transaction with the same idempotency key), the transaction is cancelled
-// and JobExists reports it.
+// jobs.Service.Prepare; after the commit, call Service.Dispatch. The
+// first write is the job's, conditional like Create: if a live job
+// already has the id (a retried transaction with the same idempotency
+// key), the transaction is cancelled and JobExists reports it at that
+// write's index. A payload that would take the job's item past one write
+// unit adds a second write, its own item (unconditional: a retried
+// transaction writes the same payload under the same key).
 //
 // Mind DynamoDB's limits: at most 100 items and 4 MB per transaction, and
-// each item in a transaction costs twice the write units of a plain write.
-func (s *Store) TransactPut(rec *driver.Record) (types.TransactWriteItem, error) {
-	in, err := s.putInput(rec)
+// each item in a transaction costs twice the write units of a plain write
+// (docs/CAPACITY.md counts a job's).
+func (s *Store) TransactPut(rec *driver.Record) ([]types.TransactWriteItem, error) {
+	in, ref, err := s.putInput(rec)
 	if err != nil {
-		return types.TransactWriteItem{}, err
+		return nil, err
 	}
-	return types.TransactWriteItem{Put: &types.Put{
+	writes := []types.TransactWriteItem{{Put: &types.Put{
 		TableName:                           in.TableName,
 		Item:                                in.Item,
 		ConditionExpression:                 in.ConditionExpression,
 		ExpressionAttributeNames:            in.ExpressionAttributeNames,
 		ExpressionAttributeValues:           in.ExpressionAttributeValues,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureNone,
-	}}, nil
+	}}}
+	if ref != "" {
+		if !utf8.Valid(rec.Payload) {
+			return nil, fmt.Errorf("dynamostore: payload of %s is not UTF-8", rec.ID)
+		}
+		p := s.payloadPut(rec, ref)
+		writes = append(writes, types.TransactWriteItem{Put: &types.Put{TableName: p.TableName, Item: p.Item}})
+	}
+	return writes, nil
 }
 
 // JobExists reports whether err is a TransactWriteItems cancellation caused

@@ -139,6 +139,7 @@ func (m *MemStore) Debounce(_ context.Context, id string, d driver.Debounce) err
 	if r.Status != driver.StatusQueued {
 		return &driver.ConflictError{Current: clone(r)}
 	}
-	r.Payload, r.RequestHash, r.RunAt, r.SweepAt, r.UpdatedAt = append([]byte(nil), d.Payload...), d.RequestHash, d.RunAt, d.SweepAt, d.At
+	m.setPayload(r, d.Payload, d.PayloadUntil)
+	r.RequestHash, r.RunAt, r.SweepAt, r.UpdatedAt = d.RequestHash, d.RunAt, d.SweepAt, d.At
 	return nil
 }

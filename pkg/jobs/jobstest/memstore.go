@@ -33,6 +33,9 @@ type MemStore struct {
 	tokens map[string]time.Time                // bucket key -> its next token's time
 	unique map[string]uniqueHold               // unique key -> its holder
 	clock  jobs.Clock
+	// apartOver and payloads: see KeepPayloadsApart (job id#ref -> item).
+	apartOver int
+	payloads  map[string]memPayload
 }
 
 type uniqueHold struct {
@@ -49,7 +52,7 @@ func NewMemStore(clock jobs.Clock) *MemStore {
 	}
 	return &MemStore{jobs: map[string]*driver.Record{}, batches: map[string]*driver.Batch{}, clock: clock,
 		shards: map[string]map[int]map[jobs.Status]map[int]bool{}, done: map[string]map[int]bool{},
-		slots: map[string]*slotItem{}, tokens: map[string]time.Time{}, unique: map[string]uniqueHold{}}
+		slots: map[string]*slotItem{}, tokens: map[string]time.Time{}, unique: map[string]uniqueHold{}, payloads: map[string]memPayload{}}
 }
 
 func clone(r *driver.Record) *driver.Record {
@@ -81,7 +84,10 @@ func (m *MemStore) Create(_ context.Context, rec *driver.Record) error {
 	if cur, ok := m.live(rec.ID); ok {
 		return &driver.ConflictError{Current: clone(cur)}
 	}
-	m.jobs[rec.ID] = clone(rec)
+	stored := clone(rec)
+	stored.PayloadUntil = time.Time{}
+	m.setPayload(stored, rec.Payload, rec.PayloadUntil)
+	m.jobs[rec.ID] = stored
 	return nil
 }
 

@@ -13,3 +13,13 @@ func TestMemStoreConformance(t *testing.T) {
 		return jobstest.NewMemStore(clock)
 	})
 }
+
+// The suite again with every payload over 64 bytes kept apart, as
+// dynamostore keeps those that would take a job's item past a write unit.
+func TestMemStoreConformancePayloadsApart(t *testing.T) {
+	jobstest.RunStoreTests(t, func(t *testing.T, clock jobs.Clock) driver.Store {
+		m := jobstest.NewMemStore(clock)
+		m.KeepPayloadsApart(64)
+		return m
+	})
+}

@@ -43,6 +43,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	c.longWork(t)
 	c.flowControl(t)
 	c.parents(t)
+	c.payloads(t)
 }
 
 // suite is the conformance suite over the stores of one implementation.

@@ -1,0 +1,293 @@
+package dynamostore
+
+import (
+	"bytes"
+	"compress/flate"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdajobs/lambdajobs/internal/storekey"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+)
+
+// A payload too large for its job's item at one write unit has an item of
+// its own (driver.PayloadStore): written once, before the job, and never
+// again but by KeepPayload (a job that outlived its horizon). Every later
+// write of the job (its claim, partial results, heartbeats, its final
+// write, and on AWS each failed condition) then rewrites a small item.
+//
+// The payload item's key is storekey.PayloadPrefix, the job's id, '#' and
+// the payload's hash (the job's attrPayloadRef): two requests that race
+// for one idempotency key with different payloads write two items, so the
+// loser's never takes the winner's place (it expires by its TTL).
+
+// writeUnit is the size DynamoDB bills one write unit for.
+const writeUnit = 1024
+
+// attrPayloadRef is the hash naming a job's payload item (Record.PayloadRef).
+const attrPayloadRef = "pr"
+
+// attrPayloadZ holds a payload item's payload compressed (raw DEFLATE, a
+// binary attribute) when that is smaller, as JSON mostly is: an S3 event
+// record's 1.2 KB take one write unit instead of two. attrPayload holds
+// it as it is otherwise (sealed fields, already dense, do not shrink).
+const attrPayloadZ = "pz"
+
+// deflate compresses p, or returns nil when that does not make it smaller.
+func deflate(p []byte) []byte {
+	var b bytes.Buffer
+	w, err := flate.NewWriter(&b, flate.DefaultCompression)
+	if err != nil {
+		return nil
+	}
+	if _, err := w.Write(p); err != nil || w.Close() != nil || b.Len() >= len(p) {
+		return nil
+	}
+	return b.Bytes()
+}
+
+// inflate reverses deflate, reading at most jobs.MaxPayloadBytes (a
+// payload item holds no more).
+func inflate(z []byte) ([]byte, error) {
+	r := flate.NewReader(bytes.NewReader(z))
+	defer r.Close()
+	p, err := io.ReadAll(io.LimitReader(r, jobs.MaxPayloadBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(p) > jobs.MaxPayloadBytes {
+		return nil, fmt.Errorf("dynamostore: a payload item inflates past %d bytes", jobs.MaxPayloadBytes)
+	}
+	return p, nil
+}
+
+// payloadKey is the key of job id's payload item named ref.
+func payloadKey(id, ref string) map[string]types.AttributeValue {
+	return key(storekey.PayloadPrefix + id + "#" + ref)
+}
+
+// payloadRef is the name of payload's item: 16 characters of its SHA-256.
+func payloadRef(payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+// apart reports whether rec's payload goes in an item of its own: when the
+// job's item as its claim writes it (the largest image of its life before
+// a result: running, a claim token, a lease, a start, a sweep entry) would
+// pass one write unit with the payload in it.
+func apart(rec *driver.Record) (bool, error) {
+	if len(rec.Payload) == 0 {
+		return false, nil
+	}
+	size, err := claimedSize(rec)
+	return size > writeUnit, err
+}
+
+// claimedSize is the size of rec's item as its claim writes it, by
+// DynamoDB's rules (itemSize).
+func claimedSize(rec *driver.Record) (int, error) {
+	c := *rec
+	c.Status = jobs.StatusRunning
+	c.ClaimToken = "00000000-0000-0000-0000-000000000000" // a claim token's length
+	at := c.CreatedAt
+	if at.IsZero() {
+		at = time.UnixMilli(1e12)
+	}
+	c.LeaseUntil, c.StartedAt, c.FirstStartedAt, c.UpdatedAt = at, at, at, at
+	if c.SweepAt.IsZero() {
+		c.SweepAt = at // a run's first heartbeat puts it in the sweep index
+	}
+	c.Attempt++
+	c.WaitingOn = ""
+	av, err := marshalItem(&c)
+	if err != nil {
+		return 0, err
+	}
+	return itemSize(av), nil
+}
+
+// itemSize is the size DynamoDB bills an item at: each attribute's name
+// and value, where a string or binary counts its bytes, a number about one
+// byte per two significant digits plus one, a boolean or null one, a list
+// or map 3 bytes plus one per element and its elements, a set its
+// elements.
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html
+func itemSize(av map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range av {
+		n += len(name) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return numberSize(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range v.Value {
+			n += numberSize(s)
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, b := range v.Value {
+			n += len(b)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + valueSize(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// numberSize is a number's size: one byte per two significant digits,
+// plus one.
+func numberSize(s string) int {
+	digits := 0
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			digits++
+		}
+	}
+	return (digits+1)/2 + 1
+}
+
+// payloadPut is the put of rec's payload item under ref, living until
+// rec.PayloadUntil (or the job's retention after now when the caller set
+// none). Unconditional: an item under the same key holds the same payload
+// (a retried request), and the later TTL is the longer.
+func (s *Store) payloadPut(rec *driver.Record, ref string) *dynamodb.PutItemInput {
+	until := rec.PayloadUntil
+	if until.IsZero() {
+		until = s.clock.Now().Add(jobs.DefaultRetention)
+	}
+	av := payloadKey(rec.ID, ref)
+	if z := deflate(rec.Payload); z != nil {
+		av[attrPayloadZ] = &types.AttributeValueMemberB{Value: z}
+	} else {
+		av[attrPayload] = &types.AttributeValueMemberS{Value: string(rec.Payload)}
+	}
+	av[AttrExpires] = num(until.Unix())
+	return &dynamodb.PutItemInput{TableName: s.table, Item: av, ReturnConsumedCapacity: s.capacity()}
+}
+
+// putPayload writes rec's payload item under ref.
+func (s *Store) putPayload(ctx context.Context, rec *driver.Record, ref string) error {
+	if !utf8.Valid(rec.Payload) {
+		return fmt.Errorf("dynamostore: payload of %s is not UTF-8", rec.ID)
+	}
+	out, err := s.putItem(ctx, s.payloadPut(rec, ref))
+	if err != nil {
+		return fmt.Errorf("dynamostore: payload of %s: %w", rec.ID, err)
+	}
+	s.report("payload", out.ConsumedCapacity)
+	return nil
+}
+
+var _ driver.PayloadStore = (*Store)(nil)
+
+// Payload reads rec's payload item with a strongly consistent read.
+func (s *Store) Payload(ctx context.Context, rec *driver.Record) (json.RawMessage, time.Time, error) {
+	if rec.PayloadRef == "" {
+		return rec.Payload, time.Time{}, nil
+	}
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:              s.table,
+		Key:                    payloadKey(rec.ID, rec.PayloadRef),
+		ConsistentRead:         aws.Bool(true),
+		ReturnConsumedCapacity: s.capacity(),
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("dynamostore: payload of %s: %w", rec.ID, err)
+	}
+	s.report("get_payload", out.ConsumedCapacity)
+	var payload []byte
+	switch p := out.Item[attrPayload].(type) {
+	case *types.AttributeValueMemberS:
+		payload = []byte(p.Value)
+	default:
+		z, ok := out.Item[attrPayloadZ].(*types.AttributeValueMemberB)
+		if !ok {
+			return nil, time.Time{}, driver.ErrPayloadMissing
+		}
+		if payload, err = inflate(z.Value); err != nil {
+			return nil, time.Time{}, fmt.Errorf("dynamostore: payload of %s: %w", rec.ID, err)
+		}
+	}
+	var until time.Time
+	if n, ok := out.Item[AttrExpires].(*types.AttributeValueMemberN); ok {
+		if sec, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+			until = time.Unix(sec, 0).UTC()
+		}
+	}
+	if !until.IsZero() && !s.clock.Now().Before(until) {
+		return nil, time.Time{}, driver.ErrPayloadMissing // expired, not yet deleted
+	}
+	return json.RawMessage(payload), until, nil
+}
+
+// KeepPayload moves the TTL of rec's payload item to until, if it was
+// sooner. A missing item stays missing (the next Payload says so).
+func (s *Store) KeepPayload(ctx context.Context, rec *driver.Record, until time.Time) error {
+	if rec.PayloadRef == "" {
+		return nil
+	}
+	e := newExpr()
+	at := e.vn(until.Unix())
+	e.setTo(AttrExpires, at)
+	e.when("attribute_exists(" + e.n(AttrID) + ")")
+	e.when(e.notExists(AttrExpires) + " OR " + e.n(AttrExpires) + " < " + at)
+	// Expired but not deleted yet (TTL deletes within days) is gone.
+	e.when(e.notExists(AttrExpires) + " OR " + e.n(AttrExpires) + " > " + e.vn(s.clock.Now().Unix()))
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: s.table, Key: payloadKey(rec.ID, rec.PayloadRef),
+		UpdateExpression: e.update(), ConditionExpression: e.condition(),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
+		ReturnConsumedCapacity: s.capacity(),
+	})
+	if _, failed := conditionFailed(err); failed {
+		return nil // it lasts as long already, or is gone
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: keep payload of %s: %w", rec.ID, err)
+	}
+	s.report("keep_payload", out.ConsumedCapacity)
+	return nil
+}
