@@ -38,3 +38,8 @@ const (
 // too large for its job's item): followed by the job's id, '#' and the
 // payload's hash. Never in an index, never a job.
 const PayloadPrefix = "payload#"
+
+// CheckpointPrefix starts the store key of a job's checkpoint item (a
+// large checkpoint): followed by the job's id, '#' and the checkpoint's
+// hash. Never in an index, never a job.
+const CheckpointPrefix = "checkpoint#"

@@ -171,6 +171,7 @@ func NewClient(cfg Config) (*Client, error) {
 		laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention, bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand,
 		messageFirst: cfg.MessageFirst})
 	eng.payloads, _ = cfg.Store.(driver.PayloadStore)
+	eng.checkpoints, _ = cfg.Store.(driver.CheckpointStore)
 	svc, err := newService(cfg, eng)
 	if err != nil {
 		return nil, err

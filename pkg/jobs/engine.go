@@ -46,9 +46,10 @@ type engine struct {
 	rand Rand
 	// messageFirst: Config.MessageFirst.
 	messageFirst bool
-	// payloads reads the payloads the store keeps apart (nil: it keeps
-	// them all inline).
-	payloads driver.PayloadStore
+	// payloads and checkpoints read the payloads and checkpoints the
+	// store keeps apart (nil: it keeps them all inline).
+	payloads    driver.PayloadStore
+	checkpoints driver.CheckpointStore
 }
 
 // newID returns a fresh job id, batch id or claim token.
@@ -395,7 +396,7 @@ func (e *engine) continueRun(ctx context.Context, log *slog.Logger, r run, ex ex
 	d := e.deliveryAt(now, now, rec.Lane)
 	sweepAt := e.netOf(r, d)
 	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: now, SweepAt: sweepAt, LeaseExpiredBy: r.leaseBy,
-		Continue: true, Checkpoint: ex.Checkpoint})
+		Continue: true, Checkpoint: ex.Checkpoint, CheckpointUntil: e.payloadKeep(rec.Kind, now, now)})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil
 	}

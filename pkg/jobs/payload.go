@@ -54,21 +54,40 @@ func (e *engine) payloadUntil(rec *driver.Record, at, runAt time.Time) time.Time
 	return keep
 }
 
-// loadPayload reads the payload of rec when its store keeps it apart, and
-// makes it last as payloadKeep says when less than half the horizon is
-// left: a job that waited long, or runs on in continuations. It returns
-// driver.ErrPayloadMissing when the item is gone, a store's error when it
-// could not be read.
+// loadPayload reads the payload and the checkpoint of claimed rec when
+// its store keeps them apart, and makes each last as payloadKeep says when
+// less than half the horizon is left: a job that waited long, or runs on
+// in continuations. It returns driver.ErrPayloadMissing or
+// driver.ErrCheckpointMissing when an item is gone (missingPart), a
+// store's error when one could not be read.
 func (e *engine) loadPayload(ctx context.Context, rec *driver.Record, now time.Time) error {
-	if rec.PayloadRef == "" || e.payloads == nil {
-		return nil
+	if rec.PayloadRef != "" && e.payloads != nil {
+		p, until, err := e.payloads.Payload(ctx, rec)
+		if err != nil {
+			return err
+		}
+		rec.Payload, rec.PayloadUntil = p, until
+		if err := e.keepPayload(ctx, rec, now, time.Time{}); err != nil {
+			return err
+		}
 	}
-	p, until, err := e.payloads.Payload(ctx, rec)
-	if err != nil {
-		return err
+	if rec.CheckpointRef != "" && e.checkpoints != nil {
+		cp, until, err := e.checkpoints.ReadCheckpoint(ctx, rec)
+		if err != nil {
+			return err
+		}
+		rec.Checkpoint = cp
+		if keep := e.payloadKeep(rec.Kind, now, time.Time{}); until.Before(keep.Add(-payloadHorizon / 2)) {
+			return e.checkpoints.KeepCheckpoint(ctx, rec, keep)
+		}
 	}
-	rec.Payload, rec.PayloadUntil = p, until
-	return e.keepPayload(ctx, rec, now, time.Time{})
+	return nil
+}
+
+// missingPart reports whether err says a payload's or checkpoint's own
+// item is not there.
+func missingPart(err error) bool {
+	return errors.Is(err, driver.ErrPayloadMissing) || errors.Is(err, driver.ErrCheckpointMissing)
 }
 
 // keepPayload extends rec's payload item (read by loadPayload, which
@@ -93,8 +112,18 @@ func (e *engine) keepPayload(ctx context.Context, rec *driver.Record, now, runAt
 // to run at runAt (a retry's backoff, a wait): a failure is logged, and
 // the next claim extends the item if it is still there.
 func (e *engine) keepPayloadUntil(ctx context.Context, rec *driver.Record, now, runAt time.Time) {
-	if err := e.keepPayload(ctx, rec, now, runAt); err != nil {
-		e.log.LogAttrs(ctx, slog.LevelWarn, "payload item not extended; the next claim tries again",
+	err := e.keepPayload(ctx, rec, now, runAt)
+	// A checkpoint item lasts the horizon past its write (or the last
+	// claim): a run due beyond half of it extends the job's, which the
+	// run may have replaced since its claim (a read, for such runs only).
+	if far := runAt.Sub(now) > payloadHorizon/2; err == nil && far && e.checkpoints != nil {
+		var cur *driver.Record
+		if cur, err = e.store.Get(ctx, rec.ID); err == nil && cur.CheckpointRef != "" {
+			err = e.checkpoints.KeepCheckpoint(ctx, cur, e.payloadKeep(rec.Kind, now, runAt))
+		}
+	}
+	if err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "payload or checkpoint item not extended; the next claim tries again",
 			slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
 	}
 }

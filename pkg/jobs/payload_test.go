@@ -51,8 +51,21 @@ func newApartSetup(t *testing.T) *apartSetup {
 		s.ran[job.ID] = job.Payload.Text
 		return echo(ctx, job)
 	}, nil)
-	cfg := jobs.Config{Registry: reg, Store: s.store, Clock: clock, Concurrency: 1}
-	var err error
+	// "resume" checkpoints a large state on its first run (Continue), and
+	// its next run reports what it resumed.
+	jobs.MustRegister(reg, "resume", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.JSON[string], error) {
+		var st struct{ Notes string }
+		if ok, err := job.Resume(&st); err != nil || !ok {
+			return jobs.JSON[string]{}, jobs.Continue(struct{ Notes string }{strings.Repeat("n", 2000)})
+		}
+		s.ran[job.ID] = st.Notes
+		return jobs.JSON[string]{V: "resumed"}, nil
+	}, nil)
+	sealer, err := jobs.NewAESSealer(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := jobs.Config{Registry: reg, Store: s.store, Clock: clock, Concurrency: 1, Sealer: sealer}
 	if s.svc, err = testroles.Service(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -180,5 +193,25 @@ func TestPayloadOutlivesALongWait(t *testing.T) {
 	until, ok := s.store.PayloadItem(id)
 	if want := s.clock.Now().Add(horizon + retention); !ok || until.Before(want.Truncate(time.Second)) || !until.After(first) {
 		t.Fatalf("after a claim 10 days on: payload item until %v (was %v), want %v", until, first, want)
+	}
+}
+
+// TestCheckpointApartResumes: a continuation's large checkpoint, kept in
+// an item of its own, is what the next run resumes from; the job's item
+// only names it.
+func TestCheckpointApartResumes(t *testing.T) {
+	t.Parallel()
+	s := newApartSetup(t)
+	res, err := s.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "alice", Kind: "resume", Payload: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Job.ID
+	rec := s.run(t, id)
+	if rec.Status != jobs.StatusQueued || rec.CheckpointRef == "" || len(rec.Checkpoint) != 0 {
+		t.Fatalf("after the first run: %s, checkpoint ref %q and %d bytes inline; want queued, the checkpoint apart", rec.Status, rec.CheckpointRef, len(rec.Checkpoint))
+	}
+	if rec := s.run(t, id); rec.Status != jobs.StatusSucceeded || s.ran[id] != strings.Repeat("n", 2000) {
+		t.Fatalf("the continuation: %s, resumed %d bytes of notes", rec.Status, len(s.ran[id]))
 	}
 }

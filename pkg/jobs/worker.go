@@ -498,15 +498,15 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 	pcancel()
 	k, ok := w.reg.lookup(rec.Kind)
 	switch {
-	case perr != nil && (!errors.Is(perr, driver.ErrPayloadMissing) || now.Sub(rec.CreatedAt) < unknownKindGrace):
-		// Its payload's own item could not be read, or is not there yet
-		// (a replica of the table that has the job before its payload):
-		// it goes back, no attempt spent, to try again (waiting_on
+	case perr != nil && (!missingPart(perr) || now.Sub(rec.CreatedAt) < unknownKindGrace):
+		// Its payload's or checkpoint's own item could not be read, or is
+		// not there yet (a replica of the table that has the job before
+		// it): it goes back, no attempt spent, to try again (waiting_on
 		// "store").
-		w.log.LogAttrs(ctx, slog.LevelWarn, "payload not read; the job waits and tries again", slog.String("job_id", rec.ID),
+		w.log.LogAttrs(ctx, slog.LevelWarn, "payload or checkpoint not read; the job waits and tries again", slog.String("job_id", rec.ID),
 			slog.String("err_types", errtypes.Of(perr)))
 		wait := slotWait
-		if errors.Is(perr, driver.ErrPayloadMissing) {
+		if missingPart(perr) {
 			wait = unknownKindWait
 		}
 		wctx, cancel := inv.finalWriteContext(ctx)
@@ -515,7 +515,9 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 		return done, next
 	case perr != nil:
 		// Gone: it outlived what its item was kept for (a dependent whose
-		// parents ended more than MaxDelay after it was enqueued).
+		// parents ended more than MaxDelay after it was enqueued). The
+		// reserved code says the payload (or the run's state) cannot be
+		// read.
 		ex = execution{Status: StatusFailed, Code: CodePayloadUnreadable, Cause: "payload_missing"}
 	case !ok && now.Sub(rec.CreatedAt) < unknownKindGrace:
 		// A kind that a deploy added reached a worker still on the old
@@ -824,7 +826,9 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 			if err != nil {
 				return err
 			}
-			return cancelled(renewed(w.eng.store.Checkpoint(pctx, rec.ID, token, driver.Checkpoint{Data: sealed, LeaseUntil: lease(), At: w.eng.now()})))
+			now := w.eng.now()
+			return cancelled(renewed(w.eng.store.Checkpoint(pctx, rec.ID, token, driver.Checkpoint{Data: sealed, LeaseUntil: lease(), At: now,
+				Until: w.eng.payloadKeep(rec.Kind, now, time.Time{})})))
 		},
 	}
 	if k.heartbeat > 0 {

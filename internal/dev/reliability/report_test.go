@@ -94,6 +94,15 @@ payload, that each item outlasts its job, and that no job failed for its
 payload; the conformance suite (` + "`" + `jobstest.RunStoreTests` + "`" + `) holds the
 stores to the same, DynamoDB Local and the in-memory store alike.
 
+A checkpoint over 400 bytes (sealed) goes into an item of its own the same
+way (` + "`" + `checkpoint#` + "`" + `, the job's id and the checkpoint's hash), written before
+the job's write that names it, with the same rule from that write: each
+claim reads it and extends it when half the horizon is gone, and a retry
+due more than half the horizon ahead extends the job's current one. Its
+reads are strongly consistent, so it is never late in one region; a
+missing one is treated as a missing payload (` + "`" + `payload_unreadable` + "`" + ` 30
+minutes after the job's creation), never as a run that starts over.
+
 ## Hot keys
 
 DynamoDB Local has no partitions, so the scale scenario puts the partition

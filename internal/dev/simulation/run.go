@@ -301,11 +301,18 @@ func (w *world) batchWaits(b *driver.Batch, excused map[string]string) bool {
 
 // checkPayload: a payload kept apart lasts as long as its job (no TTL
 // reaps the payload of a live job, nor of a final one that can still be
-// read), and no job failed for its payload (the world never loses one:
-// a late read waits and tries again).
+// read), a checkpoint kept apart as long as its job runs on, and no job
+// failed for either (the world never loses one: a late read waits and
+// tries again).
 func (w *world) checkPayload(r *driver.Record) {
 	if r.ErrorCode == jobs.CodePayloadUnreadable {
 		w.violate("job %s failed %s", r.ID, r.ErrorCode)
+	}
+	if r.CheckpointRef != "" {
+		w.cover("mechanism", "checkpoint apart")
+		if _, ok := w.mem.CheckpointItem(r.ID); !ok && !r.Status.Final() {
+			w.violate("job %s (%s) has lost its checkpoint item", r.ID, r.Status)
+		}
 	}
 	if r.PayloadRef == "" {
 		return

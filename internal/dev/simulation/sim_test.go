@@ -128,6 +128,7 @@ var coverageWanted = []string{
 	"client: cancel then retry", "client: retry after cancel",
 	// Payloads in items of their own: read at the claim, late at times.
 	"mechanism: payload apart", "call: Payload", "fault: payload late", "mechanism: waits on store",
+	"mechanism: checkpoint apart", "call: ReadCheckpoint",
 }
 
 // TestFindsAPlantedDefect plants a defect in the store (one in 50 claims

@@ -17,10 +17,11 @@ type gatedStore struct {
 }
 
 var (
-	_ driver.Store        = (*gatedStore)(nil)
-	_ driver.QueueCounter = (*gatedStore)(nil)
-	_ driver.WaiterPopper = (*gatedStore)(nil)
-	_ driver.PayloadStore = (*gatedStore)(nil)
+	_ driver.Store           = (*gatedStore)(nil)
+	_ driver.QueueCounter    = (*gatedStore)(nil)
+	_ driver.WaiterPopper    = (*gatedStore)(nil)
+	_ driver.PayloadStore    = (*gatedStore)(nil)
+	_ driver.CheckpointStore = (*gatedStore)(nil)
 )
 
 // finish is Finish, with the planted defect when the world has one: every
@@ -78,10 +79,11 @@ func (s *gatedStore) requeue(ctx context.Context, id, token string, r driver.Req
 }
 
 // payload is Payload, which finds the item not there yet one in
-// lateEvery times when the world says so (a replica of the table that has
-// the job before its payload): the job must wait and run, not fail.
+// lateEvery times in the first minute of its job when the world says so
+// (a replica of the table that has the job before its payload): the job
+// must wait and run, not fail.
 func (s *gatedStore) payload(ctx context.Context, rec *driver.Record) (json.RawMessage, time.Time, error) {
-	if w := s.a.w; w.lateEvery > 0 && w.draw(w.lateEvery) == 0 {
+	if w := s.a.w; w.lateEvery > 0 && time.Since(rec.CreatedAt) < time.Minute && w.draw(w.lateEvery) == 0 {
 		w.cover("fault", "payload late")
 		return nil, time.Time{}, driver.ErrPayloadMissing
 	}

@@ -286,3 +286,17 @@ func (s *gatedStore) Payload(ctx context.Context, rec *driver.Record) (json.RawM
 func (s *gatedStore) KeepPayload(ctx context.Context, rec *driver.Record, until time.Time) error {
 	return s.a.do(ctx, "KeepPayload", rec.ID, func() error { return s.st.KeepPayload(ctx, rec, until) })
 }
+
+func (s *gatedStore) ReadCheckpoint(ctx context.Context, rec *driver.Record) ([]byte, time.Time, error) {
+	var r0 []byte
+	var r1 time.Time
+	err := s.a.do(ctx, "ReadCheckpoint", rec.ID, func() (err error) {
+		r0, r1, err = s.st.ReadCheckpoint(ctx, rec)
+		return err
+	})
+	return r0, r1, err
+}
+
+func (s *gatedStore) KeepCheckpoint(ctx context.Context, rec *driver.Record, until time.Time) error {
+	return s.a.do(ctx, "KeepCheckpoint", rec.ID, func() error { return s.st.KeepCheckpoint(ctx, rec, until) })
+}

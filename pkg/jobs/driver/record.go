@@ -80,6 +80,11 @@ type Record struct {
 	// Checkpoint is the last checkpoint a run of the job stored (sealed:
 	// private state, never returned by the API), nil before the first.
 	Checkpoint []byte
+	// CheckpointRef, set by a store that keeps a large checkpoint in an
+	// item of its own (a [CheckpointStore]), names that item: Checkpoint
+	// is then nil in what the store returns until
+	// CheckpointStore.ReadCheckpoint reads it.
+	CheckpointRef string
 	// Continuations counts the runs that ended asking to continue
 	// (Requeue.Continue): they spent no attempt.
 	Continuations int

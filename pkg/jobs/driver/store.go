@@ -295,6 +295,23 @@ type PayloadStore interface {
 	KeepPayload(ctx context.Context, rec *Record, until time.Time) error
 }
 
+// CheckpointStore is implemented by a Store that keeps a large checkpoint
+// (Store.Checkpoint, Requeue.Checkpoint) in an item of its own, so that a
+// long run's heartbeats and final write do not rewrite it:
+// Record.CheckpointRef names it, and reads of the job leave it out.
+// Written once per checkpoint, before the job's write that names it.
+// jobstest.RunStoreTests checks it when a store has it.
+type CheckpointStore interface {
+	// ReadCheckpoint reads the checkpoint rec.CheckpointRef names,
+	// strongly consistent, and when its item expires;
+	// ErrCheckpointMissing when there is none.
+	ReadCheckpoint(ctx context.Context, rec *Record) ([]byte, time.Time, error)
+	// KeepCheckpoint makes the item rec.CheckpointRef names last until at
+	// least until (never shorter than it was). A missing item stays
+	// missing.
+	KeepCheckpoint(ctx context.Context, rec *Record, until time.Time) error
+}
+
 // QueueCount asks QueueCounter.CountQueued for a count.
 type QueueCount struct {
 	Kind     string
@@ -441,9 +458,11 @@ type Requeue struct {
 	// Continue marks a continuation: the run asked to go on in a new
 	// invocation, so the attempt its claim counted is given back and
 	// Continuations counts one more. Checkpoint, when set, replaces the
-	// job's checkpoint in the same write.
-	Continue   bool
-	Checkpoint []byte
+	// job's checkpoint in the same write; CheckpointUntil is how long it
+	// lasts when kept apart (Checkpoint.Until).
+	Continue        bool
+	Checkpoint      []byte
+	CheckpointUntil time.Time
 	// WaitingOn parks the job: it could not start (a concurrency slot, a
 	// rate), so the attempt its claim counted is given back and the job
 	// waits until RunAt, saying on what; Unstart also forgets the claim's
@@ -555,6 +574,9 @@ type Checkpoint struct {
 	Data       []byte
 	LeaseUntil time.Time
 	At         time.Time
+	// Until is how long a checkpoint kept apart (CheckpointStore) must
+	// last at least: the engine's rule, as Record.PayloadUntil.
+	Until time.Time
 }
 
 // MaxCheckpointBytes bounds a checkpoint as stored, so a job's item (its
@@ -583,6 +605,9 @@ var (
 	// ErrPayloadMissing: a job's payload item (Record.PayloadRef) is not
 	// there.
 	ErrPayloadMissing = errors.New("jobs: payload item missing")
+	// ErrCheckpointMissing: a job's checkpoint item
+	// (Record.CheckpointRef) is not there.
+	ErrCheckpointMissing = errors.New("jobs: checkpoint item missing")
 )
 
 // ConflictError is returned when a conditional write did not apply: the

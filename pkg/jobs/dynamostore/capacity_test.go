@@ -742,18 +742,47 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 		_, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "b", At: now, LeaseUntil: now.Add(time.Minute)})
 		return err
 	})
+	// A 10 KB checkpoint (sealed: it does not compress) goes in an item
+	// of its own: the heartbeats after it still cost 1.
+	bigCheckpoint := measure(func() error {
+		return store.Checkpoint(ctx, rec.ID, "b", driver.Checkpoint{Data: make([]byte, 10<<10), LeaseUntil: now.Add(50 * time.Second), At: now, Until: now.Add(30 * 24 * time.Hour)})
+	})
+	beatAfter := measure(func() error {
+		return store.Heartbeat(ctx, rec.ID, "b", driver.Heartbeat{LeaseUntil: now.Add(60 * time.Second), At: now})
+	})
+	// Before checkpoint items: the same, the checkpoint in the job's item.
+	inline := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
+	dynamostore.KeepPayloadsInline(inline)
+	old := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`), CreatedAt: now, UpdatedAt: now}
+	if err := inline.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inline.Claim(ctx, old.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := inline.Checkpoint(ctx, old.ID, "a", driver.Checkpoint{Data: make([]byte, 10<<10), LeaseUntil: now.Add(50 * time.Second), At: now}); err != nil {
+		t.Fatal(err)
+	}
+	beatInline := measure(func() error {
+		return inline.Heartbeat(ctx, old.ID, "a", driver.Heartbeat{LeaseUntil: now.Add(60 * time.Second), At: now})
+	})
 	got := map[string]float64{"first heartbeat": first, "heartbeat": beat, "checkpoint (300 B)": checkpoint, "continuation": continuation,
-		"sweeper's read (read units)": sweepRead, "sweeper's deferral": sweepMove,
+		"checkpoint (10 KB)": bigCheckpoint, "heartbeat after a 10 KB checkpoint": beatAfter,
+		"heartbeat after a 10 KB checkpoint, inline (before)": beatInline,
+		"sweeper's read (read units)":                         sweepRead, "sweeper's deferral": sweepMove,
 		"first heartbeat, sent first": firstSent, "continuation, sent first": continuationSent}
 	want := map[string]float64{
-		"first heartbeat, sent first": 2, // 1 + the sweep entry in 1
-		"continuation, sent first":    7, // requeue 1 + the sweep entry out 1 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
-		"sweeper's read (read units)": 1,
-		"sweeper's deferral":          3, // 1 + the sweep entry moved (out 1, in 1)
-		"first heartbeat":             3, // 1 + the sweep entry moved (out 1, in 1)
-		"heartbeat":                   1,
-		"checkpoint (300 B)":          1, // the item stays under 1 KB
-		"continuation":                8, // as a retry: requeue 1 + sweep key moved 2 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
+		"first heartbeat, sent first":                         2, // 1 + the sweep entry in 1
+		"continuation, sent first":                            7, // requeue 1 + the sweep entry out 1 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
+		"sweeper's read (read units)":                         1,
+		"sweeper's deferral":                                  3, // 1 + the sweep entry moved (out 1, in 1)
+		"first heartbeat":                                     3, // 1 + the sweep entry moved (out 1, in 1)
+		"heartbeat":                                           1,
+		"checkpoint (300 B)":                                  1,  // the item stays under 1 KB
+		"checkpoint (10 KB)":                                  12, // its own item 11 (10 KB and its key), the job's write 1
+		"heartbeat after a 10 KB checkpoint":                  1,
+		"heartbeat after a 10 KB checkpoint, inline (before)": 11,
+		"continuation":                                        8, // as a retry: requeue 1 + sweep key moved 2 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
 	}
 	for name, w := range want {
 		t.Logf("%s: %v units", name, got[name])

@@ -228,22 +228,16 @@ func (s *Store) Payload(ctx context.Context, rec *driver.Record) (json.RawMessag
 	if rec.PayloadRef == "" {
 		return rec.Payload, time.Time{}, nil
 	}
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:              s.table,
-		Key:                    payloadKey(rec.ID, rec.PayloadRef),
-		ConsistentRead:         aws.Bool(true),
-		ReturnConsumedCapacity: s.capacity(),
-	})
+	av, until, err := s.readSide(ctx, "get_payload", payloadKey(rec.ID, rec.PayloadRef))
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("dynamostore: payload of %s: %w", rec.ID, err)
 	}
-	s.report("get_payload", out.ConsumedCapacity)
 	var payload []byte
-	switch p := out.Item[attrPayload].(type) {
+	switch p := av[attrPayload].(type) {
 	case *types.AttributeValueMemberS:
 		payload = []byte(p.Value)
 	default:
-		z, ok := out.Item[attrPayloadZ].(*types.AttributeValueMemberB)
+		z, ok := av[attrPayloadZ].(*types.AttributeValueMemberB)
 		if !ok {
 			return nil, time.Time{}, driver.ErrPayloadMissing
 		}
@@ -251,6 +245,23 @@ func (s *Store) Payload(ctx context.Context, rec *driver.Record) (json.RawMessag
 			return nil, time.Time{}, fmt.Errorf("dynamostore: payload of %s: %w", rec.ID, err)
 		}
 	}
+	return json.RawMessage(payload), until, nil
+}
+
+// readSide reads the side item (a payload's, a checkpoint's) at k,
+// strongly consistent, and its TTL: an item past it is none (DynamoDB
+// deletes expired items within days, not at once).
+func (s *Store) readSide(ctx context.Context, op string, k map[string]types.AttributeValue) (map[string]types.AttributeValue, time.Time, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:              s.table,
+		Key:                    k,
+		ConsistentRead:         aws.Bool(true),
+		ReturnConsumedCapacity: s.capacity(),
+	})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	s.report(op, out.ConsumedCapacity)
 	var until time.Time
 	if n, ok := out.Item[AttrExpires].(*types.AttributeValueMemberN); ok {
 		if sec, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
@@ -258,9 +269,9 @@ func (s *Store) Payload(ctx context.Context, rec *driver.Record) (json.RawMessag
 		}
 	}
 	if !until.IsZero() && !s.clock.Now().Before(until) {
-		return nil, time.Time{}, driver.ErrPayloadMissing // expired, not yet deleted
+		return nil, time.Time{}, nil
 	}
-	return json.RawMessage(payload), until, nil
+	return out.Item, until, nil
 }
 
 // KeepPayload moves the TTL of rec's payload item to until, if it was
@@ -269,6 +280,12 @@ func (s *Store) KeepPayload(ctx context.Context, rec *driver.Record, until time.
 	if rec.PayloadRef == "" {
 		return nil
 	}
+	return s.keepSide(ctx, "keep_payload", payloadKey(rec.ID, rec.PayloadRef), until)
+}
+
+// keepSide moves the TTL of the side item at k to until, if it was sooner
+// and the item is there and has not expired.
+func (s *Store) keepSide(ctx context.Context, op string, k map[string]types.AttributeValue, until time.Time) error {
 	e := newExpr()
 	at := e.vn(until.Unix())
 	e.setTo(AttrExpires, at)
@@ -277,7 +294,7 @@ func (s *Store) KeepPayload(ctx context.Context, rec *driver.Record, until time.
 	// Expired but not deleted yet (TTL deletes within days) is gone.
 	e.when(e.notExists(AttrExpires) + " OR " + e.n(AttrExpires) + " > " + e.vn(s.clock.Now().Unix()))
 	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: s.table, Key: payloadKey(rec.ID, rec.PayloadRef),
+		TableName: s.table, Key: k,
 		UpdateExpression: e.update(), ConditionExpression: e.condition(),
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
 		ReturnConsumedCapacity: s.capacity(),
@@ -286,8 +303,89 @@ func (s *Store) KeepPayload(ctx context.Context, rec *driver.Record, until time.
 		return nil // it lasts as long already, or is gone
 	}
 	if err != nil {
-		return fmt.Errorf("dynamostore: keep payload of %s: %w", rec.ID, err)
+		return fmt.Errorf("dynamostore: %s: %w", op, err)
 	}
-	s.report("keep_payload", out.ConsumedCapacity)
+	s.report(op, out.ConsumedCapacity)
 	return nil
+}
+
+// A checkpoint over checkpointInline bytes (sealed: it does not compress)
+// goes into an item of its own too, keyed by storekey.CheckpointPrefix, the
+// job's id, '#' and the checkpoint's hash, before the job's write that
+// names it (attrCheckpointRef): a long run's heartbeats and its final
+// write then rewrite a small item. The store cannot see the rest of the
+// item in a checkpoint's write, so the bound is fixed: with the rest of a
+// typical job's item (about 450 bytes; 600 with the longest owner) a
+// checkpoint up to it stays within one write unit, where an item of its
+// own would cost one more.
+const checkpointInline = 400
+
+// attrCheckpointRef is the hash naming a job's checkpoint item
+// (Record.CheckpointRef).
+const attrCheckpointRef = "cr"
+
+func checkpointKey(id, ref string) map[string]types.AttributeValue {
+	return key(storekey.CheckpointPrefix + id + "#" + ref)
+}
+
+// putCheckpoint puts checkpoint data of job id in its own item (until its
+// TTL) when over checkpointInline, and returns the item's name ("" for a
+// checkpoint that stays in the job's item).
+func (s *Store) putCheckpoint(ctx context.Context, id string, data []byte, until time.Time) (string, error) {
+	if len(data) <= checkpointInline || s.inline {
+		return "", nil
+	}
+	if until.IsZero() {
+		until = s.clock.Now().Add(jobs.DefaultRetention)
+	}
+	ref := payloadRef(data)
+	av := checkpointKey(id, ref)
+	av[attrCheckpoint] = &types.AttributeValueMemberB{Value: data}
+	av[AttrExpires] = num(until.Unix())
+	out, err := s.putItem(ctx, &dynamodb.PutItemInput{TableName: s.table, Item: av, ReturnConsumedCapacity: s.capacity()})
+	if err != nil {
+		return "", fmt.Errorf("dynamostore: checkpoint of %s: %w", id, err)
+	}
+	s.report("checkpoint_item", out.ConsumedCapacity)
+	return ref, nil
+}
+
+// checkpoint sets the job's checkpoint to data, or, with ref (from
+// putCheckpoint), to the item ref names.
+func (e *expr) checkpoint(data []byte, ref string) {
+	if ref != "" {
+		e.setTo(attrCheckpointRef, e.vs(ref))
+		e.del(attrCheckpoint)
+		return
+	}
+	e.setTo(attrCheckpoint, e.v(&types.AttributeValueMemberB{Value: data}))
+	e.del(attrCheckpointRef)
+}
+
+var _ driver.CheckpointStore = (*Store)(nil)
+
+// ReadCheckpoint reads rec's checkpoint item with a strongly consistent
+// read.
+func (s *Store) ReadCheckpoint(ctx context.Context, rec *driver.Record) ([]byte, time.Time, error) {
+	if rec.CheckpointRef == "" {
+		return rec.Checkpoint, time.Time{}, nil
+	}
+	av, until, err := s.readSide(ctx, "get_checkpoint", checkpointKey(rec.ID, rec.CheckpointRef))
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("dynamostore: checkpoint of %s: %w", rec.ID, err)
+	}
+	b, ok := av[attrCheckpoint].(*types.AttributeValueMemberB)
+	if !ok {
+		return nil, time.Time{}, driver.ErrCheckpointMissing
+	}
+	return b.Value, until, nil
+}
+
+// KeepCheckpoint moves the TTL of rec's checkpoint item to until, if it
+// was sooner.
+func (s *Store) KeepCheckpoint(ctx context.Context, rec *driver.Record, until time.Time) error {
+	if rec.CheckpointRef == "" {
+		return nil
+	}
+	return s.keepSide(ctx, "keep_checkpoint", checkpointKey(rec.ID, rec.CheckpointRef), until)
 }

@@ -107,6 +107,7 @@ type item struct {
 	UniqueUntil string   `dynamodbav:"uu,omitempty"`
 	StartBy     int64    `dynamodbav:"sb,omitempty"`
 	Checkpoint  []byte   `dynamodbav:"cp,omitempty"`
+	CheckpointR string   `dynamodbav:"cr,omitempty"`
 	Continued   int      `dynamodbav:"cn,omitempty"`
 	FirstStart  int64    `dynamodbav:"fs,omitempty"`
 	Events      bool     `dynamodbav:"ev,omitempty"`
@@ -229,7 +230,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		RunAt: fromMS(it.RunAt), LastError: it.LastError, CancelRequested: it.Cancel, BatchID: it.BatchID,
 		BatchIndex: it.BatchIdx, BatchSize: it.BatchSize, BatchShards: it.BatchShard, After: it.After, AttemptBase: it.AttemptBase,
 		Lane: it.Lane, Tenant: it.Tenant, WaitingOn: it.WaitingOn, UniqueKey: it.UniqueKey, UniqueUntil: it.UniqueUntil, StartBy: fromMS(it.StartBy),
-		Checkpoint: it.Checkpoint, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
+		Checkpoint: it.Checkpoint, CheckpointRef: it.CheckpointR, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
 		Events: it.Events, OnFailure: it.OnFailure, Outcomes: it.Outcomes, QueueCapped: it.KindCap != "",
 		Parents: it.Parents, ParentsDone: it.ParentsDone, CancelledBy: it.CancelledBy, Dependents: parseDependents(it.Dependents), ReplayOf: it.ReplayOf,
 	}
@@ -597,9 +598,15 @@ func (s *Store) Checkpoint(ctx context.Context, id, token string, c driver.Check
 	if len(c.Data) > driver.MaxCheckpointBytes {
 		return fmt.Errorf("dynamostore: checkpoint of %d bytes, over %d", len(c.Data), driver.MaxCheckpointBytes)
 	}
+	// The checkpoint's own item, if it needs one, is put once: a write
+	// that goes again without its lease names the same.
+	ref, err := s.putCheckpoint(ctx, id, c.Data, c.Until)
+	if err != nil {
+		return err
+	}
 	build := func(lease bool) *expr {
 		e := newExpr()
-		e.setTo(attrCheckpoint, e.v(&types.AttributeValueMemberB{Value: c.Data}))
+		e.checkpoint(c.Data, ref)
 		if lease {
 			e.leaseForward(ms(c.LeaseUntil))
 		}
@@ -608,7 +615,7 @@ func (s *Store) Checkpoint(ctx context.Context, id, token string, c driver.Check
 		e.notCancelled()
 		return e
 	}
-	_, err := s.leaseWrite(ctx, id, leaseOp{op: "checkpoint", token: token, lease: c.LeaseUntil, at: c.At, build: build})
+	_, err = s.leaseWrite(ctx, id, leaseOp{op: "checkpoint", token: token, lease: c.LeaseUntil, at: c.At, build: build})
 	return err
 }
 
@@ -727,7 +734,11 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 		e.addTo(attrContinuations, 1)
 	}
 	if r.Checkpoint != nil {
-		e.setTo(attrCheckpoint, e.v(&types.AttributeValueMemberB{Value: r.Checkpoint}))
+		ref, err := s.putCheckpoint(ctx, id, r.Checkpoint, r.CheckpointUntil)
+		if err != nil {
+			return err
+		}
+		e.checkpoint(r.Checkpoint, ref)
 	}
 	if r.WaitingOn != "" {
 		attempt--

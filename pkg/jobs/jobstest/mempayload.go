@@ -19,12 +19,13 @@ type memPayload struct {
 	until time.Time
 }
 
-// KeepPayloadsApart makes the store keep every payload over n bytes in an
-// item of its own, as dynamostore keeps one that would take its job's
-// item past a write unit (driver.PayloadStore): reads of the job leave it
-// out (Record.PayloadRef), and the item is gone once its TTL
-// (Record.PayloadUntil) has passed on the store's clock. 0 keeps every
-// payload inline, the default.
+// KeepPayloadsApart makes the store keep every payload, and every
+// checkpoint, over n bytes in an item of its own, as dynamostore keeps
+// those that would take their job's item past a write unit
+// (driver.PayloadStore, driver.CheckpointStore): reads of the job leave
+// them out (Record.PayloadRef, Record.CheckpointRef), and an item is gone
+// once its TTL (Record.PayloadUntil, Checkpoint.Until) has passed on the
+// store's clock. 0 keeps them all inline, the default.
 func (m *MemStore) KeepPayloadsApart(n int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -102,4 +103,73 @@ func (m *MemStore) KeepPayload(_ context.Context, rec *driver.Record, until time
 		m.payloads[k] = p
 	}
 	return nil
+}
+
+var _ driver.CheckpointStore = (*MemStore)(nil)
+
+// checkpointKey is the key of job id's checkpoint item ref among the
+// store's side items.
+func checkpointKey(id, ref string) string { return "checkpoint#" + id + "#" + ref }
+
+// setCheckpoint stores data as r's checkpoint: in the record, or apart
+// when over the store's bound.
+func (m *MemStore) setCheckpoint(r *driver.Record, data []byte, until time.Time) {
+	r.Checkpoint, r.CheckpointRef = bytes.Clone(data), ""
+	if m.apartOver <= 0 || len(data) <= m.apartOver {
+		return
+	}
+	sum := sha256.Sum256(data)
+	ref := hex.EncodeToString(sum[:8])
+	k := checkpointKey(r.ID, ref)
+	if cur, ok := m.payloads[k]; ok && cur.until.After(until) {
+		until = cur.until
+	}
+	m.payloads[k] = memPayload{data: bytes.Clone(data), until: until}
+	r.Checkpoint, r.CheckpointRef = nil, ref
+}
+
+// ReadCheckpoint reads rec's checkpoint item.
+func (m *MemStore) ReadCheckpoint(_ context.Context, rec *driver.Record) ([]byte, time.Time, error) {
+	if rec.CheckpointRef == "" {
+		return rec.Checkpoint, time.Time{}, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.payloads[checkpointKey(rec.ID, rec.CheckpointRef)]
+	if !ok || !m.clock.Now().Before(p.until) {
+		return nil, time.Time{}, driver.ErrCheckpointMissing
+	}
+	return bytes.Clone(p.data), p.until, nil
+}
+
+// KeepCheckpoint moves rec's checkpoint item's TTL to until, if it was
+// sooner.
+func (m *MemStore) KeepCheckpoint(_ context.Context, rec *driver.Record, until time.Time) error {
+	if rec.CheckpointRef == "" {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := checkpointKey(rec.ID, rec.CheckpointRef)
+	if p, ok := m.payloads[k]; ok && m.clock.Now().Before(p.until) && p.until.Before(until) {
+		p.until = until
+		m.payloads[k] = p
+	}
+	return nil
+}
+
+// CheckpointItem returns job id's checkpoint item's TTL, and whether the
+// job has one that has not expired: for invariants.
+func (m *MemStore) CheckpointItem(id string) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.jobs[id]
+	if !ok || r.CheckpointRef == "" {
+		return time.Time{}, false
+	}
+	p, ok := m.payloads[checkpointKey(id, r.CheckpointRef)]
+	if !ok || !m.clock.Now().Before(p.until) {
+		return time.Time{}, false
+	}
+	return p.until, true
 }

@@ -192,7 +192,8 @@ func (m *MemStore) Checkpoint(_ context.Context, id, token string, c driver.Chec
 	if err != nil {
 		return err
 	}
-	r.Checkpoint, r.LeaseUntil, r.UpdatedAt = bytes.Clone(c.Data), latest(r.LeaseUntil, c.LeaseUntil), c.At
+	m.setCheckpoint(r, c.Data, c.Until)
+	r.LeaseUntil, r.UpdatedAt = latest(r.LeaseUntil, c.LeaseUntil), c.At
 	return nil
 }
 
@@ -417,7 +418,7 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q driver.Requeue
 		r.Continuations++
 	}
 	if q.Checkpoint != nil {
-		r.Checkpoint = bytes.Clone(q.Checkpoint)
+		m.setCheckpoint(r, q.Checkpoint, q.CheckpointUntil)
 	}
 	r.WaitingOn = q.WaitingOn
 	if q.WaitingOn != "" {

@@ -44,6 +44,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	c.flowControl(t)
 	c.parents(t)
 	c.payloads(t)
+	c.checkpoints(t)
 }
 
 // suite is the conformance suite over the stores of one implementation.

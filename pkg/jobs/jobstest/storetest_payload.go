@@ -137,3 +137,82 @@ func (c suite) payloads(t *testing.T) {
 		}
 	})
 }
+
+// checkpoints checks a store that keeps large checkpoints apart
+// (driver.CheckpointStore), through Checkpoint and Requeue: a read of
+// the job names the item, which holds the checkpoint; a small one stays
+// in the job's item. A store that keeps every checkpoint inline passes by
+// returning them in the record.
+func (c suite) checkpoints(t *testing.T) {
+	ctx := context.Background()
+	checkpointOf := func(t *testing.T, s driver.Store, rec *driver.Record) []byte {
+		t.Helper()
+		if rec.CheckpointRef == "" {
+			return rec.Checkpoint
+		}
+		if len(rec.Checkpoint) != 0 {
+			t.Fatalf("job %s names its checkpoint item and carries %d bytes of checkpoint too", rec.ID, len(rec.Checkpoint))
+		}
+		cs, ok := s.(driver.CheckpointStore)
+		if !ok {
+			t.Fatalf("job %s names a checkpoint item but the store is no driver.CheckpointStore", rec.ID)
+		}
+		cp, _, err := cs.ReadCheckpoint(ctx, rec)
+		if err != nil {
+			t.Fatalf("ReadCheckpoint: %v", err)
+		}
+		return cp
+	}
+	c.run(t, "CheckpointReadWhereverKept", func(t *testing.T, s driver.Store, clock *Clock) {
+		rec := mustCreate(t, s, clock.Now())
+		_, token := mustClaim(t, s, rec.ID, clock.Now())
+		until := clock.Now().Add(30 * 24 * time.Hour)
+		big := bigPayload("c")
+		if err := s.Checkpoint(ctx, rec.ID, token, driver.Checkpoint{Data: big, LeaseUntil: clock.Now().Add(time.Minute), At: clock.Now(), Until: until}); err != nil {
+			t.Fatal(err)
+		}
+		if got := checkpointOf(t, s, mustGet(t, s, rec.ID)); string(got) != string(big) {
+			t.Fatalf("checkpoint read back: %d bytes, want %d", len(got), len(big))
+		}
+		// A continuation with a new large checkpoint, then its claim.
+		bigger := bigPayload("C")
+		if err := s.Requeue(ctx, rec.ID, token, driver.Requeue{At: clock.Now(), RunAt: clock.Now(), Continue: true, Checkpoint: bigger, CheckpointUntil: until}); err != nil {
+			t.Fatal(err)
+		}
+		claimed, token := mustClaim(t, s, rec.ID, clock.Now())
+		if got := checkpointOf(t, s, claimed); string(got) != string(bigger) {
+			t.Fatalf("the claim's checkpoint: %d bytes of %q..., want the continuation's", len(got), got[:min(12, len(got))])
+		}
+		small := []byte("sealed:small")
+		if err := s.Checkpoint(ctx, rec.ID, token, driver.Checkpoint{Data: small, LeaseUntil: clock.Now().Add(time.Minute), At: clock.Now(), Until: until}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, rec.ID); got.CheckpointRef != "" || string(got.Checkpoint) != string(small) {
+			t.Fatalf("a small checkpoint after a large one: ref %q, %q", got.CheckpointRef, got.Checkpoint)
+		}
+	})
+
+	c.run(t, "CheckpointItemLastsUntilItsTTL", func(t *testing.T, s driver.Store, clock *Clock) {
+		rec := mustCreate(t, s, clock.Now())
+		_, token := mustClaim(t, s, rec.ID, clock.Now())
+		if err := s.Checkpoint(ctx, rec.ID, token, driver.Checkpoint{Data: bigPayload("t"), LeaseUntil: clock.Now().Add(time.Minute), At: clock.Now(), Until: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		got := mustGet(t, s, rec.ID)
+		if got.CheckpointRef == "" {
+			return // inline: it lasts as long as its job
+		}
+		cs := s.(driver.CheckpointStore)
+		if err := cs.KeepCheckpoint(ctx, got, clock.Now().Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(90 * time.Minute)
+		if _, _, err := cs.ReadCheckpoint(ctx, got); err != nil {
+			t.Fatalf("a kept checkpoint item before its TTL: %v", err)
+		}
+		clock.Advance(time.Hour)
+		if _, _, err := cs.ReadCheckpoint(ctx, got); !errors.Is(err, driver.ErrCheckpointMissing) {
+			t.Fatalf("a checkpoint item past its TTL: %v, want ErrCheckpointMissing", err)
+		}
+	})
+}
