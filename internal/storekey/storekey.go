@@ -43,3 +43,8 @@ const PayloadPrefix = "payload#"
 // large checkpoint): followed by the job's id, '#' and the checkpoint's
 // hash. Never in an index, never a job.
 const CheckpointPrefix = "checkpoint#"
+
+// ResultPrefix starts the store key of a job's result item (a large final
+// result): followed by the job's id, '#' and the result's hash. Never in
+// an index, never a job.
+const ResultPrefix = "result#"

@@ -46,10 +46,6 @@ type engine struct {
 	rand Rand
 	// messageFirst: Config.MessageFirst.
 	messageFirst bool
-	// payloads and checkpoints read the payloads and checkpoints the
-	// store keeps apart (nil: it keeps them all inline).
-	payloads    driver.PayloadStore
-	checkpoints driver.CheckpointStore
 }
 
 // newID returns a fresh job id, batch id or claim token.
@@ -262,7 +258,7 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex executi
 	var out driver.Outcome
 	write := func(ex execution) error {
 		for try := 0; ; try++ {
-			out = driver.Outcome{Status: ex.Status, Result: ex.Result, Code: ex.Code, At: at, ExpiresAt: at.Add(retention),
+			out = driver.Outcome{Status: ex.Status, Result: ex.Result, ResultUntil: at.Add(retention), Code: ex.Code, At: at, ExpiresAt: at.Add(retention),
 				LeaseExpiredBy: r.leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec, ex.Status), Seq: outcomeSeq(rec),
 				Dependents: len(rec.Dependents)}
 			if ex.Status == StatusCancelled {
@@ -807,6 +803,13 @@ func (e *engine) after(ctx context.Context, rec *driver.Record) bool {
 		}
 	}
 	if event {
+		// A result in an item of its own, on a record read back (the
+		// sweeper's): read for the event, which carries it up to 8 KiB.
+		if err := e.withResult(ctx, rec); err != nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "post-outcome step failed; the sweeper runs it again", slog.String("job_id", rec.ID),
+				slog.String("step", afterEvent), slog.String("err_types", errtypes.Of(err)))
+			return false
+		}
 		if ob, ok := ctx.Value(outboxKey{}).(*outbox); ok && e.bus != nil {
 			ob.add(rec)
 			return true

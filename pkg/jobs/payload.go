@@ -13,18 +13,20 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
-// A payload kept apart (driver.PayloadStore: an item of its own, when the
-// job's item would pass one write unit with it) is written once with a
-// TTL and, but for jobs that outlive their horizon, never again: every
-// later write of the job rewrites only its small item. The one rule for
-// how long it lasts is payloadKeep; the engine applies it at creation, at
-// each claim and when a run goes back to the queue to run later.
+// A part kept apart (driver.Part: the payload, a checkpoint or a final
+// result in an item of its own, when the job's item would pass one write
+// unit with it) is written once with a TTL and, but for jobs that outlive
+// their horizon, never again: every later write of the job rewrites only
+// its small item. The one rule for how long a payload or a checkpoint
+// lasts is payloadKeep; the engine applies it at creation, at each claim
+// and when a run goes back to the queue to run later. A final result's
+// lasts as long as its job (Outcome.ResultUntil).
 
 // payloadHorizon is how long a queued job may wait for a worker beyond its
-// run time, and how long a payload kept apart lasts beyond the job's next
+// run time, and how long a part kept apart lasts beyond the job's next
 // run time (plus its retention): the queues keep a message 14 days, and a
-// wait longer than that ends in the sweeper's re-send, whose claim finds
-// the payload with more than half of it left, or extends it.
+// wait longer than that ends in the sweeper's re-send, whose claim
+// extends the items when they fall a day short (payloadSlack).
 const payloadHorizon = 15 * 24 * time.Hour
 
 // parentsHorizon is added for a job that waits on its parents, whose
@@ -54,15 +56,19 @@ func (e *engine) payloadUntil(rec *driver.Record, at, runAt time.Time) time.Time
 	return keep
 }
 
-// loadPayload reads the payload and the checkpoint of claimed rec when
-// its store keeps them apart, and makes each last as payloadKeep says when
-// less than half the horizon is left: a job that waited long, or runs on
-// in continuations. It returns driver.ErrPayloadMissing or
-// driver.ErrCheckpointMissing when an item is gone (missingPart), a
-// store's error when one could not be read.
+// payloadSlack is how far short of payloadKeep an item may fall before
+// the engine extends it: a job's items are extended at most about once a
+// day of its life, and never for a job that lives less than a day.
+const payloadSlack = 24 * time.Hour
+
+// loadPayload reads the payload and the checkpoint of claimed rec when its
+// store keeps them apart, and makes each last as payloadKeep says when it
+// falls more than payloadSlack short: a job that waited long, or runs on
+// in continuations. It returns driver.ErrPartMissing when an item is gone,
+// a store's error when one could not be read.
 func (e *engine) loadPayload(ctx context.Context, rec *driver.Record, now time.Time) error {
-	if rec.PayloadRef != "" && e.payloads != nil {
-		p, until, err := e.payloads.Payload(ctx, rec)
+	if rec.PayloadRef != "" {
+		p, until, err := e.store.ReadPart(ctx, rec, driver.PartPayload)
 		if err != nil {
 			return err
 		}
@@ -71,37 +77,36 @@ func (e *engine) loadPayload(ctx context.Context, rec *driver.Record, now time.T
 			return err
 		}
 	}
-	if rec.CheckpointRef != "" && e.checkpoints != nil {
-		cp, until, err := e.checkpoints.ReadCheckpoint(ctx, rec)
+	if rec.CheckpointRef != "" {
+		cp, until, err := e.store.ReadPart(ctx, rec, driver.PartCheckpoint)
 		if err != nil {
 			return err
 		}
 		rec.Checkpoint = cp
-		if keep := e.payloadKeep(rec.Kind, now, time.Time{}); until.Before(keep.Add(-payloadHorizon / 2)) {
-			return e.checkpoints.KeepCheckpoint(ctx, rec, keep)
+		if keep := e.payloadKeep(rec.Kind, now, time.Time{}); until.Before(keep.Add(-payloadSlack)) {
+			return e.store.KeepPart(ctx, rec, driver.PartCheckpoint, keep)
 		}
 	}
 	return nil
 }
 
-// missingPart reports whether err says a payload's or checkpoint's own
-// item is not there.
-func missingPart(err error) bool {
-	return errors.Is(err, driver.ErrPayloadMissing) || errors.Is(err, driver.ErrCheckpointMissing)
-}
-
-// keepPayload extends rec's payload item (read by loadPayload, which
-// set PayloadUntil) to payloadKeep when less than half the horizon would
-// be left after runAt.
+// keepPayload extends rec's payload item to payloadKeep (from runAt) when
+// it falls more than payloadSlack short of it. When rec does not say how
+// long the item lasts (a record read back, not claimed here: the
+// sweeper's), only a run due more than payloadSlack ahead extends it (a
+// conditional write: a longer TTL stays).
 func (e *engine) keepPayload(ctx context.Context, rec *driver.Record, now, runAt time.Time) error {
-	if rec.PayloadRef == "" || e.payloads == nil || rec.PayloadUntil.IsZero() {
+	if rec.PayloadRef == "" {
 		return nil
 	}
 	keep := e.payloadKeep(rec.Kind, now, runAt)
-	if !rec.PayloadUntil.Before(keep.Add(-payloadHorizon / 2)) {
+	switch known := !rec.PayloadUntil.IsZero(); {
+	case known && !rec.PayloadUntil.Before(keep.Add(-payloadSlack)):
+		return nil
+	case !known && runAt.Sub(now) <= payloadSlack:
 		return nil
 	}
-	if err := e.payloads.KeepPayload(ctx, rec, keep); err != nil {
+	if err := e.store.KeepPart(ctx, rec, driver.PartPayload, keep); err != nil {
 		return err
 	}
 	rec.PayloadUntil = keep
@@ -114,12 +119,13 @@ func (e *engine) keepPayload(ctx context.Context, rec *driver.Record, now, runAt
 func (e *engine) keepPayloadUntil(ctx context.Context, rec *driver.Record, now, runAt time.Time) {
 	err := e.keepPayload(ctx, rec, now, runAt)
 	// A checkpoint item lasts the horizon past its write (or the last
-	// claim): a run due beyond half of it extends the job's, which the
-	// run may have replaced since its claim (a read, for such runs only).
-	if far := runAt.Sub(now) > payloadHorizon/2; err == nil && far && e.checkpoints != nil {
+	// claim): a run due more than payloadSlack ahead extends the job's,
+	// which the run may have replaced since its claim (a read, for such
+	// runs only).
+	if err == nil && runAt.Sub(now) > payloadSlack {
 		var cur *driver.Record
 		if cur, err = e.store.Get(ctx, rec.ID); err == nil && cur.CheckpointRef != "" {
-			err = e.checkpoints.KeepCheckpoint(ctx, cur, e.payloadKeep(rec.Kind, now, runAt))
+			err = e.store.KeepPart(ctx, cur, driver.PartCheckpoint, e.payloadKeep(rec.Kind, now, runAt))
 		}
 	}
 	if err != nil {
@@ -130,13 +136,13 @@ func (e *engine) keepPayloadUntil(ctx context.Context, rec *driver.Record, now, 
 
 // payloadOf returns rec's payload, read from its own item when its store
 // keeps it apart: for a caller who asked for it (a GET, a replay). A
-// missing item gives nil and driver.ErrPayloadMissing.
+// missing item gives nil and driver.ErrPartMissing.
 func (e *engine) payloadOf(ctx context.Context, rec *driver.Record) (json.RawMessage, error) {
-	if rec.PayloadRef == "" || e.payloads == nil {
+	if rec.PayloadRef == "" {
 		return rec.Payload, nil
 	}
-	p, _, err := e.payloads.Payload(ctx, rec)
-	if errors.Is(err, driver.ErrPayloadMissing) {
+	p, _, err := e.store.ReadPart(ctx, rec, driver.PartPayload)
+	if errors.Is(err, driver.ErrPartMissing) {
 		return nil, err
 	}
 	if err != nil {
@@ -145,16 +151,35 @@ func (e *engine) payloadOf(ctx context.Context, rec *driver.Record) (json.RawMes
 	return p, nil
 }
 
-// withPayload fills rec.Payload for a reader who asked for the job with
-// its payload (a GET): a missing item leaves it empty, shown as null.
+// withPayload fills rec.Payload and rec.Result for a reader who asked for
+// the job with them (a GET): a missing item leaves one empty, shown as
+// null.
 func (e *engine) withPayload(ctx context.Context, rec *driver.Record) error {
 	p, err := e.payloadOf(ctx, rec)
-	if errors.Is(err, driver.ErrPayloadMissing) {
+	switch {
+	case errors.Is(err, driver.ErrPartMissing):
+	case err != nil:
+		return err
+	default:
+		rec.Payload = p
+	}
+	if err := e.withResult(ctx, rec); err != nil {
+		return fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// withResult fills rec.Result from its own item when its store keeps it
+// apart (rec.ResultRef) and it is not filled yet; a missing item leaves
+// it empty.
+func (e *engine) withResult(ctx context.Context, rec *driver.Record) error {
+	if rec.ResultRef == "" || rec.Result != nil {
 		return nil
 	}
-	if err != nil {
+	r, _, err := e.store.ReadPart(ctx, rec, driver.PartResult)
+	if err != nil && !errors.Is(err, driver.ErrPartMissing) {
 		return err
 	}
-	rec.Payload = p
+	rec.Result = r
 	return nil
 }

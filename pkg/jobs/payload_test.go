@@ -24,12 +24,14 @@ type apartStore struct {
 	reads   atomic.Int32
 }
 
-func (s *apartStore) Payload(ctx context.Context, rec *driver.Record) (json.RawMessage, time.Time, error) {
-	s.reads.Add(1)
-	if s.failing.Load() {
-		return nil, time.Time{}, errors.New("ProvisionedThroughputExceededException")
+func (s *apartStore) ReadPart(ctx context.Context, rec *driver.Record, p driver.Part) ([]byte, time.Time, error) {
+	if p == driver.PartPayload {
+		s.reads.Add(1)
+		if s.failing.Load() {
+			return nil, time.Time{}, errors.New("ProvisionedThroughputExceededException")
+		}
 	}
-	return s.MemStore.Payload(ctx, rec)
+	return s.MemStore.ReadPart(ctx, rec, p)
 }
 
 // apartSetup is a Service and a Worker over an apartStore, on clock.
@@ -61,6 +63,15 @@ func newApartSetup(t *testing.T) *apartSetup {
 		s.ran[job.ID] = st.Notes
 		return jobs.JSON[string]{V: "resumed"}, nil
 	}, nil)
+	// "later" fails its first run, to be retried 60 days on.
+	const farBackoff = 60 * 24 * time.Hour
+	jobs.MustRegister(reg, "later", func(ctx context.Context, job *jobs.Job[echoPayload]) (jobs.NoResult, error) {
+		if job.Attempt == 1 {
+			return jobs.NoResult{}, jobs.Retry(errors.New("not yet"))
+		}
+		s.ran[job.ID] = job.Payload.Text
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 2, BaseDelay: farBackoff, MaxDelay: farBackoff}})
 	sealer, err := jobs.NewAESSealer(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)
@@ -172,25 +183,31 @@ func TestPayloadMissing(t *testing.T) {
 }
 
 // TestPayloadOutlivesALongWait: a payload item lasts the horizon and the
-// retention past the job's run time; a claim that finds less than half
-// the horizon left (a job whose message waited in a backlog) extends it,
-// and a retry due far ahead does too.
+// retention past the job's run time (a year more for a dependent); a claim
+// that finds it more than a day short of that (a job whose message waited
+// in a backlog) extends it.
 func TestPayloadOutlivesALongWait(t *testing.T) {
 	t.Parallel()
 	s := newApartSetup(t)
 	const horizon, retention = 15 * 24 * time.Hour, jobs.DefaultRetention
 	start := s.clock.Now()
 	delayed := s.enqueue(t, strings.Repeat("d", 40), jobs.EnqueueOpts{Delay: 100 * 24 * time.Hour})
-	if until, ok := s.store.PayloadItem(delayed); !ok || until.Before(start.Add(100*24*time.Hour+horizon+retention).Truncate(time.Second)) {
+	if until, ok := s.store.PartItem(delayed, driver.PartPayload); !ok || until.Before(start.Add(100*24*time.Hour+horizon+retention).Truncate(time.Second)) {
 		t.Fatalf("a job delayed 100 days: payload item until %v (%v), want its run time plus %v", until, ok, horizon+retention)
 	}
+	// A dependent's wait is its parents': a year more.
+	parent := s.enqueue(t, strings.Repeat("p", 40), jobs.EnqueueOpts{})
+	dependent := s.enqueue(t, strings.Repeat("q", 40), jobs.EnqueueOpts{After: []string{parent}})
+	if until, ok := s.store.PartItem(dependent, driver.PartPayload); !ok || until.Before(start.Add(jobs.MaxDelay+horizon+retention).Truncate(time.Second)) {
+		t.Fatalf("a dependent: payload item until %v (%v), want a year, %v and the retention after its creation", until, ok, horizon)
+	}
 	id := s.enqueue(t, strings.Repeat("b", 40), jobs.EnqueueOpts{})
-	first, _ := s.store.PayloadItem(id)
+	first, _ := s.store.PartItem(id, driver.PartPayload)
 	s.clock.Advance(10 * 24 * time.Hour) // its message waited 10 days
 	if rec := s.run(t, id); rec.Status != jobs.StatusSucceeded {
 		t.Fatalf("job %s", rec.Status)
 	}
-	until, ok := s.store.PayloadItem(id)
+	until, ok := s.store.PartItem(id, driver.PartPayload)
 	if want := s.clock.Now().Add(horizon + retention); !ok || until.Before(want.Truncate(time.Second)) || !until.After(first) {
 		t.Fatalf("after a claim 10 days on: payload item until %v (was %v), want %v", until, first, want)
 	}
@@ -213,5 +230,30 @@ func TestCheckpointApartResumes(t *testing.T) {
 	}
 	if rec := s.run(t, id); rec.Status != jobs.StatusSucceeded || s.ran[id] != strings.Repeat("n", 2000) {
 		t.Fatalf("the continuation: %s, resumed %d bytes of notes", rec.Status, len(s.ran[id]))
+	}
+}
+
+// TestARetryFarAheadKeepsItsPayload: a run that fails and is retried 60
+// days on extends its payload item past the retry's run time, and the
+// retry runs with it.
+func TestARetryFarAheadKeepsItsPayload(t *testing.T) {
+	t.Parallel()
+	s := newApartSetup(t)
+	payload, _ := json.Marshal(echoPayload{Text: strings.Repeat("l", 40)})
+	res, err := s.svc.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "alice", Kind: "later", Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Job.ID
+	rec := s.run(t, id)
+	if rec.Status != jobs.StatusQueued || rec.RunAt.Sub(s.clock.Now()) < 30*24*time.Hour {
+		t.Fatalf("after the first run: %s, due %v", rec.Status, rec.RunAt)
+	}
+	if until, ok := s.store.PartItem(id, driver.PartPayload); !ok || until.Before(rec.RunAt.Add(15*24*time.Hour)) {
+		t.Fatalf("payload item until %v (%v), want past the retry's run time %v and the horizon", until, ok, rec.RunAt)
+	}
+	s.clock.Set(rec.RunAt.Add(time.Minute))
+	if rec := s.run(t, id); rec.Status != jobs.StatusSucceeded || s.ran[id] != strings.Repeat("l", 40) {
+		t.Fatalf("the retry: %s %q", rec.Status, rec.ErrorCode)
 	}
 }

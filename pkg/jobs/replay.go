@@ -41,7 +41,7 @@ func (s *Service) Replay(ctx context.Context, req ReplayRequest) (*EnqueueResult
 		return nil, errUnknownKind
 	}
 	stored, err := s.eng.payloadOf(ctx, old)
-	if errors.Is(err, driver.ErrPayloadMissing) {
+	if errors.Is(err, driver.ErrPartMissing) {
 		return nil, refuse(CodeInvalidPayload, "the job's stored payload is gone (its item expired)")
 	}
 	if err != nil {

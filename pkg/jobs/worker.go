@@ -498,7 +498,7 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 	pcancel()
 	k, ok := w.reg.lookup(rec.Kind)
 	switch {
-	case perr != nil && (!missingPart(perr) || now.Sub(rec.CreatedAt) < unknownKindGrace):
+	case perr != nil && (!errors.Is(perr, driver.ErrPartMissing) || now.Sub(rec.CreatedAt) < unknownKindGrace):
 		// Its payload's or checkpoint's own item could not be read, or is
 		// not there yet (a replica of the table that has the job before
 		// it): it goes back, no attempt spent, to try again (waiting_on
@@ -506,7 +506,7 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 		w.log.LogAttrs(ctx, slog.LevelWarn, "payload or checkpoint not read; the job waits and tries again", slog.String("job_id", rec.ID),
 			slog.String("err_types", errtypes.Of(perr)))
 		wait := slotWait
-		if missingPart(perr) {
+		if errors.Is(perr, driver.ErrPartMissing) {
 			wait = unknownKindWait
 		}
 		wctx, cancel := inv.finalWriteContext(ctx)

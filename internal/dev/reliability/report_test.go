@@ -69,39 +69,43 @@ dead-letter queues at every sweep).
 
 ## Payload items
 
-A payload too large for its job's item at one write unit
-([CAPACITY.md](CAPACITY.md#payloads-of-any-size)) is written, before the
-job, into an item of its own keyed by the job's id and the payload's hash,
-with a TTL; nothing writes it again but the rule below. The rule
+A payload, a checkpoint or a final result too large for its job's item at
+one write unit ([CAPACITY.md](CAPACITY.md#payloads-of-any-size)) goes into
+an item of its own, keyed by the job's id and its hash, with a TTL, written
+before the job's write that names it (` + "`" + `driver.Part` + "`" + `; ` + "`" + `Store.ReadPart` + "`" + ` and
+` + "`" + `KeepPart` + "`" + ` read and extend it, so a store wrapper that embeds
+` + "`" + `driver.Store` + "`" + ` forwards them). A payload item is never written again but by
+the rule below, and a create that loses to a live job with the same id
+never shortens its TTL (its put is conditional on that). The rule
 (` + "`" + `payloadKeep` + "`" + `, one place in package jobs): an item lasts 15 days (the
 queues' 14-day message retention, and a day) and the job's retention past
 the job's run time; a job that waits on its parents adds a year
-(` + "`" + `MaxDelay` + "`" + `, the furthest a parent can be due). Each claim reads the item
-and, when less than half those 15 days would be left, extends it; so does a
-retry or a wait due far ahead. So a queued, delayed, parked, retried or
-continuing job always finds its payload, and a finished job's outlasts it
-(its GET and its replay read it). An item orphaned by a create that failed
-after it expires by its TTL. A claim that cannot read the item (a throttle,
-or an item not there yet, as on a table replica that has the job first)
-puts the job back to wait (` + "`" + `waiting_on` + "`" + ` "store", no attempt spent); an
-item still missing 30 minutes after the job's creation fails the job with
-` + "`" + `payload_unreadable` + "`" + ` (a dependent released more than a year after it was
-enqueued; never silently). DynamoDB deletes expired items within days, not
-at once: reads treat an item past its TTL as gone. The simulator keeps
-payloads apart in two seeds of three, makes one in three or ten of their
-reads find nothing at first, and checks at quiescence that no job lost its
-payload, that each item outlasts its job, and that no job failed for its
-payload; the conformance suite (` + "`" + `jobstest.RunStoreTests` + "`" + `) holds the
-stores to the same, DynamoDB Local and the in-memory store alike.
+(` + "`" + `MaxDelay` + "`" + `, the furthest a parent can be due). Each claim reads the
+payload's and the checkpoint's items and extends one that falls more than a
+day short of that; so does a retry or a wait due more than a day ahead
+(for a run the sweeper settles, whose claim it did not see, with a
+conditional write). So a queued, delayed, parked, retried or continuing job
+always finds its payload and its checkpoint, and a finished job's payload
+outlasts it (its GET and its replay read it). A final result's item lasts
+exactly as long as its job; a retry from the API removes the job's name of
+it. An item orphaned by a write that failed after it expires by its TTL.
 
-A checkpoint over 400 bytes (sealed) goes into an item of its own the same
-way (` + "`" + `checkpoint#` + "`" + `, the job's id and the checkpoint's hash), written before
-the job's write that names it, with the same rule from that write: each
-claim reads it and extends it when half the horizon is gone, and a retry
-due more than half the horizon ahead extends the job's current one. Its
-reads are strongly consistent, so it is never late in one region; a
-missing one is treated as a missing payload (` + "`" + `payload_unreadable` + "`" + ` 30
-minutes after the job's creation), never as a run that starts over.
+A claim that cannot read an item (a throttle, or an item not there yet, as
+on a table replica that has the job first) puts the job back to wait
+(` + "`" + `waiting_on` + "`" + ` "store", no attempt spent); an item still missing 30
+minutes after the job's creation fails the job with ` + "`" + `payload_unreadable` + "`" + `
+(a dependent released more than a year after it was enqueued; never
+silently, and never as a run that starts over without its checkpoint).
+DynamoDB deletes expired items within days, not at once: reads treat an
+item past its TTL as gone. The simulator keeps payloads, checkpoints and
+results apart in two seeds of three, makes one in three or ten of their
+payload reads in a job's first minute find nothing, and checks at
+quiescence that no job lost an item, that each outlasts its job, and that
+no job failed for one; the conformance suite (` + "`" + `jobstest.RunStoreTests` + "`" + `)
+holds DynamoDB Local and the in-memory store to the same. The simulator
+runs minutes, not the 15-day horizon: the extensions themselves are shown
+by ` + "`" + `jobs` + "`" + ` tests on a fake clock (` + "`" + `TestPayloadOutlivesALongWait` + "`" + `,
+` + "`" + `TestAnInterruptedRunRetriedFarAheadKeepsItsPayload` + "`" + `).
 
 ## Hot keys
 

@@ -310,15 +310,21 @@ func (w *world) checkPayload(r *driver.Record) {
 	}
 	if r.CheckpointRef != "" {
 		w.cover("mechanism", "checkpoint apart")
-		if _, ok := w.mem.CheckpointItem(r.ID); !ok && !r.Status.Final() {
+		if _, ok := w.mem.PartItem(r.ID, driver.PartCheckpoint); !ok && !r.Status.Final() {
 			w.violate("job %s (%s) has lost its checkpoint item", r.ID, r.Status)
+		}
+	}
+	if r.ResultRef != "" {
+		w.cover("mechanism", "result apart")
+		if until, ok := w.mem.PartItem(r.ID, driver.PartResult); !ok || until.Before(r.ExpiresAt) {
+			w.violate("job %s (%s): its result item is gone or expires before it (%v, %v)", r.ID, r.Status, until, r.ExpiresAt)
 		}
 	}
 	if r.PayloadRef == "" {
 		return
 	}
 	w.cover("mechanism", "payload apart")
-	until, ok := w.mem.PayloadItem(r.ID)
+	until, ok := w.mem.PartItem(r.ID, driver.PartPayload)
 	switch {
 	case !ok:
 		w.violate("job %s (%s) has lost its payload item", r.ID, r.Status)

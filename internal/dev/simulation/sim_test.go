@@ -127,8 +127,8 @@ var coverageWanted = []string{
 	"client: enqueue delayed", "client: enqueue dependent", "client: batch", "client: cancel", "client: retry", "client: replay",
 	"client: cancel then retry", "client: retry after cancel",
 	// Payloads in items of their own: read at the claim, late at times.
-	"mechanism: payload apart", "call: Payload", "fault: payload late", "mechanism: waits on store",
-	"mechanism: checkpoint apart", "call: ReadCheckpoint",
+	"mechanism: payload apart", "call: ReadPart payload", "fault: payload late", "mechanism: waits on store",
+	"mechanism: checkpoint apart", "call: ReadPart checkpoint", "mechanism: result apart",
 }
 
 // TestFindsAPlantedDefect plants a defect in the store (one in 50 claims

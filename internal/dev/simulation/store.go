@@ -2,7 +2,6 @@ package simulation
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -17,11 +16,9 @@ type gatedStore struct {
 }
 
 var (
-	_ driver.Store           = (*gatedStore)(nil)
-	_ driver.QueueCounter    = (*gatedStore)(nil)
-	_ driver.WaiterPopper    = (*gatedStore)(nil)
-	_ driver.PayloadStore    = (*gatedStore)(nil)
-	_ driver.CheckpointStore = (*gatedStore)(nil)
+	_ driver.Store        = (*gatedStore)(nil)
+	_ driver.QueueCounter = (*gatedStore)(nil)
+	_ driver.WaiterPopper = (*gatedStore)(nil)
 )
 
 // finish is Finish, with the planted defect when the world has one: every
@@ -78,14 +75,14 @@ func (s *gatedStore) requeue(ctx context.Context, id, token string, r driver.Req
 	return err
 }
 
-// payload is Payload, which finds the item not there yet one in
+// readPart is ReadPart, which finds a payload's item not there yet one in
 // lateEvery times in the first minute of its job when the world says so
 // (a replica of the table that has the job before its payload): the job
 // must wait and run, not fail.
-func (s *gatedStore) payload(ctx context.Context, rec *driver.Record) (json.RawMessage, time.Time, error) {
-	if w := s.a.w; w.lateEvery > 0 && time.Since(rec.CreatedAt) < time.Minute && w.draw(w.lateEvery) == 0 {
+func (s *gatedStore) readPart(ctx context.Context, rec *driver.Record, p driver.Part) ([]byte, time.Time, error) {
+	if w := s.a.w; p == driver.PartPayload && w.lateEvery > 0 && time.Since(rec.CreatedAt) < time.Minute && w.draw(w.lateEvery) == 0 {
 		w.cover("fault", "payload late")
-		return nil, time.Time{}, driver.ErrPayloadMissing
+		return nil, time.Time{}, driver.ErrPartMissing
 	}
-	return s.st.Payload(ctx, rec)
+	return s.st.ReadPart(ctx, rec, p)
 }

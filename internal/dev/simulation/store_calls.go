@@ -6,7 +6,6 @@ package simulation
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -273,30 +272,16 @@ func (s *gatedStore) PopWaiter(ctx context.Context, key, holder string) (string,
 	return r0, r1, err
 }
 
-func (s *gatedStore) Payload(ctx context.Context, rec *driver.Record) (json.RawMessage, time.Time, error) {
-	var r0 json.RawMessage
-	var r1 time.Time
-	err := s.a.do(ctx, "Payload", rec.ID, func() (err error) {
-		r0, r1, err = s.payload(ctx, rec)
-		return err
-	})
-	return r0, r1, err
-}
-
-func (s *gatedStore) KeepPayload(ctx context.Context, rec *driver.Record, until time.Time) error {
-	return s.a.do(ctx, "KeepPayload", rec.ID, func() error { return s.st.KeepPayload(ctx, rec, until) })
-}
-
-func (s *gatedStore) ReadCheckpoint(ctx context.Context, rec *driver.Record) ([]byte, time.Time, error) {
+func (s *gatedStore) ReadPart(ctx context.Context, rec *driver.Record, p driver.Part) ([]byte, time.Time, error) {
 	var r0 []byte
 	var r1 time.Time
-	err := s.a.do(ctx, "ReadCheckpoint", rec.ID, func() (err error) {
-		r0, r1, err = s.st.ReadCheckpoint(ctx, rec)
+	err := s.a.do(ctx, "ReadPart "+string(p), rec.ID, func() (err error) {
+		r0, r1, err = s.readPart(ctx, rec, p)
 		return err
 	})
 	return r0, r1, err
 }
 
-func (s *gatedStore) KeepCheckpoint(ctx context.Context, rec *driver.Record, until time.Time) error {
-	return s.a.do(ctx, "KeepCheckpoint", rec.ID, func() error { return s.st.KeepCheckpoint(ctx, rec, until) })
+func (s *gatedStore) KeepPart(ctx context.Context, rec *driver.Record, p driver.Part, until time.Time) error {
+	return s.a.do(ctx, "KeepPart "+string(p), rec.ID, func() error { return s.st.KeepPart(ctx, rec, p, until) })
 }

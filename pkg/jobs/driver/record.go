@@ -22,16 +22,20 @@ type Record struct {
 	Status  Status
 	Payload json.RawMessage
 	// PayloadRef, set by a store that keeps this job's payload in an item
-	// of its own (a [PayloadStore], when the job's item would pass one
-	// write unit with it), names that item: Payload is then nil in what
-	// the store returns until PayloadStore.Payload reads it. Empty when
-	// the payload is in Payload.
+	// of its own (when the job's item would pass one write unit with it),
+	// names that item: Payload is then nil in what the store returns
+	// until Store.ReadPart reads it (PartPayload). Empty when the payload
+	// is in Payload.
 	PayloadRef string
 	// PayloadUntil, given to Create, is how long a payload kept apart
 	// must last at least (its item's TTL): the engine's one rule
 	// (payloadKeep). A store that keeps every payload inline ignores it.
 	PayloadUntil time.Time
 	Result       json.RawMessage
+	// ResultRef, set by a store that keeps a large final result in an
+	// item of its own, names that item: Result is then nil in what the
+	// store returns until Store.ReadPart reads it (PartResult).
+	ResultRef string
 	// ErrorCode is the failure code of a failed job: one the kind declared or
 	// a reserved one. Never error text.
 	ErrorCode string
@@ -81,9 +85,8 @@ type Record struct {
 	// private state, never returned by the API), nil before the first.
 	Checkpoint []byte
 	// CheckpointRef, set by a store that keeps a large checkpoint in an
-	// item of its own (a [CheckpointStore]), names that item: Checkpoint
-	// is then nil in what the store returns until
-	// CheckpointStore.ReadCheckpoint reads it.
+	// item of its own, names that item: Checkpoint is then nil in what the
+	// store returns until Store.ReadPart reads it (PartCheckpoint).
 	CheckpointRef string
 	// Continuations counts the runs that ended asking to continue
 	// (Requeue.Continue): they spent no attempt.

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 )
@@ -56,6 +55,20 @@ type Store interface {
 	// Checkpoint stores c.Data as the job's checkpoint and extends the
 	// run's lease to c.LeaseUntil, with Heartbeat's conditions and errors.
 	Checkpoint(ctx context.Context, id, token string, c Checkpoint) error
+
+	// ReadPart reads part p of job rec that the store keeps in an item of
+	// its own (its record names it: PayloadRef, CheckpointRef, ResultRef),
+	// strongly consistent, and when that item expires; ErrPartMissing when
+	// it is not there (it expired, or was never written). A part the
+	// record carries itself (no name) is returned as it is, with a zero
+	// time: a store that keeps every part in the job's item returns them
+	// so.
+	ReadPart(ctx context.Context, rec *Record, p Part) ([]byte, time.Time, error)
+
+	// KeepPart makes the item of part p of job rec last until at least
+	// until (never shorter than it was); a part in the job's item, or an
+	// item that is not there (or expired), is left as it is.
+	KeepPart(ctx context.Context, rec *Record, p Part, until time.Time) error
 
 	// AcquireSlot takes a slot of the slot item key for c.Holder until
 	// c.LeaseUntil, if fewer than c.Max holders hold one whose lease has
@@ -279,38 +292,24 @@ type QueueCounter interface {
 	CountQueued(ctx context.Context, q QueueCount) (int, error)
 }
 
-// PayloadStore is implemented by a Store that keeps a payload too large
-// for its job's item (at one write unit) in an item of its own, written
-// once before the job and never again: Record.PayloadRef names it, and
-// reads of the job (Get, Claim, the records of failed conditions) leave
-// it out. jobstest.RunStoreTests checks it when a store has it.
-type PayloadStore interface {
-	// Payload reads the payload rec.PayloadRef names, strongly
-	// consistent, and when its item expires; ErrPayloadMissing when there
-	// is none (it expired, or was never written).
-	Payload(ctx context.Context, rec *Record) (json.RawMessage, time.Time, error)
-	// KeepPayload makes the payload item rec.PayloadRef names last until
-	// at least until (never shorter than it was). A missing item stays
-	// missing: the next Payload says so.
-	KeepPayload(ctx context.Context, rec *Record, until time.Time) error
-}
+// Part names a part of a job that a store may keep in an item of its own
+// when the job's item would pass one write unit with it (Store.ReadPart):
+// then reads of the job leave it out and the record names its item.
+type Part string
 
-// CheckpointStore is implemented by a Store that keeps a large checkpoint
-// (Store.Checkpoint, Requeue.Checkpoint) in an item of its own, so that a
-// long run's heartbeats and final write do not rewrite it:
-// Record.CheckpointRef names it, and reads of the job leave it out.
-// Written once per checkpoint, before the job's write that names it.
-// jobstest.RunStoreTests checks it when a store has it.
-type CheckpointStore interface {
-	// ReadCheckpoint reads the checkpoint rec.CheckpointRef names,
-	// strongly consistent, and when its item expires;
-	// ErrCheckpointMissing when there is none.
-	ReadCheckpoint(ctx context.Context, rec *Record) ([]byte, time.Time, error)
-	// KeepCheckpoint makes the item rec.CheckpointRef names last until at
-	// least until (never shorter than it was). A missing item stays
-	// missing.
-	KeepCheckpoint(ctx context.Context, rec *Record, until time.Time) error
-}
+const (
+	// PartPayload: the payload (Record.PayloadRef), written once before
+	// the job, until Record.PayloadUntil.
+	PartPayload Part = "payload"
+	// PartCheckpoint: the last checkpoint (Record.CheckpointRef), written
+	// before the job's write that names it, until Checkpoint.Until or
+	// Requeue.CheckpointUntil.
+	PartCheckpoint Part = "checkpoint"
+	// PartResult: a final result (Record.ResultRef), written before the
+	// final write that names it, until Outcome.ResultUntil. Partial
+	// results stay in the job's item.
+	PartResult Part = "result"
+)
 
 // QueueCount asks QueueCounter.CountQueued for a count.
 type QueueCount struct {
@@ -383,8 +382,10 @@ type Claim struct {
 type Outcome struct {
 	Status Status // StatusSucceeded or StatusFailed
 	// Result replaces the stored result when non-nil. A failed run keeps its
-	// last partial result.
-	Result []byte
+	// last partial result. ResultUntil is how long a result kept apart
+	// (PartResult) lasts: the job's ExpiresAt.
+	Result      []byte
+	ResultUntil time.Time
 	// Code is the failure code of a failed run.
 	Code string
 	At   time.Time
@@ -574,7 +575,7 @@ type Checkpoint struct {
 	Data       []byte
 	LeaseUntil time.Time
 	At         time.Time
-	// Until is how long a checkpoint kept apart (CheckpointStore) must
+	// Until is how long a checkpoint kept apart (PartCheckpoint) must
 	// last at least: the engine's rule, as Record.PayloadUntil.
 	Until time.Time
 }
@@ -602,12 +603,9 @@ var (
 	// AddOwnerSchedule a schedule of the name, Scheduler.CreateSchedule a
 	// schedule of the id.
 	ErrExists = errors.New("jobs: already exists")
-	// ErrPayloadMissing: a job's payload item (Record.PayloadRef) is not
-	// there.
-	ErrPayloadMissing = errors.New("jobs: payload item missing")
-	// ErrCheckpointMissing: a job's checkpoint item
-	// (Record.CheckpointRef) is not there.
-	ErrCheckpointMissing = errors.New("jobs: checkpoint item missing")
+	// ErrPartMissing: a part of a job kept in an item of its own
+	// (Store.ReadPart) is not there.
+	ErrPartMissing = errors.New("jobs: a job's part item is missing")
 )
 
 // ConflictError is returned when a conditional write did not apply: the

@@ -78,7 +78,7 @@ func TestWriteUnitsPerJob(t *testing.T) {
 		wantTotal float64
 	}{
 		{"small job (40 B payload)", []byte(`{"text":"` + strings.Repeat("a", 40-12) + `"}`), 11},
-		{"1 KB item (580 B payload)", []byte(`{"text":"` + strings.Repeat("a", 580-12) + `"}`), 11},
+		{"1 KB item (520 B payload)", []byte(`{"text":"` + strings.Repeat("a", 520-12) + `"}`), 11},
 		{"1.6 KB payload, in an item of its own", uploadsPayload(1600), 12},
 	}
 	var report strings.Builder
@@ -193,7 +193,7 @@ func TestWriteUnitsPerTransactionalEnqueue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p, _, err := store.Payload(ctx, got); err != nil || string(p) != string(tc.payload) {
+		if p, _, err := store.ReadPart(ctx, got, driver.PartPayload); err != nil || string(p) != string(tc.payload) {
 			t.Errorf("%s: the stored payload reads back as %.40q, %v", tc.name, p, err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -23,8 +22,8 @@ import (
 )
 
 // A payload too large for its job's item at one write unit has an item of
-// its own (driver.PayloadStore): written once, before the job, and never
-// again but by KeepPayload (a job that outlived its horizon). Every later
+// its own (driver.PartPayload): written once, before the job, and never
+// again but by KeepPart (a job that outlived its horizon). Every later
 // write of the job (its claim, partial results, heartbeats, its final
 // write, and on AWS each failed condition) then rewrites a small item.
 //
@@ -58,17 +57,19 @@ func deflate(p []byte) []byte {
 	return b.Bytes()
 }
 
-// inflate reverses deflate, reading at most jobs.MaxPayloadBytes (a
-// payload item holds no more).
+// maxInflated bounds what inflate reads: more than any part this store
+// writes (a payload sealed, past MaxPayloadBytes by its seals' overhead,
+// is under DynamoDB's 400 KB item), so only a corrupt item reaches it.
+const maxInflated = 1 << 20
+
+// inflate reverses deflate. An item that does not inflate, or inflates
+// past maxInflated, cannot be read: driver.ErrPartMissing.
 func inflate(z []byte) ([]byte, error) {
 	r := flate.NewReader(bytes.NewReader(z))
 	defer r.Close()
-	p, err := io.ReadAll(io.LimitReader(r, jobs.MaxPayloadBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(p) > jobs.MaxPayloadBytes {
-		return nil, fmt.Errorf("dynamostore: a payload item inflates past %d bytes", jobs.MaxPayloadBytes)
+	p, err := io.ReadAll(io.LimitReader(r, maxInflated+1))
+	if err != nil || len(p) > maxInflated {
+		return nil, fmt.Errorf("%w: it does not inflate (%d bytes read)", driver.ErrPartMissing, len(p))
 	}
 	return p, nil
 }
@@ -84,20 +85,32 @@ func payloadRef(payload []byte) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 
-// apart reports whether rec's payload goes in an item of its own: when the
-// job's item as its claim writes it (the largest image of its life before
-// a result: running, a claim token, a lease, a start, a sweep entry) would
-// pass one write unit with the payload in it.
+// apart reports whether rec's payload goes in an item of its own: when,
+// in the job's item as its claim writes it (claimedSize), it adds a write
+// unit to every write of the job. A payload that adds none (the rest of
+// the item is already past a unit and the payload fits in what is left
+// of it) stays.
 func apart(rec *driver.Record) (bool, error) {
 	if len(rec.Payload) == 0 {
 		return false, nil
 	}
-	size, err := claimedSize(rec)
-	return size > writeUnit, err
+	with, err := claimedSize(rec)
+	if err != nil || with <= writeUnit {
+		return false, err
+	}
+	c := *rec
+	c.Payload, c.PayloadRef = nil, payloadRef(rec.Payload)
+	without, err := claimedSize(&c)
+	return units(with) > units(without), err
 }
 
+func units(size int) int { return (size + writeUnit - 1) / writeUnit }
+
 // claimedSize is the size of rec's item as its claim writes it, by
-// DynamoDB's rules (itemSize).
+// DynamoDB's rules (itemSize), with what a run and a retry add: running, a
+// claim token, a lease, a start, a sweep entry, a dispatch count and a
+// previous attempt's failure code (of up to 24 characters, which covers
+// every reserved one).
 func claimedSize(rec *driver.Record) (int, error) {
 	c := *rec
 	c.Status = jobs.StatusRunning
@@ -110,7 +123,11 @@ func claimedSize(rec *driver.Record) (int, error) {
 	if c.SweepAt.IsZero() {
 		c.SweepAt = at // a run's first heartbeat puts it in the sweep index
 	}
+	if c.LastError == "" {
+		c.LastError = "xxxxxxxxxxxxxxxxxxxxxxxx"
+	}
 	c.Attempt++
+	c.Dispatches++
 	c.WaitingOn = ""
 	av, err := marshalItem(&c)
 	if err != nil {
@@ -191,8 +208,11 @@ func numberSize(s string) int {
 
 // payloadPut is the put of rec's payload item under ref, living until
 // rec.PayloadUntil (or the job's retention after now when the caller set
-// none). Unconditional: an item under the same key holds the same payload
-// (a retried request), and the later TTL is the longer.
+// none). An item under the same key holds the same payload (a retried
+// request, a duplicate): Create conditions its put on that item's TTL
+// being sooner (putPayload), so a duplicate never shortens a live job's;
+// in a transaction it is unconditional (a failed condition would cancel
+// the caller's transaction; its job's put fails first on a duplicate).
 func (s *Store) payloadPut(rec *driver.Record, ref string) *dynamodb.PutItemInput {
 	until := rec.PayloadUntil
 	if until.IsZero() {
@@ -213,7 +233,14 @@ func (s *Store) putPayload(ctx context.Context, rec *driver.Record, ref string) 
 	if !utf8.Valid(rec.Payload) {
 		return fmt.Errorf("dynamostore: payload of %s is not UTF-8", rec.ID)
 	}
-	out, err := s.putItem(ctx, s.payloadPut(rec, ref))
+	in := s.payloadPut(rec, ref)
+	e := newExpr()
+	e.when(e.notExists(AttrID) + " OR " + e.n(AttrExpires) + " < " + e.v(in.Item[AttrExpires]))
+	in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.condition(), e.names, e.values
+	out, err := s.putItem(ctx, in)
+	if _, failed := conditionFailed(err); failed {
+		return nil // the same payload is there, and lasts longer
+	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: payload of %s: %w", rec.ID, err)
 	}
@@ -221,31 +248,58 @@ func (s *Store) putPayload(ctx context.Context, rec *driver.Record, ref string) 
 	return nil
 }
 
-var _ driver.PayloadStore = (*Store)(nil)
-
-// Payload reads rec's payload item with a strongly consistent read.
-func (s *Store) Payload(ctx context.Context, rec *driver.Record) (json.RawMessage, time.Time, error) {
-	if rec.PayloadRef == "" {
-		return rec.Payload, time.Time{}, nil
+// ReadPart reads part p of rec from its own item (a strongly consistent
+// read), or returns it from rec when it is in the job's item.
+func (s *Store) ReadPart(ctx context.Context, rec *driver.Record, p driver.Part) ([]byte, time.Time, error) {
+	ref, inline, k, attr, err := partOf(rec, p)
+	if err != nil || ref == "" {
+		return inline, time.Time{}, err
 	}
-	av, until, err := s.readSide(ctx, "get_payload", payloadKey(rec.ID, rec.PayloadRef))
+	av, until, err := s.readSide(ctx, "get_"+string(p), k)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("dynamostore: payload of %s: %w", rec.ID, err)
+		return nil, time.Time{}, fmt.Errorf("dynamostore: %s of %s: %w", p, rec.ID, err)
 	}
-	var payload []byte
-	switch p := av[attrPayload].(type) {
+	var data []byte
+	switch v := av[attr].(type) {
 	case *types.AttributeValueMemberS:
-		payload = []byte(p.Value)
+		data = []byte(v.Value)
+	case *types.AttributeValueMemberB:
+		data = v.Value
 	default:
 		z, ok := av[attrPayloadZ].(*types.AttributeValueMemberB)
 		if !ok {
-			return nil, time.Time{}, driver.ErrPayloadMissing
+			return nil, time.Time{}, driver.ErrPartMissing
 		}
-		if payload, err = inflate(z.Value); err != nil {
-			return nil, time.Time{}, fmt.Errorf("dynamostore: payload of %s: %w", rec.ID, err)
+		if data, err = inflate(z.Value); err != nil {
+			return nil, time.Time{}, fmt.Errorf("dynamostore: %s of %s: %w", p, rec.ID, err)
 		}
 	}
-	return json.RawMessage(payload), until, nil
+	return data, until, nil
+}
+
+// KeepPart moves the TTL of rec's item of part p to until, if it was
+// sooner. A missing item stays missing (the next ReadPart says so).
+func (s *Store) KeepPart(ctx context.Context, rec *driver.Record, p driver.Part, until time.Time) error {
+	ref, _, k, _, err := partOf(rec, p)
+	if err != nil || ref == "" {
+		return err
+	}
+	return s.keepSide(ctx, "keep_"+string(p), k, until)
+}
+
+// partOf is part p of rec: the name of its item ("" when it is in the
+// job's item), the part as rec holds it, its item's key, and the attribute
+// holding it there uncompressed.
+func partOf(rec *driver.Record, p driver.Part) (string, []byte, map[string]types.AttributeValue, string, error) {
+	switch p {
+	case driver.PartPayload:
+		return rec.PayloadRef, rec.Payload, payloadKey(rec.ID, rec.PayloadRef), attrPayload, nil
+	case driver.PartCheckpoint:
+		return rec.CheckpointRef, rec.Checkpoint, checkpointKey(rec.ID, rec.CheckpointRef), attrCheckpoint, nil
+	case driver.PartResult:
+		return rec.ResultRef, rec.Result, resultKey(rec.ID, rec.ResultRef), attrResult, nil
+	}
+	return "", nil, nil, "", fmt.Errorf("dynamostore: no part %q", p)
 }
 
 // readSide reads the side item (a payload's, a checkpoint's) at k,
@@ -272,15 +326,6 @@ func (s *Store) readSide(ctx context.Context, op string, k map[string]types.Attr
 		return nil, time.Time{}, nil
 	}
 	return out.Item, until, nil
-}
-
-// KeepPayload moves the TTL of rec's payload item to until, if it was
-// sooner. A missing item stays missing (the next Payload says so).
-func (s *Store) KeepPayload(ctx context.Context, rec *driver.Record, until time.Time) error {
-	if rec.PayloadRef == "" {
-		return nil
-	}
-	return s.keepSide(ctx, "keep_payload", payloadKey(rec.ID, rec.PayloadRef), until)
 }
 
 // keepSide moves the TTL of the side item at k to until, if it was sooner
@@ -335,19 +380,26 @@ func (s *Store) putCheckpoint(ctx context.Context, id string, data []byte, until
 	if len(data) <= checkpointInline || s.inline {
 		return "", nil
 	}
+	ref := payloadRef(data)
+	return ref, s.putPart(ctx, driver.PartCheckpoint, id, checkpointKey(id, ref), map[string]types.AttributeValue{attrCheckpoint: &types.AttributeValueMemberB{Value: data}}, until)
+}
+
+// putPart puts the item k of job id's part p, holding attrs, until its
+// TTL (the retention after now when until is zero).
+func (s *Store) putPart(ctx context.Context, p driver.Part, id string, k, attrs map[string]types.AttributeValue, until time.Time) error {
 	if until.IsZero() {
 		until = s.clock.Now().Add(jobs.DefaultRetention)
 	}
-	ref := payloadRef(data)
-	av := checkpointKey(id, ref)
-	av[attrCheckpoint] = &types.AttributeValueMemberB{Value: data}
-	av[AttrExpires] = num(until.Unix())
-	out, err := s.putItem(ctx, &dynamodb.PutItemInput{TableName: s.table, Item: av, ReturnConsumedCapacity: s.capacity()})
-	if err != nil {
-		return "", fmt.Errorf("dynamostore: checkpoint of %s: %w", id, err)
+	for name, v := range attrs {
+		k[name] = v
 	}
-	s.report("checkpoint_item", out.ConsumedCapacity)
-	return ref, nil
+	k[AttrExpires] = num(until.Unix())
+	out, err := s.putItem(ctx, &dynamodb.PutItemInput{TableName: s.table, Item: k, ReturnConsumedCapacity: s.capacity()})
+	if err != nil {
+		return fmt.Errorf("dynamostore: %s of %s: %w", p, id, err)
+	}
+	s.report(string(p)+"_item", out.ConsumedCapacity)
+	return nil
 }
 
 // checkpoint sets the job's checkpoint to data, or, with ref (from
@@ -362,30 +414,36 @@ func (e *expr) checkpoint(data []byte, ref string) {
 	e.del(attrCheckpointRef)
 }
 
-var _ driver.CheckpointStore = (*Store)(nil)
+// A final result over resultInline bytes goes into an item of its own,
+// compressed when smaller (results are JSON), keyed by
+// storekey.ResultPrefix, the job's id, '#' and the result's hash, just
+// before the final write that names it (attrResultRef), with the job's
+// TTL: the writes after it (post-outcome steps, a retry from the API)
+// rewrite a small item. The bound is fixed, as a checkpoint's; the events
+// of package jobs carry a result up to the same size.
+const resultInline = 400
 
-// ReadCheckpoint reads rec's checkpoint item with a strongly consistent
-// read.
-func (s *Store) ReadCheckpoint(ctx context.Context, rec *driver.Record) ([]byte, time.Time, error) {
-	if rec.CheckpointRef == "" {
-		return rec.Checkpoint, time.Time{}, nil
-	}
-	av, until, err := s.readSide(ctx, "get_checkpoint", checkpointKey(rec.ID, rec.CheckpointRef))
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("dynamostore: checkpoint of %s: %w", rec.ID, err)
-	}
-	b, ok := av[attrCheckpoint].(*types.AttributeValueMemberB)
-	if !ok {
-		return nil, time.Time{}, driver.ErrCheckpointMissing
-	}
-	return b.Value, until, nil
+// attrResultRef is the hash naming a job's result item (Record.ResultRef).
+const attrResultRef = "rr"
+
+func resultKey(id, ref string) map[string]types.AttributeValue {
+	return key(storekey.ResultPrefix + id + "#" + ref)
 }
 
-// KeepCheckpoint moves the TTL of rec's checkpoint item to until, if it
-// was sooner.
-func (s *Store) KeepCheckpoint(ctx context.Context, rec *driver.Record, until time.Time) error {
-	if rec.CheckpointRef == "" {
-		return nil
+// putResult puts a final result of job id in its own item (until its
+// TTL) when over resultInline, and returns the item's name ("" for a
+// result that stays in the job's item).
+func (s *Store) putResult(ctx context.Context, id string, result []byte, until time.Time) (string, error) {
+	if len(result) <= resultInline || s.inline {
+		return "", nil
 	}
-	return s.keepSide(ctx, "keep_checkpoint", checkpointKey(rec.ID, rec.CheckpointRef), until)
+	if !utf8.Valid(result) {
+		return "", fmt.Errorf("dynamostore: result of %s is not UTF-8", id)
+	}
+	ref := payloadRef(result)
+	attrs := map[string]types.AttributeValue{attrResult: &types.AttributeValueMemberS{Value: string(result)}}
+	if z := deflate(result); z != nil {
+		attrs = map[string]types.AttributeValue{attrPayloadZ: &types.AttributeValueMemberB{Value: z}}
+	}
+	return ref, s.putPart(ctx, driver.PartResult, id, resultKey(id, ref), attrs, until)
 }

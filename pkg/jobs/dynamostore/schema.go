@@ -9,12 +9,13 @@
 // feature/dynamodb/expression package and items mapped with
 // feature/dynamodb/attributevalue.
 //
-// A job item is about 300 to 550 bytes (its owner's ARN is in it twice)
-// plus its payload and result. A payload that would take the item past one
-// write unit as its claim writes it goes into an item of its own
-// (payload.go): with the longest owner and a 32-character kind that is
-// any over 469 bytes; a job keeps up to 469 bytes of payload in its own
-// item. docs/CAPACITY.md lists the units per job and what each pays for.
+// A job item is about 300 to 600 bytes (its owner's ARN is in it twice)
+// plus its payload and result. A payload that would add a write unit to
+// the item as its claim writes it goes into an item of its own
+// (payload.go), and so do a checkpoint and a final result over 400 bytes:
+// with the longest owner and a 32-character kind, a job keeps up to 423
+// bytes of payload in its own item. docs/CAPACITY.md lists the units per
+// job and what each pays for.
 package dynamostore
 
 import (

@@ -77,6 +77,7 @@ type item struct {
 	Payload     string   `dynamodbav:"payload,omitempty"`
 	PayloadRef  string   `dynamodbav:"pr,omitempty"`
 	Result      *string  `dynamodbav:"result,omitempty"`
+	ResultRef   string   `dynamodbav:"rr,omitempty"`
 	ErrorCode   string   `dynamodbav:"error_code,omitempty"`
 	Attempt     int      `dynamodbav:"attempt"`
 	Token       string   `dynamodbav:"token,omitempty"`
@@ -243,6 +244,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 	if it.Result != nil {
 		r.Result = []byte(*it.Result)
 	}
+	r.ResultRef = it.ResultRef
 	if it.Expires != 0 {
 		r.ExpiresAt = time.Unix(it.Expires, 0).UTC()
 	}
@@ -296,7 +298,7 @@ func (s *Store) conflict(old map[string]types.AttributeValue) error {
 // Create puts rec unless a live job with its id exists.
 //
 // A payload that would take the job's item past one write unit (apart)
-// goes first into an item of its own (driver.PayloadStore).
+// goes first into an item of its own (driver.PartPayload).
 func (s *Store) Create(ctx context.Context, rec *driver.Record) error {
 	in, ref, err := s.putInput(rec)
 	if err != nil {
@@ -546,6 +548,7 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 func (s *Store) Publish(ctx context.Context, id, token string, result []byte, at time.Time) error {
 	e := newExpr()
 	e.setTo(attrResult, e.vs(string(result)))
+	e.del(attrResultRef)
 	e.setTo(attrUpdated, e.vn(ms(at)))
 	e.runningUnder(token)
 	e.notCancelled()
@@ -665,7 +668,17 @@ func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) 
 		e.setTo(AttrExpires, e.vn(o.ExpiresAt.Unix()))
 	}
 	if o.Result != nil {
-		e.setTo(attrResult, e.vs(string(o.Result)))
+		ref, err := s.putResult(ctx, id, o.Result, o.ResultUntil)
+		if err != nil {
+			return err
+		}
+		if ref != "" {
+			e.setTo(attrResultRef, e.vs(ref))
+			e.del(attrResult)
+		} else {
+			e.setTo(attrResult, e.vs(string(o.Result)))
+			e.del(attrResultRef)
+		}
 	}
 	if o.Code != "" {
 		e.setTo(attrErrorCode, e.vs(o.Code))

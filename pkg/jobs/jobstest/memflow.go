@@ -139,7 +139,7 @@ func (m *MemStore) Debounce(_ context.Context, id string, d driver.Debounce) err
 	if r.Status != driver.StatusQueued {
 		return &driver.ConflictError{Current: clone(r)}
 	}
-	m.setPayload(r, d.Payload, d.PayloadUntil)
+	m.setPart(r, driver.PartPayload, d.Payload, d.PayloadUntil)
 	r.RequestHash, r.RunAt, r.SweepAt, r.UpdatedAt = d.RequestHash, d.RunAt, d.SweepAt, d.At
 	return nil
 }

@@ -5,13 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
-
-var _ driver.PayloadStore = (*MemStore)(nil)
 
 // memPayload is a payload kept apart: its bytes and its TTL.
 type memPayload struct {
@@ -19,13 +17,13 @@ type memPayload struct {
 	until time.Time
 }
 
-// KeepPayloadsApart makes the store keep every payload, and every
-// checkpoint, over n bytes in an item of its own, as dynamostore keeps
-// those that would take their job's item past a write unit
-// (driver.PayloadStore, driver.CheckpointStore): reads of the job leave
-// them out (Record.PayloadRef, Record.CheckpointRef), and an item is gone
-// once its TTL (Record.PayloadUntil, Checkpoint.Until) has passed on the
-// store's clock. 0 keeps them all inline, the default.
+// KeepPayloadsApart makes the store keep every payload, checkpoint and
+// final result over n bytes in an item of its own, as dynamostore keeps
+// those that would take their job's item past a write unit (driver.Part):
+// reads of the job leave them out (Record.PayloadRef, CheckpointRef,
+// ResultRef) until ReadPart, and an item is gone once its TTL
+// (Record.PayloadUntil, Checkpoint.Until, Outcome.ResultUntil) has passed
+// on the store's clock. 0 keeps them all inline, the default.
 func (m *MemStore) KeepPayloadsApart(n int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -37,139 +35,115 @@ func (m *MemStore) KeepPayloadsApart(n int) {
 func (m *MemStore) DropPayload(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r, ok := m.jobs[id]; ok && r.PayloadRef != "" {
-		delete(m.payloads, id+"#"+r.PayloadRef)
+	if r, ok := m.jobs[id]; ok {
+		if k, _, _ := partKey(r, driver.PartPayload); k != "" {
+			delete(m.payloads, k)
+		}
 	}
 }
 
-// PayloadItem returns job id's payload item's TTL, and whether the job
-// has one that has not expired: for invariants (every live job's payload
-// outlasts it).
-func (m *MemStore) PayloadItem(id string) (time.Time, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.jobs[id]
-	if !ok || r.PayloadRef == "" {
-		return time.Time{}, false
+// partKey is the key of rec's item of part p among the store's side items
+// ("" when rec carries the part itself), and the part as rec holds it.
+func partKey(rec *driver.Record, p driver.Part) (string, []byte, error) {
+	switch p {
+	case driver.PartPayload:
+		if rec.PayloadRef == "" {
+			return "", rec.Payload, nil
+		}
+		return "payload#" + rec.ID + "#" + rec.PayloadRef, nil, nil
+	case driver.PartCheckpoint:
+		if rec.CheckpointRef == "" {
+			return "", rec.Checkpoint, nil
+		}
+		return "checkpoint#" + rec.ID + "#" + rec.CheckpointRef, nil, nil
+	case driver.PartResult:
+		if rec.ResultRef == "" {
+			return "", rec.Result, nil
+		}
+		return "result#" + rec.ID + "#" + rec.ResultRef, nil, nil
 	}
-	p, ok := m.payloads[id+"#"+r.PayloadRef]
-	if !ok || !m.clock.Now().Before(p.until) {
-		return time.Time{}, false
-	}
-	return p.until, true
+	return "", nil, fmt.Errorf("jobstest: no part %q", p)
 }
 
-// setPayload stores payload for stored (the job's record as stored): in
-// the record, or apart when over the store's bound.
-func (m *MemStore) setPayload(stored *driver.Record, payload []byte, until time.Time) {
-	stored.Payload, stored.PayloadRef = bytes.Clone(payload), ""
-	if m.apartOver <= 0 || len(payload) <= m.apartOver {
-		return
-	}
-	sum := sha256.Sum256(payload)
-	ref := hex.EncodeToString(sum[:8])
-	k := stored.ID + "#" + ref
-	if cur, ok := m.payloads[k]; ok && cur.until.After(until) {
-		until = cur.until
-	}
-	m.payloads[k] = memPayload{data: bytes.Clone(payload), until: until}
-	stored.Payload, stored.PayloadRef = nil, ref
-}
-
-// Payload reads rec's payload item.
-func (m *MemStore) Payload(_ context.Context, rec *driver.Record) (json.RawMessage, time.Time, error) {
-	if rec.PayloadRef == "" {
-		return rec.Payload, time.Time{}, nil
+// ReadPart reads part p of rec from its item, or returns it from rec.
+func (m *MemStore) ReadPart(_ context.Context, rec *driver.Record, p driver.Part) ([]byte, time.Time, error) {
+	k, inline, err := partKey(rec, p)
+	if err != nil || k == "" {
+		return inline, time.Time{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p, ok := m.payloads[rec.ID+"#"+rec.PayloadRef]
-	if !ok || !m.clock.Now().Before(p.until) {
-		return nil, time.Time{}, driver.ErrPayloadMissing
+	item, ok := m.payloads[k]
+	if !ok || !m.clock.Now().Before(item.until) {
+		return nil, time.Time{}, driver.ErrPartMissing
 	}
-	return bytes.Clone(p.data), p.until, nil
+	return bytes.Clone(item.data), item.until, nil
 }
 
-// KeepPayload moves rec's payload item's TTL to until, if it was sooner.
-func (m *MemStore) KeepPayload(_ context.Context, rec *driver.Record, until time.Time) error {
-	if rec.PayloadRef == "" {
-		return nil
+// KeepPart moves the TTL of rec's item of part p to until, if it was
+// sooner and the item has not expired.
+func (m *MemStore) KeepPart(_ context.Context, rec *driver.Record, p driver.Part, until time.Time) error {
+	k, _, err := partKey(rec, p)
+	if err != nil || k == "" {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := rec.ID + "#" + rec.PayloadRef
-	if p, ok := m.payloads[k]; ok && m.clock.Now().Before(p.until) && p.until.Before(until) {
-		p.until = until
-		m.payloads[k] = p
+	if item, ok := m.payloads[k]; ok && m.clock.Now().Before(item.until) && item.until.Before(until) {
+		item.until = until
+		m.payloads[k] = item
 	}
 	return nil
 }
 
-var _ driver.CheckpointStore = (*MemStore)(nil)
-
-// checkpointKey is the key of job id's checkpoint item ref among the
-// store's side items.
-func checkpointKey(id, ref string) string { return "checkpoint#" + id + "#" + ref }
-
-// setCheckpoint stores data as r's checkpoint: in the record, or apart
-// when over the store's bound.
-func (m *MemStore) setCheckpoint(r *driver.Record, data []byte, until time.Time) {
-	r.Checkpoint, r.CheckpointRef = bytes.Clone(data), ""
-	if m.apartOver <= 0 || len(data) <= m.apartOver {
+// setPart stores data as r's part p (r is the record as stored): in the
+// record, or, over the store's bound, in an item of its own named by its
+// hash, lasting until until (or longer, when an item of that name lasts
+// longer already).
+func (m *MemStore) setPart(r *driver.Record, p driver.Part, data []byte, until time.Time) {
+	ref := ""
+	if m.apartOver > 0 && len(data) > m.apartOver {
+		sum := sha256.Sum256(data)
+		ref = hex.EncodeToString(sum[:8])
+	}
+	inline := bytes.Clone(data)
+	if ref != "" {
+		inline = nil
+	}
+	switch p {
+	case driver.PartPayload:
+		r.Payload, r.PayloadRef = inline, ref
+	case driver.PartCheckpoint:
+		r.Checkpoint, r.CheckpointRef = inline, ref
+	case driver.PartResult:
+		r.Result, r.ResultRef = inline, ref
+	}
+	if ref == "" {
 		return
 	}
-	sum := sha256.Sum256(data)
-	ref := hex.EncodeToString(sum[:8])
-	k := checkpointKey(r.ID, ref)
+	k, _, _ := partKey(r, p)
 	if cur, ok := m.payloads[k]; ok && cur.until.After(until) {
 		until = cur.until
 	}
 	m.payloads[k] = memPayload{data: bytes.Clone(data), until: until}
-	r.Checkpoint, r.CheckpointRef = nil, ref
 }
 
-// ReadCheckpoint reads rec's checkpoint item.
-func (m *MemStore) ReadCheckpoint(_ context.Context, rec *driver.Record) ([]byte, time.Time, error) {
-	if rec.CheckpointRef == "" {
-		return rec.Checkpoint, time.Time{}, nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	p, ok := m.payloads[checkpointKey(rec.ID, rec.CheckpointRef)]
-	if !ok || !m.clock.Now().Before(p.until) {
-		return nil, time.Time{}, driver.ErrCheckpointMissing
-	}
-	return bytes.Clone(p.data), p.until, nil
-}
-
-// KeepCheckpoint moves rec's checkpoint item's TTL to until, if it was
-// sooner.
-func (m *MemStore) KeepCheckpoint(_ context.Context, rec *driver.Record, until time.Time) error {
-	if rec.CheckpointRef == "" {
-		return nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	k := checkpointKey(rec.ID, rec.CheckpointRef)
-	if p, ok := m.payloads[k]; ok && m.clock.Now().Before(p.until) && p.until.Before(until) {
-		p.until = until
-		m.payloads[k] = p
-	}
-	return nil
-}
-
-// CheckpointItem returns job id's checkpoint item's TTL, and whether the
-// job has one that has not expired: for invariants.
-func (m *MemStore) CheckpointItem(id string) (time.Time, bool) {
+// PartItem returns the TTL of job id's item of part p, and whether the job
+// has one that has not expired: for invariants (an item outlasts its job).
+func (m *MemStore) PartItem(id string, p driver.Part) (time.Time, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.jobs[id]
-	if !ok || r.CheckpointRef == "" {
+	if !ok {
 		return time.Time{}, false
 	}
-	p, ok := m.payloads[checkpointKey(id, r.CheckpointRef)]
-	if !ok || !m.clock.Now().Before(p.until) {
+	k, _, err := partKey(r, p)
+	if err != nil || k == "" {
 		return time.Time{}, false
 	}
-	return p.until, true
+	item, ok := m.payloads[k]
+	if !ok || !m.clock.Now().Before(item.until) {
+		return time.Time{}, false
+	}
+	return item.until, true
 }

@@ -81,12 +81,15 @@ func (m *MemStore) live(id string) (*driver.Record, bool) {
 func (m *MemStore) Create(_ context.Context, rec *driver.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// As DynamoDB's store: the payload's item (if it has one) is written
+	// before the job's put, which may then find the id taken; an item
+	// under the same name keeps the longer TTL.
+	stored := clone(rec)
+	stored.PayloadUntil = time.Time{}
+	m.setPart(stored, driver.PartPayload, rec.Payload, rec.PayloadUntil)
 	if cur, ok := m.live(rec.ID); ok {
 		return &driver.ConflictError{Current: clone(cur)}
 	}
-	stored := clone(rec)
-	stored.PayloadUntil = time.Time{}
-	m.setPayload(stored, rec.Payload, rec.PayloadUntil)
 	m.jobs[rec.ID] = stored
 	return nil
 }
@@ -149,7 +152,7 @@ func (m *MemStore) Publish(_ context.Context, id, token string, result []byte, a
 	if err != nil {
 		return err
 	}
-	r.Result = bytes.Clone(result)
+	r.Result, r.ResultRef = bytes.Clone(result), ""
 	r.UpdatedAt = at
 	return nil
 }
@@ -192,7 +195,7 @@ func (m *MemStore) Checkpoint(_ context.Context, id, token string, c driver.Chec
 	if err != nil {
 		return err
 	}
-	m.setCheckpoint(r, c.Data, c.Until)
+	m.setPart(r, driver.PartCheckpoint, c.Data, c.Until)
 	r.LeaseUntil, r.UpdatedAt = latest(r.LeaseUntil, c.LeaseUntil), c.At
 	return nil
 }
@@ -225,7 +228,7 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o driver.Outcome)
 	r.FinishedAt = o.At
 	r.ExpiresAt = o.ExpiresAt
 	if o.Result != nil {
-		r.Result = bytes.Clone(o.Result)
+		m.setPart(r, driver.PartResult, o.Result, o.ResultUntil)
 	}
 	if o.Code != "" {
 		r.ErrorCode = o.Code
@@ -418,7 +421,7 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q driver.Requeue
 		r.Continuations++
 	}
 	if q.Checkpoint != nil {
-		m.setCheckpoint(r, q.Checkpoint, q.CheckpointUntil)
+		m.setPart(r, driver.PartCheckpoint, q.Checkpoint, q.CheckpointUntil)
 	}
 	r.WaitingOn = q.WaitingOn
 	if q.WaitingOn != "" {
@@ -778,7 +781,7 @@ func (m *MemStore) Resubmit(_ context.Context, id string, rs driver.Resubmit) er
 		r.LastError = string(jobs.StatusCancelled)
 	}
 	r.Status, r.UpdatedAt, r.RunAt, r.SweepAt = jobs.StatusQueued, rs.At, rs.At, rs.SweepAt
-	r.ErrorCode, r.Result, r.CancelRequested, r.CancelledBy = "", nil, false, ""
+	r.ErrorCode, r.Result, r.ResultRef, r.CancelRequested, r.CancelledBy = "", nil, "", false, ""
 	r.FinishedAt, r.ExpiresAt = time.Time{}, time.Time{}
 	if rs.WaitingOn != "" {
 		r.WaitingOn = rs.WaitingOn

@@ -45,6 +45,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	c.parents(t)
 	c.payloads(t)
 	c.checkpoints(t)
+	c.results(t)
 }
 
 // suite is the conformance suite over the stores of one implementation.

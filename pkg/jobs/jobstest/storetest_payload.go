@@ -18,7 +18,7 @@ func bigPayload(fill string) []byte {
 }
 
 // payloads checks a store that keeps large payloads apart
-// (driver.PayloadStore): reads of the job leave the payload out and name
+// (driver.PartPayload): reads of the job leave the payload out and name
 // its item, which holds it until its TTL; a small payload stays inline. A
 // store that keeps every payload inline passes by returning them in the
 // record.
@@ -34,11 +34,7 @@ func (c suite) payloads(t *testing.T) {
 		if len(rec.Payload) != 0 {
 			t.Fatalf("job %s names its payload item and carries %d bytes of payload too", rec.ID, len(rec.Payload))
 		}
-		ps, ok := s.(driver.PayloadStore)
-		if !ok {
-			t.Fatalf("job %s names a payload item (%q) but the store is no driver.PayloadStore", rec.ID, rec.PayloadRef)
-		}
-		p, until, err := ps.Payload(ctx, rec)
+		p, until, err := s.ReadPart(ctx, rec, driver.PartPayload)
 		return string(p), until, err
 	}
 	create := func(t *testing.T, s driver.Store, now time.Time, payload []byte, until time.Time) *driver.Record {
@@ -93,27 +89,26 @@ func (c suite) payloads(t *testing.T) {
 		if rec.PayloadRef == "" {
 			return // inline: it lasts as long as its job
 		}
-		ps := s.(driver.PayloadStore)
 		later := clock.Now().Add(3 * time.Hour)
-		if err := ps.KeepPayload(ctx, rec, later); err != nil {
+		if err := s.KeepPart(ctx, rec, driver.PartPayload, later); err != nil {
 			t.Fatal(err)
 		}
-		if err := ps.KeepPayload(ctx, rec, clock.Now().Add(2*time.Hour)); err != nil {
+		if err := s.KeepPart(ctx, rec, driver.PartPayload, clock.Now().Add(2*time.Hour)); err != nil {
 			t.Fatal(err) // sooner: it stays as it is
 		}
 		clock.Advance(2*time.Hour + time.Minute)
-		if _, kept, err := ps.Payload(ctx, rec); err != nil || kept.Before(later.Truncate(time.Second)) {
-			t.Fatalf("after KeepPayload: expires %v, %v; want %v", kept, err, later)
+		if _, kept, err := s.ReadPart(ctx, rec, driver.PartPayload); err != nil || kept.Before(later.Truncate(time.Second)) {
+			t.Fatalf("after KeepPart: expires %v, %v; want %v", kept, err, later)
 		}
 		clock.Advance(time.Hour)
-		if _, _, err := ps.Payload(ctx, rec); !errors.Is(err, driver.ErrPayloadMissing) {
-			t.Fatalf("a payload item past its TTL: %v, want ErrPayloadMissing", err)
+		if _, _, err := s.ReadPart(ctx, rec, driver.PartPayload); !errors.Is(err, driver.ErrPartMissing) {
+			t.Fatalf("a payload item past its TTL: %v, want ErrPartMissing", err)
 		}
-		if err := ps.KeepPayload(ctx, rec, clock.Now().Add(time.Hour)); err != nil {
-			t.Fatalf("KeepPayload of a missing item: %v", err)
+		if err := s.KeepPart(ctx, rec, driver.PartPayload, clock.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("KeepPart of a missing item: %v", err)
 		}
-		if _, _, err := ps.Payload(ctx, rec); !errors.Is(err, driver.ErrPayloadMissing) {
-			t.Fatalf("KeepPayload brought back an expired payload item: %v", err)
+		if _, _, err := s.ReadPart(ctx, rec, driver.PartPayload); !errors.Is(err, driver.ErrPartMissing) {
+			t.Fatalf("KeepPart brought back an expired payload item: %v", err)
 		}
 	})
 
@@ -125,8 +120,14 @@ func (c suite) payloads(t *testing.T) {
 			RunAt: clock.Now().Add(time.Minute), SweepAt: clock.Now().Add(3 * time.Minute), At: clock.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		if p, _, err := payloadOf(t, s, mustGet(t, s, rec.ID)); err != nil || p != string(big) {
+		got := mustGet(t, s, rec.ID)
+		if p, _, err := payloadOf(t, s, got); err != nil || p != string(big) {
 			t.Fatalf("after a debounce to %d bytes: %d, %v", len(big), len(p), err)
+		}
+		// A store that keeps such a payload apart at creation does at a
+		// debounce too.
+		if probe := mustGet(t, s, create(t, s, clock.Now(), big, until).ID); probe.PayloadRef != "" && got.PayloadRef == "" {
+			t.Fatalf("a debounce kept a %d-byte payload in the job's item, which a create keeps apart", len(big))
 		}
 		if err := s.Debounce(ctx, rec.ID, driver.Debounce{Payload: []byte(`{"n":3}`), PayloadUntil: until, RequestHash: "h3",
 			RunAt: clock.Now().Add(time.Minute), SweepAt: clock.Now().Add(3 * time.Minute), At: clock.Now()}); err != nil {
@@ -139,7 +140,7 @@ func (c suite) payloads(t *testing.T) {
 }
 
 // checkpoints checks a store that keeps large checkpoints apart
-// (driver.CheckpointStore), through Checkpoint and Requeue: a read of
+// (driver.PartCheckpoint), through Checkpoint and Requeue: a read of
 // the job names the item, which holds the checkpoint; a small one stays
 // in the job's item. A store that keeps every checkpoint inline passes by
 // returning them in the record.
@@ -153,13 +154,9 @@ func (c suite) checkpoints(t *testing.T) {
 		if len(rec.Checkpoint) != 0 {
 			t.Fatalf("job %s names its checkpoint item and carries %d bytes of checkpoint too", rec.ID, len(rec.Checkpoint))
 		}
-		cs, ok := s.(driver.CheckpointStore)
-		if !ok {
-			t.Fatalf("job %s names a checkpoint item but the store is no driver.CheckpointStore", rec.ID)
-		}
-		cp, _, err := cs.ReadCheckpoint(ctx, rec)
+		cp, _, err := s.ReadPart(ctx, rec, driver.PartCheckpoint)
 		if err != nil {
-			t.Fatalf("ReadCheckpoint: %v", err)
+			t.Fatalf("ReadPart: %v", err)
 		}
 		return cp
 	}
@@ -202,17 +199,81 @@ func (c suite) checkpoints(t *testing.T) {
 		if got.CheckpointRef == "" {
 			return // inline: it lasts as long as its job
 		}
-		cs := s.(driver.CheckpointStore)
-		if err := cs.KeepCheckpoint(ctx, got, clock.Now().Add(2*time.Hour)); err != nil {
+		if err := s.KeepPart(ctx, got, driver.PartCheckpoint, clock.Now().Add(2*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(90 * time.Minute)
-		if _, _, err := cs.ReadCheckpoint(ctx, got); err != nil {
+		if _, _, err := s.ReadPart(ctx, got, driver.PartCheckpoint); err != nil {
 			t.Fatalf("a kept checkpoint item before its TTL: %v", err)
 		}
 		clock.Advance(time.Hour)
-		if _, _, err := cs.ReadCheckpoint(ctx, got); !errors.Is(err, driver.ErrCheckpointMissing) {
-			t.Fatalf("a checkpoint item past its TTL: %v, want ErrCheckpointMissing", err)
+		if _, _, err := s.ReadPart(ctx, got, driver.PartCheckpoint); !errors.Is(err, driver.ErrPartMissing) {
+			t.Fatalf("a checkpoint item past its TTL: %v, want ErrPartMissing", err)
+		}
+	})
+}
+
+// results checks a store that keeps large final results apart
+// (driver.PartResult): a read of the finished job names the item, which
+// holds the result until the job's own TTL; a small one stays in the
+// job's item; a retry from the API clears either.
+func (c suite) results(t *testing.T) {
+	ctx := context.Background()
+	resultOf := func(t *testing.T, s driver.Store, rec *driver.Record) string {
+		t.Helper()
+		if rec.ResultRef == "" {
+			return string(rec.Result)
+		}
+		if len(rec.Result) != 0 {
+			t.Fatalf("job %s names its result item and carries %d bytes of result too", rec.ID, len(rec.Result))
+		}
+		r, _, err := s.ReadPart(ctx, rec, driver.PartResult)
+		if err != nil {
+			t.Fatalf("ReadPart: %v", err)
+		}
+		return string(r)
+	}
+	c.run(t, "ResultReadWhereverKeptAndClearedByARetry", func(t *testing.T, s driver.Store, clock *Clock) {
+		rec := mustCreate(t, s, clock.Now())
+		_, token := mustClaim(t, s, rec.ID, clock.Now())
+		big := bigPayload("r")
+		expires := clock.Now().Add(time.Hour)
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, Result: big, ResultUntil: expires, At: clock.Now(), ExpiresAt: expires}); err != nil {
+			t.Fatal(err)
+		}
+		got := mustGet(t, s, rec.ID)
+		if r := resultOf(t, s, got); r != string(big) {
+			t.Fatalf("result read back: %d bytes, want %d", len(r), len(big))
+		}
+		clock.Advance(59 * time.Minute)
+		if r := resultOf(t, s, got); r != string(big) {
+			t.Fatalf("result read back before the job's TTL: %d bytes", len(r))
+		}
+		if err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err == nil {
+			t.Fatal("a succeeded job was resubmitted")
+		}
+		small := mustCreate(t, s, clock.Now())
+		_, token = mustClaim(t, s, small.ID, clock.Now())
+		if err := s.Finish(ctx, small.ID, token, driver.Outcome{Status: jobs.StatusFailed, Code: "x", Result: []byte(`{"n":1}`), At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, small.ID); got.ResultRef != "" || string(got.Result) != `{"n":1}` {
+			t.Fatalf("a small result: ref %q, %s", got.ResultRef, got.Result)
+		}
+	})
+
+	c.run(t, "ARetryFromTheAPIClearsAResultItem", func(t *testing.T, s driver.Store, clock *Clock) {
+		rec := mustCreate(t, s, clock.Now())
+		_, token := mustClaim(t, s, rec.ID, clock.Now())
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusFailed, Code: "x", Result: bigPayload("f"),
+			ResultUntil: clock.Now().Add(time.Hour), At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Resubmit(ctx, rec.ID, driver.Resubmit{At: clock.Now(), SweepAt: clock.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, rec.ID); got.ResultRef != "" || got.Result != nil {
+			t.Fatalf("after a retry from the API: result ref %q, %d bytes", got.ResultRef, len(got.Result))
 		}
 	})
 }
