@@ -381,12 +381,12 @@ func (s *Store) putCheckpoint(ctx context.Context, id string, data []byte, until
 		return "", nil
 	}
 	ref := payloadRef(data)
-	return ref, s.putPart(ctx, driver.PartCheckpoint, id, checkpointKey(id, ref), map[string]types.AttributeValue{attrCheckpoint: &types.AttributeValueMemberB{Value: data}}, until)
+	return ref, s.putPart(ctx, driver.PartCheckpoint, checkpointKey(id, ref), map[string]types.AttributeValue{attrCheckpoint: &types.AttributeValueMemberB{Value: data}}, until)
 }
 
-// putPart puts the item k of job id's part p, holding attrs, until its
-// TTL (the retention after now when until is zero).
-func (s *Store) putPart(ctx context.Context, p driver.Part, id string, k, attrs map[string]types.AttributeValue, until time.Time) error {
+// putPart puts the item k of a job's part p, holding attrs, until its TTL
+// (the retention after now when until is zero).
+func (s *Store) putPart(ctx context.Context, p driver.Part, k, attrs map[string]types.AttributeValue, until time.Time) error {
 	if until.IsZero() {
 		until = s.clock.Now().Add(jobs.DefaultRetention)
 	}
@@ -396,7 +396,7 @@ func (s *Store) putPart(ctx context.Context, p driver.Part, id string, k, attrs 
 	k[AttrExpires] = num(until.Unix())
 	out, err := s.putItem(ctx, &dynamodb.PutItemInput{TableName: s.table, Item: k, ReturnConsumedCapacity: s.capacity()})
 	if err != nil {
-		return fmt.Errorf("dynamostore: %s of %s: %w", p, id, err)
+		return fmt.Errorf("dynamostore: put a %s item: %w", p, err)
 	}
 	s.report(string(p)+"_item", out.ConsumedCapacity)
 	return nil
@@ -445,5 +445,5 @@ func (s *Store) putResult(ctx context.Context, id string, result []byte, until t
 	if z := deflate(result); z != nil {
 		attrs = map[string]types.AttributeValue{attrPayloadZ: &types.AttributeValueMemberB{Value: z}}
 	}
-	return ref, s.putPart(ctx, driver.PartResult, id, resultKey(id, ref), attrs, until)
+	return ref, s.putPart(ctx, driver.PartResult, resultKey(id, ref), attrs, until)
 }
