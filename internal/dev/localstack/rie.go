@@ -58,8 +58,25 @@ func StartFunction(ctx context.Context, c FunctionConfig) (*Function, error) {
 	return f, nil
 }
 
-// start launches the emulator and the bootstrap on fresh ports.
+// start launches the emulator and the bootstrap on fresh ports. A port
+// picked free can be taken by another process before the emulator binds
+// it (tests start stacks side by side): an emulator that exits at start
+// is started again on other ports, up to three times.
 func (f *Function) start(ctx context.Context) error {
+	var err error
+	for try := 0; try < 3; try++ {
+		if err = f.startOnce(ctx); !errors.Is(err, errExitedAtStart) {
+			return err
+		}
+	}
+	return err
+}
+
+// errExitedAtStart: the emulator's process ended before it listened.
+var errExitedAtStart = errors.New("the runtime interface emulator exited at start")
+
+// startOnce is one try of start.
+func (f *Function) startOnce(ctx context.Context) error {
 	c := f.cfg
 	emuPort, err := localaws.FreePort()
 	if err != nil {
@@ -113,7 +130,7 @@ func (f *Function) waitReady(ctx context.Context, port int) error {
 		}
 		select {
 		case <-f.done:
-			return fmt.Errorf("%s: the runtime interface emulator exited at start", f.Name)
+			return fmt.Errorf("%s: %w", f.Name, errExitedAtStart)
 		case <-ctx.Done():
 			return fmt.Errorf("%s: the runtime interface emulator did not start: %w", f.Name, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
