@@ -803,12 +803,15 @@ func (e *engine) after(ctx context.Context, rec *driver.Record) bool {
 		}
 	}
 	if event {
-		// A result in an item of its own, on a record read back (the
-		// sweeper's): read for the event, which carries it up to 8 KiB.
-		if err := e.withResult(ctx, rec); err != nil {
-			e.log.LogAttrs(ctx, slog.LevelWarn, "post-outcome step failed; the sweeper runs it again", slog.String("job_id", rec.ID),
-				slog.String("step", afterEvent), slog.String("err_types", errtypes.Of(err)))
-			return false
+		// A succeeded job's result in an item of its own, on a record
+		// read back (the sweeper's): read for the event, which carries it
+		// up to 8 KiB (eventOf names where to read it otherwise).
+		if rec.Status == StatusSucceeded {
+			if err := e.withResult(ctx, rec); err != nil {
+				e.log.LogAttrs(ctx, slog.LevelWarn, "post-outcome step failed; the sweeper runs it again", slog.String("job_id", rec.ID),
+					slog.String("step", afterEvent), slog.String("err_types", errtypes.Of(err)))
+				return false
+			}
 		}
 		if ob, ok := ctx.Value(outboxKey{}).(*outbox); ok && e.bus != nil {
 			ob.add(rec)

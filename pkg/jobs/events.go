@@ -94,8 +94,8 @@ const resultPath = "/v1/jobs/"
 func eventOf(rec *driver.Record) Event {
 	ev := Event{ID: rec.ID + "/" + strconv.Itoa(rec.Outcomes), JobID: rec.ID, Sequence: rec.Outcomes, Kind: rec.Kind, Owner: rec.Owner,
 		Status: rec.Status, Code: rec.ErrorCode, Attempt: rec.Attempt, BatchID: rec.BatchID, FinishedAt: rec.FinishedAt.UTC()}
-	if rec.Status == StatusSucceeded && rec.Result != nil {
-		if len(rec.Result) <= maxEventResult {
+	if rec.Status == StatusSucceeded && (rec.Result != nil || rec.ResultRef != "") {
+		if rec.Result != nil && len(rec.Result) <= maxEventResult {
 			ev.Result = rec.Result
 		} else {
 			ev.ResultURL = resultPath + rec.ID // ids are URL-safe (wire.ValidID)

@@ -60,6 +60,8 @@ func newEventRig(t *testing.T, wrap func(*jobstest.MemStore) driver.Store) *even
 			return nil, fmt.Errorf("GET https://api.example.test/?token=%s: 500", secret)
 		case "big":
 			return jobs.JSON[string]{V: strings.Repeat("r", 9000)}, nil
+		case "mid":
+			return jobs.JSON[string]{V: strings.Repeat("m", 500)}, nil
 		case "honour_deadline":
 			<-ctx.Done()
 			return nil, ctx.Err()
@@ -299,6 +301,31 @@ func TestEventLeftPendingOnBusFailureIsSentBySweeper(t *testing.T) {
 	}
 	if got := r.get(t, id); len(got.After) != 0 {
 		t.Fatalf("steps %v after the sweeper sent it", got.After)
+	}
+}
+
+// A result kept in an item of its own reaches the event the sweeper sends
+// for a job whose worker could not: read from its item (up to 8 KiB), or
+// named by its URL beyond.
+func TestAResultApartIsAnnouncedBySweeper(t *testing.T) {
+	t.Parallel()
+	r := newEventRig(t, nil)
+	r.mem.KeepPayloadsApart(64)
+	mid, big := r.enqueue(t, "ev", "mid"), r.enqueue(t, "ev", "big")
+	r.bus.SetFail(errors.New("eventbridge: throttled"))
+	r.run(t, context.Background(), mid, big)
+	if got := r.get(t, mid); got.ResultRef == "" || !slices.Contains(got.After, "event") {
+		t.Fatalf("after a failed send: result ref %q, steps %v; want the result apart and the event pending", got.ResultRef, got.After)
+	}
+	r.bus.SetFail(nil)
+	r.sweepLater(t)
+	r.sweepLater(t)
+	evs := r.eventsOf(mid)
+	if len(evs) != 1 || !strings.Contains(string(evs[0].Result), strings.Repeat("m", 500)) || evs[0].ResultURL != "" {
+		t.Fatalf("events %+v, want one carrying the 500-byte result", evs)
+	}
+	if evs := r.eventsOf(big); len(evs) != 1 || evs[0].Result != nil || evs[0].ResultURL == "" {
+		t.Fatalf("events %+v, want one naming its 9 KB result's URL", evs)
 	}
 }
 

@@ -185,7 +185,11 @@ func (s *Service) List(ctx context.Context, owner string, req ListRequest) (*Lis
 	out := &ListResult{Jobs: []View{}}
 	for _, r := range page.Records {
 		if r.Owner == owner { // the index is keyed by a hash: never trust it alone
-			out.Jobs = append(out.Jobs, viewOf(r))
+			v, err := s.eng.viewRead(ctx, r)
+			if err != nil {
+				return nil, err
+			}
+			out.Jobs = append(out.Jobs, v)
 		}
 	}
 	if page.Next != "" {

@@ -24,10 +24,10 @@ import (
 
 // payloadHorizon is how long a queued job may wait for a worker beyond its
 // run time, and how long a part kept apart lasts beyond the job's next
-// run time (plus its retention): the queues keep a message 14 days, and a
-// wait longer than that ends in the sweeper's re-send, whose claim
-// extends the items when they fall a day short (payloadSlack).
-const payloadHorizon = 15 * 24 * time.Hour
+// run time (plus its retention): the queues keep a message 14 days, and
+// two days more leave room for the day an item may fall short before it
+// is extended (payloadSlack), whatever the kind's retention.
+const payloadHorizon = 14*24*time.Hour + 2*payloadSlack
 
 // parentsHorizon is added for a job that waits on its parents, whose
 // wait is theirs: each is due within MaxDelay of its creation, before the
@@ -182,4 +182,14 @@ func (e *engine) withResult(ctx context.Context, rec *driver.Record) error {
 	}
 	rec.Result = r
 	return nil
+}
+
+// viewRead is viewOf for a record read back from the store: a final
+// result kept in an item of its own is read first (one read, only for
+// such a job), so that every view shows what GET shows.
+func (e *engine) viewRead(ctx context.Context, rec *driver.Record) (View, error) {
+	if err := e.withResult(ctx, rec); err != nil {
+		return View{}, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	return viewOf(rec), nil
 }

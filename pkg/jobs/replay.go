@@ -70,7 +70,11 @@ func (s *Service) Replay(ctx context.Context, req ReplayRequest) (*EnqueueResult
 	if err != nil {
 		return nil, err
 	}
-	return &EnqueueResult{Job: viewOf(rec), Replayed: !created}, nil
+	v, err := s.eng.viewRead(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return &EnqueueResult{Job: v, Replayed: !created}, nil
 }
 
 // keepSecrets returns edited with each secret field given as the mask

@@ -114,7 +114,11 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*EnqueueResu
 	if err != nil {
 		return nil, err
 	}
-	return &EnqueueResult{Job: viewOf(rec), Replayed: !created}, nil
+	v, err := s.eng.viewRead(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return &EnqueueResult{Job: v, Replayed: !created}, nil
 }
 
 // enqueue is Enqueue, returning the stored record and whether it was
@@ -375,7 +379,10 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (*View, error) {
 	if rec == nil {
 		return nil, err
 	}
-	v := viewOf(rec)
+	v, verr := s.eng.viewRead(ctx, rec)
+	if verr != nil {
+		v = viewOf(rec) // the cancel's own answer stands; its view without a large result
+	}
 	return &v, err
 }
 

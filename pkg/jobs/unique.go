@@ -113,7 +113,11 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 			continue
 		}
 		if mode != UniqueDebounce {
-			return &EnqueueResult{Job: viewOf(cur), Replayed: true, Duplicate: "unique"}, nil
+			v, err := s.eng.viewRead(ctx, cur)
+			if err != nil {
+				return nil, err
+			}
+			return &EnqueueResult{Job: v, Replayed: true, Duplicate: "unique"}, nil
 		}
 		again, _, err := s.prepareAs(req, holder, j.at) // the payload sealed for the holder's id
 		if err != nil {

@@ -77,8 +77,8 @@ before the job's write that names it (` + "`" + `driver.Part` + "`" + `; ` + "`"
 ` + "`" + `driver.Store` + "`" + ` forwards them). A payload item is never written again but by
 the rule below, and a create that loses to a live job with the same id
 never shortens its TTL (its put is conditional on that). The rule
-(` + "`" + `payloadKeep` + "`" + `, one place in package jobs): an item lasts 15 days (the
-queues' 14-day message retention, and a day) and the job's retention past
+(` + "`" + `payloadKeep` + "`" + `, one place in package jobs): an item lasts 16 days (the
+queues' 14-day message retention, and two days of slack) and the job's retention past
 the job's run time; a job that waits on its parents adds a year
 (` + "`" + `MaxDelay` + "`" + `, the furthest a parent can be due). Each claim reads the
 payload's and the checkpoint's items and extends one that falls more than a
@@ -87,8 +87,10 @@ day short of that; so does a retry or a wait due more than a day ahead
 conditional write). So a queued, delayed, parked, retried or continuing job
 always finds its payload and its checkpoint, and a finished job's payload
 outlasts it (its GET and its replay read it). A final result's item lasts
-exactly as long as its job; a retry from the API removes the job's name of
-it. An item orphaned by a write that failed after it expires by its TTL.
+exactly as long as its job (a stale run's put of the same result never
+shortens it); a retry from the API removes the job's name of it; every
+view of the job (GET, a listing, the answer to a repeated enqueue, a
+cancel) reads it. An item orphaned by a write that failed after it expires by its TTL.
 
 A claim that cannot read an item (a throttle, or an item not there yet, as
 on a table replica that has the job first) puts the job back to wait
@@ -103,7 +105,7 @@ payload reads in a job's first minute find nothing, and checks at
 quiescence that no job lost an item, that each outlasts its job, and that
 no job failed for one; the conformance suite (` + "`" + `jobstest.RunStoreTests` + "`" + `)
 holds DynamoDB Local and the in-memory store to the same. The simulator
-runs minutes, not the 15-day horizon: the extensions themselves are shown
+runs minutes, not the 16-day horizon: the extensions themselves are shown
 by ` + "`" + `jobs` + "`" + ` tests on a fake clock (` + "`" + `TestPayloadOutlivesALongWait` + "`" + `,
 ` + "`" + `TestAnInterruptedRunRetriedFarAheadKeepsItsPayload` + "`" + `).
 

@@ -394,7 +394,16 @@ func (s *Store) putPart(ctx context.Context, p driver.Part, k, attrs map[string]
 		k[name] = v
 	}
 	k[AttrExpires] = num(until.Unix())
-	out, err := s.putItem(ctx, &dynamodb.PutItemInput{TableName: s.table, Item: k, ReturnConsumedCapacity: s.capacity()})
+	// An item of that name holds the same bytes (its name is their hash):
+	// a put never shortens its TTL (a stale run's final write, computed
+	// earlier, puts the same result before its condition fails).
+	e := newExpr()
+	e.when(e.notExists(AttrID) + " OR " + e.n(AttrExpires) + " < " + e.v(k[AttrExpires]))
+	out, err := s.putItem(ctx, &dynamodb.PutItemInput{TableName: s.table, Item: k, ReturnConsumedCapacity: s.capacity(),
+		ConditionExpression: e.condition(), ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values})
+	if _, failed := conditionFailed(err); failed {
+		return nil // there, and lasting longer
+	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: put a %s item: %w", p, err)
 	}

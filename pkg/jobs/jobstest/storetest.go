@@ -46,6 +46,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	c.payloads(t)
 	c.checkpoints(t)
 	c.results(t)
+	c.staleParts(t)
 }
 
 // suite is the conformance suite over the stores of one implementation.
