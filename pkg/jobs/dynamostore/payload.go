@@ -428,8 +428,7 @@ func (e *expr) checkpoint(data []byte, ref string) {
 // storekey.ResultPrefix, the job's id, '#' and the result's hash, just
 // before the final write that names it (attrResultRef), with the job's
 // TTL: the writes after it (post-outcome steps, a retry from the API)
-// rewrite a small item. The bound is fixed, as a checkpoint's; the events
-// of package jobs carry a result up to the same size.
+// rewrite a small item. The bound is fixed, as a checkpoint's.
 const resultInline = 400
 
 // attrResultRef is the hash naming a job's result item (Record.ResultRef).
