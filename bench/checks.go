@@ -41,7 +41,7 @@ const (
 	// job carried before its message was sent first.
 	maxAPIJobDollars = 7.00
 	// maxUrgentStart bounds an urgent job's start behind the bulk
-	// backlog (issue 27).
+	// backlog (docs/LANES.md).
 	maxUrgentStartSeconds = 5.0
 )
 

@@ -126,7 +126,8 @@ type overheadResult struct {
 const overheadAim = 1.15
 
 // baseline is the API-enqueued job's cost as this report last measured it
-// before issue 30, which the cost section itemises against.
+// before the smaller bootstraps (CHANGELOG, "smaller bootstraps"), which
+// the cost section itemises against.
 var baseline = struct {
 	date, commit     string
 	total, wru, logs float64
@@ -520,8 +521,9 @@ func (r *report) coldMD() string {
 	return b.String()
 }
 
-// before holds what this benchmark measured before issue 30 (see the
-// cold-start section): the medians of 21 fresh starts at commit adb93c7.
+// before holds what this benchmark measured before the smaller bootstraps
+// (see the cold-start section): the medians of 21 fresh starts at commit
+// adb93c7.
 var before = struct {
 	date string
 	cold []struct {
