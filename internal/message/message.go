@@ -4,11 +4,15 @@ package message
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/lambdajobs/lambdajobs/internal/jsonin"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // Message is the body of the queue message that references a job:
@@ -61,4 +65,35 @@ func DecodeSent(body string) (string, time.Time, error) {
 		return m.JobID, time.Time{}, nil
 	}
 	return m.JobID, time.UnixMilli(m.Sent), nil
+}
+
+// The message attributes a job reference may carry beside its body: hints
+// a worker reads before it claims (the job as stored decides). Old workers
+// ignore them, so adding them needs no two-step deploy.
+const (
+	// AttrKind is the job's kind (String).
+	AttrKind = "lj.kind"
+	// AttrOwner is its owner's key, wire.OwnerKey (String).
+	AttrOwner = "lj.owner"
+	// AttrPaused is how long pauses have held it so far, in milliseconds
+	// (Number).
+	AttrPaused = "lj.paused_ms"
+)
+
+// EventAttributes are the hints of m as a Lambda SQS event carries them:
+// what an in-memory queue (jobstest's Runner, the simulator) gives the
+// worker, as SQS would.
+func EventAttributes(m driver.Message) map[string]events.SQSMessageAttribute {
+	attrs := map[string]events.SQSMessageAttribute{}
+	str := func(name, typ, v string) {
+		if v != "" {
+			attrs[name] = events.SQSMessageAttribute{DataType: typ, StringValue: &v}
+		}
+	}
+	str(AttrKind, "String", m.Kind)
+	str(AttrOwner, "String", m.OwnerKey)
+	if m.Paused > 0 {
+		str(AttrPaused, "Number", strconv.FormatInt(m.Paused.Milliseconds(), 10))
+	}
+	return attrs
 }

@@ -37,6 +37,7 @@ const (
 	JobsCancelled     = "JobsCancelled"     // Count: runs that ended cancelled, queued jobs cancelled
 	JobsResubmitted   = "JobsResubmitted"   // Count: failed or cancelled jobs queued again
 	JobsHandedBack    = "JobsHandedBack"    // Count: jobs sent again unclaimed for want of time
+	JobsPauseHeld     = "JobsPauseHeld"     // Count: deliveries a pause held back (sent again later, or parked)
 	RunDuration       = "RunDuration"       // Milliseconds: from claim to final write
 	Attempts          = "Attempts"          // Count: attempts of a job that ended
 	HandlersAbandoned = "HandlersAbandoned" // Count: handlers that ignored their deadline
@@ -66,7 +67,7 @@ const ColdStart = "ColdStart"
 // All lists every metric name above.
 var All = []string{
 	JobsEnqueued, JobsStarted, QueueLatency, JobsSucceeded, JobsFailed, JobsTimedOut, JobsInterrupted, JobsRetried, JobsContinued, JobsWaited, JobsWoken,
-	JobsRefused, JobsCancelled, JobsResubmitted, JobsHandedBack, RunDuration, Attempts, HandlersAbandoned, FiresEnqueued, FiresSkipped,
+	JobsRefused, JobsCancelled, JobsResubmitted, JobsHandedBack, JobsPauseHeld, RunDuration, Attempts, HandlersAbandoned, FiresEnqueued, FiresSkipped,
 	SweepResent, SweepInterrupted, SweepRetried, SweepBatches, SweepAfter, SweepErrors, SweepDuration, SweepComplete,
 	DeadLettersSettled, ColdStart,
 }

@@ -48,3 +48,7 @@ const CheckpointPrefix = "checkpoint#"
 // result): followed by the job's id, '#' and the result's hash. Never in
 // an index, never a job.
 const ResultPrefix = "result#"
+
+// PausesKey is the store key of the pause set: every pause of a kind, a
+// lane or an owner's jobs of a kind, in one item. Never in an index.
+const PausesKey = "pauses"

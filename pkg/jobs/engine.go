@@ -46,6 +46,8 @@ type engine struct {
 	rand Rand
 	// messageFirst: Config.MessageFirst.
 	messageFirst bool
+	// pauses is this instance's copy of the pause set.
+	pauses *pauseSet
 }
 
 // newID returns a fresh job id, batch id or claim token.
@@ -77,6 +79,10 @@ func newEngine(e engine) *engine {
 		e.retention = DefaultRetention
 	}
 	e.clock, e.log, e.rand = orClock(e.clock), orLogger(e.log), orRand(e.rand)
+	if e.pauses == nil {
+		e.pauses = &pauseSet{}
+	}
+	e.pauses.clock, e.pauses.log = e.clock, e.log
 	return &e
 }
 
@@ -567,7 +573,15 @@ func (e *engine) deliverMessage(ctx context.Context, m driver.Message, d deliver
 
 // messageOf is rec's message: its lane's queue, its tenant's group.
 func messageOf(rec *driver.Record) driver.Message {
-	return driver.Message{JobID: rec.ID, Lane: rec.Lane, Group: groupOf(rec)}
+	return driver.Message{JobID: rec.ID, Lane: rec.Lane, Group: groupOf(rec), Kind: rec.Kind, OwnerKey: ownerKeyOf(rec.Owner)}
+}
+
+// ownerKeyOf is owner's key (wire.OwnerKey), "" for no owner.
+func ownerKeyOf(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	return wire.OwnerKey(owner)
 }
 
 // groupOf is the message group of rec's tenant, within its owner's

@@ -438,6 +438,17 @@ func (s *Service) cancelAsRead(ctx context.Context, owner string, rec *driver.Re
 // payload Get returns.
 const secretMask = "[secret]"
 
+// viewPaused is rec's view, waiting on "paused" when it is queued, due
+// and held back by a pause in force (from this instance's copy of the
+// pause set: see pauseSet).
+func (s *Service) viewPaused(ctx context.Context, rec *driver.Record) View {
+	v := viewOf(rec)
+	if rec.Status == StatusQueued && rec.WaitingOn != driver.WaitParents && s.eng.pauses.holds(ctx, rec) != nil {
+		v.WaitingOn = waitPaused
+	}
+	return v
+}
+
 // payloadView returns rec's payload as its owner may see it: the fields
 // tagged jobs:"secret" replaced by "[secret]" (their sealed values are never
 // shown, nor opened), the others as stored. A payload that is not a JSON
@@ -477,7 +488,7 @@ func (s *Service) GetAny(ctx context.Context, id string) (*View, error) {
 	if err := s.eng.withPayload(ctx, rec); err != nil {
 		return nil, err
 	}
-	v := viewOf(rec)
+	v := s.viewPaused(ctx, rec)
 	v.Owner, v.Payload = rec.Owner, s.payloadView(rec)
 	return &v, nil
 }
@@ -507,7 +518,7 @@ func (s *Service) Get(ctx context.Context, owner, id string) (*View, error) {
 	if err := s.eng.withPayload(ctx, rec); err != nil {
 		return nil, err
 	}
-	v := viewOf(rec)
+	v := s.viewPaused(ctx, rec)
 	v.Payload = s.payloadView(rec)
 	return &v, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -168,7 +169,7 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 		}
 	}()
 	if id, sent, err := message.DecodeSent(msg.Body); err == nil {
-		return w.runJobOnce(ctx, inv, pickup{m: driver.Message{JobID: id, Lane: w.lane, Group: msg.Attributes["MessageGroupId"], SentAt: sent},
+		return w.runJobOnce(ctx, inv, pickup{m: withHints(driver.Message{JobID: id, Lane: w.lane, Group: msg.Attributes["MessageGroupId"], SentAt: sent}, msg),
 			receipt: msg.ReceiptHandle})
 	}
 	if f, ok := wire.DecodeFire(msg.Body); ok {
@@ -243,7 +244,8 @@ func (w *Worker) runRouted(ctx context.Context, inv invocation, msg *events.SQSM
 	}
 	// The job exists (in the sweep index too): from here on a lack of time
 	// sends its own message again; the foreign message is done with.
-	return w.runJobOnce(ctx, inv, pickup{m: driver.Message{JobID: j.ID, Lane: w.lane, Group: wire.GroupID(j.Owner)}, receipt: msg.ReceiptHandle})
+	return w.runJobOnce(ctx, inv, pickup{m: driver.Message{JobID: j.ID, Lane: w.lane, Group: wire.GroupID(j.Owner), Kind: j.Kind, OwnerKey: ownerKeyOf(j.Owner)},
+		receipt: msg.ReceiptHandle})
 }
 
 // sendToLane sends rec, made here from a foreign message or a fire, to its
@@ -386,6 +388,47 @@ func (w *Worker) handBackAfter(ctx context.Context, inv invocation, m driver.Mes
 	return true
 }
 
+// holdPaused hands back the job of m, which pause holds, unclaimed: its
+// message is sent again after pauseWait (jittered, counted in Paused) and
+// this one acknowledged, as handBack does.
+func (w *Worker) holdPaused(ctx context.Context, inv invocation, m driver.Message, pause *driver.Pause) bool {
+	now := w.eng.clock.Now()
+	delay := w.eng.pauseWait(pause, now)
+	m.Paused += delay
+	if m.Kind != "" {
+		count(ctx, m.Kind, metricnames.JobsPauseHeld)
+	}
+	if d := w.eng.deliveryAt(now, now.Add(delay), m.Lane); d.send {
+		cctx, cancel := inv.callContext(ctx)
+		err := w.eng.deliverMessage(cctx, m, d)
+		cancel()
+		if err == nil {
+			w.log.LogAttrs(ctx, slog.LevelDebug, "paused; sent again for later", slog.String("job_id", m.JobID), slog.String("pause", pause.ID()),
+				slog.Int64("delay_ms", delay.Milliseconds()))
+			return false
+		}
+		w.log.LogAttrs(ctx, slog.LevelWarn, "paused, and not sent again; the message will come back", slog.String("job_id", m.JobID),
+			slog.String("err_types", errtypes.Of(err)))
+	}
+	return true
+}
+
+// withHints is m with the hints msg's attributes carry (message.AttrKind
+// and the others); a malformed one is left out.
+func withHints(m driver.Message, msg *events.SQSMessage) driver.Message {
+	str := func(name string) string {
+		if a, ok := msg.MessageAttributes[name]; ok && a.StringValue != nil {
+			return *a.StringValue
+		}
+		return ""
+	}
+	m.Kind, m.OwnerKey = str(message.AttrKind), str(message.AttrOwner)
+	if ms, err := strconv.ParseInt(str(message.AttrPaused), 10, 64); err == nil && ms > 0 {
+		m.Paused = time.Duration(ms) * time.Millisecond
+	}
+	return m
+}
+
 // handBackDelay is how long a handed-back job's new message waits: a
 // moment, so that another invocation (with its whole time) picks it up.
 const handBackDelay = time.Second
@@ -432,6 +475,9 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, p pickup) (retry bo
 	if !inv.canStart(0) {
 		return w.handBack(ctx, inv, m, "")
 	}
+	if pause := w.eng.pauses.holding(ctx, m.Kind, m.Lane, m.OwnerKey); pause != nil {
+		return w.holdPaused(ctx, inv, m, pause)
+	}
 	now := w.eng.now()
 	token := w.eng.newID()
 	cctx, cancel := inv.callContext(ctx)
@@ -440,7 +486,7 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, p pickup) (retry bo
 	if err != nil {
 		return w.claimFailed(ctx, inv, p, err)
 	}
-	first, next := w.runClaimed(ctx, inv, claimed{rec: rec, token: token, at: now, held: true})
+	first, next := w.runClaimed(ctx, inv, claimed{rec: rec, token: token, at: now, held: true, paused: m.Paused})
 	var woken []<-chan bool
 	until := time.Now().Add(chainFor)
 	for next.any() {
@@ -467,6 +513,8 @@ type claimed struct {
 	// held: claimed from a message this worker holds until the run ends
 	// (run.held); a waiter a chain runs holds none.
 	held bool
+	// paused is how long pauses held the job back (driver.Message.Paused).
+	paused time.Duration
 }
 
 // runClaimed runs the claimed job cl.rec, claimed under cl.token at cl.at,
@@ -486,7 +534,7 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 		if rec.RunAt.After(since) {
 			since = rec.RunAt
 		}
-		measure(ctx, rec.Kind, metricnames.QueueLatency, now.Sub(since))
+		measure(ctx, rec.Kind, metricnames.QueueLatency, max(0, now.Sub(since)-cl.paused))
 	}
 	done := make(chan bool, 1)
 	var ex execution
@@ -536,6 +584,16 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 		wctx, cancel := inv.finalWriteContext(ctx)
 		defer cancel()
 		done <- w.eng.park(wctx, run{rec: rec, token: token, started: now}, &admission{on: waitKey, runAt: now, delay: w.eng.jitter(unknownKindWait)}).res == unsettled
+		return done, next
+	case w.eng.pauses.holds(ctx, rec) != nil:
+		// Paused, and its message did not say so (a message from before
+		// the hint, a waiter a slot chain took): it waits out the pause
+		// parked, no attempt spent (waiting_on "paused").
+		wait := w.eng.pauseWait(w.eng.pauses.holds(ctx, rec), w.eng.clock.Now())
+		count(ctx, rec.Kind, metricnames.JobsPauseHeld)
+		wctx, cancel := inv.finalWriteContext(ctx)
+		defer cancel()
+		done <- w.eng.park(wctx, run{rec: rec, token: token, started: now}, &admission{on: waitPaused, runAt: now, delay: wait}).res == unsettled
 		return done, next
 	case k.maxRun > 0 && !rec.FirstStartedAt.IsZero() && now.Sub(rec.FirstStartedAt) >= k.maxRun:
 		// Past the kind's longest run, continuations and retries included.

@@ -53,6 +53,7 @@ type sqsMessage struct {
 	foreign  bool      // not a job reference: the dead-letter drain leaves it
 	firstAt  time.Time // driver.Message.SentAt
 	group    string
+	hints    map[string]events.SQSMessageAttribute // message.EventAttributes
 	sentAt   time.Time
 	visible  time.Time
 	receives int
@@ -80,7 +81,7 @@ func (q *sqs) send(msgs []driver.Message) {
 		}
 		q.nextID++
 		lq.msgs = append(lq.msgs, &sqsMessage{id: fmt.Sprintf("m%d", q.nextID), jobID: m.JobID, body: message.EncodeSent(m.JobID, m.SentAt),
-			firstAt: m.SentAt, group: m.Group, sentAt: now, visible: now.Add(m.Delay)})
+			firstAt: m.SentAt, group: m.Group, hints: message.EventAttributes(m), sentAt: now, visible: now.Add(m.Delay)})
 		if !m.SentAt.IsZero() {
 			q.w.cover("sqs", "sent before its job was stored")
 		}
@@ -164,7 +165,7 @@ func (q *sqs) receive(lane string, max int, dup int) []events.SQSMessage {
 		if m.group != "" {
 			attrs["MessageGroupId"] = m.group
 		}
-		got = append(got, events.SQSMessage{MessageId: m.id, ReceiptHandle: m.handle, Body: m.body, Attributes: attrs})
+		got = append(got, events.SQSMessage{MessageId: m.id, ReceiptHandle: m.handle, Body: m.body, Attributes: attrs, MessageAttributes: m.hints})
 		if m.jobID != "" {
 			q.w.track.delivered(m.jobID, lane, now)
 		}

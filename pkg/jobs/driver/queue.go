@@ -20,6 +20,14 @@ type Message struct {
 	// its job was stored (message first): the message carries it, so that
 	// a worker that finds no job knows how long to wait for the put.
 	SentAt time.Time
+	// Kind and OwnerKey, when set, are the job's kind and its owner's key
+	// (wire.OwnerKey): hints, carried as message attributes, that let a
+	// worker hand back a paused job without claiming it. The job as stored
+	// decides; a message without them is claimed and parked.
+	Kind, OwnerKey string
+	// Paused is how long the job has been held back by pauses so far
+	// (left out of its queue latency).
+	Paused time.Duration
 }
 
 // Queue sends job references to the workers: each message to its lane's

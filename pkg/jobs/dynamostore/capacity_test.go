@@ -966,6 +966,9 @@ func TestUnitsPerDependency(t *testing.T) {
 	total := func() (writes, reads float64) {
 		for op := range log.table {
 			units := log.table[op] + log.index[op]
+			if op == "pauses" {
+				continue // the pause set's read: an instance's, once in 5 s at most, not a job's
+			}
 			if op == "get" || op == "list" || op == "due" {
 				reads += units
 			} else {

@@ -36,6 +36,9 @@ type MemStore struct {
 	// apartOver and payloads: see KeepPayloadsApart (job id#ref -> item).
 	apartOver int
 	payloads  map[string]memPayload
+	// pauses: the pause set, by ID; pauseReads counts its reads.
+	pauses     map[string]driver.Pause
+	pauseReads int
 }
 
 type uniqueHold struct {

@@ -87,8 +87,9 @@ func (r *Runner) Work(ctx context.Context) (int, error) {
 			continue
 		}
 		var ev events.SQSEvent
-		for i, id := range due {
-			ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("jobstest-%d-%d", n, i), Body: message.Encode(id)})
+		for i, m := range due {
+			ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("jobstest-%d-%d", n, i), Body: message.Encode(m.JobID),
+				MessageAttributes: message.EventAttributes(m)})
 		}
 		resp, err := r.worker.HandleSQS(ctx, ev)
 		if err != nil {
@@ -100,7 +101,9 @@ func (r *Runner) Work(ctx context.Context) (int, error) {
 		}
 		for i, m := range ev.Records {
 			if back[m.MessageId] {
-				r.queue.send(due[i], time.Second) // SQS would show it again after its visibility timeout
+				back := due[i]
+				back.Delay = time.Second // SQS would show it again after its visibility timeout
+				r.queue.send(back)
 			}
 		}
 		n += len(due)
@@ -117,26 +120,26 @@ type runnerQueue struct {
 }
 
 type queued struct {
-	id      string
+	m       driver.Message
 	visible time.Time
 }
 
-func (q *runnerQueue) send(id string, delay time.Duration) {
+func (q *runnerQueue) send(m driver.Message) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.msgs = append(q.msgs, queued{id: id, visible: q.clock.Now().Add(delay)})
+	q.msgs = append(q.msgs, queued{m: m, visible: q.clock.Now().Add(m.Delay)})
 }
 
-func (q *runnerQueue) takeDue(max int) []string {
+func (q *runnerQueue) takeDue(max int) []driver.Message {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.clock.Now()
 	sort.SliceStable(q.msgs, func(i, j int) bool { return q.msgs[i].visible.Before(q.msgs[j].visible) })
-	var ids []string
+	var ids []driver.Message
 	rest := q.msgs[:0]
 	for _, m := range q.msgs {
 		if len(ids) < max && !m.visible.After(now) {
-			ids = append(ids, m.id)
+			ids = append(ids, m.m)
 			continue
 		}
 		rest = append(rest, m)
@@ -149,7 +152,7 @@ func (q *runnerQueue) takeDue(max int) []string {
 // serves every lane.
 func (q *runnerQueue) Send(_ context.Context, msgs ...driver.Message) error {
 	for _, m := range msgs {
-		q.send(m.JobID, m.Delay)
+		q.send(m)
 	}
 	return nil
 }

@@ -47,6 +47,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	c.checkpoints(t)
 	c.results(t)
 	c.staleParts(t)
+	c.pauses(t)
 }
 
 // suite is the conformance suite over the stores of one implementation.

@@ -103,6 +103,26 @@ func groupID(m driver.Message) *string {
 	return aws.String(m.Group)
 }
 
+// hints are m's message attributes (message.AttrKind and the others):
+// what a worker reads before it claims.
+func hints(m driver.Message) map[string]types.MessageAttributeValue {
+	attrs := map[string]types.MessageAttributeValue{}
+	str := func(name, v string) {
+		if v != "" {
+			attrs[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+		}
+	}
+	str(message.AttrKind, m.Kind)
+	str(message.AttrOwner, m.OwnerKey)
+	if m.Paused > 0 {
+		attrs[message.AttrPaused] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(m.Paused.Milliseconds(), 10))}
+	}
+	if len(attrs) == 0 {
+		return nil
+	}
+	return attrs
+}
+
 func (q *Queue) sendOne(ctx context.Context, m driver.Message) error {
 	url, ok := q.urls[m.Lane]
 	if !ok {
@@ -113,6 +133,7 @@ func (q *Queue) sendOne(ctx context.Context, m driver.Message) error {
 		MessageBody:             aws.String(message.EncodeSent(m.JobID, m.SentAt)),
 		DelaySeconds:            delaySeconds(m.Delay),
 		MessageGroupId:          groupID(m),
+		MessageAttributes:       hints(m),
 		MessageSystemAttributes: traceHeader(ctx),
 	})
 	if err != nil {
@@ -129,6 +150,7 @@ func (q *Queue) sendChunk(ctx context.Context, url *string, msgs []driver.Messag
 			MessageBody:             aws.String(message.EncodeSent(m.JobID, m.SentAt)),
 			DelaySeconds:            delaySeconds(m.Delay),
 			MessageGroupId:          groupID(m),
+			MessageAttributes:       hints(m),
 			MessageSystemAttributes: traceHeader(ctx),
 		}
 	}

@@ -1,0 +1,309 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+)
+
+// Pausing. An operator pauses a kind, a lane, or one owner's jobs of a
+// kind; an owner may pause its own jobs of a kind. A pause is a row of the
+// pause set, one item the store keeps (driver.PauseStore). Each instance
+// reads the set at most once every pauseRefresh, and only while it has
+// work that asks (a delivery, a claim, a job view), so a pause holds every
+// job that starts more than pauseRefresh after it was written, and an idle
+// instance reads nothing.
+//
+// A worker does not claim a job its message says is paused: it sends the
+// message again, delayed by pauseWait, and acknowledges this one (no
+// write, no receive counted towards the dead-letter queue). A job claimed
+// without that hint (a message from before the hint, a routed job, a
+// waiter a slot chain takes) is parked instead (waiting_on "paused", one
+// write). A resume removes the row; every held job starts within its
+// current delay. Time held is left out of the queue-latency metric.
+const (
+	// pauseRefresh bounds how old an instance's copy of the pause set is.
+	pauseRefresh = 5 * time.Second
+	// MaxPause is the longest pause: the queues' retention (14 days) less
+	// a day, so that neither a held job's message nor its payload's item
+	// can expire while it waits.
+	MaxPause = 13 * 24 * time.Hour
+	// maxPauses bounds the pause set (each row about 200 bytes).
+	maxPauses = 100
+	// pauseWaitMin is a held job's first delay; later ones double as the
+	// pause goes on, up to SQS's longest delay.
+	pauseWaitMin = 30 * time.Second
+)
+
+// waitPaused: a queued job a pause holds (View.WaitingOn).
+const waitPaused = "paused"
+
+// PauseRequest names what Service.Pause holds back, or Service.Resume
+// lets go: every job of Kind, every job of Lane ("default" for the default
+// lane), or Owner's jobs of Kind.
+type PauseRequest struct {
+	Kind  string
+	Lane  string
+	Owner string
+	// For is how long the pause lasts unless resumed sooner (0: MaxPause).
+	For time.Duration
+}
+
+// PauseInfo is a pause as Service.Pauses lists it.
+type PauseInfo struct {
+	ID string `json:"id"`
+	driver.Pause
+}
+
+var (
+	errPauseScope   = refuse(codeInvalidRequest, "a pause names a kind, or a lane, or an owner and a kind")
+	errPauseFor     = refuse(codeInvalidRequest, fmt.Sprintf("a pause lasts from 1 s to %s (the queue's retention less a day)", MaxPause))
+	errPauseLimit   = refuse("pause_limit", fmt.Sprintf("the deployment has %d pauses in force; resume one first", maxPauses))
+	errPauseByOther = refuse("paused_by_operator", "an operator paused these jobs; only an operator resumes or changes that pause")
+	errNoPauses     = refuse("unavailable", "this deployment's store does not keep pauses")
+)
+
+// Pause holds back the jobs req names for req.For. by is the caller: ""
+// for an operator, who may pause anything; an owner may pause only its
+// own jobs of a kind (req.Owner is by, or empty). A pause of the same
+// jobs is replaced (a new For); an owner cannot replace an operator's.
+func (s *Service) Pause(ctx context.Context, by string, req PauseRequest) (*PauseInfo, error) {
+	p, err := s.pauseOf(by, req)
+	if err != nil {
+		return nil, err
+	}
+	ps := s.eng.pauses.store
+	if err := s.mayChange(ctx, by, p.ID()); err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	err = ps.SetPause(ctx, p, maxPauses)
+	if asConflict(err) != nil && s.dropEnded(ctx) {
+		err = ps.SetPause(ctx, p, maxPauses)
+	}
+	switch {
+	case asConflict(err) != nil:
+		return nil, errPauseLimit
+	case err != nil:
+		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	s.eng.pauses.forget()
+	s.log.LogAttrs(ctx, slog.LevelInfo, "paused", slog.String("pause", p.ID()), slog.Time("until", p.Until), slog.String("by", p.By))
+	return &PauseInfo{ID: p.ID(), Pause: p}, nil
+}
+
+// Resume ends the pause of the jobs req names (ErrNotFound when there is
+// none). by is as for Pause.
+func (s *Service) Resume(ctx context.Context, by string, req PauseRequest) error {
+	req.For = MaxPause
+	p, err := s.pauseOf(by, req)
+	if err != nil {
+		return err
+	}
+	if err := s.mayChange(ctx, by, p.ID()); err != nil {
+		return err
+	}
+	err = s.eng.pauses.store.RemovePause(ctx, p.ID())
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	s.eng.pauses.forget()
+	s.log.LogAttrs(ctx, slog.LevelInfo, "resumed", slog.String("pause", p.ID()))
+	return nil
+}
+
+// Pauses lists the pauses in force: every one for an operator (by ""),
+// else those that hold back by's jobs (of a kind, of a lane, and its own).
+func (s *Service) Pauses(ctx context.Context, by string) ([]PauseInfo, error) {
+	if s.eng.pauses.store == nil {
+		return nil, errNoPauses
+	}
+	if by != "" {
+		if err := checkOwner(by); err != nil {
+			return nil, err
+		}
+	}
+	list, err := s.eng.pauses.store.Pauses(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	now := s.clock.Now()
+	out := []PauseInfo{}
+	for _, p := range list {
+		if !now.Before(p.Until) || (by != "" && p.OwnerKey != "" && p.OwnerKey != wire.OwnerKey(by)) {
+			continue
+		}
+		out = append(out, PauseInfo{ID: p.ID(), Pause: p})
+	}
+	return out, nil
+}
+
+// pauseOf checks req as by asks it and returns the pause it writes.
+func (s *Service) pauseOf(by string, req PauseRequest) (driver.Pause, error) {
+	if s.eng.pauses.store == nil {
+		return driver.Pause{}, errNoPauses
+	}
+	who := "operator"
+	if by != "" {
+		if err := checkOwner(by); err != nil {
+			return driver.Pause{}, err
+		}
+		if req.Owner != "" && req.Owner != by || req.Lane != "" || req.Kind == "" {
+			return driver.Pause{}, refuse(codeInvalidRequest, "an owner pauses its own jobs of a kind only")
+		}
+		req.Owner, who = by, "owner"
+	}
+	switch {
+	case (req.Kind == "") == (req.Lane == ""), req.Owner != "" && req.Kind == "":
+		return driver.Pause{}, errPauseScope
+	case req.For == 0:
+		req.For = MaxPause
+	case req.For < time.Second || req.For > MaxPause:
+		return driver.Pause{}, errPauseFor
+	}
+	now := s.clock.Now().Truncate(time.Millisecond)
+	p := driver.Pause{Kind: req.Kind, Lane: req.Lane, Since: now, Until: now.Add(req.For), By: who}
+	if req.Owner != "" {
+		if err := checkOwner(req.Owner); err != nil {
+			return driver.Pause{}, err
+		}
+		p.OwnerKey = wire.OwnerKey(req.Owner)
+	}
+	if req.Kind != "" {
+		if _, ok := s.reg.lookupFor(req.Kind, s.callers && by != ""); !ok {
+			return driver.Pause{}, errUnknownKind
+		}
+	}
+	if req.Lane != "" && req.Lane != driver.DefaultLaneName && !slices.Contains(s.reg.Lanes(), req.Lane) {
+		return driver.Pause{}, refuse(codeInvalidRequest, "no kind runs in a lane of that name")
+	}
+	return p, nil
+}
+
+// mayChange reads the pause named id and refuses an owner (by set) that
+// would change an operator's: ErrNotFound when there is none.
+func (s *Service) mayChange(ctx context.Context, by, id string) error {
+	list, err := s.eng.pauses.store.Pauses(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	i := slices.IndexFunc(list, func(p driver.Pause) bool { return p.ID() == id })
+	switch {
+	case i < 0:
+		return ErrNotFound
+	case by != "" && list[i].By != "owner":
+		return errPauseByOther
+	}
+	return nil
+}
+
+// dropEnded removes the pauses that ended by themselves, making room in
+// the set: whether it removed any.
+func (s *Service) dropEnded(ctx context.Context) bool {
+	list, err := s.eng.pauses.store.Pauses(ctx)
+	if err != nil {
+		return false
+	}
+	now, dropped := s.clock.Now(), false
+	for _, p := range list {
+		if !now.Before(p.Until) && s.eng.pauses.store.RemovePause(ctx, p.ID()) == nil {
+			dropped = true
+		}
+	}
+	return dropped
+}
+
+// pausesOf is the pause set of store, empty if it keeps none.
+func pausesOf(store driver.Store) *pauseSet {
+	ps, _ := store.(driver.PauseStore)
+	return &pauseSet{store: ps}
+}
+
+// pauseSet is an instance's copy of the pause set, read again when it is
+// older than pauseRefresh and something asks.
+type pauseSet struct {
+	store driver.PauseStore // nil: the store keeps no pauses
+	clock Clock
+	log   *slog.Logger
+	mu    sync.Mutex
+	list  []driver.Pause
+	// readAt is when the copy was asked for (before the read), so every
+	// pause written before readAt is in it; zero: never read.
+	readAt time.Time
+}
+
+// current returns the pauses in force at now, reading the set if the
+// copy is too old. A failed read keeps the old copy for another
+// pauseRefresh (a pause is held back by then at worst, never a job).
+func (p *pauseSet) current(ctx context.Context) []driver.Pause {
+	if p == nil || p.store == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.clock.Now()
+	if !p.readAt.IsZero() && now.Sub(p.readAt) < pauseRefresh {
+		return p.list
+	}
+	p.readAt = now
+	list, err := p.store.Pauses(ctx)
+	if err != nil {
+		p.log.LogAttrs(ctx, slog.LevelWarn, "pause set not read; the last copy holds", slog.String("err_types", errtypes.Of(err)))
+		return p.list
+	}
+	p.list = list
+	return list
+}
+
+// forget makes the next look read the set: this instance wrote it.
+func (p *pauseSet) forget() {
+	p.mu.Lock()
+	p.readAt = time.Time{}
+	p.mu.Unlock()
+}
+
+// holding returns the pause that holds back a job of kind ("" unknown) in
+// lane ("" the default) owned by ownerKey, or nil.
+func (p *pauseSet) holding(ctx context.Context, kind, lane, ownerKey string) *driver.Pause {
+	list := p.current(ctx)
+	if len(list) == 0 {
+		return nil
+	}
+	now := p.clock.Now()
+	for i := range list {
+		if list[i].Covers(kind, lane, ownerKey, now) {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+// holds is holding for the job rec.
+func (p *pauseSet) holds(ctx context.Context, rec *driver.Record) *driver.Pause {
+	if p == nil || p.store == nil {
+		return nil
+	}
+	return p.holding(ctx, rec.Kind, rec.Lane, ownerKeyOf(rec.Owner))
+}
+
+// pauseWait is how long a job p holds waits before it is delivered again:
+// as long as the pause has lasted (so the delays double), from
+// pauseWaitMin to SQS's longest delay, jittered, and never past the
+// pause's end.
+func (e *engine) pauseWait(p *driver.Pause, now time.Time) time.Duration {
+	d := min(e.jitter(min(max(now.Sub(p.Since), pauseWaitMin), driver.MaxQueueDelay)), driver.MaxQueueDelay)
+	if left := p.Until.Sub(now); left < d {
+		d = max(left, time.Second)
+	}
+	return d
+}
