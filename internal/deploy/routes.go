@@ -140,6 +140,12 @@ const (
 	RouteAdminJobAction        = "AdminJobAction"
 	RouteAdminDeadLetters      = "AdminDeadLetters"
 	RouteAdminDeadLetterAction = "AdminDeadLetterAction"
+	RoutePause                 = "Pause"
+	RouteResume                = "Resume"
+	RouteListPauses            = "ListPauses"
+	RouteAdminPause            = "AdminPause"
+	RouteAdminResume           = "AdminResume"
+	RouteAdminListPauses       = "AdminListPauses"
 )
 
 // Routes are the API's routes: the one place a path is written.
@@ -165,6 +171,12 @@ var Routes = []Route{
 	{RouteAdminJobAction, "POST", "/v1/admin/jobs/{id}/{action}", Cancel, AuthOperator},
 	{RouteAdminDeadLetters, "GET", "/v1/admin/dead-letters", Cancel, AuthOperator},
 	{RouteAdminDeadLetterAction, "POST", "/v1/admin/dead-letters/{action}", Cancel, AuthOperator},
+	{RoutePause, "POST", "/v1/pauses", Cancel, AuthCaller},
+	{RouteResume, "POST", "/v1/pauses/resume", Cancel, AuthCaller},
+	{RouteListPauses, "GET", "/v1/pauses", GetJob, AuthCaller},
+	{RouteAdminPause, "POST", "/v1/admin/pauses", Cancel, AuthOperator},
+	{RouteAdminResume, "POST", "/v1/admin/pauses/resume", Cancel, AuthOperator},
+	{RouteAdminListPauses, "GET", "/v1/admin/pauses", GetJob, AuthOperator},
 }
 
 // RouteByID returns the route named id.

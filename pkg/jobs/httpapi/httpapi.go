@@ -284,6 +284,8 @@ func (a *API) endpoints() map[string]endpoint {
 		deploy.RouteAdminListJobs: a.adminListJobs, deploy.RouteAdminGetJob: a.adminGetJob,
 		deploy.RouteAdminCounts: a.adminCounts, deploy.RouteAdminJobAction: a.adminJobAction,
 		deploy.RouteAdminDeadLetters: a.deadLetterDepths, deploy.RouteAdminDeadLetterAction: a.deadLetterAction,
+		deploy.RoutePause: a.pause(asCaller), deploy.RouteResume: a.resume(asCaller), deploy.RouteListPauses: a.listPauses(asCaller),
+		deploy.RouteAdminPause: a.pause(asOperator), deploy.RouteAdminResume: a.resume(asOperator), deploy.RouteAdminListPauses: a.listPauses(asOperator),
 	}
 }
 

@@ -72,6 +72,8 @@ var statuses = map[string]struct {
 	"dependency_failed":       {http.StatusConflict, "A job it runs after failed"},
 	"unique_key_held":         {http.StatusConflict, "Unique key held by another job"},
 	"too_many_dependents":     {http.StatusConflict, "Too many jobs run after that job"},
+	"pause_limit":             {http.StatusConflict, "Too many pauses"},
+	"paused_by_operator":      {http.StatusConflict, "Paused by an operator"},
 	"unknown_parent":          {http.StatusUnprocessableEntity, "Unknown job to run after"},
 	"too_large":               {http.StatusRequestEntityTooLarge, "Request too large"},
 	"unsupported_media_type":  {http.StatusUnsupportedMediaType, "Unsupported media type"},
