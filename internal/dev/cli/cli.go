@@ -77,6 +77,13 @@ var commands = []command{
 	{name: "events", run: func(c *client, ctx context.Context, _ []string) int { return c.events(ctx) },
 		help: []string{"the job events the local stack's bus received, newest first",
 			"(-kind, -status, -limit N; -follow: the last N oldest first,", "then each new one as it arrives, until Ctrl-C)"}},
+	{name: "pause", args: "KIND|lane:NAME", min: 1, max: 1, run: (*client).pauseCommand,
+		help: []string{"hold your queued jobs of KIND back until a resume (-for D: at most",
+			"D); -operator: every owner's jobs of KIND (-owner ARN: one owner's),", "or of the lane NAME (lane:default: the default lane)"}},
+	{name: "resume", args: "KIND|lane:NAME", min: 1, max: 1, run: (*client).resumeCommand,
+		help: []string{"end a pause (-operator and -owner as for pause)"}},
+	{name: "pauses", run: (*client).pausesCommand,
+		help: []string{"the pauses that hold your jobs (-operator: every one)"}},
 	{name: "drop", args: "[FILE]", max: 1, run: (*client).dropCommand,
 		help: []string{"send a raw message (an S3 notification, an EventBridge",
 			"event, an envelope...) to the queue, as another AWS service",
@@ -96,7 +103,9 @@ const flagsUsage = `Flags:
   -interval D    watch (and events -follow) poll interval (default 500ms)
   -queue Q       drop: the queue's URL, or its name on -sqs-endpoint (env LJOB_QUEUE; default lambdajobs-local)
   -sqs-endpoint  drop: SQS endpoint for a queue name (env LJOB_SQS_ENDPOINT; default http://127.0.0.1:4566)
-  -owner ARN     drop: the envelope route's owner, to derive keyed envelope ids (default the local caller)
+  -owner ARN     drop: the envelope route's owner, to derive keyed envelope ids (default the local caller);
+                 pause, resume -operator: the owner whose jobs of KIND
+  -for D         pause: end by itself after D (such as 2h; default and most 13 days)
   -completion J  batch: the completion job, {"kind": ..., "payload": ...}
   -unique-key K  enqueue: one job of the kind per key among yours (docs/FLOW_CONTROL.md)
   -unique MODE   enqueue: until_finished (default), until_started, period or debounce
@@ -139,7 +148,9 @@ type options struct {
 	at         string        // -at (enqueue)
 	queue      string        // -queue (drop)
 	endpoint   string        // -sqs-endpoint (drop)
-	owner      string        // -owner (drop)
+	owner      string        // -owner (drop, pause)
+	ownerSet   bool          // -owner was given
+	pauseFor   time.Duration // -for (pause)
 	completion string        // -completion (batch)
 	listen     string        // -listen (ui)
 	operator   bool          // -operator (ui)
@@ -209,9 +220,11 @@ func newClient(ctx context.Context, args []string, env Env) (*client, []string, 
 	fs.StringVar(&o.tenant, "tenant", "", "")
 	fs.StringVar(&o.startBy, "start-by", "", "")
 	fs.StringVar(&o.after, "after", "", "")
+	fs.DurationVar(&o.pauseFor, "for", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, false
 	}
+	fs.Visit(func(f *flag.Flag) { o.ownerSet = o.ownerSet || f.Name == "owner" })
 	u, err := url.Parse(strings.TrimRight(*api, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		fmt.Fprintf(env.Stderr, "ljob: -api %q is not an http(s) URL\n", *api)

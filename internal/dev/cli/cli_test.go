@@ -603,3 +603,40 @@ func TestKindsAndCounts(t *testing.T) {
 		t.Fatalf("counts -json: exit %d, %s", code, out)
 	}
 }
+
+// ljob pause KIND holds your jobs of KIND back (ljob get shows
+// waiting_on paused), ljob pauses lists it, ljob resume ends it; the
+// operators' forms reach the admin routes (403 for a caller who is not
+// one).
+func TestPauseAndResume(t *testing.T) {
+	url := server(t)
+	if code, out, errOut := runCLI(t, url, "-for", "2h", "pause", "steps"); code != 0 || !strings.Contains(out, "paused kind:steps:owner:") {
+		t.Fatalf("pause: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, url, "pauses"); code != 0 || !regexp.MustCompile(`kind:steps:owner:\w+\s+owner\s`).MatchString(out) {
+		t.Fatalf("pauses: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut := runCLI(t, url, "-json", "enqueue", "steps")
+	if code != 0 {
+		t.Fatalf("enqueue: exit %d, %s", code, errOut)
+	}
+	var j cli.Job
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := runCLI(t, url, "-json", "get", j.ID); code != 0 || !strings.Contains(out, `"waiting_on":"paused"`) {
+		t.Fatalf("get of a paused job: exit %d, %s", code, out)
+	}
+	if code, _, errOut := runCLI(t, url, "-operator", "pause", "lane:default"); code != 1 || !strings.Contains(errOut, "403") {
+		t.Fatalf("pause -operator by a caller who is not one: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, errOut := runCLI(t, url, "resume", "steps"); code != 0 || !strings.Contains(out, "resumed steps") {
+		t.Fatalf("resume: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, url, "resume", "steps"); code != 1 || !strings.Contains(errOut, "404") {
+		t.Fatalf("a second resume: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, _ := runCLI(t, url, "pauses"); code != 0 || !strings.Contains(out, "no pause in force") {
+		t.Fatalf("pauses after the resume: exit %d, %q", code, out)
+	}
+}
