@@ -242,27 +242,28 @@ type pauseSet struct {
 	readAt time.Time
 }
 
-// current returns the pauses in force at now, reading the set if the
-// copy is too old. A failed read keeps the old copy for another
-// pauseRefresh (a pause is held back by then at worst, never a job).
-func (p *pauseSet) current(ctx context.Context) []driver.Pause {
+// current returns the pause set, read again if the copy is older than
+// pauseRefresh. When that read fails it returns the old copy and the
+// error: a worker then parks the job it claimed rather than start it on
+// a copy that may miss a pause (waiting_on "store"), and the next look
+// reads again.
+func (p *pauseSet) current(ctx context.Context) ([]driver.Pause, error) {
 	if p == nil || p.store == nil {
-		return nil
+		return nil, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.clock.Now()
 	if !p.readAt.IsZero() && now.Sub(p.readAt) < pauseRefresh {
-		return p.list
+		return p.list, nil
 	}
-	p.readAt = now
 	list, err := p.store.Pauses(ctx)
 	if err != nil {
-		p.log.LogAttrs(ctx, slog.LevelWarn, "pause set not read; the last copy holds", slog.String("err_types", errtypes.Of(err)))
-		return p.list
+		p.log.LogAttrs(ctx, slog.LevelWarn, "pause set not read", slog.String("err_types", errtypes.Of(err)))
+		return p.list, err
 	}
-	p.list = list
-	return list
+	p.list, p.readAt = list, now
+	return list, nil
 }
 
 // forget makes the next look read the set: this instance wrote it.
@@ -273,26 +274,21 @@ func (p *pauseSet) forget() {
 }
 
 // holding returns the pause that holds back a job of kind ("" unknown) in
-// lane ("" the default) owned by ownerKey, or nil.
-func (p *pauseSet) holding(ctx context.Context, kind, lane, ownerKey string) *driver.Pause {
-	list := p.current(ctx)
-	if len(list) == 0 {
-		return nil
-	}
+// lane ("" the default) owned by ownerKey, or nil; and the error of a
+// read of the set that failed (see current).
+func (p *pauseSet) holding(ctx context.Context, kind, lane, ownerKey string) (*driver.Pause, error) {
+	list, err := p.current(ctx)
 	now := p.clock.Now()
 	for i := range list {
 		if list[i].Covers(kind, lane, ownerKey, now) {
-			return &list[i]
+			return &list[i], err
 		}
 	}
-	return nil
+	return nil, err
 }
 
 // holds is holding for the job rec.
-func (p *pauseSet) holds(ctx context.Context, rec *driver.Record) *driver.Pause {
-	if p == nil || p.store == nil {
-		return nil
-	}
+func (p *pauseSet) holds(ctx context.Context, rec *driver.Record) (*driver.Pause, error) {
 	return p.holding(ctx, rec.Kind, rec.Lane, ownerKeyOf(rec.Owner))
 }
 

@@ -443,7 +443,7 @@ const secretMask = "[secret]"
 // pause set: see pauseSet).
 func (s *Service) viewPaused(ctx context.Context, rec *driver.Record) View {
 	v := viewOf(rec)
-	if rec.Status == StatusQueued && rec.WaitingOn != driver.WaitParents && s.eng.pauses.holds(ctx, rec) != nil {
+	if p, _ := s.eng.pauses.holds(ctx, rec); p != nil && rec.Status == StatusQueued && rec.WaitingOn != driver.WaitParents {
 		v.WaitingOn = waitPaused
 	}
 	return v

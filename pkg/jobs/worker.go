@@ -475,7 +475,10 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, p pickup) (retry bo
 	if !inv.canStart(0) {
 		return w.handBack(ctx, inv, m, "")
 	}
-	if pause := w.eng.pauses.holding(ctx, m.Kind, m.Lane, m.OwnerKey); pause != nil {
+	pctx, pcancel := inv.callContext(ctx)
+	pause, _ := w.eng.pauses.holding(pctx, m.Kind, m.Lane, m.OwnerKey)
+	pcancel()
+	if pause != nil {
 		return w.holdPaused(ctx, inv, m, pause)
 	}
 	now := w.eng.now()
@@ -543,6 +546,7 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 	next := successor{chain: c}
 	pctx, pcancel := inv.callContext(ctx)
 	perr := w.eng.loadPayload(pctx, rec, now)
+	paused, pauseErr := w.eng.pauses.holds(pctx, rec)
 	pcancel()
 	k, ok := w.reg.lookup(rec.Kind)
 	switch {
@@ -585,15 +589,20 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 		defer cancel()
 		done <- w.eng.park(wctx, run{rec: rec, token: token, started: now}, &admission{on: waitKey, runAt: now, delay: w.eng.jitter(unknownKindWait)}).res == unsettled
 		return done, next
-	case w.eng.pauses.holds(ctx, rec) != nil:
+	case paused != nil || pauseErr != nil:
 		// Paused, and its message did not say so (a message from before
 		// the hint, a waiter a slot chain took): it waits out the pause
-		// parked, no attempt spent (waiting_on "paused").
-		wait := w.eng.pauseWait(w.eng.pauses.holds(ctx, rec), w.eng.clock.Now())
-		count(ctx, rec.Kind, metricnames.JobsPauseHeld)
+		// parked, no attempt spent (waiting_on "paused"). A pause set that
+		// could not be read may hold a pause written since the last
+		// read: the job waits on the store and tries again.
+		a := &admission{on: waitStore, runAt: now, delay: w.eng.jitter(slotWait)}
+		if pauseErr == nil {
+			a = &admission{on: waitPaused, runAt: now, delay: w.eng.pauseWait(paused, w.eng.clock.Now())}
+			count(ctx, rec.Kind, metricnames.JobsPauseHeld)
+		}
 		wctx, cancel := inv.finalWriteContext(ctx)
 		defer cancel()
-		done <- w.eng.park(wctx, run{rec: rec, token: token, started: now}, &admission{on: waitPaused, runAt: now, delay: wait}).res == unsettled
+		done <- w.eng.park(wctx, run{rec: rec, token: token, started: now}, a).res == unsettled
 		return done, next
 	case k.maxRun > 0 && !rec.FirstStartedAt.IsZero() && now.Sub(rec.FirstStartedAt) >= k.maxRun:
 		// Past the kind's longest run, continuations and retries included.

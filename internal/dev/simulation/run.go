@@ -71,6 +71,7 @@ func run(seed uint64, opts Options) *Result {
 	}
 	clients.Go(func() { w.burster(ctx, 10*time.Minute) })
 	clients.Go(func() { w.foreigner(ctx, 10*time.Minute) })
+	clients.Go(func() { w.pauser(ctx, 10*time.Minute) })
 	clients.Wait()
 	w.cover("mechanism", "clients done")
 

@@ -129,6 +129,9 @@ var coverageWanted = []string{
 	// Payloads in items of their own: read at the claim, late at times.
 	"mechanism: payload apart", "call: ReadPart payload", "fault: payload late", "mechanism: waits on store",
 	"mechanism: checkpoint apart", "call: ReadPart checkpoint", "mechanism: result apart",
+	// Pauses racing enqueues, claims, slot releases and cancels.
+	"operator: pause a kind", "operator: pause a lane", "operator: pause an owner's jobs of a kind", "operator: resume a kind",
+	"call: Pauses", "call: SetPause", "call: RemovePause", "mechanism: waits on paused", "mechanism: pause held a delivery",
 }
 
 // TestFindsAPlantedDefect plants a defect in the store (one in 50 claims

@@ -82,6 +82,9 @@ func (q *sqs) send(msgs []driver.Message) {
 		q.nextID++
 		lq.msgs = append(lq.msgs, &sqsMessage{id: fmt.Sprintf("m%d", q.nextID), jobID: m.JobID, body: message.EncodeSent(m.JobID, m.SentAt),
 			firstAt: m.SentAt, group: m.Group, hints: message.EventAttributes(m), sentAt: now, visible: now.Add(m.Delay)})
+		if m.Paused > 0 {
+			q.w.cover("mechanism", "pause held a delivery")
+		}
 		if !m.SentAt.IsZero() {
 			q.w.cover("sqs", "sent before its job was stored")
 		}

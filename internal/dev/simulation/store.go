@@ -19,6 +19,7 @@ var (
 	_ driver.Store        = (*gatedStore)(nil)
 	_ driver.QueueCounter = (*gatedStore)(nil)
 	_ driver.WaiterPopper = (*gatedStore)(nil)
+	_ driver.PauseStore   = (*gatedStore)(nil)
 )
 
 // finish is Finish, with the planted defect when the world has one: every

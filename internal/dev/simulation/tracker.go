@@ -22,6 +22,8 @@ type tracker struct {
 	// claimedN: how many claims of each job landed.
 	claims   map[claimOf]string
 	claimedN map[string]int
+	// claimAt: when each instance's claim of a job landed.
+	claimAt map[claimOf]time.Time
 	// watches are the dead runs whose job must end within the dead-worker
 	// bound (see deadRunWatch).
 	watches []*deadRunWatch
@@ -44,7 +46,7 @@ type runRec struct {
 
 func newTracker(w *world) *tracker {
 	return &tracker{w: w, active: map[string]*runRec{}, byKind: map[string]int{}, byKey: map[string]int{}, runs: map[string]int{}, claims: map[claimOf]string{},
-		claimedN: map[string]int{}}
+		claimedN: map[string]int{}, claimAt: map[claimOf]time.Time{}}
 }
 
 func (t *tracker) begin(job, kind, key string, inst *actor) *runRec {
@@ -64,6 +66,9 @@ func (t *tracker) begin(job, kind, key string, inst *actor) *runRec {
 		t.w.violate("two runs of job %s overlap (runs on %s and %s)", job, instName(prev.inst), instName(inst))
 	}
 	t.active[job] = r
+	if at, ok := t.claimAt[claimOf{inst, job}]; ok {
+		t.w.checkPaused(job, kind, at)
+	}
 	t.byKind[kind]++
 	if kind == kindLimited {
 		t.byKey[key]++
@@ -144,6 +149,7 @@ func (t *tracker) claimed(inst *actor, job, token string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.claims[claimOf{inst, job}] = token
+	t.claimAt[claimOf{inst, job}] = time.Now()
 	t.claimedN[job]++
 }
 

@@ -104,6 +104,7 @@ type world struct {
 	violations []string
 	coverage   map[string]int
 	accepted   map[string]string // job id -> how it was made
+	pauses     pauseLog          // the pauses written and resumed
 	batches    map[string]int    // batch id -> its jobs
 	grants     []grant           // the burst owner's accepted requests
 	reported   map[string]bool
