@@ -73,6 +73,12 @@ func TestPausesOnTheLocalStack(t *testing.T) {
 		if rec.Status != jobs.StatusQueued || rec.Attempt != 0 {
 			t.Fatalf("held job %s (%s): %s at attempt %d 30 s into its pause, want queued, no attempt", id, rec.Kind, rec.Status, rec.Attempt)
 		}
+		// Handed back unclaimed (the message's hints reached the worker
+		// through the emulator), never claimed and parked: not one write.
+		if !rec.UpdatedAt.Equal(rec.CreatedAt) || rec.WaitingOn != "" {
+			t.Fatalf("held job %s (%s) was written %v after its creation (waiting on %q): want handed back with no write",
+				id, rec.Kind, rec.UpdatedAt.Sub(rec.CreatedAt), rec.WaitingOn)
+		}
 		caller := "reliability"
 		if rec.Kind == examplekinds.HoldUrgent {
 			caller = "alice"
