@@ -1,5 +1,5 @@
-// Package dashboard is the web dashboard: find jobs and act on them, over
-// the jobs HTTP API (so it sees exactly what its caller may see, and acts
+// Package dashboard is the web dashboard: find jobs, act on them and pause
+// them, over the jobs HTTP API (so it sees exactly what its caller may see, and acts
 // with the caller's identity), plus the dead-letter queue and, on the local
 // stack, the functions' metrics and the job events of the local bus. Server-rendered with html/template and a
 // little JavaScript for live updates; every asset is embedded. `make run`
@@ -203,6 +203,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /bulk/{action}", s.bulk)
 	s.mux.HandleFunc("GET /batches/{id}", s.batchDetail)
 	s.mux.HandleFunc("GET /schedules", s.schedules)
+	s.mux.HandleFunc("GET /pauses", s.pauses)
+	s.mux.HandleFunc("POST /pauses", s.pause)
+	s.mux.HandleFunc("POST /pauses/resume", s.resume)
 	s.mux.HandleFunc("GET /events", s.events)
 	s.mux.HandleFunc("GET /dlq", s.dlq)
 	s.mux.HandleFunc("POST /dlq/peek", s.dlqPeek)

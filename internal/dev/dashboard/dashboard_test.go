@@ -20,6 +20,7 @@ type fakeAPI struct {
 	calls   []string
 	bulk    []map[string]string
 	replays []string // the bodies of replays
+	pauses  []string // "METHOD /path body" of each pause and resume
 }
 
 // requests returns the requests the API received.
@@ -79,6 +80,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"job":{"id":"j9","kind":"k","status":"failed","error":"boom","attempt":1,"payload":{"x":1},"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"},"owner":"arn:aws:iam::1:role/team"}`)
 	case r.URL.Path == "/v1/admin/jobs/j9/retry" && r.Method == http.MethodPost:
 		io.WriteString(w, `{"id":"j9","kind":"k","status":"queued","error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+	case strings.HasPrefix(r.URL.Path, "/v1/pauses") || strings.HasPrefix(r.URL.Path, "/v1/admin/pauses"):
+		f.servePauses(w, r)
 	case strings.HasPrefix(r.URL.Path, "/v1/bulk/"):
 		var body map[string]string
 		_ = json.NewDecoder(r.Body).Decode(&body)
