@@ -14,7 +14,7 @@ import (
 // another site can choose among the dashboard's messages, never write one.
 func TestFlashIsACodeNeverText(t *testing.T) {
 	srv, _, _ := fullServer(t)
-	pages := []string{"/", "/jobs", "/jobs/j1", "/dlq"}
+	pages := []string{"/", "/jobs", "/jobs/j1", "/dlq", "/pauses"}
 	texts := []string{
 		"Your session expired: sign in again at https://evil.example/login",
 		"<i>from the link</i>",

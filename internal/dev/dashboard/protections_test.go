@@ -165,6 +165,8 @@ var postRoutes = map[string]url.Values{
 	"/bulk/retry":     {"status": {"failed"}, "query": {"status=failed"}},
 	"/dlq/redrive":    {},
 	"/dlq/peek":       nil,
+	"/pauses":         {"kind": {"report"}},
+	"/pauses/resume":  {"kind": {"report"}},
 }
 
 // A POST from another site (as a browser marks it: Sec-Fetch-Site, or only
@@ -224,7 +226,7 @@ func TestOtherHostsGetNoPage(t *testing.T) {
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	for _, host := range []string{"evil.example", "evil.example:" + port, "127.0.0.1", "127.0.0.1:1", "localhost", "localhost.:" + port, "127.0.0.1.nip.io:" + port} {
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
-			for _, path := range []string{"/", "/jobs", "/events", "/dlq", "/jobs/j1/cancel", "/bulk/cancel", "/dlq/peek"} {
+			for _, path := range []string{"/", "/jobs", "/events", "/dlq", "/pauses", "/jobs/j1/cancel", "/bulk/cancel", "/dlq/peek", "/pauses/resume"} {
 				r := send(t, method, srv.URL+path, host, http.Header{"Sec-Fetch-Site": {"same-origin"}}, url.Values{"status": {"queued"}})
 				if r.status != http.StatusMisdirectedRequest || strings.Contains(r.body, "<html") || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") {
 					t.Errorf("Host %s, %s %s: %d %.60q, want 421 and no page", host, method, path, r.status, r.body)
@@ -265,7 +267,7 @@ func TestNewNeedsTheListenAddress(t *testing.T) {
 // queues' attributes only; the dead-letter page receives nothing.
 func TestNoGetChangesAnything(t *testing.T) {
 	srv, api, q, bus := fullServerWithBus(t)
-	for _, path := range []string{"/", "/jobs", "/jobs?status=failed&kind=k", "/jobs?partial=rows", "/jobs/j1", "/api/jobs/j1", "/batches/b1", "/schedules", "/events", "/events?status=failed", "/dlq", "/dlq?flash=x", "/assets/app.js"} {
+	for _, path := range []string{"/", "/jobs", "/jobs?status=failed&kind=k", "/jobs?partial=rows", "/jobs/j1", "/api/jobs/j1", "/batches/b1", "/schedules", "/pauses", "/pauses?flash=paused", "/events", "/events?status=failed", "/dlq", "/dlq?flash=x", "/assets/app.js"} {
 		if r := send(t, http.MethodGet, srv.URL+path, "", nil, nil); r.status != http.StatusOK {
 			t.Errorf("GET %s: %d %q", path, r.status, r.body)
 		}
