@@ -382,18 +382,22 @@ func TestEventsPage(t *testing.T) {
 
 // The overview shows each kind's lane, limits and caps (GET /v1/kinds)
 // and how many of the caller's jobs wait on them (GET /v1/counts); an
-// operator, who reads one owner at a time, sees the limits only.
+// operator, who reads one owner at a time, sees the limits only. Each
+// kind has a Pause button that asks first: the caller's jobs of it, or an
+// operator's every owner's.
 func TestOverviewShowsLimitsAndWaiting(t *testing.T) {
 	srv, _ := newServer(t)
 	code, body, _ := get(t, srv.URL+"/")
-	want := `<tr data-kind="report"><th scope="row">report</th><td>bulk</td><td>3</td><td></td><td></td><td>2 per 60s</td><td>owner</td><td>10000</td><td></td><td class="waiting">4990</td></tr>`
+	want := `<tr data-kind="report"><th scope="row">report</th><td>bulk</td><td>3</td><td></td><td></td><td>2 per 60s</td><td>owner</td><td>10000</td><td></td><td class="waiting">4990</td>` + "\n" +
+		`<td><form method="post" action="/pauses" data-confirm="Pause your jobs of kind report? Queued ones stop starting within 5 seconds until resumed (13 days at most); running ones run on."><input type="hidden" name="kind" value="report"><button type="submit" aria-label="Pause kind report">Pause</button></form></td></tr>`
 	if code != http.StatusOK || !strings.Contains(body, want) {
 		t.Fatalf("overview: %d, want the row\n%s\nin\n%s", code, want, body)
 	}
 	f, u := newAPI(t)
 	op := serve(t, dashboard.Config{API: u, Operator: true})
 	code, body, _ = get(t, op.URL+"/")
-	if code != http.StatusOK || !strings.Contains(body, `<td>10000</td><td></td><td class="waiting">-</td>`) || strings.Contains(body, `id="now"`) {
+	if code != http.StatusOK || !strings.Contains(body, `<td>10000</td><td></td><td class="waiting">-</td>`) || strings.Contains(body, `id="now"`) ||
+		!strings.Contains(body, `data-confirm="Pause every owner's jobs of kind report?`) {
 		t.Fatalf("operator overview: %d\n%s", code, body)
 	}
 	for _, c := range f.requests() {

@@ -33,7 +33,10 @@ type overviewData struct {
 	NowTruncated bool
 	NowErr       string
 	// Limits: every kind's lane, limits and caps (GET /v1/kinds), with
-	// how many of the caller's jobs wait on them (GET /v1/counts).
+	// how many of the caller's jobs wait on them (GET /v1/counts), and a
+	// Pause button each (the caller's jobs of it; an operator's: every
+	// owner's).
+	Operator       bool
 	Limits         []limitRow
 	LimitsErr      string
 	Kinds          []kindRow
@@ -69,7 +72,7 @@ func (r limitRow) Rate(n int) string {
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	d := overviewData{}
+	d := overviewData{Operator: s.cfg.Operator}
 	var now jobs.UnfinishedCounts
 	if d.ShowNow = !s.cfg.Operator; d.ShowNow {
 		switch status, problem, err := s.call(ctx, apiclient.Request{Route: deploy.RouteCounts}, &now); {
