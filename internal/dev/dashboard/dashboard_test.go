@@ -43,6 +43,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"id":"j1","kind":"k","status":"running","result":{"done":2,"total":4},"error":null,"attempt":1,"batch_id":"b1","payload":{"customer":"c-42","card":"[secret]"},"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j2":
 		io.WriteString(w, `{"id":"j2","kind":"k","status":"queued","waiting_on":"concurrency","error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+	case r.URL.Path == "/v1/jobs/j4":
+		io.WriteString(w, `{"id":"j4","kind":"k","status":"queued","waiting_on":"paused","error":null,"attempt":0,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j1/cancel" && r.Method == http.MethodPost:
 		io.WriteString(w, `{"id":"j1","kind":"k","status":"cancelled","error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j3":
@@ -261,12 +263,18 @@ func TestOverviewShowsThroughput(t *testing.T) {
 	}
 }
 
-// A queued job that waits on a limit says so on its page.
+// A queued job that waits on a limit or a pause says so on its page; a
+// paused one links to the pauses.
 func TestJobPageShowsWhatAJobWaitsOn(t *testing.T) {
 	srv, _ := newServer(t)
-	status, body, _ := get(t, srv.URL+"/jobs/j2")
-	if status != http.StatusOK || !strings.Contains(body, `<dd id="waiting">concurrency (flow control: no attempt spent)</dd>`) {
-		t.Fatalf("status %d, body:\n%s", status, body)
+	for id, want := range map[string]string{
+		"j2": `<dd id="waiting">concurrency (flow control: no attempt spent)</dd>`,
+		"j4": `<dd id="waiting">paused: <a href="/pauses">a pause</a> holds it (no attempt spent)</dd>`,
+	} {
+		status, body, _ := get(t, srv.URL+"/jobs/"+id)
+		if status != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("%s: status %d, want %s in:\n%s", id, status, want, body)
+		}
 	}
 }
 
