@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // check is one limit the benchmark keeps: what it measures, the limit,
@@ -72,6 +73,11 @@ func (r *report) checks() []check {
 		_, _, _, _, _, _, dollars := api.dollars()
 		add("an API job's dollars per million", fmt.Sprintf("at most $%.2f", maxAPIJobDollars), fmt.Sprintf("$%.2f", dollars), dollars <= maxAPIJobDollars)
 		add("an API job's log bytes at INFO", fmt.Sprintf("at most %.0f", maxLogBytes), fmt.Sprintf("%.0f", api.LogBytes), api.LogBytes <= maxLogBytes)
+		// Each instance reads the pause set at most once every 5 s
+		// (docs/CAPACITY.md, "Pauses"): floor(elapsed / 5 s) + 1 reads each.
+		most := api.Instances * (int(api.Elapsed/(5*time.Second)) + 1)
+		add("the pause set's reads (no pause in force), none a job's", fmt.Sprintf("at most 1 per function instance per 5 s: %d for %d instances over %v", most, api.Instances, api.Elapsed.Round(time.Second)),
+			fmt.Sprintf("%d", api.PauseReads), api.PauseReads <= most)
 	}
 	if hello := r.cold("hello", false); hello != nil {
 		for _, c := range r.Cold {

@@ -13,7 +13,6 @@ var _ driver.PauseStore = (*MemStore)(nil)
 func (m *MemStore) Pauses(context.Context) ([]driver.Pause, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.pauseReads++
 	out := make([]driver.Pause, 0, len(m.pauses))
 	for _, p := range m.pauses {
 		out = append(out, p)
@@ -45,11 +44,4 @@ func (m *MemStore) RemovePause(_ context.Context, id string) error {
 	}
 	delete(m.pauses, id)
 	return nil
-}
-
-// PauseReads counts the reads of the pause set so far.
-func (m *MemStore) PauseReads() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.pauseReads
 }

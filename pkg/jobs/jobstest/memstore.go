@@ -36,9 +36,8 @@ type MemStore struct {
 	// apartOver and payloads: see KeepPayloadsApart (job id#ref -> item).
 	apartOver int
 	payloads  map[string]memPayload
-	// pauses: the pause set, by ID; pauseReads counts its reads.
-	pauses     map[string]driver.Pause
-	pauseReads int
+	// pauses: the pause set, by ID.
+	pauses map[string]driver.Pause
 }
 
 type uniqueHold struct {
