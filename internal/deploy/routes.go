@@ -146,6 +146,8 @@ const (
 	RouteAdminPause            = "AdminPause"
 	RouteAdminResume           = "AdminResume"
 	RouteAdminListPauses       = "AdminListPauses"
+	RouteScheduleAction        = "ScheduleAction"
+	RouteAdminScheduleAction   = "AdminScheduleAction"
 )
 
 // Routes are the API's routes: the one place a path is written.
@@ -177,6 +179,8 @@ var Routes = []Route{
 	{RouteAdminPause, "POST", "/v1/admin/pauses", Cancel, AuthOperator},
 	{RouteAdminResume, "POST", "/v1/admin/pauses/resume", Cancel, AuthOperator},
 	{RouteAdminListPauses, "GET", "/v1/admin/pauses", GetJob, AuthOperator},
+	{RouteScheduleAction, "POST", "/v1/schedules/{name}/{action}", Enqueue, AuthCaller},
+	{RouteAdminScheduleAction, "POST", "/v1/admin/schedules/{name}/{action}", Enqueue, AuthOperator},
 }
 
 // RouteByID returns the route named id.

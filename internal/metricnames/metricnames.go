@@ -43,6 +43,7 @@ const (
 	HandlersAbandoned = "HandlersAbandoned" // Count: handlers that ignored their deadline
 	FiresEnqueued     = "FiresEnqueued"     // Count: schedule fires handed to their job
 	FiresSkipped      = "FiresSkipped"      // Count: schedule fires skipped (OverlapSkip)
+	FiresPaused       = "FiresPaused"       // Count: fires of a paused schedule, acknowledged without a job
 )
 
 // Sweeper metrics, one record per sweep.
@@ -67,7 +68,7 @@ const ColdStart = "ColdStart"
 // All lists every metric name above.
 var All = []string{
 	JobsEnqueued, JobsStarted, QueueLatency, JobsSucceeded, JobsFailed, JobsTimedOut, JobsInterrupted, JobsRetried, JobsContinued, JobsWaited, JobsWoken,
-	JobsRefused, JobsCancelled, JobsResubmitted, JobsHandedBack, JobsPauseHeld, RunDuration, Attempts, HandlersAbandoned, FiresEnqueued, FiresSkipped,
+	JobsRefused, JobsCancelled, JobsResubmitted, JobsHandedBack, JobsPauseHeld, RunDuration, Attempts, HandlersAbandoned, FiresEnqueued, FiresSkipped, FiresPaused,
 	SweepResent, SweepInterrupted, SweepRetried, SweepBatches, SweepAfter, SweepErrors, SweepDuration, SweepComplete,
 	DeadLettersSettled, ColdStart,
 }

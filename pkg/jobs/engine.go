@@ -455,6 +455,8 @@ type newJob struct {
 	// job a replay replays.
 	parents  []string
 	replayOf string
+	// manualRunOf: the schedule Service.RunNow ran by hand.
+	manualRunOf string
 	// sentFirst: its message was sent before it is stored (sendFirst):
 	// with message first, a job due within the queue's delay that waits on
 	// no parent then needs no sweep entry.
@@ -479,7 +481,7 @@ func (e *engine) record(j newJob) *driver.Record {
 	if len(j.parents) > 0 {
 		rec.Parents, rec.WaitingOn = j.parents, driver.WaitParents
 	}
-	rec.ReplayOf = j.replayOf
+	rec.ReplayOf, rec.ManualRunOf = j.replayOf, j.manualRunOf
 	rec.Events = e.allEvents
 	if e.reg != nil {
 		if k, ok := e.reg.lookup(j.kind); ok {

@@ -48,12 +48,15 @@ const waitPaused = "paused"
 
 // PauseRequest names what Service.Pause holds back, or Service.Resume
 // lets go: every job of Kind, every job of Lane ("default" for the default
-// lane), or Owner's jobs of Kind.
+// lane), or Owner's jobs of Kind; or the fires of Schedule (a declared
+// schedule, or with Owner that owner's runtime one).
 type PauseRequest struct {
-	Kind  string
-	Lane  string
-	Owner string
-	// For is how long the pause lasts unless resumed sooner (0: MaxPause).
+	Schedule string
+	Kind     string
+	Lane     string
+	Owner    string
+	// For is how long the pause lasts unless resumed sooner (0: MaxPause;
+	// a schedule's: MaxDelay, its longest).
 	For time.Duration
 }
 
@@ -76,7 +79,7 @@ var (
 // own jobs of a kind (req.Owner is by, or empty). A pause of the same
 // jobs is replaced (a new For); an owner cannot replace an operator's.
 func (s *Service) Pause(ctx context.Context, by string, req PauseRequest) (*PauseInfo, error) {
-	p, err := s.pauseOf(by, req)
+	p, err := s.pauseOf(ctx, by, req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -102,8 +105,8 @@ func (s *Service) Pause(ctx context.Context, by string, req PauseRequest) (*Paus
 // Resume ends the pause of the jobs req names (ErrNotFound when there is
 // none). by is as for Pause.
 func (s *Service) Resume(ctx context.Context, by string, req PauseRequest) error {
-	req.For = MaxPause
-	p, err := s.pauseOf(by, req)
+	req.For = 0
+	p, err := s.pauseOf(ctx, by, req, true)
 	if err != nil {
 		return err
 	}
@@ -140,7 +143,9 @@ func (s *Service) Pauses(ctx context.Context, by string) ([]PauseInfo, error) {
 	now := s.clock.Now()
 	out := []PauseInfo{}
 	for _, p := range list {
-		if !now.Before(p.Until) || (by != "" && p.OwnerKey != "" && p.OwnerKey != wire.OwnerKey(by)) {
+		theirs := p.OwnerKey != "" && p.OwnerKey != wire.OwnerKey(by)
+		declared := p.Schedule != "" && p.OwnerKey == "" // an operator's schedule
+		if !now.Before(p.Until) || (by != "" && (theirs || declared)) {
 			continue
 		}
 		out = append(out, PauseInfo{ID: p.ID(), Pause: p})
@@ -148,10 +153,14 @@ func (s *Service) Pauses(ctx context.Context, by string) ([]PauseInfo, error) {
 	return out, nil
 }
 
-// pauseOf checks req as by asks it and returns the pause it writes.
-func (s *Service) pauseOf(by string, req PauseRequest) (driver.Pause, error) {
+// pauseOf checks req as by asks it and returns the pause it writes (a
+// resume's names the pause only).
+func (s *Service) pauseOf(ctx context.Context, by string, req PauseRequest, resume bool) (driver.Pause, error) {
 	if s.eng.pauses.store == nil {
 		return driver.Pause{}, errNoPauses
+	}
+	if req.Schedule != "" {
+		return s.schedulePause(ctx, by, req, resume)
 	}
 	who := "operator"
 	if by != "" {

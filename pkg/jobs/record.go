@@ -43,6 +43,9 @@ type View struct {
 	ParentsLeft int      `json:"parents_left,omitempty"`
 	// ReplayOf names the job this one replays (Service.Replay).
 	ReplayOf string `json:"replay_of,omitempty"`
+	// ManualRunOf names the schedule this job was run by hand of
+	// (Service.RunNow), rather than made by one of its fires.
+	ManualRunOf string `json:"manual_run_of,omitempty"`
 	// BatchID names the job's batch, if any.
 	BatchID *string `json:"batch_id,omitempty"`
 	// Payload is the job's payload with its jobs:"secret" fields masked
@@ -101,6 +104,6 @@ func viewOf(r *driver.Record) View {
 		v.FinishedAt = &t
 	}
 	parentsView(&v, r)
-	v.ReplayOf = r.ReplayOf
+	v.ReplayOf, v.ManualRunOf = r.ReplayOf, r.ManualRunOf
 	return v
 }

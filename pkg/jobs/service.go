@@ -89,8 +89,10 @@ type EnqueueRequest struct {
 	Kind    string
 	Payload json.RawMessage
 	EnqueueOpts
-	// replayOf names the job a replay replays (Service.Replay).
-	replayOf string
+	// replayOf names the job a replay replays (Service.Replay);
+	// manualRunOf the schedule RunNow runs, as the job id (a derived one).
+	replayOf        string
+	manualRunOf, id string
 }
 
 // Enqueue validates req, stores the job as queued and sends its reference to
@@ -286,11 +288,14 @@ func (s *Service) prepare(req EnqueueRequest) (newJob, request, error) {
 		return newJob{}, nil, err
 	}
 	id := s.eng.newID()
-	if req.IdempotencyKey != "" {
+	switch {
+	case req.id != "":
+		id = req.id
+	case req.IdempotencyKey != "":
 		id = wire.DerivedID("idempotency", req.Owner, req.IdempotencyKey)
 	}
 	j, r, err := s.prepareAs(req, id, s.eng.now())
-	j.fresh = req.IdempotencyKey == ""
+	j.fresh = req.IdempotencyKey == "" && req.id == ""
 	return j, r, err
 }
 
@@ -337,13 +342,14 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 		return newJob{}, nil, fmt.Errorf("jobs: seal payload: %w", err)
 	}
 	r := jobRequest(req.Kind, canonical, req.RunAt, req.Delay)
-	for _, part := range [][]byte{afterRequest(req.After), replayRequest(req.replayOf)} {
+	for _, part := range [][]byte{afterRequest(req.After), replayRequest(req.replayOf), manualRequest(req.manualRunOf)} {
 		if part != nil {
 			r = append(r, part)
 		}
 	}
 	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane,
-		tenant: req.Tenant, startBy: req.StartBy, parents: slices.Clone(req.After), replayOf: req.replayOf}, r, nil
+		tenant: req.Tenant, startBy: req.StartBy, parents: slices.Clone(req.After), replayOf: req.replayOf,
+		manualRunOf: req.manualRunOf}, r, nil
 }
 
 // Dispatch sends the reference of a job stored by a committed transaction

@@ -292,6 +292,23 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, msg *events.SQSMes
 			slog.String("schedule", f.Schedule), slog.String("message_id", messageID))
 		return false
 	}
+	cctx, cancel := inv.callContext(ctx)
+	pause, err := w.eng.pauses.holdingFire(cctx, f.Schedule, f.OwnerKey)
+	cancel()
+	if err != nil {
+		// The copy may miss a pause written since: the fire comes back.
+		w.log.LogAttrs(ctx, slog.LevelWarn, "pause set not read; the fire will come back",
+			slog.String("schedule", f.Schedule), slog.String("err_types", errtypes.Of(err)))
+		return true
+	}
+	if pause != nil {
+		// Paused (in the table, so a deploy does not undo it): the fire
+		// is acknowledged without a job.
+		w.log.LogAttrs(ctx, slog.LevelInfo, "fire of a paused schedule; acknowledged without a job",
+			slog.String("schedule", f.Schedule), slog.String("pause", pause.ID()), slog.String("scheduled_time", f.ScheduledTime))
+		count(ctx, s.Kind, metricnames.FiresPaused)
+		return false
+	}
 	at, err := time.Parse(time.RFC3339, f.ScheduledTime)
 	if err != nil {
 		w.log.LogAttrs(ctx, slog.LevelError, "fire without a valid scheduled time; it will reach the dead-letter queue",

@@ -59,6 +59,7 @@ func (w *world) foreigner(ctx context.Context, span time.Duration) {
 			body, what = wire.EncodeFire(wire.Fire{Schedule: fireSchedule, ScheduledTime: at.Format(time.RFC3339)}), "fire"
 			id := wire.FireJobID(fireSchedule, at)
 			jobOf = func(string) string { return id }
+			w.pauses.fire(id)
 			twice = rng.IntN(3) == 0
 		default:
 			body, what = `{"sim":"a message no route takes"}`, "unroutable"

@@ -12,8 +12,9 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
-// Pauses. An operator pauses a kind, the bulk lane, or the clients'
-// owner's jobs of the limited kind at seeded times, for up to 5 minutes,
+// Pauses. An operator pauses a kind, the bulk lane, the clients' owner's
+// jobs of the limited kind, or the declared schedule whose fires the world
+// sends, at seeded times, for up to 5 minutes,
 // and sometimes resumes early, while clients enqueue, workers claim and
 // release slots and the clients cancel. The invariant: no claim of a job
 // a pause holds lands more than pauseBound after the pause's write landed
@@ -26,6 +27,50 @@ const pauseBound = 5 * time.Second
 type pauseLog struct {
 	mu  sync.Mutex
 	log []pauseSeen
+	// fires: each fire's job id, and when its messages were received.
+	fires map[string][]time.Time
+}
+
+// fire records the job id of a fire the world sends.
+func (l *pauseLog) fire(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fires == nil {
+		l.fires = map[string][]time.Time{}
+	}
+	if _, ok := l.fires[id]; !ok {
+		l.fires[id] = nil
+	}
+}
+
+// received records a receive of a foreign message that makes the job id.
+func (l *pauseLog) received(id string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ats, ok := l.fires[id]; ok {
+		l.fires[id] = append(ats, at)
+	}
+}
+
+// fireReceives are the receives of the messages of the fire that makes
+// id (nil: id is no fire's).
+func (l *pauseLog) fireReceives(id string) []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Time(nil), l.fires[id]...)
+}
+
+// holdingFire returns the pause of schedule whose write landed more than
+// pauseBound before at and that held its fires at at.
+func (l *pauseLog) holdingFire(schedule string, at time.Time) (pauseSeen, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.log {
+		if at.Sub(s.landed) > pauseBound && (s.removed.IsZero() || s.removed.After(at)) && s.p.HoldsFire(schedule, "", at) {
+			return s, true
+		}
+	}
+	return pauseSeen{}, false
 }
 
 type pauseSeen struct {
@@ -88,7 +133,9 @@ func (w *world) pauser(ctx context.Context, span time.Duration) {
 		}
 		req := jobs.PauseRequest{For: time.Duration(20+rng.IntN(280)) * time.Second}
 		what := ""
-		switch rng.IntN(4) {
+		switch rng.IntN(5) {
+		case 4:
+			req.Schedule, what = fireSchedule, "a schedule"
 		case 0:
 			req.Kind, what = kindPlain, "a kind"
 		case 1:
@@ -113,6 +160,26 @@ func (w *world) pauser(ctx context.Context, span time.Duration) {
 		cancel()
 		w.cover("operator", "resume "+what+outcome(err))
 	}
+}
+
+// checkFirePaused is the schedule pause's invariant, as the job id is
+// created: no job of a fire whose every message so far was received more
+// than pauseBound after a pause of its schedule landed, while it held.
+func (w *world) checkFirePaused(id string) {
+	receives := w.pauses.fireReceives(id)
+	if len(receives) == 0 {
+		return
+	}
+	var held pauseSeen
+	for _, at := range receives {
+		s, ok := w.pauses.holdingFire(fireSchedule, at)
+		if !ok {
+			w.cover("mechanism", "fire made its job")
+			return
+		}
+		held = s
+	}
+	w.violate("the fire of job %s, each of its %d receives more than %v after the pause %s landed, made its job", id, len(receives), pauseBound, held.p.ID())
 }
 
 // checkPaused is the pause invariant for a claim of job (of kind) that

@@ -131,6 +131,7 @@ var coverageWanted = []string{
 	"mechanism: checkpoint apart", "call: ReadPart checkpoint", "mechanism: result apart",
 	// Pauses racing enqueues, claims, slot releases and cancels.
 	"operator: pause a kind", "operator: pause a lane", "operator: pause an owner's jobs of a kind", "operator: resume a kind",
+	"operator: pause a schedule", "operator: resume a schedule",
 	"call: Pauses", "call: SetPause", "call: RemovePause", "mechanism: waits on paused", "mechanism: pause held a delivery",
 }
 

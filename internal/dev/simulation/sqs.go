@@ -163,6 +163,9 @@ func (q *sqs) receive(lane string, max int, dup int) []events.SQSMessage {
 			return false
 		}
 		m.visible = now.Add(q.visibility[lane])
+		if m.foreign && m.jobID != "" {
+			q.w.pauses.received(m.jobID, now)
+		}
 		m.handle = fmt.Sprintf("%s#%d", m.id, m.receives)
 		attrs := map[string]string{"ApproximateReceiveCount": fmt.Sprint(m.receives)}
 		if m.group != "" {

@@ -12,7 +12,13 @@ import (
 )
 
 func (s *gatedStore) Create(ctx context.Context, rec *driver.Record) error {
-	return s.a.do(ctx, "Create", rec.ID, func() error { return s.st.Create(ctx, rec) })
+	return s.a.do(ctx, "Create", rec.ID, func() error {
+		err := s.st.Create(ctx, rec)
+		if err == nil {
+			s.a.w.checkFirePaused(rec.ID)
+		}
+		return err
+	})
 }
 
 func (s *gatedStore) Get(ctx context.Context, id string) (*driver.Record, error) {

@@ -9,9 +9,12 @@ import (
 // (Lane and OwnerKey empty), every job of the lane Lane (Kind empty), or
 // the jobs of Kind whose owner's key (wire.OwnerKey) is OwnerKey. Running
 // jobs run on; a worker hands a covered job's message back unclaimed until
-// the pause ends (see docs/OPERATIONS.md, "Pausing").
+// the pause ends (see docs/OPERATIONS.md, "Pausing"). A pause of Schedule
+// instead (a declared schedule, or with OwnerKey that owner's runtime
+// schedule) covers no job: its fires are acknowledged without one.
 type Pause struct {
-	Kind string `json:"kind,omitempty"`
+	Schedule string `json:"schedule,omitempty"`
+	Kind     string `json:"kind,omitempty"`
 	// Lane is DefaultLaneName for the default lane, which has no other
 	// name here.
 	Lane     string `json:"lane,omitempty"`
@@ -24,10 +27,16 @@ type Pause struct {
 	By string `json:"by"`
 }
 
-// ID names the pause among the others: "kind:<kind>", "lane:<lane>" or
-// "kind:<kind>:owner:<owner key>". Lane names and kinds hold no ':'.
+// ID names the pause among the others: "kind:<kind>", "lane:<lane>",
+// "kind:<kind>:owner:<owner key>", "schedule:<name>" or
+// "schedule:<name>:owner:<owner key>". Lane, kind and schedule names hold
+// no ':'.
 func (p Pause) ID() string {
 	switch {
+	case p.Schedule != "" && p.OwnerKey != "":
+		return "schedule:" + p.Schedule + ":owner:" + p.OwnerKey
+	case p.Schedule != "":
+		return "schedule:" + p.Schedule
 	case p.Kind == "":
 		return "lane:" + p.Lane
 	case p.OwnerKey != "":
@@ -41,7 +50,7 @@ func (p Pause) ID() string {
 // lane ("" the default lane) owned by ownerKey. A job whose kind is not
 // known ("") is covered only by its lane's pause.
 func (p Pause) Covers(kind, lane, ownerKey string, now time.Time) bool {
-	if !now.Before(p.Until) {
+	if !now.Before(p.Until) || p.Schedule != "" {
 		return false
 	}
 	switch {
@@ -52,6 +61,12 @@ func (p Pause) Covers(kind, lane, ownerKey string, now time.Time) bool {
 	default:
 		return p.OwnerKey == "" || p.OwnerKey == ownerKey
 	}
+}
+
+// HoldsFire reports whether p, in force at now, holds back the fires of
+// schedule: a declared one (ownerKey ""), or that owner's runtime one.
+func (p Pause) HoldsFire(schedule, ownerKey string, now time.Time) bool {
+	return now.Before(p.Until) && p.Schedule == schedule && p.OwnerKey == ownerKey
 }
 
 // PauseStore is implemented by a Store that keeps the pause set: every

@@ -127,6 +127,9 @@ type Record struct {
 	Dependents []Dependent
 	// ReplayOf names the job this one replays (Service.Replay).
 	ReplayOf string
+	// ManualRunOf names the schedule whose job this is, made by hand
+	// (Service.RunNow) rather than by a fire.
+	ManualRunOf string
 	// Events: the job's outcomes are announced on the event bus (its kind
 	// opted in, or the deployment did). OnFailure names the kind of the
 	// follow-up job each failed outcome creates ("" none). A job with

@@ -161,12 +161,14 @@ const (
 	attrWaitingOn = AttrWaitingOn
 	// A job's parents (a list of ids), the indexes of those counted (a
 	// number set), the parent whose failure cancelled it, its dependents
-	// (a string set of "id/index"), the job it replays.
+	// (a string set of "id/index"), the job it replays, the schedule it was
+	// run by hand of.
 	attrParents     = "pa"
 	attrParentsDone = "pd"
 	attrCancelledBy = "cb"
 	attrDependents  = "dp"
 	attrReplayOf    = "rp"
+	attrManualRunOf = "mr"
 )
 
 // CreateTableInput returns the table definition for CreateTable: on-demand

@@ -286,6 +286,7 @@ func (a *API) endpoints() map[string]endpoint {
 		deploy.RouteAdminDeadLetters: a.deadLetterDepths, deploy.RouteAdminDeadLetterAction: a.deadLetterAction,
 		deploy.RoutePause: a.pause(asCaller), deploy.RouteResume: a.resume(asCaller), deploy.RouteListPauses: a.listPauses(asCaller),
 		deploy.RouteAdminPause: a.pause(asOperator), deploy.RouteAdminResume: a.resume(asOperator), deploy.RouteAdminListPauses: a.listPauses(asOperator),
+		deploy.RouteScheduleAction: a.scheduleAction(asCaller), deploy.RouteAdminScheduleAction: a.scheduleAction(asOperator),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
@@ -102,3 +103,62 @@ func (a *API) listPauses(by func(routed) string) endpoint {
 // an operator ("").
 func asCaller(rq routed) string { return rq.caller }
 func asOperator(routed) string  { return "" }
+
+// scheduleActionBody is the body of POST /v1/schedules/{name}/{action}
+// (optional) and of its operators' route.
+type scheduleActionBody struct {
+	// Owner: an operator's, naming whose runtime schedule (absent: a
+	// declared schedule).
+	Owner string `json:"owner"`
+	// For: a pause's length in whole seconds (absent: 365 days).
+	For int64 `json:"for"`
+}
+
+// scheduleAction serves POST /v1/schedules/{name}/{action} (the caller's
+// runtime schedule) and POST /v1/admin/schedules/{name}/{action} (an
+// operator's: a declared schedule, or an owner's): pause (201 with the
+// pause), resume (204) or run (202 with the job, as an enqueue answers;
+// Idempotency-Key makes a repeat return it).
+func (a *API) scheduleAction(by func(routed) string) endpoint {
+	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+		var in scheduleActionBody
+		if req.Body != "" {
+			body, err := jsonBody(req, MaxBodyBytes)
+			if err != nil {
+				return problem(ctx, a.log, err)
+			}
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&in); err != nil {
+				return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body, when given, is {"owner": string (operators), "for": seconds (pause)}; ` + decodeReason(err)})
+			}
+		}
+		if in.For < 0 || in.For > int64(jobs.MaxDelay/time.Second) {
+			return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"for" is whole seconds from 1 to 31536000 (365 days)`})
+		}
+		name := rq.params["name"]
+		switch rq.params["action"] {
+		case "pause":
+			p, err := a.svc.Pause(ctx, by(rq), jobs.PauseRequest{Schedule: name, Owner: in.Owner, For: time.Duration(in.For) * time.Second})
+			if err != nil {
+				return problem(ctx, a.log, err)
+			}
+			return jsonResponse(http.StatusCreated, p)
+		case "resume":
+			if err := a.svc.Resume(ctx, by(rq), jobs.PauseRequest{Schedule: name, Owner: in.Owner}); err != nil {
+				if errors.Is(err, jobs.ErrNotFound) {
+					err = errPauseNotFound
+				}
+				return problem(ctx, a.log, err)
+			}
+			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNoContent, Headers: map[string]string{"Cache-Control": "no-store"}}
+		case "run":
+			res, err := a.svc.RunNow(ctx, by(rq), jobs.RunNowRequest{Schedule: name, Owner: in.Owner, IdempotencyKey: header(req, "idempotency-key")})
+			if err != nil {
+				return problem(ctx, a.log, err)
+			}
+			return accepted(res.Job, pathOf(deploy.RouteGetJob, "id", res.Job.ID), !res.Replayed)
+		}
+		return problem(ctx, a.log, &requestError{code: "not_found", detail: "the action is pause, resume or run"})
+	}
+}

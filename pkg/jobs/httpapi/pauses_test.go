@@ -1,12 +1,16 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
 )
 
@@ -72,4 +76,53 @@ func TestPauseRoutes(t *testing.T) {
 	if got := view("me", mine.ID); got != "" {
 		t.Fatalf("my job waits on %q after the resumes, want nothing", got)
 	}
+}
+
+// The schedule actions answer as the spec says: a caller runs its runtime
+// schedule (a repeat with the Idempotency-Key returns the same job),
+// pauses and resumes it; the operators' route refuses anyone else.
+func TestScheduleActionRoutes(t *testing.T) {
+	s := loadSpec(t)
+	e := newEnv(t)
+	op, _ := httpapi.Owner(caller(t, "other", "GET", "/", nil, ""))
+	me, _ := httpapi.Owner(caller(t, "me", "GET", "/", nil, ""))
+	e.reconfigure(func(c *httpapi.Config) { c.Operators = []string{op} })
+	if err := e.store.AddOwnerSchedule(context.Background(), wire.OwnerKey(me), jobs.Schedule{Name: "mine", Expression: "rate(1 day)", TimeZone: "UTC",
+		Kind: "echo", Payload: []byte(`{"text":"hi"}`), Overlap: jobs.OverlapAllow, Owner: me}, 20); err != nil {
+		t.Fatal(err)
+	}
+	call := func(who, path, key, body string, want int) events.APIGatewayV2HTTPResponse {
+		t.Helper()
+		req := caller(t, who, "POST", path, nil, body)
+		if body != "" {
+			req.Headers["content-type"] = "application/json"
+		}
+		if key != "" {
+			req.Headers["idempotency-key"] = key
+		}
+		resp := e.route(t, req)
+		specPath := "/v1/schedules/{name}/{action}"
+		if strings.HasPrefix(path, "/v1/admin/") {
+			specPath = "/v1/admin/schedules/{name}/{action}"
+		}
+		s.check(t, specPath, "POST", resp)
+		if resp.StatusCode != want {
+			t.Fatalf("POST %s as %s: %d %s, want %d", path, who, resp.StatusCode, resp.Body, want)
+		}
+		return resp
+	}
+	first := decodeView(t, call("me", "/v1/schedules/mine/run", "k1", "", http.StatusAccepted))
+	again := call("me", "/v1/schedules/mine/run", "k1", "", http.StatusAccepted)
+	if v := decodeView(t, again); v.ID != first.ID || first.ManualRunOf != "mine" || again.Headers["Idempotent-Replayed"] != "true" {
+		t.Fatalf("run again with the key: %s (headers %v); the first %+v", again.Body, again.Headers, first)
+	}
+	call("me", "/v1/schedules/mine/pause", "", `{"for":3600}`, http.StatusCreated)
+	call("me", "/v1/schedules/mine/resume", "", "", http.StatusNoContent)
+	call("me", "/v1/schedules/mine/resume", "", "", http.StatusNotFound)
+	call("me", "/v1/schedules/nope/run", "", "", http.StatusNotFound)
+	call("me", "/v1/schedules/mine/explode", "", "", http.StatusNotFound)
+	call("me", "/v1/schedules/mine/pause", "", `{"for":-1}`, http.StatusBadRequest)
+	call("me", "/v1/schedules/mine/run", "", `{"owner":"someone"}`, http.StatusBadRequest)
+	call("me", "/v1/admin/schedules/mine/run", "", `{"owner":"`+me+`"}`, http.StatusForbidden)
+	call("other", "/v1/admin/schedules/mine/run", "", `{"owner":"`+me+`"}`, http.StatusAccepted)
 }

@@ -74,6 +74,7 @@ var statuses = map[string]struct {
 	"too_many_dependents":     {http.StatusConflict, "Too many jobs run after that job"},
 	"pause_limit":             {http.StatusConflict, "Too many pauses"},
 	"paused_by_operator":      {http.StatusConflict, "Paused by an operator"},
+	"schedule_overlap":        {http.StatusConflict, "The schedule's last run is unfinished"},
 	"unknown_parent":          {http.StatusUnprocessableEntity, "Unknown job to run after"},
 	"too_large":               {http.StatusRequestEntityTooLarge, "Request too large"},
 	"unsupported_media_type":  {http.StatusUnsupportedMediaType, "Unsupported media type"},
