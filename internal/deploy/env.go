@@ -254,8 +254,10 @@ func shortDuration(d time.Duration) string {
 var (
 	sealingFns = []string{Enqueue, Worker}
 	listingFns = []string{GetJob, Cancel}
-	queueFns   = []string{Enqueue, Cancel, Worker, Sweeper}
-	workerOnly = []string{Worker}
+	// operatorFns serve an operators' route, so read who the operators are.
+	operatorFns = functionsServing(AuthOperator)
+	queueFns    = []string{Enqueue, Cancel, Worker, Sweeper}
+	workerOnly  = []string{Worker}
 	// eventFns write outcomes, so send their events; creatingFns create
 	// jobs, so mark those whose outcomes are announced.
 	eventFns    = []string{Cancel, Worker, Sweeper}
@@ -309,7 +311,7 @@ var (
 
 	EnvPageTokenSecret     = text(&Var{Name: "JOBS_PAGE_TOKEN_SECRET", Doc: "a Secrets Manager secret whose value signs the listing's page tokens, read at cold start", Readers: listingFns, Construct: true})
 	EnvPageTokenKey        = minText(&Var{Name: "JOBS_PAGE_TOKEN_KEY", Doc: "or that value itself, 32+ characters (the local stack sets a random one)", Readers: listingFns}, 32)
-	EnvOperators           = commaList(&Var{Name: "JOBS_OPERATORS", Doc: "callers (owner identities or role ARNs, comma-separated) who may use the admin routes", Readers: listingFns, Construct: true})
+	EnvOperators           = commaList(&Var{Name: "JOBS_OPERATORS", Doc: "callers (owner identities or role ARNs, comma-separated) who may use the admin routes", Readers: operatorFns, Construct: true})
 	EnvEnqueueRatePerOwner = integer(&Var{Name: "JOBS_ENQUEUE_RATE_PER_OWNER", Default: "0", Doc: "each caller's requests that make jobs (enqueue, batch, replay), a second; over it: 429 `rate_limited` (0: no bound)", Readers: enqueueOnly, Construct: true}, 0, 1_000_000, "want 0 (no bound) to 1000000 requests a second")
 	EnvTrustedCallers      = commaList(&Var{Name: "JOBS_TRUSTED_CALLERS", Doc: "callers (owner identities or role ARNs, comma-separated) who may give a job's `tenant` and `lane` over the API (anyone else: 403)", Readers: enqueueOnly, Construct: true})
 

@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -181,6 +182,18 @@ var Routes = []Route{
 	{RouteAdminListPauses, "GET", "/v1/admin/pauses", GetJob, AuthOperator},
 	{RouteScheduleAction, "POST", "/v1/schedules/{name}/{action}", Enqueue, AuthCaller},
 	{RouteAdminScheduleAction, "POST", "/v1/admin/schedules/{name}/{action}", Enqueue, AuthOperator},
+}
+
+// functionsServing are the functions that serve a route of auth, each
+// once, in the routes' order.
+func functionsServing(auth Auth) []string {
+	var out []string
+	for _, r := range Routes {
+		if r.Auth == auth && !slices.Contains(out, r.Function) {
+			out = append(out, r.Function)
+		}
+	}
+	return out
 }
 
 // RouteByID returns the route named id.

@@ -380,7 +380,7 @@ func Enqueue(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return lambda.NewHandler(httpapi.New(c.Service(), httpapi.Config{Logger: d.Logger, TrustedCallers: d.Config.TrustedCallers}).Route), nil
+	return lambda.NewHandler(httpapi.New(c.Service(), httpapi.Config{Logger: d.Logger, TrustedCallers: d.Config.TrustedCallers, Operators: d.Config.Operators}).Route), nil
 }
 
 // GetJob is the GET /v1/jobs/{id}, GET /v1/jobs (the caller's jobs) and
