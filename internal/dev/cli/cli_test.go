@@ -55,6 +55,9 @@ func server(t *testing.T) string {
 		return jobs.NoResult{}, nil
 	}, &jobs.KindOpts{Lane: "long"})
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+	// The CLI's caller's runtime schedule (ljob run-now, ljob pause schedule:...).
+	_ = store.AddOwnerSchedule(context.Background(), wire.OwnerKey(localstack.LocalTrustedCaller), jobs.Schedule{Name: "nightly", Expression: "rate(1 day)",
+		TimeZone: "UTC", Kind: "steps", Payload: []byte(`{"steps":2}`), Overlap: jobs.OverlapAllow, Owner: localstack.LocalTrustedCaller}, 20)
 	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
 	worker, _ := testroles.Worker(jobs.Config{Registry: reg, Store: store})
 	// The CLI's caller (the local gateway's default) may give a tenant.
@@ -638,5 +641,32 @@ func TestPauseAndResume(t *testing.T) {
 	}
 	if code, out, _ := runCLI(t, url, "pauses"); code != 0 || !strings.Contains(out, "no pause in force") {
 		t.Fatalf("pauses after the resume: exit %d, %q", code, out)
+	}
+}
+
+// ljob run-now SCHEDULE makes one job of your schedule (the same one again
+// with the same -key); ljob pause and resume schedule:NAME pause its fires.
+func TestRunNowAndSchedulePause(t *testing.T) {
+	url := server(t)
+	code, out, errOut := runCLI(t, url, "-json", "-key", "k1", "run-now", "nightly")
+	var first, again cli.Job
+	if code != 0 || json.Unmarshal([]byte(out), &first) != nil || first.ID == "" {
+		t.Fatalf("run-now: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, url, "-json", "-key", "k1", "run-now", "nightly")
+	if code != 0 || json.Unmarshal([]byte(out), &again) != nil || again.ID != first.ID {
+		t.Fatalf("run-now again with the key: exit %d, %q; want job %s", code, out, first.ID)
+	}
+	if !strings.Contains(out, `"manual_run_of":"nightly"`) {
+		t.Fatalf("the job is not marked as run by hand: %s", out)
+	}
+	if code, out, errOut := runCLI(t, url, "pause", "schedule:nightly"); code != 0 || !strings.Contains(out, "its fires make no job") {
+		t.Fatalf("pause schedule: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, out, _ := runCLI(t, url, "resume", "schedule:nightly"); code != 0 || !strings.Contains(out, "resumed schedule:nightly") {
+		t.Fatalf("resume schedule: exit %d, %q", code, out)
+	}
+	if code, _, errOut := runCLI(t, url, "run-now", "nope"); code != 1 || !strings.Contains(errOut, "404") {
+		t.Fatalf("run-now of no schedule: exit %d, stderr %q", code, errOut)
 	}
 }
