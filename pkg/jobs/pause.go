@@ -36,8 +36,12 @@ const (
 	// a day, so that neither a held job's message nor its payload's item
 	// can expire while it waits.
 	MaxPause = 13 * 24 * time.Hour
-	// maxPauses bounds the pause set (each row about 200 bytes).
-	maxPauses = 100
+	// maxPauses bounds the pause set (each row about 200 bytes); owners'
+	// own pauses may take maxOwnerPauses of it, maxPausesPerOwner each, so
+	// callers cannot fill it and leave an operator no room.
+	maxPauses         = 100
+	maxOwnerPauses    = 80
+	maxPausesPerOwner = 10
 	// pauseWaitMin is a held job's first delay; later ones double as the
 	// pause goes on, up to SQS's longest delay.
 	pauseWaitMin = 30 * time.Second
@@ -84,7 +88,10 @@ func (s *Service) Pause(ctx context.Context, by string, req PauseRequest) (*Paus
 		return nil, err
 	}
 	ps := s.eng.pauses.store
-	if err := s.mayChange(ctx, by, p.ID()); err != nil && !errors.Is(err, ErrNotFound) {
+	err = s.mayChange(ctx, by, p)
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
 		return nil, err
 	}
 	err = ps.SetPause(ctx, p, maxPauses)
@@ -110,7 +117,7 @@ func (s *Service) Resume(ctx context.Context, by string, req PauseRequest) error
 	if err != nil {
 		return err
 	}
-	if err := s.mayChange(ctx, by, p.ID()); err != nil {
+	if err := s.mayChange(ctx, by, p); err != nil && (!errors.Is(err, errPauseLimit) || by == "") {
 		return err
 	}
 	err = s.eng.pauses.store.RemovePause(ctx, p.ID())
@@ -199,21 +206,37 @@ func (s *Service) pauseOf(ctx context.Context, by string, req PauseRequest, resu
 	return p, nil
 }
 
-// mayChange reads the pause named id and refuses an owner (by set) that
-// would change an operator's: ErrNotFound when there is none.
-func (s *Service) mayChange(ctx context.Context, by, id string) error {
+// mayChange reads the pause set and refuses an owner (by set) that would
+// change an operator's pause, or add one when owners' pauses fill their
+// share of the set (maxOwnerPauses, maxPausesPerOwner: an operator always
+// has room). ErrNotFound when p is new.
+func (s *Service) mayChange(ctx context.Context, by string, p driver.Pause) error {
 	list, err := s.eng.pauses.store.Pauses(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
-	i := slices.IndexFunc(list, func(p driver.Pause) bool { return p.ID() == id })
+	i := slices.IndexFunc(list, func(q driver.Pause) bool { return q.ID() == p.ID() })
 	switch {
-	case i < 0:
-		return ErrNotFound
-	case by != "" && list[i].By != "owner":
+	case i >= 0 && by != "" && list[i].By != "owner":
 		return errPauseByOther
+	case i >= 0:
+		return nil
+	case by == "":
+		return ErrNotFound
 	}
-	return nil
+	now, owners, mine := s.clock.Now(), 0, 0
+	for _, q := range list {
+		if q.By == "owner" && now.Before(q.Until) {
+			owners++
+			if q.OwnerKey == p.OwnerKey {
+				mine++
+			}
+		}
+	}
+	if owners >= maxOwnerPauses || mine >= maxPausesPerOwner {
+		return errPauseLimit
+	}
+	return ErrNotFound
 }
 
 // dropEnded removes the pauses that ended by themselves, making room in

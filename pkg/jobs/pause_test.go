@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -303,5 +304,34 @@ func TestPauseSetReadsAreBoundedPerInstance(t *testing.T) {
 	}
 	if d := queue.Delay(id); d < 15*time.Second {
 		t.Fatalf("the parked job's message waits %v, want about 30 s or more", d)
+	}
+}
+
+// Callers cannot fill the pause set: an owner has at most 10 pauses in
+// force, and an operator can still pause when owners have.
+func TestOwnersCannotFillThePauseSet(t *testing.T) {
+	reg := jobs.NewRegistry()
+	for i := range 11 {
+		jobs.MustRegister(reg, fmt.Sprintf("k%d", i), func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
+	}
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 10 {
+		if _, err := r.Service.Pause(ctx, "mallory", jobs.PauseRequest{Kind: fmt.Sprintf("k%d", i)}); err != nil {
+			t.Fatalf("pause %d: %v", i, err)
+		}
+	}
+	var re *jobs.RequestError
+	if _, err := r.Service.Pause(ctx, "mallory", jobs.PauseRequest{Kind: "k10"}); !errors.As(err, &re) || re.Code != "pause_limit" {
+		t.Fatalf("an owner's 11th pause: %v, want pause_limit", err)
+	}
+	if _, err := r.Service.Pause(ctx, "mallory", jobs.PauseRequest{Kind: "k3", For: time.Hour}); err != nil {
+		t.Fatalf("an owner replaces one of its pauses at the limit: %v", err)
+	}
+	if _, err := r.Service.Pause(ctx, "", jobs.PauseRequest{Kind: "k10"}); err != nil {
+		t.Fatalf("an operator pauses with the owner at its limit: %v", err)
 	}
 }
