@@ -45,6 +45,11 @@ const (
 	// pauseWaitMin is a held job's first delay; later ones double as the
 	// pause goes on, up to SQS's longest delay.
 	pauseWaitMin = 30 * time.Second
+	// pauseClaimAfter: a job held this long (by its message's count) is
+	// claimed and parked instead of handed back once more, so that its
+	// payload's item is kept (the park extends it) however the pauses
+	// that hold it are renewed; its count then starts again.
+	pauseClaimAfter = 7 * 24 * time.Hour
 )
 
 // waitPaused: a queued job a pause holds (View.WaitingOn).
@@ -74,29 +79,35 @@ var (
 	errPauseScope   = refuse(codeInvalidRequest, "a pause names a kind, or a lane, or an owner and a kind")
 	errPauseFor     = refuse(codeInvalidRequest, fmt.Sprintf("a pause lasts from 1 s to %s (the queue's retention less a day)", MaxPause))
 	errPauseLimit   = refuse("pause_limit", fmt.Sprintf("the deployment has %d pauses in force; resume one first", maxPauses))
-	errPauseByOther = refuse("paused_by_operator", "an operator paused these jobs; only an operator resumes or changes that pause")
+	errPauseByOther = refuse("paused_by_operator", "an operator paused these jobs; only an operator resumes that pause")
 	errNoPauses     = refuse("unavailable", "this deployment's store does not keep pauses")
 )
 
 // Pause holds back the jobs req names for req.For. by is the caller: ""
 // for an operator, who may pause anything; an owner may pause only its
-// own jobs of a kind (req.Owner is by, or empty). A pause of the same
-// jobs is replaced (a new For); an owner cannot replace an operator's.
+// own jobs of a kind or its own schedules (req.Owner is by, or empty),
+// for at most MaxPause. A pause of the same jobs by the same hand is
+// replaced (a new For). An operator's pause of one owner's jobs is a row
+// apart from the owner's own, which the owner cannot touch.
 func (s *Service) Pause(ctx context.Context, by string, req PauseRequest) (*PauseInfo, error) {
 	p, err := s.pauseOf(ctx, by, req, false)
 	if err != nil {
 		return nil, err
 	}
-	ps := s.eng.pauses.store
-	err = s.mayChange(ctx, by, p)
-	switch {
-	case errors.Is(err, ErrNotFound):
-	case err != nil:
-		return nil, err
+	// Owners' own pauses take at most maxOwnerPauses rows of the set, as
+	// one condition of the write (an operator always has the rest), and
+	// maxPausesPerOwner each, as read before it.
+	limit := maxPauses
+	if by != "" {
+		limit = maxOwnerPauses
+		if err := s.ownerHasRoom(ctx, p); err != nil {
+			return nil, err
+		}
 	}
-	err = ps.SetPause(ctx, p, maxPauses)
+	ps := s.eng.pauses.store
+	err = ps.SetPause(ctx, p, limit)
 	if asConflict(err) != nil && s.dropEnded(ctx) {
-		err = ps.SetPause(ctx, p, maxPauses)
+		err = ps.SetPause(ctx, p, limit)
 	}
 	switch {
 	case asConflict(err) != nil:
@@ -109,18 +120,30 @@ func (s *Service) Pause(ctx context.Context, by string, req PauseRequest) (*Paus
 	return &PauseInfo{ID: p.ID(), Pause: p}, nil
 }
 
-// Resume ends the pause of the jobs req names (ErrNotFound when there is
-// none). by is as for Pause.
+// Resume ends the pause of the jobs req names: an owner's own, or an
+// operator's (and, when an operator has none of one owner's jobs, the
+// owner's own). ErrNotFound when there is none; an owner whose jobs only
+// an operator's pause holds gets paused_by_operator.
 func (s *Service) Resume(ctx context.Context, by string, req PauseRequest) error {
-	req.For = 0
 	p, err := s.pauseOf(ctx, by, req, true)
 	if err != nil {
 		return err
 	}
-	if err := s.mayChange(ctx, by, p); err != nil && (!errors.Is(err, errPauseLimit) || by == "") {
-		return err
+	ps := s.eng.pauses.store
+	err = ps.RemovePause(ctx, p.ID())
+	if errors.Is(err, ErrNotFound) && p.OwnerKey != "" {
+		other := p // the other hand's row of the same jobs
+		other.By = "owner"
+		if by != "" {
+			other.By = "operator"
+		}
+		switch {
+		case by == "":
+			err = ps.RemovePause(ctx, other.ID()) // an operator ends the owner's own
+		case s.pauseInForce(ctx, other.ID()):
+			return errPauseByOther
+		}
 	}
-	err = s.eng.pauses.store.RemovePause(ctx, p.ID())
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return ErrNotFound
@@ -152,7 +175,9 @@ func (s *Service) Pauses(ctx context.Context, by string) ([]PauseInfo, error) {
 	for _, p := range list {
 		theirs := p.OwnerKey != "" && p.OwnerKey != wire.OwnerKey(by)
 		declared := p.Schedule != "" && p.OwnerKey == "" // an operator's schedule
-		if !now.Before(p.Until) || (by != "" && (theirs || declared)) {
+		_, known := s.reg.lookupFor(p.Kind, s.callers)
+		internal := p.Kind != "" && !known // a kind callers do not see
+		if !now.Before(p.Until) || (by != "" && (theirs || declared || internal)) {
 			continue
 		}
 		out = append(out, PauseInfo{ID: p.ID(), Pause: p})
@@ -206,37 +231,39 @@ func (s *Service) pauseOf(ctx context.Context, by string, req PauseRequest, resu
 	return p, nil
 }
 
-// mayChange reads the pause set and refuses an owner (by set) that would
-// change an operator's pause, or add one when owners' pauses fill their
-// share of the set (maxOwnerPauses, maxPausesPerOwner: an operator always
-// has room). ErrNotFound when p is new.
-func (s *Service) mayChange(ctx context.Context, by string, p driver.Pause) error {
+// ownerHasRoom refuses an owner's new pause when it has
+// maxPausesPerOwner in force already (read before the write: parallel
+// requests may pass it by a few; maxOwnerPauses, in the write's
+// condition, holds for all owners).
+func (s *Service) ownerHasRoom(ctx context.Context, p driver.Pause) error {
 	list, err := s.eng.pauses.store.Pauses(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
-	i := slices.IndexFunc(list, func(q driver.Pause) bool { return q.ID() == p.ID() })
-	switch {
-	case i >= 0 && by != "" && list[i].By != "owner":
-		return errPauseByOther
-	case i >= 0:
-		return nil
-	case by == "":
-		return ErrNotFound
-	}
-	now, owners, mine := s.clock.Now(), 0, 0
+	now, mine := s.clock.Now(), 0
 	for _, q := range list {
-		if q.By == "owner" && now.Before(q.Until) {
-			owners++
-			if q.OwnerKey == p.OwnerKey {
-				mine++
-			}
+		if q.ID() == p.ID() {
+			return nil // a replacement
+		}
+		if q.By == "owner" && q.OwnerKey == p.OwnerKey && now.Before(q.Until) {
+			mine++
 		}
 	}
-	if owners >= maxOwnerPauses || mine >= maxPausesPerOwner {
-		return errPauseLimit
+	if mine >= maxPausesPerOwner {
+		return refuse("pause_limit", fmt.Sprintf("you have %d pauses in force; resume one first", maxPausesPerOwner))
 	}
-	return ErrNotFound
+	return nil
+}
+
+// pauseInForce reports whether the pause named id is in force (a fresh
+// read; false when it cannot be read).
+func (s *Service) pauseInForce(ctx context.Context, id string) bool {
+	list, err := s.eng.pauses.store.Pauses(ctx)
+	if err != nil {
+		return false
+	}
+	now := s.clock.Now()
+	return slices.ContainsFunc(list, func(q driver.Pause) bool { return q.ID() == id && now.Before(q.Until) })
 }
 
 // dropEnded removes the pauses that ended by themselves, making room in
@@ -270,9 +297,17 @@ type pauseSet struct {
 	mu    sync.Mutex
 	list  []driver.Pause
 	// readAt is when the copy was asked for (before the read), so every
-	// pause written before readAt is in it; zero: never read.
-	readAt time.Time
+	// pause written before readAt is in it; zero: never read. failedAt
+	// and failed: the last read's failure, which answers every look for
+	// pauseRetry without another read (one hot item under a throttle).
+	readAt   time.Time
+	failedAt time.Time
+	failed   error
 }
+
+// pauseRetry is how long after a failed read of the pause set the next
+// read waits.
+const pauseRetry = time.Second
 
 // current returns the pause set, read again if the copy is older than
 // pauseRefresh. When that read fails it returns the old copy and the
@@ -283,19 +318,34 @@ func (p *pauseSet) current(ctx context.Context) ([]driver.Pause, error) {
 	if p == nil || p.store == nil {
 		return nil, nil
 	}
+	// One look at a time reads; the others wait for its copy.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.clock.Now()
-	if !p.readAt.IsZero() && now.Sub(p.readAt) < pauseRefresh {
-		return p.list, nil
+	if list, fresh, err := p.cachedLocked(); fresh {
+		return list, err
 	}
+	now := p.clock.Now()
 	list, err := p.store.Pauses(ctx)
 	if err != nil {
 		p.log.LogAttrs(ctx, slog.LevelWarn, "pause set not read", slog.String("err_types", errtypes.Of(err)))
+		p.failedAt, p.failed = now, err
 		return p.list, err
 	}
-	p.list, p.readAt = list, now
+	p.list, p.readAt, p.failed = list, now, nil
 	return list, nil
+}
+
+// cachedLocked returns the copy when it may answer a look without a read
+// (it is fresh, or the last read failed within pauseRetry). p.mu is held.
+func (p *pauseSet) cachedLocked() ([]driver.Pause, bool, error) {
+	now := p.clock.Now()
+	switch {
+	case !p.readAt.IsZero() && now.Sub(p.readAt) < pauseRefresh:
+		return p.list, true, nil
+	case p.failed != nil && now.Sub(p.failedAt) < pauseRetry:
+		return p.list, true, p.failed
+	}
+	return nil, false, nil
 }
 
 // forget makes the next look read the set: this instance wrote it.
@@ -317,6 +367,17 @@ func (p *pauseSet) holding(ctx context.Context, kind, lane, ownerKey string) (*d
 		}
 	}
 	return nil, err
+}
+
+// holdingIn returns the pause of list in force at now that holds back
+// rec, or nil.
+func holdingIn(list []driver.Pause, rec *driver.Record, now time.Time) *driver.Pause {
+	for i := range list {
+		if list[i].Covers(rec.Kind, rec.Lane, ownerKeyOf(rec.Owner), now) {
+			return &list[i]
+		}
+	}
+	return nil
 }
 
 // holds is holding for the job rec.

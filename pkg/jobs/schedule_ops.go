@@ -54,13 +54,31 @@ func (s *Service) RunNow(ctx context.Context, by string, req RunNowRequest) (*En
 		key = s.eng.newID()
 	}
 	id := wire.DerivedID("schedule-manual", stateKey, key)
+	// A repeat of a run that made its job answers with it, whatever the
+	// schedule's turn became since.
+	if prev, err := s.store.Get(ctx, id); err == nil && prev.Owner == sc.Owner {
+		v, err := s.eng.viewRead(ctx, prev)
+		if err != nil {
+			return nil, err
+		}
+		return &EnqueueResult{Job: v, Replayed: true}, nil
+	}
 	if sc.Overlap == OverlapSkip {
 		if err := s.takeTurn(ctx, stateKey, id); err != nil {
 			return nil, err
 		}
 	}
-	// The key also makes a repeat an idempotent replay of the first job.
-	rec, created, err := s.enqueue(ctx, EnqueueRequest{Owner: sc.Owner, Kind: sc.Kind, Payload: sc.Payload, manualRunOf: sc.Name, id: id,
+	// An operator runs a declared schedule of an internal kind (what
+	// routes and schedules feed) as a fire would; a caller's runtime
+	// schedule is of a kind it may enqueue. The key also makes a repeat
+	// racing this one an idempotent replay of the first job.
+	svc := s
+	if by == "" {
+		op := *s
+		op.callers = false
+		svc = &op
+	}
+	rec, created, err := svc.enqueue(ctx, EnqueueRequest{Owner: sc.Owner, Kind: sc.Kind, Payload: sc.Payload, manualRunOf: sc.Name, id: id,
 		EnqueueOpts: EnqueueOpts{IdempotencyKey: req.IdempotencyKey}})
 	if err != nil {
 		return nil, err
@@ -146,11 +164,18 @@ func (s *Service) schedulePause(ctx context.Context, by string, req PauseRequest
 	if req.Kind != "" || req.Lane != "" {
 		return driver.Pause{}, errPauseScope
 	}
+	// An operator's pause of a schedule lasts up to a year; an owner's as
+	// long as any owner's pause, so owners cannot hold the set's rows
+	// longer.
+	longest := MaxDelay
+	if by != "" {
+		longest = MaxPause
+	}
 	switch {
 	case req.For == 0:
-		req.For = MaxDelay
-	case req.For < time.Second || req.For > MaxDelay:
-		return driver.Pause{}, refuse(codeInvalidRequest, "a schedule's pause lasts from 1 s to 365 days")
+		req.For = longest
+	case req.For < time.Second || req.For > longest:
+		return driver.Pause{}, refuse(codeInvalidRequest, fmt.Sprintf("a schedule's pause lasts from 1 s to %s", longest))
 	}
 	p := driver.Pause{Schedule: req.Schedule, By: "operator"}
 	if by != "" {

@@ -449,7 +449,10 @@ const secretMask = "[secret]"
 // pause set: see pauseSet).
 func (s *Service) viewPaused(ctx context.Context, rec *driver.Record) View {
 	v := viewOf(rec)
-	if p, _ := s.eng.pauses.holds(ctx, rec); p != nil && rec.Status == StatusQueued && rec.WaitingOn != driver.WaitParents {
+	if rec.Status != StatusQueued || rec.WaitingOn == driver.WaitParents {
+		return v
+	}
+	if p, _ := s.eng.pauses.holds(ctx, rec); p != nil {
 		v.WaitingOn = waitPaused
 	}
 	return v

@@ -144,6 +144,10 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 	)
 	count := func(f func()) { mu.Lock(); f(); mu.Unlock() }
 	ctx, ob := withOutbox(ctx)
+	// The pauses in force, once for the page: a due job they hold is not
+	// re-sent. Unread, none is taken to hold (a re-send then is what the
+	// sweep did before pauses: the worker holds the job).
+	pauses, _ := s.eng.pauses.current(ctx)
 	for _, id := range ids {
 		sem <- struct{}{}
 		wg.Add(1)
@@ -178,6 +182,22 @@ func (s *Sweeper) sweepPage(ctx context.Context, now time.Time, ids []string, re
 				}
 				if d := s.eng.deliveryAt(s.eng.clock.Now(), rec.RunAt, rec.Lane); !d.send || d.delay > 0 {
 					s.sweepDelayed(ctx, rec, d, rep, count)
+					return
+				}
+				if p := holdingIn(pauses, rec, now); p != nil {
+					// Held by a pause: a re-send would add a copy of its
+					// message that the workers then keep handing back. It
+					// needs none until the pause ends; look again then, or
+					// in 15 minutes (to see a resume).
+					next := now.Add(driver.MaxQueueDelay)
+					if p.Until.Before(next) {
+						next = latest(p.Until, now.Add(time.Minute))
+					}
+					if err := s.eng.store.Reschedule(ctx, rec.ID, driver.Expect{Status: StatusQueued}, next); err != nil && !isConflict(err) {
+						count(func() { rep.Errors++ })
+						return
+					}
+					count(func() { rep.Deferred++ })
 					return
 				}
 				count(func() { resend = append(resend, rec) })

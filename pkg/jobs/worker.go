@@ -170,7 +170,7 @@ func (w *Worker) handleRecord(ctx context.Context, inv invocation, msg *events.S
 	}()
 	if id, sent, err := message.DecodeSent(msg.Body); err == nil {
 		return w.runJobOnce(ctx, inv, pickup{m: withHints(driver.Message{JobID: id, Lane: w.lane, Group: msg.Attributes["MessageGroupId"], SentAt: sent}, msg),
-			receipt: msg.ReceiptHandle})
+			receipt: msg.ReceiptHandle, again: msg.Attributes["ApproximateReceiveCount"] > "1"})
 	}
 	if f, ok := wire.DecodeFire(msg.Body); ok {
 		return w.runFire(ctx, inv, msg, f)
@@ -495,7 +495,11 @@ func (w *Worker) runJob(ctx context.Context, inv invocation, p pickup) (retry bo
 	pctx, pcancel := inv.callContext(ctx)
 	pause, _ := w.eng.pauses.holding(pctx, m.Kind, m.Lane, m.OwnerKey)
 	pcancel()
-	if pause != nil {
+	// A message received again (its run's worker died, or its hand-back
+	// failed) is claimed rather than handed back: its job may be running
+	// under a dead run, which the claim's failure settles (claimFailed);
+	// a queued one is parked, held all the same.
+	if pause != nil && !p.again && m.Paused < pauseClaimAfter {
 		return w.holdPaused(ctx, inv, m, pause)
 	}
 	now := w.eng.now()
@@ -621,7 +625,7 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 		defer cancel()
 		done <- w.eng.park(wctx, run{rec: rec, token: token, started: now}, a).res == unsettled
 		return done, next
-	case k.maxRun > 0 && !rec.FirstStartedAt.IsZero() && now.Sub(rec.FirstStartedAt) >= k.maxRun:
+	case k.maxRun > 0 && !rec.FirstStartedAt.IsZero() && now.Sub(rec.FirstStartedAt)-cl.paused >= k.maxRun:
 		// Past the kind's longest run, continuations and retries included.
 		ex = execution{Status: StatusFailed, Code: CodeTimedOut, Cause: "max_run_time"}
 	case !rec.StartBy.IsZero() && now.After(rec.StartBy) && rec.FirstStartedAt.Equal(rec.StartedAt) && rec.AttemptBase == 0:
@@ -956,9 +960,11 @@ const abandonGrace = 50 * time.Millisecond
 type pickup struct {
 	m       driver.Message
 	receipt string
-	left    time.Duration
-	waited  bool
-	looked  bool
+	// again: SQS received the message before (ApproximateReceiveCount).
+	again  bool
+	left   time.Duration
+	waited bool
+	looked bool
 }
 
 // claimFailed decides what to do with p, whose job could not be claimed

@@ -122,8 +122,10 @@ type deadRunWatch struct {
 
 // bound is when the job must have left the dead run.
 func (d *deadRunWatch) bound(w *world) time.Time {
-	// While the run is watched, no receive since the kill has ended it.
-	return d.dupAt.Add(time.Duration(1+d.receipts)*w.sqs.visibility[d.lane] + w.timeoutOf(d.lane) + sweepInterval)
+	// While the run is watched, no receive since the kill has ended it;
+	// a sweep whose read of the job failed (a fault) leaves it to the
+	// next one.
+	return d.dupAt.Add(time.Duration(1+d.receipts)*w.sqs.visibility[d.lane] + w.timeoutOf(d.lane) + 2*sweepInterval)
 }
 
 // sweepInterval is how often the sweeper runs (its schedule's rate).

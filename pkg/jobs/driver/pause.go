@@ -29,21 +29,28 @@ type Pause struct {
 
 // ID names the pause among the others: "kind:<kind>", "lane:<lane>",
 // "kind:<kind>:owner:<owner key>", "schedule:<name>" or
-// "schedule:<name>:owner:<owner key>". Lane, kind and schedule names hold
-// no ':'.
+// "schedule:<name>:owner:<owner key>"; an operator's pause of one owner's
+// jobs or schedule ends in ":operator", so that it and the owner's own
+// are rows apart, neither able to overwrite the other. Lane, kind and
+// schedule names hold no ':'.
 func (p Pause) ID() string {
+	var id string
 	switch {
-	case p.Schedule != "" && p.OwnerKey != "":
-		return "schedule:" + p.Schedule + ":owner:" + p.OwnerKey
 	case p.Schedule != "":
-		return "schedule:" + p.Schedule
+		id = "schedule:" + p.Schedule
 	case p.Kind == "":
 		return "lane:" + p.Lane
-	case p.OwnerKey != "":
-		return "kind:" + p.Kind + ":owner:" + p.OwnerKey
 	default:
-		return "kind:" + p.Kind
+		id = "kind:" + p.Kind
 	}
+	if p.OwnerKey == "" {
+		return id
+	}
+	id += ":owner:" + p.OwnerKey
+	if p.By == "operator" {
+		id += ":operator"
+	}
+	return id
 }
 
 // Covers reports whether p, in force at now, holds back a job of kind in
@@ -54,6 +61,8 @@ func (p Pause) Covers(kind, lane, ownerKey string, now time.Time) bool {
 		return false
 	}
 	switch {
+	case p.Kind == "" && p.Lane == "":
+		return false
 	case p.Kind == "":
 		return p.Lane == lane || (p.Lane == DefaultLaneName && lane == "")
 	case kind == "" || p.Kind != kind:

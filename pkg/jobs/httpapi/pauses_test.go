@@ -59,15 +59,19 @@ func TestPauseRoutes(t *testing.T) {
 	}
 	call("/v1/admin/pauses", post("me", "/v1/admin/pauses", `{"lane":"default"}`), http.StatusForbidden)
 	call("/v1/admin/pauses", post("other", "/v1/admin/pauses", `{"kind":"echo","owner":"`+me+`"}`), http.StatusCreated)
-	call("/v1/pauses/resume", post("me", "/v1/pauses/resume", `{"kind":"echo"}`), http.StatusConflict)
+	call("/v1/pauses/resume", post("me", "/v1/pauses/resume", `{"kind":"echo"}`), http.StatusNoContent) // my own row
+	if got := view("me", mine.ID); got != "paused" {
+		t.Fatalf("after my resume, under the operator's pause, my job waits on %q, want paused", got)
+	}
+	call("/v1/pauses/resume", post("me", "/v1/pauses/resume", `{"kind":"echo"}`), http.StatusConflict) // only the operator's
 	call("/v1/pauses", post("me", "/v1/pauses", `{"lane":"default"}`), http.StatusBadRequest)
 	call("/v1/pauses", post("me", "/v1/pauses", `{"kind":"echo","for":99999999}`), http.StatusBadRequest)
 	call("/v1/pauses", post("me", "/v1/pauses", `{"kind":"nope"}`), http.StatusUnprocessableEntity)
 	call("/v1/pauses", post("me", "/v1/pauses", `{"kind":"echo","extra":1}`), http.StatusBadRequest)
 	call("/v1/admin/pauses", post("other", "/v1/admin/pauses", `{"lane":"default","for":60}`), http.StatusCreated)
 	resp = call("/v1/admin/pauses", caller(t, "other", "GET", "/v1/admin/pauses", nil, ""), http.StatusOK)
-	if err := json.Unmarshal([]byte(resp.Body), &list); err != nil || len(list.Pauses) != 2 {
-		t.Fatalf("every pause: %s", resp.Body)
+	if err := json.Unmarshal([]byte(resp.Body), &list); err != nil || len(list.Pauses) != 2 || !strings.HasSuffix(list.Pauses[0].ID, ":operator") {
+		t.Fatalf("every pause (the operator's of my jobs, the lane's): %s", resp.Body)
 	}
 	call("/v1/admin/pauses/resume", post("other", "/v1/admin/pauses/resume", `{"kind":"echo","owner":"`+me+`"}`), http.StatusNoContent)
 	call("/v1/admin/pauses/resume", post("other", "/v1/admin/pauses/resume", `{"kind":"echo","owner":"`+me+`"}`), http.StatusNotFound)
