@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
@@ -92,6 +93,13 @@ type Config struct {
 	// (false) brings the new code, the second turns it on; a rollback turns
 	// it off first (docs/DEPLOY.md, "Turning on message first").
 	MessageFirst *bool
+	// TagIndexes is how many of the table's tag indexes the stack
+	// declares (dynamostore.TagIndexes, one for each tag a job may carry):
+	// nil is all of them. CloudFormation adds at most one index to a table
+	// per update, so a stack deployed before tags adds them in three
+	// deploys, with 1, then 2, then nil (docs/DEPLOY.md, "Adding the tag
+	// indexes"); a new stack needs nothing.
+	TagIndexes *int
 
 	// Logs and data.
 	LogRetentionDays int
@@ -270,6 +278,14 @@ func ProdConfig(name string) Config {
 	}
 }
 
+// tagIndexes is TagIndexes, nil being all.
+func (c Config) tagIndexes() int {
+	if c.TagIndexes == nil {
+		return dynamostore.TagSlots
+	}
+	return *c.TagIndexes
+}
+
 // messageFirst is MessageFirst, nil being on.
 func (c Config) messageFirst() bool { return c.MessageFirst == nil || *c.MessageFirst }
 
@@ -278,6 +294,8 @@ func (c Config) Validate() error {
 	// The queue's visibility timeout follows the worker's (sqsqueue.SpecFor).
 	queue := sqsqueue.SpecFor(c.WorkerTimeout, c.BatchWindow).Validate(c.WorkerTimeout)
 	switch {
+	case c.TagIndexes != nil && (*c.TagIndexes < 0 || *c.TagIndexes > dynamostore.TagSlots):
+		return fmt.Errorf("%s: tag indexes %d: 0 to %d, or nil for all", c.Name, *c.TagIndexes, dynamostore.TagSlots)
 	case !envName.MatchString(c.Name):
 		return fmt.Errorf("environment %q: want 1-20 lower-case letters, digits or '-'", c.Name)
 	case c.NamePrefix != "" && (!namePrefix.MatchString(c.NamePrefix) || len(c.NamePrefix) > nameBaseMaxLength):

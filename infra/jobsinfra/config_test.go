@@ -21,6 +21,7 @@ func TestConfigRefuses(t *testing.T) {
 		"name with a space":     func(c *Config) { c.Name = "has space" },
 		"name over 20 letters":  func(c *Config) { c.Name = strings.Repeat("a", 21) },
 		"batch throttle over":   func(c *Config) { c.BatchThrottleRate = c.ThrottleRate + 1 },
+		"four tag indexes":      func(c *Config) { four := 4; c.TagIndexes = &four },
 		"maximum concurrency 1": func(c *Config) { c.MaxConcurrency = 1 },
 		"trusted with a comma":  func(c *Config) { c.TrustedCallers = []string{"arn:aws:iam::123456789012:role/a,b"} },
 		"empty operator":        func(c *Config) { c.Operators = []string{""} },

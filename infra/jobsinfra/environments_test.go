@@ -95,6 +95,8 @@ func tunedConfig() Config {
 	tuned.Environment = map[string]string{"TEAM_SETTING": "all"}
 	tuned.FunctionEnvironment = map[string]map[string]string{"worker": {"WORKER_ONLY": "1"}}
 	tuned.MessageFirst = jsii.Bool(false)
+	one := 1
+	tuned.TagIndexes = &one // a stack from before tags, on its first of three deploys
 	return tuned
 }
 

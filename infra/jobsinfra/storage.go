@@ -1,6 +1,8 @@
 package jobsinfra
 
 import (
+	"slices"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -105,6 +107,9 @@ func (s *Jobs) tableIndexes() {
 		}[a.AttributeType]
 	}
 	for _, g := range def.GlobalSecondaryIndexes {
+		if i := slices.Index(dynamostore.TagIndexes[:], *g.IndexName); i >= s.cfg.tagIndexes() {
+			continue // not yet: Config.TagIndexes
+		}
 		props := &awsdynamodb.GlobalSecondaryIndexProps{IndexName: g.IndexName}
 		for _, k := range g.KeySchema {
 			attr := &awsdynamodb.Attribute{Name: k.AttributeName, Type: attrType[*k.AttributeName]}

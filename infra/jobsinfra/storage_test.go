@@ -116,11 +116,21 @@ func TestListingIndexesAndGrants(t *testing.T) {
 			// it), and the queued jobs of capped kinds (only theirs carry kc).
 			"owner_waiting": {`"AttributeName":"uq","KeyType":"HASH"`, `"AttributeName":"wo","KeyType":"RANGE"`, `"NonKeyAttributes":["kind"],"ProjectionType":"INCLUDE"`},
 			"kind_queued":   {`"AttributeName":"kc","KeyType":"HASH"`, `"AttributeName":"uq","KeyType":"RANGE"`, `"ProjectionType":"KEYS_ONLY"`},
+			// Tags: one index a tag a job may carry, written once a tag.
+			"owner_tag1": {`"AttributeName":"t1","KeyType":"HASH"`, `"AttributeName":"lc","KeyType":"RANGE"`, `"NonKeyAttributes":["kind"],"ProjectionType":"INCLUDE"`},
 		} {
 			for _, w := range want {
 				if !strings.Contains(gsis[index], w) {
 					t.Errorf("%s: index %s %s lacks %s", name, index, gsis[index], w)
 				}
+			}
+		}
+		// Config.TagIndexes: a stack from before tags adds one a deploy
+		// (CloudFormation adds one index to a table per update).
+		for i, index := range []string{"owner_tag2", "owner_tag3"} {
+			want := `"AttributeName":"t` + strconv.Itoa(i+2) + `","KeyType":"HASH"`
+			if got, declared := gsis[index]; declared == (name == "tuned") || (declared && !strings.Contains(got, want)) {
+				t.Errorf("%s: index %s declared %v (%s)", name, index, declared, got)
 			}
 		}
 		// The enqueue function counts queued jobs for the caps: it may

@@ -58,6 +58,9 @@ const (
 	RunningIndex    Resource = "table/index/owner_running"
 	WaitingIndex    Resource = "table/index/owner_waiting"
 	KindQueuedIndex Resource = "table/index/kind_queued"
+	TagIndex1       Resource = "table/index/owner_tag1"
+	TagIndex2       Resource = "table/index/owner_tag2"
+	TagIndex3       Resource = "table/index/owner_tag3"
 )
 
 // IndexName is the index a resource names, if it is one of the table's.
@@ -135,6 +138,9 @@ var (
 		{Actions: []string{"dynamodb:Query"}, Resource: QueuedIndex, Why: "the caller's queued jobs"},
 		{Actions: []string{"dynamodb:Query"}, Resource: RunningIndex, Why: "the caller's running jobs"},
 		{Actions: []string{"dynamodb:Query"}, Resource: WaitingIndex, Why: "the caller's waiting jobs"},
+		{Actions: []string{"dynamodb:Query"}, Resource: TagIndex1, Why: "the caller's jobs of a tag (a job's first)"},
+		{Actions: []string{"dynamodb:Query"}, Resource: TagIndex2, Why: "the caller's jobs of a tag (a job's second)"},
+		{Actions: []string{"dynamodb:Query"}, Resource: TagIndex3, Why: "the caller's jobs of a tag (a job's third)"},
 		{Actions: []string{"secretsmanager:GetSecretValue"}, Resource: PageSecret, Why: "the page token key, at cold start"},
 	}
 	// putEvents: the functions that write outcomes announce them.

@@ -38,6 +38,9 @@ const MaxBatchJobs = 10000
 type JobSpec struct {
 	Kind    string          `json:"kind"`
 	Payload json.RawMessage `json:"payload"`
+	// Tags: EnqueueOpts.Tags (a batch's jobs only, not its completion
+	// job).
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // Batch is a batch as the API returns it, with one page of its job ids.
@@ -142,13 +145,17 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 	specs := make([]newJob, n)
 	reqs := make([]request, n)
 	for i, spec := range req.Jobs {
-		j, r, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: spec.Kind, Payload: spec.Payload}, wire.BatchJobID(batchID, i), now)
+		j, r, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: spec.Kind, Payload: spec.Payload, EnqueueOpts: EnqueueOpts{Tags: spec.Tags}},
+			wire.BatchJobID(batchID, i), now)
 		if err != nil {
 			return nil, false, &BatchJobError{Index: i, Err: err}
 		}
 		j.batch, j.index = b, i
 		specs[i], reqs[i] = j, r
 		whole = append(whole, r...)
+	}
+	if req.Completion != nil && len(req.Completion.Tags) > 0 {
+		return nil, false, &BatchJobError{Index: -1, Err: refuse(codeInvalidRequest, "a batch's completion job takes no tags")}
 	}
 	if req.Completion != nil {
 		c, r, err := s.prepareAs(EnqueueRequest{Owner: req.Owner, Kind: req.Completion.Kind, Payload: req.Completion.Payload},

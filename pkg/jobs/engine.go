@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -457,6 +458,8 @@ type newJob struct {
 	replayOf string
 	// manualRunOf: the schedule Service.RunNow ran by hand.
 	manualRunOf string
+	// tags: EnqueueOpts.Tags.
+	tags map[string]string
 	// sentFirst: its message was sent before it is stored (sendFirst):
 	// with message first, a job due within the queue's delay that waits on
 	// no parent then needs no sweep entry.
@@ -482,6 +485,9 @@ func (e *engine) record(j newJob) *driver.Record {
 		rec.Parents, rec.WaitingOn = j.parents, driver.WaitParents
 	}
 	rec.ReplayOf, rec.ManualRunOf = j.replayOf, j.manualRunOf
+	if len(j.tags) > 0 {
+		rec.Tags = maps.Clone(j.tags)
+	}
 	rec.Events = e.allEvents
 	if e.reg != nil {
 		if k, ok := e.reg.lookup(j.kind); ok {

@@ -38,6 +38,10 @@ type ListRequest struct {
 	Kind   string
 	// CreatedBefore keeps jobs created strictly before it (zero: all).
 	CreatedBefore time.Time
+	// Tag keeps the jobs with this tag ("key=value", EnqueueOpts.Tags):
+	// the listing reads the tagged jobs only, however many others the
+	// owner has.
+	Tag string
 	// Limit is 1 to MaxListLimit (0: DefaultListLimit).
 	Limit     int
 	PageToken string
@@ -64,13 +68,15 @@ const (
 	BulkResubmit BulkAction = "retry"
 )
 
-// BulkRequest selects the caller's jobs for a bulk action: Status and/or
-// Kind are required.
+// BulkRequest selects the caller's jobs for a bulk action: a Status, a
+// Kind or a Tag is required (any of them together narrows it).
 type BulkRequest struct {
-	Action            BulkAction
-	Status            Status
-	Kind              string
-	CreatedBefore     time.Time
+	Action        BulkAction
+	Status        Status
+	Kind          string
+	CreatedBefore time.Time
+	// Tag: ListRequest.Tag.
+	Tag               string
 	ContinuationToken string
 }
 
@@ -97,8 +103,20 @@ type pageToken struct {
 	Pos    string `json:"p"` // the store's position
 }
 
-func (s *Service) filterHash(use, owner string, st Status, kind string, before time.Time) string {
-	return tokenScope(use, owner, string(st), kind, before.UTC().Format(time.RFC3339Nano))
+func (s *Service) filterHash(use, owner string, f listFilter) string {
+	what := []string{string(f.status), f.kind, f.before.UTC().Format(time.RFC3339Nano)}
+	if f.tag != "" {
+		what = append(what, "tag="+f.tag) // untagged filters hash as before tags
+	}
+	return tokenScope(use, owner, what...)
+}
+
+// listFilter is what a listing or a bulk action selects.
+type listFilter struct {
+	status Status
+	kind   string
+	before time.Time
+	tag    string
 }
 
 // tokenScope is what a token is bound to: its use, its owner and what it
@@ -141,7 +159,11 @@ func (s *Service) openToken(tok, use, filter string) (string, error) {
 	return t.Pos, nil
 }
 
-func (s *Service) checkFilter(st Status, kind string) error {
+func (s *Service) checkFilter(f listFilter) error {
+	st, kind := f.status, f.kind
+	if _, _, err := parseTag(f.tag); err != nil {
+		return err
+	}
 	switch st {
 	case "", StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled:
 	default:
@@ -163,7 +185,8 @@ func (s *Service) List(ctx context.Context, owner string, req ListRequest) (*Lis
 	if checkOwner(owner) != nil {
 		return nil, errOwner
 	}
-	if err := s.checkFilter(req.Status, req.Kind); err != nil {
+	f := listFilter{status: req.Status, kind: req.Kind, before: req.CreatedBefore, tag: req.Tag}
+	if err := s.checkFilter(f); err != nil {
 		return nil, err
 	}
 	switch {
@@ -172,19 +195,20 @@ func (s *Service) List(ctx context.Context, owner string, req ListRequest) (*Lis
 	case req.Limit < 1 || req.Limit > MaxListLimit:
 		return nil, refuse(codeInvalidRequest, fmt.Sprintf("limit %d: want 1 to %d", req.Limit, MaxListLimit))
 	}
-	filter := s.filterHash("list", owner, req.Status, req.Kind, req.CreatedBefore)
+	filter := s.filterHash("list", owner, f)
 	pos, err := s.openToken(req.PageToken, "list", filter)
 	if err != nil {
 		return nil, err
 	}
 	page, err := s.store.List(ctx, driver.ListQuery{OwnerKey: wire.OwnerKey(owner), Status: req.Status, Kind: req.Kind,
-		CreatedBefore: req.CreatedBefore, Limit: req.Limit, After: pos})
+		CreatedBefore: req.CreatedBefore, Tag: req.Tag, Limit: req.Limit, After: pos})
 	if err != nil {
 		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
 	out := &ListResult{Jobs: []View{}}
 	for _, r := range page.Records {
-		if r.Owner == owner { // the index is keyed by a hash: never trust it alone
+		// The indexes are keyed by hashes: never trust them alone.
+		if r.Owner == owner && (req.Tag == "" || hasTag(r.Tags, req.Tag)) {
 			v, err := s.eng.viewRead(ctx, r)
 			if err != nil {
 				return nil, err
@@ -260,19 +284,20 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 	if req.Action != BulkCancel && req.Action != BulkResubmit {
 		return nil, refuse(codeInvalidRequest, fmt.Sprintf("action %q: want cancel or retry", req.Action))
 	}
-	if req.Status == "" && req.Kind == "" {
-		return nil, refuse(codeInvalidRequest, "give a status, a kind or both")
+	if req.Status == "" && req.Kind == "" && req.Tag == "" {
+		return nil, refuse(codeInvalidRequest, "give a status, a kind, a tag or more of them")
 	}
-	if err := s.checkFilter(req.Status, req.Kind); err != nil {
+	f := listFilter{status: req.Status, kind: req.Kind, before: req.CreatedBefore, tag: req.Tag}
+	if err := s.checkFilter(f); err != nil {
 		return nil, err
 	}
-	filter := s.filterHash(string(req.Action), owner, req.Status, req.Kind, req.CreatedBefore)
+	filter := s.filterHash(string(req.Action), owner, f)
 	pos, err := s.openToken(req.ContinuationToken, string(req.Action), filter)
 	if err != nil {
 		return nil, err
 	}
 	page, err := s.store.List(ctx, driver.ListQuery{OwnerKey: wire.OwnerKey(owner), Status: req.Status, Kind: req.Kind,
-		CreatedBefore: req.CreatedBefore, Limit: bulkPageSize, After: pos})
+		CreatedBefore: req.CreatedBefore, Tag: req.Tag, Limit: bulkPageSize, After: pos})
 	if err != nil {
 		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 	}
@@ -285,7 +310,7 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 		}
 	}()
 	for _, r := range page.Records {
-		if r.Owner != owner {
+		if r.Owner != owner || (req.Tag != "" && !hasTag(r.Tags, req.Tag)) {
 			continue
 		}
 		switch req.Action {

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"encoding/json"
+	"maps"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -46,6 +47,8 @@ type View struct {
 	// ManualRunOf names the schedule this job was run by hand of
 	// (Service.RunNow), rather than made by one of its fires.
 	ManualRunOf string `json:"manual_run_of,omitempty"`
+	// Tags are the job's tags (EnqueueOpts.Tags).
+	Tags map[string]string `json:"tags,omitempty"`
 	// BatchID names the job's batch, if any.
 	BatchID *string `json:"batch_id,omitempty"`
 	// Payload is the job's payload with its jobs:"secret" fields masked
@@ -105,5 +108,8 @@ func viewOf(r *driver.Record) View {
 	}
 	parentsView(&v, r)
 	v.ReplayOf, v.ManualRunOf = r.ReplayOf, r.ManualRunOf
+	if len(r.Tags) > 0 {
+		v.Tags = maps.Clone(r.Tags)
+	}
 	return v
 }

@@ -20,8 +20,8 @@ type ReplayRequest struct {
 	// enqueue's). A jobs:"secret" field given as "[secret]", as
 	// GET /v1/jobs/{id} shows it, keeps the old job's value.
 	Payload json.RawMessage
-	// EnqueueOpts are the new job's, as an enqueue's; its lane and tenant
-	// are the old job's unless given. The new job does not inherit the
+	// EnqueueOpts are the new job's, as an enqueue's; its lane, tenant
+	// and tags are the old job's unless given. The new job does not inherit the
 	// old one's idempotency key, unique key, schedule or parents.
 	EnqueueOpts
 }
@@ -62,6 +62,9 @@ func (s *Service) Replay(ctx context.Context, req ReplayRequest) (*EnqueueResult
 	}
 	if opts.Tenant == "" {
 		opts.Tenant = old.Tenant
+	}
+	if opts.Tags == nil {
+		opts.Tags = old.Tags
 	}
 	if opts.UniqueKey != "" {
 		return nil, refuse(codeInvalidRequest, `a replay cannot take a "unique_key"`)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -334,6 +335,9 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 	if err := checkAfter(req.EnqueueOpts); err != nil {
 		return newJob{}, nil, err
 	}
+	if err := checkTags(req.Tags); err != nil {
+		return newJob{}, nil, err
+	}
 	if req.Lane != "" && !slices.Contains(s.reg.Lanes(), req.Lane) {
 		return newJob{}, nil, refuse(codeInvalidRequest, fmt.Sprintf("lane %q: this deployment has no such lane", req.Lane))
 	}
@@ -342,14 +346,14 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 		return newJob{}, nil, fmt.Errorf("jobs: seal payload: %w", err)
 	}
 	r := jobRequest(req.Kind, canonical, req.RunAt, req.Delay)
-	for _, part := range [][]byte{afterRequest(req.After), replayRequest(req.replayOf), manualRequest(req.manualRunOf)} {
+	for _, part := range [][]byte{afterRequest(req.After), replayRequest(req.replayOf), manualRequest(req.manualRunOf), tagsRequest(req.Tags)} {
 		if part != nil {
 			r = append(r, part)
 		}
 	}
 	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane,
 		tenant: req.Tenant, startBy: req.StartBy, parents: slices.Clone(req.After), replayOf: req.replayOf,
-		manualRunOf: req.manualRunOf}, r, nil
+		manualRunOf: req.manualRunOf, tags: maps.Clone(req.Tags)}, r, nil
 }
 
 // Dispatch sends the reference of a job stored by a committed transaction

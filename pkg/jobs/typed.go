@@ -73,6 +73,14 @@ type EnqueueOpts struct {
 	// succeeded, that job brings them back. Not with UniqueKey, nor in a
 	// transactional enqueue (Prepare).
 	After []string
+	// Tags label the job for the listing and the bulk actions
+	// (ListRequest.Tag, BulkRequest.Tag): at most 3, each key 1 to 32 of
+	// a-z 0-9 _ - . (starting with a letter or a digit), each value 1 to
+	// 64 of A-Z a-z 0-9 _ - . : / @ +. Plain text that anyone who reads
+	// the job sees: never a secret. Set at creation and never changed (a
+	// debounced enqueue keeps the tags of the job it joins). Each costs
+	// one write unit, once (docs/CAPACITY.md).
+	Tags map[string]string
 }
 
 // Unique is how long an enqueue's unique key holds (EnqueueOpts.Unique).

@@ -88,7 +88,7 @@ func newStack(t *testing.T, o options) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.svc, err = testroles.Service(jobs.Config{Registry: s.reg, Store: s.store, Queue: s.queue, Sealer: s.sealer})
+	s.svc, err = testroles.Service(jobs.Config{Registry: s.reg, Store: s.store, Queue: s.queue, Sealer: s.sealer, PageTokenKey: make([]byte, 32)})
 	if err != nil {
 		t.Fatal(err)
 	}

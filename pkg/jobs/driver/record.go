@@ -130,6 +130,9 @@ type Record struct {
 	// ManualRunOf names the schedule whose job this is, made by hand
 	// (Service.RunNow) rather than by a fire.
 	ManualRunOf string
+	// Tags are the job's tags (EnqueueOpts.Tags), set at creation and
+	// never changed: a store indexes each, for ListQuery.Tag.
+	Tags map[string]string
 	// Events: the job's outcomes are announced on the event bus (its kind
 	// opted in, or the deployment did). OnFailure names the kind of the
 	// follow-up job each failed outcome creates ("" none). A job with

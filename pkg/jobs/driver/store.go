@@ -253,6 +253,11 @@ type ListQuery struct {
 	Status        Status
 	Kind          string
 	CreatedBefore time.Time
+	// Tag, when set ("key=value", as Record.Tags holds it), keeps the
+	// jobs with that tag. A store reads them from what it keeps of the
+	// tagged jobs, never by filtering the owner's others; the status, when
+	// given too, is checked on the jobs read (within MaxReads).
+	Tag string
 	// Limit bounds the page (1 to 1000).
 	Limit int
 	// After continues from a previous page's Next.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,9 +21,14 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
-// maxIndexQueries bounds the index queries of one List call (a kind
-// filter may skip many index entries: they are small, but not free).
-const maxIndexQueries = 4 * (ListShards + 1)
+// queriesPerPartition bounds the index queries of one List call, per
+// partition it merges (a kind filter may skip many index entries: they
+// are small, but not free).
+const queriesPerPartition = 4
+
+// prefillWidth is how many partitions a listing queries at once when
+// several need reading (a listing by tag reads TagSlots*ListShards).
+const prefillWidth = 16
 
 // ErrBadPosition is a List position this store did not issue for the query.
 var ErrBadPosition = errors.New("dynamostore: list position does not belong to this query")
@@ -35,8 +41,9 @@ var ErrBadPosition = errors.New("dynamostore: list position does not belong to t
 // index entries (the kind is projected), so the jobs read are the ones
 // returned. A status the index cannot tell (queued, running, succeeded) is
 // checked on the jobs themselves, reading at most q.MaxReads of them
-// (twice Limit by default). A page carries Next only when more entries
-// may follow.
+// (twice Limit by default). A listing by tag reads the tag's partitions
+// of the TagIndexes instead: only the tagged jobs, whatever else the owner
+// has. A page carries Next only when more entries may follow.
 func (s *Store) List(ctx context.Context, q driver.ListQuery) (driver.ListPage, error) {
 	if q.OwnerKey == "" || q.Limit < 1 || q.Limit > 1000 {
 		return driver.ListPage{}, errors.New("dynamostore: list needs an owner key and a limit of 1 to 1000")
@@ -53,7 +60,21 @@ func (s *Store) List(ctx context.Context, q driver.ListQuery) (driver.ListPage, 
 	case jobs.StatusRunning:
 		index, pkAttr, exact, legacy = RunningIndex, AttrRunning, true, false
 	}
-	partitions := listPartitions(q.OwnerKey, legacy)
+	var parts []*partition
+	if q.Tag != "" {
+		// A tag's jobs are in its partitions of the tag indexes, the status
+		// (if given) is checked on the jobs.
+		exact = q.Status == ""
+		for i := range TagSlots {
+			for _, pk := range tagPartitions(q.OwnerKey, q.Tag) {
+				parts = append(parts, &partition{index: TagIndexes[i], pkAttr: TagAttrs[i], pk: pk, more: true})
+			}
+		}
+	} else {
+		for _, pk := range listPartitions(q.OwnerKey, legacy) {
+			parts = append(parts, &partition{index: index, pkAttr: pkAttr, pk: pk, more: true})
+		}
+	}
 	maxReads := q.MaxReads
 	if maxReads <= 0 {
 		maxReads = 2 * q.Limit
@@ -69,10 +90,7 @@ func (s *Store) List(ctx context.Context, q driver.ListQuery) (driver.ListPage, 
 	if after.created != "" && (upper.created == "" || after.less(upper)) {
 		upper = after
 	}
-	m := &merge{s: s, index: index, pkAttr: pkAttr, q: q, upper: upper, seen: map[string]bool{}}
-	for _, pk := range partitions {
-		m.parts = append(m.parts, &partition{pk: pk, more: true})
-	}
+	m := &merge{s: s, q: q, upper: upper, seen: map[string]bool{}, parts: parts, maxQueries: queriesPerPartition * int32(len(parts))}
 	var page driver.ListPage
 	reads := 0
 	var last position
@@ -178,7 +196,13 @@ func decodePosition(pos string) (position, error) {
 // partition is one index partition of a merged listing: what was read of
 // it and not taken yet, and where its next query starts.
 type partition struct {
-	pk    string
+	// index and pkAttr: the index it is a partition of, and that index's
+	// partition key attribute.
+	index, pkAttr string
+	pk            string
+	// below, once set, is the millisecond whose entries p has all read:
+	// its next query reads older ones.
+	below string
 	buf   []position
 	start map[string]types.AttributeValue
 	more  bool
@@ -186,28 +210,33 @@ type partition struct {
 
 // merge takes the entries of several index partitions newest first.
 type merge struct {
-	s             *Store
-	index, pkAttr string
-	q             driver.ListQuery
+	s *Store
+	q driver.ListQuery
 	// upper: only entries older than it (a position, or a creation time
 	// alone, exclusive).
-	upper   position
-	parts   []*partition
-	queries int
+	upper position
+	parts []*partition
+	// queries counts the index queries made, up to maxQueries.
+	queries, maxQueries int32
 	// seen: the ids taken (an entry shows in one partition; a lagging
 	// index may show one twice for a moment).
 	seen map[string]bool
 }
 
 // fill reads more of p: up to n entries older than the merge's upper
-// bound, newest first.
+// bound (and than what p has read), newest first. Entries of one
+// millisecond come in no order of ours, and a page's position is a (time,
+// id) within one: so when a query stops inside a millisecond, the rest of
+// that millisecond's entries are read too (a batch's jobs share one), and
+// the buffer holds every entry of each millisecond it holds.
 func (m *merge) fill(ctx context.Context, p *partition, n int) error {
-	if m.queries >= maxIndexQueries {
+	if atomic.AddInt32(&m.queries, 1) > m.maxQueries {
 		return errQueryBudget
 	}
-	m.queries++
-	kc := expression.Key(m.pkAttr).Equal(expression.Value(p.pk))
+	kc := expression.Key(p.pkAttr).Equal(expression.Value(p.pk))
 	switch {
+	case p.below != "":
+		kc = kc.And(expression.Key(AttrListCreated).LessThan(expression.Value(p.below)))
 	case m.upper.created == "":
 	case m.upper.id == "":
 		kc = kc.And(expression.Key(AttrListCreated).LessThan(expression.Value(m.upper.created)))
@@ -215,12 +244,47 @@ func (m *merge) fill(ctx context.Context, p *partition, n int) error {
 		// Inclusive: entries of the bound's millisecond are sorted out by id.
 		kc = kc.And(expression.Key(AttrListCreated).LessThanEqual(expression.Value(m.upper.created)))
 	}
+	last, err := m.query(ctx, p, kc, n, p.start)
+	if err != nil {
+		return err
+	}
+	p.start, p.more = last, len(last) > 0
+	if lc, _ := last[AttrListCreated].(*types.AttributeValueMemberS); lc != nil {
+		group := expression.Key(p.pkAttr).Equal(expression.Value(p.pk)).And(expression.Key(AttrListCreated).Equal(expression.Value(lc.Value)))
+		var start map[string]types.AttributeValue
+		for {
+			if start, err = m.query(ctx, p, group, 100, start); err != nil {
+				return err
+			}
+			if len(start) == 0 {
+				break
+			}
+		}
+		p.start, p.below = nil, lc.Value
+	}
+	// Keep each partition's buffer newest first by (created, id).
+	slices.SortFunc(p.buf, func(a, b position) int {
+		switch {
+		case a == b:
+			return 0
+		case b.less(a):
+			return -1
+		}
+		return 1
+	})
+	return nil
+}
+
+// query runs one query of p with the key condition kc and the listing's
+// filters, adds the entries it finds to p's buffer (each once), and
+// returns where the next would start (nil: nothing follows).
+func (m *merge) query(ctx context.Context, p *partition, kc expression.KeyConditionBuilder, n int, start map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
 	b := expression.NewBuilder().WithKeyCondition(kc)
 	var filters []expression.ConditionBuilder
 	if m.q.Kind != "" {
 		filters = append(filters, expression.Name(attrKind).Equal(expression.Value(m.q.Kind)))
 	}
-	if m.index == AttentionIndex {
+	if p.index == AttentionIndex {
 		filters = append(filters, expression.Name(attrStatus).Equal(expression.Value(string(m.q.Status))))
 	}
 	switch len(filters) {
@@ -231,17 +295,17 @@ func (m *merge) fill(ctx context.Context, p *partition, n int) error {
 	}
 	expr, err := b.Build()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	out, err := m.s.api.Query(ctx, &dynamodb.QueryInput{
-		TableName: m.s.table, IndexName: aws.String(m.index),
+		TableName: m.s.table, IndexName: aws.String(p.index),
 		KeyConditionExpression: expr.KeyCondition(), FilterExpression: expr.Filter(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(n)),
-		ExclusiveStartKey: p.start, ReturnConsumedCapacity: m.s.capacity(),
+		ExclusiveStartKey: start, ReturnConsumedCapacity: m.s.capacity(),
 	})
 	if err != nil {
-		return fmt.Errorf("dynamostore: list: %w", err)
+		return nil, fmt.Errorf("dynamostore: list: %w", err)
 	}
 	m.s.report("list", out.ConsumedCapacity)
 	for _, it := range out.Items {
@@ -250,24 +314,11 @@ func (m *merge) fill(ctx context.Context, p *partition, n int) error {
 		if id == nil || lc == nil {
 			continue
 		}
-		if e := (position{created: lc.Value, id: id.Value}); m.admits(e) {
+		if e := (position{created: lc.Value, id: id.Value}); m.admits(e) && !slices.Contains(p.buf, e) {
 			p.buf = append(p.buf, e)
 		}
 	}
-	// Within one millisecond DynamoDB orders entries by none of ours:
-	// keep each partition's buffer newest first by (created, id).
-	slices.SortFunc(p.buf, func(a, b position) int {
-		switch {
-		case a == b:
-			return 0
-		case b.less(a):
-			return -1
-		}
-		return 1
-	})
-	p.start = out.LastEvaluatedKey
-	p.more = len(p.start) > 0
-	return nil
+	return out.LastEvaluatedKey, nil
 }
 
 // admits reports whether e is below the merge's upper bound: older than a
@@ -282,13 +333,20 @@ func (m *merge) admits(e position) bool {
 	return e.less(m.upper)
 }
 
-// errQueryBudget stops a page whose index queries reached maxIndexQueries.
+// errQueryBudget stops a page whose index queries reached the merge's
+// maxQueries.
 var errQueryBudget = errors.New("dynamostore: list query budget spent")
 
 // next takes up to n entries, newest first across the partitions.
 func (m *merge) next(ctx context.Context, n int) ([]position, error) {
 	var out []position
 	per := n/len(m.parts) + 2
+	if err := m.prefill(ctx, per); err != nil {
+		if errors.Is(err, errQueryBudget) {
+			return out, nil
+		}
+		return nil, err
+	}
 	for len(out) < n {
 		var best *partition
 		for _, p := range m.parts {
@@ -316,6 +374,43 @@ func (m *merge) next(ctx context.Context, n int) ([]position, error) {
 		}
 	}
 	return out, nil
+}
+
+// prefill reads, prefillWidth at a time, every partition that has nothing
+// buffered and may hold more: the first read of each, which the merge
+// needs before it can take any entry.
+func (m *merge) prefill(ctx context.Context, per int) error {
+	var need []*partition
+	for _, p := range m.parts {
+		if len(p.buf) == 0 && p.more {
+			need = append(need, p)
+		}
+	}
+	if len(need) < 2 {
+		return nil
+	}
+	errs := make([]error, len(need))
+	sem := make(chan struct{}, prefillWidth)
+	var wg sync.WaitGroup
+	for i, p := range need {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = m.fill(ctx, p, per)
+		}()
+	}
+	wg.Wait()
+	var budget error
+	for _, err := range errs {
+		switch {
+		case errors.Is(err, errQueryBudget):
+			budget = err
+		case err != nil:
+			return err
+		}
+	}
+	return budget
 }
 
 // more reports whether any entry may follow what was taken: one is
@@ -363,6 +458,9 @@ func (m *merge) frontier() position {
 func (p *partition) readTo() position {
 	if len(p.buf) > 0 {
 		return p.buf[len(p.buf)-1]
+	}
+	if p.below != "" {
+		return position{created: p.below} // all of it read: strictly older
 	}
 	id, _ := p.start[AttrID].(*types.AttributeValueMemberS)
 	lc, _ := p.start[AttrListCreated].(*types.AttributeValueMemberS)

@@ -2,10 +2,13 @@ package dynamostore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -70,56 +73,61 @@ func New(api API, table string, opts Config) *Store {
 // item is a job as stored. Times are Unix milliseconds; expires is Unix
 // seconds, as DynamoDB TTL wants.
 type item struct {
-	ID          string   `dynamodbav:"id"`
-	Kind        string   `dynamodbav:"kind"`
-	Owner       string   `dynamodbav:"owner"`
-	Status      string   `dynamodbav:"status"`
-	Payload     string   `dynamodbav:"payload,omitempty"`
-	PayloadRef  string   `dynamodbav:"pr,omitempty"`
-	Result      *string  `dynamodbav:"result,omitempty"`
-	ResultRef   string   `dynamodbav:"rr,omitempty"`
-	ErrorCode   string   `dynamodbav:"error_code,omitempty"`
-	Attempt     int      `dynamodbav:"attempt"`
-	Token       string   `dynamodbav:"token,omitempty"`
-	Lease       int64    `dynamodbav:"lease_ms,omitempty"`
-	ReqHash     string   `dynamodbav:"req_hash,omitempty"`
-	SweepShard  string   `dynamodbav:"sweep_shard,omitempty"`
-	SweepAt     int64    `dynamodbav:"sweep_at,omitempty"`
-	Dispatches  int      `dynamodbav:"dispatches,omitempty"`
-	Created     int64    `dynamodbav:"created_ms"`
-	Updated     int64    `dynamodbav:"updated_ms"`
-	Started     int64    `dynamodbav:"started_ms,omitempty"`
-	Finished    int64    `dynamodbav:"finished_ms,omitempty"`
-	Expires     int64    `dynamodbav:"expires,omitempty"`
-	RunAt       int64    `dynamodbav:"run_at_ms,omitempty"`
-	LastError   string   `dynamodbav:"last_error,omitempty"`
-	Cancel      bool     `dynamodbav:"cancel_requested,omitempty"`
-	BatchID     string   `dynamodbav:"batch_id,omitempty"`
-	BatchIdx    int      `dynamodbav:"bi,omitempty"`
-	BatchSize   int      `dynamodbav:"bn,omitempty"`
-	BatchShard  int      `dynamodbav:"bs,omitempty"`
-	BatchCount  string   `dynamodbav:"batch_counts,omitempty"`
-	After       []string `dynamodbav:"af,stringset,omitempty"`
-	AttemptBase int      `dynamodbav:"ab,omitempty"`
-	Lane        string   `dynamodbav:"ln,omitempty"`
-	Tenant      string   `dynamodbav:"tn,omitempty"`
-	WaitingOn   string   `dynamodbav:"wo,omitempty"`
-	UniqueKey   string   `dynamodbav:"uk,omitempty"`
-	UniqueUntil string   `dynamodbav:"uu,omitempty"`
-	StartBy     int64    `dynamodbav:"sb,omitempty"`
-	Checkpoint  []byte   `dynamodbav:"cp,omitempty"`
-	CheckpointR string   `dynamodbav:"cr,omitempty"`
-	Continued   int      `dynamodbav:"cn,omitempty"`
-	FirstStart  int64    `dynamodbav:"fs,omitempty"`
-	Events      bool     `dynamodbav:"ev,omitempty"`
-	OnFailure   string   `dynamodbav:"of,omitempty"`
-	Outcomes    int      `dynamodbav:"oc,omitempty"`
-	Parents     []string `dynamodbav:"pa,omitempty"`
-	ParentsDone []int    `dynamodbav:"pd,numberset,omitempty"`
-	CancelledBy string   `dynamodbav:"cb,omitempty"`
-	Dependents  []string `dynamodbav:"dp,stringset,omitempty"`
-	ReplayOf    string   `dynamodbav:"rp,omitempty"`
-	ManualRunOf string   `dynamodbav:"mr,omitempty"`
+	ID          string            `dynamodbav:"id"`
+	Kind        string            `dynamodbav:"kind"`
+	Owner       string            `dynamodbav:"owner"`
+	Status      string            `dynamodbav:"status"`
+	Payload     string            `dynamodbav:"payload,omitempty"`
+	PayloadRef  string            `dynamodbav:"pr,omitempty"`
+	Result      *string           `dynamodbav:"result,omitempty"`
+	ResultRef   string            `dynamodbav:"rr,omitempty"`
+	ErrorCode   string            `dynamodbav:"error_code,omitempty"`
+	Attempt     int               `dynamodbav:"attempt"`
+	Token       string            `dynamodbav:"token,omitempty"`
+	Lease       int64             `dynamodbav:"lease_ms,omitempty"`
+	ReqHash     string            `dynamodbav:"req_hash,omitempty"`
+	SweepShard  string            `dynamodbav:"sweep_shard,omitempty"`
+	SweepAt     int64             `dynamodbav:"sweep_at,omitempty"`
+	Dispatches  int               `dynamodbav:"dispatches,omitempty"`
+	Created     int64             `dynamodbav:"created_ms"`
+	Updated     int64             `dynamodbav:"updated_ms"`
+	Started     int64             `dynamodbav:"started_ms,omitempty"`
+	Finished    int64             `dynamodbav:"finished_ms,omitempty"`
+	Expires     int64             `dynamodbav:"expires,omitempty"`
+	RunAt       int64             `dynamodbav:"run_at_ms,omitempty"`
+	LastError   string            `dynamodbav:"last_error,omitempty"`
+	Cancel      bool              `dynamodbav:"cancel_requested,omitempty"`
+	BatchID     string            `dynamodbav:"batch_id,omitempty"`
+	BatchIdx    int               `dynamodbav:"bi,omitempty"`
+	BatchSize   int               `dynamodbav:"bn,omitempty"`
+	BatchShard  int               `dynamodbav:"bs,omitempty"`
+	BatchCount  string            `dynamodbav:"batch_counts,omitempty"`
+	After       []string          `dynamodbav:"af,stringset,omitempty"`
+	AttemptBase int               `dynamodbav:"ab,omitempty"`
+	Lane        string            `dynamodbav:"ln,omitempty"`
+	Tenant      string            `dynamodbav:"tn,omitempty"`
+	WaitingOn   string            `dynamodbav:"wo,omitempty"`
+	UniqueKey   string            `dynamodbav:"uk,omitempty"`
+	UniqueUntil string            `dynamodbav:"uu,omitempty"`
+	StartBy     int64             `dynamodbav:"sb,omitempty"`
+	Checkpoint  []byte            `dynamodbav:"cp,omitempty"`
+	CheckpointR string            `dynamodbav:"cr,omitempty"`
+	Continued   int               `dynamodbav:"cn,omitempty"`
+	FirstStart  int64             `dynamodbav:"fs,omitempty"`
+	Events      bool              `dynamodbav:"ev,omitempty"`
+	OnFailure   string            `dynamodbav:"of,omitempty"`
+	Outcomes    int               `dynamodbav:"oc,omitempty"`
+	Parents     []string          `dynamodbav:"pa,omitempty"`
+	ParentsDone []int             `dynamodbav:"pd,numberset,omitempty"`
+	CancelledBy string            `dynamodbav:"cb,omitempty"`
+	Dependents  []string          `dynamodbav:"dp,stringset,omitempty"`
+	ReplayOf    string            `dynamodbav:"rp,omitempty"`
+	ManualRunOf string            `dynamodbav:"mr,omitempty"`
+	Tags        map[string]string `dynamodbav:"tg,omitempty"`
+	// The tag indexes' keys (see TagIndexes).
+	Tag1 string `dynamodbav:"t1,omitempty"`
+	Tag2 string `dynamodbav:"t2,omitempty"`
+	Tag3 string `dynamodbav:"t3,omitempty"`
 	// The listing indexes' keys (see OwnerIndex, QueuedIndex).
 	ListOwner   string `dynamodbav:"lo,omitempty"`
 	ListCreated string `dynamodbav:"lc,omitempty"`
@@ -161,10 +169,43 @@ func ListKey(ownerKey, id string) string {
 	return ownerKey + "#" + strconv.Itoa(int(hashOf(id)%ListShards))
 }
 
+// TagKey returns the tag index partition key of job id of the owner whose
+// key is ownerKey, for its tag ("key=value"): a hash of the owner's key and
+// the tag (short: it is in every write of the job), and the job's list
+// shard.
+func TagKey(ownerKey, tag, id string) string {
+	return tagHash(ownerKey, tag) + "#" + strconv.Itoa(int(hashOf(id)%ListShards))
+}
+
+func tagHash(ownerKey, tag string) string {
+	h := sha256.Sum256([]byte("lambdajobs-tag\x00" + ownerKey + "\x00" + tag))
+	return hex.EncodeToString(h[:12])
+}
+
+// tagPartitions are the partition key values of an owner's tag in a tag
+// index: one per list shard.
+func tagPartitions(ownerKey, tag string) []string {
+	pks := make([]string, 0, ListShards)
+	for i := range ListShards {
+		pks = append(pks, tagHash(ownerKey, tag)+"#"+strconv.Itoa(i))
+	}
+	return pks
+}
+
 // KindCapKey returns the KindQueuedIndex partition key of job id of a
 // capped kind: the kind and the job's shard.
 func KindCapKey(kind, id string) string {
 	return kind + "#" + strconv.Itoa(int(hashOf(id)%KindShards))
+}
+
+// tagList is tags as "key=value", sorted: the order of their indexes.
+func tagList(tags map[string]string) []string {
+	out := make([]string, 0, len(tags))
+	for k, v := range tags {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func hashOf(id string) uint32 {
@@ -195,6 +236,15 @@ func toItem(r *driver.Record) item {
 			it.Queued = it.ListOwner
 		case jobs.StatusRunning:
 			it.Running = it.ListOwner
+		}
+		if len(r.Tags) > 0 {
+			it.Tags = r.Tags
+			slots := []*string{&it.Tag1, &it.Tag2, &it.Tag3}
+			for i, tag := range tagList(r.Tags) {
+				if i < len(slots) {
+					*slots[i] = TagKey(key, tag, r.ID)
+				}
+			}
 		}
 	}
 	if r.QueueCapped {
@@ -235,6 +285,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		Checkpoint: it.Checkpoint, CheckpointRef: it.CheckpointR, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
 		Events: it.Events, OnFailure: it.OnFailure, Outcomes: it.Outcomes, QueueCapped: it.KindCap != "",
 		Parents: it.Parents, ParentsDone: it.ParentsDone, CancelledBy: it.CancelledBy, Dependents: parseDependents(it.Dependents), ReplayOf: it.ReplayOf, ManualRunOf: it.ManualRunOf,
+		Tags: it.Tags,
 	}
 	if it.BatchCount != "" {
 		var bc jobs.BatchCounts

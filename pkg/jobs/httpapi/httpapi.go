@@ -117,6 +117,8 @@ type optsBody struct {
 	StartBy   *time.Time  `json:"start_by"`
 	// After: EnqueueOpts.After.
 	After []string `json:"after"`
+	// Tags: EnqueueOpts.Tags.
+	Tags map[string]string `json:"tags"`
 }
 
 // enqueue serves POST /v1/jobs: 202 with the job and its Location, or a
@@ -177,7 +179,7 @@ func (in optsBody) opts(req events.APIGatewayV2HTTPRequest) (jobs.EnqueueOpts, e
 		return jobs.EnqueueOpts{}, &requestError{code: "invalid_request", detail: `"unique_for" is whole seconds from 1 to 31536000 (365 days)`}
 	}
 	opts := jobs.EnqueueOpts{RunAt: runAt, Delay: delay, Lane: in.Lane, Tenant: in.Tenant, IdempotencyKey: header(req, "idempotency-key"),
-		UniqueKey: in.UniqueKey, Unique: in.Unique, UniqueFor: time.Duration(in.UniqueFor) * time.Second, After: in.After}
+		UniqueKey: in.UniqueKey, Unique: in.Unique, UniqueFor: time.Duration(in.UniqueFor) * time.Second, After: in.After, Tags: in.Tags}
 	if in.StartBy != nil {
 		opts.StartBy = *in.StartBy
 	}

@@ -19,8 +19,8 @@ type JobList struct {
 	NextPageToken *string     `json:"next_page_token"`
 }
 
-// listJobs serves GET /v1/jobs?status=&kind=&limit=&page_token=&created_before=:
-// the caller's jobs, newest first. An unknown status, an unregistered kind,
+// listJobs serves GET /v1/jobs?status=&kind=&tag=&limit=&page_token=&created_before=:
+// the caller's jobs, newest first (tag: key=value). An unknown status, an unregistered kind,
 // a bad limit, or a page token that is malformed or was issued for another
 // caller or another filter: 400.
 func (a *API) listJobs(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
@@ -31,7 +31,7 @@ func (a *API) listJobs(ctx context.Context, req events.APIGatewayV2HTTPRequest, 
 // listAs lists owner's jobs as ListJobs does.
 func (a *API) listAs(ctx context.Context, owner string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	q := req.QueryStringParameters
-	lr := jobs.ListRequest{Status: jobs.Status(q["status"]), Kind: q["kind"], PageToken: q["page_token"]}
+	lr := jobs.ListRequest{Status: jobs.Status(q["status"]), Kind: q["kind"], Tag: q["tag"], PageToken: q["page_token"]}
 	if v, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > jobs.MaxListLimit {
@@ -72,6 +72,7 @@ func (a *API) retryJob(ctx context.Context, req events.APIGatewayV2HTTPRequest, 
 type bulkBody struct {
 	Status            jobs.Status `json:"status"`
 	Kind              string      `json:"kind"`
+	Tag               string      `json:"tag"`
 	CreatedBefore     *time.Time  `json:"created_before"`
 	ContinuationToken string      `json:"continuation_token"`
 }
@@ -88,7 +89,7 @@ type BulkResult struct {
 }
 
 // bulk serves POST /v1/bulk/cancel and POST /v1/bulk/retry with
-// {"status", "kind", "created_before", "continuation_token"}: it acts on
+// {"status", "kind", "tag", "created_before", "continuation_token"}: it acts on
 // up to 100 of the caller's jobs that the filter selects and says how many
 // matched and changed (and, for a cancel, how many of those were running
 // and asked to stop); continuation_token continues (null when done).
@@ -103,9 +104,9 @@ func (a *API) bulk(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq r
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body is {"status", "kind", "created_before", "continuation_token"}; ` + decodeReason(err)})
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `the body is {"status", "kind", "tag", "created_before", "continuation_token"}; ` + decodeReason(err)})
 	}
-	br := jobs.BulkRequest{Action: action, Status: in.Status, Kind: in.Kind, ContinuationToken: in.ContinuationToken}
+	br := jobs.BulkRequest{Action: action, Status: in.Status, Kind: in.Kind, Tag: in.Tag, ContinuationToken: in.ContinuationToken}
 	if in.CreatedBefore != nil {
 		br.CreatedBefore = *in.CreatedBefore
 	}

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +66,7 @@ func clone(r *driver.Record) *driver.Record {
 	c.After = slices.Clone(r.After)
 	c.Checkpoint = bytes.Clone(r.Checkpoint)
 	c.Parents, c.ParentsDone, c.Dependents = slices.Clone(r.Parents), slices.Clone(r.ParentsDone), slices.Clone(r.Dependents)
+	c.Tags = maps.Clone(r.Tags)
 	if r.BatchCounts != nil {
 		bc := *r.BatchCounts
 		c.BatchCounts = &bc
@@ -697,7 +700,7 @@ func (m *MemStore) List(_ context.Context, q driver.ListQuery) (driver.ListPage,
 		if r.Expired(m.clock.Now()) || wire.OwnerKey(r.Owner) != q.OwnerKey ||
 			(q.Status != "" && r.Status != q.Status) || (q.Kind != "" && r.Kind != q.Kind) ||
 			(!q.CreatedBefore.IsZero() && !r.CreatedAt.Before(q.CreatedBefore)) ||
-			(q.After != "" && pos(r) >= q.After) {
+			(q.After != "" && pos(r) >= q.After) || !tagged(r, q.Tag) {
 			continue
 		}
 		all = append(all, r)
@@ -712,6 +715,16 @@ func (m *MemStore) List(_ context.Context, q driver.ListQuery) (driver.ListPage,
 		page.Records = append(page.Records, clone(r))
 	}
 	return page, nil
+}
+
+// tagged reports whether r has tag ("key=value"; "" for any job).
+func tagged(r *driver.Record, tag string) bool {
+	if tag == "" {
+		return true
+	}
+	k, v, ok := strings.Cut(tag, "=")
+	got, has := r.Tags[k]
+	return ok && has && got == v
 }
 
 // CountUnfinished counts the owner's queued and running jobs by kind.

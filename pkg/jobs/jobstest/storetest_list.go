@@ -110,6 +110,140 @@ func (c suite) listing(t *testing.T) {
 		}
 	})
 
+	// Tags: a job's tags come back as written, and a listing by tag finds
+	// the owner's jobs with it, whichever of a job's (up to 3) tags it is,
+	// newest first and paged, narrowed by a status or a kind, never
+	// another owner's job with the same tag.
+	c.run(t, "ListByTag", func(t *testing.T, s driver.Store, clock *Clock) {
+		mine := wire.OwnerKey("alice")
+		tagSets := []map[string]string{
+			{"import": "42"},
+			{"import": "42", "customer": "acme", "release": "r7"}, // import=42 sorts second
+			{"import": "43"},
+			nil,
+			{"a": "1", "b": "2", "import": "42"}, // and third
+			{"import": "42"},
+		}
+		var tagged []string // alice's with import=42, oldest first
+		for i, tags := range tagSets {
+			rec := NewRecord(wire.NewID(), clock.Now())
+			rec.Owner, rec.Tags = "alice", tags
+			if i == 5 {
+				rec.Kind = "other"
+			}
+			if err := s.Create(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			if tags["import"] == "42" {
+				tagged = append(tagged, rec.ID)
+			}
+			got, err := s.Get(ctx, rec.ID)
+			if err != nil || !reflect.DeepEqual(got.Tags, rec.Tags) {
+				t.Fatalf("tags %v read back as %v (%v)", rec.Tags, got.Tags, err)
+			}
+			clock.Advance(time.Second)
+		}
+		bobs := NewRecord(wire.NewID(), clock.Now())
+		bobs.Owner, bobs.Tags = "bob", map[string]string{"import": "42"}
+		if err := s.Create(ctx, bobs); err != nil {
+			t.Fatal(err)
+		}
+		_, tok := mustClaim(t, s, tagged[0], clock.Now())
+		if err := s.Finish(ctx, tagged[0], tok, driver.Outcome{Status: jobs.StatusFailed, Code: "boom", At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		list := func(q driver.ListQuery) []string {
+			t.Helper()
+			var got []string
+			for range 50 {
+				page, err := s.List(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range page.Records {
+					if wire.OwnerKey(r.Owner) != q.OwnerKey || r.Tags["import"] != "42" {
+						t.Fatalf("listed %s's job tagged %v", r.Owner, r.Tags)
+					}
+					got = append(got, r.ID)
+				}
+				if page.Next == "" {
+					return got
+				}
+				q.After = page.Next
+			}
+			t.Fatal("the listing never ended")
+			return nil
+		}
+		newest := slices.Clone(tagged)
+		slices.Reverse(newest)
+		for name, c := range map[string]struct {
+			q    driver.ListQuery
+			want []string
+		}{
+			"in pages of 1":  {driver.ListQuery{OwnerKey: mine, Tag: "import=42", Limit: 1}, newest},
+			"in one page":    {driver.ListQuery{OwnerKey: mine, Tag: "import=42", Limit: 10}, newest},
+			"failed":         {driver.ListQuery{OwnerKey: mine, Tag: "import=42", Status: jobs.StatusFailed, Limit: 10}, tagged[:1]},
+			"queued":         {driver.ListQuery{OwnerKey: mine, Tag: "import=42", Status: jobs.StatusQueued, Limit: 10}, newest[:3]},
+			"of kind other":  {driver.ListQuery{OwnerKey: mine, Tag: "import=42", Kind: "other", Limit: 10}, newest[:1]},
+			"another value":  {driver.ListQuery{OwnerKey: mine, Tag: "import=4", Limit: 10}, nil},
+			"created before": {driver.ListQuery{OwnerKey: mine, Tag: "import=42", CreatedBefore: Epoch.Add(2 * time.Second), Limit: 10}, []string{tagged[1], tagged[0]}},
+		} {
+			if got := list(c.q); !slices.Equal(got, c.want) {
+				t.Errorf("%s: %v, want %v", name, got, c.want)
+			}
+		}
+		if got := list(driver.ListQuery{OwnerKey: wire.OwnerKey("bob"), Tag: "import=42", Limit: 10}); !slices.Equal(got, []string{bobs.ID}) {
+			t.Errorf("bob's: %v, want %v", got, []string{bobs.ID})
+		}
+	})
+
+	// A batch's jobs share one creation time: paged through in pages
+	// smaller than their number (a store's index may hand out entries of
+	// one millisecond in any order), each is listed exactly once, by
+	// owner, status and tag alike.
+	c.run(t, "ListPagesJobsOfOneMillisecond", func(t *testing.T, s driver.Store, clock *Clock) {
+		const n = 150
+		want := map[string]bool{}
+		for range n {
+			rec := NewRecord(wire.NewID(), clock.Now())
+			rec.Owner, rec.Tags = "alice", map[string]string{"import": "7"}
+			if err := s.Create(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			want[rec.ID] = true
+		}
+		key := wire.OwnerKey("alice")
+		for name, q := range map[string]driver.ListQuery{
+			"owner":  {OwnerKey: key, Limit: 7},
+			"queued": {OwnerKey: key, Limit: 7, Status: jobs.StatusQueued},
+			"tag":    {OwnerKey: key, Limit: 7, Tag: "import=7"},
+		} {
+			seen := map[string]bool{}
+			for pages := 0; ; pages++ {
+				if pages > 3*n {
+					t.Fatalf("%s: the listing never ended", name)
+				}
+				page, err := s.List(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range page.Records {
+					if seen[r.ID] || !want[r.ID] {
+						t.Fatalf("%s: %s listed twice or not alice's", name, r.ID)
+					}
+					seen[r.ID] = true
+				}
+				if page.Next == "" {
+					break
+				}
+				q.After = page.Next
+			}
+			if len(seen) != n {
+				t.Errorf("%s: %d of the %d jobs listed", name, len(seen), n)
+			}
+		}
+	})
+
 	c.run(t, "ExactlyFullLastPageHasNoNext", func(t *testing.T, s driver.Store, clock *Clock) {
 		// An owner's 4 jobs, 2 failed and 2 queued, and another owner's:
 		// every listing that ends on a page holding exactly its limit says
