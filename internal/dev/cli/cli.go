@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,7 +52,10 @@ var commands = []command{
 	{name: "cancel", args: "ID", min: 1, max: 1, run: func(c *client, ctx context.Context, args []string) int { return c.cancel(ctx, args[0]) },
 		help: []string{"cancel a job (a running one stops at its next check)"}},
 	{name: "list", run: func(c *client, ctx context.Context, _ []string) int { return c.list(ctx) },
-		help: []string{"your jobs, newest first (-status, -kind, -limit N, -all: every page)"}},
+		help: []string{"your jobs, newest first (-status, -kind, -tag K=V, -limit N,", "-all: every page)"}},
+	{name: "bulk", args: "cancel|retry", min: 1, max: 1, run: (*client).bulkCommand,
+		help: []string{"cancel (or retry) every job of yours that -status, -kind and",
+			"-tag K=V select (at least one), created before now"}},
 	{name: "retry", args: "ID", min: 1, max: 1, run: func(c *client, ctx context.Context, args []string) int { return c.retry(ctx, args[0]) },
 		help: []string{"queue a failed or cancelled job again (-wait: watch it)"}},
 	{name: "replay", args: "ID [PAYLOAD]", min: 1, max: 2, run: (*client).replayCommand,
@@ -116,6 +120,7 @@ const flagsUsage = `Flags:
   -tenant T      enqueue: who the job is for (its fair-queue group and per-tenant limits; trusted callers only)
   -start-by TIME enqueue: a job not started by TIME (RFC 3339) ends cancelled, code expired
   -after IDS     enqueue: run after these jobs of yours (comma-separated) have all succeeded
+  -tag K=V       enqueue: tag the job (repeat for up to 3 tags); list, bulk: only jobs with this tag
 
 Exit status: 0 success (or job succeeded), 1 usage or request error, 2 job failed.
 `
@@ -168,6 +173,7 @@ type options struct {
 	tenant     string        // -tenant (enqueue)
 	startBy    string        // -start-by (enqueue)
 	after      string        // -after (enqueue)
+	tags       tagFlags      // -tag, repeated (enqueue; list and bulk: one)
 }
 
 // Main runs the command with args (without the program name) and returns
@@ -224,6 +230,7 @@ func newClient(ctx context.Context, args []string, env Env) (*client, []string, 
 	fs.StringVar(&o.startBy, "start-by", "", "")
 	fs.StringVar(&o.after, "after", "", "")
 	fs.DurationVar(&o.pauseFor, "for", 0, "")
+	fs.Var(&o.tags, "tag", "")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, false
 	}
@@ -350,24 +357,25 @@ type client struct {
 
 // Job is the API's job JSON.
 type Job struct {
-	ID         string          `json:"id"`
-	Kind       string          `json:"kind"`
-	Status     string          `json:"status"`
-	Result     json.RawMessage `json:"result"`
-	Error      *string         `json:"error"`
-	Attempt    int             `json:"attempt"`
-	RunAt      *time.Time      `json:"run_at,omitempty"`
-	WaitingOn  string          `json:"waiting_on,omitempty"`
-	After      []string        `json:"after,omitempty"`
-	Left       int             `json:"parents_left,omitempty"`
-	ReplayOf   string          `json:"replay_of,omitempty"`
-	Lane       string          `json:"lane,omitempty"`
-	LastError  *string         `json:"last_error,omitempty"`
-	Cancel     bool            `json:"cancel_requested,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	ID         string            `json:"id"`
+	Kind       string            `json:"kind"`
+	Status     string            `json:"status"`
+	Result     json.RawMessage   `json:"result"`
+	Error      *string           `json:"error"`
+	Attempt    int               `json:"attempt"`
+	RunAt      *time.Time        `json:"run_at,omitempty"`
+	WaitingOn  string            `json:"waiting_on,omitempty"`
+	After      []string          `json:"after,omitempty"`
+	Left       int               `json:"parents_left,omitempty"`
+	ReplayOf   string            `json:"replay_of,omitempty"`
+	Lane       string            `json:"lane,omitempty"`
+	LastError  *string           `json:"last_error,omitempty"`
+	Cancel     bool              `json:"cancel_requested,omitempty"`
+	Tags       map[string]string `json:"tags,omitempty"`
+	CreatedAt  time.Time         `json:"created_at"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+	StartedAt  *time.Time        `json:"started_at,omitempty"`
+	FinishedAt *time.Time        `json:"finished_at,omitempty"`
 }
 
 func (j Job) final() bool {
@@ -515,6 +523,14 @@ func (c *client) enqueueOptions() (map[string]any, bool) {
 	if c.opts.after != "" {
 		req["after"] = strings.Split(c.opts.after, ",")
 	}
+	if len(c.opts.tags) > 0 {
+		tags := map[string]string{}
+		for _, t := range c.opts.tags {
+			k, v, _ := strings.Cut(t, "=")
+			tags[k] = v
+		}
+		req["tags"] = tags
+	}
 	return req, true
 }
 
@@ -602,6 +618,14 @@ func (c *client) print(j Job, raw []byte) {
 	}
 	if j.ReplayOf != "" {
 		fmt.Fprintf(c.stdout, "replays:  %s\n", j.ReplayOf)
+	}
+	if len(j.Tags) > 0 {
+		tags := make([]string, 0, len(j.Tags))
+		for k, v := range j.Tags {
+			tags = append(tags, k+"="+v)
+		}
+		slices.Sort(tags)
+		fmt.Fprintf(c.stdout, "tags:     %s\n", strings.Join(tags, " "))
 	}
 	if j.LastError != nil {
 		fmt.Fprintf(c.stdout, "retrying: the last attempt failed with %s\n", *j.LastError)

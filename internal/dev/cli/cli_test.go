@@ -58,7 +58,7 @@ func server(t *testing.T) string {
 	// The CLI's caller's runtime schedule (ljob run-now, ljob pause schedule:...).
 	_ = store.AddOwnerSchedule(context.Background(), wire.OwnerKey(localstack.LocalTrustedCaller), jobs.Schedule{Name: "nightly", Expression: "rate(1 day)",
 		TimeZone: "UTC", Kind: "steps", Payload: []byte(`{"steps":2}`), Overlap: jobs.OverlapAllow, Owner: localstack.LocalTrustedCaller}, 20)
-	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, PageTokenKey: make([]byte, 32)})
 	worker, _ := testroles.Worker(jobs.Config{Registry: reg, Store: store})
 	// The CLI's caller (the local gateway's default) may give a tenant.
 	api := httpapi.New(svc, httpapi.Config{TrustedCallers: []string{localstack.LocalTrustedCaller}})
@@ -668,5 +668,58 @@ func TestRunNowAndSchedulePause(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, url, "run-now", "nope"); code != 1 || !strings.Contains(errOut, "404") {
 		t.Fatalf("run-now of no schedule: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// -tag tags an enqueued job (repeatable); get shows the tags; list -tag
+// shows the tagged jobs only; bulk cancel -tag cancels them and no other.
+func TestTagsListAndBulk(t *testing.T) {
+	url := server(t)
+	enqueue := func(tags ...string) string {
+		t.Helper()
+		args := []string{"-json", "-delay", "1h"}
+		for _, tag := range tags {
+			args = append(args, "-tag", tag)
+		}
+		code, out, errOut := runCLI(t, url, append(args, "enqueue", "steps", `{"steps":2}`)...)
+		if code != 0 {
+			t.Fatalf("enqueue %v: exit %d %s %s", tags, code, out, errOut)
+		}
+		var j cli.Job
+		if err := json.Unmarshal([]byte(out), &j); err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+	a, b := enqueue("import=42", "customer=acme"), enqueue("import=42")
+	other, untagged := enqueue("import=43"), enqueue()
+	if code, out, _ := runCLI(t, url, "get", a); code != 0 || !strings.Contains(out, "tags:     customer=acme import=42\n") {
+		t.Fatalf("get: %d\n%s", code, out)
+	}
+	code, out, errOut := runCLI(t, url, "-tag", "import=42", "list")
+	if code != 0 || !strings.Contains(out, a) || !strings.Contains(out, b) || strings.Contains(out, other) || strings.Contains(out, untagged) {
+		t.Fatalf("list -tag: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, url, "-tag", "import=42", "bulk", "cancel"); code != 0 || out != "2 jobs matched, 2 cancelled\n" {
+		t.Fatalf("bulk cancel -tag: exit %d %q %s", code, out, errOut)
+	}
+	for id, want := range map[string]string{a: "cancelled", b: "cancelled", other: "queued", untagged: "queued"} {
+		if _, out, _ := runCLI(t, url, "-json", "get", id); !strings.Contains(out, `"status":"`+want+`"`) {
+			t.Errorf("job %s after the bulk cancel: %s, want %s", id, out, want)
+		}
+	}
+	for name, args := range map[string][]string{
+		"bulk without a filter": {"bulk", "cancel"},
+		"an unknown action":     {"-kind", "steps", "bulk", "delete"},
+		"two filter tags":       {"-tag", "a=1", "-tag", "b=2", "list"},
+		"a tag without =":       {"-tag", "import", "enqueue", "steps", `{}`},
+		"an upper-case key":     {"-tag", "Import=42", "enqueue", "steps", `{"steps":2}`},
+	} {
+		if code, _, errOut := runCLI(t, url, args...); code != 1 || errOut == "" {
+			t.Errorf("%s: exit %d %q", name, code, errOut)
+		}
+	}
+	if code, _, errOut := runCLI(t, url, "-tag", "Import=42", "list"); code != 1 || !strings.Contains(errOut, "400") {
+		t.Errorf("list by a malformed tag: exit %d %s", code, errOut)
 	}
 }

@@ -15,10 +15,17 @@ import (
 )
 
 // list prints the caller's jobs, newest first (GET /v1/jobs), with
-// -status, -kind and -limit, following the pages with -all.
+// -status, -kind, -tag and -limit, following the pages with -all.
 func (c *client) list(ctx context.Context) int {
 	status, kind, limit, all := c.opts.status, c.opts.kind, c.opts.limit, c.opts.all
+	tag, ok := c.filterTag()
+	if !ok {
+		return 1
+	}
 	q := url.Values{}
+	if tag != "" {
+		q.Set("tag", tag)
+	}
 	if status != "" {
 		q.Set("status", status)
 	}

@@ -213,6 +213,12 @@ func TestBulkFollowsTheFilter(t *testing.T) {
 	if len(f.bulk) != 2 || !strings.Contains(resp.Header.Get("Location"), "flash=bulk_needs_filter") {
 		t.Fatalf("a bulk action without a filter: %v %s", f.bulk, resp.Header.Get("Location"))
 	}
+	// A tag alone is a filter.
+	resp, _ = client.PostForm(srv.URL+"/bulk/cancel", url.Values{"tag": {"import=42"}, "query": {"tag=import%3D42"}})
+	resp.Body.Close()
+	if len(f.bulk) != 3 || f.bulk[2]["tag"] != "import=42" || f.bulk[2]["status"] != "" || !strings.Contains(resp.Header.Get("Location"), "flash=bulk_cancelled") {
+		t.Fatalf("a bulk cancel by tag: %v %s", f.bulk, resp.Header.Get("Location"))
+	}
 	// A form cannot send the browser elsewhere.
 	resp, _ = client.PostForm(srv.URL+"/bulk/cancel", url.Values{"status": {"queued"}, "query": {"//evil.example/x"}})
 	resp.Body.Close()

@@ -28,7 +28,7 @@ var flashes = map[string]flashText{
 	"retried":            {text: "Queued again as a new attempt."},
 	"replayed":           {text: "Replayed as a new job."},
 	"payload_not_json":   {text: "Not done: the payload is not valid JSON."},
-	"bulk_needs_filter":  {text: "Choose a status or a kind first: a bulk action needs a filter."},
+	"bulk_needs_filter":  {text: "Choose a status, a kind or a tag first: a bulk action needs a filter."},
 	"bulk_cancelled":     {text: "%d jobs matched, %d cancelled.", counts: []string{"matched", "changed"}},
 	"bulk_retried":       {text: "%d jobs matched, %d retried.", counts: []string{"matched", "changed"}},
 	"redriven":           {text: "The message is back on the queue."},

@@ -161,6 +161,7 @@ type listData struct {
 	Jobs      []jobs.View
 	Status    string
 	Kind      string
+	Tag       string // "key=value", the one tag to filter by
 	Limit     int
 	Next      string
 	Statuses  []string
@@ -171,7 +172,7 @@ type listData struct {
 
 func (s *Server) jobList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	d := listData{Status: q.Get("status"), Kind: q.Get("kind"), Limit: atoiOr(q.Get("limit"), 25), PageToken: q.Get("page_token"),
+	d := listData{Status: q.Get("status"), Kind: q.Get("kind"), Tag: q.Get("tag"), Limit: atoiOr(q.Get("limit"), 25), PageToken: q.Get("page_token"),
 		Statuses: []string{"queued", "running", "succeeded", "failed", "cancelled"}, Operator: s.cfg.Operator, Owner: q.Get("owner")}
 	api := url.Values{"limit": {fmt.Sprint(d.Limit)}}
 	filter := url.Values{}
@@ -183,7 +184,7 @@ func (s *Server) jobList(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	for k, v := range map[string]string{"status": d.Status, "kind": d.Kind, "owner": d.Owner} {
+	for k, v := range map[string]string{"status": d.Status, "kind": d.Kind, "tag": d.Tag, "owner": d.Owner} {
 		if v != "" {
 			api.Set(k, v)
 			filter.Set(k, v)
@@ -332,7 +333,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := map[string]string{}
-	for _, k := range []string{"status", "kind"} {
+	for _, k := range []string{"status", "kind", "tag"} {
 		if v := r.PostForm.Get(k); v != "" {
 			body[k] = v
 		}
