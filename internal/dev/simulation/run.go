@@ -73,6 +73,7 @@ func run(seed uint64, opts Options) *Result {
 	clients.Go(func() { w.burster(ctx, 10*time.Minute) })
 	clients.Go(func() { w.foreigner(ctx, 10*time.Minute) })
 	clients.Go(func() { w.pauser(ctx, 10*time.Minute) })
+	clients.Go(func() { w.tagger(ctx, 10*time.Minute) })
 	clients.Wait()
 	w.cover("mechanism", "clients done")
 
@@ -175,6 +176,7 @@ func (w *world) check() {
 			}
 		}
 	}
+	w.checkTags(all)
 	// Every job ends, or waits for a reason that still holds.
 	excused := w.excused(w.mem.All())
 	for _, id := range sortedKeys(all) {

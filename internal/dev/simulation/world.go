@@ -107,6 +107,7 @@ type world struct {
 	pauses     pauseLog          // the pauses written and resumed
 	batches    map[string]int    // batch id -> its jobs
 	grants     []grant           // the burst owner's accepted requests
+	tags       tagRun            // what the tags owner did
 	reported   map[string]bool
 	plant      int
 	// lost: the jobs reported without a net; foreignDead, deadUnclaimed:
