@@ -219,7 +219,11 @@ NAME_PREFIX ?=
 # MESSAGE_FIRST=false deploys with the message first off (docs/DEPLOY.md,
 # "Turning on the message first"); unset, it is on.
 MESSAGE_FIRST ?=
-CDK_CTX  := $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(ACCOUNT),-c account=$(ACCOUNT)) $(if $(REGION),-c region=$(REGION)) $(if $(NAME_PREFIX),-c namePrefix=$(NAME_PREFIX)) $(if $(MESSAGE_FIRST),-c messageFirst=$(MESSAGE_FIRST))
+# TAG_INDEXES=1 (then 2) declares only that many tag indexes: the first
+# deploys of a stack from before tags (docs/DEPLOY.md, "Adding the tag
+# indexes"); unset, all.
+TAG_INDEXES ?=
+CDK_CTX  := $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(ACCOUNT),-c account=$(ACCOUNT)) $(if $(REGION),-c region=$(REGION)) $(if $(NAME_PREFIX),-c namePrefix=$(NAME_PREFIX)) $(if $(MESSAGE_FIRST),-c messageFirst=$(MESSAGE_FIRST)) $(if $(TAG_INDEXES),-c tagIndexes=$(TAG_INDEXES))
 CDK_ENV  := CDK_DISABLE_VERSION_CHECK=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 CDK      := $(CDK_ENV) $(CURDIR)/infra/_tools/node_modules/.bin/cdk
 

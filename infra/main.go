@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -122,6 +123,16 @@ func configFromContext(ctx func(string) string) (Config, error) {
 	case "":
 	default:
 		return cfg, fmt.Errorf("-c messageFirst=%s: want true or false", v)
+	}
+	// -c tagIndexes=1 (then 2) declares only that many of the tag
+	// indexes: the first deploys of a stack deployed before tags, which
+	// CloudFormation gives one new index each (docs/DEPLOY.md).
+	if v := ctx("tagIndexes"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return cfg, fmt.Errorf("-c tagIndexes=%s: want a number", v)
+		}
+		cfg.TagIndexes = &n
 	}
 	return cfg, cfg.Validate()
 }

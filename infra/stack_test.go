@@ -116,6 +116,20 @@ func TestConfigFromContextMessageFirst(t *testing.T) {
 	}
 }
 
+// -c tagIndexes=N declares N tag indexes (unset: all); a word, or a
+// number past the tag slots, is refused.
+func TestConfigFromContextTagIndexes(t *testing.T) {
+	c, err := configFromContext(func(key string) string { return map[string]string{"tagIndexes": "1"}[key] })
+	if err != nil || c.TagIndexes == nil || *c.TagIndexes != 1 {
+		t.Errorf("-c tagIndexes=1: %v %v", c.TagIndexes, err)
+	}
+	for _, bad := range []string{"one", "4", "-1"} {
+		if _, err := configFromContext(func(key string) string { return map[string]string{"tagIndexes": bad}[key] }); err == nil {
+			t.Errorf("-c tagIndexes=%s was accepted", bad)
+		}
+	}
+}
+
 func TestConfigFor(t *testing.T) {
 	if c, err := ConfigFor("staging"); err != nil || c.Name != "staging" || c.Retain {
 		t.Fatalf("staging: %+v %v", c, err)
