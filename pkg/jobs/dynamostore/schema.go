@@ -188,9 +188,6 @@ const (
 	attrDependents  = "dp"
 	attrReplayOf    = "rp"
 	attrManualRunOf = "mr"
-	// The job's tags (a map of key to value), shown in its view; the
-	// indexes have their hashes (TagAttrs).
-	attrTags = "tg"
 )
 
 // CreateTableInput returns the table definition for CreateTable: on-demand
