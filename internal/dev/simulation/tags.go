@@ -21,9 +21,10 @@ import (
 //   - a listing that completed holds each import=a job accepted before
 //     it began, once, and nothing else;
 //   - no job lacking the tag, or created after the bound, is cancelled;
-//   - a bulk cancel that completed leaves no tagged job created before
-//     the bound that was not final at the bulk's end both uncancelled and
-//     not asked to stop.
+//   - a bulk cancel that completed leaves no tagged job accepted before
+//     it began (a create still in flight may land later, its creation
+//     time before the bound) that was not final at the bulk's end both
+//     uncancelled and not asked to stop.
 
 const (
 	tagOwner  = "sim-tags"
@@ -35,6 +36,8 @@ const (
 // tagRun is what the tagger did, for the checks.
 type tagRun struct {
 	tagged       []string  // the jobs accepted with bulkTag, in order
+	acceptedAt   map[string]time.Time
+	bulkStart    time.Time // when the bulk cancel's first call began
 	listedBefore int       // how many of tagged were accepted before the listing began
 	listed       []string  // the listing's ids, in order (nil: it failed)
 	bound        time.Time // the bulk cancel's CreatedBefore (zero: none made)
@@ -77,6 +80,10 @@ func (w *world) tagger(ctx context.Context, span time.Duration) {
 		if tag == bulkTag {
 			w.mu.Lock()
 			w.tags.tagged = append(w.tags.tagged, res.Job.ID)
+			if w.tags.acceptedAt == nil {
+				w.tags.acceptedAt = map[string]time.Time{}
+			}
+			w.tags.acceptedAt[res.Job.ID] = time.Now()
 			w.mu.Unlock()
 		}
 	}
@@ -133,6 +140,9 @@ func (w *world) tagger(ctx context.Context, span time.Duration) {
 		return
 	}
 	req := jobs.BulkRequest{Action: jobs.BulkCancel, Tag: bulkTag, CreatedBefore: bound}
+	w.mu.Lock()
+	w.tags.bulkStart = time.Now()
+	w.mu.Unlock()
 	for {
 		var res *jobs.BulkResult
 		err := call(func(ctx context.Context) (err error) { res, err = svc.Bulk(ctx, tagOwner, req); return err })
@@ -183,7 +193,7 @@ func (w *world) checkTags(all map[string]*driver.Record) {
 			w.violate("job %s (tags %v, created %v after the bound) was cancelled, but no cancel selected it",
 				id, r.Tags, r.CreatedAt.Sub(run.bound))
 		}
-		if !inBulk || run.bulkEnd.IsZero() {
+		if at, ok := run.acceptedAt[id]; !inBulk || run.bulkEnd.IsZero() || !ok || !at.Before(run.bulkStart) {
 			continue
 		}
 		finishedFirst := r.Status.Final() && !r.FinishedAt.IsZero() && !r.FinishedAt.After(run.bulkEnd)
