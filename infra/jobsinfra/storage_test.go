@@ -133,29 +133,32 @@ func TestListingIndexesAndGrants(t *testing.T) {
 				t.Errorf("%s: index %s declared %v (%s)", name, index, declared, got)
 			}
 		}
-		// The enqueue function counts queued jobs for the caps: it may
-		// query the capped kinds' index and the queued one, no other.
-		enqueueRole := s.function(t, "enqueue")["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
-		queries := 0
-		for _, pol := range s.resources("AWS::IAM::Policy") {
-			p := props(pol)
-			if !strings.Contains(jsonString(p["Roles"]), enqueueRole) {
-				continue
-			}
-			for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
-				stmt := jsonString(st)
-				if !strings.Contains(stmt, `"dynamodb:Query"`) {
+		// The enqueue function counts queued jobs for the caps, and the
+		// worker for its handlers' children's: each may query the capped
+		// kinds' index and the queued one, no other.
+		for _, fn := range []string{"enqueue", "worker"} {
+			role := s.function(t, fn)["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+			queries := 0
+			for _, pol := range s.resources("AWS::IAM::Policy") {
+				p := props(pol)
+				if !strings.Contains(jsonString(p["Roles"]), role) {
 					continue
 				}
-				queries++
-				if !strings.Contains(stmt, "/index/kind_queued") || !strings.Contains(stmt, "/index/owner_queued") ||
-					strings.Contains(stmt, "/index/owner\"") || strings.Contains(stmt, "/index/sweep") {
-					t.Errorf("%s enqueue may query %s", name, stmt)
+				for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+					stmt := jsonString(st)
+					if !strings.Contains(stmt, `"dynamodb:Query"`) {
+						continue
+					}
+					queries++
+					if !strings.Contains(stmt, "/index/kind_queued") || !strings.Contains(stmt, "/index/owner_queued") ||
+						strings.Contains(stmt, "/index/owner\"") || strings.Contains(stmt, "/index/sweep") {
+						t.Errorf("%s %s may query %s", name, fn, stmt)
+					}
 				}
 			}
-		}
-		if queries == 0 {
-			t.Errorf("%s: the enqueue function may not count queued jobs (a capped kind would get 503)", name)
+			if queries == 0 {
+				t.Errorf("%s: the %s function may not count queued jobs (a capped kind would get 503)", name, fn)
+			}
 		}
 		for _, fn := range []string{"getjob", "cancel"} {
 			f := s.function(t, fn)

@@ -182,12 +182,16 @@ var roleGrants = map[string][]Grant{
 	}),
 	Worker: {
 		// Claims, publishes and finishes (UpdateItem), reads a job it may
-		// interrupt, creates jobs from foreign messages (PutItem), and
+		// interrupt, creates jobs from foreign messages and handlers'
+		// children (PutItem), and
 		// sums a batch's shards' counts (BatchGetItem).
 		{Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"}, Resource: Table, Why: "claims, results, outcomes, routed jobs, a batch's end"},
 		// Retries, early deliveries and jobs of another lane (a foreign
-		// message's, a fire's), with a delay.
+		// message's, a fire's, a handler's child), with a delay.
 		send,
+		// A handler's children (Kind.EnqueueChild) obey their kinds' caps.
+		{Actions: []string{"dynamodb:Query"}, Resource: KindQueuedIndex, Why: "a kind's queued jobs, counted for a handler's child (KindOpts.MaxQueued)"},
+		{Actions: []string{"dynamodb:Query"}, Resource: QueuedIndex, Why: "an owner's queued jobs, counted for a handler's child (KindOpts.MaxQueuedPerOwner)"},
 		{Actions: []string{"secretsmanager:GetSecretValue"}, Resource: PayloadSecret, Why: "the payload key ring, at cold start"},
 		putEvents,
 		keyTableWrite, keySend, keySecret,

@@ -206,7 +206,7 @@ type Kinds struct {
 // enqueued from Go.
 func Register(reg *jobs.Registry) (Kinds, error) {
 	var k Kinds
-	var errs [10]error
+	var errs [11]error
 	k.Hash, errs[0] = jobs.Register(reg, Hash, HashText, &jobs.KindOpts{FailureCodes: []string{CodeInvalidRounds}})
 	k.Sleep, errs[1] = jobs.Register(reg, Sleep, SleepSteps, &jobs.KindOpts{FailureCodes: []string{CodeInvalidSleep}})
 	_, errs[2] = jobs.Register(reg, Fail, FailModes, &jobs.KindOpts{FailureCodes: []string{CodeExampleFailed, CodeInvalidMode}})
@@ -216,6 +216,9 @@ func Register(reg *jobs.Registry) (Kinds, error) {
 	_, errs[6] = jobs.Register(reg, Event, DescribeEvent, nil)
 	_, errs[8] = jobs.Register(reg, Export, ExportChunks, &ExportOpts)
 	errs[9] = registerHolds(reg)
+	if errs[0] == nil {
+		_, errs[10] = jobs.Register(reg, FanOut, fanOut(k.Hash), &jobs.KindOpts{FailureCodes: []string{CodeInvalidFanOut}, Retry: FlakyPolicy})
+	}
 	if errs[6] == nil {
 		errs[7] = registerTick(reg)
 	}

@@ -70,7 +70,7 @@ func TestRegister(t *testing.T) {
 	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	want := "example.event example.export example.fail example.flaky example.hash example.hold example.hold_bulk example.hold_capped example.hold_limited example.hold_per_account example.hold_rate example.hold_urgent example.receipt example.s3_object example.sleep example.tick"
+	want := "example.event example.export example.fail example.fanout example.flaky example.hash example.hold example.hold_bulk example.hold_capped example.hold_limited example.hold_per_account example.hold_rate example.hold_urgent example.receipt example.s3_object example.sleep example.tick"
 	if got := strings.Join(reg.Kinds(), " "); got != want {
 		t.Fatalf("kinds %s\nwant  %s", got, want)
 	}
@@ -137,5 +137,45 @@ func TestExportResumesAndContinues(t *testing.T) {
 	defer cancel()
 	if _, err := examplekinds.ExportChunks(ctx, jobstest.NewJob(examplekinds.ExportPayload{Chunks: 5, ChunkMS: 1000}, nil)); err == nil {
 		t.Fatal("an export with less than a chunk of handler time left did not continue")
+	}
+}
+
+// example.fanout starts one example.hash child per account, each named
+// its parent's. This is how a team tests a handler that starts children:
+// jobstest.Runner runs them (a rerun finding its children is
+// TestAHandlerStartsChildrenOncePerName, in pkg/jobs).
+func TestFanOutStartsEachChildOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reg := jobs.NewRegistry()
+	if _, err := examplekinds.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "team", Kind: examplekinds.FanOut, Payload: []byte(`{"accounts":20}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	parent, err := r.Service.Get(ctx, "team", res.Job.ID)
+	if err != nil || parent.Status != jobs.StatusSucceeded || string(parent.Result) != `{"started":20,"found":0}` {
+		t.Fatalf("the parent: %+v %v", parent, err)
+	}
+	list, err := r.Service.List(ctx, "team", jobs.ListRequest{Kind: examplekinds.Hash, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Jobs) != 20 {
+		t.Fatalf("%d children, want 20", len(list.Jobs))
+	}
+	for _, c := range list.Jobs {
+		if c.ChildOf != res.Job.ID || c.Status != jobs.StatusSucceeded {
+			t.Errorf("child %+v", c)
+		}
 	}
 }

@@ -178,6 +178,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.children = svc
 	return &Client{service: svc, worker: w, sweeper: newSweeper(cfg, eng), schedules: newScheduleService(cfg, eng)}, nil
 }
 

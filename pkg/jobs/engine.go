@@ -456,8 +456,9 @@ type newJob struct {
 	// job a replay replays.
 	parents  []string
 	replayOf string
-	// manualRunOf: the schedule Service.RunNow ran by hand.
-	manualRunOf string
+	// manualRunOf: the schedule Service.RunNow ran by hand; childOf: the
+	// job whose handler enqueued it (Kind.EnqueueChild).
+	manualRunOf, childOf string
 	// tags: EnqueueOpts.Tags.
 	tags map[string]string
 	// sentFirst: its message was sent before it is stored (sendFirst):
@@ -484,7 +485,7 @@ func (e *engine) record(j newJob) *driver.Record {
 	if len(j.parents) > 0 {
 		rec.Parents, rec.WaitingOn = j.parents, driver.WaitParents
 	}
-	rec.ReplayOf, rec.ManualRunOf = j.replayOf, j.manualRunOf
+	rec.ReplayOf, rec.ManualRunOf, rec.ChildOf = j.replayOf, j.manualRunOf, j.childOf
 	if len(j.tags) > 0 {
 		rec.Tags = maps.Clone(j.tags)
 	}

@@ -29,6 +29,9 @@ type runHandle struct {
 	publish    func(ctx context.Context, body []byte) error
 	heartbeat  func(ctx context.Context) error
 	checkpoint func(ctx context.Context, raw []byte) error
+	// child enqueues req as a child of the run's job, named name
+	// (Kind.EnqueueChild).
+	child func(ctx context.Context, name string, build func(*Service) (EnqueueRequest, error)) (*EnqueueResult, error)
 	// resume is the job's last stored checkpoint, opened (JSON); nil when
 	// it has none.
 	resume []byte

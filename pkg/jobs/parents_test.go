@@ -109,17 +109,25 @@ func (r *depRig) enqueue(t *testing.T, name string, fail bool, after ...string) 
 // time, until none is left.
 func (r *depRig) drain(t *testing.T) {
 	t.Helper()
-	for range 100 {
-		msgs := r.queue.Messages()
-		if r.delivered == len(msgs) {
+	drainQueue(t, r.queue, r.worker, &r.delivered)
+}
+
+// drainQueue delivers to worker every message of queue past the first
+// *delivered, ten at a time, until none is left; it counts them in
+// *delivered.
+func drainQueue(t *testing.T, queue *jobstest.MemQueue, worker *jobs.Worker, delivered *int) {
+	t.Helper()
+	for range 1000 {
+		msgs := queue.Messages()
+		if *delivered == len(msgs) {
 			return
 		}
 		var bodies []string
-		for _, m := range msgs[r.delivered:min(len(msgs), r.delivered+10)] {
+		for _, m := range msgs[*delivered:min(len(msgs), *delivered+10)] {
 			bodies = append(bodies, message.Encode(m.JobID))
 		}
-		r.delivered += len(bodies)
-		if resp, _ := r.worker.HandleSQS(context.Background(), sqsEvent(bodies...)); len(resp.BatchItemFailures) != 0 {
+		*delivered += len(bodies)
+		if resp, _ := worker.HandleSQS(context.Background(), sqsEvent(bodies...)); len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("batch item failures %v", failedIDs(resp))
 		}
 	}

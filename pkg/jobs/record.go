@@ -47,6 +47,9 @@ type View struct {
 	// ManualRunOf names the schedule this job was run by hand of
 	// (Service.RunNow), rather than made by one of its fires.
 	ManualRunOf string `json:"manual_run_of,omitempty"`
+	// ChildOf names the job whose handler enqueued this one
+	// (Kind.EnqueueChild).
+	ChildOf string `json:"child_of,omitempty"`
 	// Tags are the job's tags (EnqueueOpts.Tags).
 	Tags map[string]string `json:"tags,omitempty"`
 	// BatchID names the job's batch, if any.
@@ -107,7 +110,7 @@ func viewOf(r *driver.Record) View {
 		v.FinishedAt = &t
 	}
 	parentsView(&v, r)
-	v.ReplayOf, v.ManualRunOf = r.ReplayOf, r.ManualRunOf
+	v.ReplayOf, v.ManualRunOf, v.ChildOf = r.ReplayOf, r.ManualRunOf, r.ChildOf
 	if len(r.Tags) > 0 {
 		v.Tags = maps.Clone(r.Tags)
 	}

@@ -69,15 +69,7 @@ func (s *Service) Replay(ctx context.Context, req ReplayRequest) (*EnqueueResult
 	if opts.UniqueKey != "" {
 		return nil, refuse(codeInvalidRequest, `a replay cannot take a "unique_key"`)
 	}
-	rec, created, err := s.enqueue(ctx, EnqueueRequest{Owner: req.Owner, Kind: old.Kind, Payload: payload, EnqueueOpts: opts, replayOf: old.ID})
-	if err != nil {
-		return nil, err
-	}
-	v, err := s.eng.viewRead(ctx, rec)
-	if err != nil {
-		return nil, err
-	}
-	return &EnqueueResult{Job: v, Replayed: !created}, nil
+	return s.enqueueResult(ctx, EnqueueRequest{Owner: req.Owner, Kind: old.Kind, Payload: payload, EnqueueOpts: opts, replayOf: old.ID})
 }
 
 // keepSecrets returns edited with each secret field given as the mask

@@ -91,9 +91,12 @@ type EnqueueRequest struct {
 	Payload json.RawMessage
 	EnqueueOpts
 	// replayOf names the job a replay replays (Service.Replay);
-	// manualRunOf the schedule RunNow runs, as the job id (a derived one).
-	replayOf        string
-	manualRunOf, id string
+	// manualRunOf the schedule RunNow runs, as the job id (a derived one);
+	// childOf the job whose handler enqueues this one, named childName
+	// (Kind.EnqueueChild), the id derived from both.
+	replayOf           string
+	manualRunOf, id    string
+	childOf, childName string
 }
 
 // Enqueue validates req, stores the job as queued and sends its reference to
@@ -113,6 +116,11 @@ func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*EnqueueResu
 	if req.UniqueKey != "" {
 		return s.enqueueUnique(ctx, req)
 	}
+	return s.enqueueResult(ctx, req)
+}
+
+// enqueueResult is enqueue, answered as an EnqueueResult.
+func (s *Service) enqueueResult(ctx context.Context, req EnqueueRequest) (*EnqueueResult, error) {
 	rec, created, err := s.enqueue(ctx, req)
 	if err != nil {
 		return nil, err
@@ -147,7 +155,7 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 	var ce *driver.ConflictError
 	switch {
 	case err == nil:
-	case errors.As(err, &ce) && errors.Is(err, driver.ErrExists) && req.IdempotencyKey != "" && ce.Current != nil:
+	case errors.As(err, &ce) && errors.Is(err, driver.ErrExists) && (req.IdempotencyKey != "" || req.childOf != "") && ce.Current != nil:
 		cur := ce.Current
 		if cur.Owner != req.Owner || cur.Kind != req.Kind || !s.hasher.matches(cur.RequestHash, r) {
 			return nil, false, ErrIdempotencyConflict
@@ -346,14 +354,15 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 		return newJob{}, nil, fmt.Errorf("jobs: seal payload: %w", err)
 	}
 	r := jobRequest(req.Kind, canonical, req.RunAt, req.Delay)
-	for _, part := range [][]byte{afterRequest(req.After), replayRequest(req.replayOf), manualRequest(req.manualRunOf), tagsRequest(req.Tags)} {
+	for _, part := range [][]byte{afterRequest(req.After), replayRequest(req.replayOf), manualRequest(req.manualRunOf), tagsRequest(req.Tags),
+		childRequest(req.childOf, req.childName)} {
 		if part != nil {
 			r = append(r, part)
 		}
 	}
 	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane,
 		tenant: req.Tenant, startBy: req.StartBy, parents: slices.Clone(req.After), replayOf: req.replayOf,
-		manualRunOf: req.manualRunOf, tags: maps.Clone(req.Tags)}, r, nil
+		manualRunOf: req.manualRunOf, childOf: req.childOf, tags: maps.Clone(req.Tags)}, r, nil
 }
 
 // Dispatch sends the reference of a job stored by a committed transaction

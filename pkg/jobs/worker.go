@@ -29,9 +29,11 @@ type Worker struct {
 	holds sync.Map
 	// busy: the slot keys this worker last found full (see busyHints);
 	// popper: the store, when its slots pass from run to run.
-	busy        busyHints
-	popper      driver.WaiterPopper
-	eng         *engine
+	busy   busyHints
+	popper driver.WaiterPopper
+	eng    *engine
+	// children enqueues the jobs handlers start (Kind.EnqueueChild).
+	children    *Service
 	reg         *Registry
 	log         *slog.Logger
 	concurrency int
@@ -918,6 +920,11 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 			return cancelled(renewed(w.eng.store.Checkpoint(pctx, rec.ID, token, driver.Checkpoint{Data: sealed, LeaseUntil: lease(), At: now,
 				Until: w.eng.payloadKeep(rec.Kind, now, time.Time{})})))
 		},
+	}
+	if w.children != nil {
+		h.child = func(cctx context.Context, name string, build func(*Service) (EnqueueRequest, error)) (*EnqueueResult, error) {
+			return w.children.enqueueChild(cctx, rec, name, build)
+		}
 	}
 	if k.heartbeat > 0 {
 		h.heartbeat = func(pctx context.Context) error {

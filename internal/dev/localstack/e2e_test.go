@@ -685,3 +685,30 @@ func TestBatchOverHTTP(t *testing.T) {
 		t.Fatalf("another caller: %d", other.status)
 	}
 }
+
+// A handler starts children on the local stack, through the worker's own
+// grants: example.fanout starts 50 example.hash jobs for its caller, each
+// naming its parent, and each runs.
+func TestAHandlerStartsChildren(t *testing.T) {
+	t.Parallel()
+	const caller = "fanner"
+	parent := enqueue(t, caller, "example.fanout", `{"accounts":50}`)
+	if got, _ := waitFinal(t, caller, parent.ID, 60*time.Second); got.Status != jobs.StatusSucceeded || string(got.Result) != `{"started":50,"found":0}` {
+		t.Fatalf("example.fanout: %+v", got)
+	}
+	var page struct {
+		Jobs []jobs.View `json:"jobs"`
+	}
+	a := call(t, "GET", "/v1/jobs?kind=example.hash&limit=100", caller, "", "")
+	if err := json.Unmarshal([]byte(a.body), &page); a.status != 200 || err != nil || len(page.Jobs) != 50 {
+		t.Fatalf("the children: %d %s", a.status, a.body)
+	}
+	for _, c := range page.Jobs {
+		if c.ChildOf != parent.ID {
+			t.Fatalf("child %s names parent %q, want %s", c.ID, c.ChildOf, parent.ID)
+		}
+		if got, _ := waitFinal(t, caller, c.ID, 60*time.Second); got.Status != jobs.StatusSucceeded {
+			t.Fatalf("child %s: %+v", c.ID, got)
+		}
+	}
+}

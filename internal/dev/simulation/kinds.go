@@ -32,6 +32,9 @@ type payload struct {
 	Key string `json:"key,omitempty"`
 	// N tells jobs apart.
 	N int `json:"n"`
+	// Children: the handler starts this many plain jobs by name first
+	// (children.go).
+	Children int `json:"children,omitempty"`
 }
 
 type result struct {
@@ -73,6 +76,7 @@ func (w *world) register(reg *jobs.Registry, added bool) {
 		jobs.MustRegister(reg, kindAdded, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry})
 	}
 	plain := jobs.MustRegister(reg, kindPlain, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, Events: true, OnFailure: kindFollowUp})
+	w.plain = plain
 	jobs.MustRegister(reg, kindLimited, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, Concurrency: l.conc, ConcurrencyPerKey: l.concPerKey, LimitKey: "payload.key"})
 	jobs.MustRegister(reg, kindRated, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, RateLimit: l.rate, RatePeriod: l.ratePeriod})
 	jobs.MustRegister(reg, kindUnique, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry})
@@ -156,6 +160,11 @@ func (w *world) handle(ctx context.Context, job *jobs.Job[payload]) (result, err
 	}
 	if done < p.Cont {
 		return result{}, jobs.Continue(done + 1)
+	}
+	if p.Children > 0 {
+		if err := w.startChildren(ctx, job); err != nil {
+			return result{}, err
+		}
 	}
 	switch p.Fail {
 	case "declared":

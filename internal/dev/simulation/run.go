@@ -177,6 +177,7 @@ func (w *world) check() {
 		}
 	}
 	w.checkTags(all)
+	w.checkChildren(all)
 	// Every job ends, or waits for a reason that still holds.
 	excused := w.excused(w.mem.All())
 	for _, id := range sortedKeys(all) {

@@ -133,6 +133,9 @@ var coverageWanted = []string{
 	"operator: pause a kind", "operator: pause a lane", "operator: pause an owner's jobs of a kind", "operator: resume a kind",
 	"operator: pause a schedule", "operator: resume a schedule",
 	"call: Pauses", "call: SetPause", "call: RemovePause", "mechanism: waits on paused", "mechanism: pause held a delivery",
+	// Children started by their parents' handlers, by name, under the faults.
+	"client: enqueue parent", "mechanism: child started", "mechanism: child found by its name again",
+	"mechanism: child not started (a fault)", "invariant: a parent's children: one per name",
 	// Tags: listed in pages and cancelled in bulk, under the faults.
 	"tags: enqueue", "tags: list a page by tag", "tags: bulk cancel a page by tag", "call: List",
 	"invariant: a listing by tag gave exactly the tagged jobs", "invariant: a bulk cancel by tag cancelled its jobs and no other",

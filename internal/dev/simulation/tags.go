@@ -35,7 +35,7 @@ const (
 
 // tagRun is what the tagger did, for the checks.
 type tagRun struct {
-	tagged       []string  // the jobs accepted with bulkTag, in order
+	tagged       []string // the jobs accepted with bulkTag, in order
 	acceptedAt   map[string]time.Time
 	bulkStart    time.Time // when the bulk cancel's first call began
 	listedBefore int       // how many of tagged were accepted before the listing began

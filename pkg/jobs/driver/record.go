@@ -130,6 +130,9 @@ type Record struct {
 	// ManualRunOf names the schedule whose job this is, made by hand
 	// (Service.RunNow) rather than by a fire.
 	ManualRunOf string
+	// ChildOf names the job whose handler enqueued this one
+	// (Kind.EnqueueChild).
+	ChildOf string
 	// Tags are the job's tags (EnqueueOpts.Tags), set at creation and
 	// never changed: a store indexes each, for ListQuery.Tag.
 	Tags map[string]string

@@ -123,6 +123,7 @@ type item struct {
 	Dependents  []string `dynamodbav:"dp,stringset,omitempty"`
 	ReplayOf    string   `dynamodbav:"rp,omitempty"`
 	ManualRunOf string   `dynamodbav:"mr,omitempty"`
+	ChildOf     string   `dynamodbav:"co,omitempty"`
 	// The job's tags, shown in its view (the indexes have their hashes).
 	Tags map[string]string `dynamodbav:"tg,omitempty"`
 	// The tag indexes' keys (see TagIndexes).
@@ -227,7 +228,7 @@ func toItem(r *driver.Record) item {
 		Lane: r.Lane, Tenant: r.Tenant, WaitingOn: r.WaitingOn, UniqueKey: r.UniqueKey, UniqueUntil: r.UniqueUntil, StartBy: ms(r.StartBy),
 		Checkpoint: r.Checkpoint, Continued: r.Continuations, FirstStart: ms(r.FirstStartedAt),
 		Events: r.Events, OnFailure: r.OnFailure, Outcomes: r.Outcomes,
-		Parents: r.Parents, ParentsDone: r.ParentsDone, CancelledBy: r.CancelledBy, Dependents: dependentsOf(r.Dependents), ReplayOf: r.ReplayOf, ManualRunOf: r.ManualRunOf,
+		Parents: r.Parents, ParentsDone: r.ParentsDone, CancelledBy: r.CancelledBy, Dependents: dependentsOf(r.Dependents), ReplayOf: r.ReplayOf, ManualRunOf: r.ManualRunOf, ChildOf: r.ChildOf,
 	}
 	if r.Owner != "" {
 		key := wire.OwnerKey(r.Owner)
@@ -285,7 +286,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		Lane: it.Lane, Tenant: it.Tenant, WaitingOn: it.WaitingOn, UniqueKey: it.UniqueKey, UniqueUntil: it.UniqueUntil, StartBy: fromMS(it.StartBy),
 		Checkpoint: it.Checkpoint, CheckpointRef: it.CheckpointR, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
 		Events: it.Events, OnFailure: it.OnFailure, Outcomes: it.Outcomes, QueueCapped: it.KindCap != "",
-		Parents: it.Parents, ParentsDone: it.ParentsDone, CancelledBy: it.CancelledBy, Dependents: parseDependents(it.Dependents), ReplayOf: it.ReplayOf, ManualRunOf: it.ManualRunOf,
+		Parents: it.Parents, ParentsDone: it.ParentsDone, CancelledBy: it.CancelledBy, Dependents: parseDependents(it.Dependents), ReplayOf: it.ReplayOf, ManualRunOf: it.ManualRunOf, ChildOf: it.ChildOf,
 		Tags: it.Tags,
 	}
 	if it.BatchCount != "" {

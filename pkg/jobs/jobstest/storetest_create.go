@@ -20,6 +20,9 @@ func (c suite) createAndGet(t *testing.T) {
 	c.run(t, "CreateGetRoundTrip", func(t *testing.T, s driver.Store, clock *Clock) {
 		rec := NewRecord(wire.NewID(), clock.Now())
 		rec.Payload = []byte(`{"text":"héllo","n":[1,2,3]}`)
+		// What a job's view names: the job it replays, its schedule run by
+		// hand, its parent.
+		rec.ReplayOf, rec.ManualRunOf, rec.ChildOf = wire.NewID(), "nightly", wire.NewID()
 		if err := s.Create(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
