@@ -61,12 +61,16 @@ func (l *pauseLog) fireReceives(id string) []time.Time {
 }
 
 // holdingFire returns the pause of schedule whose write landed more than
-// pauseBound before at and that held its fires at at.
-func (l *pauseLog) holdingFire(schedule string, at time.Time) (pauseSeen, bool) {
+// pauseBound before the receive at and that still held its fires at now,
+// when the fire's job was made. The worker looks at the pause set as it
+// reaches the fire, after the receive (a batch's earlier records run
+// first): a pause that ended by itself or was resumed in between lets the
+// fire make its job, as it lets a held job go.
+func (l *pauseLog) holdingFire(schedule string, at, now time.Time) (pauseSeen, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range l.log {
-		if at.Sub(s.landed) > pauseBound && (s.removed.IsZero() || s.removed.After(at)) && s.p.HoldsFire(schedule, "", at) {
+		if at.Sub(s.landed) > pauseBound && (s.removed.IsZero() || s.removed.After(now)) && s.p.HoldsFire(schedule, "", now) {
 			return s, true
 		}
 	}
@@ -164,15 +168,17 @@ func (w *world) pauser(ctx context.Context, span time.Duration) {
 
 // checkFirePaused is the schedule pause's invariant, as the job id is
 // created: no job of a fire whose every message so far was received more
-// than pauseBound after a pause of its schedule landed, while it held.
+// than pauseBound after a pause of its schedule landed, that pause still
+// holding as the job is made.
 func (w *world) checkFirePaused(id string) {
 	receives := w.pauses.fireReceives(id)
 	if len(receives) == 0 {
 		return
 	}
+	now := time.Now()
 	var held pauseSeen
 	for _, at := range receives {
-		s, ok := w.pauses.holdingFire(fireSchedule, at)
+		s, ok := w.pauses.holdingFire(fireSchedule, at, now)
 		if !ok {
 			w.cover("mechanism", "fire made its job")
 			return
