@@ -220,9 +220,11 @@ type kindDef struct {
 	retry   RetryPolicy
 	minRun  time.Duration // 0: the worker's default
 	lane    string
-	// payloadType is P, so routes can check what they deliver.
-	payloadType reflect.Type
-	validate    func(raw []byte) error
+	// payloadType is P, so routes can check what they deliver;
+	// resultType is R; schema their JSON Schemas, once built (schemas).
+	payloadType, resultType reflect.Type
+	schema                  *kindSchemas
+	validate                func(raw []byte) error
 	// canonical re-encodes a valid payload through P, so every path stores
 	// the same bytes for the same value.
 	canonical func(raw []byte) ([]byte, error)
@@ -297,6 +299,8 @@ func Register[P any, R Result](reg *Registry, kind string, handle func(ctx conte
 		codes:       cfg.codes,
 		secrets:     secrets,
 		payloadType: reflect.TypeFor[P](),
+		resultType:  reflect.TypeFor[R](),
+		schema:      &kindSchemas{},
 		retry:       cfg.retry,
 		minRun:      cfg.minRun,
 		lane:        cfg.lane,
@@ -529,10 +533,22 @@ type KindInfo struct {
 	LimitKey          string  `json:"limit_key,omitempty"`
 	MaxQueued         int     `json:"max_queued,omitempty"`
 	MaxQueuedPerOwner int     `json:"max_queued_per_owner,omitempty"`
+	// FailureCodes are the codes the kind's jobs may fail with
+	// (KindOpts.FailureCodes), sorted.
+	FailureCodes []string `json:"failure_codes,omitempty"`
+	// PayloadSchema and ResultSchema describe the kind's payload and its
+	// public result as JSON Schema (draft 2020-12), generated from the Go
+	// types (the result's absent for NoResult): see docs/HTTP.md, "Kinds
+	// and their schemas". Set by Service.Kinds only.
+	PayloadSchema json.RawMessage `json:"payload_schema,omitempty"`
+	ResultSchema  json.RawMessage `json:"result_schema,omitempty"`
 }
 
-// Kinds returns the registered kinds with their lanes and flow control,
-// sorted by name.
+// Kinds returns the registered kinds with their lanes, flow control,
+// failure codes and schemas, sorted by name (for API callers, the kinds
+// they may enqueue). A kind's schemas are built the first time they are
+// asked for; one whose type cannot be described (a recursive type) is
+// left out.
 func (s *Service) Kinds() []KindInfo {
 	names := s.reg.Kinds()
 	out := make([]KindInfo, 0, len(names))
@@ -547,6 +563,11 @@ func (s *Service) Kinds() []KindInfo {
 		if info.RateLimit > 0 || info.RateLimitPerKey > 0 {
 			info.RatePeriod = k.limits.period.Seconds()
 		}
+		for code := range k.codes {
+			info.FailureCodes = append(info.FailureCodes, code)
+		}
+		sort.Strings(info.FailureCodes)
+		info.PayloadSchema, info.ResultSchema = k.schemas()
 		out = append(out, info)
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -109,7 +110,11 @@ func TestKindsAndWaitingCounts(t *testing.T) {
 		t.Fatalf("kinds: %d %s", resp.StatusCode, resp.Body)
 	}
 	want := []jobs.KindInfo{{Name: "echo"}, {Name: "limited", Lane: "bulk", Concurrency: 5, RateLimitPerKey: 20, RatePeriod: 1, LimitKey: "owner", MaxQueued: 2, MaxQueuedPerOwner: 1}}
-	if len(kinds.Kinds) != 2 || kinds.Kinds[0] != want[0] || kinds.Kinds[1] != want[1] {
+	// (Their schemas: TestKindsDescribeThemselves.)
+	for i := range kinds.Kinds {
+		kinds.Kinds[i].PayloadSchema, kinds.Kinds[i].ResultSchema = nil, nil
+	}
+	if !reflect.DeepEqual(kinds.Kinds, want) {
 		t.Fatalf("kinds %+v, want %+v", kinds.Kinds, want)
 	}
 	if !strings.Contains(resp.Body, `"rate_limit_per_key":20`) || strings.Contains(resp.Body, `"concurrency_per_key"`) {

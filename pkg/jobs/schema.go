@@ -1,0 +1,79 @@
+package jobs
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// A kind's payload and result described as JSON Schema (draft 2020-12),
+// generated from its Go types by github.com/google/jsonschema-go (the
+// schema package of the official MCP Go SDK): what GET /v1/kinds shows,
+// and what a client generates its types from (docs/HTTP.md, "Kinds and
+// their schemas").
+//
+// The schemas describe the canonical form, which the strict decoder
+// always accepts: a payload valid against its kind's schema is never
+// refused at enqueue for its shape (TestSchemaValidPayloadsDecode). The
+// decoder is more lenient in three ways, kept as they are
+// (TestDecoderLeniencies): it matches keys case-insensitively, it takes
+// null for a field that is not a pointer, slice or map (leaving its zero
+// value), and it takes an object without a field the schema requires
+// (the Go zero value). Fields tagged jobs:"secret" are marked writeOnly.
+
+// kindSchemas are a kind's schemas, built once, when first asked for: an
+// instance that never serves GET /v1/kinds never builds them.
+type kindSchemas struct {
+	once            sync.Once
+	payload, result json.RawMessage
+}
+
+// resultValue is implemented by JSON[T], whose public JSON is T's.
+type resultValue interface{ resultValueType() reflect.Type }
+
+func (JSON[T]) resultValueType() reflect.Type { return reflect.TypeFor[T]() }
+
+// schemaTypes are the types whose JSON is not what their Go shape says.
+var schemaTypes = map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[json.RawMessage](): {},
+	reflect.TypeFor[time.Time]():       {Type: "string", Format: "date-time"},
+}
+
+// schemas returns k's payload and result schemas: nil for a result of
+// NoResult, and for a type the generator cannot describe (a recursive
+// one).
+func (k *kindDef) schemas() (payload, result json.RawMessage) {
+	s := k.schema
+	s.once.Do(func() {
+		s.payload, _ = schemaOf(k.payloadType, k.secrets)
+		if k.resultType == nil || k.resultType == reflect.TypeFor[NoResult]() {
+			return
+		}
+		t := k.resultType
+		if v, ok := reflect.Zero(t).Interface().(resultValue); ok {
+			t = v.resultValueType()
+		}
+		s.result, _ = schemaOf(t, nil)
+	})
+	return s.payload, s.result
+}
+
+// schemaOf is t's schema, with the top-level properties named in
+// writeOnly marked so.
+func schemaOf(t reflect.Type, writeOnly []string) (json.RawMessage, error) {
+	s, err := jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: schemaTypes, IgnoreInvalidTypes: true})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: the schema of %v: %w", t, err)
+	}
+	s.Schema = "https://json-schema.org/draft/2020-12/schema"
+	for _, name := range writeOnly {
+		if p := s.Properties[name]; p != nil {
+			p.WriteOnly = true
+		}
+	}
+	return json.Marshal(s)
+}
