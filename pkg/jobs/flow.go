@@ -271,7 +271,7 @@ func (w *Worker) admit(ctx context.Context, inv invocation, k *kindDef, cl claim
 			// release of a slot not held changes nothing.
 			held = append(held, s)
 		}
-		w.release(ctx, holder, held, false)
+		w.release(ctx, inv, holder, held, false)
 		switch {
 		case err != nil:
 			w.log.LogAttrs(ctx, slog.LevelWarn, "slot not taken; the job waits", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
@@ -427,12 +427,15 @@ const rateOnTime = 100 * time.Millisecond
 // backstop). With chain, the first waiter it takes off is not sent its
 // message but returned: the caller runs it on its own goroutine
 // (runNext), so it starts when the slot frees rather than when its
-// message has been received behind the queue's others.
-func (w *Worker) release(ctx context.Context, holder string, held []slotKey, chain bool) (next string) {
+// message has been received behind the queue's others. Its calls end
+// within Call and by the invocation's write deadline (inv.callContext):
+// a run's releases come after its handler, and a chain's can follow one
+// another, so Call alone could outlast the Lambda deadline.
+func (w *Worker) release(ctx context.Context, inv invocation, holder string, held []slotKey, chain bool) (next string) {
 	if len(held) == 0 {
 		return ""
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.deadlines.Call)
+	rctx, cancel := inv.callContext(context.WithoutCancel(ctx))
 	defer cancel()
 	for _, s := range held {
 		waiter, err := w.eng.store.ReleaseSlot(rctx, s.key, holder)
@@ -543,12 +546,12 @@ func (w *Worker) popAhead(ctx context.Context, inv invocation, c *slotChain) <-c
 // slots do not pass from run to run (no chain), the first waiter the
 // release of its slots took off, which takes its own. Waiters of the
 // run's other slots are woken by message.
-func (w *Worker) afterRun(ctx context.Context, k *kindDef, rec *driver.Record, token string, c *slotChain) successor {
+func (w *Worker) afterRun(ctx context.Context, inv invocation, k *kindDef, rec *driver.Record, token string, c *slotChain) successor {
 	keys := k.slotKeys(rec)
 	if c == nil {
-		return successor{id: w.release(ctx, token, keys, true)}
+		return successor{id: w.release(ctx, inv, token, keys, true)}
 	}
-	w.release(ctx, token, slices.DeleteFunc(keys, func(s slotKey) bool { return s.key == c.key }), false)
+	w.release(ctx, inv, token, slices.DeleteFunc(keys, func(s slotKey) bool { return s.key == c.key }), false)
 	return successor{chain: c}
 }
 
@@ -567,7 +570,7 @@ func (w *Worker) passOn(ctx context.Context, inv invocation, c *slotChain) (stri
 		}
 		// None left (or the pop failed): release the slot.
 	}
-	id := w.release(ctx, c.holder, []slotKey{{key: c.key}}, true)
+	id := w.release(ctx, inv, c.holder, []slotKey{{key: c.key}}, true)
 	w.busy.set(c.key, id != "")
 	return id, nil
 }

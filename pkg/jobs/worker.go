@@ -670,7 +670,7 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 			next = successor{}
 		case k.limits.concurrency > 0 || k.limits.perKey > 0:
 			w.noteHold(k.name, w.eng.now().Sub(now))
-			next = w.afterRun(ctx, k, rec, token, c)
+			next = w.afterRun(ctx, inv, k, rec, token, c)
 			if popped != "" {
 				next.id = popped
 			}
@@ -726,7 +726,7 @@ func (w *Worker) runNext(ctx context.Context, inv invocation, next successor, un
 		wctx, cancel := inv.callContext(ctx)
 		defer cancel()
 		if c != nil {
-			if other := w.release(ctx, c.holder, []slotKey{{key: c.key}}, true); other != "" {
+			if other := w.release(ctx, inv, c.holder, []slotKey{{key: c.key}}, true); other != "" {
 				w.wake(wctx, other)
 			}
 		}
@@ -760,7 +760,7 @@ func (w *Worker) runNext(ctx context.Context, inv invocation, next successor, un
 		// It goes back to its lane, no attempt spent, and the slot is
 		// freed for it there.
 		if c != nil {
-			w.release(ctx, c.holder, []slotKey{{key: c.key}}, false)
+			w.release(ctx, inv, c.holder, []slotKey{{key: c.key}}, false)
 		}
 		wctx, cancel := inv.finalWriteContext(ctx)
 		defer cancel()
