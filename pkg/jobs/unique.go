@@ -185,12 +185,12 @@ func (s *Service) holderOf(ctx context.Context, holder string) (*driver.Record, 
 
 // releaseUniqueAtStart frees the unique key of a job that holds it until
 // it starts (best effort: its final write's post-outcome step frees it if
-// this fails).
-func (w *Worker) releaseUniqueAtStart(ctx context.Context, rec *driver.Record) {
+// this fails), within the invocation's call bound like any worker call.
+func (w *Worker) releaseUniqueAtStart(ctx context.Context, inv invocation, rec *driver.Record) {
 	if rec.UniqueKey == "" || rec.UniqueUntil != "started" {
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, w.deadlines.Call)
+	cctx, cancel := inv.callContext(ctx)
 	defer cancel()
 	_ = w.eng.store.ReleaseUnique(cctx, rec.UniqueKey, rec.ID)
 }

@@ -641,7 +641,7 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 			done <- w.eng.park(wctx, run{rec: rec, token: token, started: now}, a).res == unsettled
 			return done, next
 		}
-		w.releaseUniqueAtStart(ctx, rec)
+		w.releaseUniqueAtStart(ctx, inv, rec)
 		c = w.chainOf(k, rec, token, c)
 		// While the handler runs, the chain takes its next waiter off the
 		// slot's list, so the slot passes on with one write (the waiter's
