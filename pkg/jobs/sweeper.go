@@ -112,12 +112,17 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 				fresh = append(fresh, id)
 			}
 		}
+		stuck = len(ids) - len(fresh)
 		if len(fresh) == 0 {
 			cancel()
-			rep.Complete = true
-			break
+			if len(ids) < limit {
+				rep.Complete = true
+				break
+			}
+			// A whole page of items this sweep failed to settle: read
+			// past them.
+			continue
 		}
-		stuck = len(ids) - len(fresh)
 		rep.Due += len(fresh)
 		s.sweepPage(pctx, now, fresh, &rep)
 		cancel()

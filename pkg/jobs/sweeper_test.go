@@ -227,6 +227,65 @@ func TestFailingItemsDoNotStallTheSweep(t *testing.T) {
 	}
 }
 
+// unreadableStore fails every read of the jobs in bad (throttled, or
+// their answers lost, sweep after sweep).
+type unreadableStore struct {
+	*jobstest.MemStore
+	bad map[string]bool
+}
+
+func (s unreadableStore) Get(ctx context.Context, id string) (*driver.Record, error) {
+	if s.bad[id] {
+		return nil, errors.New("dynamodb: throttled")
+	}
+	return s.MemStore.Get(ctx, id)
+}
+
+// A whole page of items the sweep cannot read (so cannot put back later)
+// sits at the head of the sweep index: the next read returns only them.
+// The sweep reads past them rather than taking that page for the end of
+// the index, and interrupts the dead worker's job behind them (the
+// simulator's seeds 9736 and 9532: each failed read ended a sweep early).
+func TestAPageOfUnreadableItemsDoesNotEndTheSweep(t *testing.T) {
+	t.Parallel()
+	clock := jobstest.NewClock(time.Now().Truncate(time.Millisecond))
+	mem := jobstest.NewMemStore(clock)
+	store := unreadableStore{MemStore: mem, bad: map[string]bool{}}
+	sweeper, err := testroles.Sweeper(jobs.Config{Registry: jobs.NewRegistry(), Store: store, Queue: &jobstest.MemQueue{}, Clock: clock, SweepPageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := clock.Now()
+	for i := range 2 {
+		rec := jobstest.NewRecord(wire.NewID(), now.Add(-time.Hour))
+		rec.SweepAt = now.Add(-time.Hour + time.Duration(i)*time.Millisecond)
+		if err := mem.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		store.bad[rec.ID] = true
+	}
+	dead := jobstest.NewRecord(wire.NewID(), now.Add(-10*time.Minute))
+	dead.SweepAt = now.Add(-30 * time.Second) // due after the unreadable items
+	if err := mem.Create(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Claim(ctx, dead.ID, driver.Claim{Token: "gone", At: now.Add(-10 * time.Minute), LeaseUntil: now.Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := sweeper.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := mem.Get(ctx, dead.ID); got.Status != jobs.StatusFailed || got.ErrorCode != jobs.CodeInterrupted {
+		t.Fatalf("the dead worker's job behind a page of unreadable items is %s %q after a sweep (%+v); want failed interrupted", got.Status, got.ErrorCode, rep)
+	}
+	if rep.Errors != 2 || rep.Interrupted != 1 || !rep.Complete {
+		t.Fatalf("report %+v, want 2 errors, 1 interrupted, complete", rep)
+	}
+}
+
 // slowStore answers each job read and write after 10 ms, as DynamoDB
 // does under load; failOpen makes OpenBatch fail (an enqueue that dies
 // before it opens its batch).
