@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,16 +12,19 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
 // scheduleRig is a deployment with the declared schedule "tick" (of the
 // kind "a", OverlapSkip) over a store that outlives its clients: a new
-// client is a redeploy.
+// client is a redeploy. via, when set, is the store the clients use over
+// it.
 type scheduleRig struct {
 	store *jobstest.MemStore
 	queue *jobstest.MemQueue
 	clock *jobstest.Clock
+	via   driver.Store
 }
 
 func (r *scheduleRig) deploy(t *testing.T) *jobs.Client {
@@ -30,7 +34,11 @@ func (r *scheduleRig) deploy(t *testing.T) *jobs.Client {
 	if err := a.Every(reg, "tick", "rate(1 hour)", struct{}{}, &jobs.ScheduleOpts{Overlap: jobs.OverlapSkip, Owner: "team"}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := jobs.NewClient(jobs.Config{Registry: reg, Store: r.store, Queue: r.queue, Clock: r.clock, CancelCheck: -1})
+	var store driver.Store = r.store
+	if r.via != nil {
+		store = r.via
+	}
+	c, err := jobs.NewClient(jobs.Config{Registry: reg, Store: store, Queue: r.queue, Clock: r.clock, CancelCheck: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +82,57 @@ func TestAPausedScheduleFiresNoJobAcrossADeploy(t *testing.T) {
 	}
 	if n := r.fire(t, c, "tick", "", 3); n != 1 {
 		t.Fatalf("the fire after the resume: %d jobs, want 1", n)
+	}
+}
+
+// claimFailsOnce refuses the first claim (throttled), then claims.
+type claimFailsOnce struct {
+	*jobstest.MemStore
+	failed atomic.Bool
+}
+
+func (s *claimFailsOnce) Claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
+	if s.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("dynamodb: throttled")
+	}
+	return s.MemStore.Claim(ctx, id, c)
+}
+
+// A fire whose first delivery made its job and came back (the claim
+// failed; a run that died or lost its final write comes back alike) is
+// that job's net: paused since, the schedule makes no new job, but the
+// fire's redelivery runs the job it made rather than being acknowledged
+// and leaving it with no message (the simulator's seeds 7881 and 3979,
+// without a sweeper: the job stayed running for good).
+func TestARedeliveredFireOfAPausedScheduleRunsTheJobItMade(t *testing.T) {
+	r := &scheduleRig{store: jobstest.NewMemStore(nil), queue: &jobstest.MemQueue{}, clock: jobstest.NewClock(jobstest.Epoch)}
+	r.via = &claimFailsOnce{MemStore: r.store}
+	ctx := context.Background()
+	c := r.deploy(t)
+	deliver := func(h int, receives string) events.SQSEventResponse {
+		at := time.Date(2026, 1, 2, h, 0, 0, 0, time.UTC).Format(time.RFC3339)
+		msg := events.SQSMessage{MessageId: fmt.Sprint("fire-", h), Body: wire.EncodeFire(wire.Fire{Schedule: "tick", ScheduledTime: at}),
+			Attributes: map[string]string{"ApproximateReceiveCount": receives}}
+		resp, _ := c.Worker().HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
+		return resp
+	}
+	if resp := deliver(0, "1"); len(resp.BatchItemFailures) != 1 || r.store.Len() != 1 {
+		t.Fatalf("first delivery: %d failures, %d jobs; want the fire back and its job made", len(resp.BatchItemFailures), r.store.Len())
+	}
+	if _, err := c.Service().Pause(ctx, "", jobs.PauseRequest{Schedule: "tick"}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(time.Minute)
+	if resp := deliver(0, "2"); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("the fire's redelivery came back again")
+	}
+	all := r.store.All()
+	if len(all) != 1 || all[0].Status != jobs.StatusSucceeded {
+		t.Fatalf("after the redelivery: %d jobs, the fire's %s; want it succeeded", len(all), all[0].Status)
+	}
+	// A fire that made no job makes none while paused, redelivered or not.
+	if resp := deliver(1, "2"); len(resp.BatchItemFailures) != 0 || r.store.Len() != 1 {
+		t.Fatalf("a paused fire without a job: %d failures, %d jobs; want it acknowledged, no job", len(resp.BatchItemFailures), r.store.Len())
 	}
 }
 

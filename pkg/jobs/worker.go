@@ -304,12 +304,23 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, msg *events.SQSMes
 		return true
 	}
 	if pause != nil {
-		// Paused (in the table, so a deploy does not undo it): the fire
-		// is acknowledged without a job.
-		w.log.LogAttrs(ctx, slog.LevelInfo, "fire of a paused schedule; acknowledged without a job",
-			slog.String("schedule", f.Schedule), slog.String("pause", pause.ID()), slog.String("scheduled_time", f.ScheduledTime))
-		count(ctx, s.Kind, metricnames.FiresPaused)
-		return false
+		made, err := w.fireMadeItsJob(ctx, inv, msg, s.Name, f)
+		if err != nil {
+			w.log.LogAttrs(ctx, slog.LevelWarn, "fire's job not read; the fire will come back",
+				slog.String("schedule", f.Schedule), slog.String("err_types", errtypes.Of(err)))
+			return true
+		}
+		if !made {
+			// Paused (in the table, so a deploy does not undo it): the
+			// fire is acknowledged without a job.
+			w.log.LogAttrs(ctx, slog.LevelInfo, "fire of a paused schedule; acknowledged without a job",
+				slog.String("schedule", f.Schedule), slog.String("pause", pause.ID()), slog.String("scheduled_time", f.ScheduledTime))
+			count(ctx, s.Kind, metricnames.FiresPaused)
+			return false
+		}
+		// An earlier delivery made its job before the pause, and came back
+		// (its run died, or its final write failed): the fire is that
+		// job's net until it ends, so it goes on to it, making nothing new.
 	}
 	at, err := time.Parse(time.RFC3339, f.ScheduledTime)
 	if err != nil {
@@ -357,6 +368,28 @@ func (w *Worker) runFire(ctx context.Context, inv invocation, msg *events.SQSMes
 	}
 	count(ctx, s.Kind, metricnames.FiresEnqueued)
 	return w.runRouted(ctx, inv, msg, routedJob{ID: id, Kind: s.Kind, Owner: s.Owner, Payload: s.Payload, Source: "schedule"})
+}
+
+// fireMadeItsJob reports whether an earlier delivery of the fire msg
+// (of the schedule named name) made its job. A message received for the
+// first time made none (a copy of it that did is the one that comes
+// back): the job is not read.
+func (w *Worker) fireMadeItsJob(ctx context.Context, inv invocation, msg *events.SQSMessage, name string, f wire.Fire) (bool, error) {
+	at, err := time.Parse(time.RFC3339, f.ScheduledTime)
+	if msg.Attributes["ApproximateReceiveCount"] == "1" || err != nil {
+		return false, nil
+	}
+	id := wire.FireJobID(name, at)
+	if f.OwnerKey != "" {
+		id = wire.RuntimeFireJobID(f.OwnerKey, name, at)
+	}
+	cctx, cancel := inv.callContext(ctx)
+	defer cancel()
+	_, err = w.eng.store.Get(cctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // skipKinds returns the kinds that need more handler time than left.
