@@ -117,7 +117,7 @@ func TestKindsDescribeThemselves(t *testing.T) {
 	if p.Properties["due"].Format != "date-time" {
 		t.Errorf("a time is %+v, want a date-time string", p.Properties["due"])
 	}
-	if _, ok := p.Properties["internal"]; ok {
+	if _, ok := p.Properties["internal"]; ok || (order{internal: 1}).internal != 1 {
 		t.Error("an unexported field is described")
 	}
 	if !slices.Contains(p.Required, "id") || slices.Contains(p.Required, "ratio") {
