@@ -11,12 +11,16 @@ import (
 	"testing"
 )
 
-// The public API a team reads stays small: at most 120 exported names at
+// The public API a team reads stays small: at most 123 exported names at
 // the package's top level (constants, variables, functions and types, each
 // name of a group counted) and at most 12 exported error values, as
 // `go doc -all ./pkg/jobs` lists them. Features add options (fields of
 // KindOpts and EnqueueOpts) and methods of Job, not new shapes; raising a
-// cap is a decision to write down, not a test to bump.
+// cap is a decision to write down, not a test to bump. Raised from 120 to
+// 123 for durable steps: Step and StepKey are generic functions (a method
+// cannot take a type parameter of its own) and CodeNondeterministic is
+// the reserved code of a step out of order, exported as every other
+// reserved code is.
 func TestPublicAPIStaysSmall(t *testing.T) {
 	fset := token.NewFileSet()
 	entries, err := os.ReadDir(".")
@@ -65,8 +69,8 @@ func TestPublicAPIStaysSmall(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if len(names) > 120 {
-		t.Errorf("%d exported names, want at most 120: %v", len(names), names)
+	if len(names) > 123 {
+		t.Errorf("%d exported names, want at most 123: %v", len(names), names)
 	}
 	if len(errs) > 12 {
 		t.Errorf("%d exported error values, want at most 12: %v", len(errs), errs)

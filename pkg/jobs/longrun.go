@@ -35,6 +35,12 @@ type runHandle struct {
 	// resume is the job's last stored checkpoint, opened (JSON); nil when
 	// it has none.
 	resume []byte
+	// steps are the job's completed steps (Step), the stored ones first;
+	// nextStep is the place of the handler's next Step call in them;
+	// nondeterministic is set once a step came out of order.
+	steps            []stepResult
+	nextStep         int
+	nondeterministic bool
 }
 
 // Heartbeat tells the system this run is alive: for a kind with
@@ -70,7 +76,7 @@ func (j *Job[P]) Checkpoint(ctx context.Context, v any) error {
 		j.h.resume = raw
 		return nil
 	}
-	if err := j.h.checkpoint(ctx, raw); err != nil {
+	if err := j.h.checkpoint(ctx, encodeState(jobState{V: raw, Steps: j.h.steps})); err != nil {
 		return err
 	}
 	j.h.resume = raw

@@ -61,12 +61,19 @@ func (k *kindDef) execute(ctx context.Context, rec *driver.Record, sealer Sealer
 	r, err := k.run(ctx, rec, payload, h)
 	var cont *continuation
 	switch {
+	case h != nil && h.nondeterministic, errors.Is(err, errNondeterministic):
+		// Whatever the handler made of it: never a silent success.
+		return execution{Status: StatusFailed, Code: CodeNondeterministic, Cause: "nondeterministic"}
 	case errors.As(err, &cont):
 		ex := execution{Continue: true, Cause: "continue"}
 		if cont.v != nil {
 			raw, err := json.Marshal(cont.v)
 			if err == nil {
-				ex.Checkpoint, err = sealCheckpoint(sealer, rec.ID, raw)
+				st := jobState{V: raw}
+				if h != nil {
+					st.Steps = h.steps
+				}
+				ex.Checkpoint, err = sealCheckpoint(sealer, rec.ID, encodeState(st))
 			}
 			if err != nil {
 				return execution{Status: StatusFailed, Code: CodeInternal, Cause: "checkpoint", ErrTypes: errtypes.Of(err)}

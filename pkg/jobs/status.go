@@ -48,6 +48,7 @@ var reservedCodes = map[string]bool{
 	CodeResultTooLarge:    true,
 	CodeExpired:           true,
 	CodeDependencyFailed:  true,
+	CodeNondeterministic:  true,
 }
 
 // The patterns bound their length apart: a counted repetition ({0,63})

@@ -925,7 +925,11 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 // token; its times are not read).
 func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, cancelled func(error) error) (*runHandle, error) {
 	rec, token := r.rec, r.token
-	resume, err := openCheckpoint(w.sealer, rec)
+	plain, err := openCheckpoint(w.sealer, rec)
+	if err != nil {
+		return nil, err
+	}
+	st, err := decodeState(plain)
 	if err != nil {
 		return nil, err
 	}
@@ -940,7 +944,7 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 		return err
 	}
 	h := &runHandle{
-		resume: resume,
+		resume: st.V, steps: st.Steps,
 		publish: func(pctx context.Context, body []byte) error {
 			return cancelled(w.eng.publish(pctx, rec.ID, token, body))
 		},

@@ -35,6 +35,8 @@ type payload struct {
 	// Children: the handler starts this many plain jobs by name first
 	// (children.go).
 	Children int `json:"children,omitempty"`
+	// Steps: the handler runs this many durable steps first (steps.go).
+	Steps int `json:"steps,omitempty"`
 }
 
 type result struct {
@@ -111,6 +113,11 @@ func (w *world) handle(ctx context.Context, job *jobs.Job[payload]) (result, err
 	var done int
 	if _, err := job.Resume(&done); err != nil {
 		return result{}, err
+	}
+	if p.Steps > 0 {
+		if err := w.runSteps(ctx, job); err != nil {
+			return result{}, jobs.Retry(err)
+		}
 	}
 	// Odd microseconds keep a step's end off the instants the worker's
 	// timers fire at (its deadlines are whole milliseconds): two timers at

@@ -133,6 +133,8 @@ var coverageWanted = []string{
 	"operator: pause a kind", "operator: pause a lane", "operator: pause an owner's jobs of a kind", "operator: resume a kind",
 	"operator: pause a schedule", "operator: resume a schedule",
 	"call: Pauses", "call: SetPause", "call: RemovePause", "mechanism: waits on paused", "mechanism: pause held a delivery",
+	// Durable steps, run once and read back by later runs, under the faults.
+	"client: enqueue steps", "mechanism: step ran", "mechanism: step read back from an earlier run", "mechanism: step not stored (a fault)",
 	// Children started by their parents' handlers, by name, under the faults.
 	"client: enqueue parent", "mechanism: child started", "mechanism: child found by its name again",
 	"mechanism: child not started (a fault)", "invariant: a parent's children: one per name",

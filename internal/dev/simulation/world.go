@@ -109,6 +109,7 @@ type world struct {
 	grants     []grant           // the burst owner's accepted requests
 	tags       tagRun            // what the tags owner did
 	kids       kids              // what the parents' runs were told
+	stepLog    stepLog           // what the durable steps did
 	plain      jobs.Kind[payload]
 	reported   map[string]bool
 	plant      int
@@ -129,7 +130,7 @@ func newWorld(seed uint64, opts Options) *world {
 	}
 	w := &world{seed: seed, opts: opts, plant: opts.PlantEvery,
 		setup: rand.New(rand.NewPCG(seed, 1)), inner: rand.New(rand.NewPCG(seed, 2)),
-		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
+		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, stepLog: stepLog{stored: map[string]bool{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
 		stranded: map[string]bool{}, dirty: map[string]bool{}}
 	w.sched = newSched(w, seed)
 	w.net = &actor{w: w, name: "network"}
@@ -627,6 +628,8 @@ func (w *world) operate(ctx context.Context, svc *jobs.Service, rng *rand.Rand, 
 	switch x := rng.IntN(100); {
 	case x < 5:
 		op, p.Children = "enqueue parent", 1+rng.IntN(3)
+	case x < 9:
+		op, p.Steps = "enqueue steps", 1+rng.IntN(3)
 	case x < 14:
 	case x < 20 && !time.Now().Before(w.deployAt):
 		op, req.Kind = "enqueue added kind", kindAdded

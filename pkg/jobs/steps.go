@@ -1,0 +1,151 @@
+package jobs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Durable steps. A handler that is a sequence of steps runs each through
+// Step: the first run of a step runs its function and stores its result
+// in the job's durable state (the checkpoint's item, sealed, never shown);
+// a later run of the handler (a retry, a continuation, a redelivery after
+// a crash, a manual retry) gets the stored result back without running
+// the function again. docs/LONG_RUNS.md, "Steps".
+
+// CodeNondeterministic: the handler asked for its steps in another order
+// than an earlier run of the job stored them (its code changed between
+// runs, or it branches on something other than its payload and its steps'
+// results). The job ends failed with it, whatever the handler returns.
+const CodeNondeterministic = "nondeterministic"
+
+// errNondeterministic is what Step returns for a step out of order.
+var errNondeterministic = errors.New("jobs: the handler's steps differ from those an earlier run stored")
+
+// jobState is what a job's checkpoint holds: the handler's own checkpoint
+// (Job.Checkpoint, Job.Resume) and the results of its completed steps, in
+// order. A state without steps is stored as the checkpoint alone, as
+// before steps existed; one with steps is stateMark and this as JSON.
+type jobState struct {
+	V     json.RawMessage `json:"v,omitempty"`
+	Steps []stepResult    `json:"s,omitempty"`
+}
+
+// stepResult is a completed step: its name and its result's JSON.
+type stepResult struct {
+	Name   string          `json:"n"`
+	Result json.RawMessage `json:"r"`
+}
+
+// stateMark starts a stored state with steps: no JSON value starts with it.
+const stateMark = 0x01
+
+func decodeState(plain []byte) (jobState, error) {
+	if len(plain) == 0 || plain[0] != stateMark {
+		return jobState{V: plain}, nil
+	}
+	var st jobState
+	if err := json.Unmarshal(plain[1:], &st); err != nil {
+		return jobState{}, fmt.Errorf("jobs: decode the job's state: %w", err)
+	}
+	return st, nil
+}
+
+func encodeState(st jobState) []byte {
+	if len(st.Steps) == 0 {
+		return st.V
+	}
+	b, _ := json.Marshal(st) // RawMessages already valid, names strings
+	return append([]byte{stateMark}, b...)
+}
+
+type stepKeyKey struct{}
+
+// StepKey is the idempotency key of the step whose function ctx was given
+// to (Step): the same for every run of that step of that job, so a
+// payment provider or an API that deduplicates by it does the step's side
+// effect once however often the step runs. "" outside a step.
+func StepKey(ctx context.Context) string {
+	k, _ := ctx.Value(stepKeyKey{}).(string)
+	return k
+}
+
+// stepKey derives the key of the i-th step, named name, of job id.
+func stepKey(id, name string, i int) string {
+	sum := sha256.Sum256([]byte("lambdajobs-step\x00" + id + "\x00" + name + "\x00" + strconv.Itoa(i)))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Step runs fn as the next step of job's handler, named name, and returns
+// its result: the first time, by running fn and storing the result (JSON)
+// in the job's durable state with one conditional write (for a kind with
+// KindOpts.Heartbeat, a heartbeat too); in every later run of the
+// handler, by returning the stored result without running fn. A step's
+// function is at-least-once: a run that dies after its side effect and
+// before the write runs it again, so pass StepKey(ctx) to the side effect.
+// An error of fn is returned as it is and stores nothing (the handler
+// decides: fail, retry, or go on). A step whose result landed but whose
+// write answered ErrCancelled or ErrLostClaim returns its result with
+// that error: the handler should stop.
+//
+// Steps run one after another, never at once, and a handler asks for them
+// in the same order in every run: a step whose name differs from the one
+// an earlier run stored at its place fails the job with
+// CodeNondeterministic. Results are private: stored sealed (the Sealer of
+// checkpoints), never shown by the API, each counted in the checkpoint's
+// bound (driver.MaxCheckpointBytes for all of a job's state). A manual
+// retry keeps the completed steps; a replay starts with none. On a Job
+// built by hand (a handler's unit test) the steps are kept in memory.
+func Step[T, P any](ctx context.Context, job *Job[P], name string, fn func(ctx context.Context) (T, error)) (T, error) {
+	var zero T
+	if job.h == nil {
+		job.h = &runHandle{}
+	}
+	h := job.h
+	i := h.nextStep
+	h.nextStep++
+	if i < len(h.steps) {
+		done := h.steps[i]
+		if done.Name != name {
+			h.nondeterministic = true
+			return zero, fmt.Errorf("%w: step %d is %q, stored as %q", errNondeterministic, i, name, done.Name)
+		}
+		var v T
+		if err := json.Unmarshal(done.Result, &v); err != nil {
+			return zero, fmt.Errorf("jobs: step %q: decode its stored result: %w", name, err)
+		}
+		return v, nil
+	}
+	if h.nondeterministic {
+		return zero, errNondeterministic
+	}
+	v, err := fn(context.WithValue(ctx, stepKeyKey{}, stepKey(job.ID, name, i)))
+	if err != nil {
+		h.nextStep = i // the handler may try it again in this run
+		return zero, err
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		h.nextStep = i
+		return zero, fmt.Errorf("jobs: step %q: encode its result: %w", name, err)
+	}
+	h.steps = append(h.steps, stepResult{Name: name, Result: raw})
+	if h.checkpoint == nil {
+		return v, nil // a Job built by hand
+	}
+	err = h.checkpoint(ctx, encodeState(jobState{V: h.resume, Steps: h.steps}))
+	switch {
+	case err == nil:
+		return v, nil
+	case errors.Is(err, ErrCancelled), errors.Is(err, ErrLostClaim):
+		return v, err
+	default:
+		// Not stored: the next run runs the step again.
+		h.steps, h.nextStep = h.steps[:i], i
+		return zero, fmt.Errorf("jobs: step %q done, its result not stored: %w", name, err)
+	}
+}
