@@ -368,6 +368,7 @@ type Job struct {
 	After      []string          `json:"after,omitempty"`
 	Left       int               `json:"parents_left,omitempty"`
 	ReplayOf   string            `json:"replay_of,omitempty"`
+	ChildOf    string            `json:"child_of,omitempty"`
 	Lane       string            `json:"lane,omitempty"`
 	LastError  *string           `json:"last_error,omitempty"`
 	Cancel     bool              `json:"cancel_requested,omitempty"`
@@ -618,6 +619,9 @@ func (c *client) print(j Job, raw []byte) {
 	}
 	if j.ReplayOf != "" {
 		fmt.Fprintf(c.stdout, "replays:  %s\n", j.ReplayOf)
+	}
+	if j.ChildOf != "" {
+		fmt.Fprintf(c.stdout, "parent:   %s (its handler started this job)\n", j.ChildOf)
 	}
 	if len(j.Tags) > 0 {
 		tags := make([]string, 0, len(j.Tags))

@@ -51,9 +51,13 @@ func server(t *testing.T) string {
 			}
 			return jobs.JSON[map[string]int]{V: map[string]int{"done": j.Payload.Steps, "total": j.Payload.Steps}}, nil
 		}, &jobs.KindOpts{FailureCodes: []string{"no_steps"}})
-	jobs.MustRegister(reg, "export", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
+	export := jobs.MustRegister(reg, "export", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
 	}, &jobs.KindOpts{Lane: "long"})
+	jobs.MustRegister(reg, "fan", func(ctx context.Context, j *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		_, err := export.EnqueueChild(ctx, j, "only", struct{}{}, nil)
+		return jobs.NoResult{}, err
+	}, nil)
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
 	// The CLI's caller's runtime schedule (ljob run-now, ljob pause schedule:...).
 	_ = store.AddOwnerSchedule(context.Background(), wire.OwnerKey(localstack.LocalTrustedCaller), jobs.Schedule{Name: "nightly", Expression: "rate(1 day)",
@@ -558,6 +562,25 @@ func TestEvents(t *testing.T) {
 }
 
 // ljob get says a job's lane: its kind's, or "default".
+// ljob get names a child's parent.
+func TestGetShowsTheParent(t *testing.T) {
+	url := server(t)
+	code, out, _ := runCLI(t, url, "-json", "enqueue", "fan", `{}`)
+	var parent cli.Job
+	if err := json.Unmarshal([]byte(out), &parent); code != 0 || err != nil {
+		t.Fatalf("enqueue: %d %s", code, out)
+	}
+	runCLI(t, url, "get", parent.ID) // the test server runs a job at each read
+	_, out, _ = runCLI(t, url, "-json", "-kind", "export", "list")
+	var page struct{ Jobs []cli.Job }
+	if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Jobs) != 1 {
+		t.Fatalf("the child: %s", out)
+	}
+	if _, out, _ := runCLI(t, url, "get", page.Jobs[0].ID); !strings.Contains(out, "parent:   "+parent.ID+" (its handler started this job)\n") {
+		t.Fatalf("ljob get of the child:\n%s", out)
+	}
+}
+
 func TestGetShowsTheLane(t *testing.T) {
 	url := server(t)
 	for kind, want := range map[string]string{"export": "lane:     long\n", "steps": "lane:     default\n"} {

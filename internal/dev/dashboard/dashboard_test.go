@@ -48,7 +48,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/v1/jobs/j1/cancel" && r.Method == http.MethodPost:
 		io.WriteString(w, `{"id":"j1","kind":"k","status":"cancelled","error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j3":
-		io.WriteString(w, `{"id":"j3","kind":"k","status":"queued","waiting_on":"parents","after":["j1","j2"],"parents_left":1,"replay_of":"j0","error":null,"attempt":0,"payload":{},"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+		io.WriteString(w, `{"id":"j3","kind":"k","status":"queued","waiting_on":"parents","after":["j1","j2"],"parents_left":1,"replay_of":"j0","child_of":"j9","error":null,"attempt":0,"payload":{},"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j1/replay" && r.Method == http.MethodPost:
 		b, _ := io.ReadAll(r.Body)
 		f.mu.Lock()
@@ -288,7 +288,8 @@ func TestJobPageShowsWhatAJobRunsAfter(t *testing.T) {
 	srv, _ := newServer(t)
 	status, body, _ := get(t, srv.URL+"/jobs/j3")
 	for _, want := range []string{`<dd id="waiting">1 of the jobs it runs after (no attempt spent)</dd>`,
-		`<li><a href="/jobs/j1">j1</a></li><li><a href="/jobs/j2">j2</a></li>`, `<dt>Replays</dt><dd><a href="/jobs/j0">j0</a></dd>`} {
+		`<li><a href="/jobs/j1">j1</a></li><li><a href="/jobs/j2">j2</a></li>`, `<dt>Replays</dt><dd><a href="/jobs/j0">j0</a></dd>`,
+		`<dd id="child-of"><a href="/jobs/j9">j9</a> (its handler)</dd>`} {
 		if status != http.StatusOK || !strings.Contains(body, want) {
 			t.Fatalf("status %d, want %s in:\n%s", status, want, body)
 		}
