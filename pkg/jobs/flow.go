@@ -540,18 +540,18 @@ func (w *Worker) popAhead(ctx context.Context, inv invocation, c *slotChain) <-c
 	return out
 }
 
-// afterRun frees the slots of a run of rec (claimed under token) whose
-// handler has returned, but its chain's (c, from chainOf), and says what
+// afterRun frees the slots of the run cl (its job, claim token and chain,
+// from chainOf) whose handler has returned, but its chain's, and says what
 // the goroutine runs next: the chain's next waiter, or, on a store whose
 // slots do not pass from run to run (no chain), the first waiter the
 // release of its slots took off, which takes its own. Waiters of the
 // run's other slots are woken by message.
-func (w *Worker) afterRun(ctx context.Context, inv invocation, k *kindDef, rec *driver.Record, token string, c *slotChain) successor {
-	keys := k.slotKeys(rec)
+func (w *Worker) afterRun(ctx context.Context, inv invocation, k *kindDef, cl claimed) successor {
+	keys, c := k.slotKeys(cl.rec), cl.chain
 	if c == nil {
-		return successor{id: w.release(ctx, inv, token, keys, true)}
+		return successor{id: w.release(ctx, inv, cl.token, keys, true)}
 	}
-	w.release(ctx, inv, token, slices.DeleteFunc(keys, func(s slotKey) bool { return s.key == c.key }), false)
+	w.release(ctx, inv, cl.token, slices.DeleteFunc(keys, func(s slotKey) bool { return s.key == c.key }), false)
 	return successor{chain: c}
 }
 

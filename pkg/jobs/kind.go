@@ -538,8 +538,8 @@ type KindInfo struct {
 	FailureCodes []string `json:"failure_codes,omitempty"`
 	// PayloadSchema and ResultSchema describe the kind's payload and its
 	// public result as JSON Schema (draft 2020-12), generated from the Go
-	// types (the result's absent for NoResult): see docs/HTTP.md, "Kinds
-	// and their schemas". Set by Service.Kinds only.
+	// types (the result's only for a JSON[T] result: T's): see
+	// docs/HTTP.md, "Kinds and their schemas". Set by Service.Kinds only.
 	PayloadSchema json.RawMessage `json:"payload_schema,omitempty"`
 	ResultSchema  json.RawMessage `json:"result_schema,omitempty"`
 }

@@ -43,21 +43,21 @@ var schemaTypes = map[reflect.Type]*jsonschema.Schema{
 	reflect.TypeFor[time.Time]():       {Type: "string", Format: "date-time"},
 }
 
-// schemas returns k's payload and result schemas: nil for a result of
-// NoResult, and for a type the generator cannot describe (a recursive
-// one).
+// schemas returns k's payload and result schemas: a result's only for a
+// JSON[T] (T's), whose public JSON is its value's; none for NoResult or
+// a result type of the kind's own, whose PublicJSON may write any shape
+// (a masked field, other names); and none for a type the generator
+// cannot describe (a recursive one).
 func (k *kindDef) schemas() (payload, result json.RawMessage) {
 	s := k.schema
 	s.once.Do(func() {
 		s.payload, _ = schemaOf(k.payloadType, k.secrets)
-		if k.resultType == nil || k.resultType == reflect.TypeFor[NoResult]() {
+		if k.resultType == nil {
 			return
 		}
-		t := k.resultType
-		if v, ok := reflect.Zero(t).Interface().(resultValue); ok {
-			t = v.resultValueType()
+		if v, ok := reflect.Zero(k.resultType).Interface().(resultValue); ok {
+			s.result, _ = schemaOf(v.resultValueType(), nil)
 		}
-		s.result, _ = schemaOf(t, nil)
 	})
 	return s.payload, s.result
 }

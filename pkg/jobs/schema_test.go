@@ -43,6 +43,11 @@ type address struct {
 	Zip    string `json:"zip,omitempty"`
 }
 
+// maskedResult writes its public JSON itself, under other names.
+type maskedResult struct{ Email string }
+
+func (m maskedResult) PublicJSON() ([]byte, error) { return json.Marshal(map[string]string{"sent_to": "a***"}) }
+
 type orderResult struct {
 	Charged int64 `json:"charged"`
 }
@@ -55,6 +60,7 @@ func schemaService(t *testing.T) *jobs.Service {
 	jobs.MustRegister(reg, "order", func(context.Context, *jobs.Job[order]) (jobs.JSON[orderResult], error) {
 		return jobs.JSON[orderResult]{}, nil
 	}, &jobs.KindOpts{FailureCodes: []string{"declined", "card_expired"}})
+	jobs.MustRegister(reg, "masked", func(context.Context, *jobs.Job[struct{}]) (maskedResult, error) { return maskedResult{}, nil }, nil)
 	jobs.MustRegister(reg, "ping", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	jobs.MustRegister(reg, "hidden", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil },
 		&jobs.KindOpts{Internal: true})
@@ -128,6 +134,11 @@ func TestKindsDescribeThemselves(t *testing.T) {
 	}
 	if ping, _ := kindInfo(t, svc, "ping"); ping.ResultSchema != nil || ping.PayloadSchema == nil {
 		t.Errorf("a kind without a result: payload %s, result %s", ping.PayloadSchema, ping.ResultSchema)
+	}
+	// A result type of the kind's own writes its public JSON itself: its
+	// Go type would describe other names.
+	if masked, _ := kindInfo(t, svc, "masked"); masked.ResultSchema != nil {
+		t.Errorf("a result with its own PublicJSON is described: %s", masked.ResultSchema)
 	}
 	if _, ok := kindInfo(t, svc, "hidden"); ok {
 		t.Error("an internal kind is described to API callers")

@@ -703,7 +703,7 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 			next = successor{}
 		case k.limits.concurrency > 0 || k.limits.perKey > 0:
 			w.noteHold(k.name, w.eng.now().Sub(now))
-			next = w.afterRun(ctx, inv, k, rec, token, c)
+			next = w.afterRun(ctx, inv, k, claimed{rec: rec, token: token, chain: c})
 			if popped != "" {
 				next.id = popped
 			}
