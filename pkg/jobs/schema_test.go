@@ -46,7 +46,9 @@ type address struct {
 // maskedResult writes its public JSON itself, under other names.
 type maskedResult struct{ Email string }
 
-func (m maskedResult) PublicJSON() ([]byte, error) { return json.Marshal(map[string]string{"sent_to": "a***"}) }
+func (m maskedResult) PublicJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{"sent_to": "a***"})
+}
 
 type orderResult struct {
 	Charged int64 `json:"charged"`
