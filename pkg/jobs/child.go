@@ -39,7 +39,10 @@ const maxChildName = 128
 // tags unless opts gives its own; opts may not give an IdempotencyKey or
 // a UniqueKey (the name is the child's key). Its view names its parent
 // (View.ChildOf). The worker needs no grant beyond its own: a child is
-// one more job, at an enqueue's cost (docs/CAPACITY.md). Cancelling the
+// one more job, at an enqueue's cost, and a later call with its name one
+// strongly consistent read (docs/CAPACITY.md). Once the child has ended
+// and its retention passed, a call with its name starts it again.
+// Cancelling the
 // parent does not cancel its children. Given a Job built by hand (a
 // handler's unit test) it fails and starts nothing.
 func (k Kind[P]) EnqueueChild(ctx context.Context, parent Parent, name string, payload P, opts *EnqueueOpts) (*EnqueueResult, error) {
@@ -79,7 +82,27 @@ func (s *Service) enqueueChild(ctx context.Context, parent *driver.Record, name 
 	}
 	trusted := *s
 	trusted.callers = false
-	return trusted.enqueueResult(ctx, req)
+	// A rerun finds its child by the derived id first: no send, no cap,
+	// rate or parents check, which the child already passed and which
+	// would refuse it now (a capped kind at its cap, parents expired).
+	_, r, err := trusted.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := s.store.Get(ctx, req.id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return trusted.enqueueResult(ctx, req)
+	case err != nil:
+		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	case cur.Owner != req.Owner || cur.Kind != req.Kind || !s.hasher.matches(cur.RequestHash, r):
+		return nil, ErrIdempotencyConflict
+	}
+	v, err := s.eng.viewRead(ctx, cur)
+	if err != nil {
+		return nil, err
+	}
+	return &EnqueueResult{Job: v, Replayed: true}, nil
 }
 
 // childRequest is the part of a child's request hash that names its

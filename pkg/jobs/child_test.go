@@ -74,7 +74,7 @@ func newChildRig(t *testing.T) *childRig {
 			case "key":
 				opts = &jobs.EnqueueOpts{IdempotencyKey: "k"}
 			case "capped":
-				k = capped
+				k, opts = capped, &jobs.EnqueueOpts{Delay: time.Hour} // stays queued
 			}
 			res, err := k.EnqueueChild(ctx, j, name, p, opts)
 			errs = append(errs, err)
@@ -214,6 +214,17 @@ func TestEnqueueChildRefusesMisuse(t *testing.T) {
 	r.drain(t)
 	if errs := r.errs[v.ID]; len(errs) != 2 || errs[0] != nil || !errors.Is(errs[1], jobs.ErrQueueFull) {
 		t.Errorf("two children of a kind capped at one queued job: %v", errs)
+	}
+	// A rerun finds its child even when the child's kind is at its cap.
+	r = newChildRig(t)
+	v = r.fan(t, fanPayload{N: 1, Bad: "capped", Fail: true}, jobs.EnqueueOpts{})
+	r.drain(t)
+	if _, err := r.svc.Resubmit(context.Background(), "alice", v.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.drain(t)
+	if errs := r.errs[v.ID]; len(errs) != 1 || errs[0] != nil || r.fresh[v.ID] != 1 || r.runs[v.ID] != 2 {
+		t.Errorf("a rerun of a parent whose child's kind is at its cap: %v (%d created, %d runs)", errs, r.fresh[v.ID], r.runs[v.ID])
 	}
 	// A Job built by hand (a handler's unit test) starts nothing.
 	if _, err := r.leaf.EnqueueChild(context.Background(), &jobs.Job[fanPayload]{ID: "x"}, "n", leafPayload{}, nil); err == nil || !strings.Contains(err.Error(), "the job a worker passed") {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,9 +39,12 @@ type runHandle struct {
 	// steps are the job's completed steps (Step), the stored ones first;
 	// nextStep is the place of the handler's next Step call in them;
 	// nondeterministic is set once a step came out of order.
+	// stepMu guards them, and inStep is set while a step's function runs.
 	steps            []stepResult
 	nextStep         int
 	nondeterministic bool
+	stepMu           sync.Mutex
+	inStep           bool
 }
 
 // Heartbeat tells the system this run is alive: for a kind with

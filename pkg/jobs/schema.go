@@ -1,9 +1,12 @@
 package jobs
 
 import (
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,7 +20,8 @@ import (
 // their schemas").
 //
 // The schemas describe the canonical form, which the strict decoder
-// always accepts: a payload valid against its kind's schema is never
+// always accepts (a type whose JSON its Go shape does not say, one that
+// encodes itself or a ",string" field, gets no schema): a payload valid against its kind's schema is never
 // refused at enqueue for its shape (TestSchemaValidPayloadsDecode). The
 // decoder is more lenient in three ways, kept as they are
 // (TestDecoderLeniencies): it matches keys case-insensitively, it takes
@@ -41,6 +45,51 @@ func (JSON[T]) resultValueType() reflect.Type { return reflect.TypeFor[T]() }
 var schemaTypes = map[reflect.Type]*jsonschema.Schema{
 	reflect.TypeFor[json.RawMessage](): {},
 	reflect.TypeFor[time.Time]():       {Type: "string", Format: "date-time"},
+	reflect.TypeFor[[]byte]():          {Types: []string{"null", "string"}, ContentEncoding: "base64"},
+}
+
+// customEncoded says why t's JSON is not what its Go shape says ("" when
+// it is): a type of its own encoding (json.Marshaler, encoding.
+// TextMarshaler) other than those of schemaTypes, or a field with the
+// ",string" option. A schema of such a type would describe values the
+// decoder refuses, so none is given.
+func customEncoded(t reflect.Type, seen map[reflect.Type]bool) string {
+	if schemaTypes[t] != nil || seen[t] {
+		return ""
+	}
+	seen[t] = true
+	for _, m := range []reflect.Type{reflect.TypeFor[json.Marshaler](), reflect.TypeFor[encoding.TextMarshaler](),
+		reflect.TypeFor[json.Unmarshaler](), reflect.TypeFor[encoding.TextUnmarshaler]()} {
+		if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
+			return fmt.Sprintf("%v encodes itself", t)
+		}
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return customEncoded(t.Elem(), seen)
+	case reflect.Map:
+		if why := customEncoded(t.Key(), seen); why != "" {
+			return why
+		}
+		return customEncoded(t.Elem(), seen)
+	case reflect.Struct:
+		for _, f := range reflect.VisibleFields(t) {
+			if !f.IsExported() && !f.Anonymous {
+				continue
+			}
+			tag := f.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			if _, opts, _ := strings.Cut(tag, ","); slices.Contains(strings.Split(opts, ","), "string") {
+				return fmt.Sprintf("field %s is encoded as a string", f.Name)
+			}
+			if why := customEncoded(f.Type, seen); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
 }
 
 // schemas returns k's payload and result schemas: a result's only for a
@@ -63,8 +112,12 @@ func (k *kindDef) schemas() (payload, result json.RawMessage) {
 }
 
 // schemaOf is t's schema, with the top-level properties named in
-// writeOnly marked so.
+// writeOnly marked so; an error for a type whose JSON its Go shape does
+// not say (customEncoded).
 func schemaOf(t reflect.Type, writeOnly []string) (json.RawMessage, error) {
+	if why := customEncoded(t, map[reflect.Type]bool{}); why != "" {
+		return nil, fmt.Errorf("jobs: %v cannot be described: %s", t, why)
+	}
 	s, err := jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: schemaTypes, IgnoreInvalidTypes: true})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: the schema of %v: %w", t, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -43,6 +44,16 @@ type address struct {
 	Zip    string `json:"zip,omitempty"`
 }
 
+// quotedPayload's number travels as a string; addressedPayload's address
+// encodes itself as text: their Go shapes do not say their JSON.
+type quotedPayload struct {
+	N int `json:"n,string"`
+}
+
+type addressedPayload struct {
+	Addrs []netip.Addr `json:"addrs"`
+}
+
 // maskedResult writes its public JSON itself, under other names.
 type maskedResult struct{ Email string }
 
@@ -63,6 +74,8 @@ func schemaService(t *testing.T) *jobs.Service {
 		return jobs.JSON[orderResult]{}, nil
 	}, &jobs.KindOpts{FailureCodes: []string{"declined", "card_expired"}})
 	jobs.MustRegister(reg, "masked", func(context.Context, *jobs.Job[struct{}]) (maskedResult, error) { return maskedResult{}, nil }, nil)
+	jobs.MustRegister(reg, "quoted", func(context.Context, *jobs.Job[quotedPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
+	jobs.MustRegister(reg, "addressed", func(context.Context, *jobs.Job[addressedPayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	jobs.MustRegister(reg, "ping", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	jobs.MustRegister(reg, "hidden", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil },
 		&jobs.KindOpts{Internal: true})
@@ -136,6 +149,12 @@ func TestKindsDescribeThemselves(t *testing.T) {
 	}
 	if ping, _ := kindInfo(t, svc, "ping"); ping.ResultSchema != nil || ping.PayloadSchema == nil {
 		t.Errorf("a kind without a result: payload %s, result %s", ping.PayloadSchema, ping.ResultSchema)
+	}
+	// A payload whose JSON its Go shape does not say gets no schema.
+	for _, name := range []string{"quoted", "addressed"} {
+		if k, _ := kindInfo(t, svc, name); k.PayloadSchema != nil {
+			t.Errorf("kind %s is described as %s", name, k.PayloadSchema)
+		}
 	}
 	// A result type of the kind's own writes its public JSON itself: its
 	// Go type would describe other names.

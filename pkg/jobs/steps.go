@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -87,65 +88,74 @@ func stepKey(id, name string, i int) string {
 // handler, by returning the stored result without running fn. A step's
 // function is at-least-once: a run that dies after its side effect and
 // before the write runs it again, so pass StepKey(ctx) to the side effect.
-// An error of fn is returned as it is and stores nothing (the handler
-// decides: fail, retry, or go on). A step whose result landed but whose
-// write answered ErrCancelled or ErrLostClaim returns its result with
-// that error: the handler should stop.
+// An error of fn is returned as it is and stores nothing: the handler
+// fails, retries, or goes on without the step (a later run that asks for
+// it again runs it then). A write that fails is returned as an error (the
+// step's function may run again in a later run); ErrCancelled and
+// ErrLostClaim mean the run should stop.
 //
-// Steps run one after another, never at once, and a handler asks for them
-// in the same order in every run: a step whose name differs from the one
-// an earlier run stored at its place fails the job with
-// CodeNondeterministic. Results are private: stored sealed (the Sealer of
-// checkpoints), never shown by the API, each counted in the checkpoint's
-// bound (driver.MaxCheckpointBytes for all of a job's state). A manual
-// retry keeps the completed steps; a replay starts with none. On a Job
-// built by hand (a handler's unit test) the steps are kept in memory.
+// Steps run one after another, never at once: a Step called while another
+// runs fails the job with CodeNondeterministic. A run asks for its stored
+// steps in the order they were stored (it may leave one out, or add a new
+// one between them): a step stored after one it has not reached yet fails
+// the job with CodeNondeterministic, whatever the handler returns.
+// Results are private: stored sealed (the Sealer of checkpoints), never
+// shown by the API, all of a job's state within driver.MaxCheckpointBytes.
+// A manual retry keeps the completed steps; a replay starts with none. On
+// a Job built by hand (a handler's unit test) the steps are kept in memory.
 func Step[T, P any](ctx context.Context, job *Job[P], name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	if job.h == nil {
 		job.h = &runHandle{}
 	}
 	h := job.h
+	h.stepMu.Lock()
+	if h.inStep || h.nondeterministic {
+		h.nondeterministic = true
+		h.stepMu.Unlock()
+		return zero, fmt.Errorf("%w: step %q asked for while another step runs, or after one out of order", errNondeterministic, name)
+	}
 	i := h.nextStep
-	h.nextStep++
-	if i < len(h.steps) {
+	if i < len(h.steps) && h.steps[i].Name == name {
 		done := h.steps[i]
-		if done.Name != name {
-			h.nondeterministic = true
-			return zero, fmt.Errorf("%w: step %d is %q, stored as %q", errNondeterministic, i, name, done.Name)
-		}
+		h.nextStep++
+		h.stepMu.Unlock()
 		var v T
 		if err := json.Unmarshal(done.Result, &v); err != nil {
 			return zero, fmt.Errorf("jobs: step %q: decode its stored result: %w", name, err)
 		}
 		return v, nil
 	}
-	if h.nondeterministic {
-		return zero, errNondeterministic
+	for _, later := range h.steps[min(i, len(h.steps)):] {
+		if later.Name == name {
+			h.nondeterministic = true
+			h.stepMu.Unlock()
+			return zero, fmt.Errorf("%w: step %q was stored after %q, which this run has not asked for", errNondeterministic, name, h.steps[i].Name)
+		}
 	}
+	h.inStep = true
+	h.stepMu.Unlock()
 	v, err := fn(context.WithValue(ctx, stepKeyKey{}, stepKey(job.ID, name, i)))
+	h.stepMu.Lock()
+	defer h.stepMu.Unlock()
+	h.inStep = false
 	if err != nil {
-		h.nextStep = i // the handler may try it again in this run
 		return zero, err
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
-		h.nextStep = i
 		return zero, fmt.Errorf("jobs: step %q: encode its result: %w", name, err)
 	}
-	h.steps = append(h.steps, stepResult{Name: name, Result: raw})
-	if h.checkpoint == nil {
-		return v, nil // a Job built by hand
+	// The new step takes its place in the order of this run.
+	steps := slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Result: raw})
+	if h.checkpoint != nil {
+		if err := h.checkpoint(ctx, encodeState(jobState{V: h.resume, Steps: steps})); err != nil {
+			if errors.Is(err, ErrCancelled) || errors.Is(err, ErrLostClaim) {
+				return v, err
+			}
+			return zero, fmt.Errorf("jobs: step %q done, its result not stored: %w", name, err)
+		}
 	}
-	err = h.checkpoint(ctx, encodeState(jobState{V: h.resume, Steps: h.steps}))
-	switch {
-	case err == nil:
-		return v, nil
-	case errors.Is(err, ErrCancelled), errors.Is(err, ErrLostClaim):
-		return v, err
-	default:
-		// Not stored: the next run runs the step again.
-		h.steps, h.nextStep = h.steps[:i], i
-		return zero, fmt.Errorf("jobs: step %q done, its result not stored: %w", name, err)
-	}
+	h.steps, h.nextStep = steps, i+1
+	return v, nil
 }

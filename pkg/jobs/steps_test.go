@@ -175,7 +175,7 @@ func TestStepsOutOfOrderFailTheJob(t *testing.T) {
 	if v.Status != jobs.StatusFailed || v.Error == nil || *v.Error != jobs.CodeNondeterministic {
 		t.Fatalf("the job: %s %v", v.Status, v.Error)
 	}
-	if s.err == nil || !strings.Contains(s.err.Error(), `step 0 is "ship", stored as "charge"`) {
+	if s.err == nil || !strings.Contains(s.err.Error(), `step "ship" was stored after "charge", which this run has not asked for`) {
 		t.Errorf("Step answered %v", s.err)
 	}
 	if s.calls["email"] != 0 {
@@ -211,5 +211,93 @@ func TestStepsOnAJobBuiltByHand(t *testing.T) {
 	}
 	if jobs.StepKey(context.Background()) != "" {
 		t.Error("a step key outside a step")
+	}
+}
+
+// A handler may go on without a step that failed: a later run that asks
+// for it runs it then, between the steps stored around it, and reads the
+// others back; the job is not nondeterministic.
+func TestAStepLeftOutRunsInALaterRun(t *testing.T) {
+	runs, calls := 0, map[string]int{}
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "optional", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		runs++
+		first := runs == 1
+		step := func(name string, fail bool) {
+			_, _ = jobs.Step(ctx, job, name, func(context.Context) (int, error) {
+				calls[name]++
+				if fail {
+					return 0, errors.New("not now")
+				}
+				return 1, nil
+			})
+		}
+		step("a", false)
+		step("optional", first) // fails in the first run; the handler goes on
+		step("b", false)
+		if first {
+			return jobs.NoResult{}, jobs.Retry(errors.New("again"))
+		}
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second}})
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "optional", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := r.Work(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.Clock.Advance(time.Minute)
+	}
+	v, _ := r.Service.Get(ctx, "o", res.Job.ID)
+	if v.Status != jobs.StatusSucceeded || calls["a"] != 1 || calls["b"] != 1 || calls["optional"] != 2 {
+		t.Fatalf("the job %s %v after %d runs, calls %v", v.Status, v.Error, runs, calls)
+	}
+}
+
+// Steps asked for at once, from goroutines, fail the job: their stored
+// order would not say which result is whose.
+func TestStepsAtOnceFailTheJob(t *testing.T) {
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "parallel", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) {
+		started, release := make(chan struct{}), make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = jobs.Step(ctx, job, "first", func(context.Context) (int, error) {
+				close(started)
+				<-release
+				return 1, nil
+			})
+		}()
+		<-started
+		_, err := jobs.Step(ctx, job, "second", func(context.Context) (int, error) { return 2, nil })
+		close(release)
+		<-done
+		if err == nil {
+			t.Error("a step asked for while another ran was run")
+		}
+		return jobs.NoResult{}, nil // ignoring it does not help
+	}, nil)
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "parallel", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.Service.Get(ctx, "o", res.Job.ID); v.Status != jobs.StatusFailed || v.Error == nil || *v.Error != jobs.CodeNondeterministic {
+		t.Fatalf("the job: %s %v", v.Status, v.Error)
 	}
 }
