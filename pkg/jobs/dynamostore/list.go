@@ -343,7 +343,7 @@ func (m *merge) next(ctx context.Context, n int) ([]position, error) {
 	per := n/len(m.parts) + 2
 	if err := m.prefill(ctx, per); err != nil {
 		if errors.Is(err, errQueryBudget) {
-			return out, nil
+			return m.takeSafe(out, n), nil
 		}
 		return nil, err
 	}
@@ -354,7 +354,7 @@ func (m *merge) next(ctx context.Context, n int) ([]position, error) {
 				// (A filter may skip everything one query reads.)
 				if err := m.fill(ctx, p, per); err != nil {
 					if errors.Is(err, errQueryBudget) {
-						return out, nil
+						return m.takeSafe(out, n), nil
 					}
 					return nil, err
 				}
@@ -438,19 +438,61 @@ func (m *merge) more(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// frontier is the newest position every partition has been read down to:
-// all newer entries have been read.
-func (m *merge) frontier() position {
+// bound is the newest position below which a partition still to read
+// (more to read, nothing buffered) may hold entries: every entry newer
+// than it has been read. False when such a partition was never read.
+func (m *merge) bound() (position, bool) {
 	var f position
 	for _, p := range m.parts {
-		if !p.more {
+		if !p.more || len(p.buf) > 0 {
 			continue
 		}
-		if r := p.readTo(); f.created == "" || f.less(r) {
+		r := p.readTo()
+		if r.created == "" {
+			return position{}, false
+		}
+		if f.created == "" || f.less(r) {
 			f = r
 		}
 	}
-	return f
+	return f, true
+}
+
+// takeSafe, when the query budget ran out, appends to out (up to n) the
+// buffered entries newer than bound, in order: no unread entry can come
+// before them. Those left in the buffers are older than bound, which the
+// next page starts below (frontier), and are read again there.
+func (m *merge) takeSafe(out []position, n int) []position {
+	f, ok := m.bound()
+	for ok && len(out) < n {
+		var best *partition
+		for _, p := range m.parts {
+			if len(p.buf) > 0 && (best == nil || best.buf[0].less(p.buf[0])) {
+				best = p
+			}
+		}
+		if best == nil || (f.created != "" && !f.less(best.buf[0])) {
+			break
+		}
+		e := best.buf[0]
+		best.buf = best.buf[1:]
+		if !m.seen[e.id] {
+			m.seen[e.id] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// frontier is where the next page starts when this one took nothing (the
+// query budget ran out): bound, below which every unread entry is, and
+// the buffered entries too (takeSafe took those above it). A partition
+// never read leaves the page where it began.
+func (m *merge) frontier() position {
+	if f, ok := m.bound(); ok && f.created != "" {
+		return f
+	}
+	return m.upper
 }
 
 // readTo is the oldest position read of p (its last buffered entry, or

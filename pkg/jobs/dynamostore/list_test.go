@@ -184,3 +184,56 @@ func TestOnlyTheOwnerAndAttentionListingsReadTheKeyFromBeforeTheShards(t *testin
 		}
 	}
 }
+
+// A page whose query budget runs out before it takes anything does not
+// skip an entry it had read: one job of a rare kind, the owner's newest,
+// behind 800 older jobs of another kind that a kind filter reads and
+// drops, is listed (before, the next page started below it).
+func TestAListingWhoseBudgetRunsOutSkipsNothing(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{})
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	owner := "arn:aws:iam::123456789012:user/alice"
+	create := func(kind string, at time.Time) string {
+		rec := &driver.Record{ID: wire.NewID(), Kind: kind, Owner: owner, Status: jobs.StatusQueued, Payload: []byte(`{}`),
+			CreatedAt: at, UpdatedAt: at, SweepAt: at.Add(time.Hour)}
+		if err := store.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec.ID
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range 800 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			create("common", now.Add(-time.Duration(i+1)*time.Millisecond))
+		}()
+	}
+	wg.Wait()
+	rare := create("rare", now)
+	q := driver.ListQuery{OwnerKey: wire.OwnerKey(owner), Kind: "rare", Limit: 1}
+	var found []string
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			t.Fatal("the listing never ended")
+		}
+		page, err := store.List(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Records {
+			found = append(found, r.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		q.After = page.Next
+	}
+	if len(found) != 1 || found[0] != rare {
+		t.Fatalf("listed %v, want the rare job %s", found, rare)
+	}
+}
