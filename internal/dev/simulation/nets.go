@@ -111,12 +111,16 @@ func (w *world) checkNetsOf(recs []*driver.Record, nets map[string]net) {
 // plus the sweep interval. Two allowances: every later receive of the
 // job's message that did not end the run (its calls faulted, or it moved
 // the message to the DLQ, whose drain runs at the next sweep) costs one
-// more visibility timeout, and a poller of the lane may be busy for up to
-// one worker timeout before it receives the message.
+// more visibility timeout, every receive of its dead letter by a sweep
+// that did not end the run (the answer lost, or the sweep killed before it
+// deleted or released the letter) hides the letter for deadVisibility, and
+// a poller of the lane may be busy for up to one worker timeout before it
+// receives the message.
 type deadRunWatch struct {
 	job, token, lane string
 	dupAt            time.Time
 	receipts         int // deliveries of the job's messages after the kill
+	deadReceipts     int // sweeps' receives of the job's dead letter since
 	done             bool
 }
 
@@ -124,8 +128,10 @@ type deadRunWatch struct {
 func (d *deadRunWatch) bound(w *world) time.Time {
 	// While the run is watched, no receive since the kill has ended it;
 	// a sweep whose read of the job failed (a fault) leaves it to the
-	// next one.
-	return d.dupAt.Add(time.Duration(1+d.receipts)*w.sqs.visibility[d.lane] + w.timeoutOf(d.lane) + 2*sweepInterval)
+	// next one; a dead letter a sweep received and neither deleted nor
+	// released is hidden from the next ones for deadVisibility.
+	return d.dupAt.Add(time.Duration(1+d.receipts)*w.sqs.visibility[d.lane] + w.timeoutOf(d.lane) + 2*sweepInterval +
+		time.Duration(d.deadReceipts)*deadVisibility)
 }
 
 // sweepInterval is how often the sweeper runs (its schedule's rate).
@@ -169,6 +175,19 @@ func (t *tracker) received(job string) {
 	}
 }
 
+// deadReceived counts a sweep's receive of a dead letter naming job
+// towards the watches of the job's dead runs: if that sweep does not end
+// the run, the letter stays hidden for deadVisibility.
+func (t *tracker) deadReceived(job string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, d := range t.watches {
+		if d.job == job && !d.done {
+			d.deadReceipts++
+		}
+	}
+}
+
 // checkWatches checks each watched dead run: ended, or still within its
 // bound (final: at quiescence, every one must have ended).
 func (w *world) checkWatches(final bool) {
@@ -206,8 +225,8 @@ func (w *world) checkWatches(final bool) {
 			w.track.mu.Lock()
 			d.done = true
 			w.track.mu.Unlock()
-			w.violate("job %s is still running under its dead run %v after its message's duplicate receipt (bound %v: %d deliveries since)",
-				d.job, now.Sub(d.dupAt).Round(time.Second), bound.Sub(d.dupAt).Round(time.Second), d.receipts)
+			w.violate("job %s is still running under its dead run %v after its message's duplicate receipt (bound %v: %d deliveries, %d dead-letter receives since)",
+				d.job, now.Sub(d.dupAt).Round(time.Second), bound.Sub(d.dupAt).Round(time.Second), d.receipts, d.deadReceipts)
 		}
 	}
 }

@@ -383,6 +383,9 @@ func (q *sqs) receiveDead(lane string, max int) []driver.DeadLetter {
 		m.visible = now.Add(deadVisibility)
 		m.handle = fmt.Sprintf("%s#dead%d", m.id, m.receives)
 		out = append(out, driver.DeadLetter{Body: m.body, Receipt: m.handle})
+		if m.jobID != "" {
+			q.w.track.deadReceived(m.jobID)
+		}
 	}
 	return out
 }
