@@ -267,6 +267,12 @@ var (
 	// deadLetterFns read the lanes' dead-letter queues: the operators'
 	// routes (cancel) and the sweeper's drain.
 	deadLetterFns = []string{Cancel, Sweeper}
+	// objectFns read or write parts kept as objects: payloads written at
+	// enqueue (enqueue, a worker's children and routed jobs, the
+	// sweeper's and cancel's follow-ups and retries), read at a claim
+	// (worker) and a replay (enqueue), kept longer (worker, sweeper),
+	// linked by a GET (getjob).
+	objectFns = []string{Enqueue, GetJob, Cancel, Worker, Sweeper}
 )
 
 // The variables, in the order the docs list them (Env).
@@ -296,6 +302,7 @@ var (
 	EnvPayloadSecret        = minText(&Var{Name: "JOBS_PAYLOAD_SECRET", Doc: "or a random string of 32+ characters the key is derived from (SHA-256)", Readers: sealingFns}, 32)
 	EnvPayloadKeyringSecret = text(&Var{Name: "JOBS_PAYLOAD_KEYRING_SECRET", Doc: "a Secrets Manager secret holding the key ring, read at cold start (docs/OPERATIONS.md \"The payload key\")", Readers: sealingFns, Construct: true})
 	EnvSources              = sources(&Var{Name: "JOBS_SOURCES", Doc: "the foreign sources connected to the queue, as JSON; the worker refuses to start when its routes do not accept one", Readers: workerOnly, Construct: true})
+	EnvBucket               = text(&Var{Name: "JOBS_BUCKET", Doc: "the S3 bucket of payloads and results kept as objects; set when a kind allows parts past an item (`KindOpts.MaxPayloadBytes`, `MaxResultBytes`; the main gives `lambdafn.Opts.Objects`)", Readers: objectFns, Construct: true})
 	EnvEventBus             = text(&Var{Name: "JOBS_EVENT_BUS", Doc: "the EventBridge bus job events go to (name or ARN), sent by the functions that write outcomes; required when a kind has `KindOpts.Events` (docs/EVENTS.md)", Readers: eventFns, Construct: true})
 	// EnvEvents is true for all.
 	EnvEvents           = choice(&Var{Name: "JOBS_EVENTS", Default: "kinds", Doc: "`kinds`: the outcomes of kinds with `KindOpts.Events` are announced; `all`: every kind's", Readers: creatingFns, Construct: true}, "all", "kinds")
@@ -328,7 +335,7 @@ var (
 var Env = []*Var{
 	EnvFunction.Var, EnvTable.Var, EnvQueueURL.Var, EnvLaneQueueURLs.Var, EnvLaneDispatchGraces.Var, EnvLane.Var, EnvDLQURL.Var, EnvLaneDLQURLs.Var,
 	EnvDispatchGrace.Var, EnvRetention.Var, EnvMessageFirst.Var, EnvWorkerConcurrency.Var, EnvHandlerReserve.Var, EnvFinalWriteTimeout.Var, EnvCallTimeout.Var, EnvMinRunTime.Var, EnvWorkerTimeout.Var,
-	EnvPayloadKey.Var, EnvPayloadSecret.Var, EnvPayloadKeyringSecret.Var, EnvSources.Var, EnvEventBus.Var, EnvEvents.Var, EnvMetricsNamespace.Var, EnvTracing.Var,
+	EnvPayloadKey.Var, EnvPayloadSecret.Var, EnvPayloadKeyringSecret.Var, EnvSources.Var, EnvBucket.Var, EnvEventBus.Var, EnvEvents.Var, EnvMetricsNamespace.Var, EnvTracing.Var,
 	EnvScheduleGroup.Var, EnvQueueARN.Var, EnvSchedulerRoleARN.Var, EnvScheduleDLQARN.Var, EnvScheduleMaxEventAge.Var, EnvSchedulesPerOwner.Var,
 	EnvPageTokenSecret.Var, EnvPageTokenKey.Var, EnvOperators.Var, EnvEnqueueRatePerOwner.Var, EnvTrustedCallers.Var,
 	EnvPrintSchedules.Var, EnvPrintLanes.Var, EnvExampleRouteOwner.Var, EnvExampleExportDir.Var, EnvExampleSpansDir.Var, EnvExampleKinds.Var,
@@ -349,7 +356,7 @@ var laneVars = []*Var{EnvLaneQueueURLs.Var, EnvLaneDispatchGraces.Var, EnvLane.V
 // seal and announce jobs alike.
 var ServiceVars = []*Var{
 	EnvTable.Var, EnvQueueURL.Var, EnvLaneQueueURLs.Var, EnvDispatchGrace.Var, EnvLaneDispatchGraces.Var, EnvRetention.Var, EnvMessageFirst.Var,
-	EnvPayloadKey.Var, EnvPayloadSecret.Var, EnvPayloadKeyringSecret.Var, EnvEvents.Var,
+	EnvPayloadKey.Var, EnvPayloadSecret.Var, EnvPayloadKeyringSecret.Var, EnvEvents.Var, EnvBucket.Var,
 }
 
 // Values are what a deployment (the construct, the local stack) sets its

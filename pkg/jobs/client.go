@@ -167,6 +167,9 @@ func NewClient(cfg Config) (*Client, error) {
 	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
 		return nil, err
 	}
+	if err := cfg.Registry.checkParts(cfg.Store); err != nil {
+		return nil, err
+	}
 	eng := newEngine(engine{reg: cfg.Registry, store: readConflicts(cfg.Store), queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace,
 		laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention, bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand,
 		messageFirst: cfg.MessageFirst, pauses: pausesOf(cfg.Store)})

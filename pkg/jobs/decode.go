@@ -13,6 +13,9 @@ import (
 // the shape of the caller's own input, so it is safe to return to the caller.
 type PayloadError struct {
 	Reason string
+	// Limit, when set, is the kind's KindOpts.MaxPayloadBytes, which the
+	// payload passes (HTTP 413 too_large).
+	Limit int
 }
 
 func (e *PayloadError) Error() string { return "invalid payload: " + e.Reason }
@@ -38,12 +41,15 @@ func checkJSON(raw []byte, maxBytes int) error {
 }
 
 // decodePayload decodes raw strictly into a P: raw must pass the checks of outside JSON
-// with [MaxPayloadBytes], must not be null, and must not carry fields that P
+// with maxBytes (its kind's KindOpts.MaxPayloadBytes), must not be null, and must not carry fields that P
 // does not have. The same function runs at enqueue and again before a
 // handler runs, so a job that was accepted decodes the same way later.
-func decodePayload[P any](raw []byte) (P, error) {
+func decodePayload[P any](raw []byte, maxBytes int) (P, error) {
 	var p P
-	if err := checkJSON(raw, MaxPayloadBytes); err != nil {
+	if len(raw) > maxBytes {
+		return p, &PayloadError{Reason: fmt.Sprintf("%d bytes is more than the %d allowed", len(raw), maxBytes), Limit: maxBytes}
+	}
+	if err := checkJSON(raw, maxBytes); err != nil {
 		return p, err
 	}
 	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
@@ -61,7 +67,7 @@ func decodePayload[P any](raw []byte) (P, error) {
 // decodePayload: the payload decoded into P (numbers in interface fields
 // kept exactly) and encoded again, so the HTTP path, the Go path and a
 // retry with reordered keys store the same bytes and the same request hash.
-func canonicalPayload[P any](raw []byte) ([]byte, error) {
+func canonicalPayload[P any](raw []byte, maxBytes int) ([]byte, error) {
 	var p P
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -76,8 +82,8 @@ func canonicalPayload[P any](raw []byte) ([]byte, error) {
 		return nil, payloadErr("does not encode back to JSON")
 	}
 	out := bytes.TrimRight(buf.Bytes(), "\n")
-	if len(out) > MaxPayloadBytes {
-		return nil, payloadErr("%d bytes once encoded is more than the %d allowed", len(out), MaxPayloadBytes)
+	if len(out) > maxBytes {
+		return nil, &PayloadError{Reason: fmt.Sprintf("%d bytes once encoded is more than the %d allowed", len(out), maxBytes), Limit: maxBytes}
 	}
 	return out, nil
 }

@@ -7,7 +7,7 @@ import (
 
 // For the external tests: the decoder every path uses, and its depth limit.
 
-func DecodePayload[P any](raw []byte) (P, error) { return decodePayload[P](raw) }
+func DecodePayload[P any](raw []byte) (P, error) { return decodePayload[P](raw, MaxPayloadBytes) }
 
 const MaxJSONDepth = jsonin.MaxDepth
 

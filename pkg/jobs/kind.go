@@ -45,7 +45,7 @@ func (j *Job[P]) Publish(ctx context.Context, partial Result) error {
 	if j.h == nil || j.h.publish == nil {
 		return nil // a Job built by hand, as in a user's unit test
 	}
-	body, code := publicJSON(partial)
+	body, code := publicJSON(partial, MaxResultBytes)
 	if code != "" {
 		return fmt.Errorf("jobs: partial result refused (%s)", code)
 	}
@@ -125,6 +125,16 @@ type KindOpts struct {
 	// Retention is how long the kind's finished jobs stay readable (0:
 	// the deployment's).
 	Retention time.Duration
+	// MaxPayloadBytes and MaxResultBytes bound the kind's payloads and
+	// final results (0: MaxPayloadBytes, MaxResultBytes: what an item
+	// keeps). Past those, up to 100 MiB, needs a store that keeps large
+	// parts as objects (dynamostore with lambdafn.Opts.Objects, which the
+	// CDK construct gives a bucket): NewClient refuses the kind on a store
+	// that cannot. A payload comes through POST /v1/jobs up to 2 MiB (a
+	// Lambda invocation's 6 MB, after JSON escaping); larger ones only
+	// from Go (Service.Enqueue, Kind.EnqueueChild). Partial results stay
+	// within MaxResultBytes. docs/CAPACITY.md says where each size rests.
+	MaxPayloadBytes, MaxResultBytes int
 	// Events announces each outcome of the kind's jobs (succeeded, failed,
 	// cancelled) on the deployment's event bus, once per outcome with a
 	// stable id (see [Event] and docs/EVENTS.md). Each outcome then costs
@@ -163,12 +173,29 @@ type kindConfig struct {
 	events            bool
 	onFailure         string
 	internal          bool
+	// maxPayload and maxResult: KindOpts's, defaults applied.
+	maxPayload, maxResult int
 }
 
+// maxPartBytes is the most KindOpts.MaxPayloadBytes and MaxResultBytes
+// allow.
+const maxPartBytes = 100 << 20
+
 func (o *KindOpts) check() (kindConfig, error) {
-	c := kindConfig{codes: map[string]bool{}}
+	c := kindConfig{codes: map[string]bool{}, maxPayload: MaxPayloadBytes, maxResult: MaxResultBytes}
 	if o == nil {
 		return c, nil
+	}
+	for _, n := range []int{o.MaxPayloadBytes, o.MaxResultBytes} {
+		if n < 0 || n > maxPartBytes {
+			return c, fmt.Errorf("max payload or result bytes %d: want 0 (%d) to %d", n, MaxPayloadBytes, maxPartBytes)
+		}
+	}
+	if o.MaxPayloadBytes > 0 {
+		c.maxPayload = o.MaxPayloadBytes
+	}
+	if o.MaxResultBytes > 0 {
+		c.maxResult = o.MaxResultBytes
 	}
 	for _, code := range o.FailureCodes {
 		if err := checkCode(code); err != nil {
@@ -220,6 +247,8 @@ type kindDef struct {
 	retry   RetryPolicy
 	minRun  time.Duration // 0: the worker's default
 	lane    string
+	// maxPayload and maxResult: KindOpts.MaxPayloadBytes, MaxResultBytes.
+	maxPayload, maxResult int
 	// payloadType is P, so routes can check what they deliver;
 	// resultType is R; schema their JSON Schemas, once built (schemas).
 	payloadType, resultType reflect.Type
@@ -306,14 +335,15 @@ func Register[P any, R Result](reg *Registry, kind string, handle func(ctx conte
 		lane:        cfg.lane,
 		heartbeat:   cfg.heartbeat, maxRun: cfg.maxRun, autoContinue: cfg.autoContinue,
 		limits: cfg.limits, caps: cfg.caps, retention: cfg.retention, events: cfg.events, onFailure: cfg.onFailure,
-		internal: cfg.internal || internalPayload(reflect.TypeFor[P]()),
+		internal:   cfg.internal || internalPayload(reflect.TypeFor[P]()),
+		maxPayload: cfg.maxPayload, maxResult: cfg.maxResult,
 		validate: func(raw []byte) error {
-			_, err := decodePayload[P](raw)
+			_, err := decodePayload[P](raw, cfg.maxPayload)
 			return err
 		},
-		canonical: canonicalPayload[P],
+		canonical: func(raw []byte) ([]byte, error) { return canonicalPayload[P](raw, cfg.maxPayload) },
 		run: func(ctx context.Context, rec *driver.Record, payload []byte, h *runHandle) (Result, error) {
-			p, err := decodePayload[P](payload)
+			p, err := decodePayload[P](payload, cfg.maxPayload)
 			if err != nil {
 				return nil, errPayload
 			}
@@ -487,6 +517,39 @@ func (reg *Registry) freeze(sealer Sealer) error {
 	return nil
 }
 
+// LargeParts reports whether a kind allows payloads or results past what
+// an item keeps (KindOpts.MaxPayloadBytes, MaxResultBytes): its
+// deployment needs the object tier (jobsinfra's JobsProps.LargeParts,
+// lambdafn.Opts.Objects).
+func (reg *Registry) LargeParts() bool {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	for _, k := range reg.kinds {
+		if k.maxPayload > MaxPayloadBytes || k.maxResult > MaxResultBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// checkParts refuses a kind whose payloads or results may be larger than
+// store keeps, when it says (driver.ObjectKeeper).
+func (reg *Registry) checkParts(store driver.Store) error {
+	k, ok := store.(driver.ObjectKeeper)
+	if !ok {
+		return nil
+	}
+	most := k.MaxPartBytes()
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	for _, k := range reg.kinds {
+		if n := max(k.maxPayload, k.maxResult); n > most {
+			return fmt.Errorf("jobs: kind %q allows parts of %d bytes, and the store keeps at most %d (give it an object tier: lambdafn.Opts.Objects, dynamostore.Config.Objects)", k.name, n, most)
+		}
+	}
+	return nil
+}
+
 // checkOnFailure refuses an on-failure kind that is not registered or
 // does not take a FailedJob payload (reg.mu held).
 func (reg *Registry) checkOnFailure(k *kindDef) error {
@@ -536,12 +599,29 @@ type KindInfo struct {
 	// FailureCodes are the codes the kind's jobs may fail with
 	// (KindOpts.FailureCodes), sorted.
 	FailureCodes []string `json:"failure_codes,omitempty"`
+	// MaxPayloadBytes and MaxResultBytes are the kind's bounds
+	// (KindOpts's, defaults applied).
+	MaxPayloadBytes int `json:"max_payload_bytes"`
+	MaxResultBytes  int `json:"max_result_bytes"`
 	// PayloadSchema and ResultSchema describe the kind's payload and its
 	// public result as JSON Schema (draft 2020-12), generated from the Go
 	// types (the result's only for a JSON[T] result: T's): see
 	// docs/HTTP.md, "Kinds and their schemas". Set by Service.Kinds only.
 	PayloadSchema json.RawMessage `json:"payload_schema,omitempty"`
 	ResultSchema  json.RawMessage `json:"result_schema,omitempty"`
+}
+
+// MaxPayloadBytes is the largest payload a kind allows
+// (KindOpts.MaxPayloadBytes), of the kinds its callers may enqueue: how
+// large a request body may be (httpapi).
+func (s *Service) MaxPayloadBytes() int {
+	most := MaxPayloadBytes
+	for _, name := range s.reg.Kinds() {
+		if k, ok := s.reg.lookupFor(name, s.callers); ok {
+			most = max(most, k.maxPayload)
+		}
+	}
+	return most
 }
 
 // Kinds returns the registered kinds with their lanes, flow control,
@@ -559,7 +639,8 @@ func (s *Service) Kinds() []KindInfo {
 		}
 		info := KindInfo{Name: name, Lane: k.lane, Concurrency: k.limits.concurrency, ConcurrencyPerKey: k.limits.perKey,
 			RateLimit: k.limits.rateN, RateLimitPerKey: k.limits.ratePerKeyN, LimitKey: k.limits.key,
-			MaxQueued: k.caps.kind, MaxQueuedPerOwner: k.caps.perOwner}
+			MaxQueued: k.caps.kind, MaxQueuedPerOwner: k.caps.perOwner,
+			MaxPayloadBytes: k.maxPayload, MaxResultBytes: k.maxResult}
 		if info.RateLimit > 0 || info.RateLimitPerKey > 0 {
 			info.RatePeriod = k.limits.period.Seconds()
 		}

@@ -155,6 +155,9 @@ func (e *engine) payloadOf(ctx context.Context, rec *driver.Record) (json.RawMes
 // the job with them (a GET): a missing item leaves one empty, shown as
 // null.
 func (e *engine) withPayload(ctx context.Context, rec *driver.Record) error {
+	if rec.PayloadBytes > 0 { // an object: the view shows its size
+		return e.withResult(ctx, rec)
+	}
 	p, err := e.payloadOf(ctx, rec)
 	switch {
 	case errors.Is(err, driver.ErrPartMissing):
@@ -171,9 +174,10 @@ func (e *engine) withPayload(ctx context.Context, rec *driver.Record) error {
 
 // withResult fills rec.Result from its own item when its store keeps it
 // apart (rec.ResultRef) and it is not filled yet; a missing item leaves
-// it empty.
+// it empty. A result kept as an object is not read: views show its size
+// and GET a link to it (resultURL).
 func (e *engine) withResult(ctx context.Context, rec *driver.Record) error {
-	if rec.ResultRef == "" || rec.Result != nil {
+	if rec.ResultRef == "" || rec.Result != nil || rec.ResultBytes > 0 {
 		return nil
 	}
 	r, _, err := e.store.ReadPart(ctx, rec, driver.PartResult)
@@ -182,6 +186,25 @@ func (e *engine) withResult(ctx context.Context, rec *driver.Record) error {
 	}
 	rec.Result = r
 	return nil
+}
+
+// resultLink is how long the link to a result kept as an object lasts.
+const resultLink = 5 * time.Minute
+
+// resultURL links rec's final result when its store keeps it as an
+// object: for the job's owner (a GET), never logged. "" otherwise, or when
+// the store cannot link it (the view still shows its size).
+func (e *engine) resultURL(ctx context.Context, rec *driver.Record) string {
+	l, ok := e.store.(driver.PartLinker)
+	if !ok || rec.ResultBytes == 0 || rec.Status != StatusSucceeded {
+		return ""
+	}
+	u, err := l.PartURL(ctx, rec, driver.PartResult, resultLink)
+	if err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "no link to a result kept as an object", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
+		return ""
+	}
+	return u
 }
 
 // viewRead is viewOf for a record read back from the store: a final

@@ -55,8 +55,17 @@ type View struct {
 	// BatchID names the job's batch, if any.
 	BatchID *string `json:"batch_id,omitempty"`
 	// Payload is the job's payload with its jobs:"secret" fields masked
-	// ("[secret]"): set by Service.Get (GET /v1/jobs/{id}) only.
+	// ("[secret]"): set by Service.Get (GET /v1/jobs/{id}) only, and not
+	// for a payload kept as an object (PayloadBytes).
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// PayloadBytes is the size of a payload too large to show, kept as
+	// an object (KindOpts.MaxPayloadBytes); absent otherwise.
+	PayloadBytes int `json:"payload_bytes,omitempty"`
+	// ResultBytes is the size of a final result kept as an object (Result
+	// is then null), and ResultURL a link that reads it for 5 minutes, set
+	// by Service.Get only; both absent otherwise.
+	ResultBytes int    `json:"result_bytes,omitempty"`
+	ResultURL   string `json:"result_url,omitempty"`
 	// Owner is set by Service.GetAny only (the operators' view); the API
 	// never returns it to the job's caller.
 	Owner      string     `json:"-"`
@@ -111,6 +120,7 @@ func viewOf(r *driver.Record) View {
 	}
 	parentsView(&v, r)
 	v.ReplayOf, v.ManualRunOf, v.ChildOf = r.ReplayOf, r.ManualRunOf, r.ChildOf
+	v.PayloadBytes, v.ResultBytes = r.PayloadBytes, r.ResultBytes
 	if len(r.Tags) > 0 {
 		v.Tags = maps.Clone(r.Tags)
 	}

@@ -85,7 +85,7 @@ func (k *kindDef) execute(ctx context.Context, rec *driver.Record, sealer Sealer
 	case err != nil:
 		return k.classify(ctx, err)
 	}
-	body, code := publicJSON(r)
+	body, code := publicJSON(r, k.maxResult)
 	if code != "" {
 		return execution{Status: StatusFailed, Code: code, Cause: "bad_result"}
 	}
@@ -125,8 +125,8 @@ func (k *kindDef) classify(ctx context.Context, err error) execution {
 }
 
 // publicJSON returns r's public JSON, compacted, or the reserved code that
-// refuses it.
-func publicJSON(r Result) (body []byte, code string) {
+// refuses it: past maxBytes, CodeResultTooLarge.
+func publicJSON(r Result, maxBytes int) (body []byte, code string) {
 	defer func() {
 		if recover() != nil {
 			body, code = nil, CodeInternal
@@ -139,7 +139,7 @@ func publicJSON(r Result) (body []byte, code string) {
 	if err != nil {
 		return nil, CodeInternal
 	}
-	if len(raw) > 4*MaxResultBytes {
+	if len(raw) > 4*maxBytes {
 		return nil, CodeResultTooLarge
 	}
 	if !json.Valid(raw) {
@@ -149,7 +149,7 @@ func publicJSON(r Result) (body []byte, code string) {
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, CodeInternal
 	}
-	if buf.Len() > MaxResultBytes {
+	if buf.Len() > maxBytes {
 		return nil, CodeResultTooLarge
 	}
 	return buf.Bytes(), ""

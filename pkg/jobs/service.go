@@ -512,6 +512,7 @@ func (s *Service) GetAny(ctx context.Context, id string) (*View, error) {
 	}
 	v := s.viewPaused(ctx, rec)
 	v.Owner, v.Payload = rec.Owner, s.payloadView(rec)
+	v.ResultURL = s.eng.resultURL(ctx, rec)
 	return &v, nil
 }
 
@@ -542,6 +543,7 @@ func (s *Service) Get(ctx context.Context, owner, id string) (*View, error) {
 	}
 	v := s.viewPaused(ctx, rec)
 	v.Payload = s.payloadView(rec)
+	v.ResultURL = s.eng.resultURL(ctx, rec)
 	return &v, nil
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
@@ -279,6 +280,17 @@ func DynamoDBClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamod
 		Credentials:                     Credentials,
 		BaseEndpoint:                    aws.String(endpoint),
 		DisableValidateResponseChecksum: true,
+	}, optFns...)
+}
+
+// S3Client returns an S3 client for a local endpoint (fauxqs serves S3 on
+// its SQS port), path-style.
+func S3Client(endpoint string, optFns ...func(*s3.Options)) *s3.Client {
+	return s3.New(s3.Options{
+		Region:       Region,
+		Credentials:  Credentials,
+		BaseEndpoint: aws.String(endpoint),
+		UsePathStyle: true,
 	}, optFns...)
 }
 

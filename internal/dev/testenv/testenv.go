@@ -14,12 +14,14 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"go.uber.org/goleak"
 
@@ -122,6 +124,27 @@ func DynamoDB(t testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.Client 
 func SQS(t testing.TB, optFns ...func(*sqs.Options)) *sqs.Client {
 	t.Helper()
 	return localaws.SQSClient(SQSEndpoint(t), optFns...)
+}
+
+// S3 returns a client for the test fauxqs's S3.
+func S3(t testing.TB) *s3.Client {
+	t.Helper()
+	return localaws.S3Client(SQSEndpoint(t))
+}
+
+// NewBucket creates a fresh bucket and returns its name (fauxqs keeps it
+// until it stops).
+func NewBucket(t testing.TB, client *s3.Client) string {
+	t.Helper()
+	name := strings.ToLower(UniqueName(t, "parts"))
+	if len(name) > 63 {
+		name = name[len(name)-63:]
+	}
+	name = strings.Trim(name, "-")
+	if _, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: &name}); err != nil {
+		t.Fatalf("create bucket: %v", err)
+	}
+	return name
 }
 
 // UniqueName returns a name no other test in this run uses.

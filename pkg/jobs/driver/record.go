@@ -31,11 +31,21 @@ type Record struct {
 	// must last at least (its item's TTL): the engine's one rule
 	// (payloadKeep). A store that keeps every payload inline ignores it.
 	PayloadUntil time.Time
+	// PayloadBytes is the payload's size when its store keeps it as an
+	// object rather than an item (a claim check: S3 beyond a few KB, by
+	// price): Store.ReadPart reads it for a run or a replay, while a
+	// reader that only shows the job (a GET, a listing) shows this size
+	// instead. 0 when the payload is in an item.
+	PayloadBytes int
 	Result       json.RawMessage
 	// ResultRef, set by a store that keeps a large final result in an
 	// item of its own, names that item: Result is then nil in what the
 	// store returns until Store.ReadPart reads it (PartResult).
 	ResultRef string
+	// ResultBytes is a final result's size when its store keeps it as an
+	// object (as PayloadBytes): readers show it, and a link to it
+	// (PartLinker), instead of reading it. 0 otherwise.
+	ResultBytes int
 	// ErrorCode is the failure code of a failed job: one the kind declared or
 	// a reserved one. Never error text.
 	ErrorCode string

@@ -316,6 +316,22 @@ const (
 	PartResult Part = "result"
 )
 
+// PartLinker is implemented by a store that keeps large parts as objects
+// (Record.PayloadBytes, Record.ResultBytes): PartURL returns a link that
+// reads part p of rec for ttl without credentials ("" when the part is
+// not an object). The engine links only final results, which are public
+// JSON; a payload's sealed fields would leave with it.
+type PartLinker interface {
+	PartURL(ctx context.Context, rec *Record, p Part, ttl time.Duration) (string, error)
+}
+
+// ObjectKeeper is implemented by a store that says how large a payload or
+// final result it keeps (MaxPartBytes): jobs.NewClient refuses a kind
+// whose bounds (jobs.KindOpts's MaxPayloadBytes, MaxResultBytes) pass it.
+type ObjectKeeper interface {
+	MaxPartBytes() int
+}
+
 // QueueCount asks QueueCounter.CountQueued for a count.
 type QueueCount struct {
 	Kind     string

@@ -513,13 +513,25 @@ func (s *Store) Debounce(ctx context.Context, id string, d driver.Debounce) erro
 	var upd expression.UpdateBuilder
 	if len(d.Payload) > debounceInline {
 		rec := &driver.Record{ID: id, Payload: d.Payload, PayloadUntil: d.PayloadUntil}
-		ref := payloadRef(d.Payload)
-		if err := s.putPayload(ctx, rec, ref); err != nil {
-			return err
+		object, err := s.asObject(storedSize(d.Payload))
+		if err != nil {
+			return fmt.Errorf("dynamostore: debounce %s: %w", id, err)
 		}
-		upd = expression.Set(expression.Name(attrPayloadRef), expression.Value(ref)).Remove(expression.Name(attrPayload))
+		ref := payloadRef(d.Payload)
+		if object {
+			if _, err := s.putObject(ctx, id, driver.PartPayload, d.Payload, d.PayloadUntil); err != nil {
+				return err
+			}
+			upd = expression.Set(expression.Name(attrPayloadBytes), expression.Value(len(d.Payload)))
+		} else {
+			if err := s.putPayload(ctx, rec, ref); err != nil {
+				return err
+			}
+			upd = expression.Remove(expression.Name(attrPayloadBytes))
+		}
+		upd = upd.Set(expression.Name(attrPayloadRef), expression.Value(ref)).Remove(expression.Name(attrPayload))
 	} else {
-		upd = expression.Set(expression.Name(attrPayload), expression.Value(string(d.Payload))).Remove(expression.Name(attrPayloadRef))
+		upd = expression.Set(expression.Name(attrPayload), expression.Value(string(d.Payload))).Remove(expression.Name(attrPayloadRef)).Remove(expression.Name(attrPayloadBytes))
 	}
 	upd = upd.Set(expression.Name(attrReqHash), expression.Value(d.RequestHash)).
 		Set(expression.Name(attrRunAt), expression.Value(ms(d.RunAt))).

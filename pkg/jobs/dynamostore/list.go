@@ -575,7 +575,7 @@ func (s *Store) Resubmit(ctx context.Context, id string, r driver.Resubmit) erro
 	e.setTo(AttrSweepAt, e.vn(ms(r.SweepAt)))
 	e.setTo(attrLastError, e.ifNotExists(attrErrorCode, e.vs(string(jobs.StatusCancelled))))
 	// Its MaxRunTime counts from its own first start (attrFirstStarted).
-	e.del(attrDispatches, attrLease, AttrAttention, AttrExpires, attrFinished, attrErrorCode, attrResult, attrResultRef, attrCancel, attrCancelledBy, attrFirstStarted)
+	e.del(attrDispatches, attrLease, AttrAttention, AttrExpires, attrFinished, attrErrorCode, attrResult, attrResultRef, attrResultBytes, attrCancel, attrCancelledBy, attrFirstStarted)
 	if r.WaitingOn != "" {
 		e.setTo(attrWaitingOn, e.vs(r.WaitingOn))
 	}

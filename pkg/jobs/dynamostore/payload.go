@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -255,6 +256,9 @@ func (s *Store) ReadPart(ctx context.Context, rec *driver.Record, p driver.Part)
 	if err != nil || ref == "" {
 		return inline, time.Time{}, err
 	}
+	if _, size := objectOf(rec, p); size > 0 {
+		return s.readObject(ctx, rec, p, ref, size)
+	}
 	av, until, err := s.readSide(ctx, "get_"+string(p), k)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("dynamostore: %s of %s: %w", p, rec.ID, err)
@@ -282,6 +286,16 @@ func (s *Store) ReadPart(ctx context.Context, rec *driver.Record, p driver.Part)
 func (s *Store) KeepPart(ctx context.Context, rec *driver.Record, p driver.Part, until time.Time) error {
 	ref, _, k, _, err := partOf(rec, p)
 	if err != nil || ref == "" {
+		return err
+	}
+	if _, size := objectOf(rec, p); size > 0 {
+		if s.opts.Objects == nil {
+			return fmt.Errorf("dynamostore: %s of %s is an object, and the store has no object tier (Config.Objects)", p, rec.ID)
+		}
+		err := s.opts.Objects.Keep(ctx, objectKey(rec.ID, p, ref), until)
+		if errors.Is(err, ErrObjectMissing) {
+			return nil // the next ReadPart says so
+		}
 		return err
 	}
 	return s.keepSide(ctx, "keep_"+string(p), k, until)
@@ -438,20 +452,34 @@ func resultKey(id, ref string) map[string]types.AttributeValue {
 	return key(storekey.ResultPrefix + id + "#" + ref)
 }
 
-// putResult puts a final result of job id in its own item (until its
-// TTL) when over resultInline, and returns the item's name ("" for a
-// result that stays in the job's item).
-func (s *Store) putResult(ctx context.Context, id string, result []byte, until time.Time) (string, error) {
+// putResult puts a final result of job id in its own item or object
+// (until its TTL) when over resultInline, and returns the part's name (""
+// for a result that stays in the job's item) and, for an object, its
+// size.
+func (s *Store) putResult(ctx context.Context, id string, result []byte, until time.Time) (string, int, error) {
 	if len(result) <= resultInline || s.inline {
-		return "", nil
+		return "", 0, nil
 	}
 	if !utf8.Valid(result) {
-		return "", fmt.Errorf("dynamostore: result of %s is not UTF-8", id)
+		return "", 0, fmt.Errorf("dynamostore: result of %s is not UTF-8", id)
+	}
+	z := deflate(result)
+	stored := len(result)
+	if z != nil {
+		stored = len(z)
+	}
+	object, err := s.asObject(stored)
+	if err != nil {
+		return "", 0, fmt.Errorf("dynamostore: result of %s: %w", id, err)
+	}
+	if object {
+		ref, err := s.putObject(ctx, id, driver.PartResult, result, until)
+		return ref, len(result), err
 	}
 	ref := payloadRef(result)
 	attrs := map[string]types.AttributeValue{attrResult: &types.AttributeValueMemberS{Value: string(result)}}
-	if z := deflate(result); z != nil {
+	if z != nil {
 		attrs = map[string]types.AttributeValue{attrPayloadZ: &types.AttributeValueMemberB{Value: z}}
 	}
-	return ref, s.putPart(ctx, driver.PartResult, resultKey(id, ref), attrs, until)
+	return ref, 0, s.putPart(ctx, driver.PartResult, resultKey(id, ref), attrs, until)
 }

@@ -44,6 +44,12 @@ type Config struct {
 	// call (ReturnConsumedCapacity INDEXES) and reports it, with the
 	// operation's name. For benchmarks and cost figures.
 	OnCapacity func(op string, cc *types.ConsumedCapacity)
+	// Objects, when set, keeps payloads and final results whose stored
+	// form is over ObjectThreshold bytes (DefaultObjectThreshold when 0)
+	// as objects (S3: package s3objects). Without it every part is kept
+	// in items, up to an item's bound (MaxPartBytes).
+	Objects         Objects
+	ObjectThreshold int
 }
 
 // Store is a driver.Store on one DynamoDB table built from CreateTableInput.
@@ -81,6 +87,8 @@ type item struct {
 	PayloadRef  string   `dynamodbav:"pr,omitempty"`
 	Result      *string  `dynamodbav:"result,omitempty"`
 	ResultRef   string   `dynamodbav:"rr,omitempty"`
+	PayloadSize int      `dynamodbav:"pb,omitempty"`
+	ResultSize  int      `dynamodbav:"rb,omitempty"`
 	ErrorCode   string   `dynamodbav:"error_code,omitempty"`
 	Attempt     int      `dynamodbav:"attempt"`
 	Token       string   `dynamodbav:"token,omitempty"`
@@ -299,6 +307,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		r.Result = []byte(*it.Result)
 	}
 	r.ResultRef = it.ResultRef
+	r.PayloadBytes, r.ResultBytes = it.PayloadSize, it.ResultSize
 	if it.Expires != 0 {
 		r.ExpiresAt = time.Unix(it.Expires, 0).UTC()
 	}
@@ -354,12 +363,17 @@ func (s *Store) conflict(old map[string]types.AttributeValue) error {
 // A payload that would take the job's item past one write unit (apart)
 // goes first into an item of its own (driver.PartPayload).
 func (s *Store) Create(ctx context.Context, rec *driver.Record) error {
-	in, ref, err := s.putInput(rec)
+	in, at, err := s.putInput(rec)
 	if err != nil {
 		return err
 	}
-	if ref != "" {
-		if err := s.putPayload(ctx, rec, ref); err != nil {
+	switch {
+	case at.object:
+		if _, err := s.putObject(ctx, rec.ID, driver.PartPayload, rec.Payload, rec.PayloadUntil); err != nil {
+			return err
+		}
+	case at.ref != "":
+		if err := s.putPayload(ctx, rec, at.ref); err != nil {
 			return err
 		}
 	}
@@ -383,30 +397,45 @@ func (s *Store) Create(ctx context.Context, rec *driver.Record) error {
 	return nil
 }
 
-// putInput is the conditional put that creates rec, and the name of its
-// payload's own item ("" when the payload is in the job's).
-func (s *Store) putInput(rec *driver.Record) (*dynamodb.PutItemInput, string, error) {
+// payloadAt is where putInput puts a payload: in the job's item (no
+// ref), in an item of its own, or an object.
+type payloadAt struct {
+	ref    string
+	object bool
+}
+
+// putInput is the conditional put that creates rec, and where its payload
+// goes.
+func (s *Store) putInput(rec *driver.Record) (*dynamodb.PutItemInput, payloadAt, error) {
+	var at payloadAt
 	if rec.Status != jobs.StatusQueued {
-		return nil, "", fmt.Errorf("dynamostore: create: status %q, want queued", rec.Status)
+		return nil, at, fmt.Errorf("dynamostore: create: status %q, want queued", rec.Status)
 	}
 	split, err := apart(rec)
 	if err != nil {
-		return nil, "", err
+		return nil, at, err
 	}
 	split = split && !s.inline
 	it := toItem(rec)
 	if split {
-		it.Payload, it.PayloadRef = "", payloadRef(rec.Payload)
+		if at.object, err = s.asObject(storedSize(rec.Payload)); err != nil {
+			return nil, at, fmt.Errorf("dynamostore: payload of %s: %w", rec.ID, err)
+		}
+		at.ref = payloadRef(rec.Payload)
+		it.Payload, it.PayloadRef = "", at.ref
+		if at.object {
+			it.PayloadSize = len(rec.Payload)
+		}
 	}
 	av, err := attributevalue.MarshalMap(it)
 	if err != nil {
-		return nil, "", fmt.Errorf("dynamostore: encode item: %w", err)
+		return nil, at, fmt.Errorf("dynamostore: encode item: %w", err)
 	}
 	cond := expression.AttributeNotExists(expression.Name(AttrID)).
 		Or(expression.Name(AttrExpires).LessThanEqual(expression.Value(s.clock.Now().Unix())))
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {
-		return nil, "", err
+		return nil, at, err
 	}
 	return &dynamodb.PutItemInput{
 		TableName:                 s.table,
@@ -414,7 +443,7 @@ func (s *Store) putInput(rec *driver.Record) (*dynamodb.PutItemInput, string, er
 		ConditionExpression:       expr.Condition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
-	}, it.PayloadRef, nil
+	}, at, nil
 }
 
 // marshalItem is rec's item as Create writes it, its payload inline.
@@ -431,16 +460,21 @@ func marshalItem(rec *driver.Record) (map[string]types.AttributeValue, error) {
 // key), the transaction is cancelled and JobExists reports it at that
 // write's index. A payload that would take the job's item past one write
 // unit adds a second write, its own item (unconditional: a retried
-// transaction writes the same payload under the same key).
+// transaction writes the same payload under the same key). A payload that
+// would be an object (Config.Objects) is refused: ErrNeedsObject.
 //
 // Mind DynamoDB's limits: at most 100 items and 4 MB per transaction, and
 // each item in a transaction costs twice the write units of a plain write
 // (docs/CAPACITY.md counts a job's).
 func (s *Store) TransactPut(rec *driver.Record) ([]types.TransactWriteItem, error) {
-	in, ref, err := s.putInput(rec)
+	in, at, err := s.putInput(rec)
 	if err != nil {
 		return nil, err
 	}
+	if at.object {
+		return nil, fmt.Errorf("%w: the payload of %s is kept as an object, which a transaction cannot write; enqueue it without one (Service.Enqueue)", ErrNeedsObject, rec.ID)
+	}
+	ref := at.ref
 	writes := []types.TransactWriteItem{{Put: &types.Put{
 		TableName:                           in.TableName,
 		Item:                                in.Item,
@@ -602,7 +636,7 @@ func (s *Store) Claim(ctx context.Context, id string, c driver.Claim) (*driver.R
 func (s *Store) Publish(ctx context.Context, id, token string, result []byte, at time.Time) error {
 	e := newExpr()
 	e.setTo(attrResult, e.vs(string(result)))
-	e.del(attrResultRef)
+	e.del(attrResultRef, attrResultBytes)
 	e.setTo(attrUpdated, e.vn(ms(at)))
 	e.runningUnder(token)
 	e.notCancelled()
@@ -722,16 +756,21 @@ func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) 
 		e.setTo(AttrExpires, e.vn(o.ExpiresAt.Unix()))
 	}
 	if o.Result != nil {
-		ref, err := s.putResult(ctx, id, o.Result, o.ResultUntil)
+		ref, size, err := s.putResult(ctx, id, o.Result, o.ResultUntil)
 		if err != nil {
 			return err
 		}
-		if ref != "" {
+		switch {
+		case size > 0:
 			e.setTo(attrResultRef, e.vs(ref))
+			e.setTo(attrResultBytes, e.vn(int64(size)))
 			e.del(attrResult)
-		} else {
+		case ref != "":
+			e.setTo(attrResultRef, e.vs(ref))
+			e.del(attrResult, attrResultBytes)
+		default:
 			e.setTo(attrResult, e.vs(string(o.Result)))
-			e.del(attrResultRef)
+			e.del(attrResultRef, attrResultBytes)
 		}
 	}
 	if o.Code != "" {

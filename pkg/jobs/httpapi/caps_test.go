@@ -109,7 +109,8 @@ func TestKindsAndWaitingCounts(t *testing.T) {
 	if err := json.Unmarshal([]byte(resp.Body), &kinds); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("kinds: %d %s", resp.StatusCode, resp.Body)
 	}
-	want := []jobs.KindInfo{{Name: "echo"}, {Name: "limited", Lane: "bulk", Concurrency: 5, RateLimitPerKey: 20, RatePeriod: 1, LimitKey: "owner", MaxQueued: 2, MaxQueuedPerOwner: 1}}
+	const item = jobs.MaxPayloadBytes
+	want := []jobs.KindInfo{{Name: "echo", MaxPayloadBytes: item, MaxResultBytes: item}, {Name: "limited", Lane: "bulk", Concurrency: 5, RateLimitPerKey: 20, RatePeriod: 1, LimitKey: "owner", MaxQueued: 2, MaxQueuedPerOwner: 1, MaxPayloadBytes: item, MaxResultBytes: item}}
 	// (Their schemas: TestKindsDescribeThemselves.)
 	for i := range kinds.Kinds {
 		kinds.Kinds[i].PayloadSchema, kinds.Kinds[i].ResultSchema = nil, nil

@@ -31,8 +31,9 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// MaxBodyBytes is the largest request body accepted: the largest payload
-// plus room for the envelope.
+// MaxBodyBytes is the largest request body accepted (but POST /v1/jobs's
+// for a kind that allows larger payloads: MaxDirectPayloadBytes): the
+// largest payload of an item plus room for the envelope.
 const MaxBodyBytes = jobs.MaxPayloadBytes + 4<<10
 
 // MaxBatchBodyBytes is the largest POST /v1/batches body (Lambda's 6 MB
@@ -50,6 +51,9 @@ type API struct {
 	// what serves its routes.
 	routes []deploy.Route
 	eps    map[string]endpoint
+	// enqueueBody bounds a POST /v1/jobs body: the largest payload a kind
+	// allows, up to MaxDirectPayloadBytes, and room for the rest.
+	enqueueBody int
 }
 
 // Config is what an API serves beside its Service; the zero Config serves
@@ -90,8 +94,15 @@ func New(svc *jobs.Service, cfg Config) *API {
 	a := &API{svc: svc.ForCallers(), log: logger, routes: deploy.Routes, operators: identities(cfg.Operators),
 		trusted: identities(cfg.TrustedCallers), deadLetters: cfg.DeadLetters}
 	a.eps = a.endpoints()
+	a.enqueueBody = min(a.svc.MaxPayloadBytes(), MaxDirectPayloadBytes) + 4<<10
 	return a
 }
+
+// MaxDirectPayloadBytes is the largest payload POST /v1/jobs takes, when
+// a kind allows it (jobs.KindOpts.MaxPayloadBytes): API Gateway hands a
+// body to Lambda inside the invocation's JSON, escaped, and an invocation
+// takes 6 MB; escaping at most doubles a body's quotes and backslashes.
+const MaxDirectPayloadBytes = 2 << 20
 
 // enqueueBody is the POST /v1/jobs body.
 type enqueueBody struct {
@@ -125,7 +136,7 @@ type optsBody struct {
 // problem. It never returns an error; a panic becomes a 500 problem.
 func (a *API) enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
 	owner := rq.caller
-	body, err := jsonBody(req, MaxBodyBytes)
+	body, err := jsonBody(req, a.enqueueBody)
 	if err != nil {
 		return problem(ctx, a.log, err)
 	}

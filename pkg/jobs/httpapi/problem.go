@@ -104,6 +104,8 @@ func classify(err error) (code, detail string) {
 		return "not_found", "no such message in the dead-letter queue (redriven, or expired)"
 	case errors.As(err, &refused):
 		return "not_redrivable", "left in the dead-letter queue: " + sqsqueue.Refusal(refused.Sort)
+	case errors.As(err, &pe) && pe.Limit > 0:
+		return "too_large", fmt.Sprintf("the payload is larger than the kind's %d bytes", pe.Limit)
 	case errors.As(err, &pe):
 		return "invalid_payload", "the payload does not fit the kind: " + pe.Reason
 	case errors.As(err, &qe):

@@ -40,7 +40,7 @@ func TestEachRoleBuildsOnlyItsClients(t *testing.T) {
 		"JOBS_METRICS_NAMESPACE": "", "JOBS_TRACING": "off", "JOBS_SCHEDULE_GROUP": "g", "JOBS_QUEUE_ARN": "arn:aws:sqs:us-east-1:000000000000:q",
 		"JOBS_SCHEDULER_ROLE_ARN": "arn:aws:iam::000000000000:role/s", "JOBS_SCHEDULE_DLQ_ARN": "arn:aws:sqs:us-east-1:000000000000:sdlq",
 		"JOBS_SCHEDULE_MAX_EVENT_AGE": "1h", "JOBS_PAGE_TOKEN_SECRET": "page", "JOBS_OPERATORS": "arn:aws:iam::000000000000:role/ops", "JOBS_TRUSTED_CALLERS": "arn:aws:iam::000000000000:role/billing", "JOBS_ENQUEUE_RATE_PER_OWNER": "100",
-		"JOBS_EVENT_BUS": "jobs-bus", "JOBS_EVENTS": "kinds", "JOBS_MESSAGE_FIRST": "on",
+		"JOBS_EVENT_BUS": "jobs-bus", "JOBS_EVENTS": "kinds", "JOBS_MESSAGE_FIRST": "on", "JOBS_BUCKET": "parts",
 	}
 	env := map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER": endpoint, "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:1", "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:1",

@@ -37,6 +37,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/emf"
@@ -129,6 +130,9 @@ type Config struct {
 	// default).
 	EventBus  string
 	AllEvents bool
+	// Bucket is the S3 bucket of the payloads and results kept as objects
+	// (JOBS_BUCKET), through Opts.Objects.
+	Bucket string
 }
 
 // ConfigFromEnv reads Config from the environment (see the package doc):
@@ -191,7 +195,7 @@ func (c *Config) fields(k *payloadKeys) []field {
 		bind(deploy.EnvWorkerTimeout, &c.WorkerTimeout),
 		bind(deploy.EnvPayloadKey, &k.keys), bind(deploy.EnvPayloadSecret, &k.secret),
 		bind(deploy.EnvPayloadKeyringSecret, &c.KeyRingSecret),
-		bind(deploy.EnvSources, &c.Sources), bind(deploy.EnvEventBus, &c.EventBus), bind(deploy.EnvEvents, &c.AllEvents),
+		bind(deploy.EnvSources, &c.Sources), bind(deploy.EnvBucket, &c.Bucket), bind(deploy.EnvEventBus, &c.EventBus), bind(deploy.EnvEvents, &c.AllEvents),
 		bind(deploy.EnvMetricsNamespace, &c.MetricsNamespace), bind(deploy.EnvTracing, &c.Tracing),
 		bind(deploy.EnvScheduleGroup, &c.Scheduler.Group), bind(deploy.EnvQueueARN, &c.Scheduler.QueueARN),
 		bind(deploy.EnvSchedulerRoleARN, &c.Scheduler.RoleARN), bind(deploy.EnvScheduleDLQARN, &c.Scheduler.DLQARN),
@@ -249,6 +253,21 @@ type Deps struct {
 	eventBus *eventbus.Bus
 	// function is what JOBS_FUNCTION names (see Any).
 	function string
+	// ddb is the DynamoDB client of Store.
+	ddb *dynamodb.Client
+}
+
+// useObjects gives the store the object tier of JOBS_BUCKET, when the main
+// gives one (Opts.Objects); without a bucket it keeps what it had.
+func (d *Deps) useObjects(tier ObjectTier) error {
+	switch {
+	case tier == nil:
+		return nil
+	case d.Config.Bucket == "":
+		return fmt.Errorf("lambdafn: Opts.Objects is set and %s is not (the construct sets it when JobsProps.LargeParts is)", deploy.EnvBucket.Name)
+	}
+	d.Store = dynamostore.New(d.ddb, d.Config.Table, dynamostore.Config{Objects: tier(d.aws, d.Config.Bucket)})
+	return nil
 }
 
 // Opts are what a main adds to the environment's configuration; nil
@@ -265,7 +284,16 @@ type Opts struct {
 	// tracing.XRay() or otlp.HTTP() (see Tracing). Nil links nothing of
 	// OpenTelemetry, and a function refuses to start with JOBS_TRACING=on.
 	Tracing Tracing
+	// Objects keeps payloads and results too large for items in
+	// JOBS_BUCKET: s3objects.FromConfig. Nil links no S3 client, and a
+	// function whose registry has a kind that allows such parts
+	// (jobs.KindOpts.MaxPayloadBytes, MaxResultBytes) refuses to start.
+	Objects ObjectTier
 }
+
+// ObjectTier builds the object tier of a bucket from the functions' AWS
+// configuration (s3objects.FromConfig).
+type ObjectTier func(cfg aws.Config, bucket string) dynamostore.Objects
 
 // newDepsFromEnv reads the AWS configuration from the environment (region,
 // credentials, AWS_ENDPOINT_URL_* overrides: see awsenv.go) and builds the
@@ -282,7 +310,8 @@ func newDepsFromEnv(cfg Config, logger *slog.Logger) (*Deps, error) {
 func newDeps(cfg Config, awsCfg aws.Config, tr tracehook.Tracing, logger *slog.Logger, clock *setupClock) (*Deps, error) {
 	d := &Deps{Config: cfg, Logger: logger, aws: awsCfg, tracing: tr, setup: clock}
 	d.initClients()
-	d.Store = dynamostore.New(d.dynamo(), cfg.Table, dynamostore.Config{})
+	d.ddb = d.dynamo()
+	d.Store = dynamostore.New(d.ddb, cfg.Table, dynamostore.Config{})
 	if cfg.QueueURL != "" {
 		// Its client is built at the first send (see clients.go).
 		urls := map[string]string{"": cfg.QueueURL}
@@ -639,8 +668,15 @@ func assemble(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(
 		return nil, nil, tr, err
 	}
 	d.function = getenv(deploy.EnvFunction.Name)
+	var tier ObjectTier
 	if opts != nil {
-		d.Routes, d.Logger = opts.Routes, opts.Logger
+		d.Routes, d.Logger, tier = opts.Routes, opts.Logger, opts.Objects
+	}
+	if tier == nil && reg.LargeParts() {
+		return nil, nil, tr, errors.New("lambdafn: a kind allows payloads or results past an item (jobs.KindOpts.MaxPayloadBytes, MaxResultBytes): give Opts.Objects (s3objects.FromConfig)")
+	}
+	if err := d.useObjects(tier); err != nil {
+		return nil, nil, tr, err
 	}
 	if cfg.MetricsNamespace != "" {
 		d.metrics = &jobs.Metrics{Namespace: cfg.MetricsNamespace, Service: cfg.Service, Writer: metricsOut}
@@ -739,6 +775,14 @@ func NewService(ctx context.Context, reg *jobs.Registry) (*jobs.Service, error) 
 // and SQS clients, not to the key ring's read from Secrets Manager (see
 // clients.go).
 func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Config) (*jobs.Service, error) {
+	return NewServiceWithObjects(ctx, reg, awsCfg, nil)
+}
+
+// NewServiceWithObjects is NewServiceWithConfig for a registry with a kind
+// that allows payloads past an item (jobs.KindOpts.MaxPayloadBytes): its
+// payloads go to JOBS_BUCKET through objects (s3objects.FromConfig;
+// jobsinfra's GrantEnqueue sets the bucket and grants its writes).
+func NewServiceWithObjects(ctx context.Context, reg *jobs.Registry, awsCfg aws.Config, objects ObjectTier) (*jobs.Service, error) {
 	cfg, err := ConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
@@ -750,6 +794,9 @@ func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Co
 	// own tracing, if any, sees its calls).
 	d, err := newDeps(cfg, awsCfg, nil, slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.useObjects(objects); err != nil {
 		return nil, err
 	}
 	sealer, err := d.sealer(ctx)

@@ -1,0 +1,179 @@
+package dynamostore_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/lambdajobs/lambdajobs/internal/dev/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/s3objects"
+)
+
+// objectsRig is a store with an object tier on fauxqs's S3.
+type objectsRig struct {
+	store  *dynamostore.Store
+	s3     *s3.Client
+	bucket string
+	clock  *jobstest.Clock
+}
+
+func newObjectsRig(t *testing.T) *objectsRig {
+	client := testenv.DynamoDB(t)
+	s3c := testenv.S3(t)
+	bucket := testenv.NewBucket(t, s3c)
+	clock := jobstest.NewClock(time.Now())
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{Clock: clock, Objects: s3objects.New(s3c, bucket)})
+	return &objectsRig{store: store, s3: s3c, bucket: bucket, clock: clock}
+}
+
+// objects lists the keys under the job's prefix in the bucket.
+func (r *objectsRig) objects(t *testing.T, id string) []string {
+	t.Helper()
+	out, err := r.s3.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &r.bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range out.Contents {
+		if strings.Contains(*o.Key, "/"+id+"/") {
+			keys = append(keys, *o.Key)
+		}
+	}
+	return keys
+}
+
+// randomJSON is a JSON string payload of n bytes that does not compress.
+func randomJSON(t *testing.T, n int) []byte {
+	b := make([]byte, n/2)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return []byte(`{"blob":"` + hex.EncodeToString(b)[:n-11] + `"}`)
+}
+
+// TestLargePartsAreObjects: a payload and a final result whose stored form
+// passes the threshold rest in S3, not in items: the job's item names them
+// and holds their sizes, a claim reads the payload whole, KeepPart makes
+// the object last longer, and PartURL links the result. A part under the
+// threshold stays in an item.
+func TestLargePartsAreObjects(t *testing.T) {
+	r := newObjectsRig(t)
+	ctx := context.Background()
+	payload := randomJSON(t, 300<<10) // 300 KB, beyond an item's compressed budget
+	rec := jobstest.NewRecord(wire.NewID(), r.clock.Now())
+	rec.Payload, rec.PayloadUntil = payload, r.clock.Now().Add(23*24*time.Hour)
+	if err := r.store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.store.Get(ctx, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.PayloadBytes != len(payload) || got.PayloadRef == "" || len(got.Payload) != 0 {
+		t.Fatalf("a 300 KB payload: bytes %d, ref %q, %d bytes inline; want an object of %d", got.PayloadBytes, got.PayloadRef, len(got.Payload), len(payload))
+	}
+	keys := r.objects(t, rec.ID)
+	if len(keys) != 1 || !strings.HasPrefix(keys[0], "parts/") {
+		t.Fatalf("objects of the job: %v, want one under parts/", keys)
+	}
+	raw, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: &r.bucket, Key: &keys[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(raw.Body)
+	if !bytes.Equal(body, payload) || raw.Metadata["lj-until"] == "" {
+		t.Fatalf("the object holds %d bytes (metadata %v), want the payload's %d and how long it lasts", len(body), raw.Metadata, len(payload))
+	}
+
+	claimed, err := r.store.Claim(ctx, rec.ID, driver.Claim{Token: "t1", At: r.clock.Now(), LeaseUntil: r.clock.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, until, err := r.store.ReadPart(ctx, claimed, driver.PartPayload)
+	if err != nil || !bytes.Equal(read, payload) {
+		t.Fatalf("the claim read %d bytes (%v), want the payload's %d", len(read), err, len(payload))
+	}
+	if until.Before(rec.PayloadUntil.Truncate(time.Second)) {
+		t.Fatalf("the object lasts until %v, want at least %v", until, rec.PayloadUntil)
+	}
+	later := r.clock.Now().Add(200 * 24 * time.Hour)
+	if err := r.store.KeepPart(ctx, claimed, driver.PartPayload, later); err != nil {
+		t.Fatal(err)
+	}
+	if _, until, err := r.store.ReadPart(ctx, claimed, driver.PartPayload); err != nil || until.Before(later.Truncate(time.Second)) {
+		t.Fatalf("after KeepPart to %v the object lasts until %v (%v)", later, until, err)
+	}
+
+	result := randomJSON(t, 20<<20) // 20 MB: written in parts
+	if err := r.store.Finish(ctx, rec.ID, "t1", driver.Outcome{Status: jobs.StatusSucceeded, Result: result, At: r.clock.Now(),
+		ResultUntil: r.clock.Now().Add(7 * 24 * time.Hour), ExpiresAt: r.clock.Now().Add(7 * 24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	done, err := r.store.Get(ctx, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.ResultBytes != len(result) || len(done.Result) != 0 {
+		t.Fatalf("a 20 MB result: bytes %d, %d inline; want an object", done.ResultBytes, len(done.Result))
+	}
+	link, err := r.store.PartURL(ctx, done, driver.PartResult, time.Minute)
+	if err != nil || !strings.Contains(link, "X-Amz-Expires=60") {
+		t.Fatalf("the result's link: %q (%v), want one presigned for a minute", link, err)
+	}
+	// fauxqs checks no signature: the link is fetched as a caller would.
+	resp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetched, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(fetched, result) {
+		t.Fatalf("fetching the link: %d, %d bytes; want 200 and the result's %d", resp.StatusCode, len(fetched), len(result))
+	}
+
+	small := jobstest.NewRecord(wire.NewID(), r.clock.Now())
+	small.Payload = []byte(`{"text":"` + strings.Repeat("a", 3000) + `"}`) // compresses far under the threshold
+	if err := r.store.Create(ctx, small); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.store.Get(ctx, small.ID); got.PayloadBytes != 0 || got.PayloadRef == "" || len(r.objects(t, small.ID)) != 0 {
+		t.Fatalf("a 3 KB payload that compresses: bytes %d, ref %q, objects %v; want an item of its own", got.PayloadBytes, got.PayloadRef, r.objects(t, small.ID))
+	}
+}
+
+// TestATransactionRefusesAPayloadObject: a transaction cannot write an
+// object, so a payload that would be one is refused before anything is
+// written; one without an object tier past an item's bound is refused
+// too, and nothing is stored.
+func TestATransactionRefusesAPayloadObject(t *testing.T) {
+	r := newObjectsRig(t)
+	rec := jobstest.NewRecord(wire.NewID(), r.clock.Now())
+	rec.Payload = randomJSON(t, 64<<10)
+	if _, err := r.store.TransactPut(rec); !errors.Is(err, dynamostore.ErrNeedsObject) {
+		t.Fatalf("TransactPut of a 64 KB payload: %v, want ErrNeedsObject", err)
+	}
+	client := testenv.DynamoDB(t)
+	plain := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{Clock: r.clock})
+	huge := jobstest.NewRecord(wire.NewID(), r.clock.Now())
+	huge.Payload = randomJSON(t, 1<<20) // hex: about 500 KB once compressed
+	if err := plain.Create(context.Background(), huge); !errors.Is(err, dynamostore.ErrNeedsObject) {
+		t.Fatalf("Create of 1 MB without an object tier: %v, want ErrNeedsObject", err)
+	}
+	if _, err := plain.Get(context.Background(), huge.ID); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("after the refusal: %v, want no job", err)
+	}
+}

@@ -1,0 +1,71 @@
+package s3objects
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// TestTheLinkIsScopedAndShort: what S3 enforces of a presigned link and
+// the emulator does not (it checks no signature), asserted on the link:
+// it reads one object (GET, its key, nothing else signed but the host),
+// for at most MaxURL, with a SigV4 signature of the functions' role.
+func TestTheLinkIsScopedAndShort(t *testing.T) {
+	client := s3.New(s3.Options{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", "")})
+	o := New(client, "jobs-parts")
+	const key = "parts/ab12/01a2/result-Zx"
+	for _, tc := range []struct {
+		ask  time.Duration
+		want string
+	}{{time.Minute, "60"}, {time.Hour, "300"}, {0, "300"}} {
+		link, err := o.URL(context.Background(), key, tc.ask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		if got := q.Get("X-Amz-Expires"); got != tc.want {
+			t.Errorf("asked for %v: expires in %s s, want %s", tc.ask, got, tc.want)
+		}
+		if u.Host != "jobs-parts.s3.eu-west-1.amazonaws.com" || u.Path != "/"+key || u.Scheme != "https" {
+			t.Errorf("link to %s://%s%s, want the object over https", u.Scheme, u.Host, u.Path)
+		}
+		if got := q.Get("X-Amz-SignedHeaders"); got != "host" {
+			t.Errorf("signed headers %q, want host alone", got)
+		}
+		if q.Get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" || !strings.HasPrefix(q.Get("X-Amz-Credential"), "AKIDEXAMPLE/") || q.Get("X-Amz-Signature") == "" {
+			t.Errorf("link %s is not signed with SigV4 by the given credentials", link)
+		}
+	}
+}
+
+// TestKeepTiers: an object is tagged with the first lifetime that covers
+// how long its part must last, so the bucket's lifecycle never deletes a
+// part before its time; past the last, the last.
+func TestKeepTiers(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		until time.Duration
+		days  int
+	}{{0, 32}, {23 * day, 32}, {32 * day, 32}, {33 * day, 64}, {400 * day, 512}, {746 * day, 1024}, {2000 * day, 1024}} {
+		days, end := keepFor(now, now.Add(tc.until))
+		if days != tc.days || !end.Equal(now.Add(time.Duration(days)*day)) {
+			t.Errorf("a part due to last %v: tagged %d days until %v, want %d", tc.until, days, end, tc.days)
+		}
+	}
+	if got := tagging(64); got != "lj-keep=64" {
+		t.Errorf("tagging %q", got)
+	}
+	if escapeKey("parts/a b/c") != "parts/a%20b/c" {
+		t.Errorf("copy source key %q", escapeKey("parts/a b/c"))
+	}
+}
