@@ -27,9 +27,10 @@ import (
 type coldResult struct {
 	Name string // the function (hello: the baseline)
 	// Traced: built as `make build` builds this repository's functions,
-	// with OpenTelemetry linked (internal/withtracing: tracing.XRay());
-	// else with the tag lambdajobs.notracing, as a team's main that passes
-	// no lambdafn.Opts.Tracing.
+	// with OpenTelemetry and the S3 client linked (internal/withtracing:
+	// tracing.XRay(); internal/withobjects: s3objects.FromConfig); else
+	// with the tags lambdajobs.notracing and lambdajobs.noobjects, as a
+	// team's main that passes no lambdafn.Opts.Tracing and no Objects.
 	Traced    bool
 	SizeARM64 int64    // the deployable bootstrap (make build)
 	OTel      []string // OpenTelemetry modules `go version -m` lists in it
@@ -156,7 +157,7 @@ func coldStart(ctx context.Context, runs int) ([]coldResult, error) {
 		}
 		tags := "lambda.norpc"
 		if !tg.traced {
-			tags += ",lambdajobs.notracing"
+			tags += ",lambdajobs.notracing,lambdajobs.noobjects"
 		}
 		arm := filepath.Join(dir, "arm64", tg.key(), "bootstrap")
 		host[tg.key()] = filepath.Join(dir, "host", tg.key(), "bootstrap")

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
+	"github.com/lambdajobs/lambdajobs/internal/withobjects"
 	"github.com/lambdajobs/lambdajobs/internal/withtracing"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
 )
@@ -13,5 +14,5 @@ import (
 func main() {
 	reg := examplekinds.MustRegistry(os.Getenv)
 	// JOBS_TRACING=on works (-tags lambdajobs.notracing: refused).
-	lambdafn.Serve(lambdafn.GetJob, reg, &lambdafn.Opts{Tracing: withtracing.Tracing()})
+	lambdafn.Serve(lambdafn.GetJob, reg, &lambdafn.Opts{Tracing: withtracing.Tracing(), Objects: withobjects.Objects()})
 }

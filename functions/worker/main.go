@@ -7,6 +7,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
+	"github.com/lambdajobs/lambdajobs/internal/withobjects"
 	"github.com/lambdajobs/lambdajobs/internal/withtracing"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
 )
@@ -14,7 +15,7 @@ import (
 func main() {
 	reg := examplekinds.MustRegistry(os.Getenv)
 	// JOBS_TRACING=on works (-tags lambdajobs.notracing: refused).
-	opts := lambdafn.Opts{Tracing: withtracing.Tracing()}
+	opts := lambdafn.Opts{Tracing: withtracing.Tracing(), Objects: withobjects.Objects()}
 	// S3 notifications, EventBridge events and plain envelopes dropped on
 	// the queue become example jobs owned by JOBS_EXAMPLE_ROUTE_OWNER.
 	if examplekinds.Enabled(os.Getenv) {

@@ -271,8 +271,10 @@ var (
 	// enqueue (enqueue, a worker's children and routed jobs, the
 	// sweeper's and cancel's follow-ups and retries), read at a claim
 	// (worker) and a replay (enqueue), kept longer (worker, sweeper),
-	// linked by a GET (getjob).
-	objectFns = []string{Enqueue, GetJob, Cancel, Worker, Sweeper}
+	// linked by a GET (getjob); the schedules function is told the bucket
+	// because its registry has the large kinds too (lambdafn refuses to
+	// start without it), and never calls S3.
+	objectFns = []string{Enqueue, GetJob, Cancel, Worker, Sweeper, Schedules}
 )
 
 // The variables, in the order the docs list them (Env).

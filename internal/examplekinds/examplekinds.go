@@ -182,12 +182,16 @@ var Switch = deploy.EnvExampleKinds.Name
 func Enabled(getenv func(string) string) bool { return getenv(Switch) == "on" }
 
 // MustRegistry returns the registry of this repository's functions: the
-// example kinds when they are enabled, else an empty one. It panics only on
+// example kinds when they are enabled (example.blob too, whose large parts
+// need the object tier), else an empty one. It panics only on
 // a registration bug, which every test run would show.
 func MustRegistry(getenv func(string) string) *jobs.Registry {
 	reg := jobs.NewRegistry()
 	if Enabled(getenv) {
 		if _, err := Register(reg); err != nil {
+			panic(err)
+		}
+		if err := RegisterBlob(reg); err != nil {
 			panic(err)
 		}
 	}

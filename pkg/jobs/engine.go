@@ -49,6 +49,9 @@ type engine struct {
 	messageFirst bool
 	// pauses is this instance's copy of the pause set.
 	pauses *pauseSet
+	// links links parts kept as objects, when the store can
+	// (driver.PartLinker; store is wrapped, so asked once at the start).
+	links driver.PartLinker
 }
 
 // newID returns a fresh job id, batch id or claim token.

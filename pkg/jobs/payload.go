@@ -195,16 +195,21 @@ const resultLink = 5 * time.Minute
 // object: for the job's owner (a GET), never logged. "" otherwise, or when
 // the store cannot link it (the view still shows its size).
 func (e *engine) resultURL(ctx context.Context, rec *driver.Record) string {
-	l, ok := e.store.(driver.PartLinker)
-	if !ok || rec.ResultBytes == 0 || rec.Status != StatusSucceeded {
+	if e.links == nil || rec.ResultBytes == 0 || rec.Status != StatusSucceeded {
 		return ""
 	}
-	u, err := l.PartURL(ctx, rec, driver.PartResult, resultLink)
+	u, err := e.links.PartURL(ctx, rec, driver.PartResult, resultLink)
 	if err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "no link to a result kept as an object", slog.String("job_id", rec.ID), slog.String("err_types", errtypes.Of(err)))
 		return ""
 	}
 	return u
+}
+
+// linkerOf is store's PartLinker, if it is one.
+func linkerOf(store driver.Store) driver.PartLinker {
+	l, _ := store.(driver.PartLinker)
+	return l
 }
 
 // viewRead is viewOf for a record read back from the store: a final

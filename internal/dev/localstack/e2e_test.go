@@ -1,7 +1,11 @@
 package localstack_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,12 +20,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 
 	"github.com/lambdajobs/lambdajobs/internal/dev/iamcalls"
 	"github.com/lambdajobs/lambdajobs/internal/dev/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/dev/localstack"
 	"github.com/lambdajobs/lambdajobs/internal/dev/testenv"
+	"github.com/lambdajobs/lambdajobs/internal/examplekinds"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/schedulerapi"
@@ -712,5 +718,86 @@ func TestAHandlerStartsChildren(t *testing.T) {
 		if got, _ := waitFinal(t, caller, c.ID, 60*time.Second); got.Status != jobs.StatusSucceeded {
 			t.Fatalf("child %s: %+v", c.ID, got)
 		}
+	}
+}
+
+// TestLargePayloadsAndResults: on the local stack, a 300 KB payload comes
+// through POST /v1/jobs, rests in the bucket with its secret sealed, and
+// reaches the handler whole; the handler's 20 MB result is written in
+// parts and read back by the caller through the link GET gives. A payload
+// past a kind's bound, or past what POST takes, is a 413 and stores
+// nothing.
+func TestLargePayloadsAndResults(t *testing.T) {
+	t.Parallel()
+	const caller = "blobber"
+	noise := make([]byte, 150<<10) // hex of random bytes: 300 KB that stays about 150 KB compressed
+	if _, err := rand.Read(noise); err != nil {
+		t.Fatal(err)
+	}
+	data := hex.EncodeToString(noise)
+	const secret = "tok-3b1c9e7d5a"
+	resultBytes := 20 << 20
+	v := enqueue(t, caller, examplekinds.Blob, fmt.Sprintf(`{"data":%q,"result_bytes":%d,"token":%q}`, data, resultBytes, secret))
+	got, _ := waitFinal(t, caller, v.ID, 60*time.Second)
+	if got.Status != jobs.StatusSucceeded {
+		t.Fatalf("example.blob: %+v", got)
+	}
+	a, view := get(t, caller, v.ID)
+	if view.PayloadBytes < len(data) || string(view.Payload) != "null" || view.ResultBytes < resultBytes || string(view.Result) != "null" || view.ResultURL == "" {
+		t.Fatalf("GET of a job with large parts: %.400s", a.body)
+	}
+	resp, err := http.Get(view.ResultURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var r examplekinds.BlobResult
+	if err := json.Unmarshal(body, &r); err != nil || resp.StatusCode != 200 || len(body) != view.ResultBytes {
+		t.Fatalf("the result's link: %d, %d bytes (%v), want %d", resp.StatusCode, len(body), err, view.ResultBytes)
+	}
+	sum := sha256.Sum256([]byte(data))
+	if r.Bytes != len(data) || r.SHA256 != hex.EncodeToString(sum[:]) || len(r.Fill) != resultBytes {
+		t.Fatalf("the handler read %d bytes (%s), want %d (%x); fill %d", r.Bytes, r.SHA256, len(data), sum, len(r.Fill))
+	}
+	// The payload's object, read raw: the secret is sealed in it.
+	s3c := localaws.S3Client(stack.SQSEndpoint)
+	list, err := s3c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &stack.Bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var payloadKey string
+	for _, o := range list.Contents {
+		if strings.Contains(*o.Key, "/"+v.ID+"/payload-") {
+			payloadKey = *o.Key
+		}
+	}
+	if payloadKey == "" {
+		t.Fatalf("no payload object of %s in %s", v.ID, stack.Bucket)
+	}
+	obj, err := s3c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: &stack.Bucket, Key: &payloadKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(obj.Body)
+	obj.Body.Close()
+	if bytes.Contains(raw, []byte(secret)) || !bytes.Contains(raw, []byte(data[:64])) {
+		t.Fatalf("the payload's object holds the secret in the clear, or not the payload (%d bytes)", len(raw))
+	}
+
+	for _, tc := range []struct{ kind, payload string }{
+		{examplekinds.Hash, fmt.Sprintf(`{"text":%q}`, strings.Repeat("a", 130<<10))},  // past example.hash's 128 KiB
+		{examplekinds.Blob, fmt.Sprintf(`{"data":%q}`, strings.Repeat("a", 2<<20+10))}, // past what POST takes
+	} {
+		a := call(t, "POST", "/v1/jobs", caller, "application/json", `{"kind":"`+tc.kind+`","payload":`+tc.payload+`}`)
+		if a.status != http.StatusRequestEntityTooLarge || !strings.Contains(a.body, `"too_large"`) {
+			t.Fatalf("POST %s of %d bytes: %d %.300s, want 413 too_large", tc.kind, len(tc.payload), a.status, a.body)
+		}
+	}
+	var page struct {
+		Jobs []jobs.View `json:"jobs"`
+	}
+	if a := call(t, "GET", "/v1/jobs?limit=100", caller, "", ""); json.Unmarshal([]byte(a.body), &page) != nil || len(page.Jobs) != 1 {
+		t.Fatalf("the caller's jobs after the refusals: %.300s, want the one accepted", a.body)
 	}
 }

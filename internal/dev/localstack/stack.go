@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
@@ -135,6 +136,9 @@ type Stack struct {
 	SQSEndpoint      string
 	Queues           sqsqueue.URLs
 	Table            string
+	// Bucket holds the parts kept as objects, on fauxqs's S3 at
+	// SQSEndpoint.
+	Bucket string
 	// Lanes are the other lanes' queues, by lane: the lanes the worker's
 	// registry uses (JOBS_PRINT_LANES), each with its own queue pair
 	// (Config.Queue-LANE), worker instance and event source.
@@ -315,6 +319,24 @@ func (s *Stack) startEmulators(ctx context.Context) error {
 	return nil
 }
 
+// bucketName is the local bucket of a stack whose queue is queue: S3's
+// rules (3 to 63 lower-case letters, digits and '-').
+func bucketName(queue string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(queue) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	name := strings.Trim(b.String(), "-")
+	if len(name) > 57 {
+		name = name[:57]
+	}
+	return name + "-parts"
+}
+
 // createTableAndQueues creates the table and the queues from their shared
 // definitions, then the recording proxies in front of the emulators, if
 // calls are recorded.
@@ -323,6 +345,14 @@ func (s *Stack) createTableAndQueues(ctx context.Context) error {
 	ddb := localaws.DynamoDBClient(s.DynamoDBEndpoint)
 	if err := ensureTable(ctx, ddb, cfg.Table); err != nil {
 		return err
+	}
+	// The bucket of the parts kept as objects (example.blob's), on
+	// fauxqs's S3, which applies none of the construct's bucket
+	// configuration (docs/LOCAL.md).
+	s.Bucket = bucketName(cfg.Queue)
+	s3c := localaws.S3Client(s.SQSEndpoint)
+	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &s.Bucket}); err != nil {
+		return fmt.Errorf("create the bucket %s: %w", s.Bucket, err)
 	}
 	sqsClient := localaws.SQSClient(s.SQSEndpoint)
 	// As the construct: visibility is twice the worker timeout plus the
@@ -368,6 +398,8 @@ func (s *Stack) setFunctionEnv() error {
 	s.awsEnv = []string{
 		"AWS_ENDPOINT_URL_DYNAMODB=" + s.ddbFor,
 		"AWS_ENDPOINT_URL_SQS=" + s.sqsFor,
+		// Parts kept as objects: fauxqs's S3, path-style (s3objects).
+		"AWS_ENDPOINT_URL_S3=" + s.SQSEndpoint,
 		"AWS_REGION=" + localaws.Region,
 		"AWS_SECRET_ACCESS_KEY=local",
 		"AWS_SESSION_TOKEN=",
@@ -398,6 +430,7 @@ func (s *Stack) setFunctionEnv() error {
 		deploy.EnvSchedulerRoleARN.Var: "arn:aws:iam::" + LocalAccount + ":role/lambdajobs-local-scheduler",
 		deploy.EnvScheduleDLQARN.Var:   s.Queues.DLQARN,
 		deploy.EnvEventBus.Var:         LocalEventBus,
+		deploy.EnvBucket.Var:           s.Bucket,
 		// As the construct sets it: the worker refuses a kind that needs
 		// more handler time than its invocations have.
 		deploy.EnvWorkerTimeout.Var: deploy.EnvWorkerTimeout.Format(cfg.WorkerTimeout),

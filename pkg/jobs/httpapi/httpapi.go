@@ -152,6 +152,9 @@ func (a *API) enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest, r
 	if len(in.Payload) == 0 {
 		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"payload" is required (use {} for none)`})
 	}
+	if len(in.Payload) > MaxDirectPayloadBytes {
+		return problem(ctx, a.log, &requestError{code: "too_large", detail: fmt.Sprintf("the payload is larger than the %d bytes POST /v1/jobs takes", MaxDirectPayloadBytes)})
+	}
 	opts, err := in.opts(req)
 	if err == nil {
 		err = a.checkChoices(owner, opts)

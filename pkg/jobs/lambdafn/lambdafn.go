@@ -257,14 +257,17 @@ type Deps struct {
 	ddb *dynamodb.Client
 }
 
-// useObjects gives the store the object tier of JOBS_BUCKET, when the main
-// gives one (Opts.Objects); without a bucket it keeps what it had.
-func (d *Deps) useObjects(tier ObjectTier) error {
+// useObjects gives the store the object tier of JOBS_BUCKET (Opts.Objects)
+// when the main gives one and the construct a bucket; a registry with
+// large parts (Registry.LargeParts) needs both.
+func (d *Deps) useObjects(tier ObjectTier, large bool) error {
 	switch {
-	case tier == nil:
+	case large && tier == nil:
+		return errors.New("lambdafn: a kind allows payloads or results past an item (jobs.KindOpts.MaxPayloadBytes, MaxResultBytes): give Opts.Objects (s3objects.FromConfig)")
+	case large && d.Config.Bucket == "":
+		return fmt.Errorf("lambdafn: a kind allows payloads or results past an item, and %s is not set (jobsinfra sets it with JobsProps.LargeParts)", deploy.EnvBucket.Name)
+	case tier == nil || d.Config.Bucket == "":
 		return nil
-	case d.Config.Bucket == "":
-		return fmt.Errorf("lambdafn: Opts.Objects is set and %s is not (the construct sets it when JobsProps.LargeParts is)", deploy.EnvBucket.Name)
 	}
 	d.Store = dynamostore.New(d.ddb, d.Config.Table, dynamostore.Config{Objects: tier(d.aws, d.Config.Bucket)})
 	return nil
@@ -672,10 +675,7 @@ func assemble(ctx context.Context, fn Function, reg *jobs.Registry, getenv func(
 	if opts != nil {
 		d.Routes, d.Logger, tier = opts.Routes, opts.Logger, opts.Objects
 	}
-	if tier == nil && reg.LargeParts() {
-		return nil, nil, tr, errors.New("lambdafn: a kind allows payloads or results past an item (jobs.KindOpts.MaxPayloadBytes, MaxResultBytes): give Opts.Objects (s3objects.FromConfig)")
-	}
-	if err := d.useObjects(tier); err != nil {
+	if err := d.useObjects(tier, reg.LargeParts()); err != nil {
 		return nil, nil, tr, err
 	}
 	if cfg.MetricsNamespace != "" {
@@ -796,7 +796,7 @@ func NewServiceWithObjects(ctx context.Context, reg *jobs.Registry, awsCfg aws.C
 	if err != nil {
 		return nil, err
 	}
-	if err := d.useObjects(objects); err != nil {
+	if err := d.useObjects(objects, reg.LargeParts()); err != nil {
 		return nil, err
 	}
 	sealer, err := d.sealer(ctx)
