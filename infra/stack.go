@@ -76,6 +76,8 @@ func NewJobsStack(scope constructs.Construct, id string, props *StackProps) *Job
 	}
 	jobs := jobsinfra.NewJobs(stack, "Jobs", &jobsinfra.JobsProps{
 		Config: cfg, Bootstraps: props.Bootstraps, Bootstrap: props.Bootstrap, Schedules: props.Schedules, Lanes: props.Lanes,
+		// example.blob's payloads and results rest in the parts bucket.
+		LargeParts: props.ExampleKinds,
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: jobs.API.ApiEndpoint(), Description: jsii.String("the HTTP API (ljob -api)")})
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: jobs.Table.TableName()})

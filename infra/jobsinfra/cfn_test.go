@@ -101,6 +101,8 @@ func (t *cfnTemplate) getAtt(id, attr string) (string, error) {
 		return "https://" + id + ".execute-api." + t.region + ".amazonaws.com", nil
 	case "AWS::Events::Rule.Arn":
 		return t.arn("events", "rule/"+id), nil
+	case "AWS::S3::Bucket.Arn":
+		return "arn:aws:s3:::" + strings.ToLower(id), nil
 	case "AWS::Events::EventBus.Arn":
 		name, err := t.resolveString(r.Properties["Name"])
 		return t.arn("events", "event-bus/"+name), err
@@ -302,6 +304,10 @@ func (t *cfnTemplate) resourcePolicy(id string) (map[string]any, error) {
 		case "AWS::SecretsManager::ResourcePolicy":
 			if m, ok := r.Properties["SecretId"].(map[string]any); ok && m["Ref"] == id {
 				doc = r.Properties["ResourcePolicy"]
+			}
+		case "AWS::S3::BucketPolicy":
+			if m, ok := r.Properties["Bucket"].(map[string]any); ok && m["Ref"] == id {
+				doc = r.Properties["PolicyDocument"]
 			}
 		case "AWS::Events::EventBusPolicy":
 			// One statement per resource, on the bus it names.

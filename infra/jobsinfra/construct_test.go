@@ -26,11 +26,20 @@ type synthesized struct {
 // more with the stack and the construct before synthesis.
 func synth(t *testing.T, cfg Config, more func(awscdk.Stack, *Jobs)) *synthesized {
 	t.Helper()
+	return synthProps(t, &JobsProps{Config: cfg}, more)
+}
+
+// synthProps is synth with the construct's props (their Bootstraps are
+// the fake ones).
+func synthProps(t *testing.T, props *JobsProps, more func(awscdk.Stack, *Jobs)) *synthesized {
+	t.Helper()
+	cfg := props.Config
+	props.Bootstraps = fakeBootstraps(t)
 	app := awscdk.NewApp(&awscdk.AppProps{Context: cdkContext(t), Outdir: jsii.String(t.TempDir())})
 	stack := awscdk.NewStack(app, jsii.String("test-"+cfg.Name), &awscdk.StackProps{
 		Env: &awscdk.Environment{Account: jsii.String(testAccount), Region: jsii.String(testRegion)},
 	})
-	j := NewJobs(stack, "Jobs", &JobsProps{Config: cfg, Bootstraps: fakeBootstraps(t)})
+	j := NewJobs(stack, "Jobs", props)
 	if more != nil {
 		more(stack, j)
 	}
@@ -171,7 +180,7 @@ func TestReservedEnvironmentCoversWhatTheConstructSets(t *testing.T) {
 	cfg.Operators = []string{"arn:aws:iam::123456789012:role/oncall"}
 	cfg.S3Sources = []S3Source{{BucketName: "uploads-example"}}
 	cfg.Environment = map[string]string{"TEAM_SETTING": "1"}
-	s := synth(t, cfg, nil)
+	s := synthProps(t, &JobsProps{Config: cfg, LargeParts: true}, nil)
 	fns := 0
 	for id, f := range s.of("AWS::Lambda::Function") {
 		env, _ := f.Properties["Environment"].(map[string]any)

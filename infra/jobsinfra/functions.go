@@ -99,6 +99,9 @@ func (s *Jobs) envValues() deploy.Values[*string] {
 		deploy.EnvSchedulerRoleARN.Var: s.SchedulerRole.RoleArn(), deploy.EnvScheduleDLQARN.Var: s.ScheduleDLQ.QueueArn(),
 		deploy.EnvScheduleMaxEventAge.Var: str(deploy.EnvScheduleMaxEventAge.Format(cfg.ScheduleMaxEventAge)),
 	}
+	if s.Parts != nil {
+		v[deploy.EnvBucket.Var] = s.Parts.BucketName()
+	}
 	if cfg.Tracing {
 		// OpenTelemetry spans to Lambda's X-Ray daemon (see lambdafn).
 		v[deploy.EnvTracing.Var] = str(deploy.EnvTracing.Format(true))

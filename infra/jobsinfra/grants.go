@@ -66,8 +66,8 @@ func (s *Jobs) grant(g grantee) awsiam.Grant {
 			continue
 		}
 		arns := s.arns(d.Resource, g)
-		if len(arns) == 0 {
-			continue
+		if len(arns) == 0 || d.Resource == deploy.Key && d.Condition.Via == "s3" && s.Parts == nil {
+			continue // no such resource here; the key's use through S3 needs the bucket
 		}
 		out = append(out, awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 			Grantee: g.principal, Actions: jsii.Strings(d.Actions...), ResourceArns: &arns, Conditions: s.conditions(d.Condition),
@@ -101,6 +101,9 @@ func (s *Jobs) explain(g grantee, d deploy.Grant) {
 		why = "X-Ray's xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level " +
 			"permissions; Lambda's active tracing needs them on '*'."
 		appliesTo = jsii.String("Resource::*")
+	case d.Resource == deploy.Parts:
+		why = "Payload and result objects are named by their job's id at run time; the wildcard covers only the parts/ prefix of the construct's own bucket."
+		appliesTo = jsii.String("Resource::<" + *awscdk.Stack_Of(s.Construct).GetLogicalId(s.Parts.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>/" + partsPrefix + "*")
 	case d.Resource == deploy.RuntimeSchedules:
 		why = "The schedules function creates, reads, updates and deletes the callers' schedules, whose names are only known at run time, " +
 			"in the runtime schedule group alone (not the declared schedules' group)."
@@ -128,6 +131,8 @@ func (s *Jobs) listing(action string, resource deploy.Resource) *principals {
 		return s.pageReaders
 	case action == "events:PutEvents" && resource == deploy.Bus:
 		return s.publishers
+	case action == "s3:GetObject" && resource == deploy.Parts:
+		return s.partUsers
 	}
 	return nil
 }
@@ -176,6 +181,11 @@ func (s *Jobs) arns(r deploy.Resource, g grantee) []*string {
 			return nil
 		}
 		return []*string{s.Key.KeyArn()}
+	case deploy.Parts:
+		if s.Parts == nil {
+			return nil
+		}
+		return []*string{jsii.String(*s.Parts.BucketArn() + "/" + partsPrefix + "*")}
 	case deploy.OwnLogs:
 		if g.logs == nil {
 			return nil

@@ -66,7 +66,11 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 		t.Fatal(err)
 	}
 	// The example kinds' lanes, as the local stack runs them.
-	j := NewJobs(stack, "Jobs", &JobsProps{Config: cfg, Bootstraps: fakeBootstraps(t), Schedules: reg.Schedules(), Lanes: reg.Lanes()})
+	// example.blob's large parts, as the local stack runs it: the bucket.
+	if err := examplekinds.RegisterBlob(reg); err != nil {
+		t.Fatal(err)
+	}
+	j := NewJobs(stack, "Jobs", &JobsProps{Config: cfg, Bootstraps: fakeBootstraps(t), Schedules: reg.Schedules(), Lanes: reg.Lanes(), LargeParts: reg.LargeParts()})
 	enqueuer := awslambda.NewFunction(stack, jsii.String("Enqueuer"), &awslambda.FunctionProps{
 		Runtime: awslambda.Runtime_PROVIDED_AL2023(), Handler: jsii.String("bootstrap"),
 		Code: awslambda.Code_FromAsset(jsii.String(filepath.Join(fakeBootstraps(t), "enqueue")), nil),
@@ -80,7 +84,7 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 	j.GrantOperate(operator)
 	other.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("sqs:SendMessage", "secretsmanager:GetSecretValue", "execute-api:Invoke", "events:PutEvents",
-			"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"),
+			"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "s3:GetObject", "s3:PutObject"),
 		Resources: jsii.Strings("*"),
 	}))
 	raw := assertions.Template_FromStack(stack, nil).ToJSON()
@@ -97,7 +101,7 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 	}, res: map[string]string{
 		"table": id(j.Table), "queue": id(j.Queue), "dlq": id(j.DLQ), "scheduledlq": id(j.ScheduleDLQ),
 		"secret/payload": id(j.payloadSecret), "secret/page": id(j.pageSecret), "api": id(j.API),
-		"role/scheduler": id(j.SchedulerRole), "bus": id(j.EventBus),
+		"role/scheduler": id(j.SchedulerRole), "bus": id(j.EventBus), "bucket": id(j.Parts),
 	}, group: j.Names.RuntimeScheduleGroup}
 	for _, f := range FunctionNames {
 		d.roles[f] = id(j.Functions[f].Role())
@@ -168,6 +172,9 @@ func (d *iamDeployment) arnOf(resource string) (string, string, error) {
 	case resource == "role/scheduler":
 		arn, err := t.getAtt(d.res[resource], "Arn")
 		return arn, "", err
+	case resource == "bucket/parts":
+		arn, err := t.getAtt(d.res["bucket"], "Arn")
+		return arn + "/parts/ab12/a-job/payload-x", d.res["bucket"], err
 	case resource == "schedule/runtime/*":
 		return t.arn("scheduler", "schedule/"+d.group+"/a-schedule"), "", nil
 	case strings.HasPrefix(resource, "route/"):
@@ -196,6 +203,8 @@ func (d *iamDeployment) encrypted(resource string) (string, bool) {
 		return "sqs", true
 	case strings.HasPrefix(resource, "secret/"):
 		return "secretsmanager", true
+	case resource == "bucket/parts":
+		return "s3", true
 	}
 	return "", false
 }
@@ -218,6 +227,10 @@ func (d *iamDeployment) implied(a authz) []authz {
 		actions = []string{"kms:GenerateDataKey", "kms:Decrypt"}
 	case a.action == "sqs:ReceiveMessage", a.action == "secretsmanager:GetSecretValue":
 		actions = []string{"kms:Decrypt"}
+	case a.action == "s3:GetObject":
+		actions = []string{"kms:Decrypt"}
+	case a.action == "s3:PutObject": // a multipart write decrypts its parts' data key too
+		actions = []string{"kms:GenerateDataKey", "kms:Decrypt"}
 	}
 	var out []authz
 	for _, act := range actions {
@@ -429,6 +442,11 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 		"schedules scheduler:GetSchedule schedule/runtime/*",    // a create's outcome, learned
 		"schedules scheduler:UpdateSchedule schedule/runtime/*", // a schedule left behind, updated
 		"operator execute-api:Invoke route/POST /v1/admin/dead-letters/{action}",
+		"enqueue s3:PutObject bucket/parts",        // a large payload, written before its job
+		"enqueue s3:PutObjectTagging bucket/parts", // ...tagged with how long it lasts
+		"worker s3:GetObject bucket/parts",         // ...read at its claim
+		"worker s3:PutObject bucket/parts",         // a large result
+		"getjob s3:GetObject bucket/parts",         // its link, fetched by the caller
 	} {
 		if !seen[must] {
 			t.Errorf("the recording lacks %q", must)
@@ -511,7 +529,7 @@ func TestEveryResourcePolicyIsNeeded(t *testing.T) {
 	removals := map[string]func(map[string]cfnResource){}
 	for id, r := range d.t.resources {
 		switch r.Type {
-		case "AWS::SQS::QueuePolicy", "AWS::SecretsManager::ResourcePolicy", "AWS::Events::EventBusPolicy":
+		case "AWS::SQS::QueuePolicy", "AWS::SecretsManager::ResourcePolicy", "AWS::Events::EventBusPolicy", "AWS::S3::BucketPolicy":
 			removals[r.Type+" "+id] = func(res map[string]cfnResource) { delete(res, id) }
 		}
 	}
@@ -527,8 +545,9 @@ func TestEveryResourcePolicyIsNeeded(t *testing.T) {
 		res[key] = cfnResource{Type: k.Type, Properties: props}
 	}
 	// The queue pair and the schedules' DLQ of every lane (4 with the
-	// example kinds' lanes), the two secrets, the bus and the key.
-	if n := len(removals); n < 2*4+1+2+1+1 {
+	// example kinds' lanes), the two secrets, the bus, the bucket and the
+	// key.
+	if n := len(removals); n < 2*4+1+2+1+1+1 {
 		t.Fatalf("%d resource policies to remove: %v", n, slices.Sorted(maps.Keys(removals)))
 	}
 	for _, name := range slices.Sorted(maps.Keys(removals)) {
@@ -582,6 +601,12 @@ func (d *iamDeployment) negativeControls() []authz {
 			context: map[string]string{"aws:SourceArn": "arn:aws:s3:::someone-elses", "aws:SourceAccount": testAccount}},
 		{principal: "s3.amazonaws.com", action: "sqs:SendMessage", resource: "queue",
 			context: map[string]string{"aws:SourceArn": "arn:aws:s3:::uploads-example", "aws:SourceAccount": "210987654321"}},
+		// The parts' data: not the stranger (its own policy allows it; the
+		// bucket's denies it), not a role the descriptor gives no write.
+		{principal: stranger, action: "s3:GetObject", resource: "bucket/parts"},
+		{principal: stranger, action: "s3:PutObject", resource: "bucket/parts"},
+		{principal: "getjob", action: "s3:PutObject", resource: "bucket/parts"},
+		{principal: "schedules", action: "s3:GetObject", resource: "bucket/parts"},
 	}
 	// The stranger sends to each lane's queue and DLQ, the default lane's
 	// ("queue", "dlq") first.

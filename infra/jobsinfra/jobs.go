@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
@@ -46,6 +47,12 @@ type JobsProps struct {
 	// must declare the same ones (it turns a fire into its job from its
 	// own declaration).
 	Schedules []jobs.Schedule
+	// LargeParts says that a kind of your registry allows payloads or
+	// results past what an item keeps (your registry's LargeParts()): the
+	// construct creates the bucket they rest in (Jobs.Parts, JOBS_BUCKET)
+	// and grants the functions and GrantEnqueue's roles its objects. Your
+	// functions' main then passes lambdafn.Opts.Objects.
+	LargeParts bool
 	// Lanes are the lanes your registry's kinds run in (your registry's
 	// Lanes()): besides the default lane, each is its own queue pair,
 	// worker and event source, tuned by its preset and Config.Lanes (see
@@ -83,6 +90,9 @@ type Jobs struct {
 	// Key encrypts the table, the queues and the secrets when
 	// Config.CustomerManagedKey is set; nil otherwise.
 	Key awskms.Key
+	// Parts is the bucket of the payloads and results kept as objects
+	// (JobsProps.LargeParts); nil without.
+	Parts awss3.Bucket
 	// EventBus receives the job events (created, or Config.EventBusArn).
 	EventBus awsevents.IEventBus
 	// The groups of the declared and of the runtime schedules, and the
@@ -109,7 +119,9 @@ type Jobs struct {
 	// (named by the grants that give them: grants.go), the roles given
 	// GrantOperate, and who the bus's policy lets put events (grants.go,
 	// and GrantPutEvents).
-	senders, payloadReaders, pageReaders, operators, publishers *principals
+	senders, payloadReaders, pageReaders, operators, publishers, partUsers *principals
+	// largeParts: JobsProps.LargeParts (the key is made before the bucket).
+	largeParts bool
 }
 
 // NewJobs adds one environment of lambdajobs to scope. It panics if
@@ -127,7 +139,7 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 		panic("jobsinfra: " + err.Error())
 	}
 	s := &Jobs{Functions: map[string]awslambda.Function{}, Lanes: map[string]*Lane{}, laneOrder: laneNames(props.Lanes), cfg: cfg, overrides: props.Overrides, asset: assets(props), removal: awscdk.RemovalPolicy_DESTROY,
-		senders: &principals{}, payloadReaders: &principals{}, pageReaders: &principals{}, operators: &principals{}, publishers: &principals{}}
+		senders: &principals{}, payloadReaders: &principals{}, pageReaders: &principals{}, operators: &principals{}, publishers: &principals{}, partUsers: &principals{}, largeParts: props.LargeParts}
 	// A construct of its own (jsii's way for a Go type): *Jobs is a scope
 	// and an IConstruct wherever CDK takes one (Stack_Of, Tags_Of, ...).
 	constructs.NewConstruct_Override(s, scope, &id)
@@ -137,12 +149,14 @@ func NewJobs(scope constructs.Construct, id string, props *JobsProps) *Jobs {
 	s.Names = names(s.Construct, cfg.NamePrefix)
 	s.key()
 	s.table()
+	s.parts()
 	s.queues()
 	s.laneQueues()
 	s.secrets()
 	s.functions()
 	s.laneWorkers()
 	s.queuePolicy()
+	s.partsPolicy()
 	s.apiPermissions()
 	s.events()
 	s.triggers()

@@ -34,6 +34,10 @@ func (s *Jobs) key() {
 	// construct's data, or for an AWS service (S3 and EventBridge sending
 	// to an encrypted queue): a direct call, to decrypt a blob copied out
 	// of the table or a queue, is refused.
+	via := []*string{s.viaService("dynamodb"), s.viaService("sqs"), s.viaService("secretsmanager")}
+	if s.largeParts {
+		via = append(via, s.viaService("s3")) // the parts bucket
+	}
 	s.Key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("OnlyThroughItsServices"),
 		Effect:     awsiam.Effect_DENY,
@@ -41,7 +45,7 @@ func (s *Jobs) key() {
 		Actions:    jsii.Strings(keyCryptoActions...),
 		Resources:  jsii.Strings("*"),
 		Conditions: &map[string]any{
-			"StringNotEquals": map[string]any{"kms:ViaService": &[]*string{s.viaService("dynamodb"), s.viaService("sqs"), s.viaService("secretsmanager")}},
+			"StringNotEquals": map[string]any{"kms:ViaService": &via},
 			"BoolIfExists":    map[string]any{"aws:PrincipalIsAWSService": "false"},
 		},
 	}), jsii.Bool(false))

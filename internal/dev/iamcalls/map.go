@@ -18,6 +18,8 @@ type Names struct {
 	// LaneQueues and LaneDLQs are the other lanes' queues' URLs, by lane:
 	// recorded as "queue/LANE" and "dlq/LANE".
 	LaneQueues, LaneDLQs map[string]string
+	// Bucket is the parts bucket's name (MapS3).
+	Bucket string
 }
 
 func (n Names) table(name string) (string, error) {

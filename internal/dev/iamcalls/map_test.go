@@ -206,3 +206,55 @@ func TestMapPutEvents(t *testing.T) {
 		t.Error("PutRule mapped; want an error")
 	}
 }
+
+// S3's REST calls map to the actions S3 authorises them as: a tagged
+// write needs s3:PutObjectTagging too, a copy reads its source, a
+// presigned link is signed by the role that made it; an object outside the
+// stack's bucket or parts/ is refused.
+func TestMapS3(t *testing.T) {
+	n := Names{Bucket: "e2e-parts"}
+	req := func(method, target string, header map[string]string) *http.Request {
+		r := httptest.NewRequest(method, target, nil)
+		for k, v := range header {
+			r.Header.Set(k, v)
+		}
+		return r
+	}
+	const obj = "/e2e-parts/parts/ab12/job/payload-x"
+	for _, tc := range []struct {
+		r    *http.Request
+		want string
+	}{
+		{req("GET", obj, nil), "s3:GetObject"},
+		{req("PUT", obj, map[string]string{"X-Amz-Tagging": "lj-keep=32"}), "s3:PutObject s3:PutObjectTagging"},
+		{req("POST", obj+"?uploads", map[string]string{"X-Amz-Tagging": "lj-keep=32"}), "s3:PutObject s3:PutObjectTagging"},
+		{req("PUT", obj+"?partNumber=2&uploadId=u", nil), "s3:PutObject"},
+		{req("POST", obj+"?uploadId=u", nil), "s3:PutObject"},
+		{req("DELETE", obj+"?uploadId=u", nil), "s3:AbortMultipartUpload"},
+		{req("PUT", obj, map[string]string{"X-Amz-Copy-Source": "e2e-parts/parts/ab12/job/payload-x", "X-Amz-Tagging-Directive": "REPLACE", "X-Amz-Tagging": "lj-keep=64"}), "s3:PutObject s3:GetObject s3:PutObjectTagging"},
+	} {
+		calls, err := MapS3("worker", tc.r, n)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.r.Method, tc.r.URL, err)
+		}
+		var got []string
+		for _, c := range calls {
+			if c.Resource != "bucket/parts" || c.Principal != "worker" {
+				t.Errorf("%s %s: %+v", tc.r.Method, tc.r.URL, c)
+			}
+			got = append(got, c.Action)
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%s %s: %v, want %s", tc.r.Method, tc.r.URL, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"/other-bucket/parts/x", "/e2e-parts/uploads/x", "/e2e-parts"} {
+		if _, err := MapS3("worker", req("GET", bad, nil), n); err == nil {
+			t.Errorf("GET %s mapped", bad)
+		}
+	}
+	link := req("GET", obj+"?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=getjob%2F20261205%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Expires=300", nil)
+	if p := PrincipalOf(link); p != "getjob" {
+		t.Errorf("a presigned link's principal %q, want getjob", p)
+	}
+}

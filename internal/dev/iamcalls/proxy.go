@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"strings"
 )
 
 // Unmapped is the action recorded for a request Map cannot map: the
@@ -17,13 +18,17 @@ const Unmapped = "iamcalls:Unmapped"
 var credential = regexp.MustCompile(`Credential=([A-Za-z0-9]+)/`)
 
 // PrincipalOf returns the principal that signed r (its SigV4 access key
-// id), or "" for an unsigned request.
+// id, from its Authorization header or, for a presigned URL, its query),
+// or "" for an unsigned request.
 func PrincipalOf(r *http.Request) string {
-	m := credential.FindStringSubmatch(r.Header.Get("Authorization"))
-	if m == nil {
-		return ""
+	if m := credential.FindStringSubmatch(r.Header.Get("Authorization")); m != nil {
+		return m[1]
 	}
-	return m[1]
+	if c := r.URL.Query().Get("X-Amz-Credential"); c != "" {
+		id, _, _ := strings.Cut(c, "/")
+		return id
+	}
+	return ""
 }
 
 // Proxy forwards every request to an AWS endpoint (an emulator, or the
@@ -72,7 +77,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		target := r.Header.Get("X-Amz-Target")
-		calls, err := Map(principal, target, body, p.names)
+		var calls []Call
+		if target == "" { // S3's REST protocol
+			calls, err = MapS3(principal, r, p.names)
+			target = "S3 " + r.Method
+		} else {
+			calls, err = Map(principal, target, body, p.names)
+		}
 		if err != nil {
 			calls = []Call{{Principal: principal, Action: Unmapped, Resource: target + ": " + err.Error()}}
 		}

@@ -398,8 +398,9 @@ func (s *Stack) setFunctionEnv() error {
 	s.awsEnv = []string{
 		"AWS_ENDPOINT_URL_DYNAMODB=" + s.ddbFor,
 		"AWS_ENDPOINT_URL_SQS=" + s.sqsFor,
-		// Parts kept as objects: fauxqs's S3, path-style (s3objects).
-		"AWS_ENDPOINT_URL_S3=" + s.SQSEndpoint,
+		// Parts kept as objects: fauxqs's S3 (on its SQS port, so
+		// through the same recording proxy), path-style (s3objects).
+		"AWS_ENDPOINT_URL_S3=" + s.sqsFor,
 		"AWS_REGION=" + localaws.Region,
 		"AWS_SECRET_ACCESS_KEY=local",
 		"AWS_SESSION_TOKEN=",
@@ -862,7 +863,7 @@ func (s *Stack) record(dir string) error {
 		return fmt.Errorf("record the AWS calls: %w", err)
 	}
 	s.calls = rec
-	names := iamcalls.Names{Table: s.Table, Queue: s.Queues.Queue, DLQ: s.Queues.DLQ, LaneQueues: map[string]string{}, LaneDLQs: map[string]string{}}
+	names := iamcalls.Names{Table: s.Table, Queue: s.Queues.Queue, DLQ: s.Queues.DLQ, LaneQueues: map[string]string{}, LaneDLQs: map[string]string{}, Bucket: s.Bucket}
 	for lane, q := range s.Lanes {
 		names.LaneQueues[lane], names.LaneDLQs[lane] = q.Queue, q.DLQ
 	}
