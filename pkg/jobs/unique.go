@@ -140,7 +140,7 @@ func (s *Service) enqueueUnique(ctx context.Context, req EnqueueRequest) (*Enque
 		case err != nil:
 			return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
 		}
-		cur.Payload, cur.PayloadRef, cur.RunAt = again.payload, "", j.runAt.Truncate(time.Millisecond)
+		cur.Payload, cur.PayloadRef, cur.PayloadBytes, cur.RunAt = again.payload, "", 0, j.runAt.Truncate(time.Millisecond)
 		return &EnqueueResult{Job: viewOf(cur), Replayed: true, Duplicate: "debounced"}, nil
 	}
 	return nil, fmt.Errorf("%w: the unique key kept changing hands", ErrUnavailable)

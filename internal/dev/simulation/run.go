@@ -9,10 +9,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/dev/testroles"
 	"github.com/lambdajobs/lambdajobs/internal/storekey"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
 // Result is what one seed's run found.
@@ -325,6 +327,43 @@ func (w *world) batchWaits(b *driver.Batch, excused map[string]string) bool {
 	return false
 }
 
+// checkObjects: a part kept as an object (the S3 tier) says its size
+// truly, is read whole by ReadPart, and is shown by size, never read, by
+// the job's view: GET links a succeeded job's result instead.
+func (w *world) checkObjects(r *driver.Record) {
+	w.cover("mechanism", "part as an object")
+	ctx := context.Background()
+	for _, o := range []struct {
+		part driver.Part
+		size int
+	}{{driver.PartPayload, r.PayloadBytes}, {driver.PartResult, r.ResultBytes}} {
+		if o.size == 0 {
+			continue
+		}
+		if data, _, err := w.mem.ReadPart(ctx, r, o.part); err == nil && len(data) != o.size {
+			w.violate("job %s: its %s object holds %d bytes, the job says %d", r.ID, o.part, len(data), o.size)
+		}
+	}
+	if w.viewer == nil {
+		svc, err := testroles.Service(jobs.Config{Registry: w.reg, Store: w.mem, Queue: &jobstest.MemQueue{}, Sealer: w.sealer})
+		if err != nil {
+			panic(err)
+		}
+		w.viewer = svc
+	}
+	v, err := w.viewer.GetAny(ctx, r.ID)
+	if err != nil {
+		w.violate("job %s: GET: %v", r.ID, err)
+		return
+	}
+	if r.PayloadBytes > 0 && (v.PayloadBytes != r.PayloadBytes || string(v.Payload) != "null") {
+		w.violate("job %s: its view shows %d payload bytes and %q, want the object's size alone", r.ID, v.PayloadBytes, v.Payload)
+	}
+	if r.ResultBytes > 0 && (v.ResultBytes != r.ResultBytes || string(v.Result) != "null" || (r.Status == jobs.StatusSucceeded) != (v.ResultURL != "")) {
+		w.violate("job %s (%s): its view shows %d result bytes, %q and link %q, want the object's size and a link once succeeded", r.ID, r.Status, v.ResultBytes, v.Result, v.ResultURL)
+	}
+}
+
 // checkPayload: a payload kept apart lasts as long as its job (no TTL
 // reaps the payload of a live job, nor of a final one that can still be
 // read), a checkpoint kept apart as long as its job runs on, and no job
@@ -339,6 +378,9 @@ func (w *world) checkPayload(r *driver.Record) {
 		if _, ok := w.mem.PartItem(r.ID, driver.PartCheckpoint); !ok && !r.Status.Final() {
 			w.violate("job %s (%s) has lost its checkpoint item", r.ID, r.Status)
 		}
+	}
+	if r.PayloadBytes > 0 || r.ResultBytes > 0 {
+		w.checkObjects(r)
 	}
 	if r.ResultRef != "" {
 		w.cover("mechanism", "result apart")

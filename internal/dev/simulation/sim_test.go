@@ -129,6 +129,8 @@ var coverageWanted = []string{
 	// Payloads in items of their own: read at the claim, late at times.
 	"mechanism: payload apart", "call: ReadPart payload", "fault: payload late", "mechanism: waits on store",
 	"mechanism: checkpoint apart", "call: ReadPart checkpoint", "mechanism: result apart",
+	// The S3 tier: parts kept as objects, shown by size and linked.
+	"mechanism: part as an object",
 	// Pauses racing enqueues, claims, slot releases and cancels.
 	"operator: pause a kind", "operator: pause a lane", "operator: pause an owner's jobs of a kind", "operator: resume a kind",
 	"operator: pause a schedule", "operator: resume a schedule",

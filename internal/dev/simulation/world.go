@@ -76,6 +76,12 @@ type world struct {
 	// in lateEvery reads of one finds it not there yet (a replica behind;
 	// 0 never).
 	apartOver, lateEvery int
+	// objectsOver: payloads and results over this many bytes are kept as
+	// objects (MemStore.KeepObjectsOver: the S3 tier; 0 none).
+	objectsOver int
+	// viewer reads jobs as GET does, on the store without faults, for
+	// the invariants.
+	viewer *jobs.Service
 
 	// The knobs this seed drew.
 	timeout, bulkTimeout, grace time.Duration
@@ -170,6 +176,11 @@ func newWorld(seed uint64, opts Options) *world {
 		w.apartOver = []int{8, 40, 120}[p.IntN(3)]
 		w.lateEvery = []int{0, 3, 10}[p.IntN(3)]
 		w.mem.KeepPayloadsApart(w.apartOver)
+		// The object tier, drawn after the rest of this stream.
+		if p.IntN(2) == 0 {
+			w.objectsOver = w.apartOver + []int{0, 40}[p.IntN(2)]
+			w.mem.KeepObjectsOver(w.objectsOver)
+		}
 	}
 	// Each lane's visibility timeout follows the rule the construct
 	// deploys: twice the lane's worker timeout plus the event source's

@@ -30,6 +30,28 @@ func (m *MemStore) KeepPayloadsApart(n int) {
 	m.apartOver = n
 }
 
+// KeepObjectsOver makes the store keep payloads and final results over n
+// bytes (n above KeepPayloadsApart's) as objects, as dynamostore does with
+// an object tier (dynamostore.Config.Objects): kept apart as above, with
+// their size in Record.PayloadBytes or ResultBytes, so that readers that
+// only show a job do not read them, and a link from PartURL. 0 keeps none
+// as objects, the default.
+func (m *MemStore) KeepObjectsOver(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.objectsOver = n
+}
+
+// PartURL links part p of rec when the store keeps it as an object
+// (driver.PartLinker): a link no one can fetch, naming the part.
+func (m *MemStore) PartURL(_ context.Context, rec *driver.Record, p driver.Part, ttl time.Duration) (string, error) {
+	k, _, err := partKey(rec, p)
+	if err != nil || k == "" || (p == driver.PartPayload && rec.PayloadBytes == 0) || (p == driver.PartResult && rec.ResultBytes == 0) {
+		return "", err
+	}
+	return fmt.Sprintf("https://objects.invalid/%s?expires=%d", k, int(ttl.Seconds())), nil
+}
+
 // DropPayload removes job id's payload item, if it has one, as TTL would:
 // for tests of a payload that is missing at a claim.
 func (m *MemStore) DropPayload(id string) {
@@ -110,13 +132,17 @@ func (m *MemStore) setPart(r *driver.Record, p driver.Part, data []byte, until t
 	if ref != "" {
 		inline = nil
 	}
+	object := 0
+	if ref != "" && m.objectsOver > 0 && len(data) > m.objectsOver {
+		object = len(data)
+	}
 	switch p {
 	case driver.PartPayload:
-		r.Payload, r.PayloadRef = inline, ref
+		r.Payload, r.PayloadRef, r.PayloadBytes = inline, ref, object
 	case driver.PartCheckpoint:
 		r.Checkpoint, r.CheckpointRef = inline, ref
 	case driver.PartResult:
-		r.Result, r.ResultRef = inline, ref
+		r.Result, r.ResultRef, r.ResultBytes = inline, ref, object
 	}
 	if ref == "" {
 		return

@@ -35,9 +35,10 @@ type MemStore struct {
 	tokens map[string]time.Time                // bucket key -> its next token's time
 	unique map[string]uniqueHold               // unique key -> its holder
 	clock  jobs.Clock
-	// apartOver and payloads: see KeepPayloadsApart (job id#ref -> item).
-	apartOver int
-	payloads  map[string]memPayload
+	// apartOver and payloads: see KeepPayloadsApart (job id#ref -> item);
+	// objectsOver: see KeepObjectsOver.
+	apartOver, objectsOver int
+	payloads               map[string]memPayload
 	// pauses: the pause set, by ID.
 	pauses map[string]driver.Pause
 }
@@ -157,7 +158,7 @@ func (m *MemStore) Publish(_ context.Context, id, token string, result []byte, a
 	if err != nil {
 		return err
 	}
-	r.Result, r.ResultRef = bytes.Clone(result), ""
+	r.Result, r.ResultRef, r.ResultBytes = bytes.Clone(result), "", 0
 	r.UpdatedAt = at
 	return nil
 }
@@ -796,7 +797,7 @@ func (m *MemStore) Resubmit(_ context.Context, id string, rs driver.Resubmit) er
 		r.LastError = string(jobs.StatusCancelled)
 	}
 	r.Status, r.UpdatedAt, r.RunAt, r.SweepAt = jobs.StatusQueued, rs.At, rs.At, rs.SweepAt
-	r.ErrorCode, r.Result, r.ResultRef, r.CancelRequested, r.CancelledBy = "", nil, "", false, ""
+	r.ErrorCode, r.Result, r.ResultRef, r.ResultBytes, r.CancelRequested, r.CancelledBy = "", nil, "", 0, false, ""
 	r.FinishedAt, r.ExpiresAt = time.Time{}, time.Time{}
 	if rs.WaitingOn != "" {
 		r.WaitingOn = rs.WaitingOn
