@@ -43,6 +43,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"id":"j1","kind":"k","status":"running","result":{"done":2,"total":4},"error":null,"attempt":1,"batch_id":"b1","payload":{"customer":"c-42","card":"[secret]"},"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j2":
 		io.WriteString(w, `{"id":"j2","kind":"k","status":"queued","waiting_on":"concurrency","error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+	case r.URL.Path == "/v1/jobs/j5":
+		io.WriteString(w, `{"id":"j5","kind":"k","status":"succeeded","result":null,"result_bytes":20000000,"result_url":"https://parts.s3.amazonaws.com/parts/ab/j5/result-x?X-Amz-Expires=300&X-Amz-Signature=s","payload":null,"payload_bytes":307200,"error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j4":
 		io.WriteString(w, `{"id":"j4","kind":"k","status":"queued","waiting_on":"paused","error":null,"attempt":0,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j1/cancel" && r.Method == http.MethodPost:
@@ -293,6 +295,23 @@ func TestJobPageShowsWhatAJobRunsAfter(t *testing.T) {
 		if status != http.StatusOK || !strings.Contains(body, want) {
 			t.Fatalf("status %d, want %s in:\n%s", status, want, body)
 		}
+	}
+}
+
+// A job whose payload and result are S3 objects shows their sizes and a
+// link to the result, and offers no replay with an edited payload (there
+// is none to edit).
+func TestJobPageShowsPartsKeptAsObjects(t *testing.T) {
+	srv, _ := newServer(t)
+	status, body, _ := get(t, srv.URL+"/jobs/j5")
+	for _, want := range []string{`<p id="payload-object">307200 bytes, kept as an S3 object: too large to show.</p>`,
+		`<a id="result-link" href="https://parts.s3.amazonaws.com/parts/ab/j5/result-x?X-Amz-Expires=300&amp;X-Amz-Signature=s" rel="noreferrer">download it</a>`} {
+		if status != http.StatusOK || !strings.Contains(body, want) {
+			t.Fatalf("status %d, want %s in:\n%s", status, want, body)
+		}
+	}
+	if strings.Contains(body, `id="replay-edited"`) {
+		t.Error("a job whose payload is an object offers a replay with an edited payload")
 	}
 }
 

@@ -5,15 +5,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/lambdajobs/lambdajobs/internal/dev/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/dev/testenv"
 	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -21,6 +25,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/s3objects"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/sqsqueue"
 )
 
 // objectsRig is a store with an object tier on fauxqs's S3.
@@ -176,4 +181,92 @@ func TestATransactionRefusesAPayloadObject(t *testing.T) {
 	if _, err := plain.Get(context.Background(), huge.ID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("after the refusal: %v, want no job", err)
 	}
+}
+
+// countingDoer counts an S3 client's requests by method.
+type countingDoer struct {
+	mu  sync.Mutex
+	n   map[string]int
+	out *http.Client
+}
+
+func (c *countingDoer) Do(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	op := r.Method
+	if r.Header.Get("X-Amz-Copy-Source") != "" {
+		op = "COPY"
+	}
+	c.n[op]++
+	c.mu.Unlock()
+	return c.out.Do(r)
+}
+
+// TestUnitsAndRequestsPerObject measures a job whose payload and result
+// are S3 objects, end to end through Service.Enqueue (message first), the
+// SQS emulator and the worker on DynamoDB Local: the table's write units
+// are a small job's, and S3 adds a PUT for each part and a GET at the
+// claim. docs/CAPACITY.md records the table this prints.
+func TestUnitsAndRequestsPerObject(t *testing.T) {
+	client, sqsClient := testenv.DynamoDB(t), testenv.SQS(t)
+	owner := "arn:aws:sts::123456789012:assumed-role/ingest-pipeline-production/i-0abcdef1234567890"
+	var report strings.Builder
+	fmt.Fprintf(&report, "\n| payload | result | write units per job | S3 PUTs | S3 GETs (the claim) |\n|---|---|---|---|---|\n")
+	small := -1.0
+	for _, tc := range []struct {
+		name, result string
+		payload      int
+		resultBytes  int
+	}{{"40 B", "20 B", 40, 0}, {"100 KB", "20 B", 100 << 10, 0}, {"1 MB", "1 MB", 1 << 20, 1 << 20}, {"40 B", "1 MB", 40, 1 << 20}} {
+		log := &capacityLog{}
+		doer := &countingDoer{n: map[string]int{}, out: http.DefaultClient}
+		s3c := localaws.S3Client(testenv.SQSEndpoint(t), func(o *s3.Options) { o.HTTPClient = doer })
+		bucket := testenv.NewBucket(t, testenv.S3(t))
+		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record, Objects: s3objects.New(s3c, bucket)})
+		urls := testenv.NewQueues(t, sqsClient, sqsqueue.DefaultSpec(time.Minute))
+		reg := jobs.NewRegistry()
+		type upload struct {
+			Objects []json.RawMessage `json:"objects"`
+		}
+		fill := strings.Repeat("r", tc.resultBytes)
+		jobs.MustRegister(reg, "ingest", func(ctx context.Context, j *jobs.Job[upload]) (jobs.JSON[map[string]any], error) {
+			return jobs.JSON[map[string]any]{V: map[string]any{"done": len(j.Payload.Objects), "fill": randomHex(len(fill))}}, nil
+		}, &jobs.KindOpts{MaxPayloadBytes: 4 << 20, MaxResultBytes: 4 << 20})
+		c, err := jobs.NewClient(jobs.Config{Registry: reg, Store: store, Queue: sqsqueue.New(sqsClient, urls.Queue), MessageFirst: true, CancelCheck: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload := uploadsPayload(tc.payload)
+		runOne(t, c, sqsClient, urls.Queue, owner, "ingest", payload)
+		var units float64
+		for _, op := range log.order {
+			if op != "get" {
+				units += log.table[op] + log.index[op]
+			}
+		}
+		doer.mu.Lock()
+		puts, gets := doer.n["PUT"]+doer.n["POST"], doer.n["GET"]
+		doer.mu.Unlock()
+		fmt.Fprintf(&report, "| %s | %s | %g | %d | %d |\n", tc.name, tc.result, units, puts, gets)
+		if small < 0 {
+			small = units
+		}
+		wantPuts, wantGets := 0, 0
+		if tc.payload > 8<<10 {
+			wantPuts, wantGets = 1, 1
+		}
+		if tc.resultBytes > 0 {
+			wantPuts++
+		}
+		if units != small || puts != wantPuts || gets != wantGets {
+			t.Errorf("%s payload, %s result: %g write units, %d PUTs, %d GETs; want a small job's %g, %d and %d", tc.name, tc.result, units, puts, gets, small, wantPuts, wantGets)
+		}
+	}
+	t.Log(report.String())
+}
+
+// randomHex is n characters of random hex: a result that does not shrink.
+func randomHex(n int) string {
+	b := make([]byte, (n+1)/2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)[:n]
 }

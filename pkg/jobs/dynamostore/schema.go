@@ -15,7 +15,10 @@
 // (payload.go), and so do a checkpoint and a final result over 400 bytes:
 // with the longest owner and a 32-character kind, a job keeps up to 423
 // bytes of payload in its own item. docs/CAPACITY.md lists the units per
-// job and what each pays for.
+// job and what each pays for. With an object tier (Config.Objects, package
+// s3objects), a payload or final result whose stored form passes 8 KiB is
+// an S3 object instead (objects.go), and the job's item holds its name and
+// size.
 package dynamostore
 
 import (

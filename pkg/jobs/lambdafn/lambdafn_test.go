@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/lambdafn"
 )
 
@@ -220,5 +222,47 @@ func TestEventsWithoutABusRefuseToStart(t *testing.T) {
 	all["JOBS_EVENTS"] = "all"
 	if _, err := lambdafn.Build(context.Background(), lambdafn.Worker, jobs.NewRegistry(), env(all), nil); err == nil || !strings.Contains(err.Error(), "JOBS_EVENT_BUS is required") {
 		t.Errorf("worker with JOBS_EVENTS=all and no bus: %v, want JOBS_EVENT_BUS required", err)
+	}
+}
+
+// bigObjects is an object tier that is never called.
+type bigObjects struct{ dynamostore.Objects }
+
+func (bigObjects) MaxBytes() int { return 100 << 20 }
+
+// A registry with a kind that allows large parts needs the object tier:
+// without Opts.Objects, or without JOBS_BUCKET, a function refuses to
+// start; with both it starts, and a registry without such a kind starts
+// with neither.
+func TestLargePartsNeedTheObjectTier(t *testing.T) {
+	t.Parallel()
+	reg := func(large bool) *jobs.Registry {
+		r := jobs.NewRegistry()
+		opts := &jobs.KindOpts{}
+		if large {
+			opts.MaxPayloadBytes = 1 << 20
+		}
+		jobs.MustRegister(r, "blob", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, opts)
+		return r
+	}
+	tier := func(aws.Config, string) dynamostore.Objects { return bigObjects{} }
+	with := &lambdafn.Opts{Objects: tier}
+	for _, tc := range []struct {
+		large  bool
+		bucket string
+		opts   *lambdafn.Opts
+		want   string
+	}{
+		{true, "parts", nil, "give Opts.Objects"},
+		{true, "", with, "JOBS_BUCKET is not set"},
+		{true, "parts", with, ""},
+		{false, "", nil, ""},
+		{false, "", with, ""},
+	} {
+		e := map[string]string{"JOBS_TABLE": "t", "AWS_REGION": "us-east-1", "JOBS_BUCKET": tc.bucket}
+		_, err := lambdafn.Build(context.Background(), lambdafn.Worker, reg(tc.large), env(e), tc.opts)
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("large %v, bucket %q, tier %v: %v, want %q", tc.large, tc.bucket, tc.opts != nil, err, tc.want)
+		}
 	}
 }

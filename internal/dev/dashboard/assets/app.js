@@ -35,7 +35,9 @@
           document.getElementById("started").textContent = fmt(v.started_at);
           document.getElementById("finished").textContent = fmt(v.finished_at);
           var res = v.result === null || v.result === undefined ? "" : JSON.stringify(v.result, null, 2);
-          document.getElementById("result").textContent = res;
+          if (v.result_bytes) { res = v.result_bytes + " bytes, kept as an S3 object: reload the page for its link."; }
+          var out = document.getElementById("result");
+          if (out) { out.textContent = res; }
           var p = document.getElementById("progress");
           if (v.result && typeof v.result.done === "number" && v.result.total) {
             p.hidden = false; p.value = Math.round(100 * v.result.done / v.result.total);
