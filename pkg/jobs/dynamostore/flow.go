@@ -513,7 +513,7 @@ func (s *Store) Debounce(ctx context.Context, id string, d driver.Debounce) erro
 	var upd expression.UpdateBuilder
 	if len(d.Payload) > debounceInline {
 		rec := &driver.Record{ID: id, Payload: d.Payload, PayloadUntil: d.PayloadUntil}
-		object, err := s.asObject(storedSize(d.Payload))
+		object, err := s.asObject(s.storedSize(d.Payload))
 		if err != nil {
 			return fmt.Errorf("dynamostore: debounce %s: %w", id, err)
 		}

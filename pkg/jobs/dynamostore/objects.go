@@ -93,12 +93,23 @@ func (s *Store) asObject(stored int) (bool, error) {
 }
 
 // storedSize is what an item would hold of part data: compressed when
-// that is smaller.
-func storedSize(data []byte) int {
+// that is smaller; a part plainly an object is not compressed to tell.
+func (s *Store) storedSize(data []byte) int {
+	if s.plainlyObject(len(data)) {
+		return len(data)
+	}
 	if z := deflate(data); z != nil {
 		return len(z)
 	}
 	return len(data)
+}
+
+// plainlyObject reports whether a part of n bytes goes to the object tier
+// whatever it compresses to: over 64 times the threshold (512 KiB by
+// default), where only a part made of repeats would shrink under it, and
+// compressing tens of MB to find out costs the enqueue a second of CPU.
+func (s *Store) plainlyObject(n int) bool {
+	return s.opts.Objects != nil && n > 64*s.threshold()
 }
 
 // MaxPartBytes is the largest payload or result the store keeps

@@ -92,8 +92,11 @@ func payloadRef(payload []byte) string {
 // the item is already past a unit and the payload fits in what is left
 // of it) stays.
 func apart(rec *driver.Record) (bool, error) {
-	if len(rec.Payload) == 0 {
+	switch {
+	case len(rec.Payload) == 0:
 		return false, nil
+	case len(rec.Payload) > writeUnit*400: // past any item: no need to size one
+		return true, nil
 	}
 	with, err := claimedSize(rec)
 	if err != nil || with <= writeUnit {
@@ -463,10 +466,12 @@ func (s *Store) putResult(ctx context.Context, id string, result []byte, until t
 	if !utf8.Valid(result) {
 		return "", 0, fmt.Errorf("dynamostore: result of %s is not UTF-8", id)
 	}
-	z := deflate(result)
+	var z []byte
 	stored := len(result)
-	if z != nil {
-		stored = len(z)
+	if !s.plainlyObject(stored) {
+		if z = deflate(result); z != nil {
+			stored = len(z)
+		}
 	}
 	object, err := s.asObject(stored)
 	if err != nil {

@@ -418,7 +418,7 @@ func (s *Store) putInput(rec *driver.Record) (*dynamodb.PutItemInput, payloadAt,
 	split = split && !s.inline
 	it := toItem(rec)
 	if split {
-		if at.object, err = s.asObject(storedSize(rec.Payload)); err != nil {
+		if at.object, err = s.asObject(s.storedSize(rec.Payload)); err != nil {
 			return nil, at, fmt.Errorf("dynamostore: payload of %s: %w", rec.ID, err)
 		}
 		at.ref = payloadRef(rec.Payload)
