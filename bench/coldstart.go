@@ -28,7 +28,7 @@ type coldResult struct {
 	Name string // the function (hello: the baseline)
 	// Traced: built as `make build` builds this repository's functions,
 	// with OpenTelemetry and the S3 client linked (internal/withtracing:
-	// tracing.XRay(); internal/withobjects: s3objects.FromConfig); else
+	// tracing.XRay(); internal/withobjects: s3objects.Tier); else
 	// with the tags lambdajobs.notracing and lambdajobs.noobjects, as a
 	// team's main that passes no lambdafn.Opts.Tracing and no Objects.
 	Traced    bool

@@ -414,7 +414,7 @@ func (r *report) coldMD() string {
 	w("heaps), in an environment holding only what Lambda and the\n")
 	w("construct set. Each function is built twice: as a team's main that passes no tracing and no\n")
 	w("object tier (`-tags lambdajobs.notracing,lambdajobs.noobjects` here), and as this repository's\n")
-	w("`make build` builds it, with `tracing.XRay()` and `s3objects.FromConfig` (the S3 client) linked\n")
+	w("`make build` builds it, with `tracing.XRay()` and `s3objects.Tier{}` (the S3 client) linked\n")
 	w("but unused (no large kind, no bucket). The first invoke is what the caller waits for: the\n")
 	w("process's start, the Go runtime and package initialisation, the function's set-up (together\n")
 	w("the emulator's *init*, up to the runtime's first request for work) and the first invocation\n")

@@ -1,5 +1,5 @@
 // Package withobjects is the object tier of this repository's six
-// functions (lambdafn.Opts.Objects): S3, through s3objects.FromConfig, in
+// functions (lambdafn.Opts.Objects): S3, through s3objects.Tier, in
 // the bucket the construct creates for a registry with large parts
 // (example.blob's). Built with the tag lambdajobs.noobjects, Objects is
 // nil and no S3 client is linked: how docs/BENCHMARKS.md measures the

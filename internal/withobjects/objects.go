@@ -8,4 +8,4 @@ import (
 )
 
 // Objects is the functions' object tier: S3.
-func Objects() lambdafn.ObjectTier { return s3objects.FromConfig }
+func Objects() lambdafn.ObjectTier { return s3objects.Tier{} }

@@ -263,13 +263,13 @@ type Deps struct {
 func (d *Deps) useObjects(tier ObjectTier, large bool) error {
 	switch {
 	case large && tier == nil:
-		return errors.New("lambdafn: a kind allows payloads or results past an item (jobs.KindOpts.MaxPayloadBytes, MaxResultBytes): give Opts.Objects (s3objects.FromConfig)")
+		return errors.New("lambdafn: a kind allows payloads or results past an item (jobs.KindOpts.MaxPayloadBytes, MaxResultBytes): give Opts.Objects (s3objects.Tier{})")
 	case large && d.Config.Bucket == "":
 		return fmt.Errorf("lambdafn: a kind allows payloads or results past an item, and %s is not set (jobsinfra sets it with JobsProps.LargeParts)", deploy.EnvBucket.Name)
 	case tier == nil || d.Config.Bucket == "":
 		return nil
 	}
-	d.Store = dynamostore.New(d.ddb, d.Config.Table, dynamostore.Config{Objects: tier(d.aws, d.Config.Bucket)})
+	d.Store = dynamostore.New(d.ddb, d.Config.Table, dynamostore.Config{Objects: tier.ObjectsFor(d.aws, d.Config.Bucket)})
 	return nil
 }
 
@@ -288,15 +288,17 @@ type Opts struct {
 	// OpenTelemetry, and a function refuses to start with JOBS_TRACING=on.
 	Tracing Tracing
 	// Objects keeps payloads and results too large for items in
-	// JOBS_BUCKET: s3objects.FromConfig. Nil links no S3 client, and a
+	// JOBS_BUCKET: s3objects.Tier{}. Nil links no S3 client, and a
 	// function whose registry has a kind that allows such parts
 	// (jobs.KindOpts.MaxPayloadBytes, MaxResultBytes) refuses to start.
 	Objects ObjectTier
 }
 
 // ObjectTier builds the object tier of a bucket from the functions' AWS
-// configuration (s3objects.FromConfig).
-type ObjectTier func(cfg aws.Config, bucket string) dynamostore.Objects
+// configuration: s3objects.Tier.
+type ObjectTier interface {
+	ObjectsFor(cfg aws.Config, bucket string) dynamostore.Objects
+}
 
 // newDepsFromEnv reads the AWS configuration from the environment (region,
 // credentials, AWS_ENDPOINT_URL_* overrides: see awsenv.go) and builds the
@@ -780,7 +782,7 @@ func NewServiceWithConfig(ctx context.Context, reg *jobs.Registry, awsCfg aws.Co
 
 // NewServiceWithObjects is NewServiceWithConfig for a registry with a kind
 // that allows payloads past an item (jobs.KindOpts.MaxPayloadBytes): its
-// payloads go to JOBS_BUCKET through objects (s3objects.FromConfig;
+// payloads go to JOBS_BUCKET through objects (s3objects.Tier{};
 // jobsinfra's GrantEnqueue sets the bucket and grants its writes).
 func NewServiceWithObjects(ctx context.Context, reg *jobs.Registry, awsCfg aws.Config, objects ObjectTier) (*jobs.Service, error) {
 	cfg, err := ConfigFromEnv(os.Getenv)

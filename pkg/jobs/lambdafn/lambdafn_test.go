@@ -230,6 +230,10 @@ type bigObjects struct{ dynamostore.Objects }
 
 func (bigObjects) MaxBytes() int { return 100 << 20 }
 
+type bigTier struct{}
+
+func (bigTier) ObjectsFor(aws.Config, string) dynamostore.Objects { return bigObjects{} }
+
 // A registry with a kind that allows large parts needs the object tier:
 // without Opts.Objects, or without JOBS_BUCKET, a function refuses to
 // start; with both it starts, and a registry without such a kind starts
@@ -245,8 +249,7 @@ func TestLargePartsNeedTheObjectTier(t *testing.T) {
 		jobs.MustRegister(r, "blob", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, opts)
 		return r
 	}
-	tier := func(aws.Config, string) dynamostore.Objects { return bigObjects{} }
-	with := &lambdafn.Opts{Objects: tier}
+	with := &lambdafn.Opts{Objects: bigTier{}}
 	for _, tc := range []struct {
 		large  bool
 		bucket string

@@ -3,7 +3,7 @@
 // dynamostore.Objects on one bucket, with the SDK's S3 client.
 //
 // It is a package of its own so that a program without large payloads
-// links no S3 client: lambdafn.Opts.Objects takes FromConfig, and the CDK
+// links no S3 client: lambdafn.Opts.Objects takes Tier{}, and the CDK
 // construct creates the bucket (JOBS_BUCKET) only when a kind allows
 // parts past an item's bound.
 //
@@ -85,9 +85,17 @@ func New(client *s3.Client, bucket string) *Objects {
 	return &Objects{api: client, presign: s3.NewPresignClient(client), bucket: bucket, now: time.Now}
 }
 
+// Tier is the object tier lambdafn.Opts.Objects takes (lambdafn.ObjectTier):
+// its ObjectsFor is FromConfig.
+type Tier struct{}
+
+// ObjectsFor returns FromConfig(cfg, bucket).
+func (Tier) ObjectsFor(cfg aws.Config, bucket string) dynamostore.Objects {
+	return FromConfig(cfg, bucket)
+}
+
 // FromConfig builds the S3 client from cfg (path-style when cfg sets an
-// endpoint: the local emulator) and returns the Objects of bucket: the
-// function lambdafn.Opts.Objects takes.
+// endpoint: the local emulator) and returns the Objects of bucket.
 func FromConfig(cfg aws.Config, bucket string) dynamostore.Objects {
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.UsePathStyle = o.BaseEndpoint != nil
