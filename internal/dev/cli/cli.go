@@ -357,26 +357,31 @@ type client struct {
 
 // Job is the API's job JSON.
 type Job struct {
-	ID         string            `json:"id"`
-	Kind       string            `json:"kind"`
-	Status     string            `json:"status"`
-	Result     json.RawMessage   `json:"result"`
-	Error      *string           `json:"error"`
-	Attempt    int               `json:"attempt"`
-	RunAt      *time.Time        `json:"run_at,omitempty"`
-	WaitingOn  string            `json:"waiting_on,omitempty"`
-	After      []string          `json:"after,omitempty"`
-	Left       int               `json:"parents_left,omitempty"`
-	ReplayOf   string            `json:"replay_of,omitempty"`
-	ChildOf    string            `json:"child_of,omitempty"`
-	Lane       string            `json:"lane,omitempty"`
-	LastError  *string           `json:"last_error,omitempty"`
-	Cancel     bool              `json:"cancel_requested,omitempty"`
-	Tags       map[string]string `json:"tags,omitempty"`
-	CreatedAt  time.Time         `json:"created_at"`
-	UpdatedAt  time.Time         `json:"updated_at"`
-	StartedAt  *time.Time        `json:"started_at,omitempty"`
-	FinishedAt *time.Time        `json:"finished_at,omitempty"`
+	ID        string            `json:"id"`
+	Kind      string            `json:"kind"`
+	Status    string            `json:"status"`
+	Result    json.RawMessage   `json:"result"`
+	Error     *string           `json:"error"`
+	Attempt   int               `json:"attempt"`
+	RunAt     *time.Time        `json:"run_at,omitempty"`
+	WaitingOn string            `json:"waiting_on,omitempty"`
+	After     []string          `json:"after,omitempty"`
+	Left      int               `json:"parents_left,omitempty"`
+	ReplayOf  string            `json:"replay_of,omitempty"`
+	ChildOf   string            `json:"child_of,omitempty"`
+	Lane      string            `json:"lane,omitempty"`
+	LastError *string           `json:"last_error,omitempty"`
+	Cancel    bool              `json:"cancel_requested,omitempty"`
+	Tags      map[string]string `json:"tags,omitempty"`
+	// PayloadBytes, ResultBytes and ResultURL: a payload or result kept
+	// as an S3 object.
+	PayloadBytes int        `json:"payload_bytes,omitempty"`
+	ResultBytes  int        `json:"result_bytes,omitempty"`
+	ResultURL    string     `json:"result_url,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	StartedAt    *time.Time `json:"started_at,omitempty"`
+	FinishedAt   *time.Time `json:"finished_at,omitempty"`
 }
 
 func (j Job) final() bool {
@@ -645,6 +650,17 @@ func (c *client) print(j Job, raw []byte) {
 	}
 	if j.Error != nil {
 		fmt.Fprintf(c.stdout, "error:    %s\n", *j.Error)
+	}
+	if j.PayloadBytes > 0 {
+		fmt.Fprintf(c.stdout, "payload:  %d bytes, kept as an S3 object\n", j.PayloadBytes)
+	}
+	if j.ResultBytes > 0 {
+		fmt.Fprintf(c.stdout, "result:   %d bytes, kept as an S3 object", j.ResultBytes)
+		if j.ResultURL != "" {
+			fmt.Fprintf(c.stdout, ": curl -o result.json '%s' (for 5 minutes)", j.ResultURL)
+		}
+		fmt.Fprintln(c.stdout)
+		return
 	}
 	fmt.Fprintf(c.stdout, "result:   %s\n", string(j.Result))
 }

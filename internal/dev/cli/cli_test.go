@@ -58,7 +58,13 @@ func server(t *testing.T) string {
 		_, err := export.EnqueueChild(ctx, j, "only", struct{}{}, nil)
 		return jobs.NoResult{}, err
 	}, nil)
+	jobs.MustRegister(reg, "big", func(_ context.Context, j *jobs.Job[stepsPayload]) (jobs.JSON[string], error) {
+		return jobs.JSON[string]{V: strings.Repeat("r", j.Payload.Steps)}, nil
+	}, &jobs.KindOpts{MaxResultBytes: 1 << 20})
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+	// Results past 4,000 bytes are kept as objects, as with an S3 tier.
+	store.KeepPayloadsApart(2000)
+	store.KeepObjectsOver(4000)
 	// The CLI's caller's runtime schedule (ljob run-now, ljob pause schedule:...).
 	_ = store.AddOwnerSchedule(context.Background(), wire.OwnerKey(localstack.LocalTrustedCaller), jobs.Schedule{Name: "nightly", Expression: "rate(1 day)",
 		TimeZone: "UTC", Kind: "steps", Payload: []byte(`{"steps":2}`), Overlap: jobs.OverlapAllow, Owner: localstack.LocalTrustedCaller}, 20)
@@ -578,6 +584,22 @@ func TestGetShowsTheParent(t *testing.T) {
 	}
 	if _, out, _ := runCLI(t, url, "get", page.Jobs[0].ID); !strings.Contains(out, "parent:   "+parent.ID+" (its handler started this job)\n") {
 		t.Fatalf("ljob get of the child:\n%s", out)
+	}
+}
+
+// ljob get says a result is kept as an object, with its size and the
+// command that fetches it.
+func TestGetShowsAResultKeptAsAnObject(t *testing.T) {
+	url := server(t)
+	code, out, _ := runCLI(t, url, "-json", "enqueue", "big", `{"steps":5000}`)
+	var j cli.Job
+	if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil {
+		t.Fatalf("enqueue: %d %s", code, out)
+	}
+	runCLI(t, url, "get", j.ID) // the test server runs a job at each read
+	_, out, _ = runCLI(t, url, "get", j.ID)
+	if !strings.Contains(out, "result:   5002 bytes, kept as an S3 object: curl -o result.json 'https://objects.invalid/result#"+j.ID) {
+		t.Fatalf("ljob get of a job whose result is an object:\n%s", out)
 	}
 }
 
