@@ -197,6 +197,14 @@ func (inv invocation) finalWriteContext(ctx context.Context) (context.Context, c
 	return inv.bounded(context.WithoutCancel(ctx), inv.budget)
 }
 
+// partContext returns the context for reading a claimed job's payload and
+// writing its result when they may be objects of tens of MB: the run's
+// time pays for them, up to the latest moment that leaves the final write
+// its budget (the handler's own deadline comes sooner).
+func (inv invocation) partContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(context.WithoutCancel(ctx), inv.write.Add(-inv.budget))
+}
+
 // callContext returns the context for one AWS call other than the final
 // write: within Call of now, and ending by the invocation's write deadline.
 func (inv invocation) callContext(ctx context.Context) (context.Context, context.CancelFunc) {

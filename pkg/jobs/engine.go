@@ -49,9 +49,11 @@ type engine struct {
 	messageFirst bool
 	// pauses is this instance's copy of the pause set.
 	pauses *pauseSet
-	// links links parts kept as objects, when the store can
-	// (driver.PartLinker; store is wrapped, so asked once at the start).
-	links driver.PartLinker
+	// links links parts kept as objects, and stager writes a large result
+	// ahead of its final write, when the store can (driver.PartLinker,
+	// ResultStager; store is wrapped, so asked once at the start).
+	links  driver.PartLinker
+	stager driver.ResultStager
 }
 
 // newID returns a fresh job id, batch id or claim token.
@@ -268,7 +270,7 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex executi
 	var out driver.Outcome
 	write := func(ex execution) error {
 		for try := 0; ; try++ {
-			out = driver.Outcome{Status: ex.Status, Result: ex.Result, ResultUntil: at.Add(retention), Code: ex.Code, At: at, ExpiresAt: at.Add(retention),
+			out = driver.Outcome{Status: ex.Status, Result: ex.Result, Staged: ex.Staged, ResultUntil: at.Add(retention), Code: ex.Code, At: at, ExpiresAt: at.Add(retention),
 				LeaseExpiredBy: r.leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec, ex.Status), Seq: outcomeSeq(rec),
 				Dependents: len(rec.Dependents)}
 			if ex.Status == StatusCancelled {

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/dev/testroles"
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
@@ -85,4 +89,57 @@ func TestNewClientRefusesPartsItsStoreCannotKeep(t *testing.T) {
 			t.Errorf("a %d-byte kind on a 256 KiB store: %v", n, err)
 		}
 	}
+}
+
+// stagingStore is a MemStore that stages results as an object tier does
+// (driver.ResultStager), recording when it was asked and until when it
+// may take, and the outcome the final write then got.
+type stagingStore struct {
+	*jobstest.MemStore
+	mu       sync.Mutex
+	deadline time.Time
+	staged   int
+	finished driver.Outcome
+}
+
+func (s *stagingStore) StageResult(ctx context.Context, id string, result []byte, until time.Time) (driver.Staged, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deadline, _ = ctx.Deadline()
+	s.staged++
+	return driver.Staged{}, nil // the result stays in items: the final write stores it
+}
+
+func (s *stagingStore) Finish(ctx context.Context, id, token string, o driver.Outcome) error {
+	s.mu.Lock()
+	s.finished = o
+	s.mu.Unlock()
+	return s.MemStore.Finish(ctx, id, token, o)
+}
+
+// A succeeded run's result is offered to the store's stager before the
+// final write, with the run's time (up to the final write's budget before
+// the Lambda deadline), not the final write's few seconds: an object of
+// tens of MB is written from it.
+func TestAResultIsStagedOnTheRunsTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		store := &stagingStore{MemStore: mem}
+		r := newEngineRig(t, mem, store, jobs.Config{CancelCheck: -1}, nil)
+		id := r.enqueue(t, "sleep", `{"for":"1s"}`)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		lambda, _ := ctx.Deadline()
+		if _, err := r.worker.HandleSQS(ctx, sqsEvent(message.Encode(id))); err != nil {
+			t.Fatal(err)
+		}
+		d := jobs.DefaultDeadlines
+		want := lambda.Add(-d.Safety - d.FinalWrite)
+		if store.staged != 1 || !store.deadline.Equal(want) {
+			t.Fatalf("staged %d times, until %v; want once, until the Lambda deadline less the safety and the final write's budget (%v)", store.staged, store.deadline, want)
+		}
+		if got := r.get(t, id); got.Status != jobs.StatusSucceeded || store.finished.Result == nil {
+			t.Fatalf("after staging nothing: %s, final write's result %q", got.Status, store.finished.Result)
+		}
+	})
 }

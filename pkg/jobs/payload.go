@@ -206,6 +206,29 @@ func (e *engine) resultURL(ctx context.Context, rec *driver.Record) string {
 	return u
 }
 
+// stagerOf is store's ResultStager, if it is one.
+func stagerOf(store driver.Store) driver.ResultStager {
+	s, _ := store.(driver.ResultStager)
+	return s
+}
+
+// stageResult writes a succeeded run's result ahead of its final write
+// when its store keeps it as an object (tens of MB, written from the
+// run's time: the final write's budget is a few seconds). A failure
+// leaves the final write to store it, as it does any other result.
+func (e *engine) stageResult(ctx context.Context, rec *driver.Record, ex *execution) {
+	if e.stager == nil || ex.Status != StatusSucceeded || len(ex.Result) == 0 {
+		return
+	}
+	staged, err := e.stager.StageResult(ctx, rec.ID, ex.Result, e.now().Add(e.retentionOf(rec.Kind)))
+	if err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "result not written ahead of the final write, which writes it", slog.String("job_id", rec.ID),
+			slog.String("err_types", errtypes.Of(err)))
+		return
+	}
+	ex.Staged = staged
+}
+
 // linkerOf is store's PartLinker, if it is one.
 func linkerOf(store driver.Store) driver.PartLinker {
 	l, _ := store.(driver.PartLinker)

@@ -23,6 +23,9 @@ var (
 type execution struct {
 	Status Status // succeeded or failed
 	Result []byte // public JSON of the result (succeeded only)
+	// Staged names Result's object when it was written ahead of the final
+	// write (engine.stageResult).
+	Staged driver.Staged
 	Code   string // failure code (failed only)
 	// Cause and ErrTypes say why, for logs. They never carry error text:
 	// Cause is one of a fixed set of words, ErrTypes lists the Go types of

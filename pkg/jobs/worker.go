@@ -601,6 +601,10 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 	// or waits) passes to the next waiter.
 	next := successor{chain: c}
 	pctx, pcancel := inv.callContext(ctx)
+	if rec.PayloadBytes > 0 {
+		pcancel()
+		pctx, pcancel = inv.partContext(ctx)
+	}
 	perr := w.eng.loadPayload(pctx, rec, now)
 	paused, pauseErr := w.eng.pauses.holds(pctx, rec)
 	pcancel()
@@ -710,6 +714,9 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 		}
 	}
 	end := func() {
+		sctx, scancel := inv.partContext(ctx)
+		w.eng.stageResult(sctx, rec, &ex)
+		scancel()
 		wctx, cancel := inv.finalWriteContext(ctx)
 		defer cancel()
 		done <- w.eng.end(wctx, run{rec: rec, token: token, started: now, held: held}, ex).comesBack()

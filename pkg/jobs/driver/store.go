@@ -399,6 +399,23 @@ type Claim struct {
 	SkipKinds []string
 }
 
+// ResultStager is implemented by a store that keeps large final results
+// as objects (S3): StageResult writes result's object for job id ahead of
+// the final write, lasting until until, so that writing many MB is paid
+// from the run's time, not from the final write's budget; the final write
+// then only names it (Outcome.Staged). A zero Staged: the result stays in
+// items, and the final write stores it.
+type ResultStager interface {
+	StageResult(ctx context.Context, id string, result []byte, until time.Time) (Staged, error)
+}
+
+// Staged names a final result written ahead of its final write
+// (ResultStager): its part's name and size.
+type Staged struct {
+	Ref   string
+	Bytes int
+}
+
 // Outcome is the final write of a run.
 type Outcome struct {
 	Status Status // StatusSucceeded or StatusFailed
@@ -407,6 +424,9 @@ type Outcome struct {
 	// (PartResult) lasts: the job's ExpiresAt.
 	Result      []byte
 	ResultUntil time.Time
+	// Staged, when set, names Result's object, written ahead of this
+	// write (ResultStager): the store names it instead of writing Result.
+	Staged Staged
 	// Code is the failure code of a failed run.
 	Code string
 	At   time.Time

@@ -270,3 +270,47 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)[:n]
 }
+
+// TestAStagedResultIsNamedNotWritten: a result staged ahead of its final
+// write (StageResult) is an object already; the final write only names
+// it, with no request to S3, and a result that stays in items stages
+// nothing.
+func TestAStagedResultIsNamedNotWritten(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	doer := &countingDoer{n: map[string]int{}, out: http.DefaultClient}
+	s3c := localaws.S3Client(testenv.SQSEndpoint(t), func(o *s3.Options) { o.HTTPClient = doer })
+	bucket := testenv.NewBucket(t, testenv.S3(t))
+	clock := jobstest.NewClock(time.Now())
+	store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{Clock: clock, Objects: s3objects.New(s3c, bucket)})
+	ctx := context.Background()
+	if st, err := store.StageResult(ctx, "x", []byte(`{"n":1}`), clock.Now().Add(time.Hour)); err != nil || st != (driver.Staged{}) {
+		t.Fatalf("a small result staged %+v (%v)", st, err)
+	}
+	rec := jobstest.NewRecord(wire.NewID(), clock.Now())
+	if err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, rec.ID, driver.Claim{Token: "t", At: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	result := randomJSON(t, 64<<10)
+	until := clock.Now().Add(7 * 24 * time.Hour)
+	st, err := store.StageResult(ctx, rec.ID, result, until)
+	if err != nil || st.Bytes != len(result) || st.Ref == "" {
+		t.Fatalf("staging a 64 KB result: %+v (%v)", st, err)
+	}
+	doer.mu.Lock()
+	before := doer.n["PUT"]
+	doer.mu.Unlock()
+	if err := store.Finish(ctx, rec.ID, "t", driver.Outcome{Status: jobs.StatusSucceeded, Result: result, Staged: st, At: clock.Now(), ResultUntil: until, ExpiresAt: until}); err != nil {
+		t.Fatal(err)
+	}
+	doer.mu.Lock()
+	after := doer.n["PUT"]
+	doer.mu.Unlock()
+	got, _ := store.Get(ctx, rec.ID)
+	read, _, err := store.ReadPart(ctx, got, driver.PartResult)
+	if after != before || got.ResultBytes != len(result) || got.ResultRef != st.Ref || err != nil || !bytes.Equal(read, result) {
+		t.Fatalf("the final write made %d PUTs; the job names %q (%d bytes), reads %d bytes (%v); want none and the staged object", after-before, got.ResultRef, got.ResultBytes, len(read), err)
+	}
+}

@@ -455,6 +455,23 @@ func resultKey(id, ref string) map[string]types.AttributeValue {
 	return key(storekey.ResultPrefix + id + "#" + ref)
 }
 
+// StageResult writes the object of a final result of job id that will be
+// one (driver.ResultStager), ahead of its final write; a result that stays
+// in items gives a zero Staged.
+func (s *Store) StageResult(ctx context.Context, id string, result []byte, until time.Time) (driver.Staged, error) {
+	if s.opts.Objects == nil || len(result) <= resultInline || s.inline {
+		return driver.Staged{}, nil
+	}
+	if object, err := s.asObject(s.storedSize(result)); err != nil || !object {
+		return driver.Staged{}, err
+	}
+	ref, err := s.putObject(ctx, id, driver.PartResult, result, until)
+	if err != nil {
+		return driver.Staged{}, err
+	}
+	return driver.Staged{Ref: ref, Bytes: len(result)}, nil
+}
+
 // putResult puts a final result of job id in its own item or object
 // (until its TTL) when over resultInline, and returns the part's name (""
 // for a result that stays in the job's item) and, for an object, its

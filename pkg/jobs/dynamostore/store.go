@@ -756,9 +756,12 @@ func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) 
 		e.setTo(AttrExpires, e.vn(o.ExpiresAt.Unix()))
 	}
 	if o.Result != nil {
-		ref, size, err := s.putResult(ctx, id, o.Result, o.ResultUntil)
-		if err != nil {
-			return err
+		ref, size := o.Staged.Ref, o.Staged.Bytes
+		if ref == "" {
+			var err error
+			if ref, size, err = s.putResult(ctx, id, o.Result, o.ResultUntil); err != nil {
+				return err
+			}
 		}
 		switch {
 		case size > 0:
