@@ -181,6 +181,11 @@ func (s *Jobs) arns(r deploy.Resource, g grantee) []*string {
 			return nil
 		}
 		return []*string{s.Key.KeyArn()}
+	case deploy.Bucket:
+		if s.Parts == nil {
+			return nil
+		}
+		return []*string{s.Parts.BucketArn()}
 	case deploy.Parts:
 		if s.Parts == nil {
 			return nil

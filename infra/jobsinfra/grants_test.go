@@ -121,6 +121,10 @@ func (d *descriptorStack) arns(t *testing.T, r deploy.Resource, rc roleCase) []s
 		if j.Key != nil {
 			out = append(out, att(j.Key))
 		}
+	case deploy.Bucket:
+		if j.Parts != nil {
+			out = append(out, att(j.Parts))
+		}
 	case deploy.Parts:
 		if j.Parts != nil {
 			out = append(out, att(j.Parts)+"/parts/*")

@@ -172,6 +172,9 @@ func (d *iamDeployment) arnOf(resource string) (string, string, error) {
 	case resource == "role/scheduler":
 		arn, err := t.getAtt(d.res[resource], "Arn")
 		return arn, "", err
+	case resource == "bucket":
+		arn, err := t.getAtt(d.res["bucket"], "Arn")
+		return arn, d.res["bucket"], err
 	case resource == "bucket/parts":
 		arn, err := t.getAtt(d.res["bucket"], "Arn")
 		return arn + "/parts/ab12/a-job/payload-x", d.res["bucket"], err

@@ -46,6 +46,8 @@ const (
 	// bucket (parts/*), in a deployment that has it (jobsinfra's
 	// JobsProps.LargeParts).
 	Parts Resource = "bucket/parts"
+	// Bucket is that bucket itself (s3:ListBucket).
+	Bucket Resource = "bucket"
 	// OwnLogs are the log streams of the function's own log group.
 	OwnLogs Resource = "logs/own"
 	// Anything is "*", for actions that take no resource (X-Ray's).
@@ -151,8 +153,13 @@ var (
 	// tagged with how long it lasts: s3:PutObjectTagging; a copy onto
 	// itself to last longer: both, and s3:GetObject), read, and with a
 	// customer-managed key, its data keys through S3.
-	partsWrite   = Grant{Actions: []string{"s3:PutObject", "s3:PutObjectTagging", "s3:AbortMultipartUpload"}, Resource: Parts, Why: "payloads and results kept as objects, written or kept longer (each writer is among the bucket's known users)"}
-	partsRead    = Grant{Actions: []string{"s3:GetObject"}, Resource: Parts, Why: "payloads and results kept as objects, read (and a result's presigned link, which acts as this role)"}
+	partsWrite = Grant{Actions: []string{"s3:PutObject", "s3:PutObjectTagging", "s3:AbortMultipartUpload"}, Resource: Parts, Why: "payloads and results kept as objects, written or kept longer (each writer is among the bucket's known users)"}
+	partsRead  = Grant{Actions: []string{"s3:GetObject"}, Resource: Parts, Why: "payloads and results kept as objects, read (and a result's presigned link, which acts as this role)"}
+	// Without s3:ListBucket, S3 answers a read of a missing object with
+	// 403 AccessDenied instead of 404 NoSuchKey, and a job whose object
+	// is gone would wait for it for ever instead of failing
+	// payload_unreadable.
+	partsList    = Grant{Actions: []string{"s3:ListBucket"}, Resource: Bucket, Why: "a missing object answered as missing (404), not as refused (403)"}
 	keyParts     = Grant{Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resource: Key, Condition: Condition{Via: "s3"}, Why: "objects written and read in the encrypted bucket"}
 	keyPartsRead = Grant{Actions: []string{"kms:Decrypt"}, Resource: Key, Condition: Condition{Via: "s3"}, Why: "objects read in the encrypted bucket"}
 	// putEvents: the functions that write outcomes announce them.
@@ -175,12 +182,12 @@ var roleGrants = map[string][]Grant{
 		send,
 		{Actions: []string{"secretsmanager:GetSecretValue"}, Resource: PayloadSecret, Why: "the payload key ring, at cold start"},
 		keyTableWrite, keySend, keySecret,
-		partsWrite, partsRead, keyParts,
+		partsWrite, partsRead, partsList, keyParts,
 	},
 	GetJob: join(listing, []Grant{
 		{Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem"}, Resource: Table, Why: "a job, a batch, the jobs a listing names"},
 		keyTableRead, keySecret,
-		partsRead, keyPartsRead,
+		partsRead, partsList, keyPartsRead,
 	}),
 	Cancel: join(listing, []Grant{
 		// Cancel, retry, and a batch's completion job, created when the
@@ -193,7 +200,7 @@ var roleGrants = map[string][]Grant{
 		{Actions: []string{"sqs:GetQueueAttributes"}, Resource: Queues, Why: "each queue's depth"},
 		putEvents,
 		keyTableWrite, keySend, keySecret,
-		partsWrite, partsRead, keyParts,
+		partsWrite, partsRead, partsList, keyParts,
 	}),
 	Worker: {
 		// Claims, publishes and finishes (UpdateItem), reads a job it may
@@ -210,7 +217,7 @@ var roleGrants = map[string][]Grant{
 		{Actions: []string{"secretsmanager:GetSecretValue"}, Resource: PayloadSecret, Why: "the payload key ring, at cold start"},
 		putEvents,
 		keyTableWrite, keySend, keySecret,
-		partsWrite, partsRead, keyParts,
+		partsWrite, partsRead, partsList, keyParts,
 		{Actions: []string{"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}, Resource: OwnQueue, By: ByEventSource, Why: "its lane's messages, received and deleted by Lambda's pollers"},
 		{Actions: []string{"kms:Decrypt"}, Resource: Key, By: ByEventSource, Why: "its lane's messages, with a customer-managed key (bounded by the key policy's OnlyThroughItsServices)"},
 	},
@@ -222,7 +229,7 @@ var roleGrants = map[string][]Grant{
 		{Actions: []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"}, Resource: DLQs, Why: "each lane's dead letters: job references settled and deleted, the rest released at once"},
 		putEvents,
 		keyTableWrite, keySend,
-		partsWrite, partsRead, keyParts,
+		partsWrite, partsRead, partsList, keyParts,
 	},
 	Schedules: {
 		// Changes runtime schedules only, in their own group; reads one to

@@ -51,8 +51,9 @@ type API struct {
 	// what serves its routes.
 	routes []deploy.Route
 	eps    map[string]endpoint
-	// enqueueBody bounds a POST /v1/jobs body: the largest payload a kind
-	// allows, up to MaxDirectPayloadBytes, and room for the rest.
+	// enqueueBody bounds a POST /v1/jobs body (and a replay's, which may
+	// carry a payload): the largest payload a kind allows, up to
+	// MaxDirectPayloadBytes, and room for the rest.
 	enqueueBody int
 }
 

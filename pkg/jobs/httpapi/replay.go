@@ -27,7 +27,7 @@ func (a *API) replayJob(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 	owner := rq.caller
 	var in replayBody
 	if strings.TrimSpace(req.Body) != "" {
-		body, err := jsonBody(req, MaxBodyBytes)
+		body, err := jsonBody(req, a.enqueueBody)
 		if err != nil {
 			return problem(ctx, a.log, err)
 		}
