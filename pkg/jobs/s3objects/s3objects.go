@@ -63,6 +63,7 @@ const MaxURL = 5 * time.Minute
 type API interface {
 	PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 	GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
 	CopyObject(context.Context, *s3.CopyObjectInput, ...func(*s3.Options)) (*s3.CopyObjectOutput, error)
 	CreateMultipartUpload(context.Context, *s3.CreateMultipartUploadInput, ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error)
 	UploadPart(context.Context, *s3.UploadPartInput, ...func(*s3.Options)) (*s3.UploadPartOutput, error)
@@ -214,20 +215,38 @@ func (o *Objects) Get(ctx context.Context, key string, max int) ([]byte, time.Ti
 	if len(body) > max {
 		return nil, time.Time{}, fmt.Errorf("%w: more than %d bytes", dynamostore.ErrObjectMissing, max)
 	}
-	var until time.Time
-	if s, ok := out.Metadata[metaUntil]; ok {
+	return body, untilOf(out.Metadata), nil
+}
+
+// untilOf is how long an object lasts, as its metadata says (zero when it
+// does not).
+func untilOf(m map[string]string) time.Time {
+	if s, ok := m[metaUntil]; ok {
 		if sec, err := strconv.ParseInt(s, 10, 64); err == nil {
-			until = time.Unix(sec, 0).UTC()
+			return time.Unix(sec, 0).UTC()
 		}
 	}
-	return body, until, nil
+	return time.Time{}
 }
 
 // Keep makes the object at key last until at least until: a copy onto
-// itself, tagged anew (S3 counts a lifecycle's days from the last write).
+// itself, tagged anew (S3 counts a lifecycle's days from the last write),
+// unless it lasts that long already (a HEAD reads how long: a copy never
+// shortens an object's life, as a longer tag asked for by another caller
+// would be lost).
 func (o *Objects) Keep(ctx context.Context, key string, until time.Time) error {
+	head, err := o.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &o.bucket, Key: &key})
+	if missing(err) {
+		return dynamostore.ErrObjectMissing
+	}
+	if err != nil {
+		return err
+	}
+	if cur := untilOf(head.Metadata); !cur.IsZero() && !cur.Before(until) {
+		return nil
+	}
 	days, end := keepFor(o.now(), until)
-	_, err := o.api.CopyObject(ctx, &s3.CopyObjectInput{
+	_, err = o.api.CopyObject(ctx, &s3.CopyObjectInput{
 		Bucket: &o.bucket, Key: &key, CopySource: aws.String(url.PathEscape(o.bucket) + "/" + escapeKey(key)),
 		ContentType:       aws.String("application/json"),
 		MetadataDirective: types.MetadataDirectiveReplace, Metadata: meta(end),

@@ -3,6 +3,7 @@ package s3objects
 import (
 	"context"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +75,9 @@ func TestKeepTiers(t *testing.T) {
 // fakeS3 records which checksum setting each multipart call was made with.
 type fakeS3 struct {
 	API
-	calc map[string]aws.RequestChecksumCalculation
+	calc   map[string]aws.RequestChecksumCalculation
+	meta   map[string]string // HeadObject's metadata
+	copies []string          // each copy's tagging
 }
 
 func (f *fakeS3) opts(op string, fns []func(*s3.Options)) {
@@ -83,6 +86,15 @@ func (f *fakeS3) opts(op string, fns []func(*s3.Options)) {
 		fn(&o)
 	}
 	f.calc[op] = o.RequestChecksumCalculation
+}
+
+func (f *fakeS3) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	return &s3.HeadObjectOutput{Metadata: f.meta}, nil
+}
+
+func (f *fakeS3) CopyObject(_ context.Context, in *s3.CopyObjectInput, _ ...func(*s3.Options)) (*s3.CopyObjectOutput, error) {
+	f.copies = append(f.copies, aws.ToString(in.Tagging))
+	return &s3.CopyObjectOutput{}, nil
 }
 
 func (f *fakeS3) CreateMultipartUpload(_ context.Context, _ *s3.CreateMultipartUploadInput, fns ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
@@ -114,5 +126,21 @@ func TestMultipartSendsNoChecksums(t *testing.T) {
 		if f.calc[op] != aws.RequestChecksumCalculationWhenRequired {
 			t.Errorf("%s: checksum calculation %v, want only when required", op, f.calc[op])
 		}
+	}
+}
+
+// TestKeepNeverShortensAnObjectsLife: Keep copies an object onto itself
+// only when it would not last until asked; an object tagged for longer (a
+// job that waits on its parents) keeps its tag.
+func TestKeepNeverShortensAnObjectsLife(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	long := now.Add(512 * 24 * time.Hour)
+	f := &fakeS3{calc: map[string]aws.RequestChecksumCalculation{}, meta: map[string]string{metaUntil: strconv.FormatInt(long.Unix(), 10)}}
+	o := &Objects{api: f, bucket: "b", now: func() time.Time { return now }}
+	if err := o.Keep(context.Background(), "parts/x", now.Add(20*24*time.Hour)); err != nil || len(f.copies) != 0 {
+		t.Fatalf("keeping for 20 days an object that lasts 512: %v, copies %v; want none", err, f.copies)
+	}
+	if err := o.Keep(context.Background(), "parts/x", now.Add(600*24*time.Hour)); err != nil || len(f.copies) != 1 || f.copies[0] != "lj-keep=1024" {
+		t.Fatalf("keeping it for 600 days: %v, copies %v; want one, tagged 1024", err, f.copies)
 	}
 }
