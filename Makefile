@@ -25,7 +25,7 @@ APIDIFF     := golang.org/x/exp/cmd/apidiff@v0.0.0-20261009195045-ca0d7ba23607
 # The packages a team codes against: apidiff compares each with api/BASELINE.
 # Each is <module directory>:<package directory>; the construct is in the
 # module infra.
-API_PACKAGES := .:pkg/jobs .:pkg/jobs/driver .:pkg/jobs/jobstest .:pkg/jobs/lambdafn .:pkg/jobs/httpapi .:pkg/jobs/dynamostore .:pkg/jobs/sqsqueue .:pkg/jobs/schedulerapi .:pkg/jobs/eventbus .:pkg/jobs/lambdafn/tracing .:pkg/jobs/lambdafn/tracing/otlp infra:jobsinfra
+API_PACKAGES := .:pkg/jobs .:pkg/jobs/driver .:pkg/jobs/jobstest .:pkg/jobs/lambdafn .:pkg/jobs/httpapi .:pkg/jobs/dynamostore .:pkg/jobs/s3objects .:pkg/jobs/sqsqueue .:pkg/jobs/schedulerapi .:pkg/jobs/eventbus .:pkg/jobs/lambdafn/tracing .:pkg/jobs/lambdafn/tracing/otlp infra:jobsinfra
 # The module of the tests and tools a team's module must not inherit (the
 # dashboard's browser tests, the YAML reader of docs/openapi.yaml, the
 # module proxy of the modules test): see docs/MODULES.md.
@@ -139,6 +139,7 @@ apidiff: ## Report each change of the public Go API against the baseline commit 
 	  m=$${mp%%:*}; p=$${mp#*:}; \
 	  path=$$(sed -n 's/^module //p' $$m/go.mod)/$$p; \
 	  f=$$dir/$$(echo $$m/$$p | tr ./ __).export; \
+	  if [ ! -d $$dir/base/$$m/$$p ]; then echo "== $$path: new since the baseline"; continue; fi; \
 	  (cd $$dir/base/$$m && $(GO) run $(APIDIFF) -w $$f $$path) || exit 1; \
 	  out=$$(cd $$m && $(GO) run $(APIDIFF) $$f $$path) || exit 1; \
 	  if [ -n "$$out" ]; then echo "== $$path"; echo "$$out"; fi; \
