@@ -15,6 +15,9 @@ import (
 // as S3 objects, and the handler sees no difference. Its deployment needs
 // the object tier (lambdafn.Opts.Objects, jobsinfra's JobsProps.LargeParts),
 // so it is registered apart from the other example kinds (RegisterBlob).
+// It runs in the long lane (ExportLane): reading and writing tens of MB
+// takes seconds that the default worker's short timeout does not leave,
+// and a result not written in the run's time makes the run interrupted.
 const Blob = "example.blob"
 
 // BlobPayload is example.blob's payload: any text, how large a result to
@@ -55,7 +58,7 @@ func BlobRun(_ context.Context, job *jobs.Job[BlobPayload]) (jobs.JSON[BlobResul
 
 // RegisterBlob adds example.blob to reg.
 func RegisterBlob(reg *jobs.Registry) error {
-	_, err := jobs.Register(reg, Blob, BlobRun, &jobs.KindOpts{FailureCodes: []string{CodeInvalidBlob},
+	_, err := jobs.Register(reg, Blob, BlobRun, &jobs.KindOpts{Lane: ExportLane, FailureCodes: []string{CodeInvalidBlob},
 		MaxPayloadBytes: BlobMaxPayload, MaxResultBytes: BlobMaxResult})
 	return err
 }

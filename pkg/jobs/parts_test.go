@@ -99,6 +99,7 @@ type stagingStore struct {
 	mu       sync.Mutex
 	deadline time.Time
 	staged   int
+	fail     error // what StageResult answers
 	finished driver.Outcome
 }
 
@@ -107,7 +108,7 @@ func (s *stagingStore) StageResult(ctx context.Context, id string, result []byte
 	defer s.mu.Unlock()
 	s.deadline, _ = ctx.Deadline()
 	s.staged++
-	return driver.Staged{}, nil // the result stays in items: the final write stores it
+	return driver.Staged{}, s.fail // nil: the result stays in items, the final write stores it
 }
 
 func (s *stagingStore) Finish(ctx context.Context, id, token string, o driver.Outcome) error {
@@ -140,6 +141,28 @@ func TestAResultIsStagedOnTheRunsTime(t *testing.T) {
 		}
 		if got := r.get(t, id); got.Status != jobs.StatusSucceeded || store.finished.Result == nil {
 			t.Fatalf("after staging nothing: %s, final write's result %q", got.Status, store.finished.Result)
+		}
+	})
+}
+
+// A result its store could not write in the run's time is not handed to
+// the final write (which would try again in its few seconds, and miss its
+// deadline): the run counts as interrupted, and that outcome lands.
+func TestAResultNotStagedMakesTheRunInterrupted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := jobstest.NewMemStore(nil)
+		store := &stagingStore{MemStore: mem, fail: context.DeadlineExceeded}
+		r := newEngineRig(t, mem, store, jobs.Config{CancelCheck: -1}, nil)
+		id := r.enqueue(t, "sleep", `{"for":"1s"}`)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if _, err := r.worker.HandleSQS(ctx, sqsEvent(message.Encode(id))); err != nil {
+			t.Fatal(err)
+		}
+		got := r.get(t, id)
+		if store.staged != 1 || got.Status != jobs.StatusFailed || got.ErrorCode != jobs.CodeInterrupted || store.finished.Result != nil {
+			t.Fatalf("after a failed staging: staged %d, %s %v, final write's result %d bytes; want failed interrupted with no result",
+				store.staged, got.Status, got.ErrorCode, len(store.finished.Result))
 		}
 	})
 }

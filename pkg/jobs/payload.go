@@ -214,16 +214,20 @@ func stagerOf(store driver.Store) driver.ResultStager {
 
 // stageResult writes a succeeded run's result ahead of its final write
 // when its store keeps it as an object (tens of MB, written from the
-// run's time: the final write's budget is a few seconds). A failure
-// leaves the final write to store it, as it does any other result.
+// run's time: the final write's budget is a few seconds, too short to
+// write it again). A result that could not be written in the run's time
+// makes the run interrupted (cause result_unstored), as a worker that
+// died before its outcome would: the final write then lands in its
+// budget, and the kind's retry policy gives it another attempt.
 func (e *engine) stageResult(ctx context.Context, rec *driver.Record, ex *execution) {
 	if e.stager == nil || ex.Status != StatusSucceeded || len(ex.Result) == 0 {
 		return
 	}
 	staged, err := e.stager.StageResult(ctx, rec.ID, ex.Result, e.now().Add(e.retentionOf(rec.Kind)))
 	if err != nil {
-		e.log.LogAttrs(ctx, slog.LevelWarn, "result not written ahead of the final write, which writes it", slog.String("job_id", rec.ID),
-			slog.String("err_types", errtypes.Of(err)))
+		e.log.LogAttrs(ctx, slog.LevelWarn, "result not written in the run's time; the run counts as interrupted", slog.String("job_id", rec.ID),
+			slog.Int("result_bytes", len(ex.Result)), slog.String("err_types", errtypes.Of(err)))
+		*ex = execution{Status: StatusFailed, Code: CodeInterrupted, Cause: "result_unstored", ErrTypes: errtypes.Of(err)}
 		return
 	}
 	ex.Staged = staged

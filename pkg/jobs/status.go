@@ -26,7 +26,8 @@ const (
 	// CodeTimedOut: the handler did not return before its deadline.
 	CodeTimedOut = "timed_out"
 	// CodeInterrupted: the worker running the job died or lost its lease
-	// before recording an outcome.
+	// before recording an outcome, or could not store a result kept as an
+	// object in the run's time.
 	CodeInterrupted = "interrupted"
 	// CodeResultTooLarge: the result's public JSON exceeds [MaxResultBytes].
 	CodeResultTooLarge = "result_too_large"

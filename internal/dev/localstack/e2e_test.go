@@ -740,7 +740,11 @@ func TestLargePayloadsAndResults(t *testing.T) {
 	v := enqueue(t, caller, examplekinds.Blob, fmt.Sprintf(`{"data":%q,"result_bytes":%d,"token":%q}`, data, resultBytes, secret))
 	got, _ := waitFinal(t, caller, v.ID, 60*time.Second)
 	if got.Status != jobs.StatusSucceeded {
-		t.Fatalf("example.blob: %+v", got)
+		code := ""
+		if got.Error != nil {
+			code = *got.Error
+		}
+		t.Fatalf("example.blob: %s %q: %+v", got.Status, code, got)
 	}
 	a, view := get(t, caller, v.ID)
 	if view.PayloadBytes < len(data) || string(view.Payload) != "null" || view.ResultBytes < resultBytes || string(view.Result) != "null" || view.ResultURL == "" {
