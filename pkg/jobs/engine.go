@@ -230,6 +230,10 @@ func (e *engine) decide(ctx context.Context, r run, ex execution) ending {
 	if ex.Continue {
 		return e.continueRun(ctx, log, r, ex)
 	}
+	if ex.WaitOn != "" {
+		// Its handler suspended (Sleep): the job waits, holding nothing.
+		return e.park(ctx, r, &admission{on: ex.WaitOn, runAt: ex.WaitUntil, delay: ex.WaitUntil.Sub(e.now()), ran: true, state: ex.Checkpoint})
+	}
 	if ex.Status == StatusFailed && e.reg != nil {
 		if k, ok := e.reg.lookup(rec.Kind); ok && shouldRetry(k.retry, ex, rec.Attempt-rec.AttemptBase) {
 			return e.requeue(ctx, log, k, r, ex)

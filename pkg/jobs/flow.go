@@ -191,10 +191,16 @@ const unknownKindWait = 30 * time.Second
 // admission is why a run may not start yet: what it waits on, when it
 // may (RunAt: a reserved start; now when any delivery may try again), and
 // when its next message comes (a woken waiter's comes sooner).
+//
+// A run whose handler suspended (Sleep) parks too: ran says its handler
+// ran (the job keeps its start), state is the job's state to store with
+// the park (nil: the stored one stands).
 type admission struct {
 	on    string
 	runAt time.Time
 	delay time.Duration
+	ran   bool
+	state []byte
 }
 
 // admit takes what a run of cl.rec needs before its handler starts: a
@@ -594,8 +600,11 @@ func (e *engine) park(ctx context.Context, r run, a *admission) ending {
 		d.sweepAt = runAt.Add(-farLead)
 	}
 	e.keepPayloadUntil(ctx, rec, now, runAt)
-	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, WaitingOn: a.on,
-		Unstart: rec.FirstStartedAt.Equal(rec.StartedAt)})
+	q := driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, WaitingOn: a.on, Unstart: !a.ran && rec.FirstStartedAt.Equal(rec.StartedAt)}
+	if a.state != nil {
+		q.Checkpoint, q.CheckpointUntil = a.state, e.payloadKeep(rec.Kind, now, runAt)
+	}
+	err := e.store.Requeue(ctx, rec.ID, r.token, q)
 	if ownWrite(err, StatusQueued, now) {
 		err = nil
 	}

@@ -45,6 +45,10 @@ type runHandle struct {
 	nondeterministic bool
 	stepMu           sync.Mutex
 	inStep           bool
+	// now is the engine's clock (nil: time.Now); suspend is set by a
+	// Sleep that suspends the run, before it ends the handler's goroutine.
+	now     func() time.Time
+	suspend *suspension
 }
 
 // Heartbeat tells the system this run is alive: for a kind with

@@ -34,8 +34,9 @@ type View struct {
 	// WaitingOn says what a queued job that could not start waits for:
 	// "concurrency" (a slot of its kind's concurrency limit), "rate" (its
 	// reserved start under a rate limit, at RunAt), "store" (a limit's
-	// item could not be read; it tries again) or "parents" (the jobs it
-	// runs after: see After).
+	// item could not be read; it tries again), "parents" (the jobs it
+	// runs after: see After) or "sleep" (its handler sleeps until RunAt:
+	// Job.Sleep).
 	WaitingOn string `json:"waiting_on,omitempty"`
 	// After names the jobs this one runs after (EnqueueOpts.After);
 	// ParentsLeft counts those not succeeded yet while it waits on them

@@ -46,6 +46,32 @@ type execution struct {
 	// checkpoint to store with it (nil: keep the last).
 	Continue   bool
 	Checkpoint []byte
+	// WaitOn is set when the handler suspended (Sleep): the job waits on
+	// it until WaitUntil, with Checkpoint (nil: keep the last), no
+	// attempt spent.
+	WaitOn    string
+	WaitUntil time.Time
+}
+
+// runHandler runs the kind's handler for rec (execute) in the calling
+// goroutine and sends its execution on done, however the handler's
+// goroutine ends: a handler that suspended (Sleep ends its goroutine with
+// runtime.Goexit once the suspension is recorded in h) is sent its park;
+// one that called runtime.Goexit itself fails CodeInternal.
+func (k *kindDef) runHandler(ctx context.Context, rec *driver.Record, sealer Sealer, h *runHandle, done chan<- execution) {
+	var ex execution
+	returned := false
+	defer func() {
+		switch {
+		case h != nil && h.suspend != nil && (!returned || ex.Status != StatusFailed || ex.Cause != "panic"):
+			ex = suspended(sealer, rec.ID, h.suspend)
+		case !returned:
+			ex = execution{Status: StatusFailed, Code: CodeInternal, Cause: "goexit"}
+		}
+		done <- ex
+	}()
+	ex = k.execute(ctx, rec, sealer, h)
+	returned = true
 }
 
 // execute runs the kind's handler for rec and maps what it returns to an

@@ -36,10 +36,12 @@ type jobState struct {
 	Steps []stepResult    `json:"s,omitempty"`
 }
 
-// stepResult is a completed step: its name and its result's JSON.
+// stepResult is a completed step: its name and its result's JSON; or a
+// sleep (Sleep): its name and its end (Unix milliseconds).
 type stepResult struct {
 	Name   string          `json:"n"`
-	Result json.RawMessage `json:"r"`
+	Result json.RawMessage `json:"r,omitempty"`
+	Until  int64           `json:"u,omitempty"`
 }
 
 // stateMark starts a stored state with steps: no JSON value starts with it.
@@ -116,6 +118,11 @@ func Step[T, P any](ctx context.Context, job *Job[P], name string, fn func(ctx c
 		return zero, fmt.Errorf("%w: step %q asked for while another step runs, or after one out of order", errNondeterministic, name)
 	}
 	i := h.nextStep
+	if i < len(h.steps) && h.steps[i].Name == name && h.steps[i].Until != 0 {
+		h.nondeterministic = true
+		h.stepMu.Unlock()
+		return zero, fmt.Errorf("%w: step %q was stored as a sleep", errNondeterministic, name)
+	}
 	if i < len(h.steps) && h.steps[i].Name == name {
 		done := h.steps[i]
 		h.nextStep++

@@ -848,7 +848,7 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 		})()
 	}
 	done := make(chan execution, 1)
-	go func() { done <- k.execute(hctx, rec, w.sealer, h) }()
+	go k.runHandler(hctx, rec, w.sealer, h, done)
 	var tick <-chan time.Time
 	if w.cancelCheck > 0 {
 		t := time.NewTicker(w.cancelCheck)
@@ -951,7 +951,7 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 		return err
 	}
 	h := &runHandle{
-		resume: st.V, steps: st.Steps,
+		resume: st.V, steps: st.Steps, now: w.eng.now,
 		publish: func(pctx context.Context, body []byte) error {
 			return cancelled(w.eng.publish(pctx, rec.ID, token, body))
 		},

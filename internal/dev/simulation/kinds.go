@@ -37,6 +37,9 @@ type payload struct {
 	Children int `json:"children,omitempty"`
 	// Steps: the handler runs this many durable steps first (steps.go).
 	Steps int `json:"steps,omitempty"`
+	// SleepS: the handler sleeps this many seconds after its first step
+	// (Job.Sleep, steps.go).
+	SleepS int `json:"sleep_s,omitempty"`
 }
 
 type result struct {

@@ -136,7 +136,7 @@ func newWorld(seed uint64, opts Options) *world {
 	}
 	w := &world{seed: seed, opts: opts, plant: opts.PlantEvery,
 		setup: rand.New(rand.NewPCG(seed, 1)), inner: rand.New(rand.NewPCG(seed, 2)),
-		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, stepLog: stepLog{stored: map[string]bool{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
+		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, stepLog: stepLog{stored: map[string]bool{}, slept: map[string]time.Time{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
 		stranded: map[string]bool{}, dirty: map[string]bool{}}
 	w.sched = newSched(w, seed)
 	w.net = &actor{w: w, name: "network"}
@@ -641,6 +641,11 @@ func (w *world) operate(ctx context.Context, svc *jobs.Service, rng *rand.Rand, 
 		op, p.Children = "enqueue parent", 1+rng.IntN(3)
 	case x < 9:
 		op, p.Steps = "enqueue steps", 1+rng.IntN(3)
+		if rng.IntN(2) == 0 {
+			// A sleep after the first step: within the queue's delay
+			// (a message's delay) or beyond it (the sweeper's).
+			p.SleepS = 1 + rng.IntN(1800)
+		}
 	case x < 14:
 	case x < 20 && !time.Now().Before(w.deployAt):
 		op, req.Kind = "enqueue added kind", kindAdded

@@ -750,6 +750,26 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 	beatAfter := measure(func() error {
 		return store.Heartbeat(ctx, rec.ID, "b", driver.Heartbeat{LeaseUntil: now.Add(60 * time.Second), At: now})
 	})
+	// A sleep (Job.Sleep of 2 days, sent first): the park writes the
+	// job's state (its steps and the sleep's end, 200 bytes sealed) and
+	// puts it in the sweep index, which sends it 10 minutes before its
+	// end; then the claim at its end.
+	slept := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`), CreatedAt: now, UpdatedAt: now}
+	if err := store.Create(ctx, slept); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, slept.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	end := now.Add(48 * time.Hour)
+	sleep := measure(func() error {
+		if err := store.Requeue(ctx, slept.ID, "a", driver.Requeue{At: now, RunAt: end, SweepAt: end.Add(-10 * time.Minute), WaitingOn: "sleep",
+			Checkpoint: make([]byte, 200), CheckpointUntil: end.Add(30 * 24 * time.Hour)}); err != nil {
+			return err
+		}
+		_, err := store.Claim(ctx, slept.ID, driver.Claim{Token: "b", At: end, LeaseUntil: end.Add(time.Minute)})
+		return err
+	})
 	// Before checkpoint items: the same, the checkpoint in the job's item.
 	inline := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
 	dynamostore.KeepPayloadsInline(inline)
@@ -770,9 +790,10 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 		"checkpoint (10 KB)": bigCheckpoint, "heartbeat after a 10 KB checkpoint": beatAfter,
 		"heartbeat after a 10 KB checkpoint, inline (before)": beatInline,
 		"sweeper's read (read units)":                         sweepRead, "sweeper's deferral": sweepMove,
-		"first heartbeat, sent first": firstSent, "continuation, sent first": continuationSent}
+		"first heartbeat, sent first": firstSent, "continuation, sent first": continuationSent, "sleep, sent first": sleep}
 	want := map[string]float64{
 		"first heartbeat, sent first":                         2, // 1 + the sweep entry in 1
+		"sleep, sent first":                                   9, // a continuation sent first's 7 + the sweep entry in at the park and out at the claim
 		"continuation, sent first":                            7, // requeue 1 + the sweep entry out 1 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
 		"sweeper's read (read units)":                         1,
 		"sweeper's deferral":                                  3, // 1 + the sweep entry moved (out 1, in 1)

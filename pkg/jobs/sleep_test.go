@@ -1,0 +1,235 @@
+package jobs_test
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
+)
+
+type napPayload struct {
+	// For is how long the handler sleeps between its two steps; Until,
+	// when set, is SleepUntil's time instead. Script, per run: "step"
+	// asks for the sleep as a step, "goexit" calls runtime.Goexit itself.
+	For    string    `json:"for"`
+	Until  time.Time `json:"until,omitzero"`
+	Script []string  `json:"script,omitempty"`
+}
+
+// napRig runs one "nap" kind (a step, a sleep, a step) in a
+// jobstest.Runner, counting its runs and what each part of it did.
+type napRig struct {
+	r   *jobstest.Runner
+	mu  sync.Mutex
+	n   struct{ runs, before, after, deferred, recovered int }
+	err error // what Sleep answered, when it returned an error
+}
+
+func newNapRig(t *testing.T) *napRig {
+	t.Helper()
+	s := &napRig{}
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "nap", func(ctx context.Context, job *jobs.Job[napPayload]) (jobs.JSON[stepsResult], error) {
+		s.mu.Lock()
+		run := s.n.runs
+		s.n.runs++
+		s.mu.Unlock()
+		script := ""
+		if run < len(job.Payload.Script) {
+			script = job.Payload.Script[run]
+		}
+		// A handler that recovers panics, and counts its deferred calls.
+		defer func() {
+			r := recover()
+			s.mu.Lock()
+			s.n.deferred++
+			if r != nil {
+				s.n.recovered++
+			}
+			s.mu.Unlock()
+		}()
+		if _, err := jobs.Step(ctx, job, "before", func(context.Context) (int, error) {
+			s.mu.Lock()
+			s.n.before++
+			s.mu.Unlock()
+			return 1, nil
+		}); err != nil {
+			return jobs.JSON[stepsResult]{}, err
+		}
+		var err error
+		switch d, _ := time.ParseDuration(job.Payload.For); {
+		case script == "goexit":
+			runtime.Goexit()
+		case script == "step":
+			_, err = jobs.Step(ctx, job, "nap", func(context.Context) (int, error) { return 0, nil })
+		case !job.Payload.Until.IsZero():
+			err = job.SleepUntil(ctx, "nap", job.Payload.Until)
+		default:
+			err = job.Sleep(ctx, "nap", d)
+		}
+		if err != nil {
+			s.mu.Lock()
+			s.err = err
+			s.mu.Unlock()
+			return jobs.JSON[stepsResult]{}, jobs.Fail("bad_sleep", err)
+		}
+		s.mu.Lock()
+		s.n.after++
+		s.mu.Unlock()
+		return jobs.JSON[stepsResult]{V: stepsResult{Sum: 2}}, nil
+	}, &jobs.KindOpts{FailureCodes: []string{"bad_sleep"}})
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.r = r
+	return s
+}
+
+func (s *napRig) enqueue(t *testing.T, p string) string {
+	t.Helper()
+	res, err := s.r.Service.Enqueue(context.Background(), jobs.EnqueueRequest{Owner: "o", Kind: "nap", Payload: []byte(p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Job.ID
+}
+
+// work runs what is due and answers how many deliveries it made.
+func (s *napRig) work(t *testing.T) int {
+	t.Helper()
+	n, err := s.r.Work(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (s *napRig) get(t *testing.T, id string) *jobs.View {
+	t.Helper()
+	v, err := s.r.Service.Get(context.Background(), "o", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// A job that sleeps 2 days waits queued, on "sleep", until the sleep's
+// end: no attempt spent, no worker held, no message delivered before its
+// time; it resumes at its time (the sweep that finds it due sends it), its
+// first step read back, and the code after Sleep runs once, in the run
+// after the sleep.
+func TestSleepHoldsNothingAndResumesAtItsTime(t *testing.T) {
+	s := newNapRig(t)
+	start := s.r.Clock.Now()
+	id := s.enqueue(t, `{"for":"48h"}`)
+	s.work(t)
+	v := s.get(t, id)
+	end := start.Add(48 * time.Hour)
+	if v.Status != jobs.StatusQueued || v.WaitingOn != "sleep" || v.RunAt == nil || !v.RunAt.Equal(end) || v.Attempt != 0 {
+		t.Fatalf("after the run that sleeps: %s waiting on %q, run at %v, attempt %d; want queued on sleep until %v, attempt 0",
+			v.Status, v.WaitingOn, v.RunAt, v.Attempt, end)
+	}
+	if s.n.runs != 1 || s.n.before != 1 || s.n.after != 0 || s.n.deferred != 1 || s.n.recovered != 0 {
+		t.Fatalf("the first run: %+v; want the step once, the code after Sleep never, the deferred call once", s.n)
+	}
+	s.r.Clock.Set(end.Add(-time.Minute))
+	if n := s.work(t); n != 0 {
+		t.Fatalf("%d deliveries a minute before the sleep's end, want none", n)
+	}
+	s.r.Clock.Set(end)
+	if n := s.work(t); n != 1 {
+		t.Fatalf("%d deliveries at the sleep's end, want 1", n)
+	}
+	v = s.get(t, id)
+	if v.Status != jobs.StatusSucceeded || v.Attempt != 1 || s.n.runs != 2 || s.n.before != 1 || s.n.after != 1 {
+		t.Fatalf("after the sleep: %s attempt %d, counts %+v; want succeeded on attempt 1, two runs, each step once", v.Status, v.Attempt, s.n)
+	}
+}
+
+// A sleep short enough for the queue's delay is its message's delay; one
+// whose end has passed (SleepUntil) returns at once and stores nothing.
+func TestShortSleepsAndPastEnds(t *testing.T) {
+	s := newNapRig(t)
+	id := s.enqueue(t, `{"for":"90s"}`)
+	s.work(t)
+	if v := s.get(t, id); v.WaitingOn != "sleep" {
+		t.Fatalf("a 90 s sleep: %s on %q", v.Status, v.WaitingOn)
+	}
+	s.r.Clock.Advance(89 * time.Second)
+	if n := s.work(t); n != 0 {
+		t.Fatalf("%d deliveries before the sleep's end", n)
+	}
+	s.r.Clock.Advance(time.Second)
+	s.work(t)
+	if v := s.get(t, id); v.Status != jobs.StatusSucceeded {
+		t.Fatalf("after a 90 s sleep: %s", v.Status)
+	}
+
+	s = newNapRig(t)
+	past := s.r.Clock.Now().Add(-time.Hour).Format(time.RFC3339)
+	id = s.enqueue(t, `{"until":"`+past+`"}`)
+	s.work(t)
+	if v := s.get(t, id); v.Status != jobs.StatusSucceeded || s.n.runs != 1 {
+		t.Fatalf("SleepUntil a past time: %s after %d runs, want succeeded in one", v.Status, s.n.runs)
+	}
+}
+
+// Sleep refuses an end past MaxDelay and stores nothing; a stored sleep
+// asked for as a step, and a handler that ends its goroutine itself, fail
+// the job with the reserved codes.
+func TestSleepMisuse(t *testing.T) {
+	s := newNapRig(t)
+	id := s.enqueue(t, `{"for":"8785h"}`) // 366 days
+	s.work(t)
+	if v := s.get(t, id); v.Status != jobs.StatusFailed || *v.Error != "bad_sleep" || s.err == nil || !strings.Contains(s.err.Error(), "more than MaxDelay") {
+		t.Fatalf("a sleep of 366 days: %s %v (%v)", v.Status, v.Error, s.err)
+	}
+
+	s = newNapRig(t)
+	id = s.enqueue(t, `{"for":"1h","script":["","step"]}`)
+	s.work(t)
+	s.r.Clock.Advance(time.Hour)
+	s.work(t)
+	if v := s.get(t, id); v.Status != jobs.StatusFailed || *v.Error != jobs.CodeNondeterministic || s.n.after != 0 {
+		t.Fatalf("a sleep asked for as a step in the next run: %s %v, counts %+v", v.Status, v.Error, s.n)
+	}
+
+	s = newNapRig(t)
+	id = s.enqueue(t, `{"for":"1h","script":["goexit"]}`)
+	s.work(t)
+	if v := s.get(t, id); v.Status != jobs.StatusFailed || *v.Error != jobs.CodeInternal || s.n.deferred != 1 {
+		t.Fatalf("a handler that called runtime.Goexit: %s %v, counts %+v", v.Status, v.Error, s.n)
+	}
+}
+
+// A sleeping job is queued: its owner cancels it, and it never runs again.
+func TestASleepingJobCancels(t *testing.T) {
+	s := newNapRig(t)
+	id := s.enqueue(t, `{"for":"1h"}`)
+	s.work(t)
+	if _, err := s.r.Service.Cancel(context.Background(), "o", id); err != nil {
+		t.Fatal(err)
+	}
+	s.r.Clock.Advance(2 * time.Hour)
+	s.work(t)
+	if v := s.get(t, id); v.Status != jobs.StatusCancelled || s.n.runs != 1 {
+		t.Fatalf("a sleeping job cancelled: %s after %d runs", v.Status, s.n.runs)
+	}
+}
+
+// On a Job built by hand (a handler's unit test), a sleep passes at once.
+func TestSleepOnAJobBuiltByHand(t *testing.T) {
+	job := &jobs.Job[napPayload]{ID: "j"}
+	if err := job.Sleep(context.Background(), "nap", 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := job.SleepUntil(context.Background(), "later", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+}
