@@ -447,8 +447,8 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 		"operator execute-api:Invoke route/POST /v1/admin/dead-letters/{action}",
 		"enqueue s3:PutObject bucket/parts",        // a large payload, written before its job
 		"enqueue s3:PutObjectTagging bucket/parts", // ...tagged with how long it lasts
-		"worker s3:GetObject bucket/parts",         // ...read at its claim
-		"worker s3:PutObject bucket/parts",         // a large result
+		"workerlong s3:GetObject bucket/parts",     // ...read at its claim (example.blob runs in the long lane)
+		"workerlong s3:PutObject bucket/parts",     // a large result
 		"getjob s3:GetObject bucket/parts",         // its link, fetched by the caller
 	} {
 		if !seen[must] {
