@@ -189,6 +189,33 @@ func (c suite) checkpoints(t *testing.T) {
 		}
 	})
 
+	// A run whose handler suspends (Job.Sleep) parks with its state in
+	// the same write: the job waits on "sleep" until its end, the attempt
+	// given back and its start kept; the claim at the end reads the state.
+	c.run(t, "ASuspendedRunParksWithItsState", func(t *testing.T, s driver.Store, clock *Clock) {
+		rec := mustCreate(t, s, clock.Now())
+		_, token := mustClaim(t, s, rec.ID, clock.Now())
+		started := clock.Now()
+		clock.Advance(time.Second)
+		end := clock.Now().Add(48 * time.Hour)
+		state := bigPayload("s")
+		if err := s.Requeue(ctx, rec.ID, token, driver.Requeue{At: clock.Now(), RunAt: end, SweepAt: end.Add(-10 * time.Minute), WaitingOn: "sleep",
+			Checkpoint: state, CheckpointUntil: end.Add(30 * 24 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		got := mustGet(t, s, rec.ID)
+		if got.Status != jobs.StatusQueued || got.WaitingOn != "sleep" || got.Attempt != 0 || !got.RunAt.Equal(end) || !got.FirstStartedAt.Equal(started) {
+			t.Fatalf("suspended: %s on %q attempt %d run at %v first start %v; want queued on sleep, attempt 0, run at %v, its start kept",
+				got.Status, got.WaitingOn, got.Attempt, got.RunAt, got.FirstStartedAt, end)
+		}
+		clock.Set(end)
+		claimed, _ := mustClaim(t, s, rec.ID, clock.Now())
+		if cp := checkpointOf(t, s, claimed); string(cp) != string(state) || claimed.Attempt != 1 || claimed.WaitingOn != "sleep" {
+			t.Fatalf("the claim at the sleep's end: %d bytes of state, attempt %d, waiting on %q; want the park's state, attempt 1, sleep",
+				len(cp), claimed.Attempt, claimed.WaitingOn)
+		}
+	})
+
 	c.run(t, "CheckpointItemLastsUntilItsTTL", func(t *testing.T, s driver.Store, clock *Clock) {
 		rec := mustCreate(t, s, clock.Now())
 		_, token := mustClaim(t, s, rec.ID, clock.Now())
