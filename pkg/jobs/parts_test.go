@@ -98,6 +98,7 @@ type stagingStore struct {
 	*jobstest.MemStore
 	mu       sync.Mutex
 	deadline time.Time
+	until    time.Time // how long the staged result must last
 	staged   int
 	fail     error // what StageResult answers
 	finished driver.Outcome
@@ -107,6 +108,7 @@ func (s *stagingStore) StageResult(ctx context.Context, id string, result []byte
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.deadline, _ = ctx.Deadline()
+	s.until = until
 	s.staged++
 	return driver.Staged{}, s.fail // nil: the result stays in items, the final write stores it
 }
@@ -141,6 +143,12 @@ func TestAResultIsStagedOnTheRunsTime(t *testing.T) {
 		}
 		if got := r.get(t, id); got.Status != jobs.StatusSucceeded || store.finished.Result == nil {
 			t.Fatalf("after staging nothing: %s, final write's result %q", got.Status, store.finished.Result)
+		}
+		// The object outlasts the job: the final write lands by the
+		// invocation's write deadline, and the job expires a retention
+		// after it.
+		if lasts := lambda.Add(-d.Safety).Add(jobs.DefaultRetention); !store.until.Equal(lasts) || store.until.Before(store.finished.ExpiresAt) {
+			t.Fatalf("staged to last until %v, want %v (the job expires %v)", store.until, lasts, store.finished.ExpiresAt)
 		}
 	})
 }

@@ -715,7 +715,7 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 	}
 	end := func() {
 		sctx, scancel := inv.partContext(ctx)
-		w.eng.stageResult(sctx, rec, &ex)
+		w.eng.stageResult(sctx, rec, &ex, inv.write)
 		scancel()
 		wctx, cancel := inv.finalWriteContext(ctx)
 		defer cancel()

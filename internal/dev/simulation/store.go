@@ -20,6 +20,7 @@ var (
 	_ driver.QueueCounter = (*gatedStore)(nil)
 	_ driver.WaiterPopper = (*gatedStore)(nil)
 	_ driver.PauseStore   = (*gatedStore)(nil)
+	_ driver.ResultStager = (*gatedStore)(nil)
 )
 
 // finish is Finish, with the planted defect when the world has one: every

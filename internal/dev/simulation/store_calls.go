@@ -291,3 +291,22 @@ func (s *gatedStore) ReadPart(ctx context.Context, rec *driver.Record, p driver.
 func (s *gatedStore) KeepPart(ctx context.Context, rec *driver.Record, p driver.Part, until time.Time) error {
 	return s.a.do(ctx, "KeepPart "+string(p), rec.ID, func() error { return s.st.KeepPart(ctx, rec, p, until) })
 }
+
+// StageResult takes a turn, and the store's faults, only when it writes
+// an object: otherwise it is no call at all, as in dynamostore.
+func (s *gatedStore) StageResult(ctx context.Context, id string, result []byte, until time.Time) (driver.Staged, error) {
+	if over := s.a.w.objectsOver; over == 0 || len(result) <= over {
+		return s.st.StageResult(ctx, id, result, until)
+	}
+	var r0 driver.Staged
+	err := s.a.do(ctx, "StageResult", id, func() (err error) {
+		r0, err = s.st.StageResult(ctx, id, result, until)
+		return err
+	})
+	if err != nil {
+		s.a.w.cover("mechanism", "result not written ahead: the run is interrupted")
+	} else if r0.Ref != "" {
+		s.a.w.cover("mechanism", "result written ahead as an object")
+	}
+	return r0, err
+}

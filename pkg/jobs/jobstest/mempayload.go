@@ -42,6 +42,26 @@ func (m *MemStore) KeepObjectsOver(n int) {
 	m.objectsOver = n
 }
 
+// StageResult writes the object of job id's final result ahead of its
+// final write (driver.ResultStager) when the store keeps it as one
+// (KeepObjectsOver), as dynamostore does with an object tier; otherwise a
+// zero Staged, and the final write stores the result.
+func (m *MemStore) StageResult(_ context.Context, id string, result []byte, until time.Time) (driver.Staged, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.objectsOver == 0 || m.apartOver == 0 || len(result) <= m.apartOver || len(result) <= m.objectsOver {
+		return driver.Staged{}, nil
+	}
+	sum := sha256.Sum256(result)
+	ref := hex.EncodeToString(sum[:8])
+	k := "result#" + id + "#" + ref
+	if cur, ok := m.payloads[k]; ok && cur.until.After(until) {
+		until = cur.until
+	}
+	m.payloads[k] = memPayload{data: bytes.Clone(result), until: until}
+	return driver.Staged{Ref: ref, Bytes: len(result)}, nil
+}
+
 // PartURL links part p of rec when the store keeps it as an object
 // (driver.PartLinker): a link no one can fetch, naming the part.
 func (m *MemStore) PartURL(_ context.Context, rec *driver.Record, p driver.Part, ttl time.Duration) (string, error) {

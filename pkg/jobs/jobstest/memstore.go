@@ -233,7 +233,11 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o driver.Outcome)
 	r.UpdatedAt = o.At
 	r.FinishedAt = o.At
 	r.ExpiresAt = o.ExpiresAt
-	if o.Result != nil {
+	switch {
+	case o.Result != nil && o.Staged.Ref != "":
+		// Written ahead (StageResult): named, not written again.
+		r.Result, r.ResultRef, r.ResultBytes = nil, o.Staged.Ref, o.Staged.Bytes
+	case o.Result != nil:
 		m.setPart(r, driver.PartResult, o.Result, o.ResultUntil)
 	}
 	if o.Code != "" {
