@@ -113,8 +113,8 @@ type KindOpts struct {
 	// MaxQueuedPerOwner each owner's (0: no cap). An enqueue that would
 	// pass a cap is refused with ErrQueueFull (HTTP 429 queue_full, with
 	// Retry-After) and stores nothing. Queued jobs are counted from indexes
-	// that hold only them (delayed jobs and jobs waiting on a limit or a
-	// retry's backoff included), each instance reading a count again after
+	// that hold only them (delayed jobs, sleeping jobs (Job.Sleep) and
+	// jobs waiting on a limit or a retry's backoff included), each instance reading a count again after
 	// at most a second: a cap holds within what every instance accepts in
 	// that second. It applies to Enqueue and EnqueueBatch (POST /v1/jobs,
 	// /v1/batches); Prepare, routed messages, schedule fires, on-failure

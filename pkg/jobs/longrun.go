@@ -45,9 +45,12 @@ type runHandle struct {
 	nondeterministic bool
 	stepMu           sync.Mutex
 	inStep           bool
-	// now is the engine's clock (nil: time.Now); suspend is set by a
-	// Sleep that suspends the run, before it ends the handler's goroutine.
+	// now is the engine's clock (nil: time.Now); seal seals a state for
+	// the job (as checkpoint does before it writes); suspend is set, under
+	// stepMu, by a Sleep that suspends the run, before it ends the
+	// handler's goroutine.
 	now     func() time.Time
+	seal    func(raw []byte) ([]byte, error)
 	suspend *suspension
 }
 
@@ -83,6 +86,9 @@ func (j *Job[P]) Checkpoint(ctx context.Context, v any) error {
 	if j.h.checkpoint == nil {
 		j.h.resume = raw
 		return nil
+	}
+	if j.h.suspension() != nil {
+		return errSuspended
 	}
 	if err := j.h.checkpoint(ctx, encodeState(jobState{V: raw, Steps: j.h.steps})); err != nil {
 		return err

@@ -129,7 +129,7 @@ func recordEnding(ctx context.Context, rec *driver.Record, end ending, started, 
 	case CodeInterrupted:
 		count(ctx, k, metricnames.JobsInterrupted)
 	}
-	if !end.retried && !end.continued {
+	if !end.retried && !end.continued && !end.parked {
 		metricsOf(ctx).Add(map[string]string{metricnames.Kind: k}, metricnames.Attempts, emf.Count, float64(rec.Attempt))
 	}
 	if !started.IsZero() && at.After(started) && end.ex.Code != CodeInterrupted {

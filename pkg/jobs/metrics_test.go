@@ -147,11 +147,16 @@ func TestMetricsOfEveryOutcome(t *testing.T) {
 		flaky := jobs.MustRegister(reg, "flaky", func(context.Context, *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
 			return jobs.NoResult{}, jobs.Retry(errors.New("later"))
 		}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 3}})
+		// A run that sleeps parks: it ends no attempt and no job.
+		nap := jobs.MustRegister(reg, "nap", func(ctx context.Context, job *jobs.Job[sleepPayload]) (jobs.NoResult, error) {
+			return jobs.NoResult{}, job.Sleep(ctx, "nap", time.Hour)
+		}, nil)
+		sealer, _ := jobs.NewAESSealer([]byte(strings.Repeat("k", 32)))
 		queue := &jobstest.MemQueue{}
 		var enqueued testenv.SyncBuffer
-		svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: mem, Queue: queue,
+		svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: mem, Queue: queue, Sealer: sealer,
 			Metrics: &jobs.Metrics{Namespace: "lambdajobs/test", Service: "enqueue", Writer: &enqueued}})
-		w, err := testroles.Worker(jobs.Config{Registry: reg, Store: mem, Queue: queue, Metrics: metrics, CancelCheck: -1})
+		w, err := testroles.Worker(jobs.Config{Registry: reg, Store: mem, Queue: queue, Metrics: metrics, CancelCheck: -1, Sealer: sealer})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,6 +167,7 @@ func TestMetricsOfEveryOutcome(t *testing.T) {
 			func() (*jobs.EnqueueResult, error) { return bad.Enqueue(ctx, svc, "o", sleepPayload{}, nil) },
 			func() (*jobs.EnqueueResult, error) { return slow.Enqueue(ctx, svc, "o", sleepPayload{For: "1h"}, nil) },
 			func() (*jobs.EnqueueResult, error) { return flaky.Enqueue(ctx, svc, "o", sleepPayload{}, nil) },
+			func() (*jobs.EnqueueResult, error) { return nap.Enqueue(ctx, svc, "o", sleepPayload{}, nil) },
 		} {
 			res, err := enq()
 			if err != nil {
@@ -216,11 +222,19 @@ func TestMetricsOfEveryOutcome(t *testing.T) {
 		if _, found := value(recs, "JobsSucceeded", map[string]string{"kind": "flaky"}); found {
 			t.Error("a retried job counted as succeeded")
 		}
-		if got, _ := value(parseEMF(t, enqueued.String()), "JobsEnqueued", map[string]string{}); got != 4 {
-			t.Errorf("JobsEnqueued = %v, want 4", got)
+		for _, name := range []string{"Attempts", "JobsSucceeded", "JobsFailed"} {
+			if _, found := value(recs, name, map[string]string{"kind": "nap"}); found {
+				t.Errorf("a run that slept counted in %s, as if its job had ended", name)
+			}
 		}
-		if n := strings.Count(out.String(), "\n"); n > 12 {
-			t.Errorf("%d lines for one invocation of 4 jobs: metrics are not gathered per invocation", n)
+		if got, _ := value(recs, "JobsStarted", map[string]string{"kind": "nap"}); got != 1 {
+			t.Errorf("JobsStarted for the run that slept = %v, want 1", got)
+		}
+		if got, _ := value(parseEMF(t, enqueued.String()), "JobsEnqueued", map[string]string{}); got != 5 {
+			t.Errorf("JobsEnqueued = %v, want 5", got)
+		}
+		if n := strings.Count(out.String(), "\n"); n > 14 {
+			t.Errorf("%d lines for one invocation of 5 jobs: metrics are not gathered per invocation", n)
 		}
 	})
 }

@@ -221,12 +221,13 @@ func stagerOf(store driver.Store) driver.ResultStager {
 // budget, and the kind's retry policy gives it another attempt.
 //
 // The object lasts as long as the job will: the job's expiry is its final
-// write's time plus its retention, and the final write lands by by.
+// write's time plus its retention, and the final write lands by by (a
+// wall-clock time, the invocation's: taken onto the engine's clock).
 func (e *engine) stageResult(ctx context.Context, rec *driver.Record, ex *execution, by time.Time) {
 	if e.stager == nil || ex.Status != StatusSucceeded || len(ex.Result) == 0 {
 		return
 	}
-	staged, err := e.stager.StageResult(ctx, rec.ID, ex.Result, by.Add(e.retentionOf(rec.Kind)))
+	staged, err := e.stager.StageResult(ctx, rec.ID, ex.Result, e.now().Add(time.Until(by)+e.retentionOf(rec.Kind)))
 	if err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "result not written in the run's time; the run counts as interrupted", slog.String("job_id", rec.ID),
 			slog.Int("result_bytes", len(ex.Result)), slog.String("err_types", errtypes.Of(err)))

@@ -35,8 +35,10 @@ type View struct {
 	// "concurrency" (a slot of its kind's concurrency limit), "rate" (its
 	// reserved start under a rate limit, at RunAt), "store" (a limit's
 	// item could not be read; it tries again), "parents" (the jobs it
-	// runs after: see After) or "sleep" (its handler sleeps until RunAt:
-	// Job.Sleep).
+	// runs after: see After), "kind" (no worker that got it knows its
+	// kind yet), "key" (its payload's key is not in that worker's ring
+	// yet), "paused" (a pause holds it: Service.Pause) or "sleep" (its
+	// handler sleeps until RunAt: Job.Sleep).
 	WaitingOn string `json:"waiting_on,omitempty"`
 	// After names the jobs this one runs after (EnqueueOpts.After);
 	// ParentsLeft counts those not succeeded yet while it waits on them

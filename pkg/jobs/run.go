@@ -57,14 +57,19 @@ type execution struct {
 // goroutine and sends its execution on done, however the handler's
 // goroutine ends: a handler that suspended (Sleep ends its goroutine with
 // runtime.Goexit once the suspension is recorded in h) is sent its park;
-// one that called runtime.Goexit itself fails CodeInternal.
+// one that called runtime.Goexit itself fails CodeInternal, and so does
+// one that returned after a Sleep suspended on another of its goroutines
+// (the park's state would not be the run's).
 func (k *kindDef) runHandler(ctx context.Context, rec *driver.Record, sealer Sealer, h *runHandle, done chan<- execution) {
 	var ex execution
 	returned := false
 	defer func() {
+		s := h.suspension()
 		switch {
-		case h != nil && h.suspend != nil && (!returned || ex.Status != StatusFailed || ex.Cause != "panic"):
-			ex = suspended(sealer, rec.ID, h.suspend)
+		case s != nil && !returned:
+			ex = s.execution()
+		case s != nil && (ex.Status != StatusFailed || ex.Cause != "panic"):
+			ex = execution{Status: StatusFailed, Code: CodeInternal, Cause: "sleep_off_goroutine"}
 		case !returned:
 			ex = execution{Status: StatusFailed, Code: CodeInternal, Cause: "goexit"}
 		}

@@ -462,7 +462,10 @@ const secretMask = "[secret]"
 // pause set: see pauseSet).
 func (s *Service) viewPaused(ctx context.Context, rec *driver.Record) View {
 	v := viewOf(rec)
-	if rec.Status != StatusQueued || rec.WaitingOn == driver.WaitParents {
+	// Jobs it runs after, or its handler's sleep until its end, hold it
+	// first: a pause matters once they let it go.
+	sleeping := rec.WaitingOn == waitSleep && rec.RunAt.After(s.eng.now())
+	if rec.Status != StatusQueued || rec.WaitingOn == driver.WaitParents || sleeping {
 		return v
 	}
 	if p, _ := s.eng.pauses.holds(ctx, rec); p != nil {

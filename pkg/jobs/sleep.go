@@ -2,12 +2,11 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"time"
-
-	"github.com/lambdajobs/lambdajobs/internal/errtypes"
 )
 
 // Sleeps. A durable handler sleeps through Job.Sleep or Job.SleepUntil: the run
@@ -19,9 +18,14 @@ import (
 // waitSleep: a queued job whose handler sleeps (Job.Sleep, SleepUntil).
 const waitSleep = "sleep"
 
+// errSuspended answers a Step, Checkpoint or Sleep asked for once the run
+// has suspended (a handler's deferred call after a Sleep): the state the
+// park stores was taken when the run suspended, so nothing later is.
+var errSuspended = errors.New("jobs: the run has suspended (Sleep): nothing more is stored by it")
+
 // suspension is what a run that suspends leaves its handle: what the job
-// waits on, until when, and the state to store with the park (nil: the
-// stored one stands).
+// waits on, until when, and the state to store with the park, sealed
+// (nil: the stored one stands).
 type suspension struct {
 	on    string
 	until time.Time
@@ -40,11 +44,18 @@ type suspension struct {
 // When it suspends, Sleep does not return: it ends the handler's goroutine
 // (runtime.Goexit), so deferred calls run and no code after the call
 // does, even in a handler that recovers panics. Call it from the
-// handler's own goroutine and outside a Step's function (inside one it
-// fails the job with CodeNondeterministic, as Step does). It returns an
-// error, and stores nothing, for an end more than MaxDelay away;
-// sleeps take their place among the steps, with the same rules of order.
-// KindOpts.MaxRunTime counts from the job's first start, sleeps included.
+// handler's own goroutine (a run whose handler returns after a Sleep on
+// another goroutine fails with CodeInternal) and outside a Step's
+// function (inside one it fails the job with CodeNondeterministic, as
+// Step does). Once the run has suspended, the handler's deferred calls
+// store nothing: Step, Checkpoint and Sleep return an error. Sleep
+// returns an error, and stores nothing, for an end more than MaxDelay
+// away or a state (checkpoint and steps) that no longer fits
+// driver.MaxCheckpointBytes; sleeps take their place among the steps,
+// with the same rules of order. KindOpts.MaxRunTime counts from the job's
+// first start, sleeps included: a sleep past it ends in CodeTimedOut when
+// the job wakes. ctx is not consulted: a sleep is a stored time, not a
+// wait in this process.
 // On a Job built by hand (a handler's unit test), the sleep's time passes
 // at once and Sleep returns nil.
 func (j *Job[P]) Sleep(ctx context.Context, name string, d time.Duration) error {
@@ -66,6 +77,10 @@ func sleep[P any](job *Job[P], name string, end func(now time.Time) time.Time) e
 		now = h.now()
 	}
 	h.stepMu.Lock()
+	if h.suspend != nil {
+		h.stepMu.Unlock()
+		return errSuspended
+	}
 	if h.inStep || h.nondeterministic {
 		h.nondeterministic = true
 		h.stepMu.Unlock()
@@ -116,22 +131,31 @@ func sleep[P any](job *Job[P], name string, end func(now time.Time) time.Time) e
 		h.stepMu.Unlock()
 		return nil
 	}
-	h.suspend = &suspension{on: waitSleep, until: until, state: encodeState(jobState{V: h.resume, Steps: steps})}
+	// Sealed now, so a state too large is the handler's error to see while
+	// it can still act on it.
+	sealed, err := h.seal(encodeState(jobState{V: h.resume, Steps: steps}))
+	if err != nil {
+		h.stepMu.Unlock()
+		return fmt.Errorf("jobs: sleep %q: %w", name, err)
+	}
+	h.steps, h.nextStep = steps, i+1
+	h.suspend = &suspension{on: waitSleep, until: until, state: sealed}
 	h.stepMu.Unlock()
 	runtime.Goexit()
 	return nil // not reached
 }
 
-// suspended is the execution of a run whose handler suspended (h.suspend):
-// its park, with the state to store sealed.
-func suspended(sealer Sealer, id string, s *suspension) execution {
-	ex := execution{WaitOn: s.on, WaitUntil: s.until, Cause: s.on}
-	if s.state != nil {
-		sealed, err := sealCheckpoint(sealer, id, s.state)
-		if err != nil {
-			return execution{Status: StatusFailed, Code: CodeInternal, Cause: "checkpoint", ErrTypes: errtypes.Of(err)}
-		}
-		ex.Checkpoint = sealed
+// suspended is the execution of a run whose handler suspended: its park.
+func (s *suspension) execution() execution {
+	return execution{WaitOn: s.on, WaitUntil: s.until, Cause: s.on, Checkpoint: s.state}
+}
+
+// suspension returns the run's suspension, nil when it has not suspended.
+func (h *runHandle) suspension() *suspension {
+	if h == nil {
+		return nil
 	}
-	return ex
+	h.stepMu.Lock()
+	defer h.stepMu.Unlock()
+	return h.suspend
 }

@@ -223,6 +223,26 @@ func TestASleepingJobCancels(t *testing.T) {
 	}
 }
 
+// A pause of its kind does not hide a sleep: the job shows its sleep
+// (and the sleep's end) while it sleeps, the pause once it would run.
+func TestASleepingJobShowsItsSleepUnderAPause(t *testing.T) {
+	s := newNapRig(t)
+	id := s.enqueue(t, `{"for":"1h"}`)
+	s.work(t)
+	ctx := context.Background()
+	if _, err := s.r.Service.Pause(ctx, "", jobs.PauseRequest{Kind: "nap"}); err != nil {
+		t.Fatal(err)
+	}
+	if v := s.get(t, id); v.WaitingOn != "sleep" {
+		t.Fatalf("a sleeping job under a pause of its kind shows %q, want sleep", v.WaitingOn)
+	}
+	s.r.Clock.Advance(time.Hour)
+	s.work(t)
+	if v := s.get(t, id); v.Status != jobs.StatusQueued || v.WaitingOn != "paused" || s.n.runs != 1 {
+		t.Fatalf("woken under a pause: %s on %q after %d runs, want queued on paused, not run", v.Status, v.WaitingOn, s.n.runs)
+	}
+}
+
 // On a Job built by hand (a handler's unit test), a sleep passes at once.
 func TestSleepOnAJobBuiltByHand(t *testing.T) {
 	job := &jobs.Job[napPayload]{ID: "j"}
@@ -231,5 +251,124 @@ func TestSleepOnAJobBuiltByHand(t *testing.T) {
 	}
 	if err := job.SleepUntil(context.Background(), "later", time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A handler's deferred calls after a Sleep that suspended store nothing:
+// a deferred Step or Checkpoint returns an error (the park's state, taken
+// when the run suspended, stands), and the next run passes the sleep with
+// its first step read back.
+func TestDeferredCallsAfterASleepStoreNothing(t *testing.T) {
+	var mu sync.Mutex
+	var deferredErrs []error
+	runs, tidied := 0, 0
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "nap", func(ctx context.Context, job *jobs.Job[napPayload]) (jobs.NoResult, error) {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+		defer func() {
+			_, serr := jobs.Step(ctx, job, "tidy", func(context.Context) (int, error) {
+				mu.Lock()
+				tidied++
+				mu.Unlock()
+				return 1, nil
+			})
+			cerr := job.Checkpoint(ctx, map[string]int{"n": 1})
+			mu.Lock()
+			deferredErrs = append(deferredErrs, serr, cerr)
+			mu.Unlock()
+		}()
+		if err := job.Sleep(ctx, "nap", time.Hour); err != nil {
+			return jobs.NoResult{}, err
+		}
+		return jobs.NoResult{}, nil
+	}, nil)
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "nap", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(deferredErrs) != 2 || deferredErrs[0] == nil || deferredErrs[1] == nil || tidied != 0 {
+		t.Fatalf("the deferred Step and Checkpoint after a suspending Sleep: %v, the step's function ran %d times; want two errors, no run", deferredErrs, tidied)
+	}
+	if v, _ := r.Service.Get(ctx, "o", res.Job.ID); v.WaitingOn != "sleep" {
+		t.Fatalf("after the run that slept: %s on %q", v.Status, v.WaitingOn)
+	}
+	r.Clock.Advance(time.Hour)
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := r.Service.Get(ctx, "o", res.Job.ID)
+	if v.Status != jobs.StatusSucceeded || runs != 2 || tidied != 1 || deferredErrs[2] != nil || deferredErrs[3] != nil {
+		t.Fatalf("after the sleep: %s after %d runs, tidied %d times, deferred errors %v; want succeeded in two runs, the deferred calls landing once",
+			v.Status, runs, tidied, deferredErrs)
+	}
+}
+
+// A Sleep on a goroutine other than the handler's cannot end the handler:
+// a handler that returns after one fails with CodeInternal instead of
+// parking with a state that is not its own.
+func TestASleepOffTheHandlersGoroutineFails(t *testing.T) {
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "nap", func(ctx context.Context, job *jobs.Job[napPayload]) (jobs.NoResult, error) {
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = job.Sleep(ctx, "nap", time.Hour) })
+		wg.Wait()
+		return jobs.NoResult{}, nil
+	}, nil)
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "nap", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.Service.Get(ctx, "o", res.Job.ID); v.Status != jobs.StatusFailed || *v.Error != jobs.CodeInternal {
+		t.Fatalf("a handler that slept on another goroutine and returned: %s %v, want failed %s", v.Status, v.Error, jobs.CodeInternal)
+	}
+}
+
+// A sleep whose state no longer fits a checkpoint is refused while the
+// handler can still act on it: Sleep returns the error, nothing is stored.
+func TestASleepTooLargeToStoreIsRefused(t *testing.T) {
+	var sleepErr error
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "nap", func(ctx context.Context, job *jobs.Job[napPayload]) (jobs.NoResult, error) {
+		// A checkpoint that fits (about 64,100 bytes sealed), and a sleep
+		// whose long name takes the state past 64 KiB sealed.
+		if err := job.Checkpoint(ctx, strings.Repeat("x", 48000)); err != nil {
+			return jobs.NoResult{}, err
+		}
+		sleepErr = job.Sleep(ctx, strings.Repeat("n", 2000), time.Hour)
+		return jobs.NoResult{}, jobs.Fail("too_big", nil)
+	}, &jobs.KindOpts{FailureCodes: []string{"too_big"}})
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "nap", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := r.Service.Get(ctx, "o", res.Job.ID)
+	if sleepErr == nil || !strings.Contains(sleepErr.Error(), "too large") || v.Status != jobs.StatusFailed || *v.Error != "too_big" {
+		t.Fatalf("a sleep past the checkpoint limit: Sleep said %v, the job %s %v; want an error and the handler's own failure", sleepErr, v.Status, v.Error)
 	}
 }

@@ -112,6 +112,10 @@ func Step[T, P any](ctx context.Context, job *Job[P], name string, fn func(ctx c
 	}
 	h := job.h
 	h.stepMu.Lock()
+	if h.suspend != nil {
+		h.stepMu.Unlock()
+		return zero, errSuspended
+	}
 	if h.inStep || h.nondeterministic {
 		h.nondeterministic = true
 		h.stepMu.Unlock()

@@ -955,6 +955,7 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 		publish: func(pctx context.Context, body []byte) error {
 			return cancelled(w.eng.publish(pctx, rec.ID, token, body))
 		},
+		seal: func(raw []byte) ([]byte, error) { return sealCheckpoint(w.sealer, rec.ID, raw) },
 		checkpoint: func(pctx context.Context, raw []byte) error {
 			sealed, err := sealCheckpoint(w.sealer, rec.ID, raw)
 			if err != nil {

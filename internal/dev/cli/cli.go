@@ -616,6 +616,8 @@ func (c *client) print(j Job, raw []byte) {
 	switch {
 	case j.WaitingOn == "parents" && j.Status == "queued":
 		fmt.Fprintf(c.stdout, "waiting:  on %d of the jobs it runs after (no attempt spent)\n", j.Left)
+	case j.WaitingOn == "sleep" && j.Status == "queued":
+		fmt.Fprintln(c.stdout, "waiting:  on its handler's sleep, until the next run (no attempt spent)")
 	case j.WaitingOn != "" && j.Status == "queued":
 		fmt.Fprintf(c.stdout, "waiting:  on %s (flow control; no attempt spent)\n", j.WaitingOn)
 	}

@@ -793,7 +793,7 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 		"first heartbeat, sent first": firstSent, "continuation, sent first": continuationSent, "sleep, sent first": sleep}
 	want := map[string]float64{
 		"first heartbeat, sent first":                         2, // 1 + the sweep entry in 1
-		"sleep, sent first":                                   9, // a continuation sent first's 7 + the sweep entry in at the park and out at the claim
+		"sleep, sent first":                                   9, // park 5 (job, running out, queued in, sweep in, waiting in) + claim 4 (job, queued out, running in, waiting out)
 		"continuation, sent first":                            7, // requeue 1 + the sweep entry out 1 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
 		"sweeper's read (read units)":                         1,
 		"sweeper's deferral":                                  3, // 1 + the sweep entry moved (out 1, in 1)
