@@ -45,6 +45,9 @@ type runHandle struct {
 	nondeterministic bool
 	stepMu           sync.Mutex
 	inStep           bool
+	// runEnd is when the kind's KindOpts.MaxRunTime ends the job (zero:
+	// never).
+	runEnd time.Time
 	// now is the engine's clock (nil: time.Now); seal seals a state for
 	// the job (as checkpoint does before it writes); suspend is set, under
 	// stepMu, by a Sleep that suspends the run, before it ends the

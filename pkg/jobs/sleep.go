@@ -53,8 +53,8 @@ type suspension struct {
 // away or a state (checkpoint and steps) that no longer fits
 // driver.MaxCheckpointBytes; sleeps take their place among the steps,
 // with the same rules of order. KindOpts.MaxRunTime counts from the job's
-// first start, sleeps included: a sleep past it ends in CodeTimedOut when
-// the job wakes. ctx is not consulted: a sleep is a stored time, not a
+// first start, sleeps included: Sleep returns an error, and stores
+// nothing, for an end past it. ctx is not consulted: a sleep is a stored time, not a
 // wait in this process.
 // On a Job built by hand (a handler's unit test), the sleep's time passes
 // at once and Sleep returns nil.
@@ -123,6 +123,11 @@ func sleep[P any](job *Job[P], name string, end func(now time.Time) time.Time) e
 	if !until.After(now) {
 		h.stepMu.Unlock()
 		return nil // nothing to wait for, nothing to store
+	}
+	if !h.runEnd.IsZero() && until.After(h.runEnd) {
+		h.stepMu.Unlock()
+		return fmt.Errorf("jobs: sleep %q: its end %s is past the kind's MaxRunTime, which ends the job at %s", name,
+			until.UTC().Format(time.RFC3339), h.runEnd.UTC().Format(time.RFC3339))
 	}
 	steps := slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Until: until.UnixMilli()})
 	if h.checkpoint == nil {

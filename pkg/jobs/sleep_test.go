@@ -223,6 +223,50 @@ func TestASleepingJobCancels(t *testing.T) {
 	}
 }
 
+// A sleep past the kind's MaxRunTime is refused when asked for, not
+// ended timed_out when the job wakes; one within it sleeps.
+func TestASleepPastMaxRunTimeIsRefused(t *testing.T) {
+	var sleepErr error
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "nap", func(ctx context.Context, job *jobs.Job[napPayload]) (jobs.NoResult, error) {
+		d, _ := time.ParseDuration(job.Payload.For)
+		if sleepErr = job.Sleep(ctx, "nap", d); sleepErr != nil {
+			return jobs.NoResult{}, jobs.Fail("bad_sleep", sleepErr)
+		}
+		return jobs.NoResult{}, nil
+	}, &jobs.KindOpts{MaxRunTime: 2 * time.Hour, FailureCodes: []string{"bad_sleep"}})
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	long, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "nap", Payload: []byte(`{"for":"3h"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := r.Service.Get(ctx, "o", long.Job.ID)
+	if v.Status != jobs.StatusFailed || *v.Error != "bad_sleep" || sleepErr == nil || !strings.Contains(sleepErr.Error(), "MaxRunTime") {
+		t.Fatalf("a 3 h sleep of a kind whose runs last 2 h: %s %v (Sleep said %v); want refused", v.Status, v.Error, sleepErr)
+	}
+	short, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "nap", Payload: []byte(`{"for":"1h"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.Clock.Advance(time.Hour)
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.Service.Get(ctx, "o", short.Job.ID); v.Status != jobs.StatusSucceeded {
+		t.Fatalf("a 1 h sleep within MaxRunTime: %s %v", v.Status, v.Error)
+	}
+}
+
 // A pause of its kind does not hide a sleep: the job shows its sleep
 // (and the sleep's end) while it sleeps, the pause once it would run.
 func TestASleepingJobShowsItsSleepUnderAPause(t *testing.T) {
