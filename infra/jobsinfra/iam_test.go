@@ -608,6 +608,10 @@ func (d *iamDeployment) negativeControls() []authz {
 		// bucket's denies it), not a role the descriptor gives no write.
 		{principal: stranger, action: "s3:GetObject", resource: "bucket/parts"},
 		{principal: stranger, action: "s3:PutObject", resource: "bucket/parts"},
+		// A GET or DELETE with a versionId (versionId=null in a bucket
+		// without versioning) is authorised by its own action alone.
+		{principal: stranger, action: "s3:GetObjectVersion", resource: "bucket/parts"},
+		{principal: stranger, action: "s3:DeleteObjectVersion", resource: "bucket/parts"},
 		{principal: "getjob", action: "s3:PutObject", resource: "bucket/parts"},
 		{principal: "schedules", action: "s3:GetObject", resource: "bucket/parts"},
 	}

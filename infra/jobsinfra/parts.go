@@ -66,7 +66,10 @@ const partsPrefix = "parts/"
 // partsPolicy denies the objects' data to every principal but the roles
 // the descriptor grants it (the construct's functions, GrantEnqueue's),
 // whatever their own policies allow; AWS services and the bucket's
-// configuration (CloudFormation's) are not data actions.
+// configuration (CloudFormation's) are not data actions. The actions are
+// families: a GET with a versionId is authorised as s3:GetObjectVersion
+// alone (even in a bucket without versioning, as versionId=null), so
+// naming s3:GetObject would leave the objects readable that way.
 func (s *Jobs) partsPolicy() {
 	if s.Parts == nil {
 		return
@@ -75,7 +78,7 @@ func (s *Jobs) partsPolicy() {
 		Sid:        jsii.String("OnlyItsRoles"),
 		Effect:     awsiam.Effect_DENY,
 		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
-		Actions:    jsii.Strings("s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:GetObjectTagging", "s3:DeleteObject", "s3:AbortMultipartUpload"),
+		Actions:    jsii.Strings("s3:GetObject*", "s3:PutObject*", "s3:DeleteObject*", "s3:AbortMultipartUpload", "s3:RestoreObject", "s3:ReplicateObject"),
 		Resources:  jsii.Strings(*s.Parts.BucketArn() + "/*"),
 		Conditions: &map[string]any{
 			"ArnNotLike": map[string]any{"aws:PrincipalArn": s.partUsers.list()},

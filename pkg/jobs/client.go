@@ -172,7 +172,8 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	eng := newEngine(engine{reg: cfg.Registry, store: readConflicts(cfg.Store), queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger, grace: cfg.DispatchGrace,
 		laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention, bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand,
-		messageFirst: cfg.MessageFirst, pauses: pausesOf(cfg.Store), links: linkerOf(cfg.Store), stager: stagerOf(cfg.Store)})
+		messageFirst: cfg.MessageFirst, pauses: pausesOf(cfg.Store), links: linkerOf(cfg.Store), stager: stagerOf(cfg.Store),
+		maxPart: maxPartOf(cfg.Store)})
 	svc, err := newService(cfg, eng)
 	if err != nil {
 		return nil, err

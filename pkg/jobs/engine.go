@@ -54,6 +54,9 @@ type engine struct {
 	// ResultStager; store is wrapped, so asked once at the start).
 	links  driver.PartLinker
 	stager driver.ResultStager
+	// maxPart is the largest payload or result the store keeps, when it
+	// says (driver.ObjectKeeper; 0: it does not).
+	maxPart int
 }
 
 // newID returns a fresh job id, batch id or claim token.

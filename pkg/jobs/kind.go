@@ -532,14 +532,22 @@ func (reg *Registry) LargeParts() bool {
 	return false
 }
 
+// maxPartOf is the largest part store keeps, when it says (0: it does
+// not).
+func maxPartOf(store driver.Store) int {
+	if k, ok := store.(driver.ObjectKeeper); ok {
+		return k.MaxPartBytes()
+	}
+	return 0
+}
+
 // checkParts refuses a kind whose payloads or results may be larger than
 // store keeps, when it says (driver.ObjectKeeper).
 func (reg *Registry) checkParts(store driver.Store) error {
-	k, ok := store.(driver.ObjectKeeper)
-	if !ok {
+	most := maxPartOf(store)
+	if most == 0 {
 		return nil
 	}
-	most := k.MaxPartBytes()
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	for _, k := range reg.kinds {

@@ -91,6 +91,95 @@ func TestNewClientRefusesPartsItsStoreCannotKeep(t *testing.T) {
 	}
 }
 
+type secretBlob struct {
+	Data string `json:"data" jobs:"secret"`
+}
+
+// A payload within its kind's bound whose secret fields, sealed, pass
+// what the store keeps is refused as too large (413), and stores nothing.
+func TestASealedPayloadPastTheStoresBoundIsTooLarge(t *testing.T) {
+	reg := jobs.NewRegistry()
+	k := jobs.MustRegister(reg, "secret", func(context.Context, *jobs.Job[secretBlob]) (jobs.NoResult, error) { return jobs.NoResult{}, nil },
+		&jobs.KindOpts{MaxPayloadBytes: 200 << 10})
+	sealer, _ := jobs.NewAESSealer([]byte(strings.Repeat("k", 32)))
+	mem := jobstest.NewMemStore(jobstest.NewClock(jobstest.Epoch))
+	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: smallStore{mem}, Queue: &jobstest.MemQueue{}, Sealer: sealer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = k.Enqueue(context.Background(), svc, "o", secretBlob{Data: strings.Repeat("s", 195<<10)}, nil)
+	var pe *jobs.PayloadError
+	if !errors.As(err, &pe) || pe.Limit != 200<<10 || !strings.Contains(pe.Reason, "sealed") {
+		t.Fatalf("a 195 KiB secret field (260 KiB sealed) on a 256 KiB store: %v, want too large", err)
+	}
+	if n := mem.Len(); n != 0 {
+		t.Fatalf("%d jobs stored for a payload refused", n)
+	}
+	if _, err := k.Enqueue(context.Background(), svc, "o", secretBlob{Data: strings.Repeat("s", 150<<10)}, nil); err != nil {
+		t.Fatalf("a 150 KiB secret field (200 KiB sealed): %v", err)
+	}
+}
+
+// slowKeeper is a MemStore whose KeepPart takes as long as it is let,
+// and whose Requeue, as a network call would, fails once its context
+// has ended.
+type slowKeeper struct {
+	*jobstest.MemStore
+	kept int
+}
+
+func (s *slowKeeper) KeepPart(ctx context.Context, rec *driver.Record, p driver.Part, until time.Time) error {
+	s.kept++
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s *slowKeeper) Requeue(ctx context.Context, id, token string, q driver.Requeue) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.MemStore.Requeue(ctx, id, token, q)
+}
+
+// Extending a payload's life before a long wait (a copy of tens of MB)
+// takes at most half the final write's budget: the write that puts the
+// job back still lands, and the next claim extends the payload.
+func TestAPayloadsKeepLeavesTheFinalWriteItsTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := jobs.NewRegistry()
+		k := jobs.MustRegister(reg, "later", func(context.Context, *jobs.Job[blob]) (jobs.NoResult, error) {
+			return jobs.NoResult{}, jobs.RetryAfter(72*time.Hour, errors.New("not yet"))
+		}, &jobs.KindOpts{Retry: jobs.RetryPolicy{MaxAttempts: 3}})
+		store := &slowKeeper{MemStore: jobstest.NewMemStore(nil)}
+		store.KeepPayloadsApart(1)
+		queue := &jobstest.MemQueue{}
+		cfg := jobs.Config{Registry: reg, Store: store, Queue: queue, CancelCheck: -1}
+		svc, err := testroles.Service(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := testroles.Worker(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		res, err := k.Enqueue(ctx, svc, "o", blob{Data: "x"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ictx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		w.HandleSQS(ictx, sqsEvent(message.Encode(res.Job.ID)))
+		v, err := svc.Get(ctx, "o", res.Job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if store.kept == 0 || v.Status != jobs.StatusQueued || v.RunAt == nil {
+			t.Fatalf("a retry in 3 days whose payload's keep hangs: kept %d times, the job %s (run at %v); want queued for its retry", store.kept, v.Status, v.RunAt)
+		}
+	})
+}
+
 // stagingStore is a MemStore that stages results as an object tier does
 // (driver.ResultStager), recording when it was asked and until when it
 // may take, and the outcome the final write then got.

@@ -116,7 +116,16 @@ func (e *engine) keepPayload(ctx context.Context, rec *driver.Record, now, runAt
 // keepPayloadUntil is keepPayload for a run that goes back to the queue
 // to run at runAt (a retry's backoff, a wait): a failure is logged, and
 // the next claim extends the item if it is still there.
+//
+// It takes at most half of what ctx leaves (the final write's budget): a
+// payload of tens of MB extended by a copy onto itself must not leave the
+// write that puts the job back too little time to land.
 func (e *engine) keepPayloadUntil(ctx context.Context, rec *driver.Record, now, runAt time.Time) {
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Until(dl)/2)
+		defer cancel()
+	}
 	err := e.keepPayload(ctx, rec, now, runAt)
 	// A checkpoint item lasts the horizon past its write (or the last
 	// claim): a run due more than payloadSlack ahead extends the job's,

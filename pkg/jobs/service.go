@@ -353,6 +353,12 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 	if err != nil {
 		return newJob{}, nil, fmt.Errorf("jobs: seal payload: %w", err)
 	}
+	if most := s.eng.maxPart; most > 0 && len(stored) > most {
+		// Sealing grows each secret field by a third: within the kind's
+		// bound, a payload of large secrets may pass what the store keeps.
+		return newJob{}, nil, &PayloadError{Reason: fmt.Sprintf("%d bytes once its secret fields are sealed is more than the %d stored",
+			len(stored), most), Limit: k.maxPayload}
+	}
 	r := jobRequest(req.Kind, canonical, req.RunAt, req.Delay)
 	for _, part := range [][]byte{afterRequest(req.After), replayRequest(req.replayOf), manualRequest(req.manualRunOf), tagsRequest(req.Tags),
 		childRequest(req.childOf, req.childName)} {

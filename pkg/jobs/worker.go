@@ -687,13 +687,7 @@ func (w *Worker) runClaimed(ctx context.Context, inv invocation, cl claimed) (<-
 		if c != nil && c.pop {
 			ahead = w.popAhead(ctx, inv, c)
 		}
-		// The kind's longest run ends here (pauses give their time back):
-		// a sleep past it is refused when asked for.
-		var runEnd time.Time
-		if k.maxRun > 0 && !rec.FirstStartedAt.IsZero() {
-			runEnd = rec.FirstStartedAt.Add(k.maxRun + cl.paused)
-		}
-		ex = w.execute(ctx, inv, k, rec, token, runEnd)
+		ex = w.execute(ctx, inv, k, cl)
 		popped := ""
 		if ahead != nil {
 			popped = <-ahead
@@ -824,7 +818,8 @@ func (w *Worker) runNext(ctx context.Context, inv invocation, next successor, un
 // once the handler has returned (or was abandoned at its deadline: then
 // the job keeps its lease, so a retry cannot start a second run of it while
 // the first may still be going).
-func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *driver.Record, token string, runEnd time.Time) execution {
+func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, cl claimed) execution {
+	rec, token := cl.rec, cl.token
 	hctx, cancel := context.WithDeadline(ctx, inv.handler)
 	defer cancel()
 	noticed := make(chan struct{})
@@ -840,8 +835,10 @@ func (w *Worker) execute(ctx context.Context, inv invocation, k *kindDef, rec *d
 	}
 	keeper := &leaseKeeper{}
 	h, err := w.handle(ctx, inv, k, run{rec: rec, token: token, keeper: keeper}, cancelled)
-	if h != nil {
-		h.runEnd = runEnd
+	if h != nil && k.maxRun > 0 && !rec.FirstStartedAt.IsZero() {
+		// The kind's longest run ends here (pauses give their time back):
+		// a sleep past it is refused when asked for.
+		h.runEnd = rec.FirstStartedAt.Add(k.maxRun + cl.paused)
 	}
 	if err != nil {
 		return execution{Status: StatusFailed, Code: CodeInternal, Cause: "checkpoint", ErrTypes: errtypes.Of(err)}

@@ -107,9 +107,11 @@ func (s *Store) storedSize(data []byte) int {
 // plainlyObject reports whether a part of n bytes goes to the object tier
 // whatever it compresses to: over 64 times the threshold (512 KiB by
 // default), where only a part made of repeats would shrink under it, and
-// compressing tens of MB to find out costs the enqueue a second of CPU.
+// compressing tens of MB to find out costs the enqueue a second of CPU;
+// and always past what inflate reads back (maxInflated), whatever the
+// threshold, so no item holds a part that could not be read.
 func (s *Store) plainlyObject(n int) bool {
-	return s.opts.Objects != nil && n > 64*s.threshold()
+	return s.opts.Objects != nil && n > min(64*s.threshold(), maxInflated)
 }
 
 // MaxPartBytes is the largest payload or result the store keeps

@@ -40,8 +40,10 @@ const TagKeep = "lj-keep"
 // KeepDays are the lifetimes an object may be tagged with, each a
 // lifecycle rule of the bucket: the first covers a job's horizon (16
 // days) and the default retention (7); the last a year's delay, the
-// horizon and a year's retention.
-var KeepDays = []int{32, 64, 128, 256, 512, 1024}
+// horizon and ten years' retention. A part that must last longer is not
+// written (Put and Keep return an error): an object never ends before
+// the job that names it.
+var KeepDays = []int{32, 64, 128, 256, 512, 1024, 2048, 4096}
 
 // metaUntil is the user metadata that says until when an object lasts
 // (Unix seconds).
@@ -105,16 +107,16 @@ func FromConfig(cfg aws.Config, bucket string) dynamostore.Objects {
 }
 
 // keepFor is the first of KeepDays that lasts from now until, and when it
-// ends; the last when none does.
-func keepFor(now, until time.Time) (int, time.Time) {
+// ends; an error when none does.
+func keepFor(now, until time.Time) (int, time.Time, error) {
 	for _, d := range KeepDays {
 		end := now.Add(time.Duration(d) * 24 * time.Hour)
 		if !end.Before(until) {
-			return d, end
+			return d, end, nil
 		}
 	}
-	d := KeepDays[len(KeepDays)-1]
-	return d, now.Add(time.Duration(d) * 24 * time.Hour)
+	return 0, time.Time{}, fmt.Errorf("s3objects: an object to last until %s, past the longest lifetime kept (%d days)",
+		until.UTC().Format(time.RFC3339), KeepDays[len(KeepDays)-1])
 }
 
 // tagging is the tag set of an object kept days.
@@ -132,7 +134,10 @@ func (o *Objects) Put(ctx context.Context, key string, body []byte, until time.T
 	if len(body) > MaxBytes {
 		return fmt.Errorf("s3objects: %d bytes, more than the %d kept", len(body), MaxBytes)
 	}
-	days, end := keepFor(o.now(), until)
+	days, end, err := keepFor(o.now(), until)
+	if err != nil {
+		return err
+	}
 	if len(body) <= PartBytes {
 		_, err := o.api.PutObject(ctx, &s3.PutObjectInput{
 			Bucket: &o.bucket, Key: &key, Body: bytes.NewReader(body),
@@ -245,7 +250,10 @@ func (o *Objects) Keep(ctx context.Context, key string, until time.Time) error {
 	if cur := untilOf(head.Metadata); !cur.IsZero() && !cur.Before(until) {
 		return nil
 	}
-	days, end := keepFor(o.now(), until)
+	days, end, err := keepFor(o.now(), until)
+	if err != nil {
+		return err
+	}
 	_, err = o.api.CopyObject(ctx, &s3.CopyObjectInput{
 		Bucket: &o.bucket, Key: &key, CopySource: aws.String(url.PathEscape(o.bucket) + "/" + escapeKey(key)),
 		ContentType:       aws.String("application/json"),

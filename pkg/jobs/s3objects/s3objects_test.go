@@ -58,11 +58,15 @@ func TestKeepTiers(t *testing.T) {
 	for _, tc := range []struct {
 		until time.Duration
 		days  int
-	}{{0, 32}, {23 * day, 32}, {32 * day, 32}, {33 * day, 64}, {400 * day, 512}, {746 * day, 1024}, {2000 * day, 1024}} {
-		days, end := keepFor(now, now.Add(tc.until))
-		if days != tc.days || !end.Equal(now.Add(time.Duration(days)*day)) {
-			t.Errorf("a part due to last %v: tagged %d days until %v, want %d", tc.until, days, end, tc.days)
+	}{{0, 32}, {23 * day, 32}, {32 * day, 32}, {33 * day, 64}, {400 * day, 512}, {746 * day, 1024}, {2000 * day, 2048}, {4096 * day, 4096}} {
+		days, end, err := keepFor(now, now.Add(tc.until))
+		if err != nil || days != tc.days || !end.Equal(now.Add(time.Duration(days)*day)) {
+			t.Errorf("a part due to last %v: tagged %d days until %v (%v), want %d", tc.until, days, end, err, tc.days)
 		}
+	}
+	// Past the longest rule, no tag would keep it: refused, never cut short.
+	if days, _, err := keepFor(now, now.Add(4097*day)); err == nil {
+		t.Errorf("a part due to last 4,097 days: tagged %d days, want an error", days)
 	}
 	if got := tagging(64); got != "lj-keep=64" {
 		t.Errorf("tagging %q", got)
