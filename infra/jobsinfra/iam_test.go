@@ -84,7 +84,7 @@ func synthIAM(t *testing.T, name string, cmk bool) *iamDeployment {
 	j.GrantOperate(operator)
 	other.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("sqs:SendMessage", "secretsmanager:GetSecretValue", "execute-api:Invoke", "events:PutEvents",
-			"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "s3:GetObject", "s3:PutObject"),
+			"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "s3:GetObject", "s3:PutObject", "s3:GetObjectVersion", "s3:DeleteObjectVersion"),
 		Resources: jsii.Strings("*"),
 	}))
 	raw := assertions.Template_FromStack(stack, nil).ToJSON()
