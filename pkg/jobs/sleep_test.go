@@ -235,34 +235,18 @@ func TestASleepPastMaxRunTimeIsRefused(t *testing.T) {
 		}
 		return jobs.NoResult{}, nil
 	}, &jobs.KindOpts{MaxRunTime: 2 * time.Hour, FailureCodes: []string{"bad_sleep"}})
-	r, err := jobstest.NewRunner(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, reg)
 	ctx := context.Background()
-	long, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "nap", Payload: []byte(`{"for":"3h"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Work(ctx); err != nil {
-		t.Fatal(err)
-	}
-	v, _ := r.Service.Get(ctx, "o", long.Job.ID)
+	v, _ := r.Service.Get(ctx, "o", runOnce(t, r, `{"for":"3h"}`))
 	if v.Status != jobs.StatusFailed || *v.Error != "bad_sleep" || sleepErr == nil || !strings.Contains(sleepErr.Error(), "MaxRunTime") {
 		t.Fatalf("a 3 h sleep of a kind whose runs last 2 h: %s %v (Sleep said %v); want refused", v.Status, v.Error, sleepErr)
 	}
-	short, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "nap", Payload: []byte(`{"for":"1h"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Work(ctx); err != nil {
-		t.Fatal(err)
-	}
+	short := runOnce(t, r, `{"for":"1h"}`)
 	r.Clock.Advance(time.Hour)
 	if _, err := r.Work(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := r.Service.Get(ctx, "o", short.Job.ID); v.Status != jobs.StatusSucceeded {
+	if v, _ := r.Service.Get(ctx, "o", short); v.Status != jobs.StatusSucceeded {
 		t.Fatalf("a 1 h sleep within MaxRunTime: %s %v", v.Status, v.Error)
 	}
 }
@@ -298,6 +282,30 @@ func TestSleepOnAJobBuiltByHand(t *testing.T) {
 	}
 }
 
+func newRunner(t *testing.T, reg *jobs.Registry) *jobstest.Runner {
+	t.Helper()
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// runOnce enqueues a "nap" job with payload p on r, runs what is due, and
+// returns the job's id.
+func runOnce(t *testing.T, r *jobstest.Runner, p string) string {
+	t.Helper()
+	ctx := context.Background()
+	res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "nap", Payload: []byte(p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return res.Job.ID
+}
+
 // A handler's deferred calls after a Sleep that suspended store nothing:
 // a deferred Step or Checkpoint returns an error (the park's state, taken
 // when the run suspended, stands), and the next run passes the sleep with
@@ -328,29 +336,20 @@ func TestDeferredCallsAfterASleepStoreNothing(t *testing.T) {
 		}
 		return jobs.NoResult{}, nil
 	}, nil)
-	r, err := jobstest.NewRunner(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, reg)
 	ctx := context.Background()
-	res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "nap", Payload: []byte(`{}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Work(ctx); err != nil {
-		t.Fatal(err)
-	}
+	id := runOnce(t, r, `{}`)
 	if len(deferredErrs) != 2 || deferredErrs[0] == nil || deferredErrs[1] == nil || tidied != 0 {
 		t.Fatalf("the deferred Step and Checkpoint after a suspending Sleep: %v, the step's function ran %d times; want two errors, no run", deferredErrs, tidied)
 	}
-	if v, _ := r.Service.Get(ctx, "o", res.Job.ID); v.WaitingOn != "sleep" {
+	if v, _ := r.Service.Get(ctx, "o", id); v.WaitingOn != "sleep" {
 		t.Fatalf("after the run that slept: %s on %q", v.Status, v.WaitingOn)
 	}
 	r.Clock.Advance(time.Hour)
 	if _, err := r.Work(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v, _ := r.Service.Get(ctx, "o", res.Job.ID)
+	v, _ := r.Service.Get(ctx, "o", id)
 	if v.Status != jobs.StatusSucceeded || runs != 2 || tidied != 1 || deferredErrs[2] != nil || deferredErrs[3] != nil {
 		t.Fatalf("after the sleep: %s after %d runs, tidied %d times, deferred errors %v; want succeeded in two runs, the deferred calls landing once",
 			v.Status, runs, tidied, deferredErrs)
@@ -368,19 +367,10 @@ func TestASleepOffTheHandlersGoroutineFails(t *testing.T) {
 		wg.Wait()
 		return jobs.NoResult{}, nil
 	}, nil)
-	r, err := jobstest.NewRunner(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, reg)
 	ctx := context.Background()
-	res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "nap", Payload: []byte(`{}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Work(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := r.Service.Get(ctx, "o", res.Job.ID); v.Status != jobs.StatusFailed || *v.Error != jobs.CodeInternal {
+	id := runOnce(t, r, `{}`)
+	if v, _ := r.Service.Get(ctx, "o", id); v.Status != jobs.StatusFailed || *v.Error != jobs.CodeInternal {
 		t.Fatalf("a handler that slept on another goroutine and returned: %s %v, want failed %s", v.Status, v.Error, jobs.CodeInternal)
 	}
 }
@@ -399,19 +389,10 @@ func TestASleepTooLargeToStoreIsRefused(t *testing.T) {
 		sleepErr = job.Sleep(ctx, strings.Repeat("n", 2000), time.Hour)
 		return jobs.NoResult{}, jobs.Fail("too_big", nil)
 	}, &jobs.KindOpts{FailureCodes: []string{"too_big"}})
-	r, err := jobstest.NewRunner(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, reg)
 	ctx := context.Background()
-	res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "nap", Payload: []byte(`{}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Work(ctx); err != nil {
-		t.Fatal(err)
-	}
-	v, _ := r.Service.Get(ctx, "o", res.Job.ID)
+	id := runOnce(t, r, `{}`)
+	v, _ := r.Service.Get(ctx, "o", id)
 	if sleepErr == nil || !strings.Contains(sleepErr.Error(), "too large") || v.Status != jobs.StatusFailed || *v.Error != "too_big" {
 		t.Fatalf("a sleep past the checkpoint limit: Sleep said %v, the job %s %v; want an error and the handler's own failure", sleepErr, v.Status, v.Error)
 	}
