@@ -54,8 +54,8 @@ type suspension struct {
 // driver.MaxCheckpointBytes; sleeps take their place among the steps,
 // with the same rules of order. KindOpts.MaxRunTime counts from the job's
 // first start, sleeps included: Sleep returns an error, and stores
-// nothing, for an end past it. ctx is not consulted: a sleep is a stored time, not a
-// wait in this process.
+// nothing, for an end past it. ctx is not consulted: a sleep is a stored
+// time, not a wait in this process.
 // On a Job built by hand (a handler's unit test), the sleep's time passes
 // at once and Sleep returns nil.
 func (j *Job[P]) Sleep(ctx context.Context, name string, d time.Duration) error {
@@ -150,7 +150,7 @@ func sleep[P any](job *Job[P], name string, end func(now time.Time) time.Time) e
 	return nil // not reached
 }
 
-// suspended is the execution of a run whose handler suspended: its park.
+// execution is the outcome of a run whose handler suspended: its park.
 func (s *suspension) execution() execution {
 	return execution{WaitOn: s.on, WaitUntil: s.until, Cause: s.on, Checkpoint: s.state}
 }
