@@ -149,6 +149,8 @@ const (
 	RouteAdminListPauses       = "AdminListPauses"
 	RouteScheduleAction        = "ScheduleAction"
 	RouteAdminScheduleAction   = "AdminScheduleAction"
+	RouteSignalJob             = "SignalJob"
+	RouteAdminSignalJob        = "AdminSignalJob"
 )
 
 // Routes are the API's routes: the one place a path is written.
@@ -182,6 +184,10 @@ var Routes = []Route{
 	{RouteAdminListPauses, "GET", "/v1/admin/pauses", GetJob, AuthOperator},
 	{RouteScheduleAction, "POST", "/v1/schedules/{name}/{action}", Enqueue, AuthCaller},
 	{RouteAdminScheduleAction, "POST", "/v1/admin/schedules/{name}/{action}", Enqueue, AuthOperator},
+	// Signals are sealed as they are stored: served by the function
+	// that holds the payload key ring.
+	{RouteSignalJob, "POST", "/v1/jobs/{id}/signals/{name}", Enqueue, AuthCaller},
+	{RouteAdminSignalJob, "POST", "/v1/admin/jobs/{id}/signals/{name}", Enqueue, AuthOperator},
 }
 
 // functionsServing are the functions that serve a route of auth, each

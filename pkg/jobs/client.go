@@ -174,6 +174,7 @@ func NewClient(cfg Config) (*Client, error) {
 		laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention, bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand,
 		messageFirst: cfg.MessageFirst, pauses: pausesOf(cfg.Store), links: linkerOf(cfg.Store), stager: stagerOf(cfg.Store),
 		maxPart: maxPartOf(cfg.Store)})
+	eng.signaller, _ = cfg.Store.(driver.Signaller)
 	svc, err := newService(cfg, eng)
 	if err != nil {
 		return nil, err

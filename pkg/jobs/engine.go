@@ -54,6 +54,9 @@ type engine struct {
 	// ResultStager; store is wrapped, so asked once at the start).
 	links  driver.PartLinker
 	stager driver.ResultStager
+	// signaller stores signals (driver.Signaller; nil: the store keeps
+	// none, and no kind declares any).
+	signaller driver.Signaller
 	// maxPart is the largest payload or result the store keeps, when it
 	// says (driver.ObjectKeeper; 0: it does not).
 	maxPart int

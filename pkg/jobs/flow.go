@@ -605,6 +605,13 @@ func (e *engine) park(ctx context.Context, r run, a *admission) ending {
 		q.Checkpoint, q.CheckpointUntil = a.state, e.payloadKeep(rec.Kind, now, runAt)
 	}
 	err := e.store.Requeue(ctx, rec.ID, r.token, q)
+	if signalled(err, r.token, a.on) {
+		// The signal it waits for came while it ran: due now instead,
+		// its wait stored.
+		d = e.deliveryAt(now, now, rec.Lane)
+		q.RunAt, q.SweepAt, q.WaitingOn = now, d.sweepAt, waitSignal
+		err = e.store.Requeue(ctx, rec.ID, r.token, q)
+	}
 	if ownWrite(err, StatusQueued, now) {
 		err = nil
 	}

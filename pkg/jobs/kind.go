@@ -156,6 +156,14 @@ type KindOpts struct {
 	// (an S3 record, an EventBridge event, an SNS message: what routes
 	// deliver), so no caller can forge what a handler takes for AWS's word.
 	Internal bool
+	// Signals declares the signals the kind's handlers wait for
+	// (WaitForSignal), by name, each with a zero value of its payload's
+	// type: Signals: map[string]any{"approval": Approval{}}. A signal of
+	// another name, or whose payload does not decode strictly into its
+	// type, is refused when delivered (Service.Signal) and stores nothing.
+	// A name is a lower-case letter, then up to 63 lower-case letters,
+	// digits, '.', '_' or '-'.
+	Signals map[string]any
 }
 
 // kindConfig is KindOpts checked.
@@ -175,6 +183,7 @@ type kindConfig struct {
 	internal          bool
 	// maxPayload and maxResult: KindOpts's, defaults applied.
 	maxPayload, maxResult int
+	signals               map[string]reflect.Type
 }
 
 // maxPartBytes is the most KindOpts.MaxPayloadBytes and MaxResultBytes
@@ -182,10 +191,15 @@ type kindConfig struct {
 const maxPartBytes = 100 << 20
 
 func (o *KindOpts) check() (kindConfig, error) {
-	c := kindConfig{codes: map[string]bool{}, maxPayload: MaxPayloadBytes, maxResult: MaxResultBytes}
+	c := kindConfig{codes: map[string]bool{}, maxPayload: MaxPayloadBytes, maxResult: MaxResultBytes, signals: map[string]reflect.Type{}}
 	if o == nil {
 		return c, nil
 	}
+	signals, err := checkSignals(o.Signals)
+	if err != nil {
+		return c, err
+	}
+	c.signals = signals
 	for _, n := range []int{o.MaxPayloadBytes, o.MaxResultBytes} {
 		if n < 0 || n > maxPartBytes {
 			return c, fmt.Errorf("max payload or result bytes %d: want 0 (%d) to %d", n, MaxPayloadBytes, maxPartBytes)
@@ -270,6 +284,8 @@ type kindDef struct {
 	// internal: see KindOpts.Internal (set for on-failure targets when the
 	// registry freezes).
 	internal bool
+	// signals: KindOpts.Signals, each with its payload's type.
+	signals map[string]reflect.Type
 }
 
 // Registry holds the job kinds. Register every kind at start-up, before the
@@ -336,7 +352,7 @@ func Register[P any, R Result](reg *Registry, kind string, handle func(ctx conte
 		heartbeat:   cfg.heartbeat, maxRun: cfg.maxRun, autoContinue: cfg.autoContinue,
 		limits: cfg.limits, caps: cfg.caps, retention: cfg.retention, events: cfg.events, onFailure: cfg.onFailure,
 		internal:   cfg.internal || internalPayload(reflect.TypeFor[P]()),
-		maxPayload: cfg.maxPayload, maxResult: cfg.maxResult,
+		maxPayload: cfg.maxPayload, maxResult: cfg.maxResult, signals: cfg.signals,
 		validate: func(raw []byte) error {
 			_, err := decodePayload[P](raw, cfg.maxPayload)
 			return err
@@ -543,15 +559,18 @@ func maxPartOf(store driver.Store) int {
 
 // checkParts refuses a kind whose payloads or results may be larger than
 // store keeps, when it says (driver.ObjectKeeper).
+// It refuses a kind that declares signals too, when store keeps none
+// (driver.Signaller).
 func (reg *Registry) checkParts(store driver.Store) error {
 	most := maxPartOf(store)
-	if most == 0 {
-		return nil
-	}
+	_, signals := store.(driver.Signaller)
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	for _, k := range reg.kinds {
-		if n := max(k.maxPayload, k.maxResult); n > most {
+		if len(k.signals) > 0 && !signals {
+			return fmt.Errorf("jobs: kind %q declares signals (KindOpts.Signals), and the store keeps none (driver.Signaller)", k.name)
+		}
+		if n := max(k.maxPayload, k.maxResult); most > 0 && n > most {
 			return fmt.Errorf("jobs: kind %q allows parts of %d bytes, and the store keeps at most %d (give it an object tier: lambdafn.Opts.Objects, dynamostore.Config.Objects)", k.name, n, most)
 		}
 	}
@@ -611,6 +630,9 @@ type KindInfo struct {
 	// (KindOpts's, defaults applied).
 	MaxPayloadBytes int `json:"max_payload_bytes"`
 	MaxResultBytes  int `json:"max_result_bytes"`
+	// Signals are the names of the signals the kind's handlers wait for
+	// (KindOpts.Signals), sorted.
+	Signals []string `json:"signals,omitempty"`
 	// PayloadSchema and ResultSchema describe the kind's payload and its
 	// public result as JSON Schema (draft 2020-12), generated from the Go
 	// types (the result's only for a JSON[T] result: T's): see
@@ -648,7 +670,7 @@ func (s *Service) Kinds() []KindInfo {
 		info := KindInfo{Name: name, Lane: k.lane, Concurrency: k.limits.concurrency, ConcurrencyPerKey: k.limits.perKey,
 			RateLimit: k.limits.rateN, RateLimitPerKey: k.limits.ratePerKeyN, LimitKey: k.limits.key,
 			MaxQueued: k.caps.kind, MaxQueuedPerOwner: k.caps.perOwner,
-			MaxPayloadBytes: k.maxPayload, MaxResultBytes: k.maxResult}
+			MaxPayloadBytes: k.maxPayload, MaxResultBytes: k.maxResult, Signals: k.signalNames()}
 		if info.RateLimit > 0 || info.RateLimitPerKey > 0 {
 			info.RatePeriod = k.limits.period.Seconds()
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,11 @@ type runHandle struct {
 	now     func() time.Time
 	seal    func(raw []byte) ([]byte, error)
 	suspend *suspension
+	// signals are the job's signals, opened (WaitForSignal); signalTypes
+	// the kind's declared ones (KindOpts.Signals; nil on a Job built by
+	// hand, which checks none).
+	signals     map[string][]byte
+	signalTypes map[string]reflect.Type
 }
 
 // Heartbeat tells the system this run is alive: for a kind with

@@ -37,9 +37,13 @@ type View struct {
 	// item could not be read; it tries again), "parents" (the jobs it
 	// runs after: see After), "kind" (no worker that got it knows its
 	// kind yet), "key" (its payload's key is not in that worker's ring
-	// yet), "paused" (a pause holds it: Service.Pause) or "sleep" (its
-	// handler sleeps until RunAt: Job.Sleep).
+	// yet), "paused" (a pause holds it: Service.Pause), "sleep" (its
+	// handler sleeps until RunAt: Job.Sleep) or "signal" (its handler
+	// waits for the signal Signal names, at most until RunAt:
+	// WaitForSignal).
 	WaitingOn string `json:"waiting_on,omitempty"`
+	// Signal names the signal a job waiting on "signal" waits for.
+	Signal string `json:"signal,omitempty"`
 	// After names the jobs this one runs after (EnqueueOpts.After);
 	// ParentsLeft counts those not succeeded yet while it waits on them
 	// (WaitingOn "parents").
@@ -107,6 +111,9 @@ func viewOf(r *driver.Record) View {
 	}
 	if r.Status == StatusQueued {
 		v.WaitingOn = r.WaitingOn
+		if name, ok := driver.SignalWaitedOn(r.WaitingOn); ok {
+			v.WaitingOn, v.Signal = waitSignal, name
+		}
 	}
 	if r.Status == StatusQueued && r.LastError != "" {
 		code := r.LastError

@@ -468,9 +468,10 @@ const secretMask = "[secret]"
 // pause set: see pauseSet).
 func (s *Service) viewPaused(ctx context.Context, rec *driver.Record) View {
 	v := viewOf(rec)
-	// Jobs it runs after, or its handler's sleep until its end, hold it
-	// first: a pause matters once they let it go.
-	sleeping := rec.WaitingOn == waitSleep && rec.RunAt.After(s.eng.now())
+	// Jobs it runs after, or its handler's sleep or wait for a signal
+	// until its end, hold it first: a pause matters once they let it go.
+	_, signal := driver.SignalWaitedOn(rec.WaitingOn)
+	sleeping := (rec.WaitingOn == waitSleep || signal) && rec.RunAt.After(s.eng.now())
 	if rec.Status != StatusQueued || rec.WaitingOn == driver.WaitParents || sleeping {
 		return v
 	}

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
 // Sleeps. A durable handler sleeps through Job.Sleep or Job.SleepUntil: the run
@@ -89,10 +91,10 @@ func sleep[P any](job *Job[P], name string, end func(now time.Time) time.Time) e
 	i := h.nextStep
 	if i < len(h.steps) && h.steps[i].Name == name {
 		until := time.UnixMilli(h.steps[i].Until)
-		if h.steps[i].Until == 0 {
+		if h.steps[i].Until == 0 || h.steps[i].Signal != 0 {
 			h.nondeterministic = true
 			h.stepMu.Unlock()
-			return fmt.Errorf("%w: sleep %q was stored as a step", errNondeterministic, name)
+			return fmt.Errorf("%w: sleep %q was stored as a step or a signal's wait", errNondeterministic, name)
 		}
 		if !now.Before(until) {
 			h.nextStep++
@@ -152,7 +154,11 @@ func sleep[P any](job *Job[P], name string, end func(now time.Time) time.Time) e
 
 // execution is the outcome of a run whose handler suspended: its park.
 func (s *suspension) execution() execution {
-	return execution{WaitOn: s.on, WaitUntil: s.until, Cause: s.on, Checkpoint: s.state}
+	cause := s.on
+	if _, ok := driver.SignalWaitedOn(s.on); ok {
+		cause = waitSignal // a fixed word: the signal's name is the kind's
+	}
+	return execution{WaitOn: s.on, WaitUntil: s.until, Cause: cause, Checkpoint: s.state}
 }
 
 // suspension returns the run's suspension, nil when it has not suspended.

@@ -37,11 +37,14 @@ type jobState struct {
 }
 
 // stepResult is a completed step: its name and its result's JSON; or a
-// sleep (Sleep): its name and its end (Unix milliseconds).
+// sleep (Sleep): its name and its end (Unix milliseconds); or a wait for
+// a signal (WaitForSignal): its name, how it stands (Signal), and while it
+// waits its timeout (Until).
 type stepResult struct {
 	Name   string          `json:"n"`
 	Result json.RawMessage `json:"r,omitempty"`
 	Until  int64           `json:"u,omitempty"`
+	Signal int             `json:"g,omitempty"`
 }
 
 // stateMark starts a stored state with steps: no JSON value starts with it.
@@ -122,10 +125,10 @@ func Step[T, P any](ctx context.Context, job *Job[P], name string, fn func(ctx c
 		return zero, fmt.Errorf("%w: step %q asked for while another step runs, or after one out of order", errNondeterministic, name)
 	}
 	i := h.nextStep
-	if i < len(h.steps) && h.steps[i].Name == name && h.steps[i].Until != 0 {
+	if i < len(h.steps) && h.steps[i].Name == name && (h.steps[i].Until != 0 || h.steps[i].Signal != 0) {
 		h.nondeterministic = true
 		h.stepMu.Unlock()
-		return zero, fmt.Errorf("%w: step %q was stored as a sleep", errNondeterministic, name)
+		return zero, fmt.Errorf("%w: step %q was stored as a sleep or a signal's wait", errNondeterministic, name)
 	}
 	if i < len(h.steps) && h.steps[i].Name == name {
 		done := h.steps[i]

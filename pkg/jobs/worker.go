@@ -946,6 +946,10 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 	if err != nil {
 		return nil, err
 	}
+	signals, err := openSignals(w.sealer, rec)
+	if err != nil {
+		return nil, err
+	}
 	lease := func() time.Time { return leaseOf(inv, k, w.eng.now()) }
 	// renewed tells the run's keeper of a write that renewed its lease (a
 	// heartbeat or checkpoint that landed: a cancel request does not stop
@@ -957,7 +961,7 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 		return err
 	}
 	h := &runHandle{
-		resume: st.V, steps: st.Steps, now: w.eng.now,
+		resume: st.V, steps: st.Steps, now: w.eng.now, signals: signals, signalTypes: k.signals,
 		publish: func(pctx context.Context, body []byte) error {
 			return cancelled(w.eng.publish(pctx, rec.ID, token, body))
 		},

@@ -110,7 +110,12 @@ type Record struct {
 	// with WaitingOn set (whatever its value) is counted as waiting
 	// (KindCounts.Waiting). The next claim clears it from the job, and
 	// the record the claim returns still says it (the worker reads it).
+	// A job whose handler waits for a signal waits on WaitSignalOn(name).
 	WaitingOn string
+	// Signals are the signals delivered to the job (Signaller), by name,
+	// each sealed: what its handler's waits for them return
+	// (jobs.WaitForSignal). Never shown; they last as long as the job.
+	Signals map[string][]byte
 	// QueueCapped: the job's kind caps how many of its jobs are queued
 	// (KindOpts.MaxQueued), so the store counts the job among its kind's
 	// queued jobs while it is queued (QueueCounter). Set at creation, never

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -388,6 +389,43 @@ type ReleaseParents struct {
 // WaitParents is the WaitingOn of a job that waits on its parents. A
 // claim never takes such a job (Store.Claim answers a *ConflictError).
 const WaitParents = "parents"
+
+// WaitSignalOn is the WaitingOn of a job whose handler waits for the
+// signal named name (jobs.WaitForSignal). A park with it (Requeue) is also
+// conditional on the job having no signal of that name (a
+// *ConflictError whose Current has it otherwise): a signal delivered
+// while the run that waits for it was running is never missed.
+func WaitSignalOn(name string) string { return waitSignalPrefix + name }
+
+// SignalWaitedOn is the name of the signal a job that waits on on waits
+// for, and whether it waits for one.
+func SignalWaitedOn(on string) (string, bool) { return strings.CutPrefix(on, waitSignalPrefix) }
+
+const waitSignalPrefix = "signal:"
+
+// Signaller is implemented by a store that keeps signals for jobs
+// (jobs.WaitForSignal, Record.Signals). Signal stores s on job id, on the
+// conditions that the job is queued or running, has no signal named
+// s.Name, and holds fewer than s.Max signals; with s.Wake, also that it is
+// queued waiting for that signal (WaitingOn WaitSignalOn(s.Name)), and it
+// makes the job due: RunAt and SweepAt as s says. A condition that fails
+// is a *ConflictError with the job as it is; a missing job ErrNotFound.
+type Signaller interface {
+	Signal(ctx context.Context, id string, s Signal) error
+}
+
+// Signal is a signal delivered to a job (Signaller).
+type Signal struct {
+	Name string
+	// Data is the signal's payload, sealed.
+	Data []byte
+	At   time.Time
+	Max  int
+	// Wake: the job waits for this signal; RunAt and SweepAt are its new
+	// run and sweep times.
+	Wake           bool
+	RunAt, SweepAt time.Time
+}
 
 // Claim is what a worker stamps on a job it claims.
 type Claim struct {

@@ -191,6 +191,11 @@ const (
 	attrDependents  = "dp"
 	attrReplayOf    = "rp"
 	attrManualRunOf = "mr"
+	// A job's signals (driver.Signaller): each an attribute of its own,
+	// attrSignal and its name (binary, sealed), so the first needs no map
+	// to exist; attrSignals counts them, for the bound.
+	attrSignal  = "g_"
+	attrSignals = "gn"
 )
 
 // CreateTableInput returns the table definition for CreateTable: on-demand

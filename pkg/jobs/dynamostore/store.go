@@ -66,6 +66,7 @@ type Store struct {
 }
 
 var _ driver.Store = (*Store)(nil)
+var _ driver.Signaller = (*Store)(nil)
 
 // New returns a Store on the named table.
 func New(api API, table string, opts Config) *Store {
@@ -310,6 +311,15 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 	r.PayloadBytes, r.ResultBytes = it.PayloadSize, it.ResultSize
 	if it.Expires != 0 {
 		r.ExpiresAt = time.Unix(it.Expires, 0).UTC()
+	}
+	for k, v := range av {
+		name, ok := strings.CutPrefix(k, attrSignal)
+		if b, isB := v.(*types.AttributeValueMemberB); ok && isB {
+			if r.Signals == nil {
+				r.Signals = map[string][]byte{}
+			}
+			r.Signals[name] = b.Value
+		}
 	}
 	return r, nil
 }
@@ -852,6 +862,11 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 	if r.WaitingOn != "" {
 		attempt--
 		e.setTo(attrWaitingOn, e.vs(r.WaitingOn))
+		if name, ok := driver.SignalWaitedOn(r.WaitingOn); ok {
+			// A signal delivered while this run ran: the park does not
+			// land, and the engine makes the job due instead.
+			e.when(e.notExists(attrSignal + name))
+		}
 	} else {
 		e.del(attrWaitingOn)
 	}
@@ -867,6 +882,33 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 		e.leaseEndedBy(ms(r.LeaseExpiredBy))
 	}
 	_, err := s.update(ctx, id, change{op: "requeue", raw: e})
+	return err
+}
+
+// Signal stores a signal on a job that is queued or running, as an
+// attribute of its own (driver.Signaller): one conditional write, which
+// with sg.Wake also makes the job that waits for it due.
+func (s *Store) Signal(ctx context.Context, id string, sg driver.Signal) error {
+	e := newExpr()
+	e.setTo(attrSignal+sg.Name, e.v(&types.AttributeValueMemberB{Value: sg.Data}))
+	e.addTo(attrSignals, 1)
+	e.setTo(attrUpdated, e.vn(ms(sg.At)))
+	e.when(e.notExists(attrSignal + sg.Name))
+	e.when(e.notExists(attrSignals) + " OR " + e.n(attrSignals) + " < " + e.vn(int64(sg.Max)))
+	if sg.Wake {
+		e.when(e.statusIs(jobs.StatusQueued))
+		e.when(e.n(attrWaitingOn) + " = " + e.vs(driver.WaitSignalOn(sg.Name)))
+		e.setTo(attrRunAt, e.vn(ms(sg.RunAt)))
+		if sg.SweepAt.IsZero() {
+			e.del(AttrSweepShard, AttrSweepAt)
+		} else {
+			e.setTo(AttrSweepShard, e.vs(ShardOf(id)))
+			e.setTo(AttrSweepAt, e.vn(ms(sg.SweepAt)))
+		}
+	} else {
+		e.when(e.statusIs(jobs.StatusQueued) + " OR " + e.statusIs(jobs.StatusRunning))
+	}
+	_, err := s.update(ctx, id, change{op: "signal", raw: e})
 	return err
 }
 

@@ -100,6 +100,17 @@ func (a *API) adminJobAction(ctx context.Context, _ events.APIGatewayV2HTTPReque
 	return problem(ctx, a.log, &requestError{code: "method_not_allowed", detail: "use GET /v1/admin/jobs?owner=, GET /v1/admin/jobs/{id}, POST /v1/admin/jobs/{id}/cancel or /retry"})
 }
 
+// adminSignalJob serves POST /v1/admin/jobs/{id}/signals/{name}: an
+// operator delivers a signal to any owner's job, as its owner would
+// (signalJob).
+func (a *API) adminSignalJob(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	rec, err := a.svc.GetAny(ctx, rq.params["id"])
+	if err != nil {
+		return problem(ctx, a.log, err)
+	}
+	return a.signalAs(ctx, req, rec.Owner, rq.params)
+}
+
 // AdminJob is a job as an operator reads it: with its owner.
 type AdminJob struct {
 	Job   jobs.View `json:"job"`

@@ -40,6 +40,9 @@ const MaxBodyBytes = jobs.MaxPayloadBytes + 4<<10
 // request limit).
 const MaxBatchBodyBytes = 6 << 20
 
+// maxSignalBody is the largest signal (jobs.Service.Signal's bound).
+const maxSignalBody = 16 << 10
+
 // API serves the job endpoints.
 type API struct {
 	svc         *jobs.Service
@@ -236,6 +239,35 @@ func (a *API) cancelAs(ctx context.Context, owner, id string) events.APIGatewayV
 	return jsonResponse(http.StatusOK, rec)
 }
 
+// signalJob serves POST /v1/jobs/{id}/signals/{name}: the body is the
+// signal's payload. 202 with {"woke", "duplicate": false} when it was
+// stored (woke: the job was waiting for it), 200 with "duplicate": true
+// when the job had a signal of that name (nothing changed), 404 as
+// GetJob, 409 already_finished or signal_limit, 422 unknown_signal or
+// invalid_payload.
+func (a *API) signalJob(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	return a.signalAs(ctx, req, rq.caller, rq.params)
+}
+
+// signalAs delivers the request's signal to owner's job, answering as
+// signalJob does.
+func (a *API) signalAs(ctx context.Context, req events.APIGatewayV2HTTPRequest, owner string, params map[string]string) events.APIGatewayV2HTTPResponse {
+	body, err := jsonBody(req, maxSignalBody)
+	if err != nil {
+		return problem(ctx, a.log, err)
+	}
+	res, err := a.svc.Signal(ctx, owner, params["id"], params["name"], body)
+	switch {
+	case errors.Is(err, jobs.ErrAlreadyFinal):
+		return problem(ctx, a.log, &requestError{code: "already_finished", detail: "the job already ended: a signal changes nothing"})
+	case err != nil:
+		return problem(ctx, a.log, err)
+	case res.Duplicate:
+		return jsonResponse(http.StatusOK, res)
+	}
+	return jsonResponse(http.StatusAccepted, res)
+}
+
 // batchBody is the POST /v1/batches body.
 type batchBody struct {
 	Jobs       []jobs.JobSpec `json:"jobs"`
@@ -304,6 +336,7 @@ func (a *API) endpoints() map[string]endpoint {
 		deploy.RoutePause: a.pause(asCaller), deploy.RouteResume: a.resume(asCaller), deploy.RouteListPauses: a.listPauses(asCaller),
 		deploy.RouteAdminPause: a.pause(asOperator), deploy.RouteAdminResume: a.resume(asOperator), deploy.RouteAdminListPauses: a.listPauses(asOperator),
 		deploy.RouteScheduleAction: a.scheduleAction(asCaller), deploy.RouteAdminScheduleAction: a.scheduleAction(asOperator),
+		deploy.RouteSignalJob: a.signalJob, deploy.RouteAdminSignalJob: a.adminSignalJob,
 	}
 }
 

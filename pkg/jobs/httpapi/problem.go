@@ -73,6 +73,8 @@ var statuses = map[string]struct {
 	"unique_key_held":         {http.StatusConflict, "Unique key held by another job"},
 	"too_many_dependents":     {http.StatusConflict, "Too many jobs run after that job"},
 	"pause_limit":             {http.StatusConflict, "Too many pauses"},
+	"signal_limit":            {http.StatusConflict, "Too many signals"},
+	"unknown_signal":          {http.StatusUnprocessableEntity, "Unknown signal"},
 	"paused_by_operator":      {http.StatusConflict, "Paused by an operator"},
 	"schedule_overlap":        {http.StatusConflict, "The schedule's last run is unfinished"},
 	"unknown_parent":          {http.StatusUnprocessableEntity, "Unknown job to run after"},

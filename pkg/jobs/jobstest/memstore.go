@@ -49,6 +49,7 @@ type uniqueHold struct {
 }
 
 var _ driver.Store = (*MemStore)(nil)
+var _ driver.Signaller = (*MemStore)(nil)
 
 // NewMemStore returns an empty MemStore; clock may be nil for the wall clock.
 func NewMemStore(clock jobs.Clock) *MemStore {
@@ -68,6 +69,7 @@ func clone(r *driver.Record) *driver.Record {
 	c.Checkpoint = bytes.Clone(r.Checkpoint)
 	c.Parents, c.ParentsDone, c.Dependents = slices.Clone(r.Parents), slices.Clone(r.ParentsDone), slices.Clone(r.Dependents)
 	c.Tags = maps.Clone(r.Tags)
+	c.Signals = maps.Clone(r.Signals) // each signal's bytes are never changed
 	if r.BatchCounts != nil {
 		bc := *r.BatchCounts
 		c.BatchCounts = &bc
@@ -419,6 +421,9 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q driver.Requeue
 	if !q.LeaseExpiredBy.IsZero() && r.LeaseUntil.After(q.LeaseExpiredBy) {
 		return &driver.ConflictError{Current: clone(r)}
 	}
+	if name, ok := driver.SignalWaitedOn(q.WaitingOn); ok && r.Signals[name] != nil {
+		return &driver.ConflictError{Current: clone(r)}
+	}
 	r.Status = jobs.StatusQueued
 	r.UpdatedAt = q.At
 	r.RunAt = q.RunAt
@@ -443,6 +448,30 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q driver.Requeue
 	r.ClaimToken = ""
 	r.LeaseUntil = time.Time{}
 	r.Dispatches = 0
+	return nil
+}
+
+// Signal stores a signal on a job that is not final, and wakes it when it
+// waits for that signal (driver.Signaller).
+func (m *MemStore) Signal(_ context.Context, id string, sg driver.Signal) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.live(id)
+	if !ok {
+		return jobs.ErrNotFound
+	}
+	if (r.Status != jobs.StatusQueued && r.Status != jobs.StatusRunning) || r.Signals[sg.Name] != nil || len(r.Signals) >= sg.Max ||
+		(sg.Wake && (r.Status != jobs.StatusQueued || r.WaitingOn != driver.WaitSignalOn(sg.Name))) {
+		return &driver.ConflictError{Current: clone(r)}
+	}
+	if r.Signals == nil {
+		r.Signals = map[string][]byte{}
+	}
+	r.Signals[sg.Name] = bytes.Clone(sg.Data)
+	r.UpdatedAt = sg.At
+	if sg.Wake {
+		r.RunAt, r.SweepAt = sg.RunAt, sg.SweepAt
+	}
 	return nil
 }
 

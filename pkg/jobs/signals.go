@@ -1,0 +1,354 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/errtypes"
+	"github.com/lambdajobs/lambdajobs/internal/jsonin"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+)
+
+// Signals. A durable handler waits for a signal (a person's approval, a
+// webhook's answer) through WaitForSignal: the run stores the wait among
+// its steps and suspends, so the job waits queued (waiting_on "signal",
+// run_at the wait's timeout) holding no worker and no attempt; a signal
+// delivered to the job (Service.Signal, POST /v1/jobs/{id}/signals/{name})
+// is stored on it, sealed, and makes it due; the next run's wait returns
+// the signal. A signal that comes before the wait asks for it is kept
+// until it does; a second signal of the same name changes nothing.
+// docs/LONG_RUNS.md, "Signals".
+
+// waitSignal: View.WaitingOn of a job whose handler waits for a signal
+// (its Record.WaitingOn is driver.WaitSignalOn of the signal's name).
+const waitSignal = "signal"
+
+// MaxSignalBytes bounds a signal's payload (JSON), and maxSignals the
+// signals one job keeps: together they keep a job's item within what
+// DynamoDB stores (docs/CAPACITY.md, "Signals").
+const (
+	maxSignalBytes = 16 << 10
+	maxSignals     = 8
+)
+
+// How a wait stored among a job's steps stands (stepResult.Signal).
+const (
+	signalWaiting   = 1 // asked for, not come: Until is its timeout
+	signalTimedOut  = 2 // its timeout came first: it returns no signal, ever
+	signalDelivered = 3 // the job's signal of its name is what it returns
+)
+
+var signalName = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
+
+// checkSignals checks KindOpts.Signals: each name valid, each type one a
+// signal's JSON decodes into.
+func checkSignals(in map[string]any) (map[string]reflect.Type, error) {
+	out := make(map[string]reflect.Type, len(in))
+	for name, v := range in {
+		if !signalName.MatchString(name) {
+			return nil, fmt.Errorf("signal %q: want a lower-case letter, then up to 63 lower-case letters, digits, '.', '_' or '-'", name)
+		}
+		if v == nil {
+			return nil, fmt.Errorf("signal %q: give a zero value of its payload's type (Approval{}), not nil", name)
+		}
+		out[name] = reflect.TypeOf(v)
+	}
+	return out, nil
+}
+
+// signalNames are a kind's signals, sorted.
+func (k *kindDef) signalNames() []string {
+	var out []string
+	for n := range k.signals {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// decodeSignal decodes raw strictly into a value of type t: as a payload
+// is (decodePayload), within maxSignalBytes.
+func decodeSignal(raw []byte, t reflect.Type) (any, error) {
+	if len(raw) > maxSignalBytes {
+		return nil, &PayloadError{Reason: fmt.Sprintf("%d bytes is more than the %d a signal may have", len(raw), maxSignalBytes), Limit: maxSignalBytes}
+	}
+	if err := checkJSON(raw, maxSignalBytes); err != nil {
+		return nil, err
+	}
+	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil, payloadErr("the signal's payload is null")
+	}
+	p := reflect.New(t)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(p.Interface()); err != nil {
+		return nil, payloadErr("%s", jsonin.Reason(err))
+	}
+	return p.Elem().Interface(), nil
+}
+
+// signalAAD binds a sealed signal to its job and its name.
+func signalAAD(id, name string) []byte { return []byte(id + "\x00signal\x00" + name) }
+
+// openSignals opens rec's signals (nil when it has none).
+func openSignals(s Sealer, rec *driver.Record) (map[string][]byte, error) {
+	if len(rec.Signals) == 0 {
+		return nil, nil
+	}
+	if s == nil {
+		return nil, errNoSealer
+	}
+	out := make(map[string][]byte, len(rec.Signals))
+	for name, sealed := range rec.Signals {
+		plain, err := s.Open(string(sealed), signalAAD(rec.ID, name))
+		if err != nil {
+			return nil, err
+		}
+		out[name] = plain
+	}
+	return out, nil
+}
+
+// WaitForSignal waits for the signal named name of job's kind
+// (KindOpts.Signals declares it, with T its payload's type) for at most
+// timeout, as the step named name: it returns the signal's payload and
+// true once one is delivered to the job (Service.Signal, POST
+// /v1/jobs/{id}/signals/{name}), or the zero T and false once timeout
+// has passed without one; a later run of the handler gets the same answer.
+// A signal delivered before the handler asks for it is kept until it
+// does.
+//
+// The first time a run reaches a wait whose signal has not come, the run
+// stores the wait with the job's steps and suspends as Sleep does: the job
+// waits queued (View.WaitingOn "signal", View.Signal name, RunAt the
+// timeout) without a worker or an attempt spent, and WaitForSignal does
+// not return (runtime.Goexit: deferred calls run, no code after the call
+// does). The signal makes the job due, and its next run passes the wait.
+// The rules of Sleep apply: call it from the handler's goroutine, outside
+// a Step's function, in the same order in every run; a timeout more than
+// MaxDelay away or past the kind's MaxRunTime is an error, and stores
+// nothing. A timeout that comes first is stored (one conditional write)
+// before WaitForSignal returns false, so a signal that comes later changes
+// nothing. On a Job built by hand (a handler's unit test), no signal
+// comes: it returns false at once.
+func WaitForSignal[T, P any](ctx context.Context, job *Job[P], name string, timeout time.Duration) (T, bool, error) {
+	var zero T
+	if job.h == nil {
+		job.h = &runHandle{}
+	}
+	h := job.h
+	now := time.Now()
+	if h.now != nil {
+		now = h.now()
+	}
+	h.stepMu.Lock()
+	defer h.stepMu.Unlock()
+	if h.suspend != nil {
+		return zero, false, errSuspended
+	}
+	if h.inStep || h.nondeterministic {
+		h.nondeterministic = true
+		return zero, false, fmt.Errorf("%w: signal %q asked for while a step runs, or after one out of order", errNondeterministic, name)
+	}
+	if t, ok := h.signalTypes[name]; h.signalTypes != nil && (!ok || t != reflect.TypeFor[T]()) {
+		return zero, false, fmt.Errorf("jobs: signal %q: the kind's KindOpts.Signals does not declare it with a payload of type %s", name, reflect.TypeFor[T]())
+	}
+	deliver := func() (T, bool, error) {
+		v, err := decodePayload[T](h.signals[name], maxSignalBytes)
+		if err != nil {
+			return zero, false, fmt.Errorf("jobs: signal %q: its payload does not decode: %w", name, err)
+		}
+		return v, true, nil
+	}
+	i := h.nextStep
+	if i < len(h.steps) && h.steps[i].Name == name {
+		st := h.steps[i]
+		_, came := h.signals[name]
+		switch {
+		case st.Signal == 0:
+			h.nondeterministic = true
+			return zero, false, fmt.Errorf("%w: signal %q was stored as a step or a sleep", errNondeterministic, name)
+		case st.Signal == signalTimedOut:
+			h.nextStep++
+			return zero, false, nil
+		case came:
+			h.steps[i].Signal, h.steps[i].Until = signalDelivered, 0
+			h.nextStep++
+			return deliver()
+		case st.Signal == signalDelivered:
+			// Stored as delivered, and gone: never, as signals last as
+			// long as their job; refuse rather than answer otherwise.
+			h.nondeterministic = true
+			return zero, false, fmt.Errorf("%w: signal %q was delivered to an earlier run and is gone", errNondeterministic, name)
+		}
+		until := time.UnixMilli(st.Until)
+		if now.Before(until) {
+			// Woken before its timeout without the signal: wait again.
+			h.suspend = &suspension{on: driver.WaitSignalOn(name), until: until}
+			runtime.Goexit() // stepMu is unlocked by the deferred call
+		}
+		// The timeout came first: stored before it is answered, so that a
+		// signal delivered from now on changes no later run's answer.
+		steps := slices.Clone(h.steps)
+		steps[i].Signal, steps[i].Until = signalTimedOut, 0
+		if h.checkpoint != nil {
+			if err := h.checkpoint(ctx, encodeState(jobState{V: h.resume, Steps: steps})); err != nil {
+				if errors.Is(err, ErrCancelled) || errors.Is(err, ErrLostClaim) {
+					return zero, false, err
+				}
+				return zero, false, fmt.Errorf("jobs: signal %q: its timeout not stored: %w", name, err)
+			}
+		}
+		h.steps, h.nextStep = steps, i+1
+		return zero, false, nil
+	}
+	for _, later := range h.steps[min(i, len(h.steps)):] {
+		if later.Name == name {
+			h.nondeterministic = true
+			return zero, false, fmt.Errorf("%w: signal %q was stored after %q, which this run has not asked for", errNondeterministic, name, h.steps[i].Name)
+		}
+	}
+	if _, came := h.signals[name]; came {
+		// It came before the wait: nothing to store, as the signal itself
+		// lasts as long as the job and says the same to every run.
+		h.steps = slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Signal: signalDelivered})
+		h.nextStep = i + 1
+		return deliver()
+	}
+	if timeout <= 0 {
+		return zero, false, fmt.Errorf("jobs: signal %q: timeout %v: want more than 0", name, timeout)
+	}
+	until := now.Add(timeout)
+	if t := until.Truncate(time.Millisecond); t.Before(until) {
+		until = t.Add(time.Millisecond)
+	}
+	if timeout > MaxDelay {
+		return zero, false, fmt.Errorf("jobs: signal %q: its timeout %v is more than MaxDelay (%s)", name, timeout, MaxDelay)
+	}
+	if !h.runEnd.IsZero() && until.After(h.runEnd) {
+		return zero, false, fmt.Errorf("jobs: signal %q: its timeout %s is past the kind's MaxRunTime, which ends the job at %s", name,
+			until.UTC().Format(time.RFC3339), h.runEnd.UTC().Format(time.RFC3339))
+	}
+	if h.checkpoint == nil {
+		// A Job built by hand: nothing will come.
+		h.steps = slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Signal: signalTimedOut})
+		h.nextStep = i + 1
+		return zero, false, nil
+	}
+	steps := slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Until: until.UnixMilli(), Signal: signalWaiting})
+	sealed, err := h.seal(encodeState(jobState{V: h.resume, Steps: steps}))
+	if err != nil {
+		return zero, false, fmt.Errorf("jobs: signal %q: %w", name, err)
+	}
+	h.steps, h.nextStep = steps, i+1
+	h.suspend = &suspension{on: driver.WaitSignalOn(name), until: until, state: sealed}
+	runtime.Goexit() // stepMu is unlocked by the deferred call
+	return zero, false, nil // not reached
+}
+
+// SignalResult is what Service.Signal did.
+type SignalResult struct {
+	// Duplicate: the job had a signal of that name already, which stands;
+	// nothing changed.
+	Duplicate bool `json:"duplicate"`
+	// Woke: the job was waiting for the signal and is due now.
+	Woke bool `json:"woke"`
+}
+
+var (
+	errUnknownSignal = refuse("unknown_signal", "the job's kind declares no signal of that name")
+	errSignalLimit   = refuse("signal_limit", fmt.Sprintf("the job holds %d signals, the most it keeps", maxSignals))
+)
+
+// Signal delivers the signal named name, with payload (JSON that decodes
+// strictly into the type the job's kind declares for it in
+// KindOpts.Signals), to owner's job id: it is stored on the job, sealed,
+// and a job whose handler waits for it (WaitForSignal) is made due and
+// sent at once. A job whose handler has not asked for it yet keeps it
+// until it does. A signal of a name the job has already had is a
+// duplicate: it changes nothing (SignalResult.Duplicate), whatever its
+// payload. The errors: ErrNotFound for an unknown id or another owner's
+// job, a *RequestError "unknown_signal" for a name the kind does not
+// declare, a *PayloadError for a payload that does not decode,
+// ErrAlreadyFinal for a finished job, a *RequestError "signal_limit" for a
+// job that holds 8 signals; nothing is stored for any of them.
+func (s *Service) Signal(ctx context.Context, owner, id, name string, payload json.RawMessage) (*SignalResult, error) {
+	rec, err := s.get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	k, ok := s.reg.lookup(rec.Kind)
+	t, declared := k.signals[name]
+	if !ok || !declared {
+		return nil, errUnknownSignal
+	}
+	if _, err := decodeSignal(payload, t); err != nil {
+		return nil, err
+	}
+	if s.sealer == nil {
+		return nil, fmt.Errorf("%w: signals are stored sealed: configure a Sealer", ErrUnavailable)
+	}
+	sealed, err := s.sealer.Seal(payload, signalAAD(id, name))
+	if err != nil {
+		return nil, fmt.Errorf("%w: seal the signal: %w", ErrUnavailable, err)
+	}
+	for try := 0; ; try++ {
+		switch {
+		case rec.Signals[name] != nil:
+			return &SignalResult{Duplicate: true}, nil
+		case rec.Status != StatusQueued && rec.Status != StatusRunning:
+			return nil, ErrAlreadyFinal
+		case len(rec.Signals) >= maxSignals:
+			return nil, errSignalLimit
+		}
+		now := s.eng.now()
+		sg := driver.Signal{Name: name, Data: []byte(sealed), At: now, Max: maxSignals}
+		wake := rec.Status == StatusQueued && rec.WaitingOn == driver.WaitSignalOn(name)
+		d := s.eng.deliveryAt(now, now, rec.Lane)
+		if wake {
+			sg.Wake, sg.RunAt, sg.SweepAt = true, now, d.sweepAt
+		}
+		err := s.eng.signaller.Signal(ctx, id, sg)
+		var ce *driver.ConflictError
+		switch {
+		case err == nil && wake:
+			if err := s.eng.deliver(ctx, rec, d); err != nil {
+				// Its sweep time is its safety net.
+				s.eng.log.LogAttrs(ctx, slog.LevelWarn, "signalled job not sent; the sweeper will send it", slog.String("job_id", id),
+					slog.String("err_types", errtypes.Of(err)))
+			}
+			return &SignalResult{Woke: true}, nil
+		case err == nil:
+			return &SignalResult{}, nil
+		case errors.As(err, &ce) && ce.Current != nil && try < 3:
+			// It moved between the read and the write (a claim, a park):
+			// decide again on the job as it is.
+			rec = ce.Current
+		case errors.Is(err, ErrNotFound):
+			return nil, ErrNotFound
+		case errors.As(err, &ce):
+			return nil, fmt.Errorf("%w: the job kept changing", ErrUnavailable)
+		default:
+			return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+		}
+	}
+}
+
+// signalled is park's answer to a park for a signal that did not land
+// because the signal came while the run ran: cur is the job as it is.
+func signalled(err error, token, on string) bool {
+	var ce *driver.ConflictError
+	name, ok := driver.SignalWaitedOn(on)
+	return ok && errors.As(err, &ce) && ce.Current != nil && ce.Current.Status == StatusRunning &&
+		ce.Current.ClaimToken == token && !ce.Current.CancelRequested && ce.Current.Signals[name] != nil
+}
