@@ -252,7 +252,7 @@ func WaitForSignal[T, P any](ctx context.Context, job *Job[P], name string, time
 	}
 	h.steps, h.nextStep = steps, i+1
 	h.suspend = &suspension{on: driver.WaitSignalOn(name), until: until, state: sealed}
-	runtime.Goexit() // stepMu is unlocked by the deferred call
+	runtime.Goexit()        // stepMu is unlocked by the deferred call
 	return zero, false, nil // not reached
 }
 
