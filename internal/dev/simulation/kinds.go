@@ -40,6 +40,9 @@ type payload struct {
 	// SleepS: the handler sleeps this many seconds after its first step
 	// (Job.Sleep, steps.go).
 	SleepS int `json:"sleep_s,omitempty"`
+	// SignalS: the handler waits at most this many seconds for the
+	// signal "go" after its first step (jobs.WaitForSignal, steps.go).
+	SignalS int `json:"signal_s,omitempty"`
 }
 
 type result struct {
@@ -80,7 +83,8 @@ func (w *world) register(reg *jobs.Registry, added bool) {
 	if added {
 		jobs.MustRegister(reg, kindAdded, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry})
 	}
-	plain := jobs.MustRegister(reg, kindPlain, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, Events: true, OnFailure: kindFollowUp})
+	plain := jobs.MustRegister(reg, kindPlain, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, Events: true, OnFailure: kindFollowUp,
+		Signals: map[string]any{signalGo: 0}})
 	w.plain = plain
 	jobs.MustRegister(reg, kindLimited, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, Concurrency: l.conc, ConcurrencyPerKey: l.concPerKey, LimitKey: "payload.key"})
 	jobs.MustRegister(reg, kindRated, w.handle, &jobs.KindOpts{FailureCodes: []string{declaredCode}, Retry: retry, RateLimit: l.rate, RatePeriod: l.ratePeriod})

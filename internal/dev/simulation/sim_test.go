@@ -137,6 +137,9 @@ var coverageWanted = []string{
 	"call: Pauses", "call: SetPause", "call: RemovePause", "mechanism: waits on paused", "mechanism: pause held a delivery",
 	// Durable steps, run once and read back by later runs, under the faults.
 	"client: enqueue steps", "mechanism: step ran", "mechanism: step read back from an earlier run", "mechanism: step not stored (a fault)",
+	// Signals, before a wait, while it waits, after its timeout, again.
+	"call: Signal", "client: signal woke its job", "client: signal kept for a later wait", "client: signal (duplicate)",
+	"mechanism: signal received", "mechanism: signal timed out",
 	// Children started by their parents' handlers, by name, under the faults.
 	"client: enqueue parent", "mechanism: child started", "mechanism: child found by its name again",
 	"mechanism: child not started (a fault)", "invariant: a parent's children: one per name",

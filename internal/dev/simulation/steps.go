@@ -2,7 +2,10 @@ package simulation
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,11 +27,38 @@ import (
 // to the store's millisecond (a run whose park did not land sleeps again
 // from its own time, later).
 
+//
+// Signals. A job with steps may wait for the signal "go" after its first
+// (payload.SignalS, its timeout), while the clients signal jobs at random:
+// before the wait, while the run that waits runs, while it waits, after
+// the timeout, and again (duplicates), under the store's faults. The
+// invariants, as the wait answers: every run of a job gets the same
+// answer (a step after the wait stores it, and later runs compare); a
+// signal is the first one the job accepted, never a duplicate's; and a
+// wait does not time out once a signal was accepted a minute before its
+// timeout.
+
+// signalGo is the signal sim.plain's handlers wait for.
+const signalGo = "go"
+
 // stepLog is what the steps did, by job and step name.
 type stepLog struct {
 	mu     sync.Mutex
 	stored map[string]bool      // "job/step": a Step call returned it stored
 	slept  map[string]time.Time // job: when a run first reached its sleep
+	// waited: when a run first reached a job's wait for its signal;
+	// signalled: the first signal a job accepted, and when.
+	waited    map[string]time.Time
+	signalled map[string]sentSignal
+	// maybe: the values of signals whose answer was an error (a fault
+	// may have stored them first).
+	maybe map[string][]int
+}
+
+// sentSignal is a signal a job accepted: its value, and when.
+type sentSignal struct {
+	v  int
+	at time.Time
 }
 
 // runSteps runs job's scripted steps; an error is the run's.
@@ -69,6 +99,11 @@ func (w *world) runSteps(ctx context.Context, job *jobs.Job[payload]) error {
 				return err
 			}
 		}
+		if i == 0 && job.Payload.SignalS > 0 {
+			if err := w.signalStep(ctx, job); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -93,4 +128,79 @@ func (w *world) sleepStep(ctx context.Context, job *jobs.Job[payload]) error {
 	}
 	w.cover("mechanism", "sleep passed")
 	return nil
+}
+
+// signalStep waits for job's signal for SignalS; it returns once the wait
+// answered, and its answer was checked.
+func (w *world) signalStep(ctx context.Context, job *jobs.Job[payload]) error {
+	d := time.Duration(job.Payload.SignalS) * time.Second
+	w.stepLog.mu.Lock()
+	first, ok := w.stepLog.waited[job.ID]
+	if !ok {
+		first = time.Now()
+		w.stepLog.waited[job.ID] = first
+	}
+	w.stepLog.mu.Unlock()
+	v, came, err := jobs.WaitForSignal[int](ctx, job, signalGo, d)
+	if err != nil {
+		w.cover("mechanism", "signal's timeout not stored (a fault)")
+		return err
+	}
+	answer := "timeout"
+	if came {
+		answer = fmt.Sprint("signal ", v)
+	}
+	w.stepLog.mu.Lock()
+	sent, accepted := w.stepLog.signalled[job.ID]
+	maybe := slices.Contains(w.stepLog.maybe[job.ID], v)
+	w.stepLog.mu.Unlock()
+	switch {
+	case came && (accepted && sent.v != v || !accepted && !maybe):
+		w.violate("job %s: its wait got the signal %d, the first it accepted was %v (%v)", job.ID, v, sent.v, accepted)
+	case !came && accepted && sent.at.Before(first.Add(d-time.Minute)):
+		w.violate("job %s: its wait of %v from %v timed out, its signal accepted at %v", job.ID, d, first, sent.at)
+	case came:
+		w.cover("mechanism", "signal received")
+	default:
+		w.cover("mechanism", "signal timed out")
+	}
+	stored, err := jobs.Step(ctx, job, "answer", func(context.Context) (string, error) { return answer, nil })
+	if err != nil {
+		return err
+	}
+	if stored != answer {
+		w.violate("job %s: its wait answered %q, an earlier run's %q", job.ID, answer, stored)
+	}
+	return nil
+}
+
+// signal delivers the signal "go" with value v to one of the client's
+// jobs, recording the first the job accepted.
+func (w *world) signal(ctx context.Context, svc *jobs.Service, id string, v int) {
+	raw, _ := json.Marshal(v)
+	at := time.Now()
+	res, err := svc.Signal(ctx, simOwner, id, signalGo, raw)
+	switch {
+	case err != nil:
+		w.cover("client", "signal"+outcome(err))
+		if errors.Is(err, jobs.ErrUnavailable) {
+			// It may have landed before the fault.
+			w.stepLog.mu.Lock()
+			w.stepLog.maybe[id] = append(w.stepLog.maybe[id], v)
+			w.stepLog.mu.Unlock()
+		}
+		return
+	case res.Duplicate:
+		w.cover("client", "signal (duplicate)")
+		return
+	case res.Woke:
+		w.cover("client", "signal woke its job")
+	default:
+		w.cover("client", "signal kept for a later wait")
+	}
+	w.stepLog.mu.Lock()
+	if _, ok := w.stepLog.signalled[id]; !ok {
+		w.stepLog.signalled[id] = sentSignal{v: v, at: at}
+	}
+	w.stepLog.mu.Unlock()
 }

@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
@@ -68,11 +69,15 @@ func (s *gatedStore) claim(ctx context.Context, id string, c driver.Claim) (*dri
 // requeue is Requeue, checked as a final write is.
 func (s *gatedStore) requeue(ctx context.Context, id, token string, r driver.Requeue) error {
 	err := s.st.Requeue(ctx, id, token, r)
-	if err == nil {
+	_, signal := driver.SignalWaitedOn(r.WaitingOn)
+	switch {
+	case err == nil:
 		s.a.w.landed("a requeue", id, token)
 		if r.WaitingOn != "" {
 			s.a.w.cover("mechanism", "waits on "+r.WaitingOn)
 		}
+	case signal && errors.As(err, new(*driver.ConflictError)):
+		s.a.w.cover("mechanism", "a park for a signal found it come")
 	}
 	return err
 }

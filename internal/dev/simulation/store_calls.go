@@ -107,6 +107,10 @@ func (s *gatedStore) Requeue(ctx context.Context, id, token string, r driver.Req
 	return s.a.do(ctx, "Requeue", id, func() error { return s.requeue(ctx, id, token, r) })
 }
 
+func (s *gatedStore) Signal(ctx context.Context, id string, sg driver.Signal) error {
+	return s.a.do(ctx, "Signal", id, func() error { return s.st.Signal(ctx, id, sg) })
+}
+
 func (s *gatedStore) CancelQueued(ctx context.Context, id string, c driver.CancelQueued) error {
 	return s.a.do(ctx, "CancelQueued", id, func() error { return s.st.CancelQueued(ctx, id, c) })
 }

@@ -116,6 +116,7 @@ type world struct {
 	tags       tagRun            // what the tags owner did
 	kids       kids              // what the parents' runs were told
 	stepLog    stepLog           // what the durable steps did
+	waitJobs   []string          // the client's jobs that wait for a signal (w.mu)
 	plain      jobs.Kind[payload]
 	reported   map[string]bool
 	plant      int
@@ -136,7 +137,7 @@ func newWorld(seed uint64, opts Options) *world {
 	}
 	w := &world{seed: seed, opts: opts, plant: opts.PlantEvery,
 		setup: rand.New(rand.NewPCG(seed, 1)), inner: rand.New(rand.NewPCG(seed, 2)),
-		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, stepLog: stepLog{stored: map[string]bool{}, slept: map[string]time.Time{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
+		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, stepLog: stepLog{stored: map[string]bool{}, slept: map[string]time.Time{}, waited: map[string]time.Time{}, signalled: map[string]sentSignal{}, maybe: map[string][]int{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
 		stranded: map[string]bool{}, dirty: map[string]bool{}}
 	w.sched = newSched(w, seed)
 	w.net = &actor{w: w, name: "network"}
@@ -641,11 +642,27 @@ func (w *world) operate(ctx context.Context, svc *jobs.Service, rng *rand.Rand, 
 		op, p.Children = "enqueue parent", 1+rng.IntN(3)
 	case x < 9:
 		op, p.Steps = "enqueue steps", 1+rng.IntN(3)
-		if rng.IntN(2) == 0 {
+		switch rng.IntN(3) {
+		case 0:
 			// A sleep after the first step: within the queue's delay
 			// (a message's delay) or beyond it (the sweeper's).
 			p.SleepS = 1 + rng.IntN(1800)
+		case 1:
+			// A wait for a signal after it, with its timeout.
+			p.SignalS = 1 + rng.IntN(1800)
 		}
+	case x < 14 && len(mine) > 0:
+		// A signal to one of the client's jobs that wait for one (again:
+		// a duplicate), or now and then to any (most wait for none).
+		w.mu.Lock()
+		waiting := w.waitJobs
+		w.mu.Unlock()
+		id := mine[len(mine)-1-rng.IntN(min(len(mine), 4))]
+		if len(waiting) > 0 && rng.IntN(4) > 0 {
+			id = waiting[len(waiting)-1-rng.IntN(min(len(waiting), 3))]
+		}
+		w.signal(ctx, svc, id, n)
+		return ""
 	case x < 14:
 	case x < 20 && !time.Now().Before(w.deployAt):
 		op, req.Kind = "enqueue added kind", kindAdded
@@ -729,6 +746,11 @@ func (w *world) operate(ctx context.Context, svc *jobs.Service, rng *rand.Rand, 
 		return ""
 	}
 	w.accept(res.Job.ID, op)
+	if p.SignalS > 0 {
+		w.mu.Lock()
+		w.waitJobs = append(w.waitJobs, res.Job.ID)
+		w.mu.Unlock()
+	}
 	return res.Job.ID
 }
 

@@ -48,6 +48,7 @@ func RunStoreTests(t *testing.T, newStore NewStoreFunc) {
 	c.results(t)
 	c.staleParts(t)
 	c.pauses(t)
+	c.signals(t)
 }
 
 // suite is the conformance suite over the stores of one implementation.

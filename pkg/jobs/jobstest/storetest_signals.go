@@ -1,0 +1,112 @@
+package jobstest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+)
+
+// signals is the conformance suite's part for signals (driver.Signaller),
+// run when the store keeps them.
+func (c suite) signals(t *testing.T) {
+	ctx := context.Background()
+	signaller := func(t *testing.T, s driver.Store) driver.Signaller {
+		t.Helper()
+		sg, ok := s.(driver.Signaller)
+		if !ok {
+			t.Skip("the store keeps no signals (driver.Signaller)")
+		}
+		return sg
+	}
+	conflict := func(t *testing.T, err error, what string) *driver.Record {
+		t.Helper()
+		var ce *driver.ConflictError
+		if !errors.As(err, &ce) || ce.Current == nil {
+			t.Fatalf("%s: %v, want a *ConflictError with the job", what, err)
+		}
+		return ce.Current
+	}
+
+	// A signal is stored on a queued or running job, once per name, up to
+	// Max; the claim returns the job's signals; a finished job takes none.
+	c.run(t, "SignalsAreKeptOncePerNameUpToMax", func(t *testing.T, s driver.Store, clock *Clock) {
+		sg := signaller(t, s)
+		rec := mustCreate(t, s, clock.Now())
+		if err := sg.Signal(ctx, rec.ID, driver.Signal{Name: "approval", Data: []byte("sealed:a"), At: clock.Now(), Max: 2}); err != nil {
+			t.Fatal(err)
+		}
+		cur := conflict(t, sg.Signal(ctx, rec.ID, driver.Signal{Name: "approval", Data: []byte("sealed:b"), At: clock.Now(), Max: 2}), "the same name again")
+		if string(cur.Signals["approval"]) != "sealed:a" {
+			t.Fatalf("the duplicate's conflict: signals %q, want the first kept", cur.Signals)
+		}
+		claimed, token := mustClaim(t, s, rec.ID, clock.Now())
+		if string(claimed.Signals["approval"]) != "sealed:a" {
+			t.Fatalf("the claim's signals: %q", claimed.Signals)
+		}
+		if err := sg.Signal(ctx, rec.ID, driver.Signal{Name: "note.1", Data: []byte("sealed:n"), At: clock.Now(), Max: 2}); err != nil {
+			t.Fatalf("a signal to a running job: %v", err)
+		}
+		conflict(t, sg.Signal(ctx, rec.ID, driver.Signal{Name: "third", Data: []byte("sealed:t"), At: clock.Now(), Max: 2}), "a signal past Max")
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		got := conflict(t, sg.Signal(ctx, rec.ID, driver.Signal{Name: "late", Data: []byte("sealed:l"), At: clock.Now(), Max: 9}), "a signal to a finished job")
+		if got.Status != jobs.StatusSucceeded || len(got.Signals) != 2 || string(got.Signals["note.1"]) != "sealed:n" {
+			t.Fatalf("the finished job: %s, signals %q", got.Status, got.Signals)
+		}
+		if err := sg.Signal(ctx, "00000000-0000-0000-0000-000000000000", driver.Signal{Name: "x", Data: []byte("s"), At: clock.Now(), Max: 2}); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("a signal to no job: %v", err)
+		}
+	})
+
+	// A park for a signal the job has is refused (the signal came while
+	// the run ran); a park for one it has not lands, and that signal then
+	// wakes it: due at RunAt, in the sweep index at SweepAt. A wake of a
+	// job that waits for another signal is refused.
+	c.run(t, "AParkForASignalAndItsWake", func(t *testing.T, s driver.Store, clock *Clock) {
+		sg := signaller(t, s)
+		rec := mustCreate(t, s, clock.Now())
+		_, token := mustClaim(t, s, rec.ID, clock.Now())
+		if err := sg.Signal(ctx, rec.ID, driver.Signal{Name: "early", Data: []byte("sealed:e"), At: clock.Now(), Max: 8}); err != nil {
+			t.Fatal(err)
+		}
+		timeout := clock.Now().Add(48 * time.Hour)
+		park := driver.Requeue{At: clock.Now(), RunAt: timeout, SweepAt: timeout.Add(-10 * time.Minute), WaitingOn: driver.WaitSignalOn("early")}
+		cur := conflict(t, s.Requeue(ctx, rec.ID, token, park), "a park for a signal the job has")
+		if cur.Status != jobs.StatusRunning || cur.ClaimToken != token {
+			t.Fatalf("after the refused park: %s, token %q", cur.Status, cur.ClaimToken)
+		}
+		park.WaitingOn = driver.WaitSignalOn("approval")
+		if err := s.Requeue(ctx, rec.ID, token, park); err != nil {
+			t.Fatalf("a park for a signal the job has not: %v", err)
+		}
+		got := mustGet(t, s, rec.ID)
+		if got.Status != jobs.StatusQueued || got.WaitingOn != driver.WaitSignalOn("approval") || !got.RunAt.Equal(timeout) || got.Attempt != 0 {
+			t.Fatalf("parked: %s on %q run at %v attempt %d", got.Status, got.WaitingOn, got.RunAt, got.Attempt)
+		}
+		clock.Advance(time.Hour)
+		now := clock.Now()
+		wake := driver.Signal{Name: "other", Data: []byte("sealed:o"), At: now, Max: 8, Wake: true, RunAt: now, SweepAt: now.Add(time.Minute)}
+		conflict(t, sg.Signal(ctx, rec.ID, wake), "a wake for another signal")
+		wake.Name, wake.Data = "approval", []byte("sealed:yes")
+		if err := sg.Signal(ctx, rec.ID, wake); err != nil {
+			t.Fatal(err)
+		}
+		got = mustGet(t, s, rec.ID)
+		if got.Status != jobs.StatusQueued || !got.RunAt.Equal(now) || !got.SweepAt.Equal(now.Add(time.Minute)) || string(got.Signals["approval"]) != "sealed:yes" {
+			t.Fatalf("woken: %s run at %v (want %v) sweep at %v, signals %q", got.Status, got.RunAt, now, got.SweepAt, got.Signals)
+		}
+		if ids, err := s.Due(ctx, now.Add(time.Minute), 100); err != nil || !slices.Contains(ids, rec.ID) {
+			t.Fatalf("the woken job is not due for a sweep at its sweep time: %v %v", ids, err)
+		}
+		claimed, _ := mustClaim(t, s, rec.ID, clock.Now())
+		if claimed.Attempt != 1 || len(claimed.Signals) != 2 {
+			t.Fatalf("the claim after the wake: attempt %d, signals %q", claimed.Attempt, claimed.Signals)
+		}
+	})
+}
