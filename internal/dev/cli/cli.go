@@ -51,6 +51,8 @@ var commands = []command{
 		help: []string{"follow a job until it ends, with a progress bar"}},
 	{name: "cancel", args: "ID", min: 1, max: 1, run: func(c *client, ctx context.Context, args []string) int { return c.cancel(ctx, args[0]) },
 		help: []string{"cancel a job (a running one stops at its next check)"}},
+	{name: "signal", args: "ID NAME [PAYLOAD]", min: 2, max: 3, run: (*client).signalCommand,
+		help: []string{`deliver the signal NAME to a job (PAYLOAD is JSON, "-" or absent:`, "read stdin); -operator: to any owner's job"}},
 	{name: "list", run: func(c *client, ctx context.Context, _ []string) int { return c.list(ctx) },
 		help: []string{"your jobs, newest first (-status, -kind, -tag K=V, -limit N,", "-all: every page)"}},
 	{name: "bulk", args: "cancel|retry", min: 1, max: 1, run: (*client).bulkCommand,
@@ -161,7 +163,7 @@ type options struct {
 	pauseFor   time.Duration // -for (pause)
 	completion string        // -completion (batch)
 	listen     string        // -listen (ui)
-	operator   bool          // -operator (ui)
+	operator   bool          // -operator (ui, signal)
 	status     string        // -status (list, events)
 	kind       string        // -kind (list, events)
 	limit      int           // -limit (list, events)
@@ -293,6 +295,54 @@ func (c *client) replayCommand(ctx context.Context, args []string) int {
 	return c.submit(ctx, apiclient.Request{Route: deploy.RouteReplayJob, Params: map[string]string{"id": args[0]}}, req)
 }
 
+// signalCommand is ljob signal ID NAME [PAYLOAD]: it prints whether the
+// signal woke the job, was kept for a later wait, or was a duplicate.
+func (c *client) signalCommand(ctx context.Context, args []string) int {
+	var body []byte
+	if len(args) == 3 && args[2] != "-" {
+		body = []byte(args[2])
+	} else {
+		b, err := io.ReadAll(c.stdin)
+		if err != nil {
+			fmt.Fprintln(c.stderr, "ljob:", err)
+			return 1
+		}
+		body = b
+	}
+	if !json.Valid(body) {
+		fmt.Fprintln(c.stderr, "ljob: the payload is not valid JSON")
+		return 1
+	}
+	route := deploy.RouteSignalJob
+	if c.opts.operator {
+		route = deploy.RouteAdminSignalJob
+	}
+	status, resp, _, err := c.call(ctx, apiclient.Request{Route: route, Params: map[string]string{"id": args[0], "name": args[1]}, Body: json.RawMessage(body)})
+	if err != nil {
+		fmt.Fprintln(c.stderr, "ljob:", err)
+		return 1
+	}
+	if status != http.StatusOK && status != http.StatusAccepted {
+		return c.fail(status, resp)
+	}
+	var r struct{ Duplicate, Woke bool }
+	if err := json.Unmarshal(resp, &r); err != nil {
+		fmt.Fprintln(c.stderr, "ljob: unexpected answer:", err)
+		return 1
+	}
+	switch {
+	case c.jsonOut:
+		fmt.Fprintln(c.stdout, strings.TrimSpace(string(resp)))
+	case r.Duplicate:
+		fmt.Fprintln(c.stdout, "duplicate: the job had that signal already; nothing changed")
+	case r.Woke:
+		fmt.Fprintln(c.stdout, "delivered: the job was waiting for it and runs now")
+	default:
+		fmt.Fprintln(c.stdout, "kept: the job's handler gets it when it waits for it")
+	}
+	return 0
+}
+
 // getBatchCommand is ljob get-batch ID.
 func (c *client) getBatchCommand(ctx context.Context, args []string) int {
 	b, raw, code := c.getBatch(ctx, args[0])
@@ -365,6 +415,7 @@ type Job struct {
 	Attempt   int               `json:"attempt"`
 	RunAt     *time.Time        `json:"run_at,omitempty"`
 	WaitingOn string            `json:"waiting_on,omitempty"`
+	Signal    string            `json:"signal,omitempty"`
 	After     []string          `json:"after,omitempty"`
 	Left      int               `json:"parents_left,omitempty"`
 	ReplayOf  string            `json:"replay_of,omitempty"`
@@ -618,6 +669,8 @@ func (c *client) print(j Job, raw []byte) {
 		fmt.Fprintf(c.stdout, "waiting:  on %d of the jobs it runs after (no attempt spent)\n", j.Left)
 	case j.WaitingOn == "sleep" && j.Status == "queued":
 		fmt.Fprintln(c.stdout, "waiting:  on its handler's sleep, until the next run (no attempt spent)")
+	case j.WaitingOn == "signal" && j.Status == "queued":
+		fmt.Fprintf(c.stdout, "waiting:  for the signal %q, at most until the next run (no attempt spent)\n", j.Signal)
 	case j.WaitingOn != "" && j.Status == "queued":
 		fmt.Fprintf(c.stdout, "waiting:  on %s (flow control; no attempt spent)\n", j.WaitingOn)
 	}

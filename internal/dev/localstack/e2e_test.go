@@ -814,3 +814,39 @@ func TestLargePayloadsAndResults(t *testing.T) {
 		t.Fatalf("the caller's jobs after the refusals: %.300s, want the one accepted", a.body)
 	}
 }
+
+// TestAHandlerWaitsForASignal: on the local stack, example.approve waits
+// for its signal holding no worker (waiting_on signal, no attempt spent);
+// POST /v1/jobs/{id}/signals/approval stores it and wakes the job, which
+// ends with the signal's payload; the same signal again is a duplicate,
+// and one of a name the kind does not declare stores nothing.
+func TestAHandlerWaitsForASignal(t *testing.T) {
+	t.Parallel()
+	const caller = "approver"
+	v := enqueue(t, caller, examplekinds.Approve, `{"item":"invoice-7","hours":2}`)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, got := get(t, caller, v.ID)
+		if got.WaitingOn == "signal" && got.Signal == "approval" && got.Status == jobs.StatusQueued && got.Attempt == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("example.approve never waited for its signal: %+v", got)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	path := "/v1/jobs/" + v.ID + "/signals/"
+	if a := call(t, "POST", path+"approvals", caller, "application/json", `{"approved":true}`); a.status != 422 {
+		t.Fatalf("an undeclared signal: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", path+"approval", caller, "application/json", `{"approved":true,"by":"ana"}`); a.status != 202 || a.body != `{"duplicate":false,"woke":true}` {
+		t.Fatalf("the signal: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", path+"approval", caller, "application/json", `{"approved":false,"by":"bob"}`); a.status != 200 || a.body != `{"duplicate":true,"woke":false}` {
+		t.Fatalf("the signal again: %d %s", a.status, a.body)
+	}
+	got, _ := waitFinal(t, caller, v.ID, 60*time.Second)
+	if got.Status != jobs.StatusSucceeded || string(got.Result) != `{"item":"invoice-7","approved":true,"by":"ana"}` || got.Attempt != 1 {
+		t.Fatalf("after the signal: %+v (result %s)", got, got.Result)
+	}
+}
