@@ -52,7 +52,7 @@ var commands = []command{
 	{name: "cancel", args: "ID", min: 1, max: 1, run: func(c *client, ctx context.Context, args []string) int { return c.cancel(ctx, args[0]) },
 		help: []string{"cancel a job (a running one stops at its next check)"}},
 	{name: "signal", args: "ID NAME [PAYLOAD]", min: 2, max: 3, run: (*client).signalCommand,
-		help: []string{`deliver the signal NAME to a job (PAYLOAD is JSON, "-" or absent:`, "read stdin); -operator: to any owner's job"}},
+		help: []string{`deliver the signal NAME to a job (PAYLOAD is JSON, "-" or absent:`, "read stdin); -operator: to any owner's job; -wait: watch it"}},
 	{name: "list", run: func(c *client, ctx context.Context, _ []string) int { return c.list(ctx) },
 		help: []string{"your jobs, newest first (-status, -kind, -tag K=V, -limit N,", "-all: every page)"}},
 	{name: "bulk", args: "cancel|retry", min: 1, max: 1, run: (*client).bulkCommand,
@@ -331,6 +331,8 @@ func (c *client) signalCommand(ctx context.Context, args []string) int {
 		return 1
 	}
 	switch {
+	case c.opts.wait:
+		return c.watch(ctx, args[0])
 	case c.jsonOut:
 		fmt.Fprintln(c.stdout, strings.TrimSpace(string(resp)))
 	case r.Duplicate:

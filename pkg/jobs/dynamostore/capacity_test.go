@@ -770,6 +770,29 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 		_, err := store.Claim(ctx, slept.ID, driver.Claim{Token: "b", At: end, LeaseUntil: end.Add(time.Minute)})
 		return err
 	})
+	// A wait for a signal (WaitForSignal, 2 days, sent first), woken by
+	// its signal (200 bytes sealed) a minute later: the park, as a
+	// sleep's; the signal, which stores it and makes the job due; the
+	// claim.
+	waited := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`), CreatedAt: now, UpdatedAt: now}
+	if err := store.Create(ctx, waited); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, waited.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	woken := now.Add(time.Minute)
+	park := measure(func() error {
+		return store.Requeue(ctx, waited.ID, "a", driver.Requeue{At: now, RunAt: end, SweepAt: end.Add(-10 * time.Minute), WaitingOn: driver.WaitSignalOn("approval"),
+			Checkpoint: make([]byte, 200), CheckpointUntil: end.Add(30 * 24 * time.Hour)})
+	})
+	wake := measure(func() error {
+		return store.Signal(ctx, waited.ID, driver.Signal{Name: "approval", Data: make([]byte, 200), At: woken, Max: 8, Wake: true, RunAt: woken, SweepAt: woken.Add(time.Minute)})
+	})
+	claimWoken := measure(func() error {
+		_, err := store.Claim(ctx, waited.ID, driver.Claim{Token: "b", At: woken, LeaseUntil: woken.Add(time.Minute)})
+		return err
+	})
 	// Before checkpoint items: the same, the checkpoint in the job's item.
 	inline := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
 	dynamostore.KeepPayloadsInline(inline)
@@ -790,20 +813,24 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 		"checkpoint (10 KB)": bigCheckpoint, "heartbeat after a 10 KB checkpoint": beatAfter,
 		"heartbeat after a 10 KB checkpoint, inline (before)": beatInline,
 		"sweeper's read (read units)":                         sweepRead, "sweeper's deferral": sweepMove,
-		"first heartbeat, sent first": firstSent, "continuation, sent first": continuationSent, "sleep, sent first": sleep}
+		"first heartbeat, sent first": firstSent, "continuation, sent first": continuationSent, "sleep, sent first": sleep,
+		"signal's park": park, "signal's wake": wake, "claim after a signal": claimWoken}
 	want := map[string]float64{
-		"first heartbeat, sent first":                         2, // 1 + the sweep entry in 1
-		"sleep, sent first":                                   9, // park 5 (job, running out, queued in, sweep in, waiting in) + claim 4 (job, queued out, running in, waiting out)
-		"continuation, sent first":                            7, // requeue 1 + the sweep entry out 1 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
-		"sweeper's read (read units)":                         1,
-		"sweeper's deferral":                                  3, // 1 + the sweep entry moved (out 1, in 1)
-		"first heartbeat":                                     3, // 1 + the sweep entry moved (out 1, in 1)
-		"heartbeat":                                           1,
-		"checkpoint (300 B)":                                  1,  // the item stays under 1 KB
-		"checkpoint (10 KB)":                                  12, // its own item 11 (10 KB and its key), the job's write 1
-		"heartbeat after a 10 KB checkpoint":                  1,
+		"first heartbeat, sent first":        2, // 1 + the sweep entry in 1
+		"sleep, sent first":                  9, // park 5 (job, running out, queued in, sweep in, waiting in) + claim 4 (job, queued out, running in, waiting out)
+		"signal's park":                      5, // as a sleep's
+		"signal's wake":                      3, // the job with its signal 1 + the sweep entry moved (out 1, in 1)
+		"claim after a signal":               4, // as after a sleep
+		"continuation, sent first":           7, // requeue 1 + the sweep entry out 1 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
+		"sweeper's read (read units)":        1,
+		"sweeper's deferral":                 3, // 1 + the sweep entry moved (out 1, in 1)
+		"first heartbeat":                    3, // 1 + the sweep entry moved (out 1, in 1)
+		"heartbeat":                          1,
+		"checkpoint (300 B)":                 1,  // the item stays under 1 KB
+		"checkpoint (10 KB)":                 12, // its own item 11 (10 KB and its key), the job's write 1
+		"heartbeat after a 10 KB checkpoint": 1,
 		"heartbeat after a 10 KB checkpoint, inline (before)": 11,
-		"continuation":                                        8, // as a retry: requeue 1 + sweep key moved 2 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
+		"continuation": 8, // as a retry: requeue 1 + sweep key moved 2 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
 	}
 	for name, w := range want {
 		t.Logf("%s: %v units", name, got[name])
