@@ -7,6 +7,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/lambdajobs/lambdajobs/internal/deploy"
 )
 
 // api creates the HTTP API: IAM (or JWT) authorisation on every route,
@@ -40,7 +42,11 @@ func (s *Jobs) api() {
 			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(r.ID), s.Functions[r.Function], nil),
 			Authorizer:  authorizer,
 		}
-		if cfg.JWT != nil {
+		if r.Auth == deploy.AuthNone {
+			// Its request carries its authority (a callback token, which
+			// the function checks before it reads anything).
+			opts.Authorizer = awsapigatewayv2.NewHttpNoneAuthorizer()
+		} else if cfg.JWT != nil {
 			if scopes := cfg.JWT.Scopes[r.Key()]; len(scopes) > 0 {
 				opts.AuthorizationScopes = jsii.Strings(scopes...)
 			}
@@ -76,8 +82,16 @@ func (s *Jobs) apiStage() {
 			"ThrottlingRateLimit":  cfg.BatchThrottleRate,
 			"ThrottlingBurstLimit": cfg.BatchThrottleBurst,
 		},
+		// Anyone may call the callback route: a throttle of its own.
+		callbackRoute.Key(): map[string]any{
+			"ThrottlingRateLimit":  cfg.CallbackThrottleRate,
+			"ThrottlingBurstLimit": cfg.CallbackThrottleBurst,
+		},
 	})
 }
+
+// callbackRoute is the route without auth (deploy.AuthNone).
+var callbackRoute, _ = deploy.RouteByID(deploy.RouteCallback)
 
 // AccessLogFormat is the API's access log line: one JSON object per request,
 // with the caller, the route, the status, the latencies and the errors of the

@@ -6,17 +6,31 @@ import (
 	"testing"
 )
 
+// Every route requires IAM (or JWT) authorization but the callback
+// route, whose token is its authority (deploy.AuthNone): that one has
+// none, and a throttle of its own.
 func TestBothRoutesRequireAuthorization(t *testing.T) {
 	for name, want := range map[string]string{"dev": "AWS_IAM", "prod": "AWS_IAM", "jwt": "JWT"} {
-		routes := environments(t)[name].resources("AWS::ApiGatewayV2::Route")
+		s := environments(t)[name]
+		routes := s.resources("AWS::ApiGatewayV2::Route")
 		got := map[string]string{}
 		for _, r := range routes {
 			p := props(r)
 			got[p["RouteKey"].(string)], _ = p["AuthorizationType"].(string)
 		}
 		for _, key := range RouteKeys {
+			want := want
+			if key == callbackRoute.Key() {
+				want = "NONE"
+			}
 			if got[key] != want {
 				t.Errorf("%s: route %q authorization %q, want %s (routes %v)", name, key, got[key], want, got)
+			}
+		}
+		for _, st := range s.resources("AWS::ApiGatewayV2::Stage") {
+			rs := jsonString(props(st)["RouteSettings"])
+			if !strings.Contains(rs, `"POST /v1/callbacks/{token}":{"ThrottlingBurstLimit":`+fmt.Sprint(s.cfg.CallbackThrottleBurst)+`,"ThrottlingRateLimit":`+fmt.Sprint(s.cfg.CallbackThrottleRate)+`}`) {
+				t.Errorf("%s: the callback route's throttle: %s", name, rs)
 			}
 		}
 		if len(got) != len(RouteKeys) {

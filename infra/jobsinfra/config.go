@@ -120,6 +120,11 @@ type Config struct {
 	ThrottleBurst      int
 	BatchThrottleRate  float64
 	BatchThrottleBurst int
+	// CallbackThrottleRate and CallbackThrottleBurst throttle POST
+	// /v1/callbacks/{token}, the one route without IAM or JWT auth (its
+	// token is its authority), apart from the API's other routes.
+	CallbackThrottleRate  float64
+	CallbackThrottleBurst int
 	// JWT, when set, authorizes the routes with a JWT authorizer instead
 	// of IAM.
 	JWT *JWTConfig
@@ -255,7 +260,7 @@ func DevConfig(name string) Config {
 		APIMemoryMB: api.MemoryMB, APITimeout: api.Timeout, SweeperTimeout: sweeper.Timeout,
 		DispatchGrace: deploy.EnvDispatchGrace.DefaultValue(), Retention: 3 * 24 * time.Hour,
 		LogRetentionDays: 14, Retain: false,
-		ThrottleRate: 50, ThrottleBurst: 100, BatchThrottleRate: 2, BatchThrottleBurst: 5,
+		ThrottleRate: 50, ThrottleBurst: 100, BatchThrottleRate: 2, BatchThrottleBurst: 5, CallbackThrottleRate: 5, CallbackThrottleBurst: 10,
 		OldestMessageAlarm: 15 * time.Minute, QueueLatencyAlarm: 10 * time.Minute, FailuresAlarm: 10,
 	}
 }
@@ -273,7 +278,7 @@ func ProdConfig(name string) Config {
 		APIMemoryMB: 512, APITimeout: 10 * time.Second, SweeperTimeout: 120 * time.Second,
 		DispatchGrace: 5 * time.Minute, Retention: 14 * 24 * time.Hour,
 		LogRetentionDays: 90, Retain: true,
-		ThrottleRate: 500, ThrottleBurst: 1000, BatchThrottleRate: 10, BatchThrottleBurst: 20,
+		ThrottleRate: 500, ThrottleBurst: 1000, BatchThrottleRate: 10, BatchThrottleBurst: 20, CallbackThrottleRate: 50, CallbackThrottleBurst: 100,
 		OldestMessageAlarm: 10 * time.Minute, QueueLatencyAlarm: 5 * time.Minute, FailuresAlarm: 10,
 	}
 }
@@ -312,6 +317,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s: an environment that retains data needs an alarm destination: set AlarmEmail or AlarmTopicARN (this repository's app: -c alarmEmail=... or -c alarmTopicArn=...)", c.Name)
 	case c.BatchThrottleRate <= 0 || c.BatchThrottleBurst <= 0 || c.BatchThrottleRate > c.ThrottleRate:
 		return fmt.Errorf("%s: batch throttle %v/s burst %d: positive, and at most the API's %v/s", c.Name, c.BatchThrottleRate, c.BatchThrottleBurst, c.ThrottleRate)
+	case c.CallbackThrottleRate <= 0 || c.CallbackThrottleBurst <= 0 || c.CallbackThrottleRate > c.ThrottleRate:
+		return fmt.Errorf("%s: callback throttle %v/s burst %d: positive, and at most the API's %v/s", c.Name, c.CallbackThrottleRate, c.CallbackThrottleBurst, c.ThrottleRate)
 	case c.DispatchGrace <= c.WorkerTimeout:
 		return fmt.Errorf("%s: dispatch grace %v must exceed the worker timeout %v", c.Name, c.DispatchGrace, c.WorkerTimeout)
 	case c.BatchSize < 1 || c.BatchSize > 10000 || (c.BatchSize > 10 && c.BatchWindow == 0):

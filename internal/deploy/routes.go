@@ -20,6 +20,11 @@ const (
 	// roles given GrantOperate); anyone else gets 403 before anything is
 	// read.
 	AuthOperator Auth = "operator"
+	// AuthNone: anyone, without a caller identity; the request itself
+	// carries its authority (a callback token, checked by httpapi before
+	// anything is read). The construct gives such a route no authorizer
+	// and a throttle of its own.
+	AuthNone Auth = "none"
 )
 
 // Route is one of the API's routes: its method and path (API Gateway's
@@ -151,6 +156,7 @@ const (
 	RouteAdminScheduleAction   = "AdminScheduleAction"
 	RouteSignalJob             = "SignalJob"
 	RouteAdminSignalJob        = "AdminSignalJob"
+	RouteCallback              = "Callback"
 )
 
 // Routes are the API's routes: the one place a path is written.
@@ -188,6 +194,7 @@ var Routes = []Route{
 	// that holds the payload key ring.
 	{RouteSignalJob, "POST", "/v1/jobs/{id}/signals/{name}", Enqueue, AuthCaller},
 	{RouteAdminSignalJob, "POST", "/v1/admin/jobs/{id}/signals/{name}", Enqueue, AuthOperator},
+	{RouteCallback, "POST", "/v1/callbacks/{token}", Enqueue, AuthNone},
 }
 
 // functionsServing are the functions that serve a route of auth, each

@@ -210,7 +210,7 @@ type Kinds struct {
 // enqueued from Go.
 func Register(reg *jobs.Registry) (Kinds, error) {
 	var k Kinds
-	var errs [12]error
+	var errs [13]error
 	k.Hash, errs[0] = jobs.Register(reg, Hash, HashText, &jobs.KindOpts{FailureCodes: []string{CodeInvalidRounds}})
 	k.Sleep, errs[1] = jobs.Register(reg, Sleep, SleepSteps, &jobs.KindOpts{FailureCodes: []string{CodeInvalidSleep}})
 	_, errs[2] = jobs.Register(reg, Fail, FailModes, &jobs.KindOpts{FailureCodes: []string{CodeExampleFailed, CodeInvalidMode}})
@@ -227,5 +227,6 @@ func Register(reg *jobs.Registry) (Kinds, error) {
 		errs[7] = registerTick(reg)
 	}
 	_, errs[11] = jobs.Register(reg, Approve, RunApprove, &ApproveOpts)
+	_, errs[12] = jobs.Register(reg, Order, RunOrder, &OrderOpts)
 	return k, errors.Join(errs[:]...)
 }

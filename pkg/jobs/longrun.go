@@ -61,6 +61,9 @@ type runHandle struct {
 	// hand, which checks none).
 	signals     map[string][]byte
 	signalTypes map[string]reflect.Type
+	// sealToken seals a callback token (Job.CallbackToken; nil on a Job
+	// built by hand).
+	sealToken func(raw []byte) (string, error)
 }
 
 // Heartbeat tells the system this run is alive: for a kind with

@@ -287,6 +287,12 @@ func (s *Service) Signal(ctx context.Context, owner, id, name string, payload js
 	if err != nil {
 		return nil, err
 	}
+	return s.signal(ctx, rec, name, payload)
+}
+
+// signal is Signal on the job rec, as read.
+func (s *Service) signal(ctx context.Context, rec *driver.Record, name string, payload json.RawMessage) (*SignalResult, error) {
+	id := rec.ID
 	k, ok := s.reg.lookup(rec.Kind)
 	t, declared := k.signals[name]
 	if !ok || !declared {

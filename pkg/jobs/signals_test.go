@@ -316,3 +316,112 @@ func TestSignalMisuse(t *testing.T) {
 		}
 	}
 }
+
+// A callback token delivers its signal without a caller: once (a second
+// delivery, by it or another token for the signal, is token_used); a token
+// altered, of another deployment's keys, or expired is refused before
+// anything is read and stores nothing.
+func TestCallbackTokens(t *testing.T) {
+	var tokens []string
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "pay", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.JSON[approval], error) {
+		if _, err := jobs.Step(ctx, job, "charge", func(context.Context) (int, error) {
+			for range 2 {
+				tok, err := job.CallbackToken("paid", time.Hour)
+				if err != nil {
+					return 0, err
+				}
+				tokens = append(tokens, tok)
+			}
+			if _, err := job.CallbackToken("unknown", time.Hour); err == nil {
+				t.Error("a token for an undeclared signal")
+			}
+			return 1, nil
+		}); err != nil {
+			return jobs.JSON[approval]{}, err
+		}
+		a, ok, err := jobs.WaitForSignal[approval](ctx, job, "paid", 2*time.Hour)
+		if err != nil || !ok {
+			return jobs.JSON[approval]{}, jobs.Fail("unpaid", err)
+		}
+		return jobs.JSON[approval]{V: a}, nil
+	}, &jobs.KindOpts{FailureCodes: []string{"unpaid"}, Signals: map[string]any{"paid": approval{}}})
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "pay", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(tokens) != 2 || tokens[0] == tokens[1] || strings.Contains(tokens[0], res.Job.ID) || strings.ContainsAny(tokens[0], "/+=") {
+		t.Fatalf("tokens %q: want two distinct URL-safe tokens that do not show the job's id", tokens)
+	}
+	code := func(err error) string {
+		var re *jobs.RequestError
+		if errors.As(err, &re) {
+			return re.Code
+		}
+		return fmt.Sprint(err)
+	}
+	altered := tokens[0][:len(tokens[0])-2] + "AA"
+	if tokens[0][len(tokens[0])-2:] == "AA" {
+		altered = tokens[0][:len(tokens[0])-2] + "BB"
+	}
+	for _, bad := range []string{"", "cb1.", "cb1.!!", altered, "x" + tokens[0]} {
+		if _, err := r.Service.Callback(ctx, bad, []byte(`{"approved":true}`)); code(err) != "invalid_token" {
+			t.Fatalf("token %.30q: %v, want invalid_token", bad, err)
+		}
+	}
+	if _, err := r.Service.Callback(ctx, tokens[0], []byte(`{"approved":"yes"}`)); !errors.Is(err, jobs.ErrInvalidPayload) {
+		t.Fatalf("a bad payload: %v", err)
+	}
+	got, err := r.Service.Callback(ctx, tokens[0], []byte(`{"approved":true,"by":"provider"}`))
+	if err != nil || !got.Woke {
+		t.Fatalf("the callback: %+v %v", got, err)
+	}
+	for _, tok := range tokens {
+		if _, err := r.Service.Callback(ctx, tok, []byte(`{"approved":false}`)); code(err) != "token_used" {
+			t.Fatalf("a second delivery: %v, want token_used", err)
+		}
+	}
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.Service.Get(ctx, "o", res.Job.ID); v.Status != jobs.StatusSucceeded || string(v.Result) != `{"approved":true,"by":"provider"}` {
+		t.Fatalf("the job: %s %s", v.Status, v.Result)
+	}
+	// Expiry: a token an hour old is refused, whatever its job.
+	res2, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "pay", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens = nil
+	if _, err := r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.Clock.Advance(time.Hour)
+	if _, err := r.Service.Callback(ctx, tokens[0], []byte(`{"approved":true}`)); code(err) != "token_expired" {
+		t.Fatalf("an expired token: %v", err)
+	}
+	if v, _ := r.Service.Get(ctx, "o", res2.Job.ID); v.WaitingOn != "signal" {
+		t.Fatalf("the expired token's job: %s on %q, want it still waiting", v.Status, v.WaitingOn)
+	}
+	// Another deployment's key ring: refused as altered.
+	other, err := jobstest.NewRunner(func() *jobs.Registry {
+		reg := jobs.NewRegistry()
+		jobs.MustRegister(reg, "pay", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil },
+			&jobs.KindOpts{Signals: map[string]any{"paid": approval{}}})
+		return reg
+	}())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Service.Callback(ctx, tokens[1], []byte(`{"approved":true}`)); code(err) != "invalid_token" {
+		t.Fatalf("another deployment's token: %v", err)
+	}
+}

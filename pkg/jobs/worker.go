@@ -976,6 +976,9 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 				Until: w.eng.payloadKeep(rec.Kind, now, time.Time{})})))
 		},
 	}
+	if w.sealer != nil {
+		h.sealToken = func(raw []byte) (string, error) { return w.sealer.Seal(raw, callbackAAD) }
+	}
 	if w.children != nil {
 		h.child = func(cctx context.Context, name string, build func(*Service) (EnqueueRequest, error)) (*EnqueueResult, error) {
 			return w.children.enqueueChild(cctx, rec, name, build)

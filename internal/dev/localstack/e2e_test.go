@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -848,5 +849,72 @@ func TestAHandlerWaitsForASignal(t *testing.T) {
 	got, _ := waitFinal(t, caller, v.ID, 60*time.Second)
 	if got.Status != jobs.StatusSucceeded || string(got.Result) != `{"item":"invoice-7","approved":true,"by":"ana"}` || got.Attempt != 1 {
 		t.Fatalf("after the signal: %+v (result %s)", got, got.Result)
+	}
+}
+
+// TestACallbackTokenNeverShows: on the local stack, example.order hands
+// its provider (a server of this test's) a callback token and waits; the
+// provider, with no caller identity, answers through POST
+// /v1/callbacks/{token}, which wakes the order; the token then answers
+// 409 token_used, an altered one 401. The token appears in no output of
+// the stack (the gateway's, the functions', the emulators'), in no API
+// answer and in no item of the table.
+func TestACallbackTokenNeverShows(t *testing.T) {
+	t.Parallel()
+	const caller = "shop"
+	tokens := make(chan string, 4)
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var c examplekinds.Charge
+		if err := json.NewDecoder(r.Body).Decode(&c); err != nil || c.CallbackToken == "" {
+			http.Error(w, "bad charge", http.StatusBadRequest)
+			return
+		}
+		tokens <- c.CallbackToken
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer provider.Close()
+	v := enqueue(t, caller, examplekinds.Order, `{"order":"o-77","amount_cents":1200,"provider":"`+provider.URL+`/charge","wait_minutes":30}`)
+	var token string
+	select {
+	case token = <-tokens:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the provider was never asked to charge")
+	}
+	var answers []string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		a, got := get(t, caller, v.ID)
+		answers = append(answers, a.body)
+		if got.WaitingOn == "signal" && got.Signal == "payment" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("example.order never waited for its payment: %+v", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	altered := []byte(token)
+	altered[len(altered)/2] ^= 1
+	for _, c := range []struct {
+		token  string
+		status int
+	}{{string(altered), 401}, {token, 202}, {token, 409}} {
+		a := call(t, "POST", "/v1/callbacks/"+c.token, "", "application/json", `{"status":"paid"}`)
+		answers = append(answers, a.body)
+		if a.status != c.status {
+			t.Fatalf("a callback: %d %s, want %d", a.status, a.body, c.status)
+		}
+	}
+	got, seen := waitFinal(t, caller, v.ID, 60*time.Second)
+	if got.Status != jobs.StatusSucceeded || string(got.Result) != `{"order":"o-77","paid_cents":1200,"shipped":true}` {
+		t.Fatalf("the order: %+v (%s)", got, got.Result)
+	}
+	for _, a := range seen {
+		answers = append(answers, a.body)
+	}
+	for what, text := range map[string]string{"API answers": strings.Join(answers, "\n"), "stack's output": logs.String(), "DynamoDB items": scanTable(t)} {
+		if strings.Contains(text, token) || strings.Contains(text, token[len(token)/2:]) {
+			t.Errorf("the callback token appears in the %s", what)
+		}
 	}
 }

@@ -143,6 +143,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev := g.event(r, routeKey, params, caller, body)
+	if rt.Auth == deploy.AuthNone {
+		// As API Gateway with no authorizer: no caller identity.
+		ev.RequestContext.Authorizer = nil
+	}
 	payload, err := json.Marshal(ev)
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, `{"message":"Internal Server Error"}`)
@@ -159,7 +163,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, `{"message":"Internal Server Error"}`)
 		return
 	}
-	if resp.StatusCode != http.StatusForbidden {
+	if resp.StatusCode != http.StatusForbidden && rt.Auth != deploy.AuthNone {
 		g.Calls.Record(iamcalls.Call{Principal: principalOf(caller), Action: "execute-api:Invoke", Resource: "route/" + routeKey})
 	}
 	out := []byte(resp.Body)

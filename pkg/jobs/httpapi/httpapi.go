@@ -268,6 +268,26 @@ func (a *API) signalAs(ctx context.Context, req events.APIGatewayV2HTTPRequest, 
 	return jsonResponse(http.StatusAccepted, res)
 }
 
+// callback serves POST /v1/callbacks/{token}, the one route without a
+// caller identity: the body is the signal's payload, the token its
+// authority. 202 as signalJob; 401 invalid_token, 410 token_expired,
+// 409 token_used or already_finished, 404 for a job that is gone, 422 as
+// signalJob. The token is never logged: problems log codes, not paths.
+func (a *API) callback(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	body, err := jsonBody(req, maxSignalBody)
+	if err != nil {
+		return problem(ctx, a.log, err)
+	}
+	res, err := a.svc.Callback(ctx, rq.params["token"], body)
+	switch {
+	case errors.Is(err, jobs.ErrAlreadyFinal):
+		return problem(ctx, a.log, &requestError{code: "already_finished", detail: "the job already ended: a signal changes nothing"})
+	case err != nil:
+		return problem(ctx, a.log, err)
+	}
+	return jsonResponse(http.StatusAccepted, res)
+}
+
 // batchBody is the POST /v1/batches body.
 type batchBody struct {
 	Jobs       []jobs.JobSpec `json:"jobs"`
@@ -336,7 +356,7 @@ func (a *API) endpoints() map[string]endpoint {
 		deploy.RoutePause: a.pause(asCaller), deploy.RouteResume: a.resume(asCaller), deploy.RouteListPauses: a.listPauses(asCaller),
 		deploy.RouteAdminPause: a.pause(asOperator), deploy.RouteAdminResume: a.resume(asOperator), deploy.RouteAdminListPauses: a.listPauses(asOperator),
 		deploy.RouteScheduleAction: a.scheduleAction(asCaller), deploy.RouteAdminScheduleAction: a.scheduleAction(asOperator),
-		deploy.RouteSignalJob: a.signalJob, deploy.RouteAdminSignalJob: a.adminSignalJob,
+		deploy.RouteSignalJob: a.signalJob, deploy.RouteAdminSignalJob: a.adminSignalJob, deploy.RouteCallback: a.callback,
 	}
 }
 

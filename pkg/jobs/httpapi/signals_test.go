@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/lambdajobs/lambdajobs/internal/dev/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
@@ -62,5 +64,37 @@ func TestSignalRoutes(t *testing.T) {
 	resp = e.route(t, caller(t, "me", http.MethodPost, path+"approval", nil, `{"approved":false}`))
 	if resp.StatusCode != http.StatusOK || resp.Body != `{"duplicate":true,"woke":false}` {
 		t.Fatalf("the owner's signal after the operator's: %d %s", resp.StatusCode, resp.Body)
+	}
+}
+
+// POST /v1/callbacks/{token} needs no caller identity (its token is its
+// authority): a bad token is a 401, nothing read; the routes with a caller
+// still refuse a request without one.
+func TestCallbackRouteNeedsNoCaller(t *testing.T) {
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "echo", func(_ context.Context, j *jobs.Job[echoPayload]) (jobs.JSON[echoPayload], error) {
+		return jobs.JSON[echoPayload]{V: j.Payload}, nil
+	}, &jobs.KindOpts{Signals: map[string]any{"approval": decision{}}})
+	sealer, err := jobs.NewAESSealer([]byte(strings.Repeat("s", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{store: jobstest.NewMemStore(nil), queue: &jobstest.MemQueue{}}
+	e.svc, err = testroles.Service(jobs.Config{Registry: reg, Store: e.store, Queue: e.queue, Sealer: sealer, PageTokenKey: []byte(strings.Repeat("k", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.api = httpapi.New(e.svc, e.cfg)
+	anonymous := func(path, body string) events.APIGatewayV2HTTPRequest {
+		req := caller(t, "me", http.MethodPost, path, nil, body)
+		req.RequestContext.Authorizer = nil
+		return req
+	}
+	if p := decodeProblem(t, e.route(t, anonymous("/v1/callbacks/cb1.bm90LWEtdG9rZW4", `{"approved":true}`))); p.Status != http.StatusUnauthorized || p.Code != "invalid_token" {
+		t.Fatalf("a forged token: %+v", p)
+	}
+	id := e.enqueueAs(t, "me", "a").ID
+	if p := decodeProblem(t, e.route(t, anonymous("/v1/jobs/"+id+"/signals/approval", `{"approved":true}`))); p.Status != http.StatusUnauthorized || p.Code != "unauthenticated" {
+		t.Fatalf("a signal without a caller: %+v", p)
 	}
 }
