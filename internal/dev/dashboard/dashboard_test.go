@@ -45,6 +45,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"id":"j2","kind":"k","status":"queued","waiting_on":"concurrency","error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j5":
 		io.WriteString(w, `{"id":"j5","kind":"k","status":"succeeded","result":null,"result_bytes":20000000,"result_url":"https://parts.s3.amazonaws.com/parts/ab/j5/result-x?X-Amz-Expires=300&X-Amz-Signature=s","payload":null,"payload_bytes":307200,"error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+	case r.URL.Path == "/v1/jobs/j6":
+		io.WriteString(w, `{"id":"j6","kind":"k","status":"queued","waiting_on":"signal","signal":"<b>approval","run_at":"2026-12-01T08:00:00Z","error":null,"attempt":0,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j4":
 		io.WriteString(w, `{"id":"j4","kind":"k","status":"queued","waiting_on":"paused","error":null,"attempt":0,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j1/cancel" && r.Method == http.MethodPost:
@@ -271,13 +273,14 @@ func TestOverviewShowsThroughput(t *testing.T) {
 	}
 }
 
-// A queued job that waits on a limit or a pause says so on its page; a
-// paused one links to the pauses.
+// A queued job that waits on a limit, a pause or a signal says so on its
+// page; a paused one links to the pauses.
 func TestJobPageShowsWhatAJobWaitsOn(t *testing.T) {
 	srv, _ := newServer(t)
 	for id, want := range map[string]string{
 		"j2": `<dd id="waiting">concurrency (flow control: no attempt spent)</dd>`,
 		"j4": `<dd id="waiting">paused: <a href="/pauses">a pause</a> holds it (no attempt spent)</dd>`,
+		"j6": `<dd id="waiting">the signal <code>&lt;b&gt;approval</code>, at most until the run time above (no attempt spent)</dd>`,
 	} {
 		status, body, _ := get(t, srv.URL+"/jobs/"+id)
 		if status != http.StatusOK || !strings.Contains(body, want) {
