@@ -789,6 +789,14 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 	wake := measure(func() error {
 		return store.Signal(ctx, waited.ID, driver.Signal{Name: "approval", Data: make([]byte, 200), At: woken, Max: 8, Wake: true, RunAt: woken, SweepAt: woken.Add(time.Minute)})
 	})
+	early := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`), CreatedAt: now, UpdatedAt: now}
+	if err := store.Create(ctx, early); err != nil {
+		t.Fatal(err)
+	}
+	// A signal that comes before the wait: stored on the queued job alone.
+	signalEarly := measure(func() error {
+		return store.Signal(ctx, early.ID, driver.Signal{Name: "approval", Data: make([]byte, 200), At: now, Max: 8})
+	})
 	claimWoken := measure(func() error {
 		_, err := store.Claim(ctx, waited.ID, driver.Claim{Token: "b", At: woken, LeaseUntil: woken.Add(time.Minute)})
 		return err
@@ -814,13 +822,14 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 		"heartbeat after a 10 KB checkpoint, inline (before)": beatInline,
 		"sweeper's read (read units)":                         sweepRead, "sweeper's deferral": sweepMove,
 		"first heartbeat, sent first": firstSent, "continuation, sent first": continuationSent, "sleep, sent first": sleep,
-		"signal's park": park, "signal's wake": wake, "claim after a signal": claimWoken}
+		"signal's park": park, "signal's wake": wake, "claim after a signal": claimWoken, "signal before its wait": signalEarly}
 	want := map[string]float64{
 		"first heartbeat, sent first":        2, // 1 + the sweep entry in 1
 		"sleep, sent first":                  9, // park 5 (job, running out, queued in, sweep in, waiting in) + claim 4 (job, queued out, running in, waiting out)
 		"signal's park":                      5, // as a sleep's
 		"signal's wake":                      3, // the job with its signal 1 + the sweep entry moved (out 1, in 1)
 		"claim after a signal":               4, // as after a sleep
+		"signal before its wait":             1, // the job\'s item, under 1 KB with the signal
 		"continuation, sent first":           7, // requeue 1 + the sweep entry out 1 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
 		"sweeper's read (read units)":        1,
 		"sweeper's deferral":                 3, // 1 + the sweep entry moved (out 1, in 1)
