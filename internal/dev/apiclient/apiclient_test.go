@@ -50,7 +50,7 @@ func ok(_ int, w http.ResponseWriter) {
 // matches what arrives to the same route.
 func TestEveryRouteIsSentAsTheTableSays(t *testing.T) {
 	c, got := server(t, ok)
-	params := map[string]string{"id": "a/b c", "name": "n?1", "action": "cancel"}
+	params := map[string]string{"id": "a/b c", "name": "n?1", "action": "cancel", "token": "cb1.t/k"}
 	for i, rt := range deploy.Routes {
 		p := map[string]string{}
 		for name, v := range params {
