@@ -3,9 +3,7 @@ package examplekinds_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,29 +12,19 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
-// example.order charges through its provider with a callback token, waits
-// for the provider's answer without a worker, and ships a paid order; a
-// declined payment, none in time and a provider off this machine fail
-// with the kind's codes. This is how a team tests a handler that waits for
-// a webhook: a provider of its own, the Runner's Service.Callback as the
-// webhook's route.
-func TestOrderWaitsForItsPayment(t *testing.T) {
+// example.order charges, asks for its shipping with a callback token,
+// waits for the carrier without a worker, sleeps a day and sends a review
+// e-mail: one side effect per step. An order not shipped in 3 days and a
+// provider off this machine fail with the kind's codes. This is how a
+// team tests a workflow that waits for a webhook: a provider of its own,
+// the Runner's Service.Callback as the webhook's route, its Clock for the
+// waits.
+func TestOrderWorkflow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var mu sync.Mutex
-	var charges []examplekinds.Charge
-	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var c examplekinds.Charge
-		if err := json.NewDecoder(r.Body).Decode(&c); err != nil {
-			http.Error(w, "bad charge", http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		charges = append(charges, c)
-		mu.Unlock()
-		w.WriteHeader(http.StatusAccepted)
-	}))
-	defer provider.Close()
+	provider := examplekinds.NewOrderProvider()
+	srv := httptest.NewServer(provider)
+	defer srv.Close()
 	reg := jobs.NewRegistry()
 	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
@@ -47,39 +35,39 @@ func TestOrderWaitsForItsPayment(t *testing.T) {
 	}
 	enqueue := func(order, providerURL string) string {
 		t.Helper()
-		raw, _ := json.Marshal(examplekinds.OrderPayload{Order: order, AmountCents: 1200, Provider: providerURL, WaitMinutes: 30})
+		raw, _ := json.Marshal(examplekinds.OrderPayload{Order: order, AmountCents: 1200, Provider: providerURL})
 		res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "shop", Kind: examplekinds.Order, Payload: raw})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res.Job.ID
 	}
-	paid, declined, late := enqueue("o-1", provider.URL+"/charge"), enqueue("o-2", provider.URL+"/charge"), enqueue("o-3", provider.URL+"/charge")
-	elsewhere := enqueue("o-4", "http://example.com/charge")
-	if _, err := r.Work(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if len(charges) != 3 {
-		t.Fatalf("%d charges, want one per order on this machine", len(charges))
-	}
-	for _, c := range charges {
-		status := map[string]string{"o-1": "paid", "o-2": "declined"}[c.Order]
-		if status == "" {
-			continue
-		}
-		if _, err := r.Service.Callback(ctx, c.CallbackToken, []byte(`{"status":"`+status+`"}`)); err != nil {
-			t.Fatalf("the provider's callback for %s: %v", c.Order, err)
+	shipped, lost, elsewhere := enqueue("o-1", srv.URL), enqueue("o-2", srv.URL), enqueue("o-3", "http://example.com")
+	work := func() {
+		t.Helper()
+		if _, err := r.Work(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if _, err := r.Work(ctx); err != nil {
-		t.Fatal(err)
+	work()
+	for range 2 {
+		call := <-provider.Shipping
+		if call.Order == "o-1" {
+			if _, err := r.Service.Callback(ctx, call.CallbackToken, []byte(`{"tracking":"1Z999"}`)); err != nil {
+				t.Fatalf("the carrier's callback: %v", err)
+			}
+		}
 	}
-	r.Clock.Advance(31 * time.Minute)
-	if _, err := r.Work(ctx); err != nil {
-		t.Fatal(err)
+	work()
+	if v, _ := r.Service.Get(ctx, "shop", shipped); v.WaitingOn != "sleep" {
+		t.Fatalf("the shipped order: %s on %q, want its sleep before the review", v.Status, v.WaitingOn)
 	}
-	for id, want := range map[string]string{paid: `succeeded {"order":"o-1","paid_cents":1200,"shipped":true}`, declined: "failed payment_declined",
-		late: "failed payment_timeout", elsewhere: "failed invalid_order"} {
+	r.Clock.Advance(24 * time.Hour)
+	work()
+	r.Clock.Advance(48 * time.Hour)
+	work()
+	for id, want := range map[string]string{shipped: `succeeded {"order":"o-1","charge":"ch-o-1","tracking":"1Z999","reviewed":true}`,
+		lost: "failed not_shipped", elsewhere: "failed invalid_order"} {
 		v, err := r.Service.Get(ctx, "shop", id)
 		if err != nil {
 			t.Fatal(err)
@@ -91,5 +79,8 @@ func TestOrderWaitsForItsPayment(t *testing.T) {
 		if got != want {
 			t.Errorf("order %s: %s, want %s", id, got, want)
 		}
+	}
+	if _, effects := provider.Counts(); effects["charge"] != 2 || effects["ship"] != 2 || effects["review"] != 1 {
+		t.Fatalf("side effects %v: want each order's charge and shipping once, the shipped one's review once", effects)
 	}
 }

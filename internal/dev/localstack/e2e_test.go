@@ -852,9 +852,9 @@ func TestAHandlerWaitsForASignal(t *testing.T) {
 	}
 }
 
-// TestACallbackTokenNeverShows: on the local stack, example.order hands
-// its provider (a server of this test's) a callback token and waits; the
-// provider, with no caller identity, answers through POST
+// TestACallbackTokenNeverShows: on the local stack, example.order asks
+// its provider (a server of this test's) to ship with a callback token
+// and waits; the provider, with no caller identity, answers through POST
 // /v1/callbacks/{token}, which wakes the order; the token then answers
 // 409 token_used, an altered one 401. The token appears in no output of
 // the stack (the gateway's, the functions', the emulators'), in no API
@@ -862,34 +862,27 @@ func TestAHandlerWaitsForASignal(t *testing.T) {
 func TestACallbackTokenNeverShows(t *testing.T) {
 	t.Parallel()
 	const caller = "shop"
-	tokens := make(chan string, 4)
-	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var c examplekinds.Charge
-		if err := json.NewDecoder(r.Body).Decode(&c); err != nil || c.CallbackToken == "" {
-			http.Error(w, "bad charge", http.StatusBadRequest)
-			return
-		}
-		tokens <- c.CallbackToken
-		w.WriteHeader(http.StatusAccepted)
-	}))
-	defer provider.Close()
-	v := enqueue(t, caller, examplekinds.Order, `{"order":"o-77","amount_cents":1200,"provider":"`+provider.URL+`/charge","wait_minutes":30}`)
+	provider := examplekinds.NewOrderProvider()
+	srv := httptest.NewServer(provider)
+	defer srv.Close()
+	v := enqueue(t, caller, examplekinds.Order, `{"order":"o-77","amount_cents":1200,"provider":"`+srv.URL+`","ship_wait_minutes":30,"review_after_seconds":1}`)
 	var token string
 	select {
-	case token = <-tokens:
+	case call := <-provider.Shipping:
+		token = call.CallbackToken
 	case <-time.After(60 * time.Second):
-		t.Fatal("the provider was never asked to charge")
+		t.Fatal("the provider was never asked to ship")
 	}
 	var answers []string
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		a, got := get(t, caller, v.ID)
 		answers = append(answers, a.body)
-		if got.WaitingOn == "signal" && got.Signal == "payment" {
+		if got.WaitingOn == "signal" && got.Signal == "shipped" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("example.order never waited for its payment: %+v", got)
+			t.Fatalf("example.order never waited for its shipping: %+v", got)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -899,14 +892,14 @@ func TestACallbackTokenNeverShows(t *testing.T) {
 		token  string
 		status int
 	}{{string(altered), 401}, {token, 202}, {token, 409}} {
-		a := call(t, "POST", "/v1/callbacks/"+c.token, "", "application/json", `{"status":"paid"}`)
+		a := call(t, "POST", "/v1/callbacks/"+c.token, "", "application/json", `{"tracking":"1Z-77"}`)
 		answers = append(answers, a.body)
 		if a.status != c.status {
 			t.Fatalf("a callback: %d %s, want %d", a.status, a.body, c.status)
 		}
 	}
 	got, seen := waitFinal(t, caller, v.ID, 60*time.Second)
-	if got.Status != jobs.StatusSucceeded || string(got.Result) != `{"order":"o-77","paid_cents":1200,"shipped":true}` {
+	if got.Status != jobs.StatusSucceeded || string(got.Result) != `{"order":"o-77","charge":"ch-o-77","tracking":"1Z-77","reviewed":true}` {
 		t.Fatalf("the order: %+v (%s)", got, got.Result)
 	}
 	for _, a := range seen {
