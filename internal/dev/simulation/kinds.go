@@ -43,6 +43,9 @@ type payload struct {
 	// SignalS: the handler waits at most this many seconds for the
 	// signal "go" after its first step (jobs.WaitForSignal, steps.go).
 	SignalS int `json:"signal_s,omitempty"`
+	// TokenS: the handler makes a callback token for that signal, lasting
+	// this many seconds, before it waits (steps.go).
+	TokenS int `json:"token_s,omitempty"`
 }
 
 type result struct {

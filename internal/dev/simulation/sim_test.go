@@ -140,6 +140,7 @@ var coverageWanted = []string{
 	// Signals, before a wait, while it waits, after its timeout, again.
 	"call: Signal", "client: signal woke its job", "client: signal kept for a later wait", "client: signal (duplicate)",
 	"mechanism: signal received", "mechanism: signal timed out",
+	"client: callback token delivered its signal", "client: callback token expired", "client: callback token used",
 	// Children started by their parents' handlers, by name, under the faults.
 	"client: enqueue parent", "mechanism: child started", "mechanism: child found by its name again",
 	"mechanism: child not started (a fault)", "invariant: a parent's children: one per name",

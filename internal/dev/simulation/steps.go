@@ -50,9 +50,17 @@ type stepLog struct {
 	// signalled: the first signal a job accepted, and when.
 	waited    map[string]time.Time
 	signalled map[string]sentSignal
-	// maybe: the values of signals whose answer was an error (a fault
-	// may have stored them first).
-	maybe map[string][]int
+	// maybe: the values of signals sent to a job, answered or not (one
+	// may land before its answer, or land and answer an error); tokens:
+	// the callback tokens a job's runs made.
+	maybe  map[string][]int
+	tokens map[string][]madeToken
+}
+
+// madeToken is a callback token a run made, and when it expires.
+type madeToken struct {
+	token  string
+	expiry time.Time
 }
 
 // sentSignal is a signal a job accepted: its value, and when.
@@ -141,6 +149,24 @@ func (w *world) signalStep(ctx context.Context, job *jobs.Job[payload]) error {
 		w.stepLog.waited[job.ID] = first
 	}
 	w.stepLog.mu.Unlock()
+	if job.Payload.TokenS > 0 {
+		// A token for the signal, made in a step: a run that repeats the
+		// step makes another, which works as well.
+		if _, err := jobs.Step(ctx, job, "token", func(context.Context) (bool, error) {
+			ttl := time.Duration(job.Payload.TokenS) * time.Second
+			tok, err := job.CallbackToken(signalGo, ttl)
+			if err != nil {
+				w.violate("job %s: no callback token: %v", job.ID, err)
+				return false, err
+			}
+			w.stepLog.mu.Lock()
+			w.stepLog.tokens[job.ID] = append(w.stepLog.tokens[job.ID], madeToken{token: tok, expiry: time.Now().Add(ttl)})
+			w.stepLog.mu.Unlock()
+			return true, nil
+		}); err != nil {
+			return err
+		}
+	}
 	v, came, err := jobs.WaitForSignal[int](ctx, job, signalGo, d)
 	if err != nil {
 		w.cover("mechanism", "signal's timeout not stored (a fault)")
@@ -179,16 +205,11 @@ func (w *world) signalStep(ctx context.Context, job *jobs.Job[payload]) error {
 func (w *world) signal(ctx context.Context, svc *jobs.Service, id string, v int) {
 	raw, _ := json.Marshal(v)
 	at := time.Now()
+	w.mayCome(id, v)
 	res, err := svc.Signal(ctx, simOwner, id, signalGo, raw)
 	switch {
 	case err != nil:
 		w.cover("client", "signal"+outcome(err))
-		if errors.Is(err, jobs.ErrUnavailable) {
-			// It may have landed before the fault.
-			w.stepLog.mu.Lock()
-			w.stepLog.maybe[id] = append(w.stepLog.maybe[id], v)
-			w.stepLog.mu.Unlock()
-		}
 		return
 	case res.Duplicate:
 		w.cover("client", "signal (duplicate)")
@@ -202,5 +223,68 @@ func (w *world) signal(ctx context.Context, svc *jobs.Service, id string, v int)
 	if _, ok := w.stepLog.signalled[id]; !ok {
 		w.stepLog.signalled[id] = sentSignal{v: v, at: at}
 	}
+	w.stepLog.mu.Unlock()
+}
+
+// callback delivers the signal "go" with value v to job id through one of
+// the callback tokens its runs made, if it has one, as a third party
+// would: it reports whether it tried. A token refused as expired must be
+// past its expiry, and one accepted must not be; a token refused as used
+// must belong to a job that has its signal.
+func (w *world) callback(ctx context.Context, svc *jobs.Service, id string, v int) bool {
+	w.stepLog.mu.Lock()
+	made := w.stepLog.tokens[id]
+	w.stepLog.mu.Unlock()
+	if len(made) == 0 {
+		return false
+	}
+	tok := made[v%len(made)]
+	raw, _ := json.Marshal(v)
+	at := time.Now()
+	w.mayCome(id, v)
+	_, err := svc.Callback(ctx, tok.token, raw)
+	var re *jobs.RequestError
+	code := ""
+	if errors.As(err, &re) {
+		code = re.Code
+	}
+	switch {
+	case err == nil:
+		if !at.Before(tok.expiry.Add(time.Millisecond)) {
+			w.violate("job %s: a callback token accepted at %v, past its expiry %v", id, at, tok.expiry)
+		}
+		w.cover("client", "callback token delivered its signal")
+		w.stepLog.mu.Lock()
+		if _, ok := w.stepLog.signalled[id]; !ok {
+			w.stepLog.signalled[id] = sentSignal{v: v, at: at}
+		}
+		w.stepLog.mu.Unlock()
+	case code == "token_expired":
+		if time.Now().Add(time.Millisecond).Before(tok.expiry) {
+			w.violate("job %s: a callback token refused as expired at %v, before its expiry %v", id, time.Now(), tok.expiry)
+		}
+		w.cover("client", "callback token expired")
+	case code == "token_used":
+		w.stepLog.mu.Lock()
+		_, had := w.stepLog.signalled[id]
+		maybe := len(w.stepLog.maybe[id]) > 0
+		w.stepLog.mu.Unlock()
+		if !had && !maybe {
+			w.violate("job %s: a callback token refused as used, and no signal of it was accepted", id)
+		}
+		w.cover("client", "callback token used")
+	default:
+		w.cover("client", "callback token"+outcome(err))
+	}
+	return true
+}
+
+// mayCome records that a signal of value v may come to job id from now
+// on: its delivery's write may land, and a run read it, before the
+// delivery answers (its message is sent after the write), or land and
+// answer an error (a fault after the write).
+func (w *world) mayCome(id string, v int) {
+	w.stepLog.mu.Lock()
+	w.stepLog.maybe[id] = append(w.stepLog.maybe[id], v)
 	w.stepLog.mu.Unlock()
 }

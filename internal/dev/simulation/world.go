@@ -137,7 +137,7 @@ func newWorld(seed uint64, opts Options) *world {
 	}
 	w := &world{seed: seed, opts: opts, plant: opts.PlantEvery,
 		setup: rand.New(rand.NewPCG(seed, 1)), inner: rand.New(rand.NewPCG(seed, 2)),
-		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, stepLog: stepLog{stored: map[string]bool{}, slept: map[string]time.Time{}, waited: map[string]time.Time{}, signalled: map[string]sentSignal{}, maybe: map[string][]int{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
+		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, stepLog: stepLog{stored: map[string]bool{}, slept: map[string]time.Time{}, waited: map[string]time.Time{}, signalled: map[string]sentSignal{}, maybe: map[string][]int{}, tokens: map[string][]madeToken{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
 		stranded: map[string]bool{}, dirty: map[string]bool{}}
 	w.sched = newSched(w, seed)
 	w.net = &actor{w: w, name: "network"}
@@ -648,8 +648,10 @@ func (w *world) operate(ctx context.Context, svc *jobs.Service, rng *rand.Rand, 
 			// (a message's delay) or beyond it (the sweeper's).
 			p.SleepS = 1 + rng.IntN(1800)
 		case 1:
-			// A wait for a signal after it, with its timeout.
+			// A wait for a signal after it, with its timeout, and a
+			// callback token for it that may expire before or after.
 			p.SignalS = 1 + rng.IntN(1800)
+			p.TokenS = 1 + rng.IntN(2*p.SignalS)
 		}
 	case x < 14 && len(mine) > 0:
 		// A signal to one of the client's jobs that wait for one (again:
@@ -660,6 +662,9 @@ func (w *world) operate(ctx context.Context, svc *jobs.Service, rng *rand.Rand, 
 		id := mine[len(mine)-1-rng.IntN(min(len(mine), 4))]
 		if len(waiting) > 0 && rng.IntN(4) > 0 {
 			id = waiting[len(waiting)-1-rng.IntN(min(len(waiting), 3))]
+		}
+		if rng.IntN(3) > 0 && w.callback(ctx, svc, id, n) {
+			return ""
 		}
 		w.signal(ctx, svc, id, n)
 		return ""
