@@ -238,7 +238,7 @@ func (e *engine) decide(ctx context.Context, r run, ex execution) ending {
 	}
 	if ex.WaitOn != "" {
 		// Its handler suspended (Sleep): the job waits, holding nothing.
-		return e.park(ctx, r, &admission{on: ex.WaitOn, runAt: ex.WaitUntil, delay: ex.WaitUntil.Sub(e.now()), ran: true, state: ex.Checkpoint})
+		return e.park(ctx, r, &admission{on: ex.WaitOn, runAt: ex.WaitUntil, delay: ex.WaitUntil.Sub(e.now()), ran: true, state: ex.Checkpoint, marks: ex.Marks})
 	}
 	if ex.Status == StatusFailed && e.reg != nil {
 		if k, ok := e.reg.lookup(rec.Kind); ok && shouldRetry(k.retry, ex, rec.Attempt-rec.AttemptBase) {
@@ -280,7 +280,7 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex executi
 	var out driver.Outcome
 	write := func(ex execution) error {
 		for try := 0; ; try++ {
-			out = driver.Outcome{Status: ex.Status, Result: ex.Result, Staged: ex.Staged, ResultUntil: at.Add(retention), Code: ex.Code, At: at, ExpiresAt: at.Add(retention),
+			out = driver.Outcome{Status: ex.Status, Result: ex.Result, Staged: ex.Staged, ResultUntil: at.Add(retention), Code: ex.Code, At: at, ExpiresAt: at.Add(retention), Marks: ex.Marks,
 				LeaseExpiredBy: r.leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec, ex.Status), Seq: outcomeSeq(rec),
 				Dependents: len(rec.Dependents)}
 			if ex.Status == StatusCancelled {
@@ -414,7 +414,7 @@ func (e *engine) continueRun(ctx context.Context, log *slog.Logger, r run, ex ex
 	d := e.deliveryAt(now, now, rec.Lane)
 	sweepAt := e.netOf(r, d)
 	err := e.store.Requeue(ctx, rec.ID, r.token, driver.Requeue{At: now, RunAt: now, SweepAt: sweepAt, LeaseExpiredBy: r.leaseBy,
-		Continue: true, Checkpoint: ex.Checkpoint, CheckpointUntil: e.payloadKeep(rec.Kind, now, now)})
+		Continue: true, Checkpoint: ex.Checkpoint, CheckpointUntil: e.payloadKeep(rec.Kind, now, now), Marks: ex.Marks})
 	if ownWrite(err, StatusQueued, now) {
 		err = nil
 	}

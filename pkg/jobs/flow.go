@@ -201,6 +201,7 @@ type admission struct {
 	delay time.Duration
 	ran   bool
 	state []byte
+	marks string // the run's steps as shown, to store with the park ("": keep)
 }
 
 // admit takes what a run of cl.rec needs before its handler starts: a
@@ -600,7 +601,7 @@ func (e *engine) park(ctx context.Context, r run, a *admission) ending {
 		d.sweepAt = runAt.Add(-farLead)
 	}
 	e.keepPayloadUntil(ctx, rec, now, runAt)
-	q := driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, WaitingOn: a.on, Unstart: !a.ran && rec.FirstStartedAt.Equal(rec.StartedAt)}
+	q := driver.Requeue{At: now, RunAt: runAt, SweepAt: d.sweepAt, WaitingOn: a.on, Unstart: !a.ran && rec.FirstStartedAt.Equal(rec.StartedAt), Marks: a.marks}
 	if a.state != nil {
 		q.Checkpoint, q.CheckpointUntil = a.state, e.payloadKeep(rec.Kind, now, runAt)
 	}

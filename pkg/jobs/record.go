@@ -44,6 +44,10 @@ type View struct {
 	WaitingOn string `json:"waiting_on,omitempty"`
 	// Signal names the signal a job waiting on "signal" waits for.
 	Signal string `json:"signal,omitempty"`
+	// Steps are a durable job's steps, sleeps and waits for signals (its
+	// last 32), in order, as they stood at its last write: names, states
+	// and times, never results (StepMark). The last is where it is.
+	Steps []StepMark `json:"steps,omitempty"`
 	// After names the jobs this one runs after (EnqueueOpts.After);
 	// ParentsLeft counts those not succeeded yet while it waits on them
 	// (WaitingOn "parents").
@@ -128,6 +132,7 @@ func viewOf(r *driver.Record) View {
 		t := r.FinishedAt.UTC()
 		v.FinishedAt = &t
 	}
+	v.Steps = stepMarks(r.StepMarks)
 	parentsView(&v, r)
 	v.ReplayOf, v.ManualRunOf, v.ChildOf = r.ReplayOf, r.ManualRunOf, r.ChildOf
 	v.PayloadBytes, v.ResultBytes = r.PayloadBytes, r.ResultBytes

@@ -51,6 +51,9 @@ type execution struct {
 	// attempt spent.
 	WaitOn    string
 	WaitUntil time.Time
+	// Marks are the run's steps as the job's views show them, to store
+	// with its outcome, park or continuation ("" without steps).
+	Marks string
 }
 
 // runHandler runs the kind's handler for rec (execute) in the calling
@@ -73,6 +76,7 @@ func (k *kindDef) runHandler(ctx context.Context, rec *driver.Record, sealer Sea
 		case !returned:
 			ex = execution{Status: StatusFailed, Code: CodeInternal, Cause: "goexit"}
 		}
+		ex.Marks = h.marks()
 		done <- ex
 	}()
 	ex = k.execute(ctx, rec, sealer, h)

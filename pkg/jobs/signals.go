@@ -147,10 +147,7 @@ func WaitForSignal[T, P any](ctx context.Context, job *Job[P], name string, time
 		job.h = &runHandle{}
 	}
 	h := job.h
-	now := time.Now()
-	if h.now != nil {
-		now = h.now()
-	}
+	now := h.clock()
 	h.stepMu.Lock()
 	defer h.stepMu.Unlock()
 	if h.suspend != nil {
@@ -182,7 +179,7 @@ func WaitForSignal[T, P any](ctx context.Context, job *Job[P], name string, time
 			h.nextStep++
 			return zero, false, nil
 		case came:
-			h.steps[i].Signal, h.steps[i].Until = signalDelivered, 0
+			h.steps[i].Signal, h.steps[i].Until, h.steps[i].At = signalDelivered, 0, now.UnixMilli()
 			h.nextStep++
 			return deliver()
 		case st.Signal == signalDelivered:
@@ -200,7 +197,7 @@ func WaitForSignal[T, P any](ctx context.Context, job *Job[P], name string, time
 		// The timeout came first: stored before it is answered, so that a
 		// signal delivered from now on changes no later run's answer.
 		steps := slices.Clone(h.steps)
-		steps[i].Signal, steps[i].Until = signalTimedOut, 0
+		steps[i].Signal, steps[i].Until, steps[i].At = signalTimedOut, 0, now.UnixMilli()
 		if h.checkpoint != nil {
 			if err := h.checkpoint(ctx, encodeState(jobState{V: h.resume, Steps: steps})); err != nil {
 				if errors.Is(err, ErrCancelled) || errors.Is(err, ErrLostClaim) {
@@ -221,7 +218,7 @@ func WaitForSignal[T, P any](ctx context.Context, job *Job[P], name string, time
 	if _, came := h.signals[name]; came {
 		// It came before the wait: nothing to store, as the signal itself
 		// lasts as long as the job and says the same to every run.
-		h.steps = slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Signal: signalDelivered})
+		h.steps = slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Signal: signalDelivered, At: now.UnixMilli()})
 		h.nextStep = i + 1
 		return deliver()
 	}
@@ -241,11 +238,11 @@ func WaitForSignal[T, P any](ctx context.Context, job *Job[P], name string, time
 	}
 	if h.checkpoint == nil {
 		// A Job built by hand: nothing will come.
-		h.steps = slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Signal: signalTimedOut})
+		h.steps = slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Signal: signalTimedOut, At: now.UnixMilli()})
 		h.nextStep = i + 1
 		return zero, false, nil
 	}
-	steps := slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Until: until.UnixMilli(), Signal: signalWaiting})
+	steps := slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Until: until.UnixMilli(), Signal: signalWaiting, At: now.UnixMilli()})
 	sealed, err := h.seal(encodeState(jobState{V: h.resume, Steps: steps}))
 	if err != nil {
 		return zero, false, fmt.Errorf("jobs: signal %q: %w", name, err)

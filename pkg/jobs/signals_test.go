@@ -161,6 +161,10 @@ func TestSignalWakesTheJobThatWaitsForIt(t *testing.T) {
 	if s.n.runs != 1 || s.n.after != 0 || s.n.deferred != 1 {
 		t.Fatalf("the run that waits: %+v; want the code after the wait never, the deferred call once", s.n)
 	}
+	// Its view shows its steps: names, states and times, no results.
+	if got := marks(v.Steps); got != "before step done "+start.Format(time.RFC3339)+"; approval signal waiting "+start.Format(time.RFC3339)+" until "+start.Add(48*time.Hour).Format(time.RFC3339) {
+		t.Fatalf("the waiting job's steps: %s", got)
+	}
 	s.r.Clock.Advance(time.Hour)
 	if res := s.signal(t, id, `{"approved":true,"by":"ana"}`); !res.Woke || res.Duplicate {
 		t.Fatalf("the signal: %+v, want it to wake the job", res)
@@ -177,6 +181,9 @@ func TestSignalWakesTheJobThatWaitsForIt(t *testing.T) {
 	}
 	if s.n.runs != 2 || s.n.before != 1 || s.n.after != 1 {
 		t.Fatalf("counts %+v: want two runs, the step once, the code after the wait once", s.n)
+	}
+	if got := marks(v.Steps); got != "before step done "+start.Format(time.RFC3339)+"; approval signal done "+start.Add(time.Hour).Format(time.RFC3339) {
+		t.Fatalf("the finished job's steps: %s", got)
 	}
 	// Once it ended, the same signal again is still a duplicate (a
 	// webhook's retry), and a new one is refused.
@@ -237,6 +244,9 @@ func TestSignalTimeoutIsStored(t *testing.T) {
 	v := s.get(t, id)
 	if v.Status != jobs.StatusSucceeded || string(v.Result) != `{"timed_out":true}` || strings.Join(s.answers, ",") != "timeout,timeout" {
 		t.Fatalf("%s %s, answers %v: want the timeout in both runs", v.Status, v.Result, s.answers)
+	}
+	if got := marks(v.Steps); !strings.HasSuffix(got, "; approval signal timed_out "+jobstest.Epoch.Add(48*time.Hour).Format(time.RFC3339)) {
+		t.Fatalf("the timed-out job's steps: %s", got)
 	}
 }
 
@@ -424,4 +434,20 @@ func TestCallbackTokens(t *testing.T) {
 	if _, err := other.Service.Callback(ctx, tokens[1], []byte(`{"approved":true}`)); code(err) != "invalid_token" {
 		t.Fatalf("another deployment's token: %v", err)
 	}
+}
+
+// marks renders a view's steps for comparison.
+func marks(steps []jobs.StepMark) string {
+	var out []string
+	for _, m := range steps {
+		line := m.Name + " " + m.Kind + " " + m.Status
+		if m.At != nil {
+			line += " " + m.At.Format(time.RFC3339)
+		}
+		if m.Until != nil {
+			line += " until " + m.Until.Format(time.RFC3339)
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "; ")
 }

@@ -131,7 +131,7 @@ func sleep[P any](job *Job[P], name string, end func(now time.Time) time.Time) e
 		return fmt.Errorf("jobs: sleep %q: its end %s is past the kind's MaxRunTime, which ends the job at %s", name,
 			until.UTC().Format(time.RFC3339), h.runEnd.UTC().Format(time.RFC3339))
 	}
-	steps := slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Until: until.UnixMilli()})
+	steps := slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Until: until.UnixMilli(), At: now.UnixMilli()})
 	if h.checkpoint == nil {
 		// A Job built by hand: the time passes at once.
 		h.steps, h.nextStep = steps, i+1

@@ -138,6 +138,9 @@ func TestSleepHoldsNothingAndResumesAtItsTime(t *testing.T) {
 	if s.n.runs != 1 || s.n.before != 1 || s.n.after != 0 || s.n.deferred != 1 || s.n.recovered != 0 {
 		t.Fatalf("the first run: %+v; want the step once, the code after Sleep never, the deferred call once", s.n)
 	}
+	if got, want := marks(v.Steps), "before step done "+start.Format(time.RFC3339)+"; nap sleep waiting "+start.Format(time.RFC3339)+" until "+end.Format(time.RFC3339); got != want {
+		t.Fatalf("the sleeping job's steps: %s, want %s", got, want)
+	}
 	s.r.Clock.Set(end.Add(-time.Minute))
 	if n := s.work(t); n != 0 {
 		t.Fatalf("%d deliveries a minute before the sleep's end, want none", n)
@@ -149,6 +152,9 @@ func TestSleepHoldsNothingAndResumesAtItsTime(t *testing.T) {
 	v = s.get(t, id)
 	if v.Status != jobs.StatusSucceeded || v.Attempt != 1 || s.n.runs != 2 || s.n.before != 1 || s.n.after != 1 {
 		t.Fatalf("after the sleep: %s attempt %d, counts %+v; want succeeded on attempt 1, two runs, each step once", v.Status, v.Attempt, s.n)
+	}
+	if got := marks(v.Steps); !strings.Contains(got, "; nap sleep done ") {
+		t.Fatalf("the steps after the sleep: %s", got)
 	}
 }
 

@@ -45,6 +45,9 @@ type stepResult struct {
 	Result json.RawMessage `json:"r,omitempty"`
 	Until  int64           `json:"u,omitempty"`
 	Signal int             `json:"g,omitempty"`
+	// At is when the step was done, or its sleep or wait began (Unix
+	// milliseconds): what its view shows (StepMark).
+	At int64 `json:"t,omitempty"`
 }
 
 // stateMark starts a stored state with steps: no JSON value starts with it.
@@ -161,7 +164,7 @@ func Step[T, P any](ctx context.Context, job *Job[P], name string, fn func(ctx c
 		return zero, fmt.Errorf("jobs: step %q: encode its result: %w", name, err)
 	}
 	// The new step takes its place in the order of this run.
-	steps := slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Result: raw})
+	steps := slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Result: raw, At: h.clock().UnixMilli()})
 	if h.checkpoint != nil {
 		if err := h.checkpoint(ctx, encodeState(jobState{V: h.resume, Steps: steps})); err != nil {
 			if errors.Is(err, ErrCancelled) || errors.Is(err, ErrLostClaim) {

@@ -972,8 +972,9 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 				return err
 			}
 			now := w.eng.now()
+			st, _ := decodeState(raw) // its own encoding
 			return cancelled(renewed(w.eng.store.Checkpoint(pctx, rec.ID, token, driver.Checkpoint{Data: sealed, LeaseUntil: lease(), At: now,
-				Until: w.eng.payloadKeep(rec.Kind, now, time.Time{})})))
+				Until: w.eng.payloadKeep(rec.Kind, now, time.Time{}), Marks: marksOf(st.Steps, now)})))
 		},
 	}
 	if w.sealer != nil {

@@ -418,6 +418,7 @@ type Job struct {
 	RunAt     *time.Time        `json:"run_at,omitempty"`
 	WaitingOn string            `json:"waiting_on,omitempty"`
 	Signal    string            `json:"signal,omitempty"`
+	Steps     []StepMark        `json:"steps,omitempty"`
 	After     []string          `json:"after,omitempty"`
 	Left      int               `json:"parents_left,omitempty"`
 	ReplayOf  string            `json:"replay_of,omitempty"`
@@ -435,6 +436,14 @@ type Job struct {
 	UpdatedAt    time.Time  `json:"updated_at"`
 	StartedAt    *time.Time `json:"started_at,omitempty"`
 	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+}
+
+// StepMark is one of a durable job's steps in its view (steps): its name,
+// kind ("step", "sleep", "signal"), status ("done", "waiting",
+// "timed_out") and times.
+type StepMark struct {
+	Name, Kind, Status string
+	At, Until          *time.Time
 }
 
 func (j Job) final() bool {
@@ -675,6 +684,20 @@ func (c *client) print(j Job, raw []byte) {
 		fmt.Fprintf(c.stdout, "waiting:  for the signal %q, at most until the next run (no attempt spent)\n", j.Signal)
 	case j.WaitingOn != "" && j.Status == "queued":
 		fmt.Fprintf(c.stdout, "waiting:  on %s (flow control; no attempt spent)\n", j.WaitingOn)
+	}
+	for i, m := range j.Steps {
+		label := "          "
+		if i == 0 {
+			label = "steps:    "
+		}
+		line := fmt.Sprintf("%s (%s, %s", m.Name, m.Kind, strings.ReplaceAll(m.Status, "_", " "))
+		if m.At != nil {
+			line += " " + m.At.Format(time.RFC3339)
+		}
+		if m.Until != nil && m.Status == "waiting" {
+			line += ", until " + m.Until.Format(time.RFC3339)
+		}
+		fmt.Fprintln(c.stdout, label+line+")")
 	}
 	if len(j.After) > 0 {
 		fmt.Fprintf(c.stdout, "after:    %s\n", strings.Join(j.After, ", "))

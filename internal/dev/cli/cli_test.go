@@ -61,6 +61,14 @@ func server(t *testing.T) string {
 	jobs.MustRegister(reg, "big", func(_ context.Context, j *jobs.Job[stepsPayload]) (jobs.JSON[string], error) {
 		return jobs.JSON[string]{V: strings.Repeat("r", j.Payload.Steps)}, nil
 	}, &jobs.KindOpts{MaxResultBytes: 1 << 20})
+	jobs.MustRegister(reg, "approve", func(ctx context.Context, j *jobs.Job[struct{}]) (jobs.JSON[approval], error) {
+		if _, err := jobs.Step(ctx, j, "ask", func(context.Context) (bool, error) { return true, nil }); err != nil {
+			return jobs.JSON[approval]{}, err
+		}
+		a, _, err := jobs.WaitForSignal[approval](ctx, j, "approval", time.Hour)
+		return jobs.JSON[approval]{V: a}, err
+	}, &jobs.KindOpts{Signals: map[string]any{"approval": approval{}}})
+	sealer, _ := jobs.NewAESSealer(make([]byte, 32))
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
 	// Results past 4,000 bytes are kept as objects, as with an S3 tier.
 	store.KeepPayloadsApart(2000)
@@ -68,18 +76,17 @@ func server(t *testing.T) string {
 	// The CLI's caller's runtime schedule (ljob run-now, ljob pause schedule:...).
 	_ = store.AddOwnerSchedule(context.Background(), wire.OwnerKey(localstack.LocalTrustedCaller), jobs.Schedule{Name: "nightly", Expression: "rate(1 day)",
 		TimeZone: "UTC", Kind: "steps", Payload: []byte(`{"steps":2}`), Overlap: jobs.OverlapAllow, Owner: localstack.LocalTrustedCaller}, 20)
-	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, PageTokenKey: make([]byte, 32)})
-	worker, _ := testroles.Worker(jobs.Config{Registry: reg, Store: store})
+	svc, _ := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, PageTokenKey: make([]byte, 32), Sealer: sealer})
+	worker, _ := testroles.Worker(jobs.Config{Registry: reg, Store: store, Sealer: sealer})
 	// The CLI's caller (the local gateway's default) may give a tenant.
 	api := httpapi.New(svc, httpapi.Config{TrustedCallers: []string{localstack.LocalTrustedCaller}})
-	ran := map[string]bool{}
+	ran := 0
 	get := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		for _, id := range queue.Sent() {
-			if !ran[id] {
-				ran[id] = true
-				_, _ = worker.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: id, Body: fmt.Sprintf(`{"job_id":%q}`, id)}}})
-				break // one job per read
-			}
+		if sent := queue.Sent(); ran < len(sent) {
+			// One message per read, in the order they were sent.
+			id := sent[ran]
+			ran++
+			_, _ = worker.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: id, Body: fmt.Sprintf(`{"job_id":%q}`, id)}}})
 		}
 		return api.Route(ctx, req)
 	}
@@ -766,5 +773,40 @@ func TestTagsListAndBulk(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, url, "-tag", "Import=42", "list"); code != 1 || !strings.Contains(errOut, "400") {
 		t.Errorf("list by a malformed tag: exit %d %s", code, errOut)
+	}
+}
+
+type approval struct {
+	OK bool `json:"ok"`
+}
+
+// ljob get shows a durable job's steps and the signal it waits for; ljob
+// signal delivers it (a duplicate and a payload of another shape said so).
+func TestSignalAndSteps(t *testing.T) {
+	url := server(t)
+	code, out, _ := runCLI(t, url, "-json", "enqueue", "approve", `{}`)
+	var j cli.Job
+	if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil {
+		t.Fatalf("enqueue: %d %s", code, out)
+	}
+	runCLI(t, url, "get", j.ID) // the test server runs a message at each read
+	_, out, _ = runCLI(t, url, "get", j.ID)
+	for _, want := range []string{`waiting:  for the signal "approval"`, "steps:    ask (step, done ", "          approval (signal, waiting "} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("want %q in ljob get:\n%s", want, out)
+		}
+	}
+	if code, out, errOut := runCLI(t, url, "signal", j.ID, "approval", `{"nope":1}`); code == 0 || !strings.Contains(errOut, "invalid_payload") {
+		t.Fatalf("a signal of another shape: %d %s %s", code, out, errOut)
+	}
+	if code, out, _ := runCLI(t, url, "signal", j.ID, "approval", `{"ok":true}`); code != 0 || !strings.Contains(out, "delivered: the job was waiting for it") {
+		t.Fatalf("ljob signal: %d %s", code, out)
+	}
+	if _, out, _ := runCLI(t, url, "signal", j.ID, "approval", `{"ok":false}`); !strings.Contains(out, "duplicate") {
+		t.Fatalf("ljob signal again: %s", out)
+	}
+	runCLI(t, url, "get", j.ID)
+	if _, out, _ := runCLI(t, url, "get", j.ID); !strings.Contains(out, "status:   succeeded") || !strings.Contains(out, "          approval (signal, done ") {
+		t.Fatalf("ljob get after the signal:\n%s", out)
 	}
 }

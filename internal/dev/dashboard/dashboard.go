@@ -200,6 +200,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /jobs/{id}/cancel", s.jobAction("cancel"))
 	s.mux.HandleFunc("POST /jobs/{id}/retry", s.jobAction("retry"))
 	s.mux.HandleFunc("POST /jobs/{id}/replay", s.replay)
+	s.mux.HandleFunc("POST /jobs/{id}/signal", s.signal)
 	s.mux.HandleFunc("POST /bulk/{action}", s.bulk)
 	s.mux.HandleFunc("GET /batches/{id}", s.batchDetail)
 	s.mux.HandleFunc("GET /schedules", s.schedules)

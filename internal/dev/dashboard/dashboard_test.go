@@ -20,6 +20,7 @@ type fakeAPI struct {
 	calls   []string
 	bulk    []map[string]string
 	replays []string // the bodies of replays
+	signals []string // the bodies of signals
 	pauses  []string // "METHOD /path body" of each pause and resume
 }
 
@@ -46,7 +47,16 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/v1/jobs/j5":
 		io.WriteString(w, `{"id":"j5","kind":"k","status":"succeeded","result":null,"result_bytes":20000000,"result_url":"https://parts.s3.amazonaws.com/parts/ab/j5/result-x?X-Amz-Expires=300&X-Amz-Signature=s","payload":null,"payload_bytes":307200,"error":null,"attempt":1,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j6":
-		io.WriteString(w, `{"id":"j6","kind":"k","status":"queued","waiting_on":"signal","signal":"<b>approval","run_at":"2026-12-01T08:00:00Z","error":null,"attempt":0,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+		io.WriteString(w, `{"id":"j6","kind":"k","status":"queued","waiting_on":"signal","signal":"<b>approval","run_at":"2026-12-01T08:00:00Z","error":null,"attempt":0,`+
+			`"steps":[{"name":"ask","kind":"step","status":"done","at":"2026-11-30T08:00:01Z"},{"name":"<b>approval","kind":"signal","status":"waiting","at":"2026-11-30T08:00:01Z","until":"2026-12-01T08:00:00Z"}],`+
+			`"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
+	case r.URL.Path == "/v1/jobs/j6/signals/<b>approval" && r.Method == http.MethodPost:
+		b, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.signals = append(f.signals, string(b))
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+		io.WriteString(w, `{"duplicate":false,"woke":true}`)
 	case r.URL.Path == "/v1/jobs/j4":
 		io.WriteString(w, `{"id":"j4","kind":"k","status":"queued","waiting_on":"paused","error":null,"attempt":0,"created_at":"2026-11-30T08:00:00Z","updated_at":"2026-11-30T08:00:01Z"}`)
 	case r.URL.Path == "/v1/jobs/j1/cancel" && r.Method == http.MethodPost:
@@ -347,6 +357,35 @@ func TestReplayFromTheJobPage(t *testing.T) {
 	defer f.mu.Unlock()
 	if len(f.replays) != 2 || f.replays[0] != "" || f.replays[1] != `{"payload":{"customer":"c-43","card":"[secret]"}}` {
 		t.Fatalf("replay bodies %q", f.replays)
+	}
+}
+
+// A job that waits for a signal shows its steps as a timeline (escaped)
+// and a form that sends the signal through the API's route.
+func TestJobPageShowsStepsAndSendsASignal(t *testing.T) {
+	srv, f := newServer(t)
+	_, page, _ := get(t, srv.URL+"/jobs/j6")
+	for _, want := range []string{`<table id="steps"`, `<td>ask</td><td>step</td><td>done</td>`, `<td>&lt;b&gt;approval</td><td>signal</td><td>waiting</td>`,
+		`action="/jobs/j6/signal"`, `<input type="hidden" name="name" value="&lt;b&gt;approval">`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("want %s in the job page:\n%s", want, page)
+		}
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for payload, flash := range map[string]string{`{"approved":true}`: "signalled", `{nope`: "payload_not_json"} {
+		resp, err := client.PostForm(srv.URL+"/jobs/j6/signal", url.Values{"name": {"<b>approval"}, "payload": {payload}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.Contains(loc, "flash="+flash) {
+			t.Fatalf("a signal %s: %d %s, want flash %s", payload, resp.StatusCode, loc, flash)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.signals) != 1 || f.signals[0] != `{"approved":true}` {
+		t.Fatalf("signal bodies %q", f.signals)
 	}
 }
 

@@ -324,6 +324,41 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// signal delivers the form's signal (its name and JSON payload) to the
+// job: the caller's route, or for an operator the admin one.
+func (s *Server) signal(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if r.ParseForm() != nil || r.PostForm.Get("name") == "" {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	back := "/jobs/" + url.PathEscape(id)
+	payload := strings.TrimSpace(r.PostForm.Get("payload"))
+	if !json.Valid([]byte(payload)) {
+		redirect(w, r, back, "payload_not_json")
+		return
+	}
+	route := deploy.RouteSignalJob
+	if s.cfg.Operator {
+		route = deploy.RouteAdminSignalJob
+	}
+	var res jobs.SignalResult
+	status, problem, err := s.call(r.Context(), apiclient.Request{Route: route, Params: map[string]string{"id": id, "name": r.PostForm.Get("name")},
+		Body: json.RawMessage(payload)}, &res)
+	switch {
+	case err != nil:
+		s.fail(w, "jobs", err)
+	case status >= 300:
+		s.refused(w, status, page{Nav: "jobs", Problem: "Not done: " + problem, Back: back})
+	case res.Duplicate:
+		redirect(w, r, back, "signal_duplicate")
+	case res.Woke:
+		redirect(w, r, back, "signalled")
+	default:
+		redirect(w, r, back, "signal_kept")
+	}
+}
+
 // bulk runs a bulk action over the whole filter, following continuation
 // tokens for up to 20 calls (2,000 jobs) per click.
 func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {

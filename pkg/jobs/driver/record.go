@@ -116,6 +116,11 @@ type Record struct {
 	// each sealed: what its handler's waits for them return
 	// (jobs.WaitForSignal). Never shown; they last as long as the job.
 	Signals map[string][]byte
+	// StepMarks are what the job's views show of its durable steps (their
+	// names, kinds, states and times; never their results), encoded by
+	// package jobs, written with the job's state (Checkpoint.Marks,
+	// Requeue.Marks, Outcome.Marks).
+	StepMarks string
 	// QueueCapped: the job's kind caps how many of its jobs are queued
 	// (KindOpts.MaxQueued), so the store counts the job among its kind's
 	// queued jobs while it is queued (QueueCounter). Set at creation, never

@@ -465,6 +465,8 @@ type Outcome struct {
 	// Staged, when set, names Result's object, written ahead of this
 	// write (ResultStager): the store names it instead of writing Result.
 	Staged Staged
+	// Marks, when set, replaces the job's Record.StepMarks.
+	Marks string
 	// Code is the failure code of a failed run.
 	Code string
 	At   time.Time
@@ -551,6 +553,8 @@ type Requeue struct {
 	// claimed record (the worker reads it then).
 	WaitingOn string
 	Unstart   bool
+	// Marks, when set, replaces the job's Record.StepMarks.
+	Marks string
 }
 
 // SlotClaim asks Store.AcquireSlot for a slot.
@@ -657,6 +661,9 @@ type Checkpoint struct {
 	// Until is how long a checkpoint kept apart (PartCheckpoint) must
 	// last at least: the engine's rule, as Record.PayloadUntil.
 	Until time.Time
+	// Marks, when set, replaces the job's Record.StepMarks in the same
+	// write.
+	Marks string
 }
 
 // MaxCheckpointBytes bounds a checkpoint as stored, so a job's item (its

@@ -704,6 +704,15 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 	checkpoint := measure(func() error {
 		return store.Checkpoint(ctx, rec.ID, "a", driver.Checkpoint{Data: make([]byte, 300), LeaseUntil: now.Add(40 * time.Second), At: now})
 	})
+	// A durable step (jobs.Step, its third): its write stores the job's
+	// state (the three steps' results, 200 B sealed) and the marks its
+	// views show, as package jobs writes them.
+	const threeMarks = `[{"name":"charge","kind":"step","status":"done","at":"2026-12-06T04:00:00.123Z"},` +
+		`{"name":"ship","kind":"step","status":"done","at":"2026-12-06T04:00:01.456Z"},` +
+		`{"name":"review","kind":"step","status":"done","at":"2026-12-06T04:00:02.789Z"}]`
+	step := measure(func() error {
+		return store.Checkpoint(ctx, rec.ID, "a", driver.Checkpoint{Data: make([]byte, 200), LeaseUntil: now.Add(40 * time.Second), At: now, Marks: threeMarks})
+	})
 	// The sweeper's look at a live heartbeating run, when its sweep entry
 	// comes due (about once per lease, at most once per sweep): it reads
 	// the job (a consistent read, 1 read unit under 4 KB), finds the lease
@@ -822,14 +831,15 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 		"heartbeat after a 10 KB checkpoint, inline (before)": beatInline,
 		"sweeper's read (read units)":                         sweepRead, "sweeper's deferral": sweepMove,
 		"first heartbeat, sent first": firstSent, "continuation, sent first": continuationSent, "sleep, sent first": sleep,
-		"signal's park": park, "signal's wake": wake, "claim after a signal": claimWoken, "signal before its wait": signalEarly}
+		"signal's park": park, "signal's wake": wake, "claim after a signal": claimWoken, "signal before its wait": signalEarly, "step (its third)": step}
 	want := map[string]float64{
 		"first heartbeat, sent first":        2, // 1 + the sweep entry in 1
 		"sleep, sent first":                  9, // park 5 (job, running out, queued in, sweep in, waiting in) + claim 4 (job, queued out, running in, waiting out)
 		"signal's park":                      5, // as a sleep's
 		"signal's wake":                      3, // the job with its signal 1 + the sweep entry moved (out 1, in 1)
 		"claim after a signal":               4, // as after a sleep
-		"signal before its wait":             1, // the job\'s item, under 1 KB with the signal
+		"signal before its wait":             1, // the job's item, under 1 KB with the signal
+		"step (its third)":                   1, // the job's item with its state and marks, under 1 KB
 		"continuation, sent first":           7, // requeue 1 + the sweep entry out 1 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
 		"sweeper's read (read units)":        1,
 		"sweeper's deferral":                 3, // 1 + the sweep entry moved (out 1, in 1)

@@ -185,3 +185,10 @@ func (e *expr) hasDependents(n int) {
 	}
 	e.when("size(" + e.n(attrDependents) + ") = " + e.vn(int64(n)))
 }
+
+// marks sets the job's step marks (driver.Record.StepMarks) when given.
+func (e *expr) marks(m string) {
+	if m != "" {
+		e.setTo(attrStepMarks, e.vs(m))
+	}
+}

@@ -196,6 +196,8 @@ const (
 	// to exist; attrSignals counts them, for the bound.
 	attrSignal  = "g_"
 	attrSignals = "gn"
+	// What the job's views show of its durable steps (a JSON string).
+	attrStepMarks = "sm"
 )
 
 // CreateTableInput returns the table definition for CreateTable: on-demand

@@ -119,6 +119,7 @@ type item struct {
 	UniqueKey   string   `dynamodbav:"uk,omitempty"`
 	UniqueUntil string   `dynamodbav:"uu,omitempty"`
 	StartBy     int64    `dynamodbav:"sb,omitempty"`
+	StepMarks   string   `dynamodbav:"sm,omitempty"`
 	Checkpoint  []byte   `dynamodbav:"cp,omitempty"`
 	CheckpointR string   `dynamodbav:"cr,omitempty"`
 	Continued   int      `dynamodbav:"cn,omitempty"`
@@ -296,7 +297,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		Checkpoint: it.Checkpoint, CheckpointRef: it.CheckpointR, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
 		Events: it.Events, OnFailure: it.OnFailure, Outcomes: it.Outcomes, QueueCapped: it.KindCap != "",
 		Parents: it.Parents, ParentsDone: it.ParentsDone, CancelledBy: it.CancelledBy, Dependents: parseDependents(it.Dependents), ReplayOf: it.ReplayOf, ManualRunOf: it.ManualRunOf, ChildOf: it.ChildOf,
-		Tags: it.Tags,
+		Tags: it.Tags, StepMarks: it.StepMarks,
 	}
 	if it.BatchCount != "" {
 		var bc jobs.BatchCounts
@@ -708,6 +709,7 @@ func (s *Store) Checkpoint(ctx context.Context, id, token string, c driver.Check
 	build := func(lease bool) *expr {
 		e := newExpr()
 		e.checkpoint(c.Data, ref)
+		e.marks(c.Marks)
 		if lease {
 			e.leaseForward(ms(c.LeaseUntil))
 		}
@@ -762,6 +764,7 @@ func (s *Store) Finish(ctx context.Context, id, token string, o driver.Outcome) 
 		e.del(attrLease)
 	}
 	e.afterOutcome(id, at, o.After)
+	e.marks(o.Marks)
 	if !o.ExpiresAt.IsZero() {
 		e.setTo(AttrExpires, e.vn(o.ExpiresAt.Unix()))
 	}
@@ -859,6 +862,7 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 		}
 		e.checkpoint(r.Checkpoint, ref)
 	}
+	e.marks(r.Marks)
 	if r.WaitingOn != "" {
 		attempt--
 		e.setTo(attrWaitingOn, e.vs(r.WaitingOn))

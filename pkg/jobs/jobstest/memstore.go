@@ -204,6 +204,9 @@ func (m *MemStore) Checkpoint(_ context.Context, id, token string, c driver.Chec
 		return err
 	}
 	m.setPart(r, driver.PartCheckpoint, c.Data, c.Until)
+	if c.Marks != "" {
+		r.StepMarks = c.Marks
+	}
 	r.LeaseUntil, r.UpdatedAt = latest(r.LeaseUntil, c.LeaseUntil), c.At
 	return nil
 }
@@ -231,6 +234,9 @@ func (m *MemStore) Finish(_ context.Context, id, token string, o driver.Outcome)
 		r.Outcomes = o.Seq
 	}
 	r.Status = o.Status
+	if o.Marks != "" {
+		r.StepMarks = o.Marks
+	}
 	r.WaitingOn = ""
 	r.UpdatedAt = o.At
 	r.FinishedAt = o.At
@@ -437,6 +443,9 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q driver.Requeue
 	}
 	if q.Checkpoint != nil {
 		m.setPart(r, driver.PartCheckpoint, q.Checkpoint, q.CheckpointUntil)
+	}
+	if q.Marks != "" {
+		r.StepMarks = q.Marks
 	}
 	r.WaitingOn = q.WaitingOn
 	if q.WaitingOn != "" {

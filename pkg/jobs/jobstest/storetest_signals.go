@@ -32,6 +32,37 @@ func (c suite) signals(t *testing.T) {
 		return ce.Current
 	}
 
+	// A job's step marks are written with its state: by a checkpoint, a
+	// park and its final write, each when given; a write without them
+	// keeps them.
+	c.run(t, "StepMarksAreWrittenWithTheState", func(t *testing.T, s driver.Store, clock *Clock) {
+		rec := mustCreate(t, s, clock.Now())
+		_, token := mustClaim(t, s, rec.ID, clock.Now())
+		now := clock.Now()
+		if err := s.Checkpoint(ctx, rec.ID, token, driver.Checkpoint{Data: []byte("sealed:1"), LeaseUntil: now.Add(time.Minute), At: now, Marks: `[{"name":"a"}]`}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Heartbeat(ctx, rec.ID, token, driver.Heartbeat{LeaseUntil: now.Add(time.Minute), At: now}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, rec.ID).StepMarks; got != `[{"name":"a"}]` {
+			t.Fatalf("after a checkpoint and a heartbeat: marks %q", got)
+		}
+		if err := s.Requeue(ctx, rec.ID, token, driver.Requeue{At: now, RunAt: now, WaitingOn: "sleep", Marks: `[{"name":"b"}]`}); err != nil {
+			t.Fatal(err)
+		}
+		claimed, token := mustClaim(t, s, rec.ID, now)
+		if claimed.StepMarks != `[{"name":"b"}]` {
+			t.Fatalf("after a park: marks %q", claimed.StepMarks)
+		}
+		if err := s.Finish(ctx, rec.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: now, ExpiresAt: now.Add(time.Hour), Marks: `[{"name":"c"}]`}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, rec.ID).StepMarks; got != `[{"name":"c"}]` {
+			t.Fatalf("after the final write: marks %q", got)
+		}
+	})
+
 	// A signal is stored on a queued or running job, once per name, up to
 	// Max; the claim returns the job's signals; a finished job takes none.
 	c.run(t, "SignalsAreKeptOncePerNameUpToMax", func(t *testing.T, s driver.Store, clock *Clock) {
