@@ -67,7 +67,7 @@ func TestOrderWorkflowSurvivesKills(t *testing.T) {
 	stack, _ := testenv.StartStack(t, ctx, localstack.Config{
 		Root: root, Bootstraps: bootstraps, RIE: rie, APIAddr: "127.0.0.1:0", DynamoDBPort: 0, SQSPort: 0,
 		Table: "order", Queue: "order", WorkerTimeout: workerTimeout, WorkerInstances: 1, BatchSize: 1,
-		SweepEvery: 2 * time.Second,
+		SweepEvery:  2 * time.Second,
 		FunctionEnv: []string{"JOBS_DISPATCH_GRACE=" + grace.String(), "JOBS_HANDLER_RESERVE=1s", "JOBS_FINAL_WRITE_TIMEOUT=500ms"},
 	})
 	provider := examplekinds.NewOrderProvider()
