@@ -448,10 +448,7 @@ func RouteTable() string {
 	var b strings.Builder
 	b.WriteString("| route | function | who |\n|---|---|---|\n")
 	for _, r := range Routes {
-		who := "callers"
-		if r.Auth == AuthOperator {
-			who = "operators"
-		}
+		who := map[Auth]string{AuthCaller: "callers", AuthOperator: "operators", AuthNone: "anyone, with a callback token (no authorizer)"}[r.Auth]
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.Key(), r.Function, who)
 	}
 	return b.String()

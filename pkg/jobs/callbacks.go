@@ -13,11 +13,11 @@ import (
 )
 
 // Callback tokens. A third party without AWS credentials (a payment
-// provider's webhook, an e-mail's approve link) delivers a signal with a
-// token the handler made (Job.CallbackToken): POST /v1/callbacks/{token}
+// provider's webhook, a carrier's shipping notice) delivers a signal with
+// a token the handler made (Job.CallbackToken): POST /v1/callbacks/{token}
 // with the signal's payload, the API's only route without a caller
-// identity. The token is the job's id, the signal's name and an expiry,
-// sealed under the payload key ring (AES-GCM: authenticated), so a forged,
+// identity. The token is the job's id and creation, the signal's name
+// and an expiry, sealed under the payload key ring (AES-GCM: authenticated), so a forged,
 // altered or expired token is refused before anything is read; it is
 // used once, by the signal's own conditional write (a job keeps the first
 // signal of each name). docs/LONG_RUNS.md, "Callback tokens".
@@ -28,11 +28,14 @@ const callbackPrefix = "cb1."
 // callbackAAD binds a token's seal to its use.
 var callbackAAD = []byte("lambdajobs-callback")
 
-// callback is what a callback token says.
+// callback is what a callback token says: the job (its id and when it
+// was created, so a later job under the same id, once this one's
+// retention ended, does not take it), the signal, the expiry.
 type callback struct {
-	Job    string `json:"j"`
-	Name   string `json:"n"`
-	Expiry int64  `json:"e"` // Unix milliseconds
+	Job     string `json:"j"`
+	Created int64  `json:"c"` // Unix milliseconds
+	Name    string `json:"n"`
+	Expiry  int64  `json:"e"` // Unix milliseconds
 }
 
 var (
@@ -66,7 +69,7 @@ func (j *Job[P]) CallbackToken(name string, ttl time.Duration) (string, error) {
 	if j.h.now != nil {
 		now = j.h.now()
 	}
-	raw, _ := json.Marshal(callback{Job: j.ID, Name: name, Expiry: now.Add(ttl).UnixMilli()})
+	raw, _ := json.Marshal(callback{Job: j.ID, Created: j.CreatedAt.UnixMilli(), Name: name, Expiry: now.Add(ttl).UnixMilli()})
 	sealed, err := j.h.sealToken(raw)
 	if err != nil {
 		return "", fmt.Errorf("jobs: callback token for %q: %w", name, err)
@@ -87,6 +90,11 @@ func (s *Service) openCallback(token string, now time.Time) (callback, error) {
 		return c, errInvalidToken
 	}
 	plain, err := s.sealer.Open(string(sealed), callbackAAD)
+	if errors.Is(err, errUnknownKey) {
+		// Sealed by a worker under a key this instance lacks yet (a
+		// rotation on its way): a retry later succeeds.
+		return c, fmt.Errorf("%w: the token's key is not in this instance's ring yet", ErrUnavailable)
+	}
 	if err != nil || json.Unmarshal(plain, &c) != nil || !wire.ValidID(c.Job) {
 		return c, errInvalidToken
 	}
@@ -111,7 +119,8 @@ func (s *Service) Callback(ctx context.Context, token string, payload json.RawMe
 	}
 	rec, err := s.store.Get(ctx, c.Job)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrNotFound), err == nil && rec.CreatedAt.UnixMilli() != c.Created:
+		// Gone, or another job under its id: the token's job is gone.
 		return nil, ErrNotFound
 	case err != nil:
 		return nil, fmt.Errorf("%w: store: %w", ErrUnavailable, err)

@@ -56,11 +56,15 @@ type runHandle struct {
 	now     func() time.Time
 	seal    func(raw []byte) ([]byte, error)
 	suspend *suspension
-	// signals are the job's signals, opened (WaitForSignal); signalTypes
-	// the kind's declared ones (KindOpts.Signals; nil on a Job built by
-	// hand, which checks none).
+	// signals are the job's signals, sealed, and open opens one
+	// (WaitForSignal: only the one it waits for, when it does);
+	// signalTypes the kind's declared ones (KindOpts.Signals; nil on a
+	// Job built by hand, which checks none). unreadable is set once a
+	// signal could not be opened: the job fails payload_unreadable.
 	signals     map[string][]byte
+	open        func(name string, sealed []byte) ([]byte, error)
 	signalTypes map[string]reflect.Type
+	unreadable  bool
 	// sealToken seals a callback token (Job.CallbackToken; nil on a Job
 	// built by hand).
 	sealToken func(raw []byte) (string, error)

@@ -102,6 +102,9 @@ func (k *kindDef) execute(ctx context.Context, rec *driver.Record, sealer Sealer
 	case h != nil && h.nondeterministic, errors.Is(err, errNondeterministic):
 		// Whatever the handler made of it: never a silent success.
 		return execution{Status: StatusFailed, Code: CodeNondeterministic, Cause: "nondeterministic"}
+	case h != nil && h.unreadable:
+		// A signal it waited for could not be opened.
+		return execution{Status: StatusFailed, Code: CodePayloadUnreadable, Cause: "unseal"}
 	case errors.As(err, &cont):
 		ex := execution{Continue: true, Cause: "continue"}
 		if cont.v != nil {

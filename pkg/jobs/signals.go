@@ -33,11 +33,12 @@ import (
 // (its Record.WaitingOn is driver.WaitSignalOn of the signal's name).
 const waitSignal = "signal"
 
-// MaxSignalBytes bounds a signal's payload (JSON), and maxSignals the
-// signals one job keeps: together they keep a job's item within what
-// DynamoDB stores (docs/CAPACITY.md, "Signals").
+// maxSignalBytes bounds a signal's payload (JSON), and maxSignals the
+// signals one job keeps (and a kind declares): each is an attribute of the
+// job's own item, so every later write of the job pays for their bytes
+// (docs/CAPACITY.md).
 const (
-	maxSignalBytes = 16 << 10
+	maxSignalBytes = 4 << 10
 	maxSignals     = 8
 )
 
@@ -53,6 +54,9 @@ var signalName = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
 // checkSignals checks KindOpts.Signals: each name valid, each type one a
 // signal's JSON decodes into.
 func checkSignals(in map[string]any) (map[string]reflect.Type, error) {
+	if len(in) > maxSignals {
+		return nil, fmt.Errorf("%d signals: a job keeps at most %d", len(in), maxSignals)
+	}
 	out := make(map[string]reflect.Type, len(in))
 	for name, v := range in {
 		if !signalName.MatchString(name) {
@@ -100,25 +104,6 @@ func decodeSignal(raw []byte, t reflect.Type) (any, error) {
 // signalAAD binds a sealed signal to its job and its name.
 func signalAAD(id, name string) []byte { return []byte(id + "\x00signal\x00" + name) }
 
-// openSignals opens rec's signals (nil when it has none).
-func openSignals(s Sealer, rec *driver.Record) (map[string][]byte, error) {
-	if len(rec.Signals) == 0 {
-		return nil, nil
-	}
-	if s == nil {
-		return nil, errNoSealer
-	}
-	out := make(map[string][]byte, len(rec.Signals))
-	for name, sealed := range rec.Signals {
-		plain, err := s.Open(string(sealed), signalAAD(rec.ID, name))
-		if err != nil {
-			return nil, err
-		}
-		out[name] = plain
-	}
-	return out, nil
-}
-
 // WaitForSignal waits for the signal named name of job's kind
 // (KindOpts.Signals declares it, with T its payload's type) for at most
 // timeout, as the step named name: it returns the signal's payload and
@@ -160,40 +145,89 @@ func WaitForSignal[T, P any](ctx context.Context, job *Job[P], name string, time
 	if t, ok := h.signalTypes[name]; h.signalTypes != nil && (!ok || t != reflect.TypeFor[T]()) {
 		return zero, false, fmt.Errorf("jobs: signal %q: the kind's KindOpts.Signals does not declare it with a payload of type %s", name, reflect.TypeFor[T]())
 	}
-	deliver := func() (T, bool, error) {
-		v, err := decodePayload[T](h.signals[name], maxSignalBytes)
+	i := h.nextStep
+	stored := i < len(h.steps) && h.steps[i].Name == name
+	var st stepResult
+	if stored {
+		st = h.steps[i]
+		switch st.Signal {
+		case 0:
+			h.nondeterministic = true
+			return zero, false, fmt.Errorf("%w: signal %q was stored as a step or a sleep", errNondeterministic, name)
+		case signalTimedOut:
+			h.nextStep++
+			return zero, false, nil
+		}
+	} else {
+		for _, later := range h.steps[min(i, len(h.steps)):] {
+			if later.Name == name {
+				h.nondeterministic = true
+				return zero, false, fmt.Errorf("%w: signal %q was stored after %q, which this run has not asked for", errNondeterministic, name, h.steps[i].Name)
+			}
+		}
+	}
+	// When the wait ends: as stored, or from now for a new one.
+	until := time.UnixMilli(st.Until)
+	if !stored {
+		var err error
+		if until, err = h.signalEnd(name, now, timeout); err != nil {
+			return zero, false, err
+		}
+	}
+	plain, came, err := h.openSignal(name)
+	switch {
+	case came && errors.Is(err, errUnknownKey):
+		// Sealed under a key this instance lacks (a rotation that has not
+		// reached it yet): the job goes back, no attempt spent, for an
+		// instance that holds it (waiting_on "key"), as long as its wait
+		// lasts (a delivered one: as long as a payload's key is waited
+		// for), then fails payload_unreadable.
+		deadline := until
+		if stored && st.Signal == signalDelivered {
+			deadline = time.UnixMilli(st.At).Add(unknownKindGrace)
+		}
+		if !now.Before(deadline) || h.checkpoint == nil {
+			h.unreadable = true
+			return zero, false, fmt.Errorf("jobs: signal %q: %w", name, err)
+		}
+		var state []byte
+		if !stored {
+			steps := slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Until: until.UnixMilli(), Signal: signalWaiting, At: now.UnixMilli()})
+			if state, err = h.seal(encodeState(jobState{V: h.resume, Steps: steps})); err != nil {
+				return zero, false, fmt.Errorf("jobs: signal %q: %w", name, err)
+			}
+			h.steps, h.nextStep = steps, i+1
+		}
+		h.suspend = &suspension{on: waitKey, until: now.Add(unknownKindWait), state: state}
+		runtime.Goexit() // stepMu is unlocked by the deferred call
+	case came && err != nil:
+		h.unreadable = true
+		return zero, false, fmt.Errorf("jobs: signal %q: %w", name, err)
+	case came:
+		v, err := decodePayload[T](plain, maxSignalBytes)
 		if err != nil {
 			return zero, false, fmt.Errorf("jobs: signal %q: its payload does not decode: %w", name, err)
 		}
-		return v, true, nil
-	}
-	i := h.nextStep
-	if i < len(h.steps) && h.steps[i].Name == name {
-		st := h.steps[i]
-		_, came := h.signals[name]
-		switch {
-		case st.Signal == 0:
-			h.nondeterministic = true
-			return zero, false, fmt.Errorf("%w: signal %q was stored as a step or a sleep", errNondeterministic, name)
-		case st.Signal == signalTimedOut:
-			h.nextStep++
-			return zero, false, nil
-		case came:
+		// Nothing to store: the signal lasts as long as the job and says
+		// the same to every run; the next write of the job's state says
+		// the wait is done.
+		if stored {
 			h.steps[i].Signal, h.steps[i].Until, h.steps[i].At = signalDelivered, 0, now.UnixMilli()
-			h.nextStep++
-			return deliver()
-		case st.Signal == signalDelivered:
-			// Stored as delivered, and gone: never, as signals last as
-			// long as their job; refuse rather than answer otherwise.
-			h.nondeterministic = true
-			return zero, false, fmt.Errorf("%w: signal %q was delivered to an earlier run and is gone", errNondeterministic, name)
+		} else {
+			h.steps = slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Signal: signalDelivered, At: now.UnixMilli()})
 		}
-		until := time.UnixMilli(st.Until)
-		if now.Before(until) {
-			// Woken before its timeout without the signal: wait again.
-			h.suspend = &suspension{on: driver.WaitSignalOn(name), until: until}
-			runtime.Goexit() // stepMu is unlocked by the deferred call
-		}
+		h.nextStep = i + 1
+		return v, true, nil
+	case stored && st.Signal == signalDelivered:
+		// Stored as delivered, and gone: never, as signals last as long
+		// as their job; refuse rather than answer otherwise.
+		h.nondeterministic = true
+		return zero, false, fmt.Errorf("%w: signal %q was delivered to an earlier run and is gone", errNondeterministic, name)
+	case stored && now.Before(until):
+		// Woken before its timeout without the signal: wait again.
+		h.suspend = &suspension{on: driver.WaitSignalOn(name), until: until}
+		runtime.Goexit() // stepMu is unlocked by the deferred call
+	case stored:
 		// The timeout came first: stored before it is answered, so that a
 		// signal delivered from now on changes no later run's answer.
 		steps := slices.Clone(h.steps)
@@ -208,35 +242,7 @@ func WaitForSignal[T, P any](ctx context.Context, job *Job[P], name string, time
 		}
 		h.steps, h.nextStep = steps, i+1
 		return zero, false, nil
-	}
-	for _, later := range h.steps[min(i, len(h.steps)):] {
-		if later.Name == name {
-			h.nondeterministic = true
-			return zero, false, fmt.Errorf("%w: signal %q was stored after %q, which this run has not asked for", errNondeterministic, name, h.steps[i].Name)
-		}
-	}
-	if _, came := h.signals[name]; came {
-		// It came before the wait: nothing to store, as the signal itself
-		// lasts as long as the job and says the same to every run.
-		h.steps = slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Signal: signalDelivered, At: now.UnixMilli()})
-		h.nextStep = i + 1
-		return deliver()
-	}
-	if timeout <= 0 {
-		return zero, false, fmt.Errorf("jobs: signal %q: timeout %v: want more than 0", name, timeout)
-	}
-	until := now.Add(timeout)
-	if t := until.Truncate(time.Millisecond); t.Before(until) {
-		until = t.Add(time.Millisecond)
-	}
-	if timeout > MaxDelay {
-		return zero, false, fmt.Errorf("jobs: signal %q: its timeout %v is more than MaxDelay (%s)", name, timeout, MaxDelay)
-	}
-	if !h.runEnd.IsZero() && until.After(h.runEnd) {
-		return zero, false, fmt.Errorf("jobs: signal %q: its timeout %s is past the kind's MaxRunTime, which ends the job at %s", name,
-			until.UTC().Format(time.RFC3339), h.runEnd.UTC().Format(time.RFC3339))
-	}
-	if h.checkpoint == nil {
+	case h.checkpoint == nil:
 		// A Job built by hand: nothing will come.
 		h.steps = slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Signal: signalTimedOut, At: now.UnixMilli()})
 		h.nextStep = i + 1
@@ -249,8 +255,40 @@ func WaitForSignal[T, P any](ctx context.Context, job *Job[P], name string, time
 	}
 	h.steps, h.nextStep = steps, i+1
 	h.suspend = &suspension{on: driver.WaitSignalOn(name), until: until, state: sealed}
-	runtime.Goexit()        // stepMu is unlocked by the deferred call
-	return zero, false, nil // not reached
+	runtime.Goexit() // stepMu is unlocked by the deferred call
+	return zero, false, nil
+}
+
+// signalEnd is when a new wait for the signal name, of timeout, ends:
+// rounded up to the store's millisecond; an error for a timeout out of
+// bounds (more than 0, at most MaxDelay, within the kind's MaxRunTime).
+func (h *runHandle) signalEnd(name string, now time.Time, timeout time.Duration) (time.Time, error) {
+	if timeout <= 0 || timeout > MaxDelay {
+		return time.Time{}, fmt.Errorf("jobs: signal %q: timeout %v: want more than 0, at most MaxDelay (%s)", name, timeout, MaxDelay)
+	}
+	until := now.Add(timeout)
+	if t := until.Truncate(time.Millisecond); t.Before(until) {
+		until = t.Add(time.Millisecond)
+	}
+	if !h.runEnd.IsZero() && until.After(h.runEnd) {
+		return time.Time{}, fmt.Errorf("jobs: signal %q: its timeout %s is past the kind's MaxRunTime, which ends the job at %s", name,
+			until.UTC().Format(time.RFC3339), h.runEnd.UTC().Format(time.RFC3339))
+	}
+	return until, nil
+}
+
+// openSignal opens the job's signal named name: came is false when the
+// job has none.
+func (h *runHandle) openSignal(name string) (plain []byte, came bool, err error) {
+	sealed, came := h.signals[name]
+	if !came {
+		return nil, false, nil
+	}
+	if h.open == nil {
+		return nil, true, errNoSealer
+	}
+	plain, err = h.open(name, sealed)
+	return plain, true, err
 }
 
 // SignalResult is what Service.Signal did.
@@ -323,6 +361,12 @@ func (s *Service) signal(ctx context.Context, rec *driver.Record, name string, p
 		}
 		err := s.eng.signaller.Signal(ctx, id, sg)
 		var ce *driver.ConflictError
+		if errors.As(err, &ce) && ce.Current != nil && bytes.Equal(ce.Current.Signals[name], sg.Data) {
+			// Our own write, which landed and whose answer was lost (the
+			// SDK tried it again): the sealed bytes, with their nonce, are
+			// this call's.
+			err = nil
+		}
 		switch {
 		case err == nil && wake:
 			if err := s.eng.deliver(ctx, rec, d); err != nil {

@@ -946,10 +946,6 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 	if err != nil {
 		return nil, err
 	}
-	signals, err := openSignals(w.sealer, rec)
-	if err != nil {
-		return nil, err
-	}
 	lease := func() time.Time { return leaseOf(inv, k, w.eng.now()) }
 	// renewed tells the run's keeper of a write that renewed its lease (a
 	// heartbeat or checkpoint that landed: a cancel request does not stop
@@ -961,7 +957,7 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 		return err
 	}
 	h := &runHandle{
-		resume: st.V, steps: st.Steps, now: w.eng.now, signals: signals, signalTypes: k.signals,
+		resume: st.V, steps: st.Steps, now: w.eng.now, signals: rec.Signals, signalTypes: k.signals,
 		publish: func(pctx context.Context, body []byte) error {
 			return cancelled(w.eng.publish(pctx, rec.ID, token, body))
 		},
@@ -979,6 +975,7 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 	}
 	if w.sealer != nil {
 		h.sealToken = func(raw []byte) (string, error) { return w.sealer.Seal(raw, callbackAAD) }
+		h.open = func(name string, sealed []byte) ([]byte, error) { return w.sealer.Open(string(sealed), signalAAD(rec.ID, name)) }
 	}
 	if w.children != nil {
 		h.child = func(cctx context.Context, name string, build func(*Service) (EnqueueRequest, error)) (*EnqueueResult, error) {

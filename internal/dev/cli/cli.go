@@ -680,6 +680,8 @@ func (c *client) print(j Job, raw []byte) {
 		fmt.Fprintf(c.stdout, "waiting:  on %d of the jobs it runs after (no attempt spent)\n", j.Left)
 	case j.WaitingOn == "sleep" && j.Status == "queued":
 		fmt.Fprintln(c.stdout, "waiting:  on its handler's sleep, until the next run (no attempt spent)")
+	case j.WaitingOn == "signal" && j.Status == "queued" && j.Signal == "":
+		fmt.Fprintln(c.stdout, "waiting:  its signal came while it ran: it runs again now (no attempt spent)")
 	case j.WaitingOn == "signal" && j.Status == "queued":
 		fmt.Fprintf(c.stdout, "waiting:  for the signal %q, at most until the next run (no attempt spent)\n", j.Signal)
 	case j.WaitingOn != "" && j.Status == "queued":

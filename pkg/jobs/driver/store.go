@@ -408,8 +408,11 @@ const waitSignalPrefix = "signal:"
 // conditions that the job is queued or running, has no signal named
 // s.Name, and holds fewer than s.Max signals; with s.Wake, also that it is
 // queued waiting for that signal (WaitingOn WaitSignalOn(s.Name)), and it
-// makes the job due: RunAt and SweepAt as s says. A condition that fails
-// is a *ConflictError with the job as it is; a missing job ErrNotFound.
+// makes the job due: RunAt and SweepAt as s says; without s.Wake, that it
+// is not (so a job parked for the signal after the caller read it is
+// woken, not left waiting). It leaves UpdatedAt alone (a run's first
+// heartbeat is conditional on it). A condition that fails is a
+// *ConflictError with the job as it is; a missing job ErrNotFound.
 type Signaller interface {
 	Signal(ctx context.Context, id string, s Signal) error
 }

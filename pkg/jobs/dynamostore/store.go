@@ -891,12 +891,13 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 
 // Signal stores a signal on a job that is queued or running, as an
 // attribute of its own (driver.Signaller): one conditional write, which
-// with sg.Wake also makes the job that waits for it due.
+// with sg.Wake also makes the job that waits for it due, and without it
+// is refused on a job that waits for it.
 func (s *Store) Signal(ctx context.Context, id string, sg driver.Signal) error {
 	e := newExpr()
+	// Not updated_ms: a run's first heartbeat is conditional on it.
 	e.setTo(attrSignal+sg.Name, e.v(&types.AttributeValueMemberB{Value: sg.Data}))
 	e.addTo(attrSignals, 1)
-	e.setTo(attrUpdated, e.vn(ms(sg.At)))
 	e.when(e.notExists(attrSignal + sg.Name))
 	e.when(e.notExists(attrSignals) + " OR " + e.n(attrSignals) + " < " + e.vn(int64(sg.Max)))
 	if sg.Wake {
@@ -911,6 +912,9 @@ func (s *Store) Signal(ctx context.Context, id string, sg driver.Signal) error {
 		}
 	} else {
 		e.when(e.statusIs(jobs.StatusQueued) + " OR " + e.statusIs(jobs.StatusRunning))
+		// A job parked for this signal since it was read is woken, not
+		// left waiting: the caller reads it again and wakes it.
+		e.when(e.notExists(attrWaitingOn) + " OR " + e.n(attrWaitingOn) + " <> " + e.vs(driver.WaitSignalOn(sg.Name)))
 	}
 	_, err := s.update(ctx, id, change{op: "signal", raw: e})
 	return err

@@ -41,7 +41,7 @@ const MaxBodyBytes = jobs.MaxPayloadBytes + 4<<10
 const MaxBatchBodyBytes = 6 << 20
 
 // maxSignalBody is the largest signal (jobs.Service.Signal's bound).
-const maxSignalBody = 16 << 10
+const maxSignalBody = 4 << 10
 
 // API serves the job endpoints.
 type API struct {

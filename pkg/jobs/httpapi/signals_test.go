@@ -49,7 +49,7 @@ func TestSignalRoutes(t *testing.T) {
 		{"me", path + "approval", `{"approved":"yes"}`, http.StatusUnprocessableEntity, "invalid_payload"},
 		{"me", path + "approval", `{"approved":true,"by":"x"}`, http.StatusUnprocessableEntity, "invalid_payload"},
 		{"me", path + "approval", `{"approved":`, http.StatusBadRequest, "malformed_json"},
-		{"me", path + "approval", `{"pad":"` + strings.Repeat("x", 16<<10) + `"}`, http.StatusRequestEntityTooLarge, "too_large"},
+		{"me", path + "approval", `{"pad":"` + strings.Repeat("x", 4<<10) + `"}`, http.StatusRequestEntityTooLarge, "too_large"},
 		{"other", path + "approval", `{"approved":true}`, http.StatusNotFound, "not_found"},
 		{"me", "/v1/admin/jobs/" + id + "/signals/approval", `{"approved":true}`, http.StatusForbidden, "forbidden"},
 	} {

@@ -461,7 +461,8 @@ func (m *MemStore) Requeue(_ context.Context, id, token string, q driver.Requeue
 }
 
 // Signal stores a signal on a job that is not final, and wakes it when it
-// waits for that signal (driver.Signaller).
+// waits for that signal: a write without Wake on a job that waits for it
+// is refused (driver.Signaller).
 func (m *MemStore) Signal(_ context.Context, id string, sg driver.Signal) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -469,15 +470,14 @@ func (m *MemStore) Signal(_ context.Context, id string, sg driver.Signal) error 
 	if !ok {
 		return jobs.ErrNotFound
 	}
-	if (r.Status != jobs.StatusQueued && r.Status != jobs.StatusRunning) || r.Signals[sg.Name] != nil || len(r.Signals) >= sg.Max ||
-		(sg.Wake && (r.Status != jobs.StatusQueued || r.WaitingOn != driver.WaitSignalOn(sg.Name))) {
+	waits := r.Status == jobs.StatusQueued && r.WaitingOn == driver.WaitSignalOn(sg.Name)
+	if (r.Status != jobs.StatusQueued && r.Status != jobs.StatusRunning) || r.Signals[sg.Name] != nil || len(r.Signals) >= sg.Max || sg.Wake != waits {
 		return &driver.ConflictError{Current: clone(r)}
 	}
 	if r.Signals == nil {
 		r.Signals = map[string][]byte{}
 	}
 	r.Signals[sg.Name] = bytes.Clone(sg.Data)
-	r.UpdatedAt = sg.At
 	if sg.Wake {
 		r.RunAt, r.SweepAt = sg.RunAt, sg.SweepAt
 	}

@@ -122,6 +122,12 @@ func (c suite) signals(t *testing.T) {
 		}
 		clock.Advance(time.Hour)
 		now := clock.Now()
+		// A write without a wake, its caller having read the job running,
+		// is refused: the caller reads it again and wakes it.
+		cur = conflict(t, sg.Signal(ctx, rec.ID, driver.Signal{Name: "approval", Data: []byte("sealed:late"), At: now, Max: 8}), "a signal without a wake to a job that waits for it")
+		if cur.Signals["approval"] != nil || !cur.UpdatedAt.Equal(got.UpdatedAt) {
+			t.Fatalf("the refused write: signals %q, updated %v (want %v)", cur.Signals, cur.UpdatedAt, got.UpdatedAt)
+		}
 		wake := driver.Signal{Name: "other", Data: []byte("sealed:o"), At: now, Max: 8, Wake: true, RunAt: now, SweepAt: now.Add(time.Minute)}
 		conflict(t, sg.Signal(ctx, rec.ID, wake), "a wake for another signal")
 		wake.Name, wake.Data = "approval", []byte("sealed:yes")
@@ -129,8 +135,9 @@ func (c suite) signals(t *testing.T) {
 			t.Fatal(err)
 		}
 		got = mustGet(t, s, rec.ID)
-		if got.Status != jobs.StatusQueued || !got.RunAt.Equal(now) || !got.SweepAt.Equal(now.Add(time.Minute)) || string(got.Signals["approval"]) != "sealed:yes" {
-			t.Fatalf("woken: %s run at %v (want %v) sweep at %v, signals %q", got.Status, got.RunAt, now, got.SweepAt, got.Signals)
+		if got.Status != jobs.StatusQueued || !got.RunAt.Equal(now) || !got.SweepAt.Equal(now.Add(time.Minute)) || string(got.Signals["approval"]) != "sealed:yes" ||
+			!got.UpdatedAt.Equal(cur.UpdatedAt) {
+			t.Fatalf("woken: %s run at %v (want %v) sweep at %v, signals %q, updated %v (want it left alone)", got.Status, got.RunAt, now, got.SweepAt, got.Signals, got.UpdatedAt)
 		}
 		if ids, err := s.Due(ctx, now.Add(time.Minute), 100); err != nil || !slices.Contains(ids, rec.ID) {
 			t.Fatalf("the woken job is not due for a sweep at its sweep time: %v %v", ids, err)
