@@ -975,7 +975,9 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 	}
 	if w.sealer != nil {
 		h.sealToken = func(raw []byte) (string, error) { return w.sealer.Seal(raw, callbackAAD) }
-		h.open = func(name string, sealed []byte) ([]byte, error) { return w.sealer.Open(string(sealed), signalAAD(rec.ID, name)) }
+		h.open = func(name string, sealed []byte) ([]byte, error) {
+			return w.sealer.Open(string(sealed), signalAAD(rec.ID, name))
+		}
 	}
 	if w.children != nil {
 		h.child = func(cctx context.Context, name string, build func(*Service) (EnqueueRequest, error)) (*EnqueueResult, error) {
