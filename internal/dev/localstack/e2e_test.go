@@ -587,7 +587,11 @@ func TestDelayAndCancel(t *testing.T) {
 		t.Fatalf("delayed job %s before its time", v.Status)
 	}
 	if got, _ := waitFinal(t, "erin", delayed.ID, 20*time.Second); got.Status != jobs.StatusSucceeded || got.FinishedAt.Sub(got.CreatedAt) < 2*time.Second {
-		t.Fatalf("delayed job %+v", got)
+		code := ""
+		if got.Error != nil {
+			code = *got.Error
+		}
+		t.Fatalf("delayed job: %s %q, %+v", got.Status, code, got)
 	}
 
 	// A queued (delayed) job is cancelled at once.
