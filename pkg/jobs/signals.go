@@ -329,8 +329,11 @@ func (s *Service) Signal(ctx context.Context, owner, id, name string, payload js
 func (s *Service) signal(ctx context.Context, rec *driver.Record, name string, payload json.RawMessage) (*SignalResult, error) {
 	id := rec.ID
 	k, ok := s.reg.lookup(rec.Kind)
+	if !ok {
+		return nil, errUnknownSignal // a kind this instance does not register
+	}
 	t, declared := k.signals[name]
-	if !ok || !declared {
+	if !declared {
 		return nil, errUnknownSignal
 	}
 	if _, err := decodeSignal(payload, t); err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/dev/testroles"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
@@ -275,6 +276,35 @@ func TestSignalRefusals(t *testing.T) {
 	}
 	if res, err := s.r.Service.Signal(ctx, "o", id, "note", []byte(`"hello"`)); err != nil || res.Duplicate {
 		t.Fatalf("a second name: %+v %v", res, err)
+	}
+}
+
+// A signal to a job of a kind this instance does not register (a deploy
+// that removed it) is refused as an unknown signal, never a panic.
+func TestSignalToAKindNotRegisteredHere(t *testing.T) {
+	store := jobstest.NewMemStore(nil)
+	sealer, err := jobs.NewAESSealer([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	service := func(reg *jobs.Registry) *jobs.Service {
+		svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: &jobstest.MemQueue{}, Sealer: sealer, PageTokenKey: []byte(strings.Repeat("p", 32))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "approve", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.NoResult, error) { return jobs.NoResult{}, nil },
+		&jobs.KindOpts{Signals: map[string]any{"approval": approval{}}})
+	ctx := context.Background()
+	res, err := service(reg).Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "approve", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var re *jobs.RequestError
+	if _, err := service(jobs.NewRegistry()).Signal(ctx, "o", res.Job.ID, "approval", []byte(`{}`)); !errors.As(err, &re) || re.Code != "unknown_signal" {
+		t.Fatalf("a signal to a kind not registered here: %v", err)
 	}
 }
 
