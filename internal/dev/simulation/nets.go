@@ -3,6 +3,7 @@ package simulation
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
@@ -83,17 +84,24 @@ func (w *world) checkNetsOf(recs []*driver.Record, nets map[string]net) {
 			w.cover("invariant", "a dead letter the drain settles is a job's only net")
 			continue
 		}
-		if w.lost[r.ID] {
+		// Under w.mu: the world's end reads them from its own goroutine
+		// (settled), which may wake at the instant a call ends.
+		w.mu.Lock()
+		seen := w.lost[r.ID]
+		w.lost[r.ID] = true
+		w.mu.Unlock()
+		if seen {
 			continue
 		}
-		w.lost[r.ID] = true
 		if (n.deadRef || n.deadForeign) && !w.opts.StrictNets {
 			what := "a foreign dead letter is a job's only net (stranded until an operator redrives it)"
 			if w.sweeperOff {
 				what = "sweeper off: a dead letter is a job's only net (stranded until an operator redrives it)"
 			}
 			w.cover("invariant", what)
+			w.mu.Lock()
 			w.stranded[r.ID] = true
+			w.mu.Unlock()
 			w.sched.tracef("STRANDED job %s (%s) is %s: its only net is a dead letter no sweep settles", r.ID, r.Kind, r.Status)
 			continue
 		}
@@ -207,7 +215,7 @@ func (w *world) checkWatches(final bool) {
 			w.cover("mechanism", "a killed run's job left it within the dead-worker bound")
 			continue
 		}
-		if w.stranded[d.job] {
+		if w.isStranded(d.job) {
 			// Its only net is a dead letter no sweep settles (counted
 			// where it was found): no bound holds.
 			w.track.mu.Lock()
@@ -312,3 +320,18 @@ func (h pathLog) Handle(_ context.Context, r slog.Record) error {
 
 func (h pathLog) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h pathLog) WithGroup(string) slog.Handler      { return h }
+
+// isStranded reports whether job id's only net is a dead letter no sweep
+// settles (checkNetsOf found it so).
+func (w *world) isStranded(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stranded[id]
+}
+
+// strandedJobs is a copy of the stranded jobs.
+func (w *world) strandedJobs() map[string]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.stranded)
+}

@@ -121,7 +121,7 @@ func run(seed uint64, opts Options) *Result {
 // post-outcome steps done, and every batch ended.
 func (w *world) settled() bool {
 	all := w.mem.All()
-	if w.sweeperOff || len(w.stranded) > 0 {
+	if w.sweeperOff || len(w.strandedJobs()) > 0 {
 		// Without a sweeper, the jobs that wait in the sweep index never
 		// end, nor do stranded ones: the world is quiet once every other
 		// job has ended and no message is left to bring anything to a
@@ -285,9 +285,10 @@ func (w *world) check() {
 // must end it.
 func (w *world) excused(all []*driver.Record) map[string]string {
 	out := map[string]string{}
+	stranded := w.strandedJobs()
 	for _, r := range all {
 		switch {
-		case w.stranded[r.ID] && !r.Status.Final():
+		case stranded[r.ID] && !r.Status.Final():
 			out[r.ID] = "stranded in a dead-letter queue no sweep settles"
 		case w.sweeperOff && r.Status == jobs.StatusQueued && !r.SweepAt.IsZero():
 			out[r.ID] = "sweeper off: queued in the sweep index"
