@@ -18,10 +18,10 @@ type decision struct {
 	Approved bool `json:"approved"`
 }
 
-// POST /v1/jobs/{id}/signals/{name}: 202 when stored, 200 for a
-// duplicate, and each refusal with its status and code, storing nothing;
-// an operator signals any owner's job, anyone else gets 403.
-func TestSignalRoutes(t *testing.T) {
+// signalEnv is an env whose "echo" kind declares the signal "approval",
+// with a sealer (signals are stored sealed).
+func signalEnv(t *testing.T) *env {
+	t.Helper()
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "echo", func(_ context.Context, j *jobs.Job[echoPayload]) (jobs.JSON[echoPayload], error) {
 		return jobs.JSON[echoPayload]{V: j.Payload}, nil
@@ -35,6 +35,15 @@ func TestSignalRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.api = httpapi.New(e.svc, e.cfg)
+	return e
+}
+
+// POST /v1/jobs/{id}/signals/{name}: 202 when stored, 200 for a
+// duplicate, and each refusal with its status and code, storing nothing;
+// an operator signals any owner's job, anyone else gets 403.
+func TestSignalRoutes(t *testing.T) {
+	e := signalEnv(t)
 	opOwner, _ := httpapi.Owner(caller(t, "other", http.MethodGet, "/", nil, ""))
 	e.cfg.Operators = []string{opOwner}
 	e.api = httpapi.New(e.svc, e.cfg)
@@ -71,20 +80,7 @@ func TestSignalRoutes(t *testing.T) {
 // authority): a bad token is a 401, nothing read; the routes with a caller
 // still refuse a request without one.
 func TestCallbackRouteNeedsNoCaller(t *testing.T) {
-	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "echo", func(_ context.Context, j *jobs.Job[echoPayload]) (jobs.JSON[echoPayload], error) {
-		return jobs.JSON[echoPayload]{V: j.Payload}, nil
-	}, &jobs.KindOpts{Signals: map[string]any{"approval": decision{}}})
-	sealer, err := jobs.NewAESSealer([]byte(strings.Repeat("s", 32)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{store: jobstest.NewMemStore(nil), queue: &jobstest.MemQueue{}}
-	e.svc, err = testroles.Service(jobs.Config{Registry: reg, Store: e.store, Queue: e.queue, Sealer: sealer, PageTokenKey: []byte(strings.Repeat("k", 32))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.api = httpapi.New(e.svc, e.cfg)
+	e := signalEnv(t)
 	anonymous := func(path, body string) events.APIGatewayV2HTTPRequest {
 		req := caller(t, "me", http.MethodPost, path, nil, body)
 		req.RequestContext.Authorizer = nil
