@@ -49,6 +49,11 @@ const CheckpointPrefix = "checkpoint#"
 // an index, never a job.
 const ResultPrefix = "result#"
 
+// SignalPrefix starts the store key of a job's signal item (a large
+// signal): followed by the job's id, '#' and the sealed signal's hash.
+// Never in an index, never a job.
+const SignalPrefix = "signal#"
+
 // PausesKey is the store key of the pause set: every pause of a kind, a
 // lane or an owner's jobs of a kind, in one item. Never in an index.
 const PausesKey = "pauses"

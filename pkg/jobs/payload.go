@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/errtypes"
@@ -61,8 +63,8 @@ func (e *engine) payloadUntil(rec *driver.Record, at, runAt time.Time) time.Time
 // day of its life, and never for a job that lives less than a day.
 const payloadSlack = 24 * time.Hour
 
-// loadPayload reads the payload and the checkpoint of claimed rec when its
-// store keeps them apart, and makes each last as payloadKeep says when it
+// loadPayload reads the payload, the checkpoint and the signals of claimed
+// rec when its store keeps them apart, and makes each last as payloadKeep says when it
 // falls more than payloadSlack short: a job that waited long, or runs on
 // in continuations. It returns driver.ErrPartMissing when an item is gone,
 // a store's error when one could not be read.
@@ -84,7 +86,24 @@ func (e *engine) loadPayload(ctx context.Context, rec *driver.Record, now time.T
 		}
 		rec.Checkpoint = cp
 		if keep := e.payloadKeep(rec.Kind, now, time.Time{}); until.Before(keep.Add(-payloadSlack)) {
-			return e.store.KeepPart(ctx, rec, driver.PartCheckpoint, keep)
+			if err := e.store.KeepPart(ctx, rec, driver.PartCheckpoint, keep); err != nil {
+				return err
+			}
+		}
+	}
+	// Signals kept apart, read in the order of their names (the
+	// simulator replays a seed's store calls).
+	for _, name := range slices.Sorted(maps.Keys(rec.SignalRefs)) {
+		p := driver.SignalPart(name)
+		sg, until, err := e.store.ReadPart(ctx, rec, p)
+		if err != nil {
+			return err
+		}
+		rec.Signals[name] = sg
+		if keep := e.payloadKeep(rec.Kind, now, time.Time{}); until.Before(keep.Add(-payloadSlack)) {
+			if err := e.store.KeepPart(ctx, rec, p, keep); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -35,7 +35,8 @@ const waitSignal = "signal"
 
 // maxSignalBytes bounds a signal's payload (JSON), and maxSignals the
 // signals one job keeps (and a kind declares): each is an attribute of the
-// job's own item, so every later write of the job pays for their bytes
+// job's own item (or names an item of its own, in a store that keeps
+// large ones apart: driver.SignalPart), read at each claim
 // (docs/CAPACITY.md).
 const (
 	maxSignalBytes = 4 << 10
@@ -359,17 +360,16 @@ func (s *Service) signal(ctx context.Context, rec *driver.Record, name string, p
 		sg := driver.Signal{Name: name, Data: []byte(sealed), At: now, Max: maxSignals}
 		wake := rec.Status == StatusQueued && rec.WaitingOn == driver.WaitSignalOn(name)
 		d := s.eng.deliveryAt(now, now, rec.Lane)
+		// Kept apart, it lasts as the job's payload would from here; the
+		// claims that read it make it last longer (loadPayload).
+		sg.Until = s.eng.payloadUntil(rec, now, rec.RunAt)
 		if wake {
 			sg.Wake, sg.RunAt, sg.SweepAt = true, now, d.sweepAt
 		}
+		// A write of ours that landed and whose answer was lost (the SDK
+		// tried it again) is no conflict (driver.Signaller).
 		err := s.eng.signaller.Signal(ctx, id, sg)
 		var ce *driver.ConflictError
-		if errors.As(err, &ce) && ce.Current != nil && bytes.Equal(ce.Current.Signals[name], sg.Data) {
-			// Our own write, which landed and whose answer was lost (the
-			// SDK tried it again): the sealed bytes, with their nonce, are
-			// this call's.
-			err = nil
-		}
 		switch {
 		case err == nil && wake:
 			if err := s.eng.deliver(ctx, rec, d); err != nil {

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -213,25 +214,31 @@ func TestSignalUnderANewKeyWaitsForIt(t *testing.T) {
 	}
 }
 
-// retriedSignal answers a Signal that landed as DynamoDB does when the
-// SDK retried it after a lost answer: the retry's condition fails on the
-// signal the first try stored.
+// retriedSignal writes a Signal twice, as the SDK does when the first
+// try's answer is lost, and answers the second try: whose condition
+// fails on the signal the first stored.
 type retriedSignal struct{ *jobstest.MemStore }
 
 func (s retriedSignal) Signal(ctx context.Context, id string, sg driver.Signal) error {
 	if err := s.MemStore.Signal(ctx, id, sg); err != nil {
 		return err
 	}
-	cur, _ := s.MemStore.Get(ctx, id)
-	return &driver.ConflictError{Current: cur}
+	return s.MemStore.Signal(ctx, id, sg)
 }
 
 // A callback whose write landed and whose answer was lost (the SDK tried
 // it again, and the condition found the signal) is this delivery's own:
 // it answers delivered, and the job it woke is sent at once.
 func TestSignalWhoseAnswerWasLost(t *testing.T) {
+	for _, apart := range []int{0, 16} { // in the job's item, in one of its own
+		t.Run(fmt.Sprintf("apart_over_%d", apart), func(t *testing.T) { signalAnswerLost(t, apart) })
+	}
+}
+
+func signalAnswerLost(t *testing.T, apartOver int) {
 	clock := jobstest.NewClock(jobstest.Epoch)
 	mem := jobstest.NewMemStore(clock)
+	mem.KeepPayloadsApart(apartOver)
 	q := &jobstest.MemQueue{}
 	sealer, _ := jobs.NewAESSealer([]byte(strings.Repeat("k", 32)))
 	var token string
@@ -268,8 +275,97 @@ func TestSignalWhoseAnswerWasLost(t *testing.T) {
 	sent := len(q.Sent())
 	_, err = svc.Callback(context.Background(), token, []byte(`{"approved":true}`))
 	rec, _ := mem.Get(context.Background(), res.Job.ID)
-	t.Logf("callback: %v; signal stored %v, run_at now+%v, messages sent %d", err, rec.Signals["paid"] != nil, rec.RunAt.Sub(clock.Now()), len(q.Sent())-sent)
+	t.Logf("callback: %v; signal stored %v (item %q), run_at now+%v, messages sent %d", err, rec.Signals["paid"] != nil, rec.SignalRefs["paid"], rec.RunAt.Sub(clock.Now()), len(q.Sent())-sent)
+	if (apartOver > 0) != (rec.SignalRefs["paid"] != "") {
+		t.Fatalf("signal item %q with parts apart over %d bytes", rec.SignalRefs["paid"], apartOver)
+	}
 	if err != nil || len(q.Sent()) == sent {
 		t.Fatalf("the callback's own write, retried: answered %v, %d messages sent", err, len(q.Sent())-sent)
+	}
+}
+
+// A signal larger than the store keeps in the job's item goes into an item
+// of its own, named by the job (driver.SignalPart): the run that passes
+// the wait reads it from there, a claim long after the signal makes the
+// item last longer, and an item that outlived its keep fails the job
+// payload_unreadable, as a payload's would.
+func TestLargeSignalsAreKeptApart(t *testing.T) {
+	clock := jobstest.NewClock(jobstest.Epoch)
+	mem := jobstest.NewMemStore(clock)
+	mem.KeepPayloadsApart(64)
+	q := &jobstest.MemQueue{}
+	sealer, _ := jobs.NewAESSealer([]byte(strings.Repeat("k", 32)))
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, "approve.big", func(ctx context.Context, job *jobs.Job[struct{}]) (jobs.JSON[approval], error) {
+		a, ok, err := jobs.WaitForSignal[approval](ctx, job, "approval", time.Hour)
+		if err == nil && !ok {
+			err = errors.New("timed out")
+		}
+		return jobs.JSON[approval]{V: a}, err
+	}, &jobs.KindOpts{Signals: map[string]any{"approval": approval{}}})
+	cfg := jobs.Config{Registry: reg, Store: mem, Queue: q, Clock: clock, Sealer: sealer, PageTokenKey: []byte(strings.Repeat("p", 32))}
+	svc, err := testroles.Service(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := testroles.Worker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	enqueue := func() string {
+		res, err := svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: "o", Kind: "approve.big", Payload: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Job.ID
+	}
+	work := func(id string) *jobs.View {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := w.HandleSQS(wctx, sqsEvent(message.Encode(id))); err != nil {
+			t.Fatal(err)
+		}
+		v, err := svc.Get(ctx, "o", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	by := strings.Repeat("ana ", 100)
+	big := []byte(`{"approved":true,"by":"` + by + `"}`)
+
+	id := enqueue()
+	if v := work(id); v.WaitingOn != "signal" {
+		t.Fatalf("the first run: %s waiting on %q, want the wait", v.Status, v.WaitingOn)
+	}
+	if res, err := svc.Signal(ctx, "o", id, "approval", big); err != nil || !res.Woke {
+		t.Fatalf("the signal: %+v %v", res, err)
+	}
+	rec, _ := mem.Get(ctx, id)
+	kept, ok := mem.PartItem(id, driver.SignalPart("approval"))
+	if rec.SignalRefs["approval"] == "" || rec.Signals["approval"] == nil || len(rec.Signals["approval"]) != 0 || !ok {
+		t.Fatalf("the job's item: signal %d bytes, item %q (kept %v); want it named, in an item of its own", len(rec.Signals["approval"]), rec.SignalRefs["approval"], ok)
+	}
+	// Its run comes two days late: the claim reads the signal from its
+	// item and makes the item last as long as a payload's would from now.
+	clock.Advance(48 * time.Hour)
+	if v := work(id); v.Status != jobs.StatusSucceeded || !strings.Contains(string(v.Result), by) {
+		t.Fatalf("after the signal: %s %.80s", v.Status, v.Result)
+	}
+	if later, _ := mem.PartItem(id, driver.SignalPart("approval")); !later.After(kept) {
+		t.Fatalf("the signal's item lasts until %v after a claim two days on, as before it (%v)", later, kept)
+	}
+
+	// A signal before the wait, whose item outlives its keep before the
+	// job runs: the job fails payload_unreadable, the signal unread.
+	id = enqueue()
+	if _, err := svc.Signal(ctx, "o", id, "approval", big); err != nil {
+		t.Fatal(err)
+	}
+	gone, _ := mem.PartItem(id, driver.SignalPart("approval"))
+	clock.Set(gone.Add(time.Second))
+	if v := work(id); v.Status != jobs.StatusFailed || v.Error == nil || *v.Error != jobs.CodePayloadUnreadable {
+		t.Fatalf("a job whose signal's item is gone: %s %v, want failed %s", v.Status, v.Error, jobs.CodePayloadUnreadable)
 	}
 }

@@ -3,6 +3,8 @@ package simulation
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -367,7 +369,7 @@ func (w *world) checkObjects(r *driver.Record) {
 
 // checkPayload: a payload kept apart lasts as long as its job (no TTL
 // reaps the payload of a live job, nor of a final one that can still be
-// read), a checkpoint kept apart as long as its job runs on, and no job
+// read), a checkpoint or a signal kept apart as long as its job runs on, and no job
 // failed for either (the world never loses one: a late read waits and
 // tries again).
 func (w *world) checkPayload(r *driver.Record) {
@@ -378,6 +380,12 @@ func (w *world) checkPayload(r *driver.Record) {
 		w.cover("mechanism", "checkpoint apart")
 		if _, ok := w.mem.PartItem(r.ID, driver.PartCheckpoint); !ok && !r.Status.Final() {
 			w.violate("job %s (%s) has lost its checkpoint item", r.ID, r.Status)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.SignalRefs)) {
+		w.cover("mechanism", "signal apart")
+		if _, ok := w.mem.PartItem(r.ID, driver.SignalPart(name)); !ok && !r.Status.Final() {
+			w.violate("job %s (%s) has lost its signal %q's item", r.ID, r.Status, name)
 		}
 	}
 	if r.PayloadBytes > 0 || r.ResultBytes > 0 {

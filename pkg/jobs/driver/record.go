@@ -115,7 +115,13 @@ type Record struct {
 	// Signals are the signals delivered to the job (Signaller), by name,
 	// each sealed: what its handler's waits for them return
 	// (jobs.WaitForSignal). Never shown; they last as long as the job.
+	// A signal the store keeps in an item of its own (SignalRefs) is
+	// here empty, not nil, until Store.ReadPart(SignalPart(name)) reads
+	// it: a nil entry is a signal that has not come.
 	Signals map[string][]byte
+	// SignalRefs, set by a store that keeps a large signal in an item of
+	// its own, names that item by the signal's name.
+	SignalRefs map[string]string
 	// StepMarks are what the job's views show of its durable steps (their
 	// names, kinds, states and times; never their results), encoded by
 	// package jobs, written with the job's state (Checkpoint.Marks,

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -317,6 +318,17 @@ const (
 	PartResult Part = "result"
 )
 
+// SignalPart is the part that holds the job's signal named name
+// (Record.SignalRefs), written before the write that delivers it, until
+// Signal.Until.
+func SignalPart(name string) Part { return Part(signalPartPrefix + name) }
+
+// Signal is the name of the signal part p holds (SignalPart), or false
+// for another part.
+func (p Part) Signal() (string, bool) { return strings.CutPrefix(string(p), signalPartPrefix) }
+
+const signalPartPrefix = "signal:"
+
 // PartLinker is implemented by a store that keeps large parts as objects
 // (Record.PayloadBytes, Record.ResultBytes): PartURL returns a link that
 // reads part p of rec for ttl without credentials ("" when the part is
@@ -412,9 +424,22 @@ const waitSignalPrefix = "signal:"
 // is not (so a job parked for the signal after the caller read it is
 // woken, not left waiting). It leaves UpdatedAt alone (a run's first
 // heartbeat is conditional on it). A condition that fails is a
-// *ConflictError with the job as it is; a missing job ErrNotFound.
+// *ConflictError with the job as it is; a missing job ErrNotFound. A job
+// whose signal of that name is s already (SignalLanded: this write, which
+// landed and whose answer was lost, tried again) is no conflict: nil.
 type Signaller interface {
 	Signal(ctx context.Context, id string, s Signal) error
+}
+
+// SignalLanded reports whether cur holds s, as a store that names a signal
+// kept apart ref (empty: in the job's item) would have written it: the
+// sealed bytes carry a nonce of their own, so no other write holds them.
+func SignalLanded(cur *Record, s Signal, ref string) bool {
+	if ref != "" {
+		return cur.SignalRefs[s.Name] == ref
+	}
+	got, ok := cur.Signals[s.Name]
+	return ok && cur.SignalRefs[s.Name] == "" && bytes.Equal(got, s.Data)
 }
 
 // Signal is a signal delivered to a job (Signaller).
@@ -428,6 +453,10 @@ type Signal struct {
 	// run and sweep times.
 	Wake           bool
 	RunAt, SweepAt time.Time
+	// Until is how long the signal's item lasts when the store keeps it
+	// apart (SignalPart): the engine makes it last longer at a claim
+	// that finds it falling short, as a checkpoint's.
+	Until time.Time
 }
 
 // Claim is what a worker stamps on a job it claims.

@@ -810,6 +810,31 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 		_, err := store.Claim(ctx, waited.ID, driver.Claim{Token: "b", At: woken, LeaseUntil: woken.Add(time.Minute)})
 		return err
 	})
+	// A signal of 4 KiB of JSON (the most a signal has; 4200 bytes
+	// sealed) goes in an item of its own: its delivery writes that item
+	// and the job's, the claim reads it (a consistent GetItem: 2 read
+	// units over 4 KB), and the job's writes after it cost what they did
+	// without it.
+	bigSigned := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`), CreatedAt: now, UpdatedAt: now}
+	if err := store.Create(ctx, bigSigned); err != nil {
+		t.Fatal(err)
+	}
+	bigSignal := measure(func() error {
+		return store.Signal(ctx, bigSigned.ID, driver.Signal{Name: "approval", Data: make([]byte, 4200), At: now, Max: 8, Until: now.Add(30 * 24 * time.Hour)})
+	})
+	var claimedBig *driver.Record
+	claimBig := measure(func() error {
+		var err error
+		claimedBig, err = store.Claim(ctx, bigSigned.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)})
+		return err
+	})
+	readBig := measure(func() error {
+		_, _, err := store.ReadPart(ctx, claimedBig, driver.SignalPart("approval"))
+		return err
+	})
+	beatBig := measure(func() error {
+		return store.Heartbeat(ctx, bigSigned.ID, "a", driver.Heartbeat{LeaseUntil: now.Add(2 * time.Minute), At: now})
+	})
 	// Before checkpoint items: the same, the checkpoint in the job's item.
 	inline := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record})
 	dynamostore.KeepPayloadsInline(inline)
@@ -826,30 +851,51 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 	beatInline := measure(func() error {
 		return inline.Heartbeat(ctx, old.ID, "a", driver.Heartbeat{LeaseUntil: now.Add(60 * time.Second), At: now})
 	})
+	// Before signal items: the 4 KiB signal in the job's item.
+	oldSigned := &driver.Record{ID: wire.NewID(), Kind: "k", Owner: "o", Status: jobs.StatusQueued, Payload: []byte(`{}`), CreatedAt: now, UpdatedAt: now}
+	if err := inline.Create(ctx, oldSigned); err != nil {
+		t.Fatal(err)
+	}
+	if err := inline.Signal(ctx, oldSigned.ID, driver.Signal{Name: "approval", Data: make([]byte, 4200), At: now, Max: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inline.Claim(ctx, oldSigned.ID, driver.Claim{Token: "a", At: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	beatBigInline := measure(func() error {
+		return inline.Heartbeat(ctx, oldSigned.ID, "a", driver.Heartbeat{LeaseUntil: now.Add(2 * time.Minute), At: now})
+	})
 	got := map[string]float64{"first heartbeat": first, "heartbeat": beat, "checkpoint (300 B)": checkpoint, "continuation": continuation,
 		"checkpoint (10 KB)": bigCheckpoint, "heartbeat after a 10 KB checkpoint": beatAfter,
 		"heartbeat after a 10 KB checkpoint, inline (before)": beatInline,
 		"sweeper's read (read units)":                         sweepRead, "sweeper's deferral": sweepMove,
 		"first heartbeat, sent first": firstSent, "continuation, sent first": continuationSent, "sleep, sent first": sleep,
-		"signal's park": park, "signal's wake": wake, "claim after a signal": claimWoken, "signal before its wait": signalEarly, "step (its third)": step}
+		"signal's park": park, "signal's wake": wake, "claim after a signal": claimWoken, "signal before its wait": signalEarly, "step (its third)": step,
+		"signal of 4 KiB": bigSignal, "claim after a 4 KiB signal": claimBig, "the 4 KiB signal's read (read units)": readBig,
+		"heartbeat after a 4 KiB signal": beatBig, "heartbeat after a 4 KiB signal, inline (before)": beatBigInline}
 	want := map[string]float64{
-		"first heartbeat, sent first":        2, // 1 + the sweep entry in 1
-		"sleep, sent first":                  9, // park 5 (job, running out, queued in, sweep in, waiting in) + claim 4 (job, queued out, running in, waiting out)
-		"signal's park":                      5, // as a sleep's
-		"signal's wake":                      3, // the job with its signal 1 + the sweep entry moved (out 1, in 1)
-		"claim after a signal":               4, // as after a sleep
-		"signal before its wait":             1, // the job's item, under 1 KB with the signal
-		"step (its third)":                   1, // the job's item with its state and marks, under 1 KB
-		"continuation, sent first":           7, // requeue 1 + the sweep entry out 1 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
-		"sweeper's read (read units)":        1,
-		"sweeper's deferral":                 3, // 1 + the sweep entry moved (out 1, in 1)
-		"first heartbeat":                    3, // 1 + the sweep entry moved (out 1, in 1)
-		"heartbeat":                          1,
-		"checkpoint (300 B)":                 1,  // the item stays under 1 KB
-		"checkpoint (10 KB)":                 12, // its own item 11 (10 KB and its key), the job's write 1
-		"heartbeat after a 10 KB checkpoint": 1,
+		"first heartbeat, sent first":                         2, // 1 + the sweep entry in 1
+		"sleep, sent first":                                   9, // park 5 (job, running out, queued in, sweep in, waiting in) + claim 4 (job, queued out, running in, waiting out)
+		"signal's park":                                       5, // as a sleep's
+		"signal's wake":                                       3, // the job with its signal 1 + the sweep entry moved (out 1, in 1)
+		"claim after a signal":                                4, // as after a sleep
+		"signal before its wait":                              1, // the job's item, under 1 KB with the signal
+		"step (its third)":                                    1, // the job's item with its state and marks, under 1 KB
+		"signal of 4 KiB":                                     6, // its own item 5 (4200 B and its key), the job's write 1
+		"claim after a 4 KiB signal":                          3, // the job 1, queued out 1, running in 1: as without it
+		"the 4 KiB signal's read (read units)":                2,
+		"heartbeat after a 4 KiB signal":                      1,
+		"heartbeat after a 4 KiB signal, inline (before)":     5,
+		"continuation, sent first":                            7, // requeue 1 + the sweep entry out 1 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
+		"sweeper's read (read units)":                         1,
+		"sweeper's deferral":                                  3, // 1 + the sweep entry moved (out 1, in 1)
+		"first heartbeat":                                     3, // 1 + the sweep entry moved (out 1, in 1)
+		"heartbeat":                                           1,
+		"checkpoint (300 B)":                                  1,  // the item stays under 1 KB
+		"checkpoint (10 KB)":                                  12, // its own item 11 (10 KB and its key), the job's write 1
+		"heartbeat after a 10 KB checkpoint":                  1,
 		"heartbeat after a 10 KB checkpoint, inline (before)": 11,
-		"continuation": 8, // as a retry: requeue 1 + sweep key moved 2 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
+		"continuation":                                        8, // as a retry: requeue 1 + sweep key moved 2 + running out 1 + queued in 1, claim 1 + queued out 1 + running in 1
 	}
 	for name, w := range want {
 		t.Logf("%s: %v units", name, got[name])

@@ -262,7 +262,7 @@ func (s *Store) ReadPart(ctx context.Context, rec *driver.Record, p driver.Part)
 	if _, size := objectOf(rec, p); size > 0 {
 		return s.readObject(ctx, rec, p, ref, size)
 	}
-	av, until, err := s.readSide(ctx, "get_"+string(p), k)
+	av, until, err := s.readSide(ctx, "get_"+partOp(p), k)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("dynamostore: %s of %s: %w", p, rec.ID, err)
 	}
@@ -301,7 +301,7 @@ func (s *Store) KeepPart(ctx context.Context, rec *driver.Record, p driver.Part,
 		}
 		return err
 	}
-	return s.keepSide(ctx, "keep_"+string(p), k, until)
+	return s.keepSide(ctx, "keep_"+partOp(p), k, until)
 }
 
 // partOf is part p of rec: the name of its item ("" when it is in the
@@ -316,7 +316,48 @@ func partOf(rec *driver.Record, p driver.Part) (string, []byte, map[string]types
 	case driver.PartResult:
 		return rec.ResultRef, rec.Result, resultKey(rec.ID, rec.ResultRef), attrResult, nil
 	}
+	if name, ok := p.Signal(); ok {
+		ref := rec.SignalRefs[name]
+		return ref, rec.Signals[name], signalKey(rec.ID, ref), attrSignalData, nil
+	}
 	return "", nil, nil, "", fmt.Errorf("dynamostore: no part %q", p)
+}
+
+// partOp names reads and writes of part p's items in capacity reports.
+func partOp(p driver.Part) string {
+	if _, ok := p.Signal(); ok {
+		return "signal"
+	}
+	return string(p)
+}
+
+// A signal over signalInline bytes (sealed: it does not compress) goes
+// into an item of its own, keyed by storekey.SignalPrefix, the job's id,
+// '#' and the sealed signal's hash, before the write that delivers it
+// names it (the job's attribute of the signal, then a string): every
+// later write of the job would otherwise pay for its bytes, up to 8 of
+// them; a signal kept apart costs its item's write once and a strongly
+// consistent read at each claim (docs/CAPACITY.md). The bound is lower
+// than a checkpoint's because a job holds up to 8 signals and one
+// checkpoint.
+const signalInline = 256
+
+// attrSignalData holds the sealed signal in its item.
+const attrSignalData = "g"
+
+func signalKey(id, ref string) map[string]types.AttributeValue {
+	return key(storekey.SignalPrefix + id + "#" + ref)
+}
+
+// putSignal puts sg in an item of its own (until sg.Until) when over
+// signalInline, and returns the item's name ("" for a signal that goes in
+// the job's item).
+func (s *Store) putSignal(ctx context.Context, id string, sg driver.Signal) (string, error) {
+	if len(sg.Data) <= signalInline || s.inline {
+		return "", nil
+	}
+	ref := payloadRef(sg.Data)
+	return ref, s.putPart(ctx, driver.SignalPart(sg.Name), signalKey(id, ref), map[string]types.AttributeValue{attrSignalData: &types.AttributeValueMemberB{Value: sg.Data}}, sg.Until)
 }
 
 // readSide reads the side item (a payload's, a checkpoint's) at k,
@@ -424,7 +465,7 @@ func (s *Store) putPart(ctx context.Context, p driver.Part, k, attrs map[string]
 	if err != nil {
 		return fmt.Errorf("dynamostore: put a %s item: %w", p, err)
 	}
-	s.report(string(p)+"_item", out.ConsumedCapacity)
+	s.report(partOp(p)+"_item", out.ConsumedCapacity)
 	return nil
 }
 

@@ -315,11 +315,23 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 	}
 	for k, v := range av {
 		name, ok := strings.CutPrefix(k, attrSignal)
-		if b, isB := v.(*types.AttributeValueMemberB); ok && isB {
+		if !ok {
+			continue
+		}
+		switch v := v.(type) {
+		case *types.AttributeValueMemberB: // the signal, sealed
 			if r.Signals == nil {
 				r.Signals = map[string][]byte{}
 			}
-			r.Signals[name] = b.Value
+			r.Signals[name] = v.Value
+		case *types.AttributeValueMemberS: // the name of its item
+			if r.Signals == nil {
+				r.Signals = map[string][]byte{}
+			}
+			if r.SignalRefs == nil {
+				r.SignalRefs = map[string]string{}
+			}
+			r.Signals[name], r.SignalRefs[name] = []byte{}, v.Value
 		}
 	}
 	return r, nil
@@ -893,10 +905,21 @@ func (s *Store) Requeue(ctx context.Context, id, token string, r driver.Requeue)
 // attribute of its own (driver.Signaller): one conditional write, which
 // with sg.Wake also makes the job that waits for it due, and without it
 // is refused on a job that waits for it.
+//
+// A signal over signalInline bytes goes into an item of its own first
+// (driver.SignalPart), until sg.Until, and the job's attribute names it.
 func (s *Store) Signal(ctx context.Context, id string, sg driver.Signal) error {
+	ref, err := s.putSignal(ctx, id, sg)
+	if err != nil {
+		return err
+	}
 	e := newExpr()
 	// Not updated_ms: a run's first heartbeat is conditional on it.
-	e.setTo(attrSignal+sg.Name, e.v(&types.AttributeValueMemberB{Value: sg.Data}))
+	if ref != "" {
+		e.setTo(attrSignal+sg.Name, e.vs(ref))
+	} else {
+		e.setTo(attrSignal+sg.Name, e.v(&types.AttributeValueMemberB{Value: sg.Data}))
+	}
 	e.addTo(attrSignals, 1)
 	e.when(e.notExists(attrSignal + sg.Name))
 	e.when(e.notExists(attrSignals) + " OR " + e.n(attrSignals) + " < " + e.vn(int64(sg.Max)))
@@ -916,7 +939,11 @@ func (s *Store) Signal(ctx context.Context, id string, sg driver.Signal) error {
 		// left waiting: the caller reads it again and wakes it.
 		e.when(e.notExists(attrWaitingOn) + " OR " + e.n(attrWaitingOn) + " <> " + e.vs(driver.WaitSignalOn(sg.Name)))
 	}
-	_, err := s.update(ctx, id, change{op: "signal", raw: e})
+	_, err = s.update(ctx, id, change{op: "signal", raw: e})
+	var ce *driver.ConflictError
+	if errors.As(err, &ce) && ce.Current != nil && driver.SignalLanded(ce.Current, sg, ref) {
+		return nil
+	}
 	return err
 }
 

@@ -17,13 +17,14 @@ type memPayload struct {
 	until time.Time
 }
 
-// KeepPayloadsApart makes the store keep every payload, checkpoint and
-// final result over n bytes in an item of its own, as dynamostore keeps
-// those that would take their job's item past a write unit (driver.Part):
-// reads of the job leave them out (Record.PayloadRef, CheckpointRef,
-// ResultRef) until ReadPart, and an item is gone once its TTL
-// (Record.PayloadUntil, Checkpoint.Until, Outcome.ResultUntil) has passed
-// on the store's clock. 0 keeps them all inline, the default.
+// KeepPayloadsApart makes the store keep every payload, checkpoint, final
+// result and signal over n bytes in an item of its own, as dynamostore
+// keeps those that would take their job's item past a write unit
+// (driver.Part): reads of the job leave them out (Record.PayloadRef,
+// CheckpointRef, ResultRef, SignalRefs) until ReadPart, and an item is
+// gone once its TTL (Record.PayloadUntil, Checkpoint.Until,
+// Outcome.ResultUntil, Signal.Until) has passed on the store's clock. 0
+// keeps them all inline, the default.
 func (m *MemStore) KeepPayloadsApart(n int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -104,6 +105,12 @@ func partKey(rec *driver.Record, p driver.Part) (string, []byte, error) {
 		}
 		return "result#" + rec.ID + "#" + rec.ResultRef, nil, nil
 	}
+	if name, ok := p.Signal(); ok {
+		if rec.SignalRefs[name] == "" {
+			return "", rec.Signals[name], nil
+		}
+		return "signal#" + rec.ID + "#" + rec.SignalRefs[name], nil, nil
+	}
 	return "", nil, fmt.Errorf("jobstest: no part %q", p)
 }
 
@@ -138,16 +145,22 @@ func (m *MemStore) KeepPart(_ context.Context, rec *driver.Record, p driver.Part
 	return nil
 }
 
+// memRef names the item of a part of data's bytes, or is "" for one kept
+// inline by a store that keeps parts over apartOver apart.
+func memRef(data []byte, apartOver int) string {
+	if apartOver == 0 || len(data) <= apartOver {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
+}
+
 // setPart stores data as r's part p (r is the record as stored): in the
 // record, or, over the store's bound, in an item of its own named by its
 // hash, lasting until until (or longer, when an item of that name lasts
 // longer already).
 func (m *MemStore) setPart(r *driver.Record, p driver.Part, data []byte, until time.Time) {
-	ref := ""
-	if m.apartOver > 0 && len(data) > m.apartOver {
-		sum := sha256.Sum256(data)
-		ref = hex.EncodeToString(sum[:8])
-	}
+	ref := memRef(data, m.apartOver)
 	inline := bytes.Clone(data)
 	if ref != "" {
 		inline = nil
@@ -163,6 +176,16 @@ func (m *MemStore) setPart(r *driver.Record, p driver.Part, data []byte, until t
 		r.Checkpoint, r.CheckpointRef = inline, ref
 	case driver.PartResult:
 		r.Result, r.ResultRef, r.ResultBytes = inline, ref, object
+	}
+	if name, ok := p.Signal(); ok {
+		// Kept apart: empty, not nil (a nil signal has not come).
+		r.Signals[name] = append([]byte{}, inline...)
+		if ref != "" {
+			if r.SignalRefs == nil {
+				r.SignalRefs = map[string]string{}
+			}
+			r.SignalRefs[name] = ref
+		}
 	}
 	if ref == "" {
 		return

@@ -70,6 +70,7 @@ func clone(r *driver.Record) *driver.Record {
 	c.Parents, c.ParentsDone, c.Dependents = slices.Clone(r.Parents), slices.Clone(r.ParentsDone), slices.Clone(r.Dependents)
 	c.Tags = maps.Clone(r.Tags)
 	c.Signals = maps.Clone(r.Signals) // each signal's bytes are never changed
+	c.SignalRefs = maps.Clone(r.SignalRefs)
 	if r.BatchCounts != nil {
 		bc := *r.BatchCounts
 		c.BatchCounts = &bc
@@ -470,6 +471,9 @@ func (m *MemStore) Signal(_ context.Context, id string, sg driver.Signal) error 
 	if !ok {
 		return jobs.ErrNotFound
 	}
+	if driver.SignalLanded(r, sg, memRef(sg.Data, m.apartOver)) {
+		return nil // this write, tried again
+	}
 	waits := r.Status == jobs.StatusQueued && r.WaitingOn == driver.WaitSignalOn(sg.Name)
 	if (r.Status != jobs.StatusQueued && r.Status != jobs.StatusRunning) || r.Signals[sg.Name] != nil || len(r.Signals) >= sg.Max || sg.Wake != waits {
 		return &driver.ConflictError{Current: clone(r)}
@@ -477,7 +481,11 @@ func (m *MemStore) Signal(_ context.Context, id string, sg driver.Signal) error 
 	if r.Signals == nil {
 		r.Signals = map[string][]byte{}
 	}
-	r.Signals[sg.Name] = bytes.Clone(sg.Data)
+	until := sg.Until
+	if until.IsZero() {
+		until = m.clock.Now().Add(jobs.DefaultRetention) // as dynamostore's
+	}
+	m.setPart(r, driver.SignalPart(sg.Name), sg.Data, until)
 	if sg.Wake {
 		r.RunAt, r.SweepAt = sg.RunAt, sg.SweepAt
 	}

@@ -95,6 +95,52 @@ func (c suite) signals(t *testing.T) {
 		}
 	})
 
+	// A large signal is read wherever the store keeps it: in the job's
+	// item, or in one of its own (Record.SignalRefs; the record's entry
+	// then empty, not nil) that lasts until Signal.Until and longer by
+	// KeepPart; the same signal written again (a lost answer's retry) is
+	// no conflict, another of that name is.
+	c.run(t, "LargeSignalsAreReadWhereverKept", func(t *testing.T, s driver.Store, clock *Clock) {
+		sg := signaller(t, s)
+		rec := mustCreate(t, s, clock.Now())
+		big := driver.Signal{Name: "approval", Data: bigPayload("s"), At: clock.Now(), Max: 2, Until: clock.Now().Add(30 * 24 * time.Hour)}
+		if err := sg.Signal(ctx, rec.ID, big); err != nil {
+			t.Fatal(err)
+		}
+		if err := sg.Signal(ctx, rec.ID, big); err != nil {
+			t.Fatalf("the same signal again (a retried write): %v, want nil", err)
+		}
+		cur := conflict(t, sg.Signal(ctx, rec.ID, driver.Signal{Name: "approval", Data: bigPayload("t"), At: clock.Now(), Max: 2, Until: big.Until}), "another signal of that name")
+		if cur.Signals["approval"] == nil {
+			t.Fatal("the conflict's job has no signal approval")
+		}
+		claimed, _ := mustClaim(t, s, rec.ID, clock.Now())
+		p := driver.SignalPart("approval")
+		data, until, err := s.ReadPart(ctx, claimed, p)
+		if err != nil || string(data) != string(big.Data) {
+			t.Fatalf("the signal read back: %d bytes, %v; want the %d first stored", len(data), err, len(big.Data))
+		}
+		if claimed.SignalRefs["approval"] == "" {
+			if string(claimed.Signals["approval"]) != string(big.Data) {
+				t.Fatalf("a signal kept inline: %d bytes in the record", len(claimed.Signals["approval"]))
+			}
+			return
+		}
+		if n := len(claimed.Signals["approval"]); n != 0 || claimed.Signals["approval"] == nil {
+			t.Fatalf("a signal kept apart: the record's entry has %d bytes (nil %v), want empty", n, claimed.Signals["approval"] == nil)
+		}
+		if until.Before(big.Until.Truncate(time.Second)) {
+			t.Fatalf("the signal's item lasts until %v, want at least %v", until, big.Until)
+		}
+		later := big.Until.Add(10 * 24 * time.Hour)
+		if err := s.KeepPart(ctx, claimed, p, later); err != nil {
+			t.Fatal(err)
+		}
+		if _, until, err := s.ReadPart(ctx, claimed, p); err != nil || until.Before(later.Truncate(time.Second)) {
+			t.Fatalf("after KeepPart: until %v, %v; want %v", until, err, later)
+		}
+	})
+
 	// A park for a signal the job has is refused (the signal came while
 	// the run ran); a park for one it has not lands, and that signal then
 	// wakes it: due at RunAt, in the sweep index at SweepAt. A wake of a
