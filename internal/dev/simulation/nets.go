@@ -42,6 +42,7 @@ func (w *world) stepCheck() {
 		w.checkNetsOf(recs, w.sqs.netsOf(dirty))
 	}
 	w.checkWatches(false)
+	w.checkWakes(false)
 }
 
 // fullCheckEvery is how often (in scheduled calls) stepCheck checks every
@@ -181,6 +182,11 @@ func (t *tracker) received(job string) {
 			d.receipts++
 		}
 	}
+	for _, k := range t.wakes {
+		if k.job == job && !k.done {
+			k.receipts++
+		}
+	}
 }
 
 // deadReceived counts a sweep's receive of a dead letter naming job
@@ -192,6 +198,11 @@ func (t *tracker) deadReceived(job string) {
 	for _, d := range t.watches {
 		if d.job == job && !d.done {
 			d.deadReceipts++
+		}
+	}
+	for _, k := range t.wakes {
+		if k.job == job && !k.done {
+			k.deadReceipts++
 		}
 	}
 }

@@ -112,6 +112,7 @@ func run(seed uint64, opts Options) *Result {
 	<-schedExit
 	w.stepCheck()
 	w.checkWatches(true)
+	w.checkWakes(true)
 	w.check()
 	w.checkDeadLetters()
 	msgs, dead := w.sqs.depth()

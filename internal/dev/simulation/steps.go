@@ -216,6 +216,7 @@ func (w *world) signal(ctx context.Context, svc *jobs.Service, id string, v int)
 		return
 	case res.Woke:
 		w.cover("client", "signal woke its job")
+		w.woke(id, at)
 	default:
 		w.cover("client", "signal kept for a later wait")
 	}
@@ -242,7 +243,7 @@ func (w *world) callback(ctx context.Context, svc *jobs.Service, id string, v in
 	raw, _ := json.Marshal(v)
 	at := time.Now()
 	w.mayCome(id, v)
-	_, err := svc.Callback(ctx, tok.token, raw)
+	res, err := svc.Callback(ctx, tok.token, raw)
 	var re *jobs.RequestError
 	code := ""
 	if errors.As(err, &re) {
@@ -254,6 +255,9 @@ func (w *world) callback(ctx context.Context, svc *jobs.Service, id string, v in
 			w.violate("job %s: a callback token accepted at %v, past its expiry %v", id, at, tok.expiry)
 		}
 		w.cover("client", "callback token delivered its signal")
+		if res.Woke {
+			w.woke(id, at)
+		}
 		w.stepLog.mu.Lock()
 		if _, ok := w.stepLog.signalled[id]; !ok {
 			w.stepLog.signalled[id] = sentSignal{v: v, at: at}

@@ -27,6 +27,9 @@ type tracker struct {
 	// watches are the dead runs whose job must end within the dead-worker
 	// bound (see deadRunWatch).
 	watches []*deadRunWatch
+	// wakes are the jobs signals woke, whose next claim must land within
+	// the wake bound (see wakeWatch).
+	wakes []*wakeWatch
 }
 
 type claimOf struct {
