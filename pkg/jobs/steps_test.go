@@ -141,7 +141,8 @@ func TestStepsRunOnceAcrossRetries(t *testing.T) {
 }
 
 // The steps survive a continuation, beside the handler's own checkpoint,
-// and a manual retry of a failed job: neither runs a completed step again.
+// and a manual retry of a failed job: neither runs a completed step again;
+// a replay, a new job, runs every step.
 func TestStepsSurviveContinuationsAndManualRetries(t *testing.T) {
 	s := newStepsRig(t)
 	if v := s.run(t, "continue"); v.Status != jobs.StatusSucceeded || s.calls["charge"] != 1 || s.calls["email"] != 1 || s.runs != 2 {
@@ -163,6 +164,18 @@ func TestStepsSurviveContinuationsAndManualRetries(t *testing.T) {
 	got, _ := s.r.Service.Get(ctx, "o", v.ID)
 	if got.Status != jobs.StatusSucceeded || s.calls["charge"] != 1 || s.calls["ship"] != 1 || s.calls["email"] != 1 {
 		t.Fatalf("after the manual retry: %s, calls %v", got.Status, s.calls)
+	}
+	// A replay is a new job: it starts with no steps, and runs each.
+	re, err := s.r.Service.Replay(ctx, jobs.ReplayRequest{Owner: "o", ID: v.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.r.Service.Get(ctx, "o", re.Job.ID)
+	if got.Status != jobs.StatusSucceeded || s.calls["charge"] != 2 || s.calls["ship"] != 2 || s.calls["email"] != 2 {
+		t.Fatalf("after a replay: %s, calls %v; want each step run once more", got.Status, s.calls)
 	}
 }
 
