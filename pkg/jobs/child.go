@@ -107,9 +107,20 @@ func (s *Service) enqueueChild(ctx context.Context, parent *driver.Record, name 
 
 // childRequest is the part of a child's request hash that names its
 // parent and name (nil for another job).
-func childRequest(parentID, name string) []byte {
+func childRequest(parentID, name string, awaited bool) []byte {
 	if parentID == "" {
 		return nil
 	}
+	if awaited {
+		return []byte("child_of=" + parentID + "\x00" + name + "\x00awaited")
+	}
 	return []byte("child_of=" + parentID + "\x00" + name)
+}
+
+// awaitedAs is the name a parent waits for req's job by ("" none).
+func awaitedAs(req EnqueueRequest) string {
+	if req.awaited {
+		return req.childName
+	}
+	return ""
 }

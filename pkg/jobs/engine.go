@@ -474,6 +474,8 @@ type newJob struct {
 	// manualRunOf: the schedule Service.RunNow ran by hand; childOf: the
 	// job whose handler enqueued it (Kind.EnqueueChild).
 	manualRunOf, childOf string
+	// awaitedAs: the name the parent that waits for it gave it (Invoke).
+	awaitedAs string
 	// tags: EnqueueOpts.Tags.
 	tags map[string]string
 	// sentFirst: its message was sent before it is stored (sendFirst):
@@ -500,7 +502,7 @@ func (e *engine) record(j newJob) *driver.Record {
 	if len(j.parents) > 0 {
 		rec.Parents, rec.WaitingOn = j.parents, driver.WaitParents
 	}
-	rec.ReplayOf, rec.ManualRunOf, rec.ChildOf = j.replayOf, j.manualRunOf, j.childOf
+	rec.ReplayOf, rec.ManualRunOf, rec.ChildOf, rec.AwaitedAs = j.replayOf, j.manualRunOf, j.childOf, j.awaitedAs
 	if len(j.tags) > 0 {
 		rec.Tags = maps.Clone(j.tags)
 	}
@@ -784,7 +786,7 @@ const (
 	// the job finished, or a start that could not free it).
 	afterUnique = "unique"
 	// afterFollowUp and afterEvent: see events.go; afterDependents:
-	// parents.go. The event runs last, once every other step has: it is
+	// parents.go; afterParent and afterChildren: invoke.go. The event runs last, once every other step has: it is
 	// batched (announce).
 )
 
@@ -803,6 +805,12 @@ func afterSteps(rec *driver.Record, st Status) []string {
 	}
 	if len(rec.Dependents) > 0 {
 		steps = append(steps, afterDependents)
+	}
+	if rec.ChildOf != "" && rec.AwaitedAs != "" {
+		steps = append(steps, afterParent)
+	}
+	if st == StatusCancelled && awaitedChild(rec.StepMarks) != "" {
+		steps = append(steps, afterChildren)
 	}
 	if rec.Events {
 		steps = append(steps, afterEvent)
@@ -827,6 +835,10 @@ func (e *engine) after(ctx context.Context, rec *driver.Record) bool {
 			err = e.followUp(ctx, rec)
 		case afterDependents:
 			err = e.settleDependents(ctx, rec)
+		case afterParent:
+			err = e.notifyParent(ctx, rec)
+		case afterChildren:
+			err = e.cancelChildren(ctx, rec)
 		case afterEvent:
 			event = true
 		default:

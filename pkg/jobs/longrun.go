@@ -34,6 +34,9 @@ type runHandle struct {
 	// child enqueues req as a child of the run's job, named name
 	// (Kind.EnqueueChild).
 	child func(ctx context.Context, name string, build func(*Service) (EnqueueRequest, error)) (*EnqueueResult, error)
+	// readChild reads the run's job's child named name, with its result
+	// (Invoke).
+	readChild func(ctx context.Context, name string) (*driver.Record, error)
 	// resume is the job's last stored checkpoint, opened (JSON); nil when
 	// it has none.
 	resume []byte

@@ -15,11 +15,11 @@ import (
 // (View.Steps).
 type StepMark struct {
 	Name string `json:"name"`
-	// Kind is "step" (Step), "sleep" (Job.Sleep) or "signal" (a wait
-	// for one: WaitForSignal).
+	// Kind is "step" (Step), "sleep" (Job.Sleep), "signal" (a wait
+	// for one: WaitForSignal) or "child" (a wait for a child: Invoke).
 	Kind string `json:"kind"`
 	// Status is "done" (a step's result stored, a sleep passed, a
-	// signal received), "waiting" (a sleep or a wait not over when the
+	// signal received, a child ended), "waiting" (a sleep or a wait not over when the
 	// job was last written) or "timed_out" (a wait whose timeout came
 	// first).
 	Status string `json:"status"`
@@ -43,6 +43,10 @@ func marksOf(steps []stepResult, now time.Time) string {
 	for i, st := range steps {
 		m := StepMark{Name: st.Name, Kind: "step", Status: "done", At: msTime(st.At)}
 		switch {
+		case st.Child == childWaiting:
+			m.Kind, m.Status = "child", "waiting"
+		case st.Child == childEnded:
+			m.Kind = "child"
 		case st.Signal == signalWaiting:
 			m.Kind, m.Status, m.Until = "signal", "waiting", msTime(st.Until)
 		case st.Signal == signalTimedOut:

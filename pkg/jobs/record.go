@@ -115,7 +115,9 @@ func viewOf(r *driver.Record) View {
 	}
 	if r.Status == StatusQueued {
 		v.WaitingOn = r.WaitingOn
-		if name, ok := driver.SignalWaitedOn(r.WaitingOn); ok {
+		if name, ok := driver.SignalWaitedOn(r.WaitingOn); ok && driver.IsChildSignal(name) {
+			v.WaitingOn = waitChild
+		} else if ok {
 			v.WaitingOn, v.Signal = waitSignal, name
 		}
 	}

@@ -97,6 +97,8 @@ type EnqueueRequest struct {
 	replayOf           string
 	manualRunOf, id    string
 	childOf, childName string
+	// awaited: the child's parent waits for it (Invoke).
+	awaited bool
 }
 
 // Enqueue validates req, stores the job as queued and sends its reference to
@@ -361,14 +363,14 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 	}
 	r := jobRequest(req.Kind, canonical, req.RunAt, req.Delay)
 	for _, part := range [][]byte{afterRequest(req.After), replayRequest(req.replayOf), manualRequest(req.manualRunOf), tagsRequest(req.Tags),
-		childRequest(req.childOf, req.childName)} {
+		childRequest(req.childOf, req.childName, req.awaited)} {
 		if part != nil {
 			r = append(r, part)
 		}
 	}
 	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane,
 		tenant: req.Tenant, startBy: req.StartBy, parents: slices.Clone(req.After), replayOf: req.replayOf,
-		manualRunOf: req.manualRunOf, childOf: req.childOf, tags: maps.Clone(req.Tags)}, r, nil
+		manualRunOf: req.manualRunOf, childOf: req.childOf, awaitedAs: awaitedAs(req), tags: maps.Clone(req.Tags)}, r, nil
 }
 
 // Dispatch sends the reference of a job stored by a committed transaction

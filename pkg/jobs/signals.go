@@ -347,34 +347,43 @@ func (s *Service) signal(ctx context.Context, rec *driver.Record, name string, p
 	if err != nil {
 		return nil, fmt.Errorf("%w: seal the signal: %w", ErrUnavailable, err)
 	}
+	return s.eng.signal(ctx, rec, name, []byte(sealed))
+}
+
+// signal stores the signal name, data, on the job rec (as read), and
+// wakes the job when it waits for it (Service.Signal; a child's end,
+// notifyParent): reading it again when it moved between the read and
+// the write.
+func (e *engine) signal(ctx context.Context, rec *driver.Record, name string, data []byte) (*SignalResult, error) {
+	id := rec.ID
 	for try := 0; ; try++ {
 		switch {
 		case rec.Signals[name] != nil:
 			return &SignalResult{Duplicate: true}, nil
 		case rec.Status != StatusQueued && rec.Status != StatusRunning:
 			return nil, ErrAlreadyFinal
-		case len(rec.Signals) >= maxSignals:
+		case !driver.IsChildSignal(name) && driver.CountedSignals(rec.Signals) >= maxSignals:
 			return nil, errSignalLimit
 		}
-		now := s.eng.now()
-		sg := driver.Signal{Name: name, Data: []byte(sealed), At: now, Max: maxSignals}
+		now := e.now()
+		sg := driver.Signal{Name: name, Data: data, At: now, Max: maxSignals}
 		wake := rec.Status == StatusQueued && rec.WaitingOn == driver.WaitSignalOn(name)
-		d := s.eng.deliveryAt(now, now, rec.Lane)
+		d := e.deliveryAt(now, now, rec.Lane)
 		// Kept apart, it lasts as the job's payload would from here; the
 		// claims that read it make it last longer (loadPayload).
-		sg.Until = s.eng.payloadUntil(rec, now, rec.RunAt)
+		sg.Until = e.payloadUntil(rec, now, rec.RunAt)
 		if wake {
 			sg.Wake, sg.RunAt, sg.SweepAt = true, now, d.sweepAt
 		}
 		// A write of ours that landed and whose answer was lost (the SDK
 		// tried it again) is no conflict (driver.Signaller).
-		err := s.eng.signaller.Signal(ctx, id, sg)
+		err := e.signaller.Signal(ctx, id, sg)
 		var ce *driver.ConflictError
 		switch {
 		case err == nil && wake:
-			if err := s.eng.deliver(ctx, rec, d); err != nil {
+			if err := e.deliver(ctx, rec, d); err != nil {
 				// Its sweep time is its safety net.
-				s.eng.log.LogAttrs(ctx, slog.LevelWarn, "signalled job not sent; the sweeper will send it", slog.String("job_id", id),
+				e.log.LogAttrs(ctx, slog.LevelWarn, "signalled job not sent; the sweeper will send it", slog.String("job_id", id),
 					slog.String("err_types", errtypes.Of(err)))
 			}
 			return &SignalResult{Woke: true}, nil

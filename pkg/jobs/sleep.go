@@ -155,7 +155,9 @@ func sleep[P any](job *Job[P], name string, end func(now time.Time) time.Time) e
 // execution is the outcome of a run whose handler suspended: its park.
 func (s *suspension) execution() execution {
 	cause := s.on
-	if _, ok := driver.SignalWaitedOn(s.on); ok {
+	if name, ok := driver.SignalWaitedOn(s.on); ok && driver.IsChildSignal(name) {
+		cause = waitChild // a fixed word: the child's name is the handler's
+	} else if ok {
 		cause = waitSignal // a fixed word: the signal's name is the kind's
 	}
 	return execution{WaitOn: s.on, WaitUntil: s.until, Cause: cause, Checkpoint: s.state}

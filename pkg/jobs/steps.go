@@ -45,6 +45,9 @@ type stepResult struct {
 	Result json.RawMessage `json:"r,omitempty"`
 	Until  int64           `json:"u,omitempty"`
 	Signal int             `json:"g,omitempty"`
+	// Child is how a wait for a child stands (Invoke: childWaiting,
+	// childEnded); an ended one's Result is its childOutcome.
+	Child int `json:"c,omitempty"`
 	// At is when the step was done, or its sleep or wait began (Unix
 	// milliseconds): what its view shows (StepMark).
 	At int64 `json:"t,omitempty"`
@@ -128,7 +131,7 @@ func Step[T, P any](ctx context.Context, job *Job[P], name string, fn func(ctx c
 		return zero, fmt.Errorf("%w: step %q asked for while another step runs, or after one out of order", errNondeterministic, name)
 	}
 	i := h.nextStep
-	if i < len(h.steps) && h.steps[i].Name == name && (h.steps[i].Until != 0 || h.steps[i].Signal != 0) {
+	if i < len(h.steps) && h.steps[i].Name == name && (h.steps[i].Until != 0 || h.steps[i].Signal != 0 || h.steps[i].Child != 0) {
 		h.nondeterministic = true
 		h.stepMu.Unlock()
 		return zero, fmt.Errorf("%w: step %q was stored as a sleep or a signal's wait", errNondeterministic, name)

@@ -983,6 +983,9 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 		h.child = func(cctx context.Context, name string, build func(*Service) (EnqueueRequest, error)) (*EnqueueResult, error) {
 			return w.children.enqueueChild(cctx, rec, name, build)
 		}
+		h.readChild = func(cctx context.Context, name string) (*driver.Record, error) {
+			return w.eng.readChild(cctx, rec, name)
+		}
 	}
 	if k.heartbeat > 0 {
 		h.heartbeat = func(pctx context.Context) error {

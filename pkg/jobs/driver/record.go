@@ -157,8 +157,11 @@ type Record struct {
 	// (Service.RunNow) rather than by a fire.
 	ManualRunOf string
 	// ChildOf names the job whose handler enqueued this one
-	// (Kind.EnqueueChild).
-	ChildOf string
+	// (Kind.EnqueueChild). AwaitedAs, set for a child its parent waits
+	// for (jobs.Invoke), is the name the parent gave it: its final
+	// outcome signals the parent (ChildSignal(AwaitedAs)).
+	ChildOf   string
+	AwaitedAs string
 	// Tags are the job's tags (EnqueueOpts.Tags), set at creation and
 	// never changed: a store indexes each, for ListQuery.Tag.
 	Tags map[string]string

@@ -431,6 +431,29 @@ type Signaller interface {
 	Signal(ctx context.Context, id string, s Signal) error
 }
 
+// ChildSignal is the name of the signal a child job a parent waits for
+// (Record.AwaitedAs) sends the parent when it ends: never a name a kind
+// declares (those have no ':'). Such signals carry no payload and do not
+// count towards Signal.Max: a store counts the others alone.
+func ChildSignal(name string) string { return childSignalPrefix + name }
+
+// IsChildSignal reports whether name is a ChildSignal's.
+func IsChildSignal(name string) bool { return strings.HasPrefix(name, childSignalPrefix) }
+
+const childSignalPrefix = "child:"
+
+// CountedSignals counts the signals of sigs that count towards
+// Signal.Max: all but ChildSignal's.
+func CountedSignals(sigs map[string][]byte) int {
+	n := 0
+	for name := range sigs {
+		if !IsChildSignal(name) {
+			n++
+		}
+	}
+	return n
+}
+
 // SignalLanded reports whether cur holds s, as a store that names a signal
 // kept apart ref (empty: in the job's item) would have written it: the
 // sealed bytes carry a nonce of their own, so no other write holds them.

@@ -134,6 +134,7 @@ type item struct {
 	ReplayOf    string   `dynamodbav:"rp,omitempty"`
 	ManualRunOf string   `dynamodbav:"mr,omitempty"`
 	ChildOf     string   `dynamodbav:"co,omitempty"`
+	AwaitedAs   string   `dynamodbav:"aw,omitempty"`
 	// The job's tags, shown in its view (the indexes have their hashes).
 	Tags map[string]string `dynamodbav:"tg,omitempty"`
 	// The tag indexes' keys (see TagIndexes).
@@ -238,7 +239,7 @@ func toItem(r *driver.Record) item {
 		Lane: r.Lane, Tenant: r.Tenant, WaitingOn: r.WaitingOn, UniqueKey: r.UniqueKey, UniqueUntil: r.UniqueUntil, StartBy: ms(r.StartBy),
 		Checkpoint: r.Checkpoint, Continued: r.Continuations, FirstStart: ms(r.FirstStartedAt),
 		Events: r.Events, OnFailure: r.OnFailure, Outcomes: r.Outcomes,
-		Parents: r.Parents, ParentsDone: r.ParentsDone, CancelledBy: r.CancelledBy, Dependents: dependentsOf(r.Dependents), ReplayOf: r.ReplayOf, ManualRunOf: r.ManualRunOf, ChildOf: r.ChildOf,
+		Parents: r.Parents, ParentsDone: r.ParentsDone, CancelledBy: r.CancelledBy, Dependents: dependentsOf(r.Dependents), ReplayOf: r.ReplayOf, ManualRunOf: r.ManualRunOf, ChildOf: r.ChildOf, AwaitedAs: r.AwaitedAs,
 	}
 	if r.Owner != "" {
 		key := wire.OwnerKey(r.Owner)
@@ -296,7 +297,7 @@ func fromItem(av map[string]types.AttributeValue) (*driver.Record, error) {
 		Lane: it.Lane, Tenant: it.Tenant, WaitingOn: it.WaitingOn, UniqueKey: it.UniqueKey, UniqueUntil: it.UniqueUntil, StartBy: fromMS(it.StartBy),
 		Checkpoint: it.Checkpoint, CheckpointRef: it.CheckpointR, Continuations: it.Continued, FirstStartedAt: fromMS(it.FirstStart),
 		Events: it.Events, OnFailure: it.OnFailure, Outcomes: it.Outcomes, QueueCapped: it.KindCap != "",
-		Parents: it.Parents, ParentsDone: it.ParentsDone, CancelledBy: it.CancelledBy, Dependents: parseDependents(it.Dependents), ReplayOf: it.ReplayOf, ManualRunOf: it.ManualRunOf, ChildOf: it.ChildOf,
+		Parents: it.Parents, ParentsDone: it.ParentsDone, CancelledBy: it.CancelledBy, Dependents: parseDependents(it.Dependents), ReplayOf: it.ReplayOf, ManualRunOf: it.ManualRunOf, ChildOf: it.ChildOf, AwaitedAs: it.AwaitedAs,
 		Tags: it.Tags, StepMarks: it.StepMarks,
 	}
 	if it.BatchCount != "" {
@@ -920,9 +921,11 @@ func (s *Store) Signal(ctx context.Context, id string, sg driver.Signal) error {
 	} else {
 		e.setTo(attrSignal+sg.Name, e.v(&types.AttributeValueMemberB{Value: sg.Data}))
 	}
-	e.addTo(attrSignals, 1)
 	e.when(e.notExists(attrSignal + sg.Name))
-	e.when(e.notExists(attrSignals) + " OR " + e.n(attrSignals) + " < " + e.vn(int64(sg.Max)))
+	if !driver.IsChildSignal(sg.Name) {
+		e.addTo(attrSignals, 1)
+		e.when(e.notExists(attrSignals) + " OR " + e.n(attrSignals) + " < " + e.vn(int64(sg.Max)))
+	}
 	if sg.Wake {
 		e.when(e.statusIs(jobs.StatusQueued))
 		e.when(e.n(attrWaitingOn) + " = " + e.vs(driver.WaitSignalOn(sg.Name)))

@@ -475,7 +475,7 @@ func (m *MemStore) Signal(_ context.Context, id string, sg driver.Signal) error 
 		return nil // this write, tried again
 	}
 	waits := r.Status == jobs.StatusQueued && r.WaitingOn == driver.WaitSignalOn(sg.Name)
-	if (r.Status != jobs.StatusQueued && r.Status != jobs.StatusRunning) || r.Signals[sg.Name] != nil || len(r.Signals) >= sg.Max || sg.Wake != waits {
+	if (r.Status != jobs.StatusQueued && r.Status != jobs.StatusRunning) || r.Signals[sg.Name] != nil || (!driver.IsChildSignal(sg.Name) && driver.CountedSignals(r.Signals) >= sg.Max) || sg.Wake != waits {
 		return &driver.ConflictError{Current: clone(r)}
 	}
 	if r.Signals == nil {

@@ -1,0 +1,324 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/wire"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
+)
+
+// Child jobs a handler waits for. Invoke starts a child (EnqueueChild's
+// once per name, with the child marked as awaited: Record.AwaitedAs) and
+// stores the wait among the parent's steps. While the child runs the
+// parent waits queued on its child's signal (waiting_on "child"), holding
+// no worker: the park is conditional on the signal not having come, as a
+// wait for a signal's is. The child's final write names a post-outcome
+// step, afterParent, that sends its parent that signal (one conditional
+// write, which makes a parent that waits for it due); the parent's next
+// run reads the child's outcome and stores it among its steps, so every
+// later run gets the same answer. Cancelling the parent cancels the child
+// it waits for (afterChildren). docs/LONG_RUNS.md, "Child jobs".
+
+// How an Invoke stored among a job's steps stands (stepResult.Child).
+const (
+	childWaiting = 1 // started, not ended when last looked at
+	childEnded   = 2 // ended: Result is its childOutcome
+)
+
+// childRecheck is how long a parent waits for its child's signal before
+// it looks at the child again anyway: a safety net that costs a claim and
+// a park a day of a child's run.
+const childRecheck = 24 * time.Hour
+
+// childPoll is how soon a parent looks again at a child that ended, sent
+// its signal, and was then retried by hand before the parent read it: the
+// signal is spent, so the parent polls until the child ends again.
+const childPoll = time.Minute
+
+// waitChild: View.WaitingOn of a job whose handler waits for a child.
+const waitChild = "child"
+
+// childOutcome is an ended child as its parent stores it.
+type childOutcome struct {
+	ID     string          `json:"id"`
+	Status Status          `json:"s"`
+	Code   string          `json:"c,omitempty"`
+	Result json.RawMessage `json:"r,omitempty"`
+}
+
+// ChildError is what Invoke returns for a child that failed or was
+// cancelled: its id, kind, status and failure code (a code its kind
+// declares, or a reserved one). errors.As finds it.
+type ChildError struct {
+	ID     string
+	Kind   string
+	Status Status
+	Code   string
+}
+
+func (e *ChildError) Error() string {
+	return fmt.Sprintf("jobs: child %s (%s) %s: %s", e.ID, e.Kind, e.Status, e.Code)
+}
+
+// Invoke starts a job of kind, with payload and opts, as the child of
+// job named name (as Kind.EnqueueChild does: once per name, however often
+// the handler runs), waits for it to end, and returns its result decoded
+// into R; a child that failed or was cancelled returns a *ChildError with
+// its code. It is a step of job's (the step named name): the first run
+// that reaches it before the child ended stores the wait with the job's
+// steps and suspends as Sleep does (the job waits queued, View.WaitingOn
+// "child", holding no worker or attempt; Invoke does not return, and no
+// code after it runs). The child's end makes the job due, and its next
+// run passes the wait: the child's outcome is stored with the job's
+// steps (one conditional write; its result counts towards
+// driver.MaxCheckpointBytes), so every later run gets the same answer
+// even once the child is gone.
+//
+// The rules of Step apply: call it from the handler's goroutine, outside
+// a Step's function, in the same order in every run. Cancelling the job
+// while it waits cancels the child (a queued child at once; a running
+// one's handler sees ErrCancelled). A job may have at most 100 waits for
+// children (each adds its name to the job's item). On a Job built by hand
+// (a handler's unit test) it fails and starts nothing.
+func Invoke[R, P, C any](ctx context.Context, job *Job[P], name string, kind Kind[C], payload C, opts *EnqueueOpts) (R, error) {
+	var zero R
+	if job.h == nil {
+		job.h = &runHandle{}
+	}
+	h := job.h
+	h.stepMu.Lock()
+	defer h.stepMu.Unlock()
+	if h.suspend != nil {
+		return zero, errSuspended
+	}
+	if h.inStep || h.nondeterministic {
+		h.nondeterministic = true
+		return zero, fmt.Errorf("%w: child %q asked for while a step runs, or after one out of order", errNondeterministic, name)
+	}
+	i := h.nextStep
+	stored := i < len(h.steps) && h.steps[i].Name == name
+	if stored {
+		switch st := h.steps[i]; st.Child {
+		case 0:
+			h.nondeterministic = true
+			return zero, fmt.Errorf("%w: child %q was stored as a step, a sleep or a wait for a signal", errNondeterministic, name)
+		case childEnded:
+			h.nextStep++
+			return childAnswer[R](name, kind.name, st.Result)
+		}
+	} else {
+		for _, later := range h.steps[min(i, len(h.steps)):] {
+			if later.Name == name {
+				h.nondeterministic = true
+				return zero, fmt.Errorf("%w: child %q was stored after %q, which this run has not asked for", errNondeterministic, name, h.steps[i].Name)
+			}
+		}
+		if n := childWaits(h.steps); n >= maxChildWaits {
+			return zero, fmt.Errorf("jobs: child %q: the job waits for %d children already, the most it may", name, n)
+		}
+	}
+	if h.child == nil || h.readChild == nil || h.checkpoint == nil {
+		return zero, errNotAWorkersJob
+	}
+	now := h.clock()
+	if !stored {
+		var o EnqueueOpts
+		if opts != nil {
+			o = *opts
+		}
+		if o.IdempotencyKey != "" || o.UniqueKey != "" {
+			return zero, refuse(codeInvalidRequest, "a child's name is its key: give no IdempotencyKey or UniqueKey")
+		}
+		if !wire.ValidOwner(name) || len(name) > maxChildName {
+			return zero, refuse(codeInvalidRequest, fmt.Sprintf("child name %q: 1 to %d printable ASCII characters", name, maxChildName))
+		}
+		if _, err := h.child(ctx, name, func(svc *Service) (EnqueueRequest, error) {
+			req, err := kind.request(svc, "", payload, &o)
+			req.awaited = true
+			return req, err
+		}); err != nil {
+			return zero, fmt.Errorf("jobs: child %q: %w", name, err)
+		}
+	}
+	child, err := h.readChild(ctx, name)
+	if err != nil {
+		return zero, fmt.Errorf("jobs: child %q: %w", name, err)
+	}
+	if child.Status.Final() {
+		out, err := json.Marshal(childOutcome{ID: child.ID, Status: child.Status, Code: child.ErrorCode, Result: child.Result})
+		if err != nil {
+			return zero, fmt.Errorf("jobs: child %q: %w", name, err)
+		}
+		steps := slices.Clone(h.steps)
+		ended := stepResult{Name: name, Child: childEnded, Result: out, At: now.UnixMilli()}
+		if stored {
+			steps[i] = ended
+		} else {
+			steps = slices.Insert(steps, i, ended)
+		}
+		// Stored before it is answered: a child retried by hand later
+		// changes no later run's answer.
+		if err := h.checkpoint(ctx, encodeState(jobState{V: h.resume, Steps: steps})); err != nil {
+			if errors.Is(err, ErrCancelled) || errors.Is(err, ErrLostClaim) {
+				return zero, err
+			}
+			return zero, fmt.Errorf("jobs: child %q ended, its outcome not stored: %w", name, err)
+		}
+		h.steps, h.nextStep = steps, i+1
+		return childAnswer[R](name, kind.name, out)
+	}
+	// Not ended: wait for its signal, or, when its signal came and it was
+	// retried since, look again soon.
+	on, until := driver.WaitSignalOn(driver.ChildSignal(name)), now.Add(childRecheck)
+	if h.signals[driver.ChildSignal(name)] != nil {
+		on, until = waitChild, now.Add(childPoll)
+	}
+	if !h.runEnd.IsZero() && until.After(h.runEnd) {
+		until = h.runEnd
+	}
+	steps := slices.Clone(h.steps)
+	waiting := stepResult{Name: name, Child: childWaiting, At: now.UnixMilli()}
+	if stored {
+		waiting.At = h.steps[i].At
+		steps[i] = waiting
+	} else {
+		steps = slices.Insert(steps, i, waiting)
+	}
+	sealed, err := h.seal(encodeState(jobState{V: h.resume, Steps: steps}))
+	if err != nil {
+		return zero, fmt.Errorf("jobs: child %q: %w", name, err)
+	}
+	h.steps, h.nextStep = steps, i+1
+	h.suspend = &suspension{on: on, until: until.Truncate(time.Millisecond).Add(time.Millisecond), state: sealed}
+	runtime.Goexit() // stepMu is unlocked by the deferred call
+	return zero, nil
+}
+
+// maxChildWaits bounds the children a job waits for (Invoke): each
+// child's signal is an attribute of the job's item.
+const maxChildWaits = 100
+
+// childWaits counts the waits for children among steps.
+func childWaits(steps []stepResult) int {
+	n := 0
+	for _, st := range steps {
+		if st.Child != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// childAnswer is Invoke's answer for the stored outcome raw of the child
+// named name, of kind.
+func childAnswer[R any](name, kind string, raw json.RawMessage) (R, error) {
+	var zero R
+	var out childOutcome
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return zero, fmt.Errorf("jobs: child %q: decode its stored outcome: %w", name, err)
+	}
+	if out.Status != StatusSucceeded {
+		return zero, &ChildError{ID: out.ID, Kind: kind, Status: out.Status, Code: out.Code}
+	}
+	var v R
+	if len(out.Result) > 0 {
+		if err := json.Unmarshal(out.Result, &v); err != nil {
+			return zero, fmt.Errorf("jobs: child %q: decode its result: %w", name, err)
+		}
+	}
+	return v, nil
+}
+
+// readChild reads parent's child named name with its result (a final
+// one's, wherever the store keeps it).
+func (e *engine) readChild(ctx context.Context, parent *driver.Record, name string) (*driver.Record, error) {
+	child, err := e.store.Get(ctx, wire.DerivedID("child", parent.ID, name))
+	if err != nil {
+		return nil, err
+	}
+	if child.Status == StatusSucceeded && child.ResultRef != "" && child.Result == nil {
+		if child.Result, _, err = e.store.ReadPart(ctx, child, driver.PartResult); err != nil {
+			return nil, err
+		}
+	}
+	return child, nil
+}
+
+// afterParent sends the parent of an awaited child its signal (Invoke).
+const afterParent = "parent"
+
+// notifyParent is the post-outcome step of a final awaited child: it
+// sends its parent the child's signal, which wakes a parent that waits
+// for it; a parent that ended, or has the signal already, needs nothing.
+func (e *engine) notifyParent(ctx context.Context, child *driver.Record) error {
+	if e.signaller == nil {
+		return errors.New("jobs: the store keeps no signals (driver.Signaller): a parent waiting for its child is never woken")
+	}
+	parent, err := e.store.Get(ctx, child.ChildOf)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	_, err = e.signal(ctx, parent, driver.ChildSignal(child.AwaitedAs), []byte{1})
+	if errors.Is(err, ErrAlreadyFinal) || errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// afterChildren cancels the child a cancelled job waited for (Invoke).
+const afterChildren = "children"
+
+// awaitedChild is the name of the child a job's marks say it waits for
+// ("" none): the last mark, when it is a wait for a child.
+func awaitedChild(marks string) string {
+	ms := stepMarks(marks)
+	if len(ms) == 0 {
+		return ""
+	}
+	if m := ms[len(ms)-1]; m.Kind == "child" && m.Status == "waiting" {
+		return m.Name
+	}
+	return ""
+}
+
+// cancelChildren is the post-outcome step of a cancelled job that waited
+// for a child: the child is cancelled (queued: at once; running: its run
+// is asked to stop). A child that ended needs nothing.
+func (e *engine) cancelChildren(ctx context.Context, parent *driver.Record) error {
+	name := awaitedChild(parent.StepMarks)
+	if name == "" {
+		return nil
+	}
+	child, err := e.store.Get(ctx, wire.DerivedID("child", parent.ID, name))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	ctx = withCascade(ctx)
+	for try := 0; ; try++ {
+		err := e.cancel(ctx, child)
+		switch {
+		case err == nil || errors.Is(err, ErrAlreadyFinal):
+			return nil
+		case !isConflict(err) || try == 3:
+			return err
+		}
+		// It moved since it was read (claimed, or it ended): again.
+		if child, err = e.store.Get(ctx, child.ID); errors.Is(err, ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+}
