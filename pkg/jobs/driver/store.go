@@ -131,9 +131,10 @@ type Store interface {
 	Requeue(ctx context.Context, id, token string, r Requeue) error
 
 	// CancelQueued moves a queued job to cancelled (a *ConflictError
-	// otherwise), with the post-outcome steps c.After
-	// pending as Finish does; a job out of the sweep schedule (one that
-	// waited on its parents) is put back in it at c.At while they are.
+	// otherwise), with the post-outcome steps c.After pending as Finish
+	// does, due for the sweeper at c.At while they are: a job parked far
+	// ahead (a sleep, a wait for a signal or a child) or out of the sweep
+	// schedule (one that waited on its parents) is not left there.
 	CancelQueued(ctx context.Context, id string, c CancelQueued) error
 
 	// CreateBatch stores b, being created (b.Creating), unless a live batch
@@ -418,7 +419,8 @@ const waitSignalPrefix = "signal:"
 // Signaller is implemented by a store that keeps signals for jobs
 // (jobs.WaitForSignal, Record.Signals). Signal stores s on job id, on the
 // conditions that the job is queued or running, has no signal named
-// s.Name, and holds fewer than s.Max signals; with s.Wake, also that it is
+// s.Name, and holds fewer than s.Max signals (a ChildSignal neither
+// counts nor is bounded by it); with s.Wake, also that it is
 // queued waiting for that signal (WaitingOn WaitSignalOn(s.Name)), and it
 // makes the job due: RunAt and SweepAt as s says; without s.Wake, that it
 // is not (so a job parked for the signal after the caller read it is

@@ -161,6 +161,18 @@ func (e *expr) afterOutcome(id, at string, steps []string) {
 	e.setTo(AttrSweepAt, e.ifNotExists(AttrSweepAt, at))
 }
 
+// afterOutcomeDue is afterOutcome for a job whose sweep time may be far
+// ahead (a queued job's, parked): with steps, it is due at at.
+func (e *expr) afterOutcomeDue(id, at string, steps []string) {
+	if len(steps) == 0 {
+		e.del(AttrSweepShard, AttrSweepAt)
+		return
+	}
+	e.setTo(attrAfter, e.v(&types.AttributeValueMemberSS{Value: steps}))
+	e.setTo(AttrSweepShard, e.ifNotExists(AttrSweepShard, e.vs(ShardOf(id))))
+	e.setTo(AttrSweepAt, at)
+}
+
 // countOutcome makes a final write count outcome seq (0: none, and no
 // byte written): it sets the count, conditional on the previous one.
 func (e *expr) countOutcome(seq int) {

@@ -960,7 +960,8 @@ func (s *Store) CancelQueued(ctx context.Context, id string, c driver.CancelQueu
 	e.setTo(attrUpdated, at)
 	e.setTo(attrFinished, at)
 	e.setTo(AttrExpires, e.vn(c.ExpiresAt.Unix()))
-	e.afterOutcome(id, at, c.After)
+	// Its sweep time may be a park's, far ahead: the steps are due now.
+	e.afterOutcomeDue(id, at, c.After)
 	e.needsAttention()
 	if c.Code != "" {
 		e.setTo(attrErrorCode, e.vs(c.Code))

@@ -516,6 +516,9 @@ func (m *MemStore) CancelQueued(_ context.Context, id string, c driver.CancelQue
 		r.CancelledBy = c.CancelledBy
 	}
 	m.afterOutcome(r, c.At, c.After)
+	if len(c.After) > 0 {
+		r.SweepAt = c.At // its sweep time may be a park's, far ahead
+	}
 	return nil
 }
 

@@ -255,6 +255,25 @@ func (c suite) publishAndFinish(t *testing.T) {
 		}
 	})
 
+	c.run(t, "CancelOfAParkedJobMakesItsStepsDue", func(t *testing.T, s driver.Store, clock *Clock) {
+		// A job parked for a day (a sleep, a wait) and cancelled with
+		// post-outcome steps is due for the sweeper at the cancel, not at
+		// the park's end: its steps would wait a day otherwise.
+		now := clock.Now()
+		rec := mustCreate(t, s, now)
+		_, token := mustClaim(t, s, rec.ID, now)
+		day := now.Add(24 * time.Hour)
+		if err := s.Requeue(ctx, rec.ID, token, driver.Requeue{At: now, RunAt: day, SweepAt: day, WaitingOn: "sleep"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CancelQueued(ctx, rec.ID, driver.CancelQueued{At: now, ExpiresAt: now.Add(time.Hour), After: []string{"event"}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, rec.ID); !got.SweepAt.Equal(now) {
+			t.Fatalf("cancelled with steps pending: sweep at %v, want the cancel's %v", got.SweepAt, now)
+		}
+	})
+
 	c.run(t, "NoResubmitWhileStepsArePending", func(t *testing.T, s driver.Store, clock *Clock) {
 		// A retry must not start a new outcome before the last one's steps
 		// (its event) have run: the pending event would be lost.
