@@ -279,9 +279,17 @@ func (e *engine) finish(ctx context.Context, log *slog.Logger, r run, ex executi
 	retention := e.retentionOf(rec.Kind)
 	var out driver.Outcome
 	write := func(ex execution) error {
+		// The post-outcome steps follow the marks the write stores (a
+		// cancelled parent's wait for a child: afterChildren).
 		for try := 0; ; try++ {
+			arec := rec
+			if ex.Marks != "" {
+				c := *rec
+				c.StepMarks = ex.Marks
+				arec = &c
+			}
 			out = driver.Outcome{Status: ex.Status, Result: ex.Result, Staged: ex.Staged, ResultUntil: at.Add(retention), Code: ex.Code, At: at, ExpiresAt: at.Add(retention), Marks: ex.Marks,
-				LeaseExpiredBy: r.leaseBy, KeepLease: ex.Abandoned, After: afterSteps(rec, ex.Status), Seq: outcomeSeq(rec),
+				LeaseExpiredBy: r.leaseBy, KeepLease: ex.Abandoned, After: afterSteps(arec, ex.Status), Seq: outcomeSeq(rec),
 				Dependents: len(rec.Dependents)}
 			if ex.Status == StatusCancelled {
 				out.Result = nil

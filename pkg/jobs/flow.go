@@ -619,7 +619,7 @@ func (e *engine) park(ctx context.Context, r run, a *admission) ending {
 	log := e.log.With(slog.String("job_id", rec.ID), slog.String("kind", rec.Kind))
 	switch {
 	case errors.Is(err, errCancelRequested):
-		return e.finish(ctx, log, r, execution{Status: StatusCancelled, Cause: "cancelled"})
+		return e.finish(ctx, log, r, execution{Status: StatusCancelled, Cause: "cancelled", Marks: a.marks})
 	case isConflict(err):
 		return ending{res: superseded}
 	case err != nil:

@@ -66,9 +66,28 @@ func (e *ChildError) Error() string {
 	return fmt.Sprintf("jobs: child %s (%s) %s: %s", e.ID, e.Kind, e.Status, e.Code)
 }
 
-// Invoke starts a job of kind, with payload and opts, as the child of
-// job named name (as Kind.EnqueueChild does: once per name, however often
-// the handler runs), waits for it to end, and returns its result decoded
+// Call is a job Invoke starts: a kind with its payload and options
+// (Kind.Call).
+type Call struct {
+	kind string
+	opts EnqueueOpts
+	req  func(svc *Service, opts *EnqueueOpts) (EnqueueRequest, error)
+}
+
+// Call is a job of kind k with payload and opts, for Invoke to start as a
+// child. opts may be nil; a child's name is its key, so opts gives no
+// IdempotencyKey or UniqueKey.
+func (k Kind[P]) Call(payload P, opts *EnqueueOpts) Call {
+	c := Call{kind: k.name, req: func(svc *Service, o *EnqueueOpts) (EnqueueRequest, error) { return k.request(svc, "", payload, o) }}
+	if opts != nil {
+		c.opts = *opts
+	}
+	return c
+}
+
+// Invoke starts call's job as the child of job named name (as
+// Kind.EnqueueChild does: once per name, however often the handler
+// runs), waits for it to end, and returns its result decoded
 // into R; a child that failed or was cancelled returns a *ChildError with
 // its code. It is a step of job's (the step named name): the first run
 // that reaches it before the child ended stores the wait with the job's
@@ -86,7 +105,7 @@ func (e *ChildError) Error() string {
 // one's handler sees ErrCancelled). A job may have at most 100 waits for
 // children (each adds its name to the job's item). On a Job built by hand
 // (a handler's unit test) it fails and starts nothing.
-func Invoke[R, P, C any](ctx context.Context, job *Job[P], name string, kind Kind[C], payload C, opts *EnqueueOpts) (R, error) {
+func Invoke[R, P any](ctx context.Context, job *Job[P], name string, call Call) (R, error) {
 	var zero R
 	if job.h == nil {
 		job.h = &runHandle{}
@@ -110,7 +129,7 @@ func Invoke[R, P, C any](ctx context.Context, job *Job[P], name string, kind Kin
 			return zero, fmt.Errorf("%w: child %q was stored as a step, a sleep or a wait for a signal", errNondeterministic, name)
 		case childEnded:
 			h.nextStep++
-			return childAnswer[R](name, kind.name, st.Result)
+			return childAnswer[R](name, call.kind, st.Result)
 		}
 	} else {
 		for _, later := range h.steps[min(i, len(h.steps)):] {
@@ -126,27 +145,48 @@ func Invoke[R, P, C any](ctx context.Context, job *Job[P], name string, kind Kin
 	if h.child == nil || h.readChild == nil || h.checkpoint == nil {
 		return zero, errNotAWorkersJob
 	}
+	if call.req == nil {
+		return zero, refuse(codeInvalidRequest, fmt.Sprintf("child %q: a Call made by Kind.Call", name))
+	}
+	o := call.opts
+	if o.IdempotencyKey != "" || o.UniqueKey != "" {
+		return zero, refuse(codeInvalidRequest, "a child's name is its key: give no IdempotencyKey or UniqueKey")
+	}
+	if !wire.ValidOwner(name) || len(name) > maxChildName {
+		return zero, refuse(codeInvalidRequest, fmt.Sprintf("child name %q: 1 to %d printable ASCII characters", name, maxChildName))
+	}
 	now := h.clock()
-	if !stored {
-		var o EnqueueOpts
-		if opts != nil {
-			o = *opts
+	fresh := !stored
+	if fresh {
+		// The wait is stored before the child is started, so that a
+		// cancel of the job from then on finds it in the job's marks
+		// (afterChildren), whatever becomes of this run.
+		steps := slices.Insert(slices.Clone(h.steps), i, stepResult{Name: name, Child: childWaiting, At: now.UnixMilli()})
+		if err := h.checkpoint(ctx, encodeState(jobState{V: h.resume, Steps: steps})); err != nil {
+			if errors.Is(err, ErrCancelled) || errors.Is(err, ErrLostClaim) {
+				return zero, err
+			}
+			return zero, fmt.Errorf("jobs: child %q: its wait not stored: %w", name, err)
 		}
-		if o.IdempotencyKey != "" || o.UniqueKey != "" {
-			return zero, refuse(codeInvalidRequest, "a child's name is its key: give no IdempotencyKey or UniqueKey")
-		}
-		if !wire.ValidOwner(name) || len(name) > maxChildName {
-			return zero, refuse(codeInvalidRequest, fmt.Sprintf("child name %q: 1 to %d printable ASCII characters", name, maxChildName))
-		}
+		h.steps, stored = steps, true
+	}
+	var child *driver.Record
+	var err error
+	if !fresh {
+		child, err = h.readChild(ctx, name)
+	}
+	if fresh || errors.Is(err, ErrNotFound) {
+		// Started once per name: a run that stored the wait and died
+		// before the child was made makes it now.
 		if _, err := h.child(ctx, name, func(svc *Service) (EnqueueRequest, error) {
-			req, err := kind.request(svc, "", payload, &o)
+			req, err := call.req(svc, &o)
 			req.awaited = true
 			return req, err
 		}); err != nil {
 			return zero, fmt.Errorf("jobs: child %q: %w", name, err)
 		}
+		child, err = h.readChild(ctx, name)
 	}
-	child, err := h.readChild(ctx, name)
 	if err != nil {
 		return zero, fmt.Errorf("jobs: child %q: %w", name, err)
 	}
@@ -171,7 +211,7 @@ func Invoke[R, P, C any](ctx context.Context, job *Job[P], name string, kind Kin
 			return zero, fmt.Errorf("jobs: child %q ended, its outcome not stored: %w", name, err)
 		}
 		h.steps, h.nextStep = steps, i+1
-		return childAnswer[R](name, kind.name, out)
+		return childAnswer[R](name, call.kind, out)
 	}
 	// Not ended: wait for its signal, or, when its signal came and it was
 	// retried since, look again soon.

@@ -70,7 +70,7 @@ func newInvokeRig(t *testing.T) *invokeRig {
 		s.mu.Unlock()
 		total := 0
 		for _, item := range job.Payload.Items {
-			q, err := jobs.Invoke[quoteV](ctx, job, "quote-"+item, quoteKind, quotePayload{Item: item, Fail: job.Payload.Fail, Hold: job.Payload.Hold}, nil)
+			q, err := jobs.Invoke[quoteV](ctx, job, "quote-"+item, quoteKind.Call(quotePayload{Item: item, Fail: job.Payload.Fail, Hold: job.Payload.Hold}, nil))
 			var ce *jobs.ChildError
 			if errors.As(err, &ce) {
 				return jobs.JSON[orderOut]{V: orderOut{Code: ce.Code}}, nil
@@ -184,7 +184,7 @@ func TestInvokeOnAJobBuiltByHand(t *testing.T) {
 	reg := jobs.NewRegistry()
 	k := jobs.MustRegister(reg, "q", func(context.Context, *jobs.Job[quotePayload]) (jobs.NoResult, error) { return jobs.NoResult{}, nil }, nil)
 	job := jobstest.NewJob(orderIn{}, nil)
-	if _, err := jobs.Invoke[jobs.NoResult](context.Background(), job, "x", k, quotePayload{}, nil); err == nil {
+	if _, err := jobs.Invoke[jobs.NoResult](context.Background(), job, "x", k.Call(quotePayload{}, nil)); err == nil {
 		t.Fatal("Invoke on a Job built by hand started a child")
 	}
 }

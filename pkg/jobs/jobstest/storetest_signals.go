@@ -95,6 +95,24 @@ func (c suite) signals(t *testing.T) {
 		}
 	})
 
+	// A child's signal (driver.ChildSignal) does not count towards Max:
+	// a job with Max signals of its own still takes one, and one of its
+	// own past Max is refused whatever child signals it holds.
+	c.run(t, "ChildSignalsAreNotCounted", func(t *testing.T, s driver.Store, clock *Clock) {
+		sg := signaller(t, s)
+		rec := mustCreate(t, s, clock.Now())
+		for _, name := range []string{"approval", driver.ChildSignal("quote-1"), driver.ChildSignal("quote 2#x")} {
+			if err := sg.Signal(ctx, rec.ID, driver.Signal{Name: name, Data: []byte{1}, At: clock.Now(), Max: 1}); err != nil {
+				t.Fatalf("signal %q with Max 1: %v", name, err)
+			}
+		}
+		conflict(t, sg.Signal(ctx, rec.ID, driver.Signal{Name: "note", Data: []byte("sealed:n"), At: clock.Now(), Max: 1}), "a second signal of its own past Max 1")
+		got := mustGet(t, s, rec.ID)
+		if len(got.Signals) != 3 || got.Signals[driver.ChildSignal("quote 2#x")] == nil {
+			t.Fatalf("signals %q, want the three", got.Signals)
+		}
+	})
+
 	// A large signal is read wherever the store keeps it: in the job's
 	// item, or in one of its own (Record.SignalRefs; the record's entry
 	// then empty, not nil) that lasts until Signal.Until and longer by

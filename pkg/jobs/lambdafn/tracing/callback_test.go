@@ -111,14 +111,18 @@ func TestACallbackTokenIsInNoSpan(t *testing.T) {
 	if c, ok := handler.(io.Closer); ok {
 		defer func() { _ = c.Close() }()
 	}
-	path := "/v1/callbacks/" + token
+	route, _ := deploy.RouteByID(deploy.RouteCallback)
+	path, err := route.PathFor(map[string]string{"token": token})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ev, _ := json.Marshal(events.APIGatewayV2HTTPRequest{
-		Version: "2.0", RouteKey: "POST /v1/callbacks/{token}", RawPath: path,
+		Version: "2.0", RouteKey: route.Key(), RawPath: path,
 		Headers:        map[string]string{"content-type": "application/json"},
 		PathParameters: map[string]string{"token": token},
 		Body:           `{"receipt":"r-1"}`,
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RouteKey: "POST /v1/callbacks/{token}", Stage: "$default", RequestID: "req-1",
+			RouteKey: route.Key(), Stage: "$default", RequestID: "req-1",
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: path, Protocol: "HTTP/1.1", SourceIP: "192.0.2.1"},
 		},
 	})
