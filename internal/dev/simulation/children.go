@@ -79,6 +79,9 @@ func (w *world) checkChildren(all map[string]*driver.Record) {
 		for i := range want {
 			derived[wire.DerivedID("child", pid, fmt.Sprint("c", i))] = fmt.Sprint("c", i)
 		}
+		if w.isInvoker(pid) {
+			derived[wire.DerivedID("child", pid, childName)] = childName
+		}
 		for _, c := range byParent[pid] {
 			switch {
 			case parent == nil:

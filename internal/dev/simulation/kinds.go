@@ -46,6 +46,11 @@ type payload struct {
 	// TokenS: the handler makes a callback token for that signal, lasting
 	// this many seconds, before it waits (steps.go).
 	TokenS int `json:"token_s,omitempty"`
+	// InvokeS: the handler invokes a plain child after its first step
+	// (jobs.Invoke), which waits this many seconds for a signal no one
+	// sends, then ends as InvokeFail says (invoke.go).
+	InvokeS    int    `json:"invoke_s,omitempty"`
+	InvokeFail string `json:"invoke_fail,omitempty"`
 }
 
 type result struct {

@@ -183,6 +183,7 @@ func (w *world) check() {
 	}
 	w.checkTags(all)
 	w.checkChildren(all)
+	w.checkCascades(all)
 	// Every job ends, or waits for a reason that still holds.
 	excused := w.excused(w.mem.All())
 	for _, id := range sortedKeys(all) {
@@ -202,7 +203,7 @@ func (w *world) check() {
 			w.violate("job %s (%s) is still %s after %v (waiting on %q, run at %v, sweep at %v, message queued %v, dead-lettered %v)",
 				id, r.Kind, r.Status, settleWithin, r.WaitingOn, r.RunAt.Sub(w.sched.start), r.SweepAt.Sub(w.sched.start), queued, dead)
 		case len(r.After) > 0:
-			w.violate("job %s is %s with its post-outcome steps %v still pending", id, r.Status, r.After)
+			w.violate("job %s is %s with its post-outcome steps %v still pending (sweep at %v)", id, r.Status, r.After, r.SweepAt.Sub(w.sched.start))
 		}
 		if r.WaitingOn == driver.WaitParents && !r.Status.Final() {
 			for _, p := range r.Parents {

@@ -115,6 +115,7 @@ type world struct {
 	grants     []grant           // the burst owner's accepted requests
 	tags       tagRun            // what the tags owner did
 	kids       kids              // what the parents' runs were told
+	invoked    invoked           // what the parents' Invokes answered
 	stepLog    stepLog           // what the durable steps did
 	waitJobs   []string          // the client's jobs that wait for a signal (w.mu)
 	plain      jobs.Kind[payload]
@@ -137,7 +138,7 @@ func newWorld(seed uint64, opts Options) *world {
 	}
 	w := &world{seed: seed, opts: opts, plant: opts.PlantEvery,
 		setup: rand.New(rand.NewPCG(seed, 1)), inner: rand.New(rand.NewPCG(seed, 2)),
-		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, stepLog: stepLog{stored: map[string]bool{}, slept: map[string]time.Time{}, waited: map[string]time.Time{}, signalled: map[string]sentSignal{}, maybe: map[string][]int{}, tokens: map[string][]madeToken{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
+		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, invoked: invoked{answers: map[string]string{}}, stepLog: stepLog{stored: map[string]bool{}, slept: map[string]time.Time{}, waited: map[string]time.Time{}, signalled: map[string]sentSignal{}, maybe: map[string][]int{}, tokens: map[string][]madeToken{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
 		stranded: map[string]bool{}, dirty: map[string]bool{}}
 	w.sched = newSched(w, seed)
 	w.net = &actor{w: w, name: "network"}
@@ -652,6 +653,12 @@ func (w *world) operate(ctx context.Context, svc *jobs.Service, rng *rand.Rand, 
 			// callback token for it that may expire before or after.
 			p.SignalS = 1 + rng.IntN(1800)
 			p.TokenS = 1 + rng.IntN(2*p.SignalS)
+		case 2:
+			// A child it waits for, which runs for a while and may fail.
+			p.InvokeS = 1 + rng.IntN(600)
+			if rng.IntN(3) == 0 {
+				p.InvokeFail = "declared"
+			}
 		}
 	case x < 14 && len(mine) > 0:
 		// A signal to one of the client's jobs that wait for one (again:
