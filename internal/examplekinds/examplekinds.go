@@ -210,7 +210,7 @@ type Kinds struct {
 // enqueued from Go.
 func Register(reg *jobs.Registry) (Kinds, error) {
 	var k Kinds
-	var errs [13]error
+	var errs [14]error
 	k.Hash, errs[0] = jobs.Register(reg, Hash, HashText, &jobs.KindOpts{FailureCodes: []string{CodeInvalidRounds}})
 	k.Sleep, errs[1] = jobs.Register(reg, Sleep, SleepSteps, &jobs.KindOpts{FailureCodes: []string{CodeInvalidSleep}})
 	_, errs[2] = jobs.Register(reg, Fail, FailModes, &jobs.KindOpts{FailureCodes: []string{CodeExampleFailed, CodeInvalidMode}})
@@ -222,6 +222,7 @@ func Register(reg *jobs.Registry) (Kinds, error) {
 	errs[9] = registerHolds(reg)
 	if errs[0] == nil {
 		_, errs[10] = jobs.Register(reg, FanOut, fanOut(k.Hash), &jobs.KindOpts{FailureCodes: []string{CodeInvalidFanOut}, Retry: FlakyPolicy})
+		_, errs[13] = jobs.Register(reg, Chain, chain(k.Hash), &jobs.KindOpts{FailureCodes: []string{CodeChainBroken}})
 	}
 	if errs[6] == nil {
 		errs[7] = registerTick(reg)

@@ -2,6 +2,8 @@ package examplekinds_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -70,7 +72,7 @@ func TestRegister(t *testing.T) {
 	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	want := "example.approve example.event example.export example.fail example.fanout example.flaky example.hash example.hold example.hold_bulk example.hold_capped example.hold_limited example.hold_per_account example.hold_rate example.hold_urgent example.order example.receipt example.s3_object example.sleep example.tick"
+	want := "example.approve example.chain example.event example.export example.fail example.fanout example.flaky example.hash example.hold example.hold_bulk example.hold_capped example.hold_limited example.hold_per_account example.hold_rate example.hold_urgent example.order example.receipt example.s3_object example.sleep example.tick"
 	if got := strings.Join(reg.Kinds(), " "); got != want {
 		t.Fatalf("kinds %s\nwant  %s", got, want)
 	}
@@ -177,5 +179,44 @@ func TestFanOutStartsEachChildOnce(t *testing.T) {
 		if c.ChildOf != res.Job.ID || c.Status != jobs.StatusSucceeded {
 			t.Errorf("child %+v", c)
 		}
+	}
+}
+
+// example.chain waits for one example.hash child per text, in turn, each
+// fed the previous digest; a child that fails fails the chain.
+func TestChainWaitsForEachChild(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reg := jobs.NewRegistry()
+	if _, err := examplekinds.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	r, err := jobstest.NewRunner(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(payload string) *jobs.View {
+		res, err := r.Service.Enqueue(ctx, jobs.EnqueueRequest{Owner: "team", Kind: examplekinds.Chain, Payload: []byte(payload)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Work(ctx); err != nil {
+			t.Fatal(err)
+		}
+		v, err := r.Service.Get(ctx, "team", res.Job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	a := sha256.Sum256([]byte("a"))
+	b := sha256.Sum256([]byte(hex.EncodeToString(a[:]) + "b"))
+	v := run(`{"texts":["a","b"],"rounds":1}`)
+	want := `{"digests":["` + hex.EncodeToString(a[:]) + `","` + hex.EncodeToString(b[:]) + `"]}`
+	if v.Status != jobs.StatusSucceeded || string(v.Result) != want {
+		t.Fatalf("the chain: %s %s, want %s", v.Status, v.Result, want)
+	}
+	if v := run(`{"texts":["a"],"rounds":0}`); v.Status != jobs.StatusFailed || v.Error == nil || *v.Error != examplekinds.CodeChainBroken {
+		t.Fatalf("a chain whose child fails: %s %v", v.Status, v.Error)
 	}
 }

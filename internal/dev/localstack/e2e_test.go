@@ -735,6 +735,54 @@ func TestAHandlerStartsChildren(t *testing.T) {
 	}
 }
 
+// TestAHandlerWaitsForItsChildren: on the local stack, example.chain
+// waits for one example.hash child per text, in turn (jobs.Invoke): it
+// waits queued on each (waiting_on child), each child's end wakes it, and
+// its result chains their digests; its steps show each child done.
+func TestAHandlerWaitsForItsChildren(t *testing.T) {
+	t.Parallel()
+	const caller = "chainer"
+	parent := enqueue(t, caller, examplekinds.Chain, `{"texts":["a","b","c"],"rounds":20000}`)
+	sawWait := false
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, v := get(t, caller, parent.ID)
+		if v.WaitingOn == "child" {
+			sawWait = true
+		}
+		if v.Status.Final() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("example.chain never ended: %+v", v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got, _ := waitFinal(t, caller, parent.ID, time.Second)
+	var r examplekinds.ChainResult
+	if got.Status != jobs.StatusSucceeded || json.Unmarshal(got.Result, &r) != nil || len(r.Digests) != 3 {
+		t.Fatalf("example.chain: %+v (%s)", got, got.Result)
+	}
+	if !sawWait {
+		t.Error("example.chain was never seen waiting on its child")
+	}
+	if len(got.Steps) != 3 || got.Steps[2].Kind != "child" || got.Steps[2].Status != "done" {
+		t.Fatalf("example.chain's steps: %+v", got.Steps)
+	}
+	a := call(t, "GET", "/v1/jobs?kind=example.hash&limit=10", caller, "", "")
+	var page struct {
+		Jobs []jobs.View `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &page); a.status != 200 || err != nil || len(page.Jobs) != 3 {
+		t.Fatalf("the children: %d %s", a.status, a.body)
+	}
+	for _, c := range page.Jobs {
+		if c.ChildOf != parent.ID || c.Status != jobs.StatusSucceeded {
+			t.Fatalf("child %+v", c)
+		}
+	}
+}
+
 // TestLargePayloadsAndResults: on the local stack, a 300 KB payload comes
 // through POST /v1/jobs, rests in the bucket with its secret sealed, and
 // reaches the handler whole; the handler's 20 MB result is written in
