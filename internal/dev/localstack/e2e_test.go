@@ -742,7 +742,7 @@ func TestAHandlerStartsChildren(t *testing.T) {
 func TestAHandlerWaitsForItsChildren(t *testing.T) {
 	t.Parallel()
 	const caller = "chainer"
-	parent := enqueue(t, caller, examplekinds.Chain, `{"texts":["a","b","c"],"rounds":20000}`)
+	parent := enqueue(t, caller, examplekinds.Chain, `{"texts":["a","b","c"],"rounds":1000000}`)
 	sawWait := false
 	deadline := time.Now().Add(60 * time.Second)
 	for {
