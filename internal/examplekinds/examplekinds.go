@@ -210,7 +210,7 @@ type Kinds struct {
 // enqueued from Go.
 func Register(reg *jobs.Registry) (Kinds, error) {
 	var k Kinds
-	var errs [14]error
+	var errs [15]error
 	k.Hash, errs[0] = jobs.Register(reg, Hash, HashText, &jobs.KindOpts{FailureCodes: []string{CodeInvalidRounds}})
 	k.Sleep, errs[1] = jobs.Register(reg, Sleep, SleepSteps, &jobs.KindOpts{FailureCodes: []string{CodeInvalidSleep}})
 	_, errs[2] = jobs.Register(reg, Fail, FailModes, &jobs.KindOpts{FailureCodes: []string{CodeExampleFailed, CodeInvalidMode}})
@@ -223,6 +223,7 @@ func Register(reg *jobs.Registry) (Kinds, error) {
 	if errs[0] == nil {
 		_, errs[10] = jobs.Register(reg, FanOut, fanOut(k.Hash), &jobs.KindOpts{FailureCodes: []string{CodeInvalidFanOut}, Retry: FlakyPolicy})
 		_, errs[13] = jobs.Register(reg, Chain, chain(k.Hash), &jobs.KindOpts{FailureCodes: []string{CodeChainBroken}})
+		_, errs[14] = jobs.Register(reg, Nightly, nightly(k.Hash), &jobs.KindOpts{FailureCodes: []string{CodeInvalidNightly}})
 	}
 	if errs[6] == nil {
 		errs[7] = registerTick(reg)

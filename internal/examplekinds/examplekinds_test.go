@@ -72,7 +72,7 @@ func TestRegister(t *testing.T) {
 	if _, err := examplekinds.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	want := "example.approve example.chain example.event example.export example.fail example.fanout example.flaky example.hash example.hold example.hold_bulk example.hold_capped example.hold_limited example.hold_per_account example.hold_rate example.hold_urgent example.order example.receipt example.s3_object example.sleep example.tick"
+	want := "example.approve example.chain example.event example.export example.fail example.fanout example.flaky example.hash example.hold example.hold_bulk example.hold_capped example.hold_limited example.hold_per_account example.hold_rate example.hold_urgent example.nightly example.order example.receipt example.s3_object example.sleep example.tick"
 	if got := strings.Join(reg.Kinds(), " "); got != want {
 		t.Fatalf("kinds %s\nwant  %s", got, want)
 	}

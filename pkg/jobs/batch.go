@@ -84,6 +84,9 @@ type BatchRequest struct {
 	Jobs           []JobSpec
 	Completion     *JobSpec
 	IdempotencyKey string
+	// wake: the batch's end signals a job instead of creating a
+	// completion job (Map).
+	wake *parentWake
 }
 
 // BatchJobError says which job of a batch request was refused; Index is -1
@@ -123,6 +126,9 @@ func (s *Service) EnqueueBatch(ctx context.Context, req BatchRequest) (*BatchRes
 	return &BatchResult{Batch: batchView(b, 0, b.Total), Replayed: !created}, nil
 }
 
+// batchIDOf is the id of owner's batch made with idempotency key key.
+func batchIDOf(owner, key string) string { return wire.DerivedID("batch-idempotency", owner, key) }
+
 func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.Batch, bool, error) {
 	if err := checkOwner(req.Owner); err != nil {
 		return nil, false, err
@@ -136,7 +142,7 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 	now := s.eng.now()
 	batchID := s.eng.newID()
 	if req.IdempotencyKey != "" {
-		batchID = wire.DerivedID("batch-idempotency", req.Owner, req.IdempotencyKey)
+		batchID = batchIDOf(req.Owner, req.IdempotencyKey)
 	}
 	n := len(req.Jobs)
 	b := &driver.Batch{ID: batchID, Owner: req.Owner, Status: StatusRunning, Creating: true, Total: n, Shards: driver.Shards(n),
@@ -165,6 +171,14 @@ func (s *Service) enqueueBatch(ctx context.Context, req BatchRequest) (*driver.B
 		}
 		b.CompletionKind, b.CompletionPayload = c.kind, c.payload
 		whole = append(append(whole, []byte("completion")), r...)
+	}
+	if req.wake != nil {
+		raw, err := json.Marshal(req.wake)
+		if err != nil {
+			return nil, false, err
+		}
+		b.CompletionKind, b.CompletionPayload = driver.WakesParent, raw
+		whole = append(append(whole, []byte("wakes")), raw)
 	}
 	b.RequestHash = s.hasher.sum(whole)
 	if err := s.checkEnqueueRate(ctx, req.Owner); err != nil {

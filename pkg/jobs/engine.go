@@ -817,7 +817,7 @@ func afterSteps(rec *driver.Record, st Status) []string {
 	if rec.ChildOf != "" && rec.AwaitedAs != "" {
 		steps = append(steps, afterParent)
 	}
-	if st == StatusCancelled && awaitedChild(rec.StepMarks) != "" {
+	if _, waits := awaitedChild(rec.StepMarks); waits && st == StatusCancelled {
 		steps = append(steps, afterChildren)
 	}
 	if rec.Events {
@@ -941,6 +941,16 @@ func (e *engine) settleBatch(ctx context.Context, b *driver.Batch) bool {
 	b = counted
 	now := e.now()
 	var completion *driver.Record
+	if b.CompletionKind == driver.WakesParent {
+		// Before the end is recorded: a crash in between leaves the batch
+		// to the sweeper, which wakes the job again (a duplicate signal
+		// changes nothing). The job takes a batch whose shards are all
+		// done as ended.
+		if err := e.wakeParent(ctx, b); err != nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "batch's job not woken; the sweeper will", slog.String("batch_id", b.ID), slog.String("err_types", errtypes.Of(err)))
+			return false
+		}
+	}
 	if id := b.CompletionJobID(); id != "" {
 		counts := BatchCounts{BatchID: b.ID, Total: b.Total, Succeeded: b.Succeeded, Failed: b.Failed, Cancelled: b.Cancelled}
 		// Created once: its id is derived from the batch's.

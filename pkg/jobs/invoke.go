@@ -244,11 +244,17 @@ func Invoke[R, P any](ctx context.Context, job *Job[P], name string, call Call) 
 // child's signal is an attribute of the job's item.
 const maxChildWaits = 100
 
-// childWaits counts the waits for children among steps.
+// childWaits counts the waits for children among steps: one an Invoke,
+// one a wave of a Map (each waits for a signal of its own).
 func childWaits(steps []stepResult) int {
 	n := 0
 	for _, st := range steps {
-		if st.Child != 0 {
+		var at mapProgress
+		switch {
+		case st.Child == mapWaiting || st.Child == mapEnded:
+			_ = json.Unmarshal(st.Result, &at)
+			n += max(1, at.Waves)
+		case st.Child != 0:
 			n++
 		}
 	}
@@ -278,7 +284,13 @@ func childAnswer[R any](name, kind string, raw json.RawMessage) (R, error) {
 // readChild reads parent's child named name with its result (a final
 // one's, wherever the store keeps it).
 func (e *engine) readChild(ctx context.Context, parent *driver.Record, name string) (*driver.Record, error) {
-	child, err := e.store.Get(ctx, wire.DerivedID("child", parent.ID, name))
+	return e.readJob(ctx, wire.DerivedID("child", parent.ID, name))
+}
+
+// readJob reads the job id with its result (a final one's, wherever the
+// store keeps it).
+func (e *engine) readJob(ctx context.Context, id string) (*driver.Record, error) {
+	child, err := e.store.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -314,38 +326,45 @@ func (e *engine) notifyParent(ctx context.Context, child *driver.Record) error {
 	return err
 }
 
-// afterChildren cancels the child a cancelled job waited for (Invoke).
+// afterChildren cancels the children a cancelled job waited for (Invoke,
+// Map).
 const afterChildren = "children"
 
-// awaitedChild is the name of the child a job's marks say it waits for
-// ("" none): the last mark, when it is a wait for a child.
-func awaitedChild(marks string) string {
+// awaitedChild is the mark of the wait for children a job's marks say it
+// waits in (false: none): the last mark, when it is one.
+func awaitedChild(marks string) (StepMark, bool) {
 	ms := stepMarks(marks)
 	if len(ms) == 0 {
-		return ""
+		return StepMark{}, false
 	}
-	if m := ms[len(ms)-1]; m.Kind == "child" && m.Status == "waiting" {
-		return m.Name
-	}
-	return ""
+	m := ms[len(ms)-1]
+	return m, (m.Kind == "child" || m.Kind == "children") && m.Status == "waiting"
 }
 
 // cancelChildren is the post-outcome step of a cancelled job that waited
-// for a child: the child is cancelled (queued: at once; running: its run
-// is asked to stop). A child that ended needs nothing.
+// for children: they are cancelled (queued: at once; running: their runs
+// are asked to stop). Children that ended need nothing.
 func (e *engine) cancelChildren(ctx context.Context, parent *driver.Record) error {
-	name := awaitedChild(parent.StepMarks)
-	if name == "" {
+	m, ok := awaitedChild(parent.StepMarks)
+	switch {
+	case !ok:
 		return nil
+	case m.Kind == "children":
+		return e.cancelMapChildren(withCascade(ctx), parent, m.Name)
 	}
-	child, err := e.store.Get(ctx, wire.DerivedID("child", parent.ID, name))
+	return e.cancelChild(withCascade(ctx), wire.DerivedID("child", parent.ID, m.Name))
+}
+
+// cancelChild cancels the job id, a cancelled parent's child (ctx is
+// withCascade's); one that ended, or is gone, needs nothing.
+func (e *engine) cancelChild(ctx context.Context, id string) error {
+	child, err := e.store.Get(ctx, id)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil
 	case err != nil:
 		return err
 	}
-	ctx = withCascade(ctx)
 	for try := 0; ; try++ {
 		err := e.cancel(ctx, child)
 		switch {

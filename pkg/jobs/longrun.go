@@ -37,6 +37,10 @@ type runHandle struct {
 	// readChild reads the run's job's child named name, with its result
 	// (Invoke).
 	readChild func(ctx context.Context, name string) (*driver.Record, error)
+	// fanOut creates (build nil: reads) the batch of a Map's wave by its
+	// key, and readJob reads a job with its result (Map).
+	fanOut  func(ctx context.Context, key string, build func(svc *Service, parentID string) (BatchRequest, error)) (*driver.Batch, error)
+	readJob func(ctx context.Context, id string) (*driver.Record, error)
 	// resume is the job's last stored checkpoint, opened (JSON); nil when
 	// it has none.
 	resume []byte

@@ -16,10 +16,11 @@ import (
 type StepMark struct {
 	Name string `json:"name"`
 	// Kind is "step" (Step), "sleep" (Job.Sleep), "signal" (a wait
-	// for one: WaitForSignal) or "child" (a wait for a child: Invoke).
+	// for one: WaitForSignal), "child" (a wait for a child: Invoke) or
+	// "children" (a wait for many: Map).
 	Kind string `json:"kind"`
 	// Status is "done" (a step's result stored, a sleep passed, a
-	// signal received, a child ended), "waiting" (a sleep or a wait not over when the
+	// signal received, a child or every child ended), "waiting" (a sleep or a wait not over when the
 	// job was last written) or "timed_out" (a wait whose timeout came
 	// first).
 	Status string `json:"status"`
@@ -47,6 +48,10 @@ func marksOf(steps []stepResult, now time.Time) string {
 			m.Kind, m.Status = "child", "waiting"
 		case st.Child == childEnded:
 			m.Kind = "child"
+		case st.Child == mapWaiting:
+			m.Kind, m.Status = "children", "waiting"
+		case st.Child == mapEnded:
+			m.Kind = "children"
 		case st.Signal == signalWaiting:
 			m.Kind, m.Status, m.Until = "signal", "waiting", msTime(st.Until)
 		case st.Signal == signalTimedOut:

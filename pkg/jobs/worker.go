@@ -986,6 +986,10 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 		h.readChild = func(cctx context.Context, name string) (*driver.Record, error) {
 			return w.eng.readChild(cctx, rec, name)
 		}
+		h.fanOut = func(cctx context.Context, key string, build func(*Service, string) (BatchRequest, error)) (*driver.Batch, error) {
+			return w.children.enqueueMapWave(cctx, rec, key, build)
+		}
+		h.readJob = func(cctx context.Context, id string) (*driver.Record, error) { return w.eng.readJob(cctx, id) }
 	}
 	if k.heartbeat > 0 {
 		h.heartbeat = func(pctx context.Context) error {

@@ -783,6 +783,54 @@ func TestAHandlerWaitsForItsChildren(t *testing.T) {
 	}
 }
 
+// TestAHandlerMapsOverAThousandChildren: on the local stack,
+// example.nightly maps example.hash over 1,000 accounts, 500 at a time
+// (jobs.Map): two waves, each a batch, and the parent is woken once per
+// wave, so its handler runs three times (the stats count its runs), not
+// 1,000; every child succeeds once and the digest of their digests comes
+// back.
+func TestAHandlerMapsOverAThousandChildren(t *testing.T) {
+	t.Parallel()
+	const caller = "nightly"
+	parent := enqueue(t, caller, examplekinds.Nightly, `{"accounts":1000,"window":500}`)
+	got, _ := waitFinal(t, caller, parent.ID, 5*time.Minute)
+	var r examplekinds.NightlyResult
+	if got.Status != jobs.StatusSucceeded || json.Unmarshal(got.Result, &r) != nil || r.Succeeded != 1000 || r.Failed != 0 {
+		t.Fatalf("example.nightly: %+v (%s)", got, got.Result)
+	}
+	sum := sha256.New()
+	for i := range 1000 {
+		d := sha256.Sum256([]byte(fmt.Sprint("account-", i)))
+		sum.Write([]byte(hex.EncodeToString(d[:])))
+	}
+	if want := hex.EncodeToString(sum.Sum(nil)); r.Digest != want {
+		t.Fatalf("example.nightly's digest %s, want %s", r.Digest, want)
+	}
+	if len(got.Steps) != 1 || got.Steps[0].Kind != "children" || got.Steps[0].Status != "done" {
+		t.Fatalf("example.nightly's steps: %+v", got.Steps)
+	}
+	var stats struct {
+		Kinds map[string]localstack.KindStats `json:"kinds"`
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := http.Get(stack.APIURL + localstack.StatsPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&stats)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := stats.Kinds[examplekinds.Nightly].Durations["RunDuration"].N; n == 3 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("example.nightly ran %d times, want 3 (one per wave and one more): %+v", n, stats.Kinds[examplekinds.Nightly])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestLargePayloadsAndResults: on the local stack, a 300 KB payload comes
 // through POST /v1/jobs, rests in the bucket with its secret sealed, and
 // reaches the handler whole; the handler's 20 MB result is written in

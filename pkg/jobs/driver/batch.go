@@ -82,9 +82,14 @@ type BatchCount struct {
 // Expired reports whether the batch's retention has passed at now.
 func (b *Batch) Expired(now time.Time) bool { return !b.ExpiresAt.IsZero() && !now.Before(b.ExpiresAt) }
 
-// CompletionJobID is the id of the batch's completion job.
+// WakesParent is the CompletionKind of a batch whose end wakes the job
+// that made it (jobs.Map) instead of creating a completion job: its
+// CompletionPayload names the job and the signal that wakes it.
+const WakesParent = "lambdajobs.wakes_parent"
+
+// CompletionJobID is the id of the batch's completion job ("" for none).
 func (b *Batch) CompletionJobID() string {
-	if b.CompletionKind == "" {
+	if b.CompletionKind == "" || b.CompletionKind == WakesParent {
 		return ""
 	}
 	return wire.CompletionJobID(b.ID)
