@@ -309,17 +309,24 @@ const afterParent = "parent"
 // sends its parent the child's signal, which wakes a parent that waits
 // for it; a parent that ended, or has the signal already, needs nothing.
 func (e *engine) notifyParent(ctx context.Context, child *driver.Record) error {
+	return e.wakeWith(ctx, child.ChildOf, driver.ChildSignal(child.AwaitedAs))
+}
+
+// wakeWith sends the job id the child signal name (Invoke's, a Map's
+// wave's), which wakes it if it waits for it; a job that ended, is gone,
+// or has the signal already needs nothing.
+func (e *engine) wakeWith(ctx context.Context, id, name string) error {
 	if e.signaller == nil {
-		return errors.New("jobs: the store keeps no signals (driver.Signaller): a parent waiting for its child is never woken")
+		return errors.New("jobs: the store keeps no signals (driver.Signaller): a parent waiting for its children is never woken")
 	}
-	parent, err := e.store.Get(ctx, child.ChildOf)
+	parent, err := e.store.Get(ctx, id)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil
 	case err != nil:
 		return err
 	}
-	_, err = e.signal(ctx, parent, driver.ChildSignal(child.AwaitedAs), []byte{1})
+	_, err = e.signal(ctx, parent, name, []byte{1})
 	if errors.Is(err, ErrAlreadyFinal) || errors.Is(err, ErrNotFound) {
 		return nil
 	}

@@ -72,6 +72,9 @@ func newInvokeRig(t *testing.T) *invokeRig {
 		for _, item := range job.Payload.Items {
 			q, err := jobs.Invoke[quoteV](ctx, job, "quote-"+item, quoteKind.Call(quotePayload{Item: item, Fail: job.Payload.Fail, Hold: job.Payload.Hold}, nil))
 			var ce *jobs.ChildError
+			if errors.As(err, &ce) && ce.Code == "" {
+				return jobs.JSON[orderOut]{V: orderOut{Code: string(ce.Status)}}, nil // a cancelled child has no code
+			}
 			if errors.As(err, &ce) {
 				return jobs.JSON[orderOut]{V: orderOut{Code: ce.Code}}, nil
 			}
@@ -186,5 +189,32 @@ func TestInvokeOnAJobBuiltByHand(t *testing.T) {
 	job := jobstest.NewJob(orderIn{}, nil)
 	if _, err := jobs.Invoke[jobs.NoResult](context.Background(), job, "x", k.Call(quotePayload{}, nil)); err == nil {
 		t.Fatal("Invoke on a Job built by hand started a child")
+	}
+}
+
+// A parent cancelled while it waited, then retried by hand, does not
+// start its child again: its Invoke answers the child's cancellation.
+func TestInvokeRetriedByHandAfterACascade(t *testing.T) {
+	s := newInvokeRig(t)
+	ctx := context.Background()
+	id := s.enqueue(t, `{"items":["ab"],"hold":true}`)
+	if _, err := s.r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.r.Service.Cancel(ctx, "o", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.r.Service.Resubmit(ctx, "o", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.r.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := s.get(t, id)
+	if v.Status != jobs.StatusSucceeded || string(v.Result) != `{"total":0,"code":"cancelled"}` {
+		t.Fatalf("the order retried after its cancel: %s %s", v.Status, v.Result)
+	}
+	if s.quotes["ab"] != 1 {
+		t.Fatalf("the child ran %d times, want once", s.quotes["ab"])
 	}
 }

@@ -321,21 +321,7 @@ func (e *engine) wakeParent(ctx context.Context, b *driver.Batch) error {
 	if err := json.Unmarshal(b.CompletionPayload, &w); err != nil {
 		return err
 	}
-	if e.signaller == nil {
-		return errors.New("jobs: the store keeps no signals (driver.Signaller): a job waiting for its batch is never woken")
-	}
-	parent, err := e.store.Get(ctx, w.Job)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return nil
-	case err != nil:
-		return err
-	}
-	_, err = e.signal(ctx, parent, driver.ChildSignal(w.Signal), []byte{1})
-	if errors.Is(err, ErrAlreadyFinal) || errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	return err
+	return e.wakeWith(ctx, w.Job, driver.ChildSignal(w.Signal))
 }
 
 // cancelMapChildren cancels the children of every wave started of the

@@ -51,6 +51,12 @@ type payload struct {
 	// sends, then ends as InvokeFail says (invoke.go).
 	InvokeS    int    `json:"invoke_s,omitempty"`
 	InvokeFail string `json:"invoke_fail,omitempty"`
+	// MapN: the handler maps a plain child over this many calls after its
+	// first step instead (jobs.Map), MapWindow at a time, each waiting
+	// InvokeS seconds; the MapFail-th (1-based) fails (mapped.go).
+	MapN      int `json:"map_n,omitempty"`
+	MapWindow int `json:"map_window,omitempty"`
+	MapFail   int `json:"map_fail,omitempty"`
 }
 
 type result struct {

@@ -184,6 +184,7 @@ func (w *world) check() {
 	w.checkTags(all)
 	w.checkChildren(all)
 	w.checkCascades(all)
+	w.checkMaps(all)
 	// Every job ends, or waits for a reason that still holds.
 	excused := w.excused(w.mem.All())
 	for _, id := range sortedKeys(all) {

@@ -128,7 +128,8 @@ var coverageWanted = []string{
 	"client: cancel then retry", "client: retry after cancel",
 	// Payloads in items of their own: read at the claim, late at times.
 	"mechanism: payload apart", "call: ReadPart payload", "fault: payload late", "mechanism: waits on store",
-	"mechanism: checkpoint apart", "mechanism: signal apart", "mechanism: child invoked: succeeded", "mechanism: child invoked: failed", "invariant: a cancelled parent's child was cancelled", "mechanism: a woken job was claimed within the wake bound", "call: ReadPart checkpoint", "mechanism: result apart",
+	"mechanism: checkpoint apart", "mechanism: signal apart", "mechanism: child invoked: succeeded", "mechanism: child invoked: failed", "invariant: a cancelled parent's child was cancelled",
+	"mechanism: map answered: all succeeded", "mechanism: map answered: a child failed", "invariant: a cancelled parent's mapped child was cancelled", "mechanism: a woken job was claimed within the wake bound", "call: ReadPart checkpoint", "mechanism: result apart",
 	// The S3 tier: parts kept as objects, shown by size and linked.
 	"mechanism: part as an object",
 	// Pauses racing enqueues, claims, slot releases and cancels.

@@ -112,7 +112,11 @@ func (w *world) runSteps(ctx context.Context, job *jobs.Job[payload]) error {
 				return err
 			}
 		}
-		if i == 0 && job.Payload.InvokeS > 0 {
+		if i == 0 && job.Payload.MapN > 0 {
+			if err := w.mapStep(ctx, job); err != nil {
+				return err
+			}
+		} else if i == 0 && job.Payload.InvokeS > 0 {
 			if err := w.invokeStep(ctx, job); err != nil {
 				return err
 			}

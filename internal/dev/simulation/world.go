@@ -116,6 +116,7 @@ type world struct {
 	tags       tagRun            // what the tags owner did
 	kids       kids              // what the parents' runs were told
 	invoked    invoked           // what the parents' Invokes answered
+	mapped     mapped            // what the parents' Maps answered
 	stepLog    stepLog           // what the durable steps did
 	waitJobs   []string          // the client's jobs that wait for a signal (w.mu)
 	plain      jobs.Kind[payload]
@@ -138,7 +139,7 @@ func newWorld(seed uint64, opts Options) *world {
 	}
 	w := &world{seed: seed, opts: opts, plant: opts.PlantEvery,
 		setup: rand.New(rand.NewPCG(seed, 1)), inner: rand.New(rand.NewPCG(seed, 2)),
-		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, invoked: invoked{answers: map[string]string{}}, stepLog: stepLog{stored: map[string]bool{}, slept: map[string]time.Time{}, waited: map[string]time.Time{}, signalled: map[string]sentSignal{}, maybe: map[string][]int{}, tokens: map[string][]madeToken{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
+		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, invoked: invoked{answers: map[string]string{}}, mapped: mapped{answers: map[string]string{}, calls: map[string][3]int{}}, stepLog: stepLog{stored: map[string]bool{}, slept: map[string]time.Time{}, waited: map[string]time.Time{}, signalled: map[string]sentSignal{}, maybe: map[string][]int{}, tokens: map[string][]madeToken{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
 		stranded: map[string]bool{}, dirty: map[string]bool{}}
 	w.sched = newSched(w, seed)
 	w.net = &actor{w: w, name: "network"}
@@ -658,6 +659,13 @@ func (w *world) operate(ctx context.Context, svc *jobs.Service, rng *rand.Rand, 
 			p.InvokeS = 1 + rng.IntN(600)
 			if rng.IntN(3) == 0 {
 				p.InvokeFail = "declared"
+			}
+			if rng.IntN(2) == 0 {
+				// Or many, a window at a time, one of which may fail.
+				p.MapN, p.MapWindow = 2+rng.IntN(9), rng.IntN(4)
+				if rng.IntN(3) == 0 {
+					p.MapFail = 1 + rng.IntN(p.MapN)
+				}
 			}
 		}
 	case x < 14 && len(mine) > 0:
