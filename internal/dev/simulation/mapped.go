@@ -62,6 +62,14 @@ func (w *world) mapStep(ctx context.Context, job *jobs.Job[payload]) error {
 		}
 		calls[i] = w.plain.Call(c, nil)
 	}
+	for _, c := range w.mem.All() {
+		if _, ok := w.mapCall(job.ID, c); ok {
+			if b, err := w.mem.GetBatch(ctx, c.BatchID); err == nil && b.Creating {
+				w.cover("mechanism", "map: a wave half made by a run that died, finished by the next")
+				break
+			}
+		}
+	}
 	rs, err := jobs.Map[result](ctx, job, mapName, calls, p.MapWindow)
 	var failed []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {

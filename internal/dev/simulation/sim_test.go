@@ -129,7 +129,7 @@ var coverageWanted = []string{
 	// Payloads in items of their own: read at the claim, late at times.
 	"mechanism: payload apart", "call: ReadPart payload", "fault: payload late", "mechanism: waits on store",
 	"mechanism: checkpoint apart", "mechanism: signal apart", "mechanism: child invoked: succeeded", "mechanism: child invoked: failed", "invariant: a cancelled parent's child was cancelled",
-	"mechanism: map answered: all succeeded", "mechanism: map answered: a child failed", "invariant: a cancelled parent's mapped child was cancelled", "mechanism: a woken job was claimed within the wake bound", "call: ReadPart checkpoint", "mechanism: result apart",
+	"mechanism: map answered: all succeeded", "mechanism: map answered: a child failed", "mechanism: map: a wave half made by a run that died, finished by the next", "invariant: a cancelled parent's mapped child was cancelled", "mechanism: a woken job was claimed within the wake bound", "call: ReadPart checkpoint", "mechanism: result apart",
 	// The S3 tier: parts kept as objects, shown by size and linked.
 	"mechanism: part as an object",
 	// Pauses racing enqueues, claims, slot releases and cancels.
