@@ -35,8 +35,10 @@ const (
 // mapProgress is a Map's place: the wave it waits for (Wave = Waves once
 // all ended), of how many.
 type mapProgress struct {
-	Wave  int `json:"w"`
-	Waves int `json:"n"`
+	Wave   int `json:"w"`
+	Waves  int `json:"n"`
+	Window int `json:"k,omitempty"`
+	Calls  int `json:"c,omitempty"`
 }
 
 // maxMapWaves bounds a Map's waves: each adds a signal to the job's item.
@@ -105,13 +107,15 @@ func Map[R, P any](ctx context.Context, job *Job[P], name string, calls []Call, 
 		}
 	}
 	i := h.nextStep
-	at := mapProgress{Waves: waves}
+	at := mapProgress{Waves: waves, Window: window, Calls: len(calls)}
 	stored := i < len(h.steps) && h.steps[i].Name == name
 	if stored {
 		st := h.steps[i]
-		if (st.Child != mapWaiting && st.Child != mapEnded) || json.Unmarshal(st.Result, &at) != nil || at.Waves != waves {
+		was := at
+		if (st.Child != mapWaiting && st.Child != mapEnded) || json.Unmarshal(st.Result, &at) != nil ||
+			at.Waves != was.Waves || at.Window != was.Window || at.Calls != was.Calls {
 			h.nondeterministic = true
-			return nil, fmt.Errorf("%w: map %q was stored as another step, or with another window", errNondeterministic, name)
+			return nil, fmt.Errorf("%w: map %q was stored as another step, or with other calls or another window", errNondeterministic, name)
 		}
 	} else {
 		for _, later := range h.steps[min(i, len(h.steps)):] {
@@ -163,6 +167,10 @@ func Map[R, P any](ctx context.Context, job *Job[P], name string, calls []Call, 
 		if err != nil {
 			return nil, fmt.Errorf("jobs: map %q: wave %d: %w", name, w, err)
 		}
+		if b.Total != min((w+1)*window, len(calls))-w*window {
+			h.nondeterministic = true
+			return nil, fmt.Errorf("%w: map %q: wave %d holds %d calls, this run's %d", errNondeterministic, name, w, b.Total, min((w+1)*window, len(calls))-w*window)
+		}
 		batches = append(batches, b)
 	}
 	for at.Wave < waves {
@@ -196,8 +204,14 @@ func Map[R, P any](ctx context.Context, job *Job[P], name string, calls []Call, 
 			return nil, err
 		}
 	}
+	out, err, pending := mapAnswer[R](ctx, h, name, batches)
+	if pending {
+		// A child ended, then was retried by hand before this run read
+		// it: look again soon (the last wave's signal is spent).
+		return nil, h.suspendForWave(name, waves-1, i, since, at)
+	}
 	h.nextStep = i + 1
-	return mapAnswer[R](ctx, h, name, batches)
+	return out, err
 }
 
 // suspendForWave suspends the run until wave w of the Map named name (the
@@ -244,14 +258,21 @@ func mapSignal(name string, w int) string { return "map:" + name + "/" + strconv
 
 // mapAnswer reads the children of batches (a Map's waves, in order) and
 // returns their results, and a *ChildError each for those that did not
-// succeed, joined.
-func mapAnswer[R any](ctx context.Context, h *runHandle, name string, batches []*driver.Batch) ([]R, error) {
+// succeed, joined; pending when a child is not final (it was retried by
+// hand since its wave ended). A child missing from a wave that ended was
+// never stored (the wave was aborted): it is answered as cancelled, as
+// its batch counted it.
+func mapAnswer[R any](ctx context.Context, h *runHandle, name string, batches []*driver.Batch) (_ []R, _ error, pending bool) {
+	type place struct{ wave, index int }
 	var ids []string
-	for _, b := range batches {
+	var places []place
+	for w, b := range batches {
 		for j := range b.Total {
 			ids = append(ids, wire.BatchJobID(b.ID, j))
+			places = append(places, place{w, j})
 		}
 	}
+	var waiting bool
 	out := make([]R, len(ids))
 	failed := make([]error, len(ids))
 	var mu sync.Mutex
@@ -266,6 +287,12 @@ func mapAnswer[R any](ctx context.Context, h *runHandle, name string, batches []
 			defer func() { <-sem }()
 			rec, err := h.readJob(ctx, id)
 			switch {
+			case errors.Is(err, ErrNotFound) && batches[places[j].wave].Status.Final():
+				failed[j], err = &ChildError{ID: id, Status: StatusCancelled}, nil
+			case err == nil && !rec.Status.Final():
+				mu.Lock()
+				waiting = true
+				mu.Unlock()
 			case err == nil && rec.Status == StatusSucceeded:
 				if len(rec.Result) > 0 {
 					err = json.Unmarshal(rec.Result, &out[j])
@@ -283,10 +310,13 @@ func mapAnswer[R any](ctx context.Context, h *runHandle, name string, batches []
 		}()
 	}
 	wg.Wait()
-	if first != nil {
-		return nil, first
+	switch {
+	case first != nil:
+		return nil, first, false
+	case waiting:
+		return nil, nil, true
 	}
-	return out, errors.Join(failed...)
+	return out, errors.Join(failed...), false
 }
 
 // enqueueMapWave creates wave key's batch of the job parent's Map (build
@@ -310,8 +340,35 @@ func (s *Service) enqueueMapWave(ctx context.Context, parent *driver.Record, key
 	req.Owner, req.IdempotencyKey = parent.Owner, key
 	trusted := *s
 	trusted.callers = false
-	b, _, err = trusted.enqueueBatch(ctx, req)
-	return b, err
+	if b, _, err = trusted.enqueueBatch(ctx, req); err != nil {
+		return nil, err
+	}
+	// Jobs that all ended before their batch was opened leave it to the
+	// sweeper (enqueueBatch): a wave settles now instead, one read when
+	// it has not (settleBatch is idempotent).
+	if cur, err := s.store.GetBatch(ctx, b.ID); err == nil && s.eng.settleBatch(ctx, cur) {
+		if ended, err := s.store.GetBatch(ctx, b.ID); err == nil {
+			b = ended
+		}
+	}
+	return b, nil
+}
+
+// parentLives reports whether the batch b, still being made, is a Map's
+// wave whose job has not ended: its next run finishes the wave.
+func (e *engine) parentLives(ctx context.Context, b *driver.Batch) bool {
+	var w parentWake
+	if b.CompletionKind != driver.WakesParent || json.Unmarshal(b.CompletionPayload, &w) != nil {
+		return false
+	}
+	parent, err := e.store.Get(ctx, w.Job)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false
+	case err != nil:
+		return true // unknown: looked at again later
+	}
+	return !parent.Status.Final()
 }
 
 // wakeParent signals the job a Map's batch b wakes (driver.WakesParent);
@@ -332,7 +389,7 @@ func (e *engine) cancelMapChildren(ctx context.Context, parent *driver.Record, n
 		b, err := e.store.GetBatch(ctx, batchIDOf(parent.Owner, key))
 		switch {
 		case errors.Is(err, ErrNotFound):
-			return nil
+			return nil // not started (waves start in turn; a Map ends within the retention)
 		case err != nil:
 			return err
 		}

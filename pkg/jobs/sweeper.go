@@ -364,6 +364,17 @@ func (s *Sweeper) sweepBatch(ctx context.Context, now time.Time, id string, rep 
 	case b.Status != StatusRunning:
 		count(func() { rep.Skipped++ })
 		return
+	case b.Creating && s.eng.parentLives(ctx, b):
+		// A Map's wave whose job's run died while it stored the wave's
+		// jobs: the job's next run finishes it (aborting it would answer
+		// calls never started as cancelled). Looked at again later, and
+		// aborted once the job has ended.
+		if err := s.eng.store.RescheduleBatch(ctx, id, now.Add(s.eng.grace)); err != nil {
+			count(func() { rep.Errors++ })
+			return
+		}
+		count(func() { rep.Deferred++ })
+		return
 	case b.Creating:
 		// Its sweep time came before its enqueue finished storing its jobs:
 		// that enqueue failed or died.
