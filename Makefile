@@ -207,8 +207,9 @@ vulncheck: $(VULN_DB)/index/db.json ## govulncheck of every module against an of
 	@for m in $(MODULES); do echo "== govulncheck $$m"; (cd $$m && $(GO) run $(GOVULNCHECK) -db file://$(VULN_DB) ./...) || exit 1; done
 
 .PHONY: cli
-cli: ## Build the ljob CLI into bin/ljob.
+cli: ## Build the ljob CLI into bin/ljob, and its MCP server (ljob mcp) into bin/ljob-mcp.
 	$(GO) build -o bin/ljob ./cmd/ljob
+	cd $(DEVTOOLS) && $(GO) build -o $(CURDIR)/bin/ljob-mcp ./cmd/ljob-mcp
 
 # The CDK app (infra/, its own Go module). Offline: no notices, telemetry or
 # version checks. Node 20 is past its end of life for jsii; it works.

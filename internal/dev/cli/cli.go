@@ -67,6 +67,9 @@ var commands = []command{
 		help: []string{"the web dashboard over the API, on -listen (127.0.0.1:8081, loopback",
 			"only), signing as the CLI does; -operator: any owner's jobs and the",
 			"dead-letter queue, through the admin routes"}},
+	{name: "mcp", args: "[http ADDR]", max: 2, run: (*client).mcpCommand,
+		help: []string{"serve the API to AI agents over the Model Context Protocol, on stdio",
+			"or streamable HTTP on ADDR (loopback only): runs ljob-mcp, built", "beside ljob by make cli, with these flags"}},
 	{name: "batch", args: "[FILE]", max: 1, run: (*client).batchCommand,
 		help: []string{`submit the JSON lines of FILE (or stdin), {"kind", "payload"}`,
 			"each, as one batch; -wait follows it with one progress bar"}},
@@ -176,6 +179,19 @@ type options struct {
 	startBy    string        // -start-by (enqueue)
 	after      string        // -after (enqueue)
 	tags       tagFlags      // -tag, repeated (enqueue; list and bulk: one)
+}
+
+// APIClient returns the client of the API that ljob's flags in args
+// describe (-api or LJOB_API, -caller, -sigv4, -region: requests signed
+// as ljob signs them), and the arguments after the flags; false, having
+// said why on env.Stderr, if it cannot. The MCP server (ljob mcp) talks to
+// the API through it.
+func APIClient(ctx context.Context, args []string, env Env) (*apiclient.Client, []string, bool) {
+	c, rest, ok := newClient(ctx, args, env)
+	if !ok {
+		return nil, nil, false
+	}
+	return &apiclient.Client{Base: c.base, Do: c.send}, rest, true
 }
 
 // Main runs the command with args (without the program name) and returns
