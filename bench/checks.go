@@ -34,8 +34,10 @@ const (
 	// (docs/BENCHMARKS.md, section 4); 10.5 MB until payloads, checkpoints
 	// and results in items of their own (DEFLATE, the parts' reads) put
 	// the cancel function's at 10.55 MB (the same size, to the byte, with
-	// pausing added since).
-	maxBootstrapMB = 11.0
+	// pausing added since); 11.0 MB until child jobs a handler waits for
+	// (Invoke, Map: the engine's waits, waves and cascades, and the
+	// example kinds that use them) put it at 11.08 MB.
+	maxBootstrapMB = 11.5
 	// maxLogBytes bounds an API job's log bytes at INFO: this version's
 	// figure, so a line that grows is seen (the aim, 350, is not met:
 	// section 1 says why).

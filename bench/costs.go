@@ -278,6 +278,7 @@ func (h *harness) close() {
 const (
 	scenarioEvents = "API-enqueued job announcing its outcome (job events for every kind)"
 	scenarioAfter  = "API-enqueued jobs, half of them after the other half (one parent each)"
+	scenarioMap    = "children a handler waits for: one example.nightly maps example.hash over all the jobs, a quarter at a time (jobs.Map; per child, the parent's share included)"
 )
 
 func (h *harness) reset() {
@@ -455,6 +456,12 @@ func costs(ctx context.Context, n int) ([]cost, error) {
 				}
 			}
 			return 1, 1, h.drain(ctx)
+		}},
+		{scenarioMap, func(h *harness) (float64, float64, error) {
+			if err := h.enqueue(ctx, fmt.Sprintf(`{"kind":"example.nightly","payload":{"accounts":%d,"window":%d}}`, n, max(1, n/4))); err != nil {
+				return 0, 0, err
+			}
+			return 1.0 / float64(n), 1.0 / float64(n), h.drain(ctx)
 		}},
 	}
 	for i, sc := range scenarios {
