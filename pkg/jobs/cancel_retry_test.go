@@ -13,7 +13,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
-// Issue 24, finding 3: a running job whose handler ignores its context is
+// A running job whose handler ignores its context is
 // cancelled, and its owner retries it at once and again every half second.
 // Every retry is refused (ErrNotResubmittable: 409 not_retryable over
 // HTTP) while the job runs and, once recorded cancelled, while the

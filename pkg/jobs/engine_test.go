@@ -18,8 +18,8 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
-// Tests of the transitions the engine owns, each named for the finding of
-// issue 14 it covers. Time runs under testing/synctest: contexts, tickers
+// Tests of the transitions the engine owns, each named for what it
+// guarantees (docs/STATE_MACHINE.md). Time runs under testing/synctest: contexts, tickers
 // and the wall clock are the bubble's fake ones, so no test sleeps.
 
 // sleepPayload makes the "sleep" kind work for a while, honouring ctx.
@@ -87,11 +87,11 @@ func (r *engineRig) get(t *testing.T, id string) *driver.Record {
 	return rec
 }
 
-// Finding 2: a record is not claimed when too little handler time is left;
+// A record is not claimed when too little handler time is left;
 // its job is handed to a later invocation unclaimed, no attempt spent,
 // instead of failing timed_out without a fair run: its message is sent
 // again (after a second) and this one acknowledged, so hand-backs never
-// bring it nearer the dead-letter queue (issue 24, finding 5).
+// bring it nearer the dead-letter queue (docs/RELIABILITY.md).
 func TestRecordsLeftWithoutTimeAreHandedBackUnclaimed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)
@@ -128,7 +128,7 @@ func TestRecordsLeftWithoutTimeAreHandedBackUnclaimed(t *testing.T) {
 	})
 }
 
-// Finding 2, per kind: a kind that states its minimum run time is not
+// A kind that states its minimum run time is not
 // claimed with less left, while quicker kinds still are.
 func TestKindMinimumRunTimeIsHonoured(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -187,7 +187,7 @@ func (s stallStore) Create(ctx context.Context, rec *driver.Record) error {
 	return s.MemStore.Create(ctx, rec)
 }
 
-// Finding 3: a stalled claim (or create of a routed job) is bounded by its
+// A stalled claim (or create of a routed job) is bounded by its
 // own deadline: the worker answers before the Lambda deadline and lists the
 // record, instead of timing out and failing the whole batch.
 func TestStalledCallsOnTheWorkerPathAreBounded(t *testing.T) {
@@ -247,7 +247,7 @@ func (s lostStore) CancelQueued(ctx context.Context, id string, c driver.CancelQ
 	return s.MemStore.CancelQueued(ctx, id, c)
 }
 
-// Finding 6: a plain update whose answer was lost counts as done: the final
+// A plain update whose answer was lost counts as done: the final
 // write is not reported as someone else's, the requeue still sends the
 // delayed retry, and the cancel answers the caller who cancelled.
 func TestLostAnswersOnUpdatesCountAsDone(t *testing.T) {
@@ -295,7 +295,7 @@ func TestLostAnswersOnUpdatesCountAsDone(t *testing.T) {
 	})
 }
 
-// Finding 7: the redelivery and the sweeper settle an abandoned run the same
+// The redelivery and the sweeper settle an abandoned run the same
 // way, because the engine decides for both: a run whose owner cancelled it
 // ends cancelled even when its kind has attempts left; one not cancelled is
 // retried by both.
@@ -348,7 +348,7 @@ func TestRedeliveryAndSweeperSettleAbandonedRunsAlike(t *testing.T) {
 	}
 }
 
-// Finding 8: a handler that ignores its deadline is abandoned and counted
+// A handler that ignores its deadline is abandoned and counted
 // until it returns.
 func TestAbandonedHandlersAreCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -393,7 +393,7 @@ func (s stallGetStore) Get(ctx context.Context, id string) (*driver.Record, erro
 	return nil, ctx.Err()
 }
 
-// Finding 8: the sweeper's pages are bounded by its stop time: a stalled
+// The sweeper's pages are bounded by its stop time: a stalled
 // read cannot keep it past its deadline.
 func TestSweepCallsEndBeforeItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
-// Issue 24, finding 5: a schedule's fire and a foreign message (S3,
+// A schedule's fire and a foreign message (S3,
 // EventBridge, SNS) that reach a worker with too little time left to start
 // their job are not handed back as they are, which would count towards
 // maxReceiveCount with no job to show for it and end in the dead-letter

@@ -16,7 +16,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
-// Findings 4 and 5 of issue 14: idempotent retries of jobs and batches.
+// Idempotent retries of jobs and batches (docs/HTTP.md, Idempotency-Key).
 
 // sealedService is a Service with its own sealer over a shared store, as
 // one Lambda instance with its own key ring.
@@ -35,7 +35,7 @@ func sealedService(t *testing.T, store driver.Store, clock jobs.Clock, keys ...[
 	return svc
 }
 
-// Finding 4: an identical retry matches after a key rotation (new key put
+// An identical retry matches after a key rotation (new key put
 // first) and across a rolling deploy where old and new instances hold
 // different rings, in both directions.
 func TestIdempotentRetriesSurviveKeyRotation(t *testing.T) {
@@ -69,7 +69,7 @@ func TestIdempotentRetriesSurviveKeyRotation(t *testing.T) {
 	}
 }
 
-// Finding 4: run_at and delay are part of the request: the same key with
+// Run_at and delay are part of the request: the same key with
 // another schedule is a conflict, the same delay retried later is not.
 func TestScheduleIsPartOfTheIdempotentRequest(t *testing.T) {
 	t.Parallel()
@@ -104,7 +104,7 @@ func batchOf(n int, text string) []jobs.JobSpec {
 	return specs
 }
 
-// Finding 5: two concurrent requests with one key and different bodies:
+// Two concurrent requests with one key and different bodies:
 // one batch, the other request refused, no job of the loser stored, counts
 // never above the total.
 func TestConcurrentBatchRequestsWithOneKey(t *testing.T) {
@@ -141,7 +141,7 @@ func TestConcurrentBatchRequestsWithOneKey(t *testing.T) {
 	}
 }
 
-// Finding 5: an expired batch does not answer for its key any more: a new
+// An expired batch does not answer for its key any more: a new
 // request with the key makes a new batch.
 func TestExpiredBatchIsReplaced(t *testing.T) {
 	t.Parallel()
@@ -186,7 +186,7 @@ func (s *failingCreates) Create(ctx context.Context, rec *driver.Record) error {
 	return s.MemStore.Create(ctx, rec)
 }
 
-// Finding 5: a batch whose jobs were not all stored is finished by a retry
+// A batch whose jobs were not all stored is finished by a retry
 // with the same key, or, without one, aborted by the sweeper: its stored
 // jobs that have not started are cancelled, the missing ones counted
 // cancelled, and the batch ends with exact counts and a retention.

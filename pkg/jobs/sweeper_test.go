@@ -123,8 +123,8 @@ func TestOverlappingSweepersAndLateWorker(t *testing.T) {
 // A queued job whose message keeps getting lost is re-sent by every sweep
 // that finds it, each time looked at again later: 2, 4, then 8 times the
 // dispatch grace after the re-send, and never later than 8 however many
-// re-sends follow (issue 24: the wait could grow to 64 graces, a job lost
-// for hours).
+// re-sends follow (the wait once grew to 64 graces, a job lost for
+// hours).
 func TestSweeperResendBackoffIsCappedAtEightGraces(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

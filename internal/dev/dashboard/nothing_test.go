@@ -15,8 +15,8 @@ import (
 // When nothing is queued or running, the dashboard says so at once: the
 // job list filtered by status (the page and its live refresh) says
 // "Nothing running." or "Nothing queued." with no next page, and the
-// overview's "Now" table says "Nothing queued or running." (issue 25:
-// empty pages with a token, one after another, were all it showed).
+// overview's "Now" table says "Nothing queued or running." (empty pages
+// with a token, one after another, were all it once showed).
 func TestNothingRunningIsSaidAtOnce(t *testing.T) {
 	var (
 		mu    sync.Mutex

@@ -539,7 +539,7 @@ func TestListingCapacity(t *testing.T) {
 // TestUnfinishedListingReadsOnlyTheUnfinished: "what is running now?"
 // answers from the owner's running jobs alone, however long its history
 // and however many jobs are queued (its own or other owners'), in one
-// request; queued jobs page at a cost bounded per page (issue 25).
+// request; queued jobs page at a cost bounded per page (docs/CAPACITY.md).
 func TestUnfinishedListingReadsOnlyTheUnfinished(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	log := &capacityLog{}

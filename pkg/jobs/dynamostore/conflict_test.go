@@ -124,7 +124,7 @@ func TestConflictRetriesStopAtTheCallersDeadline(t *testing.T) {
 	}
 }
 
-// Finding 8 of issue 14: one shard full of due items (jobs that keep failing
+// One shard full of due items (jobs that keep failing
 // to dispatch) does not starve the others: every shard gets its share.
 func TestDueServesEveryShard(t *testing.T) {
 	client := testenv.DynamoDB(t)

@@ -110,8 +110,8 @@ func (q *queriedKeys) Query(ctx context.Context, in *dynamodb.QueryInput, opts .
 // The owner and attention listings still read the owner's key alone, where
 // its jobs from before the listing's shards are (a job of then is found,
 // failed or not); the queued and running listings and the counts, whose
-// indexes were created sharded, never query it (issue 25: 32 queries, not
-// 33).
+// indexes were created sharded, never query it (32 queries, not 33:
+// docs/CAPACITY.md).
 func TestOnlyTheOwnerAndAttentionListingsReadTheKeyFromBeforeTheShards(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, client)
