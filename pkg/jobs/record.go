@@ -79,10 +79,17 @@ type View struct {
 	ResultURL   string `json:"result_url,omitempty"`
 	// Owner is set by Service.GetAny only (the operators' view); the API
 	// never returns it to the job's caller.
-	Owner      string     `json:"-"`
-	CreatedAt  time.Time  `json:"created_at"`
-	UpdatedAt  time.Time  `json:"updated_at"`
-	StartedAt  *time.Time `json:"started_at,omitempty"`
+	Owner     string    `json:"-"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// StartedAt is when the job's latest run was claimed (each run is a
+	// claim: a retry, a continuation, a wake after a sleep or a wait);
+	// nil before its first.
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	// FinishedAt is when its outcome was written (the final write, or the
+	// cancel of a queued job): after its handler returned, so a
+	// concurrency slot may pass to the next job before this one's
+	// FinishedAt. Nil until it ends.
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
