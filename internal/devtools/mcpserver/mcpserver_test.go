@@ -3,83 +3,28 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lambdajobs/lambdajobs/internal/dev/cli"
-	"github.com/lambdajobs/lambdajobs/internal/dev/localstack"
-	"github.com/lambdajobs/lambdajobs/internal/dev/testroles"
+	"github.com/lambdajobs/lambdajobs/internal/devtools/apitest"
 	"github.com/lambdajobs/lambdajobs/internal/devtools/mcpserver"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/httpapi"
-	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
-
-type greeting struct {
-	Name  string `json:"name"`
-	Token string `json:"token" jobs:"secret"`
-}
 
 const secret = "tok-9f2c41d7"
 
-// api runs the real HTTP API in-process behind the local gateway, over a
-// store in memory, and returns its URL and a function that runs the jobs
-// queued so far through the real worker.
+// api runs the real HTTP API in-process (apitest) and returns its URL and
+// a function that runs the jobs queued so far through the real worker.
 func api(t *testing.T) (string, func()) {
 	t.Helper()
-	reg := jobs.NewRegistry()
-	jobs.MustRegister(reg, "greet", func(_ context.Context, j *jobs.Job[greeting]) (jobs.JSON[string], error) {
-		if j.Payload.Name == "" {
-			return jobs.JSON[string]{}, jobs.Fail("no_name", errors.New("no name"))
-		}
-		return jobs.JSON[string]{V: "hello " + j.Payload.Name}, nil
-	}, &jobs.KindOpts{FailureCodes: []string{"no_name"}})
-	jobs.MustRegister(reg, "shout.word", func(_ context.Context, j *jobs.Job[string]) (jobs.JSON[string], error) {
-		return jobs.JSON[string]{V: strings.ToUpper(j.Payload)}, nil
-	}, nil)
-	jobs.MustRegister(reg, "approve", func(ctx context.Context, j *jobs.Job[struct{}]) (jobs.JSON[bool], error) {
-		ok, _, err := jobs.WaitForSignal[bool](ctx, j, "approval", time.Hour)
-		return jobs.JSON[bool]{V: ok}, err
-	}, &jobs.KindOpts{Signals: map[string]any{"approval": false}})
-	jobs.MustRegister(reg, "internal.cleanup", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
-		return jobs.NoResult{}, nil
-	}, &jobs.KindOpts{Internal: true})
-	sealer, _ := jobs.NewAESSealer(make([]byte, 32))
-	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
-	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, PageTokenKey: make([]byte, 32), Sealer: sealer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	worker, err := testroles.Worker(jobs.Config{Registry: reg, Store: store, Queue: queue, Sealer: sealer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := httpapi.New(svc, httpapi.Config{})
-	fn := localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](h.Route)
-	srv := httptest.NewServer(&localstack.Gateway{Enqueue: fn, GetJob: fn, Cancel: fn})
-	t.Cleanup(srv.Close)
-	var mu sync.Mutex
-	ran := 0
-	work := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for sent := queue.Sent(); ran < len(sent); ran++ {
-			id := sent[ran]
-			_, _ = worker.HandleSQS(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: id, Body: fmt.Sprintf(`{"job_id":%q}`, id)}}})
-		}
-	}
-	return srv.URL, work
+	a := apitest.Start(t)
+	return a.URL, a.Work
 }
 
 // session connects an MCP client to a server made by Main's own path

@@ -1,0 +1,105 @@
+// A typed client of the lambdajobs HTTP API. The paths, bodies and
+// answers are generated from docs/openapi.yaml (openapi-typescript) and
+// called with openapi-fetch; this file adds only what a generator cannot:
+// the caller's identity (SigV4, or the local stack's caller), problem+json
+// answers as a typed error, and waiting for a job to end.
+import createClient, { type Client } from "openapi-fetch";
+import type { components, paths } from "./generated/api.js";
+import { sigv4Fetch, type SigV4Options } from "./sigv4.js";
+
+export type { components, paths } from "./generated/api.js";
+export { sigv4Fetch, type Credentials, type SigV4Options } from "./sigv4.js";
+
+/** A job as the API shows it. */
+export type Job = components["schemas"]["Job"];
+/** A problem+json answer (RFC 9457) with its code. */
+export type Problem = components["schemas"]["Problem"];
+/** The client: client.GET("/v1/jobs/{id}", { params: { path: { id } } }), client.POST("/v1/jobs", { body }), ... */
+export type JobsClient = Client<paths>;
+
+export interface ClientOptions {
+  /** The API's base URL (the stack output ApiUrl; http://127.0.0.1:8080 for make run). */
+  baseUrl: string;
+  /** Sign every request with SigV4 (a deployed API with IAM auth). */
+  sigv4?: SigV4Options;
+  /** The local stack's caller (X-Local-Caller); never sent with sigv4. */
+  caller?: string;
+  /** A bearer token (a deployed API with JWT auth). */
+  token?: string;
+  /** The fetch to send with (globalThis.fetch by default). */
+  fetch?: typeof fetch;
+}
+
+/** createJobsClient returns a client of the API at opts.baseUrl. */
+export function createJobsClient(opts: ClientOptions): JobsClient {
+  const base = opts.fetch ?? globalThis.fetch;
+  const send = opts.sigv4 ? sigv4Fetch(opts.sigv4, base) : base;
+  const headers: Record<string, string> = {};
+  if (opts.caller && !opts.sigv4) headers["X-Local-Caller"] = opts.caller;
+  if (opts.token) headers["Authorization"] = `Bearer ${opts.token}`;
+  return createClient<paths>({ baseUrl: opts.baseUrl.replace(/\/+$/, ""), headers, fetch: (req: Request) => send(req) });
+}
+
+/** ProblemError is an answer of the API that is a problem: its status, code, title and detail. */
+export class ProblemError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly title: string;
+  readonly detail?: string;
+  readonly problem: Partial<Problem>;
+  constructor(status: number, problem: Partial<Problem>) {
+    super(`${status} ${problem.title ?? ""} (${problem.code ?? "no code"})${problem.detail ? ": " + problem.detail : ""}`);
+    this.name = "ProblemError";
+    this.status = status;
+    this.code = problem.code ?? "";
+    this.title = problem.title ?? "";
+    this.detail = problem.detail;
+    this.problem = problem;
+  }
+}
+
+/** must returns an answer's data, or throws its problem as a ProblemError. */
+export function must<T>(answer: { data?: T; error?: unknown; response: Response }): T {
+  if (answer.error !== undefined || !answer.response.ok) {
+    const p = typeof answer.error === "object" && answer.error !== null ? (answer.error as Partial<Problem>) : {};
+    throw new ProblemError(answer.response.status, p);
+  }
+  return answer.data as T;
+}
+
+/** isFinal reports whether a job has ended: succeeded, failed or cancelled. */
+export function isFinal(job: Pick<Job, "status">): boolean {
+  return job.status === "succeeded" || job.status === "failed" || job.status === "cancelled";
+}
+
+export interface WaitOptions {
+  /** How often to read the job (500 ms by default). */
+  intervalMs?: number;
+  /** How long to wait at most (no bound by default): then a TimeoutError. */
+  timeoutMs?: number;
+  /** Stops the wait. */
+  signal?: AbortSignal;
+  /** Called with each read of the job that changed (its status or partial result). */
+  onChange?: (job: Job) => void;
+}
+
+/** waitForJob reads the job until it has ended and returns it as it ended. */
+export async function waitForJob(client: JobsClient, id: string, opts: WaitOptions = {}): Promise<Job> {
+  const interval = opts.intervalMs ?? 500;
+  const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
+  let last = "";
+  for (;;) {
+    opts.signal?.throwIfAborted();
+    const job = must(await client.GET("/v1/jobs/{id}", { params: { path: { id } }, signal: opts.signal }));
+    const seen = JSON.stringify([job.status, job.result, job.waiting_on]);
+    if (seen !== last) {
+      last = seen;
+      opts.onChange?.(job);
+    }
+    if (isFinal(job)) return job;
+    if (Date.now() + interval > deadline) {
+      throw new DOMException(`lambdajobs: job ${id} has not ended within ${opts.timeoutMs} ms (${job.status})`, "TimeoutError");
+    }
+    await new Promise((resolve) => setTimeout(resolve, interval));
+  }
+}

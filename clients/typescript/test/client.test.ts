@@ -1,0 +1,82 @@
+// The client against the real HTTP API (internal/devtools/tsclient runs
+// it in-process, with the kinds of internal/devtools/apitest, and gives
+// its URL in LAMBDAJOBS_API), and its SigV4 signing.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { createJobsClient, isFinal, must, ProblemError, sigv4Fetch, waitForJob, type Job } from "../src/index.js";
+
+const api = process.env.LAMBDAJOBS_API ?? "";
+if (api === "" && process.env.CI) {
+  throw new Error("LAMBDAJOBS_API is not set: run these tests through internal/devtools/tsclient, which starts the API");
+}
+const secret = "tok-5d1e8a2f";
+
+test("a job is enqueued, waited for and read, its secret field never shown", { skip: api === "" ? "LAMBDAJOBS_API is not set" : false }, async () => {
+  const c = createJobsClient({ baseUrl: api, caller: "ts" });
+  const job = must(await c.POST("/v1/jobs", { body: { kind: "greet", payload: { name: "ana", token: secret } } }));
+  assert.equal(job.status, "queued");
+  const seen: string[] = [];
+  const done = await waitForJob(c, job.id, { intervalMs: 20, timeoutMs: 20_000, onChange: (j: Job) => seen.push(j.status) });
+  assert.equal(done.status, "succeeded");
+  assert.equal(done.result, "hello ana");
+  assert.ok(isFinal(done) && seen.at(-1) === "succeeded");
+  const read = JSON.stringify(must(await c.GET("/v1/jobs/{id}", { params: { path: { id: job.id } } })));
+  assert.ok(!read.includes(secret) && read.includes('"token":"[secret]"'), `the job's view shows its secret field: ${read}`);
+  const page = must(await c.GET("/v1/jobs", { params: { query: { kind: "greet" } } }));
+  assert.ok(page.jobs.some((j: Job) => j.id === job.id));
+});
+
+test("problems are ProblemErrors with their status and code", { skip: api === "" ? "LAMBDAJOBS_API is not set" : false }, async () => {
+  const c = createJobsClient({ baseUrl: api, caller: "ts" });
+  assert.throws(
+    () => must({ error: { code: "x" }, response: new Response(null, { status: 500 }) }),
+    (e: unknown) => e instanceof ProblemError && e.status === 500,
+  );
+  const bad = await c.POST("/v1/jobs", { body: { kind: "greet", payload: { name: "x", nmae: "typo" } } });
+  assert.throws(() => must(bad), (e: unknown) => e instanceof ProblemError && e.status === 422 && e.code === "invalid_payload");
+  const unknown = await c.POST("/v1/jobs", { body: { kind: "internal.cleanup", payload: {} } });
+  assert.throws(() => must(unknown), (e: unknown) => e instanceof ProblemError && e.status === 422 && e.code === "unknown_kind");
+  const mine = must(await c.POST("/v1/jobs", { body: { kind: "approve", payload: {} } }));
+  const other = createJobsClient({ baseUrl: api, caller: "someone-else" });
+  const theirs = await other.GET("/v1/jobs/{id}", { params: { path: { id: mine.id } } });
+  assert.throws(() => must(theirs), (e: unknown) => e instanceof ProblemError && e.status === 404 && e.code === "not_found");
+  const cancelled = must(await c.POST("/v1/jobs/{id}/cancel", { params: { path: { id: mine.id } } }));
+  assert.equal(cancelled.status, "cancelled");
+  await assert.rejects(waitForJob(c, "00000000-0000-7000-8000-000000000000"), (e: unknown) => e instanceof ProblemError && e.status === 404);
+});
+
+test("waiting stops at its timeout", { skip: api === "" ? "LAMBDAJOBS_API is not set" : false }, async () => {
+  const c = createJobsClient({ baseUrl: api, caller: "ts" });
+  const job = must(await c.POST("/v1/jobs", { body: { kind: "approve", payload: {} } }));
+  await assert.rejects(waitForJob(c, job.id, { intervalMs: 10, timeoutMs: 100 }), (e: unknown) => e instanceof DOMException && e.name === "TimeoutError");
+  const signalled = await c.POST("/v1/jobs/{id}/signals/{name}", { params: { path: { id: job.id, name: "approval" } }, body: true as never });
+  assert.ok(signalled.response.ok, `signal: ${signalled.response.status}`);
+  const done = await waitForJob(c, job.id, { intervalMs: 20, timeoutMs: 20_000 });
+  assert.equal(done.result, true);
+});
+
+test("sigv4Fetch signs for execute-api in the region, and only over https or to this machine", async () => {
+  let sent: { url: string; headers: Headers; body?: string } | undefined;
+  const inner = (async (url: RequestInfo | URL, init?: RequestInit) => {
+    sent = { url: String(url), headers: new Headers(init?.headers), body: init?.body as string | undefined };
+    return new Response("{}", { status: 200 });
+  }) as typeof fetch;
+  const f = sigv4Fetch({ region: "eu-west-1", credentials: { accessKeyId: "AKIDEXAMPLE", secretAccessKey: "wJalrXUtnFEMI", sessionToken: "tok" } }, inner);
+  await f("https://abc123.execute-api.eu-west-1.amazonaws.com/v1/jobs?limit=5", { method: "POST", body: '{"kind":"greet"}', headers: { "content-type": "application/json" } });
+  assert.ok(sent);
+  assert.match(
+    sent.headers.get("authorization") ?? "",
+    /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/eu-west-1\/execute-api\/aws4_request, SignedHeaders=[a-z0-9;-]*host[a-z0-9;-]*, Signature=[0-9a-f]{64}$/,
+  );
+  assert.equal(sent.headers.get("x-amz-security-token"), "tok");
+  assert.ok(sent.headers.get("x-amz-date"));
+  assert.equal(sent.body, '{"kind":"greet"}');
+  assert.equal(sent.url, "https://abc123.execute-api.eu-west-1.amazonaws.com/v1/jobs?limit=5");
+  await assert.rejects(f("http://jobs.example.com/v1/jobs"), /signs only over https/);
+  await f("http://127.0.0.1:8080/v1/jobs");
+  const c = createJobsClient({ baseUrl: "https://abc123.execute-api.eu-west-1.amazonaws.com/", sigv4: { region: "eu-west-1", credentials: async () => ({ accessKeyId: "AKID2", secretAccessKey: "s" }) }, caller: "ignored", fetch: inner });
+  await c.GET("/v1/jobs/{id}", { params: { path: { id: "j1" } } });
+  assert.equal(sent?.url, "https://abc123.execute-api.eu-west-1.amazonaws.com/v1/jobs/j1");
+  assert.match(sent?.headers.get("authorization") ?? "", /Credential=AKID2\//);
+  assert.equal(sent?.headers.get("x-local-caller"), null);
+});
