@@ -2,7 +2,9 @@
 // against the real HTTP API, run in-process (apitest): it installs the
 // client's pinned packages (npm ci), generates its types from
 // docs/openapi.yaml and compiles it with tsc (npm run build), then runs
-// its tests with node --test, the API's URL in LAMBDAJOBS_API.
+// its tests with node --test, the API's URL in LAMBDAJOBS_API; and it
+// writes the types of the API's kinds with lambdajobs-kinds and
+// type-checks test/typecheck/use.ts against them.
 package tsclient_test
 
 import (
@@ -53,4 +55,22 @@ func TestTheTypeScriptClientAgainstTheAPI(t *testing.T) {
 		t.Fatalf("node --test:\n%s", out)
 	}
 	t.Logf("node --test:\n%s", out)
+
+	// The kinds' types: written from the API, then used (and misused) in
+	// use.ts, which must type-check.
+	kinds := run(t, dir, nil, "node", "dist/src/bin/lambdajobs-kinds.js", api.URL, "--client", "../../src/index.js")
+	for _, want := range []string{"export interface GreetPayload", "export type ShoutWordPayload = string", `"approve": { payload: ApprovePayload; result: ApproveResult`} {
+		if !strings.Contains(kinds, want) {
+			t.Fatalf("lambdajobs-kinds wrote no %q:\n%s", want, kinds)
+		}
+	}
+	if strings.Contains(kinds, "internal.cleanup") {
+		t.Fatalf("lambdajobs-kinds wrote an internal kind:\n%s", kinds)
+	}
+	gen := filepath.Join(dir, "test", "typecheck", "kinds.ts")
+	if err := os.WriteFile(gen, []byte(kinds), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(gen) })
+	run(t, dir, nil, "npx", "tsc", "-p", "test/typecheck")
 }
