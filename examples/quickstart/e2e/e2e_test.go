@@ -147,6 +147,47 @@ func TestTeamFunctionsOnTheLocalStack(t *testing.T) {
 	if job.Status != "succeeded" || string(job.Result) != `{"account":"globex","rows":30}` {
 		t.Fatalf("the other program's job %+v, want succeeded with 30 rows", job)
 	}
+
+	// The team's TypeScript types, written from its running stack with
+	// the documented command (clients/typescript's lambdajobs-kinds).
+	kinds := typeScriptKinds(ctx, t, base)
+	for _, want := range []string{"export interface ReportsBuildPayload", "account: string", "months: number", "token?: string",
+		`"reports.build": { payload: ReportsBuildPayload; result: ReportsBuildResult; failureCode: "no_such_account" }`} {
+		if !strings.Contains(kinds, want) {
+			t.Fatalf("lambdajobs-kinds wrote no %q:\n%s", want, kinds)
+		}
+	}
+	if strings.Contains(kinds, "example.hash") {
+		t.Fatalf("lambdajobs-kinds wrote a demo kind:\n%s", kinds)
+	}
+}
+
+// typeScriptKinds runs lambdajobs-kinds against the API at base, building
+// the TypeScript client first when it is not built (npm ci, npm run build).
+func typeScriptKinds(ctx context.Context, t *testing.T, base string) string {
+	t.Helper()
+	client, err := filepath.Abs("../../../clients/typescript")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(client, "dist", "src", "bin", "lambdajobs-kinds.js")
+	if _, err := os.Stat(bin); err != nil {
+		for _, args := range [][]string{{"ci", "--no-audit", "--no-fund", "--loglevel=error"}, {"run", "build", "--silent"}} {
+			cmd := exec.CommandContext(ctx, "npm", args...)
+			cmd.Dir = client
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("npm %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+	}
+	cmd := exec.CommandContext(ctx, "node", bin, base)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("lambdajobs-kinds: %v\n%s", err, stderr.String())
+	}
+	return string(out)
 }
 
 // printedExports reads the variables lambdajobs-local printed after
