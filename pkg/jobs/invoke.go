@@ -107,18 +107,11 @@ func (k Kind[P]) Call(payload P, opts *EnqueueOpts) Call {
 // (a handler's unit test) it fails and starts nothing.
 func Invoke[R, P any](ctx context.Context, job *Job[P], name string, call Call) (R, error) {
 	var zero R
-	if job.h == nil {
-		job.h = &runHandle{}
-	}
-	h := job.h
+	h := job.handle()
 	h.stepMu.Lock()
 	defer h.stepMu.Unlock()
-	if h.suspend != nil {
-		return zero, errSuspended
-	}
-	if h.inStep || h.nondeterministic {
-		h.nondeterministic = true
-		return zero, fmt.Errorf("%w: child %q asked for while a step runs, or after one out of order", errNondeterministic, name)
+	if err := h.ready("child", name); err != nil {
+		return zero, err
 	}
 	i := h.nextStep
 	stored := i < len(h.steps) && h.steps[i].Name == name

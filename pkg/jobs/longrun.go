@@ -103,10 +103,7 @@ func (j *Job[P]) Checkpoint(ctx context.Context, v any) error {
 	if err != nil {
 		return fmt.Errorf("jobs: encode checkpoint: %w", err)
 	}
-	if j.h == nil {
-		j.h = &runHandle{}
-	}
-	if j.h.checkpoint == nil {
+	if j.handle().checkpoint == nil {
 		j.h.resume = raw
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,9 +26,12 @@ func TestMapWaveHalfMadeIsFinishedByTheNextRun(t *testing.T) {
 	queue := &jobstest.MemQueue{}
 	reg := jobs.NewRegistry()
 	sealer, _ := jobs.NewAESSealer(newKey(t))
+	var mu sync.Mutex // the handlers run on the worker's goroutines
 	ran := map[string]int{}
 	quote := jobs.MustRegister(reg, "quote", func(ctx context.Context, job *jobs.Job[quotePayload]) (jobs.JSON[quoteV], error) {
+		mu.Lock()
 		ran[job.Payload.Item]++
+		mu.Unlock()
 		return jobs.JSON[quoteV]{V: quoteV{Item: job.Payload.Item, Cents: len(job.Payload.Item)}}, nil
 	}, nil)
 	var mapErrs []string
@@ -39,7 +43,9 @@ func TestMapWaveHalfMadeIsFinishedByTheNextRun(t *testing.T) {
 		_, err := jobs.Map[quoteV](ctx, job, "quotes", calls, 0)
 		var ce *jobs.ChildError
 		if err != nil && !errors.As(err, &ce) {
+			mu.Lock()
 			mapErrs = append(mapErrs, err.Error())
+			mu.Unlock()
 			return jobs.NoResult{}, err
 		}
 		return jobs.NoResult{}, nil
@@ -76,6 +82,8 @@ func TestMapWaveHalfMadeIsFinishedByTheNextRun(t *testing.T) {
 		}
 	}
 	rec, _ := mem.Get(ctx, id)
+	mu.Lock()
+	defer mu.Unlock()
 	if rec.Status != jobs.StatusSucceeded || len(mapErrs) != 1 || !strings.Contains(mapErrs[0], "unavailable") {
 		t.Fatalf("the parent after its half-made wave: %s %s attempt %d; Map's errors: %q", rec.Status, rec.ErrorCode, rec.Attempt, mapErrs)
 	}
@@ -94,9 +102,12 @@ func TestMapWaveHalfMadeIsFinishedByTheNextRun(t *testing.T) {
 func TestMapWindowChangedBetweenRuns(t *testing.T) {
 	ctx := context.Background()
 	reg := jobs.NewRegistry()
+	var mu sync.Mutex // the handlers run on the worker's goroutines
 	ran := map[string]int{}
 	quote := jobs.MustRegister(reg, "quote", func(ctx context.Context, job *jobs.Job[quotePayload]) (jobs.JSON[quoteV], error) {
+		mu.Lock()
 		ran[job.Payload.Item]++
+		mu.Unlock()
 		if job.Payload.Hold {
 			if _, _, err := jobs.WaitForSignal[string](ctx, job, "go", time.Hour); err != nil {
 				return jobs.JSON[quoteV]{}, err
@@ -111,10 +122,15 @@ func TestMapWindowChangedBetweenRuns(t *testing.T) {
 		for i := range calls {
 			calls[i] = quote.Call(quotePayload{Item: strings.Repeat("x", i+1), Hold: i < 6}, nil)
 		}
-		qs, err := jobs.Map[quoteV](ctx, job, "quotes", calls, window)
+		mu.Lock()
+		w := window
+		mu.Unlock()
+		qs, err := jobs.Map[quoteV](ctx, job, "quotes", calls, w)
 		if err != nil {
 			return jobs.NoResult{}, err
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		for _, q := range qs {
 			got = append(got, q.Cents)
 		}
@@ -131,7 +147,9 @@ func TestMapWindowChangedBetweenRuns(t *testing.T) {
 	if _, err := r.Work(ctx); err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock()
 	window = 8 // a deploy: still two waves
+	mu.Unlock()
 	list, _ := r.Service.List(ctx, "o", jobs.ListRequest{Kind: "quote", Limit: 100})
 	for _, c := range list.Jobs {
 		_, _ = r.Service.Signal(ctx, "o", c.ID, "go", []byte(`""`))
@@ -140,6 +158,8 @@ func TestMapWindowChangedBetweenRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, _ := r.Service.Get(ctx, "o", res.Job.ID)
+	mu.Lock()
+	defer mu.Unlock()
 	if v.Status != jobs.StatusFailed || v.Error == nil || *v.Error != jobs.CodeNondeterministic || len(got) != 0 || len(ran) != 6 {
 		t.Fatalf("the parent after its window changed: %s %v; results %v; children run %d, want failed nondeterministic, none, 6",
 			v.Status, v.Error, got, len(ran))

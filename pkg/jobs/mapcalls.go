@@ -73,18 +73,11 @@ type parentWake struct {
 // cancels the children of every wave started. On a Job built by hand (a
 // handler's unit test) it fails and starts nothing.
 func Map[R, P any](ctx context.Context, job *Job[P], name string, calls []Call, window int) ([]R, error) {
-	if job.h == nil {
-		job.h = &runHandle{}
-	}
-	h := job.h
+	h := job.handle()
 	h.stepMu.Lock()
 	defer h.stepMu.Unlock()
-	if h.suspend != nil {
-		return nil, errSuspended
-	}
-	if h.inStep || h.nondeterministic {
-		h.nondeterministic = true
-		return nil, fmt.Errorf("%w: map %q asked for while a step runs, or after one out of order", errNondeterministic, name)
+	if err := h.ready("map", name); err != nil {
+		return nil, err
 	}
 	if len(calls) == 0 || len(calls) > MaxBatchJobs {
 		return nil, refuse(codeInvalidRequest, fmt.Sprintf("map %q: 1 to %d calls", name, MaxBatchJobs))

@@ -129,19 +129,12 @@ func signalAAD(id, name string) []byte { return []byte(id + "\x00signal\x00" + n
 // comes: it returns false at once.
 func WaitForSignal[T, P any](ctx context.Context, job *Job[P], name string, timeout time.Duration) (T, bool, error) {
 	var zero T
-	if job.h == nil {
-		job.h = &runHandle{}
-	}
-	h := job.h
+	h := job.handle()
 	now := h.clock()
 	h.stepMu.Lock()
 	defer h.stepMu.Unlock()
-	if h.suspend != nil {
-		return zero, false, errSuspended
-	}
-	if h.inStep || h.nondeterministic {
-		h.nondeterministic = true
-		return zero, false, fmt.Errorf("%w: signal %q asked for while a step runs, or after one out of order", errNondeterministic, name)
+	if err := h.ready("signal", name); err != nil {
+		return zero, false, err
 	}
 	if t, ok := h.signalTypes[name]; h.signalTypes != nil && (!ok || t != reflect.TypeFor[T]()) {
 		return zero, false, fmt.Errorf("jobs: signal %q: the kind's KindOpts.Signals does not declare it with a payload of type %s", name, reflect.TypeFor[T]())

@@ -70,23 +70,15 @@ func (j *Job[P]) SleepUntil(ctx context.Context, name string, t time.Time) error
 }
 
 func sleep[P any](job *Job[P], name string, end func(now time.Time) time.Time) error {
-	if job.h == nil {
-		job.h = &runHandle{}
-	}
-	h := job.h
+	h := job.handle()
 	now := time.Now()
 	if h.now != nil {
 		now = h.now()
 	}
 	h.stepMu.Lock()
-	if h.suspend != nil {
+	if err := h.ready("sleep", name); err != nil {
 		h.stepMu.Unlock()
-		return errSuspended
-	}
-	if h.inStep || h.nondeterministic {
-		h.nondeterministic = true
-		h.stepMu.Unlock()
-		return fmt.Errorf("%w: sleep %q asked for while a step runs, or after one out of order", errNondeterministic, name)
+		return err
 	}
 	i := h.nextStep
 	if i < len(h.steps) && h.steps[i].Name == name {

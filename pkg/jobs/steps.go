@@ -53,6 +53,29 @@ type stepResult struct {
 	At int64 `json:"t,omitempty"`
 }
 
+// handle is the job's run handle: an empty one for a Job built by hand.
+func (j *Job[P]) handle() *runHandle {
+	if j.h == nil {
+		j.h = &runHandle{}
+	}
+	return j.h
+}
+
+// ready says, with stepMu held, whether the run may take its next step
+// (what: a step, a sleep, a wait, named name): not once it suspended, nor
+// while a step's function runs or after a step came out of order, which
+// makes the run nondeterministic.
+func (h *runHandle) ready(what, name string) error {
+	if h.suspend != nil {
+		return errSuspended
+	}
+	if h.inStep || h.nondeterministic {
+		h.nondeterministic = true
+		return fmt.Errorf("%w: %s %q asked for while a step runs, or after one out of order", errNondeterministic, what, name)
+	}
+	return nil
+}
+
 // stateMark starts a stored state with steps: no JSON value starts with it.
 const stateMark = 0x01
 
@@ -116,19 +139,11 @@ func stepKey(id, name string, i int) string {
 // a Job built by hand (a handler's unit test) the steps are kept in memory.
 func Step[T, P any](ctx context.Context, job *Job[P], name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
-	if job.h == nil {
-		job.h = &runHandle{}
-	}
-	h := job.h
+	h := job.handle()
 	h.stepMu.Lock()
-	if h.suspend != nil {
+	if err := h.ready("step", name); err != nil {
 		h.stepMu.Unlock()
-		return zero, errSuspended
-	}
-	if h.inStep || h.nondeterministic {
-		h.nondeterministic = true
-		h.stepMu.Unlock()
-		return zero, fmt.Errorf("%w: step %q asked for while another step runs, or after one out of order", errNondeterministic, name)
+		return zero, err
 	}
 	i := h.nextStep
 	if i < len(h.steps) && h.steps[i].Name == name && (h.steps[i].Until != 0 || h.steps[i].Signal != 0 || h.steps[i].Child != 0) {

@@ -196,6 +196,15 @@ func TestLocalStatsPerKind(t *testing.T) {
 	if got, _ := waitFinal(t, "erin", v.ID, 30*time.Second); got.Status != jobs.StatusSucceeded {
 		t.Fatalf("job %+v", got)
 	}
+	waitKindStats(t, "example.hash", "no succeeded example.hash job", func(h localstack.KindStats) bool {
+		return h.Counts["JobsSucceeded"] >= 1 && h.Counts["JobsEnqueued"] >= 1 && h.Durations["RunDuration"].N >= 1
+	})
+}
+
+// waitKindStats reads the local stack's stats of kind until ok holds of them,
+// for at most 10 s; then it fails the test, saying what was missing.
+func waitKindStats(t *testing.T, kind, missing string, ok func(localstack.KindStats) bool) {
+	t.Helper()
 	var stats struct {
 		Kinds map[string]localstack.KindStats `json:"kinds"`
 	}
@@ -209,12 +218,11 @@ func TestLocalStatsPerKind(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := stats.Kinds["example.hash"]
-		if h.Counts["JobsSucceeded"] >= 1 && h.Counts["JobsEnqueued"] >= 1 && h.Durations["RunDuration"].N >= 1 {
+		if ok(stats.Kinds[kind]) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("stats %+v: no succeeded example.hash job", stats)
+			t.Fatalf("stats of %s %+v: %s", kind, stats.Kinds[kind], missing)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -809,26 +817,9 @@ func TestAHandlerMapsOverAThousandChildren(t *testing.T) {
 	if len(got.Steps) != 1 || got.Steps[0].Kind != "children" || got.Steps[0].Status != "done" {
 		t.Fatalf("example.nightly's steps: %+v", got.Steps)
 	}
-	var stats struct {
-		Kinds map[string]localstack.KindStats `json:"kinds"`
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		resp, err := http.Get(stack.APIURL + localstack.StatsPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = json.NewDecoder(resp.Body).Decode(&stats)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := stats.Kinds[examplekinds.Nightly].Durations["RunDuration"].N; n == 3 {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("example.nightly ran %d times, want 3 (one per wave and one more): %+v", n, stats.Kinds[examplekinds.Nightly])
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitKindStats(t, examplekinds.Nightly, "example.nightly did not run 3 times (one per wave and one more)", func(k localstack.KindStats) bool {
+		return k.Durations["RunDuration"].N == 3
+	})
 }
 
 // TestLargePayloadsAndResults: on the local stack, a 300 KB payload comes
