@@ -455,7 +455,7 @@ type Job struct {
 }
 
 // StepMark is one of a durable job's steps in its view (steps): its name,
-// kind ("step", "sleep", "signal", "child"), status ("done", "waiting",
+// kind ("step", "sleep", "signal", "child", "children"), status ("done", "waiting",
 // "timed_out") and times.
 type StepMark struct {
 	Name, Kind, Status string
