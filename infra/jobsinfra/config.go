@@ -171,6 +171,20 @@ type Config struct {
 	// bounds every caller together; this bounds each.
 	EnqueueRatePerOwner int
 
+	// WaitConcurrency is the wait function's reserved concurrency (GET
+	// /v1/jobs/{id}/wait): how many waits are open at once across every
+	// caller. A wait holds an instance for up to 20 s, so waits have
+	// their own share of the account's concurrency, and never take the
+	// other functions'. Beyond it API Gateway answers 500 (Lambda's
+	// throttle), and clients read the job instead. Lambda refuses a
+	// reservation that leaves the account fewer than 100 unreserved.
+	WaitConcurrency int
+	// WaitsPerOwner bounds each caller's open waits (0: the default,
+	// JOBS_WAITS_PER_OWNER's); over it a caller gets 429
+	// too_many_waits. Keep it below WaitConcurrency, so one caller cannot
+	// take every wait.
+	WaitsPerOwner int
+
 	// KeyAdmins are the IAM principals (role or user ARNs) who may read
 	// the payload key ring and the page token key besides the functions
 	// that use them, to rotate them (docs/OPERATIONS.md). Each secret's
@@ -260,7 +274,8 @@ func DevConfig(name string) Config {
 		APIMemoryMB: api.MemoryMB, APITimeout: api.Timeout, SweeperTimeout: sweeper.Timeout,
 		DispatchGrace: deploy.EnvDispatchGrace.DefaultValue(), Retention: 3 * 24 * time.Hour,
 		LogRetentionDays: 14, Retain: false,
-		ThrottleRate: 50, ThrottleBurst: 100, BatchThrottleRate: 2, BatchThrottleBurst: 5, CallbackThrottleRate: 5, CallbackThrottleBurst: 10,
+		WaitConcurrency: 10,
+		ThrottleRate:    50, ThrottleBurst: 100, BatchThrottleRate: 2, BatchThrottleBurst: 5, CallbackThrottleRate: 5, CallbackThrottleBurst: 10,
 		OldestMessageAlarm: 15 * time.Minute, QueueLatencyAlarm: 10 * time.Minute, FailuresAlarm: 10,
 	}
 }
@@ -278,7 +293,8 @@ func ProdConfig(name string) Config {
 		APIMemoryMB: 512, APITimeout: 10 * time.Second, SweeperTimeout: 120 * time.Second,
 		DispatchGrace: 5 * time.Minute, Retention: 14 * 24 * time.Hour,
 		LogRetentionDays: 90, Retain: true,
-		ThrottleRate: 500, ThrottleBurst: 1000, BatchThrottleRate: 10, BatchThrottleBurst: 20, CallbackThrottleRate: 50, CallbackThrottleBurst: 100,
+		WaitConcurrency: 100,
+		ThrottleRate:    500, ThrottleBurst: 1000, BatchThrottleRate: 10, BatchThrottleBurst: 20, CallbackThrottleRate: 50, CallbackThrottleBurst: 100,
 		OldestMessageAlarm: 10 * time.Minute, QueueLatencyAlarm: 5 * time.Minute, FailuresAlarm: 10,
 	}
 }
@@ -289,6 +305,14 @@ func (c Config) tagIndexes() int {
 		return dynamostore.TagSlots
 	}
 	return *c.TagIndexes
+}
+
+// waitsPerOwner is WaitsPerOwner, 0 being the default.
+func (c Config) waitsPerOwner() int {
+	if c.WaitsPerOwner == 0 {
+		return deploy.EnvWaitsPerOwner.DefaultValue()
+	}
+	return c.WaitsPerOwner
 }
 
 // messageFirst is MessageFirst, nil being on.
@@ -335,6 +359,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s: log level %q: DEBUG, INFO, WARN or ERROR", c.Name, c.LogLevel)
 	case c.EnqueueRatePerOwner < 0 || c.EnqueueRatePerOwner > 1_000_000:
 		return fmt.Errorf("%s: enqueue rate per owner %d: 0 (no bound) to 1000000 a second", c.Name, c.EnqueueRatePerOwner)
+	case c.WaitConcurrency < 1 || c.WaitConcurrency > 10_000:
+		return fmt.Errorf("%s: wait concurrency %d: 1 to 10000", c.Name, c.WaitConcurrency)
+	case c.WaitsPerOwner < 0 || c.WaitsPerOwner > c.WaitConcurrency:
+		return fmt.Errorf("%s: waits per owner %d: 0 (the default) to the wait concurrency (%d)", c.Name, c.WaitsPerOwner, c.WaitConcurrency)
 	case c.Architecture != "" && c.Architecture != "arm64" && c.Architecture != "x86_64":
 		return fmt.Errorf("%s: architecture %q: arm64 or x86_64", c.Name, c.Architecture)
 	}

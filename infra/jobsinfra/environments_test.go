@@ -90,6 +90,7 @@ func tunedConfig() Config {
 	tuned.Operators = []string{"arn:aws:iam::123456789012:role/oncall", "arn:aws:iam::123456789012:role/support"}
 	tuned.TrustedCallers = []string{"arn:aws:iam::123456789012:role/billing"}
 	tuned.EnqueueRatePerOwner = 200
+	tuned.WaitConcurrency, tuned.WaitsPerOwner = 30, 5
 	tuned.KeyAdmins = []string{"arn:aws:iam::123456789012:role/security"}
 	tuned.CustomerManagedKey = true
 	tuned.Environment = map[string]string{"TEAM_SETTING": "all"}

@@ -24,15 +24,19 @@ func (s *Jobs) functions() {
 		memory, timeout := s.cfg.size(f.Name)
 		s.function(f.Name, f.Name, memory, timeout)
 	}
-	s.Enqueue, s.GetJob, s.Cancel = s.Functions[deploy.Enqueue], s.Functions[deploy.GetJob], s.Functions[deploy.Cancel]
+	s.Enqueue, s.GetJob, s.WaitJob, s.Cancel = s.Functions[deploy.Enqueue], s.Functions[deploy.GetJob], s.Functions[deploy.WaitJob], s.Functions[deploy.Cancel]
 	s.Worker, s.Sweeper, s.Schedules = s.Functions[deploy.Worker], s.Functions[deploy.Sweeper], s.Functions[deploy.Schedules]
 	s.Lanes[""].Worker = s.Worker
 }
 
 // size is the memory and timeout of the function name: the worker's, the
-// sweeper's (the API's memory), or the API's.
+// sweeper's (the API's memory), the wait function's (the descriptor's: its
+// timeout bounds the waits), or the API's.
 func (c Config) size(name string) (int, time.Duration) {
 	switch name {
+	case deploy.WaitJob:
+		f, _ := deploy.FunctionNamed(name)
+		return f.MemoryMB, f.Timeout
 	case deploy.Worker:
 		return c.WorkerMemoryMB, c.WorkerTimeout
 	case deploy.Sweeper:
@@ -92,6 +96,7 @@ func (s *Jobs) envValues() deploy.Values[*string] {
 		// Who may choose a job's tenant and lane over the API.
 		deploy.EnvTrustedCallers.Var:      str(deploy.EnvTrustedCallers.Format(cfg.TrustedCallers)),
 		deploy.EnvEnqueueRatePerOwner.Var: str(deploy.EnvEnqueueRatePerOwner.Format(cfg.EnqueueRatePerOwner)),
+		deploy.EnvWaitsPerOwner.Var:       str(deploy.EnvWaitsPerOwner.Format(cfg.waitsPerOwner())),
 		deploy.EnvDLQURL.Var:              s.DLQ.QueueUrl(),
 		deploy.EnvEventBus.Var:            s.EventBus.EventBusArn(),
 		deploy.EnvEvents.Var:              str(mode),
@@ -114,7 +119,7 @@ func (s *Jobs) envValues() deploy.Values[*string] {
 	return v
 }
 
-// function creates one of the six functions (or a lane's worker, id
+// function creates one of the functions (deploy.Functions) (or a lane's worker, id
 // "worker-<lane>"), with its log group and role.
 func (s *Jobs) function(name, id string, memory int, timeout time.Duration) awslambda.Function {
 	cfg := s.cfg
@@ -173,6 +178,9 @@ func (s *Jobs) fixFunction(props *awslambda.FunctionProps, f fixedFunction) {
 	case "sweeper":
 		// One sweep at a time: a slow sweep never overlaps the next.
 		props.ReservedConcurrentExecutions = jsii.Number(1)
+	case deploy.WaitJob:
+		// Waits hold their instances: their own share, and no more.
+		props.ReservedConcurrentExecutions = jsii.Number(float64(s.cfg.WaitConcurrency))
 	}
 }
 

@@ -204,6 +204,13 @@ func TestFunctionSettingsReachTheTemplate(t *testing.T) {
 			wantMem, wantTimeout = float64(s.cfg.WorkerMemoryMB), s.cfg.WorkerTimeout.Seconds()
 		case "sweeper":
 			wantTimeout = s.cfg.SweeperTimeout.Seconds()
+		case "waitjob":
+			// Its timeout bounds the waits: the descriptor's, not tuned.
+			f, _ := deploy.FunctionNamed(deploy.WaitJob)
+			wantMem, wantTimeout = float64(f.MemoryMB), f.Timeout.Seconds()
+			if p["ReservedConcurrentExecutions"] != float64(s.cfg.WaitConcurrency) {
+				t.Errorf("%s: reserved concurrency %v, want %d", desc, p["ReservedConcurrentExecutions"], s.cfg.WaitConcurrency)
+			}
 		}
 		if p["MemorySize"] != wantMem || p["Timeout"] != wantTimeout {
 			t.Errorf("%s: memory %v timeout %v, want %v and %v", desc, p["MemorySize"], p["Timeout"], wantMem, wantTimeout)
@@ -289,6 +296,15 @@ func TestTrustedCallers(t *testing.T) {
 		rate := fmt.Sprintf(`"JOBS_ENQUEUE_RATE_PER_OWNER":"%d"`, s.cfg.EnqueueRatePerOwner)
 		if !strings.Contains(env, rate) {
 			t.Errorf("%s enqueue: want %s in %s", name, rate, env)
+		}
+		// The wait function is told each caller's open waits: the
+		// default unless configured.
+		waits := `"JOBS_WAITS_PER_OWNER":"20"`
+		if s.cfg.WaitsPerOwner != 0 {
+			waits = fmt.Sprintf(`"JOBS_WAITS_PER_OWNER":"%d"`, s.cfg.WaitsPerOwner)
+		}
+		if env := jsonString(s.function(t, "waitjob")["Environment"]); !strings.Contains(env, waits) {
+			t.Errorf("%s waitjob: want %s in %s", name, waits, env)
 		}
 	}
 }

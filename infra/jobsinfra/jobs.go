@@ -77,12 +77,12 @@ type Jobs struct {
 	// Lanes are every lane's resources by name, the default lane ("":
 	// Queue, DLQ and Worker) included.
 	Lanes map[string]*Lane
-	// The six functions, also by name in Functions (the other lanes'
-	// workers are in Lanes).
-	Enqueue, GetJob, Cancel, Worker, Sweeper, Schedules awslambda.Function
-	Functions                                           map[string]awslambda.Function
-	API                                                 awsapigatewayv2.HttpApi
-	AlarmTopic                                          awssns.ITopic
+	// The functions (deploy.Functions), also by name in Functions (the
+	// other lanes' workers are in Lanes).
+	Enqueue, GetJob, WaitJob, Cancel, Worker, Sweeper, Schedules awslambda.Function
+	Functions                                                    map[string]awslambda.Function
+	API                                                          awsapigatewayv2.HttpApi
+	AlarmTopic                                                   awssns.ITopic
 	// With schedules: the role Scheduler sends fires with (it may only
 	// send to the queue and ScheduleDLQ) and the fires' dead-letter queue.
 	SchedulerRole awsiam.Role

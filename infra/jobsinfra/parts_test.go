@@ -89,7 +89,7 @@ func TestPartsBucket(t *testing.T) {
 					users = append(users, r.(string))
 				}
 				var want []string
-				for _, fn := range []string{deploy.Enqueue, deploy.GetJob, deploy.Cancel, deploy.Worker, deploy.Sweeper} {
+				for _, fn := range []string{deploy.Enqueue, deploy.GetJob, deploy.WaitJob, deploy.Cancel, deploy.Worker, deploy.Sweeper} {
 					want = append(want, "arn:aws:iam::"+testAccount+":role/"+s.id(s.jobs.Functions[fn].Role()))
 				}
 				sort.Strings(users)

@@ -17,6 +17,8 @@ package deploy
 import (
 	"strings"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
 // The functions. A one-main bootstrap (lambdafn.Serve) learns which it is
@@ -24,6 +26,7 @@ import (
 const (
 	Enqueue   = "enqueue"
 	GetJob    = "getjob"
+	WaitJob   = "waitjob"
 	Cancel    = "cancel"
 	Worker    = "worker"
 	Sweeper   = "sweeper"
@@ -48,6 +51,7 @@ type Function struct {
 var Functions = []Function{
 	{Name: Enqueue, Doc: "POST /v1/jobs and /v1/batches: validate, store as queued, send the reference", API: true, MemoryMB: 256, Timeout: 10 * time.Second},
 	{Name: GetJob, Doc: "the reads: a job, the caller's jobs, counts, a batch, and the operators' reads", API: true, MemoryMB: 256, Timeout: 10 * time.Second},
+	{Name: WaitJob, Doc: "GET /v1/jobs/{id}/wait: a job, once it changes; reserved concurrency of its own (Config.WaitConcurrency)", API: true, MemoryMB: 128, Timeout: jobs.MaxWait + 5*time.Second},
 	{Name: Cancel, Doc: "the writes on existing jobs: cancel, retry, bulk actions, and the operators' actions and dead letters", API: true, MemoryMB: 256, Timeout: 10 * time.Second},
 	{Name: Worker, Doc: "the SQS event source's target: claims, runs and settles jobs; turns foreign messages and schedule fires into jobs", MemoryMB: 512, Timeout: 60 * time.Second},
 	{Name: Sweeper, Doc: "every minute (EventBridge): settles jobs nobody else will", MemoryMB: 256, Timeout: 60 * time.Second},

@@ -271,10 +271,10 @@ var (
 	// enqueue (enqueue, a worker's children and routed jobs, the
 	// sweeper's and cancel's follow-ups and retries), read at a claim
 	// (worker) and a replay (enqueue), kept longer (worker, sweeper),
-	// linked by a GET (getjob); the schedules function is told the bucket
+	// linked by a GET (getjob, waitjob); the schedules function is told the bucket
 	// because its registry has the large kinds too (lambdafn refuses to
 	// start without it), and never calls S3.
-	objectFns = []string{Enqueue, GetJob, Cancel, Worker, Sweeper, Schedules}
+	objectFns = []string{Enqueue, GetJob, WaitJob, Cancel, Worker, Sweeper, Schedules}
 )
 
 // The variables, in the order the docs list them (Env).
@@ -322,6 +322,7 @@ var (
 	EnvPageTokenKey        = minText(&Var{Name: "JOBS_PAGE_TOKEN_KEY", Doc: "or that value itself, 32+ characters (the local stack sets a random one)", Readers: listingFns}, 32)
 	EnvOperators           = commaList(&Var{Name: "JOBS_OPERATORS", Doc: "callers (owner identities or role ARNs, comma-separated) who may use the admin routes", Readers: operatorFns, Construct: true})
 	EnvEnqueueRatePerOwner = integer(&Var{Name: "JOBS_ENQUEUE_RATE_PER_OWNER", Default: "0", Doc: "each caller's requests that make jobs (enqueue, batch, replay), a second; over it: 429 `rate_limited` (0: no bound)", Readers: enqueueOnly, Construct: true}, 0, 1_000_000, "want 0 (no bound) to 1000000 requests a second")
+	EnvWaitsPerOwner       = integer(&Var{Name: "JOBS_WAITS_PER_OWNER", Default: strconv.Itoa(jobs.DefaultWaitsPerOwner), Doc: "each caller's open waits (`GET /v1/jobs/{id}/wait`); over it: 429 `too_many_waits`", Readers: []string{WaitJob}, Construct: true}, 1, 10_000, "want 1 to 10000 open waits")
 	EnvTrustedCallers      = commaList(&Var{Name: "JOBS_TRUSTED_CALLERS", Doc: "callers (owner identities or role ARNs, comma-separated) who may give a job's `tenant` and `lane` over the API (anyone else: 403)", Readers: enqueueOnly, Construct: true})
 
 	EnvPrintSchedules    = flag(&Var{Name: "JOBS_PRINT_SCHEDULES", Doc: "`1`: a bootstrap prints its registry's declared schedules as JSON and exits (how the local stack learns what to fire)"})
@@ -339,7 +340,7 @@ var Env = []*Var{
 	EnvDispatchGrace.Var, EnvRetention.Var, EnvMessageFirst.Var, EnvWorkerConcurrency.Var, EnvHandlerReserve.Var, EnvFinalWriteTimeout.Var, EnvCallTimeout.Var, EnvMinRunTime.Var, EnvWorkerTimeout.Var,
 	EnvPayloadKey.Var, EnvPayloadSecret.Var, EnvPayloadKeyringSecret.Var, EnvSources.Var, EnvBucket.Var, EnvEventBus.Var, EnvEvents.Var, EnvMetricsNamespace.Var, EnvTracing.Var,
 	EnvScheduleGroup.Var, EnvQueueARN.Var, EnvSchedulerRoleARN.Var, EnvScheduleDLQARN.Var, EnvScheduleMaxEventAge.Var, EnvSchedulesPerOwner.Var,
-	EnvPageTokenSecret.Var, EnvPageTokenKey.Var, EnvOperators.Var, EnvEnqueueRatePerOwner.Var, EnvTrustedCallers.Var,
+	EnvPageTokenSecret.Var, EnvPageTokenKey.Var, EnvOperators.Var, EnvEnqueueRatePerOwner.Var, EnvWaitsPerOwner.Var, EnvTrustedCallers.Var,
 	EnvPrintSchedules.Var, EnvPrintLanes.Var, EnvExampleRouteOwner.Var, EnvExampleExportDir.Var, EnvExampleSpansDir.Var, EnvExampleKinds.Var,
 }
 

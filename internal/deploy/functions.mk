@@ -1,2 +1,2 @@
 # Generated from internal/deploy (UPDATE_DOCS=1 go test ./internal/deploy): the deployment's functions.
-FUNCTIONS := enqueue getjob cancel worker sweeper schedules
+FUNCTIONS := enqueue getjob waitjob cancel worker sweeper schedules

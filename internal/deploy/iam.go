@@ -189,6 +189,13 @@ var roleGrants = map[string][]Grant{
 		keyTableRead, keySecret,
 		partsRead, partsList, keyPartsRead,
 	}),
+	WaitJob: {
+		// Reads the job every poll; takes and frees a slot of its owner's
+		// open waits (an update of that owner's slot item).
+		{Actions: []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, Resource: Table, Why: "a job, read while it is waited on; the owner's open waits, leased"},
+		keyTableWrite,
+		partsRead, partsList, keyPartsRead,
+	},
 	Cancel: join(listing, []Grant{
 		// Cancel, retry, and a batch's completion job, created when the
 		// cancel of its last job ends it.

@@ -127,6 +127,7 @@ func (r Route) params() []string {
 const (
 	RouteEnqueue               = "Enqueue"
 	RouteGetJob                = "GetJob"
+	RouteWaitJob               = "WaitJob"
 	RouteListJobs              = "ListJobs"
 	RouteCounts                = "Counts"
 	RouteListKinds             = "ListKinds"
@@ -163,6 +164,9 @@ const (
 var Routes = []Route{
 	{RouteEnqueue, "POST", "/v1/jobs", Enqueue, AuthCaller},
 	{RouteGetJob, "GET", "/v1/jobs/{id}", GetJob, AuthCaller},
+	// A wait holds its instance for up to 20 s: a function of its own,
+	// with reserved concurrency, so waits never starve the reads.
+	{RouteWaitJob, "GET", "/v1/jobs/{id}/wait", WaitJob, AuthCaller},
 	{RouteListJobs, "GET", "/v1/jobs", GetJob, AuthCaller},
 	{RouteCounts, "GET", "/v1/counts", GetJob, AuthCaller},
 	{RouteListKinds, "GET", "/v1/kinds", GetJob, AuthCaller},

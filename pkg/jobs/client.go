@@ -79,8 +79,12 @@ type Config struct {
 	// a Go producer's own Client is unbounded unless it sets it.
 	EnqueueRatePerOwner int
 	// SchedulesPerOwner bounds each owner's runtime schedules (default
-	// 100).
+	// 20).
 	SchedulesPerOwner int
+	// WaitsPerOwner bounds each owner's open waits (Service.Wait) across
+	// every instance (default DefaultWaitsPerOwner). The wait function
+	// sets it from JOBS_WAITS_PER_OWNER.
+	WaitsPerOwner int
 
 	// Lane is the lane whose queue the Worker serves ("" the default):
 	// what it hands back before claiming goes back to it.

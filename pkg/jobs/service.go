@@ -53,6 +53,8 @@ type Service struct {
 	// this instance's refused owners.
 	enqueueRate float64
 	refusals    *rateRefusals
+	// waitsPerOwner is Config.WaitsPerOwner, its default applied.
+	waitsPerOwner int
 }
 
 // ForCallers returns the service as API callers reach it (package httpapi
@@ -70,6 +72,13 @@ func newService(cfg Config, eng *engine) (*Service, error) {
 	if cfg.EnqueueRatePerOwner < 0 {
 		return nil, errors.New("jobs: EnqueueRatePerOwner must be 0 (none) or more")
 	}
+	if cfg.WaitsPerOwner < 0 {
+		return nil, errors.New("jobs: WaitsPerOwner must be 0 (the default) or more")
+	}
+	waits := cfg.WaitsPerOwner
+	if waits == 0 {
+		waits = DefaultWaitsPerOwner
+	}
 	if cfg.PageTokenKey != nil && len(cfg.PageTokenKey) < 32 {
 		return nil, errors.New("jobs: PageTokenKey must be at least 32 bytes")
 	}
@@ -79,7 +88,7 @@ func newService(cfg Config, eng *engine) (*Service, error) {
 	}
 	return &Service{eng: eng, reg: cfg.Registry, store: eng.store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
 		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey,
-		counter: counter, capCounts: &capCounts{}, enqueueRate: float64(cfg.EnqueueRatePerOwner), refusals: &rateRefusals{}}, nil
+		counter: counter, capCounts: &capCounts{}, enqueueRate: float64(cfg.EnqueueRatePerOwner), refusals: &rateRefusals{}, waitsPerOwner: waits}, nil
 }
 
 // EnqueueRequest is one job to enqueue.

@@ -60,8 +60,8 @@ func (c Call) key() string {
 	return string(b)
 }
 
-// The principals besides the functions (whose principal is their name:
-// enqueue, getjob, cancel, worker, sweeper, schedules).
+// The principals besides the functions (whose principal is their name,
+// as deploy.Functions names them).
 const (
 	// Scheduler is EventBridge Scheduler's role, sending fires.
 	Scheduler = "scheduler"

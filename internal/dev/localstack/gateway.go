@@ -48,6 +48,7 @@ type Invoker interface {
 type Gateway struct {
 	Enqueue Invoker // POST /v1/jobs
 	GetJob  Invoker // GET /v1/jobs/{id}, GET /v1/jobs
+	WaitJob Invoker // GET /v1/jobs/{id}/wait
 	Cancel  Invoker // POST /v1/jobs/{id}/cancel and /retry, POST /v1/bulk/{action}, the admin actions and dead letters
 	// Schedules serves POST and GET /v1/schedules, GET and DELETE
 	// /v1/schedules/{name}.
@@ -84,6 +85,8 @@ func (g *Gateway) function(name string) Invoker {
 		return g.Enqueue
 	case deploy.GetJob:
 		return g.GetJob
+	case deploy.WaitJob:
+		return g.WaitJob
 	case deploy.Cancel:
 		return g.Cancel
 	case deploy.Schedules:

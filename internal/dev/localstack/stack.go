@@ -77,6 +77,9 @@ type Config struct {
 	// WorkerInstances is the event source's maximum concurrency: one
 	// emulator instance (and poller) each.
 	WorkerInstances int
+	// WaitInstances is the wait function's reserved concurrency here (its
+	// pool's most instances, started as waits come: Pool): default 50.
+	WaitInstances int
 	// BatchSize (1..10) and BatchWindow configure the event source.
 	BatchSize   int
 	BatchWindow time.Duration
@@ -124,7 +127,7 @@ func DefaultConfig() Config {
 		// (15 minutes); short enough that example.export's two minutes of
 		// work show its continuations.
 		LaneTimeouts:    map[string]time.Duration{"long": time.Minute},
-		WorkerInstances: 2, BatchSize: 10, SweepEvery: time.Minute,
+		WorkerInstances: 2, WaitInstances: 50, BatchSize: 10, SweepEvery: time.Minute,
 		DashboardAddr: "127.0.0.1:8081",
 	}
 }
@@ -175,6 +178,7 @@ type Stack struct {
 	workers        []*Function
 	laneWorkers    map[string]*Function
 	sweeper        *Function
+	waits          *Pool
 	server         *http.Server
 	apiHosts       hostcheck.Hosts // the Host values the API answers
 	extra          []*http.Server
@@ -184,7 +188,7 @@ type Stack struct {
 }
 
 // Start brings the whole system up, in steps: the emulators, the table
-// and queues, the six functions under the Runtime Interface Emulator, the
+// and queues, the functions under the Runtime Interface Emulator, the
 // gateway (with the local Scheduler's API and the local event bus, with its
 // webhook target), the SQS event source, the declared schedules and the
 // sweeper's schedule, and the dashboard. It refuses a webhook that is not
@@ -280,6 +284,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.WorkerInstances == 0 {
 		cfg.WorkerInstances = def.WorkerInstances
+	}
+	if cfg.WaitInstances == 0 {
+		cfg.WaitInstances = def.WaitInstances
 	}
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = def.BatchSize
@@ -464,7 +471,7 @@ func (s *Stack) envOf(name string, values deploy.Values[string]) []string {
 }
 
 // apiFunctions are the functions behind the gateway, by name.
-type apiFunctions map[string]*Function
+type apiFunctions map[string]Invoker
 
 // startFunctions starts the deployment's functions (deploy.Functions)
 // under the emulator: each function behind the API once, the worker once
@@ -475,8 +482,17 @@ func (s *Stack) startFunctions(ctx context.Context) (apiFunctions, error) {
 	for _, f := range deploy.Functions {
 		var err error
 		switch {
+		case f.Name == deploy.WaitJob:
+			// Waits hold their instances: a pool, as Lambda scales it
+			// up to the function's reserved concurrency.
+			s.waits = &Pool{Name: f.Name, Max: cfg.WaitInstances, Start: func(ctx context.Context) (*Function, error) {
+				return StartFunction(ctx, s.functionConfig(instanceOf{name: f.Name, principal: f.Name, timeout: f.Timeout}))
+			}}
+			api[f.Name] = timeoutInvoker{s.waits, f.Timeout}
 		case f.API:
-			api[f.Name], err = s.startFunction(ctx, f.Name, "", cfg.APITimeout)
+			var fn *Function
+			fn, err = s.startFunction(ctx, f.Name, "", cfg.APITimeout)
+			api[f.Name] = timeoutInvoker{fn, cfg.APITimeout}
 		case f.Name == deploy.Worker:
 			err = s.startWorkers(ctx)
 		case f.Name == deploy.Sweeper:
@@ -535,6 +551,16 @@ type instanceOf struct {
 // startFunctionAs is startFunction for the instance fi: signing as its
 // principal, with its environment.
 func (s *Stack) startFunctionAs(ctx context.Context, fi instanceOf) (*Function, error) {
+	f, err := StartFunction(ctx, s.functionConfig(fi))
+	if err != nil {
+		return nil, err
+	}
+	s.functions = append(s.functions, f)
+	return f, nil
+}
+
+// functionConfig is how the instance fi starts.
+func (s *Stack) functionConfig(fi instanceOf) FunctionConfig {
 	cfg := s.cfg
 	name, timeout := fi.name, fi.timeout
 	label := name
@@ -547,16 +573,11 @@ func (s *Stack) startFunctionAs(ctx context.Context, fi instanceOf) (*Function, 
 	}
 	// Each function signs as itself (iamcalls: its role in AWS).
 	fenv := append(s.envOf(name, values), "AWS_ACCESS_KEY_ID="+iamcalls.AccessKeyID(fi.principal))
-	f, err := StartFunction(ctx, FunctionConfig{
+	return FunctionConfig{
 		Name: name, RIE: cfg.RIE, Bootstrap: s.bootstrap(name),
 		Timeout: timeout, Env: fenv,
 		Output: s.Stats.Writer(prefixed(cfg.Output, label)),
-	})
-	if err != nil {
-		return nil, err
 	}
-	s.functions = append(s.functions, f)
-	return f, nil
 }
 
 // bootstrap is the executable of the function name.
@@ -585,8 +606,8 @@ func (s *Stack) serveGateway(ctx context.Context, ln net.Listener, api apiFuncti
 	s.Events = &EventBus{Calls: s.calls, Log: cfg.Logger, Webhook: s.Webhook}
 	mux.Handle(EventBusPath, s.Events)
 	mux.Handle("/", &Gateway{
-		Enqueue: timeoutInvoker{api[deploy.Enqueue], cfg.APITimeout}, GetJob: timeoutInvoker{api[deploy.GetJob], cfg.APITimeout},
-		Cancel: timeoutInvoker{api[deploy.Cancel], cfg.APITimeout}, Schedules: timeoutInvoker{api[deploy.Schedules], cfg.APITimeout}, Logger: cfg.Logger,
+		Enqueue: api[deploy.Enqueue], GetJob: api[deploy.GetJob], WaitJob: api[deploy.WaitJob],
+		Cancel: api[deploy.Cancel], Schedules: api[deploy.Schedules], Logger: cfg.Logger,
 		Calls: s.calls,
 	})
 	s.server = &http.Server{Handler: ownHostOnly(s.apiHosts, mux, cfg.Logger), ReadHeaderTimeout: 10 * time.Second}
@@ -834,6 +855,9 @@ func (s *Stack) Stop() {
 		for _, f := range s.functions {
 			f.Stop()
 		}
+		if s.waits != nil {
+			s.waits.Stop()
+		}
 		for _, p := range s.proxies {
 			_ = p.Close()
 		}
@@ -1003,7 +1027,7 @@ func ensureTable(ctx context.Context, ddb *dynamodb.Client, table string) error 
 }
 
 type timeoutInvoker struct {
-	f       *Function
+	f       Invoker
 	timeout time.Duration
 }
 

@@ -209,11 +209,42 @@ func (in optsBody) opts(req events.APIGatewayV2HTTPRequest) (jobs.EnqueueOpts, e
 // another owner's job alike.
 func (a *API) getJob(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
 	owner := rq.caller
+	if _, ok := req.QueryStringParameters["wait"]; ok {
+		// API Gateway routes by path: a wait has a route and a function
+		// of its own, so it cannot hold this one's instances.
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: "to wait for a change, GET " + pathOf(deploy.RouteWaitJob, "id", rq.params["id"]) + "?timeout=N"})
+	}
 	v, err := a.svc.Get(ctx, owner, rq.params["id"])
 	if err != nil {
 		return problem(ctx, a.log, err)
 	}
-	return jsonResponse(http.StatusOK, v)
+	return versioned(jsonResponse(http.StatusOK, v), v)
+}
+
+// waitJob serves GET /v1/jobs/{id}/wait?timeout=N: the job as GetJob
+// answers it, as soon as its version (its ETag) differs from the
+// If-None-Match header's (the job as first read, without one), or after
+// N seconds (1 to 20) as it then is. 429 too_many_waits (Retry-After)
+// when the caller has its most waits open; 404 as GetJob.
+func (a *API) waitJob(ctx context.Context, req events.APIGatewayV2HTTPRequest, rq routed) events.APIGatewayV2HTTPResponse {
+	max := int(jobs.MaxWait / time.Second)
+	n, err := strconv.Atoi(req.QueryStringParameters["timeout"])
+	if err != nil || n < 1 || n > max {
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: fmt.Sprintf("timeout is 1 to %d (seconds)", max)})
+	}
+	seen := strings.Trim(strings.TrimPrefix(header(req, "if-none-match"), "W/"), `"`)
+	v, _, err := a.svc.Wait(ctx, rq.caller, rq.params["id"], seen, time.Duration(n)*time.Second)
+	if err != nil {
+		return problem(ctx, a.log, err)
+	}
+	return versioned(jsonResponse(http.StatusOK, v), v)
+}
+
+// versioned sets resp's ETag to v's version (View.Version), what a wait
+// sends back as If-None-Match.
+func versioned(resp events.APIGatewayV2HTTPResponse, v *jobs.View) events.APIGatewayV2HTTPResponse {
+	resp.Headers["ETag"] = `"` + v.Version() + `"`
+	return resp
 }
 
 // cancelJob serves POST /v1/jobs/{id}/cancel: 200 with the cancelled job
@@ -346,7 +377,7 @@ func (a *API) getBatch(ctx context.Context, req events.APIGatewayV2HTTPRequest, 
 func (a *API) endpoints() map[string]endpoint {
 	return map[string]endpoint{
 		deploy.RouteEnqueue: a.enqueue, deploy.RouteEnqueueBatch: a.enqueueBatch,
-		deploy.RouteGetJob: a.getJob, deploy.RouteListJobs: a.listJobs, deploy.RouteCounts: a.counts,
+		deploy.RouteGetJob: a.getJob, deploy.RouteWaitJob: a.waitJob, deploy.RouteListJobs: a.listJobs, deploy.RouteCounts: a.counts,
 		deploy.RouteListKinds: a.listKinds, deploy.RouteGetBatch: a.getBatch,
 		deploy.RouteCancelJob: a.cancelJob, deploy.RouteRetryJob: a.retryJob, deploy.RouteBulkAction: a.bulk,
 		deploy.RouteReplayJob:     a.replayJob,

@@ -87,6 +87,7 @@ var statuses = map[string]struct {
 	"invalid_payload":         {http.StatusUnprocessableEntity, "Invalid payload"},
 	"queue_full":              {http.StatusTooManyRequests, "Queue full"},
 	"rate_limited":            {http.StatusTooManyRequests, "Rate limited"},
+	"too_many_waits":          {http.StatusTooManyRequests, "Too many open waits"},
 	"unavailable":             {http.StatusServiceUnavailable, "Service unavailable"},
 	"internal":                {http.StatusInternalServerError, "Internal error"},
 }

@@ -39,7 +39,7 @@ func TestEachRoleBuildsOnlyItsClients(t *testing.T) {
 		"JOBS_FINAL_WRITE_TIMEOUT": "2s", "JOBS_WORKER_TIMEOUT": "5m", "JOBS_PAYLOAD_KEYRING_SECRET": "ring", "JOBS_SOURCES": "",
 		"JOBS_METRICS_NAMESPACE": "", "JOBS_TRACING": "off", "JOBS_SCHEDULE_GROUP": "g", "JOBS_QUEUE_ARN": "arn:aws:sqs:us-east-1:000000000000:q",
 		"JOBS_SCHEDULER_ROLE_ARN": "arn:aws:iam::000000000000:role/s", "JOBS_SCHEDULE_DLQ_ARN": "arn:aws:sqs:us-east-1:000000000000:sdlq",
-		"JOBS_SCHEDULE_MAX_EVENT_AGE": "1h", "JOBS_PAGE_TOKEN_SECRET": "page", "JOBS_OPERATORS": "arn:aws:iam::000000000000:role/ops", "JOBS_TRUSTED_CALLERS": "arn:aws:iam::000000000000:role/billing", "JOBS_ENQUEUE_RATE_PER_OWNER": "100",
+		"JOBS_SCHEDULE_MAX_EVENT_AGE": "1h", "JOBS_PAGE_TOKEN_SECRET": "page", "JOBS_OPERATORS": "arn:aws:iam::000000000000:role/ops", "JOBS_TRUSTED_CALLERS": "arn:aws:iam::000000000000:role/billing", "JOBS_ENQUEUE_RATE_PER_OWNER": "100", "JOBS_WAITS_PER_OWNER": "20",
 		"JOBS_EVENT_BUS": "jobs-bus", "JOBS_EVENTS": "kinds", "JOBS_MESSAGE_FIRST": "on", "JOBS_BUCKET": "parts",
 	}
 	env := map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",

@@ -123,6 +123,9 @@ type Config struct {
 	// (JOBS_ENQUEUE_RATE_PER_OWNER, a second; 0: none):
 	// jobs.Config.EnqueueRatePerOwner of the enqueue function.
 	EnqueueRatePerOwner int
+	// WaitsPerOwner bounds each caller's open waits (JOBS_WAITS_PER_OWNER):
+	// jobs.Config.WaitsPerOwner of the wait function.
+	WaitsPerOwner int
 	// EventBus is the EventBridge bus job events go to (JOBS_EVENT_BUS);
 	// the roles that write outcomes (worker, sweeper, cancel) send them.
 	// AllEvents announces every kind's outcomes (JOBS_EVENTS=all), not
@@ -201,7 +204,7 @@ func (c *Config) fields(k *payloadKeys) []field {
 		bind(deploy.EnvSchedulerRoleARN, &c.Scheduler.RoleARN), bind(deploy.EnvScheduleDLQARN, &c.Scheduler.DLQARN),
 		bind(deploy.EnvScheduleMaxEventAge, &c.Scheduler.MaxEventAge), bind(deploy.EnvSchedulesPerOwner, &c.SchedulesPerOwner),
 		bind(deploy.EnvPageTokenSecret, &c.PageTokenSecret), bind(deploy.EnvPageTokenKey, &c.PageTokenKey),
-		bind(deploy.EnvOperators, &c.Operators), bind(deploy.EnvEnqueueRatePerOwner, &c.EnqueueRatePerOwner),
+		bind(deploy.EnvOperators, &c.Operators), bind(deploy.EnvEnqueueRatePerOwner, &c.EnqueueRatePerOwner), bind(deploy.EnvWaitsPerOwner, &c.WaitsPerOwner),
 		bind(deploy.EnvTrustedCallers, &c.TrustedCallers),
 	}
 }
@@ -433,6 +436,19 @@ func GetJob(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	return lambda.NewHandler(httpapi.New(c.Service(), httpapi.Config{Logger: d.Logger, Operators: d.Config.Operators}).Route), nil
 }
 
+// WaitJob is the GET /v1/jobs/{id}/wait function: it answers a job once
+// it changes, holding its instance while it waits (up to jobs.MaxWait),
+// so it is a function of its own, with reserved concurrency.
+func WaitJob(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
+	cfg := d.jobsConfig(reg, d.readOnlySealer())
+	cfg.Queue, cfg.WaitsPerOwner = nil, d.Config.WaitsPerOwner // it reads, and writes its waits' slots: it never sends
+	c, err := jobs.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return lambda.NewHandler(httpapi.New(c.Service(), httpapi.Config{Logger: d.Logger, Operators: d.Config.Operators}).Route), nil
+}
+
 // Cancel is the job actions function: POST /v1/jobs/{id}/cancel,
 // POST /v1/jobs/{id}/retry and POST /v1/bulk/{cancel,retry}, and the
 // operators' dead-letter routes (with JOBS_DLQ_URL, and each other lane's
@@ -550,9 +566,8 @@ func Schedules(d *Deps, reg *jobs.Registry) (lambda.Handler, error) {
 	return lambda.NewHandler(httpapi.NewSchedules(c.Schedules(), d.Logger).Route), nil
 }
 
-// Any is the function JOBS_FUNCTION names (enqueue, getjob, cancel,
-// worker, sweeper or schedules, as the CDK construct sets it): one main
-// and one asset serve all six. Its binary links every function's code, so
+// Any is the function JOBS_FUNCTION names (one of deploy.Functions, as
+// the CDK construct sets it): one main and one asset serve them all. Its binary links every function's code, so
 // it is a little larger than a bootstrap of one function; it builds and
 // uploads once, and each function's cold start runs the same package
 // initialisation either way.
@@ -575,7 +590,7 @@ func functionNamed(name string) (Function, error) {
 
 // functions are the deployment's functions (deploy.Functions), by name.
 var functions = map[string]Function{
-	deploy.Enqueue: Enqueue, deploy.GetJob: GetJob, deploy.Cancel: Cancel,
+	deploy.Enqueue: Enqueue, deploy.GetJob: GetJob, deploy.WaitJob: WaitJob, deploy.Cancel: Cancel,
 	deploy.Worker: Worker, deploy.Sweeper: Sweeper, deploy.Schedules: Schedules,
 }
 
