@@ -2,7 +2,8 @@
 // answers are generated from docs/openapi.yaml (openapi-typescript) and
 // called with openapi-fetch; this file adds only what a generator cannot:
 // the caller's identity (SigV4, or the local stack's caller), problem+json
-// answers as a typed error, and waiting for a job to end.
+// answers as a typed error, and waiting for a job to end (with waits for
+// its changes, GET /v1/jobs/{id}/wait).
 import createClient, { type Client } from "openapi-fetch";
 import type { components, paths } from "./generated/api.js";
 import { sigv4Fetch, type SigV4Options } from "./sigv4.js";
@@ -73,7 +74,7 @@ export function isFinal(job: Pick<Job, "status">): boolean {
 }
 
 export interface WaitOptions {
-  /** How often to read the job (500 ms by default). */
+  /** How often to read the job when a wait is refused (429 too_many_waits; 500 when every wait instance is busy), and in the last second before timeoutMs (500 ms by default). */
   intervalMs?: number;
   /** How long to wait at most (no bound by default): then a TimeoutError. */
   timeoutMs?: number;
@@ -83,23 +84,50 @@ export interface WaitOptions {
   onChange?: (job: Job) => void;
 }
 
-/** waitForJob reads the job until it has ended and returns it as it ended. */
+/** maxWaitSeconds is the longest wait GET /v1/jobs/{id}/wait accepts. */
+export const maxWaitSeconds = 20;
+
+/**
+ * waitForJob follows the job until it has ended and returns it as it ended:
+ * after a first read, each answer is a wait for the job's next change (GET
+ * /v1/jobs/{id}/wait from the ETag last seen), answered within about a
+ * quarter of a second of it. A refused wait falls back to a read after
+ * intervalMs.
+ */
 export async function waitForJob(client: JobsClient, id: string, opts: WaitOptions = {}): Promise<Job> {
   const interval = opts.intervalMs ?? 500;
   const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
+  const read = async (): Promise<[Job, string]> => {
+    const answer = await client.GET("/v1/jobs/{id}", { params: { path: { id } }, signal: opts.signal });
+    return [must(answer), answer.response.headers.get("ETag") ?? ""];
+  };
   let last = "";
+  let [job, etag] = await read();
   for (;;) {
-    opts.signal?.throwIfAborted();
-    const job = must(await client.GET("/v1/jobs/{id}", { params: { path: { id } }, signal: opts.signal }));
     const seen = JSON.stringify([job.status, job.result, job.waiting_on]);
     if (seen !== last) {
       last = seen;
       opts.onChange?.(job);
     }
     if (isFinal(job)) return job;
+    opts.signal?.throwIfAborted();
+    const seconds = Math.min(maxWaitSeconds, Math.floor((deadline - Date.now()) / 1000));
+    if (etag !== "" && seconds >= 1) {
+      const answer = await client.GET("/v1/jobs/{id}/wait", {
+        params: { path: { id }, query: { timeout: seconds }, header: { "If-None-Match": etag } },
+        signal: opts.signal,
+      });
+      if (answer.response.ok) {
+        job = must(answer);
+        etag = answer.response.headers.get("ETag") ?? "";
+        continue;
+      }
+      if (answer.response.status !== 429 && answer.response.status < 500) must(answer);
+    }
     if (Date.now() + interval > deadline) {
       throw new DOMException(`lambdajobs: job ${id} has not ended within ${opts.timeoutMs} ms (${job.status})`, "TimeoutError");
     }
     await new Promise((resolve) => setTimeout(resolve, interval));
+    [job, etag] = await read();
   }
 }

@@ -55,6 +55,40 @@ test("waiting stops at its timeout", { skip: api === "" ? "LAMBDAJOBS_API is not
   assert.equal(done.result, true);
 });
 
+test("a wait answers as soon as the job changes", { skip: api === "" ? "LAMBDAJOBS_API is not set" : false }, async () => {
+  const c = createJobsClient({ baseUrl: api, caller: "ts" });
+  const job = must(await c.POST("/v1/jobs", { body: { kind: "approve", payload: {} } }));
+  let etag = "";
+  for (let read = job; read.waiting_on !== "signal"; ) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const answer = await c.GET("/v1/jobs/{id}", { params: { path: { id: job.id } } });
+    read = must(answer);
+    etag = answer.response.headers.get("ETag") ?? "";
+  }
+  assert.ok(etag.startsWith('"'), `GET's ETag ${etag}`);
+  const start = Date.now();
+  setTimeout(() => void c.POST("/v1/jobs/{id}/signals/{name}", { params: { path: { id: job.id, name: "approval" } }, body: true as never }), 300);
+  const answer = await c.GET("/v1/jobs/{id}/wait", { params: { path: { id: job.id }, query: { timeout: 15 }, header: { "If-None-Match": etag } } });
+  const changed = must(answer);
+  const took = Date.now() - start;
+  assert.ok(took >= 300 && took < 3000, `the wait answered after ${took} ms; the job changed at 300 ms`);
+  assert.notEqual(answer.response.headers.get("ETag"), etag);
+  assert.notEqual(changed.waiting_on, "signal");
+  const bad = await c.GET("/v1/jobs/{id}/wait", { params: { path: { id: job.id }, query: { timeout: 99 } } });
+  assert.throws(() => must(bad), (e: unknown) => e instanceof ProblemError && e.status === 400 && e.code === "invalid_request");
+
+  // waitForJob waits for changes rather than reading again and again.
+  const paths: string[] = [];
+  const counted = createJobsClient({ baseUrl: api, caller: "ts", fetch: ((req: Request) => (paths.push(new URL(req.url).pathname), fetch(req))) as typeof fetch });
+  const next = must(await counted.POST("/v1/jobs", { body: { kind: "approve", payload: {} } }));
+  setTimeout(() => void c.POST("/v1/jobs/{id}/signals/{name}", { params: { path: { id: next.id, name: "approval" } }, body: true as never }), 1000);
+  const done = await waitForJob(counted, next.id, { intervalMs: 10, timeoutMs: 20_000 });
+  assert.equal(done.result, true);
+  const reads = paths.filter((p) => p === `/v1/jobs/${next.id}`).length;
+  const waits = paths.filter((p) => p === `/v1/jobs/${next.id}/wait`).length;
+  assert.ok(reads === 1 && waits >= 2 && waits <= 5, `waitForJob read the job ${reads} times and waited ${waits} times over a second`);
+});
+
 test("sigv4Fetch signs for execute-api in the region, and only over https or to this machine", async () => {
   let sent: { url: string; headers: Headers; body?: string } | undefined;
   const inner = (async (url: RequestInfo | URL, init?: RequestInit) => {

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/dev/apiclient"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
 // DefaultAPI is the local stack's address.
@@ -112,7 +114,7 @@ const flagsUsage = `Flags:
   -json          print JSON only (one object per line when watching)
   -sigv4         sign requests with SigV4 (default credential chain); on by default for *.amazonaws.com
   -region R      region for SigV4 (default: from the API host or AWS_REGION)
-  -interval D    watch (and events -follow) poll interval (default 500ms)
+  -interval D    events -follow poll interval, and watch's when a wait is refused (default 500ms)
   -queue Q       drop: the queue's URL, or its name on -sqs-endpoint (env LJOB_QUEUE; default lambdajobs-local)
   -sqs-endpoint  drop: SQS endpoint for a queue name (env LJOB_SQS_ENDPOINT; default http://127.0.0.1:4566)
   -owner ARN     drop: the envelope route's owner, to derive keyed envelope ids (default the local caller);
@@ -653,20 +655,54 @@ func (c *client) submit(ctx context.Context, route apiclient.Request, req map[st
 }
 
 func (c *client) fetch(ctx context.Context, id string) (Job, []byte, int) {
-	status, resp, _, err := c.call(ctx, apiclient.Request{Route: deploy.RouteGetJob, Params: map[string]string{"id": id}})
+	j, raw, _, code := c.read(ctx, apiclient.Request{Route: deploy.RouteGetJob, Params: map[string]string{"id": id}})
+	return j, raw, code
+}
+
+// read reads a job with req (a GET or a wait): the job, its JSON, its
+// version (ETag) and 0, or the exit code after saying why not.
+func (c *client) read(ctx context.Context, req apiclient.Request) (Job, []byte, string, int) {
+	status, resp, hdr, err := c.call(ctx, req)
 	if err != nil {
 		fmt.Fprintln(c.stderr, "ljob:", err)
-		return Job{}, nil, 1
+		return Job{}, nil, "", 1
 	}
 	if status != http.StatusOK {
-		return Job{}, nil, c.fail(status, resp)
+		return Job{}, nil, "", c.fail(status, resp)
 	}
 	var j Job
 	if err := json.Unmarshal(resp, &j); err != nil {
 		fmt.Fprintln(c.stderr, "ljob: unexpected answer:", err)
-		return Job{}, nil, 1
+		return Job{}, nil, "", 1
 	}
-	return j, resp, 0
+	return j, resp, hdr.Get("ETag"), 0
+}
+
+// next is the job once it changes from the version etag: a wait of at
+// most jobs.MaxWait (GET /v1/jobs/{id}/wait), or, when the wait is
+// refused (429 too_many_waits; 500 when every wait instance is busy) or
+// there is no version to wait from, a GET after -interval.
+func (c *client) next(ctx context.Context, id, etag string) (Job, []byte, string, int) {
+	params := map[string]string{"id": id}
+	if etag != "" {
+		q := url.Values{"timeout": {strconv.Itoa(int(jobs.MaxWait / time.Second))}}
+		status, resp, hdr, err := c.call(ctx, apiclient.Request{Route: deploy.RouteWaitJob, Params: params, Query: q, Header: map[string]string{"If-None-Match": etag}})
+		if err == nil && status == http.StatusOK {
+			var j Job
+			if err := json.Unmarshal(resp, &j); err == nil {
+				return j, resp, hdr.Get("ETag"), 0
+			}
+		}
+		if err == nil && status != http.StatusTooManyRequests && status < 500 {
+			return Job{}, nil, "", c.fail(status, resp)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return Job{}, nil, "", 1
+	case <-time.After(c.interval):
+	}
+	return c.read(ctx, apiclient.Request{Route: deploy.RouteGetJob, Params: params})
 }
 
 func (c *client) get(ctx context.Context, id string) int {
@@ -763,14 +799,18 @@ func (c *client) print(j Job, raw []byte) {
 	fmt.Fprintf(c.stdout, "result:   %s\n", string(j.Result))
 }
 
-// watch polls the job until it is final, drawing progress from its partial
-// results, and returns 0 if it succeeded, 2 if it failed.
+// watch follows the job until it is final, each answer a wait for its
+// next change (next), drawing progress from its partial results, and
+// returns 0 if it succeeded, 2 if it failed.
 func (c *client) watch(ctx context.Context, id string) int {
 	tty := isTerminal(c.stderr)
 	last := ""
+	j, raw, etag, code := c.read(ctx, apiclient.Request{Route: deploy.RouteGetJob, Params: map[string]string{"id": id}})
 	for {
-		j, raw, code := c.fetch(ctx, id)
 		if code != 0 {
+			if ctx.Err() != nil {
+				fmt.Fprintln(c.stderr, "\nljob: stopped watching")
+			}
 			return code
 		}
 		line := string(raw)
@@ -799,12 +839,7 @@ func (c *client) watch(ctx context.Context, id string) int {
 			}
 			return 0
 		}
-		select {
-		case <-ctx.Done():
-			fmt.Fprintln(c.stderr, "\nljob: stopped watching")
-			return 1
-		case <-time.After(c.interval):
-		}
+		j, raw, etag, code = c.next(ctx, id, etag)
 	}
 }
 

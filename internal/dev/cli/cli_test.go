@@ -40,6 +40,12 @@ type stepsPayload struct {
 // the job move.
 func server(t *testing.T) string {
 	t.Helper()
+	return serverWith(t, nil)
+}
+
+// serverWith is server, its gateway changed by change.
+func serverWith(t *testing.T, change func(*localstack.Gateway)) string {
+	t.Helper()
 	reg := jobs.NewRegistry()
 	jobs.MustRegister(reg, "steps",
 		func(ctx context.Context, j *jobs.Job[stepsPayload]) (jobs.JSON[map[string]int], error) {
@@ -93,11 +99,70 @@ func server(t *testing.T) string {
 	gw := &localstack.Gateway{
 		Enqueue: localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](api.Route),
 		GetJob:  localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](get),
+		WaitJob: localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](get),
 		Cancel:  localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](api.Route),
+	}
+	if change != nil {
+		change(gw)
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// watch follows a job with waits from the version it last saw, and
+// reads it instead after -interval when a wait is refused (429
+// too_many_waits, or 500: every wait instance busy).
+func TestWatchWaitsAndFallsBackToReads(t *testing.T) {
+	var waits []string
+	var mu sync.Mutex
+	url := serverWith(t, func(gw *localstack.Gateway) {
+		next := gw.WaitJob
+		gw.WaitJob = localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			mu.Lock()
+			waits = append(waits, req.QueryStringParameters["timeout"]+" "+req.Headers["if-none-match"])
+			n := len(waits)
+			mu.Unlock()
+			if n == 1 {
+				return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusTooManyRequests, Body: `{"code":"too_many_waits"}`}, nil
+			}
+			raw, err := next.Invoke(ctx, mustJSON(t, req))
+			var resp events.APIGatewayV2HTTPResponse
+			_ = json.Unmarshal(raw, &resp)
+			return resp, err
+		})
+	})
+	// Two jobs ahead of the watched one: the fake runs one message per
+	// read, so the watched job stays queued for two reads.
+	for range 2 {
+		if code, _, errOut := runCLI(t, url, "enqueue", "steps", `{"steps":1}`); code != 0 {
+			t.Fatalf("enqueue: exit %d %s", code, errOut)
+		}
+	}
+	code, out, errOut := runCLI(t, url, "-interval", "10ms", "-wait", "enqueue", "steps", `{"steps":3}`)
+	if code != 0 || !strings.Contains(out, `result:   {"done":3,"total":3}`) {
+		t.Fatalf("enqueue -wait: exit %d\n%s%s", code, out, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waits) != 2 {
+		t.Fatalf("waits %q: want one refused, then waits again", waits)
+	}
+	for _, w := range waits {
+		timeout, etag, _ := strings.Cut(w, " ")
+		if timeout != "20" || !strings.HasPrefix(etag, `"`) {
+			t.Fatalf("a wait sent timeout %q and If-None-Match %q: want 20 and the ETag last seen", timeout, etag)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func runCLI(t *testing.T, url string, args ...string) (int, string, string) {

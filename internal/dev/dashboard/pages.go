@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -262,16 +263,44 @@ func (s *Server) jobDetail(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "job.html", http.StatusOK, page{Title: "Job " + v.ID, Nav: "jobs", Flash: flashOf(r.URL.Query()), Data: v})
 }
 
-// jobJSON is the job for the detail page's live updates.
+// jobJSON is the job for the detail page's live updates: with the
+// version the page last saw (If-None-Match), a caller's is a wait for its
+// next change (GET /v1/jobs/{id}/wait), or a read when the wait is
+// refused; an operator's is a read (the admin routes have no wait).
 func (s *Server) jobJSON(w http.ResponseWriter, r *http.Request) {
-	v, status, _, err := s.getJob(r.Context(), r.PathValue("id"))
-	if err != nil || status >= 300 {
-		http.Error(w, "unavailable", http.StatusBadGateway)
-		return
+	id := r.PathValue("id")
+	var v jobs.View
+	etag := ""
+	c := &apiclient.Client{Base: s.cfg.API, Do: s.cfg.Do, Caller: s.cfg.Caller}
+	params := map[string]string{"id": id}
+	if seen := r.Header.Get("If-None-Match"); seen != "" && !s.cfg.Operator {
+		q := url.Values{"timeout": {strconv.Itoa(int(jobs.MaxWait / time.Second))}}
+		if resp, err := c.Call(r.Context(), apiclient.Request{Route: deploy.RouteWaitJob, Params: params, Query: q, Header: map[string]string{"If-None-Match": seen}}, &v); err == nil {
+			etag = resp.Header.Get("ETag")
+		}
+	}
+	if etag == "" && !s.cfg.Operator {
+		resp, err := c.Call(r.Context(), apiclient.Request{Route: deploy.RouteGetJob, Params: params}, &v)
+		if err != nil {
+			http.Error(w, "unavailable", http.StatusBadGateway)
+			return
+		}
+		etag = resp.Header.Get("ETag")
+	}
+	if s.cfg.Operator {
+		d, status, _, err := s.getJob(r.Context(), id)
+		if err != nil || status >= 300 {
+			http.Error(w, "unavailable", http.StatusBadGateway)
+			return
+		}
+		v = d.View
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(v.View)
+	if etag != "" {
+		w.Header().Set("ETag", etag)
+	}
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 func (s *Server) jobAction(action string) http.HandlerFunc {

@@ -796,6 +796,15 @@ func (s *Stack) Sweep(ctx context.Context) (jobs.SweepReport, error) {
 	return rep, nil
 }
 
+// WaitInstances is how many instances of the wait function have started
+// (its pool grows as waits come).
+func (s *Stack) WaitInstances() int {
+	if s.waits == nil {
+		return 0
+	}
+	return s.waits.Instances()
+}
+
 // Workers returns the default lane's worker function instances (tests
 // kill them).
 func (s *Stack) Workers() []*Function { return s.workers }

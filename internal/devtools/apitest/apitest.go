@@ -82,7 +82,7 @@ func Start(t testing.TB) *API {
 	}
 	h := httpapi.New(svc, httpapi.Config{})
 	fn := localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](h.Route)
-	srv := httptest.NewServer(&localstack.Gateway{Enqueue: fn, GetJob: fn, Cancel: fn})
+	srv := httptest.NewServer(&localstack.Gateway{Enqueue: fn, GetJob: fn, WaitJob: fn, Cancel: fn})
 	t.Cleanup(srv.Close)
 	return &API{URL: srv.URL, queue: queue, worker: worker}
 }

@@ -146,6 +146,10 @@ func TestDashboardFollowsAndCancelsAJob(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`document.getElementById("result").textContent !== %s`, jsString(first)), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 		t.Fatalf("the progress did not move from %q: %v", first, err)
 	}
+	// It followed the job with waits for its changes, not with reads.
+	if stack.WaitInstances() == 0 {
+		t.Fatal("the job's page never waited for a change (the wait function never ran)")
+	}
 	screenshot(t, ctx, "dashboard-job")
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#cancel`)), chromedp.WaitVisible(chromedp.CSS(`.flash`))); err != nil {
 		t.Fatalf("cancel from the page: %v", err)

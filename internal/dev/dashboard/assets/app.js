@@ -18,16 +18,28 @@
         .catch(function () {});
     }, 2000);
   }
-  // A job's page follows the job until it ends.
+  // A job's page follows the job until it ends: each request waits for
+  // the job's next change from the version last seen (its ETag); one
+  // answered at once without a change (an operator's read, a refused
+  // wait) is asked again a second later.
   var job = document.getElementById("job");
   if (job && !job.getAttribute("data-final")) {
     var final = { succeeded: 1, failed: 1, cancelled: 1 };
     var fmt = function (t) { return t ? t.replace("T", " ").replace("Z", "") : "-"; };
-    var tick = setInterval(function () {
-      fetch(job.getAttribute("data-live"))
-        .then(function (r) { return r.ok ? r.json() : null; })
-        .then(function (v) {
-          if (!v) { return; }
+    var etag = "";
+    var follow = function () {
+      var asked = Date.now();
+      var again = function (changed) { setTimeout(follow, changed || Date.now() - asked > 1000 ? 0 : 1000); };
+      fetch(job.getAttribute("data-live"), { headers: etag ? { "If-None-Match": etag } : {} })
+        .then(function (r) {
+          if (!r.ok) { return null; }
+          var seen = etag;
+          etag = r.headers.get("ETag") || "";
+          return r.json().then(function (v) { return { v: v, changed: etag !== "" && etag !== seen }; });
+        })
+        .then(function (a) {
+          if (!a) { again(false); return; }
+          var v = a.v;
           var st = document.getElementById("status");
           st.textContent = v.status; st.className = "status s-" + v.status;
           document.getElementById("attempt").textContent = v.attempt;
@@ -47,9 +59,10 @@
           var done = !!final[v.status];
           document.getElementById("cancel").disabled = done;
           document.getElementById("retry").disabled = !(v.status === "failed" || v.status === "cancelled");
-          if (done) { clearInterval(tick); }
+          if (!done) { again(a.changed); }
         })
-        .catch(function () {});
-    }, 1000);
+        .catch(function () { again(false); });
+    };
+    follow();
   }
 })();
