@@ -70,7 +70,7 @@ deps: check-node $(TOOLS_DIR)/node_modules/.installed ## Install the pinned emul
 	GOWORK=off $(GO) mod download
 
 .PHONY: build
-build: ## Cross-compile the six Lambda bootstraps (provided.al2023, arm64) into build/<function>/bootstrap (NOTRACING=1: without OpenTelemetry).
+build: ## Cross-compile the seven Lambda bootstraps (provided.al2023, arm64) into build/<function>/bootstrap (NOTRACING=1: without OpenTelemetry).
 	@for f in $(FUNCTIONS); do \
 		mkdir -p $(BUILD_DIR)/$$f; \
 		GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags $(BUILD_TAGS) \
@@ -272,7 +272,7 @@ $(RIE):
 	GOBIN=$(CURDIR)/bin $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
 .PHONY: build-local
-build-local: ## Build the six bootstraps for this machine (linux, host arch) into build/local, for the local stack.
+build-local: ## Build the seven bootstraps for this machine (linux, host arch) into build/local, for the local stack.
 	@for f in $(FUNCTIONS); do \
 		mkdir -p $(BUILD_DIR)/local/$$f; \
 		GOOS=linux GOARCH=$(HOST_ARCH) CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags $(BUILD_TAGS) \

@@ -512,7 +512,7 @@ func (r *report) coldMD() string {
 	w("was expected when they were chosen: the first-invoke limits moved to 1.8x and 2.4x. What remains over hello world is the AWS clients the\n")
 	w("functions link: DynamoDB's schemas alone take about 0.65 ms, SQS's schemas and tables and\n")
 	w("Scheduler's tables together about 0.35 ms, EventBridge's and Secrets Manager's schemas the rest.\n")
-	w("One package serves all six roles (a team's one main, `lambdafn.Serve`), so every bootstrap links the\n")
+	w("One package serves every role (a team's one main, `lambdafn.Serve`), so every bootstrap links the\n")
 	w("SQS, Scheduler, EventBridge and Secrets Manager clients even where it never builds them. The\n")
 	w("credentials come from the SDK's providers (the environment's keys, else the container credentials\n")
 	w("endpoint, refreshed by the SDK's cache) without the shared loader, whose STS, SSO, SSO OIDC, sign-in\n")

@@ -1,6 +1,6 @@
 // Command lambdajobs-local runs the whole system on this machine, made of
 // the same function code that deploys to Lambda: DynamoDB Local, the fauxqs
-// SQS emulator, the six functions under the AWS Lambda Runtime Interface
+// SQS emulator, the seven functions under the AWS Lambda Runtime Interface
 // Emulator, a gateway speaking API Gateway's payload format 2.0, an SQS
 // event source, a stand-in for EventBridge Scheduler that fires the
 // declared and runtime schedules, and the sweeper's schedule. `make run` builds what it needs

@@ -187,7 +187,7 @@ func TestReservedEnvironmentCoversWhatTheConstructSets(t *testing.T) {
 		vars, _ := env["Variables"].(map[string]any)
 		fn, _ := vars["JOBS_FUNCTION"].(string)
 		if fn == "" {
-			continue // not one of the six (a CDK helper function)
+			continue // not one of the seven (a CDK helper function)
 		}
 		fns++
 		for name := range vars {
@@ -277,7 +277,7 @@ func TestEachFunctionIsToldWhatItReads(t *testing.T) {
 			vars, _ := env["Variables"].(map[string]any)
 			fn, _ := vars[deploy.EnvFunction.Name].(string)
 			if fn == "" {
-				continue // not one of the six (a CDK helper function, a team's)
+				continue // not one of the seven (a CDK helper function, a team's)
 			}
 			for name := range vars {
 				if v, ok := deploy.Lookup(name); ok && !v.ReadBy(fn) {

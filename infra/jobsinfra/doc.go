@@ -16,8 +16,8 @@
 // # What it creates
 //
 // The jobs table (its sweep index from dynamostore's one definition), the
-// queue and its dead-letter queue (sqsqueue's one definition), the six
-// functions (enqueue, getjob, cancel, worker, sweeper, schedules) on arm64
+// queue and its dead-letter queue (sqsqueue's one definition), the seven
+// functions (enqueue, getjob, waitjob, cancel, worker, sweeper, schedules) on arm64
 // provided.al2023 with a least-privilege role and a log group each, the
 // worker's SQS event source with partial batch responses, the sweeper's
 // one-minute schedule, the HTTP API (IAM or JWT authorisation, access logs,
@@ -101,7 +101,7 @@
 // # What it exposes
 //
 // Table, Queue, DLQ, API, AlarmTopic, SchedulerRole, ScheduleDLQ,
-// ScheduleGroup, RuntimeScheduleGroup, Dashboard, Key and the six
+// ScheduleGroup, RuntimeScheduleGroup, Dashboard, Key and the seven
 // functions (also in Functions by name), to wire your own resources to;
 // Names; and four grants, each returning the awsiam.Grant of the statements
 // it added, as CDK's own grants do: GrantEnqueue (a function of yours

@@ -44,7 +44,7 @@ var (
 // of options: sources (with a team's function given GrantEnqueue and a
 // role given GrantReadJobs), jwt (with CORS), tuned (every function and
 // event-source setting away from its default) and single (one bootstrap
-// for all six functions). All but prod fire the example kinds' schedules.
+// for all seven functions). All but prod fire the example kinds' schedules.
 func environments(t *testing.T) map[string]*environment {
 	t.Helper()
 	environmentsOnce.Do(func() { environmentsAll, environmentsErr = synthEnvironments(t) })

@@ -159,7 +159,7 @@ func TestWorkerKnowsItsSources(t *testing.T) {
 }
 
 // Every function knows its role, so one bootstrap (lambdafn.Serve) can
-// serve all six; with one bootstrap, one asset.
+// serve all seven; with one bootstrap, one asset.
 func TestEveryFunctionKnowsItsRole(t *testing.T) {
 	for name, s := range environments(t) {
 		roles := map[string]bool{}
@@ -310,7 +310,7 @@ func TestTrustedCallers(t *testing.T) {
 }
 
 // JOBS_MESSAGE_FIRST is one value on every function that reads it (the
-// six functions' readers, every lane's worker, a function given
+// seven functions' readers, every lane's worker, a function given
 // GrantEnqueue): on unless Config.MessageFirst is false (the tuned stack),
 // and told to no function that does not read it. A worker and an enqueue
 // that disagreed would each meet jobs the other made under the other rule.

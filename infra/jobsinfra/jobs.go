@@ -36,8 +36,8 @@ type JobsProps struct {
 	// function (a main calling lambdafn.Serve; each function is told its
 	// role in JOBS_FUNCTION). Give it, or Bootstraps.
 	Bootstrap string
-	// Bootstraps is the folder holding <function>/bootstrap for the six
-	// functions (enqueue, getjob, cancel, worker, sweeper, schedules), one
+	// Bootstraps is the folder holding <function>/bootstrap for the seven
+	// functions (enqueue, getjob, waitjob, cancel, worker, sweeper, schedules), one
 	// main each.
 	// Either way they are built for linux/arm64 from your own mains over
 	// lambdafn (see the README's "Use it in your own service").
@@ -65,7 +65,7 @@ type JobsProps struct {
 }
 
 // Jobs is one environment of lambdajobs inside your stack: the table, the
-// queue pair, the six functions, the HTTP API, the sweeper's schedule,
+// queue pair, the seven functions, the HTTP API, the sweeper's schedule,
 // the foreign sources, the alarms and the dashboard. Create one per
 // environment and wire your own resources to its fields and Grant methods;
 // two may share a stack, an account and a region (see Names).

@@ -35,7 +35,7 @@ type Overrides struct {
 	// dead-worker bound, sqsqueue.Spec) and DeadLetterQueue (the
 	// "dead-letters" queue after sqsqueue's 10 receives).
 	Queue func(name string, props *awssqs.QueueProps)
-	// Function changes the props of each of the six functions, by name.
+	// Function changes the props of each of the seven functions, by name.
 	// Re-asserted: Code, Handler, Runtime, Role (its least-privilege role),
 	// LogGroup, Timeout (Config: the queue and the deadlines depend on
 	// it), Tracing and LoggingFormat (Config.Tracing, JSON), the variables

@@ -1,4 +1,4 @@
-// Package withtracing is the tracing of this repository's six functions
+// Package withtracing is the tracing of this repository's seven functions
 // (lambdafn.Opts.Tracing): the stack this repository deploys can turn
 // tracing on (Config.Tracing, `-c tracing=true`) with the bootstraps
 // `make build` makes, whose spans go to Lambda's X-Ray daemon

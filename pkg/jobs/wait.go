@@ -102,7 +102,11 @@ func (s *Service) Wait(ctx context.Context, owner, id, seen string, d time.Durat
 			return s.full(context.WithoutCancel(ctx), rec, v, false)
 		case <-t.C:
 		}
-		next, err := s.get(ctx, owner, id)
+		// A slow read ends with the wait: its answer is then the job as
+		// last read, on time.
+		rctx, cancel := context.WithDeadline(ctx, end)
+		next, err := s.get(rctx, owner, id)
+		cancel()
 		if errors.Is(err, ErrNotFound) {
 			// Its retention ended while the caller waited.
 			return nil, false, err

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 }
 
 // The team's app synthesizes dev and prod, cdk-nag clean, with the team's
-// one bootstrap for all six functions and no demo kind.
+// one bootstrap for all seven functions and no demo kind.
 func TestAppSynthesizesCleanly(t *testing.T) {
 	dir := t.TempDir()
 	one := filepath.Join(dir, "build")

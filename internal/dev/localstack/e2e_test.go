@@ -34,7 +34,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/schedulerapi"
 )
 
-// The end-to-end test starts the whole local stack (emulators, the six
+// The end-to-end test starts the whole local stack (emulators, the seven
 // bootstraps under the Runtime Interface Emulator, gateway, event source) on
 // free ports and drives it over HTTP only.
 

@@ -78,6 +78,7 @@ func run(seed uint64, opts Options) *Result {
 	clients.Go(func() { w.foreigner(ctx, 10*time.Minute) })
 	clients.Go(func() { w.pauser(ctx, 10*time.Minute) })
 	clients.Go(func() { w.tagger(ctx, 10*time.Minute) })
+	clients.Go(func() { w.waiter(ctx, 10*time.Minute) })
 	clients.Wait()
 	w.cover("mechanism", "clients done")
 
@@ -182,6 +183,7 @@ func (w *world) check() {
 		}
 	}
 	w.checkTags(all)
+	w.checkWaits()
 	w.checkChildren(all)
 	w.checkCascades(all)
 	w.checkMaps(all)

@@ -114,6 +114,7 @@ type world struct {
 	batches    map[string]int    // batch id -> its jobs
 	grants     []grant           // the burst owner's accepted requests
 	tags       tagRun            // what the tags owner did
+	waits      []waitRun         // what the waits owner's waits did
 	kids       kids              // what the parents' runs were told
 	invoked    invoked           // what the parents' Invokes answered
 	mapped     mapped            // what the parents' Maps answered

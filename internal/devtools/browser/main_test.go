@@ -19,7 +19,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// The browser tests start the whole local stack (emulators, the six
+// The browser tests start the whole local stack (emulators, the seven
 // bootstraps under the Runtime Interface Emulator, gateway, event source)
 // on free ports, as the end-to-end tests of internal/dev/localstack do, and
 // serve dashboards over it.

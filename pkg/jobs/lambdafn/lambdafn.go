@@ -1,8 +1,8 @@
-// Package lambdafn turns the jobs package into the six Lambda functions:
+// Package lambdafn turns the jobs package into the seven Lambda functions:
 // it reads the configuration from the environment once, builds the AWS
 // clients once (outside the handler), and starts the Lambda runtime.
 //
-// A team's functions are one main that serves all six (Any: the role
+// A team's functions are one main that serves all seven (Any: the role
 // comes from JOBS_FUNCTION, which the CDK construct sets), or one main per
 // function, which links only that function's code:
 //

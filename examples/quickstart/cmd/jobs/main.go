@@ -1,5 +1,5 @@
 // Command jobs is the team's one Lambda main: it serves every function
-// (enqueue, getjob, cancel, worker, sweeper, schedules); the CDK construct
+// (enqueue, getjob, waitjob, cancel, worker, sweeper, schedules); the CDK construct
 // tells each which it is (JOBS_FUNCTION).
 package main
 
