@@ -27,8 +27,8 @@ APIDIFF     := golang.org/x/exp/cmd/apidiff@v0.0.0-20261009195045-ca0d7ba23607
 # module infra.
 API_PACKAGES := .:pkg/jobs .:pkg/jobs/driver .:pkg/jobs/jobstest .:pkg/jobs/lambdafn .:pkg/jobs/httpapi .:pkg/jobs/dynamostore .:pkg/jobs/s3objects .:pkg/jobs/sqsqueue .:pkg/jobs/schedulerapi .:pkg/jobs/eventbus .:pkg/jobs/lambdafn/tracing .:pkg/jobs/lambdafn/tracing/otlp infra:jobsinfra
 # The module of the tests and tools a team's module must not inherit (the
-# dashboard's browser tests, the YAML reader of docs/openapi.yaml, the
-# module proxy of the modules test): see docs/MODULES.md.
+# dashboard's browser tests, the YAML reader of docs/reference/openapi.yaml, the
+# module proxy of the modules test): see docs/guide/MODULES.md.
 DEVTOOLS    := internal/devtools
 FUZZTIME    ?= 10s
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
@@ -132,7 +132,7 @@ tidy: ## go mod tidy in every module of go.work (the library and the construct, 
 	cd $(DEVTOOLS) && $(GO) test -count=1 -run '^TestEveryModuleIsTidy$$' ./modules
 
 .PHONY: openapi-json
-openapi-json: ## Write docs/openapi.yaml as JSON to pkg/jobs/httpapi/testdata/openapi.json, which the contract tests read.
+openapi-json: ## Write docs/reference/openapi.yaml as JSON to pkg/jobs/httpapi/testdata/openapi.json, which the contract tests read.
 	cd $(DEVTOOLS) && $(GO) test -count=1 -run '^TestHTTPAPISpecIsTheYAML$$' ./openapi -update
 
 .PHONY: apidiff
@@ -153,11 +153,11 @@ apidiff: ## Report each change of the public Go API against the baseline commit 
 	if [ $$fail = 1 ]; then echo "apidiff: a change above breaks callers of the API recorded in api/BASELINE ($$base)"; fi; exit $$fail
 
 .PHONY: bench
-bench: deps $(RIE) build-local ## Measure cost per job, overhead, throughput, cold start and sweeper cost; writes docs/BENCHMARKS.md and its plot.
+bench: deps $(RIE) build-local ## Measure cost per job, overhead, throughput, cold start and sweeper cost; writes docs/evidence/BENCHMARKS.md and its plot.
 	@mkdir -p $(BUILD_DIR)/bench
 	$(GO) test -run '^$$' -bench Overhead -benchtime 300x -count 10 ./internal/dev/benchmarks/ | tee $(BUILD_DIR)/bench/overhead.txt
 	$(GO) test -run '^$$' -bench ClaimExpression -benchmem -count 5 ./pkg/jobs/dynamostore/ | tee -a $(BUILD_DIR)/bench/overhead.txt
-	cd bench && $(GO) run . -out ../docs -overhead ../$(BUILD_DIR)/bench/overhead.txt
+	cd bench && $(GO) run . -out ../docs/evidence -overhead ../$(BUILD_DIR)/bench/overhead.txt
 
 .PHONY: fuzz
 # CI gives each target a number of executions (FUZZTIME=30000x), not a
@@ -174,13 +174,13 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s; try FUZZTIME=10m; CI gi
 	$(GO) test -run '^$$' -fuzz '^FuzzMessageSort$$' -fuzztime $(FUZZTIME) ./internal/wire
 
 .PHONY: reliability
-reliability: deps $(RIE) ## Run the reliability scenarios at full size (faults, SIGKILL, one owner at a scaled 10,000 jobs/s) and rewrite docs/RELIABILITY.md and docs/KEY_HEAT.md.
-	RELIABILITY_REPORT=$(CURDIR)/docs/RELIABILITY.md $(GO) test -count=1 -v -timeout 20m -run . ./internal/dev/reliability/
+reliability: deps $(RIE) ## Run the reliability scenarios at full size (faults, SIGKILL, one owner at a scaled 10,000 jobs/s) and rewrite docs/evidence/RELIABILITY.md and docs/evidence/KEY_HEAT.md.
+	RELIABILITY_REPORT=$(CURDIR)/docs/evidence/RELIABILITY.md $(GO) test -count=1 -v -timeout 20m -run . ./internal/dev/reliability/
 
 .PHONY: simulate
 SEEDS ?= 10000
-simulate: ## Run SEEDS seeds of the whole-system simulator (default 10000) with -race and write their figures to docs/simulation-figures.md.
-	$(GO) test -race -count=1 -timeout 60m -run 'TestSimulation$$' ./internal/dev/simulation/ -seeds $(SEEDS) -report $(CURDIR)/docs/simulation-figures.md
+simulate: ## Run SEEDS seeds of the whole-system simulator (default 10000) with -race and write their figures to docs/evidence/simulation-figures.md.
+	$(GO) test -race -count=1 -timeout 60m -run 'TestSimulation$$' ./internal/dev/simulation/ -seeds $(SEEDS) -report $(CURDIR)/docs/evidence/simulation-figures.md
 
 # govulncheck needs no network: the vulnerability database is built from the
 # golang.org/x/vulndb module (served by the module proxy) into a cache.
@@ -223,11 +223,11 @@ REGION  ?=
 # The base of the physical names (schedule groups, dashboard, API, metrics)
 # instead of one derived from the stack (jobsinfra.Names).
 NAME_PREFIX ?=
-# MESSAGE_FIRST=false deploys with the message first off (docs/DEPLOY.md,
+# MESSAGE_FIRST=false deploys with the message first off (docs/operations/DEPLOY.md,
 # "Turning on the message first"); unset, it is on.
 MESSAGE_FIRST ?=
 # TAG_INDEXES=1 (then 2) declares only that many tag indexes: the first
-# deploys of a stack from before tags (docs/DEPLOY.md, "Adding the tag
+# deploys of a stack from before tags (docs/operations/DEPLOY.md, "Adding the tag
 # indexes"); unset, all.
 TAG_INDEXES ?=
 CDK_CTX  := $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(ACCOUNT),-c account=$(ACCOUNT)) $(if $(REGION),-c region=$(REGION)) $(if $(NAME_PREFIX),-c namePrefix=$(NAME_PREFIX)) $(if $(MESSAGE_FIRST),-c messageFirst=$(MESSAGE_FIRST)) $(if $(TAG_INDEXES),-c tagIndexes=$(TAG_INDEXES))

@@ -17,10 +17,10 @@ type check struct {
 	ok               bool
 }
 
-// Limits the benchmark keeps (docs/BENCHMARKS.md section 7).
+// Limits the benchmark keeps (docs/evidence/BENCHMARKS.md section 7).
 const (
 	// coldRatio and schedulesColdRatio bound a function's first invoke
-	// against hello world's, built without tracing (docs/BENCHMARKS.md,
+	// against hello world's, built without tracing (docs/evidence/BENCHMARKS.md,
 	// section 4). Raised from 1.6 and 2.0 when the SDK's EventBridge and
 	// Secrets Manager clients replaced a caller of our own: their packages'
 	// initialisation (the clients' schemas and endpoint rules) adds about
@@ -31,7 +31,7 @@ const (
 	// maxBootstrapMB bounds the deployable bootstrap built without
 	// tracing: 10 MB until the SDK's EventBridge and Secrets Manager
 	// clients replaced a caller of our own, adding 0.66 MB to each
-	// (docs/BENCHMARKS.md, section 4); 10.5 MB until payloads, checkpoints
+	// (docs/evidence/BENCHMARKS.md, section 4); 10.5 MB until payloads, checkpoints
 	// and results in items of their own (DEFLATE, the parts' reads) put
 	// the cancel function's at 10.55 MB (the same size, to the byte, with
 	// pausing added since); 11.0 MB until child jobs a handler waits for
@@ -43,11 +43,11 @@ const (
 	// section 1 says why).
 	maxLogBytes = 410.0
 	// maxAPIJobDollars bounds an API-enqueued job's dollars per million
-	// (docs/BENCHMARKS.md, section 1): $8.22 with the sweep entry every
+	// (docs/evidence/BENCHMARKS.md, section 1): $8.22 with the sweep entry every
 	// job carried before its message was sent first.
 	maxAPIJobDollars = 7.00
 	// maxUrgentStart bounds an urgent job's start behind the bulk
-	// backlog (docs/LANES.md).
+	// backlog (docs/guide/LANES.md).
 	maxUrgentStartSeconds = 5.0
 )
 
@@ -79,7 +79,7 @@ func (r *report) checks() []check {
 		add("an API job's dollars per million", fmt.Sprintf("at most $%.2f", maxAPIJobDollars), fmt.Sprintf("$%.2f", dollars), dollars <= maxAPIJobDollars)
 		add("an API job's log bytes at INFO", fmt.Sprintf("at most %.0f", maxLogBytes), fmt.Sprintf("%.0f", api.LogBytes), api.LogBytes <= maxLogBytes)
 		// Each instance reads the pause set at most once every 5 s
-		// (docs/CAPACITY.md, "Pauses"): floor(elapsed / 5 s) + 1 reads each.
+		// (docs/evidence/CAPACITY.md, "Pauses"): floor(elapsed / 5 s) + 1 reads each.
 		most := api.Instances * (int(api.Elapsed/(5*time.Second)) + 1)
 		add("the pause set's reads (no pause in force), none a job's", fmt.Sprintf("at most 1 per function instance per 5 s: %d for %d instances over %v", most, api.Instances, api.Elapsed.Round(time.Second)),
 			fmt.Sprintf("%d", api.PauseReads), api.PauseReads <= most)

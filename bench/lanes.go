@@ -59,7 +59,7 @@ func (r *report) lanesMD() string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	l := r.Lanes
 	w("## 6. An urgent job behind a bulk backlog (lanes)\n\n")
-	w("The local stack with the example lanes, one worker instance each (docs/LANES.md): %s\n", thousands(l.Race.BulkQueued))
+	w("The local stack with the example lanes, one worker instance each (docs/guide/LANES.md): %s\n", thousands(l.Race.BulkQueued))
 	w("`example.hold_bulk` jobs of 100 ms queued in the bulk lane before its worker starts, then %d\n", len(l.Race.Starts))
 	w("`example.hold_urgent` jobs enqueued one after another while the bulk lane works through its\n")
 	w("backlog. Start is the urgent job's claim after its enqueue answered.\n\n")

@@ -1,4 +1,4 @@
-// Command bench produces docs/BENCHMARKS.md and docs/bench-throughput.png:
+// Command bench produces docs/evidence/BENCHMARKS.md and docs/evidence/bench-throughput.png:
 // requests, capacity and dollars per job; the overhead against the bare AWS
 // calls (from the Go benchmarks in internal/dev/benchmarks); throughput and
 // latency on the local stack at worker concurrency 1, 2, 4 and 8; cold
@@ -22,7 +22,7 @@ import (
 )
 
 func main() {
-	out := flag.String("out", "../docs", "where BENCHMARKS.md and the plot go")
+	out := flag.String("out", "../docs/evidence", "where BENCHMARKS.md and the plot go")
 	overhead := flag.String("overhead", "", "the output of `go test -bench Overhead` (benchstat format)")
 	jobsN := flag.Int("jobs", 1000, "jobs per cost scenario")
 	throughputN := flag.Int("throughput-jobs", 400, "jobs per throughput level")
@@ -124,7 +124,7 @@ func (r *report) checked() error {
 		bad = append(bad, fmt.Sprintf("%s: %s, want %s", c.what, c.got, c.limit))
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%d limits not kept (docs/BENCHMARKS.md section 7):\n  %s", len(bad), strings.Join(bad, "\n  "))
+		return fmt.Errorf("%d limits not kept (docs/evidence/BENCHMARKS.md section 7):\n  %s", len(bad), strings.Join(bad, "\n  "))
 	}
 	return nil
 }

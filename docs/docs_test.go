@@ -1,7 +1,12 @@
-// Package docs holds the project's documentation; its test checks what a
-// reader relies on: the README stays a landing page, every relative link
-// leads somewhere, and no figure contradicts where it is measured
-// (CAPACITY.md for write and read units, BENCHMARKS.md for requests and
+// Package docs holds the project's documentation, by reader, in four
+// folders: guide (get started, your own service, concepts), reference
+// (the HTTP API, configuration, events, the state machine), operations
+// (deploying, running, security) and evidence (benchmarks, capacity and
+// key heat, reliability, the simulator). Its test checks what a reader
+// relies on: the README stays a landing page that links every page,
+// every relative link leads somewhere, docs/ has only those folders, and
+// no figure contradicts where it is measured (evidence/CAPACITY.md for
+// write and read units, evidence/BENCHMARKS.md for requests and
 // dollars).
 package docs
 
@@ -27,11 +32,42 @@ func read(t *testing.T, path string) string {
 func markdown(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{"../README.md": read(t, "../README.md"), "../CHANGELOG.md": read(t, "../CHANGELOG.md")}
-	files, _ := filepath.Glob("*.md")
+	files, _ := filepath.Glob("*/*.md")
 	for _, f := range files {
 		out[f] = read(t, f)
 	}
 	return out
+}
+
+// folders are docs/'s folders, one per reader.
+var folders = []string{"evidence", "guide", "operations", "reference"}
+
+// docs/ holds its four folders and this test, nothing else; the README
+// links every page.
+func TestDocsAreByReaderAndAllLinked(t *testing.T) {
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		switch {
+		case e.IsDir():
+			dirs = append(dirs, e.Name())
+		case !strings.HasSuffix(e.Name(), ".go"):
+			t.Errorf("docs/%s: put it in one of %v", e.Name(), folders)
+		}
+	}
+	if strings.Join(dirs, " ") != strings.Join(folders, " ") {
+		t.Errorf("docs/ has folders %v, want %v", dirs, folders)
+	}
+	readme := read(t, "../README.md")
+	pages, _ := filepath.Glob("*/*.md")
+	for _, p := range pages {
+		if !strings.Contains(readme, "(docs/"+p) {
+			t.Errorf("README.md does not link docs/%s", p)
+		}
+	}
 }
 
 // The README is a landing page: at most 250 lines, with "Use it in your
@@ -69,6 +105,12 @@ func TestRelativeLinksResolve(t *testing.T) {
 	}
 }
 
+// Where the figures are measured.
+const (
+	capacityPage = "evidence/CAPACITY.md"
+	benchPage    = "evidence/BENCHMARKS.md"
+)
+
 var (
 	capacityPerJob = regexp.MustCompile(`A job that publishes no partial result costs \*\*(\d+)\*\* write units`)
 	benchPlainRow  = regexp.MustCompile(`(?m)^\| API-enqueued job \(example\.hash, 1 round\) \| \*\*[\d.]+\*\*:[^|]*\| ([\d.]+) \| [\d.]+ \| [\d.]+ \| [^|]* \| \*\*\$([\d.]+)\*\* \|$`)
@@ -84,7 +126,7 @@ var (
 // CAPACITY.md measures (a transactional enqueue, a retry, a cancel, a job
 // of a batch, "what is running now?") states CAPACITY.md's.
 func TestFiguresAgreeWithWhereTheyAreMeasured(t *testing.T) {
-	capacity, bench := read(t, "CAPACITY.md"), read(t, "BENCHMARKS.md")
+	capacity, bench := read(t, capacityPage), read(t, benchPage)
 	m := capacityPerJob.FindStringSubmatch(capacity)
 	if m == nil {
 		t.Fatal("CAPACITY.md no longer states a plain job's write units as this test reads them")
@@ -104,7 +146,7 @@ func TestFiguresAgreeWithWhereTheyAreMeasured(t *testing.T) {
 	docs := markdown(t)
 	shapesAgree(t, docs)
 	for path, text := range docs {
-		if path == "CAPACITY.md" || path == "BENCHMARKS.md" {
+		if path == capacityPage || path == benchPage {
 			continue
 		}
 		for _, s := range statedPerJob.FindAllStringSubmatch(text, -1) {
@@ -161,7 +203,7 @@ var whitespace = regexp.MustCompile(`\s+`)
 // (better: link to it).
 func shapesAgree(t *testing.T, docs map[string]string) {
 	t.Helper()
-	capacity := whitespace.ReplaceAllString(read(t, "CAPACITY.md"), " ")
+	capacity := whitespace.ReplaceAllString(read(t, capacityPage), " ")
 	for _, sh := range shapes {
 		m := sh.measured.FindStringSubmatch(capacity)
 		if m == nil {
@@ -169,7 +211,7 @@ func shapesAgree(t *testing.T, docs map[string]string) {
 			continue
 		}
 		for path, text := range docs {
-			if path == "CAPACITY.md" {
+			if path == capacityPage {
 				continue
 			}
 			text = whitespace.ReplaceAllString(fenced.ReplaceAllString(text, ""), " ")

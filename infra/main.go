@@ -115,7 +115,7 @@ func configFromContext(ctx func(string) string) (Config, error) {
 	}
 	// -c messageFirst=false deploys with message first off (on by
 	// default): the first of the two deploys that turn it on in a stack
-	// deployed before, and a rollback's first (docs/DEPLOY.md).
+	// deployed before, and a rollback's first (docs/operations/DEPLOY.md).
 	switch v := ctx("messageFirst"); v {
 	case "true", "false":
 		on := v == "true"
@@ -126,7 +126,7 @@ func configFromContext(ctx func(string) string) (Config, error) {
 	}
 	// -c tagIndexes=1 (then 2) declares only that many of the tag
 	// indexes: the first deploys of a stack deployed before tags, which
-	// CloudFormation gives one new index each (docs/DEPLOY.md).
+	// CloudFormation gives one new index each (docs/operations/DEPLOY.md).
 	if v := ctx("tagIndexes"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {

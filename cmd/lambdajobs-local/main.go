@@ -6,7 +6,7 @@
 // declared and runtime schedules, and the sweeper's schedule. `make run` builds what it needs
 // and starts it; Ctrl-C, SIGINT or SIGTERM stops everything it started. A
 // script that started it through `go run` or make stops it with SIGTERM:
-// neither passes SIGINT on (docs/LOCAL.md, "Stopping it").
+// neither passes SIGINT on (docs/guide/LOCAL.md, "Stopping it").
 //
 // In a team's own repository, it runs the team's functions: one main that
 // serves every function (lambdafn.Serve), built for this machine:
@@ -38,11 +38,11 @@
 //	JOBS_LOCAL_LONG_WORKER_TIMEOUT  the long lane's worker timeout (1m)
 //	JOBS_LOCAL_SWEEP_EVERY     sweeper schedule (1m)
 //	JOBS_LOCAL_WEBHOOK         a URL on this machine the local bus POSTs each job event to, as an
-//	                           EventBridge rule to an API destination would (docs/EVENTS.md); unset: none
+//	                           EventBridge rule to an API destination would (docs/reference/EVENTS.md); unset: none
 //	JOBS_LOCAL_VERBOSE         set to show the Runtime Interface Emulator's own log lines
 //	JOBS_LOCAL_CACHE           where -main installs the emulators (the user's cache; when set, used
 //	                           even inside this repository)
-//	JOBS_*                     the functions' variables (docs/CONFIGURATION.md), passed to them
+//	JOBS_*                     the functions' variables (docs/reference/CONFIGURATION.md), passed to them
 package main
 
 import (
@@ -245,11 +245,11 @@ func lanes(stack *localstack.Stack) string {
 	for _, lane := range slices.Sorted(maps.Keys(stack.Lanes)) {
 		out = append(out, lane+" "+stack.Lanes[lane].Queue)
 	}
-	return strings.Join(out, ", ") + " (docs/LANES.md)"
+	return strings.Join(out, ", ") + " (docs/guide/LANES.md)"
 }
 
 // isFunctionVar reports whether name is a variable of the functions'
-// environment (docs/CONFIGURATION.md).
+// environment (docs/reference/CONFIGURATION.md).
 func isFunctionVar(name string) bool {
 	_, ok := deploy.Lookup(name)
 	return ok

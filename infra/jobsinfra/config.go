@@ -38,7 +38,7 @@ type Config struct {
 	// HandlerReserve: handler contexts end this long before the worker's
 	// deadline; FinalWriteTimeout bounds the final write inside it. A
 	// worker whose timeout is longer than 180 final writes (a long lane)
-	// gets more of both: jobs.Deadlines.ForTimeout, docs/LANES.md.
+	// gets more of both: jobs.Deadlines.ForTimeout, docs/guide/LANES.md.
 	HandlerReserve    time.Duration
 	FinalWriteTimeout time.Duration
 	// WorkerConcurrency: records of one batch run at once.
@@ -65,7 +65,7 @@ type Config struct {
 	// invocation, per job and per DynamoDB/SQS call, sent as the functions'
 	// main says (lambdafn.Opts.Tracing: to Lambda's X-Ray daemon, or over
 	// OTLP/HTTP to a collector layer given through Overrides.Function and
-	// configured through Environment; docs/OPERATIONS.md "Tracing"). Off by
+	// configured through Environment; docs/operations/OPERATIONS.md "Tracing"). Off by
 	// default: X-Ray bills per trace. The functions carry the trace through
 	// SQS (AWSTraceHeader), so a job's enqueue, its wait in the queue and
 	// its run share one trace.
@@ -91,13 +91,13 @@ type Config struct {
 	// message, not a sweep entry). Nil is on, for a new stack. A stack
 	// deployed before turns it on in two deploys: the first with it off
 	// (false) brings the new code, the second turns it on; a rollback turns
-	// it off first (docs/DEPLOY.md, "Turning on message first").
+	// it off first (docs/operations/DEPLOY.md, "Turning on message first").
 	MessageFirst *bool
 	// TagIndexes is how many of the table's tag indexes the stack
 	// declares (dynamostore.TagIndexes, one for each tag a job may carry):
 	// nil is all of them. CloudFormation adds at most one index to a table
 	// per update, so a stack deployed before tags adds them in three
-	// deploys, with 1, then 2, then nil (docs/DEPLOY.md, "Adding the tag
+	// deploys, with 1, then 2, then nil (docs/operations/DEPLOY.md, "Adding the tag
 	// indexes"); a new stack needs nothing.
 	TagIndexes *int
 
@@ -107,7 +107,7 @@ type Config struct {
 	// (the default when empty), "WARN" or "ERROR" (Lambda's
 	// ApplicationLogLevel, which aws-lambda-go's logger honours). At WARN
 	// a job that runs normally writes no log line at all, only its share
-	// of the metrics (which are not filtered): see docs/BENCHMARKS.md.
+	// of the metrics (which are not filtered): see docs/evidence/BENCHMARKS.md.
 	LogLevel string
 	// Retain keeps the table, the queues (dead-letter queues included),
 	// its logs and secret when the stack is deleted, and turns on
@@ -167,7 +167,7 @@ type Config struct {
 	// (POST /v1/jobs, /v1/batches, replays) to this many a second, across
 	// every instance; over it a caller gets 429 rate_limited with
 	// Retry-After (0: no bound, the default). Each accepted request costs
-	// one write more (docs/FLOW_CONTROL.md). The API's stage throttle
+	// one write more (docs/guide/FLOW_CONTROL.md). The API's stage throttle
 	// bounds every caller together; this bounds each.
 	EnqueueRatePerOwner int
 
@@ -187,7 +187,7 @@ type Config struct {
 
 	// KeyAdmins are the IAM principals (role or user ARNs) who may read
 	// the payload key ring and the page token key besides the functions
-	// that use them, to rotate them (docs/OPERATIONS.md). Each secret's
+	// that use them, to rotate them (docs/operations/OPERATIONS.md). Each secret's
 	// policy denies secretsmanager:GetSecretValue to everyone else, in this
 	// account or another. Empty: only the functions.
 	KeyAdmins []string
@@ -203,10 +203,10 @@ type Config struct {
 	// ScheduleMaxEventAge is how long EventBridge Scheduler retries a
 	// periodic job's fire that it cannot deliver to the queue before it
 	// goes to the schedules' dead-letter queue (0: one hour; 1 minute to
-	// 24 hours). See docs/SCHEDULES.md.
+	// 24 hours). See docs/guide/SCHEDULES.md.
 	ScheduleMaxEventAge time.Duration
 
-	// Sources of foreign messages (see docs/SOURCES.md).
+	// Sources of foreign messages (see docs/guide/SOURCES.md).
 	S3Sources         []S3Source
 	EventBridgeSource []EventBridgeSource
 	// EnvelopeSenders are the IAM principals (role or user ARNs) allowed to
@@ -220,7 +220,7 @@ type Config struct {
 	// empty, the construct creates one (Jobs.EventBus, named
 	// Names.EventBus). AllEvents announces every kind's outcomes, not only
 	// those of kinds with KindOpts.Events (JOBS_EVENTS=all). See
-	// docs/EVENTS.md.
+	// docs/reference/EVENTS.md.
 	EventBusArn string
 	AllEvents   bool
 }
@@ -399,7 +399,7 @@ func (c Config) Validate() error {
 // the construct sets on some function (a template test checks that it sets
 // no other) and those that would replace the keys it hands out, as the
 // deployment's descriptor (internal/deploy) lists them. The other JOBS_
-// variables lambdafn reads (docs/CONFIGURATION.md) are yours to tune
+// variables lambdafn reads (docs/reference/CONFIGURATION.md) are yours to tune
 // through Environment.
 var reservedEnv = deploy.ReservedVars()
 

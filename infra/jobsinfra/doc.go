@@ -24,7 +24,7 @@
 // throttling), the foreign sources of Config (S3 buckets, EventBridge
 // rules), the EventBridge Scheduler groups, role and dead-letter queue of
 // periodic jobs with one schedule per declared one (JobsProps.Schedules;
-// docs/SCHEDULES.md), and alarms on one SNS topic, and a dashboard.
+// docs/guide/SCHEDULES.md), and alarms on one SNS topic, and a dashboard.
 // Everything passes cdk-nag's AwsSolutions pack (the few suppressions carry
 // their reasons).
 //

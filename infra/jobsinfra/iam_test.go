@@ -504,12 +504,12 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 			}
 			sort.Strings(keys)
 			t.Logf("%s: %d distinct (role, action, resource) triples allowed, %d negative controls denied", name, len(triples), len(denied))
-			// docs/SECURITY.md states the controls as this list has them
+			// docs/operations/SECURITY.md states the controls as this list has them
 			// (the triples as make test's recording last measured them).
-			if doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "SECURITY.md")); err != nil {
+			if doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations", "SECURITY.md")); err != nil {
 				t.Error(err)
 			} else if m := statedControls.FindSubmatch(doc); m == nil || string(m[map[bool]int{false: 1, true: 2}[cmk]]) != strconv.Itoa(len(denied)) {
-				t.Errorf("docs/SECURITY.md states %q negative controls, the test has %d (with a customer-managed key: %v)", m, len(denied), cmk)
+				t.Errorf("docs/operations/SECURITY.md states %q negative controls, the test has %d (with a customer-managed key: %v)", m, len(denied), cmk)
 			}
 			if testing.Verbose() {
 				t.Log("\n  " + strings.Join(keys, "\n  "))
@@ -573,7 +573,7 @@ func TestEveryResourcePolicyIsNeeded(t *testing.T) {
 	}
 }
 
-// statedControls is docs/SECURITY.md's count of the negative controls,
+// statedControls is docs/operations/SECURITY.md's count of the negative controls,
 // without and with a customer-managed key.
 var statedControls = regexp.MustCompile(`(\d+) negative controls denied \((\d+) with a customer-managed key\)`)
 

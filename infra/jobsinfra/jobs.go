@@ -56,7 +56,7 @@ type JobsProps struct {
 	// Lanes are the lanes your registry's kinds run in (your registry's
 	// Lanes()): besides the default lane, each is its own queue pair,
 	// worker and event source, tuned by its preset and Config.Lanes (see
-	// docs/LANES.md). Like Schedules, the worker's registry must match.
+	// docs/guide/LANES.md). Like Schedules, the worker's registry must match.
 	Lanes []string
 	// Overrides, when set, change the props of the resources the
 	// construct creates, before it creates them (see Overrides for what

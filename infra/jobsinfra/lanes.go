@@ -56,7 +56,7 @@ type LaneConfig struct {
 	// provisioned mode with at least this many pollers (1-200), always
 	// polling: the lane's first job starts without waiting for Lambda to
 	// scale its pollers up. Billed per event poller unit-hour; see
-	// docs/LANES.md.
+	// docs/guide/LANES.md.
 	ProvisionedPollers int
 	// ManagedInstances, when set, runs the lane's worker on Lambda Managed
 	// Instances, whose queue-fed invocations may run up to 90 minutes.

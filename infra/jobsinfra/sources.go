@@ -17,7 +17,7 @@ import (
 )
 
 // sources connects the foreign sources of Config to the queue
-// (docs/SOURCES.md), each allowed to send only from its own ARN.
+// (docs/guide/SOURCES.md), each allowed to send only from its own ARN.
 func (s *Jobs) sources() {
 	s.s3Sources()
 	for i, src := range s.cfg.EventBridgeSource {

@@ -185,7 +185,7 @@ func (s *Jobs) secrets() {
 		Id: jsii.String("AwsSolutions-SMG4"),
 		Reason: jsii.String("The payload sealing key cannot rotate on a schedule: values sealed with the old key must stay " +
 			"readable until their jobs expire, so a new key is added ahead of the old one (" + deploy.EnvPayloadKey.Name + " is a key ring) " +
-			"and the old one removed after the retention; see docs/OPERATIONS.md."),
+			"and the old one removed after the retention; see docs/operations/OPERATIONS.md."),
 	}}, jsii.Bool(true))
 
 	// The key that signs the listing's page tokens: protects no data
@@ -202,6 +202,6 @@ func (s *Jobs) secrets() {
 	cdknag.NagSuppressions_AddResourceSuppressions(s.pageSecret, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-SMG4"),
 		Reason: jsii.String("The page token key signs listing positions only; rotating it invalidates the page tokens in flight, " +
-			"which a caller recovers from by listing again. Rotate it by hand if wanted (docs/OPERATIONS.md)."),
+			"which a caller recovers from by listing again. Rotate it by hand if wanted (docs/operations/OPERATIONS.md)."),
 	}}, jsii.Bool(true))
 }

@@ -211,24 +211,24 @@ func TestRetainedEnvironmentsKeepTheQueuesAndTheTable(t *testing.T) {
 	}
 }
 
-// docs/RELIABILITY.md states the dead-worker bound in minutes for dev and
+// docs/evidence/RELIABILITY.md states the dead-worker bound in minutes for dev and
 // prod: the presets' queue visibility (two worker timeouts and the
 // batching window, from sqsqueue's one definition), which the template
 // holds (TestQueuePair).
 func TestDeadWorkerBoundIsStated(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/RELIABILITY.md")
+	raw, err := os.ReadFile("../../docs/evidence/RELIABILITY.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := regexp.MustCompile(`\s+`).ReplaceAllString(string(raw), " ")
 	m := regexp.MustCompile(`about (\d+) minutes in dev .*? and (\d+) in prod`).FindStringSubmatch(text)
 	if m == nil {
-		t.Fatal("docs/RELIABILITY.md no longer states the dead-worker bound as this test reads it")
+		t.Fatal("docs/evidence/RELIABILITY.md no longer states the dead-worker bound as this test reads it")
 	}
 	for i, cfg := range []Config{DevConfig("dev"), ProdConfig("prod")} {
 		bound := sqsqueue.SpecFor(cfg.WorkerTimeout, cfg.BatchWindow).VisibilityTimeout
 		if stated := m[i+1]; stated != strconv.Itoa(int(bound.Round(time.Minute)/time.Minute)) {
-			t.Errorf("docs/RELIABILITY.md states the dead-worker bound in %s as about %s minutes; its visibility timeout is %v", cfg.Name, stated, bound)
+			t.Errorf("docs/evidence/RELIABILITY.md states the dead-worker bound in %s as about %s minutes; its visibility timeout is %v", cfg.Name, stated, bound)
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/infra/jobsinfra"
 )
 
-// The webhook recipe of docs/EVENTS.md: failed invoice jobs POSTed to a
+// The webhook recipe of docs/reference/EVENTS.md: failed invoice jobs POSTed to a
 // team's endpoint by an EventBridge API destination (auth, rate limit and
 // retries managed by AWS), the event's stable id as the idempotency key,
 // and what cannot be delivered kept in a dead-letter queue. It compiles

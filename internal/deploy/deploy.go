@@ -8,7 +8,7 @@
 // their environment), lambdafn (ConfigFromEnv reads each variable through
 // its Setting), the Makefile (functions.mk) and the documentation's
 // tables, which a test renders from here and compares
-// (docs/CONFIGURATION.md, docs/openapi.yaml).
+// (docs/reference/CONFIGURATION.md, docs/reference/openapi.yaml).
 //
 // No other Go file of the repository writes a JOBS_ variable's name:
 // TestNoVariableNameOutsideTheDescriptor parses them all.

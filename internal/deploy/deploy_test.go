@@ -7,11 +7,11 @@ import (
 	"testing"
 )
 
-// docs/CONFIGURATION.md shows the descriptor's tables as rendered here:
+// docs/reference/CONFIGURATION.md shows the descriptor's tables as rendered here:
 // the environment and the routes are written once, in this package. Run
 // with UPDATE_DOCS=1 to rewrite them.
 func TestConfigurationDocIsRenderedFromTheDescriptor(t *testing.T) {
-	const path = "../../docs/CONFIGURATION.md"
+	const path = "../../docs/reference/CONFIGURATION.md"
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -292,7 +292,7 @@ var (
 	EnvDispatchGrace = duration(&Var{Name: "JOBS_DISPATCH_GRACE", Default: shortDuration(jobs.DefaultDispatchGrace), Doc: "when the sweeper first looks at a job that is not final; keep it above the worker timeout", Construct: true})
 	EnvRetention     = duration(&Var{Name: "JOBS_RETENTION", Default: shortDuration(jobs.DefaultRetention), Doc: "how long finished jobs stay readable (DynamoDB TTL)", Construct: true})
 	// EnvMessageFirst is true for on.
-	EnvMessageFirst      = choice(&Var{Name: "JOBS_MESSAGE_FIRST", Default: "off", Doc: "`on`: a job's message is sent before it is stored, and a queued or running job's safety net is its message instead of a sweep entry (`jobs.Config.MessageFirst`); set alike on every function that reads it: turning it on is a deploy of its own ([DEPLOY.md](DEPLOY.md#turning-on-the-message-first)); the construct sets it from `Config.MessageFirst` (on by default)", Readers: queueFns, Construct: true}, "on", "off")
+	EnvMessageFirst      = choice(&Var{Name: "JOBS_MESSAGE_FIRST", Default: "off", Doc: "`on`: a job's message is sent before it is stored, and a queued or running job's safety net is its message instead of a sweep entry (`jobs.Config.MessageFirst`); set alike on every function that reads it: turning it on is a deploy of its own ([DEPLOY.md](../operations/DEPLOY.md#turning-on-the-message-first)); the construct sets it from `Config.MessageFirst` (on by default)", Readers: queueFns, Construct: true}, "on", "off")
 	EnvWorkerConcurrency = integer(&Var{Name: "JOBS_WORKER_CONCURRENCY", Default: "8", Doc: "records of one batch run at once", Readers: workerOnly, Construct: true}, 1, 1000, "want 1..1000")
 	EnvHandlerReserve    = duration(&Var{Name: "JOBS_HANDLER_RESERVE", Default: shortDuration(jobs.DefaultDeadlines.Reserve), Doc: "the handler's context ends this long before the Lambda deadline (the construct sets each lane worker's from `Config.HandlerReserve`, grown for a long timeout by `jobs.Deadlines.ForTimeout`)", Readers: workerOnly, Construct: true})
 	EnvFinalWriteTimeout = duration(&Var{Name: "JOBS_FINAL_WRITE_TIMEOUT", Default: shortDuration(jobs.DefaultDeadlines.FinalWrite), Doc: "bound on the final write; must fit in the reserve with 0.5 s to spare (1/180 of a long worker's timeout, as the reserve)", Readers: workerOnly, Construct: true})
@@ -302,14 +302,14 @@ var (
 
 	EnvPayloadKey           = keys(&Var{Name: "JOBS_PAYLOAD_KEY", Doc: "base64 32-byte AES key(s), comma-separated, newest first, sealing `jobs:\"secret\"` fields (locally; deployed, the construct sets the next one)", Readers: sealingFns})
 	EnvPayloadSecret        = minText(&Var{Name: "JOBS_PAYLOAD_SECRET", Doc: "or a random string of 32+ characters the key is derived from (SHA-256)", Readers: sealingFns}, 32)
-	EnvPayloadKeyringSecret = text(&Var{Name: "JOBS_PAYLOAD_KEYRING_SECRET", Doc: "a Secrets Manager secret holding the key ring, read at cold start (docs/OPERATIONS.md \"The payload key\")", Readers: sealingFns, Construct: true})
+	EnvPayloadKeyringSecret = text(&Var{Name: "JOBS_PAYLOAD_KEYRING_SECRET", Doc: "a Secrets Manager secret holding the key ring, read at cold start (docs/operations/OPERATIONS.md \"The payload key\")", Readers: sealingFns, Construct: true})
 	EnvSources              = sources(&Var{Name: "JOBS_SOURCES", Doc: "the foreign sources connected to the queue, as JSON; the worker refuses to start when its routes do not accept one", Readers: workerOnly, Construct: true})
 	EnvBucket               = text(&Var{Name: "JOBS_BUCKET", Doc: "the S3 bucket of payloads and results kept as objects; set when a kind allows parts past an item (`KindOpts.MaxPayloadBytes`, `MaxResultBytes`; the main gives `lambdafn.Opts.Objects`)", Readers: objectFns, Construct: true})
-	EnvEventBus             = text(&Var{Name: "JOBS_EVENT_BUS", Doc: "the EventBridge bus job events go to (name or ARN), sent by the functions that write outcomes; required when a kind has `KindOpts.Events` (docs/EVENTS.md)", Readers: eventFns, Construct: true})
+	EnvEventBus             = text(&Var{Name: "JOBS_EVENT_BUS", Doc: "the EventBridge bus job events go to (name or ARN), sent by the functions that write outcomes; required when a kind has `KindOpts.Events` (docs/reference/EVENTS.md)", Readers: eventFns, Construct: true})
 	// EnvEvents is true for all.
 	EnvEvents           = choice(&Var{Name: "JOBS_EVENTS", Default: "kinds", Doc: "`kinds`: the outcomes of kinds with `KindOpts.Events` are announced; `all`: every kind's", Readers: creatingFns, Construct: true}, "all", "kinds")
 	EnvMetricsNamespace = text(&Var{Name: "JOBS_METRICS_NAMESPACE", Doc: "turns on the per-kind metrics (EMF, with the logs) in this namespace", Construct: true})
-	EnvTracing          = choice(&Var{Name: "JOBS_TRACING", Default: "off", Doc: "`on`: OpenTelemetry spans, sent as the main's `lambdafn.Opts.Tracing` says (the X-Ray daemon or OTLP/HTTP); a main that passes none refuses to start (docs/OPERATIONS.md \"Tracing\")", Construct: true}, "on", "off")
+	EnvTracing          = choice(&Var{Name: "JOBS_TRACING", Default: "off", Doc: "`on`: OpenTelemetry spans, sent as the main's `lambdafn.Opts.Tracing` says (the X-Ray daemon or OTLP/HTTP); a main that passes none refuses to start (docs/operations/OPERATIONS.md \"Tracing\")", Construct: true}, "on", "off")
 
 	EnvScheduleGroup       = text(&Var{Name: "JOBS_SCHEDULE_GROUP", Doc: "the Scheduler group runtime schedules are created in", Readers: schedules, Construct: true})
 	EnvQueueARN            = text(&Var{Name: "JOBS_QUEUE_ARN", Doc: "the queue runtime schedules send to", Readers: schedules, Construct: true})
@@ -410,7 +410,7 @@ func ReservedVars() []string {
 	return out
 }
 
-// EnvMarkdown renders Env as the Markdown table of docs/CONFIGURATION.md.
+// EnvMarkdown renders Env as the Markdown table of docs/reference/CONFIGURATION.md.
 func EnvMarkdown() string {
 	var b strings.Builder
 	b.WriteString("| variable | type | default | read by | set by the construct | meaning |\n|---|---|---|---|---|---|\n")
@@ -435,7 +435,7 @@ func EnvMarkdown() string {
 	return b.String()
 }
 
-// ServiceList renders ServiceVars as the list of docs/CONFIGURATION.md.
+// ServiceList renders ServiceVars as the list of docs/reference/CONFIGURATION.md.
 func ServiceList() string {
 	names := make([]string, len(ServiceVars))
 	for i, v := range ServiceVars {
@@ -444,7 +444,7 @@ func ServiceList() string {
 	return strings.Join(names, ", ") + ".\n"
 }
 
-// RouteTable renders Routes as the Markdown table of docs/CONFIGURATION.md.
+// RouteTable renders Routes as the Markdown table of docs/reference/CONFIGURATION.md.
 func RouteTable() string {
 	var b strings.Builder
 	b.WriteString("| route | function | who |\n|---|---|---|\n")

@@ -22,7 +22,7 @@ import (
 // id ("requestId"), which ties them to Lambda's START and REPORT lines;
 // the INFO lines do not: each names its job (job_id), which is how an
 // operator finds a run, and the request id is the same for every job of a
-// batch. docs/BENCHMARKS.md counts the bytes a job writes.
+// batch. docs/evidence/BENCHMARKS.md counts the bytes a job writes.
 func New(w io.Writer, getenv func(string) string) *slog.Logger {
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: logLevel(getenv("AWS_LAMBDA_LOG_LEVEL")), ReplaceAttr: lineAttr})
 	return slog.New(requestIDHandler{h})

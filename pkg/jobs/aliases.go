@@ -4,7 +4,7 @@ import "github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 
 // Status is where a job is in its life: queued -> running (a claim), then
 // succeeded, failed or cancelled (the final write), or back to queued for a
-// retry; a queued job can also be cancelled. docs/STATE_MACHINE.md draws
+// retry; a queued job can also be cancelled. docs/reference/STATE_MACHINE.md draws
 // the transitions.
 type Status = driver.Status
 

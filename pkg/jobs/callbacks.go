@@ -20,7 +20,7 @@ import (
 // and an expiry, sealed under the payload key ring (AES-GCM: authenticated), so a forged,
 // altered or expired token is refused before anything is read; it is
 // used once, by the signal's own conditional write (a job keeps the first
-// signal of each name). docs/LONG_RUNS.md, "Callback tokens".
+// signal of each name). docs/guide/LONG_RUNS.md, "Callback tokens".
 
 // callbackPrefix starts every callback token (its version).
 const callbackPrefix = "cb1."

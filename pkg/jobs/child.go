@@ -40,7 +40,7 @@ const maxChildName = 128
 // a UniqueKey (the name is the child's key). Its view names its parent
 // (View.ChildOf). The worker needs no grant beyond its own: a child is
 // one more job, at an enqueue's cost, and a later call with its name one
-// strongly consistent read (docs/CAPACITY.md). Once the child has ended
+// strongly consistent read (docs/evidence/CAPACITY.md). Once the child has ended
 // and its retention passed, a call with its name starts it again.
 // Cancelling the
 // parent does not cancel its children. Given a Job built by hand (a

@@ -74,7 +74,7 @@ type Config struct {
 	// refused, nothing stored, with a *RequestError of code rate_limited
 	// whose RetryAfter says when to try again (HTTP 429 with
 	// Retry-After); a refusal reserves nothing. Each accepted request
-	// costs one write more (docs/FLOW_CONTROL.md says how hot its items
+	// costs one write more (docs/guide/FLOW_CONTROL.md says how hot its items
 	// get). The enqueue function sets it from JOBS_ENQUEUE_RATE_PER_OWNER;
 	// a Go producer's own Client is unbounded unless it sets it.
 	EnqueueRatePerOwner int
@@ -113,11 +113,11 @@ type Config struct {
 	// sends a new one, send before it stores: a job whose message is sent
 	// needs no sweep entry (2 write units less per job), and a queued or
 	// running job is always either in a message nobody else can delete or
-	// in the sweep index (docs/ARCHITECTURE.md, "The dual write"). Set it
+	// in the sweep index (docs/guide/ARCHITECTURE.md, "The dual write"). Set it
 	// alike on every Client of a deployment; the functions read
 	// JOBS_MESSAGE_FIRST. Off, every job enters the sweep index at its
 	// creation, as before: a rollout turns it on once every function runs
-	// code that knows it (docs/DEPLOY.md).
+	// code that knows it (docs/operations/DEPLOY.md).
 	MessageFirst bool
 
 	// SweepPageSize is how many due jobs a sweep reads per index query

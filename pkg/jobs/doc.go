@@ -58,7 +58,7 @@
 // one conditional write in the store (package driver's Store): a claim moves queued to running and
 // stamps a claim token; every later write of that run is conditional on
 // status = running and that token, so a stale or duplicate worker can never
-// overwrite a newer outcome. docs/STATE_MACHINE.md draws it.
+// overwrite a newer outcome. docs/reference/STATE_MACHINE.md draws it.
 //
 // # Delivery and deadlines
 //
@@ -83,12 +83,12 @@
 // across deliveries: once per outcome, delivered at least once, the
 // sweeper sending what a dead worker could not. KindOpts.OnFailure
 // enqueues a follow-up kind, once per failed outcome, with a [FailedJob].
-// docs/EVENTS.md has the rules and the costs.
+// docs/reference/EVENTS.md has the rules and the costs.
 //
 // EnqueueOpts.After makes a job wait until the jobs it names have all
 // succeeded; if one fails or is cancelled, it ends cancelled with
 // [CodeDependencyFailed]. [Service.Replay] makes a new job from an old
-// one. docs/DEPENDENCIES.md has the rules.
+// one. docs/guide/DEPENDENCIES.md has the rules.
 //
 // # One runtime
 //

@@ -19,7 +19,7 @@ import (
 // the engine to create (record, create), claim, publish, end (succeed,
 // fail, retry, interrupt), cancel and resubmit a job, and to settle or
 // abort a batch; and the engine's delivery rule (deliveryAt) says whether
-// the queue or the sweeper brings a job to a worker. docs/STATE_MACHINE.md
+// the queue or the sweeper brings a job to a worker. docs/reference/STATE_MACHINE.md
 // draws what it does.
 //
 // Every transition is one conditional write in the Store. The engine also

@@ -19,7 +19,7 @@ import (
 )
 
 // Tests of the transitions the engine owns, each named for what it
-// guarantees (docs/STATE_MACHINE.md). Time runs under testing/synctest: contexts, tickers
+// guarantees (docs/reference/STATE_MACHINE.md). Time runs under testing/synctest: contexts, tickers
 // and the wall clock are the bubble's fake ones, so no test sleeps.
 
 // sleepPayload makes the "sleep" kind work for a while, honouring ctx.
@@ -91,7 +91,7 @@ func (r *engineRig) get(t *testing.T, id string) *driver.Record {
 // its job is handed to a later invocation unclaimed, no attempt spent,
 // instead of failing timed_out without a fair run: its message is sent
 // again (after a second) and this one acknowledged, so hand-backs never
-// bring it nearer the dead-letter queue (docs/RELIABILITY.md).
+// bring it nearer the dead-letter queue (docs/evidence/RELIABILITY.md).
 func TestRecordsLeftWithoutTimeAreHandedBackUnclaimed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := jobstest.NewMemStore(nil)

@@ -17,8 +17,8 @@ import (
 // Event is the detail of the event that announces a job's outcome on the
 // event bus, with the detail type EventDetailType: sent for the jobs of a
 // kind with KindOpts.Events (or of every kind, when the deployment says
-// so), once per outcome, delivered at least once. docs/EVENTS.md has the
-// rules; docs/event.schema.json its JSON Schema.
+// so), once per outcome, delivered at least once. docs/reference/EVENTS.md has the
+// rules; docs/reference/event.schema.json its JSON Schema.
 //
 // It never holds the job's payload or any handler text: a failure is its
 // code.

@@ -17,7 +17,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
 
-// schema is the subset of JSON Schema docs/event.schema.json uses; check
+// schema is the subset of JSON Schema docs/reference/event.schema.json uses; check
 // validates a value against it (a hand check: the module has no JSON
 // Schema library, and the schema is small).
 type schema struct {
@@ -90,13 +90,13 @@ func (s *schema) check(path string, v any) error {
 
 func loadEventSchema(t *testing.T) *schema {
 	t.Helper()
-	b, err := os.ReadFile("../../docs/event.schema.json")
+	b, err := os.ReadFile("../../docs/reference/event.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var s schema
 	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatalf("docs/event.schema.json: %v", err)
+		t.Fatalf("docs/reference/event.schema.json: %v", err)
 	}
 	return &s
 }

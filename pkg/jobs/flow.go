@@ -40,7 +40,7 @@ import (
 // returned (before the run's final write: the slot bounds running
 // handlers); a slot whose worker died frees itself at the run's lease.
 // Kinds without limits pay nothing: no read, no write, no request.
-// docs/FLOW_CONTROL.md has the design and the costs.
+// docs/guide/FLOW_CONTROL.md has the design and the costs.
 
 // limits are a kind's flow control, checked.
 type limits struct {

@@ -19,7 +19,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
-// Flow control (docs/FLOW_CONTROL.md) under testing/synctest: a model of SQS's
+// Flow control (docs/guide/FLOW_CONTROL.md) under testing/synctest: a model of SQS's
 // receive counts and dead-letter queue, workers polling it at once, and
 // handlers that count how many of them run.
 
@@ -471,7 +471,7 @@ func TestKilledWorkersSlotFreesAtItsLease(t *testing.T) {
 	})
 }
 
-// A rate of 20 a second holds over 30 s of a backlog of 601 (docs/FLOW_CONTROL.md:
+// A rate of 20 a second holds over 30 s of a backlog of 601 (docs/guide/FLOW_CONTROL.md:
 // observed starts within 10% of the limit): starts in any sliding second
 // at most 20 (a burst of one), in each of the 30 seconds from the first
 // start 18 to 20, the whole 30 s within 10%, each job waiting once, on
@@ -521,7 +521,7 @@ func TestRateLimitKeepsItsRate(t *testing.T) {
 }
 
 // noFlowStore fails a test on any flow control call: a kind with no limit
-// and no unique key must pay nothing for the feature (docs/FLOW_CONTROL.md,
+// and no unique key must pay nothing for the feature (docs/guide/FLOW_CONTROL.md,
 // "Costs per job").
 type noFlowStore struct {
 	driver.Store
@@ -560,7 +560,7 @@ func (s *noFlowStore) Debounce(ctx context.Context, id string, d driver.Debounce
 
 // A kind with no limit and no unique key makes no flow control call from
 // enqueue to outcome, so its requests and write units per job are what
-// they were before flow control (docs/BENCHMARKS.md's figures); a limited
+// they were before flow control (docs/evidence/BENCHMARKS.md's figures); a limited
 // kind beside it does make them (else this test could not fail).
 func TestUnlimitedKindsMakeNoFlowCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
-// Idempotent retries of jobs and batches (docs/HTTP.md, Idempotency-Key).
+// Idempotent retries of jobs and batches (docs/reference/HTTP.md, Idempotency-Key).
 
 // sealedService is a Service with its own sealer over a shared store, as
 // one Lambda instance with its own key ring.

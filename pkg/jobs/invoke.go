@@ -23,7 +23,7 @@ import (
 // write, which makes a parent that waits for it due); the parent's next
 // run reads the child's outcome and stores it among its steps, so every
 // later run gets the same answer. Cancelling the parent cancels the child
-// it waits for (afterChildren). docs/LONG_RUNS.md, "Child jobs".
+// it waits for (afterChildren). docs/guide/LONG_RUNS.md, "Child jobs".
 
 // How an Invoke stored among a job's steps stands (stepResult.Child).
 const (

@@ -77,7 +77,7 @@ type KindOpts struct {
 	// Lane is the lane the kind's jobs run in: its own queue, dead-letter
 	// queue and workers, so a backlog in one lane never delays another's
 	// jobs ("" is the default lane). The CDK construct creates the lanes
-	// the registry uses (Registry.Lanes); see docs/LANES.md.
+	// the registry uses (Registry.Lanes); see docs/guide/LANES.md.
 	Lane string
 	// Heartbeat makes a run of the kind hold its job by a lease of this
 	// length, renewed by Job.Heartbeat and Job.Checkpoint, instead of the
@@ -104,7 +104,7 @@ type KindOpts struct {
 	// when unset); a job over it waits likewise. The per-key bounds do
 	// the same for the jobs that share LimitKey's value: "owner",
 	// "tenant", or "payload.<field>" (a top-level field of the payload,
-	// not jobs:"secret"). docs/FLOW_CONTROL.md has what each costs.
+	// not jobs:"secret"). docs/guide/FLOW_CONTROL.md has what each costs.
 	Concurrency, ConcurrencyPerKey int
 	RateLimit, RateLimitPerKey     int
 	RatePeriod                     time.Duration
@@ -120,7 +120,7 @@ type KindOpts struct {
 	// /v1/batches); Prepare, routed messages, schedule fires, on-failure
 	// follow-ups and retries are not refused (their jobs are counted). A
 	// kind without a cap pays nothing; with MaxQueued each of its jobs pays
-	// 2 write units more (docs/FLOW_CONTROL.md).
+	// 2 write units more (docs/guide/FLOW_CONTROL.md).
 	MaxQueued, MaxQueuedPerOwner int
 	// Retention is how long the kind's finished jobs stay readable (0:
 	// the deployment's).
@@ -133,11 +133,11 @@ type KindOpts struct {
 	// that cannot. A payload comes through POST /v1/jobs up to 2 MiB (a
 	// Lambda invocation's 6 MB, after JSON escaping); larger ones only
 	// from Go (Service.Enqueue, Kind.EnqueueChild). Partial results stay
-	// within MaxResultBytes. docs/CAPACITY.md says where each size rests.
+	// within MaxResultBytes. docs/evidence/CAPACITY.md says where each size rests.
 	MaxPayloadBytes, MaxResultBytes int
 	// Events announces each outcome of the kind's jobs (succeeded, failed,
 	// cancelled) on the deployment's event bus, once per outcome with a
-	// stable id (see [Event] and docs/EVENTS.md). Each outcome then costs
+	// stable id (see [Event] and docs/reference/EVENTS.md). Each outcome then costs
 	// one PutEvents entry and about one write unit more.
 	Events bool
 	// OnFailure names a kind that is enqueued, exactly once, each time a
@@ -636,7 +636,7 @@ type KindInfo struct {
 	// PayloadSchema and ResultSchema describe the kind's payload and its
 	// public result as JSON Schema (draft 2020-12), generated from the Go
 	// types (the result's only for a JSON[T] result: T's): see
-	// docs/HTTP.md, "Kinds and their schemas". Set by Service.Kinds only.
+	// docs/reference/HTTP.md, "Kinds and their schemas". Set by Service.Kinds only.
 	PayloadSchema json.RawMessage `json:"payload_schema,omitempty"`
 	ResultSchema  json.RawMessage `json:"result_schema,omitempty"`
 }

@@ -23,7 +23,7 @@ import (
 // attempt spent, and its next run reads the checkpoint with Job.Resume (so
 // does a retry after an interruption). KindOpts.MaxRunTime bounds the whole
 // run, continuations included; KindOpts.AutoContinue continues a run whose
-// handler time ran out. docs/LONG_RUNS.md has the details and the costs.
+// handler time ran out. docs/guide/LONG_RUNS.md has the details and the costs.
 
 // runHandle is how a running Job reaches the system: nil for a Job built by
 // hand, whose Publish, Heartbeat and Checkpoint then do nothing.
@@ -150,7 +150,7 @@ func checkpointAAD(id string) []byte { return []byte(id + "\x00checkpoint") }
 // sealCheckpoint seals raw (a checkpoint's JSON) for job id.
 func sealCheckpoint(s Sealer, id string, raw []byte) ([]byte, error) {
 	if s == nil {
-		return nil, errors.New("jobs: a checkpoint is stored sealed: configure a Sealer (the construct gives the worker the payload key ring; locally the payload key of docs/CONFIGURATION.md)")
+		return nil, errors.New("jobs: a checkpoint is stored sealed: configure a Sealer (the construct gives the worker the payload key ring; locally the payload key of docs/reference/CONFIGURATION.md)")
 	}
 	sealed, err := s.Seal(raw, checkpointAAD(id))
 	if err != nil {

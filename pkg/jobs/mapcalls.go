@@ -24,7 +24,7 @@ import (
 // signal while the wave runs, so it is woken once per wave, never once
 // per child: its runs are the waves plus one. The counting is the
 // batch's, spread over its shards, so no item is written once per child
-// but the child's own. docs/LONG_RUNS.md, "Child jobs".
+// but the child's own. docs/guide/LONG_RUNS.md, "Child jobs".
 
 // How a Map stored among a job's steps stands (stepResult.Child).
 const (

@@ -34,7 +34,7 @@ import (
 // (revive); a dependent retried by hand waits on its parents again, and
 // is refused while one of them is failed or cancelled.
 //
-// docs/DEPENDENCIES.md has the design and the costs.
+// docs/guide/DEPENDENCIES.md has the design and the costs.
 
 // maxAfter bounds the jobs one job runs after (EnqueueOpts.After).
 const maxAfter = 100

@@ -34,7 +34,7 @@ const payloadHorizon = 14*24*time.Hour + 2*payloadSlack
 // parentsHorizon is added for a job that waits on its parents, whose
 // wait is theirs: each is due within MaxDelay of its creation, before the
 // dependent's. A dependent released later than that finds its payload
-// gone and fails payload_unreadable (docs/RELIABILITY.md).
+// gone and fails payload_unreadable (docs/evidence/RELIABILITY.md).
 const parentsHorizon = MaxDelay
 
 // payloadKeep is how long a payload kept apart must last, decided at at

@@ -134,7 +134,7 @@ func TestRetriesExhausted(t *testing.T) {
 // restarts the kind's retry policy: a job that spent its 3 attempts and
 // failed, retried by its owner, fails again and gets its automatic retries
 // again, 3 more attempts (4 to 6; the attempt count goes on), before it
-// fails for good (docs/OPERATIONS.md says so).
+// fails for good (docs/operations/OPERATIONS.md says so).
 func TestManualRetryRestartsTheRetryPolicy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -16,7 +16,7 @@ import (
 // A kind's payload and result described as JSON Schema (draft 2020-12),
 // generated from its Go types by github.com/google/jsonschema-go (the
 // schema package of the official MCP Go SDK): what GET /v1/kinds shows,
-// and what a client generates its types from (docs/HTTP.md, "Kinds and
+// and what a client generates its types from (docs/reference/HTTP.md, "Kinds and
 // their schemas").
 //
 // The schemas describe the canonical form, which the strict decoder

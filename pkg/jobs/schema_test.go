@@ -209,7 +209,7 @@ func TestDecoderLeniencies(t *testing.T) {
 		"a required field missing": `{"amount":5,"express":false,"card":"4111","lines":[],"due":"2026-12-05T09:00:00Z","counts":[1,2,3]}`,
 	} {
 		if _, err := svc.Prepare(jobs.EnqueueRequest{Owner: "o", Kind: "order", Payload: []byte(raw)}); err != nil {
-			t.Errorf("%s: refused by the decoder (%v): a leniency is gone, say so in docs/HTTP.md", name, err)
+			t.Errorf("%s: refused by the decoder (%v): a leniency is gone, say so in docs/reference/HTTP.md", name, err)
 		}
 		var v any
 		_ = json.Unmarshal([]byte(raw), &v)

@@ -45,7 +45,7 @@ type Sealer interface {
 }
 
 // errNoSealer  a kind has secret payload fields but no Sealer is configured.
-var errNoSealer = errors.New("jobs: a kind has secret payload fields but no Sealer is configured (set the payload key of docs/CONFIGURATION.md)")
+var errNoSealer = errors.New("jobs: a kind has secret payload fields but no Sealer is configured (set the payload key of docs/reference/CONFIGURATION.md)")
 
 // AESSealer seals with AES-256-GCM. It seals with its first key and opens
 // with any of its keys, so keys can be rotated: put the new key first and

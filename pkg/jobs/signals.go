@@ -27,7 +27,7 @@ import (
 // is stored on it, sealed, and makes it due; the next run's wait returns
 // the signal. A signal that comes before the wait asks for it is kept
 // until it does; a second signal of the same name changes nothing.
-// docs/LONG_RUNS.md, "Signals".
+// docs/guide/LONG_RUNS.md, "Signals".
 
 // waitSignal: View.WaitingOn of a job whose handler waits for a signal
 // (its Record.WaitingOn is driver.WaitSignalOn of the signal's name).
@@ -37,7 +37,7 @@ const waitSignal = "signal"
 // signals one job keeps (and a kind declares): each is an attribute of the
 // job's own item (or names an item of its own, in a store that keeps
 // large ones apart: driver.SignalPart), read at each claim
-// (docs/CAPACITY.md).
+// (docs/evidence/CAPACITY.md).
 const (
 	maxSignalBytes = 4 << 10
 	maxSignals     = 8

@@ -15,7 +15,7 @@ import (
 // stores the sleep's end among its steps and suspends, so the job waits
 // queued (waiting_on "sleep", run_at its end) holding no worker, no
 // attempt spent, and a later run of the handler passes the sleep once its
-// time has come. docs/LONG_RUNS.md, "Sleeps".
+// time has come. docs/guide/LONG_RUNS.md, "Sleeps".
 
 // waitSleep: a queued job whose handler sleeps (Job.Sleep, SleepUntil).
 const waitSleep = "sleep"

@@ -20,7 +20,7 @@ const (
 	// CodePayloadUnreadable: a secret field of the stored payload cannot
 	// be opened with the worker's key ring (the key that sealed it was
 	// dropped from the ring too early, or the worker was given another
-	// ring): the payload itself may be fine (docs/OPERATIONS.md "The
+	// ring): the payload itself may be fine (docs/operations/OPERATIONS.md "The
 	// payload key").
 	CodePayloadUnreadable = "payload_unreadable"
 	// CodeTimedOut: the handler did not return before its deadline.

@@ -24,9 +24,9 @@ func TestReservedCodesAreListedWhereTheDocsListThem(t *testing.T) {
 		file string
 		list *regexp.Regexp // the list, as its one submatch
 	}{
-		{"../../docs/HTTP.md", regexp.MustCompile("(?s)Reserved codes: (.*?)\\.\n")},
-		{"../../docs/STATE_MACHINE.md", regexp.MustCompile("(?s)Reserved failure codes: (.*?)\\.\n")},
-		{"../../docs/openapi.yaml", regexp.MustCompile(`or reserved \(([^)]*)\)`)},
+		{"../../docs/reference/HTTP.md", regexp.MustCompile("(?s)Reserved codes: (.*?)\\.\n")},
+		{"../../docs/reference/STATE_MACHINE.md", regexp.MustCompile("(?s)Reserved failure codes: (.*?)\\.\n")},
+		{"../../docs/reference/openapi.yaml", regexp.MustCompile(`or reserved \(([^)]*)\)`)},
 	} {
 		b, err := os.ReadFile(c.file)
 		if err != nil {

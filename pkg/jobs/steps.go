@@ -16,7 +16,7 @@ import (
 // in the job's durable state (the checkpoint's item, sealed, never shown);
 // a later run of the handler (a retry, a continuation, a redelivery after
 // a crash, a manual retry) gets the stored result back without running
-// the function again. docs/LONG_RUNS.md, "Steps".
+// the function again. docs/guide/LONG_RUNS.md, "Steps".
 
 // CodeNondeterministic: the handler asked for its steps in another order
 // than an earlier run of the job stored them (its code changed between

@@ -50,7 +50,7 @@ type EnqueueOpts struct {
 	// Tenant names who the job is for when it is not its owner: a service
 	// that enqueues for its own customers names each customer. Every
 	// message of the job carries the tenant's group id, which SQS fair
-	// queues serve fairly (docs/FLOW_CONTROL.md); per-tenant limits key on
+	// queues serve fairly (docs/guide/FLOW_CONTROL.md); per-tenant limits key on
 	// it. Default: the owner. At most 512 printable ASCII characters.
 	Tenant string
 	// UniqueKey makes the job unique among the owner's jobs of its kind:
@@ -79,7 +79,7 @@ type EnqueueOpts struct {
 	// 64 of A-Z a-z 0-9 _ - . : / @ +. Plain text that anyone who reads
 	// the job sees: never a secret. Set at creation and never changed (a
 	// debounced enqueue keeps the tags of the job it joins). Each costs
-	// one write unit, once (docs/CAPACITY.md).
+	// one write unit, once (docs/evidence/CAPACITY.md).
 	Tags map[string]string
 }
 

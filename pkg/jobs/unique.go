@@ -204,7 +204,7 @@ const codeUniqueKeyHeld = "unique_key_held"
 // is retried: a retry is the job again, and it holds its key again until
 // it finishes. Another live job of the owner holding the key refuses the
 // retry. Keys held until a start or for a period are not taken again:
-// their jobs gave them up when they started (docs/FLOW_CONTROL.md).
+// their jobs gave them up when they started (docs/guide/FLOW_CONTROL.md).
 func (s *Service) retakeUnique(ctx context.Context, rec *driver.Record) error {
 	if rec.UniqueKey == "" || rec.UniqueUntil != "finished" {
 		return nil

@@ -11,7 +11,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
-// Unique jobs and debounce (docs/FLOW_CONTROL.md), one test per mode, through the
+// Unique jobs and debounce (docs/guide/FLOW_CONTROL.md), one test per mode, through the
 // Runner: the real Service, Worker and Sweeper over memory.
 
 type syncPayload struct {

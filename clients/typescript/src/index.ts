@@ -1,5 +1,5 @@
 // A typed client of the lambdajobs HTTP API. The paths, bodies and
-// answers are generated from docs/openapi.yaml (openapi-typescript) and
+// answers are generated from docs/reference/openapi.yaml (openapi-typescript) and
 // called with openapi-fetch; this file adds only what a generator cannot:
 // the caller's identity (SigV4, or the local stack's caller), problem+json
 // answers as a typed error, and waiting for a job to end (with waits for

@@ -1,4 +1,4 @@
-// Package benchmarks holds the Go benchmarks behind docs/BENCHMARKS.md that
+// Package benchmarks holds the Go benchmarks behind docs/evidence/BENCHMARKS.md that
 // run against the emulators: the enqueue handler and the worker's per-job
 // path side by side with the bare AWS calls they must make, with the
 // functions' logs and metrics on as deployed. `make bench` runs them

@@ -121,7 +121,7 @@ const flagsUsage = `Flags:
                  pause, resume -operator: the owner whose jobs of KIND
   -for D         pause: end by itself after D (such as 2h; default and most 13 days)
   -completion J  batch: the completion job, {"kind": ..., "payload": ...}
-  -unique-key K  enqueue: one job of the kind per key among yours (docs/FLOW_CONTROL.md)
+  -unique-key K  enqueue: one job of the kind per key among yours (docs/guide/FLOW_CONTROL.md)
   -unique MODE   enqueue: until_finished (default), until_started, period or debounce
   -unique-for D  enqueue: the period of -unique period, the window of -unique debounce
   -tenant T      enqueue: who the job is for (its fair-queue group and per-tenant limits; trusted callers only)

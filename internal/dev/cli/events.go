@@ -34,7 +34,7 @@ type jobEvent struct {
 }
 
 // eventsElsewhere says where a deployed environment's events are.
-const eventsElsewhere = "a deployed environment's go to its EventBridge bus (the stack's event bus): a rule sends them on (docs/EVENTS.md)"
+const eventsElsewhere = "a deployed environment's go to its EventBridge bus (the stack's event bus): a rule sends them on (docs/reference/EVENTS.md)"
 
 // events prints the job events the local stack's bus received, newest
 // first, with -kind, -status and -limit; with -follow it prints the last

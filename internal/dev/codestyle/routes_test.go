@@ -37,7 +37,7 @@ var pathLiteralsAllowed = map[string]string{
 	// Tests that assert HTTP behaviour on purpose: they send requests at
 	// paths written out, so a path changed in the table without its
 	// callers (API Gateway's clients) fails them.
-	"pkg/jobs/httpapi/*_test.go":          "httpapi's answers, problems and routing, against docs/openapi.yaml",
+	"pkg/jobs/httpapi/*_test.go":          "httpapi's answers, problems and routing, against docs/reference/openapi.yaml",
 	"pkg/jobs/httpapi/testdata/*":         "API Gateway's own events, recorded",
 	"internal/dev/localstack/*_test.go":   "the local gateway, host check and stack end to end over HTTP",
 	"internal/dev/integration/*_test.go":  "the HTTP API over DynamoDB Local",

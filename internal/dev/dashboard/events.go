@@ -34,7 +34,7 @@ type eventRow struct {
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Events == nil {
 		s.render(w, "problem.html", http.StatusNotFound, page{Title: "Events", Nav: "events",
-			Problem: "This dashboard has no event bus to read: the local stack's (make run) shows the events its bus received; a deployment's go to its EventBridge bus, where rules send them on (docs/EVENTS.md)."})
+			Problem: "This dashboard has no event bus to read: the local stack's (make run) shows the events its bus received; a deployment's go to its EventBridge bus, where rules send them on (docs/reference/EVENTS.md)."})
 		return
 	}
 	q := r.URL.Query()

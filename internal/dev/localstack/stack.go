@@ -355,7 +355,7 @@ func (s *Stack) createTableAndQueues(ctx context.Context) error {
 	}
 	// The bucket of the parts kept as objects (example.blob's), on
 	// fauxqs's S3, which applies none of the construct's bucket
-	// configuration (docs/LOCAL.md).
+	// configuration (docs/guide/LOCAL.md).
 	s.Bucket = bucketName(cfg.Queue)
 	s3c := localaws.S3Client(s.SQSEndpoint)
 	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &s.Bucket}); err != nil {

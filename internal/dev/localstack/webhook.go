@@ -22,7 +22,7 @@ import (
 
 // The local webhook's defaults: the tries, the backoff and the timeout of
 // one try. EventBridge's own retry policy for an API destination is up to
-// 185 tries over 24 hours (docs/EVENTS.md's recipe keeps it); locally a
+// 185 tries over 24 hours (docs/reference/EVENTS.md's recipe keeps it); locally a
 // target gets about a minute to come up.
 const (
 	webhookAttempts   = 8
@@ -40,7 +40,7 @@ const (
 )
 
 // The headers of each delivery: EventBridge's own for an API destination
-// (User-Agent, Content-Type), and the one docs/EVENTS.md's recipe adds as
+// (User-Agent, Content-Type), and the one docs/reference/EVENTS.md's recipe adds as
 // a header parameter ($.detail.id).
 const (
 	webhookUserAgent   = "Amazon/EventBridge/ApiDestinations"
@@ -65,7 +65,7 @@ func ParseWebhook(raw string) (*url.URL, error) {
 
 // Webhook POSTs each event the local bus takes to one URL, as an
 // EventBridge rule whose target is an API destination does with
-// docs/EVENTS.md's recipe: the event's detail (the job event) as the body,
+// docs/reference/EVENTS.md's recipe: the event's detail (the job event) as the body,
 // with EventBridge's User-Agent and Content-Type and the recipe's
 // Idempotency-Key (the event's id). A try that ends in a connection error,
 // a timeout (5 s, as API destinations), 429 or a 5xx is retried with

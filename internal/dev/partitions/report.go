@@ -198,7 +198,7 @@ func (c *ClassHeat) scale(k, limit float64) {
 	c.MaxJobsPerSecond = FullScaleJobsPerSecond * limit / c.AtFullScale
 }
 
-// Markdown renders the report for docs/CAPACITY.md: a table of the
+// Markdown renders the report for docs/evidence/CAPACITY.md: a table of the
 // classes (each one's hottest key, scaled to 10,000 jobs per second, and
 // the highest rate one owner sustains), then the hottest keys.
 func (r Report) Markdown() string {

@@ -21,7 +21,7 @@ import (
 // sweeper has nothing to re-send, since every job's message is its net.
 // Then the backlog drains: every job runs exactly once. Set
 // LAMBDAJOBS_BACKLOG_MESSAGE_FIRST=off to measure the re-sends without it
-// (docs/CAPACITY.md).
+// (docs/evidence/CAPACITY.md).
 func TestABacklogIsNotReSent(t *testing.T) {
 	ctx := context.Background()
 	const grace = 4 * time.Second

@@ -28,7 +28,7 @@ import (
 // TestFlowControlOnTheLocalStack runs the flow control examples through
 // the whole local stack with 30 handler slots (3 worker instances, batches
 // of 10, 10 at once), counting inside the handlers (each run writes its
-// span) how many ran at once (docs/FLOW_CONTROL.md's load test):
+// span) how many ran at once (docs/guide/FLOW_CONTROL.md's load test):
 //   - 100 jobs of 200 ms without a limit run more than 5 at once;
 //   - 500 limited to 5 run exactly 5 at once at the most, all succeed on
 //     their first attempt, none is dead-lettered, and all are final

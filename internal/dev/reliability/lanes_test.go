@@ -13,7 +13,7 @@ import (
 )
 
 // urgentBound is how soon an urgent job must start behind a bulk backlog
-// (docs/LANES.md, docs/BENCHMARKS.md).
+// (docs/guide/LANES.md, docs/evidence/BENCHMARKS.md).
 const urgentBound = 5 * time.Second
 
 // TestUrgentStartsBehindBulkBacklog: with 2,000 bulk jobs queued in the

@@ -33,7 +33,7 @@ var (
 	resultsMu  sync.Mutex
 )
 
-// row is one line of docs/RELIABILITY.md.
+// row is one line of docs/evidence/RELIABILITY.md.
 type row struct {
 	Scenario, Load, Faults string
 	Lost, Stuck            int
@@ -333,7 +333,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	killedAt := time.Now()
 	stack.Workers()[0].Kill()
 
-	// The dead-worker bound (docs/RELIABILITY.md): the batch's messages
+	// The dead-worker bound (docs/evidence/RELIABILITY.md): the batch's messages
 	// come back a visibility timeout after their receipt, before the
 	// kill; the redelivery's invocation then settles them (the victim
 	// at its claim; the rest run, one at a time).

@@ -56,7 +56,7 @@ to none, is dropped. The dead letter is deleted once that decision landed; a
 dependency that fails leaves it for the next sweep. Any other message (a
 foreign message no route accepted, a schedule's fire, an envelope) stays,
 visible again at once, for the operators' redrive routes
-([OPERATIONS.md](OPERATIONS.md#redriving-dead-letters)); such messages count
+([OPERATIONS.md](../operations/OPERATIONS.md#redriving-dead-letters)); such messages count
 against the per-lane bound, so a lane whose dead-letter queue holds more
 than 100 of them may keep job references behind them until they are
 cleared. Each settled dead letter counts ` + "`" + `DeadLettersSettled` + "`" + ` by kind and

@@ -35,8 +35,8 @@ import (
 )
 
 // HeatReportFile is the key-heat report TestScaleOneOwner writes beside
-// RELIABILITY_REPORT (docs/KEY_HEAT.md under make reliability), linked from
-// docs/CAPACITY.md.
+// RELIABILITY_REPORT (docs/evidence/KEY_HEAT.md under make reliability), linked from
+// docs/evidence/CAPACITY.md.
 const HeatReportFile = "KEY_HEAT.md"
 
 // scaleOwner is the one owner of the scale scenario: the HTTP caller
@@ -72,7 +72,7 @@ const scaleOwner = "arn:aws:iam::" + localstack.LocalAccount + ":user/reliabilit
 // once with exact counts and its completion job run once, and no key may
 // go over its budget: a throttled request means a key that at 10,000 jobs
 // a second would need more than its partition gives. The key-heat report
-// is logged, and written to docs/KEY_HEAT.md under make reliability.
+// is logged, and written to docs/evidence/KEY_HEAT.md under make reliability.
 //
 // On the store of 2026-12-01 this fails, as it should: the owner index's
 // partition key is the owner alone (one hot index partition, 1 write unit
@@ -375,7 +375,7 @@ func heatReport(r partitions.Report, rate, ran float64, n, m int, created, settl
 
 // heatNotRun is what the scenario's jobs (plain, sent first, and a batch's)
 // do not do: the moves of a sweep-index entry that parks, retries and
-// heartbeats make, per job, from the write units docs/CAPACITY.md
+// heartbeats make, per job, from the write units docs/evidence/CAPACITY.md
 // measures, and the heat they give each of the 32 sweep shards, which
 // every owner shares, at 10,000 such jobs a second.
 const heatNotRun = `

@@ -12,6 +12,6 @@
 //
 // The invariants (run.go, tracker.go, world.go) are checked as runs start,
 // as final writes land, after each sweep, and when the world is quiet.
-// docs/SIMULATION.md says what is modelled, what is not, how to replay a
+// docs/evidence/SIMULATION.md says what is modelled, what is not, how to replay a
 // seed, and what the simulator finds.
 package simulation

@@ -64,7 +64,7 @@ func (w *world) touched(id string) {
 // job whose only net is a dead letter no sweep settles (a foreign message
 // or fire, which the drain leaves for the operators; any, with the sweeper
 // off) is stranded: it waits in the dead-letter queue, where the alarm
-// fires, for an operator's redrive (docs/SIMULATION.md says why that is
+// fires, for an operator's redrive (docs/evidence/SIMULATION.md says why that is
 // counted, not failed, unless Options.StrictNets).
 func (w *world) checkNets() {
 	w.checkNetsOf(w.mem.All(), w.sqs.nets())

@@ -19,7 +19,7 @@ import (
 // release slots and the clients cancel. The invariant: no claim of a job
 // a pause holds lands more than pauseBound after the pause's write landed
 // (the workers read the pause set at most that long after it changes,
-// and check again after the claim; docs/OPERATIONS.md, "Pausing").
+// and check again after the claim; docs/operations/OPERATIONS.md, "Pausing").
 const pauseBound = 5 * time.Second
 
 // pauseLog is what the world saw of the pauses: each write that landed,

@@ -96,7 +96,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 		t.Fatal(err)
 	}
 	root, _ := localaws.FindRoot()
-	if err := os.WriteFile(filepath.Join(root, "docs", name+".png"), png, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "docs", "guide", name+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -4,5 +4,5 @@
 //
 // They live in the module internal/devtools, not in the library's module,
 // so that the browser driver never enters the module graph of a team that
-// requires github.com/lambdajobs/lambdajobs (see docs/MODULES.md).
+// requires github.com/lambdajobs/lambdajobs (see docs/guide/MODULES.md).
 package browser

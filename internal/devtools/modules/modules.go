@@ -1,6 +1,6 @@
 // Package modules knows this repository's Go modules: the ones go.work
 // names, and a module proxy that serves them as a release would, for the
-// tests that show what a team's module inherits (docs/MODULES.md).
+// tests that show what a team's module inherits (docs/guide/MODULES.md).
 package modules
 
 import (

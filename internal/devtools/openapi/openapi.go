@@ -1,11 +1,11 @@
-// Package openapi turns docs/openapi.yaml into the JSON document the
+// Package openapi turns docs/reference/openapi.yaml into the JSON document the
 // library's contract tests read (pkg/jobs/httpapi/testdata/openapi.json),
 // and its test keeps that copy equal to the YAML.
 //
 // The YAML is the one source: people edit it. The library's module needs
 // no YAML parser for its tests to read it, and so none enters the module
 // graph of a team that requires the library; the parser lives here, in
-// the module internal/devtools (see docs/MODULES.md). After editing the
+// the module internal/devtools (see docs/guide/MODULES.md). After editing the
 // YAML, `make openapi-json` rewrites the copy.
 package openapi
 

@@ -11,14 +11,14 @@ import (
 	"github.com/lambdajobs/lambdajobs/internal/devtools/openapi"
 )
 
-var update = flag.Bool("update", false, "rewrite pkg/jobs/httpapi/testdata/openapi.json from docs/openapi.yaml")
+var update = flag.Bool("update", false, "rewrite pkg/jobs/httpapi/testdata/openapi.json from docs/reference/openapi.yaml")
 
 const (
-	specYAML = "../../../docs/openapi.yaml"
+	specYAML = "../../../docs/reference/openapi.yaml"
 	specJSON = "../../../pkg/jobs/httpapi/testdata/openapi.json"
 )
 
-// The JSON copy the library's contract tests read is docs/openapi.yaml,
+// The JSON copy the library's contract tests read is docs/reference/openapi.yaml,
 // exactly: a change to the YAML not carried to the copy fails here (make
 // openapi-json carries it).
 func TestHTTPAPISpecIsTheYAML(t *testing.T) {
@@ -28,7 +28,7 @@ func TestHTTPAPISpecIsTheYAML(t *testing.T) {
 	}
 	want, err := openapi.JSON(raw)
 	if err != nil {
-		t.Fatalf("docs/openapi.yaml: %v", err)
+		t.Fatalf("docs/reference/openapi.yaml: %v", err)
 	}
 	if *update {
 		if err := os.WriteFile(specJSON, want, 0o644); err != nil {
@@ -40,7 +40,7 @@ func TestHTTPAPISpecIsTheYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is not docs/openapi.yaml as JSON: run make openapi-json (first difference at byte %d)", filepath.Clean(strings.TrimPrefix(specJSON, "../../../")), firstDiff(got, want))
+		t.Fatalf("%s is not docs/reference/openapi.yaml as JSON: run make openapi-json (first difference at byte %d)", filepath.Clean(strings.TrimPrefix(specJSON, "../../../")), firstDiff(got, want))
 	}
 }
 

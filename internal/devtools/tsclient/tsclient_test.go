@@ -1,7 +1,7 @@
 // Package tsclient tests the TypeScript client (clients/typescript)
 // against the real HTTP API, run in-process (apitest): it installs the
 // client's pinned packages (npm ci), generates its types from
-// docs/openapi.yaml and compiles it with tsc (npm run build), then runs
+// docs/reference/openapi.yaml and compiles it with tsc (npm run build), then runs
 // its tests with node --test, the API's URL in LAMBDAJOBS_API; and it
 // writes the types of the API's kinds with lambdajobs-kinds and
 // type-checks test/typecheck/use.ts against them.

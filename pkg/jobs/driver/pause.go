@@ -9,7 +9,7 @@ import (
 // (Lane and OwnerKey empty), every job of the lane Lane (Kind empty), or
 // the jobs of Kind whose owner's key (wire.OwnerKey) is OwnerKey. Running
 // jobs run on; a worker hands a covered job's message back unclaimed until
-// the pause ends (see docs/OPERATIONS.md, "Pausing"). A pause of Schedule
+// the pause ends (see docs/operations/OPERATIONS.md, "Pausing"). A pause of Schedule
 // instead (a declared schedule, or with OwnerKey that owner's runtime
 // schedule) covers no job: its fires are acknowledged without one.
 type Pause struct {

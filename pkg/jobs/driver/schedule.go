@@ -17,7 +17,7 @@ import (
 // job. Declare schedules with Kind.Every next to the kinds; the CDK
 // construct creates one Scheduler schedule per declaration
 // (JobsProps.Schedules: Registry.Schedules), and `make run` fires them
-// locally. See docs/SCHEDULES.md.
+// locally. See docs/guide/SCHEDULES.md.
 type Schedule struct {
 	// Name identifies the schedule: 1 to 64 letters, digits, '-', '_' or
 	// '.' (Scheduler's limit), unique in the registry.

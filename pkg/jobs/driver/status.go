@@ -3,7 +3,7 @@ package driver
 // Status is where a job is in its life: queued -> running (a claim), then
 // succeeded, failed or cancelled (the final write), or back to queued for a
 // retry; a queued job can also be cancelled. Each transition is one
-// conditional write in the [Store]; docs/STATE_MACHINE.md draws them.
+// conditional write in the [Store]; docs/reference/STATE_MACHINE.md draws them.
 type Status string
 
 // The statuses a job can have.

@@ -98,7 +98,7 @@ func jsonEqual(a, b []byte) bool {
 // an item of its own, and read once at the claim (a strongly consistent
 // read): every later write of the job costs 1 table unit whatever its
 // payload. Before payload items (the payload in the job's item, measured
-// the same way) each write rewrote it. docs/CAPACITY.md records the table
+// the same way) each write rewrote it. docs/evidence/CAPACITY.md records the table
 // this prints.
 func TestUnitsPerPayloadSize(t *testing.T) {
 	client, sqsClient := testenv.DynamoDB(t), testenv.SQS(t)
@@ -235,7 +235,7 @@ var longOwner = "arn:aws:sts::123456789012:assumed-role/" + strings.Repeat("r", 
 // DynamoDB Local's own count (the job's claim, the largest write of its
 // life before a result, costs 1 write unit at that size; a few bytes more
 // would cost 2), and holds dynamostore's package comment and
-// docs/CAPACITY.md to it.
+// docs/evidence/CAPACITY.md to it.
 func TestInlinePayloadLimit(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	ctx := context.Background()
@@ -316,7 +316,7 @@ func TestInlinePayloadLimit(t *testing.T) {
 	t.Logf("inline payload limit with a %d-character owner and a %d-character kind: %d bytes", len(longOwner), len(kind), lo)
 	for _, doc := range []struct{ path, pattern string }{
 		{"schema.go", `up to (\d+) bytes of payload`},
-		{"../../../docs/CAPACITY.md", `keeps a payload of up to \*\*(\d+)\*\* bytes in its job's item`},
+		{"../../../docs/evidence/CAPACITY.md", `keeps a payload of up to \*\*(\d+)\*\* bytes in its job's item`},
 	} {
 		b, err := os.ReadFile(doc.path)
 		if err != nil {
@@ -336,7 +336,7 @@ func TestInlinePayloadLimit(t *testing.T) {
 // TestWriteUnitsPerLargeResult measures a final write with a 10 KB result
 // (a list of uploaded objects: it compresses) and the clear of the job's
 // post-outcome steps after it, with the result in an item of its own and,
-// as before result items, in the job's item. docs/CAPACITY.md records the
+// as before result items, in the job's item. docs/evidence/CAPACITY.md records the
 // figures.
 func TestWriteUnitsPerLargeResult(t *testing.T) {
 	client := testenv.DynamoDB(t)

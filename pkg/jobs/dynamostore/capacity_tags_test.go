@@ -18,7 +18,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/dynamostore"
 )
 
-// TestWriteUnitsPerTag pins what tags cost (docs/CAPACITY.md): each tag
+// TestWriteUnitsPerTag pins what tags cost (docs/evidence/CAPACITY.md): each tag
 // one write unit, once, at creation (its index entry, which never
 // changes), and nothing at the claim or the final write: three tags of
 // the longest keep a small job's item under a kilobyte (a payload near

@@ -68,7 +68,7 @@ func (c *capacityLog) record(op string, cc *types.ConsumedCapacity) {
 // the write units one job costs over its life (create, claim, one publish,
 // finish), for a small job, for the largest job whose item still fits in
 // 1 KB, and for one whose payload goes in an item of its own.
-// docs/CAPACITY.md records the table this prints; the assertions pin the
+// docs/evidence/CAPACITY.md records the table this prints; the assertions pin the
 // figures so a change that adds a write or an index update fails here.
 func TestWriteUnitsPerJob(t *testing.T) {
 	client := testenv.DynamoDB(t)
@@ -436,7 +436,7 @@ func (c *countingAPI) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIte
 	return c.API.BatchGetItem(ctx, in, opts...)
 }
 
-// TestListingCapacity pins what listing costs (docs/CAPACITY.md): it adds
+// TestListingCapacity pins what listing costs (docs/evidence/CAPACITY.md): it adds
 // one write unit to a job's life (the owner index entry, at creation) and
 // one more to a failed or cancelled job (the attention index); a page of
 // jobs reads one unit per job it returns (plus a fraction of a unit of
@@ -539,7 +539,7 @@ func TestListingCapacity(t *testing.T) {
 // TestUnfinishedListingReadsOnlyTheUnfinished: "what is running now?"
 // answers from the owner's running jobs alone, however long its history
 // and however many jobs are queued (its own or other owners'), in one
-// request; queued jobs page at a cost bounded per page (docs/CAPACITY.md).
+// request; queued jobs page at a cost bounded per page (docs/evidence/CAPACITY.md).
 func TestUnfinishedListingReadsOnlyTheUnfinished(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	log := &capacityLog{}
@@ -905,7 +905,7 @@ func TestWriteUnitsPerHeartbeatCheckpointAndContinuation(t *testing.T) {
 	}
 }
 
-// What flow control adds per job (docs/FLOW_CONTROL.md, "Costs"): each
+// What flow control adds per job (docs/guide/FLOW_CONTROL.md, "Costs"): each
 // figure is one call on DynamoDB Local's reported consumed capacity. A
 // kind with no limit and no unique key makes none of these calls
 // (TestUnlimitedKindsMakeNoFlowCalls in package jobs).
@@ -981,7 +981,7 @@ func TestWriteUnitsPerFlowControl(t *testing.T) {
 		"token (idle bucket)": tokenIdle, "token (busy bucket)": tokenBusy,
 		"unique key taken": unique, "unique key held": duplicate, "unique key freed": unlock}
 	// DynamoDB Local reports no capacity for a write whose condition
-	// failed; AWS charges it a write unit (docs/FLOW_CONTROL.md adds it).
+	// failed; AWS charges it a write unit (docs/guide/FLOW_CONTROL.md adds it).
 	want := map[string]float64{
 		"slot taken":          1, // one write, no read (the first makes the item: + 1 on AWS, the take's failed condition)
 		"slot queued":         1, // + 1 on AWS: the take's condition fails first (the item is full)
@@ -1007,7 +1007,7 @@ func TestWriteUnitsPerFlowControl(t *testing.T) {
 // counts the outcome (same item, same write) and keeps the job in the
 // sweep index until the event is sent; DoneAfter then clears the step and
 // the index entry. A job of a kind without events pays nothing
-// (TestWriteUnitsPerJob's 11 is unchanged). docs/EVENTS.md quotes it.
+// (TestWriteUnitsPerJob's 11 is unchanged). docs/reference/EVENTS.md quotes it.
 func TestWriteUnitsPerAnnouncedJob(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	log := &capacityLog{}
@@ -1052,7 +1052,7 @@ func TestWriteUnitsPerAnnouncedJob(t *testing.T) {
 // what a job that runs after another costs beside two plain jobs: the
 // dependent's enqueue reads its parent and records itself on it, waits out
 // of the sweep index, and is counted and released by its parent's
-// post-outcome step. docs/DEPENDENCIES.md records the figures.
+// post-outcome step. docs/guide/DEPENDENCIES.md records the figures.
 func TestUnitsPerDependency(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	log := &capacityLog{}
@@ -1197,7 +1197,7 @@ func TestWriteUnitsPerCapAndWait(t *testing.T) {
 // Service.Enqueue, the SQS emulator and the worker's claim and final
 // write on DynamoDB Local, with and without message first: sent before it
 // is stored, the job never enters the sweep index (2 units less).
-// docs/CAPACITY.md records the figures.
+// docs/evidence/CAPACITY.md records the figures.
 func TestWriteUnitsPerJobSentFirst(t *testing.T) {
 	client, sqsClient := testenv.DynamoDB(t), testenv.SQS(t)
 	ctx := context.Background()

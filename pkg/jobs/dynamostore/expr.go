@@ -17,7 +17,7 @@ import (
 // worker's path that was a fifth of its CPU per job, as much as the rest of
 // the worker's own bookkeeping (BenchmarkOverhead's profile;
 // BenchmarkClaimExpression compares the two on the claim, and
-// docs/BENCHMARKS.md states it). Here every
+// docs/evidence/BENCHMARKS.md states it). Here every
 // attribute name is a placeholder (#n0, #n1, ...) and every value an
 // AttributeValue given as it is sent (:v0, :v1, ...), so no name can
 // collide with a reserved word and nothing is reflected. Conditions are

@@ -13,7 +13,7 @@ import (
 // The claim's expressions, as the store writes them (expr) and as the
 // SDK's expression.Builder would write the same update and condition: the
 // one place where a benchmark decides between the two (the worker writes
-// a claim and a final write per job; docs/BENCHMARKS.md, "Expressions").
+// a claim and a final write per job; docs/evidence/BENCHMARKS.md, "Expressions").
 //
 //	go test -run '^$' -bench ClaimExpression -benchmem ./pkg/jobs/dynamostore/
 func BenchmarkClaimExpression(b *testing.B) {

@@ -32,7 +32,7 @@ import (
 // ("n"; see TakeToken). A unique key's item holds its job ("j") and, for a
 // uniqueness for a period, when it frees itself ("u"). Each is one item:
 // its key's heat is the kind's (or the key's) rate, which
-// docs/FLOW_CONTROL.md bounds.
+// docs/guide/FLOW_CONTROL.md bounds.
 const (
 	attrHolders  = "h"
 	attrWaiters  = "w"

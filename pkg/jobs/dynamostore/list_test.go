@@ -111,7 +111,7 @@ func (q *queriedKeys) Query(ctx context.Context, in *dynamodb.QueryInput, opts .
 // its jobs from before the listing's shards are (a job of then is found,
 // failed or not); the queued and running listings and the counts, whose
 // indexes were created sharded, never query it (32 queries, not 33:
-// docs/CAPACITY.md).
+// docs/evidence/CAPACITY.md).
 func TestOnlyTheOwnerAndAttentionListingsReadTheKeyFromBeforeTheShards(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, client)

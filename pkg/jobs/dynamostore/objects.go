@@ -18,7 +18,7 @@ import (
 // an object instead of an item: a claim check. The job's item names it as
 // it names an item (attrPayloadRef, attrResultRef) and holds its size
 // (attrPayloadBytes, attrResultBytes), which is how every reader knows it
-// is an object. docs/CAPACITY.md, "Payloads of any size", has the prices
+// is an object. docs/evidence/CAPACITY.md, "Payloads of any size", has the prices
 // the threshold comes from.
 
 // DefaultObjectThreshold is Config.ObjectThreshold's default: the stored

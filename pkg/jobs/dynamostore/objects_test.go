@@ -205,7 +205,7 @@ func (c *countingDoer) Do(r *http.Request) (*http.Response, error) {
 // are S3 objects, end to end through Service.Enqueue (message first), the
 // SQS emulator and the worker on DynamoDB Local: the table's write units
 // are a small job's, and S3 adds a PUT for each part and a GET at the
-// claim. docs/CAPACITY.md records the table this prints.
+// claim. docs/evidence/CAPACITY.md records the table this prints.
 func TestUnitsAndRequestsPerObject(t *testing.T) {
 	client, sqsClient := testenv.DynamoDB(t), testenv.SQS(t)
 	owner := "arn:aws:sts::123456789012:assumed-role/ingest-pipeline-production/i-0abcdef1234567890"

@@ -20,7 +20,7 @@ import (
 // "p.<pause id>" holding its JSON, and "n" their count, so a worker reads
 // every pause in one GetItem and the set's bound is one condition. Pauses
 // are few and rarely written; reads are at most one per worker instance
-// every 5 s (docs/CAPACITY.md, "Pauses").
+// every 5 s (docs/evidence/CAPACITY.md, "Pauses").
 const (
 	attrPauseCount  = "n"
 	attrPausePrefix = "p."

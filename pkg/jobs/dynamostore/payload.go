@@ -337,7 +337,7 @@ func partOp(p driver.Part) string {
 // names it (the job's attribute of the signal, then a string): every
 // later write of the job would otherwise pay for its bytes, up to 8 of
 // them; a signal kept apart costs its item's write once and a strongly
-// consistent read at each claim (docs/CAPACITY.md). The bound is lower
+// consistent read at each claim (docs/evidence/CAPACITY.md). The bound is lower
 // than a checkpoint's because a job holds up to 8 signals and one
 // checkpoint.
 const signalInline = 256

@@ -14,7 +14,7 @@
 // the item as its claim writes it goes into an item of its own
 // (payload.go), and so do a checkpoint and a final result over 400 bytes:
 // with the longest owner and a 32-character kind, a job keeps up to 423
-// bytes of payload in its own item. docs/CAPACITY.md lists the units per
+// bytes of payload in its own item. docs/evidence/CAPACITY.md lists the units per
 // job and what each pays for. With an object tier (Config.Objects, package
 // s3objects), a payload or final result whose stored form passes 8 KiB is
 // an S3 object instead (objects.go), and the job's item holds its name and
@@ -41,7 +41,7 @@ const (
 	// the index is spread over Shards keys so one hot key cannot throttle it.
 	// A job's entry is written twice (in at creation, out at its end), so
 	// at 10,000 jobs per second each of 32 shards takes 625 write units a
-	// second (docs/CAPACITY.md). Earlier versions had 8: their entries stay
+	// second (docs/evidence/CAPACITY.md). Earlier versions had 8: their entries stay
 	// on shards 0 to 7, which every sweep reads too.
 	AttrSweepShard = "sweep_shard"
 	// AttrSweepAt is the index's sort key (a number, Unix milliseconds):
@@ -92,7 +92,7 @@ const (
 	// the other); the sort key is AttrListCreated. Each projects the kind.
 	// A job's life writes them 4 times: in QueuedIndex at creation, out of
 	// it and into RunningIndex at the claim, out at the end
-	// (docs/CAPACITY.md).
+	// (docs/evidence/CAPACITY.md).
 	QueuedIndex  = "owner_queued"
 	RunningIndex = "owner_running"
 	AttrQueued   = "uq"

@@ -489,7 +489,7 @@ func marshalItem(rec *driver.Record) (map[string]types.AttributeValue, error) {
 //
 // Mind DynamoDB's limits: at most 100 items and 4 MB per transaction, and
 // each item in a transaction costs twice the write units of a plain write
-// (docs/CAPACITY.md counts a job's).
+// (docs/evidence/CAPACITY.md counts a job's).
 func (s *Store) TransactPut(rec *driver.Record) ([]types.TransactWriteItem, error) {
 	in, at, err := s.putInput(rec)
 	if err != nil {

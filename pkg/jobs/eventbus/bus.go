@@ -1,6 +1,6 @@
 // Package eventbus publishes job events to an Amazon EventBridge event bus
 // (PutEvents, with the SDK's EventBridge client): the driver.Bus of a
-// deployment. docs/EVENTS.md describes the events.
+// deployment. docs/reference/EVENTS.md describes the events.
 package eventbus
 
 import (

@@ -42,7 +42,7 @@ func newFlowEnv(t *testing.T) *env {
 
 // An enqueue past a kind's cap on queued jobs answers 429 queue_full
 // with Retry-After and a problem that says which cap, and stores nothing;
-// the answers are those docs/openapi.yaml documents.
+// the answers are those docs/reference/openapi.yaml documents.
 func TestQueueFullIs429WithRetryAfter(t *testing.T) {
 	s := loadSpec(t)
 	e := newFlowEnv(t)

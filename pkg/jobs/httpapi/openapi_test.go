@@ -23,14 +23,14 @@ import (
 )
 
 // The contract test: every answer the handlers give in the cases below must
-// be documented in docs/openapi.yaml (status code, media type) and its body
+// be documented in docs/reference/openapi.yaml (status code, media type) and its body
 // must validate against the documented schema.
 //
 // The tests read the spec as JSON, from testdata/openapi.json: that is
-// docs/openapi.yaml converted, which internal/devtools/openapi's
+// docs/reference/openapi.yaml converted, which internal/devtools/openapi's
 // TestHTTPAPISpecIsTheYAML keeps exact (so this module needs no YAML
 // parser, and a team that requires it inherits none). After editing
-// docs/openapi.yaml, run make openapi-json.
+// docs/reference/openapi.yaml, run make openapi-json.
 
 type spec struct {
 	Paths      map[string]map[string]operation `json:"paths"`
@@ -49,7 +49,7 @@ type response struct {
 	Content map[string]map[string]any `json:"content"`
 }
 
-// specJSON is docs/openapi.yaml as JSON (see above).
+// specJSON is docs/reference/openapi.yaml as JSON (see above).
 const specJSON = "testdata/openapi.json"
 
 func loadSpec(t *testing.T) *spec {
@@ -60,7 +60,7 @@ func loadSpec(t *testing.T) *spec {
 	}
 	var s spec
 	if err := json.Unmarshal(raw, &s); err != nil {
-		t.Fatalf("%s (docs/openapi.yaml as JSON: make openapi-json writes it): %v", specJSON, err)
+		t.Fatalf("%s (docs/reference/openapi.yaml as JSON: make openapi-json writes it): %v", specJSON, err)
 	}
 	return &s
 }
@@ -451,11 +451,11 @@ func TestProblemCodesMatchTheSpec(t *testing.T) {
 	}
 	sort.Strings(documented)
 	if got := strings.Join(httpapi.ProblemCodes(), " "); got != strings.Join(documented, " ") {
-		t.Fatalf("handlers' problem codes\n  %s\nspec's (%s, from docs/openapi.yaml by make openapi-json)\n  %s", got, specJSON, strings.Join(documented, " "))
+		t.Fatalf("handlers' problem codes\n  %s\nspec's (%s, from docs/reference/openapi.yaml by make openapi-json)\n  %s", got, specJSON, strings.Join(documented, " "))
 	}
 }
 
-// docs/openapi.yaml documents exactly the descriptor's routes.
+// docs/reference/openapi.yaml documents exactly the descriptor's routes.
 func TestOpenAPIHasTheDescriptorsRoutes(t *testing.T) {
 	s := loadSpec(t)
 	want := map[string]bool{}
@@ -473,12 +473,12 @@ func TestOpenAPIHasTheDescriptorsRoutes(t *testing.T) {
 	}
 	for k := range want {
 		if !got[k] {
-			t.Errorf("%s: in the descriptor, not in docs/openapi.yaml", k)
+			t.Errorf("%s: in the descriptor, not in docs/reference/openapi.yaml", k)
 		}
 	}
 	for k := range got {
 		if !want[k] {
-			t.Errorf("%s: in docs/openapi.yaml, not in the descriptor", k)
+			t.Errorf("%s: in docs/reference/openapi.yaml, not in the descriptor", k)
 		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
-// The pause routes (see docs/OPERATIONS.md, "Pausing"): a caller pauses
+// The pause routes (see docs/operations/OPERATIONS.md, "Pausing"): a caller pauses
 // and resumes its own jobs of a kind at /v1/pauses; an operator pauses a
 // kind, a lane or an owner's jobs of a kind at /v1/admin/pauses. Both list
 // the pauses in force (a caller, those that hold its jobs).

@@ -13,7 +13,7 @@ import (
 )
 
 // POST /v1/jobs with "after", and POST /v1/jobs/{id}/replay: what they
-// answer, each checked against docs/openapi.yaml.
+// answer, each checked against docs/reference/openapi.yaml.
 func TestAfterAndReplayAnswersMatchOpenAPI(t *testing.T) {
 	s := loadSpec(t)
 	e := newEnv(t)

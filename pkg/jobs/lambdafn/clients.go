@@ -26,7 +26,7 @@ import (
 // with JOBS_EVENT_BUS). TestEachRoleBuildsOnlyItsClients counts them.
 // Each is the SDK's client of its service; a bootstrap that imports an SDK
 // client's package runs its schemas' initialisation at every start, used
-// or not (docs/BENCHMARKS.md, section 4, measures what that costs).
+// or not (docs/evidence/BENCHMARKS.md, section 4, measures what that costs).
 
 // clients holds the AWS clients of one function, each built once.
 type clients struct {

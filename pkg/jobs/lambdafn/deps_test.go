@@ -20,7 +20,7 @@ import (
 
 // A bootstrap whose main passes no tracing links nothing of OpenTelemetry
 // (nor protobuf, its exporters' encoding): what keeps the functions small
-// and quick to start (docs/BENCHMARKS.md, "Cold start"). Checked on the
+// and quick to start (docs/evidence/BENCHMARKS.md, "Cold start"). Checked on the
 // packages (lambdafn and jobs link none) and on this repository's seven
 // mains built as a team's main that passes none (the tag
 // lambdajobs.notracing, as make build NOTRACING=1 and the bench build

@@ -13,7 +13,7 @@
 //	}
 //
 // The environment each function reads (its defaults, and which the CDK
-// construct sets) is docs/CONFIGURATION.md, rendered from the deployment's
+// construct sets) is docs/reference/CONFIGURATION.md, rendered from the deployment's
 // descriptor (internal/deploy). The AWS configuration is the one Lambda's
 // environment gives (AWS_REGION, the role's credentials; see awsenv.go);
 // AWS_ENDPOINT_URL_DYNAMODB, _SQS and _SCHEDULER point the SDK at local
@@ -74,7 +74,7 @@ type Config struct {
 	DispatchGrace time.Duration
 	Retention     time.Duration
 	// MessageFirst is jobs.Config.MessageFirst (JOBS_MESSAGE_FIRST=on; off
-	// by default), of every function that sends: docs/DEPLOY.md says how a
+	// by default), of every function that sends: docs/operations/DEPLOY.md says how a
 	// deployment turns it on.
 	MessageFirst bool
 	Concurrency  int

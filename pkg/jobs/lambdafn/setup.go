@@ -7,7 +7,7 @@ import (
 )
 
 // The set-up breakdown: how long each step of a function's start took, for
-// the cold-start measurements in docs/BENCHMARKS.md and for an operator
+// the cold-start measurements in docs/evidence/BENCHMARKS.md and for an operator
 // who wants to know where an init went. Serve logs it once per process, at
 // DEBUG, as the line "function set up":
 //

@@ -12,7 +12,7 @@ import (
 )
 
 // Build times each step of a function's set-up, and Serve logs the
-// breakdown once at DEBUG (the cold-start breakdown of docs/BENCHMARKS.md):
+// breakdown once at DEBUG (the cold-start breakdown of docs/evidence/BENCHMARKS.md):
 // nothing at INFO.
 func TestSetupBreakdownIsLoggedAtDebug(t *testing.T) {
 	t.Parallel()

@@ -40,7 +40,7 @@ type Tracing interface {
 // no Opts.Tracing: never run untraced when tracing was asked for.
 var errNoTracing = fmt.Errorf(`%s=on, but this function's main passes no tracing: `+
 	`give lambdafn.Opts{Tracing: tracing.XRay()} (package pkg/jobs/lambdafn/tracing) or otlp.HTTP() (pkg/jobs/lambdafn/tracing/otlp) `+
-	`to lambdafn.Serve (docs/OPERATIONS.md, "Tracing"), or turn tracing off`, deploy.EnvTracing.Name)
+	`to lambdafn.Serve (docs/operations/OPERATIONS.md, "Tracing"), or turn tracing off`, deploy.EnvTracing.Name)
 
 // startTracing starts the function's tracing when JOBS_TRACING is on (nil
 // when it is off).

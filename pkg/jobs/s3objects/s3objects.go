@@ -13,7 +13,7 @@
 // tags an object with the first N that covers how long its part must
 // last; Keep copies it onto itself with a later one (a copy resets the
 // age S3 counts from). The metadata "lj-until" says until when, for Get.
-// docs/CAPACITY.md has the prices; docs/SECURITY.md the bucket's policy.
+// docs/evidence/CAPACITY.md has the prices; docs/operations/SECURITY.md the bucket's policy.
 package s3objects
 
 import (

@@ -65,7 +65,7 @@ func DefaultSpec(workerTimeout time.Duration) Spec {
 // Lambda timeout whose event source waits up to batchWindow to fill a
 // batch: a received message is invisible for that wait too, so the
 // visibility timeout is twice the worker timeout plus the window. Its
-// visibility timeout is the dead-worker bound (docs/RELIABILITY.md).
+// visibility timeout is the dead-worker bound (docs/evidence/RELIABILITY.md).
 func SpecFor(workerTimeout, batchWindow time.Duration) Spec {
 	return Spec{
 		VisibilityTimeout: minVisibilityFactor*workerTimeout + batchWindow,
