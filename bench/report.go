@@ -126,7 +126,7 @@ type overheadResult struct {
 const overheadAim = 1.15
 
 // baseline is the API-enqueued job's cost as this report last measured it
-// before the smaller bootstraps (CHANGELOG, "smaller bootstraps"), which
+// before the smaller bootstraps (commit 3d5e10a and the ones after it), which
 // the cost section itemises against.
 var baseline = struct {
 	date, commit     string
