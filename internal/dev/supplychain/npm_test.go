@@ -91,12 +91,13 @@ func (l lockfile) problems() []string {
 	return out
 }
 
-// No package in the tools' lockfiles has an install script, so ignoring
+// No package in the lockfiles (the tools', the TypeScript client's, the
+// MCP client test's) has an install script, so ignoring
 // scripts skips nothing the tools need; each is pinned by its hash.
 func TestLockedPackagesHaveNoInstallScripts(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
-	for _, f := range []string{"_tools/package-lock.json", "infra/_tools/package-lock.json"} {
+	for _, f := range []string{"_tools/package-lock.json", "infra/_tools/package-lock.json", "clients/typescript/package-lock.json", "internal/devtools/mcpserver/nodeclient/package-lock.json"} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)

@@ -24,15 +24,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lambdajobs/lambdajobs/internal/deploy"
 	"github.com/lambdajobs/lambdajobs/internal/dev/apiclient"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 )
 
 // kind is a kind as GET /v1/kinds shows it, as far as the tools use it.
@@ -89,6 +92,28 @@ func New(ctx context.Context, api *apiclient.Client, version string) (*mcp.Serve
 		func(ctx context.Context, in jobRef) (*apiclient.Response, error) {
 			return api.Send(ctx, apiclient.Request{Route: deploy.RouteGetJob, Params: map[string]string{"id": in.ID}})
 		})
+	addTool(s, "wait_job", "Wait for a job of the caller's to change (its status, result or partial result, failure code, or what it waits for) "+
+		"and answer it as it then is: at once when it has ended, else at its next change or after seconds (1 to 20; 20 when left out). "+
+		"Call it again to follow a job to its end without polling get_job.",
+		func(ctx context.Context, in waitArgs) (*apiclient.Response, error) {
+			params := map[string]string{"id": in.ID}
+			read, err := api.Send(ctx, apiclient.Request{Route: deploy.RouteGetJob, Params: params})
+			if err != nil || read.Status != http.StatusOK || ended(read.Body) {
+				return read, err
+			}
+			seconds := in.Seconds
+			if seconds == 0 {
+				seconds = int(jobs.MaxWait / time.Second)
+			}
+			waited, err := api.Send(ctx, apiclient.Request{Route: deploy.RouteWaitJob, Params: params,
+				Query: url.Values{"timeout": {strconv.Itoa(seconds)}}, Header: map[string]string{"If-None-Match": read.Header.Get("ETag")}})
+			if err != nil || waited.Status == http.StatusTooManyRequests || waited.Status >= 500 {
+				// The wait was refused (too many open, or every wait
+				// instance busy): the job as read.
+				return read, nil
+			}
+			return waited, nil
+		})
 	addTool(s, "list_jobs", "The caller's jobs, newest first, one page at a time; filter by status and kind.",
 		func(ctx context.Context, in listArgs) (*apiclient.Response, error) {
 			q := url.Values{}
@@ -129,6 +154,20 @@ type jobRef struct {
 	ID string `json:"id" jsonschema:"the job's id"`
 }
 
+type waitArgs struct {
+	ID      string `json:"id" jsonschema:"the job's id"`
+	Seconds int    `json:"seconds,omitempty" jsonschema:"how long to wait at most: 1 to 20 (20 when left out)"`
+}
+
+// ended reports whether a job's JSON shows it ended.
+func ended(job []byte) bool {
+	var v struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(job, &v)
+	return v.Status == "succeeded" || v.Status == "failed" || v.Status == "cancelled"
+}
+
 type listArgs struct {
 	Status    string `json:"status,omitempty" jsonschema:"only jobs with this status: queued, running, succeeded, failed or cancelled"`
 	Kind      string `json:"kind,omitempty" jsonschema:"only jobs of this kind"`
@@ -145,7 +184,7 @@ type signalArgs struct {
 // addTool adds the tool name, whose arguments decode into In, answered
 // with what call gets from the API.
 func addTool[In any](s *mcp.Server, name, description string, call func(context.Context, In) (*apiclient.Response, error)) {
-	hints := &mcp.ToolAnnotations{ReadOnlyHint: strings.HasPrefix(name, "get_") || strings.HasPrefix(name, "list_") || strings.HasPrefix(name, "count_")}
+	hints := &mcp.ToolAnnotations{ReadOnlyHint: strings.HasPrefix(name, "get_") || strings.HasPrefix(name, "list_") || strings.HasPrefix(name, "count_") || strings.HasPrefix(name, "wait_")}
 	if name == "cancel_job" {
 		yes := true
 		hints.DestructiveHint = &yes

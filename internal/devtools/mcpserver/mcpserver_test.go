@@ -7,8 +7,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -88,8 +92,8 @@ func TestToolsAreTheKindsAndTheJobCalls(t *testing.T) {
 		tools[tool.Name] = tool
 		names = append(names, tool.Name)
 	}
-	want := "enqueue_approve enqueue_greet enqueue_shout.word get_job list_jobs count_jobs cancel_job retry_job signal_job"
-	if got := strings.Join(names, " "); len(names) != 9 || strings.Contains(got, "cleanup") {
+	want := "enqueue_approve enqueue_greet enqueue_shout.word get_job wait_job list_jobs count_jobs cancel_job retry_job signal_job"
+	if got := strings.Join(names, " "); len(names) != len(strings.Fields(want)) || strings.Contains(got, "cleanup") {
 		t.Fatalf("tools %s, want %s", got, want)
 	}
 	for _, name := range strings.Fields(want) {
@@ -144,6 +148,46 @@ func TestAnAgentEnqueuesAndFollowsAJob(t *testing.T) {
 	work()
 	if got, _ := call(t, cs, "get_job", map[string]any{"id": job.ID}); !strings.Contains(got, `"result":"HEY"`) {
 		t.Fatalf("get_job of the word: %s", got)
+	}
+}
+
+// wait_job answers a job at its next change, not at its timeout, and an
+// ended job at once.
+func TestWaitJobAnswersAtTheChange(t *testing.T) {
+	url, work := api(t)
+	cs := session(t, url, "wes")
+	text, isErr := call(t, cs, "enqueue_approve", map[string]any{})
+	var job struct {
+		ID string `json:"id"`
+	}
+	if isErr || json.Unmarshal([]byte(text), &job) != nil {
+		t.Fatalf("enqueue_approve: %s", text)
+	}
+	work() // it parks, waiting for its signal
+	if got, _ := call(t, cs, "get_job", map[string]any{"id": job.ID}); !strings.Contains(got, `"waiting_on":"signal"`) {
+		t.Fatalf("the job does not wait for its signal: %s", got)
+	}
+	start := time.Now()
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		call(t, cs, "signal_job", map[string]any{"id": job.ID, "name": "approval", "payload": true})
+		work()
+	}()
+	got, isErr := call(t, cs, "wait_job", map[string]any{"id": job.ID, "seconds": 15})
+	if took := time.Since(start); isErr || strings.Contains(got, `"waiting_on":"signal"`) || took < 500*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("wait_job answered after %v: %s; want the job changed, soon after the signal at 0.5 s", took, got)
+	}
+	for !strings.Contains(got, `"status":"succeeded"`) {
+		if got, isErr = call(t, cs, "wait_job", map[string]any{"id": job.ID, "seconds": 5}); isErr {
+			t.Fatalf("wait_job: %s", got)
+		}
+	}
+	start = time.Now()
+	if got, _ := call(t, cs, "wait_job", map[string]any{"id": job.ID}); !strings.Contains(got, `"status":"succeeded"`) || time.Since(start) > time.Second {
+		t.Fatalf("wait_job of an ended job answered after %v: %s", time.Since(start), got)
+	}
+	if got, isErr := call(t, cs, "wait_job", map[string]any{"id": job.ID + "x"}); !isErr || !strings.Contains(got, "404") {
+		t.Fatalf("wait_job of no job: %s", got)
 	}
 }
 
@@ -254,7 +298,7 @@ func TestStreamableHTTPAnswersThisMachineOnly(t *testing.T) {
 	}
 	defer cs.Close()
 	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil || len(res.Tools) != 9 {
+	if err != nil || len(res.Tools) != 10 {
 		t.Fatalf("tools over HTTP: %v %v", res, err)
 	}
 	if _, err := mcpserver.Handler(s, "0.0.0.0:8090"); err == nil {
@@ -265,5 +309,47 @@ func TestStreamableHTTPAnswersThisMachineOnly(t *testing.T) {
 	env = cli.Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }}
 	if code := mcpserver.Main(context.Background(), []string{"-api", url, "http", "0.0.0.0:0"}, env); code != 1 || !strings.Contains(stderr.String(), "not a loopback address") {
 		t.Fatalf("ljob-mcp http 0.0.0.0:0: exit %d, %s", code, stderr.String())
+	}
+}
+
+// An MCP client no one here wrote, @modelcontextprotocol/sdk's (pinned in
+// nodeclient/package.json), runs ljob-mcp over stdio against the API:
+// it lists one tool per enqueueable kind, runs a job through its tool to
+// its end with wait_job, gets a tool error for a bad payload, and sees
+// no secret in any output (nodeclient/client.test.mjs).
+func TestAnMCPClientNoOneHereWrote(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatal("node is not installed: make deps checks for Node.js 20")
+	}
+	bin := filepath.Join(t.TempDir(), "ljob-mcp")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/ljob-mcp")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir, err := filepath.Abs("nodeclient")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(env []string, name string, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	node(nil, "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error")
+	a := apitest.Start(t)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.WorkUntil(ctx) }()
+	defer func() { stop(); <-done }()
+	out := node([]string{"LJOB_MCP=" + bin, "LAMBDAJOBS_API=" + a.URL, "SECRET=" + secret}, "node", "--test", "client.test.mjs")
+	if !strings.Contains(out, "# pass 1") || !strings.Contains(out, "# fail 0") {
+		t.Fatalf("node --test:\n%s", out)
 	}
 }
