@@ -54,75 +54,26 @@ func TestStopsOnASignalHoweverStarted(t *testing.T) {
 		{name: "go run, SIGTERM", argv: []string{"go", "run", pkg}, sig: syscall.SIGTERM, wantLog: []string{"go.dev/issue/40467", "stopped\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ports := map[string]int{}
-			for _, name := range []string{"JOBS_LOCAL_DYNAMODB_PORT", "JOBS_LOCAL_SQS_PORT", "api", "dashboard"} {
-				p, err := localaws.FreePort()
-				if err != nil {
-					t.Fatal(err)
-				}
-				ports[name] = p
-			}
-			logPath := filepath.Join(t.TempDir(), "log")
-			script := exec.Command("sh", "-c", `"$@" >"$LOG" 2>&1 & echo "$!"; wait "$!"; echo "$?"`, "sh")
-			script.Args = append(script.Args, tc.argv...)
-			script.Dir = dir
-			script.Env = append(os.Environ(), "LOG="+logPath,
-				"JOBS_LOCAL_API_ADDR=127.0.0.1:"+strconv.Itoa(ports["api"]),
-				"JOBS_LOCAL_DASHBOARD_ADDR=127.0.0.1:"+strconv.Itoa(ports["dashboard"]),
-				"JOBS_LOCAL_DYNAMODB_PORT="+strconv.Itoa(ports["JOBS_LOCAL_DYNAMODB_PORT"]),
-				"JOBS_LOCAL_SQS_PORT="+strconv.Itoa(ports["JOBS_LOCAL_SQS_PORT"]),
-				"JOBS_LOCAL_SWEEP_EVERY=0s")
-			script.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			out, err := script.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := script.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				localaws.KillTree(script.Process.Pid)
-				_ = script.Wait()
-				if t.Failed() {
-					b, _ := os.ReadFile(logPath)
-					t.Logf("its output:\n%s", b)
-				}
-			})
-			lines := make(chan string, 2)
-			go func() {
-				sc := bufio.NewScanner(out)
-				for sc.Scan() {
-					lines <- sc.Text()
-				}
-				close(lines)
-			}()
-			pid, err := strconv.Atoi(<-lines)
-			if err != nil {
-				t.Fatalf("the script's $!: %v", err)
-			}
-
-			// What it started, once it runs (or, for a signal during the
-			// start, once its first emulator runs).
+			// A port picked free may be taken before it is bound (by an
+			// outgoing connection of another test, from the same
+			// ephemeral range): such a start is tried again on others.
+			var ports map[string]int
+			var pid int
+			var lines chan string
 			var started []int
-			deadline := time.Now().Add(4 * time.Minute)
-			for {
-				started = descendants(pid)
-				if tc.starting && slices.ContainsFunc(started, func(p int) bool { return comm(p) == "java" }) {
+			var logPath string
+			for try := 1; ; try++ {
+				var busy bool
+				ports, pid, lines, started, logPath, busy = launch(t, dir, tc.argv, tc.starting)
+				if !busy {
 					break
 				}
-				if b, _ := os.ReadFile(logPath); !tc.starting && strings.Contains(string(b), "lambdajobs is running") {
-					break
+				if try == 3 {
+					t.Fatal("its ports were taken before it bound them, three times")
 				}
-				select {
-				case status := <-lines:
-					t.Fatalf("exited (%s) before it was ready", status)
-				default:
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("not started after 4 minutes")
-				}
-				time.Sleep(100 * time.Millisecond)
+				t.Logf("a port was taken before it was bound: again on others")
 			}
+			deadline := time.Now().Add(4 * time.Minute)
 			if !tc.starting {
 				// A job runs while the signal comes (its bootstrap starts
 				// at the first invoke).
@@ -203,6 +154,89 @@ func TestStopsOnASignalHoweverStarted(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// launch starts the script on free ports and waits until lambdajobs-local
+// runs (starting: until its first emulator does). It answers the ports,
+// the pid the script started, the script's output lines, what it started
+// and its log; busy when it exited because a port was taken before it
+// bound it (the caller tries again).
+func launch(t *testing.T, dir string, argv []string, starting bool) (map[string]int, int, chan string, []int, string, bool) {
+	t.Helper()
+	ports := map[string]int{}
+	for _, name := range []string{"JOBS_LOCAL_DYNAMODB_PORT", "JOBS_LOCAL_SQS_PORT", "api", "dashboard"} {
+		p, err := localaws.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[name] = p
+	}
+	logPath := filepath.Join(t.TempDir(), "log")
+	script := exec.Command("sh", "-c", `"$@" >"$LOG" 2>&1 & echo "$!"; wait "$!"; echo "$?"`, "sh")
+	script.Args = append(script.Args, argv...)
+	script.Dir = dir
+	script.Env = append(os.Environ(), "LOG="+logPath,
+		"JOBS_LOCAL_API_ADDR=127.0.0.1:"+strconv.Itoa(ports["api"]),
+		"JOBS_LOCAL_DASHBOARD_ADDR=127.0.0.1:"+strconv.Itoa(ports["dashboard"]),
+		"JOBS_LOCAL_DYNAMODB_PORT="+strconv.Itoa(ports["JOBS_LOCAL_DYNAMODB_PORT"]),
+		"JOBS_LOCAL_SQS_PORT="+strconv.Itoa(ports["JOBS_LOCAL_SQS_PORT"]),
+		"JOBS_LOCAL_SWEEP_EVERY=0s")
+	script.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := script.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := script.Start(); err != nil {
+		t.Fatal(err)
+	}
+	busy := false
+	t.Cleanup(func() {
+		localaws.KillTree(script.Process.Pid)
+		_ = script.Wait()
+		if t.Failed() && !busy {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("its output:\n%s", b)
+		}
+	})
+	lines := make(chan string, 2)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	pid, err := strconv.Atoi(<-lines)
+	if err != nil {
+		t.Fatalf("the script's $!: %v", err)
+	}
+	// What it started, once it runs (or, for a signal during the start,
+	// once its first emulator runs).
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		started := descendants(pid)
+		if starting && slices.ContainsFunc(started, func(p int) bool { return comm(p) == "java" }) {
+			return ports, pid, lines, started, logPath, false
+		}
+		b, _ := os.ReadFile(logPath)
+		if !starting && strings.Contains(string(b), "lambdajobs is running") {
+			return ports, pid, lines, started, logPath, false
+		}
+		select {
+		case status := <-lines:
+			if b, _ := os.ReadFile(logPath); strings.Contains(string(b), "address already in use") {
+				busy = true
+				localaws.KillTree(script.Process.Pid)
+				return nil, 0, nil, nil, "", true
+			}
+			t.Fatalf("exited (%s) before it was ready", status)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not started after 4 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
