@@ -179,6 +179,7 @@ func NewClient(cfg Config) (*Client, error) {
 		messageFirst: cfg.MessageFirst, pauses: pausesOf(cfg.Store), links: linkerOf(cfg.Store), stager: stagerOf(cfg.Store),
 		maxPart: maxPartOf(cfg.Store)})
 	eng.signaller, _ = cfg.Store.(driver.Signaller)
+	eng.many, _ = cfg.Store.(driver.ManyGetter)
 	svc, err := newService(cfg, eng)
 	if err != nil {
 		return nil, err

@@ -57,6 +57,9 @@ type engine struct {
 	// signaller stores signals (driver.Signaller; nil: the store keeps
 	// none, and no kind declares any).
 	signaller driver.Signaller
+	// many reads several jobs at once (driver.ManyGetter; nil: the
+	// store cannot, and they are read one by one).
+	many driver.ManyGetter
 	// maxPart is the largest payload or result the store keeps, when it
 	// says (driver.ObjectKeeper; 0: it does not).
 	maxPart int

@@ -1,12 +1,14 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/lambdajobs/lambdajobs/internal/wire"
@@ -293,6 +295,74 @@ func (e *engine) readJob(ctx context.Context, id string) (*driver.Record, error)
 		}
 	}
 	return child, nil
+}
+
+// readJobs reads the jobs ids with their results, as readJob reads each:
+// in requests of many (driver.ManyGetter: dynamostore's BatchGetItem,
+// 100 a request) when the store can, else one by one, 16 at a time. A job
+// that is not stored is absent from the answer.
+func (e *engine) readJobs(ctx context.Context, ids []string) (map[string]*driver.Record, error) {
+	var out map[string]*driver.Record
+	var mu sync.Mutex
+	each := func(f func(id string) error) error {
+		var first error
+		sem := make(chan struct{}, 16)
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if err := f(id); err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return first
+	}
+	if e.many != nil {
+		recs, err := e.many.GetMany(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		out = recs
+	} else {
+		out = map[string]*driver.Record{}
+		err := each(func(id string) error {
+			rec, err := e.store.Get(ctx, id)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				return nil
+			case err != nil:
+				return err
+			}
+			mu.Lock()
+			out[id] = rec
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	// Results kept apart are read one by one.
+	err := each(func(id string) error {
+		mu.Lock()
+		rec := out[id]
+		mu.Unlock()
+		if rec == nil || rec.Status != StatusSucceeded || rec.ResultRef == "" || rec.Result != nil {
+			return nil
+		}
+		result, _, err := e.store.ReadPart(ctx, rec, driver.PartResult)
+		rec.Result = result
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // afterParent sends the parent of an awaited child its signal (Invoke).

@@ -38,9 +38,9 @@ type runHandle struct {
 	// (Invoke).
 	readChild func(ctx context.Context, name string) (*driver.Record, error)
 	// fanOut creates (build nil: reads) the batch of a Map's wave by its
-	// key, and readJob reads a job with its result (Map).
-	fanOut  func(ctx context.Context, key string, build func(svc *Service, parentID string) (BatchRequest, error)) (*driver.Batch, error)
-	readJob func(ctx context.Context, id string) (*driver.Record, error)
+	// key, and readJobs reads jobs with their results (Map).
+	fanOut   func(ctx context.Context, key string, build func(svc *Service, parentID string) (BatchRequest, error)) (*driver.Batch, error)
+	readJobs func(ctx context.Context, ids []string) (map[string]*driver.Record, error)
 	// resume is the job's last stored checkpoint, opened (JSON); nil when
 	// it has none.
 	resume []byte

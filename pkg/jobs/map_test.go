@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdajobs/lambdajobs/internal/message"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
+	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/jobstest"
 )
 
@@ -195,5 +197,78 @@ func TestMapRefusesBadCalls(t *testing.T) {
 	}
 	if _, err := jobs.Map[jobs.NoResult](ctx, job, "m", make([]jobs.Call, 101), 1); err == nil {
 		t.Error("Map took 101 waves")
+	}
+}
+
+// readCountingStore counts the reads of a MemStore (every other method, the
+// optional interfaces included, is the MemStore's).
+type readCountingStore struct {
+	*jobstest.MemStore
+	mu             sync.Mutex
+	gets           map[string]int
+	manyCalls, ids int
+}
+
+func (s *readCountingStore) Get(ctx context.Context, id string) (*driver.Record, error) {
+	s.mu.Lock()
+	s.gets[id]++
+	s.mu.Unlock()
+	return s.MemStore.Get(ctx, id)
+}
+
+func (s *readCountingStore) GetMany(ctx context.Context, ids []string) (map[string]*driver.Record, error) {
+	s.mu.Lock()
+	s.manyCalls++
+	s.ids += len(ids)
+	s.mu.Unlock()
+	return s.MemStore.GetMany(ctx, ids)
+}
+
+// A Map's answer reads its children together (driver.ManyGetter: one
+// BatchGetItem per 100 on DynamoDB), not one Get each.
+func TestMapReadsItsChildrenTogether(t *testing.T) {
+	ctx := context.Background()
+	mem := jobstest.NewMemStore(nil)
+	st := &readCountingStore{MemStore: mem, gets: map[string]int{}}
+	sealer, err := jobs.NewAESSealer(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newEngineRig(t, mem, st, jobs.Config{Sealer: sealer}, func(reg *jobs.Registry) {
+		quote := jobs.MustRegister(reg, "quote", func(_ context.Context, job *jobs.Job[quotePayload]) (jobs.JSON[quoteV], error) {
+			return jobs.JSON[quoteV]{V: quoteV{Item: job.Payload.Item, Cents: len(job.Payload.Item)}}, nil
+		}, nil)
+		jobs.MustRegister(reg, "basket", func(ctx context.Context, job *jobs.Job[basketIn]) (jobs.JSON[basketOut], error) {
+			calls := make([]jobs.Call, job.Payload.Items)
+			for i := range calls {
+				calls[i] = quote.Call(quotePayload{Item: strings.Repeat("x", i+1)}, nil)
+			}
+			quotes, err := jobs.Map[quoteV](ctx, job, "quotes", calls, 0)
+			var out basketOut
+			for _, q := range quotes {
+				out.Total += q.Cents
+			}
+			return jobs.JSON[basketOut]{V: out}, err
+		}, nil)
+	})
+	id := r.enqueue(t, "basket", `{"items":120}`)
+	for ran := 0; ran < len(r.queue.Sent()); ran++ {
+		if resp, err := r.worker.HandleSQS(ctx, sqsEvent(message.Encode(r.queue.Sent()[ran]))); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("message %d: %v %v", ran, resp, err)
+		}
+	}
+	if got := r.get(t, id); got.Status != jobs.StatusSucceeded || string(got.Result) != `{"total":7260}` {
+		t.Fatalf("the basket: %s %s %s\n%s", got.Status, got.ErrorCode, got.Result, r.log())
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	childGets := 0
+	for gid, n := range st.gets {
+		if rec, err := mem.Get(ctx, gid); err == nil && rec.Kind == "quote" {
+			childGets += n
+		}
+	}
+	if st.manyCalls == 0 || st.ids < 120 || childGets > 120 {
+		t.Fatalf("the answer read the children with %d GetMany calls (%d ids) and %d Gets; want them read together", st.manyCalls, st.ids, childGets)
 	}
 }

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,7 +122,7 @@ func Map[R, P any](ctx context.Context, job *Job[P], name string, calls []Call, 
 			return nil, fmt.Errorf("jobs: map %q: the job waits for %d children already, and %d more passes the most it may (%d)", name, n, waves, maxChildWaits)
 		}
 	}
-	if h.fanOut == nil || h.readJob == nil || h.checkpoint == nil {
+	if h.fanOut == nil || h.readJobs == nil || h.checkpoint == nil {
 		return nil, errNotAWorkersJob
 	}
 	now := h.clock()
@@ -265,44 +266,33 @@ func mapAnswer[R any](ctx context.Context, h *runHandle, name string, batches []
 			places = append(places, place{w, j})
 		}
 	}
+	recs, err := h.readJobs(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: map %q: its children: %w", name, err), false
+	}
 	var waiting bool
 	out := make([]R, len(ids))
 	failed := make([]error, len(ids))
-	var mu sync.Mutex
 	var first error
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
 	for j, id := range ids {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			rec, err := h.readJob(ctx, id)
-			switch {
-			case errors.Is(err, ErrNotFound) && batches[places[j].wave].Status.Final():
-				failed[j], err = &ChildError{ID: id, Status: StatusCancelled}, nil
-			case err == nil && !rec.Status.Final():
-				mu.Lock()
-				waiting = true
-				mu.Unlock()
-			case err == nil && rec.Status == StatusSucceeded:
-				if len(rec.Result) > 0 {
-					err = json.Unmarshal(rec.Result, &out[j])
+		rec, ok := recs[id]
+		switch {
+		case !ok && batches[places[j].wave].Status.Final():
+			failed[j] = &ChildError{ID: id, Status: StatusCancelled}
+		case !ok:
+			first = cmp.Or(first, fmt.Errorf("jobs: map %q: child %s: %w", name, id, ErrNotFound))
+		case !rec.Status.Final():
+			waiting = true
+		case rec.Status == StatusSucceeded:
+			if len(rec.Result) > 0 {
+				if err := json.Unmarshal(rec.Result, &out[j]); err != nil {
+					first = cmp.Or(first, fmt.Errorf("jobs: map %q: child %s: %w", name, id, err))
 				}
-			case err == nil:
-				failed[j] = &ChildError{ID: rec.ID, Kind: rec.Kind, Status: rec.Status, Code: rec.ErrorCode}
 			}
-			if err != nil {
-				mu.Lock()
-				if first == nil {
-					first = fmt.Errorf("jobs: map %q: child %s: %w", name, id, err)
-				}
-				mu.Unlock()
-			}
-		}()
+		default:
+			failed[j] = &ChildError{ID: rec.ID, Kind: rec.Kind, Status: rec.Status, Code: rec.ErrorCode}
+		}
 	}
-	wg.Wait()
 	switch {
 	case first != nil:
 		return nil, first, false

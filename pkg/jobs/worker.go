@@ -989,7 +989,9 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 		h.fanOut = func(cctx context.Context, key string, build func(*Service, string) (BatchRequest, error)) (*driver.Batch, error) {
 			return w.children.enqueueMapWave(cctx, rec, key, build)
 		}
-		h.readJob = func(cctx context.Context, id string) (*driver.Record, error) { return w.eng.readJob(cctx, id) }
+		h.readJobs = func(cctx context.Context, ids []string) (map[string]*driver.Record, error) {
+			return w.eng.readJobs(cctx, ids)
+		}
 	}
 	if k.heartbeat > 0 {
 		h.heartbeat = func(pctx context.Context) error {

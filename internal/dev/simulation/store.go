@@ -22,6 +22,7 @@ var (
 	_ driver.WaiterPopper = (*gatedStore)(nil)
 	_ driver.PauseStore   = (*gatedStore)(nil)
 	_ driver.ResultStager = (*gatedStore)(nil)
+	_ driver.ManyGetter   = (*gatedStore)(nil)
 )
 
 // finish is Finish, with the planted defect when the world has one: every

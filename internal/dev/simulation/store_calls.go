@@ -30,6 +30,15 @@ func (s *gatedStore) Get(ctx context.Context, id string) (*driver.Record, error)
 	return r0, err
 }
 
+func (s *gatedStore) GetMany(ctx context.Context, ids []string) (map[string]*driver.Record, error) {
+	var r0 map[string]*driver.Record
+	err := s.a.do(ctx, "GetMany", "", func() (err error) {
+		r0, err = s.st.GetMany(ctx, ids)
+		return err
+	})
+	return r0, err
+}
+
 func (s *gatedStore) Claim(ctx context.Context, id string, c driver.Claim) (*driver.Record, error) {
 	var r0 *driver.Record
 	err := s.a.do(ctx, "Claim", id, func() (err error) {

@@ -287,6 +287,15 @@ type KindCounts struct {
 	Waiting int `json:"waiting"`
 }
 
+// ManyGetter is implemented by a Store that reads several jobs in one
+// request (dynamostore: BatchGetItem, 100 a request, strongly
+// consistent): a Map's answer reads its children through it. A job that
+// is not stored is absent from the answer. jobstest.RunStoreTests checks
+// it when a store has it.
+type ManyGetter interface {
+	GetMany(ctx context.Context, ids []string) (map[string]*Record, error)
+}
+
 // QueueCounter is implemented by a Store that counts queued jobs, for the
 // caps on them (KindOpts.MaxQueued and MaxQueuedPerOwner): jobs.NewClient
 // refuses a registry with a capped kind over a store without it.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -113,7 +114,7 @@ func (s *Store) List(ctx context.Context, q driver.ListQuery) (driver.ListPage, 
 		for i, e := range entries {
 			ids[i] = e.id
 		}
-		recs, err := s.getMany(ctx, ids)
+		recs, err := s.getMany(ctx, ids, "list_get")
 		if err != nil {
 			return driver.ListPage{}, err
 		}
@@ -512,9 +513,22 @@ func (p *partition) readTo() position {
 	return position{created: lc.Value, id: id.Value}
 }
 
+// GetMany reads jobs by id (driver.ManyGetter): getMany, without the
+// jobs past their expiry that TTL has not removed yet, as Get.
+func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*driver.Record, error) {
+	recs, err := s.getMany(ctx, ids, "get_many")
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	maps.DeleteFunc(recs, func(_ string, r *driver.Record) bool { return r.Expired(now) })
+	return recs, nil
+}
+
 // getMany reads jobs by id (BatchGetItem, strongly consistent: 1 read unit
-// per job up to 4 KB), retrying what DynamoDB leaves unprocessed.
-func (s *Store) getMany(ctx context.Context, ids []string) (map[string]*driver.Record, error) {
+// per job up to 4 KB), retrying what DynamoDB leaves unprocessed; op names
+// the reads in the capacity reports.
+func (s *Store) getMany(ctx context.Context, ids []string, op string) (map[string]*driver.Record, error) {
 	out := map[string]*driver.Record{}
 	if len(ids) == 0 {
 		return out, nil
@@ -540,7 +554,7 @@ func (s *Store) getMany(ctx context.Context, ids []string) (map[string]*driver.R
 				return nil, fmt.Errorf("dynamostore: read jobs: %w", err)
 			}
 			for i := range res.ConsumedCapacity {
-				s.report("list_get", &res.ConsumedCapacity[i])
+				s.report(op, &res.ConsumedCapacity[i])
 			}
 			for _, it := range res.Responses[*s.table] {
 				if _, isJob := it[attrKind]; !isJob {

@@ -67,6 +67,7 @@ type Store struct {
 
 var _ driver.Store = (*Store)(nil)
 var _ driver.Signaller = (*Store)(nil)
+var _ driver.ManyGetter = (*Store)(nil)
 
 // New returns a Store on the named table.
 func New(api API, table string, opts Config) *Store {

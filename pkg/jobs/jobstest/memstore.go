@@ -50,6 +50,7 @@ type uniqueHold struct {
 
 var _ driver.Store = (*MemStore)(nil)
 var _ driver.Signaller = (*MemStore)(nil)
+var _ driver.ManyGetter = (*MemStore)(nil)
 
 // NewMemStore returns an empty MemStore; clock may be nil for the wall clock.
 func NewMemStore(clock jobs.Clock) *MemStore {
@@ -112,6 +113,19 @@ func (m *MemStore) Get(_ context.Context, id string) (*driver.Record, error) {
 		return nil, jobs.ErrNotFound
 	}
 	return clone(r), nil
+}
+
+// GetMany reads the jobs ids that are stored (driver.ManyGetter).
+func (m *MemStore) GetMany(_ context.Context, ids []string) (map[string]*driver.Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]*driver.Record{}
+	for _, id := range ids {
+		if r, ok := m.live(id); ok {
+			out[id] = clone(r)
+		}
+	}
+	return out, nil
 }
 
 // Claim moves a queued job to running.

@@ -43,6 +43,36 @@ func (c suite) createAndGet(t *testing.T) {
 		}
 	})
 
+	c.run(t, "GetManyReadsTheJobsStored", func(t *testing.T, s driver.Store, clock *Clock) {
+		many, ok := s.(driver.ManyGetter)
+		if !ok {
+			t.Skip("the store does not read several jobs at once (driver.ManyGetter)")
+		}
+		// More than one request's worth (dynamostore: 100 a request).
+		var ids []string
+		for range 130 {
+			ids = append(ids, mustCreate(t, s, clock.Now()).ID)
+		}
+		gone := mustCreate(t, s, clock.Now())
+		_, token := mustClaim(t, s, gone.ID, clock.Now())
+		if err := s.Finish(ctx, gone.ID, token, driver.Outcome{Status: jobs.StatusSucceeded, At: clock.Now(), ExpiresAt: clock.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute + time.Second)
+		got, err := many.GetMany(ctx, append(ids, wire.NewID(), gone.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(ids) {
+			t.Fatalf("GetMany answered %d jobs, want the %d stored (not an unknown one, nor an expired one)", len(got), len(ids))
+		}
+		for _, id := range ids {
+			if want := mustGet(t, s, id); !reflect.DeepEqual(got[id], want) {
+				t.Fatalf("GetMany's %s is\n%+v\nGet's\n%+v", id, got[id], want)
+			}
+		}
+	})
+
 	c.run(t, "GetUnknownIsNotFound", func(t *testing.T, s driver.Store, clock *Clock) {
 		if _, err := s.Get(ctx, wire.NewID()); !errors.Is(err, jobs.ErrNotFound) {
 			t.Fatalf("got %v, want ErrNotFound", err)
