@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs"
 	"github.com/lambdajobs/lambdajobs/pkg/jobs/driver"
 )
@@ -21,8 +22,9 @@ import (
 // wave's batch leaves it half made), redeliveries and the clients'
 // cancels. The invariants:
 //   - Map answers only once every child of every wave has ended, with
-//     each child's result or code in the calls' order, and every run of
-//     the parent gets the same answer (as each Map returns);
+//     each child's result or code in the calls' order (a call never
+//     stored, in a wave the sweeper aborted, answered cancelled), and
+//     every run of the parent gets the same answer (as each Map returns);
 //   - every call starts one job, however often the parent ran (at the
 //     end);
 //   - a parent cancelled while it mapped leaves no child running: one
@@ -41,6 +43,9 @@ type mapped struct {
 	mu      sync.Mutex
 	answers map[string]string
 	calls   map[string][3]int // parent -> first N, how many, window
+	// aborted counts a parent's calls answered cancelled that were never
+	// stored (their wave aborted).
+	aborted map[string]int
 }
 
 // mapStep maps job's children and checks the answer.
@@ -78,6 +83,7 @@ func (w *world) mapStep(ctx context.Context, job *jobs.Job[payload]) error {
 		failed = []error{err}
 	}
 	codes := map[string]string{} // child id -> status and code
+	cancelled := map[string]bool{}
 	for _, e := range failed {
 		var ce *jobs.ChildError
 		if !errors.As(e, &ce) {
@@ -85,6 +91,9 @@ func (w *world) mapStep(ctx context.Context, job *jobs.Job[payload]) error {
 			return err
 		}
 		codes[ce.ID] = fmt.Sprint(ce.Status, " ", ce.Code)
+		if ce.Status == jobs.StatusCancelled {
+			cancelled[ce.ID] = true
+		}
 	}
 	answer := fmt.Sprint(codes)
 	for i, r := range rs {
@@ -93,19 +102,46 @@ func (w *world) mapStep(ctx context.Context, job *jobs.Job[payload]) error {
 		}
 		answer += fmt.Sprint(" ", r.N)
 	}
-	// Every child ended before the answer.
+	// Every child ended before the answer. A call whose child was never
+	// stored (its create failed in a wave the sweeper then aborted: the
+	// parent had failed, and was retried by hand) is answered cancelled,
+	// as its ended batch counted it.
 	ended := 0
+	stored := map[string]bool{}
+	batches := map[string]*driver.Batch{}
 	for _, c := range w.mem.All() {
 		if i, ok := w.mapCall(job.ID, c); ok {
 			if !c.Status.Final() {
 				w.violate("job %s: Map answered before its call %d (%s) ended", job.ID, i, c.ID)
 			}
 			ended++
+			stored[c.ID] = true
+			if b, err := w.mem.GetBatch(ctx, c.BatchID); err == nil {
+				batches[b.ID] = b
+			}
 		}
 	}
-	if ended != p.MapN {
-		w.violate("job %s: Map answered with %d of its %d children stored", job.ID, ended, p.MapN)
+	aborted := 0
+	for id := range cancelled {
+		if stored[id] {
+			continue
+		}
+		for _, b := range batches {
+			for j := range b.Total {
+				if wire.BatchJobID(b.ID, j) == id && !b.Status.Final() {
+					w.violate("job %s: Map answered its child %s cancelled, never stored, in wave %s that has not ended", job.ID, id, b.ID)
+				}
+			}
+		}
+		aborted++
+		w.cover("mechanism", "map: a child never stored, its wave aborted, answered cancelled")
 	}
+	if ended+aborted != p.MapN {
+		w.violate("job %s: Map answered with %d of its %d children stored (%d never stored, answered cancelled)", job.ID, ended, p.MapN, aborted)
+	}
+	w.mapped.mu.Lock()
+	w.mapped.aborted[job.ID] = aborted
+	w.mapped.mu.Unlock()
 	w.mapped.mu.Lock()
 	first := w.mapped.answers[job.ID]
 	if first == "" {
@@ -185,10 +221,10 @@ func (w *world) checkMaps(all map[string]*driver.Record) {
 		}
 		if parent != nil && parent.Status == jobs.StatusSucceeded {
 			w.mapped.mu.Lock()
-			n := w.mapped.calls[pid][1]
+			n, aborted := w.mapped.calls[pid][1], w.mapped.aborted[pid]
 			w.mapped.mu.Unlock()
-			if len(seen) != n {
-				w.violate("job %s succeeded with %d of its map's %d children", pid, len(seen), n)
+			if len(seen)+aborted != n {
+				w.violate("job %s succeeded with %d of its map's %d children (%d never stored, answered cancelled)", pid, len(seen), n, aborted)
 			}
 		}
 	}

@@ -3,6 +3,8 @@ package simulation
 import (
 	"context"
 	"time"
+
+	"github.com/lambdajobs/lambdajobs/internal/wire"
 )
 
 // wakeWatch is a job a signal woke (Service.Signal or Service.Callback
@@ -25,8 +27,42 @@ type wakeWatch struct {
 }
 
 func (k *wakeWatch) bound(w *world) time.Time {
-	return k.at.Add(w.grace + 2*sweepInterval + time.Duration(1+k.receipts)*w.sqs.visibility[k.lane] + w.timeoutOf(k.lane) +
-		time.Duration(k.deadReceipts)*deadVisibility)
+	allowance := w.grace + 2*sweepInterval + time.Duration(1+k.receipts)*w.sqs.visibility[k.lane] + w.timeoutOf(k.lane) +
+		time.Duration(k.deadReceipts)*deadVisibility
+	return k.from(w, allowance).Add(allowance)
+}
+
+// from is when the bound starts: the wake, or the end of a pause that
+// held the job while it waited for its claim (its own end, or a resume
+// that landed): a sweep that finds the job held looks again then, and
+// sends nothing meanwhile. A pause that landed after the bound had passed
+// excuses nothing.
+func (k *wakeWatch) from(w *world, allowance time.Duration) time.Time {
+	r, err := w.mem.Get(context.Background(), k.job)
+	if err != nil {
+		return k.at
+	}
+	from := k.at
+	l := &w.pauses
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for moved := true; moved; {
+		moved = false
+		for _, s := range l.log {
+			end := s.p.Until
+			if !s.removed.IsZero() && s.removed.Before(end) {
+				end = s.removed
+			}
+			at := s.landed
+			if at.Before(k.at) {
+				at = k.at
+			}
+			if end.After(from) && at.Before(from.Add(allowance)) && s.p.Covers(r.Kind, r.Lane, wire.OwnerKey(r.Owner), at) {
+				from, moved = end, true
+			}
+		}
+	}
+	return from
 }
 
 // woke notes that a signal sent at at woke job: its next claim is watched.

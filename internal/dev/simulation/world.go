@@ -140,7 +140,7 @@ func newWorld(seed uint64, opts Options) *world {
 	}
 	w := &world{seed: seed, opts: opts, plant: opts.PlantEvery,
 		setup: rand.New(rand.NewPCG(seed, 1)), inner: rand.New(rand.NewPCG(seed, 2)),
-		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, invoked: invoked{answers: map[string]string{}}, mapped: mapped{answers: map[string]string{}, calls: map[string][3]int{}}, stepLog: stepLog{stored: map[string]bool{}, slept: map[string]time.Time{}, waited: map[string]time.Time{}, signalled: map[string]sentSignal{}, maybe: map[string][]int{}, tokens: map[string][]madeToken{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
+		coverage: map[string]int{}, kids: kids{want: map[string]int{}, got: map[string]map[string]string{}}, invoked: invoked{answers: map[string]string{}}, mapped: mapped{answers: map[string]string{}, calls: map[string][3]int{}, aborted: map[string]int{}}, stepLog: stepLog{stored: map[string]bool{}, slept: map[string]time.Time{}, waited: map[string]time.Time{}, signalled: map[string]sentSignal{}, maybe: map[string][]int{}, tokens: map[string][]madeToken{}}, accepted: map[string]string{}, batches: map[string]int{}, reported: map[string]bool{}, lost: map[string]bool{},
 		stranded: map[string]bool{}, dirty: map[string]bool{}}
 	w.sched = newSched(w, seed)
 	w.net = &actor{w: w, name: "network"}
