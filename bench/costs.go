@@ -207,7 +207,9 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string, allE
 		switch op {
 		case "pauses":
 			h.pauseReads++
-		case "get", "due":
+		case "get", "get_many", "due", "list", "list_get", "count_batch", "count_queued", "count_unfinished":
+			// The store's reads (GetItem, BatchGetItem, Query): every
+			// other op writes.
 			h.rru += units
 		default:
 			h.wru += units
