@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -204,12 +205,13 @@ func newHarness(ctx context.Context, ddbEndpoint, sqsEndpoint, name string, allE
 		units := aws.ToFloat64(cc.CapacityUnits)
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		switch op {
-		case "pauses":
+		switch {
+		case op == "pauses":
 			h.pauseReads++
-		case "get", "get_many", "due", "list", "list_get", "count_batch", "count_queued", "count_unfinished":
-			// The store's reads (GetItem, BatchGetItem, Query): every
-			// other op writes.
+		case slices.Contains([]string{"get", "get_many", "due", "list", "list_get", "count_batch", "count_queued", "count_unfinished"}, op),
+			strings.HasPrefix(op, "get_"):
+			// The store's reads (GetItem, BatchGetItem, Query; a part's
+			// own item, get_<part>): every other op writes.
 			h.rru += units
 		default:
 			h.wru += units

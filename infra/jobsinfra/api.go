@@ -26,7 +26,9 @@ func (s *Jobs) api() {
 		props.CorsPreflight = &awsapigatewayv2.CorsPreflightOptions{
 			AllowOrigins: jsii.Strings(c.AllowOrigins...),
 			AllowMethods: &[]awsapigatewayv2.CorsHttpMethod{awsapigatewayv2.CorsHttpMethod_GET, awsapigatewayv2.CorsHttpMethod_POST, awsapigatewayv2.CorsHttpMethod_DELETE},
-			AllowHeaders: jsii.Strings("content-type", "idempotency-key", "authorization"),
+			AllowHeaders: jsii.Strings("content-type", "idempotency-key", "authorization", "if-none-match"),
+			// A job's version, which a browser's waits send back.
+			ExposeHeaders: jsii.Strings("etag"),
 			MaxAge:       awscdk.Duration_Hours(jsii.Number(1)),
 		}
 	}
@@ -48,7 +50,7 @@ func (s *Jobs) api() {
 			// the function checks before it reads anything).
 			opts.Authorizer = awsapigatewayv2.NewHttpNoneAuthorizer()
 		} else if cfg.JWT != nil {
-			if scopes := cfg.JWT.Scopes[r.Key()]; len(scopes) > 0 {
+			if scopes := cfg.JWT.scopesOf(r); len(scopes) > 0 {
 				opts.AuthorizationScopes = jsii.Strings(scopes...)
 			}
 		}
@@ -123,3 +125,15 @@ type accessLogSettings struct {
 
 func (a *accessLogSettings) Destination() awsapigatewayv2.IAccessLogDestination { return a.destination }
 func (a *accessLogSettings) Format() awsapigateway.AccessLogFormat              { return a.format }
+
+// scopesOf are the scopes route r asks of a token: its own (Scopes), or
+// for the wait route, which reads what GET /v1/jobs/{id} reads, that
+// route's unless it has its own: a deployment that guards the read does
+// not leave the wait open.
+func (j *JWTConfig) scopesOf(r deploy.Route) []string {
+	if scopes := j.Scopes[r.Key()]; len(scopes) > 0 || r.ID != deploy.RouteWaitJob {
+		return scopes
+	}
+	get, _ := deploy.RouteByID(deploy.RouteGetJob)
+	return j.Scopes[get.Key()]
+}

@@ -79,7 +79,9 @@ func TestStageLogsAndBatchThrottle(t *testing.T) {
 	}
 }
 
-// JWT routes carry the scopes asked of them; CORS is off unless asked.
+// JWT routes carry the scopes asked of them (the wait route GetJob's:
+// guarding the read guards the wait); CORS is off unless asked, and lets
+// a browser wait (If-None-Match in, ETag out).
 func TestJWTScopesAndCORS(t *testing.T) {
 	for name, s := range environments(t) {
 		for _, r := range s.resources("AWS::ApiGatewayV2::Route") {
@@ -88,14 +90,16 @@ func TestJWTScopesAndCORS(t *testing.T) {
 			switch key := p["RouteKey"]; {
 			case name == "jwt" && key == "POST /v1/batches" && scopes != `["jobs/batch"]`,
 				name == "jwt" && key == "POST /v1/jobs" && scopes != `["jobs/write"]`,
-				name == "jwt" && key == "GET /v1/jobs/{id}" && scopes != "null",
+				name == "jwt" && key == "GET /v1/jobs/{id}" && scopes != `["jobs/read"]`,
+				name == "jwt" && key == "GET /v1/jobs/{id}/wait" && scopes != `["jobs/read"]`,
+				name == "jwt" && key == "GET /v1/jobs" && scopes != "null",
 				name != "jwt" && scopes != "null":
 				t.Errorf("%s: %v has scopes %s", name, key, scopes)
 			}
 		}
 		for _, a := range s.resources("AWS::ApiGatewayV2::Api") {
 			cors := jsonString(props(a)["CorsConfiguration"])
-			if got := strings.Contains(cors, "https://app.example.com"); got != (name == "jwt") {
+			if got := strings.Contains(cors, "https://app.example.com") && strings.Contains(cors, "if-none-match") && strings.Contains(cors, `"ExposeHeaders":["etag"]`); got != (name == "jwt") {
 				t.Errorf("%s: CORS %s", name, cors)
 			}
 		}

@@ -180,9 +180,11 @@ type Config struct {
 	// reservation that leaves the account fewer than 100 unreserved.
 	WaitConcurrency int
 	// WaitsPerOwner bounds each caller's open waits (0: the default,
-	// JOBS_WAITS_PER_OWNER's); over it a caller gets 429
-	// too_many_waits. Keep it below WaitConcurrency, so one caller cannot
-	// take every wait.
+	// JOBS_WAITS_PER_OWNER's; at most 200, and at most WaitConcurrency);
+	// over it a caller gets 429 too_many_waits. Keep it well below
+	// WaitConcurrency: WaitConcurrency/WaitsPerOwner callers waiting at
+	// once hold every instance, and the others' waits are throttled (they
+	// read instead). The presets: 20 and 5 (dev), 100 and 10 (prod).
 	WaitsPerOwner int
 
 	// KeyAdmins are the IAM principals (role or user ARNs) who may read
@@ -232,11 +234,14 @@ type JWTConfig struct {
 	// Scopes, by route key ("POST /v1/jobs", "GET /v1/jobs/{id}",
 	// "POST /v1/batches", "GET /v1/batches/{id}", "POST /v1/jobs/{id}/cancel"),
 	// are the OAuth scopes a token needs for that route (any one of them).
+	// The wait route ("GET /v1/jobs/{id}/wait") asks for "GET
+	// /v1/jobs/{id}"'s unless it has its own.
 	Scopes map[string][]string
 }
 
 // CORSConfig lets browsers on AllowOrigins call the API (GET and POST, with
-// the content-type, idempotency-key and authorization headers).
+// the content-type, idempotency-key, authorization and if-none-match
+// headers; the ETag answered).
 type CORSConfig struct {
 	AllowOrigins []string
 }
@@ -274,8 +279,8 @@ func DevConfig(name string) Config {
 		APIMemoryMB: api.MemoryMB, APITimeout: api.Timeout, SweeperTimeout: sweeper.Timeout,
 		DispatchGrace: deploy.EnvDispatchGrace.DefaultValue(), Retention: 3 * 24 * time.Hour,
 		LogRetentionDays: 14, Retain: false,
-		WaitConcurrency: 10,
-		ThrottleRate:    50, ThrottleBurst: 100, BatchThrottleRate: 2, BatchThrottleBurst: 5, CallbackThrottleRate: 5, CallbackThrottleBurst: 10,
+		WaitConcurrency: 20, WaitsPerOwner: 5,
+		ThrottleRate: 50, ThrottleBurst: 100, BatchThrottleRate: 2, BatchThrottleBurst: 5, CallbackThrottleRate: 5, CallbackThrottleBurst: 10,
 		OldestMessageAlarm: 15 * time.Minute, QueueLatencyAlarm: 10 * time.Minute, FailuresAlarm: 10,
 	}
 }
@@ -293,8 +298,8 @@ func ProdConfig(name string) Config {
 		APIMemoryMB: 512, APITimeout: 10 * time.Second, SweeperTimeout: 120 * time.Second,
 		DispatchGrace: 5 * time.Minute, Retention: 14 * 24 * time.Hour,
 		LogRetentionDays: 90, Retain: true,
-		WaitConcurrency: 100,
-		ThrottleRate:    500, ThrottleBurst: 1000, BatchThrottleRate: 10, BatchThrottleBurst: 20, CallbackThrottleRate: 50, CallbackThrottleBurst: 100,
+		WaitConcurrency: 100, WaitsPerOwner: 10,
+		ThrottleRate: 500, ThrottleBurst: 1000, BatchThrottleRate: 10, BatchThrottleBurst: 20, CallbackThrottleRate: 50, CallbackThrottleBurst: 100,
 		OldestMessageAlarm: 10 * time.Minute, QueueLatencyAlarm: 5 * time.Minute, FailuresAlarm: 10,
 	}
 }
@@ -361,8 +366,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s: enqueue rate per owner %d: 0 (no bound) to 1000000 a second", c.Name, c.EnqueueRatePerOwner)
 	case c.WaitConcurrency < 1 || c.WaitConcurrency > 10_000:
 		return fmt.Errorf("%s: wait concurrency %d: 1 to 10000", c.Name, c.WaitConcurrency)
-	case c.WaitsPerOwner < 0 || c.WaitsPerOwner > c.WaitConcurrency:
-		return fmt.Errorf("%s: waits per owner %d: 0 (the default) to the wait concurrency (%d)", c.Name, c.WaitsPerOwner, c.WaitConcurrency)
+	case c.WaitsPerOwner < 0 || c.WaitsPerOwner > 200 || c.waitsPerOwner() > c.WaitConcurrency:
+		return fmt.Errorf("%s: waits per owner %d (%d in effect): 0 (the default) to 200, and at most the wait concurrency (%d)", c.Name, c.WaitsPerOwner, c.waitsPerOwner(), c.WaitConcurrency)
 	case c.Architecture != "" && c.Architecture != "arm64" && c.Architecture != "x86_64":
 		return fmt.Errorf("%s: architecture %q: arm64 or x86_64", c.Name, c.Architecture)
 	}

@@ -64,7 +64,7 @@ func synthEnvironments(t *testing.T) (map[string]*environment, error) {
 	withSources.EnvelopeSenders = []string{"arn:aws:iam::123456789012:role/nightly-batch"}
 	withJWT := DevConfig("jwt")
 	withJWT.JWT = &JWTConfig{Issuer: "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE", Audience: []string{"client"},
-		Scopes: map[string][]string{"POST /v1/batches": {"jobs/batch"}, "POST /v1/jobs": {"jobs/write"}}}
+		Scopes: map[string][]string{"POST /v1/batches": {"jobs/batch"}, "POST /v1/jobs": {"jobs/write"}, "GET /v1/jobs/{id}": {"jobs/read"}}}
 	withJWT.CORS = &CORSConfig{AllowOrigins: []string{"https://app.example.com"}}
 	single := DevConfig("single")
 	out := map[string]*environment{}

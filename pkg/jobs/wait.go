@@ -77,6 +77,13 @@ func (s *Service) Wait(ctx context.Context, owner, id, seen string, d time.Durat
 	if err != nil {
 		return nil, false, err
 	}
+	// A result kept in an item of its own is read as Get reads it,
+	// before the view (its version covers it), and once per change of
+	// it: a poll that finds the same one reuses it.
+	results := resultCache{}
+	if err := results.fill(ctx, s.eng, rec); err != nil {
+		return nil, false, err
+	}
 	v := s.viewPaused(ctx, rec)
 	if seen == "" {
 		seen = v.Version()
@@ -104,9 +111,7 @@ func (s *Service) Wait(ctx context.Context, owner, id, seen string, d time.Durat
 		}
 		// A slow read ends with the wait: its answer is then the job as
 		// last read, on time.
-		rctx, cancel := context.WithDeadline(ctx, end)
-		next, err := s.get(rctx, owner, id)
-		cancel()
+		next, err := s.poll(ctx, owner, id, end, &results)
 		if errors.Is(err, ErrNotFound) {
 			// Its retention ended while the caller waited.
 			return nil, false, err
@@ -120,6 +125,41 @@ func (s *Service) Wait(ctx context.Context, owner, id, seen string, d time.Durat
 			return s.full(ctx, rec, v, true)
 		}
 	}
+}
+
+// poll reads owner's job id for a wait that ends at end, with its result
+// (results): a slow read ends with the wait.
+func (s *Service) poll(ctx context.Context, owner, id string, end time.Time, results *resultCache) (*driver.Record, error) {
+	rctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	rec, err := s.get(rctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	return rec, results.fill(rctx, s.eng, rec)
+}
+
+// resultCache is the last result a wait read from its own item, by ref.
+type resultCache struct {
+	ref    string
+	result []byte
+}
+
+// fill fills rec's result kept in an item of its own (engine.withResult),
+// from the cache when its ref is the one read last.
+func (c *resultCache) fill(ctx context.Context, e *engine, rec *driver.Record) error {
+	if rec.ResultRef == "" || rec.Result != nil || rec.ResultBytes > 0 {
+		return nil
+	}
+	if rec.ResultRef == c.ref {
+		rec.Result = c.result
+		return nil
+	}
+	if err := e.withResult(ctx, rec); err != nil {
+		return fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+	}
+	c.ref, c.result = rec.ResultRef, rec.Result
+	return nil
 }
 
 // full completes a waited job's view as Get does: its payload and its

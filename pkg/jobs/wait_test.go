@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -136,6 +137,46 @@ func TestWaitsPerOwnerAreLeased(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		if _, _, err := svc.Wait(ctx, "o", ownID, "", time.Second); err != nil {
 			t.Fatalf("a wait after the dead ones' leases: %v", err)
+		}
+	})
+}
+
+// A wait on a job whose final result is kept in an item of its own
+// answers that result, and the version GET answers for the same job: a
+// client waits from GET's ETag and never sees a null result.
+func TestWaitReadsAResultKeptApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := jobstest.NewMemStore(nil)
+		mem.KeepPayloadsApart(100)
+		r := newEngineRig(t, mem, mem, jobs.Config{}, func(reg *jobs.Registry) {
+			jobs.MustRegister(reg, "big", func(ctx context.Context, _ *jobs.Job[struct{}]) (jobs.JSON[string], error) {
+				time.Sleep(time.Second)
+				return jobs.JSON[string]{V: strings.Repeat("r", 1000)}, nil
+			}, nil)
+		})
+		id := r.enqueue(t, "big", `{}`)
+		go r.worker.HandleSQS(ctx, sqsEvent(message.Encode(id)))
+		synctest.Wait()
+		running, err := r.svc.Get(ctx, "o", id)
+		if err != nil || running.Status != jobs.StatusRunning {
+			t.Fatalf("get: %+v %v", running, err)
+		}
+		v, changed, err := r.svc.Wait(ctx, "o", id, running.Version(), 5*time.Second)
+		if err != nil || !changed || v.Status != jobs.StatusSucceeded || len(v.Result) < 1000 {
+			t.Fatalf("wait: %s %v %v, result %d bytes; want it succeeded with its result", v.Status, changed, err, len(v.Result))
+		}
+		if rec := r.get(t, id); rec.ResultRef == "" {
+			t.Fatal("the result is not kept apart: the test tests nothing")
+		}
+		got, err := r.svc.Get(ctx, "o", id)
+		if err != nil || got.Version() != v.Version() {
+			t.Fatalf("GET's version %s, the wait's %s (%v)", got.Version(), v.Version(), err)
+		}
+		// Waiting from that version: nothing changes, no read answers early.
+		start := time.Now()
+		if _, changed, err := r.svc.Wait(ctx, "o", id, got.Version(), 2*time.Second); err != nil || changed || time.Since(start) != 2*time.Second {
+			t.Fatalf("a wait from the ended job's version: changed %v after %v, %v", changed, time.Since(start), err)
 		}
 	})
 }

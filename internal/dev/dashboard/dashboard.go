@@ -108,7 +108,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("dashboard: Config.Addr must be the one address it listens on: %w", err)
 	}
 	if cfg.Do == nil {
-		c := &http.Client{Timeout: 15 * time.Second}
+		c := &http.Client{Timeout: apiTimeout}
 		cfg.Do = c.Do
 	}
 	if cfg.Log == nil {
@@ -233,6 +233,13 @@ func callAPI(ctx context.Context, c *apiclient.Client, req apiclient.Request, ou
 	}
 	return resp.Status, "", nil
 }
+
+// apiTimeout bounds each call of the dashboard's own client to the API;
+// pageWait, the waits of a job's page, is well under it.
+const (
+	apiTimeout = 15 * time.Second
+	pageWait   = 10 * time.Second
+)
 
 // page is what every template gets.
 type page struct {

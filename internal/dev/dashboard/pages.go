@@ -274,7 +274,7 @@ func (s *Server) jobJSON(w http.ResponseWriter, r *http.Request) {
 	c := &apiclient.Client{Base: s.cfg.API, Do: s.cfg.Do, Caller: s.cfg.Caller}
 	params := map[string]string{"id": id}
 	if seen := r.Header.Get("If-None-Match"); seen != "" && !s.cfg.Operator {
-		q := url.Values{"timeout": {strconv.Itoa(int(jobs.MaxWait / time.Second))}}
+		q := url.Values{"timeout": {strconv.Itoa(int(pageWait / time.Second))}}
 		if resp, err := c.Call(r.Context(), apiclient.Request{Route: deploy.RouteWaitJob, Params: params, Query: q, Header: map[string]string{"If-None-Match": seen}}, &v); err == nil {
 			etag = resp.Header.Get("ETag")
 		}

@@ -30,14 +30,31 @@ type Pool struct {
 	stopped bool
 }
 
-// Invoke implements Invoker.
+// Invoke implements Invoker. A caller that gives up (its request ended)
+// does not end the invocation, as in Lambda: the instance goes back to
+// the pool only when its invocation has returned (the emulator takes one
+// at a time), bounded by the function's timeout.
 func (p *Pool) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	f, err := p.take(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer p.put(f)
-	return f.Invoke(ctx, payload)
+	type answer struct {
+		out []byte
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		defer p.put(f)
+		out, err := f.Invoke(context.WithoutCancel(ctx), payload)
+		done <- answer{out, err}
+	}()
+	select {
+	case a := <-done:
+		return a.out, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // take returns an idle instance, or a new one, or ErrThrottled.

@@ -57,7 +57,7 @@ func New(ctx context.Context, api *apiclient.Client, version string) (*mcp.Serve
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "lambdajobs", Version: version}, &mcp.ServerOptions{
 		Instructions: "Background jobs of one lambdajobs deployment, as its caller: enqueue a job with the tool of its kind " +
-			"(its arguments are the job's payload), then follow it with get_job until its status is succeeded, failed or cancelled.",
+			"(its arguments are the job's payload), then follow it with wait_job (which answers at its next change) until its status is succeeded, failed or cancelled.",
 	})
 	sort.Slice(kinds.Kinds, func(i, j int) bool { return kinds.Kinds[i].Name < kinds.Kinds[j].Name })
 	named := map[string]string{}

@@ -516,6 +516,8 @@ func (p *partition) readTo() position {
 // GetMany reads jobs by id (driver.ManyGetter): getMany, without the
 // jobs past their expiry that TTL has not removed yet, as Get.
 func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*driver.Record, error) {
+	// BatchGetItem refuses a request that names a key twice.
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	recs, err := s.getMany(ctx, ids, "get_many")
 	if err != nil {
 		return nil, err
