@@ -29,7 +29,7 @@ func (s *Jobs) api() {
 			AllowHeaders: jsii.Strings("content-type", "idempotency-key", "authorization", "if-none-match"),
 			// A job's version, which a browser's waits send back.
 			ExposeHeaders: jsii.Strings("etag"),
-			MaxAge:       awscdk.Duration_Hours(jsii.Number(1)),
+			MaxAge:        awscdk.Duration_Hours(jsii.Number(1)),
 		}
 	}
 	fix := func() { props.ApiName, props.CreateDefaultStage = jsii.String(s.Names.API), jsii.Bool(false) }
