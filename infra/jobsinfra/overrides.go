@@ -41,7 +41,8 @@ type Overrides struct {
 	// it), Tracing and LoggingFormat (Config.Tracing, JSON), the variables
 	// the construct sets in Environment (variables of yours stay; Config.
 	// Environment is the usual way), RecursiveLoop for the worker and
-	// ReservedConcurrentExecutions for the sweeper.
+	// ReservedConcurrentExecutions for the sweeper and the wait function
+	// (Config.WaitConcurrency).
 	Function func(name string, props *awslambda.FunctionProps)
 	// LogGroup changes the props of each log group: a function's (by its
 	// name) or the API's access logs ("api-access"). Nothing re-asserted.
