@@ -168,6 +168,12 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.Registry == nil || cfg.Store == nil {
 		return nil, errors.New("jobs: NewClient needs Config.Registry and Config.Store")
 	}
+	uploads, staging := uploadsOf(cfg.Store)
+	if uploads != nil {
+		if err := cfg.Registry.addUploads(); err != nil {
+			return nil, err
+		}
+	}
 	if err := cfg.Registry.freeze(cfg.Sealer); err != nil {
 		return nil, err
 	}
@@ -178,6 +184,7 @@ func NewClient(cfg Config) (*Client, error) {
 		laneGrace: cfg.LaneDispatchGrace, retention: cfg.Retention, bus: cfg.Bus, allEvents: cfg.AllEvents, rand: cfg.Rand,
 		messageFirst: cfg.MessageFirst, pauses: pausesOf(cfg.Store), links: linkerOf(cfg.Store), stager: stagerOf(cfg.Store),
 		maxPart: maxPartOf(cfg.Store)})
+	eng.uploads, eng.staging = uploads, staging
 	eng.signaller, _ = cfg.Store.(driver.Signaller)
 	eng.many, _ = cfg.Store.(driver.ManyGetter)
 	svc, err := newService(cfg, eng)

@@ -28,6 +28,10 @@ import (
 // it) from one that failed because someone else got there first: the first
 // counts as done, the second leaves the stored outcome alone.
 type engine struct {
+	// uploads and staging: the store's (uploadsOf); nil when it takes no
+	// uploads.
+	uploads driver.Uploads
+	staging driver.PayloadStager
 	reg   *Registry // nil: no kind's retry policy applies (a sweeper without kinds)
 	store driver.Store
 	queue driver.Queue // nil: retries and early deliveries wait for the sweeper
@@ -457,6 +461,8 @@ func (e *engine) continueRun(ctx context.Context, log *slog.Logger, r run, ex ex
 type newJob struct {
 	id, kind, owner string
 	payload         []byte // as stored: canonical, its secret fields sealed
+	// staged names the payload when it was written before (an upload's).
+	staged driver.Staged
 	requestHash     string
 	// at is its creation time (engine.now); runAt when it may run (zero,
 	// or not after at: at once).
@@ -504,6 +510,9 @@ func (e *engine) record(j newJob) *driver.Record {
 	rec := &driver.Record{
 		ID: j.id, Kind: j.kind, Owner: j.owner, Status: StatusQueued, Payload: j.payload, RequestHash: j.requestHash,
 		CreatedAt: j.at, UpdatedAt: j.at, RunAt: runAt, BatchCounts: j.counts,
+	}
+	if j.staged.Ref != "" {
+		rec.PayloadRef, rec.PayloadBytes = j.staged.Ref, j.staged.Bytes
 	}
 	if b := j.batch; b != nil {
 		rec.BatchID, rec.BatchIndex, rec.BatchSize, rec.BatchShards = b.ID, j.index, b.Total, b.Shards

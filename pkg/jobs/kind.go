@@ -325,21 +325,39 @@ func NewRegistry() *Registry { return &Registry{kinds: map[string]*kindDef{}} }
 //	func sendReceipt(ctx context.Context, job *jobs.Job[Receipt]) (jobs.NoResult, error)
 //	receipts := jobs.MustRegister(reg, "receipt.send", sendReceipt, nil)
 func Register[P any, R Result](reg *Registry, kind string, handle func(ctx context.Context, job *Job[P]) (R, error), opts *KindOpts) (Kind[P], error) {
+	def, err := newKindDef(kind, handle, opts)
+	if err != nil {
+		return Kind[P]{}, err
+	}
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	if reg.frozen {
+		return Kind[P]{}, fmt.Errorf("%w (kind %q)", errRegistryFrozen, kind)
+	}
+	if _, dup := reg.kinds[kind]; dup {
+		return Kind[P]{}, fmt.Errorf("%w: %q", errDuplicateKind, kind)
+	}
+	reg.kinds[kind] = def
+	return Kind[P]{name: kind}, nil
+}
+
+// newKindDef is Register's kind, checked, before it joins a registry.
+func newKindDef[P any, R Result](kind string, handle func(ctx context.Context, job *Job[P]) (R, error), opts *KindOpts) (*kindDef, error) {
 	if !validKind(kind) {
-		return Kind[P]{}, fmt.Errorf("%w: %q", errInvalidKind, kind)
+		return nil, fmt.Errorf("%w: %q", errInvalidKind, kind)
 	}
 	if handle == nil {
-		return Kind[P]{}, fmt.Errorf("%w for kind %q", errNilHandler, kind)
+		return nil, fmt.Errorf("%w for kind %q", errNilHandler, kind)
 	}
 	secrets, err := secretFields[P]()
 	if err != nil {
-		return Kind[P]{}, fmt.Errorf("kind %q: %w", kind, err)
+		return nil, fmt.Errorf("kind %q: %w", kind, err)
 	}
 	cfg, err := opts.check()
 	if err != nil {
-		return Kind[P]{}, fmt.Errorf("jobs: kind %q: %w", kind, err)
+		return nil, fmt.Errorf("jobs: kind %q: %w", kind, err)
 	}
-	def := &kindDef{
+	return &kindDef{
 		name:        kind,
 		codes:       cfg.codes,
 		secrets:     secrets,
@@ -376,17 +394,7 @@ func Register[P any, R Result](reg *Registry, kind string, handle func(ctx conte
 			}
 			return r, nil
 		},
-	}
-	reg.mu.Lock()
-	defer reg.mu.Unlock()
-	if reg.frozen {
-		return Kind[P]{}, fmt.Errorf("%w (kind %q)", errRegistryFrozen, kind)
-	}
-	if _, dup := reg.kinds[kind]; dup {
-		return Kind[P]{}, fmt.Errorf("%w: %q", errDuplicateKind, kind)
-	}
-	reg.kinds[kind] = def
-	return Kind[P]{name: kind}, nil
+	}, nil
 }
 
 // MustRegister is like [Register] but panics on error; for start-up code.

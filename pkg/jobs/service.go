@@ -55,6 +55,8 @@ type Service struct {
 	refusals    *rateRefusals
 	// waitsPerOwner is Config.WaitsPerOwner, its default applied.
 	waitsPerOwner int
+	// uploads keeps the callers' uploads (nil: the store takes none).
+	uploads driver.Uploads
 }
 
 // ForCallers returns the service as API callers reach it (package httpapi
@@ -88,7 +90,8 @@ func newService(cfg Config, eng *engine) (*Service, error) {
 	}
 	return &Service{eng: eng, reg: cfg.Registry, store: eng.store, queue: cfg.Queue, clock: eng.clock, log: eng.log,
 		grace: eng.grace, sealer: cfg.Sealer, hasher: newRequestHasher(cfg.Sealer), metrics: cfg.Metrics, pageKey: cfg.PageTokenKey,
-		counter: counter, capCounts: &capCounts{}, enqueueRate: float64(cfg.EnqueueRatePerOwner), refusals: &rateRefusals{}, waitsPerOwner: waits}, nil
+		counter: counter, capCounts: &capCounts{}, enqueueRate: float64(cfg.EnqueueRatePerOwner), refusals: &rateRefusals{}, waitsPerOwner: waits,
+		uploads: eng.uploads}, nil
 }
 
 // EnqueueRequest is one job to enqueue.
@@ -98,7 +101,12 @@ type EnqueueRequest struct {
 	Owner   string
 	Kind    string
 	Payload json.RawMessage
+	// Upload, in place of Payload, names a ready upload of the owner
+	// (StartUpload) whose payload the job takes: see [Upload].
+	Upload string
 	EnqueueOpts
+	// fromUpload is Upload resolved (Service.fromUpload).
+	fromUpload *uploadReady
 	// replayOf names the job a replay replays (Service.Replay);
 	// manualRunOf the schedule RunNow runs, as the job id (a derived one);
 	// childOf the job whose handler enqueues this one, named childName
@@ -124,6 +132,11 @@ type EnqueueRequest struct {
 // job is never lost. A retry with the same idempotency key re-sends a job
 // that is still queued at once.
 func (s *Service) Enqueue(ctx context.Context, req EnqueueRequest) (*EnqueueResult, error) {
+	if req.Upload != "" {
+		if err := s.fromUpload(ctx, &req); err != nil {
+			return nil, err
+		}
+	}
 	if req.UniqueKey != "" {
 		return s.enqueueUnique(ctx, req)
 	}
@@ -166,7 +179,7 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 	var ce *driver.ConflictError
 	switch {
 	case err == nil:
-	case errors.As(err, &ce) && errors.Is(err, driver.ErrExists) && (req.IdempotencyKey != "" || req.childOf != "") && ce.Current != nil:
+	case errors.As(err, &ce) && errors.Is(err, driver.ErrExists) && (req.IdempotencyKey != "" || req.childOf != "" || req.fromUpload != nil) && ce.Current != nil:
 		cur := ce.Current
 		if cur.Owner != req.Owner || cur.Kind != req.Kind || !s.hasher.matches(cur.RequestHash, r) {
 			return nil, false, ErrIdempotencyConflict
@@ -294,6 +307,9 @@ func (s *Service) Prepare(req EnqueueRequest) (*driver.Record, error) {
 	if len(req.After) > 0 {
 		return nil, refuse(codeInvalidRequest, `"after" is not supported in a transactional enqueue`)
 	}
+	if req.Upload != "" {
+		return nil, refuse(codeInvalidRequest, "an upload's payload is an object, which a transaction cannot write: enqueue it with Enqueue")
+	}
 	j, _, err := s.prepare(req)
 	if err != nil {
 		return nil, err
@@ -328,12 +344,18 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 	if !ok {
 		return newJob{}, nil, errUnknownKind
 	}
-	if err := k.validate(req.Payload); err != nil {
-		return newJob{}, nil, err
+	if req.Upload != "" && req.fromUpload == nil {
+		return newJob{}, nil, refuse(codeInvalidRequest, `"upload" is taken by Enqueue alone`)
 	}
-	canonical, err := k.canonical(req.Payload)
-	if err != nil {
-		return newJob{}, nil, err
+	var canonical []byte
+	if req.fromUpload == nil {
+		if err := k.validate(req.Payload); err != nil {
+			return newJob{}, nil, err
+		}
+		var err error
+		if canonical, err = k.canonical(req.Payload); err != nil {
+			return newJob{}, nil, err
+		}
 	}
 	runAt := req.RunAt
 	switch {
@@ -360,8 +382,14 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 	if req.Lane != "" && !slices.Contains(s.reg.Lanes(), req.Lane) {
 		return newJob{}, nil, refuse(codeInvalidRequest, fmt.Sprintf("lane %q: this deployment has no such lane", req.Lane))
 	}
-	stored, err := sealPayload(s.sealer, id, k.secrets, canonical)
-	if err != nil {
+	var stored []byte
+	var staged driver.Staged
+	var err error
+	if up := req.fromUpload; up != nil {
+		// Sealed for this id by the worker that validated it: the hash
+		// covers what it sealed.
+		staged, canonical = up.staged, []byte("upload:"+up.sha256)
+	} else if stored, err = sealPayload(s.sealer, id, k.secrets, canonical); err != nil {
 		return newJob{}, nil, fmt.Errorf("jobs: seal payload: %w", err)
 	}
 	if most := s.eng.maxPart; most > 0 && len(stored) > most {
@@ -377,7 +405,7 @@ func (s *Service) prepareAs(req EnqueueRequest, id string, now time.Time) (newJo
 			r = append(r, part)
 		}
 	}
-	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane,
+	return newJob{id: id, kind: req.Kind, owner: req.Owner, payload: stored, staged: staged, requestHash: s.hasher.sum(r), at: now, runAt: runAt, lane: req.Lane,
 		tenant: req.Tenant, startBy: req.StartBy, parents: slices.Clone(req.After), replayOf: req.replayOf,
 		manualRunOf: req.manualRunOf, childOf: req.childOf, awaitedAs: awaitedAs(req), tags: maps.Clone(req.Tags)}, r, nil
 }

@@ -993,6 +993,9 @@ func (w *Worker) handle(ctx context.Context, inv invocation, k *kindDef, r run, 
 			return w.eng.readJobs(cctx, ids)
 		}
 	}
+	if k.name == uploadKind && w.eng.uploads != nil {
+		h.uploads = &uploadEnv{uploads: w.eng.uploads, stager: w.eng.staging, reg: w.eng.reg, sealer: w.sealer, maxPart: w.eng.maxPart}
+	}
 	if k.heartbeat > 0 {
 		h.heartbeat = func(pctx context.Context) error {
 			return cancelled(renewed(w.eng.store.Heartbeat(pctx, rec.ID, token, driver.Heartbeat{LeaseUntil: lease(), At: w.eng.now()})))

@@ -173,3 +173,47 @@ func objectOf(rec *driver.Record, p driver.Part) (string, int) {
 	}
 	return "", 0
 }
+
+// StagePayload writes the payload of job id as an object before the job
+// (driver.PayloadStager): an uploaded payload, sealed for the job it will
+// be. Create then takes its name and size.
+func (s *Store) StagePayload(ctx context.Context, id string, payload []byte, until time.Time) (driver.Staged, error) {
+	if s.opts.Objects == nil {
+		return driver.Staged{}, fmt.Errorf("dynamostore: payload of %s: %w", id, ErrNeedsObject)
+	}
+	ref, err := s.putObject(ctx, id, driver.PartPayload, payload, until)
+	if err != nil {
+		return driver.Staged{}, err
+	}
+	return driver.Staged{Ref: ref, Bytes: len(payload)}, nil
+}
+
+// staged reports whether rec's payload was staged (StagePayload): named
+// and sized, not carried.
+func staged(rec *driver.Record) bool {
+	return rec.Payload == nil && rec.PayloadRef != "" && rec.PayloadBytes > 0
+}
+
+// keepStaged makes the staged payload of rec last until its
+// PayloadUntil, or says it is gone (driver.ErrPartMissing).
+func (s *Store) keepStaged(ctx context.Context, rec *driver.Record) error {
+	until := rec.PayloadUntil
+	if until.IsZero() {
+		until = s.clock.Now().Add(jobs.DefaultRetention)
+	}
+	err := s.opts.Objects.Keep(ctx, objectKey(rec.ID, driver.PartPayload, rec.PayloadRef), until)
+	if errors.Is(err, ErrObjectMissing) {
+		return fmt.Errorf("dynamostore: staged payload of %s: %w", rec.ID, driver.ErrPartMissing)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: staged payload of %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// Uploads are the store's object tier's, when it takes uploads
+// (driver.UploadKeeper): nil without one.
+func (s *Store) Uploads() driver.Uploads {
+	u, _ := s.opts.Objects.(driver.Uploads)
+	return u
+}

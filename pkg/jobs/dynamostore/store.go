@@ -393,6 +393,10 @@ func (s *Store) Create(ctx context.Context, rec *driver.Record) error {
 		return err
 	}
 	switch {
+	case at.staged:
+		if err := s.keepStaged(ctx, rec); err != nil {
+			return err
+		}
 	case at.object:
 		if _, err := s.putObject(ctx, rec.ID, driver.PartPayload, rec.Payload, rec.PayloadUntil); err != nil {
 			return err
@@ -427,6 +431,8 @@ func (s *Store) Create(ctx context.Context, rec *driver.Record) error {
 type payloadAt struct {
 	ref    string
 	object bool
+	// staged: the payload is an object written before (StagePayload).
+	staged bool
 }
 
 // putInput is the conditional put that creates rec, and where its payload
@@ -442,7 +448,13 @@ func (s *Store) putInput(rec *driver.Record) (*dynamodb.PutItemInput, payloadAt,
 	}
 	split = split && !s.inline
 	it := toItem(rec)
-	if split {
+	if at.staged = staged(rec); at.staged {
+		if s.opts.Objects == nil {
+			return nil, at, fmt.Errorf("dynamostore: payload of %s: %w", rec.ID, ErrNeedsObject)
+		}
+		at.object, at.ref = true, rec.PayloadRef
+		it.Payload, it.PayloadRef, it.PayloadSize = "", rec.PayloadRef, rec.PayloadBytes
+	} else if split {
 		if at.object, err = s.asObject(s.storedSize(rec.Payload)); err != nil {
 			return nil, at, fmt.Errorf("dynamostore: payload of %s: %w", rec.ID, err)
 		}

@@ -39,6 +39,8 @@ type MemStore struct {
 	// objectsOver: see KeepObjectsOver.
 	apartOver, objectsOver int
 	payloads               map[string]memPayload
+	// uploads: see Uploads.
+	uploads *MemUploads
 	// pauses: the pause set, by ID.
 	pauses map[string]driver.Pause
 }
@@ -96,7 +98,20 @@ func (m *MemStore) Create(_ context.Context, rec *driver.Record) error {
 	// under the same name keeps the longer TTL.
 	stored := clone(rec)
 	stored.PayloadUntil = time.Time{}
-	m.setPart(stored, driver.PartPayload, rec.Payload, rec.PayloadUntil)
+	if rec.Payload == nil && rec.PayloadRef != "" && rec.PayloadBytes > 0 {
+		// Staged (StagePayload): made to last as the job's payload.
+		k := "payload#" + rec.ID + "#" + rec.PayloadRef
+		item, ok := m.payloads[k]
+		if !ok || !m.clock.Now().Before(item.until) {
+			return fmt.Errorf("jobstest: staged payload of %s: %w", rec.ID, driver.ErrPartMissing)
+		}
+		if item.until.Before(rec.PayloadUntil) {
+			item.until = rec.PayloadUntil
+			m.payloads[k] = item
+		}
+	} else {
+		m.setPart(stored, driver.PartPayload, rec.Payload, rec.PayloadUntil)
+	}
 	if cur, ok := m.live(rec.ID); ok {
 		return &driver.ConflictError{Current: clone(cur)}
 	}

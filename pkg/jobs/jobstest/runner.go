@@ -40,6 +40,10 @@ type Runner struct {
 	// event bus would get them (kinds with KindOpts.Events): Bus.Events()
 	// after Work. A handler's test checks what its consumers will see.
 	Bus *MemBus
+	// Uploads holds the uploads (Service.StartUpload) of a Runner that
+	// keeps objects (RunnerOpts.ObjectsOver): MemUploads.PutPart uploads
+	// a part through a link StartUpload answered. Nil otherwise.
+	Uploads *MemUploads
 
 	queue   *runnerQueue
 	worker  *jobs.Worker
@@ -48,9 +52,26 @@ type Runner struct {
 
 // NewRunner returns a Runner over reg, its clock at Epoch. It puts reg to
 // use: register every kind first.
-func NewRunner(reg *jobs.Registry) (*Runner, error) {
+func NewRunner(reg *jobs.Registry) (*Runner, error) { return NewRunnerWith(reg, RunnerOpts{}) }
+
+// RunnerOpts configures NewRunnerWith.
+type RunnerOpts struct {
+	// ObjectsOver keeps payloads and final results over that many bytes
+	// as objects, as a deployment with a bucket does (MemStore's
+	// KeepObjectsOver), and takes uploads (Runner.Uploads). 0: none.
+	ObjectsOver int
+}
+
+// NewRunnerWith is NewRunner with opts.
+func NewRunnerWith(reg *jobs.Registry, opts RunnerOpts) (*Runner, error) {
 	clock := NewClock(Epoch)
 	store := NewMemStore(clock)
+	var uploads *MemUploads
+	if opts.ObjectsOver > 0 {
+		store.KeepPayloadsApart(opts.ObjectsOver)
+		store.KeepObjectsOver(opts.ObjectsOver)
+		uploads, _ = store.Uploads().(*MemUploads)
+	}
 	q := &runnerQueue{clock: clock}
 	key, pageKey := make([]byte, 32), make([]byte, 32)
 	_, _ = rand.Read(key)
@@ -64,7 +85,7 @@ func NewRunner(reg *jobs.Registry) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{Service: c.Service(), Clock: clock, Bus: bus, queue: q, worker: c.Worker(), sweeper: c.Sweeper()}, nil
+	return &Runner{Service: c.Service(), Clock: clock, Bus: bus, Uploads: uploads, queue: q, worker: c.Worker(), sweeper: c.Sweeper()}, nil
 }
 
 // Work delivers every message that is due, in batches of up to ten as SQS

@@ -148,3 +148,58 @@ func TestKeepNeverShortensAnObjectsLife(t *testing.T) {
 		t.Fatalf("keeping it for 600 days: %v, copies %v; want one, tagged 1024", err, f.copies)
 	}
 }
+
+// TestUploadLinksAreScopedAndShort: what S3 enforces of a presigned part
+// upload and the emulator does not (it checks no signature), asserted on
+// each link: a PUT of one part of one upload at the key given (the
+// engine's, under uploads/<owner hash>/<upload id>/), signed by the
+// functions' role with SigV4 over the host alone, for at most
+// MaxUploadURL, and with no checksum the create did not declare.
+func TestUploadLinksAreScopedAndShort(t *testing.T) {
+	client := s3.New(s3.Options{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", "")})
+	f := &fakeS3{calc: map[string]aws.RequestChecksumCalculation{}}
+	o := &Objects{api: f, presign: s3.NewPresignClient(client), bucket: "jobs-parts", now: time.Now}
+	const key = "uploads/0123abcd/01jupload/payload"
+	for _, tc := range []struct {
+		ask  time.Duration
+		want string
+	}{{time.Minute, "60"}, {time.Hour, "900"}, {0, "900"}} {
+		id, urls, err := o.Begin(context.Background(), key, 3, tc.ask)
+		if err != nil || id != "u" || len(urls) != 3 {
+			t.Fatalf("Begin: %q, %d links, %v", id, len(urls), err)
+		}
+		for i, link := range urls {
+			u, err := url.Parse(link)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := u.Query()
+			if got := q.Get("X-Amz-Expires"); got != tc.want {
+				t.Errorf("asked for %v: part %d expires in %s s, want %s", tc.ask, i+1, got, tc.want)
+			}
+			if u.Scheme != "https" || u.Host != "jobs-parts.s3.eu-west-1.amazonaws.com" || u.Path != "/"+key {
+				t.Errorf("part %d links to %s://%s%s, want the upload's key over https", i+1, u.Scheme, u.Host, u.Path)
+			}
+			if q.Get("uploadId") != "u" || q.Get("partNumber") != strconv.Itoa(i+1) || q.Get("x-id") != "UploadPart" {
+				t.Errorf("part %d: uploadId %q partNumber %q x-id %q, want its own part of upload u", i+1, q.Get("uploadId"), q.Get("partNumber"), q.Get("x-id"))
+			}
+			if got := q.Get("X-Amz-SignedHeaders"); got != "host" {
+				t.Errorf("part %d: signed headers %q, want host alone", i+1, got)
+			}
+			for k := range q {
+				if strings.HasPrefix(strings.ToLower(k), "x-amz-checksum") || strings.HasPrefix(strings.ToLower(k), "x-amz-sdk-checksum") {
+					t.Errorf("part %d: link carries %s, which S3 would hold against the parts at the complete", i+1, k)
+				}
+			}
+			if q.Get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" || !strings.HasPrefix(q.Get("X-Amz-Credential"), "AKIDEXAMPLE/") || q.Get("X-Amz-Signature") == "" {
+				t.Errorf("part %d: link %s is not signed with SigV4 by the given credentials", i+1, link)
+			}
+		}
+	}
+	if f.calc["create"] != aws.RequestChecksumCalculationWhenRequired {
+		t.Errorf("the upload's create asks for checksums (%v)", f.calc["create"])
+	}
+	if _, _, err := o.Begin(context.Background(), key, 0, time.Minute); err == nil {
+		t.Error("an upload of no parts began")
+	}
+}
