@@ -32,12 +32,12 @@ type engine struct {
 	// uploads.
 	uploads driver.Uploads
 	staging driver.PayloadStager
-	reg   *Registry // nil: no kind's retry policy applies (a sweeper without kinds)
-	store driver.Store
-	queue driver.Queue // nil: retries and early deliveries wait for the sweeper
-	clock Clock
-	log   *slog.Logger
-	grace time.Duration
+	reg     *Registry // nil: no kind's retry policy applies (a sweeper without kinds)
+	store   driver.Store
+	queue   driver.Queue // nil: retries and early deliveries wait for the sweeper
+	clock   Clock
+	log     *slog.Logger
+	grace   time.Duration
 	// laneGrace is the dispatch grace of each lane whose worker runs
 	// longer than the default lane's (its timeout, plus the same margin);
 	// a lane not in it has grace.
@@ -462,8 +462,8 @@ type newJob struct {
 	id, kind, owner string
 	payload         []byte // as stored: canonical, its secret fields sealed
 	// staged names the payload when it was written before (an upload's).
-	staged driver.Staged
-	requestHash     string
+	staged      driver.Staged
+	requestHash string
 	// at is its creation time (engine.now); runAt when it may run (zero,
 	// or not after at: at once).
 	at, runAt time.Time

@@ -29,7 +29,7 @@ import (
 // hand, whose Publish, Heartbeat and Checkpoint then do nothing.
 type runHandle struct {
 	// uploads: what an upload's run needs (the upload kind's alone).
-	uploads *uploadEnv
+	uploads    *uploadEnv
 	publish    func(ctx context.Context, body []byte) error
 	heartbeat  func(ctx context.Context) error
 	checkpoint func(ctx context.Context, raw []byte) error

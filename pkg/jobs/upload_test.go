@@ -79,10 +79,10 @@ func work(t *testing.T, r *jobstest.Runner) {
 func TestAnUploadBecomesAJob(t *testing.T) {
 	r := uploadRig(t)
 	ctx := context.Background()
-	text := strings.Repeat("0123456789abcdef", ((8 << 20)+100)/16)
+	text := strings.Repeat("0123456789abcdef", ((8<<20)+100)/16)
 	body, _ := json.Marshal(docPayload{Text: text, Token: "tok-1"})
 	up, etags := upload(t, r, "o", len(body), body)
-	if len(up.Parts) != 2 || up.PartBytes != (8 << 20) || !up.ExpiresAt.After(r.Clock.Now()) {
+	if len(up.Parts) != 2 || up.PartBytes != (8<<20) || !up.ExpiresAt.After(r.Clock.Now()) {
 		t.Fatalf("upload of %d bytes: %d parts of %d, expires %v", len(body), len(up.Parts), up.PartBytes, up.ExpiresAt)
 	}
 	if v, err := r.Service.GetUpload(ctx, "o", up.ID); err != nil || v.Status != "open" {
