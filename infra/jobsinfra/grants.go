@@ -104,6 +104,9 @@ func (s *Jobs) explain(g grantee, d deploy.Grant) {
 	case d.Resource == deploy.Parts:
 		why = "Payload and result objects are named by their job's id at run time; the wildcard covers only the parts/ prefix of the construct's own bucket."
 		appliesTo = jsii.String("Resource::<" + *awscdk.Stack_Of(s.Construct).GetLogicalId(s.Parts.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>/" + partsPrefix + "*")
+	case d.Resource == deploy.Uploads:
+		why = "Uploads are named by their upload's id at run time; the wildcard covers only the uploads/ prefix of the construct's own bucket."
+		appliesTo = jsii.String("Resource::<" + *awscdk.Stack_Of(s.Construct).GetLogicalId(s.Parts.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>/" + uploadsPrefix + "*")
 	case d.Resource == deploy.RuntimeSchedules:
 		why = "The schedules function creates, reads, updates and deletes the callers' schedules, whose names are only known at run time, " +
 			"in the runtime schedule group alone (not the declared schedules' group)."
@@ -191,6 +194,11 @@ func (s *Jobs) arns(r deploy.Resource, g grantee) []*string {
 			return nil
 		}
 		return []*string{jsii.String(*s.Parts.BucketArn() + "/" + partsPrefix + "*")}
+	case deploy.Uploads:
+		if s.Parts == nil {
+			return nil
+		}
+		return []*string{jsii.String(*s.Parts.BucketArn() + "/" + uploadsPrefix + "*")}
 	case deploy.OwnLogs:
 		if g.logs == nil {
 			return nil

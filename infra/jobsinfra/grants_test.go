@@ -129,6 +129,10 @@ func (d *descriptorStack) arns(t *testing.T, r deploy.Resource, rc roleCase) []s
 		if j.Parts != nil {
 			out = append(out, att(j.Parts)+"/parts/*")
 		}
+	case deploy.Uploads:
+		if j.Parts != nil {
+			out = append(out, att(j.Parts)+"/uploads/*")
+		}
 	case deploy.OwnLogs:
 		if rc.logs != "" {
 			s, err := tm.getAtt(rc.logs, "Arn")

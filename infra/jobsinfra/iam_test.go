@@ -178,6 +178,9 @@ func (d *iamDeployment) arnOf(resource string) (string, string, error) {
 	case resource == "bucket/parts":
 		arn, err := t.getAtt(d.res["bucket"], "Arn")
 		return arn + "/parts/ab12/a-job/payload-x", d.res["bucket"], err
+	case resource == "bucket/uploads":
+		arn, err := t.getAtt(d.res["bucket"], "Arn")
+		return arn + "/uploads/0123abcd/an-upload/payload", d.res["bucket"], err
 	case resource == "schedule/runtime/*":
 		return t.arn("scheduler", "schedule/"+d.group+"/a-schedule"), "", nil
 	case strings.HasPrefix(resource, "route/"):
@@ -206,7 +209,7 @@ func (d *iamDeployment) encrypted(resource string) (string, bool) {
 		return "sqs", true
 	case strings.HasPrefix(resource, "secret/"):
 		return "secretsmanager", true
-	case resource == "bucket/parts":
+	case resource == "bucket/parts" || resource == "bucket/uploads":
 		return "s3", true
 	}
 	return "", false
@@ -450,6 +453,10 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 		"workerlong s3:GetObject bucket/parts",     // ...read at its claim (example.blob runs in the long lane)
 		"workerlong s3:PutObject bucket/parts",     // a large result
 		"getjob s3:GetObject bucket/parts",         // its link, fetched by the caller
+		"enqueue s3:PutObject bucket/uploads",      // an upload begun, and its parts PUT through its links
+		"worker s3:PutObject bucket/uploads",       // ...completed by the worker that validates it
+		"worker s3:GetObject bucket/uploads",       // ...read
+		"worker s3:DeleteObject bucket/uploads",    // ...and deleted
 	} {
 		if !seen[must] {
 			t.Errorf("the recording lacks %q", must)
@@ -608,6 +615,8 @@ func (d *iamDeployment) negativeControls() []authz {
 		// bucket's denies it), not a role the descriptor gives no write.
 		{principal: stranger, action: "s3:GetObject", resource: "bucket/parts"},
 		{principal: stranger, action: "s3:PutObject", resource: "bucket/parts"},
+		{principal: stranger, action: "s3:PutObject", resource: "bucket/uploads"},
+		{principal: "getjob", action: "s3:PutObject", resource: "bucket/uploads"},
 		// A GET or DELETE with a versionId (versionId=null in a bucket
 		// without versioning) is authorised by its own action alone.
 		{principal: stranger, action: "s3:GetObjectVersion", resource: "bucket/parts"},

@@ -20,8 +20,8 @@ import (
 // their data read and written by the roles the descriptor grants it
 // (deploy.Parts) and no other principal (partsPolicy). Each object lasts as
 // its tag says (s3objects.TagKeep): one lifecycle rule per lifetime of
-// s3objects.KeepDays, and multipart writes left unfinished are aborted
-// after a day. No code calls a bucket configuration API at run time: all
+// s3objects.KeepDays; uploads expire after a day, and multipart writes
+// left unfinished are aborted after a day. No code calls a bucket configuration API at run time: all
 // of it is here.
 func (s *Jobs) parts() {
 	if !s.largeParts {
@@ -31,6 +31,13 @@ func (s *Jobs) parts() {
 		Id: jsii.String("abort-unfinished-writes"), Enabled: jsii.Bool(true),
 		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
 	}}
+	// Uploads rest under uploads/ until a worker validates them (and
+	// deletes them), within 20 minutes of their start: a day is a backstop.
+	rules = append(rules, &awss3.LifecycleRule{
+		Id: jsii.String("uploads-1-day"), Enabled: jsii.Bool(true),
+		Prefix:     jsii.String(uploadsPrefix),
+		Expiration: awscdk.Duration_Days(jsii.Number(1)),
+	})
 	for _, days := range s3objects.KeepDays {
 		rules = append(rules, &awss3.LifecycleRule{
 			Id: jsii.String(fmt.Sprintf("keep-%d-days", days)), Enabled: jsii.Bool(true),
@@ -60,8 +67,13 @@ func (s *Jobs) parts() {
 	}}, jsii.Bool(true))
 }
 
-// partsPrefix is where the objects rest (dynamostore's object keys).
-const partsPrefix = "parts/"
+// partsPrefix is where the objects rest (dynamostore's object keys);
+// uploadsPrefix where the callers' uploads do until they are validated
+// (jobs.Service.StartUpload's keys).
+const (
+	partsPrefix   = "parts/"
+	uploadsPrefix = "uploads/"
+)
 
 // partsPolicy denies the objects' data to every principal but the roles
 // the descriptor grants it (the construct's functions, GrantEnqueue's),

@@ -51,12 +51,19 @@ func TestPartsBucket(t *testing.T) {
 		}
 		rules := b["LifecycleConfiguration"].(map[string]any)["Rules"].([]any)
 		var keeps []int
+		uploads := false
 		for _, r := range rules {
 			r := r.(map[string]any)
 			if r["Id"] == "abort-unfinished-writes" {
 				if jsonString(r["AbortIncompleteMultipartUpload"]) != `{"DaysAfterInitiation":1}` {
 					t.Errorf("abort rule %s", jsonString(r))
 				}
+				continue
+			}
+			if r["Id"] == "uploads-1-day" {
+				// What a worker did not validate and delete goes after a
+				// day, whatever its tags.
+				uploads = r["Prefix"] == uploadsPrefix && r["ExpirationInDays"] == float64(1) && r["Status"] == "Enabled" && r["TagFilters"] == nil
 				continue
 			}
 			tags := r["TagFilters"].([]any)
@@ -66,6 +73,9 @@ func TestPartsBucket(t *testing.T) {
 				t.Errorf("lifecycle rule %s", jsonString(r))
 			}
 			keeps = append(keeps, days)
+		}
+		if !uploads {
+			t.Errorf("no rule expires uploads/ after a day: %s", jsonString(rules))
 		}
 		if !slices.Equal(keeps, s3objects.KeepDays) {
 			t.Errorf("lifecycle rules keep %v days, want %v", keeps, s3objects.KeepDays)

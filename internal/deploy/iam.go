@@ -46,6 +46,9 @@ const (
 	// bucket (parts/*), in a deployment that has it (jobsinfra's
 	// JobsProps.LargeParts).
 	Parts Resource = "bucket/parts"
+	// Uploads are the objects and multipart uploads of the callers'
+	// uploads in that bucket (uploads/*), until a worker validates them.
+	Uploads Resource = "bucket/uploads"
 	// Bucket is that bucket itself (s3:ListBucket).
 	Bucket Resource = "bucket"
 	// OwnLogs are the log streams of the function's own log group.
@@ -162,6 +165,12 @@ var (
 	partsList    = Grant{Actions: []string{"s3:ListBucket"}, Resource: Bucket, Why: "a missing object answered as missing (404), not as refused (403)"}
 	keyParts     = Grant{Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resource: Key, Condition: Condition{Via: "s3"}, Why: "objects written and read in the encrypted bucket"}
 	keyPartsRead = Grant{Actions: []string{"kms:Decrypt"}, Resource: Key, Condition: Condition{Via: "s3"}, Why: "objects read in the encrypted bucket"}
+	// Uploads: begun by the enqueue function (CreateMultipartUpload is
+	// s3:PutObject, and each part's presigned PUT acts as its role), and
+	// aborted when the upload's job was not stored; completed, read and
+	// deleted by the worker that validates them.
+	uploadsBegin    = Grant{Actions: []string{"s3:PutObject", "s3:AbortMultipartUpload"}, Resource: Uploads, Why: "uploads begun, and their parts' presigned PUTs (which act as this role)"}
+	uploadsValidate = Grant{Actions: []string{"s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"}, Resource: Uploads, Why: "uploads completed, read, validated and deleted"}
 	// putEvents: the functions that write outcomes announce them.
 	putEvents = Grant{Actions: []string{"events:PutEvents"}, Resource: Bus, Why: "job events (each is among the bus's publishers)"}
 )
@@ -182,7 +191,7 @@ var roleGrants = map[string][]Grant{
 		send,
 		{Actions: []string{"secretsmanager:GetSecretValue"}, Resource: PayloadSecret, Why: "the payload key ring, at cold start"},
 		keyTableWrite, keySend, keySecret,
-		partsWrite, partsRead, partsList, keyParts,
+		partsWrite, partsRead, partsList, keyParts, uploadsBegin,
 	},
 	GetJob: join(listing, []Grant{
 		{Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem"}, Resource: Table, Why: "a job, a batch, the jobs a listing names"},
@@ -224,7 +233,7 @@ var roleGrants = map[string][]Grant{
 		{Actions: []string{"secretsmanager:GetSecretValue"}, Resource: PayloadSecret, Why: "the payload key ring, at cold start"},
 		putEvents,
 		keyTableWrite, keySend, keySecret,
-		partsWrite, partsRead, partsList, keyParts,
+		partsWrite, partsRead, partsList, keyParts, uploadsValidate,
 		{Actions: []string{"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}, Resource: OwnQueue, By: ByEventSource, Why: "its lane's messages, received and deleted by Lambda's pollers"},
 		{Actions: []string{"kms:Decrypt"}, Resource: Key, By: ByEventSource, Why: "its lane's messages, with a customer-managed key (bounded by the key policy's OnlyThroughItsServices)"},
 	},

@@ -158,6 +158,9 @@ const (
 	RouteSignalJob             = "SignalJob"
 	RouteAdminSignalJob        = "AdminSignalJob"
 	RouteCallback              = "Callback"
+	RouteStartUpload           = "StartUpload"
+	RouteCompleteUpload        = "CompleteUpload"
+	RouteGetUpload             = "GetUpload"
 )
 
 // Routes are the API's routes: the one place a path is written.
@@ -199,6 +202,11 @@ var Routes = []Route{
 	{RouteSignalJob, "POST", "/v1/jobs/{id}/signals/{name}", Enqueue, AuthCaller},
 	{RouteAdminSignalJob, "POST", "/v1/admin/jobs/{id}/signals/{name}", Enqueue, AuthOperator},
 	{RouteCallback, "POST", "/v1/callbacks/{token}", Enqueue, AuthNone},
+	// An upload begins a multipart upload and is stored as a job; its
+	// completion is a signal, sealed: both with the enqueue function.
+	{RouteStartUpload, "POST", "/v1/uploads", Enqueue, AuthCaller},
+	{RouteCompleteUpload, "POST", "/v1/uploads/{id}/complete", Enqueue, AuthCaller},
+	{RouteGetUpload, "GET", "/v1/uploads/{id}", GetJob, AuthCaller},
 }
 
 // functionsServing are the functions that serve a route of auth, each

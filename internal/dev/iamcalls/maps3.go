@@ -20,7 +20,7 @@ import (
 //     s3:DeleteObject.
 //
 // An object of the stack's bucket under parts/ is recorded as
-// "bucket/parts"; any other bucket or key, or a request on a bucket
+// "bucket/parts", one under uploads/ as "bucket/uploads"; any other bucket or key, or a request on a bucket
 // itself, is an error (no function makes one).
 func MapS3(principal string, r *http.Request, n Names) ([]Call, error) {
 	resource, err := n.object(r.URL.Path)
@@ -62,8 +62,11 @@ func (n Names) object(path string) (string, error) {
 	if !ok || key == "" || bucket != n.Bucket || n.Bucket == "" {
 		return "", fmt.Errorf("iamcalls: S3 object %q is not in the stack's bucket", path)
 	}
-	if !strings.HasPrefix(key, "parts/") {
-		return "", fmt.Errorf("iamcalls: S3 object %q is not under parts/", path)
+	switch {
+	case strings.HasPrefix(key, "parts/"):
+		return "bucket/parts", nil
+	case strings.HasPrefix(key, "uploads/"):
+		return "bucket/uploads", nil
 	}
-	return "bucket/parts", nil
+	return "", fmt.Errorf("iamcalls: S3 object %q is not under parts/ or uploads/", path)
 }

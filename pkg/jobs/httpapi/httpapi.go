@@ -112,6 +112,9 @@ const MaxDirectPayloadBytes = 2 << 20
 type enqueueBody struct {
 	Kind    *string         `json:"kind"`
 	Payload json.RawMessage `json:"payload"`
+	// Upload names a ready upload whose payload the job takes
+	// (POST /v1/uploads), in place of Payload.
+	Upload string `json:"upload"`
 	optsBody
 }
 
@@ -153,8 +156,8 @@ func (a *API) enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest, r
 	if in.Kind == nil || *in.Kind == "" {
 		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"kind" is required`})
 	}
-	if len(in.Payload) == 0 {
-		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"payload" is required (use {} for none)`})
+	if len(in.Payload) == 0 && in.Upload == "" {
+		return problem(ctx, a.log, &requestError{code: "invalid_request", detail: `"payload" is required (use {} for none), or "upload"`})
 	}
 	if len(in.Payload) > MaxDirectPayloadBytes {
 		return problem(ctx, a.log, &requestError{code: "too_large", detail: fmt.Sprintf("the payload is larger than the %d bytes POST /v1/jobs takes", MaxDirectPayloadBytes)})
@@ -166,7 +169,7 @@ func (a *API) enqueue(ctx context.Context, req events.APIGatewayV2HTTPRequest, r
 	if err != nil {
 		return problem(ctx, a.log, err)
 	}
-	res, err := a.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: *in.Kind, Payload: in.Payload, EnqueueOpts: opts})
+	res, err := a.svc.Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: *in.Kind, Payload: in.Payload, Upload: in.Upload, EnqueueOpts: opts})
 	if err != nil {
 		return problem(ctx, a.log, err)
 	}
@@ -388,6 +391,7 @@ func (a *API) endpoints() map[string]endpoint {
 		deploy.RouteAdminPause: a.pause(asOperator), deploy.RouteAdminResume: a.resume(asOperator), deploy.RouteAdminListPauses: a.listPauses(asOperator),
 		deploy.RouteScheduleAction: a.scheduleAction(asCaller), deploy.RouteAdminScheduleAction: a.scheduleAction(asOperator),
 		deploy.RouteSignalJob: a.signalJob, deploy.RouteAdminSignalJob: a.adminSignalJob, deploy.RouteCallback: a.callback,
+		deploy.RouteStartUpload: a.startUpload, deploy.RouteCompleteUpload: a.completeUpload, deploy.RouteGetUpload: a.getUpload,
 	}
 }
 

@@ -88,6 +88,10 @@ var statuses = map[string]struct {
 	"queue_full":              {http.StatusTooManyRequests, "Queue full"},
 	"rate_limited":            {http.StatusTooManyRequests, "Rate limited"},
 	"too_many_waits":          {http.StatusTooManyRequests, "Too many open waits"},
+	"unknown_upload":          {http.StatusUnprocessableEntity, "Unknown upload"},
+	"upload_not_ready":        {http.StatusConflict, "Upload not validated yet"},
+	"upload_failed":           {http.StatusUnprocessableEntity, "Upload failed"},
+	"upload_expired":          {http.StatusGone, "Upload expired"},
 	"unavailable":             {http.StatusServiceUnavailable, "Service unavailable"},
 	"internal":                {http.StatusInternalServerError, "Internal error"},
 }
