@@ -448,15 +448,15 @@ func TestEveryCallIsAllowedByTheDeployedPolicies(t *testing.T) {
 		"schedules scheduler:GetSchedule schedule/runtime/*",    // a create's outcome, learned
 		"schedules scheduler:UpdateSchedule schedule/runtime/*", // a schedule left behind, updated
 		"operator execute-api:Invoke route/POST /v1/admin/dead-letters/{action}",
-		"enqueue s3:PutObject bucket/parts",        // a large payload, written before its job
-		"enqueue s3:PutObjectTagging bucket/parts", // ...tagged with how long it lasts
-		"workerlong s3:GetObject bucket/parts",     // ...read at its claim (example.blob runs in the long lane)
-		"workerlong s3:PutObject bucket/parts",     // a large result
-		"getjob s3:GetObject bucket/parts",         // its link, fetched by the caller
-		"enqueue s3:PutObject bucket/uploads",      // an upload begun, and its parts PUT through its links
-		"worker s3:PutObject bucket/uploads",       // ...completed by the worker that validates it
-		"worker s3:GetObject bucket/uploads",       // ...read
-		"worker s3:DeleteObject bucket/uploads",    // ...and deleted
+		"enqueue s3:PutObject bucket/parts",         // a large payload, written before its job
+		"enqueue s3:PutObjectTagging bucket/parts",  // ...tagged with how long it lasts
+		"workerlong s3:GetObject bucket/parts",      // ...read at its claim (example.blob runs in the long lane)
+		"workerlong s3:PutObject bucket/parts",      // a large result
+		"getjob s3:GetObject bucket/parts",          // its link, fetched by the caller
+		"enqueue s3:PutObject bucket/uploads",       // an upload begun, and its parts PUT through its links
+		"workerlong s3:PutObject bucket/uploads",    // ...completed by a worker of its kind's lane (example.blob's)
+		"workerlong s3:GetObject bucket/uploads",    // ...read
+		"workerlong s3:DeleteObject bucket/uploads", // ...and deleted
 	} {
 		if !seen[must] {
 			t.Errorf("the recording lacks %q", must)

@@ -25,7 +25,8 @@ import (
 //     waits for the upload's completion as a signal.
 //  2. The caller PUTs each part to its URL, then CompleteUpload names the
 //     parts by the ETags the PUTs answered: the signal.
-//  3. A worker (memory sized for it, not the API function) joins the
+//  3. A worker of the kind's lane (memory sized for the kind's payloads,
+//     not the API function's) joins the
 //     parts, reads the object, refuses it past its declared size, decodes
 //     it strictly into the kind's payload type, seals its secret fields for
 //     the job it will be, writes that as the job's payload object, and
@@ -322,7 +323,10 @@ func (s *Service) StartUpload(ctx context.Context, owner, kind string, bytes int
 	}
 	trusted := *s
 	trusted.callers = false
-	if _, _, err := trusted.enqueue(ctx, EnqueueRequest{Owner: owner, Kind: uploadKind, Payload: payload, id: id}); err != nil {
+	// Validated in the kind's lane, whose workers' memory is sized for
+	// its payloads.
+	req := EnqueueRequest{Owner: owner, Kind: uploadKind, Payload: payload, id: id, EnqueueOpts: EnqueueOpts{Lane: k.lane}}
+	if _, _, err := trusted.enqueue(ctx, req); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		_ = s.uploads.Remove(rctx, key, up)
