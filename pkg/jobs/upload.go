@@ -403,8 +403,27 @@ func (s *Service) readUpload(ctx context.Context, owner, id string) (*driver.Rec
 		return nil, spec, refuse(codeUnknownUpload, "you have no upload of that id")
 	case err != nil:
 		return nil, spec, err
-	case rec.Kind != uploadKind || json.Unmarshal(rec.Payload, &spec) != nil:
+	case rec.Kind != uploadKind:
 		return nil, spec, refuse(codeUnknownUpload, "you have no upload of that id")
+	}
+	// A store may keep either part apart, however small (an item's
+	// budget, or its object tier's threshold).
+	for _, p := range []struct {
+		part driver.Part
+		into *json.RawMessage
+		ref  string
+	}{{driver.PartPayload, &rec.Payload, rec.PayloadRef}, {driver.PartResult, &rec.Result, rec.ResultRef}} {
+		if *p.into != nil || p.ref == "" {
+			continue
+		}
+		data, _, err := s.store.ReadPart(ctx, rec, p.part)
+		if err != nil {
+			return nil, spec, fmt.Errorf("%w: store: %w", ErrUnavailable, err)
+		}
+		*p.into = data
+	}
+	if err := json.Unmarshal(rec.Payload, &spec); err != nil {
+		return nil, spec, fmt.Errorf("jobs: upload %s: its declaration: %w", id, err)
 	}
 	return rec, spec, nil
 }

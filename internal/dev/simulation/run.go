@@ -79,6 +79,7 @@ func run(seed uint64, opts Options) *Result {
 	clients.Go(func() { w.pauser(ctx, 10*time.Minute) })
 	clients.Go(func() { w.tagger(ctx, 10*time.Minute) })
 	clients.Go(func() { w.waiter(ctx, 10*time.Minute) })
+	clients.Go(func() { w.uploader(ctx, 10*time.Minute) })
 	clients.Wait()
 	w.cover("mechanism", "clients done")
 
@@ -184,6 +185,7 @@ func (w *world) check() {
 	}
 	w.checkTags(all)
 	w.checkWaits()
+	w.checkUploads(ctx)
 	w.checkChildren(all)
 	w.checkCascades(all)
 	w.checkMaps(all)

@@ -323,3 +323,57 @@ func (s *gatedStore) StageResult(ctx context.Context, id string, result []byte, 
 	}
 	return r0, err
 }
+
+// StagePayload takes a turn and the store's faults: an uploaded payload
+// written ahead of its job.
+func (s *gatedStore) StagePayload(ctx context.Context, id string, payload []byte, until time.Time) (driver.Staged, error) {
+	var r0 driver.Staged
+	err := s.a.do(ctx, "StagePayload", id, func() (err error) {
+		r0, err = s.st.StagePayload(ctx, id, payload, until)
+		return err
+	})
+	return r0, err
+}
+
+// Uploads are the store's, each call taking a turn and the faults
+// (driver.UploadKeeper); nil without the object tier.
+func (s *gatedStore) Uploads() driver.Uploads {
+	u := s.st.Uploads()
+	if u == nil {
+		return nil
+	}
+	return gatedUploads{a: s.a, u: u}
+}
+
+// gatedUploads are the uploads' store as an actor reaches it.
+type gatedUploads struct {
+	a *actor
+	u driver.Uploads
+}
+
+func (g gatedUploads) Begin(ctx context.Context, key string, parts int, ttl time.Duration) (string, []string, error) {
+	var r0 string
+	var r1 []string
+	err := g.a.do(ctx, "Upload begin", key, func() (err error) {
+		r0, r1, err = g.u.Begin(ctx, key, parts, ttl)
+		return err
+	})
+	return r0, r1, err
+}
+
+func (g gatedUploads) Complete(ctx context.Context, key, id string, etags []string) error {
+	return g.a.do(ctx, "Upload complete", key, func() error { return g.u.Complete(ctx, key, id, etags) })
+}
+
+func (g gatedUploads) Read(ctx context.Context, key string, max int) ([]byte, error) {
+	var r0 []byte
+	err := g.a.do(ctx, "Upload read", key, func() (err error) {
+		r0, err = g.u.Read(ctx, key, max)
+		return err
+	})
+	return r0, err
+}
+
+func (g gatedUploads) Remove(ctx context.Context, key, id string) error {
+	return g.a.do(ctx, "Upload remove", key, func() error { return g.u.Remove(ctx, key, id) })
+}

@@ -115,6 +115,7 @@ type world struct {
 	grants     []grant           // the burst owner's accepted requests
 	tags       tagRun            // what the tags owner did
 	waits      []waitRun         // what the waits owner's waits did
+	uploads    []*uploadRun      // what the uploads owner's uploads did
 	kids       kids              // what the parents' runs were told
 	invoked    invoked           // what the parents' Invokes answered
 	mapped     mapped            // what the parents' Maps answered

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -137,6 +138,24 @@ func (u *MemUploads) Left() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return len(u.open) + len(u.objects)
+}
+
+// Holds reports whether anything of upload id is left: its parts or its
+// object (its key has "/id/").
+func (u *MemUploads) Holds(id string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, up := range u.open {
+		if strings.Contains(up.key, "/"+id+"/") {
+			return true
+		}
+	}
+	for key := range u.objects {
+		if strings.Contains(key, "/"+id+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // Uploads are the store's uploads when it keeps objects (KeepObjectsOver;
