@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdajobs/lambdajobs/internal/dev/localaws"
 	"github.com/lambdajobs/lambdajobs/internal/dev/testenv"
@@ -313,4 +315,134 @@ func TestAStagedResultIsNamedNotWritten(t *testing.T) {
 	if after != before || got.ResultBytes != len(result) || got.ResultRef != st.Ref || err != nil || !bytes.Equal(read, result) {
 		t.Fatalf("the final write made %d PUTs; the job names %q (%d bytes), reads %d bytes (%v); want none and the staged object", after-before, got.ResultRef, got.ResultBytes, len(read), err)
 	}
+}
+
+// TestUnitsAndRequestsPerUpload measures an upload (POST /v1/uploads
+// through its job's validation) and the job enqueued from it, end to end
+// on DynamoDB Local, the SQS emulator and fauxqs's S3: the table's write
+// units and our S3 requests by method (the caller's PUTs of the parts are
+// the caller's, not counted). The job from an upload costs the table no
+// more than a job with the same payload enqueued directly, and S3 a HEAD
+// at its creation (the staged payload lasts as long as the job's already)
+// where the direct one has its PUTs. docs/evidence/CAPACITY.md, "Uploads",
+// records the table this prints.
+func TestUnitsAndRequestsPerUpload(t *testing.T) {
+	client, sqsClient := testenv.DynamoDB(t), testenv.SQS(t)
+	ctx := context.Background()
+	owner := "arn:aws:sts::123456789012:assumed-role/ingest-pipeline-production/i-0abcdef1234567890"
+	sealer, err := jobs.NewAESSealer([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report strings.Builder
+	fmt.Fprintf(&report, "\n| payload | phase | write units | S3 requests (ours) |\n|---|---|---|---|\n")
+	for _, size := range []int{1 << 20, 10 << 20} {
+		log := &capacityLog{}
+		doer := &countingDoer{n: map[string]int{}, out: http.DefaultClient}
+		s3c := localaws.S3Client(testenv.SQSEndpoint(t), func(o *s3.Options) { o.HTTPClient = doer })
+		bucket := testenv.NewBucket(t, testenv.S3(t))
+		store := dynamostore.New(client, testenv.NewTable(t, client), dynamostore.Config{OnCapacity: log.record, Objects: s3objects.New(s3c, bucket)})
+		urls := testenv.NewQueues(t, sqsClient, sqsqueue.DefaultSpec(time.Minute))
+		reg := jobs.NewRegistry()
+		type upload struct {
+			Objects []json.RawMessage `json:"objects"`
+		}
+		jobs.MustRegister(reg, "ingest", func(ctx context.Context, j *jobs.Job[upload]) (jobs.JSON[int], error) {
+			return jobs.JSON[int]{V: len(j.Payload.Objects)}, nil
+		}, &jobs.KindOpts{MaxPayloadBytes: 16 << 20})
+		c, err := jobs.NewClient(jobs.Config{Registry: reg, Store: store, Queue: sqsqueue.New(sqsClient, urls.Queue), MessageFirst: true, CancelCheck: -1, Sealer: sealer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain := func() {
+			t.Helper()
+			for range 5 {
+				out, err := sqsClient.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &urls.Queue, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(out.Messages) == 0 {
+					return
+				}
+				var ev events.SQSEvent
+				for _, m := range out.Messages {
+					ev.Records = append(ev.Records, events.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body})
+					if _, err := sqsClient.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &urls.Queue, ReceiptHandle: m.ReceiptHandle}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if resp, _ := c.Worker().HandleSQS(ctx, ev); len(resp.BatchItemFailures) > 0 {
+					t.Fatalf("batch item failures %v", resp.BatchItemFailures)
+				}
+			}
+		}
+		counts := func() (float64, string) {
+			var units float64
+			for _, op := range log.order {
+				if op != "get" {
+					units += log.table[op] + log.index[op]
+				}
+			}
+			doer.mu.Lock()
+			defer doer.mu.Unlock()
+			var parts []string
+			for _, m := range []string{"POST", "PUT", "COPY", "HEAD", "GET", "DELETE"} {
+				if n := doer.n[m]; n > 0 {
+					parts = append(parts, fmt.Sprintf("%d %s", n, m))
+				}
+			}
+			*log = capacityLog{}
+			doer.n = map[string]int{}
+			return units, strings.Join(parts, ", ")
+		}
+
+		payload := uploadsPayload(size)
+		up, err := c.Service().StartUpload(ctx, owner, "ingest", len(payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain() // the upload's job runs, and waits for its completion
+		var etags []string
+		for i, p := range up.Parts {
+			chunk := payload[i*up.PartBytes : min((i+1)*up.PartBytes, len(payload))]
+			req, _ := http.NewRequest(http.MethodPut, p.URL, bytes.NewReader(chunk))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			etags = append(etags, resp.Header.Get("ETag"))
+		}
+		if _, err := c.Service().CompleteUpload(ctx, owner, up.ID, etags); err != nil {
+			t.Fatal(err)
+		}
+		drain()
+		v, err := c.Service().GetUpload(ctx, owner, up.ID)
+		if err != nil || v.Status != "ready" {
+			t.Fatalf("the upload: %+v, %v", v, err)
+		}
+		uploadUnits, uploadS3 := counts()
+		res, err := c.Service().Enqueue(ctx, jobs.EnqueueRequest{Owner: owner, Kind: "ingest", Upload: up.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain()
+		got, err := c.Service().Get(ctx, owner, res.Job.ID)
+		if err != nil || got.Status != jobs.StatusSucceeded {
+			t.Fatalf("the job: %+v, %v", got, err)
+		}
+		jobUnits, jobS3 := counts()
+		runOne(t, c, sqsClient, urls.Queue, owner, "ingest", payload)
+		directUnits, directS3 := counts()
+		name := fmt.Sprintf("%d MiB", size>>20)
+		fmt.Fprintf(&report, "| %s | the upload | %g | %s |\n| %s | its job | %g | %s |\n| %s | the same job enqueued directly | %g | %s |\n",
+			name, uploadUnits, uploadS3, name, jobUnits, jobS3, name, directUnits, directS3)
+		if jobUnits > directUnits {
+			t.Errorf("%s: the upload's job took %g write units, the same job enqueued directly %g", name, jobUnits, directUnits)
+		}
+		if jobS3 != "1 HEAD, 1 GET" {
+			t.Errorf("%s: the upload's job made %s of S3, want a HEAD at its creation and the GET of its claim", name, jobS3)
+		}
+	}
+	t.Log(report.String())
 }
