@@ -47,6 +47,9 @@ type command struct {
 var commands = []command{
 	{name: "enqueue", args: "KIND [PAYLOAD]", min: 1, max: 2, run: (*client).enqueueCommand,
 		help: []string{`enqueue a job (PAYLOAD is JSON, "-" or absent: read stdin)`}},
+	{name: "upload", args: "KIND [FILE]", min: 1, max: 2, run: (*client).uploadCommand,
+		help: []string{`enqueue a job whose payload (FILE, "-" or absent: stdin; up to 100 MiB)`,
+			"goes up in parts through presigned links, is validated by a worker,", "then enqueued with the enqueue flags (-wait: watch it)"}},
 	{name: "get", args: "ID", min: 1, max: 1, run: func(c *client, ctx context.Context, args []string) int { return c.get(ctx, args[0]) },
 		help: []string{"show a job"}},
 	{name: "watch", args: "ID", min: 1, max: 1, run: func(c *client, ctx context.Context, args []string) int { return c.watch(ctx, args[0]) },

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -873,5 +875,72 @@ func TestSignalAndSteps(t *testing.T) {
 	runCLI(t, url, "get", j.ID)
 	if _, out, _ := runCLI(t, url, "get", j.ID); !strings.Contains(out, "status:   succeeded") || !strings.Contains(out, "          approval (signal, done ") {
 		t.Fatalf("ljob get after the signal:\n%s", out)
+	}
+}
+
+// ljob upload KIND FILE: the file goes up in the parts the API asks for,
+// each PUT through its link with no credentials of the CLI's; the upload
+// is completed with the PUTs' ETags in order, followed until ready, and
+// enqueued with the enqueue flags. A failed upload exits 1 naming its
+// code, and enqueues nothing.
+func TestUploadSendsThePartsAndEnqueues(t *testing.T) {
+	var mu sync.Mutex
+	parts := map[string][]byte{}
+	var completed, enqueued string
+	failed := false
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		body, _ := io.ReadAll(r.Body)
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/uploads":
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"id":"up1","kind":"example.blob","bytes":%d,"part_bytes":8,"parts":[{"number":1,"url":%q},{"number":2,"url":%q}],"expires_at":"2026-12-07T00:00:00Z"}`,
+				len(`{"data":"x"}`), srv.URL+"/s3/p1?X-Amz-Signature=s", srv.URL+"/s3/p2?X-Amz-Signature=s")
+		case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/s3/"):
+			if r.Header.Get("Authorization") != "" || r.Header.Get("X-Local-Caller") != "" {
+				t.Errorf("a part's PUT carries credentials: %v", r.Header)
+			}
+			parts[r.URL.Path] = body
+			w.Header().Set("ETag", `"e-`+strings.TrimPrefix(r.URL.Path, "/s3/")+`"`)
+		case r.URL.Path == "/v1/uploads/up1/complete":
+			completed = string(body)
+			w.WriteHeader(http.StatusAccepted)
+			fmt.Fprint(w, `{"id":"up1","status":"validating","job_id":"j1"}`)
+		case r.URL.Path == "/v1/uploads/up1":
+			if failed {
+				fmt.Fprint(w, `{"id":"up1","status":"failed","error":"upload_invalid","job_id":"j1"}`)
+				return
+			}
+			fmt.Fprint(w, `{"id":"up1","status":"ready","job_id":"j1"}`)
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/jobs":
+			enqueued = string(body)
+			w.WriteHeader(http.StatusAccepted)
+			fmt.Fprint(w, `{"id":"j1","kind":"example.blob","status":"queued","attempt":0,"result":null,"error":null,"created_at":"2026-12-07T00:00:00Z","updated_at":"2026-12-07T00:00:00Z"}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "payload.json")
+	if err := os.WriteFile(file, []byte(`{"data":"x"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, srv.URL, "-tag", "src=file", "upload", "example.blob", file)
+	mu.Lock()
+	if code != 0 || !strings.Contains(out, "j1") || string(parts["/s3/p1"])+string(parts["/s3/p2"]) != `{"data":"x"}` || len(parts["/s3/p1"]) != 8 {
+		t.Fatalf("upload: exit %d, parts %q, stdout %s, stderr %s", code, parts, out, errOut)
+	}
+	if completed != `{"etags":["\"e-p1\"","\"e-p2\""]}` || enqueued != `{"kind":"example.blob","tags":{"src":"file"},"upload":"up1"}` {
+		t.Fatalf("completed with %s, enqueued %s", completed, enqueued)
+	}
+	failed, enqueued = true, ""
+	mu.Unlock()
+	code, _, errOut = runCLI(t, srv.URL, "upload", "example.blob", file)
+	mu.Lock()
+	defer mu.Unlock()
+	if code != 1 || !strings.Contains(errOut, "upload_invalid") || enqueued != "" {
+		t.Fatalf("a failed upload: exit %d, stderr %s, enqueued %q", code, errOut, enqueued)
 	}
 }
