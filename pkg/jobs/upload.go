@@ -222,7 +222,7 @@ func runUpload(ctx context.Context, job *Job[uploadSpec]) (uploadInfo, error) {
 		return uploadInfo{}, Fail(codeUploadExpired, nil)
 	}
 	info, err := Step(ctx, job, "validate", func(ctx context.Context) (uploadInfo, error) {
-		return env.validate(ctx, job.Owner, job.ID, key, spec, done.ETags)
+		return env.validate(ctx, uploadCall{owner: job.Owner, id: job.ID, key: key, spec: spec, etags: done.ETags})
 	})
 	if err != nil {
 		return uploadInfo{}, err
@@ -233,9 +233,18 @@ func runUpload(ctx context.Context, job *Job[uploadSpec]) (uploadInfo, error) {
 	return info, nil
 }
 
-// validate completes the upload id of owner at key, reads it, and stages
-// it as the payload of its job. An upload refused is removed first.
-func (env *uploadEnv) validate(ctx context.Context, owner, id, key string, spec uploadSpec, etags []string) (uploadInfo, error) {
+// uploadCall is one upload as its validation sees it: the owner's upload
+// id at key, declared as spec, completed with etags.
+type uploadCall struct {
+	owner, id, key string
+	spec           uploadSpec
+	etags          []string
+}
+
+// validate completes the upload, reads it, and stages it as the payload
+// of its job. An upload refused is removed first.
+func (env *uploadEnv) validate(ctx context.Context, u uploadCall) (uploadInfo, error) {
+	owner, id, key, spec, etags := u.owner, u.id, u.key, u.spec, u.etags
 	refused := func(code string) (uploadInfo, error) {
 		if err := env.uploads.Remove(ctx, key, spec.Upload); err != nil {
 			return uploadInfo{}, Retry(err)
