@@ -285,7 +285,7 @@ func (r *report) costsMD() string {
 		w("| %s | %.0f |\n", k, api.LogLines[k])
 	}
 	w("| **in all** | **%.0f** |\n\n", api.LogBytes)
-	w("Before issue 30 the same job wrote %.0f bytes ($%.2f per million, measured with a metrics namespace of\n", before.logBytes, before.logDollars)
+	w("Before the trimmed log lines (commit adb93c7) the same job wrote %.0f bytes ($%.2f per million, measured with a metrics namespace of\n", before.logBytes, before.logDollars)
 	w("16 characters; the construct derives one of about 40, which every record carries, as here). Dropped\n")
 	w("since, as nothing an operator reads is lost: each line's own timestamp (CloudWatch Logs stamps every\n")
 	w("event it ingests, which is Logs Insights' `@timestamp`); the request id on INFO lines (a run's line\n")
@@ -360,7 +360,7 @@ func (r *report) overheadMD() string {
 			}
 			w("| %s | %.2f ms | %.2f ms | %.3f | %.3f to **%.3f** | %.3f | %s |\n", o.Name, o.Handler/1e6, o.Bare/1e6, o.Median, o.Lo, o.Hi, o.MaxR, verdict)
 		}
-		w("\nBefore issue 30 (this same benchmark and bare calls, logs and metrics on, at commit adb93c7): the\n")
+		w("\nBefore the cold-start work (this same benchmark and bare calls, logs and metrics on, at commit adb93c7): the\n")
 		w("worker's median %.3f, interval %.3f to %.3f; the enqueue's %.3f, %.3f to %.3f. The worker now runs\n", before.workerMedian, before.workerLo, before.workerHi, before.enqueueMedian, before.enqueueLo, before.enqueueHi)
 		w("the last record of a batch on the invocation's own goroutine: a fresh goroutine grew its stack\n")
 		w("again through each record's SDK calls (0.07 ms of CPU per one-record batch). And the store writes\n")
@@ -482,7 +482,7 @@ func (r *report) coldMD() string {
 		w("\n")
 	}
 	w("\n")
-	w("Before issue 30 (commit adb93c7, which added the breakdown, measured by this same benchmark on\n")
+	w("Before the cold-start work (commit adb93c7, which added the breakdown, measured by this same benchmark on\n")
 	w("%s, in the same turns): tracing was always linked, the AWS configuration came from the SDK's\n", before.date)
 	w("shared-config loader, which links the SSO, SSO OIDC, STS, sign-in and instance-metadata clients,\n")
 	w("every function built an SQS client, and the kind, code and schedule-name patterns compiled up to\n")
