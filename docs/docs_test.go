@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -248,4 +249,90 @@ func TestQuickstartTestsWriteNoQueueMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// figure is a figure a page states: dollars (per million, a month), write
+// or read units, milliseconds, megabytes, requests.
+var figure = regexp.MustCompile(`\$\d[\d,]*(?:\.\d+)?(?: per million| a month)?|\b\d[\d,]*(?:\.\d+)? (?:write|read) units?\b|\b\d[\d,]*(?:\.\d+)? ms\b|\b\d[\d,]*(?:\.\d+)? MB\b|\b\d[\d,]*(?:\.\d+)? requests?\b`)
+
+// notRestated are the figures that appear in more than one page without
+// being one measurement stated twice: list prices, AWS's limits, values
+// the code sets, and different quantities that happen to be equal. A
+// figure not here that a second page states fails
+// TestEveryFigureIsStatedOnce: state it where it is measured and link to
+// it, or, when two pages must both state it, hold them together in shapes.
+var notRestated = map[string]string{
+	"$0.0000133334":      "Lambda's list price per GB-second",
+	"$0.023":             "S3's list price per GB-month",
+	"$0.03":              "KMS's price per 10,000 requests; a cell of the cost table",
+	"$0.125 per million": "DynamoDB's list price per million read units",
+	"$0.20":              "list prices: a million Lambda requests; a cell of the cost table",
+	"$0.20 per million":  "Lambda's list price per million requests",
+	"$0.40 per million":  "SQS's and S3's GET list price per million requests",
+	"$0.625 per million": "DynamoDB's list price per million write units",
+	"$1.00":              "list prices: a million API Gateway requests, Scheduler invocations",
+	"$1.00 per million":  "API Gateway's and Scheduler's list price per million",
+	"$1.25":              "2 write units at list price, in different sums",
+	"$5.00":              "8 write units at list price, in different sums",
+	"1 read unit":        "the unit itself",
+	"1 write unit":       "the unit itself",
+	"2 read units":       "a strongly consistent read under 8 KB, in different places",
+	"2 write units":      "different pairs of writes (an index entry in and out, a slot's take and release)",
+	"8 write units":      "different sums that equal 8 (the plain job's, 8 KB of item, a continuation)",
+	"625 write units":    "2 writes per job at 10,000 jobs a second over 32 partitions: each index's own",
+	"1,000 write units":  "DynamoDB's limit per partition",
+	"3,000 read units":   "DynamoDB's limit per partition",
+	"35.6 read units":    "the partition model's scaled read limit, its configuration in both",
+	"10 MB":              "different bodies (a test's request, an upload's size)",
+	"10,000 requests":    "KMS's price unit; the heat scenario's rate",
+	"20 ms":              "the SDK's first backoff; a read's duration",
+	"100 ms":             "values the code sets (the SDK's backoff, poll intervals, the sweeper's), in different places",
+	"200 ms":             "different jobs' run times",
+	"250 ms":             "a wait's poll interval (jobs.Service.Wait), as the code sets it",
+	"300 ms":             "different delays (a fault's, a job's)",
+	"5.3 ms":             "different functions' initialisations",
+	"128 MB":             "the wait function's memory, as the descriptor sets it",
+	"256 MB":             "the API functions' memory, as the descriptor sets it",
+	"512 MB":             "the worker's memory, as the descriptor sets it",
+}
+
+// TestEveryFigureIsStatedOnce: a figure that appears in more than one page
+// (the README, the CHANGELOG and docs/, fenced code aside) is one of
+// notRestated, and each entry there still appears twice. A copy of a
+// measured figure has the measured value when it is written, so it fails
+// here then, before a later measurement can leave it stale; the job
+// shapes' units that pages must restate are held to CAPACITY.md by
+// shapesAgree instead. A copy rounded on the way ("about $3.6" of $3.62)
+// is not caught.
+func TestEveryFigureIsStatedOnce(t *testing.T) {
+	pages := map[string]map[string]bool{}
+	for path, text := range markdown(t) {
+		text = whitespace.ReplaceAllString(fenced.ReplaceAllString(text, ""), " ")
+		for _, f := range figure.FindAllString(text, -1) {
+			if pages[f] == nil {
+				pages[f] = map[string]bool{}
+			}
+			pages[f][path] = true
+		}
+	}
+	for f, in := range pages {
+		if len(in) < 2 || notRestated[f] != "" {
+			continue
+		}
+		t.Errorf("%q is stated in %d pages (%v): state it once, where it is measured, and link to it", f, len(in), sortedKeys(in))
+	}
+	for f := range notRestated {
+		if len(pages[f]) < 2 {
+			t.Errorf("notRestated lists %q, which %d pages state: drop it", f, len(pages[f]))
+		}
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
