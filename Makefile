@@ -152,6 +152,12 @@ apidiff: ## Report each change of the public Go API against the baseline commit 
 	done; \
 	if [ $$fail = 1 ]; then echo "apidiff: a change above breaks callers of the API recorded in api/BASELINE ($$base)"; fi; exit $$fail
 
+.PHONY: release
+release: ## Tag every module of the repository at VERSION (such as v0.1.0) on the commit checked out, once make apidiff passes (docs/guide/MODULES.md, "Releasing").
+	@test -n "$(VERSION)" || { echo "release: give VERSION, such as make release VERSION=v0.1.0"; exit 1; }
+	$(MAKE) apidiff
+	cd $(DEVTOOLS) && $(GO) run ./cmd/release -root $(CURDIR) -version $(VERSION)
+
 .PHONY: bench
 bench: deps $(RIE) build-local ## Measure cost per job, overhead, throughput, cold start and sweeper cost; writes docs/evidence/BENCHMARKS.md and its plot.
 	@mkdir -p $(BUILD_DIR)/bench

@@ -336,3 +336,40 @@ func sortedKeys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+var (
+	changelogVersion = regexp.MustCompile(`(?m)^## \[(Unreleased|\d+\.\d+\.\d+)\]( - \d{4}-\d{2}-\d{2})?$`)
+	changelogGroup   = regexp.MustCompile(`(?m)^### (.*)$`)
+)
+
+// The CHANGELOG is for a person upgrading (Keep a Changelog): an
+// Unreleased section, then each release with its date, newest first, each
+// at most 150 lines, grouped under Added, Changed, Deprecated, Removed,
+// Fixed and Security only.
+func TestChangelogIsForUpgraders(t *testing.T) {
+	text := read(t, "../CHANGELOG.md")
+	heads := changelogVersion.FindAllStringSubmatchIndex(text, -1)
+	if len(heads) < 2 || text[heads[0][2]:heads[0][3]] != "Unreleased" {
+		t.Fatalf("CHANGELOG.md: want an Unreleased section, then the releases (found %d sections)", len(heads))
+	}
+	for i, h := range heads {
+		end := len(text)
+		if i+1 < len(heads) {
+			end = heads[i+1][0]
+		}
+		name, body := text[h[2]:h[3]], text[h[0]:end]
+		if i > 0 && h[4] < 0 {
+			t.Errorf("CHANGELOG.md: release %s has no date", name)
+		}
+		if n := strings.Count(body, "\n"); n > 150 {
+			t.Errorf("CHANGELOG.md: section %s has %d lines, want at most 150", name, n)
+		}
+		for _, g := range changelogGroup.FindAllStringSubmatch(body, -1) {
+			switch g[1] {
+			case "Added", "Changed", "Deprecated", "Removed", "Fixed", "Security":
+			default:
+				t.Errorf("CHANGELOG.md: section %s groups changes under %q", name, g[1])
+			}
+		}
+	}
+}

@@ -164,3 +164,41 @@ type file struct {
 func (f file) Path() string                 { return f.name }
 func (f file) Lstat() (fs.FileInfo, error)  { return f.info, nil }
 func (f file) Open() (io.ReadCloser, error) { return os.Open(f.full) }
+
+// Tags are the git tags that release mods at version, one per module of
+// ours: version for the module at root, dir/version for one in dir below
+// it (the go command's rule for a module in a subdirectory of its
+// repository). docs/guide/MODULES.md, "Releasing", has the steps.
+func Tags(root, version string, mods []Module) ([]string, error) {
+	if !semver.IsValid(version) || semver.Canonical(version) != version || semver.Prerelease(version) != "" {
+		return nil, fmt.Errorf("release %q: want a version such as v0.1.0", version)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	var tags []string
+	for _, m := range mods {
+		if !Ours(m.Path) {
+			continue
+		}
+		dir, err := filepath.Abs(m.Dir)
+		if err != nil {
+			return nil, err
+		}
+		rel, err := filepath.Rel(abs, dir)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return nil, fmt.Errorf("module %s is outside %s", m.Path, root)
+		}
+		rel = filepath.ToSlash(rel)
+		if want := strings.TrimPrefix(strings.TrimPrefix(m.Path, Library), "/"); want != strings.TrimPrefix(rel, ".") {
+			return nil, fmt.Errorf("module %s is in %s: a tag of its directory would not name it", m.Path, rel)
+		}
+		if rel == "." {
+			tags = append(tags, version)
+		} else {
+			tags = append(tags, rel+"/"+version)
+		}
+	}
+	return tags, nil
+}

@@ -247,3 +247,24 @@ func parseMod(t *testing.T, dir string) *modfile.File {
 	}
 	return f
 }
+
+// A release tags every module of the repository at one version, each
+// under its directory, and none of the team's example modules: a team's
+// go command finds infra@v0.1.0 at the tag infra/v0.1.0.
+func TestReleaseTagsEveryModuleOfOurs(t *testing.T) {
+	tags, err := modules.Tags(root(t), "v0.1.0", workspace(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"v0.1.0", "infra/v0.1.0", "bench/v0.1.0", "internal/devtools/v0.1.0"}
+	slices.Sort(tags)
+	slices.Sort(want)
+	if !slices.Equal(tags, want) {
+		t.Fatalf("tags %v, want %v", tags, want)
+	}
+	for _, bad := range []string{"0.1.0", "v0.1", "v0.1.0-rc.1", ""} {
+		if _, err := modules.Tags(root(t), bad, workspace(t)); err == nil {
+			t.Errorf("tags for %q, want an error", bad)
+		}
+	}
+}
