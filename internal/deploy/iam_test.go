@@ -19,7 +19,7 @@ func TestGrantsAreWellFormed(t *testing.T) {
 	action := regexp.MustCompile(`^[a-z][a-z0-9-]*:[A-Z][A-Za-z]*$`)
 	known := []Resource{Table, Queues, DefaultQueue, OwnQueue, DLQs, ScheduleDLQ, Bus, RuntimeSchedules, SchedulerRole,
 		PayloadSecret, PageSecret, Key, OwnLogs, Anything, SweepIndex, OwnerIndex, AttentionIndex, QueuedIndex, RunningIndex,
-		WaitingIndex, KindQueuedIndex, TagIndex1, TagIndex2, TagIndex3, Parts, Bucket}
+		WaitingIndex, KindQueuedIndex, TagIndex1, TagIndex2, TagIndex3, Parts, Uploads, Bucket}
 	for _, role := range append(FunctionNames(), Scheduler, Reader) {
 		grants := Grants(role)
 		if len(grants) == 0 {
