@@ -252,6 +252,9 @@ func (s *Service) Resubmit(ctx context.Context, owner, id string) (*View, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := s.callerActs(rec); err != nil {
+		return nil, err
+	}
 	if rec.Status == StatusFailed || rec.Status == StatusCancelled {
 		if err := s.retakeUnique(ctx, rec); err != nil {
 			return nil, err
@@ -310,7 +313,7 @@ func (s *Service) Bulk(ctx context.Context, owner string, req BulkRequest) (*Bul
 		}
 	}()
 	for _, r := range page.Records {
-		if r.Owner != owner || (req.Tag != "" && !hasTag(r.Tags, req.Tag)) {
+		if r.Owner != owner || (req.Tag != "" && !hasTag(r.Tags, req.Tag)) || s.callerActs(r) != nil {
 			continue
 		}
 		switch req.Action {

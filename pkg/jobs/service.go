@@ -105,8 +105,10 @@ type EnqueueRequest struct {
 	// (StartUpload) whose payload the job takes: see [Upload].
 	Upload string
 	EnqueueOpts
-	// fromUpload is Upload resolved (Service.fromUpload).
+	// fromUpload is Upload resolved (Service.fromUpload); rated: the
+	// caller's rate was checked already (StartUpload).
 	fromUpload *uploadReady
+	rated      bool
 	// replayOf names the job a replay replays (Service.Replay);
 	// manualRunOf the schedule RunNow runs, as the job id (a derived one);
 	// childOf the job whose handler enqueues this one, named childName
@@ -163,8 +165,10 @@ func (s *Service) enqueue(ctx context.Context, req EnqueueRequest) (*driver.Reco
 	if err != nil {
 		return nil, false, err
 	}
-	if err := s.checkEnqueueRate(ctx, req.Owner); err != nil {
-		return nil, false, err
+	if !req.rated {
+		if err := s.checkEnqueueRate(ctx, req.Owner); err != nil {
+			return nil, false, err
+		}
 	}
 	k, _ := s.reg.lookup(req.Kind)
 	if err := s.checkCaps(ctx, k, req.Owner, 1); err != nil && !s.replaysAtCap(ctx, err, req.IdempotencyKey, j.id) {
@@ -477,6 +481,9 @@ func (s *Service) cancel(ctx context.Context, owner, id string) (*driver.Record,
 // tells which of the two), or as last read with ErrAlreadyFinal; Cancel
 // and Bulk both cancel through it.
 func (s *Service) cancelAsRead(ctx context.Context, owner string, rec *driver.Record) (*driver.Record, error) {
+	if err := s.callerActs(rec); err != nil {
+		return nil, err
+	}
 	for try := range 3 {
 		if try > 0 {
 			var err error

@@ -316,6 +316,9 @@ func (s *Service) Signal(ctx context.Context, owner, id, name string, payload js
 	if err != nil {
 		return nil, err
 	}
+	if err := s.callerActs(rec); err != nil {
+		return nil, err
+	}
 	return s.signal(ctx, rec, name, payload)
 }
 

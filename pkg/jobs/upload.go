@@ -101,6 +101,9 @@ type uploadInfo struct {
 	Ref    string    `json:"ref"`
 	Stored int       `json:"stored_bytes"`
 	Until  time.Time `json:"usable_until"`
+	// Refused is the code of an upload refused (validate's step stores
+	// it, so a run after a failed clean-up fails with the same code).
+	Refused string `json:"refused,omitempty"`
 }
 
 // PublicJSON is the upload's description.
@@ -162,6 +165,7 @@ func (reg *Registry) addUploads() error {
 		Internal:     true,
 		FailureCodes: []string{codeUploadExpired, codeUploadIncomplete, codeUploadTooLarge, codeUploadInvalid},
 		Signals:      map[string]any{uploadSignal: uploadDone{}},
+		Retry:        RetryPolicy{MaxAttempts: uploadAttempts, BaseDelay: 2 * time.Second},
 	})
 	if err != nil {
 		return err
@@ -201,8 +205,14 @@ func uploadsOf(store driver.Store) (driver.Uploads, driver.PayloadStager) {
 	return u, st
 }
 
+// uploadAttempts is how many runs an upload gets: a fault of S3 or of
+// the store in one (a Retry, a timeout, a crash) is tried again.
+const uploadAttempts = 5
+
 // runUpload is the upload kind's handler: it waits for the completion,
-// validates the upload into the job's payload, and deletes it.
+// validates the upload into the job's payload, and deletes it. Its last
+// attempt, failing, removes what the upload left in the bucket (the
+// bucket's lifecycle does, within a day, when even that fails).
 func runUpload(ctx context.Context, job *Job[uploadSpec]) (uploadInfo, error) {
 	h := job.handle()
 	env := h.uploads
@@ -211,26 +221,59 @@ func runUpload(ctx context.Context, job *Job[uploadSpec]) (uploadInfo, error) {
 	}
 	spec := job.Payload
 	key := uploadKey(job.Owner, job.ID)
+	// WaitForSignal and Step may end the run's goroutine (runtime.Goexit):
+	// the clean-up is called, not deferred.
 	done, came, err := WaitForSignal[uploadDone](ctx, job, uploadSignal, max(spec.Expires.Sub(h.clock()), time.Second))
 	if err != nil {
-		return uploadInfo{}, err
+		return uploadInfo{}, env.lastAttempt(ctx, job, key, err)
 	}
 	if !came {
-		if err := env.uploads.Remove(ctx, key, spec.Upload); err != nil {
-			return uploadInfo{}, Retry(err)
-		}
-		return uploadInfo{}, Fail(codeUploadExpired, nil)
+		return uploadInfo{}, env.refuse(ctx, job, key, codeUploadExpired)
 	}
 	info, err := Step(ctx, job, "validate", func(ctx context.Context) (uploadInfo, error) {
 		return env.validate(ctx, uploadCall{owner: job.Owner, id: job.ID, key: key, spec: spec, etags: done.ETags})
 	})
 	if err != nil {
-		return uploadInfo{}, err
+		return uploadInfo{}, env.lastAttempt(ctx, job, key, err)
 	}
-	if err := env.uploads.Remove(ctx, key, ""); err != nil {
-		return uploadInfo{}, Retry(err)
+	if info.Refused != "" {
+		return uploadInfo{}, env.refuse(ctx, job, key, info.Refused)
 	}
+	// Validated: the upload's object is a day's storage at most if this
+	// delete fails (the bucket's lifecycle), not a reason to fail.
+	_ = env.uploads.Remove(ctx, key)
 	return info, nil
+}
+
+// refuse fails the upload with code once it cleared what the upload left
+// in the bucket; a clean-up that fails is tried again in the next
+// attempt, and on the last the lifecycle finishes it.
+func (env *uploadEnv) refuse(ctx context.Context, job *Job[uploadSpec], key, code string) error {
+	if err := env.clear(ctx, key, job.Payload.Upload); err != nil && job.Attempt < uploadAttempts {
+		return Retry(err)
+	}
+	return Fail(code, nil)
+}
+
+// clear aborts upload id at key and deletes its object, if it has one.
+func (env *uploadEnv) clear(ctx context.Context, key, id string) error {
+	if err := env.uploads.Abort(ctx, key, id); err != nil {
+		return err
+	}
+	return env.uploads.Remove(ctx, key)
+}
+
+// lastAttempt returns err, after clearing what the upload left when err
+// ends the job: a failure, or any error on its last attempt.
+func (env *uploadEnv) lastAttempt(ctx context.Context, job *Job[uploadSpec], key string, err error) error {
+	var f *Failure
+	if errors.As(err, &f) || job.Attempt < uploadAttempts {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = env.clear(cctx, key, job.Payload.Upload)
+	return err
 }
 
 // uploadCall is one upload as its validation sees it: the owner's upload
@@ -242,15 +285,11 @@ type uploadCall struct {
 }
 
 // validate completes the upload, reads it, and stages it as the payload
-// of its job. An upload refused is removed first.
+// of its job; or it says why the upload is refused (uploadInfo.Refused),
+// which its step stores before anything is cleared.
 func (env *uploadEnv) validate(ctx context.Context, u uploadCall) (uploadInfo, error) {
 	owner, id, key, spec, etags := u.owner, u.id, u.key, u.spec, u.etags
-	refused := func(code string) (uploadInfo, error) {
-		if err := env.uploads.Remove(ctx, key, spec.Upload); err != nil {
-			return uploadInfo{}, Retry(err)
-		}
-		return uploadInfo{}, Fail(code, nil)
-	}
+	refused := func(code string) (uploadInfo, error) { return uploadInfo{Refused: code}, nil }
 	// A complete that landed in an earlier attempt answers ErrUploadParts
 	// now: the read tells.
 	if err := env.uploads.Complete(ctx, key, spec.Upload, etags); err != nil && !errors.Is(err, driver.ErrUploadParts) {
@@ -290,6 +329,30 @@ func (env *uploadEnv) validate(ctx context.Context, u uploadCall) (uploadInfo, e
 	return uploadInfo{Kind: spec.Kind, Bytes: len(raw), SHA256: hex.EncodeToString(sum[:]), Ref: st.Ref, Stored: st.Bytes, Until: until}, nil
 }
 
+// partSizes are the sizes of the parts of an upload of n bytes.
+func partSizes(n int) []int {
+	var sizes []int
+	for ; n > uploadPartBytes; n -= uploadPartBytes {
+		sizes = append(sizes, uploadPartBytes)
+	}
+	return append(sizes, n)
+}
+
+// errUploadJob refuses an API caller's action on an upload's job through
+// the job routes: it is completed through its own route, and one never
+// completed ends at its expires_at, its parts deleted.
+var errUploadJob = refuse(codeInvalidRequest, "that job is an upload's: complete it through /v1/uploads/{id}/complete; one never completed ends at its expires_at")
+
+// callerActs refuses an API caller's cancel, retry or signal of an
+// upload's job (errUploadJob): a cancel would leave its parts in the
+// bucket, and a retry or a signal would pass what CompleteUpload checks.
+func (s *Service) callerActs(rec *driver.Record) error {
+	if s.callers && rec.Kind == uploadKind {
+		return errUploadJob
+	}
+	return nil
+}
+
 // uploadReady is a ready upload's payload, as Enqueue takes it.
 type uploadReady struct {
 	staged driver.Staged
@@ -317,11 +380,14 @@ func (s *Service) StartUpload(ctx context.Context, owner, kind string, bytes int
 	case bytes > k.maxPayload:
 		return nil, &PayloadError{Reason: fmt.Sprintf("%d bytes", bytes), Limit: k.maxPayload}
 	}
+	// The caller's rate first: a refused start begins nothing in S3.
+	if err := s.checkEnqueueRate(ctx, owner); err != nil {
+		return nil, err
+	}
 	id := s.eng.newID()
 	key := uploadKey(owner, id)
 	now := s.eng.now()
-	parts := (bytes + uploadPartBytes - 1) / uploadPartBytes
-	up, urls, err := s.uploads.Begin(ctx, key, parts, uploadLinks)
+	up, urls, err := s.uploads.Begin(ctx, key, partSizes(bytes), uploadLinks)
 	if err != nil {
 		return nil, fmt.Errorf("%w: begin the upload: %w", ErrUnavailable, err)
 	}
@@ -334,11 +400,11 @@ func (s *Service) StartUpload(ctx context.Context, owner, kind string, bytes int
 	trusted.callers = false
 	// Validated in the kind's lane, whose workers' memory is sized for
 	// its payloads.
-	req := EnqueueRequest{Owner: owner, Kind: uploadKind, Payload: payload, id: id, EnqueueOpts: EnqueueOpts{Lane: k.lane}}
+	req := EnqueueRequest{Owner: owner, Kind: uploadKind, Payload: payload, id: id, EnqueueOpts: EnqueueOpts{Lane: k.lane}, rated: true}
 	if _, _, err := trusted.enqueue(ctx, req); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_ = s.uploads.Remove(rctx, key, up)
+		_ = s.uploads.Abort(rctx, key, up)
 		return nil, err
 	}
 	out := &Upload{ID: id, Kind: kind, Bytes: bytes, PartBytes: uploadPartBytes, ExpiresAt: expires, Parts: make([]UploadPart, len(urls))}
@@ -357,7 +423,13 @@ func (s *Service) CompleteUpload(ctx context.Context, owner, id string, etags []
 	if err != nil {
 		return nil, err
 	}
-	if parts := (spec.Bytes + uploadPartBytes - 1) / uploadPartBytes; len(etags) != parts {
+	if rec.Signals[uploadSignal] != nil || rec.Status.Final() {
+		return s.GetUpload(ctx, owner, id) // completed before, or ended
+	}
+	if !s.eng.now().Before(spec.Expires) {
+		return nil, refuse(codeUploadGone, "the upload's window to complete it has passed: start another")
+	}
+	if parts := len(partSizes(spec.Bytes)); len(etags) != parts {
 		return nil, refuse(codeInvalidRequest, fmt.Sprintf(`"etags": the upload has %d parts, and %d were named`, parts, len(etags)))
 	}
 	for i, e := range etags {

@@ -255,8 +255,30 @@ func TestAnUploadNeverCompletedExpires(t *testing.T) {
 	if n := r.Uploads.Left(); n != 0 {
 		t.Fatalf("%d uploads left, want none", n)
 	}
-	if _, err := r.Service.CompleteUpload(ctx, "o", up.ID, etags); err != nil {
-		t.Fatalf("a late complete: %v, want the upload as it is", err)
+	if v, err := r.Service.CompleteUpload(ctx, "o", up.ID, etags); err != nil || v.Status != "failed" {
+		t.Fatalf("a late complete: %+v, %v; want the upload as it is, failed", v, err)
+	}
+}
+
+// TestAnUploadCompletedLateIsRefused: a completion after the upload's
+// window is refused upload_expired, even before the worker has ended it,
+// and the upload then expires.
+func TestAnUploadCompletedLateIsRefused(t *testing.T) {
+	r := uploadRig(t)
+	ctx := context.Background()
+	up, etags := upload(t, r, "o", 5, []byte(`"abc"`))
+	r.Clock.Advance(20*time.Minute + time.Second)
+	if _, err := r.Service.CompleteUpload(ctx, "o", up.ID, etags); !isCode(err, "upload_expired") {
+		t.Fatalf("a complete after the window: %v, want upload_expired", err)
+	}
+	work(t, r) // its first run waits a second more for its completion
+	r.Clock.Advance(2 * time.Second)
+	work(t, r)
+	if v, err := r.Service.GetUpload(ctx, "o", up.ID); err != nil || v.Error == nil || *v.Error != "upload_expired" {
+		t.Fatalf("after its window: %+v, %v", v, err)
+	}
+	if n := r.Uploads.Left(); n != 0 {
+		t.Fatalf("%d uploads left, want none", n)
 	}
 }
 

@@ -248,7 +248,25 @@ func TestMapS3(t *testing.T) {
 			t.Errorf("%s %s: %v, want %s", tc.r.Method, tc.r.URL, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"/other-bucket/parts/x", "/e2e-parts/uploads/x", "/e2e-parts"} {
+	// An upload's object and parts are recorded as the uploads'.
+	up := "/e2e-parts/uploads/0123abcd/an-upload/payload"
+	for _, tc := range []struct {
+		r    *http.Request
+		want string
+	}{
+		{req("POST", up+"?uploads", nil), "s3:PutObject"},
+		{req("PUT", up+"?partNumber=1&uploadId=u", nil), "s3:PutObject"},
+		{req("POST", up+"?uploadId=u", nil), "s3:PutObject"},
+		{req("GET", up, nil), "s3:GetObject"},
+		{req("DELETE", up, nil), "s3:DeleteObject"},
+		{req("DELETE", up+"?uploadId=u", nil), "s3:AbortMultipartUpload"},
+	} {
+		calls, err := MapS3("worker", tc.r, n)
+		if err != nil || len(calls) != 1 || calls[0].Resource != "bucket/uploads" || calls[0].Action != tc.want {
+			t.Errorf("%s %s: %+v, %v; want %s on bucket/uploads", tc.r.Method, tc.r.URL, calls, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"/other-bucket/parts/x", "/e2e-parts/elsewhere/x", "/e2e-parts"} {
 		if _, err := MapS3("worker", req("GET", bad, nil), n); err == nil {
 			t.Errorf("GET %s mapped", bad)
 		}

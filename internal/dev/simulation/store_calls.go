@@ -351,11 +351,11 @@ type gatedUploads struct {
 	u driver.Uploads
 }
 
-func (g gatedUploads) Begin(ctx context.Context, key string, parts int, ttl time.Duration) (string, []string, error) {
+func (g gatedUploads) Begin(ctx context.Context, key string, sizes []int, ttl time.Duration) (string, []string, error) {
 	var r0 string
 	var r1 []string
 	err := g.a.do(ctx, "Upload begin", key, func() (err error) {
-		r0, r1, err = g.u.Begin(ctx, key, parts, ttl)
+		r0, r1, err = g.u.Begin(ctx, key, sizes, ttl)
 		return err
 	})
 	return r0, r1, err
@@ -374,6 +374,10 @@ func (g gatedUploads) Read(ctx context.Context, key string, max int) ([]byte, er
 	return r0, err
 }
 
-func (g gatedUploads) Remove(ctx context.Context, key, id string) error {
-	return g.a.do(ctx, "Upload remove", key, func() error { return g.u.Remove(ctx, key, id) })
+func (g gatedUploads) Abort(ctx context.Context, key, id string) error {
+	return g.a.do(ctx, "Upload abort", key, func() error { return g.u.Abort(ctx, key, id) })
+}
+
+func (g gatedUploads) Remove(ctx context.Context, key string) error {
+	return g.a.do(ctx, "Upload remove", key, func() error { return g.u.Remove(ctx, key) })
 }

@@ -27,8 +27,9 @@ import (
 //   - a bad upload never becomes ready, and no job exists for it;
 //   - a good upload that failed failed for a fault (its attempts spent),
 //     never with an upload's code;
-//   - an upload that ended ready or with an upload's code left nothing in
-//     the uploads' store;
+//   - an upload that failed with an upload's code left nothing in the
+//     uploads' store (unless its last attempt's clean-up failed), and a
+//     ready one left no parts;
 //   - a ready upload's job holds exactly the payload validated (the
 //     SHA-256 the upload shows), and is tracked as every accepted job
 //     (nothing lost, every job ends).
@@ -36,6 +37,9 @@ import (
 // In a world without the tier, StartUpload is refused and stores nothing.
 
 const uploadOwner = "sim-uploads"
+
+// uploadAttempts is how many runs an upload gets (jobs' own, unexported).
+const uploadAttempts = 5
 
 // uploadRun is one upload, for the checks.
 type uploadRun struct {
@@ -206,8 +210,18 @@ func (w *world) checkUploads(ctx context.Context) {
 		case r.bad == "" && upload && !expired:
 			w.violate("a good upload %s failed %s", r.id, code)
 		}
-		if status.Final() && status != jobs.StatusCancelled && (status == jobs.StatusSucceeded || upload) && mem != nil && mem.Holds(r.id) {
-			w.violate("upload %s ended %s %s and left its upload behind", r.id, status, code)
+		// A refused or expired upload leaves nothing, unless its last
+		// attempt's clean-up failed (the bucket's lifecycle is the
+		// backstop); a ready one leaves no parts, and its object only
+		// when its delete failed, which does not fail it.
+		if mem != nil {
+			parts, object := mem.Holds(r.id)
+			switch {
+			case upload && (parts || object) && rec.Attempt < uploadAttempts:
+				w.violate("upload %s failed %s at attempt %d and left its upload behind", r.id, code, rec.Attempt)
+			case status == jobs.StatusSucceeded && parts:
+				w.violate("upload %s is ready and left its parts behind", r.id)
+			}
 		}
 		job := r.job
 		if job == "" {

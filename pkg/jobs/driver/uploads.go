@@ -19,10 +19,10 @@ type UploadKeeper interface {
 // bucket (a multipart upload through presigned URLs), jobstest's MemStore
 // in memory. Keys are the engine's (under uploads/).
 type Uploads interface {
-	// Begin starts an upload of parts parts at key and returns its id
-	// and, for each part in order, a URL that uploads it with a PUT,
-	// valid for ttl.
-	Begin(ctx context.Context, key string, parts int, ttl time.Duration) (id string, urls []string, err error)
+	// Begin starts an upload at key of parts of sizes[i] bytes and
+	// returns its id and, for each part in order, a URL that uploads it
+	// with a PUT of exactly its size, valid for ttl.
+	Begin(ctx context.Context, key string, sizes []int, ttl time.Duration) (id string, urls []string, err error)
 	// Complete joins the parts of upload id at key into one object:
 	// etags[i] is what the PUT of part i+1 answered. ErrUploadParts when
 	// they do not name the parts uploaded, or the upload is not there
@@ -31,9 +31,11 @@ type Uploads interface {
 	// Read reads the object at key whole: ErrUploadTooLarge when it has
 	// more than max bytes, ErrPartMissing when there is none.
 	Read(ctx context.Context, key string, max int) ([]byte, error)
-	// Remove aborts upload id at key (id "": none) and deletes the object
-	// at key; either not there is no error.
-	Remove(ctx context.Context, key, id string) error
+	// Abort ends upload id at key and deletes its parts; one not there
+	// is no error.
+	Abort(ctx context.Context, key, id string) error
+	// Remove deletes the object at key; none there is no error.
+	Remove(ctx context.Context, key string) error
 }
 
 // PayloadStager is implemented by a store that writes a job's payload

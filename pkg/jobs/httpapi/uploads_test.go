@@ -102,3 +102,28 @@ func TestUploadRoutes(t *testing.T) {
 		t.Fatalf("GET the upload: %d %s", resp.StatusCode, resp.Body)
 	}
 }
+
+// The job routes do not act on an upload's job: a cancel would leave its
+// parts in the bucket, a retry or a signal would pass what the upload's
+// own routes check; a bulk cancel passes it by.
+func TestTheJobRoutesLeaveUploadsAlone(t *testing.T) {
+	e, _ := uploadEnv(t)
+	resp := e.route(t, caller(t, "me", http.MethodPost, "/v1/uploads", nil, `{"kind":"echo","bytes":13}`))
+	var up jobs.Upload
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal([]byte(resp.Body), &up) != nil {
+		t.Fatalf("POST /v1/uploads: %d %s", resp.StatusCode, resp.Body)
+	}
+	for _, path := range []string{"/v1/jobs/" + up.ID + "/cancel", "/v1/jobs/" + up.ID + "/retry", "/v1/jobs/" + up.ID + "/signals/complete"} {
+		if p := decodeProblem(t, e.route(t, caller(t, "me", http.MethodPost, path, nil, `{"etags":["x"]}`))); p.Status != http.StatusBadRequest || p.Code != "invalid_request" {
+			t.Errorf("POST %s: %d %s, want 400 invalid_request", path, p.Status, p.Code)
+		}
+	}
+	resp = e.route(t, caller(t, "me", http.MethodPost, "/v1/bulk/cancel", nil, `{"status":"queued"}`))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, `"changed":0`) {
+		t.Fatalf("bulk cancel: %d %s, want nothing changed", resp.StatusCode, resp.Body)
+	}
+	resp = e.route(t, caller(t, "me", http.MethodGet, "/v1/uploads/"+up.ID, nil, ""))
+	if !strings.Contains(resp.Body, `"status":"open"`) {
+		t.Fatalf("the upload after them: %s, want open", resp.Body)
+	}
+}

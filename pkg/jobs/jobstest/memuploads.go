@@ -18,7 +18,10 @@ import (
 
 // MemUploads keeps uploads in memory as S3 does a multipart upload
 // (driver.Uploads): Begin answers links of the form
-// mem://uploads/<key>?uploadId=..&partNumber=N, which PutPart uploads.
+// mem://uploads/<key>?uploadId=..&partNumber=N, which PutPart uploads. As
+// the local emulator, it checks no signature: a part of another size than
+// its link signs is taken, and the worker's own check of the declared size
+// is what a test of it reaches.
 // A MemStore that keeps objects (KeepObjectsOver) takes uploads through
 // one (Uploads).
 type MemUploads struct {
@@ -47,7 +50,8 @@ func NewMemUploads(clock func() time.Time) *MemUploads {
 }
 
 // Begin starts an upload (driver.Uploads).
-func (u *MemUploads) Begin(_ context.Context, key string, parts int, ttl time.Duration) (string, []string, error) {
+func (u *MemUploads) Begin(_ context.Context, key string, sizes []int, ttl time.Duration) (string, []string, error) {
+	parts := len(sizes)
 	if parts < 1 || parts > 10000 {
 		return "", nil, fmt.Errorf("jobstest: an upload of %d parts", parts)
 	}
@@ -121,13 +125,20 @@ func (u *MemUploads) Read(_ context.Context, key string, max int) ([]byte, error
 	return bytes.Clone(body), nil
 }
 
-// Remove aborts and deletes an upload (driver.Uploads).
-func (u *MemUploads) Remove(_ context.Context, key, id string) error {
+// Abort ends an upload and drops its parts (driver.Uploads).
+func (u *MemUploads) Abort(_ context.Context, key, id string) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if up, ok := u.open[id]; ok && up.key == key {
 		delete(u.open, id)
 	}
+	return nil
+}
+
+// Remove deletes a completed upload's object (driver.Uploads).
+func (u *MemUploads) Remove(_ context.Context, key string) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	delete(u.objects, key)
 	return nil
 }
@@ -140,22 +151,18 @@ func (u *MemUploads) Left() int {
 	return len(u.open) + len(u.objects)
 }
 
-// Holds reports whether anything of upload id is left: its parts or its
-// object (its key has "/id/").
-func (u *MemUploads) Holds(id string) bool {
+// Holds reports what is left of upload id (its key has "/id/"): its
+// parts, an upload not completed nor aborted, and its object.
+func (u *MemUploads) Holds(id string) (parts, object bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, up := range u.open {
-		if strings.Contains(up.key, "/"+id+"/") {
-			return true
-		}
+		parts = parts || strings.Contains(up.key, "/"+id+"/")
 	}
 	for key := range u.objects {
-		if strings.Contains(key, "/"+id+"/") {
-			return true
-		}
+		object = object || strings.Contains(key, "/"+id+"/")
 	}
-	return false
+	return parts, object
 }
 
 // Uploads are the store's uploads when it keeps objects (KeepObjectsOver;

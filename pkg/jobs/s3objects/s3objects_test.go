@@ -153,8 +153,8 @@ func TestKeepNeverShortensAnObjectsLife(t *testing.T) {
 // upload and the emulator does not (it checks no signature), asserted on
 // each link: a PUT of one part of one upload at the key given (the
 // engine's, under uploads/<owner hash>/<upload id>/), signed by the
-// functions' role with SigV4 over the host alone, for at most
-// MaxUploadURL, and with no checksum the create did not declare.
+// functions' role with SigV4 over the host and the part's length, for at
+// most MaxUploadURL, and with no checksum the create did not declare.
 func TestUploadLinksAreScopedAndShort(t *testing.T) {
 	client := s3.New(s3.Options{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", "")})
 	f := &fakeS3{calc: map[string]aws.RequestChecksumCalculation{}}
@@ -164,7 +164,7 @@ func TestUploadLinksAreScopedAndShort(t *testing.T) {
 		ask  time.Duration
 		want string
 	}{{time.Minute, "60"}, {time.Hour, "900"}, {0, "900"}} {
-		id, urls, err := o.Begin(context.Background(), key, 3, tc.ask)
+		id, urls, err := o.Begin(context.Background(), key, []int{8 << 20, 8 << 20, 1234}, tc.ask)
 		if err != nil || id != "u" || len(urls) != 3 {
 			t.Fatalf("Begin: %q, %d links, %v", id, len(urls), err)
 		}
@@ -183,8 +183,9 @@ func TestUploadLinksAreScopedAndShort(t *testing.T) {
 			if q.Get("uploadId") != "u" || q.Get("partNumber") != strconv.Itoa(i+1) || q.Get("x-id") != "UploadPart" {
 				t.Errorf("part %d: uploadId %q partNumber %q x-id %q, want its own part of upload u", i+1, q.Get("uploadId"), q.Get("partNumber"), q.Get("x-id"))
 			}
-			if got := q.Get("X-Amz-SignedHeaders"); got != "host" {
-				t.Errorf("part %d: signed headers %q, want host alone", i+1, got)
+			// The part's length is signed: S3 refuses a PUT of another.
+			if got := q.Get("X-Amz-SignedHeaders"); got != "content-length;host" {
+				t.Errorf("part %d: signed headers %q, want its length and the host", i+1, got)
 			}
 			for k := range q {
 				if strings.HasPrefix(strings.ToLower(k), "x-amz-checksum") || strings.HasPrefix(strings.ToLower(k), "x-amz-sdk-checksum") {
@@ -199,7 +200,7 @@ func TestUploadLinksAreScopedAndShort(t *testing.T) {
 	if f.calc["create"] != aws.RequestChecksumCalculationWhenRequired {
 		t.Errorf("the upload's create asks for checksums (%v)", f.calc["create"])
 	}
-	if _, _, err := o.Begin(context.Background(), key, 0, time.Minute); err == nil {
+	if _, _, err := o.Begin(context.Background(), key, nil, time.Minute); err == nil {
 		t.Error("an upload of no parts began")
 	}
 }

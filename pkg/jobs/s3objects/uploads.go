@@ -29,12 +29,14 @@ var _ driver.Uploads = (*Objects)(nil)
 const MaxUploadURL = 15 * time.Minute
 
 // Begin starts a multipart upload at key and presigns an UploadPart PUT
-// for each of its parts, valid for ttl (at most MaxUploadURL). The URL
-// signs the host alone: the part's body and length are the caller's, and
-// the worker that validates the upload checks its size.
-func (o *Objects) Begin(ctx context.Context, key string, parts int, ttl time.Duration) (string, []string, error) {
-	if parts < 1 || parts > 10000 {
-		return "", nil, fmt.Errorf("s3objects: an upload of %d parts, want 1 to 10,000", parts)
+// for each of its parts, valid for ttl (at most MaxUploadURL, and less
+// when the credentials that sign it expire sooner). Each URL signs the
+// host and its part's Content-Length: S3 refuses a part of another size,
+// so the object cannot pass the size declared (the worker that validates
+// the upload checks it again, as the emulator checks no signature).
+func (o *Objects) Begin(ctx context.Context, key string, sizes []int, ttl time.Duration) (string, []string, error) {
+	if len(sizes) < 1 || len(sizes) > 10000 {
+		return "", nil, fmt.Errorf("s3objects: an upload of %d parts, want 1 to 10,000", len(sizes))
 	}
 	if ttl <= 0 || ttl > MaxUploadURL {
 		ttl = MaxUploadURL
@@ -45,11 +47,11 @@ func (o *Objects) Begin(ctx context.Context, key string, parts int, ttl time.Dur
 	if err != nil {
 		return "", nil, err
 	}
-	urls := make([]string, parts)
-	for i := range urls {
+	urls := make([]string, len(sizes))
+	for i, size := range sizes {
 		n := int32(i + 1)
 		req, err := o.presign.PresignUploadPart(ctx, &s3.UploadPartInput{
-			Bucket: &o.bucket, Key: &key, UploadId: up.UploadId, PartNumber: &n,
+			Bucket: &o.bucket, Key: &key, UploadId: up.UploadId, PartNumber: &n, ContentLength: aws.Int64(int64(size)),
 		}, s3.WithPresignExpires(ttl), func(po *s3.PresignOptions) {
 			po.ClientOptions = append(po.ClientOptions, noChecksums)
 		})
@@ -108,16 +110,19 @@ func (o *Objects) Read(ctx context.Context, key string, max int) ([]byte, error)
 	return body, nil
 }
 
-// Remove aborts upload id at key, when given, and deletes the object at
-// key (S3 answers a delete of a missing key as done).
-func (o *Objects) Remove(ctx context.Context, key, id string) error {
-	if id != "" {
-		_, err := o.api.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &o.bucket, Key: &key, UploadId: &id})
-		var ae smithy.APIError
-		if err != nil && !(errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload") {
-			return err
-		}
+// Abort ends upload id at key and deletes its parts.
+func (o *Objects) Abort(ctx context.Context, key, id string) error {
+	_, err := o.api.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &o.bucket, Key: &key, UploadId: &id})
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload" {
+		return nil
 	}
+	return err
+}
+
+// Remove deletes the object at key (S3 answers a delete of a missing key
+// as done).
+func (o *Objects) Remove(ctx context.Context, key string) error {
 	_, err := o.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &o.bucket, Key: &key})
 	return err
 }
