@@ -40,8 +40,10 @@ test("problems are ProblemErrors with their status and code", { skip: api === ""
   const other = createJobsClient({ baseUrl: api, caller: "someone-else" });
   const theirs = await other.GET("/v1/jobs/{id}", { params: { path: { id: mine.id } } });
   assert.throws(() => must(theirs), (e: unknown) => e instanceof ProblemError && e.status === 404 && e.code === "not_found");
+  // Cancelled while queued, or, when a worker claimed it first (it runs
+  // in-process beside this test), marked and ended at its next check.
   const cancelled = must(await c.POST("/v1/jobs/{id}/cancel", { params: { path: { id: mine.id } } }));
-  assert.equal(cancelled.status, "cancelled");
+  assert.ok(cancelled.status === "cancelled" || (cancelled.status === "running" && cancelled.cancel_requested === true), `the cancel answered ${JSON.stringify(cancelled)}`);
   await assert.rejects(waitForJob(c, "00000000-0000-7000-8000-000000000000"), (e: unknown) => e instanceof ProblemError && e.status === 404);
 });
 
