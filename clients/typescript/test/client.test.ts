@@ -86,12 +86,18 @@ test("a wait answers as soon as the job changes", { skip: api === "" ? "LAMBDAJO
   const paths: string[] = [];
   const counted = createJobsClient({ baseUrl: api, caller: "ts", fetch: ((req: Request) => (paths.push(new URL(req.url).pathname), fetch(req))) as typeof fetch });
   const next = must(await counted.POST("/v1/jobs", { body: { kind: "approve", payload: {} } }));
+  const began = Date.now();
   setTimeout(() => void c.POST("/v1/jobs/{id}/signals/{name}", { params: { path: { id: next.id, name: "approval" } }, body: true as never }), 1000);
   const done = await waitForJob(counted, next.id, { intervalMs: 10, timeoutMs: 20_000 });
   assert.equal(done.result, true);
+  assert.ok(Date.now() - began >= 1000, "the job ended before its signal");
+  // Reading every 10 ms would have read it about 100 times over that
+  // second. One wait may span it all: the parked job's next version a
+  // quarter-second poll sees can be its end, when a worker claims and
+  // runs it between two polls.
   const reads = paths.filter((p) => p === `/v1/jobs/${next.id}`).length;
   const waits = paths.filter((p) => p === `/v1/jobs/${next.id}/wait`).length;
-  assert.ok(reads === 1 && waits >= 2 && waits <= 5, `waitForJob read the job ${reads} times and waited ${waits} times over a second`);
+  assert.ok(reads === 1 && waits >= 1 && waits <= 5, `waitForJob read the job ${reads} times and waited ${waits} times over a second`);
 });
 
 test("sigv4Fetch signs for execute-api in the region, and only over https or to this machine", async () => {
