@@ -40,7 +40,8 @@ type View struct {
 	// yet), "paused" (a pause holds it: Service.Pause), "sleep" (its
 	// handler sleeps until RunAt: Job.Sleep) or "signal" (its handler
 	// waits for the signal Signal names, at most until RunAt:
-	// WaitForSignal).
+	// WaitForSignal). A job whose signal has come waits on nothing: it
+	// is due.
 	WaitingOn string `json:"waiting_on,omitempty"`
 	// Signal names the signal a job waiting on "signal" waits for.
 	Signal string `json:"signal,omitempty"`
@@ -122,9 +123,15 @@ func viewOf(r *driver.Record) View {
 	}
 	if r.Status == StatusQueued {
 		v.WaitingOn = r.WaitingOn
-		if name, ok := driver.SignalWaitedOn(r.WaitingOn); ok && driver.IsChildSignal(name) {
+		name, ok := driver.SignalWaitedOn(r.WaitingOn)
+		switch {
+		case ok && r.Signals[name] != nil:
+			// Woken: the signal came and the job is due; the record says
+			// what it waited on until a worker claims it.
+			v.WaitingOn = ""
+		case ok && driver.IsChildSignal(name):
 			v.WaitingOn = waitChild
-		} else if ok {
+		case ok:
 			v.WaitingOn, v.Signal = waitSignal, name
 		}
 	}

@@ -173,6 +173,10 @@ func TestSignalWakesTheJobThatWaitsForIt(t *testing.T) {
 	if res := s.signal(t, id, `{"approved":false,"by":"bob"}`); !res.Duplicate || res.Woke {
 		t.Fatalf("the second signal: %+v, want a duplicate", res)
 	}
+	// Woken and not yet claimed, it waits on nothing: it is due now.
+	if v := s.get(t, id); v.Status != jobs.StatusQueued || v.WaitingOn != "" || v.Signal != "" || v.RunAt == nil || !v.RunAt.Equal(s.r.Clock.Now()) {
+		t.Fatalf("woken: %s on %q (%q), run at %v; want queued on nothing, due now", v.Status, v.WaitingOn, v.Signal, v.RunAt)
+	}
 	if n := s.work(t); n != 1 {
 		t.Fatalf("%d deliveries after the signal, want 1", n)
 	}
