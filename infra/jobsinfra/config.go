@@ -241,7 +241,8 @@ type JWTConfig struct {
 
 // CORSConfig lets browsers on AllowOrigins call the API (GET and POST, with
 // the content-type, idempotency-key, authorization and if-none-match
-// headers; the ETag answered).
+// headers; the ETag answered) and, when the stack has the parts bucket,
+// PUT an upload's parts to its links (the ETag answered).
 type CORSConfig struct {
 	AllowOrigins []string
 }

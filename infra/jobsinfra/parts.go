@@ -54,6 +54,19 @@ func (s *Jobs) parts() {
 		LifecycleRules:    &rules,
 		RemovalPolicy:     s.removal,
 	}
+	if c := s.cfg.CORS; c != nil {
+		// A browser on the API's origins PUTs its parts to the upload's
+		// links and reads each part's ETag, which completing it sends.
+		// Nothing else: the links are the only way in, and they sign
+		// the part's length.
+		props.Cors = &[]*awss3.CorsRule{{
+			AllowedOrigins: jsii.Strings(c.AllowOrigins...),
+			AllowedMethods: &[]awss3.HttpMethods{awss3.HttpMethods_PUT},
+			AllowedHeaders: jsii.Strings("content-type"),
+			ExposedHeaders: jsii.Strings("ETag"),
+			MaxAge:         jsii.Number(3600),
+		}}
+	}
 	if s.Key != nil {
 		// A bucket key: S3 asks KMS for a data key per bucket and hour,
 		// not per object.

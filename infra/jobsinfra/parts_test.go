@@ -29,6 +29,9 @@ func TestPartsBucket(t *testing.T) {
 	for _, cmk := range []bool{false, true} {
 		cfg := DevConfig("parts" + strconv.FormatBool(cmk))
 		cfg.CustomerManagedKey = cmk
+		if cmk {
+			cfg.CORS = &CORSConfig{AllowOrigins: []string{"https://app.example.com"}}
+		}
 		s := synthProps(t, &JobsProps{Config: cfg, LargeParts: true}, nil)
 		buckets := s.of("AWS::S3::Bucket")
 		if len(buckets) != 1 {
@@ -48,6 +51,12 @@ func TestPartsBucket(t *testing.T) {
 		}
 		if got := jsonString(b["OwnershipControls"]); !strings.Contains(got, "BucketOwnerEnforced") {
 			t.Errorf("ownership %s", got)
+		}
+		// With the API's CORS, a browser on its origins may PUT a part
+		// and read its ETag; without, no browser may.
+		want := `{"CorsRules":[{"AllowedHeaders":["content-type"],"AllowedMethods":["PUT"],"AllowedOrigins":["https://app.example.com"],"ExposedHeaders":["ETag"],"MaxAge":3600}]}`
+		if got := jsonString(b["CorsConfiguration"]); (got == want) != cmk || (!cmk && got != "null") {
+			t.Errorf("cmk %v: CORS %s", cmk, got)
 		}
 		rules := b["LifecycleConfiguration"].(map[string]any)["Rules"].([]any)
 		var keeps []int
