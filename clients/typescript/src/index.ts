@@ -2,8 +2,9 @@
 // answers are generated from docs/reference/openapi.yaml (openapi-typescript) and
 // called with openapi-fetch; this file adds only what a generator cannot:
 // the caller's identity (SigV4, or the local stack's caller), problem+json
-// answers as a typed error, and waiting for a job to end (with waits for
-// its changes, GET /v1/jobs/{id}/wait).
+// answers as a typed error, waiting for a job to end (with waits for
+// its changes, GET /v1/jobs/{id}/wait), and a payload uploaded in parts
+// (POST /v1/uploads).
 import createClient, { type Client } from "openapi-fetch";
 import type { components, paths } from "./generated/api.js";
 import { sigv4Fetch, type SigV4Options } from "./sigv4.js";
@@ -130,4 +131,85 @@ export async function waitForJob(client: JobsClient, id: string, opts: WaitOptio
     await new Promise((resolve) => setTimeout(resolve, interval));
     [job, etag] = await read();
   }
+}
+
+/** An enqueue's body (POST /v1/jobs). */
+export type EnqueueRequest = components["schemas"]["EnqueueRequest"];
+/** An upload as GET /v1/uploads/{id} shows it. */
+export type UploadView = components["schemas"]["UploadView"];
+
+export interface UploadOptions {
+  /** What else the job's enqueue sends (tags, delay_seconds, ...): not kind, payload or upload. */
+  enqueue?: Omit<EnqueueRequest, "kind" | "payload" | "upload">;
+  /** The fetch that PUTs the parts to their presigned links (globalThis.fetch by default). Never the client's own: a link is its credential, and signing it again would break it. */
+  partFetch?: typeof fetch;
+  /** How often to read the upload while a worker validates it (500 ms by default). */
+  intervalMs?: number;
+  /** How long to wait for the validation at most, once the parts are up (no bound by default): then a TimeoutError. */
+  timeoutMs?: number;
+  /** Stops the upload. */
+  signal?: AbortSignal;
+  /** Called after each part is uploaded. */
+  onPart?: (number: number, of: number) => void;
+}
+
+/** UploadError is an upload a worker refused: its code (upload_too_large, upload_invalid, upload_incomplete, upload_expired, cancelled). */
+export class UploadError extends Error {
+  readonly code: string;
+  readonly upload: UploadView;
+  constructor(upload: UploadView) {
+    super(`lambdajobs: upload ${upload.id} failed: ${upload.error ?? "failed"}`);
+    this.name = "UploadError";
+    this.code = upload.error ?? "";
+    this.upload = upload;
+  }
+}
+
+/**
+ * enqueueUpload makes a job of kind whose payload (its JSON, as bytes) is
+ * past what POST /v1/jobs takes: it starts an upload, PUTs each part to its
+ * presigned link, completes it, reads it until a worker has validated it,
+ * and enqueues the job with it, which it returns. Enqueueing the same
+ * upload again answers the same job. A refused upload throws an
+ * UploadError, an answer of the API that is a problem a ProblemError, and a
+ * part's PUT that fails an Error that names the part (never its link).
+ */
+export async function enqueueUpload(client: JobsClient, kind: string, data: Uint8Array | Blob, opts: UploadOptions = {}): Promise<Job> {
+  const interval = opts.intervalMs ?? 500;
+  const size = data instanceof Blob ? data.size : data.byteLength;
+  const up = must(await client.POST("/v1/uploads", { body: { kind, bytes: size }, signal: opts.signal }));
+  const put = opts.partFetch ?? globalThis.fetch;
+  const etags: string[] = [];
+  for (const [i, part] of up.parts.entries()) {
+    const from = i * up.part_bytes;
+    const to = i === up.parts.length - 1 ? size : Math.min(from + up.part_bytes, size);
+    let answer: Response;
+    try {
+      answer = await put(part.url, { method: "PUT", body: data.slice(from, to), signal: opts.signal });
+    } catch (e) {
+      if (opts.signal?.aborted) throw e;
+      // Not the error itself: its message may hold the link, which is a credential for the part.
+      throw new Error(`lambdajobs: PUT part ${part.number} of ${up.parts.length}: the request failed (${e instanceof Error ? e.name : "error"})`);
+    }
+    const etag = answer.headers.get("ETag");
+    await answer.body?.cancel();
+    if (!answer.ok || etag === null) {
+      throw new Error(`lambdajobs: PUT part ${part.number} of ${up.parts.length}: ${answer.status}${etag === null && answer.ok ? " without an ETag (a browser needs the bucket's CORS rule: jobsinfra.Config.CORS)" : ""}`);
+    }
+    etags.push(etag);
+    opts.onPart?.(part.number, up.parts.length);
+  }
+  const path = { params: { path: { id: up.id } }, signal: opts.signal };
+  const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
+  let view = must(await client.POST("/v1/uploads/{id}/complete", { ...path, body: { etags } }));
+  while (view.status !== "ready") {
+    if (view.status === "failed") throw new UploadError(view);
+    if (Date.now() + interval > deadline) {
+      throw new DOMException(`lambdajobs: upload ${up.id} was not validated within ${opts.timeoutMs} ms (${view.status})`, "TimeoutError");
+    }
+    await new Promise((resolve) => setTimeout(resolve, interval));
+    opts.signal?.throwIfAborted();
+    view = must(await client.GET("/v1/uploads/{id}", path));
+  }
+  return must(await client.POST("/v1/jobs", { body: { ...opts.enqueue, kind, upload: up.id } as EnqueueRequest, signal: opts.signal }));
 }

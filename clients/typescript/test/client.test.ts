@@ -2,8 +2,9 @@
 // it in-process, with the kinds of internal/devtools/apitest, and gives
 // its URL in LAMBDAJOBS_API), and its SigV4 signing.
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { test } from "node:test";
-import { createJobsClient, isFinal, must, ProblemError, sigv4Fetch, waitForJob, type Job } from "../src/index.js";
+import { createJobsClient, enqueueUpload, isFinal, must, ProblemError, sigv4Fetch, UploadError, waitForJob, type Job } from "../src/index.js";
 
 const api = process.env.LAMBDAJOBS_API ?? "";
 if (api === "" && process.env.CI) {
@@ -98,6 +99,42 @@ test("a wait answers as soon as the job changes", { skip: api === "" ? "LAMBDAJO
   const reads = paths.filter((p) => p === `/v1/jobs/${next.id}`).length;
   const waits = paths.filter((p) => p === `/v1/jobs/${next.id}/wait`).length;
   assert.ok(reads === 1 && waits >= 1 && waits <= 5, `waitForJob read the job ${reads} times and waited ${waits} times over a second`);
+});
+
+test("a payload past a request goes up in parts and makes one job", { skip: api === "" ? "LAMBDAJOBS_API is not set" : false }, async () => {
+  const c = createJobsClient({ baseUrl: api, caller: "ts" });
+  // The in-process API keeps uploads in memory: a part's link is
+  // mem://uploads/..., which its server takes at /_parts/uploads/...
+  // (refusing a PUT with credentials, as S3 does a presigned one).
+  const puts: string[] = [];
+  const partFetch = ((url: RequestInfo | URL, init?: RequestInit) => {
+    const link = String(url);
+    puts.push(link);
+    return fetch(link.replace(/^mem:\/\//, `${api}/_parts/`), init);
+  }) as typeof fetch;
+  const text = "lambdajobs ".repeat(900_000); // 9.9 MB: two parts of 8 MiB at most
+  const data = new TextEncoder().encode(JSON.stringify({ text }));
+  const parts: number[] = [];
+  const opts = { partFetch, intervalMs: 20, timeoutMs: 20_000, onPart: (n: number) => parts.push(n) };
+  const job = await enqueueUpload(c, "digest", data, { ...opts, enqueue: { tags: { via: "upload" } } });
+  assert.deepEqual(parts, [1, 2]);
+  assert.ok(puts.length === 2 && puts.every((u) => u.startsWith("mem://uploads/")), `the parts went to ${puts.length} links`);
+  assert.deepEqual(job.tags, { via: "upload" });
+  const done = await waitForJob(c, job.id, { intervalMs: 20, timeoutMs: 20_000 });
+  assert.deepEqual(done.result, { bytes: text.length, sha256: createHash("sha256").update(text).digest("hex") });
+  assert.ok((done.payload_bytes ?? 0) >= data.byteLength, `payload_bytes ${done.payload_bytes}`);
+
+  // Not the kind's payload: the worker refuses it, and no job is made.
+  const before = must(await c.GET("/v1/jobs", { params: { query: { kind: "digest" } } })).jobs.length;
+  await assert.rejects(enqueueUpload(c, "digest", new TextEncoder().encode('{"text":"a","more":1}'), opts), (e: unknown) => e instanceof UploadError && e.code === "upload_invalid");
+  assert.equal(must(await c.GET("/v1/jobs", { params: { query: { kind: "digest" } } })).jobs.length, before);
+  // A part's PUT refused names the part, never its link.
+  const refused = (async () => new Response("no", { status: 403 })) as typeof fetch;
+  await assert.rejects(enqueueUpload(c, "digest", data, { ...opts, partFetch: refused }), (e: unknown) => e instanceof Error && /part 1 of 2: 403$/.test(e.message) && !e.message.includes("mem://"));
+  const broken = (async (u: RequestInfo | URL) => { throw new TypeError(`fetch failed: ${String(u)}`); }) as typeof fetch;
+  await assert.rejects(enqueueUpload(c, "digest", data, { ...opts, partFetch: broken }), (e: unknown) => e instanceof Error && /part 1 of 2: the request failed \(TypeError\)$/.test(e.message) && !e.message.includes("mem://"));
+  // The client's own credentials never go with a part: the server refuses them.
+  await assert.rejects(enqueueUpload(c, "digest", data, { ...opts, partFetch: ((u: RequestInfo | URL, init?: RequestInit) => partFetch(u, { ...init, headers: { "X-Local-Caller": "ts" } })) as typeof fetch }), /part 1 of 2: 400/);
 });
 
 test("sigv4Fetch signs for execute-api in the region, and only over https or to this machine", async () => {

@@ -8,13 +8,25 @@
 //     missing name fails no_name;
 //   - shout.word: a string → the string in capitals;
 //   - approve: waits for the signal "approval" (a bool) and returns it;
+//   - digest: {"text"}, up to 16 MiB (so an upload's: POST /v1/uploads) →
+//     {"bytes", "sha256"} of the text;
 //   - internal.cleanup: an internal kind, which no caller may enqueue.
+//
+// It keeps payloads past 64 KiB as objects and takes uploads, as a stack
+// with the parts bucket does; a part's presigned link (mem://uploads/...)
+// is PUT to the API's URL at /_parts/uploads/..., which refuses
+// a PUT that carries credentials, as S3 refuses a presigned request that
+// also has an Authorization header.
 package apitest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -64,6 +76,10 @@ func Start(t testing.TB) *API {
 		ok, _, err := jobs.WaitForSignal[bool](ctx, j, "approval", time.Hour)
 		return jobs.JSON[bool]{V: ok}, err
 	}, &jobs.KindOpts{Signals: map[string]any{"approval": false}})
+	jobs.MustRegister(reg, "digest", func(_ context.Context, j *jobs.Job[Text]) (jobs.JSON[Digest], error) {
+		sum := sha256.Sum256([]byte(j.Payload.Text))
+		return jobs.JSON[Digest]{V: Digest{Bytes: len(j.Payload.Text), SHA256: hex.EncodeToString(sum[:])}}, nil
+	}, &jobs.KindOpts{MaxPayloadBytes: 16 << 20})
 	jobs.MustRegister(reg, "internal.cleanup", func(context.Context, *jobs.Job[struct{}]) (jobs.NoResult, error) {
 		return jobs.NoResult{}, nil
 	}, &jobs.KindOpts{Internal: true})
@@ -72,6 +88,9 @@ func Start(t testing.TB) *API {
 		t.Fatal(err)
 	}
 	store, queue := jobstest.NewMemStore(nil), &jobstest.MemQueue{}
+	store.KeepPayloadsApart(64 << 10)
+	store.KeepObjectsOver(64 << 10)
+	uploads := store.Uploads().(*jobstest.MemUploads)
 	svc, err := testroles.Service(jobs.Config{Registry: reg, Store: store, Queue: queue, PageTokenKey: make([]byte, 32), Sealer: sealer})
 	if err != nil {
 		t.Fatal(err)
@@ -82,9 +101,42 @@ func Start(t testing.TB) *API {
 	}
 	h := httpapi.New(svc, httpapi.Config{})
 	fn := localstack.FunctionHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](h.Route)
-	srv := httptest.NewServer(&localstack.Gateway{Enqueue: fn, GetJob: fn, WaitJob: fn, Cancel: fn})
+	mux := http.NewServeMux()
+	mux.Handle("/", &localstack.Gateway{Enqueue: fn, GetJob: fn, WaitJob: fn, Cancel: fn})
+	mux.HandleFunc("PUT "+partsPath, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" || r.Header.Get("X-Local-Caller") != "" {
+			http.Error(w, "a presigned part's PUT carries no other credentials", http.StatusBadRequest)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+		if err != nil {
+			http.Error(w, "read the part", http.StatusBadRequest)
+			return
+		}
+		etag, err := uploads.PutPart("mem://"+strings.TrimPrefix(r.URL.Path, partsPath)+"?"+r.URL.RawQuery, body)
+		if err != nil {
+			http.Error(w, "no such upload", http.StatusForbidden)
+			return
+		}
+		w.Header().Set("ETag", etag)
+	})
+	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &API{URL: srv.URL, queue: queue, worker: worker}
+}
+
+// partsPath is where the API's server takes parts' PUTs.
+const partsPath = "/_parts/"
+
+// Text is digest's payload.
+type Text struct {
+	Text string `json:"text"`
+}
+
+// Digest is digest's result.
+type Digest struct {
+	Bytes  int    `json:"bytes"`
+	SHA256 string `json:"sha256"`
 }
 
 // Work runs the jobs queued since it last ran through the real worker,

@@ -92,7 +92,7 @@ func TestToolsAreTheKindsAndTheJobCalls(t *testing.T) {
 		tools[tool.Name] = tool
 		names = append(names, tool.Name)
 	}
-	want := "enqueue_approve enqueue_greet enqueue_shout.word get_job wait_job list_jobs count_jobs cancel_job retry_job signal_job"
+	want := "enqueue_approve enqueue_digest enqueue_greet enqueue_shout.word get_job wait_job list_jobs count_jobs cancel_job retry_job signal_job"
 	if got := strings.Join(names, " "); len(names) != len(strings.Fields(want)) || strings.Contains(got, "cleanup") {
 		t.Fatalf("tools %s, want %s", got, want)
 	}
@@ -305,7 +305,7 @@ func TestStreamableHTTPAnswersThisMachineOnly(t *testing.T) {
 	}
 	defer cs.Close()
 	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil || len(res.Tools) != 10 {
+	if err != nil || len(res.Tools) != 11 {
 		t.Fatalf("tools over HTTP: %v %v", res, err)
 	}
 	if _, err := mcpserver.Handler(s, "0.0.0.0:8090"); err == nil {

@@ -51,7 +51,7 @@ func TestTheTypeScriptClientAgainstTheAPI(t *testing.T) {
 	}()
 	defer func() { stop(); <-done }()
 	out := run(t, dir, []string{"LAMBDAJOBS_API=" + api.URL, "CI=true"}, "node", "--test", "dist/test/")
-	if !strings.Contains(out, "# pass 5") || !strings.Contains(out, "# fail 0") {
+	if !strings.Contains(out, "# pass 6") || !strings.Contains(out, "# fail 0") {
 		t.Fatalf("node --test:\n%s", out)
 	}
 	t.Logf("node --test:\n%s", out)
