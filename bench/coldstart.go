@@ -28,13 +28,15 @@ type coldResult struct {
 	Name string // the function (hello: the baseline)
 	// Traced: built as `make build` builds this repository's functions,
 	// with OpenTelemetry and the S3 client linked (internal/withtracing:
-	// tracing.XRay(); internal/withobjects: s3objects.Tier); else
-	// with the tags lambdajobs.notracing and lambdajobs.noobjects, as a
-	// team's main that passes no lambdafn.Opts.Tracing and no Objects.
-	Traced    bool
-	SizeARM64 int64    // the deployable bootstrap (make build)
-	OTel      []string // OpenTelemetry modules `go version -m` lists in it
-	First     time.Duration
+	// tracing.XRay(); internal/withobjects: s3objects.Tier). Objects
+	// without Traced: the S3 client alone (the tag lambdajobs.notracing),
+	// as a team's main that passes Objects and no lambdafn.Opts.Tracing.
+	// Neither: with the tags lambdajobs.notracing and
+	// lambdajobs.noobjects, as a team's main that passes neither.
+	Traced, Objects bool
+	SizeARM64       int64    // the deployable bootstrap (make build)
+	OTel            []string // OpenTelemetry modules `go version -m` lists in it
+	First           time.Duration
 	// Init is the emulator's INIT REPORT: from the process's start to the
 	// runtime's first request for work (Go runtime, package
 	// initialisation, lambdafn's set-up). Invoke is the first invocation
@@ -49,29 +51,33 @@ type coldResult struct {
 }
 
 // coldNames are the functions measured: hello world first.
-var coldNames = []string{"hello", "enqueue", "getjob", "cancel", "worker", "sweeper", "schedules"}
+var coldNames = []string{"hello", "enqueue", "getjob", "waitjob", "cancel", "worker", "sweeper", "schedules"}
 
-// coldTarget is one bootstrap measured: a function, with or without
-// tracing linked.
+// coldTarget is one bootstrap measured: a function, with or without the
+// S3 tier and tracing linked (coldResult.Traced, Objects).
 type coldTarget struct {
-	name   string
-	traced bool
+	name            string
+	traced, objects bool
 }
 
 func (t coldTarget) key() string {
-	if t.traced {
+	switch {
+	case t.traced:
 		return t.name + "+tracing"
+	case t.objects:
+		return t.name + "+objects"
 	}
 	return t.name
 }
 
-// coldTargets are hello world, the functions without tracing, then with.
+// coldTargets are hello world, the functions with neither linked, with
+// the S3 tier, then with both (make build's).
 func coldTargets() []coldTarget {
 	var out []coldTarget
-	for _, traced := range []bool{false, true} {
+	for _, v := range []coldTarget{{}, {objects: true}, {traced: true, objects: true}} {
 		for _, name := range coldNames {
-			if name != "hello" || !traced {
-				out = append(out, coldTarget{name, traced})
+			if name != "hello" || !v.objects {
+				out = append(out, coldTarget{name, v.traced, v.objects})
 			}
 		}
 	}
@@ -137,7 +143,7 @@ func coldStart(ctx context.Context, runs int) ([]coldResult, error) {
 		headers map[string]string
 		body    string
 	}{
-		"getjob": {route: deploy.RouteGetJob}, "cancel": {route: deploy.RouteCancelJob}, "schedules": {route: deploy.RouteListSchedules},
+		"getjob": {route: deploy.RouteGetJob}, "waitjob": {route: deploy.RouteWaitJob}, "cancel": {route: deploy.RouteCancelJob}, "schedules": {route: deploy.RouteListSchedules},
 		"enqueue": {route: deploy.RouteEnqueue, headers: map[string]string{"content-type": "text/plain"}, body: "x"},
 	} {
 		ev, err := apiEvent(call.route, call.headers, call.body)
@@ -157,7 +163,10 @@ func coldStart(ctx context.Context, runs int) ([]coldResult, error) {
 		}
 		tags := "lambda.norpc"
 		if !tg.traced {
-			tags += ",lambdajobs.notracing,lambdajobs.noobjects"
+			tags += ",lambdajobs.notracing"
+		}
+		if !tg.objects {
+			tags += ",lambdajobs.noobjects"
 		}
 		arm := filepath.Join(dir, "arm64", tg.key(), "bootstrap")
 		host[tg.key()] = filepath.Join(dir, "host", tg.key(), "bootstrap")
@@ -175,7 +184,7 @@ func coldStart(ctx context.Context, runs int) ([]coldResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		results[tg.key()] = &coldResult{Name: name, Traced: tg.traced, SizeARM64: st.Size(), OTel: otel, Steps: map[string]float64{}}
+		results[tg.key()] = &coldResult{Name: name, Traced: tg.traced, Objects: tg.objects, SizeARM64: st.Size(), OTel: otel, Steps: map[string]float64{}}
 	}
 	start := func(tg coldTarget) (*localstack.Function, *lockedBuffer, error) {
 		out := &lockedBuffer{}

@@ -210,7 +210,7 @@ func (r *report) markdown() string {
 	b.WriteString(r.sweepMD())
 	b.WriteString(r.lanesMD())
 	b.WriteString(r.checksMD())
-	w("## Reproduce\n\n```sh\nmake bench   # about 5 minutes on 2 cores; rewrites this file and docs/evidence/bench-throughput.png\n")
+	w("## Reproduce\n\n```sh\nmake bench   # about 7 minutes on 2 cores; rewrites this file and docs/evidence/bench-throughput.png\n")
 	w("cd bench && go run . -only coldstart   # one step alone, printed (-only costs, sweep, coldstart, throughput, lanes)\n```\n")
 	return b.String()
 }
@@ -412,24 +412,28 @@ func (r *report) coldMD() string {
 	w("aws-lambda-go bootstrap: the median of %d fresh starts each, the bootstraps taking turns so that\n", r.ColdRuns)
 	w("the machine's load falls on all alike (and this step first, before the others' emulators and\n")
 	w("heaps), in an environment holding only what Lambda and the\n")
-	w("construct set. Each function is built twice: as a team's main that passes no tracing and no\n")
-	w("object tier (`-tags lambdajobs.notracing,lambdajobs.noobjects` here), and as this repository's\n")
-	w("`make build` builds it, with `tracing.XRay()` and `s3objects.Tier{}` (the S3 client) linked\n")
-	w("but unused (no large kind, no bucket). The first invoke is what the caller waits for: the\n")
+	w("construct set. Each function is built three times: as a team's main that passes no tracing and\n")
+	w("no object tier (`-tags lambdajobs.notracing,lambdajobs.noobjects` here); as one that passes the\n")
+	w("object tier, `s3objects.Tier{}` (the S3 client), and no tracing (`-tags lambdajobs.notracing`);\n")
+	w("and as this repository's `make build` builds it, with `tracing.XRay()` linked too. Both are\n")
+	w("linked but unused here (no large kind, no bucket). The first invoke is what the caller waits for: the\n")
 	w("process's start, the Go runtime and package initialisation, the function's set-up (together\n")
 	w("the emulator's *init*, up to the runtime's first request for work) and the first invocation\n")
-	w("itself (for getjob and schedules one DynamoDB read; for the sweeper its first sweep, %d index\n", dynamostore.Shards)
+	w("itself (for getjob, waitjob and schedules one DynamoDB read; for the sweeper its first sweep, %d index\n", dynamostore.Shards)
 	w("queries, measured apart from its start in the next column).\n\n")
 	w("| function | bootstrap size | OpenTelemetry modules (`go version -m`) | first invoke | of which init | first invocation | second invoke | first invoke vs hello | added to a start |\n|---|---|---|---|---|---|---|---|---|\n")
-	hello := r.cold("hello", false)
+	hello := r.cold("hello", false, false)
 	for _, c := range r.Cold {
 		otel := "none"
 		if len(c.OTel) > 0 {
 			otel = fmt.Sprintf("%d", len(c.OTel))
 		}
 		name := c.Name
-		if c.Traced {
-			name += ", tracing linked"
+		switch {
+		case c.Traced:
+			name += ", S3 and tracing linked"
+		case c.Objects:
+			name += ", S3 linked"
 		}
 		w("| %s | %.1f MB | %s | %s | %s | %s | %s | **%.2fx** | %+.1f ms |\n", name, float64(c.SizeARM64)/1e6, otel, ms(c.First), ms(c.Init), ms(c.Invoke), ms(c.Warm),
 			float64(c.First)/float64(hello.First), float64(c.First-hello.First)/1e6)
@@ -441,13 +445,13 @@ func (r *report) coldMD() string {
 	w("adds about 1769/M times these milliseconds (the construct's memory sizes: `jobsinfra.Config`);\n")
 	w("the ratio is the measure the limits keep (section 7). The emulator's figures are not Lambda's\n")
 	w("Init Duration.\n")
-	w("\nThe set-up breakdown of the bootstraps without tracing: milliseconds of each step, medians of\n")
+	w("\nThe set-up breakdown of the bootstraps with neither linked: milliseconds of each step, medians of\n")
 	w("%d more starts of each bootstrap run directly (it sets up, then exits for want of a Runtime\n", r.ColdRuns)
 	w("API), with `GODEBUG=inittrace=1` and lambdafn's DEBUG line \"function set up\", which Serve\n")
 	w("writes once per process:\n\n")
 	var plain []coldResult
 	for _, c := range r.Cold {
-		if !c.Traced {
+		if !c.Traced && !c.Objects {
 			plain = append(plain, c)
 		}
 	}
@@ -467,8 +471,8 @@ func (r *report) coldMD() string {
 			switch {
 			case row.key == "inits":
 				w(" %.2f |", c.Inits)
-			case row.key == "inits+tracing":
-				if t := r.cold(c.Name, true); t != nil {
+			case row.key == "inits+objects" || row.key == "inits+tracing":
+				if t := r.cold(c.Name, row.key == "inits+tracing", true); t != nil {
 					w(" %.2f |", t.Inits)
 				} else {
 					w(" - |")
@@ -564,10 +568,10 @@ func (r *report) costNamed(name string) *cost {
 }
 
 // cold returns the cold start of function name, with or without tracing
-// linked (nil when not measured).
-func (r *report) cold(name string, traced bool) *coldResult {
+// and the S3 tier linked (nil when not measured).
+func (r *report) cold(name string, traced, objects bool) *coldResult {
 	for i, c := range r.Cold {
-		if c.Name == name && c.Traced == traced {
+		if c.Name == name && c.Traced == traced && c.Objects == objects {
 			return &r.Cold[i]
 		}
 	}
@@ -578,7 +582,8 @@ func (r *report) cold(name string, traced bool) *coldResult {
 // then lambdafn's steps (see pkg/jobs/lambdafn/setup.go).
 var setupRows = []struct{ key, label string }{
 	{"inits", "package initialisation (inittrace)"},
-	{"inits+tracing", "the same with tracing linked"},
+	{"inits+objects", "the same with S3 linked"},
+	{"inits+tracing", "the same with S3 and tracing linked"},
 	{"main", "main, before lambdafn.Serve (the registry)"},
 	{"config", "configuration from the environment"},
 	{"aws", "AWS configuration"},

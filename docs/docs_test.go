@@ -264,7 +264,6 @@ var figure = regexp.MustCompile(`\$\d[\d,]*(?:\.\d+)?(?: per million| a month)?|
 var notRestated = map[string]string{
 	"$0.0000133334":      "Lambda's list price per GB-second",
 	"$0.023":             "S3's list price per GB-month",
-	"$0.03":              "KMS's price per 10,000 requests; a cell of the cost table",
 	"$0.125 per million": "DynamoDB's list price per million read units",
 	"$0.20":              "list prices: a million Lambda requests; a cell of the cost table",
 	"$0.20 per million":  "Lambda's list price per million requests",
@@ -290,7 +289,8 @@ var notRestated = map[string]string{
 	"200 ms":             "different jobs' run times",
 	"250 ms":             "a wait's poll interval (jobs.Service.Wait), as the code sets it",
 	"300 ms":             "different delays (a fault's, a job's)",
-	"5.3 ms":             "different functions' initialisations",
+	"7.0 ms":             "different measurements: a bench row's init; OTLP's initialisation (OPERATIONS.md)",
+	"12.4 MB":            "different bootstraps: waitjob with S3 (a bench row); the worker with X-Ray (OPERATIONS.md)",
 	"128 MB":             "the wait function's memory, as the descriptor sets it",
 	"256 MB":             "the API functions' memory, as the descriptor sets it",
 	"512 MB":             "the worker's memory, as the descriptor sets it",
